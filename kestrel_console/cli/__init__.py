@@ -1,0 +1,73 @@
+"""The ``kestrel-console`` command: global options, then one module per group of commands.
+
+Exit status: 0 success, 1 refused or failed action (message on stderr), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from . import engine_commands
+from .settings import build_settings
+
+app = typer.Typer(
+    name="kestrel-console",
+    help="Operate Kestrel durable workflows: run workers, inspect executions, approve, "
+    "re-enqueue or cancel, run saved SQL reports. With no command, opens the TUI.",
+    no_args_is_help=False,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@app.callback(invoke_without_command=True)
+def root(
+    ctx: typer.Context,
+    dsn: Optional[str] = typer.Option(
+        None, "--dsn", help="PostgreSQL DSN (else $KESTREL_DSN, else libpq defaults: PGHOST, ...).",
+        show_default=False,
+    ),
+    schema: str = typer.Option("kestrel", "--schema", help="Schema holding Kestrel's tables."),
+    operator: Optional[str] = typer.Option(
+        None, "--operator", help="Who is acting, recorded in the audit table (default $USER).",
+        show_default=False,
+    ),
+    queries: Optional[list[Path]] = typer.Option(
+        None, "--queries", help="Extra folder of saved reports (repeatable; also $KESTREL_QUERIES).",
+        show_default=False,
+    ),
+    read_only: bool = typer.Option(False, "--read-only", help="TUI: hide and refuse every action."),
+) -> None:
+    from kestrel_core.statements import check_schema_name
+
+    try:
+        check_schema_name(schema)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--schema") from None
+    ctx.obj = build_settings(dsn, schema, operator, queries)
+    if ctx.invoked_subcommand is None:
+        from .tui_command import open_tui
+
+        open_tui(ctx.obj, read_only=read_only)
+
+
+engine_commands.register(app)
+
+for _module in ("read_commands", "demo_command", "prune_command"):
+    # Command groups built in their own modules; each exposes register(app).
+    try:
+        _mod = __import__(f"{__name__}.{_module}", fromlist=["register"])
+    except ModuleNotFoundError as _exc:
+        if _exc.name != f"{__name__}.{_module}":
+            raise
+        continue
+    _mod.register(app)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

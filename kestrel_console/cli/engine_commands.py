@@ -1,0 +1,164 @@
+"""Commands that change things: migrate, worker, enqueue, approve/reject, requeue/cancel.
+
+Every write goes through the kestrel_core API; these functions only parse and print.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from datetime import timedelta
+from typing import Any, Optional
+
+import typer
+
+from kestrel_core import Kestrel
+from kestrel_core.connection import describe_target
+
+from .errors import fail, handles_errors
+from .settings import settings
+
+
+def load_app(target: str) -> Kestrel:
+    """Import ``MODULE[:ATTR]`` (ATTR defaults to ``app``) and return the Kestrel found there."""
+    module_name, _, attr = target.partition(":")
+    attr = attr or "app"
+    if "." not in sys.path and "" not in sys.path:
+        sys.path.insert(0, "")  # like `python -m`: modules in the current folder are found
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            fail(f"cannot import module {module_name!r}: no such module (run from the folder that holds it, or fix PYTHONPATH)")
+        raise
+    obj = getattr(module, attr, None)
+    if obj is None:
+        fail(f"module {module_name!r} has no attribute {attr!r}: name it as MODULE:ATTR")
+    if not isinstance(obj, Kestrel):
+        fail(f"{module_name}:{attr} is a {type(obj).__name__}, not a kestrel_core.Kestrel app")
+    return obj
+
+
+def _parse_json(text: str, option: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise typer.BadParameter(f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
+                                 param_hint=option) from None
+
+
+def migrate(ctx: typer.Context) -> None:
+    """Create or upgrade the Kestrel schema (idempotent; safe from many processes at once)."""
+    s = settings(ctx)
+    with s.kestrel() as app:
+        applied = handles_errors(app.migrate)()
+    target = describe_target(s.dsn)
+    if applied:
+        typer.echo(f"schema {s.schema!r} on {target}: applied migration(s) {', '.join(map(str, applied))}")
+    else:
+        typer.echo(f"schema {s.schema!r} on {target}: already up to date")
+
+
+def worker(
+    ctx: typer.Context,
+    target: str = typer.Argument(..., metavar="MODULE[:ATTR]", help="Where the Kestrel app is (ATTR defaults to 'app')."),
+    concurrency: int = typer.Option(8, "--concurrency", min=1, max=1024, help="Executions run at once."),
+    lease: float = typer.Option(30.0, "--lease", min=1.0, help="Lease length in seconds; renewed every third of it."),
+    worker_id: Optional[str] = typer.Option(None, "--worker-id", help="Owner id written on claimed rows (default host:pid:random).", show_default=False),
+    no_listen: bool = typer.Option(False, "--no-listen", help="Poll only, no LISTEN/NOTIFY (for PgBouncer transaction pooling)."),
+) -> None:
+    """Run a worker for the workflows registered on the app at MODULE[:ATTR], until SIGINT/SIGTERM."""
+    s = settings(ctx)
+    user_app = load_app(target)
+    # The command line's --dsn/--schema win over what the module configured.
+    if s.dsn_given:
+        user_app.dsn = s.dsn
+    if s.schema != "kestrel":
+        user_app.schema = s.schema
+    if not user_app.workflows:
+        fail(f"{target} registers no workflow: decorate functions with @app.workflow")
+    handles_errors(user_app.run_worker)(
+        concurrency=concurrency, lease=timedelta(seconds=lease), worker_id=worker_id,
+        listen=not no_listen,
+    )
+
+
+def enqueue(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help="Workflow name."),
+    input: Optional[str] = typer.Option(None, "--input", help="Input as JSON (default null).", show_default=False),
+    idempotency_key: Optional[str] = typer.Option(None, "--idempotency-key", help="Enqueue at most once per key: a repeat prints the first id.", show_default=False),
+    delay: Optional[float] = typer.Option(None, "--delay", min=0.0, help="Seconds before it may start.", show_default=False),
+    priority: int = typer.Option(0, "--priority", help="Higher runs first."),
+) -> None:
+    """Enqueue workflow NAME and print the new execution id."""
+    value = _parse_json(input, "--input") if input is not None else None
+    s = settings(ctx)
+    with s.kestrel() as app:
+        eid = handles_errors(app.enqueue)(
+            name, value, idempotency_key=idempotency_key, priority=priority,
+            delay=timedelta(seconds=delay) if delay else None,
+        )
+    typer.echo(eid)
+
+
+def _decide(ctx: typer.Context, execution_id: int, step: str, comment: Optional[str], approved: bool) -> None:
+    s = settings(ctx)
+    with s.kestrel() as app:
+        action = app.approve if approved else app.reject
+        handles_errors(action)(execution_id, step, by=s.operator, comment=comment)
+    verb = "approved" if approved else "rejected"
+    typer.echo(f"{verb} {step!r} of execution {execution_id} as {s.operator}; it is enqueued to resume")
+
+
+def approve(
+    ctx: typer.Context,
+    execution_id: int = typer.Argument(..., metavar="ID", help="Execution id."),
+    step: str = typer.Argument(..., metavar="STEP", help="Approval gate id."),
+    comment: Optional[str] = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
+) -> None:
+    """Approve the pending approval gate STEP of execution ID."""
+    _decide(ctx, execution_id, step, comment, approved=True)
+
+
+def reject(
+    ctx: typer.Context,
+    execution_id: int = typer.Argument(..., metavar="ID", help="Execution id."),
+    step: str = typer.Argument(..., metavar="STEP", help="Approval gate id."),
+    comment: Optional[str] = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
+) -> None:
+    """Reject the pending approval gate STEP of execution ID."""
+    _decide(ctx, execution_id, step, comment, approved=False)
+
+
+def requeue(
+    ctx: typer.Context,
+    execution_id: int = typer.Argument(..., metavar="ID", help="Execution id."),
+    comment: Optional[str] = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
+) -> None:
+    """Re-enqueue an execution that errored, was cancelled, or holds an expired lease.
+
+    It replays from its checkpoints: completed steps are not run again.
+    """
+    s = settings(ctx)
+    with s.kestrel() as app:
+        previous = handles_errors(app.requeue)(execution_id, by=s.operator, comment=comment)
+    typer.echo(f"re-enqueued execution {execution_id} (was {previous})")
+
+
+def cancel(
+    ctx: typer.Context,
+    execution_id: int = typer.Argument(..., metavar="ID", help="Execution id."),
+    comment: Optional[str] = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
+) -> None:
+    """Cancel an enqueued, running or waiting execution (a running one stops at its next step)."""
+    s = settings(ctx)
+    with s.kestrel() as app:
+        previous = handles_errors(app.cancel)(execution_id, by=s.operator, comment=comment)
+    typer.echo(f"cancelled execution {execution_id} (was {previous})")
+
+
+def register(app: typer.Typer) -> None:
+    for command in (migrate, worker, enqueue, approve, reject, requeue, cancel):
+        app.command()(command)

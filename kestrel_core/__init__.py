@@ -1,0 +1,36 @@
+"""Kestrel: durable workflows with PostgreSQL as the only orchestrator."""
+
+from .app import Kestrel, Workflow
+from .errors import (
+    ActionRefused,
+    DatabaseUnavailable,
+    DuplicateStepId,
+    KestrelError,
+    LostOwnership,
+    NotFound,
+    NotSerializable,
+    SchemaOutdated,
+    StepFailed,
+    UnknownWorkflow,
+)
+from .execution import STATUSES, TERMINAL_STATUSES, Execution
+from .connection import mask_dsn
+
+__all__ = [
+    "ActionRefused",
+    "DatabaseUnavailable",
+    "DuplicateStepId",
+    "Execution",
+    "Kestrel",
+    "KestrelError",
+    "LostOwnership",
+    "NotFound",
+    "NotSerializable",
+    "STATUSES",
+    "SchemaOutdated",
+    "StepFailed",
+    "TERMINAL_STATUSES",
+    "UnknownWorkflow",
+    "Workflow",
+    "mask_dsn",
+]

@@ -1,0 +1,70 @@
+"""Exceptions raised by kestrel_core.
+
+Each says what is wrong and what to do; the CLI prints ``str(exc)`` and exits 1.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+
+class KestrelError(Exception):
+    """Base class of every error Kestrel raises on purpose."""
+
+
+class NotFound(KestrelError):
+    """The execution, approval gate or report asked for does not exist."""
+
+
+class ActionRefused(KestrelError):
+    """The execution's current state does not allow the action; nothing was changed."""
+
+
+class NotSerializable(KestrelError, TypeError):
+    """A workflow input or a step output is not a JSON value."""
+
+
+class DuplicateStepId(KestrelError):
+    """Two steps (or waits) of one execution used the same id."""
+
+
+class UnknownWorkflow(KestrelError):
+    """A workflow name this process has not registered."""
+
+
+class SchemaOutdated(KestrelError):
+    """The database schema is missing or older than this code: run ``migrate``."""
+
+
+class DatabaseUnavailable(KestrelError):
+    """Postgres could not be reached (wrong DSN, server down, auth refused)."""
+
+
+class StepFailed(KestrelError):
+    """A step raised on every attempt; raised into the workflow at the step call."""
+
+    def __init__(self, step_id: str, attempts: int, error: str) -> None:
+        self.step_id, self.attempts, self.error = step_id, attempts, error
+        times = "once" if attempts == 1 else f"{attempts} times"
+        super().__init__(f"step {step_id!r} failed {times}: {error}")
+
+
+class LostOwnership(KestrelError):
+    """This worker no longer holds the execution (swept, cancelled or reclaimed).
+
+    Raised at a step boundary; the worker abandons the execution without writing.
+    """
+
+
+def from_database(exc: psycopg.Error) -> psycopg.Error | KestrelError:
+    """Turn a refusal raised by the operator functions (SQLSTATE KS404/KS409) into ours."""
+    diag = getattr(exc, "diag", None)
+    message = diag.message_primary if diag is not None and diag.message_primary else str(exc)
+    hint = diag.message_hint if diag is not None else None
+    if hint:
+        message = f"{message}\n{hint}"
+    if exc.sqlstate == "KS404":
+        return NotFound(message)
+    if exc.sqlstate == "KS409":
+        return ActionRefused(message)
+    return exc

@@ -1,0 +1,47 @@
+"""Operator actions: approve, reject, cancel, requeue.
+
+Each is one call to a SECURITY DEFINER function of the schema (migration 0002), which checks
+the allowed states, writes the audit row and applies the change in one transaction. A refusal
+changes nothing and surfaces as NotFound or ActionRefused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from .errors import from_database
+from .statements import render
+
+DECIDE = "SELECT {schema}.decide_approval(%s, %s, %s, %s, %s)"
+CANCEL = "SELECT {schema}.cancel_execution(%s, %s, %s)"
+REQUEUE = "SELECT {schema}.requeue_execution(%s, %s, %s)"
+
+
+def _call(conn: psycopg.Connection, schema: str, statement: str, params: tuple) -> Any:
+    try:
+        row = conn.execute(render(statement, schema), params).fetchone()
+    except psycopg.Error as exc:
+        raise from_database(exc) from None
+    return row[0] if row else None
+
+
+def decide(
+    conn: psycopg.Connection, schema: str, execution_id: int, step_id: str, *,
+    approved: bool, by: str, comment: str | None = None,
+) -> dict[str, Any]:
+    """Record an approval decision and re-enqueue the execution; returns the decision."""
+    return _call(conn, schema, DECIDE, (execution_id, step_id, approved, by, comment))
+
+
+def cancel(conn: psycopg.Connection, schema: str, execution_id: int, *, by: str,
+           comment: str | None = None) -> str:
+    """Cancel an enqueued, running or waiting execution; returns the status it had."""
+    return _call(conn, schema, CANCEL, (execution_id, by, comment))
+
+
+def requeue(conn: psycopg.Connection, schema: str, execution_id: int, *, by: str,
+            comment: str | None = None) -> str:
+    """Re-enqueue an errored or cancelled execution, or one whose lease expired."""
+    return _call(conn, schema, REQUEUE, (execution_id, by, comment))

@@ -1,0 +1,53 @@
+"""JSON checks: inputs and step outputs must be plain JSON values, refused before any write."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from .errors import NotSerializable
+
+
+def _first_bad(value: Any, path: str = "$", depth: int = 0) -> tuple[str, str] | None:
+    """Where the first non-JSON value sits in ``value`` and what it is, or None."""
+    if depth > 500:
+        return path, "a structure nested more than 500 levels deep"
+    if value is None or isinstance(value, (bool, str, int)):
+        return None
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return path, f"the float {value!r} (JSON has no NaN or Infinity)"
+        return None
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            bad = _first_bad(item, f"{path}[{i}]", depth + 1)
+            if bad:
+                return bad
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{path}", f"a dict key of type {type(key).__name__} ({key!r}); JSON keys are strings"
+            bad = _first_bad(item, f"{path}.{key}", depth + 1)
+            if bad:
+                return bad
+        return None
+    return path, f"a value of type {type(value).__name__}"
+
+
+def to_json(value: Any, what: str) -> Jsonb:
+    """Wrap ``value`` for a jsonb parameter, or raise NotSerializable naming ``what`` and the type.
+
+    ``what`` reads like "the input of workflow 'remediate'" or "step 'fix' of execution 7".
+    """
+    bad = _first_bad(value)
+    if bad is not None:
+        path, description = bad
+        where = "" if path == "$" else f" at {path}"
+        raise NotSerializable(f"{what} is not JSON-serializable: {description}{where}")
+    text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+    if "\\u0000" in text:
+        raise NotSerializable(f"{what} is not storable: it contains a NUL character (\\u0000), which Postgres jsonb refuses")
+    return Jsonb(value, dumps=lambda _v, _t=text: _t)

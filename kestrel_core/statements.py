@@ -1,0 +1,41 @@
+"""Rendering of the engine's SQL for one schema.
+
+The engine's statements are module-level constants that name tables as ``{schema}.table``.
+The schema is configuration, never user data: it is validated as a plain identifier, quoted,
+and put in place once per process; every value travels as a bound parameter.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from psycopg import sql
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+def check_schema_name(schema: str) -> str:
+    """Return ``schema`` if it is a plain Postgres identifier, else raise ValueError."""
+    if not isinstance(schema, str) or not _IDENTIFIER.match(schema):
+        raise ValueError(
+            f"invalid schema name {schema!r}: use letters, digits and underscores, "
+            "starting with a letter or underscore (at most 63 characters)"
+        )
+    return schema
+
+
+def quote_identifier(name: str) -> str:
+    """Double-quote a validated identifier (no connection needed)."""
+    return '"' + check_schema_name(name) + '"'
+
+
+@lru_cache(maxsize=512)
+def render(statement: str, schema: str) -> sql.SQL:
+    """The statement with ``{schema}`` replaced by the quoted schema name."""
+    return sql.SQL(statement.replace("{schema}", quote_identifier(schema)))
+
+
+def notify_channel(schema: str) -> str:
+    """The LISTEN/NOTIFY channel on which enqueues and wake-ups are announced."""
+    return "kestrel:" + check_schema_name(schema)

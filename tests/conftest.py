@@ -1,0 +1,94 @@
+"""Database fixtures shared by every test.
+
+Tests talk to a real PostgreSQL: ``$KESTREL_TEST_DSN`` (an admin connection that may create
+databases), else the local server at 127.0.0.1:5432 as user postgres. Each test module gets its
+own fresh database, dropped at the end; each test gets a migrated ``Kestrel`` on it with empty
+tables.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from kestrel_core import Kestrel
+
+ADMIN_DSN = os.environ.get("KESTREL_TEST_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=postgres")
+KESTREL_TABLES = (
+    "operator_actions, step_attempts, workflow_waits, operation_outputs, workflow_executions, workers"
+)
+
+
+def _admin() -> psycopg.Connection:
+    try:
+        return psycopg.connect(ADMIN_DSN, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:  # pragma: no cover - environment problem
+        pytest.exit(
+            f"cannot reach the test PostgreSQL ({ADMIN_DSN}): {exc}\n"
+            "Start it (pg_ctlcluster 15 main start) or point KESTREL_TEST_DSN at one.",
+            returncode=3,
+        )
+
+
+@pytest.fixture(scope="session")
+def admin_dsn() -> str:
+    return ADMIN_DSN
+
+
+def create_database(prefix: str = "kestrel_t") -> str:
+    """Create an empty database on the test server and return its DSN."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with _admin() as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return make_conninfo(ADMIN_DSN, dbname=name)
+
+
+def drop_database(dsn: str) -> None:
+    name = conninfo_to_dict(dsn)["dbname"]
+    with _admin() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module")
+def database() -> Iterator[str]:
+    """A fresh database for this test module (DSN), dropped afterwards."""
+    dsn = create_database()
+    try:
+        yield dsn
+    finally:
+        drop_database(dsn)
+
+
+@pytest.fixture(scope="module")
+def migrated(database: str) -> str:
+    """The module's database with the Kestrel schema applied (DSN)."""
+    with Kestrel(database) as app:
+        app.migrate()
+    return database
+
+
+@pytest.fixture
+def dsn(migrated: str) -> Iterator[str]:
+    """DSN of a migrated database whose Kestrel tables are empty when the test starts."""
+    with psycopg.connect(migrated, autocommit=True) as conn:
+        conn.execute(f"TRUNCATE {', '.join('kestrel.' + t.strip() for t in KESTREL_TABLES.split(','))} RESTART IDENTITY CASCADE")
+    yield migrated
+
+
+@pytest.fixture
+def app(dsn: str) -> Iterator[Kestrel]:
+    """A Kestrel app on an empty, migrated database; closed after the test."""
+    with Kestrel(dsn) as kestrel:
+        yield kestrel
+
+
+@pytest.fixture
+def db(dsn: str) -> Iterator[psycopg.Connection]:
+    """A plain autocommit connection to the test database, search_path set to kestrel."""
+    with psycopg.connect(dsn, autocommit=True, options="-c search_path=kestrel") as conn:
+        yield conn
