@@ -16,14 +16,15 @@ DECLARE
     v jsonb;
     verb text := CASE WHEN p_approved THEN 'approve' ELSE 'reject' END;
 BEGIN
+    -- Lock order everywhere: the wait row, then the execution row (the sweeper does the same).
+    SELECT * INTO w FROM workflow_waits
+        WHERE execution_id = p_execution_id AND step_id = p_step_id FOR UPDATE;
     SELECT * INTO e FROM workflow_executions WHERE id = p_execution_id FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'cannot %: no execution with id %', verb, p_execution_id
             USING ERRCODE = 'KS404', HINT = 'List executions with: kestrel-console list';
     END IF;
-    SELECT * INTO w FROM workflow_waits
-        WHERE execution_id = p_execution_id AND step_id = p_step_id FOR UPDATE;
-    IF NOT FOUND THEN
+    IF w.execution_id IS NULL THEN
         RAISE EXCEPTION 'cannot %: execution % has no approval gate "%"', verb, p_execution_id, p_step_id
             USING ERRCODE = 'KS404', HINT = 'Pending approvals are listed by: kestrel-console status';
     END IF;
@@ -71,6 +72,8 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
 DECLARE
     e workflow_executions%ROWTYPE;
 BEGIN
+    PERFORM 1 FROM workflow_waits
+      WHERE execution_id = p_execution_id AND resolved_at IS NULL FOR UPDATE;
     SELECT * INTO e FROM workflow_executions WHERE id = p_execution_id FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'cannot cancel: no execution with id %', p_execution_id

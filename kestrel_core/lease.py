@@ -1,0 +1,81 @@
+"""Leases: one UPDATE renews every lease a worker holds; workers announce and retire themselves."""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import timedelta
+from typing import Sequence
+
+import psycopg
+
+from .statements import notify_channel, render
+
+# Renew every lease this worker holds and say which (id, epoch) it still holds: a row that is
+# missing was swept, cancelled or reclaimed, and its thread must stop at the next boundary.
+HEARTBEAT = """
+WITH renewed AS (
+    UPDATE {schema}.workflow_executions SET lease_expires = now() + %(lease)s
+     WHERE status = 'running' AND owner_id = %(owner)s
+    RETURNING id, claim_epoch
+), beat AS (
+    UPDATE {schema}.workers SET last_heartbeat = now(), stopped_at = NULL
+     WHERE worker_id = %(owner)s
+)
+SELECT id, claim_epoch FROM renewed
+"""
+
+REGISTER = """
+INSERT INTO {schema}.workers (worker_id, hostname, pid, workflows, concurrency)
+VALUES (%(owner)s, %(hostname)s, %(pid)s, %(workflows)s, %(concurrency)s)
+ON CONFLICT (worker_id) DO UPDATE
+   SET hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, workflows = EXCLUDED.workflows,
+       concurrency = EXCLUDED.concurrency, started_at = now(), last_heartbeat = now(),
+       stopped_at = NULL
+"""
+
+# On shutdown: hand back what did not finish so another worker picks it up at once.
+RELEASE = """
+WITH released AS (
+    UPDATE {schema}.workflow_executions
+       SET status = 'enqueued', lease_expires = NULL, run_at = now(), updated_at = now()
+     WHERE status = 'running' AND owner_id = %(owner)s
+    RETURNING id, workflow_name
+), woke AS (
+    SELECT pg_notify(%(channel)s, name) FROM (SELECT DISTINCT workflow_name AS name FROM released) n
+)
+SELECT id FROM released, (SELECT count(*) FROM woke) w
+"""
+
+RETIRE = "UPDATE {schema}.workers SET stopped_at = now() WHERE worker_id = %(owner)s"
+
+
+def default_worker_id() -> str:
+    """host:pid:random, unique per process and readable in the console."""
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
+
+
+def heartbeat(conn: psycopg.Connection, schema: str, owner: str, lease: timedelta) -> set[tuple[int, int]]:
+    """Renew every lease of ``owner``; returns the (execution_id, epoch) pairs it still holds."""
+    rows = conn.execute(render(HEARTBEAT, schema), {"owner": owner, "lease": lease}).fetchall()
+    return {(row[0], row[1]) for row in rows}
+
+
+def register(conn: psycopg.Connection, schema: str, owner: str, workflows: Sequence[str],
+             concurrency: int) -> None:
+    """Announce this worker and the workflow names it runs (read by the console)."""
+    conn.execute(render(REGISTER, schema), {
+        "owner": owner, "hostname": socket.gethostname(), "pid": os.getpid(),
+        "workflows": list(workflows), "concurrency": concurrency,
+    })
+
+
+def release_all(conn: psycopg.Connection, schema: str, owner: str) -> list[int]:
+    """Re-enqueue every execution ``owner`` still runs; returns their ids."""
+    rows = conn.execute(render(RELEASE, schema), {"owner": owner, "channel": notify_channel(schema)})
+    return [row[0] for row in rows]
+
+
+def retire(conn: psycopg.Connection, schema: str, owner: str) -> None:
+    """Mark this worker stopped."""
+    conn.execute(render(RETIRE, schema), {"owner": owner})

@@ -1,0 +1,419 @@
+"""The worker: claims executions, runs them, heartbeats its leases and sweeps.
+
+Threads, each with one job:
+- the claim loop: claims up to the free slots in one statement, woken by NOTIFY, by a slot
+  freeing, or by the poll timer (polling is the only mode with ``listen=False``, for PgBouncer);
+- ``concurrency`` runner threads for sync workflows, and one asyncio loop for async ones;
+- the listener: one connection LISTENing on the schema's channel;
+- maintenance: the heartbeat (one UPDATE renews every lease) and the sweeper.
+Stateless and fungible: everything it knows is in Postgres, so killing it loses nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import queue
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import psycopg
+from psycopg import sql
+
+from . import checkpoint, claim as claim_mod, completion, lease as lease_mod, sweeper
+from .connection import connect, make_pool
+from .context import AsyncWorkflowContext, Claimed, Unwind, WorkflowContext, describe_exception
+from .errors import NotSerializable
+from .serialization import to_json
+from .statements import notify_channel
+
+if TYPE_CHECKING:
+    from .app import Kestrel
+
+T = TypeVar("T")
+
+log = logging.getLogger("kestrel.worker")
+
+
+class Worker:
+    """Runs the workflows registered on a Kestrel app. Use ``run()`` (blocking, handles
+    SIGINT/SIGTERM) or ``start()`` / ``stop()``."""
+
+    def __init__(
+        self, app: Kestrel, *, concurrency: int = 8, lease: timedelta = timedelta(seconds=30),
+        worker_id: str | None = None, listen: bool | None = None, poll_interval: float = 1.0,
+        sweep_interval: float = 1.0, grace: timedelta | None = None,
+        db_retry_window: float | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if lease < timedelta(seconds=1):
+            raise ValueError("the lease must be at least 1 second")
+        self.app = app
+        self.schema = app.schema
+        self.concurrency = concurrency
+        self.lease = lease
+        self.worker_id = worker_id or lease_mod.default_worker_id()
+        self.listen = (not app.transaction_pooling) if listen is None else listen
+        self.poll_interval = poll_interval
+        self.sweep_interval = sweep_interval
+        self.grace = lease if grace is None else grace
+        # How long a step boundary keeps retrying a write while the database is unreachable.
+        self.db_retry_window = db_retry_window if db_retry_window is not None else max(60.0, 2 * lease.total_seconds())
+        self.log = log
+        self.names = sorted(app.workflows)
+        self.stats = {"claimed": 0, "succeeded": 0, "failed": 0, "parked": 0, "lost": 0,
+                      "refused_writes": 0, "released": 0}
+
+        self.draining = threading.Event()   # no more claims; executions stop at their next boundary
+        self._stopped = threading.Event()    # threads exit
+        self._wake = threading.Event()
+        self._inflight: dict[int, Claimed] = {}
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._runnable: queue.Queue[Claimed | None] = queue.Queue()
+        self._threads: list[threading.Thread] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pool = make_pool(
+            app.dsn, min_size=2, max_size=concurrency + 3, application_name=f"kestrel-worker",
+            prepare=not app.transaction_pooling, name=f"kestrel-worker-{self.worker_id}",
+        )
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Start, block until SIGINT/SIGTERM, then shut down gracefully."""
+        stop = threading.Event()
+        previous = {}
+        if threading.current_thread() is threading.main_thread():
+            def on_signal(signum: int, _frame: Any) -> None:
+                if stop.is_set():  # second signal: stop waiting for running steps
+                    self.grace = timedelta(0)
+                stop.set()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                previous[sig] = signal.signal(sig, on_signal)
+        try:
+            self.start()
+            while not stop.wait(0.5):
+                pass
+            self.log.info("event=shutdown_requested worker=%s in_flight=%s grace_s=%s",
+                          self.worker_id, len(self._inflight), self.grace.total_seconds())
+        finally:
+            self.stop()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def start(self) -> Worker:
+        """Register, then start the claim loop, runners, listener and maintenance threads."""
+        if not self.names:
+            raise ValueError("this app registers no workflow: decorate functions with @app.workflow")
+        with connect(self.app.dsn, application_name="kestrel-worker") as conn:
+            from .migrate import check_current
+
+            check_current(conn, self.schema)
+            lease_mod.register(conn, self.schema, self.worker_id, self.names, self.concurrency)
+        self._pool.open(wait=True, timeout=30)
+        self._spawn(self._claim_loop, "claim")
+        self._spawn(self._maintenance_loop, "maintenance")
+        if self.listen:
+            self._spawn(self._listen_loop, "listen")
+        for i in range(self.concurrency):
+            self._spawn(self._runner_loop, f"runner-{i}")
+        if any(wf.is_async for wf in self.app.workflows.values()):
+            self._loop = asyncio.new_event_loop()
+            self._loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(
+                max_workers=2 * self.concurrency + 4, thread_name_prefix="kestrel-async"))
+            self._spawn(self._loop.run_forever, "asyncio")
+        self.log.info("event=worker_started worker=%s workflows=%s concurrency=%s lease_s=%s listen=%s",
+                      self.worker_id, ",".join(self.names), self.concurrency,
+                      self.lease.total_seconds(), self.listen)
+        return self
+
+    def stop(self, grace: timedelta | None = None) -> None:
+        """Stop claiming, let running steps finish (up to ``grace``), release the rest, exit."""
+        if self._stopped.is_set():
+            return
+        self.draining.set()
+        self._wake.set()
+        deadline = time.monotonic() + (self.grace if grace is None else grace).total_seconds()
+        with self._idle:
+            while self._inflight and time.monotonic() < deadline:
+                self._idle.wait(timeout=max(0.0, min(0.2, deadline - time.monotonic())))
+        try:
+            released = self.db(lambda c: lease_mod.release_all(c, self.schema, self.worker_id), window=5.0)
+            self.stats["released"] += len(released)
+            self.db(lambda c: lease_mod.retire(c, self.schema, self.worker_id), window=5.0)
+        except psycopg.OperationalError as exc:
+            released = []
+            self.log.warning("event=release_failed worker=%s error=%r (leases will lapse and be swept)",
+                             self.worker_id, str(exc))
+        self._stopped.set()
+        for _ in range(self.concurrency):
+            self._runnable.put(None)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout=2.0)
+        self._pool.close(timeout=2.0)
+        self.log.info("event=worker_stopped worker=%s released=%s stats=%s", self.worker_id,
+                      len(released), self.stats)
+
+    def __enter__(self) -> Worker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _spawn(self, target: Callable[[], Any], name: str) -> None:
+        thread = threading.Thread(target=target, name=f"kestrel-{name}", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    # -- database access ---------------------------------------------------------------------
+
+    def db(self, fn: Callable[[psycopg.Connection], T], *, window: float | None = None) -> T:
+        """Run ``fn`` on a pooled connection, retrying while the database is unreachable.
+
+        Every write passed here is safe to repeat (fenced, ON CONFLICT, or checked).
+        """
+        deadline = time.monotonic() + (self.db_retry_window if window is None else window)
+        delay = 0.05
+        while True:
+            try:
+                with self._pool.connection(timeout=max(1.0, min(10.0, deadline - time.monotonic()))) as conn:
+                    return fn(conn)
+            except psycopg.OperationalError as exc:
+                if time.monotonic() + delay > deadline or self._stopped.is_set():
+                    raise
+                self.log.warning("event=db_retry worker=%s error=%r retry_in_s=%.2f",
+                                 self.worker_id, str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    def refused(self, execution_id: int, what: str) -> None:
+        """Count and log a fenced write refused: this worker no longer holds the execution."""
+        with self._lock:
+            self.stats["refused_writes"] += 1
+        self.log.warning("event=write_refused worker=%s execution_id=%s what=%r "
+                         "(no longer the owner: swept, cancelled or reclaimed)", self.worker_id,
+                         execution_id, what)
+
+    def await_on_loop(self, awaitable: Any) -> Any:
+        """Run a coroutine step on the worker's event loop from a runner thread."""
+        if self._loop is None:
+            return asyncio.run(_as_coroutine(awaitable))
+        return asyncio.run_coroutine_threadsafe(_as_coroutine(awaitable), self._loop).result()
+
+    # -- threads -----------------------------------------------------------------------------
+
+    def _claim_loop(self) -> None:
+        errors = 0
+        while not self.draining.is_set():
+            self._wake.clear()
+            with self._lock:
+                free = self.concurrency - len(self._inflight)
+            claimed: list[claim_mod.Claim] = []
+            if free > 0:
+                try:
+                    claimed = self.db(lambda c: claim_mod.claim(
+                        c, self.schema, owner=self.worker_id, names=self.names, n=free,
+                        lease=self.lease), window=0)
+                    errors = 0
+                except psycopg.OperationalError as exc:
+                    errors += 1
+                    self.log.warning("event=claim_failed worker=%s error=%r", self.worker_id, str(exc).strip()[:200])
+                    self.draining.wait(min(5.0, 0.1 * 2 ** min(errors, 6)))
+                    continue
+                for item in claimed:
+                    self._dispatch(item)
+            if claimed and len(claimed) == free:
+                continue  # maybe more due: claim again as soon as a slot frees
+            self._wake.wait(self.poll_interval * random.uniform(0.8, 1.2))
+
+    def _dispatch(self, item: claim_mod.Claim) -> None:
+        held = Claimed(item)
+        with self._lock:
+            self._inflight[item.execution_id] = held
+            self.stats["claimed"] += 1
+        self.log.info("event=claimed worker=%s execution_id=%s workflow=%s epoch=%s",
+                      self.worker_id, item.execution_id, item.workflow_name, item.epoch)
+        if self.app.workflows[item.workflow_name].is_async:
+            assert self._loop is not None
+            asyncio.run_coroutine_threadsafe(self._execute_async(held), self._loop)
+        else:
+            self._runnable.put(held)
+
+    def _runner_loop(self) -> None:
+        while True:
+            held = self._runnable.get()
+            if held is None:
+                return
+            try:
+                self._execute(held)
+            finally:
+                self._done(held)
+
+    def _done(self, held: Claimed) -> None:
+        with self._idle:
+            self._inflight.pop(held.claim.execution_id, None)
+            self._idle.notify_all()
+        self._wake.set()
+
+    def _listen_loop(self) -> None:
+        channel = sql.SQL("LISTEN {}").format(sql.Identifier(notify_channel(self.schema)))
+        names = set(self.names)
+        delay = 0.1
+        while not self._stopped.is_set():
+            try:
+                with connect(self.app.dsn, application_name="kestrel-listener") as conn:
+                    conn.execute(channel)
+                    delay = 0.1
+                    self._wake.set()  # anything enqueued while we were not listening
+                    while not self._stopped.is_set():
+                        for note in conn.notifies(timeout=0.5):
+                            if note.payload in names:
+                                self._wake.set()
+            except Exception as exc:  # the listener must never die; polling covers the gap
+                if self._stopped.is_set():
+                    return
+                self.log.warning("event=listen_failed worker=%s error=%r retry_in_s=%.1f",
+                                 self.worker_id, str(exc).strip()[:200], delay)
+                self._stopped.wait(delay)
+                delay = min(delay * 2, 5.0)
+
+    def _maintenance_loop(self) -> None:
+        beat_every = self.lease.total_seconds() / 3
+        next_beat = next_sweep = time.monotonic()
+        while not self._stopped.is_set():
+            now = time.monotonic()
+            if now >= next_beat:
+                next_beat = now + beat_every
+                self._heartbeat()
+            if now >= next_sweep and not self.draining.is_set():
+                next_sweep = now + self.sweep_interval * random.uniform(0.8, 1.2)
+                self._sweep()
+            self._stopped.wait(max(0.01, min(next_beat, next_sweep) - time.monotonic()))
+
+    def _heartbeat(self) -> None:
+        with self._lock:
+            before = dict(self._inflight)
+        try:
+            held = self.db(lambda c: lease_mod.heartbeat(c, self.schema, self.worker_id, self.lease), window=0)
+        except psycopg.OperationalError as exc:
+            self.log.warning("event=heartbeat_failed worker=%s error=%r", self.worker_id, str(exc).strip()[:200])
+            return
+        for eid, claimed in before.items():
+            if (eid, claimed.claim.epoch) not in held and not claimed.lost.is_set():
+                with self._lock:
+                    still_running = eid in self._inflight
+                if still_running:
+                    claimed.lost.set()
+                    self.log.warning("event=claim_lost worker=%s execution_id=%s (swept, cancelled "
+                                     "or reclaimed; stopping at the next step)", self.worker_id, eid)
+
+    def _sweep(self) -> None:
+        try:
+            expired, woken = self.db(lambda c: sweeper.sweep(c, self.schema), window=0)
+        except psycopg.OperationalError as exc:
+            self.log.warning("event=sweep_failed worker=%s error=%r", self.worker_id, str(exc).strip()[:200])
+            return
+        if expired:
+            self.log.warning("event=leases_expired worker=%s reenqueued=%s", self.worker_id, expired)
+        if woken:
+            self.log.info("event=waits_due worker=%s reenqueued=%s", self.worker_id, woken)
+        if expired or woken:
+            self._wake.set()
+
+    # -- running one execution ---------------------------------------------------------------
+
+    def _prepare(self, held: Claimed) -> WorkflowContext:
+        item = held.claim
+        stored = {} if item.first_run else self.db(lambda c: checkpoint.load(c, self.schema, item.execution_id))
+        return WorkflowContext(self, held, stored)
+
+    def _execute(self, held: Claimed) -> None:
+        started = time.monotonic()
+        try:
+            ctx = self._prepare(held)
+            fn = self.app.workflows[held.claim.workflow_name].fn
+            try:
+                result = fn(ctx, held.claim.input)
+            except Unwind:
+                raise
+            except Exception as exc:
+                self._finish(held, error=exc, started=started)
+            else:
+                self._finish(held, result=result, started=started)
+        except Unwind as unwind:
+            self._unwound(held, unwind)
+        except psycopg.OperationalError as exc:
+            self._gave_up(held, exc)
+
+    async def _execute_async(self, held: Claimed) -> None:
+        started = time.monotonic()
+        try:
+            try:
+                ctx = await asyncio.to_thread(self._prepare, held)
+                fn = self.app.workflows[held.claim.workflow_name].fn
+                try:
+                    result = await fn(AsyncWorkflowContext(ctx), held.claim.input)
+                except Unwind:
+                    raise
+                except Exception as exc:
+                    await asyncio.to_thread(self._finish, held, error=exc, started=started)
+                else:
+                    await asyncio.to_thread(self._finish, held, result=result, started=started)
+            except Unwind as unwind:
+                self._unwound(held, unwind)
+            except psycopg.OperationalError as exc:
+                self._gave_up(held, exc)
+        finally:
+            self._done(held)
+
+    def _finish(self, held: Claimed, *, started: float, result: Any = None,
+                error: BaseException | None = None) -> None:
+        item = held.claim
+        output = None
+        if error is None:
+            try:
+                output = to_json(result, f"the output of workflow {item.workflow_name!r} (execution {item.execution_id})")
+            except NotSerializable as exc:
+                error = exc
+        status = "success" if error is None else "error"
+        text = None if error is None else (str(error) if isinstance(error, NotSerializable) else describe_exception(error))
+        ok = self.db(lambda c: completion.complete(
+            c, self.schema, execution_id=item.execution_id, owner=self.worker_id, epoch=item.epoch,
+            status=status, output=output, error=text))
+        if not ok:
+            self.refused(item.execution_id, f"completion ({status})")
+            return
+        with self._lock:
+            self.stats["succeeded" if status == "success" else "failed"] += 1
+        self.log.info("event=finished worker=%s execution_id=%s workflow=%s status=%s duration_s=%.3f%s",
+                      self.worker_id, item.execution_id, item.workflow_name, status,
+                      time.monotonic() - started,
+                      "" if text is None else f" error={text.splitlines()[0]!r}")
+
+    def _unwound(self, held: Claimed, unwind: Unwind) -> None:
+        key = {"parked": "parked", "lost": "lost"}.get(unwind.reason)
+        if key:
+            with self._lock:
+                self.stats[key] += 1
+        self.log.info("event=%s worker=%s execution_id=%s workflow=%s", unwind.reason,
+                      self.worker_id, held.claim.execution_id, held.claim.workflow_name)
+
+    def _gave_up(self, held: Claimed, exc: Exception) -> None:
+        self.log.error("event=db_unreachable worker=%s execution_id=%s error=%r (abandoned; its lease "
+                       "will lapse and another worker resumes it from its checkpoints)",
+                       self.worker_id, held.claim.execution_id, str(exc).strip()[:200])
+
+
+async def _as_coroutine(awaitable: Any) -> Any:
+    return await awaitable
