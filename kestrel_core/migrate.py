@@ -29,9 +29,8 @@ CREATE TABLE IF NOT EXISTS {schema}.schema_migrations (
 LOCK = "SELECT pg_advisory_xact_lock(hashtext('kestrel.migrate'))"
 APPLIED = "SELECT version FROM {schema}.schema_migrations"
 RECORD = "INSERT INTO {schema}.schema_migrations (version, name) VALUES (%s, %s)"
-CURRENT_VERSION = """
-SELECT CASE WHEN to_regclass(%(table)s) IS NULL THEN NULL
-            ELSE (SELECT coalesce(max(version), 0) FROM {schema}.schema_migrations) END"""
+VERSIONS_EXIST = "SELECT to_regclass(%s) IS NOT NULL"
+CURRENT_VERSION = "SELECT coalesce(max(version), 0) FROM {schema}.schema_migrations"
 
 
 @dataclass(frozen=True)
@@ -74,10 +73,11 @@ def migrate(conn: psycopg.Connection, schema: str) -> list[int]:
 
 def schema_version(conn: psycopg.Connection, schema: str) -> int | None:
     """The version the database is at, or None when the schema was never migrated."""
-    row = conn.execute(
-        render(CURRENT_VERSION, schema), {"table": f'"{schema}".schema_migrations'}
-    ).fetchone()
-    return None if row is None else row[0]
+    exists = conn.execute(VERSIONS_EXIST, (f'"{schema}".schema_migrations',)).fetchone()
+    if not (exists and exists[0]):
+        return None
+    row = conn.execute(render(CURRENT_VERSION, schema)).fetchone()
+    return row[0] if row else 0
 
 
 def check_current(conn: psycopg.Connection, schema: str) -> None:

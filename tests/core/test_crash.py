@@ -1,0 +1,176 @@
+"""Crash recovery with real worker processes: SIGKILL, SIGSTOP, SIGTERM, Postgres restart."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from kestrel_core import Kestrel
+from tests.waiting import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+LEASE = 2.0
+SWEEP = 1.0  # the worker's default sweep interval (jittered by +-20 %)
+
+
+class Workers:
+    """Worker subprocesses running tests/core/crash_app.py; all killed at teardown."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, name: str, step_seconds: float = 0.5, lease: float = LEASE) -> subprocess.Popen:
+        env = dict(os.environ, KESTREL_DSN=self.dsn, WORKER_NAME=name, CRASH_STEP_SECONDS=str(step_seconds),
+                   PYTHONPATH=str(ROOT))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kestrel_console", "worker", "tests.core.crash_app:app",
+             "--concurrency", "4", "--lease", str(lease), "--worker-id", name],
+            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        self.procs.append(proc)
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            wait_for(lambda: conn.execute("SELECT 1 FROM kestrel.workers WHERE worker_id = %s AND stopped_at IS NULL",
+                                          (name,)).fetchone() or proc.poll() is not None,
+                     timeout=20, what=f"worker {name} to register")
+        assert proc.poll() is None, proc.stdout.read()
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                try:
+                    os.kill(proc.pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+                proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture
+def workers(dsn: str, ledger) -> Iterator[Workers]:
+    group = Workers(dsn)
+    yield group
+    group.stop_all()
+
+
+def checkpoints(db: psycopg.Connection, eid: int) -> list[str]:
+    return [r[0] for r in db.execute(
+        "SELECT step_id FROM operation_outputs WHERE execution_id = %s ORDER BY step_id", (eid,))]
+
+
+def ran(db: psycopg.Connection, eid: int) -> dict[str, int]:
+    return dict(db.execute("SELECT step_id, count(*) FROM public.ledger WHERE execution_id = %s GROUP BY 1", (eid,)).fetchall())
+
+
+def test_sigkilled_worker_is_recovered_and_checkpointed_steps_not_rerun(app: Kestrel, db, workers: Workers) -> None:
+    a = workers.start("worker-a")
+    eid = app.enqueue("slow", {"steps": 6})
+    wait_for(lambda: len(checkpoints(db, eid)) >= 2, what="two checkpoints")
+    done_before_kill = checkpoints(db, eid)
+    a.send_signal(signal.SIGKILL)
+    a.wait()
+    killed_at = time.monotonic()
+    workers.start("worker-b")
+    wait_for(lambda: db.execute("SELECT owner_id = 'worker-b' AND status = 'running' FROM workflow_executions"
+                                " WHERE id = %s", (eid,)).fetchone()[0] or app.get(eid).done,
+             timeout=15, interval=0.02, what="worker-b to take over")
+    recovered_in = time.monotonic() - killed_at
+    assert recovered_in < LEASE + SWEEP * 1.2 + 1.5, f"recovery took {recovered_in:.2f} s"
+    wait_for(lambda: app.get(eid).done, timeout=20)
+    assert app.get(eid).status == "success"
+    assert app.get(eid).output == [f"s{i}-done" for i in range(6)]
+    counts = ran(db, eid)
+    for step in done_before_kill:
+        assert counts[step] == 1, f"checkpointed step {step} ran again"
+    assert sum(c - 1 for c in counts.values()) <= 1  # at most the step in flight at the kill re-ran
+    print(f"\nrecovered in {recovered_in:.2f} s (lease {LEASE} s, sweep {SWEEP} s); re-run steps: "
+          f"{[s for s, c in counts.items() if c > 1]}")
+
+
+def test_sigstopped_worker_loses_execution_and_cannot_complete_it(app: Kestrel, db, workers: Workers) -> None:
+    a = workers.start("worker-a", step_seconds=1.0)
+    eid = app.enqueue("slow", {"steps": 3})
+    wait_for(lambda: db.execute("SELECT count(*) FROM public.ledger WHERE execution_id = %s", (eid,)).fetchone()[0] >= 1
+             or db.execute("SELECT count(*) FROM step_attempts WHERE execution_id = %s AND step_id = 's1'",
+                           (eid,)).fetchone()[0] >= 1, what="worker-a to be in a step")
+    os.kill(a.pid, signal.SIGSTOP)
+    workers.start("worker-b", step_seconds=0.2)
+    wait_for(lambda: app.get(eid).done, timeout=20, what="worker-b to finish the execution")
+    final = db.execute("SELECT status, owner_id, output, updated_at FROM workflow_executions WHERE id = %s", (eid,)).fetchone()
+    assert final[:2] == ("success", "worker-b")
+    outputs = dict(db.execute("SELECT step_id, output FROM operation_outputs WHERE execution_id = %s", (eid,)).fetchall())
+    os.kill(a.pid, signal.SIGCONT)
+    time.sleep(LEASE + 0.5)  # worker-a wakes up mid-step and tries to write
+    after = db.execute("SELECT status, owner_id, output, updated_at FROM workflow_executions WHERE id = %s", (eid,)).fetchone()
+    assert after == final
+    assert dict(db.execute("SELECT step_id, output FROM operation_outputs WHERE execution_id = %s", (eid,)).fetchall()) == outputs
+    assert final[2] == [outputs[f"s{i}"] for i in range(3)]
+    a.terminate()
+    log = a.communicate(timeout=15)[0]
+    assert "event=write_refused" in log or "event=claim_lost" in log, log[-2000:]
+
+
+def test_sigterm_finishes_the_step_then_releases_the_lease(app: Kestrel, db, workers: Workers) -> None:
+    a = workers.start("worker-a", step_seconds=1.0, lease=30)
+    eid = app.enqueue("slow", {"steps": 5})
+    wait_for(lambda: db.execute("SELECT count(*) FROM step_attempts WHERE execution_id = %s", (eid,)).fetchone()[0] >= 1)
+    a.send_signal(signal.SIGTERM)
+    out = a.communicate(timeout=40)[0]
+    assert a.returncode == 0, out
+    row = db.execute("SELECT status, lease_expires FROM workflow_executions WHERE id = %s", (eid,)).fetchone()
+    assert row == ("enqueued", None)  # released at once, not left to a 30 s lease
+    assert "s0" in checkpoints(db, eid)  # the step in flight finished and was checkpointed
+    assert db.execute("SELECT stopped_at IS NOT NULL FROM workers WHERE worker_id = 'worker-a'").fetchone() == (True,)
+
+
+def test_sleep_survives_a_restart_of_every_worker_process(app: Kestrel, db, workers: Workers) -> None:
+    a = workers.start("worker-a")
+    eid = app.enqueue("sleeper", {"seconds": 2})
+    wait_for(lambda: app.get(eid).status == "waiting")
+    a.send_signal(signal.SIGKILL)
+    a.wait()
+    workers.start("worker-b")
+    wait_for(lambda: app.get(eid).done, timeout=15)
+    assert app.get(eid).status == "success"
+    assert ran(db, eid) == {"before": 1, "after": 1}
+
+
+def test_postgres_restart_mid_run(private_cluster) -> None:
+    from tests.conftest import KESTREL_TABLES  # noqa: F401  (same schema as the main fixtures)
+
+    dsn = private_cluster.create_database(f"restart_{os.getpid()}")
+    app = Kestrel(dsn)
+    app.migrate()
+    progress: list[int] = []
+
+    @app.workflow("chain")
+    def chain(ctx, n):
+        total = 0
+        for i in range(5):
+            total += ctx.step(f"s{i}", lambda i=i: (time.sleep(0.1), i)[1])
+        progress.append(n)
+        return total
+
+    worker = app.worker(concurrency=4, lease=timedelta(seconds=3), poll_interval=0.2, sweep_interval=0.5)
+    worker.start()
+    try:
+        ids = app.enqueue_many("chain", list(range(20)))
+        wait_for(lambda: len(progress) >= 3, timeout=20, what="some executions to finish")
+        private_cluster.restart()
+        wait_for(lambda: all(app.get(i).done for i in ids), timeout=60, interval=0.2,
+                 what="every execution to finish after the restart")
+        assert {app.get(i).status for i in ids} == {"success"}
+        assert {app.get(i).output for i in ids} == {10}
+    finally:
+        worker.stop(grace=timedelta(0))
+        app.close()

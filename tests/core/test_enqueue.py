@@ -1,0 +1,94 @@
+"""Enqueue: JSON validation, idempotency keys, delays, bulk insert, NOTIFY."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+
+import psycopg
+import pytest
+
+from kestrel_core import Kestrel, NotSerializable
+from kestrel_core.claim import claim
+from kestrel_core.statements import notify_channel
+
+
+def count(db: psycopg.Connection) -> int:
+    return db.execute("SELECT count(*) FROM workflow_executions").fetchone()[0]
+
+
+def test_enqueue_returns_id_and_stores_input(app: Kestrel, db: psycopg.Connection) -> None:
+    eid = app.enqueue("remediate", {"pod": "api-1", "n": [1, 2.5, None, True]})
+    row = db.execute("SELECT workflow_name, status, input FROM workflow_executions WHERE id = %s", (eid,)).fetchone()
+    assert row == ("remediate", "enqueued", {"pod": "api-1", "n": [1, 2.5, None, True]})
+    assert app.get(eid).status == "enqueued"
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"x": float("nan")}, "float nan"),
+        ({"x": math.inf}, "float inf"),
+        (b"bytes", "type bytes"),
+        ({1, 2}, "type set"),
+        ({"k": object()}, "type object at $.k"),
+        ({1: "int key"}, "dict key of type int"),
+        ("nul\x00char", "NUL character"),
+    ],
+)
+def test_non_json_input_is_refused_and_nothing_inserted(app: Kestrel, db: psycopg.Connection, bad, message) -> None:
+    with pytest.raises(NotSerializable, match="input of workflow 'w' is not") as info:
+        app.enqueue("w", bad)
+    assert message in str(info.value)
+    assert count(db) == 0
+
+
+def test_huge_nesting_is_refused(app: Kestrel, db: psycopg.Connection) -> None:
+    value: list = []
+    for _ in range(2000):
+        value = [value]
+    with pytest.raises(NotSerializable, match="nested more than 500 levels"):
+        app.enqueue("w", value)
+    assert count(db) == 0
+
+
+def test_idempotency_key_returns_first_id(app: Kestrel, db: psycopg.Connection) -> None:
+    first = app.enqueue("w", 1, idempotency_key="alert-42")
+    second = app.enqueue("w", 2, idempotency_key="alert-42")
+    assert first == second
+    assert count(db) == 1
+    assert app.get(first).input == 1
+
+
+def test_delay_postpones_the_claim(app: Kestrel, db: psycopg.Connection) -> None:
+    later = app.enqueue("w", None, delay=timedelta(hours=1))
+    now = app.enqueue("w", None)
+    claimed = claim(db, "kestrel", owner="t", names=["w"], n=10, lease=timedelta(seconds=30))
+    assert [c.execution_id for c in claimed] == [now]
+    assert app.get(later).status == "enqueued"
+
+
+def test_bulk_enqueue_one_round_trip_in_order(app: Kestrel, db: psycopg.Connection) -> None:
+    ids = app.enqueue_many("w", [{"i": i} for i in range(500)])
+    assert len(ids) == 500 and ids == sorted(ids)
+    inputs = db.execute("SELECT input FROM workflow_executions ORDER BY id").fetchall()
+    assert [r[0]["i"] for r in inputs] == list(range(500))
+    with pytest.raises(NotSerializable, match="input #2"):
+        app.enqueue_many("w", [1, 2, {3}])
+    assert count(db) == 500
+
+
+def test_enqueue_notifies_listeners(app: Kestrel, dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as listener:
+        listener.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(notify_channel("kestrel"))))
+        app.enqueue("remediate", {})
+        notes = list(listener.notifies(timeout=2.0, stop_after=1))
+    assert [n.payload for n in notes] == ["remediate"]
+
+
+def test_priority_orders_claims(app: Kestrel, db: psycopg.Connection) -> None:
+    low = app.enqueue("w", None)
+    high = app.enqueue("w", None, priority=10)
+    claimed = claim(db, "kestrel", owner="t", names=["w"], n=1, lease=timedelta(seconds=30))
+    assert [c.execution_id for c in claimed] == [high]
+    assert app.get(low).status == "enqueued"
