@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import sys
 from datetime import timedelta
 from typing import Any, Optional
@@ -67,8 +68,19 @@ def worker(
     lease: float = typer.Option(30.0, "--lease", min=1.0, help="Lease length in seconds; renewed every third of it."),
     worker_id: Optional[str] = typer.Option(None, "--worker-id", help="Owner id written on claimed rows (default host:pid:random).", show_default=False),
     no_listen: bool = typer.Option(False, "--no-listen", help="Poll only, no LISTEN/NOTIFY (for PgBouncer transaction pooling)."),
+    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
 ) -> None:
-    """Run a worker for the workflows registered on the app at MODULE[:ATTR], until SIGINT/SIGTERM."""
+    """Run a worker for the workflows registered on the app at MODULE[:ATTR], until SIGINT/SIGTERM.
+
+    Logs one line per event (claimed, finished, parked, write_refused, ...) with key=value
+    fields on stderr. SIGINT/SIGTERM: stop claiming, let running steps finish (up to the lease),
+    hand back what did not finish; a second signal stops waiting.
+    """
+    level = logging.getLevelName(log_level.upper())
+    if not isinstance(level, int):
+        raise typer.BadParameter("use debug, info, warning or error", param_hint="--log-level")
+    logging.basicConfig(level=level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
     s = settings(ctx)
     user_app = load_app(target)
     # The command line's --dsn/--schema win over what the module configured.

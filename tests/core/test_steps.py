@@ -231,3 +231,24 @@ def test_concurrent_workers_never_run_the_same_execution(dsn: str, ledger) -> No
     assert ledger.execute("SELECT count(DISTINCT execution_id) FROM public.ledger").fetchone()[0] == len(ids)
     used = ledger.execute("SELECT count(DISTINCT worker) FROM public.ledger").fetchone()[0]
     assert used >= 2, "the work should have been shared"
+
+
+def test_nan_and_deeply_nested_step_outputs_fail_clearly(app: Kestrel, start_worker) -> None:
+    def deep():
+        value: list = []
+        for _ in range(1000):
+            value = [value]
+        return value
+
+    @app.workflow
+    def nan(ctx, _):
+        return ctx.step("ratio", lambda: float("nan"))
+
+    @app.workflow
+    def nested(ctx, _):
+        return ctx.step("deep", deep)
+
+    start_worker(app)
+    a, b = app.enqueue("nan"), app.enqueue("nested")
+    assert "step 'ratio'" in finished(app, a).error and "float nan" in finished(app, a).error
+    assert "step 'deep'" in finished(app, b).error and "nested more than 500 levels" in finished(app, b).error

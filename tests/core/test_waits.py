@@ -175,3 +175,16 @@ def test_sleep_survives_restart_of_every_worker(app: Kestrel, start_worker) -> N
     start_worker(app, worker_id="second")
     status(app, eid, "success", timeout=10)
     assert app.get(eid).owner_id == "second"
+
+
+def test_deciding_a_cancelled_execution_is_refused(app: Kestrel, db, start_worker) -> None:
+    register_gate(app)
+    worker = start_worker(app)
+    eid = app.enqueue("gate", "x")
+    status(app, eid, "waiting")
+    worker.stop()
+    app.cancel(eid, by="alice")
+    with pytest.raises(ActionRefused, match='execution .* is cancelled, not waiting for approval "approve-fix"'):
+        app.approve(eid, "approve-fix", by="bob")
+    assert db.execute("SELECT decision FROM workflow_waits WHERE execution_id = %s", (eid,)).fetchone() == (None,)
+    assert [r[0] for r in db.execute("SELECT action FROM operator_actions ORDER BY id")] == ["cancel"]
