@@ -92,3 +92,37 @@ def db(dsn: str) -> Iterator[psycopg.Connection]:
     """A plain autocommit connection to the test database, search_path set to kestrel."""
     with psycopg.connect(dsn, autocommit=True, options="-c search_path=kestrel") as conn:
         yield conn
+
+
+# -- Private PostgreSQL servers (kestrel_console.embedded_pg) ---------------------------------
+# For tests that stop, restart or crash the server: the shared server above must stay up.
+
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from kestrel_console.embedded_pg import LocalCluster  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def private_cluster_module() -> Iterator[LocalCluster]:
+    """A private, non-durable PostgreSQL server shared by one test module; deleted afterwards.
+
+    Its data dir is a fresh directory directly under the temp dir (not pytest's tmp_path,
+    whose parents are private to root: as root the server runs as ``postgres``).
+    """
+    cluster = LocalCluster(Path(tempfile.mkdtemp(prefix="kestrel-pg-")), durable=False)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+@pytest.fixture
+def private_cluster(private_cluster_module: LocalCluster) -> LocalCluster:
+    """The module's private server, running when the test starts (restarted if an earlier
+    test stopped or killed it). Tests may stop, restart or kill it freely; give each test
+    its own database (``create_database``) or tables, as data lives on across the module."""
+    if not private_cluster_module.is_running():
+        private_cluster_module.start()
+    return private_cluster_module
