@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from .statements import render
+from .statements import ASYNC_COMMIT, render
 
 # On a replay: read every checkpoint once (this worker is the only writer while it holds the
 # claim, so the copy stays true), and close attempts a dead worker left open.
@@ -35,17 +35,18 @@ SELECT e.id, %(step)s,
        coalesce((SELECT max(a.attempt) FROM {schema}.step_attempts a
                   WHERE a.execution_id = e.id AND a.step_id = %(step)s), 0) + 1,
        %(owner)s, %(epoch)s
-  FROM {schema}.workflow_executions e
+  FROM {schema}.workflow_executions e, ASYNC_COMMIT
  WHERE e.id = %(eid)s AND e.owner_id = %(owner)s AND e.claim_epoch = %(epoch)s
    AND e.status = 'running'
 RETURNING id, attempt, started_at
-"""
+""".replace("ASYNC_COMMIT", ASYNC_COMMIT)
 
 # A failed attempt that will be retried: only our own attempt row changes.
 FAIL_ATTEMPT = """
 UPDATE {schema}.step_attempts SET outcome = 'error', finished_at = clock_timestamp(), error = %(error)s
+  FROM ASYNC_COMMIT
  WHERE id = %(attempt_id)s
-"""
+""".replace("ASYNC_COMMIT", ASYNC_COMMIT)
 
 # The checkpoint: fenced (the execution row is locked for the statement, so a concurrent sweep
 # or cancel waits for us or wins first), written once (ON CONFLICT DO NOTHING), and the attempt

@@ -9,13 +9,14 @@ from typing import Sequence
 
 import psycopg
 
-from .statements import notify_channel, render
+from .statements import ASYNC_COMMIT, notify_channel, render
 
 # Renew every lease this worker holds and say which (id, epoch) it still holds: a row that is
 # missing was swept, cancelled or reclaimed, and its thread must stop at the next boundary.
 HEARTBEAT = """
 WITH renewed AS (
     UPDATE {schema}.workflow_executions SET lease_expires = now() + %(lease)s
+      FROM ASYNC_COMMIT
      WHERE status = 'running' AND owner_id = %(owner)s
     RETURNING id, claim_epoch
 ), beat AS (
@@ -23,7 +24,7 @@ WITH renewed AS (
      WHERE worker_id = %(owner)s
 )
 SELECT id, claim_epoch FROM renewed
-"""
+""".replace("ASYNC_COMMIT", ASYNC_COMMIT)
 
 REGISTER = """
 INSERT INTO {schema}.workers (worker_id, hostname, pid, workflows, concurrency)

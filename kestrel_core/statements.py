@@ -30,6 +30,13 @@ def quote_identifier(name: str) -> str:
     return '"' + check_schema_name(name) + '"'
 
 
+# Joined into a statement, this makes its (autocommit) transaction commit without waiting for
+# the WAL flush. Used only where losing the write in a server crash is harmless: attempt
+# bookkeeping, heartbeats, sweeps (redone next time), worker registration. Claims, checkpoints,
+# waits and completions always commit durably; a later durable commit also flushes these.
+ASYNC_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true)) AS async_commit"
+
+
 @lru_cache(maxsize=512)
 def render(statement: str, schema: str) -> sql.SQL:
     """The statement with ``{schema}`` replaced by the quoted schema name."""

@@ -1,0 +1,184 @@
+"""Least-privilege roles: one for workers, one for operators.
+
+Two NOLOGIN group roles, meant to be granted to login users (``GRANT kestrel_worker TO app``):
+
+- the worker role runs workflows and enqueues them: it reads the tables and inserts and
+  updates the rows the engine writes (claims, checkpoints, attempts, waits, its ``workers``
+  row), uses the schema's identity sequences, and may prune through ``prune_finished``. It
+  deletes nothing directly, creates nothing, and cannot decide approvals, cancel or requeue.
+- the operator role reads every table of the schema, and changes things only through the
+  SECURITY DEFINER functions that check the allowed states and write the audit row
+  (``decide_approval``, ``cancel_execution``, ``requeue_execution``, ``prune_finished``).
+  It cannot INSERT, UPDATE or DELETE any table directly.
+
+``EXECUTE`` on the schema's functions is revoked from PUBLIC, so holding USAGE on the schema
+is not enough to call them. Roles are cluster-wide; privileges are per database and schema, so
+run ``ensure_roles`` (``migrate`` does) in every database and schema Kestrel uses, and again
+after every migration (new tables get their grants then).
+
+Idempotent and safe to run from many processes at once: the grants run under the migration
+advisory lock, and a role created by a concurrent process between our check and our CREATE
+counts as created.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import psycopg
+from psycopg import sql
+
+from .errors import SchemaOutdated
+from .statements import check_schema_name
+
+DEFAULT_WORKER_ROLE = "kestrel_worker"
+DEFAULT_OPERATOR_ROLE = "kestrel_operator"
+
+# Same lock as migrate.py: grants and schema changes never interleave.
+LOCK = "SELECT pg_advisory_xact_lock(hashtext('kestrel.migrate'))"
+ROLE_EXISTS = "SELECT rolcanlogin FROM pg_roles WHERE rolname = %s"
+CREATE_ROLE = "CREATE ROLE {role} NOLOGIN"
+SCHEMA_EXISTS = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
+CAN_CREATE_ROLES = "SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user"
+SCHEMA_TABLES = """
+SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm') ORDER BY c.relname
+"""
+
+# What the worker role may do, table by table. Tables not listed (the audit table, the
+# console's counters, tables later migrations add) get SELECT only if listed in WORKER_READS.
+WORKER_WRITES: dict[str, tuple[str, ...]] = {
+    "workflow_executions": ("SELECT", "INSERT", "UPDATE"),  # enqueue, claim, lease, finish
+    "operation_outputs": ("SELECT", "INSERT"),               # checkpoints (ON CONFLICT DO NOTHING)
+    "workflow_waits": ("SELECT", "INSERT", "UPDATE"),        # park, sweep
+    "step_attempts": ("SELECT", "INSERT", "UPDATE"),         # the per-step timeline
+    "workers": ("SELECT", "INSERT", "UPDATE"),               # register, heartbeat, retire
+    "schema_migrations": ("SELECT",),                        # the version check at start
+}
+WORKER_FUNCTIONS = ("prune_finished(timestamptz, integer, text)",)
+OPERATOR_FUNCTIONS = (
+    "decide_approval(bigint, text, boolean, text, text)",
+    "cancel_execution(bigint, text, text)",
+    "requeue_execution(bigint, text, text)",
+    "prune_finished(timestamptz, integer, text)",
+)
+
+
+@dataclass(frozen=True)
+class RoleNames:
+    """The two role names (configurable: several installations may share one cluster)."""
+
+    worker: str = DEFAULT_WORKER_ROLE
+    operator: str = DEFAULT_OPERATOR_ROLE
+
+    def __post_init__(self) -> None:
+        for name in (self.worker, self.operator):
+            check_role_name(name)
+        if self.worker == self.operator:
+            raise ValueError("the worker and operator roles must have different names")
+
+
+@dataclass
+class RolesReport:
+    """What ``ensure_roles`` did."""
+
+    created: list[str] = field(default_factory=list)
+    existing: list[str] = field(default_factory=list)
+    tables: list[str] = field(default_factory=list)
+
+
+def check_role_name(name: str) -> str:
+    """Return ``name`` if it is a plain identifier usable as a role name, else ValueError."""
+    try:
+        return check_schema_name(name)
+    except ValueError:
+        raise ValueError(
+            f"invalid role name {name!r}: use letters, digits and underscores, starting with a "
+            "letter or underscore (at most 63 characters)"
+        ) from None
+
+
+def can_create_roles(conn: psycopg.Connection) -> bool:
+    """Whether the connected user may create roles (superuser or CREATEROLE)."""
+    row = conn.execute(CAN_CREATE_ROLES).fetchone()
+    return bool(row and row[0])
+
+
+def ensure_roles(conn: psycopg.Connection, schema: str, names: RoleNames | None = None) -> RolesReport:
+    """Create the two roles if missing and (re)grant exactly their privileges on ``schema``.
+
+    Runs in one transaction on ``conn`` (which must be in autocommit mode, as Kestrel's are).
+    Needs a user that may create roles and owns the schema (the one that ran ``migrate``).
+    """
+    names = names or RoleNames()
+    check_schema_name(schema)
+    report = RolesReport()
+    with conn.transaction():
+        conn.execute(LOCK)
+        if conn.execute(SCHEMA_EXISTS, (schema,)).fetchone() is None:
+            raise SchemaOutdated(
+                f"the Kestrel schema {schema!r} does not exist in this database: "
+                "run `kestrel-console migrate` first, then create the roles"
+            )
+        for role in (names.worker, names.operator):
+            (report.created if _create_role(conn, role) else report.existing).append(role)
+        tables = [row[0] for row in conn.execute(SCHEMA_TABLES, (schema,))]
+        report.tables = tables
+        _grant(conn, schema, names, tables)
+    return report
+
+
+def _create_role(conn: psycopg.Connection, role: str) -> bool:
+    """CREATE ROLE unless it exists; True if created here."""
+    row = conn.execute(ROLE_EXISTS, (role,)).fetchone()
+    if row is not None:
+        if row[0]:
+            raise ValueError(
+                f"role {role!r} exists and can log in: Kestrel's roles are NOLOGIN groups granted "
+                "to login users; choose other role names or make it NOLOGIN"
+            )
+        return False
+    try:
+        with conn.transaction():  # a savepoint: a concurrent CREATE ROLE must not abort ours
+            conn.execute(sql.SQL(CREATE_ROLE).format(role=sql.Identifier(role)))
+    except (psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
+        return False  # created by another process meanwhile
+    return True
+
+
+def _grant(conn: psycopg.Connection, schema: str, names: RoleNames, tables: list[str]) -> None:
+    s = sql.Identifier(schema)
+    worker, operator = sql.Identifier(names.worker), sql.Identifier(names.operator)
+    both = sql.SQL("{}, {}").format(worker, operator)
+    statements = [
+        # Start from nothing, so a rerun also takes back what an older version granted.
+        sql.SQL("REVOKE ALL ON ALL TABLES IN SCHEMA {} FROM {}").format(s, both),
+        sql.SQL("REVOKE ALL ON ALL SEQUENCES IN SCHEMA {} FROM {}").format(s, both),
+        sql.SQL("REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {} FROM PUBLIC, {}").format(s, both),
+        sql.SQL("REVOKE ALL ON SCHEMA {} FROM {}").format(s, both),
+        sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(s, both),
+        sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(s, operator),
+        sql.SQL("GRANT USAGE ON ALL SEQUENCES IN SCHEMA {} TO {}").format(s, worker),
+    ]
+    for table, privileges in WORKER_WRITES.items():
+        if table in tables:
+            statements.append(sql.SQL("GRANT {} ON TABLE {}.{} TO {}").format(
+                sql.SQL(", ").join(sql.SQL(p) for p in privileges), s, sql.Identifier(table), worker))
+    for role, functions in ((worker, WORKER_FUNCTIONS), (operator, OPERATOR_FUNCTIONS)):
+        for signature in functions:
+            name, _, args = signature.partition("(")
+            if _function_exists(conn, schema, name):
+                statements.append(sql.SQL("GRANT EXECUTE ON FUNCTION {}.{}({}) TO {}").format(
+                    s, sql.Identifier(name), sql.SQL(args.rstrip(")")), role))
+    for statement in statements:
+        conn.execute(statement)
+
+
+FUNCTION_EXISTS = """
+SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname = %s AND p.proname = %s
+"""
+
+
+def _function_exists(conn: psycopg.Connection, schema: str, name: str) -> bool:
+    return conn.execute(FUNCTION_EXISTS, (schema, name)).fetchone() is not None
