@@ -214,13 +214,17 @@ class Worker:
     # -- threads -----------------------------------------------------------------------------
 
     def _claim_loop(self) -> None:
+        # While the queue has a backlog, wait for a quarter of the slots to free before claiming
+        # again: one claim statement per batch instead of one per finished execution.
+        batch_floor = max(1, self.concurrency // 4)
+        backlog = False
+        timed_out = True
         errors = 0
         while not self.draining.is_set():
             self._wake.clear()
             with self._lock:
                 free = self.concurrency - len(self._inflight)
-            claimed: list[claim_mod.Claim] = []
-            if free > 0:
+            if free > 0 and (timed_out or not backlog or free >= batch_floor):
                 try:
                     claimed = self.db(lambda c: claim_mod.claim(
                         c, self.schema, owner=self.worker_id, names=self.names, n=free,
@@ -233,9 +237,8 @@ class Worker:
                     continue
                 for item in claimed:
                     self._dispatch(item)
-            if claimed and len(claimed) == free:
-                continue  # maybe more due: claim again as soon as a slot frees
-            self._wake.wait(self.poll_interval * random.uniform(0.8, 1.2))
+                backlog = len(claimed) == free
+            timed_out = not self._wake.wait(self.poll_interval * random.uniform(0.8, 1.2))
 
     def _dispatch(self, item: claim_mod.Claim) -> None:
         held = Claimed(item)
