@@ -67,7 +67,10 @@ def worker(
     concurrency: int = typer.Option(8, "--concurrency", min=1, max=1024, help="Executions run at once."),
     lease: float = typer.Option(30.0, "--lease", min=1.0, help="Lease length in seconds; renewed every third of it."),
     worker_id: Optional[str] = typer.Option(None, "--worker-id", help="Owner id written on claimed rows (default host:pid:random).", show_default=False),
-    no_listen: bool = typer.Option(False, "--no-listen", help="Poll only, no LISTEN/NOTIFY (for PgBouncer transaction pooling)."),
+    no_listen: bool = typer.Option(False, "--no-listen", help="Poll only, no LISTEN/NOTIFY."),
+    transaction_pooling: bool = typer.Option(
+        False, "--transaction-pooling",
+        help="The DSN goes through PgBouncer in transaction mode: no LISTEN (poll), no server-side prepared statements."),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
 ) -> None:
     """Run a worker for the workflows registered on the app at MODULE[:ATTR], until SIGINT/SIGTERM.
@@ -88,11 +91,13 @@ def worker(
         user_app.dsn = s.dsn
     if s.schema != "kestrel":
         user_app.schema = s.schema
+    if transaction_pooling:
+        user_app.transaction_pooling = True
     if not user_app.workflows:
         fail(f"{target} registers no workflow: decorate functions with @app.workflow")
     handles_errors(user_app.run_worker)(
         concurrency=concurrency, lease=timedelta(seconds=lease), worker_id=worker_id,
-        listen=not no_listen,
+        listen=not (no_listen or transaction_pooling),
     )
 
 
