@@ -1,0 +1,93 @@
+"""The demo's "bot operator": decides some approval gates a few seconds after they open.
+
+Its policy, like a real auto-approver's: incidents of severity ``critical`` always wait for a
+human (you, in the TUI or with ``kestrel-console approve``); otherwise a low- or medium-risk
+fix is approved and a high-risk one rejected. It acts through ``Kestrel.approve`` / ``reject``
+with ``by="demo-bot"``, so its decisions are audited like anyone's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+
+import psycopg
+
+from kestrel_core import Kestrel, KestrelError
+from kestrel_core.statements import render
+
+BOT_NAME = "demo-bot"
+LEFT_FOR_HUMANS = "critical"
+
+# Open approval gates of the demo's incidents that have waited at least %(min_age)s.
+PENDING_GATES = """
+SELECT w.execution_id, w.step_id, w.details ->> 'risk' AS risk
+FROM {schema}.workflow_waits w
+JOIN {schema}.workflow_executions e ON e.id = w.execution_id
+WHERE w.kind = 'approval' AND w.resolved_at IS NULL
+  AND e.status = 'waiting'
+  AND e.workflow_name = %(workflow)s
+  AND coalesce(e.input ->> 'severity', '') <> %(left_for_humans)s
+  AND w.created_at < now() - %(min_age)s
+ORDER BY w.created_at
+LIMIT 20
+"""
+
+
+class BotOperator:
+    """A thread that decides the open gates its policy covers, every ``interval`` seconds."""
+
+    def __init__(self, app: Kestrel, workflow: str, on_event: Callable[[str], None], *,
+                 min_age: float = 4.0, interval: float = 1.0) -> None:
+        self.app = app
+        self.workflow = workflow
+        self.on_event = on_event
+        self.min_age = min_age
+        self.interval = interval
+        self.decided = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kestrel-demo-bot", daemon=True)
+
+    def start(self) -> BotOperator:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def decide_due(self) -> int:
+        """Decide every gate due now; returns how many were decided."""
+        with self.app.connection() as conn:
+            gates = conn.execute(render(PENDING_GATES, self.app.schema), {
+                "workflow": self.workflow, "left_for_humans": LEFT_FOR_HUMANS,
+                "min_age": timedelta(seconds=self.min_age),
+            }).fetchall()
+        count = 0
+        for execution_id, step_id, risk in gates:
+            if self._stop.is_set():
+                break
+            try:
+                if risk == "high":
+                    self.app.reject(execution_id, step_id, by=BOT_NAME,
+                                    comment="high-risk change: needs a change-advisory review")
+                    verb = "rejected"
+                else:
+                    self.app.approve(execution_id, step_id, by=BOT_NAME,
+                                     comment=f"{risk or 'unknown'} risk, dry run clean: auto-approved")
+                    verb = "approved"
+            except KestrelError:
+                continue  # decided meanwhile (by you, or cancelled): nothing to do
+            count += 1
+            self.decided += 1
+            self.on_event(f"{BOT_NAME} {verb} #{execution_id} {step_id} ({risk} risk)")
+        return count
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.decide_due()
+            except (KestrelError, psycopg.Error) as exc:
+                self.on_event(f"{BOT_NAME}: {str(exc).strip()}")

@@ -1,0 +1,294 @@
+"""Starts the demo (database, schema, workers, seed, trickle, bot), runs it, stops it in order.
+
+Order out: bot and trickle, then the workers (running steps get a short grace, the rest is
+handed back to the queue), then the private PostgreSQL if this run started it. SIGINT and
+SIGTERM end the demo the same way; a signal during shutdown does not cut it short.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from rich.console import Console
+from rich.status import Status
+
+from kestrel_console.cli.settings import Settings
+from kestrel_console.embedded_pg import LocalCluster, default_data_dir
+from kestrel_core import Kestrel, KestrelError, mask_dsn
+from kestrel_core.connection import describe_target
+from kestrel_core.worker import Worker
+
+from .bot import BotOperator
+from .events import EventPrinter, silence_engine_logs, worker_events_printed
+from .trickle import Trickle, seed
+from .workflows import REMEDIATE, build_app
+
+DEMO_DATABASE = "kestrel_demo"
+WORKER_LEASE = timedelta(seconds=10)
+STOP_GRACE = timedelta(seconds=3)
+TUI_MODULE = "kestrel_console.cli.tui_command"
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """What ``kestrel-console demo`` was asked for."""
+
+    tui: bool = True
+    workers: int = 2
+    concurrency: int = 4
+    rate_per_min: float = 30.0
+    duration: float | None = None  # seconds; None: until SIGINT/SIGTERM (or the TUI quits)
+    summary_every: float = 5.0
+    seed_history: bool = True
+
+
+class Progress:
+    """Startup and shutdown lines on stderr, with a spinner while something slow runs."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._status: Status | None = None
+
+    def __call__(self, message: str) -> None:
+        self.console.print(f"· {mask_dsn(message)}", markup=False, highlight=False)
+        if self._status is not None:
+            self._status.update(mask_dsn(message))
+
+    @contextmanager
+    def spinning(self, message: str) -> Iterator[None]:
+        with self.console.status(message) as status:
+            self._status = status
+            try:
+                yield
+            finally:
+                self._status = None
+
+
+class StopSignals:
+    """SIGINT/SIGTERM record a stop request; nothing is cut short mid-way.
+
+    Starting, the request is acted on between phases (:meth:`checkpoint`), so initdb or a
+    worker is never killed half-way; the headless loop waits on it; while the TUI runs
+    (``interrupt``) the first signal raises KeyboardInterrupt to leave it.
+    """
+
+    def __init__(self) -> None:
+        self.requested = threading.Event()
+        self.interrupt = False
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+    def checkpoint(self) -> None:
+        """Stop starting up if a signal asked to (unwinds through every clean-up)."""
+        if self.requested.is_set():
+            raise KeyboardInterrupt
+
+    def _handle(self, _signum: int, _frame: Any) -> None:
+        self.requested.set()
+        if self.interrupt:
+            self.interrupt = False  # once: a second signal must not break the clean-up
+            raise KeyboardInterrupt
+
+
+def run_demo(settings: Settings, options: DemoOptions) -> None:
+    """Run the demo until the TUI quits, a signal arrives or ``options.duration`` passes."""
+    progress = Progress(Console(stderr=True))
+    open_tui = _tui_opener(progress) if options.tui else None
+    printer = EventPrinter()
+    on_event: Callable[[str], None] = printer if open_tui is None else _ignore
+    stop = StopSignals()
+    stop.install()
+    try:
+        with demo_database(settings, progress) as (dsn, where):
+            stop.checkpoint()
+            with _logging_for(open_tui is None, printer), \
+                    DemoServices(dsn, settings.schema, options, progress, on_event, stop) as services:
+                if open_tui is not None:
+                    stop.interrupt = True  # SIGTERM while the TUI runs: leave it and shut down
+                    stop.checkpoint()
+                    open_tui(dataclasses.replace(settings, dsn=dsn, dsn_given=True), read_only=False)
+                    return
+                _announce(dsn, where, options, settings.dsn_given)
+                _run_headless(services, options, printer, stop)
+    except KeyboardInterrupt:
+        progress("interrupted: demo stopped")
+    except KestrelError:
+        if not stop.requested.is_set():
+            raise
+        progress("interrupted while starting: demo stopped")  # e.g. Ctrl-C reached initdb too
+    finally:
+        stop.restore()
+
+
+@contextmanager
+def demo_database(settings: Settings, progress: Progress) -> Iterator[tuple[str, str]]:
+    """Yield (DSN, description) of the demo's database: the configured one, else a private
+    PostgreSQL in the user's data folder, started here and stopped on the way out."""
+    if settings.dsn_given:
+        yield settings.dsn, describe_target(settings.dsn)
+        return
+    data_dir = default_data_dir()
+    if (data_dir / "PG_VERSION").is_file():
+        first = f"reusing the private PostgreSQL in {data_dir}"
+    else:
+        first = f"initialising a private PostgreSQL in {data_dir} (first run only)"
+    progress(first)
+    cluster = LocalCluster(data_dir, log=progress)
+    started_here = not cluster.is_running()
+    if not started_here:
+        progress(f"a PostgreSQL is already running in {data_dir}: using it, and leaving it running")
+    try:
+        with progress.spinning(first):
+            cluster.start()
+            dsn = cluster.create_database(DEMO_DATABASE)
+        yield dsn, f"the private PostgreSQL in {data_dir}"
+    finally:
+        if started_here:
+            with progress.spinning("stopping PostgreSQL"):
+                cluster.stop()
+
+
+class DemoServices:
+    """The demo's app, workers, seed burst, trickle and bot operator, started and stopped together."""
+
+    def __init__(self, dsn: str, schema: str, options: DemoOptions, progress: Progress,
+                 on_event: Callable[[str], None], stop: StopSignals) -> None:
+        self.options = options
+        self.progress = progress
+        self.on_event = on_event
+        self.stop_signals = stop
+        self.app: Kestrel = build_app(dsn, schema)
+        self.rng = random.Random()
+        self.workers: list[Worker] = []
+        self.trickle: Trickle | None = None
+        self.bot: BotOperator | None = None
+
+    def __enter__(self) -> DemoServices:
+        try:
+            self._start()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _start(self) -> None:
+        options = self.options
+        with self.progress.spinning("migrating"):
+            self.progress(f"migrating schema {self.app.schema!r}")
+            self.app.migrate()
+        self.stop_signals.checkpoint()
+        with self.progress.spinning("starting workers"):
+            host, pid = socket.gethostname(), os.getpid()
+            for n in range(1, options.workers + 1):
+                worker = self.app.worker(concurrency=options.concurrency, lease=WORKER_LEASE,
+                                         worker_id=f"demo-{n}@{host}:{pid}")
+                worker.start()
+                self.workers.append(worker)  # only started ones are stopped
+                self.stop_signals.checkpoint()
+            self.progress(f"started {options.workers} demo workers, {options.concurrency} slots each")
+        if options.seed_history:
+            seed(self.app, self.rng, self.on_event)
+            self.stop_signals.checkpoint()
+        self.trickle = Trickle(self.app, options.rate_per_min, self.rng, self.on_event).start()
+        self.bot = BotOperator(self.app, REMEDIATE, self.on_event).start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop_signals.interrupt = False
+        with self.progress.spinning("stopping the demo"):
+            for part in (self.bot, self.trickle):
+                if part is not None:
+                    part.stop()
+            if self.workers:
+                self.progress(f"stopping {len(self.workers)} demo workers")
+                stopping = [threading.Thread(target=w.stop, kwargs={"grace": STOP_GRACE}) for w in self.workers]
+                for thread in stopping:
+                    thread.start()
+                for thread in stopping:
+                    thread.join()
+            self.app.close()
+
+
+@contextmanager
+def _logging_for(headless: bool, printer: EventPrinter) -> Iterator[None]:
+    if headless:
+        with worker_events_printed(printer):
+            yield
+    else:
+        with silence_engine_logs():
+            yield
+
+
+def _ignore(_text: str) -> None:
+    """Events are not printed while the TUI owns the screen."""
+
+
+def _tui_opener(progress: Progress) -> Callable[..., None] | None:
+    """``open_tui`` if the TUI is installed, else None (the demo runs headless)."""
+    try:
+        module = __import__(TUI_MODULE, fromlist=["open_tui"])
+    except ModuleNotFoundError as exc:
+        if exc.name != TUI_MODULE:
+            raise
+        progress("the TUI is not available in this installation: running headless")
+        return None
+    return module.open_tui
+
+
+def _announce(dsn: str, where: str, options: DemoOptions, dsn_given: bool) -> None:
+    """Say where the demo runs and how to reach it from another terminal (no password shown)."""
+    rate = (f"about {options.rate_per_min:g} new workflows a minute" if options.rate_per_min > 0
+            else "no new workflows after the seed")
+    lines = [f"Kestrel demo running on {where}: {options.workers} workers, {rate}.",
+             f"DSN: {mask_dsn(dsn)}"]
+    if dsn_given:
+        lines += ["In another terminal, every command works with the same --dsn or $KESTREL_DSN, e.g.:",
+                  "  kestrel-console status", "  kestrel-console",
+                  "Ctrl-C stops the demo."]
+    else:
+        lines += ["In another terminal, every command works against it, e.g.:",
+                  f"  KESTREL_DSN='{dsn}' kestrel-console status",
+                  f"  KESTREL_DSN='{dsn}' kestrel-console",
+                  "Ctrl-C stops the demo and its PostgreSQL (the data stays for the next run)."]
+    print("\n".join(lines), flush=True)
+
+
+def _run_headless(services: DemoServices, options: DemoOptions, printer: EventPrinter,
+                  stop: StopSignals) -> None:
+    stop.interrupt = False  # from here a signal only ends the loop below
+    deadline = None if options.duration is None else time.monotonic() + options.duration
+    next_summary = time.monotonic() + options.summary_every
+    while True:
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            printer(f"--duration {options.duration:g}s reached")
+            break
+        wake = next_summary if deadline is None else min(next_summary, deadline)
+        if stop.requested.wait(max(0.05, wake - now)):
+            printer("stop requested")
+            break
+        if time.monotonic() >= next_summary:
+            printer.summary(services.app)
+            next_summary += options.summary_every
+    if time.monotonic() - (next_summary - options.summary_every) > 1.0:
+        printer.summary(services.app)  # the last state, unless just printed

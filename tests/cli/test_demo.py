@@ -1,0 +1,193 @@
+"""``kestrel-console demo --no-tui`` on a machine with no database configured.
+
+The demo runs as a real subprocess with no $KESTREL_DSN, $PGHOST or $PGPORT, so it must start
+its own private PostgreSQL (in a fresh $KESTREL_DEMO_DIR), run workers and workflows on it,
+print a DSN other commands can use, stop the server when it exits, and find its data again on
+the next run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import psycopg
+import pytest
+
+from kestrel_console.embedded_pg import LocalCluster
+
+REPO = Path(__file__).resolve().parents[2]
+READ_COMMANDS = REPO / "kestrel_console" / "cli" / "read_commands.py"
+UNSET = ("KESTREL_DSN", "PGHOST", "PGPORT", "PGHOSTADDR", "PGDATABASE", "PGUSER", "PGSERVICE")
+
+STATUS_COUNTS = "SELECT status, count(*) FROM kestrel.workflow_executions GROUP BY status"
+PENDING_APPROVALS = """
+SELECT count(*) FROM kestrel.workflow_waits w
+JOIN kestrel.workflow_executions e ON e.id = w.execution_id
+WHERE w.kind = 'approval' AND w.resolved_at IS NULL AND e.status = 'waiting'
+"""
+LIVE_WORKERS = "SELECT count(*) FROM kestrel.workers WHERE stopped_at IS NULL"
+EXECUTION_IDS = "SELECT id FROM kestrel.workflow_executions ORDER BY id"
+BOT_DECISIONS = """
+SELECT e.input ->> 'severity', w.decision FROM kestrel.workflow_waits w
+JOIN kestrel.workflow_executions e ON e.id = w.execution_id
+WHERE w.decided_by = 'demo-bot'
+"""
+
+
+@pytest.fixture
+def demo_dir() -> Iterator[Path]:
+    """A fresh folder for the demo's server, enterable by the postgres OS user (tests run as root)."""
+    path = Path(tempfile.mkdtemp(prefix="kestrel-demo-test-"))
+    path.chmod(0o755)
+    yield path / "pg"
+    if (path / "pg" / "postmaster.pid").exists():  # a failed test left it running
+        LocalCluster(path / "pg").destroy()
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class Demo:
+    """One ``kestrel-console demo --no-tui`` subprocess, its stdout read line by line."""
+
+    def __init__(self, data_dir: Path, duration: float) -> None:
+        env = {key: value for key, value in os.environ.items() if key not in UNSET}
+        env.update(KESTREL_DEMO_DIR=str(data_dir), PYTHONUNBUFFERED="1")
+        self.env = env
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kestrel_console", "demo", "--no-tui", "--duration", str(duration)],
+            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
+        )
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True).start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def wait_for_dsn(self, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self._queue.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            if line is None:
+                break
+            self.lines.append(line)
+            if line.startswith("DSN: "):
+                return line[len("DSN: "):]
+        pytest.fail(f"the demo printed no DSN line; output:\n{self.output()}")
+
+    def finish(self, timeout: float = 60) -> int:
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            pytest.fail(f"the demo did not exit; output:\n{self.output()}")
+        while (line := self._queue.get(timeout=5)) is not None:
+            self.lines.append(line)
+        return code
+
+    def output(self) -> str:
+        self.stderr.seek(0)
+        return "\n".join(self.lines) + "\n--- stderr ---\n" + self.stderr.read()
+
+    def cli(self, *args: str, dsn: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "kestrel_console", *args], cwd=REPO,
+                              env={**self.env, "KESTREL_DSN": dsn}, capture_output=True, text=True, timeout=60)
+
+
+def wait_for_activity(dsn: str, timeout: float = 20) -> tuple[dict[str, int], int, int]:
+    """Poll until success and waiting executions and a pending approval exist."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with psycopg.connect(dsn, connect_timeout=5) as conn:
+            counts = dict(conn.execute(STATUS_COUNTS).fetchall())
+            pending = conn.execute(PENDING_APPROVALS).fetchone()[0]
+            workers = conn.execute(LIVE_WORKERS).fetchone()[0]
+        if (counts.get("success") and counts.get("waiting") and pending) or time.monotonic() > deadline:
+            return counts, pending, workers
+        time.sleep(0.5)
+
+
+def wait_for_bot(dsn: str, timeout: float = 15) -> list[tuple[str, str]]:
+    """Poll until the bot operator has decided some gate; returns (severity, decision) pairs."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with psycopg.connect(dsn, connect_timeout=5) as conn:
+            decisions = conn.execute(BOT_DECISIONS).fetchall()
+        if decisions or time.monotonic() > deadline:
+            return decisions
+        time.sleep(0.5)
+
+
+def refuses_connections(dsn: str) -> bool:
+    try:
+        psycopg.connect(dsn, connect_timeout=3).close()
+    except psycopg.OperationalError:
+        return True
+    return False
+
+
+def test_demo_runs_on_its_own_server_and_keeps_its_data(demo_dir: Path) -> None:
+    demo = Demo(demo_dir, duration=14)
+    try:
+        dsn = demo.wait_for_dsn()
+        with psycopg.connect(dsn, connect_timeout=5) as conn:
+            data_directory = conn.execute("SHOW data_directory").fetchone()[0]
+        assert Path(data_directory).resolve() == demo_dir.resolve(), "not the demo's private server"
+
+        counts, pending, workers = wait_for_activity(dsn)
+        assert counts.get("success", 0) > 0, counts
+        assert counts.get("waiting", 0) > 0 and pending > 0, (counts, pending)
+        assert len(counts) >= 3, f"executions in only {sorted(counts)}"
+        assert workers >= 2, "the demo should run several workers"
+
+        if READ_COMMANDS.exists():
+            status = demo.cli("status", dsn=dsn)
+            assert status.returncode == 0, status.stderr
+            assert "remediate-incident" in status.stdout
+            listed = demo.cli("list", "--format", "json", "--limit", "500", dsn=dsn)
+            assert listed.returncode == 0, listed.stderr
+            rows = json.loads(listed.stdout)
+            assert {row["workflow_name"] for row in rows} >= {"remediate-incident", "provision-resource", "ci-pipeline"}
+
+        decisions = wait_for_bot(dsn)
+        assert decisions, "the bot operator decided no approval"
+        assert {decision for _, decision in decisions} <= {"approved", "rejected"}
+        assert "critical" not in {severity for severity, _ in decisions}, "critical gates are for humans"
+
+        with psycopg.connect(dsn, connect_timeout=5) as conn:
+            first_ids = [row[0] for row in conn.execute(EXECUTION_IDS).fetchall()]
+    finally:
+        code = demo.finish()
+    assert code == 0, demo.output()
+    assert "--duration 14s reached" in demo.output()
+    assert refuses_connections(dsn), "the demo's server still runs after the demo exited"
+    assert "password" not in demo.output().lower()
+
+    again = Demo(demo_dir, duration=2)
+    try:
+        dsn = again.wait_for_dsn()
+        with psycopg.connect(dsn, connect_timeout=5) as conn:
+            kept = {row[0] for row in conn.execute(EXECUTION_IDS).fetchall()}
+    finally:
+        code = again.finish()
+    assert code == 0, again.output()
+    assert set(first_ids) <= kept, "executions of the first run are gone"
+    assert len(kept) > len(first_ids)  # and this run seeded more
+    assert "reusing the private PostgreSQL" in again.output()
+    assert refuses_connections(dsn)
