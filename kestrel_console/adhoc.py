@@ -1,0 +1,220 @@
+"""Running a user's read query safely: the one place the console executes ad-hoc SQL and
+saved reports.
+
+Layer (a) is ``sqlguard.check_read_only``. Layer (b) is here: the query runs alone (the
+extended protocol refuses a second statement) inside ``BEGIN READ ONLY`` with a statement
+timeout, the Kestrel schema first on the search path, and is always rolled back, so even a
+query the guard let through by mistake cannot write a row.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.pq import ExecStatus, TransactionStatus
+from psycopg.rows import tuple_row
+
+from kestrel_core import DatabaseUnavailable, KestrelError
+
+from .sqlguard import check_read_only
+
+__all__ = ["QueryFailed", "QueryResult", "QueryTimeout", "run_read_only"]
+
+
+class QueryTimeout(KestrelError):
+    """The query ran past its statement timeout and Postgres cancelled it."""
+
+
+class QueryFailed(KestrelError):
+    """Postgres refused or failed the query (syntax, unknown column, permission, read-only)."""
+
+    def __init__(self, message: str, *, sqlstate: str | None = None, position: int | None = None):
+        super().__init__(message)
+        self.sqlstate = sqlstate
+        self.position = position  # 1-based character offset in the query, when Postgres gave one
+
+
+@dataclass
+class QueryResult:
+    """What a read query returned, cut at ``max_rows``."""
+
+    columns: list[str]
+    rows: list[tuple]
+    truncated: bool
+    elapsed_ms: float
+
+    @property
+    def row_count(self) -> int:
+        return len(self.rows)
+
+
+BEGIN_READ_ONLY = "BEGIN READ ONLY"
+# On a connection that is not autocommit psycopg opens the transaction itself; this must then
+# be its first statement.
+SET_TRANSACTION_READ_ONLY = "SET TRANSACTION READ ONLY"
+# standard_conforming_strings: the guard lexes strings as Postgres does with it on.
+SET_LIMITS = """
+SELECT set_config('statement_timeout', %(statement_timeout)s, true),
+       set_config('idle_in_transaction_session_timeout', %(idle_timeout)s, true),
+       set_config('standard_conforming_strings', 'on', true)
+"""
+SET_SEARCH_PATH = sql.SQL("SET LOCAL search_path TO {schema}, public")
+
+
+def run_read_only(
+    conn: psycopg.Connection,
+    query: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    schema: str = "kestrel",
+    timeout_ms: int = 10_000,
+    max_rows: int = 1000,
+    check: bool = True,
+    placeholders: bool = False,
+) -> QueryResult:
+    """Run one read query in a read-only transaction that is always rolled back.
+
+    Checks it with ``check_read_only`` first (unless ``check=False``). ``params`` are bound by
+    psycopg; when None the text is sent as is, so ``LIKE '%x'`` needs no escaping.
+    ``placeholders=True`` is for saved reports: the text uses ``%(name)s`` (and ``%%``) even
+    when no parameter is given. ``conn`` may be autocommit or not, but must not be inside a
+    transaction. Raises QueryRefused, QueryTimeout, QueryFailed or DatabaseUnavailable.
+    """
+    if timeout_ms <= 0:
+        raise ValueError("timeout_ms must be positive (0 would mean no timeout)")
+    if max_rows < 0:
+        raise ValueError("max_rows must be >= 0")
+    if check:
+        check_read_only(query, placeholders=placeholders)
+    if placeholders and params is None:
+        params = {}  # psycopg then turns %% into %, as the guard assumed
+    _require_idle(conn)
+    try:
+        _begin(conn, schema, timeout_ms)
+        started = time.perf_counter()
+        columns, rows = _fetch(conn, query, params, max_rows + 1)
+        elapsed_ms = (time.perf_counter() - started) * 1000
+    except psycopg.errors.QueryCanceled as exc:
+        raise _cancelled(exc, timeout_ms) from exc
+    except psycopg.Error as exc:
+        raise _failed(conn, exc) from exc
+    finally:
+        _rollback(conn)
+    return QueryResult(columns, rows[:max_rows], len(rows) > max_rows, elapsed_ms)
+
+
+def _require_idle(conn: psycopg.Connection) -> None:
+    status = conn.info.transaction_status
+    if not conn.closed and status != TransactionStatus.IDLE:
+        raise psycopg.ProgrammingError(
+            f"run_read_only() needs a connection outside any transaction (it is {status.name}): "
+            "it opens its own read-only transaction"
+        )
+
+
+def _begin(conn: psycopg.Connection, schema: str, timeout_ms: int) -> None:
+    conn.execute(BEGIN_READ_ONLY if conn.autocommit else SET_TRANSACTION_READ_ONLY)
+    conn.execute(
+        SET_LIMITS,
+        {"statement_timeout": str(timeout_ms), "idle_timeout": str(max(timeout_ms, 1000))},
+    )
+    conn.execute(SET_SEARCH_PATH.format(schema=sql.Identifier(schema)))
+
+
+def _fetch(
+    conn: psycopg.Connection, query: str, params: Mapping[str, Any] | None, limit: int
+) -> tuple[list[str], list[tuple]]:
+    """At most ``limit`` rows, streamed: the server stops once we have enough.
+
+    ``stream()`` uses the extended protocol, which refuses a second statement.
+    """
+    with conn.cursor(row_factory=tuple_row) as cur:
+        stream = cur.stream(sql.SQL(query), params)  # type: ignore[arg-type]
+        try:
+            rows = list(islice(stream, limit))
+        finally:
+            stream.close()  # cancels the rest of a truncated result
+        if cur.description is not None:
+            return [column.name for column in cur.description], rows
+        return _describe_columns(conn, cur), rows
+
+
+def _describe_columns(conn: psycopg.Connection, cur: psycopg.Cursor[Any]) -> list[str]:
+    """Column names of a statement that returned no rows (streaming drops the description).
+
+    Asks the server to describe the statement again without running it.
+    """
+    sent = cur._query  # psycopg exposes the converted query ($n placeholders) for this
+    if sent is None:
+        return []
+    pgconn = conn.pgconn
+    prepared = pgconn.prepare(b"", sent.query, sent.types or None)
+    if prepared.status != ExecStatus.COMMAND_OK:
+        return []
+    described = pgconn.describe_prepared(b"")
+    if described.status != ExecStatus.COMMAND_OK:
+        return []
+    encoding = conn.info.encoding
+    return [(described.fname(i) or b"").decode(encoding) for i in range(described.nfields)]
+
+
+def _cancelled(exc: psycopg.errors.QueryCanceled, timeout_ms: int) -> KestrelError:
+    primary = exc.diag.message_primary or str(exc)
+    if "statement timeout" in primary:
+        return QueryTimeout(
+            f"query cancelled after {timeout_ms / 1000:.1f} s (statement_timeout); "
+            "narrow it or add a LIMIT"
+        )
+    return QueryFailed(primary, sqlstate=exc.sqlstate)
+
+
+def _failed(conn: psycopg.Connection, exc: psycopg.Error) -> KestrelError:
+    if conn.closed:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return DatabaseUnavailable(f"lost the connection to PostgreSQL: {reason}")
+    diag = exc.diag
+    if exc.sqlstate is None:  # raised by psycopg itself, not by the server
+        message = str(exc)
+        if "didn't produce a result" in message:
+            message = "the statement returned no rows: run a query (SELECT, WITH, VALUES, EXPLAIN, SHOW)"
+        elif "COPY" in message:
+            message = "COPY is not supported here: run a query (SELECT, WITH, VALUES, EXPLAIN, SHOW)"
+        return QueryFailed(message)
+    message = diag.message_primary or str(exc)
+    if diag.message_hint:
+        message = f"{message}\n{diag.message_hint}"
+    position = int(diag.statement_position) if diag.statement_position else None
+    return QueryFailed(message, sqlstate=exc.sqlstate, position=position)
+
+
+def _rollback(conn: psycopg.Connection) -> None:
+    """End the transaction whatever happened; a dead connection has nothing to roll back."""
+    if conn.closed:
+        return
+    try:
+        if conn.info.transaction_status == TransactionStatus.ACTIVE:
+            _leave_copy_mode(conn)
+        conn.rollback()
+    except psycopg.OperationalError:
+        if not conn.closed:
+            raise
+
+
+def _leave_copy_mode(conn: psycopg.Connection) -> None:
+    """A COPY sent with check=False leaves libpq in COPY mode: abort or drain it.
+
+    By then psycopg has cancelled the statement, so the server ends the COPY soon.
+    """
+    pgconn = conn.pgconn
+    while (result := pgconn.get_result()) is not None:
+        if result.status == ExecStatus.COPY_OUT:
+            while pgconn.get_copy_data(0)[0] >= 0:
+                pass
+        elif result.status == ExecStatus.COPY_IN:
+            pgconn.put_copy_end(b"COPY is not allowed here")

@@ -1,0 +1,204 @@
+"""Layer (a) of the read-only guard, on its own: what check_read_only accepts and refuses, and why.
+
+These need no database; tests/console/test_adhoc.py runs the hostile queries against Postgres.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kestrel_console import sqlguard
+from kestrel_console.sqlguard import REFUSED_FUNCTIONS, QueryRefused, check_read_only
+from kestrel_core import KestrelError
+
+
+def refusal(query: str, **kwargs: bool) -> str:
+    with pytest.raises(QueryRefused) as caught:
+        check_read_only(query, **kwargs)
+    return caught.value.reason
+
+
+READS = [
+    "SELECT * FROM workflow_executions WHERE status = 'error'",
+    "select id, input->>'pod' from workflow_executions where input @> '{\"pod\": \"api-1\"}'",
+    "WITH e AS (SELECT status FROM workflow_executions) SELECT status, count(*) FROM e GROUP BY 1",
+    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 5) SELECT * FROM n",
+    "VALUES (1, 'a'), (2, 'b')",
+    "TABLE workers",
+    "(SELECT 1)",
+    "SELECT 1 UNION SELECT 2 INTERSECT SELECT 2 EXCEPT SELECT 3",
+    "EXPLAIN SELECT * FROM workflow_executions",
+    "EXPLAIN ANALYZE SELECT count(*) FROM step_attempts",
+    "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) WITH a AS (SELECT 1) SELECT * FROM a",
+    "explain verbose select 1",
+    "SHOW search_path",
+    "show all",
+    "SELECT workflow_name FROM workflow_executions WHERE workflow_name LIKE '%port%'",
+    "SELECT pg_sleep(0.01)",
+    "SELECT pg_catalog.pg_sleep_for('10 milliseconds')",
+    "SELECT count(*) FILTER (WHERE status = 'error') OVER (PARTITION BY workflow_name) FROM workflow_executions",
+    "SELECT now() - interval '1 hour', lower('A'), coalesce(NULL, 1), current_setting('search_path')",
+    "SELECT 1;",
+    "SELECT 1; ;  -- empty statements after the query do not count",
+    # Dangerous-looking text inside strings, comments and identifiers is data, not code.
+    "SELECT 'DELETE FROM workflow_executions; DROP TABLE workers' AS s",
+    "SELECT $$pg_terminate_backend(1); DELETE FROM x$$ AS s, $tag$ $$ ; $tag$ AS t",
+    "SELECT E'it\\'s; DELETE FROM x' AS s",
+    "SELECT 1 -- ; DELETE FROM workflow_executions",
+    "SELECT 1 /* outer /* nested; pg_terminate_backend(1) */ still comment; */",
+    'SELECT 1 AS "pg_terminate_backend", 2 AS "update; delete"',
+    "SELECT nextval_count, setval_at FROM (SELECT 1 AS nextval_count, 2 AS setval_at) s",
+    "SELECT currval_x FROM (SELECT 1 AS currval_x) s",
+]
+
+
+@pytest.mark.parametrize("query", READS)
+def test_reads_are_accepted(query: str) -> None:
+    check_read_only(query)
+
+
+REFUSALS = [
+    ("", "empty query"),
+    ("  ;  -- nothing\n", "empty query"),
+    ("SELECT 1; DROP TABLE x", "2 statements: run one at a time"),
+    ("SELECT 1 /* ; */; DELETE FROM x; SELECT 2", "3 statements: run one at a time"),
+    ("DELETE FROM workflow_executions", "not a read: DELETE"),
+    ("update workflow_executions set status = 'error'", "not a read: UPDATE"),
+    ("WITH x AS (SELECT 1) INSERT INTO workers (worker_id) SELECT 'w' FROM x", "not a read: INSERT"),
+    ("CREATE TABLE evil (a int)", "not a read: CREATE"),
+    ("SET ROLE postgres", "not a read: SET"),
+    ("RESET ALL", "not a read: RESET"),
+    ("COPY workers TO PROGRAM 'id'", "not a read: COPY"),
+    ("DO $$BEGIN NULL; END$$", "not a read: DO"),
+    ("LISTEN kestrel", "not a read: LISTEN"),
+    ("COMMIT", "not a read: COMMIT"),
+    ("SHOW x; SHOW y", "2 statements: run one at a time"),
+    ("WITH d AS (DELETE FROM x RETURNING *) SELECT * FROM d", "data-modifying CTE: DELETE"),
+    ("SELECT * FROM (WITH u AS (UPDATE x SET a = 1 RETURNING a) SELECT a FROM u) s",
+     "data-modifying CTE: UPDATE"),
+    ("SELECT * INTO evil FROM workers", "SELECT ... INTO creates a table"),
+    ("SELECT * FROM workers FOR UPDATE", "locking clause FOR UPDATE: row locks need a writable transaction"),
+    ("SELECT * FROM workers FOR NO KEY UPDATE SKIP LOCKED", "locking clause FOR NO KEY UPDATE: row locks need a writable transaction"),
+    ("SELECT * FROM workers FOR SHARE", "locking clause FOR SHARE: row locks need a writable transaction"),
+    ("SELECT * FROM workers FOR KEY SHARE", "locking clause FOR KEY SHARE: row locks need a writable transaction"),
+    ("SELECT 1 WHERE EXISTS (SELECT 1 FROM workers FOR UPDATE)", "locking clause FOR UPDATE: row locks need a writable transaction"),
+    ("EXPLAIN ANALYZE DELETE FROM workflow_executions", "EXPLAIN of a write: DELETE"),
+    ("EXPLAIN (ANALYZE) UPDATE x SET a = 1", "EXPLAIN of a write: UPDATE"),
+    ("EXPLAIN ANALYZE WITH d AS (DELETE FROM x RETURNING *) SELECT * FROM d", "data-modifying CTE: DELETE"),
+    ("EXPLAIN", "EXPLAIN of nothing: give it a query"),
+    ("SELECT pg_terminate_backend(1)", "function pg_terminate_backend: signals or stops other sessions"),
+    ("select PG_CATALOG.PG_CANCEL_BACKEND(1)", "function pg_cancel_backend: signals or stops other sessions"),
+    ('SELECT "pg_catalog"."pg_terminate_backend"(1)', "function pg_terminate_backend: signals or stops other sessions"),
+    ("SELECT * FROM pg_terminate_backend(1)", "function pg_terminate_backend: signals or stops other sessions"),
+    ("SELECT set_config('search_path', 'public', false)", "function set_config: changes server or session settings"),
+    ("SELECT nextval('s')", "function nextval: changes a sequence"),
+    ("SELECT pg_advisory_xact_lock(1)", "function pg_advisory_xact_lock: takes advisory locks (session locks outlive the query)"),
+    ("SELECT lo_unlink(1)", "function lo_unlink: works on large objects (server files, objects that outlive the query)"),
+    ("SELECT kestrel.decide_approval(1, 'gate', true, 'me', NULL)",
+     "function decide_approval: is a Kestrel operator action: use the approve/reject/cancel/requeue commands"),
+    ("SELECT %(since)s::interval", "query parameter %(since)s: ad-hoc SQL takes no parameters (saved reports do)"),
+    ("SELECT 'abc", "cannot parse: unterminated quoted string"),
+    ("SELECT 1 /* open", "cannot parse: unterminated /* comment */"),
+    ("SELECT $q$ abc", "cannot parse: unterminated dollar-quoted string"),
+    ('SELECT "abc', "cannot parse: unterminated quoted identifier"),
+]
+
+
+@pytest.mark.parametrize(("query", "reason"), REFUSALS)
+def test_refusal_reasons(query: str, reason: str) -> None:
+    assert refusal(query) == reason
+
+
+def test_garbage_is_refused_as_unparsable() -> None:
+    assert refusal("this is not sql ((").startswith("cannot parse: ")
+    assert refusal("SELECT FROM WHERE (((").startswith("cannot parse: ")
+
+
+def test_query_refused_is_a_kestrel_error_that_says_refused() -> None:
+    with pytest.raises(KestrelError) as caught:
+        check_read_only("DROP TABLE workers")
+    assert isinstance(caught.value, QueryRefused)
+    assert caught.value.reason == "not a read: DROP"
+    assert str(caught.value) == "refused: not a read: DROP"
+
+
+def _rule_examples() -> list[tuple[str, str]]:
+    """One call per name and per prefix of every rule in the table."""
+    examples = []
+    for rule in REFUSED_FUNCTIONS:
+        for name in sorted(rule.names):
+            examples.append((name, rule.why))
+        for prefix in rule.prefixes:
+            examples.append((prefix.rstrip("_") + "_x" if prefix.endswith("_") else prefix + "_x", rule.why))
+    return examples
+
+
+@pytest.mark.parametrize(("name", "why"), _rule_examples())
+def test_every_refused_function_is_refused_in_every_spelling(name: str, why: str) -> None:
+    for spelling in (f"SELECT {name}(1)", f"select pg_catalog.{name.upper()} (1)",
+                     f'SELECT 1 FROM "{name}"(1) AS f', f"SELECT * FROM workers WHERE 1 = {name}(2)"):
+        assert refusal(spelling) == f"function {name}: {why}", spelling
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT pg_sleep(0.01)", "SELECT pg_sleep_until(now())", "SELECT currval('s')", "SELECT lastval()",
+    "SELECT txid_current_if_assigned()", "SELECT pg_current_xact_id_if_assigned()", "SELECT lower('x')",
+])
+def test_harmless_functions_next_to_refused_ones_are_allowed(query: str) -> None:
+    check_read_only(query)
+
+
+# Postgres and a naive lexer disagree about these; the guard must read them as Postgres does.
+LEXING_TRICKS = [
+    # Postgres nests block comments: it sees "DELETE FROM workflow_executions".
+    ("/* /* */ SELECT 'x */ DELETE FROM workflow_executions --'", "not a read: DELETE"),
+    ("/* /* */ SELECT 'x */ SELECT pg_terminate_backend(1) --'",
+     "function pg_terminate_backend: signals or stops other sessions"),
+    # standard_conforming_strings: a backslash does not escape the quote.
+    ("SELECT 'a\\', pg_terminate_backend(1) --'", "function pg_terminate_backend: signals or stops other sessions"),
+    # $ inside identifiers does not start a dollar quote.
+    ("SELECT 1 AS x$q$, pg_cancel_backend(1) AS y$q$", "function pg_cancel_backend: signals or stops other sessions"),
+    # The escapes of a U& identifier could spell a refused name.
+    ('SELECT U&"pg_\\0074erminate_backend"(1)', 'Unicode-escaped identifier (U&"..."): write the name plainly'),
+    # '#' is an operator in Postgres, not a comment.
+    ("SELECT 1 # pg_terminate_backend(1)", "function pg_terminate_backend: signals or stops other sessions"),
+    # A comment between the name and its parenthesis.
+    ("SELECT pg_terminate_backend /* hi */ (1)", "function pg_terminate_backend: signals or stops other sessions"),
+]
+
+
+@pytest.mark.parametrize(("query", "reason"), LEXING_TRICKS)
+def test_lexing_tricks_are_read_as_postgres_reads_them(query: str, reason: str) -> None:
+    assert refusal(query) == reason
+
+
+def test_the_lexical_backstop_refuses_calls_even_if_the_tree_check_missed_them(monkeypatch) -> None:
+    monkeypatch.setattr(sqlguard, "_check_functions", lambda statement: None)
+    assert refusal("SELECT pg_terminate_backend(1)") == (
+        "function pg_terminate_backend: signals or stops other sessions"
+    )
+    assert refusal('SELECT "pg_read_file"(\'/etc/passwd\')').startswith("function pg_read_file: ")
+    check_read_only("SELECT 'pg_terminate_backend(1)', lower('x')")
+
+
+def test_report_placeholders_are_accepted_only_when_asked_for() -> None:
+    report = (
+        "-- description: errors since\n"
+        "SELECT id FROM workflow_executions\n"
+        "WHERE created_at > now() - %(since)s::interval AND workflow_name LIKE 'rep%%'\n"
+        "LIMIT %(limit)s"
+    )
+    check_read_only(report, placeholders=True)
+    assert refusal(report) == "query parameter %(since)s: ad-hoc SQL takes no parameters (saved reports do)"
+
+
+def test_placeholder_mode_still_refuses_what_it_hides() -> None:
+    assert refusal("SELECT %(x)s; DELETE FROM workers", placeholders=True) == "2 statements: run one at a time"
+    assert refusal("SELECT %(x)s FROM workers FOR UPDATE", placeholders=True).startswith("locking clause FOR UPDATE")
+    assert refusal("SELECT pg_terminate_backend(%(pid)s)", placeholders=True).startswith(
+        "function pg_terminate_backend: "
+    )
+
+
+def test_placeholders_inside_ad_hoc_strings_are_just_text() -> None:
+    check_read_only("SELECT '%(since)s' AS literal, 'x%%' AS percent")
