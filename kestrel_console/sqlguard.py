@@ -243,7 +243,9 @@ def _blank(chunk: str) -> str:
 
 
 def _blank_string(literal: str) -> str:
-    return "'" + _blank(literal[1:-1]) + "'"
+    # Keep a "0" so typed literals still parse (interval '0', date '0'); the rest is blanked.
+    inner = _blank(literal[1:-1])
+    return "'" + ("0" + inner[1:] if inner else "") + "'"
 
 
 def _line_end(text: str, start: int) -> int:

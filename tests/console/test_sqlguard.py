@@ -202,3 +202,12 @@ def test_placeholder_mode_still_refuses_what_it_hides() -> None:
 
 def test_placeholders_inside_ad_hoc_strings_are_just_text() -> None:
     check_read_only("SELECT '%(since)s' AS literal, 'x%%' AS percent")
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT generate_series(now() - interval '1 hour', now(), interval '1 minute')",
+    "SELECT date '2024-01-01', timestamptz '2024-01-01 00:00', now() - interval '2 days'",
+    "SELECT count(*) FROM workflow_executions WHERE created_at > now() - '1 month'::interval",
+])
+def test_typed_literals_are_accepted(query: str) -> None:
+    check_read_only(query)
