@@ -1,0 +1,76 @@
+"""The connection the SQL and Reports screens run their queries on: opened on first use in a
+worker thread, dropped when it breaks, and cancellable from the UI thread without blocking it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+import psycopg
+
+from kestrel_core.connection import connect, unavailable
+
+from .config import ConsoleConfig
+
+T = TypeVar("T")
+
+
+class AdhocSession:
+    def __init__(self, config: ConsoleConfig, application_name: str = "kestrel-console sql") -> None:
+        self.config = config
+        self.application_name = application_name
+        self._conn: psycopg.Connection | None = None
+        self._lock = threading.Lock()
+        self.running = False
+
+    def run(self, fn: Callable[[psycopg.Connection], T]) -> T:
+        """Run ``fn(conn)`` in this (worker) thread; one query at a time."""
+        with self._lock:
+            self.running = True
+            try:
+                if self._conn is None or self._conn.closed:
+                    self._conn = connect(self.config.dsn, application_name=self.application_name,
+                                         connect_timeout=5)
+                conn = self._conn
+                try:
+                    return fn(conn)
+                except psycopg.OperationalError as exc:
+                    self._drop()
+                    raise unavailable(self.config.dsn, exc) from None
+                finally:
+                    if self._conn is not None and (self._conn.closed or self._conn.broken):
+                        self._drop()
+            finally:
+                self.running = False
+
+    def cancel(self) -> bool:
+        """Ask the server to cancel the running query (from any thread, without waiting)."""
+        conn = self._conn
+        if conn is None or not self.running:
+            return False
+        threading.Thread(target=_cancel, args=(conn,), daemon=True, name="kestrel-cancel").start()
+        return True
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:
+                pass
+            self._conn = None
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:
+                pass
+
+
+def _cancel(conn: psycopg.Connection) -> None:
+    try:
+        conn.cancel_safe(timeout=5.0)
+    except Exception:
+        pass

@@ -1,0 +1,257 @@
+"""The Kestrel console: five live screens on keys 1-5, refreshed from Postgres on a timer in
+worker threads, with a banner while the database is unreachable and every operator action
+behind a confirmation (or refused outright with --read-only)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+from textual.reactive import reactive
+
+from kestrel_core import DatabaseUnavailable, SchemaOutdated, mask_dsn
+from kestrel_core.connection import describe_target
+
+from .commands import KestrelCommands
+from .config import DEFAULT_REFRESH, ConsoleConfig, step_preset
+from .live import LiveScreen
+from .operator import VERBS, Operator, Outcome, ReadOnlyRefused
+from .screens.approvals import ApprovalsScreen
+from .screens.dashboard import DashboardScreen
+from .screens.executions import ExecutionsScreen
+from .screens.help import HelpScreen
+from .screens.reports import ReportsScreen
+from .screens.sql import SqlScreen
+
+TICK_S = 0.1
+# While the database is unreachable, retry this often (whatever the refresh rate or pause).
+RETRY_S = 1.0
+NOTICES_KEPT = 100
+
+
+class KestrelConsole(App[None]):
+    """``KestrelConsole(settings)`` or ``KestrelConsole(dsn=..., operator=...)``; ``refresh`` is
+    the refresh interval in seconds, ``read_only`` hides and refuses every action."""
+
+    TITLE = "Kestrel"
+    CSS_PATH = "app.tcss"
+    MODES: ClassVar[dict[str, Any]] = {
+        "dashboard": DashboardScreen,
+        "executions": ExecutionsScreen,
+        "approvals": ApprovalsScreen,
+        "sql": SqlScreen,
+        "reports": ReportsScreen,
+    }
+    DEFAULT_MODE = "dashboard"
+    COMMANDS = App.COMMANDS | {KestrelCommands}
+    BINDINGS: ClassVar[list[Any]] = [
+        Binding("1", "show('dashboard')", "Dashboard"),
+        Binding("2", "show('executions')", "Executions"),
+        Binding("3", "show('approvals')", "Approvals"),
+        Binding("4", "show('sql')", "SQL"),
+        Binding("5", "show('reports')", "Reports"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("q", "back", "Back/quit"),
+        Binding("p", "toggle_pause", "Pause", show=False),
+        # As in pg_activity: + lengthens the refresh interval, - shortens it.
+        Binding("plus", "slower", "Refresh less often", show=False, key_display="+"),
+        Binding("minus", "faster", "Refresh more often", show=False, key_display="-"),
+        Binding("r", "refresh_now", "Refresh now", show=False),
+    ]
+
+    db_problem: reactive[tuple[str, str] | None] = reactive(None)
+    paused: reactive[bool] = reactive(False)
+    refresh_interval: reactive[float] = reactive(DEFAULT_REFRESH)
+
+    def __init__(self, settings: Any = None, *, dsn: str | None = None, schema: str | None = None,
+                 operator: str | None = None, queries: list[Path] | None = None,
+                 read_only: bool = False, refresh: float = DEFAULT_REFRESH) -> None:
+        self.config = ConsoleConfig.build(settings, dsn=dsn, schema=schema, operator=operator,
+                                          queries=queries, read_only=read_only, refresh=refresh)
+        super().__init__()
+        self.read_only = self.config.read_only
+        self.set_reactive(KestrelConsole.refresh_interval, self.config.refresh)
+        self.operator = Operator(self.config)
+        self.notices: list[tuple[str, str]] = []  # (severity, message) of every notification
+        self.report_index: dict[str, Any] = {}
+        self._readers: list[Any] = []
+        self._sessions: list[Any] = []
+        self._failures = 0
+        self._down_since: float | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        self.title = f"Kestrel · {describe_target(self.config.dsn)} · schema {self.config.schema}"
+        self._subtitle()
+        self.set_interval(TICK_S, self._tick)
+        self.index_reports()
+
+    def on_unmount(self) -> None:
+        # Close connections off the UI thread: a query still running holds its Reader's lock.
+        things = [*self._readers, *self._sessions, self.operator]
+        threading.Thread(target=_close_all, args=(things,), daemon=True, name="kestrel-close").start()
+
+    def track_reader(self, reader: Any) -> None:
+        self._readers.append(reader)
+
+    def track_session(self, session: Any) -> None:
+        self._sessions.append(session)
+
+    @work(thread=True, group="report-index", exit_on_error=False)
+    def index_reports(self) -> None:
+        """Report names for the command palette (file reads: off the UI thread)."""
+        from kestrel_console.reports import discover
+
+        try:
+            found = discover(self.config.queries, broken=[])
+        except Exception:
+            try:
+                found = discover((), broken=[])
+            except Exception:
+                found = {}
+        self.call_from_thread(setattr, self, "report_index", found)
+
+    # -- refresh --------------------------------------------------------------------------------------
+
+    def live_screen(self) -> LiveScreen | None:
+        """The screen that refreshes now: the top-most live one (modals keep it below them)."""
+        for screen in reversed(self.screen_stack):
+            if isinstance(screen, LiveScreen):
+                return screen
+        return None
+
+    def _tick(self) -> None:
+        screen = self.live_screen()
+        if screen is None:
+            return
+        now = time.monotonic()
+        if self.db_problem is not None and self.db_problem[0] == "down":
+            if screen.due(now, RETRY_S):
+                screen.refresh_data()
+        elif not self.paused and screen.due(now, self.refresh_interval):
+            screen.refresh_data()
+
+    def action_refresh_now(self) -> None:
+        screen = self.live_screen()
+        if screen is not None:
+            screen.refresh_data(force=True)
+
+    def action_toggle_pause(self) -> None:
+        self.paused = not self.paused
+        self.tell("refresh paused (p resumes)" if self.paused else "refresh resumed")
+
+    def set_refresh(self, seconds: float) -> None:
+        self.refresh_interval = seconds
+        self.tell(f"refresh every {seconds:g} s")
+
+    def action_faster(self) -> None:
+        self.set_refresh(step_preset(self.refresh_interval, -1))
+
+    def action_slower(self) -> None:
+        self.set_refresh(step_preset(self.refresh_interval, +1))
+
+    def watch_paused(self) -> None:
+        self._subtitle()
+
+    def watch_refresh_interval(self) -> None:
+        self._subtitle()
+
+    def _subtitle(self) -> None:
+        parts = [f"operator {self.config.operator}",
+                 f"refresh {self.refresh_interval:g} s" + (" · PAUSED" if self.paused else "")]
+        if self.read_only:
+            parts.append("READ-ONLY")
+        self.sub_title = " · ".join(parts)
+
+    # -- database health --------------------------------------------------------------------------------
+
+    def db_ok(self) -> None:
+        if self.db_problem is not None:
+            was_down = self.db_problem[0] == "down"
+            self.db_problem = None
+            if was_down:
+                self.tell("the database is reachable again")
+        self._failures = 0
+        self._down_since = None
+
+    def db_failed(self, exc: Exception) -> None:
+        """Show what went wrong: unreachable (banner, retrying), slow (banner), or else a notice."""
+        from kestrel_console.queries import ReadTimeout
+
+        message = mask_dsn(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+        if isinstance(exc, DatabaseUnavailable):
+            self._failures += 1
+            if self._down_since is None:
+                self._down_since = time.monotonic()
+            down_for = time.monotonic() - self._down_since
+            self.db_problem = ("down", f"⚠ database unreachable: {message}\n"
+                               f"retrying every {RETRY_S:g} s (attempt {self._failures}, down {down_for:.0f} s); "
+                               "the screen keeps the data it last read")
+        elif isinstance(exc, ReadTimeout):
+            self.db_problem = ("slow", f"⚠ {message}; showing the last data read")
+        elif isinstance(exc, SchemaOutdated):
+            self.db_problem = ("down", f"⚠ {message}")
+        else:
+            self.tell(f"{type(exc).__name__}: {message}", severity="error")
+
+    # -- screens ------------------------------------------------------------------------------------------
+
+    def action_show(self, mode: str) -> None:
+        if self.current_mode != mode:
+            self.switch_mode(mode)
+
+    def action_back(self) -> None:
+        """``q``: back to the previous screen, or quit from a top screen."""
+        if len(self.screen_stack) > 1:
+            self.pop_screen()
+        else:
+            self.exit()
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            return
+        self.push_screen(HelpScreen(self.screen))
+
+    async def open_report(self, name: str) -> None:
+        """Go to the Reports screen with report ``name`` chosen (command palette)."""
+        if self.current_mode != "reports":
+            await self.switch_mode("reports")
+        if isinstance(self.screen, ReportsScreen):
+            self.screen.select_report(name)
+
+    # -- actions ------------------------------------------------------------------------------------------
+
+    def refuse_read_only(self, action: str) -> None:
+        self.tell(f"read-only mode: {VERBS[action][0].lower()} refused "
+                  "(the console was started with --read-only)", severity="warning")
+
+    def action_done(self, outcome: Outcome) -> None:
+        self.tell(outcome.summary(), severity="warning" if outcome.refused else "information")
+
+    def action_failed(self, action: str, exc: Exception) -> None:
+        if isinstance(exc, ReadOnlyRefused):
+            self.refuse_read_only(action)
+            return
+        if isinstance(exc, DatabaseUnavailable):
+            self.db_failed(exc)
+        self.tell(f"{VERBS[action][0].lower()} failed: {mask_dsn(str(exc).splitlines()[0])}", severity="error")
+
+    def tell(self, message: str, *, severity: str = "information") -> None:
+        """Notify the operator (and keep the message: tests and the log read ``notices``)."""
+        self.notices.append((severity, message))
+        del self.notices[:-NOTICES_KEPT]
+        self.notify(message, severity=severity, markup=False)  # type: ignore[arg-type]
+
+
+def _close_all(things: list[Any]) -> None:
+    for thing in things:
+        try:
+            thing.close()
+        except Exception:
+            pass

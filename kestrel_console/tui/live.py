@@ -1,0 +1,213 @@
+"""What every live screen shares: its own Reader, refreshes run in a worker thread whose
+results are applied in order, database trouble reported to the banner, and operator actions
+hidden and refused in --read-only mode.
+
+A screen implements ``load(seq)`` as a ``@work(thread=True, exclusive=True, group=VIEW)``
+method that calls ``self.fetch(seq, read, apply)``: ``read(reader)`` runs in the worker
+thread, ``apply(data)`` on the UI thread, and only if no newer refresh was started since.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from textual import events, work
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Input, TextArea
+
+from kestrel_console.queries import Reader
+
+from .config import statement_timeout_ms
+from .operator import ACTIONS, Outcome, Target, confirmation
+from .widgets.comment import CommentModal
+from .widgets.confirm import ConfirmModal
+
+if TYPE_CHECKING:
+    from .app import KestrelConsole
+
+T = TypeVar("T")
+
+# A refresh still running after this long is given up on (the Reader's timeout should have
+# cancelled it long before): the next tick starts a new one.
+STALE_LOAD_S = 15.0
+
+
+class LiveScreen(Screen):
+    """A screen that reads Postgres on every refresh tick while it is the active one."""
+
+    VIEW: ClassVar[str] = "view"
+    NAME: ClassVar[str] = "View"
+    # Keys handled without a Binding (shown by `?`): (key, what it does).
+    HELP_EXTRA: ClassVar[list[tuple[str, str]]] = []
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._seq = 0
+        self._loading = False
+        self._load_started = 0.0
+        self.loads = 0  # refreshes applied (tests wait on it)
+        self.last_loaded: float | None = None
+        self._reader: Reader | None = None
+        self._reader_lock = threading.Lock()
+
+    @property
+    def kapp(self) -> KestrelConsole:
+        return self.app  # type: ignore[return-value]
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def reader(self) -> Reader:
+        """This view's Reader (worker threads only), its statement_timeout kept inside the
+        refresh interval."""
+        wanted = statement_timeout_ms(self.kapp.refresh_interval)
+        with self._reader_lock:
+            if self._reader is None:
+                cfg = self.kapp.config
+                self._reader = Reader(cfg.dsn, schema=cfg.schema, statement_timeout_ms=wanted)
+                self.kapp.track_reader(self._reader)
+            elif self._reader.statement_timeout_ms != wanted:
+                self._reader.close()  # the next call reconnects with the new timeout
+                self._reader.statement_timeout_ms = wanted
+            return self._reader
+
+    def due(self, now: float, interval: float) -> bool:
+        if self._loading and now - self._load_started < STALE_LOAD_S:
+            return False
+        return now - self._load_started >= interval
+
+    def refresh_data(self, *, force: bool = False) -> None:
+        """Start a refresh now, unless one is in flight (``force``: start anyway; the older
+        one's result will be dropped)."""
+        now = time.monotonic()
+        if self._loading and not force and now - self._load_started < STALE_LOAD_S:
+            return
+        self._seq += 1
+        self._loading = True
+        self._load_started = now
+        self.load(self._seq)
+
+    def load(self, seq: int) -> None:  # pragma: no cover - every screen overrides
+        raise NotImplementedError
+
+    def fetch(self, seq: int, read: Callable[[Reader], T], apply: Callable[[T], None]) -> None:
+        """Worker-thread half of a refresh: read, then hand the result to the UI thread."""
+        try:
+            data = read(self.reader())
+        except Exception as exc:  # reported on the banner or as a notification
+            self._to_ui(self._failed, seq, exc)
+            return
+        self._to_ui(self._applied, seq, apply, data)
+
+    def _to_ui(self, fn: Callable[..., Any], *args: Any) -> None:
+        try:
+            self.app.call_from_thread(fn, *args)
+        except RuntimeError:  # the app is closing
+            pass
+
+    def _applied(self, seq: int, apply: Callable[[Any], None], data: Any) -> None:
+        if seq != self._seq or not self.is_attached:
+            return  # a newer refresh was started: this result is out of date
+        self._loading = False
+        self.kapp.db_ok()
+        apply(data)
+        self.loads += 1
+        self.last_loaded = time.monotonic()
+
+    def _failed(self, seq: int, exc: Exception) -> None:
+        if seq != self._seq:
+            return
+        self._loading = False
+        self.kapp.db_failed(exc)
+
+    def on_screen_resume(self) -> None:
+        self.refresh_data(force=True)
+
+    def on_unmount(self) -> None:
+        # A popped detail screen gives its connection back (off the UI thread: a query still
+        # running holds the Reader's lock until its statement_timeout).
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            threading.Thread(target=reader.close, daemon=True, name="kestrel-reader-close").start()
+
+    # -- operator actions ----------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ACTIONS and self.kapp.read_only:
+            return False  # hidden from the footer and from `?`, and not run
+        return True
+
+    def action_keys(self) -> dict[str, str]:
+        """key -> operator action, for this screen's bindings."""
+        out: dict[str, str] = {}
+        for binding in Binding.make_bindings(self.BINDINGS):
+            if binding.action in ACTIONS:
+                for key in binding.key.split(","):
+                    out[key.strip()] = binding.action
+        return out
+
+    def on_key(self, event: events.Key) -> None:
+        # In --read-only the action keys are unbound: say why nothing happens.
+        if not self.kapp.read_only or isinstance(self.focused, (Input, TextArea)):
+            return
+        action = self.action_keys().get(event.key)
+        if action is not None:
+            event.stop()
+            self.kapp.refuse_read_only(action)
+
+    def act(self, action: str, targets: list[Target], *, ask_comment: bool = False) -> None:
+        """Ask (comment if wanted, then y/n), then run ``action`` on ``targets`` in a worker."""
+        if self.kapp.read_only:
+            self.kapp.refuse_read_only(action)
+            return
+        if not targets:
+            self.kapp.tell("nothing selected", severity="warning")
+            return
+
+        def confirm(comment: str | None) -> None:
+            if comment is None:  # escape in the comment prompt
+                return
+            question = confirmation(action, targets, self.kapp.config.operator, comment or None)
+
+            def done(yes: bool | None) -> None:
+                if yes:
+                    self.perform_action(action, targets, comment or None)
+
+            self.app.push_screen(ConfirmModal(question, title=_title(action, targets)), done)
+
+        if ask_comment:
+            noun = "gate" if len(targets) == 1 else f"{len(targets)} gates"
+            self.app.push_screen(
+                CommentModal(_title(action, targets), f"Comment for the decision on {noun} (optional):",
+                             placeholder="why"), confirm)
+        else:
+            confirm("")
+
+    @work(thread=True, group="actions", exit_on_error=False)
+    def perform_action(self, action: str, targets: list[Target], comment: str | None) -> None:
+        try:
+            outcome = self.kapp.operator.run(action, targets, comment)
+        except Exception as exc:
+            self._to_ui(self.kapp.action_failed, action, exc)
+            return
+        self._to_ui(self._action_done, outcome)
+
+    def _action_done(self, outcome: Outcome) -> None:
+        self.kapp.action_done(outcome)
+        self.after_action(outcome)
+        self.refresh_data(force=True)
+
+    def after_action(self, outcome: Outcome) -> None:
+        """Hook: e.g. clear the marks of the rows acted on."""
+
+
+def _title(action: str, targets: list[Target]) -> str:
+    from .operator import VERBS
+
+    verb = VERBS[action][0]
+    if len(targets) == 1:
+        return f"{verb} execution {targets[0].execution_id}"
+    return f"{verb} {len(targets)} marked"

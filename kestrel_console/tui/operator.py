@@ -1,0 +1,133 @@
+"""Operator actions from the TUI: every write goes through ``kestrel_core.Kestrel`` (which
+checks the state, writes the audit row and refuses what the state does not allow).
+
+Called from worker threads only: the first call opens the connection pool.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kestrel_core import Kestrel, KestrelError
+
+from .config import ConsoleConfig
+
+ACTIONS = ("approve", "reject", "requeue", "cancel")
+# How an action is said in a confirmation and in the result.
+VERBS = {"approve": ("Approve", "approved"), "reject": ("Reject", "rejected"),
+         "requeue": ("Re-enqueue", "re-enqueued"), "cancel": ("Cancel", "cancelled")}
+
+
+class ReadOnlyRefused(KestrelError):
+    """The console runs with --read-only: no action is allowed."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """One thing an action applies to: an execution, or one approval gate of it."""
+
+    execution_id: int
+    workflow: str = ""
+    status: str = ""
+    step_id: str | None = None
+
+    def describe(self) -> str:
+        what = f"execution {self.execution_id}"
+        if self.workflow:
+            what += f" ({self.workflow})"
+        if self.step_id:
+            return f"gate {self.step_id!r} of {what}"
+        return f"{what}, now {self.status}" if self.status else what
+
+
+@dataclass
+class Outcome:
+    action: str
+    done: list[Target] = field(default_factory=list)
+    refused: list[tuple[Target, str]] = field(default_factory=list)
+
+    def summary(self) -> str:
+        past = VERBS[self.action][1]
+        parts = []
+        if self.done:
+            parts.append(f"{past} {_plural(len(self.done), 'approval gate' if self.done[0].step_id else 'execution')}: "
+                         + ", ".join(str(t.execution_id) for t in self.done))
+        for target, reason in self.refused:
+            parts.append(f"{target.execution_id}: {reason}")
+        return "\n".join(parts) or "nothing to do"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def confirmation(action: str, targets: list[Target], operator: str, comment: str | None = None) -> str:
+    """The question a confirmation asks: what changes, on what, as whom."""
+    verb = VERBS[action][0]
+    noun = "approval gate" if action in ("approve", "reject") else "execution"
+    if len(targets) == 1:
+        head = f"{verb} {targets[0].describe()}?"
+    else:
+        listed = "\n".join(f"  • {t.describe()}" for t in targets[:8])
+        more = f"\n  … and {len(targets) - 8} more" if len(targets) > 8 else ""
+        head = f"{verb} {_plural(len(targets), noun)}?\n{listed}{more}"
+    effect = {
+        "approve": "The gate is decided as approved and the execution resumes.",
+        "reject": "The gate is decided as rejected and the execution resumes with that decision.",
+        "requeue": "The execution is enqueued again; successful steps are replayed from their checkpoints.",
+        "cancel": "The execution ends as cancelled; a running worker stops at its next step boundary.",
+    }[action]
+    said = f" Comment: {comment!r}." if comment else ""
+    return f"{head}\n{effect} Recorded as {operator!r}.{said}"
+
+
+class Operator:
+    """Runs approve/reject/re-enqueue/cancel under the console's --operator name."""
+
+    def __init__(self, config: ConsoleConfig) -> None:
+        self.config = config
+        self._kestrel: Kestrel | None = None
+        self._lock = threading.Lock()
+
+    def _app(self) -> Kestrel:
+        if self.config.read_only:
+            raise ReadOnlyRefused("the console runs with --read-only: actions are disabled")
+        with self._lock:
+            if self._kestrel is None:
+                self._kestrel = Kestrel(self.config.dsn, schema=self.config.schema,
+                                        application_name="kestrel-console")
+            return self._kestrel
+
+    def run(self, action: str, targets: Iterable[Target], comment: str | None = None) -> Outcome:
+        """Apply ``action`` to each target; refusals are collected, not raised (except
+        read-only and an unreachable database, which stop the batch)."""
+        if action not in ACTIONS:
+            raise ValueError(f"unknown action {action!r}")
+        app = self._app()
+        by = self.config.operator
+        calls: dict[str, Callable[[Target], Any]] = {
+            "approve": lambda t: app.approve(t.execution_id, t.step_id or "", by=by, comment=comment),
+            "reject": lambda t: app.reject(t.execution_id, t.step_id or "", by=by, comment=comment),
+            "requeue": lambda t: app.requeue(t.execution_id, by=by, comment=comment),
+            "cancel": lambda t: app.cancel(t.execution_id, by=by, comment=comment),
+        }
+        from kestrel_core import ActionRefused, NotFound
+
+        outcome = Outcome(action)
+        for target in targets:
+            try:
+                calls[action](target)
+            except (ActionRefused, NotFound) as exc:
+                outcome.refused.append((target, str(exc).splitlines()[0]))
+            else:
+                outcome.done.append(target)
+        return outcome
+
+    def close(self) -> None:
+        with self._lock:
+            if self._kestrel is not None:
+                self._kestrel.close()
+                self._kestrel = None

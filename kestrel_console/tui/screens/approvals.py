@@ -1,0 +1,142 @@
+"""Screen 4 (key 3), pending approvals: every gate waiting for a decision, oldest first, with
+the details the workflow attached; ``a``/``x`` ask for a comment, confirm, then decide through
+``kestrel_core`` as the --operator."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.console import Group
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import DataTable, Footer, Header, Static
+
+from .. import format as fmt
+from ..live import LiveScreen
+from ..operator import Outcome, Target
+from ..widgets.banner import Banner
+from ..widgets.live_table import LiveTable
+
+COLUMNS = [("execution", "execution"), ("workflow", "workflow"), ("step", "gate"),
+           ("waiting", "waiting"), ("since", "since"), ("deadline", "deadline"), ("details", "details")]
+
+
+class ApprovalsScreen(LiveScreen):
+    VIEW = "approvals"
+    NAME = "Approvals"
+    CSS_PATH = "approvals.tcss"
+    BINDINGS: ClassVar[list[Any]] = [
+        Binding("a", "approve", "Approve"),
+        Binding("x", "reject", "Reject"),
+        Binding("space", "mark", "Mark"),
+        Binding("escape", "clear", "Clear marks", show=False),
+    ]
+    HELP_EXTRA = [("enter", "open the execution of the gate under the cursor"),
+                  ("↑ ↓", "move; the gate's details show below")]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.rows: list[dict[str, Any]] = []
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Banner()
+        yield Static("", id="appr-summary")
+        yield LiveTable(COLUMNS, markable=True, id="approvals")
+        with VerticalScroll(id="appr-details-box"):
+            yield Static("", id="appr-details")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#appr-details-box").border_title = "Details attached by the workflow"
+        self.table.focus()
+
+    @property
+    def table(self) -> LiveTable:
+        return self.query_one("#approvals", LiveTable)
+
+    @work(thread=True, exclusive=True, group="approvals", exit_on_error=False)
+    def load(self, seq: int) -> None:
+        self.fetch(seq, lambda r: r.pending_approvals(), self.show)
+
+    def show(self, rows: list[dict[str, Any]]) -> None:
+        self.rows = rows
+        self.table.sync((_key(r), _cells(r), r) for r in rows)
+        self._summary()
+        self._show_details()
+
+    def _summary(self) -> None:
+        n = len(self.rows)
+        oldest = f" · oldest waiting {fmt.seconds(self.rows[0]['waiting_s'])}" if n else ""
+        marked = f" · {len(self.table.marks)} marked" if self.table.marks else ""
+        self.query_one("#appr-summary", Static).update(Text(
+            f"{n} approval gate{'s' if n != 1 else ''} waiting for a decision{oldest}{marked}",
+            style="bold magenta" if n else "dim"))
+
+    def _show_details(self) -> None:
+        key = self.table.cursor_key()
+        row = self.table.rows_data.get(key) if key else None
+        box = self.query_one("#appr-details", Static)
+        if row is None:
+            box.update(Text("no gate selected", style="dim"))
+            return
+        head = Text(f"execution {row['execution_id']} · {row['workflow_name']} · gate {row['step_id']!r}\n",
+                    style="bold")
+        body = fmt.json_view(row["details"]) if row["details"] is not None else Text("no details", style="dim")
+        box.update(Group(head, body))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_details()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        from .detail import DetailScreen
+
+        event.stop()
+        row = self.table.rows_data.get(event.row_key.value or "")
+        if row is not None:
+            self.app.push_screen(DetailScreen(int(row["execution_id"])))
+
+    def action_mark(self) -> None:
+        self.table.toggle_mark()
+        self.table.action_cursor_down()
+        self._summary()
+
+    def action_clear(self) -> None:
+        self.table.clear_marks()
+        self._summary()
+
+    def targets(self) -> list[Target]:
+        out = []
+        for key in self.table.chosen():
+            r = self.table.rows_data[key]
+            out.append(Target(int(r["execution_id"]), r["workflow_name"], "waiting", step_id=r["step_id"]))
+        return out
+
+    def action_approve(self) -> None:
+        self.act("approve", self.targets(), ask_comment=True)
+
+    def action_reject(self) -> None:
+        self.act("reject", self.targets(), ask_comment=True)
+
+    def after_action(self, outcome: Outcome) -> None:
+        self.table.clear_marks()
+        self._summary()
+
+
+def _key(r: dict[str, Any]) -> str:
+    return f"{r['execution_id']}:{r['step_id']}"
+
+
+def _cells(r: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "execution": str(r["execution_id"]),
+        "workflow": r["workflow_name"],
+        "step": r["step_id"],
+        "waiting": fmt.seconds(r["waiting_s"]),
+        "since": fmt.when(r["waiting_since"]),
+        "deadline": fmt.when(r["deadline"]) if r["deadline"] else Text("none", style="dim"),
+        "details": fmt.short_json(r["details"], 60),
+    }

@@ -1,0 +1,158 @@
+"""Screen 1, the dashboard: queue depth per status and per workflow, activity sparklines,
+stuck leases, workers, pending approvals and recent errors, all from one snapshot."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Footer, Header, Sparkline, Static
+
+from kestrel_core import STATUSES
+
+from .. import format as fmt
+from ..live import LiveScreen
+from ..widgets.banner import Banner
+from ..widgets.live_table import LiveTable
+
+ACTIVITY_MINUTES = 15
+ACTIVITY_SERIES = (("enqueued", "enqueued"), ("started", "started"), ("completed", "completed"),
+                   ("failed", "failed"))
+
+
+class DashboardScreen(LiveScreen):
+    VIEW = "dashboard"
+    NAME = "Dashboard"
+    CSS_PATH = "dashboard.tcss"
+    BINDINGS: ClassVar[list[Any]] = [
+        Binding("space", "app.toggle_pause", "Pause/resume"),
+    ]
+    HELP_EXTRA = [("enter", "open the execution under the cursor (stuck leases)"),
+                  ("tab / shift+tab", "move between the tables")]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.data: dict[str, Any] | None = None
+        self.counts: dict[str, int] = {}
+        self.elapsed_ms: list[float] = []  # query time of each refresh (the responsiveness budget)
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Banner()
+        with Horizontal(id="dash-top"):
+            with Vertical(id="dash-counts"):
+                for status in STATUSES:
+                    yield Static(status, id=f"count-{status}", classes="count")
+                yield Static("", id="dash-approvals", classes="summary")
+                yield Static("", id="dash-errors", classes="summary")
+            with Vertical(id="dash-activity"):
+                for key, label in ACTIVITY_SERIES:
+                    with Horizontal(classes="spark-row"):
+                        yield Static(label, classes="spark-label")
+                        yield Sparkline([], id=f"spark-{key}", classes=f"spark spark-{key}")
+                        yield Static("", id=f"spark-total-{key}", classes="spark-total")
+        yield LiveTable([("workflow", "workflow"), *[(s, s) for s in STATUSES]], id="dash-depth")
+        with Horizontal(id="dash-bottom"):
+            yield LiveTable([("id", "id"), ("workflow", "workflow"), ("owner", "owner"),
+                             ("expired", "lease expired"), ("heartbeat", "owner heartbeat")],
+                            id="dash-stuck")
+            yield LiveTable([("worker", "worker"), ("host", "host"), ("held", "held/slots"),
+                             ("heartbeat", "heartbeat"), ("state", "state"), ("workflows", "workflows")],
+                            id="dash-workers")
+        yield Static("", id="dash-unserved")
+        yield Static("", id="dash-stats")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#dash-counts").border_title = "Executions by status"
+        self.query_one("#dash-activity").border_title = f"Activity · last {ACTIVITY_MINUTES} min, per minute"
+        self.query_one("#dash-depth").border_title = "Queue depth by workflow"
+        self.query_one("#dash-stuck").border_title = "Stuck leases (running, lease expired)"
+        self.query_one("#dash-workers").border_title = "Workers"
+
+    @work(thread=True, exclusive=True, group="dashboard", exit_on_error=False)
+    def load(self, seq: int) -> None:
+        self.fetch(seq, lambda r: r.dashboard(minutes=ACTIVITY_MINUTES, bucket_s=60), self.show)
+
+    def show(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self.counts = dict(data["status_counts"])
+        self.elapsed_ms.append(float(data["elapsed_ms"]))
+        width = max(len(fmt.count(n)) for n in self.counts.values())
+        for status in STATUSES:
+            line = Text(f"{status:<10}", style=fmt.STATUS_STYLES[status])
+            line.append(f" {fmt.count(self.counts[status]):>{width}}")
+            self.query_one(f"#count-{status}", Static).update(line)
+        approvals = data["approvals_summary"]
+        pending = int(approvals["count"] or 0)
+        oldest = f" · oldest waiting {fmt.seconds(approvals['oldest_age_s'])}" if pending else ""
+        self.query_one("#dash-approvals", Static).update(
+            Text(f"approvals pending {pending}{oldest}", style="bold magenta" if pending else "dim"))
+        errors = int(data["errors_last_hour"])
+        self.query_one("#dash-errors", Static).update(
+            Text(f"errors in the last hour {errors}", style="bold red" if errors else "dim"))
+        self._show_activity(data["activity"])
+        self._show_depth(data["queue_depth"])
+        self._show_stuck(data["stuck_leases"])
+        self._show_workers(data["workers"])
+        unserved = data.get("unserved_workflows") or []
+        self.query_one("#dash-unserved", Static).update(Text(
+            "\n".join(f"⚠ {u['enqueued']} enqueued {u['workflow_name']!r} for {fmt.seconds(u['oldest_age_s'])}: "
+                      "no live worker has registered this workflow" for u in unserved), style="yellow"))
+        self.query_one("#dash-stats", Static).update(Text(
+            f"refresh: {len(self.elapsed_ms)} · queries took {data['elapsed_ms']:.1f} ms", style="dim"))
+
+    def _show_activity(self, buckets: list[dict[str, Any]]) -> None:
+        for key, _ in ACTIVITY_SERIES:
+            series = [float(b[key]) for b in buckets]
+            self.query_one(f"#spark-{key}", Sparkline).data = series
+            last = int(series[-1]) if series else 0
+            self.query_one(f"#spark-total-{key}", Static).update(
+                f"{int(sum(series)):>6} · {last} now")
+
+    def _show_depth(self, rows: list[dict[str, Any]]) -> None:
+        pivot: dict[str, dict[str, int]] = {}
+        for row in rows:
+            pivot.setdefault(row["workflow_name"], {})[row["status"]] = int(row["count"])
+        table = self.query_one("#dash-depth", LiveTable)
+        table.sync(
+            ((name, {"workflow": name, **{s: _num(counts.get(s, 0), s) for s in STATUSES}}, counts)
+             for name, counts in sorted(pivot.items())),
+            sort_column="workflow")
+
+    def _show_stuck(self, rows: list[dict[str, Any]]) -> None:
+        self.query_one("#dash-stuck", LiveTable).sync(
+            (str(r["id"]), {
+                "id": str(r["id"]), "workflow": r["workflow_name"], "owner": r["owner_id"] or "",
+                "expired": fmt.seconds(r["expired_for_s"]) + " ago",
+                "heartbeat": (fmt.seconds(r["owner_heartbeat_age_s"]) + " ago")
+                if r["owner_heartbeat_age_s"] is not None else "unknown worker",
+            }, r) for r in rows)
+
+    def _show_workers(self, rows: list[dict[str, Any]]) -> None:
+        def state(r: dict[str, Any]) -> Text:
+            if r["stopped_at"] is not None:
+                return Text("stopped", style="dim")
+            return Text("alive", style="green") if r["alive"] else Text("silent", style="bold red")
+
+        self.query_one("#dash-workers", LiveTable).sync(
+            (r["worker_id"], {
+                "worker": r["worker_id"], "host": r["hostname"] or "",
+                "held": f"{r['held']}/{r['concurrency'] or '?'}",
+                "heartbeat": fmt.seconds(r["heartbeat_age_s"]) + " ago", "state": state(r),
+                "workflows": ", ".join(r["workflows"] or []),
+            }, r) for r in rows)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id == "dash-stuck" and event.row_key.value:
+            from .detail import DetailScreen
+
+            self.app.push_screen(DetailScreen(int(event.row_key.value)))
+
+
+def _num(n: int, status: str) -> Text:
+    return Text(fmt.count(n), style=fmt.STATUS_STYLES[status] if n else "dim")

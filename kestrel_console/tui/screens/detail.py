@@ -1,0 +1,209 @@
+"""Screen 3, one execution: the per-step trace, why it is not moving (with the key that fixes
+it), its attempts, input, step outputs and error, and the actions its state allows."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, ClassVar
+
+from rich.console import Group
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import DataTable, Footer, Header, Static, TabbedContent, TabPane
+
+from .. import format as fmt
+from ..live import LiveScreen
+from ..operator import Target
+from ..widgets.banner import Banner
+from ..widgets.live_table import LiveTable
+from ..widgets.timeline import Timeline
+
+ATTEMPT_COLUMNS = [("n", "#"), ("step", "step"), ("kind", "kind"), ("attempt", "attempt"),
+                   ("start", "start"), ("duration", "duration"), ("outcome", "outcome"),
+                   ("worker", "worker / decided by"), ("error", "error / comment")]
+OUTCOME_STYLES = {"success": "green", "error": "bold red", "running": "yellow", "waiting": "magenta",
+                  "approved": "green", "rejected": "red", "timed_out": "red", "woke": "blue",
+                  "cancelled": "dim"}
+
+
+class DetailScreen(LiveScreen):
+    VIEW = "detail"
+    NAME = "Execution"
+    CSS_PATH = "detail.tcss"
+    BINDINGS: ClassVar[list[Any]] = [
+        Binding("e", "requeue", "Re-enqueue"),
+        Binding("c", "cancel", "Cancel"),
+        Binding("a", "approve", "Approve"),
+        Binding("x", "reject", "Reject"),
+    ]
+    HELP_EXTRA = [("tab / shift+tab", "move between the trace, the tabs and the tables"),
+                  ("← →", "switch tab (attempts, input, output, error, steps)")]
+
+    def __init__(self, execution_id: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.execution_id = execution_id
+        self.execution: dict[str, Any] | None = None
+        self.entries: list[dict[str, Any]] = []
+        self.steps: list[dict[str, Any]] = []
+        self.blocker: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Banner()
+        with VerticalScroll(id="detail-body"):
+            yield Static(f"execution {self.execution_id} · loading…", id="detail-head")
+            yield Static("", id="detail-blocker")
+            yield Timeline(id="detail-timeline")
+            with TabbedContent(id="detail-tabs"):
+                with TabPane("Attempts", id="tab-attempts"):
+                    yield LiveTable(ATTEMPT_COLUMNS, id="detail-attempts")
+                with TabPane("Input", id="tab-input"):
+                    yield Static("", id="detail-input")
+                with TabPane("Output", id="tab-output"):
+                    yield Static("", id="detail-output")
+                with TabPane("Error", id="tab-error"):
+                    yield Static("", id="detail-error")
+                with TabPane("Steps", id="tab-steps"):
+                    yield Static("", id="detail-steps")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#detail-timeline").border_title = "Timeline (one time axis; ✗ failed attempts, ╌ waits)"
+        self.query_one("#detail-blocker").display = False
+
+    @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
+    def load(self, seq: int) -> None:
+        eid = self.execution_id
+
+        def read(r: Any) -> tuple[Any, ...]:
+            execution = r.execution(eid)
+            if execution is None:
+                return None, [], [], None
+            return execution, r.timeline(eid), r.steps(eid), r.blocker(eid)
+
+        self.fetch(seq, read, self.show)
+
+    def show(self, data: tuple[Any, ...]) -> None:
+        execution, entries, steps, blocker = data
+        self.execution, self.entries, self.steps, self.blocker = execution, entries, steps, blocker
+        head = self.query_one("#detail-head", Static)
+        if execution is None:
+            head.update(Text(f"no execution with id {self.execution_id} (pruned, or never existed)", style="bold red"))
+            return
+        self.sub_title = f"execution {self.execution_id}"
+        head.update(_head(execution))
+        blocker_box = self.query_one("#detail-blocker", Static)
+        blocker_box.display = blocker is not None
+        if blocker is not None:
+            text = Text("Why isn't it running? ", style="bold yellow")
+            text.append(blocker, style="yellow")
+            if self.kapp.read_only:
+                text.append("  (read-only: actions disabled)", style="dim")
+            blocker_box.update(text)
+        now = execution["created_at"] + timedelta(seconds=execution["age_s"] or 0)
+        self.query_one(Timeline).show(execution, entries, now)
+        self._show_attempts(execution, entries)
+        self.query_one("#detail-input", Static).update(fmt.json_view(execution["input"]))
+        self.query_one("#detail-output", Static).update(
+            fmt.json_view(execution["output"]) if execution["output"] is not None
+            else Text("no output yet" if execution["status"] != "success" else "null", style="dim"))
+        self.query_one("#detail-error", Static).update(fmt.error_view(execution["error"]))
+        self.query_one("#detail-steps", Static).update(_steps_view(steps))
+
+    def _show_attempts(self, execution: dict[str, Any], entries: list[dict[str, Any]]) -> None:
+        t0 = execution.get("started_at") or execution["created_at"]
+        rows = []
+        for n, e in enumerate(entries, 1):
+            step = e["kind"] == "step"
+            took = e["duration_s"]
+            rows.append((f"{e['kind']}:{e['step_id']}:{e['attempt'] or 0}", {
+                "n": str(n), "step": e["step_id"], "kind": e["kind"],
+                "attempt": str(e["attempt"]) if step else "",
+                "start": "+" + fmt.seconds((e["started_at"] - t0).total_seconds()),
+                "duration": fmt.seconds(took) if took is not None else "…",
+                "outcome": Text(e["outcome"] or "", style=OUTCOME_STYLES.get(e["outcome"] or "", "")),
+                "worker": (e["owner_id"] if step else e["decided_by"]) or "",
+                "error": ((e["error"] or "").splitlines()[-1][:100] if e["error"] else "") if step
+                else (e["comment"] or ""),
+            }, e))
+        self.query_one("#detail-attempts", LiveTable).sync(rows, sort_column="n", sort_value=int)
+
+    # -- actions ------------------------------------------------------------------------------
+
+    def _target(self, step_id: str | None = None) -> list[Target]:
+        e = self.execution
+        if e is None:
+            return []
+        return [Target(self.execution_id, e["workflow_name"], e["status"], step_id=step_id)]
+
+    def pending_gate(self) -> str | None:
+        for e in self.entries:
+            if e["kind"] == "approval" and e["outcome"] == "waiting":
+                return e["step_id"]
+        return None
+
+    def action_requeue(self) -> None:
+        self.act("requeue", self._target())
+
+    def action_cancel(self) -> None:
+        self.act("cancel", self._target())
+
+    def _decide(self, action: str) -> None:
+        gate = self.pending_gate()
+        if gate is None:
+            self.kapp.tell(f"execution {self.execution_id} has no approval gate waiting for a decision",
+                           severity="warning")
+            return
+        self.act(action, self._target(gate), ask_comment=True)
+
+    def action_approve(self) -> None:
+        self._decide("approve")
+
+    def action_reject(self) -> None:
+        self._decide("reject")
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+
+
+def _head(e: dict[str, Any]) -> Text:
+    text = Text(f"execution {e['id']}  ", style="bold")
+    text.append(e["workflow_name"], style="bold cyan")
+    text.append("  ")
+    text.append_text(fmt.status(e["status"]))
+    if e["duration_s"] is not None:
+        text.append(f"  ran {fmt.seconds(e['duration_s'])}")
+    text.append("\n")
+    meta = [f"created {fmt.when(e['created_at'])} ({fmt.seconds(e['age_s'])} ago)"]
+    if e["started_at"]:
+        meta.append(f"started {fmt.when(e['started_at'])}")
+    if e["finished_at"]:
+        meta.append(f"finished {fmt.when(e['finished_at'])}")
+    if e["owner_id"]:
+        meta.append(f"owner {e['owner_id']}")
+    if e["lease_expires"] and e["status"] == "running":
+        meta.append(f"lease until {fmt.when(e['lease_expires'])}")
+    meta.append(f"claims {e['claims']}")
+    if e["priority"]:
+        meta.append(f"priority {e['priority']}")
+    if e["idempotency_key"]:
+        meta.append(f"key {e['idempotency_key']}")
+    text.append(" · ".join(meta), style="dim")
+    return text
+
+
+def _steps_view(steps: list[dict[str, Any]]) -> Group | Text:
+    if not steps:
+        return Text("no step has finished yet", style="dim")
+    parts: list[Any] = []
+    for s in steps:
+        head = Text(f"{s['step_id']}", style="bold")
+        head.append(f"  {s['attempts']} attempt{'s' if s['attempts'] != 1 else ''} · "
+                    f"{fmt.seconds(s['duration_s'])} · {s['owner_id'] or ''}", style="dim")
+        parts.append(head)
+        parts.append(fmt.error_view(s["error"]) if s["error"] else fmt.json_view(s["output"]))
+        parts.append(Text(""))
+    return Group(*parts)

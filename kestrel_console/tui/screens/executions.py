@@ -1,0 +1,179 @@
+"""Screen 2, executions: newest first, filtered with ``/``, one page at a time, updated in
+place; ``space`` marks rows and ``e``/``c`` act on the marked ones (or the one under the cursor)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Footer, Header, Input, Static
+
+from .. import format as fmt
+from ..filters import ExecutionFilter, parse_filter
+from ..live import LiveScreen
+from ..operator import Outcome, Target
+from ..widgets.banner import Banner
+from ..widgets.live_table import LiveTable
+
+PAGE_SIZE = 100
+COLUMNS = [("id", "id"), ("workflow", "workflow"), ("status", "status"), ("age", "age"),
+           ("duration", "duration"), ("owner", "owner"), ("step", "current step"), ("error", "error")]
+
+
+class ExecutionsScreen(LiveScreen):
+    VIEW = "executions"
+    NAME = "Executions"
+    CSS_PATH = "executions.tcss"
+    BINDINGS: ClassVar[list[Any]] = [
+        Binding("slash", "filter", "Filter"),
+        Binding("space", "mark", "Mark"),
+        Binding("e", "requeue", "Re-enqueue"),
+        Binding("c", "cancel", "Cancel"),
+        Binding("right_square_bracket", "page(1)", "Older", key_display="]"),
+        Binding("left_square_bracket", "page(-1)", "Newer", key_display="["),
+        Binding("escape", "clear", "Clear marks/filter", show=False),
+    ]
+    HELP_EXTRA = [("enter", "open the execution: timeline, input, output, error"),
+                  ("↑ ↓ pgup pgdn", "move in the list")]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.filter = ExecutionFilter()
+        self.page_starts: list[int | None] = [None]  # before_id of each page seen
+        self.rows: list[dict[str, Any]] = []
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Banner()
+        yield Input(placeholder="status:error workflow:remediate free text   (enter applies, esc closes)",
+                    id="exec-filter")
+        yield Static("", id="exec-where")
+        yield LiveTable(COLUMNS, markable=True, id="executions")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#exec-filter", Input).display = False
+        self.query_one(LiveTable).focus()
+        self._describe()
+
+    @property
+    def table(self) -> LiveTable:
+        return self.query_one("#executions", LiveTable)
+
+    @work(thread=True, exclusive=True, group="executions", exit_on_error=False)
+    def load(self, seq: int) -> None:
+        f, before = self.filter, self.page_starts[-1]
+        self.fetch(seq, lambda r: r.list_executions(status=f.status, workflow=f.workflow, text=f.text,
+                                                    limit=PAGE_SIZE, before_id=before), self.show)
+
+    def show(self, rows: list[dict[str, Any]]) -> None:
+        self.rows = rows
+        self.table.sync(((str(r["id"]), _cells(r), r) for r in rows),
+                        sort_column="id", sort_value=int, reverse=True)
+        self._describe()
+
+    def _describe(self) -> None:
+        page = len(self.page_starts)
+        where = str(self.filter) or "all executions"
+        marked = f" · {len(self.table.marks)} marked" if self.table.marks else ""
+        self.query_one("#exec-where", Static).update(Text(
+            f"{where} · newest first · page {page} ({len(self.rows)} rows){marked}", style="dim"))
+
+    # -- filter and paging ----------------------------------------------------------------------
+
+    def action_filter(self) -> None:
+        box = self.query_one("#exec-filter", Input)
+        box.display = True
+        box.value = str(self.filter)
+        box.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id != "exec-filter":
+            return
+        event.stop()
+        try:
+            self.filter = parse_filter(event.value)
+        except ValueError as exc:
+            self.kapp.tell(str(exc), severity="error")
+            return
+        event.input.display = False
+        self._restart()
+
+    def _restart(self) -> None:
+        self.page_starts = [None]
+        self.rows = []
+        self.table.reset()
+        self.table.focus()
+        self._describe()
+        self.refresh_data(force=True)
+
+    def action_clear(self) -> None:
+        box = self.query_one("#exec-filter", Input)
+        if box.display:
+            box.display = False
+            self.table.focus()
+        elif self.table.marks:
+            self.table.clear_marks()
+            self._describe()
+        elif not self.filter.empty:
+            self.filter = ExecutionFilter()
+            self._restart()
+
+    def action_page(self, direction: int) -> None:
+        if direction > 0:
+            if len(self.rows) < PAGE_SIZE:
+                self.kapp.tell("no older executions", severity="information")
+                return
+            self.page_starts.append(int(self.rows[-1]["id"]))
+        else:
+            if len(self.page_starts) == 1:
+                return
+            self.page_starts.pop()
+        self.rows = []
+        self.table.reset()
+        self._describe()
+        self.refresh_data(force=True)
+
+    # -- marks and actions --------------------------------------------------------------------
+
+    def action_mark(self) -> None:
+        self.table.toggle_mark()
+        self.table.action_cursor_down()
+        self._describe()
+
+    def targets(self) -> list[Target]:
+        return [Target(int(k), self.table.rows_data[k]["workflow_name"], self.table.rows_data[k]["status"])
+                for k in self.table.chosen()]
+
+    def action_requeue(self) -> None:
+        self.act("requeue", self.targets())
+
+    def action_cancel(self) -> None:
+        self.act("cancel", self.targets())
+
+    def after_action(self, outcome: Outcome) -> None:
+        self.table.clear_marks()
+        self._describe()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        from .detail import DetailScreen
+
+        event.stop()
+        if event.row_key.value is not None:
+            self.app.push_screen(DetailScreen(int(event.row_key.value)))
+
+
+def _cells(r: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": str(r["id"]),
+        "workflow": r["workflow_name"],
+        "status": fmt.status(r["status"]),
+        "age": fmt.seconds(r["age_s"]),
+        "duration": fmt.seconds(r["duration_s"]),
+        "owner": r["owner_id"] or "",
+        "step": r["current_step"] or "",
+        "error": (r["error"] or "").splitlines()[0][:80] if r["error"] else "",
+    }

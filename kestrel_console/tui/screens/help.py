@@ -1,0 +1,73 @@
+"""``?``: every key of the screen below and every key that works everywhere (actions are left
+out in --read-only mode, as they are disabled)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Static
+
+# Keys that work in every screen without being one of the app's bindings.
+ALWAYS = [("ctrl+p", "command palette: screens, reports, actions"), ("ctrl+q", "quit at once")]
+
+
+def key_rows(node: Any, bindings: list[Any]) -> list[tuple[str, str]]:
+    """(key, description) of each binding the node currently allows."""
+    rows = []
+    for binding in Binding.make_bindings(bindings):
+        if binding.system:
+            continue
+        allowed = node.check_action(binding.action, ())
+        if allowed is False:
+            continue
+        key = binding.key_display or binding.key.replace("_square_bracket", " bracket")
+        row = (key, binding.description or binding.action.replace("_", " "))
+        if row not in rows:  # one binding with several keys shares one key_display
+            rows.append(row)
+    return rows
+
+
+class HelpScreen(ModalScreen[None]):
+    CSS_PATH = "help.tcss"
+    BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
+
+    def __init__(self, under: Screen) -> None:
+        super().__init__()
+        self.under = under
+        name = getattr(under, "NAME", type(under).__name__)
+        self.sections: list[tuple[str, list[tuple[str, str]]]] = [
+            (f"{name} screen", key_rows(under, list(under.BINDINGS)) + list(getattr(under, "HELP_EXTRA", []))),
+            ("Everywhere", key_rows(under.app, list(under.app.BINDINGS)) + ALWAYS),
+        ]
+
+    @property
+    def keys(self) -> list[str]:
+        return [key for _, rows in self.sections for key, _ in rows]
+
+    def compose(self) -> ComposeResult:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold cyan", no_wrap=True)
+        table.add_column()
+        for title, rows in self.sections:
+            table.add_row(Text(title, style="bold underline"), "")
+            for key, what in rows:
+                table.add_row(key, what)
+            table.add_row("", "")
+        if getattr(self.app, "read_only", False):
+            table.add_row(Text("read-only", style="bold yellow"),
+                          "approve, reject, re-enqueue and cancel are disabled")
+        with VerticalScroll(id="help-body"):
+            yield Static(table, id="help-keys")
+        yield Static("esc, q or ? closes", id="help-foot")
+
+    def on_mount(self) -> None:
+        self.query_one("#help-body").border_title = "Keys"
+
+    def action_close(self) -> None:
+        self.dismiss(None)

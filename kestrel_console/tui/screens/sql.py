@@ -1,0 +1,196 @@
+"""Screen 4, ad-hoc SQL: an editor with SQL highlighting, run through the read-only guard;
+results with row count and time; refusals and errors inline; a history of past queries."""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.widgets import Footer, Header, OptionList, Static, TextArea
+from textual.widgets.option_list import Option
+
+from kestrel_core import DatabaseUnavailable
+
+from ..adhoc_session import AdhocSession
+from ..config import ADHOC_MAX_ROWS, ADHOC_TIMEOUT_MS
+from ..live import LiveScreen
+from ..widgets.banner import Banner
+from ..widgets.results import ResultsTable, summary
+
+EXAMPLE = "SELECT status, count(*)\n  FROM workflow_executions\n GROUP BY status\n ORDER BY 2 DESC;\n"
+HISTORY_LIMIT = 200
+
+
+def sql_language() -> str | None:
+    """'sql' when the tree-sitter SQL grammar is installed (``textual[syntax]``), else None:
+    the editor then shows plain text."""
+    if importlib.util.find_spec("tree_sitter") and importlib.util.find_spec("tree_sitter_sql"):
+        return "sql"
+    return None
+
+
+class SqlScreen(LiveScreen):
+    VIEW = "sql"
+    NAME = "SQL"
+    CSS_PATH = "sql.tcss"
+    BINDINGS: ClassVar[list[Any]] = [
+        Binding("ctrl+enter,ctrl+r,f5", "run", "Run", priority=True, key_display="ctrl+enter/ctrl+r/f5"),
+        Binding("escape", "escape", "Leave editor / cancel query", priority=True),
+        Binding("ctrl+up", "history(1)", "Older query", priority=True),
+        Binding("ctrl+down", "history(-1)", "Newer query", priority=True),
+        Binding("i", "edit", "Edit", show=False),
+        Binding("ctrl+s", "export", "Export CSV", priority=True),
+    ]
+    HELP_EXTRA = [("enter (history)", "load the selected past query into the editor"),
+                  ("tab (outside the editor)", "move between results and history")]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.history: list[str] = []
+        self._history_pos = -1
+        self.session: AdhocSession | None = None
+        self.result: Any = None
+        self.message: str = ""  # the last status/refusal/error line, as shown
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Banner()
+        with Horizontal(id="sql-top"):
+            yield TextArea.code_editor(EXAMPLE, language=sql_language(), id="sql-editor")
+            yield OptionList(id="sql-history")
+        yield Static("", id="sql-status")
+        yield ResultsTable(id="sql-results")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.session = AdhocSession(self.kapp.config)
+        self.kapp.track_session(self.session)
+        self.query_one("#sql-editor").border_title = "SQL (read-only; search_path = " + self.kapp.config.schema + ")"
+        self.query_one("#sql-history").border_title = "History"
+        self._say("ctrl+enter, ctrl+r or f5 runs the query · esc leaves the editor · esc twice cancels a running query",
+                  "dim")
+        self.query_one("#sql-editor", TextArea).focus()
+
+    # The SQL screen does not refresh on a timer: it runs what the operator asks for.
+    def due(self, now: float, interval: float) -> bool:
+        return False
+
+    def refresh_data(self, *, force: bool = False) -> None:
+        return
+
+    def load(self, seq: int) -> None:
+        return
+
+    @property
+    def editor(self) -> TextArea:
+        return self.query_one("#sql-editor", TextArea)
+
+    def _say(self, text: str, style: str = "") -> None:
+        self.message = text
+        self.query_one("#sql-status", Static).update(Text(text, style=style))
+
+    # -- running ----------------------------------------------------------------------------------
+
+    def action_run(self) -> None:
+        editor = self.editor
+        query = (editor.selected_text or editor.text).strip()
+        if not query:
+            self._say("nothing to run: type a query", "yellow")
+            return
+        assert self.session is not None
+        if self.session.running:
+            self._say("a query is still running: esc twice cancels it", "yellow")
+            return
+        self._remember(query)
+        self._say("running… (esc twice cancels it)", "italic")
+        self.execute(query)
+
+    @work(thread=True, exclusive=True, group="sql", exit_on_error=False)
+    def execute(self, query: str) -> None:
+        from kestrel_console.adhoc import run_read_only
+
+        cfg = self.kapp.config
+        assert self.session is not None
+        try:
+            result = self.session.run(lambda conn: run_read_only(
+                conn, query, schema=cfg.schema, timeout_ms=ADHOC_TIMEOUT_MS, max_rows=ADHOC_MAX_ROWS))
+        except Exception as exc:
+            self._to_ui(self._failed_query, exc)
+            return
+        self._to_ui(self._show_result, result)
+
+    def _show_result(self, result: Any) -> None:
+        self.result = result
+        self.kapp.db_ok()
+        self.query_one(ResultsTable).show(result)
+        self._say(summary(result, ADHOC_MAX_ROWS), "green")
+
+    def _failed_query(self, exc: Exception) -> None:
+        from kestrel_console.adhoc import QueryFailed, QueryTimeout
+        from kestrel_console.sqlguard import QueryRefused
+
+        if isinstance(exc, QueryRefused):
+            self._say(f"refused: {exc.reason}", "bold red")
+        elif isinstance(exc, QueryTimeout):
+            self._say(f"timed out (or cancelled): {exc}", "bold yellow")
+        elif isinstance(exc, QueryFailed) and exc.sqlstate == "57014":
+            self._say("cancelled", "yellow")
+        elif isinstance(exc, QueryFailed):
+            where = f" (at character {exc.position})" if exc.position else ""
+            self._say(f"error{where}: {exc}", "bold red")
+        elif isinstance(exc, DatabaseUnavailable):
+            self.kapp.db_failed(exc)
+            self._say(f"not run: {str(exc).splitlines()[0]}", "bold red")
+        else:
+            self._say(f"error: {type(exc).__name__}: {exc}", "bold red")
+
+    def action_escape(self) -> None:
+        """In the editor: leave it (so 1-5, q... work again). Outside it: cancel the running
+        query, else go back to the editor. Esc twice always cancels."""
+        if self.focused is self.editor:
+            self.query_one(ResultsTable).focus()
+        elif self.session is not None and self.session.cancel():
+            self._say("cancelling…", "yellow")
+        else:
+            self.editor.focus()
+
+    def action_edit(self) -> None:
+        self.editor.focus()
+
+    # -- history ------------------------------------------------------------------------------------
+
+    def _remember(self, query: str) -> None:
+        if self.history and self.history[0] == query:
+            self._history_pos = -1
+            return
+        self.history.insert(0, query)
+        del self.history[HISTORY_LIMIT:]
+        self._history_pos = -1
+        options = self.query_one("#sql-history", OptionList)
+        options.clear_options()
+        options.add_options(Option(" ".join(q.split())[:200], id=str(i)) for i, q in enumerate(self.history))
+
+    def action_history(self, step: int) -> None:
+        if not self.history:
+            return
+        self._history_pos = max(0, min(len(self.history) - 1, self._history_pos + step))
+        self.editor.text = self.history[self._history_pos]
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        index = int(event.option.id or 0)
+        self._history_pos = index
+        self.editor.text = self.history[index]
+        self.editor.focus()
+
+    # -- export -------------------------------------------------------------------------------------
+
+    def action_export(self) -> None:
+        from ..export import export_result
+
+        export_result(self, self.result, "query")

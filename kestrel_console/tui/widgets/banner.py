@@ -1,0 +1,41 @@
+"""The strip at the top of every screen that says the database is unreachable (or slow) and
+that the console keeps retrying; hidden while all is well."""
+
+from __future__ import annotations
+
+from textual.widgets import Static
+
+
+class Banner(Static):
+    """Shows ``app.db_problem``; the screen's data stays as it was until the database is back."""
+
+    DEFAULT_CSS = """
+    Banner {
+        display: none;
+        height: auto;
+        padding: 0 1;
+        background: $error;
+        color: $text;
+        text-style: bold;
+    }
+    Banner.-shown { display: block; }
+    Banner.-slow { background: $warning; color: $background; }
+    """
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "db_problem", self._show, init=True)
+
+    def _show(self, problem: tuple[str, str] | None) -> None:
+        if not problem:
+            self.remove_class("-shown", "-slow")
+            self.update("")
+            return
+        kind, message = problem
+        self.set_class(kind == "slow", "-slow")
+        self.add_class("-shown")
+        self.update(message)
+
+    @property
+    def text(self) -> str:
+        """What the banner says now ("" when hidden)."""
+        return str(self.content) if self.has_class("-shown") else ""

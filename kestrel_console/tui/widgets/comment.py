@@ -1,0 +1,53 @@
+"""Asks for one line of text (a decision's comment, a file name): ``enter`` accepts,
+``escape`` gives up (dismisses with None)."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Static
+
+
+class CommentModal(ModalScreen[str | None]):
+    DEFAULT_CSS = """
+    CommentModal { align: center middle; }
+    CommentModal > Vertical {
+        width: 80%;
+        max-width: 100;
+        height: auto;
+        border: thick $accent;
+        background: $surface;
+        padding: 1 2;
+    }
+    CommentModal #comment-title { text-style: bold; color: $accent; }
+    CommentModal Input { margin-top: 1; }
+    CommentModal #comment-keys { color: $text-muted; }
+    """
+
+    BINDINGS = [Binding("escape", "give_up", "Cancel")]
+
+    def __init__(self, title: str, prompt: str, *, placeholder: str = "", value: str = "") -> None:
+        super().__init__()
+        self.title_text = title
+        self.prompt = prompt
+        self.placeholder = placeholder
+        self.value = value
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(self.title_text, id="comment-title", markup=False)
+            yield Static(self.prompt, id="comment-prompt", markup=False)
+            yield Input(value=self.value, placeholder=self.placeholder, id="comment-input")
+            yield Static("[b]enter[/b] continue    [b]esc[/b] cancel", id="comment-keys")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.dismiss(event.value.strip())
+
+    def action_give_up(self) -> None:
+        self.dismiss(None)

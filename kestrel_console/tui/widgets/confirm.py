@@ -1,0 +1,46 @@
+"""A yes/no question before anything changes: ``y`` does it, ``n`` or ``escape`` does not."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+
+class ConfirmModal(ModalScreen[bool]):
+    """Dismisses with True only on ``y``."""
+
+    DEFAULT_CSS = """
+    ConfirmModal { align: center middle; }
+    ConfirmModal > Vertical {
+        width: 80%;
+        max-width: 100;
+        height: auto;
+        border: thick $warning;
+        background: $surface;
+        padding: 1 2;
+    }
+    ConfirmModal #confirm-title { text-style: bold; color: $warning; }
+    ConfirmModal #confirm-keys { margin-top: 1; color: $text-muted; }
+    """
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "Yes"),
+        Binding("n,escape", "answer(False)", "No"),
+    ]
+
+    def __init__(self, question: str, *, title: str = "Confirm") -> None:
+        super().__init__()
+        self.question = question
+        self.title_text = title
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(self.title_text, id="confirm-title")
+            yield Static(self.question, id="confirm-question", markup=False)
+            yield Static("[b]y[/b] yes    [b]n[/b] / [b]esc[/b] no", id="confirm-keys")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)

@@ -1,0 +1,146 @@
+"""A DataTable whose rows are keyed and updated in place on every refresh (only changed cells
+are rewritten, rows that left are removed, new ones added), with rows marked by ``space``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from rich.text import Text
+from textual.coordinate import Coordinate
+from textual.widgets import DataTable
+from textual.widgets.data_table import CellDoesNotExist
+
+MARK = "●"
+MARK_COLUMN = "mark"
+
+
+class LiveTable(DataTable):
+    """Rows are ``(key, {column: cell})``; the first column shows the mark."""
+
+    DEFAULT_CSS = """
+    LiveTable { height: 1fr; }
+    """
+
+    def __init__(self, columns: Sequence[tuple[str, str]], *, markable: bool = False, **kwargs: Any) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        self.column_spec = list(columns)
+        self.markable = markable
+        self.marks: set[str] = set()
+        self._cells: dict[str, dict[str, str]] = {}  # what each cell shows now (plain text)
+        self.rows_data: dict[str, dict[str, Any]] = {}  # the source row of each key (for actions)
+        self.cell_updates = 0  # cells rewritten in place since mount
+        self.rows_added = 0  # rows ever added: a refresh adds only the rows that are new
+
+    def on_mount(self) -> None:
+        if self.markable:
+            self.add_column(" ", key=MARK_COLUMN, width=1)
+        for key, label in self.column_spec:
+            self.add_column(label, key=key)
+
+    # -- rows --------------------------------------------------------------------------------
+
+    def sync(self, rows: Iterable[tuple[str, dict[str, Any], dict[str, Any]]], *,
+             sort_column: str | None = None, sort_value: Callable[[str], Any] = str,
+             reverse: bool = False) -> None:
+        """Make the table show exactly ``rows`` (key, cells, source row), in place.
+
+        New rows are added at the end; then, if ``sort_column`` is given and the order is off,
+        rows are re-sorted by ``sort_value`` of that column's text (no row is rebuilt).
+        """
+        current_key = self.cursor_key()
+        wanted: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {k: (c, src) for k, c, src in rows}
+        for key in [k for k in self._cells if k not in wanted]:
+            self.remove_row(key)
+            del self._cells[key]
+            self.rows_data.pop(key, None)
+            self.marks.discard(key)
+        for key, (cells, source) in wanted.items():
+            self.rows_data[key] = source
+            shown = self._cells.get(key)
+            if shown is None:
+                values = ([self._mark_cell(key)] if self.markable else []) + [cells.get(c, "") for c, _ in self.column_spec]
+                self.add_row(*values, key=key)
+                self.rows_added += 1
+                self._cells[key] = {c: _plain(cells.get(c, "")) for c, _ in self.column_spec}
+                continue
+            for column, _ in self.column_spec:
+                value = cells.get(column, "")
+                plain = _plain(value)
+                if shown.get(column) != plain or (isinstance(value, Text) and _style_changed(self, key, column, value)):
+                    self.update_cell(key, column, value)
+                    shown[column] = plain
+                    self.cell_updates += 1
+        if sort_column is not None:
+            keys = self.keys()
+            wanted_order = sorted(keys, key=lambda k: sort_value(self._cells[k][sort_column]), reverse=reverse)
+            if keys != wanted_order:
+                self.sort(sort_column, key=lambda v: sort_value(_plain(v)), reverse=reverse)
+        if current_key is not None and current_key in self._cells:
+            self.move_cursor(row=self.get_row_index(current_key), animate=False)
+
+    def cursor_key(self) -> str | None:
+        if self.row_count == 0:
+            return None
+        try:
+            return self.coordinate_to_cell_key(Coordinate(self.cursor_row, 0)).row_key.value
+        except CellDoesNotExist:
+            return None
+
+    # -- marks -------------------------------------------------------------------------------
+
+    def toggle_mark(self, key: str | None = None) -> None:
+        key = key or self.cursor_key()
+        if key is None or not self.markable:
+            return
+        if key in self.marks:
+            self.marks.discard(key)
+        else:
+            self.marks.add(key)
+        self.update_cell(key, MARK_COLUMN, self._mark_cell(key))
+
+    def clear_marks(self) -> None:
+        for key in list(self.marks):
+            self.marks.discard(key)
+            if key in self._cells:
+                self.update_cell(key, MARK_COLUMN, self._mark_cell(key))
+
+    def chosen(self) -> list[str]:
+        """The marked rows (in table order), else the row under the cursor."""
+        if self.marks:
+            return [row.key.value for row in self.ordered_rows if row.key.value in self.marks]
+        key = self.cursor_key()
+        return [key] if key is not None else []
+
+    def _mark_cell(self, key: str) -> Text:
+        return Text(MARK if key in self.marks else " ", style="bold yellow")
+
+    def reset(self) -> None:
+        """Drop every row (a new filter or page), keeping the columns."""
+        self.clear()
+        self._cells.clear()
+        self.rows_data.clear()
+        self.marks.clear()
+
+    def shown(self, key: str, column: str) -> str:
+        """The plain text a cell shows now."""
+        return self._cells[key][column]
+
+    def keys(self) -> list[str]:
+        """Row keys in display order."""
+        return [row.key.value for row in self.ordered_rows]
+
+
+def _plain(value: Any) -> str:
+    return value.plain if isinstance(value, Text) else str(value)
+
+
+def _style_changed(table: LiveTable, key: str, column: str, value: Any) -> bool:
+    try:
+        old = table.get_cell(key, column)
+    except CellDoesNotExist:
+        return True
+    return not isinstance(old, Text) or old.style != value.style or old.spans != value.spans
+
+
+__all__ = ["LiveTable", "MARK"]

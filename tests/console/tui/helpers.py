@@ -1,0 +1,65 @@
+"""Driving the console under Pilot: wait for real refreshes, read what the screen shows."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+from kestrel_console.tui import KestrelConsole
+from kestrel_console.tui.live import LiveScreen
+
+OPERATOR = "tui-tester"
+SIZE = (160, 50)
+
+COUNT_BY_STATUS = "SELECT status, count(*) FROM workflow_executions GROUP BY status"
+COUNT_BY_WORKFLOW_STATUS = "SELECT workflow_name, status, count(*) FROM workflow_executions GROUP BY 1, 2"
+# The audit rows the console wrote (seed_history writes some of its own, by other actors).
+ACTIONS = ("SELECT actor, action, execution_id, step_id, comment, from_status "
+           "FROM operator_actions WHERE actor = 'tui-tester' ORDER BY id")
+STATUS_OF = "SELECT id, status FROM workflow_executions ORDER BY id"
+WAIT_OF = ("SELECT decision, decided_by, comment, resolved_at IS NOT NULL "
+           "FROM workflow_waits WHERE execution_id = %s AND step_id = %s")
+
+
+def console(dsn: str, **kwargs: Any) -> KestrelConsole:
+    kwargs.setdefault("operator", OPERATOR)
+    kwargs.setdefault("refresh", 0.5)
+    return KestrelConsole(dsn=dsn, **kwargs)
+
+
+async def wait_for(pilot: Any, predicate: Callable[[], Any], timeout: float = 10.0, what: str = "") -> None:
+    """Let the app run until ``predicate()`` holds (AssertionError after ``timeout`` s)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
+
+
+async def fresh(pilot: Any, screen: LiveScreen | None = None, timeout: float = 10.0) -> LiveScreen:
+    """Start a refresh now and wait until it is applied: the screen then shows data read
+    after this call (an older refresh still in flight is dropped)."""
+    screen = screen or pilot.app.live_screen()
+    assert screen is not None
+    before = screen.loads
+    screen.refresh_data(force=True)
+    await wait_for(pilot, lambda: screen.loads > before, timeout, f"a refresh of {type(screen).__name__}")
+    return screen
+
+
+def rows(db: psycopg.Connection, query: str, params: Any = None) -> list[tuple]:
+    return db.execute(query, params).fetchall()
+
+
+def statuses(db: psycopg.Connection) -> dict[int, str]:
+    return dict(rows(db, STATUS_OF))
+
+
+def text_of(widget: Any) -> str:
+    """The plain text a Static shows."""
+    content = widget.content
+    return content.plain if hasattr(content, "plain") else str(content)
