@@ -72,11 +72,14 @@ def connect(
 
 def make_pool(
     dsn: str, *, min_size: int, max_size: int, application_name: str = APPLICATION_NAME,
-    prepare: bool = True, name: str = "kestrel",
+    prepare: bool = True, name: str = "kestrel", check: bool = True,
 ) -> ConnectionPool:
-    """A connection pool that checks connections on checkout, so it survives a server restart.
+    """A connection pool of autocommit connections.
 
-    ``prepare=False`` turns off server-side prepared statements (PgBouncer transaction pooling).
+    ``check=True`` pings a connection on checkout (one round trip) so a caller never gets one a
+    server restart broke; the worker turns it off because it retries failed calls itself, and a
+    broken connection is dropped when returned. ``prepare=False`` turns off server-side prepared
+    statements (PgBouncer transaction pooling).
     """
     def configure(conn: psycopg.Connection) -> None:
         conn.autocommit = True
@@ -89,5 +92,5 @@ def make_pool(
         raise DatabaseUnavailable(f"invalid DSN {mask_dsn(dsn)!r}: {mask_dsn(str(exc))}") from None
     return ConnectionPool(
         conninfo, min_size=min_size, max_size=max_size, configure=configure,
-        check=ConnectionPool.check_connection, open=False, name=name, timeout=30,
+        check=ConnectionPool.check_connection if check else None, open=False, name=name, timeout=30,
     )

@@ -81,8 +81,9 @@ class Worker:
         self._threads: list[threading.Thread] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pool = make_pool(
-            app.dsn, min_size=2, max_size=concurrency + 3, application_name=f"kestrel-worker",
+            app.dsn, min_size=2, max_size=concurrency + 3, application_name="kestrel-worker",
             prepare=not app.transaction_pooling, name=f"kestrel-worker-{self.worker_id}",
+            check=False,  # db() retries; checking would add a round trip to every step
         )
 
     # -- lifecycle ---------------------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""Kestrel benchmarks, run by hand: ``python -m bench --help`` (see bench/README.md)."""

@@ -1,0 +1,87 @@
+"""``python -m bench [BENCHMARK ...] [options]``: run the benchmarks, print tables, write JSON.
+
+Benchmarks: throughput (Kestrel vs the pgbench ceiling vs DBOS), latency, recovery, console,
+enqueue; none named = all of them. ``--quick`` runs tiny sizes (a smoke run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .suite import BENCHMARKS, Options, run
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError("expected positive numbers")
+    return values
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("benchmarks", nargs="*", metavar="BENCHMARK",
+                   help=f"any of: {', '.join(BENCHMARKS)} (default: all)")
+    p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of a few seconds each")
+    p.add_argument("--admin-dsn", help="server where fresh databases are created "
+                   "(default $KESTREL_BENCH_DSN, else host=127.0.0.1 user=postgres)")
+    p.add_argument("--results", type=Path, help="folder for the JSON files (default bench/results)")
+    g = p.add_argument_group("throughput")
+    g.add_argument("--workers", type=_ints, help="worker process counts, e.g. 1,2,4")
+    g.add_argument("--concurrency", type=int, help="executions at once per worker process")
+    g.add_argument("-n", "--n", type=int, help="workflows per measurement")
+    g.add_argument("--ceiling-seconds", type=float, help="pgbench -T")
+    g.add_argument("--no-ceiling", action="store_true", help="skip the pgbench ceiling")
+    g.add_argument("--no-dbos", action="store_true", help="skip DBOS Transact")
+    g.add_argument("--dbos-polling", type=float, help="DBOS queue polling interval, seconds")
+    g = p.add_argument_group("latency, recovery, console, enqueue")
+    g.add_argument("--samples", type=int, help="dispatch probes with NOTIFY")
+    g.add_argument("--poll-samples", type=int, help="dispatch probes polling only")
+    g.add_argument("--poll-interval", type=float, help="worker poll interval for the polling probes")
+    g.add_argument("--recovery-executions", type=int, help="executions held by the killed worker")
+    g.add_argument("--lease", type=float, help="lease seconds in the recovery test")
+    g.add_argument("--finished", type=int, help="finished executions seeded for the console")
+    g.add_argument("--live", type=int, help="live executions seeded for the console")
+    g.add_argument("--enqueue-rows", type=int, help="rows for the bulk enqueue measure")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    unknown = [b for b in args.benchmarks if b not in BENCHMARKS]
+    if unknown:
+        parser().error(f"unknown benchmark {unknown[0]!r}: choose from {', '.join(BENCHMARKS)}")
+    overrides = {
+        key: value for key, value in {
+            "admin": args.admin_dsn, "results": args.results, "workers": args.workers,
+            "concurrency": args.concurrency, "n": args.n, "ceiling_seconds": args.ceiling_seconds,
+            "dbos_polling": args.dbos_polling, "samples": args.samples, "poll_samples": args.poll_samples,
+            "poll_interval": args.poll_interval, "recovery_executions": args.recovery_executions,
+            "lease": args.lease, "finished": args.finished, "live": args.live,
+            "enqueue_rows": args.enqueue_rows,
+        }.items() if value is not None
+    }
+    if args.no_ceiling:
+        overrides["ceiling"] = False
+    if args.no_dbos:
+        overrides["dbos"] = False
+    opts = Options.quick(**overrides) if args.quick else Options(**overrides)
+    try:
+        run(args.benchmarks or list(BENCHMARKS), opts)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a benchmark that cannot run says why, without a traceback
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""Console: the dashboard's refresh queries on a big history (1M finished + 10k live).
+
+Times ``kestrel_console.queries.Reader.dashboard()`` (every dashboard read, one snapshot, one
+pipelined round trip) end to end from the client, and each refresh query of
+``Reader.refresh_statements()`` on its own, p50/p95.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg
+
+from kestrel_core.statements import render
+
+from .databases import fresh_database
+from .report import summary_ms
+
+SCHEMA = "kestrel"
+NAMES = ["billing", "remediate", "provision", "ci"]
+
+# Finished executions spread evenly over the last ``spread`` (newest has the highest id), four
+# workflow names, every 10th an error; ``ANALYZE`` afterwards as autovacuum would.
+SEED_FINISHED = """
+INSERT INTO {schema}.workflow_executions
+    (workflow_name, status, input, output, error, owner_id, claims, claim_epoch, run_at,
+     created_at, updated_at, started_at, finished_at)
+SELECT (%(names)s::text[])[1 + i %% 4],
+       CASE WHEN i %% 10 = 0 THEN 'error' ELSE 'success' END,
+       jsonb_build_object('n', i),
+       CASE WHEN i %% 10 = 0 THEN NULL ELSE jsonb_build_object('ok', true) END,
+       CASE WHEN i %% 10 = 0 THEN 'step ''work'' failed: boom' END,
+       'worker-' || (i %% 3), 1, 1, fin - interval '3 seconds', fin - interval '3 seconds', fin,
+       fin - interval '2 seconds', fin
+  FROM generate_series(%(n)s::int, 1, -1) AS i,
+       LATERAL (SELECT now() - %(spread)s::interval * i / %(n)s::int AS fin) AS t
+"""
+
+# Live executions: 60% enqueued, 30% running (1 in 60 with a lapsed lease), 10% waiting on an
+# approval gate.
+SEED_LIVE = """
+INSERT INTO {schema}.workflow_executions
+    (workflow_name, status, input, owner_id, lease_expires, claims, claim_epoch, run_at,
+     created_at, updated_at, started_at)
+SELECT (%(names)s::text[])[1 + i %% 4], kind,
+       jsonb_build_object('n', i),
+       CASE WHEN kind <> 'enqueued' THEN 'worker-' || (i %% 3) END,
+       CASE WHEN kind = 'running' THEN now() + CASE WHEN i %% 60 = 0 THEN interval '-1 minute' ELSE interval '30 seconds' END END,
+       CASE WHEN kind = 'enqueued' THEN 0 ELSE 1 END, CASE WHEN kind = 'enqueued' THEN 0 ELSE 1 END,
+       now() - interval '1 second' * (i %% 600), now() - interval '1 second' * (i %% 600), now(),
+       CASE WHEN kind <> 'enqueued' THEN now() - interval '1 second' * (i %% 300) END
+  FROM generate_series(1, %(n)s::int) AS i,
+       LATERAL (SELECT CASE WHEN i %% 10 < 6 THEN 'enqueued' WHEN i %% 10 < 9 THEN 'running'
+                            ELSE 'waiting' END AS kind) AS k
+"""
+SEED_WAITS = """
+INSERT INTO {schema}.workflow_waits (execution_id, step_id, kind, wake_at, details, created_at)
+SELECT id, 'approve', 'approval', now() + interval '2 days', '{"patch": "restart"}', updated_at
+  FROM {schema}.workflow_executions WHERE status = 'waiting'
+"""
+SEED_WORKERS = """
+INSERT INTO {schema}.workers (worker_id, hostname, pid, workflows, concurrency)
+SELECT 'worker-' || i, 'host-' || i, 100 + i, %(names)s::text[], 16 FROM generate_series(0, 2) AS i
+"""
+ANALYZE = "ANALYZE {schema}.workflow_executions, {schema}.workflow_waits, {schema}.workers, {schema}.execution_counts"
+VACUUM = "VACUUM (ANALYZE) {schema}.workflow_executions"
+
+
+def seed(dsn: str, *, finished: int, live: int, spread_hours: float) -> float:
+    """Seed the history and the live rows; returns the seconds it took."""
+    started = time.monotonic()
+    params = {"names": NAMES, "spread": f"{spread_hours} hours"}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(render(SEED_FINISHED, SCHEMA), {**params, "n": finished})
+        conn.execute(render(SEED_LIVE, SCHEMA), {**params, "n": live})
+        conn.execute(render(SEED_WAITS, SCHEMA))
+        conn.execute(render(SEED_WORKERS, SCHEMA), params)
+        # As autovacuum leaves a table at rest: visibility map set, statistics current.
+        conn.execute(render(VACUUM, SCHEMA))
+        conn.execute(render(ANALYZE, SCHEMA))
+    return time.monotonic() - started
+
+
+def reader_available() -> str | None:
+    """None if the console's Reader can be imported, else why not."""
+    try:
+        from kestrel_console.queries import Reader  # noqa: F401
+    except Exception as exc:
+        return f"kestrel_console.queries.Reader is not importable ({type(exc).__name__}: {exc})"
+    return None
+
+
+def run_console(admin: str, *, finished: int, live: int, samples: int = 100,
+                query_samples: int = 30, spread_hours: float = 24 * 7) -> dict[str, Any]:
+    """Seed ``finished`` + ``live`` executions, then time the dashboard refresh."""
+    reason = reader_available()
+    if reason:
+        raise RuntimeError(reason)
+    from kestrel_console.queries import Reader
+
+    with fresh_database(admin) as dsn:
+        seed_s = seed(dsn, finished=finished, live=live, spread_hours=spread_hours)
+        with Reader(dsn) as reader:
+            for _ in range(5):
+                reader.dashboard()
+            times = []
+            for _ in range(samples):
+                t = time.perf_counter()
+                reader.dashboard()
+                times.append(time.perf_counter() - t)
+            statements = reader.refresh_statements()
+        per_query: dict[str, Any] = {}
+        with psycopg.connect(dsn, autocommit=True, prepare_threshold=None) as conn:
+            for key, (statement, params) in statements.items():
+                query = render(statement, SCHEMA)
+                for _ in range(3):
+                    conn.execute(query, params).fetchall()
+                q_times = []
+                for _ in range(query_samples):
+                    t = time.perf_counter()
+                    conn.execute(query, params).fetchall()
+                    q_times.append(time.perf_counter() - t)
+                per_query[key] = summary_ms(q_times)
+    return {"finished": finished, "live": live, "spread_hours": spread_hours, "seed_s": round(seed_s, 1),
+            "dashboard": summary_ms(times), "queries": per_query}

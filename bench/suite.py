@@ -1,0 +1,230 @@
+"""Each benchmark as one function: run it, print its table, write its JSON, return the data.
+
+``python -m bench`` (see __main__.py) calls these; the smoke tests call them with tiny sizes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from . import ceiling, peer
+from .console import reader_available, run_console
+from .databases import admin_dsn, server_settings, server_version
+from .enqueue_bench import run_enqueue, run_rss
+from .latency import run_latency
+from .recovery import run_recovery
+from .report import fmt, machine, ratio, table, write_json
+from .throughput import run_kestrel
+from .workloads import NOOP1, NOOP5
+
+# Issue 5's targets for this 2-core machine.
+TARGET_VS_DBOS = 2.0
+TARGET_VS_CEILING = 0.5
+TARGET_DISPATCH_P50_MS = 10.0
+TARGET_RECOVERY_OVER_LEASE_S = 2.0
+TARGET_DASHBOARD_P95_MS = 20.0
+TARGET_ENQUEUE_ROWS_S = 20_000
+
+
+@dataclass
+class Options:
+    """Sizes and knobs of a run (defaults: the full run; ``quick()``: the smoke run)."""
+
+    admin: str = field(default_factory=admin_dsn)
+    results: Path | None = None
+    echo: Callable[[str], None] = print
+    # throughput
+    workers: tuple[int, ...] = (1, 2, 4)
+    concurrency: int = 8
+    n: int = 5000
+    workloads: tuple[str, ...] = (NOOP1, NOOP5)
+    ceiling: bool = True
+    ceiling_seconds: float = 10.0
+    dbos: bool = True
+    dbos_polling: float = peer.DEFAULT_POLLING
+    # latency
+    samples: int = 200
+    poll_samples: int = 30
+    poll_interval: float = 1.0
+    # recovery
+    recovery_executions: int = 16
+    lease: float = 5.0
+    # console
+    finished: int = 1_000_000
+    live: int = 10_000
+    dashboard_samples: int = 100
+    # enqueue and memory
+    enqueue_rows: int = 100_000
+    enqueue_batch: int = 1000
+    rss_concurrency: int = 32
+    rss_load: int = 3000
+
+    @classmethod
+    def quick(cls, **overrides: Any) -> Options:
+        """Tiny sizes: every benchmark in a few seconds (what the smoke tests run)."""
+        small = dict(workers=(1,), concurrency=4, n=60, ceiling_seconds=1.0, samples=10,
+                     poll_samples=4, poll_interval=0.2, recovery_executions=2, lease=1.0,
+                     finished=20_000, live=500, dashboard_samples=5, enqueue_rows=5000,
+                     rss_concurrency=32, rss_load=100)
+        small.update(overrides)
+        return cls(**small)
+
+
+def _save(opts: Options, name: str, data: dict[str, Any]) -> dict[str, Any]:
+    path = write_json(name, data, opts.results)
+    opts.echo(f"(written to {path})\n")
+    return data
+
+
+def _context(opts: Options) -> dict[str, Any]:
+    return {"machine": machine(), "postgres": server_version(opts.admin), "settings": server_settings(opts.admin)}
+
+
+def throughput(opts: Options) -> dict[str, Any]:
+    """Kestrel, the pgbench ceiling and DBOS, side by side for each workload and worker count."""
+    dbos_skipped = None
+    if opts.dbos:
+        dbos_skipped = peer.available()
+    ceiling_skipped = None
+    if opts.ceiling and ceiling.pgbench_binary() is None:
+        ceiling_skipped = "pgbench not found (install the PostgreSQL client tools)"
+    rows: list[dict[str, Any]] = []
+    for workflow in opts.workloads:
+        for w in opts.workers:
+            opts.echo(f"  {workflow}: {w} worker(s) x concurrency {opts.concurrency}, N={opts.n} ...")
+            row: dict[str, Any] = {"kestrel": run_kestrel(opts.admin, workflow, workers=w,
+                                                          concurrency=opts.concurrency, n=opts.n)}
+            if opts.ceiling and not ceiling_skipped:
+                clients = w * opts.concurrency
+                row["ceiling"] = ceiling.run_ceiling(opts.admin, workflow, clients=clients, threads=w,
+                                                     seconds=opts.ceiling_seconds)
+            if opts.dbos and not dbos_skipped:
+                row["dbos"] = peer.run_dbos(opts.admin, workflow, workers=w, concurrency=opts.concurrency,
+                                            n=opts.n, polling=opts.dbos_polling)
+            k = row["kestrel"]["workflows_per_s"]
+            row["kestrel_vs_ceiling"] = ratio(k, row.get("ceiling", {}).get("workflows_per_s"))
+            row["kestrel_vs_dbos"] = ratio(k, row.get("dbos", {}).get("workflows_per_s"))
+            rows.append(row)
+    opts.echo(table(
+        f"Throughput (no-op workflows, concurrency {opts.concurrency} per worker process, N={opts.n})",
+        ["workload", "workers", "Kestrel wf/s", "steps/s", "ceiling wf/s", "K/ceiling",
+         "DBOS wf/s", "K/DBOS", "machine busy"],
+        [[r["kestrel"]["workflow"], r["kestrel"]["workers"], r["kestrel"]["workflows_per_s"],
+          r["kestrel"]["steps_per_s"], r.get("ceiling", {}).get("workflows_per_s"),
+          r["kestrel_vs_ceiling"], r.get("dbos", {}).get("workflows_per_s"), r["kestrel_vs_dbos"],
+          f"{r['kestrel']['machine_busy']:.0%}"] for r in rows]))
+    for why in (ceiling_skipped, dbos_skipped and f"DBOS skipped: {dbos_skipped}"):
+        if why:
+            opts.echo(why)
+    data = {**_context(opts), "concurrency": opts.concurrency, "n": opts.n, "dbos_polling_s": opts.dbos_polling,
+            "dbos_version": peer.dbos_version(), "ceiling_skipped": ceiling_skipped,
+            "dbos_skipped": dbos_skipped, "rows": rows}
+    return _save(opts, "throughput", data)
+
+
+def latency(opts: Options) -> dict[str, Any]:
+    """Enqueue-to-start on an idle worker, NOTIFY and polling only."""
+    notify = run_latency(opts.admin, listen=True, samples=opts.samples)
+    polling = run_latency(opts.admin, listen=False, samples=opts.poll_samples, poll_interval=opts.poll_interval)
+    opts.echo(table("Dispatch latency, enqueue to workflow start (idle worker)",
+                    ["mode", "samples", "poll interval s", "p50 ms", "p99 ms", "max ms"],
+                    [[r["mode"], r["n"], r["poll_interval_s"] if not r["listen"] else None,
+                      r["p50_ms"], r["p99_ms"], r["max_ms"]] for r in (notify, polling)]))
+    return _save(opts, "latency", {**_context(opts), "notify": notify, "polling": polling})
+
+
+def recovery(opts: Options) -> dict[str, Any]:
+    """SIGKILL a worker holding M executions; time until all run again in another worker."""
+    r = run_recovery(opts.admin, executions=opts.recovery_executions, lease=opts.lease)
+    opts.echo(table("Recovery after SIGKILL",
+                    ["executions", "lease s", "sweep every s", "lease + sweep s", "lease left at kill s",
+                     "first resumed s", "all resumed s", "target s", "met"],
+                    [[r["executions"], r["lease_s"], r["sweep_interval_s"], r["design_bound_s"],
+                      r["lease_left_at_kill_s"], r["first_resumed_s"], r["all_resumed_s"], r["target_s"],
+                      r["within_target"]]]))
+    return _save(opts, "recovery", {**_context(opts), **r})
+
+
+def console(opts: Options) -> dict[str, Any]:
+    """Dashboard refresh on a big history."""
+    reason = reader_available()
+    if reason:
+        opts.echo(f"console benchmark skipped: {reason}")
+        return _save(opts, "console", {"skipped": reason})
+    r = run_console(opts.admin, finished=opts.finished, live=opts.live, samples=opts.dashboard_samples)
+    d = r["dashboard"]
+    rows = [["dashboard() (all reads, one round trip)", d["p50_ms"], d["p95_ms"], d["max_ms"]]]
+    rows += [[key, q["p50_ms"], q["p95_ms"], q["max_ms"]] for key, q in r["queries"].items()]
+    opts.echo(table(f"Console refresh at {r['finished']:,} finished + {r['live']:,} live executions "
+                    f"(seeded in {r['seed_s']} s)", ["query", "p50 ms", "p95 ms", "max ms"], rows))
+    return _save(opts, "console", {**_context(opts), **r})
+
+
+def enqueue(opts: Options) -> dict[str, Any]:
+    """Bulk enqueue rows/s, and a worker's memory at concurrency 32."""
+    e = run_enqueue(opts.admin, rows=opts.enqueue_rows, batch=opts.enqueue_batch)
+    m = run_rss(opts.admin, concurrency=opts.rss_concurrency, load=opts.rss_load)
+    opts.echo(table("Enqueue and worker memory",
+                    ["measure", "value"],
+                    [[f"enqueue_many, batches of {e['batch']} (rows/s)", e["bulk_rows_per_s"]],
+                     ["enqueue one by one (rows/s)", e["single_rows_per_s"]],
+                     [f"worker RSS idle, concurrency {m['concurrency']} (MiB)", m["idle_rss_mib"]],
+                     [f"worker RSS after {m['load']} 5-step workflows (MiB)", m["rss_mib"]],
+                     ["worker peak RSS (MiB)", m["peak_rss_mib"]]]))
+    return _save(opts, "enqueue", {**_context(opts), "enqueue": e, "memory": m})
+
+
+BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
+    "throughput": throughput, "latency": latency, "recovery": recovery, "console": console,
+    "enqueue": enqueue,
+}
+
+
+def targets(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
+    """Issue 5's targets against what this run measured: [target, measured, met]."""
+    out: list[list[Any]] = []
+    tp = results.get("throughput")
+    if tp:
+        for r in tp["rows"]:
+            label = f"{r['kestrel']['workflow']}, {r['kestrel']['workers']} worker(s)"
+            if r.get("kestrel_vs_dbos") is not None:
+                out.append([f"Kestrel >= {TARGET_VS_DBOS}x DBOS ({label})", f"{r['kestrel_vs_dbos']}x",
+                            r["kestrel_vs_dbos"] >= TARGET_VS_DBOS])
+            if r.get("kestrel_vs_ceiling") is not None:
+                out.append([f"Kestrel >= {TARGET_VS_CEILING:.0%} of ceiling ({label})",
+                            f"{r['kestrel_vs_ceiling']:.0%}", r["kestrel_vs_ceiling"] >= TARGET_VS_CEILING])
+    lat = results.get("latency")
+    if lat:
+        p50 = lat["notify"]["p50_ms"]
+        out.append([f"dispatch p50 < {TARGET_DISPATCH_P50_MS:g} ms with NOTIFY", f"{p50} ms",
+                    p50 < TARGET_DISPATCH_P50_MS])
+    rec = results.get("recovery")
+    if rec:
+        out.append([f"recovery within lease + {TARGET_RECOVERY_OVER_LEASE_S:g} s ({rec['lease_s']:g} s lease)",
+                    f"{rec['all_resumed_s']} s", rec["within_target"]])
+    con = results.get("console")
+    if con and "dashboard" in con:
+        p95 = con["dashboard"]["p95_ms"]
+        out.append([f"dashboard refresh p95 < {TARGET_DASHBOARD_P95_MS:g} ms ({con['finished']:,} finished)",
+                    f"{p95} ms", p95 < TARGET_DASHBOARD_P95_MS])
+    enq = results.get("enqueue")
+    if enq:
+        rate = enq["enqueue"]["bulk_rows_per_s"]
+        out.append([f"bulk enqueue >= {TARGET_ENQUEUE_ROWS_S:,} rows/s", f"{fmt(rate)} rows/s",
+                    rate >= TARGET_ENQUEUE_ROWS_S])
+    return out
+
+
+def run(names: list[str], opts: Options) -> dict[str, dict[str, Any]]:
+    """Run the named benchmarks in order; print the targets table at the end."""
+    results: dict[str, dict[str, Any]] = {}
+    for name in names:
+        opts.echo(f"== {name}")
+        results[name] = BENCHMARKS[name](opts)
+    rows = targets(results)
+    if rows:
+        opts.echo(table("Targets (issue 5)", ["target", "measured", "met"], rows))
+        _save(opts, "summary", {**_context(opts), "targets": [dict(zip(("target", "measured", "met"), r)) for r in rows]})
+    return results

@@ -1,0 +1,135 @@
+"""Throughput: N no-op workflows enqueued in bulk, run by W Kestrel worker processes.
+
+The workers start, register and are warmed (a few warm-up workflows open their pooled
+connections and prepare their statements) before the clock. The N executions are inserted
+with enqueue_many batches inside ONE transaction; the clock starts just before its COMMIT
+(the workers cannot see any row before it) and stops at the last ``finished_at``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg
+
+from kestrel_core import Kestrel
+from kestrel_core import enqueue as engine_enqueue
+from kestrel_core.statements import render
+
+from .cpu import CpuMeter
+from .databases import fresh_database
+from .procs import Proc, kestrel_worker, stop_all, wait_registered
+from .workloads import STEPS, WARMUP
+
+SCHEMA = "kestrel"
+BATCH = 1000
+
+# Planner statistics that know about the backlog, taken inside the enqueue transaction (which
+# ANALYZE counts as live): a steady-state queue table has them from autovacuum. Without them a
+# freshly filled table can get a plan that sorts the whole backlog on every claim (README).
+ANALYZE = "ANALYZE {schema}.workflow_executions"
+LIVE = """
+SELECT count(*) FROM {schema}.workflow_executions
+ WHERE status IN ('enqueued', 'running') AND id BETWEEN %(first)s AND %(last)s
+"""
+OUTCOME = """
+SELECT count(*) FILTER (WHERE status = 'success'), count(*),
+       extract(epoch FROM max(finished_at))::float8
+  FROM {schema}.workflow_executions WHERE id BETWEEN %(first)s AND %(last)s
+"""
+BY_WORKER = """
+SELECT owner_id, count(*) FROM {schema}.workflow_executions
+ WHERE id BETWEEN %(first)s AND %(last)s GROUP BY owner_id ORDER BY owner_id
+"""
+CHECKPOINT = "CHECKPOINT"
+# Transactions committed in this database so far: per workflow, a proxy for round trips (in
+# autocommit every statement is one; includes the pool's connection checks and heartbeats).
+COMMITS = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+
+
+def commits(conn: psycopg.Connection) -> int:
+    """Committed transactions of the current database (statistics lag up to ~0.5 s: sleep first)."""
+    return int(conn.execute(COMMITS).fetchone()[0])
+
+
+def enqueue_in_one_transaction(conn: psycopg.Connection, name: str, n: int, *, analyze: bool = True,
+                               batch: int = BATCH) -> tuple[list[int], float]:
+    """Insert ``n`` executions with enqueue_many batches in one transaction.
+
+    Returns the ids and the wall-clock time (``time.time()``) taken just before COMMIT.
+    """
+    ids: list[int] = []
+    with conn.transaction():
+        for start in range(0, n, batch):
+            ids += engine_enqueue.enqueue_many(conn, SCHEMA, name, list(range(start, min(n, start + batch))))
+        if analyze:
+            conn.execute(render(ANALYZE, SCHEMA))
+        t0 = time.time()
+    return ids, t0
+
+
+def wait_done(conn: psycopg.Connection, first: int, last: int, *, timeout: float,
+              procs: list[Proc] | None = None, poll: float = 0.05) -> None:
+    """Block until no execution of the id range is enqueued or running."""
+    deadline = time.monotonic() + timeout
+    while conn.execute(render(LIVE, SCHEMA), {"first": first, "last": last}).fetchone()[0]:
+        for p in procs or []:
+            p.check_alive()
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"executions {first}..{last} not finished after {timeout:.0f} s")
+        time.sleep(poll)
+
+
+def warm_up(conn: psycopg.Connection, procs: list[Proc], count: int) -> None:
+    ids, _ = enqueue_in_one_transaction(conn, WARMUP, count, analyze=False)
+    wait_done(conn, ids[0], ids[-1], timeout=120, procs=procs)
+
+
+def run_kestrel(admin: str, workflow: str, *, workers: int, concurrency: int, n: int,
+                listen: bool = True, analyze: bool = True, timeout: float | None = None,
+                module: str = "bench.worker") -> dict[str, Any]:
+    """Run ``n`` executions of ``workflow`` on ``workers`` fresh worker processes; workflows/s.
+
+    ``module`` runs the workers from another module with bench.worker's options (experiments).
+    """
+    steps = STEPS[workflow]
+    with fresh_database(admin) as dsn:
+        ids = [f"bench-w{i}" for i in range(workers)]
+        procs = [kestrel_worker(dsn, worker_id=wid, concurrency=concurrency, listen=listen, module=module)
+                 for wid in ids]
+        try:
+            wait_registered(dsn, procs, ids)
+            with Kestrel(dsn) as app, app.connection() as conn:
+                warm_up(conn, procs, workers * concurrency * 4)
+                _try(conn, CHECKPOINT)
+                time.sleep(0.6)
+                commits_before = commits(conn)
+                meter = CpuMeter([p.pid for p in procs])
+                ids_run, t0 = enqueue_in_one_transaction(conn, workflow, n, analyze=analyze)
+                first, last = ids_run[0], ids_run[-1]
+                wait_done(conn, first, last, timeout=timeout or max(120.0, n / 20.0), procs=procs)
+                cpu = meter.stop()
+                time.sleep(0.6)
+                per_workflow = (commits(conn) - commits_before) / n
+                ok, total, t_end = conn.execute(render(OUTCOME, SCHEMA), {"first": first, "last": last}).fetchone()
+                per_worker = dict(conn.execute(render(BY_WORKER, SCHEMA), {"first": first, "last": last}).fetchall())
+        finally:
+            stop_all(procs)
+    if ok != n:
+        raise RuntimeError(f"{n - ok} of {n} executions did not succeed")
+    elapsed = t_end - t0
+    return {
+        "engine": "kestrel", "module": module, "workflow": workflow, "steps": steps, "workers": workers,
+        "concurrency": concurrency, "n": n, "listen": listen, "analyze": analyze,
+        "elapsed_s": round(elapsed, 3), "workflows_per_s": round(n / elapsed, 1),
+        "steps_per_s": round(n * steps / elapsed, 1), "per_worker": per_worker,
+        "commits_per_workflow": round(per_workflow, 2), **cpu,
+    }
+
+
+def _try(conn: psycopg.Connection, statement: str) -> None:
+    try:
+        conn.execute(statement)
+    except psycopg.Error:
+        pass

@@ -1,0 +1,32 @@
+"""A Kestrel worker process for the benchmarks: ``python -m bench.worker --dsn DSN ...``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from datetime import timedelta
+
+from .workloads import app
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.worker", description=__doc__)
+    parser.add_argument("--dsn", required=True)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--lease", type=float, default=30.0, help="seconds")
+    parser.add_argument("--worker-id", default=None)
+    parser.add_argument("--no-listen", action="store_true", help="poll only (Worker listen=False)")
+    parser.add_argument("--poll-interval", type=float, default=1.0, help="seconds")
+    parser.add_argument("--sweep-interval", type=float, default=1.0, help="seconds")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    app.dsn = args.dsn
+    app.run_worker(
+        concurrency=args.concurrency, lease=timedelta(seconds=args.lease), worker_id=args.worker_id,
+        listen=not args.no_listen, poll_interval=args.poll_interval,
+        sweep_interval=args.sweep_interval,
+    )
+
+
+if __name__ == "__main__":
+    main()

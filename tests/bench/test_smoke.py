@@ -1,0 +1,113 @@
+"""Smoke runs of every benchmark at tiny sizes, so the benchmarks cannot rot.
+
+They check that each benchmark runs end to end against the real server and reports what it
+measured (all executions succeeded, samples counted, JSON written); the numbers themselves
+are noise at these sizes and are not asserted against the issue's targets.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from bench import ceiling, suite
+from bench.__main__ import main
+from bench.workloads import NOOP1, NOOP5
+
+from tests.conftest import ADMIN_DSN
+
+
+@pytest.fixture
+def printed() -> list[str]:
+    """What the benchmark printed (its tables)."""
+    return []
+
+
+@pytest.fixture
+def opts(tmp_path: Path, printed: list[str]) -> suite.Options:
+    return suite.Options.quick(admin=ADMIN_DSN, results=tmp_path, echo=printed.append)
+
+
+def _json(opts: suite.Options, name: str) -> dict:
+    return json.loads((Path(opts.results) / f"{name}.json").read_text())
+
+
+def test_throughput_runs_every_execution_on_kestrel(opts: suite.Options, printed: list[str]) -> None:
+    opts.ceiling = False
+    opts.dbos = False
+    data = suite.throughput(opts)
+    assert [r["kestrel"]["workflow"] for r in data["rows"]] == [NOOP1, NOOP5]
+    for row in data["rows"]:
+        k = row["kestrel"]
+        assert sum(k["per_worker"].values()) == opts.n  # every execution ran, all on our workers
+        assert set(k["per_worker"]) == {"bench-w0"}
+        assert k["workflows_per_s"] > 0 and k["steps_per_s"] == pytest.approx(k["workflows_per_s"] * k["steps"], rel=0.01)
+    assert _json(opts, "throughput")["rows"][1]["kestrel"]["steps"] == 5
+    assert any("Kestrel wf/s" in text for text in printed)
+
+
+def test_ceiling_script_uses_the_engine_statements_for_each_step() -> None:
+    text = ceiling.script(5)
+    assert "%(" not in text
+    assert text.count("\\gset c_") == 1 and text.count("\\gset a_") == 5
+    assert text.count("INSERT INTO \"kestrel\".operation_outputs") == 5
+    assert len(set(re.findall(r":step\d", text))) == 5
+
+
+@pytest.mark.skipif(ceiling.pgbench_binary() is None, reason="pgbench is not installed")
+def test_ceiling_runs_the_engine_statements_in_pgbench() -> None:
+    r = ceiling.run_ceiling(ADMIN_DSN, NOOP5, clients=2, threads=1, seconds=1)
+    assert r["executions"] > 0 and r["failed"] == 0
+    assert r["steps_per_s"] == pytest.approx(r["workflows_per_s"] * 5, rel=0.01)
+
+
+def test_dbos_runs_the_same_workload() -> None:
+    pytest.importorskip("dbos")
+    from bench.peer import run_dbos
+
+    r = run_dbos(ADMIN_DSN, NOOP5, workers=1, concurrency=4, n=40)
+    assert r["per_worker"] == {"dbos-w0": 40} and r["workflows_per_s"] > 0
+    assert r["steps_per_s"] == pytest.approx(r["workflows_per_s"] * 5, rel=0.01)
+
+
+def test_latency_measures_every_probe(opts: suite.Options) -> None:
+    data = suite.latency(opts)
+    assert data["notify"]["n"] == opts.samples and data["polling"]["n"] == opts.poll_samples
+    assert 0 < data["notify"]["p50_ms"] <= data["notify"]["max_ms"]
+    # Polling only, a probe waits at most one poll interval (x1.2 jitter) plus the work.
+    assert data["polling"]["max_ms"] < opts.poll_interval * 1200 + 1000
+    assert _json(opts, "latency")["polling"]["listen"] is False
+
+
+def test_recovery_resumes_every_execution_after_the_lease(opts: suite.Options) -> None:
+    data = suite.recovery(opts)
+    assert data["resumed"] == opts.recovery_executions
+    # Nothing may resume while the killed worker's lease still holds it.
+    assert data["first_resumed_s"] >= data["lease_left_at_kill_s"] - 0.05
+    assert data["all_resumed_s"] >= data["first_resumed_s"]
+
+
+def test_console_times_the_dashboard(opts: suite.Options) -> None:
+    pytest.importorskip("kestrel_console.queries")
+    data = suite.console(opts)
+    assert data["dashboard"]["n"] == opts.dashboard_samples
+    assert {"status_counts", "queue_depth", "activity"} <= set(data["queries"])
+
+
+def test_enqueue_and_memory(opts: suite.Options) -> None:
+    data = suite.enqueue(opts)
+    assert data["enqueue"]["rows"] == opts.enqueue_rows and data["enqueue"]["bulk_rows_per_s"] > 0
+    mem = data["memory"]
+    assert mem["concurrency"] == 32 and 0 < mem["rss_mib"] <= mem["peak_rss_mib"]
+
+
+def test_cli_runs_a_benchmark_and_refuses_unknown_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--quick", "--admin-dsn", ADMIN_DSN, "--results", str(tmp_path), "enqueue"]) == 0
+    out = capsys.readouterr().out
+    assert "bulk enqueue" in out and (tmp_path / "summary.json").exists()
+    with pytest.raises(SystemExit) as exc:
+        main(["nonsense"])
+    assert exc.value.code == 2
