@@ -32,6 +32,12 @@ UPDATE {schema}.workflow_executions e
 RETURNING e.id, e.workflow_name, e.input, e.claim_epoch, e.claims
 """
 
+# The claim must walk the enqueued index in order and stop after N rows. When the planner's
+# statistics predate a burst of enqueues (autovacuum analyzes up to a minute later), it
+# believes the queue is tiny and sorts the whole backlog instead: 13 ms instead of 0.4 ms at
+# 36k rows. Ruling out the sort for this one transaction keeps the plan right at any size.
+ORDERED_PLAN = "SET LOCAL enable_sort = off"
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -55,7 +61,9 @@ def claim(
     """Claim up to ``n`` due executions of the given workflow names for ``owner``."""
     if n <= 0 or not names:
         return []
-    rows = conn.execute(
-        render(CLAIM, schema), {"names": list(names), "n": n, "owner": owner, "lease": lease}
-    ).fetchall()
+    with conn.pipeline(), conn.transaction():
+        conn.execute(ORDERED_PLAN)
+        rows = conn.execute(
+            render(CLAIM, schema), {"names": list(names), "n": n, "owner": owner, "lease": lease}
+        ).fetchall()
     return [Claim(*row) for row in rows]
