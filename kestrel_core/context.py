@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import psycopg
+
 from . import checkpoint, waits
 from .checkpoint import Checkpoint
 from .claim import Claim
@@ -182,7 +184,15 @@ class WorkflowContext:
         raise Unwind("lost")
 
     def _write(self, fn: Callable[[Any], T]) -> T:
-        return self._worker.db(fn)
+        """Run one of the engine's statements. Its failure is not the workflow's: it unwinds
+        (past any ``except Exception`` in the workflow) and the lease lapses, so the execution
+        is retried later instead of being marked failed."""
+        try:
+            return self._worker.db(fn)
+        except psycopg.Error as exc:
+            self._worker.log.error("event=engine_write_failed execution_id=%s error=%r", self.execution_id,
+                                   str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+            raise Unwind("engine_error") from exc
 
     def _attempt(self, step_id: str, fn: Callable[..., Any], args: tuple, kwargs: dict) -> tuple[Any, bool]:
         """Run one attempt: (_Output, _) on success, else (error text, is_final)."""

@@ -11,13 +11,15 @@ import psycopg
 
 from .statements import ASYNC_COMMIT, notify_channel, render
 
-# Renew every lease this worker holds and say which (id, epoch) it still holds: a row that is
-# missing was swept, cancelled or reclaimed, and its thread must stop at the next boundary.
+# Renew the leases of the executions this worker is running and say which (id, epoch) it
+# still holds: a row that is missing was swept, cancelled or reclaimed, and its thread must
+# stop at the next boundary. Only ids in flight are renewed: an execution the worker gave up
+# on (its database write failed) lets its lease lapse and is retried elsewhere.
 HEARTBEAT = """
 WITH renewed AS (
     UPDATE {schema}.workflow_executions SET lease_expires = now() + %(lease)s
       FROM ASYNC_COMMIT
-     WHERE status = 'running' AND owner_id = %(owner)s
+     WHERE status = 'running' AND owner_id = %(owner)s AND id = ANY(%(ids)s)
     RETURNING id, claim_epoch
 ), beat AS (
     UPDATE {schema}.workers SET last_heartbeat = now(), stopped_at = NULL
@@ -56,9 +58,12 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
 
 
-def heartbeat(conn: psycopg.Connection, schema: str, owner: str, lease: timedelta) -> set[tuple[int, int]]:
-    """Renew every lease of ``owner``; returns the (execution_id, epoch) pairs it still holds."""
-    rows = conn.execute(render(HEARTBEAT, schema), {"owner": owner, "lease": lease}).fetchall()
+def heartbeat(conn: psycopg.Connection, schema: str, owner: str, lease: timedelta,
+              execution_ids: Sequence[int]) -> set[tuple[int, int]]:
+    """Renew the leases ``owner`` holds on ``execution_ids``; returns the (execution_id, epoch)
+    pairs it still holds."""
+    rows = conn.execute(render(HEARTBEAT, schema),
+                        {"owner": owner, "lease": lease, "ids": list(execution_ids)}).fetchall()
     return {(row[0], row[1]) for row in rows}
 
 

@@ -231,7 +231,7 @@ class Worker:
                         c, self.schema, owner=self.worker_id, names=self.names, n=free,
                         lease=self.lease), window=0)
                     errors = 0
-                except psycopg.OperationalError as exc:
+                except psycopg.Error as exc:  # keep claiming once the database is back
                     errors += 1
                     self.log.warning("event=claim_failed worker=%s error=%r", self.worker_id, str(exc).strip()[:200])
                     self.draining.wait(min(5.0, 0.1 * 2 ** min(errors, 6)))
@@ -261,6 +261,10 @@ class Worker:
                 return
             try:
                 self._execute(held)
+            except Exception:  # a bug or an unexpected database error: never lose the thread
+                self.log.exception("event=execution_crashed worker=%s execution_id=%s (its lease "
+                                   "will lapse and it will be retried)", self.worker_id,
+                                   held.claim.execution_id)
             finally:
                 self._done(held)
 
@@ -309,8 +313,9 @@ class Worker:
         with self._lock:
             before = dict(self._inflight)
         try:
-            held = self.db(lambda c: lease_mod.heartbeat(c, self.schema, self.worker_id, self.lease), window=0)
-        except psycopg.OperationalError as exc:
+            held = self.db(lambda c: lease_mod.heartbeat(c, self.schema, self.worker_id, self.lease,
+                                                         list(before)), window=0)
+        except psycopg.Error as exc:
             self.log.warning("event=heartbeat_failed worker=%s error=%r", self.worker_id, str(exc).strip()[:200])
             return
         for eid, claimed in before.items():
@@ -325,7 +330,7 @@ class Worker:
     def _sweep(self) -> None:
         try:
             expired, woken = self.db(lambda c: sweeper.sweep(c, self.schema), window=0)
-        except psycopg.OperationalError as exc:
+        except psycopg.Error as exc:
             self.log.warning("event=sweep_failed worker=%s error=%r", self.worker_id, str(exc).strip()[:200])
             return
         if expired:
@@ -378,6 +383,10 @@ class Worker:
                 self._unwound(held, unwind)
             except psycopg.OperationalError as exc:
                 self._gave_up(held, exc)
+            except Exception:
+                self.log.exception("event=execution_crashed worker=%s execution_id=%s (its lease "
+                                   "will lapse and it will be retried)", self.worker_id,
+                                   held.claim.execution_id)
         finally:
             self._done(held)
 

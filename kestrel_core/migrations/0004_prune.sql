@@ -6,7 +6,8 @@
 -- returns 0 (kestrel_core.prune does). Live rows (enqueued, running, waiting) are never
 -- touched, however old; rows locked by someone else (a requeue in progress) are skipped, not
 -- waited for, and are left for the next run.
--- SECURITY DEFINER: a worker or operator role may prune without holding DELETE on the tables.
+-- SECURITY DEFINER: a worker or operator role may prune without holding DELETE on the tables;
+-- like the operator functions, it is executable only by those granted it (see the end).
 
 CREATE FUNCTION {schema}.prune_finished(p_before timestamptz, p_limit integer, p_by text)
 RETURNS integer
@@ -48,3 +49,12 @@ BEGIN
     RETURN n;
 END
 $$;
+
+-- Functions are executable by PUBLIC by default: the operator actions and the prune must be
+-- granted explicitly (kestrel_core.roles does), never reachable by whoever can see the schema.
+REVOKE EXECUTE ON FUNCTION
+    {schema}.decide_approval(bigint, text, boolean, text, text),
+    {schema}.cancel_execution(bigint, text, text),
+    {schema}.requeue_execution(bigint, text, text),
+    {schema}.prune_finished(timestamptz, integer, text)
+FROM PUBLIC;

@@ -61,7 +61,7 @@ def test_heartbeat_renews_only_current_claims(app: Kestrel, db: psycopg.Connecti
     a, b = app.enqueue("w"), app.enqueue("w")
     claimed = claim(db, S, owner="w1", names=["w"], n=2, lease=timedelta(seconds=2))
     app.cancel(b, by="op")
-    held = lease.heartbeat(db, S, "w1", timedelta(seconds=60))
+    held = lease.heartbeat(db, S, "w1", timedelta(seconds=60), [a, b])
     epochs = {c.execution_id: c.epoch for c in claimed}
     assert held == {(a, epochs[a])}
     remaining = db.execute("SELECT lease_expires - now() > interval '50 seconds' FROM workflow_executions"

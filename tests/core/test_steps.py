@@ -252,3 +252,23 @@ def test_nan_and_deeply_nested_step_outputs_fail_clearly(app: Kestrel, start_wor
     a, b = app.enqueue("nan"), app.enqueue("nested")
     assert "step 'ratio'" in finished(app, a).error and "float nan" in finished(app, a).error
     assert "step 'deep'" in finished(app, b).error and "nested more than 500 levels" in finished(app, b).error
+
+
+def test_worker_survives_unexpected_database_errors(app: Kestrel, db, start_worker) -> None:
+    """A runner thread that hits an unexpected error (here: a table renamed under it) logs it
+    and lives on; the execution's lease lapses and it is retried once the table is back."""
+
+    @app.workflow
+    def one_step(ctx, _):
+        return ctx.step("only", lambda: "done")
+
+    worker = start_worker(app, concurrency=2)
+    db.execute("ALTER TABLE step_attempts RENAME TO step_attempts_away")
+    try:
+        eid = app.enqueue("one_step")
+        wait_for(lambda: worker.stats["claimed"] >= 1 and eid not in worker._inflight, what="the crash")
+    finally:
+        db.execute("ALTER TABLE step_attempts_away RENAME TO step_attempts")
+    done = finished(app, eid, timeout=20)
+    assert (done.status, done.output) == ("success", "done")
+    assert sum(t.is_alive() for t in worker._threads if t.name.startswith("kestrel-runner")) == 2
