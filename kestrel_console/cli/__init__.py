@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from . import engine_commands
+from . import demo_command, engine_commands, prune_command, read_commands
 from .settings import build_settings
 
 app = typer.Typer(
@@ -55,17 +55,8 @@ def root(
         open_tui(ctx.obj, read_only=read_only)
 
 
-engine_commands.register(app)
-
-for _module in ("read_commands", "demo_command", "prune_command"):
-    # Command groups built in their own modules; each exposes register(app).
-    try:
-        _mod = __import__(f"{__name__}.{_module}", fromlist=["register"])
-    except ModuleNotFoundError as _exc:
-        if _exc.name != f"{__name__}.{_module}":
-            raise
-        continue
-    _mod.register(app)
+for _commands in (engine_commands, read_commands, prune_command, demo_command):
+    _commands.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,129 @@
+"""Maintenance commands: ``prune`` (retention) and ``roles`` (least-privilege roles)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import datetime, timedelta
+
+import typer
+
+from kestrel_core import Kestrel
+from kestrel_core import prune as prune_mod
+from kestrel_core import roles as roles_mod
+from kestrel_core.connection import connect, describe_target
+
+from .errors import fail, handles_errors
+from .settings import settings
+
+PROGRESS_EVERY_S = 2.0
+
+
+def _age(text: str) -> str:
+    try:
+        prune_mod.parse_age(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    return text
+
+
+def prune(
+    ctx: typer.Context,
+    older_than: str = typer.Option(
+        ..., "--older-than", callback=_age, metavar="AGE",
+        help="Delete executions that finished more than AGE ago: 30d, 12h, 90m, 45s or 2w.",
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only print what would be deleted."),
+    batch_size: int = typer.Option(
+        prune_mod.DEFAULT_BATCH_SIZE, "--batch-size", min=1, max=100_000,
+        help="Executions deleted per transaction (each batch is short and skips locked rows).",
+    ),
+    pause: float = typer.Option(0.0, "--pause", min=0.0, help="Seconds to wait between batches."),
+) -> None:
+    """Delete finished executions older than AGE, in short batches.
+
+    Executions that ended (success, error, cancelled) more than AGE ago go, with their
+    checkpoints, waits and attempts. Live ones are never touched, however old. The audit table
+    is kept and gets one 'prune' row per batch. Nothing is archived: export first if needed.
+    """
+    s = settings(ctx)
+    age = prune_mod.parse_age(older_than)
+    with s.kestrel() as app:
+        if dry_run:
+            _dry_run(app, s.schema, age, older_than)
+        else:
+            _prune(app, s.schema, age, older_than, s.operator, batch_size, pause)
+
+
+def _dry_run(app: Kestrel, schema: str, age: timedelta, label: str) -> None:
+    def look() -> tuple[datetime, list[prune_mod.PrunableGroup]]:
+        with app.connection() as conn:
+            cutoff = prune_mod.cutoff_for(conn, age)
+            return cutoff, prune_mod.prunable(conn, schema, cutoff)
+
+    cutoff, groups = handles_errors(look)()
+    total = sum(g.count for g in groups)
+    typer.echo(f"dry run: {total} finished execution(s) finished more than {label} ago "
+               f"(before {cutoff:%Y-%m-%d %H:%M:%S %Z}) would be deleted")
+    for g in groups:
+        typer.echo(f"  {g.workflow_name:<30} {g.status:<9} {g.count:>10}  "
+                   f"finished {g.oldest:%Y-%m-%d %H:%M} .. {g.newest:%Y-%m-%d %H:%M}")
+
+
+def _prune(app: Kestrel, schema: str, age: timedelta, label: str, by: str, batch_size: int,
+           pause: float) -> None:
+    last = [time.monotonic()]
+
+    def progress(result: prune_mod.PruneResult) -> None:
+        now = time.monotonic()
+        if now - last[0] >= PROGRESS_EVERY_S:
+            last[0] = now
+            typer.echo(f"... {result.deleted} deleted in {result.batches} batch(es), "
+                       f"{result.seconds:.0f} s", err=True)
+
+    run = prune_mod.connection_runner(app.connection)
+    try:
+        result = handles_errors(prune_mod.prune)(
+            run, schema, older_than=age, by=by, batch_size=batch_size, pause=pause, progress=progress)
+    except KeyboardInterrupt:
+        typer.echo("interrupted: the batches already done stay deleted; run it again to go on", err=True)
+        sys.exit(130)
+    typer.echo(f"pruned {result.deleted} finished execution(s) that finished more than {label} ago "
+               f"(before {result.cutoff:%Y-%m-%d %H:%M:%S %Z}) in {result.seconds:.1f} s")
+
+
+def roles(
+    ctx: typer.Context,
+    worker_role: str = typer.Option(roles_mod.DEFAULT_WORKER_ROLE, "--worker-role", help="Name of the worker role."),
+    operator_role: str = typer.Option(roles_mod.DEFAULT_OPERATOR_ROLE, "--operator-role", help="Name of the operator role."),
+) -> None:
+    """Create the NOLOGIN roles for workers and operators, or update their grants.
+
+    Grant them to login users, e.g. GRANT kestrel_operator TO alice. Needs a user that may
+    create roles and owns the schema; run it again after each upgrade (migrate does)."""
+    s = settings(ctx)
+    try:
+        names = roles_mod.RoleNames(worker=worker_role, operator=operator_role)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--worker-role / --operator-role") from None
+
+    def apply() -> roles_mod.RolesReport:
+        with connect(s.dsn, application_name="kestrel-console") as conn:
+            try:
+                return roles_mod.ensure_roles(conn, s.schema, names)
+            except ValueError as exc:
+                fail(str(exc))
+
+    report = handles_errors(apply)()
+    target = describe_target(s.dsn)
+    for role in report.created:
+        typer.echo(f"created role {role} on {target}")
+    for role in report.existing:
+        typer.echo(f"role {role} exists on {target}: grants updated")
+    typer.echo(f"grants on schema {s.schema!r} applied; grant the roles to login users, e.g. "
+               f"GRANT {names.operator} TO alice")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(prune)
+    app.command()(roles)

@@ -1,0 +1,204 @@
+"""The invariants a chaos run must keep, checked on the database it leaves behind.
+
+1. Every execution enqueued reached a terminal state (success: the workload never fails), and
+   none appeared that was not enqueued.
+2. Each (execution, step) has exactly one checkpoint, for exactly the steps the workflow has.
+3. The workflow's output equals what the checkpoints hold (the nonce of every step, in order,
+   and the gate's decision): a replay never re-ran a checkpointed step.
+4. Fencing. Every side effect records the claim (worker, epoch) it ran under. Then:
+   - the output names the claim that completed it, which must be the execution's last claim
+     (``claim_epoch``): a stale worker that completes after another claimed it is caught here;
+   - the side effect whose nonce the checkpoint kept must come from the newest claim that ran
+     the step: a newer claim only runs a step when it sees no checkpoint, so an older claim
+     winning means it checkpointed after losing the execution;
+   - the successful attempt of the step, if any, is that same claim's (attempt rows are
+     bookkeeping, committed asynchronously: a server crash may lose one, which is counted).
+5. Duplicated side effects (more than one ledger row for a step) are allowed only for a run
+   cut off by the chaos: its worker was SIGKILLed after the effect, or SIGSTOPped around it,
+   or the database was down around it (the lease could lapse meanwhile). They are counted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from .workload import expected_steps
+
+EXECUTIONS = """
+SELECT id, idempotency_key, status, input, output, error, owner_id, claim_epoch
+  FROM kestrel.workflow_executions ORDER BY id
+"""
+CHECKPOINTS = "SELECT execution_id, step_id, output, error, owner_id FROM kestrel.operation_outputs"
+LEDGER = """
+SELECT execution_id, step_id, owner_id, claim_epoch, nonce, extract(epoch FROM at)::float8
+  FROM public.chaos_ledger
+"""
+SUCCESS_ATTEMPTS = """
+SELECT execution_id, step_id, owner_id, claim_epoch FROM kestrel.step_attempts WHERE outcome = 'success'
+"""
+# Reported, not a violation: attempts a finished execution still shows as running (the
+# timeline would draw them open-ended).
+OPEN_ATTEMPTS = """
+SELECT count(*) FROM kestrel.step_attempts a JOIN kestrel.workflow_executions e ON e.id = a.execution_id
+ WHERE a.outcome = 'running' AND e.status IN ('success', 'error', 'cancelled')
+"""
+GATES = "SELECT execution_id, decision, decided_by FROM kestrel.workflow_waits WHERE kind = 'approval'"
+
+# Seconds of slack around a disruption when explaining a duplicate (clock reads on one host).
+SLACK_S = 3.0
+
+
+@dataclass(frozen=True)
+class Disruption:
+    """Something the killer did: kill/stop name a worker; outage is the database being down."""
+
+    kind: str  # "kill", "stop", "outage"
+    worker: str | None
+    start: float  # time.time()
+    end: float
+
+
+@dataclass
+class Verdict:
+    """What the checks found: counts to print and every violation (empty when all hold)."""
+
+    executions: int = 0
+    statuses: Counter = field(default_factory=Counter)
+    side_effects: int = 0
+    duplicates: int = 0
+    duplicates_by_cause: Counter = field(default_factory=Counter)
+    open_attempts: int = 0
+    attempts_lost: int = 0
+    violations: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def fail(self, message: str) -> None:
+        self.violations.append(message)
+
+
+def verify(conn: psycopg.Connection, expected_keys: set[str], disruptions: list[Disruption],
+           lease_s: float) -> Verdict:
+    """Check every invariant on the database a chaos run left; ``conn`` is an admin connection."""
+    v = Verdict()
+    executions = conn.execute(EXECUTIONS).fetchall()
+    checkpoints: dict[int, dict[str, tuple[Any, str | None, str | None]]] = defaultdict(dict)
+    for eid, step, output, error, owner in conn.execute(CHECKPOINTS):
+        checkpoints[eid][step] = (output, error, owner)
+    ledger: dict[tuple[int, str], list[tuple[str, int, int, float]]] = defaultdict(list)
+    for eid, step, owner, epoch, nonce, at in conn.execute(LEDGER):
+        ledger[(eid, step)].append((owner, epoch, nonce, at))
+    attempts: dict[tuple[int, str], list[tuple[str, int]]] = defaultdict(list)
+    for eid, step, owner, epoch in conn.execute(SUCCESS_ATTEMPTS):
+        attempts[(eid, step)].append((owner, epoch))
+    gates = {eid: (decision, by) for eid, decision, by in conn.execute(GATES)}
+
+    v.executions = len(executions)
+    keys = {row[1] for row in executions}
+    for key in sorted(expected_keys - keys)[:10]:
+        v.fail(f"enqueued execution {key} is missing")
+    for key in sorted(keys - expected_keys, key=str)[:10]:
+        v.fail(f"execution {key} exists but was never enqueued")
+
+    known = set()
+    for eid, key, status, spec, output, error, owner_id, claim_epoch in executions:
+        known.add(eid)
+        v.statuses[status] += 1
+        if status != "success":
+            v.fail(f"execution {eid} ended {status}, not success: {(error or '').splitlines()[:1]}")
+            continue
+        steps = expected_steps(spec)
+        have = checkpoints.get(eid, {})
+        if set(have) != steps:
+            v.fail(f"execution {eid}: checkpoints {sorted(have)} != steps {sorted(steps)}")
+            continue
+        _check_output(v, eid, spec, output, have, gates.get(eid))
+        if (output.get("owner"), output.get("epoch")) != (owner_id, claim_epoch):
+            v.fail(f"execution {eid} was completed by {output.get('owner')} epoch {output.get('epoch')}, "
+                   f"but its last claim is {owner_id} epoch {claim_epoch}: a stale worker completed it")
+        for i in range(spec["steps"]):
+            step = f"s{i}"
+            _check_step(v, eid, step, have[step], ledger.get((eid, step), []),
+                        attempts.get((eid, step), []), claim_epoch, disruptions, lease_s)
+    orphans = {eid for eid, _ in ledger} - known
+    if orphans:
+        v.fail(f"side effects recorded for executions that do not exist: {sorted(orphans)[:10]}")
+    v.side_effects = sum(len(rows) for rows in ledger.values())
+    v.open_attempts = conn.execute(OPEN_ATTEMPTS).fetchone()[0]
+    return v
+
+
+def _check_output(v: Verdict, eid: int, spec: dict[str, Any], output: Any,
+                  have: dict[str, tuple[Any, str | None, str | None]], gate: tuple | None) -> None:
+    nonces = [have[f"s{i}"][0] for i in range(spec["steps"])]
+    if not isinstance(output, dict) or output.get("nonces") != nonces or output.get("sum") != sum(nonces):
+        v.fail(f"execution {eid}: output {output!r} does not match its checkpoints {nonces}")
+        return
+    if spec.get("gate"):
+        stored = have["gate"][0]
+        decision = output.get("decision") or {}
+        if decision.get("approved") != stored.get("approved") or decision.get("timed_out") != stored.get("timed_out"):
+            v.fail(f"execution {eid}: output decision {decision} != gate checkpoint {stored}")
+        want = {"approve": "approved", "reject": "rejected", "timeout": "timed_out"}[spec["gate"]]
+        if gate is None or gate[0] != want:
+            v.fail(f"execution {eid}: gate decided {gate}, expected {want}")
+
+
+def _check_step(v: Verdict, eid: int, step: str, checkpoint: tuple[Any, str | None, str | None],
+                runs: list[tuple[str, int, int, float]], success: list[tuple[str, int]],
+                last_epoch: int, disruptions: list[Disruption], lease_s: float) -> None:
+    output, error, cp_owner = checkpoint
+    if error is not None:
+        v.fail(f"execution {eid} step {step}: failed for good: {error.splitlines()[0]}")
+        return
+    winners = [run for run in runs if run[2] == output]
+    if len(winners) != 1:
+        v.fail(f"execution {eid} step {step}: checkpoint {output} matches {len(winners)} side effects "
+               f"(the kept result must come from exactly one real run)")
+        return
+    w_owner, w_epoch, _, _ = winners[0]
+    newest = max(epoch for _, epoch, _, _ in runs)
+    if w_epoch != newest:
+        v.fail(f"execution {eid} step {step}: the checkpoint kept the run of epoch {w_epoch} ({w_owner}) "
+               f"though epoch {newest} ran the step later: a stale claim checkpointed")
+    if cp_owner != w_owner:
+        v.fail(f"execution {eid} step {step}: checkpoint written by {cp_owner}, result from {w_owner}")
+    if success == []:
+        v.attempts_lost += 1  # attempts commit asynchronously: a crash may lose the row
+    elif success != [(w_owner, w_epoch)]:
+        v.fail(f"execution {eid} step {step}: successful attempts {success}, expected [({w_owner}, {w_epoch})]")
+    if newest > last_epoch:
+        v.fail(f"execution {eid} step {step}: ran under epoch {newest}, after its last claim {last_epoch}")
+    for run in runs:
+        if run is winners[0]:
+            continue
+        v.duplicates += 1
+        cause = explain_duplicate(run, disruptions, lease_s)
+        if cause is None:
+            owner, epoch, _, at = run
+            v.fail(f"execution {eid} step {step}: duplicate side effect by {owner} epoch {epoch} at "
+                   f"{at:.3f} that no kill, stop or outage explains")
+        else:
+            v.duplicates_by_cause[cause] += 1
+
+
+def explain_duplicate(run: tuple[str, int, int, float], disruptions: list[Disruption],
+                      lease_s: float) -> str | None:
+    """The disruption that cut this run off before its checkpoint, or None."""
+    owner, _, _, at = run
+    for d in disruptions:
+        if d.kind == "stop" and d.worker == owner and d.start - SLACK_S <= at <= d.end + SLACK_S:
+            return "stop"
+    for d in disruptions:
+        if d.kind == "kill" and d.worker == owner and at <= d.start + SLACK_S:
+            return "kill"
+    for d in disruptions:
+        if d.kind == "outage" and d.start - lease_s - SLACK_S <= at <= d.end + lease_s + SLACK_S:
+            return "outage"
+    return None

@@ -1,0 +1,341 @@
+"""The chaos run: worker processes, a producer, an approver, and a killer; then the checks.
+
+Phases: (1) chaos for ``chaos_s`` seconds: executions are enqueued steadily while the killer
+SIGKILLs random workers (a replacement starts at once), SIGSTOPs one past its lease then
+SIGCONTs it, and restarts the PostgreSQL server (a clean restart, then a crash); (2) calm: the
+producer stops and the remaining work drains; (3) the workers get SIGTERM; (4) checks.py runs
+every invariant on what is left in the database.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import shutil
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import psycopg
+
+from kestrel_console.embedded_pg import LocalCluster
+from kestrel_core import Kestrel, KestrelError
+
+from .checks import Disruption, Verdict, verify
+from .workers import REPO, WorkerPool
+from .workload import LEDGER_DDL
+
+PENDING_GATES = """
+SELECT w.execution_id, w.step_id, e.input->>'gate'
+  FROM kestrel.workflow_waits w JOIN kestrel.workflow_executions e ON e.id = w.execution_id
+ WHERE w.kind = 'approval' AND w.resolved_at IS NULL AND e.status = 'waiting'
+"""
+RUNNING = "SELECT owner_id, id, claim_epoch FROM kestrel.workflow_executions WHERE status = 'running'"
+STILL_HELD = """
+SELECT count(*) FROM kestrel.workflow_executions
+ WHERE id = ANY(%s)
+   AND (status = 'enqueued' OR (status = 'running' AND owner_id = %s AND claim_epoch = ANY(%s)))
+"""
+UNFINISHED = "SELECT count(*) FROM kestrel.workflow_executions WHERE status IN ('enqueued', 'running', 'waiting')"
+
+
+@dataclass
+class ChaosConfig:
+    chaos_s: float = 35.0            # how long the killer and the producer run
+    drain_s: float = 60.0            # then at most this long for the rest to finish
+    workers: int = 3
+    concurrency: int = 4
+    lease_s: float = 4.0
+    rate: float = 8.0                # executions enqueued per second during chaos
+    kill_every_s: tuple[float, float] = (2.0, 4.0)
+    restarts: int = 2                # database restarts (alternating clean restart and crash)
+    stops: int = 2                   # SIGSTOP/SIGCONT rounds
+    seed: int | None = None
+    worker_dsn: str | None = None    # where workers connect (PgBouncer); default: the cluster
+    transaction_pooling: bool = False
+    keep_logs: bool = False          # worker logs are kept anyway when a check fails
+    log: Callable[[str], None] = print
+
+
+@dataclass
+class ChaosReport:
+    verdict: Verdict
+    kills: int = 0
+    stops: int = 0
+    busy_stops: int = 0              # stops that froze a worker in the middle of executions
+    restarts: int = 0
+    enqueued: int = 0
+    refused_writes: int = 0
+    leases_expired: int = 0
+    seconds: float = 0.0
+    log_dir: Path | None = None      # the worker logs (deleted after a clean run)
+    disruptions: list[Disruption] = field(default_factory=list)
+
+    def summary(self) -> str:
+        v = self.verdict
+        causes = ", ".join(f"{k} {n}" for k, n in sorted(v.duplicates_by_cause.items())) or "none"
+        return (f"executions {v.executions} ({dict(v.statuses)}), kills {self.kills}, stops {self.stops}, "
+                f"restarts {self.restarts}, side effects {v.side_effects}, duplicated side effects "
+                f"{v.duplicates} (by cause: {causes}), refused stale writes {self.refused_writes}, "
+                f"leases swept {self.leases_expired}, attempts left open {v.open_attempts} / lost {v.attempts_lost}, {self.seconds:.0f} s, "
+                f"{'OK' if v.ok else f'{len(v.violations)} VIOLATION(S)'}")
+
+
+def prepare_database(cluster: LocalCluster, name: str) -> str:
+    """A fresh database on the cluster, migrated, with the ledger table; returns its DSN."""
+    dsn = cluster.create_database(name)
+    with Kestrel(dsn) as app:
+        app.migrate()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(LEDGER_DDL)
+    return dsn
+
+
+def run_chaos(cluster: LocalCluster, cfg: ChaosConfig, database: str = "chaos") -> ChaosReport:
+    """One chaos run against ``cluster`` (which it restarts); returns the counts and the verdict."""
+    return ChaosRun(cluster, cfg, database).run()
+
+
+class ChaosRun:
+    """One run: its threads (producer, approver, killer) share the state kept here."""
+
+    def __init__(self, cluster: LocalCluster, cfg: ChaosConfig, database: str) -> None:
+        logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)  # outages are the point
+        self.cfg = cfg
+        self.rng = random.Random(cfg.seed)
+        self.started = time.monotonic()
+        self.admin_dsn = prepare_database(cluster, database)
+        worker_dsn = cfg.worker_dsn or self.admin_dsn
+        # A fixed-port handle: a restart must come back where every DSN points.
+        self.server = LocalCluster(cluster.data_dir, port=cluster.port, durable=cluster.durable)
+        self.log_dir = Path(tempfile.mkdtemp(prefix="kestrel-chaos-logs-"))
+        env = {**os.environ, "KESTREL_CHAOS_DSN": worker_dsn,
+               "KESTREL_CHAOS_POOLING": "1" if cfg.transaction_pooling else "0",
+               "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        self.pool = WorkerPool(env, self.log_dir, concurrency=cfg.concurrency, lease_s=cfg.lease_s)
+        self.app = Kestrel(worker_dsn, transaction_pooling=cfg.transaction_pooling,
+                           application_name="kestrel-chaos-harness")
+        self.disruptions: list[Disruption] = []
+        self.keys: set[str] = set()
+        self.counts: Counter = Counter()
+        self.stop_chaos = threading.Event()
+        self.stop_feeding = threading.Event()
+        self.stop_approving = threading.Event()
+        self.errors: list[BaseException] = []
+        self.resumers: list[threading.Thread] = []
+
+    def run(self) -> ChaosReport:
+        cfg = self.cfg
+        try:
+            for _ in range(cfg.workers):
+                self.pool.start_one()
+            feeder, approver, killer = (self._thread(f) for f in (self.feed, self.approve, self.chaos))
+            killer.join()  # the chaos phase
+            self.stop_feeding.set()
+            feeder.join()
+            self.stop_chaos.set()
+            for resumer in self.resumers:
+                resumer.join()
+            cfg.log(f"chaos: calm; {len(self.keys)} enqueued, waiting for them to finish")
+            _drain(self.admin_dsn, cfg.drain_s)
+            self.stop_approving.set()
+            approver.join()
+        finally:
+            self.stop_chaos.set()
+            self.stop_feeding.set()
+            self.stop_approving.set()
+            self.pool.terminate_all()
+            self.app.close()
+        if self.errors:
+            raise RuntimeError(f"the chaos harness itself failed: {self.errors[0]!r}") from self.errors[0]
+        with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
+            verdict = verify(conn, self.keys, self.disruptions, cfg.lease_s)
+        logs = "".join((self.log_dir / f).read_text(errors="replace") for f in sorted(os.listdir(self.log_dir)))
+        if verdict.ok and not cfg.keep_logs:
+            shutil.rmtree(self.log_dir, ignore_errors=True)
+        return ChaosReport(
+            verdict=verdict, kills=self.counts["kills"], stops=self.counts["stops"],
+            busy_stops=self.counts["busy_stops"], restarts=self.counts["restarts"], enqueued=len(self.keys),
+            refused_writes=logs.count("event=write_refused"), leases_expired=logs.count("event=leases_expired"),
+            seconds=time.monotonic() - self.started, log_dir=self.log_dir, disruptions=self.disruptions,
+        )
+
+    def _thread(self, fn: Callable[[], None]) -> threading.Thread:
+        """Start ``fn`` in a thread; an exception in it stops the run and is raised at the end."""
+        def guarded() -> None:
+            try:
+                fn()
+            except BaseException as exc:
+                self.errors.append(exc)
+                self.stop_chaos.set()
+                self.stop_feeding.set()
+        thread = threading.Thread(target=guarded, daemon=True, name=fn.__name__)
+        thread.start()
+        return thread
+
+    # -- the producer and the approver -------------------------------------------------------
+
+    def feed(self) -> None:
+        """Enqueue ``rate`` executions a second, each retried under its idempotency key."""
+        i = 0
+        next_at = time.monotonic()
+        while not self.stop_feeding.is_set():
+            i += 1
+            key = f"chaos-{i}"
+            spec = {"steps": self.rng.randint(3, 5), "work_ms": self.rng.choice([20, 50, 120, 400]),
+                    "nap": self.rng.choice([None, None, 0.3, 1.0]),
+                    "gate": self.rng.choice([None, None, None, "approve", "approve", "reject", "timeout"])}
+            deadline = time.monotonic() + 60
+            while True:  # the idempotency key makes a retried enqueue insert at most once
+                try:
+                    self.app.enqueue("chain", spec, idempotency_key=key)
+                    break
+                except (KestrelError, psycopg.Error):
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+            self.keys.add(key)
+            next_at += 1.0 / self.cfg.rate
+            self.stop_feeding.wait(max(0.0, next_at - time.monotonic()))
+
+    def approve(self) -> None:
+        """Decide every pending gate as its input asks (gates meant to time out are left alone)."""
+        while not self.stop_approving.wait(0.25):
+            try:
+                with self.app.connection() as conn:
+                    pending = conn.execute(PENDING_GATES).fetchall()
+                for eid, step, gate in pending:
+                    if gate == "approve":
+                        self.app.approve(eid, step, by="chaos-approver", comment="chaos")
+                    elif gate == "reject":
+                        self.app.reject(eid, step, by="chaos-approver", comment="chaos")
+            except (KestrelError, psycopg.Error):
+                continue  # outage, or decided by an earlier try whose reply was lost
+
+    # -- the killer ------------------------------------------------------------------------------
+
+    def chaos(self) -> None:
+        """A fixed plan for the rare events (so every run has them); random kills in between."""
+        cfg = self.cfg
+        end = time.monotonic() + cfg.chaos_s
+        plan = sorted(
+            [(cfg.chaos_s * (i + 1) / (cfg.restarts + 1), "restart", i % 2 == 1) for i in range(cfg.restarts)]
+            + [(cfg.chaos_s * (0.15 + 0.6 * i / max(1, cfg.stops)), "stop", False) for i in range(cfg.stops)]
+        )
+        t_start = time.monotonic()
+        next_kill = t_start + self.rng.uniform(*cfg.kill_every_s)
+        while not self.stop_chaos.is_set() and time.monotonic() < end:
+            now = time.monotonic()
+            if plan and now - t_start >= plan[0][0]:
+                _, what, crash = plan.pop(0)
+                if what == "restart":
+                    self.restart_db(crash)
+                elif not self.stop_one():  # too few workers right now: try again in a second
+                    plan.append((now - t_start + 1.0, what, crash))
+                    plan.sort()
+            elif now >= next_kill:
+                self.kill_one()
+                next_kill = now + self.rng.uniform(*cfg.kill_every_s)
+            self.stop_chaos.wait(0.05)
+
+    def restart_db(self, crash: bool) -> None:
+        """A clean restart, or a crash (SIGKILL) that keeps the server down past the lease."""
+        t0 = time.time()
+        if crash:  # every running execution is swept when it is back
+            self.server.kill()
+            self.stop_chaos.wait(self.cfg.lease_s + 1.0)
+            self.server.start()
+        else:
+            self.server.restart()
+        self.disruptions.append(Disruption("outage", None, t0, time.time()))
+        self.counts["restarts"] += 1
+        self.cfg.log(f"chaos: database {'crashed and restarted' if crash else 'restarted'} "
+                     f"in {time.time() - t0:.1f} s")
+
+    def kill_one(self) -> None:
+        """SIGKILL a random running worker and start a replacement."""
+        candidates = [w for w in self.pool.alive() if w not in self.pool.stopped]
+        if not candidates:
+            return
+        wid = self.rng.choice(candidates)
+        t0 = time.time()
+        self.pool.kill(wid)
+        self.disruptions.append(Disruption("kill", wid, t0, t0))
+        self.counts["kills"] += 1
+        new = self.pool.start_one()
+        self.cfg.log(f"chaos: SIGKILL {wid}, started {new}")
+
+    def stop_one(self) -> bool:
+        """SIGSTOP a worker (one in the middle of executions if any); False if too few run."""
+        busy: dict[str, list[tuple[int, int]]] = {}
+        try:
+            with psycopg.connect(self.admin_dsn, autocommit=True, connect_timeout=3) as conn:
+                for owner, eid, epoch in conn.execute(RUNNING):
+                    busy.setdefault(owner, []).append((eid, epoch))
+        except psycopg.Error:
+            pass
+        candidates = [w for w in self.pool.alive() if w not in self.pool.stopped]
+        if len(candidates) < 2:
+            return False  # keep one running
+        wid = self.rng.choice([w for w in candidates if w in busy] or candidates)
+        t0 = time.time()
+        self.pool.stop(wid)
+        held = busy.get(wid, [])
+        self.counts["stops"] += 1
+        self.counts["busy_stops"] += bool(held)
+        self.cfg.log(f"chaos: SIGSTOP {wid} (running {len(held)} execution(s))")
+        resumer = threading.Thread(target=self._resume, args=(wid, held, t0), daemon=True)
+        resumer.start()
+        self.resumers.append(resumer)
+        return True
+
+    def _resume(self, wid: str, held: list[tuple[int, int]], t0: float) -> None:
+        """SIGCONT past the lease, as soon as another worker re-claimed what it held: so the
+        frozen worker wakes up as a zombie while the new owner is still at work."""
+        deadline = time.monotonic() + self.cfg.lease_s + 5.0
+        self.stop_chaos.wait(self.cfg.lease_s)
+        while held and not self.stop_chaos.is_set() and time.monotonic() < deadline:
+            if _all_reclaimed(self.admin_dsn, wid, held):
+                break
+            self.stop_chaos.wait(0.05)
+        self.pool.cont(wid)
+        self.disruptions.append(Disruption("stop", wid, t0, time.time()))
+        self.cfg.log(f"chaos: SIGCONT {wid} after {time.time() - t0:.1f} s")
+
+
+def _all_reclaimed(dsn: str, wid: str, held: list[tuple[int, int]]) -> bool:
+    """Whether every execution ``wid`` held is now running under another claim."""
+    try:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=3) as conn:
+            row = conn.execute(STILL_HELD, ([e for e, _ in held], wid, [ep for _, ep in held])).fetchone()
+    except psycopg.Error:
+        return False
+    return row is not None and row[0] == 0
+
+
+def _drain(dsn: str, timeout: float) -> None:
+    """Wait until no execution is live (or ``timeout``); the checks report what is left."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with psycopg.connect(dsn, autocommit=True, connect_timeout=3) as conn:
+                if conn.execute(UNFINISHED).fetchone()[0] == 0:
+                    return
+        except psycopg.Error:
+            pass
+        time.sleep(0.3)
+
+
+def private_cluster(data_dir: Path | None = None) -> LocalCluster:
+    """A private, non-durable server for a run by hand (the test suite has a fixture)."""
+    if data_dir is None:
+        data_dir = Path(tempfile.mkdtemp(prefix="kestrel-chaos-pg-"))
+        data_dir.chmod(0o755)  # as root the server runs as postgres, which must enter it
+    cluster = LocalCluster(data_dir, durable=False)
+    cluster.start()
+    return cluster

@@ -1,0 +1,33 @@
+"""A short chaos run (about a minute) in the suite; the long one runs by hand:
+``python -m tests.chaos --minutes 10``."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from kestrel_console.embedded_pg import LocalCluster
+
+from .harness import ChaosConfig, run_chaos
+
+pytestmark = pytest.mark.slow
+
+
+def test_nothing_lost_or_doubled_under_kills_stops_and_restarts(
+    private_cluster: LocalCluster, capsys: pytest.CaptureFixture[str],
+) -> None:
+    lines: list[str] = []
+    cfg = ChaosConfig(chaos_s=40.0, drain_s=60.0, workers=3, concurrency=4, lease_s=4.0,
+                      rate=8.0, restarts=2, stops=2, log=lines.append)
+    report = run_chaos(private_cluster, cfg, database=f"chaos_{uuid.uuid4().hex[:8]}")
+    with capsys.disabled():
+        print(f"\nchaos: {report.summary()}")
+    assert report.verdict.ok, "\n".join(
+        ["chaos run broke invariants:", *report.verdict.violations[:30], *lines,
+         f"worker logs: {report.log_dir}"])
+    # The run did what it claims: every kind of disruption happened, on a real workload.
+    assert report.kills >= 5 and report.stops == 2 and report.restarts == 2, report.summary()
+    assert report.enqueued >= 200 and report.verdict.statuses["success"] == report.enqueued
+    if report.busy_stops:
+        assert report.refused_writes >= 1, "a worker frozen mid-execution woke up and wrote nothing refused"

@@ -1,0 +1,122 @@
+"""The chaos checks have teeth: each broken invariant, written into a database by hand, is
+reported (and a clean history is not). ``python -m tests.chaos --break-fence`` shows the same
+on a live run with the engine's fences removed."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+from .checks import Disruption, verify
+from .workload import LEDGER_DDL
+
+LEASE = 4.0
+SPEC = {"steps": 2, "work_ms": 10, "nap": None, "gate": None}
+
+
+@pytest.fixture
+def chaos_db(db: psycopg.Connection) -> psycopg.Connection:
+    db.execute("DROP TABLE IF EXISTS public.chaos_ledger")
+    db.execute(LEDGER_DDL)
+    return db
+
+
+def execution(db: psycopg.Connection, key: str, *, owner: str, epoch: int, nonces: list[int],
+              out_owner: str | None = None, out_epoch: int | None = None,
+              status: str = "success", spec: dict[str, Any] = SPEC) -> int:
+    output = {"nonces": nonces, "sum": sum(nonces), "owner": out_owner or owner,
+              "epoch": out_epoch or epoch, "decision": None}
+    return db.execute(
+        "INSERT INTO kestrel.workflow_executions (workflow_name, status, input, output, owner_id,"
+        " claim_epoch, idempotency_key, finished_at) VALUES ('chain', %s, %s, %s, %s, %s, %s, now())"
+        " RETURNING id", (status, Jsonb(spec), Jsonb(output), owner, epoch, key)).fetchone()[0]
+
+
+def step(db: psycopg.Connection, eid: int, step_id: str, *, nonce: int, owner: str, epoch: int,
+         at: float | None = None, checkpoint: bool = True) -> None:
+    """A real run of a step (ledger row); with ``checkpoint`` it is the one the checkpoint kept."""
+    db.execute("INSERT INTO public.chaos_ledger (nonce, execution_id, step_id, owner_id, claim_epoch, pid, at)"
+               " VALUES (%s, %s, %s, %s, %s, 1, to_timestamp(%s))",
+               (nonce, eid, step_id, owner, epoch, at if at is not None else time.time()))
+    if checkpoint:
+        db.execute("INSERT INTO kestrel.operation_outputs (execution_id, step_id, output, owner_id)"
+                   " VALUES (%s, %s, %s, %s)", (eid, step_id, Jsonb(nonce), owner))
+        db.execute("INSERT INTO kestrel.step_attempts (execution_id, step_id, attempt, owner_id, claim_epoch,"
+                   " outcome) VALUES (%s, %s, 1, %s, %s, 'success')", (eid, step_id, owner, epoch))
+
+
+def clean_execution(db: psycopg.Connection, key: str = "k1") -> int:
+    eid = execution(db, key, owner="w1", epoch=1, nonces=[11, 12])
+    step(db, eid, "s0", nonce=11, owner="w1", epoch=1)
+    step(db, eid, "s1", nonce=12, owner="w1", epoch=1)
+    return eid
+
+
+def test_a_clean_history_passes(chaos_db: psycopg.Connection) -> None:
+    clean_execution(chaos_db)
+    verdict = verify(chaos_db, {"k1"}, [], LEASE)
+    assert verdict.ok, verdict.violations
+    assert (verdict.executions, verdict.side_effects, verdict.duplicates) == (1, 2, 0)
+
+
+def test_a_stale_completion_is_caught(chaos_db: psycopg.Connection) -> None:
+    # w2 (epoch 2) ran everything, but the output says w1 epoch 1 completed it.
+    eid = execution(chaos_db, "k1", owner="w2", epoch=2, nonces=[11, 12], out_owner="w1", out_epoch=1)
+    step(chaos_db, eid, "s0", nonce=11, owner="w2", epoch=2)
+    step(chaos_db, eid, "s1", nonce=12, owner="w2", epoch=2)
+    verdict = verify(chaos_db, {"k1"}, [], LEASE)
+    assert any("stale worker completed it" in v for v in verdict.violations), verdict.violations
+
+
+def test_a_stale_checkpoint_is_caught(chaos_db: psycopg.Connection) -> None:
+    # Epoch 2 ran s1 (so it saw no checkpoint), yet the checkpoint kept epoch 1's result.
+    killed_at = time.time()
+    eid = execution(chaos_db, "k1", owner="w2", epoch=2, nonces=[11, 12])
+    step(chaos_db, eid, "s0", nonce=11, owner="w1", epoch=1)
+    step(chaos_db, eid, "s1", nonce=12, owner="w1", epoch=1, at=killed_at - 1)
+    step(chaos_db, eid, "s1", nonce=99, owner="w2", epoch=2, checkpoint=False)
+    verdict = verify(chaos_db, {"k1"}, [Disruption("kill", "w1", killed_at, killed_at)], LEASE)
+    assert any("a stale claim checkpointed" in v for v in verdict.violations), verdict.violations
+
+
+def test_a_duplicate_needs_a_disruption_to_explain_it(chaos_db: psycopg.Connection) -> None:
+    eid = execution(chaos_db, "k1", owner="w2", epoch=2, nonces=[11, 12])
+    ran_at = time.time() - 100
+    step(chaos_db, eid, "s0", nonce=10, owner="w1", epoch=1, at=ran_at, checkpoint=False)
+    step(chaos_db, eid, "s0", nonce=11, owner="w2", epoch=2)
+    step(chaos_db, eid, "s1", nonce=12, owner="w2", epoch=2)
+
+    unexplained = verify(chaos_db, {"k1"}, [], LEASE)
+    assert unexplained.duplicates == 1
+    assert any("that no kill, stop or outage explains" in v for v in unexplained.violations)
+    # w1 killed long after its run: not what cut it off.
+    wrong_kill = verify(chaos_db, {"k1"}, [Disruption("kill", "w3", ran_at + 1, ran_at + 1)], LEASE)
+    assert not wrong_kill.ok
+
+    killed = verify(chaos_db, {"k1"}, [Disruption("kill", "w1", ran_at + 0.5, ran_at + 0.5)], LEASE)
+    assert killed.ok and killed.duplicates_by_cause == {"kill": 1}
+    outage = verify(chaos_db, {"k1"}, [Disruption("outage", None, ran_at + 1, ran_at + 2)], LEASE)
+    assert outage.ok and outage.duplicates_by_cause == {"outage": 1}
+
+
+def test_output_must_match_the_checkpoints(chaos_db: psycopg.Connection) -> None:
+    eid = execution(chaos_db, "k1", owner="w1", epoch=1, nonces=[11, 13])  # s1 re-ran on replay
+    step(chaos_db, eid, "s0", nonce=11, owner="w1", epoch=1)
+    step(chaos_db, eid, "s1", nonce=12, owner="w1", epoch=1)
+    verdict = verify(chaos_db, {"k1"}, [], LEASE)
+    assert any("does not match its checkpoints" in v for v in verdict.violations), verdict.violations
+
+
+def test_missing_checkpoints_lost_and_unfinished_executions_are_caught(chaos_db: psycopg.Connection) -> None:
+    eid = execution(chaos_db, "k1", owner="w1", epoch=1, nonces=[11, 12])
+    step(chaos_db, eid, "s0", nonce=11, owner="w1", epoch=1)  # s1 never checkpointed
+    execution(chaos_db, "k2", owner="w1", epoch=1, nonces=[], status="running")
+    verdict = verify(chaos_db, {"k1", "k2", "k3"}, [], LEASE)
+    text = "\n".join(verdict.violations)
+    assert "checkpoints ['s0'] != steps ['s0', 's1']" in text
+    assert "ended running, not success" in text
+    assert "enqueued execution k3 is missing" in text

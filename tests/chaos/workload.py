@@ -1,0 +1,174 @@
+"""The chaos workload: a Kestrel app whose steps leave non-idempotent side effects in a ledger.
+
+Run as a worker process by the harness: ``python -m tests.chaos.workload --worker-id w3``.
+Configuration comes from the environment (the harness sets it):
+``KESTREL_CHAOS_DSN`` (where workers connect, maybe through PgBouncer),
+``KESTREL_CHAOS_POOLING=1`` (PgBouncer transaction pooling: no LISTEN, no prepared statements).
+
+Every real run of a step INSERTs one ``chaos_ledger`` row on its own connection, outside the
+checkpoint transaction, recording the claim it ran under (worker id and claim epoch) and a
+random nonce that is also the step's result. So the ledger shows every time a step really ran,
+and which run's result the checkpoint kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import random
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+
+from kestrel_core import Kestrel
+
+LEDGER_DDL = """
+CREATE TABLE IF NOT EXISTS public.chaos_ledger (
+    nonce         bigint PRIMARY KEY,       -- the step's result; unique per real run
+    execution_id  bigint NOT NULL,
+    step_id       text   NOT NULL,
+    owner_id      text   NOT NULL,          -- the claim the step ran under ...
+    claim_epoch   bigint NOT NULL,          -- ... (worker id, epoch)
+    pid           integer NOT NULL,
+    at            timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX IF NOT EXISTS chaos_ledger_step_idx ON public.chaos_ledger (execution_id, step_id);
+"""
+# A retried INSERT whose first try committed but lost its reply must not count twice.
+RECORD = """
+INSERT INTO public.chaos_ledger (nonce, execution_id, step_id, owner_id, claim_epoch, pid)
+VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (nonce) DO NOTHING
+"""
+
+POOLING = os.environ.get("KESTREL_CHAOS_POOLING") == "1"
+app = Kestrel(os.environ.get("KESTREL_CHAOS_DSN"), transaction_pooling=POOLING,
+              application_name="kestrel-chaos")
+LEDGER_RETRY_S = 120.0
+
+
+def break_fences() -> None:
+    """Mutation test of the checks (``KESTREL_CHAOS_BREAK_FENCE=1``): drop the claim from every
+    fenced write (the row must still be running, by anyone), so a stale worker may checkpoint
+    and complete. A chaos run must then report violations."""
+    from kestrel_core import checkpoint, completion, waits
+
+    for module, name in ((checkpoint, "START_ATTEMPT"), (checkpoint, "FINISH_STEP"),
+                         (waits, "PARK"), (completion, "COMPLETE")):
+        text = getattr(module, name)
+        for fence in ("e.owner_id = %(owner)s AND e.claim_epoch = %(epoch)s",
+                      "owner_id = %(owner)s AND claim_epoch = %(epoch)s"):
+            text = text.replace(fence, "TRUE")
+        setattr(module, name, text)
+    # The heartbeat would also stop a stale run at its next step: turn that off too, so only
+    # the (broken) database fences stand between a stale worker and the data.
+    from kestrel_core.context import Unwind, WorkflowContext
+
+    def boundary(self: WorkflowContext) -> None:
+        if self._worker.draining.is_set():
+            raise Unwind("shutdown")
+
+    WorkflowContext._boundary = boundary  # type: ignore[method-assign]
+    logging.getLogger("kestrel.chaos").warning("event=fences_broken (mutation test)")
+
+
+if os.environ.get("KESTREL_CHAOS_BREAK_FENCE") == "1" and __name__ == "__main__":
+    break_fences()
+
+_local = threading.local()
+
+
+def _ledger_connection() -> psycopg.Connection:
+    conn = getattr(_local, "conn", None)
+    if conn is None or conn.closed:
+        conn = psycopg.connect(app.dsn, autocommit=True, connect_timeout=5,
+                               application_name="kestrel-chaos-ledger")
+        if POOLING:
+            conn.prepare_threshold = None
+        _local.conn = conn
+    return conn
+
+
+def record(execution_id: int, step_id: str, owner: str, epoch: int) -> int:
+    """The side effect: one ledger row per real run of a step. Returns its nonce.
+
+    Retried while the database is down (the harness restarts it): the step must not fail for
+    good because of an outage, and the nonce keeps a retried INSERT from counting twice.
+    """
+    nonce = random.getrandbits(52)
+    deadline = time.monotonic() + LEDGER_RETRY_S
+    while True:
+        try:
+            _ledger_connection().execute(
+                RECORD, (nonce, execution_id, step_id, owner, epoch, os.getpid()))
+            return nonce
+        except psycopg.OperationalError:
+            conn = getattr(_local, "conn", None)
+            if conn is not None:
+                conn.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def claim_of(ctx: Any) -> tuple[str, int]:
+    """(worker id, claim epoch) this run of the workflow holds.
+
+    Read from the context's internals: the public ctx does not expose the claim (yet).
+    """
+    return ctx._worker.worker_id, ctx._held.claim.epoch
+
+
+def side_effect(execution_id: int, step_id: str, owner: str, epoch: int, work_ms: int) -> int:
+    nonce = record(execution_id, step_id, owner, epoch)
+    time.sleep(work_ms / 1000.0 * random.uniform(0.5, 1.5))  # the work after the effect
+    return nonce
+
+
+@app.workflow("chain")
+def chain(ctx: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec``: steps (int), work_ms (int), nap (seconds or null), gate (approve|reject|timeout|null)."""
+    owner, epoch = claim_of(ctx)
+    nonces = []
+    decision = None
+    for i in range(spec["steps"]):
+        step_id = f"s{i}"
+        nonces.append(ctx.step(step_id, side_effect, ctx.execution_id, step_id, owner, epoch,
+                               spec["work_ms"]))
+        if i == 0 and spec.get("nap"):
+            ctx.sleep("nap", timedelta(seconds=spec["nap"]))
+        if i == 1 and spec.get("gate"):
+            timeout = 1.5 if spec["gate"] == "timeout" else 600
+            d = ctx.wait_for_approval("gate", timeout=timedelta(seconds=timeout), details={"i": i})
+            decision = {"approved": d.approved, "timed_out": d.timed_out, "by": d.by}
+    return {"nonces": nonces, "sum": sum(nonces), "owner": owner, "epoch": epoch, "decision": decision}
+
+
+def expected_steps(spec: dict[str, Any]) -> set[str]:
+    """Every checkpoint an execution of ``spec`` must end with."""
+    steps = {f"s{i}" for i in range(spec["steps"])}
+    if spec.get("nap"):
+        steps.add("nap")
+    if spec.get("gate") and spec["steps"] >= 2:
+        steps.add("gate")
+    return steps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--worker-id", required=True)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--lease", type=float, default=4.0)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    app.run_worker(
+        concurrency=args.concurrency, lease=timedelta(seconds=args.lease), worker_id=args.worker_id,
+        poll_interval=0.3, sweep_interval=0.3, grace=timedelta(seconds=2),
+    )
+
+
+if __name__ == "__main__":
+    main()

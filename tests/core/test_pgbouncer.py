@@ -1,0 +1,163 @@
+"""Kestrel through PgBouncer in transaction pooling mode: ``Kestrel(dsn, transaction_pooling=True)``
+(no LISTEN: workers poll; no server-side prepared statements).
+
+PgBouncer is started by ``.ci/pgbouncer.sh`` (which installs Debian's package if missing); the
+tests are skipped, saying why, only when it cannot be installed or started.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from kestrel_console.embedded_pg import LocalCluster
+from kestrel_core import ActionRefused, Kestrel
+from tests.chaos.harness import ChaosConfig, run_chaos
+from tests.conftest import ADMIN_DSN, create_database, drop_database
+from tests.waiting import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / ".ci" / "pgbouncer.sh"
+
+
+def start_bouncer(**env: str) -> str:
+    """Run .ci/pgbouncer.sh with these settings; the DSN through it, or skip saying why."""
+    try:
+        done = subprocess.run(["bash", str(SCRIPT), "start"], env={**os.environ, **env},
+                              capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        pytest.skip("PgBouncer could not be installed or started: .ci/pgbouncer.sh timed out")
+    if done.returncode != 0:
+        pytest.skip(f"PgBouncer could not be installed or started: {done.stderr.strip()[-500:]}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def admin_console(bouncer_dsn: str, command: str) -> list[list[str]]:
+    """Rows of a PgBouncer admin command (its console speaks only the simple protocol: psql)."""
+    target = make_conninfo(bouncer_dsn, dbname="pgbouncer")
+    done = subprocess.run(["psql", target, "-AtF", "\t", "-c", command], capture_output=True,
+                          text=True, timeout=30, check=True)
+    return [line.split("\t") for line in done.stdout.splitlines()]
+
+
+@pytest.fixture(scope="module")
+def bouncer() -> str:
+    """DSN of the shared PgBouncer in front of the test server (left running: the script is idempotent)."""
+    if shutil.which("psql") is None:
+        pytest.skip("psql is not installed: needed to talk to PgBouncer's admin console")
+    upstream = conninfo_to_dict(ADMIN_DSN)
+    return start_bouncer(KESTREL_PGBOUNCER_UPSTREAM=f"{upstream.get('host', '127.0.0.1')}:{upstream.get('port', '5432')}")
+
+
+@pytest.fixture(scope="module")
+def pooled_db(bouncer: str) -> Iterator[str]:
+    """A fresh database, migrated through PgBouncer; yields the DSN that goes through it."""
+    direct = create_database("kestrel_bouncer")
+    through = make_conninfo(bouncer, dbname=conninfo_to_dict(direct)["dbname"])
+    try:
+        with Kestrel(through, transaction_pooling=True) as app:
+            assert app.migrate()  # migrate's advisory lock is transaction-scoped: fine in this mode
+        yield through
+    finally:
+        drop_database(direct)
+
+
+@pytest.fixture
+def pooled(pooled_db: str) -> Iterator[tuple[Kestrel, psycopg.Connection]]:
+    """An app through PgBouncer on empty tables, and a direct connection to check rows."""
+    direct_dsn = make_conninfo(ADMIN_DSN, dbname=conninfo_to_dict(pooled_db)["dbname"])
+    with psycopg.connect(direct_dsn, autocommit=True, options="-c search_path=kestrel") as db:
+        db.execute("TRUNCATE workflow_executions, workers, operator_actions RESTART IDENTITY CASCADE")
+        with Kestrel(pooled_db, transaction_pooling=True) as app:
+            yield app, db
+
+
+def test_the_bouncer_pools_by_transaction(bouncer: str) -> None:
+    config = {row[0]: row[1] for row in admin_console(bouncer, "SHOW CONFIG")}
+    assert config["pool_mode"] == "transaction"
+
+
+def test_workflows_with_steps_sleeps_and_approvals_run_through_the_bouncer(pooled, start_worker) -> None:
+    app, db = pooled
+    attempts: dict[int, int] = {}
+
+    def flaky(i: int) -> int:
+        attempts[i] = attempts.get(i, 0) + 1
+        if attempts[i] == 1 and i % 4 == 0:
+            raise RuntimeError("first try fails")
+        return i * 10
+
+    @app.workflow("pooled")
+    def pooled_flow(ctx, spec):
+        a = ctx.step("a", flaky, spec["i"], retries=2, backoff=0.05)
+        if spec.get("nap"):
+            ctx.sleep("nap", timedelta(milliseconds=200))
+        decision = None
+        if spec.get("gate"):
+            decision = ctx.wait_for_approval("gate", timeout=timedelta(minutes=5)).approved
+        b = ctx.step("b", lambda: a + 1)
+        return {"a": a, "b": b, "approved": decision}
+
+    worker = start_worker(app, concurrency=6)
+    assert worker.listen is False  # transaction pooling: LISTEN would bind a server connection
+    specs = [{"i": i, "nap": i % 3 == 0, "gate": i % 5 == 0} for i in range(60)]
+    ids = app.enqueue_many("pooled", specs)
+    doomed = app.enqueue("pooled", {"i": 999, "gate": True})
+    gated = [eid for eid, spec in zip(ids, specs) if spec["gate"]] + [doomed]
+    pending = "SELECT count(*) FROM workflow_waits WHERE step_id = 'gate' AND resolved_at IS NULL AND execution_id = ANY(%s)"
+    wait_for(lambda: db.execute(pending, (gated,)).fetchone()[0] == len(gated), timeout=30, what="the gates")
+    for eid in gated[:-1]:
+        app.approve(eid, "gate", by="alice", comment="via pgbouncer")
+    assert app.cancel(doomed, by="alice") == "waiting"
+    with pytest.raises(ActionRefused):
+        app.approve(doomed, "gate", by="bob")
+    wait_for(lambda: all(app.get(eid).done for eid in ids), timeout=60, what="every execution to finish")
+
+    for eid, spec in zip(ids, specs):
+        i = spec["i"]
+        assert app.get(eid).output == {"a": i * 10, "b": i * 10 + 1, "approved": True if spec["gate"] else None}
+    assert app.get(doomed).status == "cancelled"
+    assert db.execute("SELECT count(*) FROM operation_outputs WHERE execution_id = ANY(%s)", (ids,)).fetchone()[0] == (
+        2 * 60 + sum(s["nap"] for s in specs) + sum(s["gate"] for s in specs))
+    assert db.execute("SELECT count(*) FROM operator_actions").fetchone()[0] == len(gated)
+
+
+@pytest.fixture
+def cluster_bouncer(private_cluster: LocalCluster) -> Iterator[str]:
+    """A second PgBouncer, in front of the private server the chaos run restarts."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    env = {"KESTREL_PGBOUNCER_PORT": port, "KESTREL_PGBOUNCER_UPSTREAM": f"127.0.0.1:{private_cluster.port}",
+           "KESTREL_PGBOUNCER_POOL_SIZE": "40"}
+    dsn = start_bouncer(**env)
+    try:
+        yield dsn
+    finally:
+        subprocess.run(["bash", str(SCRIPT), "stop"], env={**os.environ, **env}, timeout=60)
+
+
+@pytest.mark.slow
+def test_short_chaos_run_through_the_bouncer(private_cluster: LocalCluster, cluster_bouncer: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    database = f"chaos_bouncer_{uuid.uuid4().hex[:8]}"
+    lines: list[str] = []
+    cfg = ChaosConfig(chaos_s=20.0, drain_s=60.0, workers=2, concurrency=4, lease_s=4.0, rate=6.0,
+                      restarts=2, stops=1, kill_every_s=(2.0, 4.0), log=lines.append,
+                      worker_dsn=make_conninfo(cluster_bouncer, dbname=database), transaction_pooling=True)
+    report = run_chaos(private_cluster, cfg, database=database)
+    with capsys.disabled():
+        print(f"\nchaos through pgbouncer: {report.summary()}")
+    assert report.verdict.ok, "\n".join(["chaos run broke invariants:", *report.verdict.violations[:30], *lines])
+    assert report.kills >= 2 and report.stops == 1 and report.restarts == 2, report.summary()
+    assert report.enqueued >= 80 and report.verdict.statuses["success"] == report.enqueued
