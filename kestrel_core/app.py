@@ -19,8 +19,10 @@ from . import enqueue as _enqueue
 from . import execution as _execution
 from . import migrate as _migrate
 from . import operator as _operator
+from . import prune as _prune
+from . import roles as _roles
 from .connection import connect, make_pool, unavailable
-from .errors import DatabaseUnavailable
+from .roles import RoleNames
 from .statements import check_schema_name
 
 if TYPE_CHECKING:
@@ -134,10 +136,24 @@ class Kestrel:
 
     # -- schema -----------------------------------------------------------------------------
 
-    def migrate(self) -> list[int]:
-        """Create or upgrade the schema; returns the versions applied now. Safe to run concurrently."""
+    def migrate(self, *, roles: RoleNames | bool | None = None) -> list[int]:
+        """Create or upgrade the schema; returns the versions applied now. Safe to run concurrently.
+
+        Also creates (or re-grants) the least-privilege roles ``kestrel_worker`` and
+        ``kestrel_operator``: by default when the connected user may create roles; ``roles=False``
+        skips them; ``roles=RoleNames(...)`` names them (and fails if they cannot be created).
+        """
         with connect(self.dsn, application_name=self.application_name) as conn:
-            return _migrate.migrate(conn, self.schema)
+            applied = _migrate.migrate(conn, self.schema)
+            if roles is not False and (roles or _roles.can_create_roles(conn)):
+                _roles.ensure_roles(conn, self.schema, roles if isinstance(roles, RoleNames) else None)
+            return applied
+
+    def prune(self, older_than: timedelta, *, by: str | None = None,
+              batch_size: int = 1000) -> _prune.PruneResult:
+        """Delete executions that finished more than ``older_than`` ago, in short batches (audited)."""
+        return _prune.prune(_prune.connection_runner(self.connection), self.schema,
+                            older_than=older_than, by=by or default_operator(), batch_size=batch_size)
 
     # -- enqueue ----------------------------------------------------------------------------
 

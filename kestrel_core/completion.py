@@ -23,19 +23,17 @@ SELECT status FROM {schema}.workflow_executions
 
 def complete(
     conn: psycopg.Connection, schema: str, *, execution_id: int, owner: str, epoch: int,
-    status: str, output: Jsonb | None = None, error: str | None = None, retry: bool = False,
+    status: str, output: Jsonb | None = None, error: str | None = None,
 ) -> bool:
     """Finish the execution; False when the claim is no longer ours (nothing written).
 
-    ``retry`` is set when an earlier attempt of this same call may have committed before its
-    connection broke: then finding our own final status counts as success.
+    When no row matched, our own earlier attempt of this call may have committed before its
+    connection broke (the worker retries): finding our claim with this final status is success.
     """
     params = {"eid": execution_id, "owner": owner, "epoch": epoch, "status": status,
               "output": output, "error": error}
     cur = conn.execute(render(COMPLETE, schema), params)
     if cur.rowcount == 1:
         return True
-    if retry:
-        row = conn.execute(render(CHECK, schema), params).fetchone()
-        return bool(row and row[0] == status)
-    return False
+    row = conn.execute(render(CHECK, schema), params).fetchone()
+    return bool(row and row[0] == status)

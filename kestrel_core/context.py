@@ -99,6 +99,16 @@ class WorkflowContext:
     def input(self) -> Any:
         return self._held.claim.input
 
+    @property
+    def worker_id(self) -> str:
+        """The worker running this execution now (its ``owner_id``)."""
+        return self._worker.worker_id
+
+    @property
+    def claim_epoch(self) -> int:
+        """Which claim of the execution this is: (worker_id, claim_epoch) fences every write."""
+        return self._held.claim.epoch
+
     # -- the durable operations -------------------------------------------------------------
 
     def step(self, step_id: str, fn: Callable[..., T], *args: Any, retries: int = 0,
@@ -256,6 +266,14 @@ class AsyncWorkflowContext:
     @property
     def input(self) -> Any:
         return self._sync.input
+
+    @property
+    def worker_id(self) -> str:
+        return self._sync.worker_id
+
+    @property
+    def claim_epoch(self) -> int:
+        return self._sync.claim_epoch
 
     async def step(self, step_id: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """See WorkflowContext.step; ``fn`` may be a coroutine function."""

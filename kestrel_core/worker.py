@@ -27,9 +27,10 @@ import psycopg
 from psycopg import sql
 
 from . import checkpoint, claim as claim_mod, completion, lease as lease_mod, sweeper
+from . import prune as prune_mod
 from .connection import connect, make_pool
 from .context import AsyncWorkflowContext, Claimed, Unwind, WorkflowContext, describe_exception
-from .errors import NotSerializable
+from .errors import KestrelError, NotSerializable
 from .serialization import to_json
 from .statements import notify_channel
 
@@ -49,7 +50,8 @@ class Worker:
         self, app: Kestrel, *, concurrency: int = 8, lease: timedelta = timedelta(seconds=30),
         worker_id: str | None = None, listen: bool | None = None, poll_interval: float = 1.0,
         sweep_interval: float = 1.0, grace: timedelta | None = None,
-        db_retry_window: float | None = None,
+        db_retry_window: float | None = None, prune_older_than: timedelta | None = None,
+        prune_every: float = 600.0, prune_max_batches: int = 10,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -66,6 +68,10 @@ class Worker:
         self.grace = lease if grace is None else grace
         # How long a step boundary keeps retrying a write while the database is unreachable.
         self.db_retry_window = db_retry_window if db_retry_window is not None else max(60.0, 2 * lease.total_seconds())
+        # Retention on a schedule (every worker may prune; batches skip each other's rows).
+        self.prune_older_than = prune_older_than
+        self.prune_every = prune_every
+        self.prune_max_batches = prune_max_batches
         self.log = log
         self.names = sorted(app.workflows)
         self.stats = {"claimed": 0, "succeeded": 0, "failed": 0, "parked": 0, "lost": 0,
@@ -124,6 +130,8 @@ class Worker:
         self._spawn(self._maintenance_loop, "maintenance")
         if self.listen:
             self._spawn(self._listen_loop, "listen")
+        if self.prune_older_than is not None:
+            self._spawn(self._prune_loop, "prune")  # its own thread: never delays a heartbeat
         for i in range(self.concurrency):
             self._spawn(self._runner_loop, f"runner-{i}")
         if any(wf.is_async for wf in self.app.workflows.values()):
@@ -308,6 +316,19 @@ class Worker:
                 next_sweep = now + self.sweep_interval * random.uniform(0.8, 1.2)
                 self._sweep()
             self._stopped.wait(max(0.01, min(next_beat, next_sweep) - time.monotonic()))
+
+    def _prune_loop(self) -> None:
+        assert self.prune_older_than is not None
+        while not self._stopped.wait(self.prune_every * random.uniform(0.8, 1.2)):
+            try:
+                result = prune_mod.prune(lambda fn: self.db(fn, window=0), self.schema,
+                                         older_than=self.prune_older_than, by=f"worker:{self.worker_id}",
+                                         max_batches=self.prune_max_batches)
+            except (psycopg.Error, KestrelError) as exc:
+                self.log.warning("event=prune_failed worker=%s error=%r", self.worker_id, str(exc).strip()[:200])
+                continue
+            if result.deleted:
+                self.log.info("event=pruned worker=%s deleted=%s", self.worker_id, result.deleted)
 
     def _heartbeat(self) -> None:
         with self._lock:

@@ -15,6 +15,8 @@ from typing import Any, Optional
 import typer
 
 from kestrel_core import Kestrel
+from kestrel_core import prune as prune_mod
+from kestrel_core import roles as roles_mod
 from kestrel_core.connection import describe_target
 
 from .errors import fail, handles_errors
@@ -49,11 +51,24 @@ def _parse_json(text: str, option: str) -> Any:
                                  param_hint=option) from None
 
 
-def migrate(ctx: typer.Context) -> None:
-    """Create or upgrade the Kestrel schema (idempotent; safe from many processes at once)."""
+def migrate(
+    ctx: typer.Context,
+    roles: Optional[bool] = typer.Option(
+        None, "--roles/--no-roles", show_default=False,
+        help="Create/re-grant the least-privilege roles (default: when this user may create roles)."),
+    worker_role: str = typer.Option(roles_mod.DEFAULT_WORKER_ROLE, "--worker-role", help="Name of the worker role."),
+    operator_role: str = typer.Option(roles_mod.DEFAULT_OPERATOR_ROLE, "--operator-role", help="Name of the operator role."),
+) -> None:
+    """Create or upgrade the Kestrel schema (idempotent; safe from many processes at once),
+    and the NOLOGIN roles kestrel_worker / kestrel_operator to grant to login users."""
     s = settings(ctx)
+    names: roles_mod.RoleNames | bool | None = roles
+    if roles is not False and (worker_role, operator_role) != (roles_mod.DEFAULT_WORKER_ROLE, roles_mod.DEFAULT_OPERATOR_ROLE):
+        names = roles_mod.RoleNames(worker=worker_role, operator=operator_role)
+    elif roles:
+        names = roles_mod.RoleNames()
     with s.kestrel() as app:
-        applied = handles_errors(app.migrate)()
+        applied = handles_errors(app.migrate)(roles=names)
     target = describe_target(s.dsn)
     if applied:
         typer.echo(f"schema {s.schema!r} on {target}: applied migration(s) {', '.join(map(str, applied))}")
@@ -72,6 +87,9 @@ def worker(
         False, "--transaction-pooling",
         help="The DSN goes through PgBouncer in transaction mode: no LISTEN (poll), no server-side prepared statements."),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+    prune_older_than: Optional[str] = typer.Option(
+        None, "--prune-older-than", metavar="AGE", show_default=False,
+        help="Also delete executions finished more than AGE ago (30d, 12h, ...), every 10 minutes."),
 ) -> None:
     """Run a worker for the workflows registered on the app at MODULE[:ATTR], until SIGINT/SIGTERM.
 
@@ -84,6 +102,12 @@ def worker(
         raise typer.BadParameter("use debug, info, warning or error", param_hint="--log-level")
     logging.basicConfig(level=level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    retention = None
+    if prune_older_than is not None:
+        try:
+            retention = prune_mod.parse_age(prune_older_than)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--prune-older-than") from None
     s = settings(ctx)
     user_app = load_app(target)
     # The command line's --dsn/--schema win over what the module configured.
@@ -97,7 +121,7 @@ def worker(
         fail(f"{target} registers no workflow: decorate functions with @app.workflow")
     handles_errors(user_app.run_worker)(
         concurrency=concurrency, lease=timedelta(seconds=lease), worker_id=worker_id,
-        listen=not (no_listen or transaction_pooling),
+        listen=not (no_listen or transaction_pooling), prune_older_than=retention,
     )
 
 

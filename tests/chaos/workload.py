@@ -115,11 +115,8 @@ def record(execution_id: int, step_id: str, owner: str, epoch: int) -> int:
 
 
 def claim_of(ctx: Any) -> tuple[str, int]:
-    """(worker id, claim epoch) this run of the workflow holds.
-
-    Read from the context's internals: the public ctx does not expose the claim (yet).
-    """
-    return ctx._worker.worker_id, ctx._held.claim.epoch
+    """(worker id, claim epoch) this run of the workflow holds."""
+    return ctx.worker_id, ctx.claim_epoch
 
 
 def side_effect(execution_id: int, step_id: str, owner: str, epoch: int, work_ms: int) -> int:

@@ -1,15 +1,36 @@
-"""Fixtures for engine tests: in-process workers that are always stopped, and a ledger table."""
+"""Fixtures for engine tests: the app (direct, and through PgBouncer when one is up),
+in-process workers that are always stopped, and a ledger table."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from kestrel_core import Kestrel
 from kestrel_core.worker import Worker
+
+# .ci/run starts PgBouncer (transaction pooling) and exports its DSN: then every engine test
+# that uses `app` runs twice, directly and through the bouncer (no LISTEN, no prepared
+# statements). Checks through `db` always go straight to Postgres.
+BOUNCER_DSN = os.environ.get("KESTREL_PGBOUNCER_DSN")
+APP_ROUTES = ["direct"] + (["pgbouncer"] if BOUNCER_DSN else [])
+
+
+@pytest.fixture(params=APP_ROUTES)
+def app(request: pytest.FixtureRequest, dsn: str) -> Iterator[Kestrel]:
+    """A Kestrel app on an empty, migrated database, directly or through PgBouncer."""
+    if request.param == "pgbouncer":
+        through = make_conninfo(BOUNCER_DSN, dbname=conninfo_to_dict(dsn)["dbname"])
+        kestrel = Kestrel(through, transaction_pooling=True)
+    else:
+        kestrel = Kestrel(dsn)
+    with kestrel:
+        yield kestrel
 
 
 @pytest.fixture

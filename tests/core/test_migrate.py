@@ -62,3 +62,19 @@ def test_older_schema_tells_to_migrate(database: str) -> None:
 def test_schema_name_is_validated() -> None:
     with pytest.raises(ValueError, match="invalid schema name"):
         Kestrel("", schema="bad; DROP TABLE x")
+
+
+def test_migrate_creates_the_least_privilege_roles(database: str) -> None:
+    from kestrel_core.roles import RoleNames
+
+    names = RoleNames(worker="kt_mig_worker", operator="kt_mig_operator")
+    with Kestrel(database, schema="mig_roles") as app:
+        app.migrate(roles=names)
+    with psycopg.connect(database, autocommit=True) as conn:
+        found = {r[0]: r[1] for r in conn.execute(
+            "SELECT rolname, rolcanlogin FROM pg_roles WHERE rolname IN ('kt_mig_worker', 'kt_mig_operator')")}
+        can_update = conn.execute(
+            "SELECT has_table_privilege('kt_mig_operator', 'mig_roles.workflow_executions', 'UPDATE'),"
+            "       has_table_privilege('kt_mig_worker', 'mig_roles.workflow_executions', 'UPDATE')").fetchone()
+    assert found == {"kt_mig_worker": False, "kt_mig_operator": False}
+    assert can_update == (False, True)

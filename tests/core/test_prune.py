@@ -219,3 +219,25 @@ def test_cli_shows_progress_on_long_work(dsn: str, db: psycopg.Connection, monke
     assert result.exit_code == 0, result.output
     assert [line.split(" deleted")[0] for line in result.stderr.splitlines()] == ["... 2", "... 4", "... 6", "... 6"]
     assert "pruned 6" in result.stdout
+
+
+def test_worker_prunes_on_a_schedule(app, db, start_worker) -> None:
+    """A worker started with prune_older_than deletes old finished executions by itself."""
+    from datetime import timedelta
+
+    from tests.waiting import wait_for
+
+    @app.workflow
+    def quick(ctx, _):
+        return 1
+
+    old = app.enqueue("quick")
+    db.execute("UPDATE workflow_executions SET status = 'success', finished_at = now() - interval '40 days'"
+               " WHERE id = %s", (old,))
+    live = app.enqueue("nobody-runs-this")
+    start_worker(app, prune_older_than=timedelta(days=30), prune_every=0.2)
+    wait_for(lambda: db.execute("SELECT count(*) = 0 FROM workflow_executions WHERE id = %s", (old,)).fetchone()[0],
+             what="the scheduled prune")
+    assert app.get(live).status == "enqueued"
+    actor = db.execute("SELECT actor FROM operator_actions WHERE action = 'prune'").fetchone()[0]
+    assert actor.startswith("worker:")
