@@ -28,6 +28,8 @@ from kestrel_core.execution import STATUSES, TERMINAL_STATUSES
 from kestrel_core.migrate import check_current
 from kestrel_core.statements import check_schema_name, render
 
+from .humanize import duration
+
 T = TypeVar("T")
 
 APPLICATION_NAME = "kestrel-console"
@@ -303,17 +305,8 @@ SELECT e.id, e.workflow_name, e.status, e.run_at, e.owner_id, e.lease_expires,
 
 
 def _seconds(value: float | None) -> str:
-    """A duration for a sentence: '42 s', '3 m 04 s', '2 h 05 m', '3 d 4 h'."""
-    if value is None:
-        return "?"
-    s = int(round(max(value, 0.0)))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} m {s % 60:02d} s"
-    if s < 86400:
-        return f"{s // 3600} h {s % 3600 // 60:02d} m"
-    return f"{s // 86400} d {s % 86400 // 3600} h"
+    """A duration for a sentence: '42 s', '3 m 04 s', '2 h 05 m', '3 d 04 h'."""
+    return "?" if value is None else duration(max(value, 0.0), subsecond=False)
 
 
 def _when(value: datetime | None) -> str:

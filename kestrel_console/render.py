@@ -25,6 +25,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from .humanize import duration
 from .reports import csv_cell
 
 FORMATS = ("table", "json", "csv")
@@ -61,27 +62,9 @@ def check_format(fmt: str) -> str:
 # -- values ----------------------------------------------------------------------------------
 
 
-def human_duration(seconds: float | int | Decimal | timedelta | None) -> str:
+def human_duration(seconds: float | timedelta | None) -> str:
     """'350 ms', '1.2 s', '42 s', '3 m 04 s', '2 h 05 m', '3 d 04 h'; '' for None."""
-    if seconds is None:
-        return ""
-    if isinstance(seconds, timedelta):
-        seconds = seconds.total_seconds()
-    value = float(seconds)
-    sign = "-" if value < 0 else ""
-    value = abs(value)
-    if value < 1:
-        return f"{sign}{value * 1000:.0f} ms"
-    if value < 10:
-        return f"{sign}{value:.1f} s"
-    whole = int(round(value))
-    if whole < 60:
-        return f"{sign}{whole} s"
-    if whole < 3600:
-        return f"{sign}{whole // 60} m {whole % 60:02d} s"
-    if whole < 86400:
-        return f"{sign}{whole // 3600} h {whole % 3600 // 60:02d} m"
-    return f"{sign}{whole // 86400} d {whole % 86400 // 3600:02d} h"
+    return duration(seconds)
 
 
 def short_time(value: datetime) -> str:

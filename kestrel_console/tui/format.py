@@ -11,6 +11,8 @@ from rich.console import RenderableType
 from rich.syntax import Syntax
 from rich.text import Text
 
+from ..humanize import duration
+
 STATUS_STYLES: dict[str, str] = {
     "enqueued": "bold cyan",
     "running": "bold yellow",
@@ -24,22 +26,7 @@ SYNTAX_THEME = "monokai"
 
 def seconds(value: float | None) -> str:
     """A duration in the fewest characters that stay readable: 850ms, 42s, 3m04s, 2h05m, 3d04h."""
-    if value is None:
-        return ""
-    if value < 0:
-        value = 0.0
-    if value < 1:
-        return f"{int(value * 1000)}ms"
-    if value < 10:
-        return f"{value:.1f}s"
-    s = int(round(value))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+    return "" if value is None else duration(max(value, 0.0), compact=True)
 
 
 def when(value: datetime | None) -> str:

@@ -1,0 +1,34 @@
+"""Durations for people: one formatter for the CLI tables, the TUI columns and sentences."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+
+def duration(value: float | timedelta | None, *, compact: bool = False, subsecond: bool = True) -> str:
+    """'350 ms', '1.2 s', '42 s', '3 m 04 s', '2 h 05 m', '3 d 04 h'; '' for None.
+
+    ``compact`` drops the spaces ('3m04s', for narrow columns); ``subsecond=False`` rounds to
+    whole seconds (for sentences). Negative values keep their sign.
+    """
+    if value is None:
+        return ""
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    value = float(value)
+    sign, value = ("-" if value < 0 else ""), abs(value)
+    sp = "" if compact else " "
+    if subsecond and value < 1:
+        return f"{sign}{value * 1000:.0f}{sp}ms"
+    if subsecond and value < 10:
+        return f"{sign}{value:.1f}{sp}s"
+    whole = int(round(value))
+    if whole < 60:
+        text = f"{whole}{sp}s"
+    elif whole < 3600:
+        text = f"{whole // 60}{sp}m{sp}{whole % 60:02d}{sp}s"
+    elif whole < 86400:
+        text = f"{whole // 3600}{sp}h{sp}{whole % 3600 // 60:02d}{sp}m"
+    else:
+        text = f"{whole // 86400}{sp}d{sp}{whole % 86400 // 3600:02d}{sp}h"
+    return sign + text
