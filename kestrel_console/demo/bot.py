@@ -8,7 +8,6 @@ with ``by="demo-bot"``, so its decisions are audited like anyone's.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -16,6 +15,8 @@ import psycopg
 
 from kestrel_core import Kestrel, KestrelError
 from kestrel_core.statements import render
+
+from .background import BackgroundLoop
 
 BOT_NAME = "demo-bot"
 LEFT_FOR_HUMANS = "critical"
@@ -35,28 +36,20 @@ LIMIT 20
 """
 
 
-class BotOperator:
+class BotOperator(BackgroundLoop):
     """A thread that decides the open gates its policy covers, every ``interval`` seconds."""
+
+    thread_name = "kestrel-demo-bot"
 
     def __init__(self, app: Kestrel, workflow: str, on_event: Callable[[str], None], *,
                  min_age: float = 4.0, interval: float = 1.0) -> None:
+        super().__init__()
         self.app = app
         self.workflow = workflow
         self.on_event = on_event
         self.min_age = min_age
         self.interval = interval
         self.decided = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="kestrel-demo-bot", daemon=True)
-
-    def start(self) -> BotOperator:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
 
     def decide_due(self) -> int:
         """Decide every gate due now; returns how many were decided."""

@@ -8,13 +8,13 @@ wait for you.
 from __future__ import annotations
 
 import random
-import threading
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from kestrel_core import Kestrel, KestrelError
 
+from .background import BackgroundLoop
 from .workflows import CI_PIPELINE, PROVISION, REMEDIATE
 
 Event = Callable[[str], None]
@@ -109,27 +109,21 @@ def seed(app: Kestrel, rng: random.Random, on_event: Event) -> list[int]:
     return ids
 
 
-class Trickle:
+class Trickle(BackgroundLoop):
     """A thread enqueuing random demo workflows at about ``rate_per_min`` (Poisson arrivals)."""
 
+    thread_name = "kestrel-demo-trickle"
+
     def __init__(self, app: Kestrel, rate_per_min: float, rng: random.Random, on_event: Event) -> None:
+        super().__init__()
         self.app = app
         self.rate_per_min = rate_per_min
         self.rng = rng
         self.on_event = on_event
         self.enqueued = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="kestrel-demo-trickle", daemon=True)
 
     def start(self) -> Trickle:
-        if self.rate_per_min > 0:
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
+        return super().start() if self.rate_per_min > 0 else self
 
     def _run(self) -> None:
         mean_gap = 60.0 / self.rate_per_min
