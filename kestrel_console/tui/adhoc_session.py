@@ -61,12 +61,7 @@ class AdhocSession:
             self._conn = None
 
     def close(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:
-                pass
+        self._drop()
 
 
 def _cancel(conn: psycopg.Connection) -> None:
