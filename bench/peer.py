@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 
 from .cpu import CpuMeter
-from .databases import fresh_database, sqlalchemy_url
+from .databases import checkpoint, fresh_database, rates, sqlalchemy_url
 from .procs import Proc, stop_all
 from .throughput import commits
 from .workloads import STEPS
@@ -101,7 +101,7 @@ def run_dbos(admin: str, workflow: str, *, workers: int, concurrency: int, n: in
             with psycopg.connect(dsn, autocommit=True) as conn:
                 _enqueue(client, engine, "warmup", workers * concurrency * 4)
                 _wait_done(conn, "warmup", 120, procs)
-                _try(conn, "CHECKPOINT")
+                checkpoint(conn)
                 time.sleep(0.6)
                 commits_before = commits(conn)
                 meter = CpuMeter([p.pid for p in procs])
@@ -124,14 +124,7 @@ def run_dbos(admin: str, workflow: str, *, workers: int, concurrency: int, n: in
     return {
         "engine": "dbos", "dbos_version": dbos_version(), "workflow": workflow, "steps": steps,
         "workers": workers, "concurrency": concurrency, "polling_s": polling, "n": n,
-        "elapsed_s": round(elapsed, 3), "workflows_per_s": round(n / elapsed, 1),
-        "steps_per_s": round(n * steps / elapsed, 1), "per_worker": per_worker,
+        **rates(n, steps, elapsed), "per_worker": per_worker,
         "commits_per_workflow": round(per_workflow, 2), **cpu,
     }
 
-
-def _try(conn: psycopg.Connection, statement: str) -> None:
-    try:
-        conn.execute(statement)
-    except psycopg.Error:
-        pass

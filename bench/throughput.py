@@ -18,7 +18,7 @@ from kestrel_core import enqueue as engine_enqueue
 from kestrel_core.statements import render
 
 from .cpu import CpuMeter
-from .databases import fresh_database
+from .databases import checkpoint, fresh_database, rates
 from .procs import Proc, kestrel_worker, stop_all, wait_registered
 from .workloads import STEPS, WARMUP
 
@@ -42,7 +42,6 @@ BY_WORKER = """
 SELECT owner_id, count(*) FROM {schema}.workflow_executions
  WHERE id BETWEEN %(first)s AND %(last)s GROUP BY owner_id ORDER BY owner_id
 """
-CHECKPOINT = "CHECKPOINT"
 # Transactions committed in this database so far: per workflow, a proxy for round trips (in
 # autocommit every statement is one; includes the pool's connection checks and heartbeats).
 COMMITS = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
@@ -102,7 +101,7 @@ def run_kestrel(admin: str, workflow: str, *, workers: int, concurrency: int, n:
             wait_registered(dsn, procs, ids)
             with Kestrel(dsn) as app, app.connection() as conn:
                 warm_up(conn, procs, workers * concurrency * 4)
-                _try(conn, CHECKPOINT)
+                checkpoint(conn)
                 time.sleep(0.6)
                 commits_before = commits(conn)
                 meter = CpuMeter([p.pid for p in procs])
@@ -122,14 +121,7 @@ def run_kestrel(admin: str, workflow: str, *, workers: int, concurrency: int, n:
     return {
         "engine": "kestrel", "module": module, "workflow": workflow, "steps": steps, "workers": workers,
         "concurrency": concurrency, "n": n, "listen": listen, "analyze": analyze,
-        "elapsed_s": round(elapsed, 3), "workflows_per_s": round(n / elapsed, 1),
-        "steps_per_s": round(n * steps / elapsed, 1), "per_worker": per_worker,
+        **rates(n, steps, elapsed), "per_worker": per_worker,
         "commits_per_workflow": round(per_workflow, 2), **cpu,
     }
 
-
-def _try(conn: psycopg.Connection, statement: str) -> None:
-    try:
-        conn.execute(statement)
-    except psycopg.Error:
-        pass
