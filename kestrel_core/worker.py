@@ -19,7 +19,7 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 

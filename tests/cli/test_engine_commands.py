@@ -5,7 +5,6 @@ Through Typer's runner for speed, and real subprocesses for the worker and the R
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess

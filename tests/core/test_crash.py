@@ -146,8 +146,6 @@ def test_sleep_survives_a_restart_of_every_worker_process(app: Kestrel, db, work
 
 
 def test_postgres_restart_mid_run(private_cluster) -> None:
-    from tests.conftest import KESTREL_TABLES  # noqa: F401  (same schema as the main fixtures)
-
     dsn = private_cluster.create_database(f"restart_{os.getpid()}")
     app = Kestrel(dsn)
     app.migrate()

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
 
 import psycopg
 import pytest
 
 from kestrel_core import ActionRefused, Kestrel, NotFound
-from kestrel_core.claim import claim
 from tests.waiting import wait_for
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-import psycopg
 
 from kestrel_core import Kestrel, StepFailed
 from kestrel_core.worker import Worker

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import timedelta
 
 import psycopg
 import pytest
