@@ -80,6 +80,7 @@ class Worker:
         self.draining = threading.Event()   # no more claims; executions stop at their next boundary
         self._stopped = threading.Event()    # threads exit
         self._wake = threading.Event()
+        self._hurry = threading.Event()      # stop waiting for in-flight steps (second signal)
         self._inflight: dict[int, Claimed] = {}
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -96,17 +97,17 @@ class Worker:
 
     def run(self) -> None:
         """Start, block until SIGINT/SIGTERM, then shut down gracefully."""
+        self.start()  # nothing to undo if this fails
         stop = threading.Event()
         previous = {}
         if threading.current_thread() is threading.main_thread():
             def on_signal(signum: int, _frame: Any) -> None:
                 if stop.is_set():  # second signal: stop waiting for running steps
-                    self.grace = timedelta(0)
+                    self._hurry.set()
                 stop.set()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 previous[sig] = signal.signal(sig, on_signal)
         try:
-            self.start()
             while not stop.wait(0.5):
                 pass
             self.log.info("event=shutdown_requested worker=%s in_flight=%s grace_s=%s",
@@ -146,13 +147,13 @@ class Worker:
 
     def stop(self, grace: timedelta | None = None) -> None:
         """Stop claiming, let running steps finish (up to ``grace``), release the rest, exit."""
-        if self._stopped.is_set():
+        if self._stopped.is_set() or not self._threads:  # stopped already, or never started
             return
         self.draining.set()
         self._wake.set()
         deadline = time.monotonic() + (self.grace if grace is None else grace).total_seconds()
         with self._idle:
-            while self._inflight and time.monotonic() < deadline:
+            while self._inflight and time.monotonic() < deadline and not self._hurry.is_set():
                 self._idle.wait(timeout=max(0.0, min(0.2, deadline - time.monotonic())))
         try:
             released = self.db(lambda c: lease_mod.release_all(c, self.schema, self.worker_id), window=5.0)
