@@ -116,7 +116,12 @@ def test_sigstopped_worker_loses_execution_and_cannot_complete_it(app: Kestrel, 
     assert dict(db.execute("SELECT step_id, output FROM operation_outputs WHERE execution_id = %s", (eid,)).fetchall()) == outputs
     assert final[2] == [outputs[f"s{i}"] for i in range(3)]
     a.terminate()
-    log = a.communicate(timeout=15)[0]
+    try:
+        log = a.communicate(timeout=30)[0]
+    except subprocess.TimeoutExpired:
+        a.kill()
+        log = a.communicate()[0]
+        raise AssertionError(f"worker-a did not exit within 30 s of SIGTERM; its log ends:\n{log[-3000:]}")
     assert "event=write_refused" in log or "event=claim_lost" in log, log[-2000:]
 
 
