@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from .statements import ASYNC_COMMIT, render
+from .statements import ASYNC_COMMIT, CLAIM_IS_CURRENT, LOCK_IF_CLAIM_IS_CURRENT, render
 
 # On a replay: read every checkpoint once (this worker is the only writer while it holds the
 # claim, so the copy stays true), and close attempts a dead worker left open.
@@ -35,11 +35,9 @@ SELECT e.id, %(step)s,
        coalesce((SELECT max(a.attempt) FROM {schema}.step_attempts a
                   WHERE a.execution_id = e.id AND a.step_id = %(step)s), 0) + 1,
        %(owner)s, %(epoch)s
-  FROM {schema}.workflow_executions e, ASYNC_COMMIT
- WHERE e.id = %(eid)s AND e.owner_id = %(owner)s AND e.claim_epoch = %(epoch)s
-   AND e.status = 'running'
+  FROM (SELECT id FROM {schema}.workflow_executions WHERE CLAIM_IS_CURRENT) e, ASYNC_COMMIT
 RETURNING id, attempt, started_at
-""".replace("ASYNC_COMMIT", ASYNC_COMMIT)
+""".replace("ASYNC_COMMIT", ASYNC_COMMIT).replace("CLAIM_IS_CURRENT", CLAIM_IS_CURRENT)
 
 # A failed attempt that will be retried: only our own attempt row changes.
 FAIL_ATTEMPT = """
@@ -53,9 +51,7 @@ UPDATE {schema}.step_attempts SET outcome = 'error', finished_at = clock_timesta
 # closed, in one round trip.
 FINISH_STEP = """
 WITH fence AS (
-    SELECT id FROM {schema}.workflow_executions
-     WHERE id = %(eid)s AND owner_id = %(owner)s AND claim_epoch = %(epoch)s AND status = 'running'
-     FOR NO KEY UPDATE
+    LOCK_IF_CLAIM_IS_CURRENT
 ), checkpoint AS (
     INSERT INTO {schema}.operation_outputs
            (execution_id, step_id, output, error, started_at, attempts, owner_id)
@@ -69,7 +65,7 @@ WITH fence AS (
 )
 SELECT EXISTS (SELECT 1 FROM fence), EXISTS (SELECT 1 FROM checkpoint),
        (SELECT output FROM checkpoint), (SELECT error FROM checkpoint)
-"""
+""".replace("LOCK_IF_CLAIM_IS_CURRENT", LOCK_IF_CLAIM_IS_CURRENT)
 
 READ_ONE = """
 SELECT output, error FROM {schema}.operation_outputs WHERE execution_id = %(eid)s AND step_id = %(step)s

@@ -37,6 +37,17 @@ def quote_identifier(name: str) -> str:
 ASYNC_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true)) AS async_commit"
 
 
+# The fence. A write made under a claim (owner_id, claim_epoch) succeeds only while that claim
+# is still the row's current one and the row is running: a swept, cancelled or reclaimed
+# worker (even one reclaiming under the same id) writes nothing. Every advancing write uses it.
+CLAIM_IS_CURRENT = "id = %(eid)s AND owner_id = %(owner)s AND claim_epoch = %(epoch)s AND status = 'running'"
+# As a CTE body: also locks the row for the statement, so a concurrent sweep or cancel either
+# waits for the write or wins first.
+LOCK_IF_CLAIM_IS_CURRENT = (
+    "SELECT id FROM {schema}.workflow_executions WHERE " + CLAIM_IS_CURRENT + " FOR NO KEY UPDATE"
+)
+
+
 @lru_cache(maxsize=512)
 def render(statement: str, schema: str) -> sql.SQL:
     """The statement with ``{schema}`` replaced by the quoted schema name."""

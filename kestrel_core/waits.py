@@ -12,13 +12,11 @@ from datetime import timedelta
 import psycopg
 from psycopg.types.json import Jsonb
 
-from .statements import render
+from .statements import LOCK_IF_CLAIM_IS_CURRENT, render
 
 PARK = """
 WITH fence AS (
-    SELECT id FROM {schema}.workflow_executions
-     WHERE id = %(eid)s AND owner_id = %(owner)s AND claim_epoch = %(epoch)s AND status = 'running'
-     FOR NO KEY UPDATE
+    LOCK_IF_CLAIM_IS_CURRENT
 ), wait AS (
     INSERT INTO {schema}.workflow_waits (execution_id, step_id, kind, wake_at, details)
     SELECT id, %(step)s, %(kind)s, now() + %(after)s::interval, %(details)s FROM fence
@@ -31,7 +29,7 @@ WITH fence AS (
      WHERE id IN (SELECT id FROM fence)
 )
 SELECT EXISTS (SELECT 1 FROM fence)
-"""
+""".replace("LOCK_IF_CLAIM_IS_CURRENT", LOCK_IF_CLAIM_IS_CURRENT)
 
 
 def park(
