@@ -23,6 +23,7 @@ from __future__ import annotations
 import glob
 import importlib.util
 import os
+import random
 import re
 import shutil
 import signal
@@ -737,9 +738,28 @@ def _port_free(port: int) -> bool:
 
 
 def _free_port() -> int:
+    """A free port below the kernel's ephemeral range.
+
+    A port from the ephemeral range (what binding port 0 gives) can be taken by any outgoing
+    connection as its local port while the server is down, say between a crash and its
+    restart; the server would then have to move, and whatever points at it (a PgBouncer, a
+    worker's DSN) would lose it. Ports below that range are never handed out that way.
+    """
+    low = _ephemeral_low()
+    for port in random.sample(range(max(1024, low - 12000), low), 200):
+        if _port_free(port):
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind((HOST, 0))
         return int(probe.getsockname()[1])
+
+
+def _ephemeral_low() -> int:
+    """First port of the range the kernel gives outgoing connections (Linux), else 32768."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def _quote(value: str) -> str:
