@@ -28,9 +28,9 @@ from psycopg import sql
 
 from . import checkpoint, claim as claim_mod, completion, lease as lease_mod, sweeper
 from . import prune as prune_mod
-from .connection import connect, make_pool
+from .connection import connect, make_pool, unavailable
 from .context import AsyncWorkflowContext, Claimed, Unwind, WorkflowContext, describe_exception
-from .errors import KestrelError, NotSerializable
+from .errors import DatabaseUnavailable, KestrelError, NotSerializable
 from .serialization import to_json
 from .statements import notify_channel
 
@@ -50,8 +50,9 @@ class Worker:
         self, app: Kestrel, *, concurrency: int = 8, lease: timedelta = timedelta(seconds=30),
         worker_id: str | None = None, listen: bool | None = None, poll_interval: float = 1.0,
         sweep_interval: float = 1.0, grace: timedelta | None = None,
-        db_retry_window: float | None = None, prune_older_than: timedelta | None = None,
-        prune_every: float = 600.0, prune_max_batches: int = 10,
+        db_retry_window: float | None = None, startup_timeout: float | None = None,
+        prune_older_than: timedelta | None = None, prune_every: float = 600.0,
+        prune_max_batches: int = 10,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -68,6 +69,9 @@ class Worker:
         self.grace = lease if grace is None else grace
         # How long a step boundary keeps retrying a write while the database is unreachable.
         self.db_retry_window = db_retry_window if db_retry_window is not None else max(60.0, 2 * lease.total_seconds())
+        # How long start() waits for an unreachable database (a worker started during an outage,
+        # or before the server is up, must not die: nothing would replace it).
+        self.startup_timeout = self.db_retry_window if startup_timeout is None else startup_timeout
         # Retention on a schedule (every worker may prune; batches skip each other's rows).
         self.prune_older_than = prune_older_than
         self.prune_every = prune_every
@@ -97,7 +101,6 @@ class Worker:
 
     def run(self) -> None:
         """Start, block until SIGINT/SIGTERM, then shut down gracefully."""
-        self.start()  # nothing to undo if this fails
         stop = threading.Event()
         previous = {}
         if threading.current_thread() is threading.main_thread():
@@ -105,9 +108,11 @@ class Worker:
                 if stop.is_set():  # second signal: stop waiting for running steps
                     self._hurry.set()
                 stop.set()
+                self.draining.set()  # also ends a start() still waiting for the database
             for sig in (signal.SIGINT, signal.SIGTERM):
                 previous[sig] = signal.signal(sig, on_signal)
         try:
+            self.start()
             while not stop.wait(0.5):
                 pass
             self.log.info("event=shutdown_requested worker=%s in_flight=%s grace_s=%s",
@@ -118,15 +123,13 @@ class Worker:
                 signal.signal(sig, handler)
 
     def start(self) -> Worker:
-        """Register, then start the claim loop, runners, listener and maintenance threads."""
+        """Register (waiting up to ``startup_timeout`` for an unreachable database), then start
+        the claim loop, runners, listener and maintenance threads."""
         if not self.names:
             raise ValueError("this app registers no workflow: decorate functions with @app.workflow")
-        with connect(self.app.dsn, application_name="kestrel-worker") as conn:
-            from .migrate import check_current
-
-            check_current(conn, self.schema)
-            lease_mod.register(conn, self.schema, self.worker_id, self.names, self.concurrency)
-        self._pool.open(wait=True, timeout=30)
+        if not self._register():
+            return self  # stopped while waiting for the database
+        self._pool.open()  # fills in the background; db() waits for a connection and retries
         self._spawn(self._claim_loop, "claim")
         self._spawn(self._maintenance_loop, "maintenance")
         if self.listen:
@@ -148,6 +151,7 @@ class Worker:
     def stop(self, grace: timedelta | None = None) -> None:
         """Stop claiming, let running steps finish (up to ``grace``), release the rest, exit."""
         if self._stopped.is_set() or not self._threads:  # stopped already, or never started
+            self.draining.set()  # a start() waiting for the database gives up
             return
         self.draining.set()
         self._wake.set()
@@ -174,6 +178,32 @@ class Worker:
         self._pool.close(timeout=2.0)
         self.log.info("event=worker_stopped worker=%s released=%s stats=%s", self.worker_id,
                       len(released), self.stats)
+
+    def _register(self) -> bool:
+        """Check the schema and register this worker's names, waiting up to ``startup_timeout``
+        while the database is unreachable. False if stopped meanwhile."""
+        from .migrate import check_current
+
+        deadline = time.monotonic() + self.startup_timeout
+        delay = 0.1
+        while True:
+            try:
+                with connect(self.app.dsn, application_name="kestrel-worker") as conn:
+                    check_current(conn, self.schema)
+                    lease_mod.register(conn, self.schema, self.worker_id, self.names, self.concurrency)
+                return True
+            except (DatabaseUnavailable, psycopg.OperationalError) as exc:
+                failure = exc if isinstance(exc, DatabaseUnavailable) else unavailable(self.app.dsn, exc)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise failure from None
+                pause = min(delay, remaining)
+                self.log.warning("event=waiting_for_database worker=%s error=%r retry_in_s=%.1f "
+                                 "gives_up_in_s=%.0f", self.worker_id, str(failure).splitlines()[0],
+                                 pause, remaining)
+            if self.draining.wait(pause):
+                return False
+            delay = min(delay * 2, 2.0)
 
     def __enter__(self) -> Worker:
         return self.start()

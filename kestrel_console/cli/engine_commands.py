@@ -87,6 +87,9 @@ def worker(
         False, "--transaction-pooling",
         help="The DSN goes through PgBouncer in transaction mode: no LISTEN (poll), no server-side prepared statements."),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+    startup_timeout: float = typer.Option(
+        60.0, "--startup-timeout", min=0.0, metavar="SECONDS",
+        help="How long to wait for an unreachable database at startup (retrying, logging each try) before exiting 1."),
     prune_older_than: Optional[str] = typer.Option(
         None, "--prune-older-than", metavar="AGE", show_default=False,
         help="Also delete executions finished more than AGE ago (30d, 12h, ...), every 10 minutes."),
@@ -122,6 +125,7 @@ def worker(
     handles_errors(user_app.run_worker)(
         concurrency=concurrency, lease=timedelta(seconds=lease), worker_id=worker_id,
         listen=not (no_listen or transaction_pooling), prune_older_than=retention,
+        startup_timeout=startup_timeout,
     )
 
 

@@ -145,6 +145,7 @@ class ChaosRun:
             _drain(self.admin_dsn, cfg.drain_s)
             self.stop_approving.set()
             approver.join()
+            exited = self.pool.exited()  # a worker must survive every outage: nothing restarts it
         finally:
             self.stop_chaos.set()
             self.stop_feeding.set()
@@ -155,6 +156,10 @@ class ChaosRun:
             raise RuntimeError(f"the chaos harness itself failed: {self.errors[0]!r}") from self.errors[0]
         with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
             verdict = verify(conn, self.keys, self.disruptions, cfg.lease_s)
+        for wid, code in sorted(exited.items(), reverse=True):  # first: they explain the rest
+            lines = (self.log_dir / f"{wid}.log").read_text(errors="replace").strip().splitlines()
+            verdict.violations.insert(0, f"worker {wid} exited by itself (exit code {code}); its last "
+                                         f"line: {lines[-1] if lines else '(no output)'}")
         logs = "".join((self.log_dir / f).read_text(errors="replace") for f in sorted(os.listdir(self.log_dir)))
         if verdict.ok and not cfg.keep_logs:
             shutil.rmtree(self.log_dir, ignore_errors=True)

@@ -42,6 +42,11 @@ class WorkerPool:
         with self._lock:
             return [w for w, p in self.procs.items() if p.poll() is None]
 
+    def exited(self) -> dict[str, int]:
+        """Workers that exited by themselves (not killed by the chaos), with their exit codes."""
+        with self._lock:
+            return {w: p.returncode for w, p in self.procs.items() if p.poll() is not None}
+
     def kill(self, wid: str) -> None:
         with self._lock:
             proc = self.procs.pop(wid)

@@ -113,6 +113,17 @@ def test_worker_command_errors(dsn: str, tmp_path: Path, monkeypatch) -> None:
     assert empty.exit_code == 1 and "registers no workflow" in empty.stderr
 
 
+
+def test_worker_gives_up_on_an_unreachable_database_after_startup_timeout(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "oneapp.py").write_text("from kestrel_core import Kestrel\napp = Kestrel()\n"
+                                        "app.workflow('noop')(lambda ctx, _: None)\n")
+    result = runner.invoke(cli, ["--dsn", "postgresql://kestrel:s3cret@127.0.0.1:1/nowhere",
+                                 "worker", "oneapp", "--startup-timeout", "0.5"])
+    assert result.exit_code == 1
+    assert "cannot connect to PostgreSQL at kestrel@127.0.0.1:1/nowhere" in result.stderr
+    assert "s3cret" not in result.output and "Traceback" not in result.output
+
 README_APP = textwrap.dedent('''
     from datetime import timedelta
     from kestrel_core import Kestrel

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -14,7 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from kestrel_core import Kestrel
+from kestrel_core import DatabaseUnavailable, Kestrel
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -177,3 +178,56 @@ def test_postgres_restart_mid_run(private_cluster) -> None:
     finally:
         worker.stop(grace=timedelta(0))
         app.close()
+
+
+def test_a_worker_started_while_postgres_is_down_waits_for_it(private_cluster, caplog) -> None:
+    dsn = private_cluster.create_database(f"late_{os.getpid()}")
+    app = Kestrel(dsn)
+    app.migrate()
+
+    @app.workflow("double")
+    def double(ctx, n):
+        return ctx.step("times-two", lambda: 2 * n)
+
+    eid = app.enqueue("double", 21)
+    private_cluster.stop()
+    worker = app.worker(concurrency=2, lease=timedelta(seconds=3), poll_interval=0.2, startup_timeout=30)
+    starting = threading.Thread(target=worker.start)
+    caplog.set_level("WARNING", logger="kestrel.worker")
+    try:
+        starting.start()
+        time.sleep(1.5)
+        assert starting.is_alive(), "start() should still be waiting for the database"
+        private_cluster.start()
+        starting.join(timeout=30)
+        assert not starting.is_alive()
+        wait_for(lambda: app.get(eid).done, timeout=20, what="the execution enqueued before the outage")
+        assert (app.get(eid).status, app.get(eid).output) == ("success", 42)
+        assert "event=waiting_for_database" in caplog.text
+    finally:
+        worker.stop(grace=timedelta(0))
+        app.close()
+
+
+def test_a_worker_gives_up_on_an_unreachable_database_after_its_startup_timeout() -> None:
+    app = Kestrel("postgresql://kestrel:s3cret@127.0.0.1:1/nowhere")
+    app.workflow("noop")(lambda ctx, _: None)
+    worker = app.worker(startup_timeout=1.0)
+    t0 = time.monotonic()
+    with pytest.raises(DatabaseUnavailable, match="cannot connect to PostgreSQL at kestrel@127.0.0.1:1/nowhere") as info:
+        worker.start()
+    assert 0.8 < time.monotonic() - t0 < 5
+    assert "s3cret" not in str(info.value)
+
+
+def test_stopping_a_worker_that_waits_for_the_database_ends_the_wait() -> None:
+    app = Kestrel("host=127.0.0.1 port=1 dbname=nowhere")
+    app.workflow("noop")(lambda ctx, _: None)
+    worker = app.worker(startup_timeout=60)
+    starting = threading.Thread(target=worker.start)
+    starting.start()
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    worker.stop()
+    starting.join(timeout=10)
+    assert not starting.is_alive() and time.monotonic() - t0 < 3

@@ -158,6 +158,7 @@ def test_short_chaos_run_through_the_bouncer(private_cluster: LocalCluster, clus
     report = run_chaos(private_cluster, cfg, database=database)
     with capsys.disabled():
         print(f"\nchaos through pgbouncer: {report.summary()}")
-    assert report.verdict.ok, "\n".join(["chaos run broke invariants:", *report.verdict.violations[:30], *lines])
+    assert report.verdict.ok, "\n".join(["chaos run broke invariants:", *report.verdict.violations[:30], *lines,
+                                        f"worker logs: {report.log_dir}"])
     assert report.kills >= 2 and report.stops == 1 and report.restarts == 2, report.summary()
     assert report.enqueued >= 80 and report.verdict.statuses["success"] == report.enqueued
