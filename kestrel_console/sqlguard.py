@@ -182,11 +182,11 @@ def _skeleton(text: str) -> str:
             out.append(_blank(text[i:end]))
             i = end
         elif ch == "'":
-            end = _quote_end(text, i, backslash=False)
+            end = _quoted_end(text, i)
             out.append(_blank_string(text[i:end]))
             i = end
         elif ch == '"':
-            end = _identifier_end(text, i)
+            end = _quoted_end(text, i)
             out.append(text[i:end])
             i = end
         elif ch == "$":
@@ -209,11 +209,11 @@ def _skeleton(text: str) -> str:
             end = word.end()
             prefix = word.group()
             if prefix in ("e", "E") and text.startswith("'", end):
-                close = _quote_end(text, end, backslash=True)
+                close = _quoted_end(text, end, backslash=True)
                 out.append(" " + _blank_string(text[end:close]))
                 end = close
             elif prefix in ("u", "U") and text.startswith("&'", end):
-                close = _quote_end(text, end + 1, backslash=False)
+                close = _quoted_end(text, end + 1)
                 out.append("  " + _blank_string(text[end + 1:close]))
                 end = close
             elif prefix in ("u", "U") and text.startswith('&"', end):
@@ -268,34 +268,24 @@ def _block_comment_end(text: str, start: int) -> int:
     raise QueryRefused("cannot parse: unterminated /* comment */")
 
 
-def _quote_end(text: str, start: int, *, backslash: bool) -> int:
-    """End of the '...' literal opened at ``start`` ('' doubles a quote; E'' also has \\)."""
+def _quoted_end(text: str, start: int, *, backslash: bool = False) -> int:
+    """End of the '...' literal or "..." identifier opened at ``start``: a doubled quote stays
+    inside; with ``backslash`` (E'...') a backslash escapes the next character too."""
+    quote = text[start]
     i = start + 1
     while i < len(text):
         ch = text[i]
         if backslash and ch == "\\":
             i += 2
-        elif ch == "'":
-            if text.startswith("'", i + 1):
+        elif ch == quote:
+            if text.startswith(quote, i + 1):
                 i += 2
             else:
                 return i + 1
         else:
             i += 1
-    raise QueryRefused("cannot parse: unterminated quoted string")
-
-
-def _identifier_end(text: str, start: int) -> int:
-    i = start + 1
-    while i < len(text):
-        if text[i] == '"':
-            if text.startswith('"', i + 1):
-                i += 2
-            else:
-                return i + 1
-        else:
-            i += 1
-    raise QueryRefused("cannot parse: unterminated quoted identifier")
+    what = "quoted string" if quote == "'" else "quoted identifier"
+    raise QueryRefused(f"cannot parse: unterminated {what}")
 
 
 @contextmanager
