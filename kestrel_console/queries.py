@@ -23,7 +23,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from kestrel_core import KestrelError
-from kestrel_core.connection import connect, unavailable
+from kestrel_core.connection import close_quietly, connect, unavailable
 from kestrel_core.execution import STATUSES, TERMINAL_STATUSES
 from kestrel_core.migrate import check_current
 from kestrel_core.statements import check_schema_name, render
@@ -414,12 +414,8 @@ class Reader:
         return conn
 
     def _drop(self) -> None:
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            except Exception:
-                pass
-            self._conn = None
+        conn, self._conn = self._conn, None
+        close_quietly(conn)
 
     def close(self) -> None:
         """Close the connection (the next call opens a new one)."""

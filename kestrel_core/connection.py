@@ -70,6 +70,16 @@ def connect(
     return conn
 
 
+
+def close_quietly(conn: psycopg.Connection | None) -> None:
+    """Close a connection that may already be broken: an error while closing changes nothing."""
+    if conn is not None:
+        try:
+            conn.close()
+        except Exception:
+            pass
+
+
 def make_pool(
     dsn: str, *, min_size: int, max_size: int, application_name: str = APPLICATION_NAME,
     prepare: bool = True, name: str = "kestrel", check: bool = True,

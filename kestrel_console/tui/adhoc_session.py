@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import psycopg
 
-from kestrel_core.connection import connect, unavailable
+from kestrel_core.connection import close_quietly, connect, unavailable
 
 from .config import ConsoleConfig
 
@@ -53,12 +53,8 @@ class AdhocSession:
         return True
 
     def _drop(self) -> None:
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            except Exception:
-                pass
-            self._conn = None
+        conn, self._conn = self._conn, None
+        close_quietly(conn)
 
     def close(self) -> None:
         self._drop()
