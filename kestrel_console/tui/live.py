@@ -43,6 +43,8 @@ class LiveScreen(Screen):
     NAME: ClassVar[str] = "View"
     # Keys handled without a Binding (shown by `?`): (key, what it does).
     HELP_EXTRA: ClassVar[list[tuple[str, str]]] = []
+    # False: the screen reads only when asked (SQL, Reports), never on a refresh tick.
+    REFRESHES: ClassVar[bool] = True
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -82,6 +84,8 @@ class LiveScreen(Screen):
     def refresh_data(self, *, force: bool = False) -> None:
         """Start a refresh now, unless one is in flight (``force``: start anyway; the older
         one's result will be dropped)."""
+        if not self.REFRESHES:
+            return
         now = time.monotonic()
         if self._loading and not force and now - self._load_started < STALE_LOAD_S:
             return

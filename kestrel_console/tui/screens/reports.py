@@ -27,6 +27,7 @@ class ReportsScreen(LiveScreen):
     VIEW = "reports"
     NAME = "Reports"
     CSS_PATH = "reports.tcss"
+    REFRESHES = False  # runs when asked, not on a timer
     BINDINGS: ClassVar[list[Any]] = [
         Binding("ctrl+r,f5", "run", "Run report", priority=True),
         Binding("ctrl+s", "export", "Export CSV", priority=True),
@@ -66,15 +67,6 @@ class ReportsScreen(LiveScreen):
         self.query_one("#rep-list").border_title = "Reports"
         self.query_one("#rep-right").border_title = "Parameters"
         self.action_reload()
-
-    def due(self, now: float, interval: float) -> bool:
-        return False  # reports run when asked, not on a timer
-
-    def refresh_data(self, *, force: bool = False) -> None:
-        return
-
-    def load(self, seq: int) -> None:
-        return
 
     def _say(self, text: str, style: str = "") -> None:
         self.message = text

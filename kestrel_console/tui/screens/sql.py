@@ -38,6 +38,7 @@ class SqlScreen(LiveScreen):
     VIEW = "sql"
     NAME = "SQL"
     CSS_PATH = "sql.tcss"
+    REFRESHES = False  # runs when asked, not on a timer
     BINDINGS: ClassVar[list[Any]] = [
         Binding("ctrl+enter,ctrl+r,f5", "run", "Run", priority=True, key_display="ctrl+enter/ctrl+r/f5"),
         Binding("escape", "escape", "Leave editor / cancel query", priority=True),
@@ -77,15 +78,6 @@ class SqlScreen(LiveScreen):
         self.query_one("#sql-editor", TextArea).focus()
 
     # The SQL screen does not refresh on a timer: it runs what the operator asks for.
-    def due(self, now: float, interval: float) -> bool:
-        return False
-
-    def refresh_data(self, *, force: bool = False) -> None:
-        return
-
-    def load(self, seq: int) -> None:
-        return
-
     @property
     def editor(self) -> TextArea:
         return self.query_one("#sql-editor", TextArea)
