@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -22,6 +22,9 @@ ACTIONS = ("SELECT actor, action, execution_id, step_id, comment, from_status "
 STATUS_OF = "SELECT id, status FROM workflow_executions ORDER BY id"
 WAIT_OF = ("SELECT decision, decided_by, comment, resolved_at IS NOT NULL "
            "FROM workflow_waits WHERE execution_id = %s AND step_id = %s")
+
+
+S = TypeVar("S")
 
 
 def console(dsn: str, **kwargs: Any) -> KestrelConsole:
@@ -48,6 +51,18 @@ async def fresh(pilot: Any, screen: LiveScreen | None = None, timeout: float = 1
     before = screen.loads
     screen.refresh_data(force=True)
     await wait_for(pilot, lambda: screen.loads > before, timeout, f"a refresh of {type(screen).__name__}")
+    return screen
+
+
+async def open_screen(pilot: Any, key: str, kind: type[S]) -> S:
+    """Switch screens with ``key``; returns the screen once a live one shows fresh data."""
+    await pilot.press(key)
+    screen = pilot.app.screen
+    assert isinstance(screen, kind), f"{key!r} opened {type(screen).__name__}, not {kind.__name__}"
+    if isinstance(screen, LiveScreen) and screen.REFRESHES:
+        await fresh(pilot, screen)
+    else:
+        await pilot.pause()
     return screen
 
 

@@ -8,15 +8,7 @@ from kestrel_console.tui.widgets.comment import CommentModal
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 from tests.seed import seed_history
 
-from .helpers import ACTIONS, OPERATOR, SIZE, WAIT_OF, console, fresh, rows, statuses, text_of, wait_for
-
-
-async def open_approvals(pilot) -> ApprovalsScreen:
-    await pilot.press("3")
-    screen = pilot.app.screen
-    assert isinstance(screen, ApprovalsScreen)
-    await fresh(pilot, screen)
-    return screen
+from .helpers import ACTIONS, OPERATOR, SIZE, WAIT_OF, console, open_screen, rows, statuses, text_of, wait_for
 
 
 async def decide(pilot, key: str, comment: str, answer: str = "y") -> str:
@@ -37,7 +29,7 @@ async def test_pending_gates_and_details(dsn, db):
     facts = seed_history(db)
     tui = console(dsn)
     async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_approvals(pilot)
+        screen = await open_screen(pilot, "3", ApprovalsScreen)
         pending = facts.pending_approvals()
         assert screen.table.keys() == [f"{w.execution_id}:{w.step_id}" for w in pending]
         oldest = pending[0]
@@ -53,7 +45,7 @@ async def test_approve_and_reject_through_keys(dsn, db):
     facts = seed_history(db)
     tui = console(dsn)
     async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_approvals(pilot)
+        screen = await open_screen(pilot, "3", ApprovalsScreen)
         old, new = facts.pending_approvals()
         before = statuses(db)
 
@@ -86,7 +78,7 @@ async def test_mark_both_and_approve_all(dsn, db):
     facts = seed_history(db)
     tui = console(dsn)
     async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_approvals(pilot)
+        screen = await open_screen(pilot, "3", ApprovalsScreen)
         await pilot.press("space", "space")  # marks a row and moves down
         assert len(screen.table.marks) == 2
         question = await decide(pilot, "a", "")
@@ -101,7 +93,7 @@ async def test_read_only_refuses_decisions(dsn, db):
     facts = seed_history(db)
     tui = console(dsn, read_only=True)
     async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_approvals(pilot)
+        screen = await open_screen(pilot, "3", ApprovalsScreen)
         for key in ("a", "x"):
             await pilot.press(key)
             await pilot.pause(0.2)

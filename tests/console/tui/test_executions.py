@@ -8,15 +8,7 @@ from kestrel_console.tui.screens.executions import PAGE_SIZE, ExecutionsScreen
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 from tests.seed import seed_bulk_finished, seed_history
 
-from .helpers import ACTIONS, OPERATOR, SIZE, console, fresh, rows, statuses, wait_for
-
-
-async def open_executions(pilot) -> ExecutionsScreen:
-    await pilot.press("2")
-    screen = pilot.app.screen
-    assert isinstance(screen, ExecutionsScreen)
-    await fresh(pilot, screen)
-    return screen
+from .helpers import ACTIONS, OPERATOR, SIZE, console, fresh, open_screen, rows, statuses, wait_for
 
 
 async def put_cursor(pilot, screen: ExecutionsScreen, execution_id: int) -> None:
@@ -28,7 +20,7 @@ async def test_list_filter_and_in_place_updates(dsn, db, app):
     facts = seed_history(db)
     tui = console(dsn)
     async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_executions(pilot)
+        screen = await open_screen(pilot, "2", ExecutionsScreen)
         table = screen.table
         every = sorted((e.id for e in facts.executions.values()), reverse=True)
         assert table.keys() == [str(i) for i in every]
@@ -83,7 +75,7 @@ async def test_mark_several_and_cancel_all(dsn, db):
     facts = seed_history(db)
     tui = console(dsn)
     async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_executions(pilot)
+        screen = await open_screen(pilot, "2", ExecutionsScreen)
         chosen = [facts.id("enqueued"), facts.id("delayed"), facts.id("sleeping")]
         for eid in chosen:
             await put_cursor(pilot, screen, eid)
@@ -113,7 +105,7 @@ async def test_requeue_and_refusals(dsn, db):
     facts = seed_history(db)
     tui = console(dsn)
     async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_executions(pilot)
+        screen = await open_screen(pilot, "2", ExecutionsScreen)
         failed = facts.id("failed_recent")
         await put_cursor(pilot, screen, failed)
         await pilot.press("e")
@@ -145,7 +137,7 @@ async def test_read_only_refuses_actions(dsn, db):
     facts = seed_history(db)
     tui = console(dsn, read_only=True)
     async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_executions(pilot)
+        screen = await open_screen(pilot, "2", ExecutionsScreen)
         assert "READ-ONLY" in tui.sub_title
         active = {b.binding.action for b in screen.active_bindings.values()}
         assert "cancel" not in active and "requeue" not in active  # hidden from the footer
@@ -168,7 +160,7 @@ async def test_pages_of_a_long_history(dsn, db):
     newest_first = list(range(bulk.last_id, bulk.first_id - 1, -1))
     tui = console(dsn)
     async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_executions(pilot)
+        screen = await open_screen(pilot, "2", ExecutionsScreen)
         assert screen.table.keys() == [str(i) for i in newest_first[:PAGE_SIZE]]
         for page in (1, 2):
             await pilot.press("right_square_bracket")

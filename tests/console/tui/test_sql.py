@@ -10,17 +10,9 @@ from kestrel_console.tui.screens.sql import SqlScreen, sql_language
 from kestrel_console.tui.widgets.results import ResultsTable
 from tests.seed import seed_history
 
-from .helpers import SIZE, console, rows, wait_for
+from .helpers import SIZE, console, open_screen, rows, wait_for
 
 COUNT = "SELECT count(*) FROM workflow_executions"
-
-
-async def open_sql(pilot) -> SqlScreen:
-    await pilot.press("4")
-    screen = pilot.app.screen
-    assert isinstance(screen, SqlScreen)
-    await pilot.pause()
-    return screen
 
 
 async def run(pilot, screen: SqlScreen, query: str, key: str = "ctrl+r") -> str:
@@ -37,7 +29,7 @@ async def test_query_results_refusals_errors_history(dsn, db):
     seed_history(db)
     tui = console(dsn)
     async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_sql(pilot)
+        screen = await open_screen(pilot, "4", SqlScreen)
         assert screen.editor.language == sql_language()
 
         message = await run(pilot, screen, "SELECT status, count(*) AS n FROM workflow_executions GROUP BY status ORDER BY status")
@@ -73,7 +65,7 @@ async def test_query_results_refusals_errors_history(dsn, db):
 async def test_keys_are_handled_while_a_slow_query_runs(dsn, db):
     tui = console(dsn)
     async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_sql(pilot)
+        screen = await open_screen(pilot, "4", SqlScreen)
         screen.editor.text = "SELECT pg_sleep(5)"
         screen.editor.focus()
         await pilot.press("ctrl+r")
