@@ -24,7 +24,6 @@ from kestrel_core import Kestrel
 REMEDIATE = "remediate-incident"
 PROVISION = "provision-resource"
 CI_PIPELINE = "ci-pipeline"
-WORKFLOW_NAMES = (REMEDIATE, PROVISION, CI_PIPELINE)
 
 APPROVAL_STEP = "approve-fix"
 APPROVAL_TIMEOUT = timedelta(minutes=20)  # unanswered gates time out: that outcome shows too
