@@ -29,10 +29,6 @@ class ResultsTable(DataTable):
             self.add_column(name, key=f"{name}#{seen[name]}")
         self.add_rows([fmt.cell(v) for v in row] for row in result.rows)
 
-    def forget(self) -> None:
-        self.result = None
-        self.clear(columns=True)
-
 
 def summary(result: Any, max_rows: int) -> str:
     """``12 rows · 3.4 ms`` (noting when the result was cut at ``max_rows``)."""
