@@ -9,6 +9,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -351,9 +352,9 @@ def test_bad_format_names_the_choices(run) -> None:
 
 
 def test_installed_script_runs(dsn: str, facts: SeedFacts, tmp_path: Path) -> None:
-    script = Path(os.environ.get("VIRTUAL_ENV", "/work/venv")) / "bin" / "kestrel-console"
-    if not script.exists():
-        script = Path("/work/venv/bin/kestrel-console")
+    # The script pip installed beside the interpreter running the tests, wherever the venv is.
+    script = Path(sys.executable).parent / "kestrel-console"
+    assert script.exists(), f"no kestrel-console beside {sys.executable}: install the project (pip install -e .)"
     env = {**os.environ, "KESTREL_DSN": dsn}
     env.pop("KESTREL_QUERIES", None)
     done = subprocess.run([str(script), "list", "--status", "error", "--format", "json"], cwd=tmp_path,
