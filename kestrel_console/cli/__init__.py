@@ -33,7 +33,7 @@ def root(
     ),
     schema: str = typer.Option("kestrel", "--schema", help="Schema holding Kestrel's tables."),
     operator: Optional[str] = typer.Option(
-        None, "--operator", help="Who is acting, recorded in the audit table (default $USER).",
+        None, "--operator", help="Who is acting, recorded in the audit table (default $KESTREL_OPERATOR, then $USER); acting commands also take it after their name.",
         show_default=False,
     ),
     queries: Optional[list[Path]] = typer.Option(

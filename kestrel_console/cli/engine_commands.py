@@ -20,7 +20,7 @@ from kestrel_core import roles as roles_mod
 from kestrel_core.connection import describe_target
 
 from .errors import fail, handles_errors
-from .settings import settings
+from .settings import acting, operator_option, settings
 
 
 def load_app(target: str) -> Kestrel:
@@ -148,8 +148,9 @@ def enqueue(
     typer.echo(eid)
 
 
-def _decide(ctx: typer.Context, execution_id: int, step: str, comment: Optional[str], approved: bool) -> None:
-    s = settings(ctx)
+def _decide(ctx: typer.Context, execution_id: int, step: str, comment: Optional[str], approved: bool,
+            operator: Optional[str]) -> None:
+    s = acting(ctx, operator)
     with s.kestrel() as app:
         action = app.approve if approved else app.reject
         handles_errors(action)(execution_id, step, by=s.operator, comment=comment)
@@ -162,9 +163,10 @@ def approve(
     execution_id: int = typer.Argument(..., metavar="ID", help="Execution id."),
     step: str = typer.Argument(..., metavar="STEP", help="Approval gate id."),
     comment: Optional[str] = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
+    operator: Optional[str] = operator_option(),
 ) -> None:
     """Approve the pending approval gate STEP of execution ID."""
-    _decide(ctx, execution_id, step, comment, approved=True)
+    _decide(ctx, execution_id, step, comment, approved=True, operator=operator)
 
 
 def reject(
@@ -172,21 +174,23 @@ def reject(
     execution_id: int = typer.Argument(..., metavar="ID", help="Execution id."),
     step: str = typer.Argument(..., metavar="STEP", help="Approval gate id."),
     comment: Optional[str] = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
+    operator: Optional[str] = operator_option(),
 ) -> None:
     """Reject the pending approval gate STEP of execution ID."""
-    _decide(ctx, execution_id, step, comment, approved=False)
+    _decide(ctx, execution_id, step, comment, approved=False, operator=operator)
 
 
 def requeue(
     ctx: typer.Context,
     execution_id: int = typer.Argument(..., metavar="ID", help="Execution id."),
     comment: Optional[str] = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
+    operator: Optional[str] = operator_option(),
 ) -> None:
     """Re-enqueue an execution that errored, was cancelled, or holds an expired lease.
 
     It replays from its checkpoints: completed steps are not run again.
     """
-    s = settings(ctx)
+    s = acting(ctx, operator)
     with s.kestrel() as app:
         previous = handles_errors(app.requeue)(execution_id, by=s.operator, comment=comment)
     typer.echo(f"re-enqueued execution {execution_id} (was {previous})")
@@ -196,9 +200,10 @@ def cancel(
     ctx: typer.Context,
     execution_id: int = typer.Argument(..., metavar="ID", help="Execution id."),
     comment: Optional[str] = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
+    operator: Optional[str] = operator_option(),
 ) -> None:
     """Cancel an enqueued, running or waiting execution (a running one stops at its next step)."""
-    s = settings(ctx)
+    s = acting(ctx, operator)
     with s.kestrel() as app:
         previous = handles_errors(app.cancel)(execution_id, by=s.operator, comment=comment)
     typer.echo(f"cancelled execution {execution_id} (was {previous})")

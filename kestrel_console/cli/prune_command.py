@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from datetime import datetime, timedelta
+from typing import Optional
 
 import typer
 
@@ -14,7 +15,7 @@ from kestrel_core import roles as roles_mod
 from kestrel_core.connection import connect, describe_target
 
 from .errors import fail, handles_errors
-from .settings import settings
+from .settings import acting, operator_option, settings
 
 PROGRESS_EVERY_S = 2.0
 
@@ -39,6 +40,7 @@ def prune(
         help="Executions deleted per transaction (each batch is short and skips locked rows).",
     ),
     pause: float = typer.Option(0.0, "--pause", min=0.0, help="Seconds to wait between batches."),
+    operator: Optional[str] = operator_option(),
 ) -> None:
     """Delete finished executions older than AGE, in short batches.
 
@@ -46,7 +48,7 @@ def prune(
     checkpoints, waits and attempts. Live ones are never touched, however old. The audit table
     is kept and gets one 'prune' row per batch. Nothing is archived: export first if needed.
     """
-    s = settings(ctx)
+    s = acting(ctx, operator)
     age = prune_mod.parse_age(older_than)
     with s.kestrel() as app:
         if dry_run:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -26,6 +27,11 @@ class Settings:
         return Kestrel(self.dsn, schema=self.schema, application_name="kestrel-console")
 
 
+def default_acting_operator() -> str:
+    """Who acts when no ``--operator`` is given: ``$KESTREL_OPERATOR``, else ``$USER``."""
+    return os.environ.get("KESTREL_OPERATOR") or default_operator()
+
+
 def build_settings(dsn: str | None, schema: str, operator: str | None, queries: list[Path] | None) -> Settings:
     dirs = list(queries or [])
     env_dirs = os.environ.get("KESTREL_QUERIES")
@@ -34,10 +40,30 @@ def build_settings(dsn: str | None, schema: str, operator: str | None, queries: 
     return Settings(
         dsn=resolve_dsn(dsn),
         schema=schema,
-        operator=operator or default_operator(),
+        operator=operator or default_acting_operator(),
         queries=dirs,
         dsn_given=dsn is not None or "KESTREL_DSN" in os.environ,
     )
+
+
+# Every command that acts takes --operator too (after the command name), so that
+# `approve 7 gate --operator alice` works as well as `--operator alice approve 7 gate`.
+OPERATOR_HELP = "Who is acting, recorded in the audit table (default: the global --operator, $KESTREL_OPERATOR, $USER)."
+
+
+def operator_option() -> Any:
+    """The ``--operator`` option of an acting command."""
+    return typer.Option(None, "--operator", help=OPERATOR_HELP, show_default=False)
+
+
+def acting(ctx: typer.Context, operator: str | None) -> Settings:
+    """The settings with the acting operator of this command: its own --operator wins."""
+    s = settings(ctx)
+    if operator is not None:
+        if not operator.strip():
+            raise typer.BadParameter("give a name (who is acting is the audit's point)", param_hint="--operator")
+        s.operator = operator
+    return s
 
 
 def settings(ctx: typer.Context) -> Settings:

@@ -154,7 +154,8 @@ README_APP = textwrap.dedent('''
 def test_readme_worked_example_end_to_end(dsn: str, tmp_path: Path) -> None:
     """Terminal 1 runs `kestrel-console worker remediate_app`; terminal 2 enqueues and approves."""
     (tmp_path / "remediate_app.py").write_text(README_APP)
-    env = dict(os.environ, KESTREL_DSN=dsn, USER="alice")
+    env = dict(os.environ, KESTREL_DSN=dsn, USER="not-alice")
+    env.pop("KESTREL_OPERATOR", None)
     cmd = [sys.executable, "-m", "kestrel_console"]
     worker = subprocess.Popen(cmd + ["worker", "remediate_app", "--concurrency", "2"], cwd=tmp_path, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -168,7 +169,8 @@ def test_readme_worked_example_end_to_end(dsn: str, tmp_path: Path) -> None:
                 return conn.execute("SELECT status FROM kestrel.workflow_executions WHERE id = %s", (int(eid),)).fetchone()[0]
 
         wait_for(lambda: status() == "waiting", timeout=20, what="the approval gate")
-        approve = subprocess.run(cmd + ["approve", eid, "approve-fix", "--comment", "lgtm"], cwd=tmp_path, env=env,
+        # The README's line, as written: --operator after the command name.
+        approve = subprocess.run(cmd + ["approve", eid, "approve-fix", "--comment", "lgtm", "--operator", "alice"], cwd=tmp_path, env=env,
                                  capture_output=True, text=True)
         assert approve.returncode == 0, approve.stderr
         assert f"approved 'approve-fix' of execution {eid} as alice" in approve.stdout
