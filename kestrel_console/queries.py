@@ -252,10 +252,19 @@ SELECT kind, step_id, attempt, started_at, finished_at,
        extract(epoch FROM finished_at - started_at)::float8 AS duration_s,
        outcome, error, owner_id, wake_at, decision, decided_by, comment
   FROM (
-    SELECT 'step' AS kind, a.step_id, a.attempt, a.started_at, a.finished_at, a.outcome,
+    -- An attempt still open when its execution finished (cancelled mid-step, or its worker
+    -- gone) ended with the execution: it is closed there, not shown running forever.
+    SELECT 'step' AS kind, a.step_id, a.attempt, a.started_at,
+           CASE WHEN a.outcome = 'running' AND e.finished_at IS NOT NULL
+                THEN greatest(e.finished_at, a.started_at) ELSE a.finished_at END AS finished_at,
+           CASE WHEN a.outcome <> 'running' OR e.finished_at IS NULL THEN a.outcome
+                WHEN e.status = 'cancelled' THEN 'cancelled'
+                ELSE 'abandoned' END AS outcome,
            a.error, a.owner_id, NULL::timestamptz AS wake_at, NULL::text AS decision,
            NULL::text AS decided_by, NULL::text AS comment, a.id AS seq
-      FROM {schema}.step_attempts a WHERE a.execution_id = %(id)s
+      FROM {schema}.step_attempts a
+      JOIN {schema}.workflow_executions e ON e.id = a.execution_id
+     WHERE a.execution_id = %(id)s
     UNION ALL
     SELECT w.kind, w.step_id, NULL, w.created_at, w.resolved_at,
            CASE WHEN w.resolved_at IS NULL THEN 'waiting'

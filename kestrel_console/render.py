@@ -43,6 +43,7 @@ STATUS_STYLES = {
     "rejected": "red",
     "timed_out": "yellow",
     "woke": "green",
+    "abandoned": "dim",
 }
 # Columns whose values are statuses/outcomes, coloured in tables.
 STATUS_COLUMNS = {"status", "outcome", "decision", "from_status"}

@@ -594,3 +594,17 @@ def seed_bulk_finished(
             conn.execute("ANALYZE step_attempts")
             conn.execute("ANALYZE operation_outputs")
     return BulkFacts(first, last, len(ids))
+
+
+def cancelled_mid_step(app: Any, db: psycopg.Connection) -> int:
+    """An execution claimed by a worker, one step finished and one running, then cancelled."""
+    eid = app.enqueue("deploy", {"env": "prod"})
+    db.execute("UPDATE workflow_executions SET status = 'running', owner_id = 'w1', claim_epoch = 1, "
+               "lease_expires = now() + interval '30 s', started_at = now() - interval '10 s' WHERE id = %s", (eid,))
+    db.execute("INSERT INTO step_attempts (execution_id, step_id, attempt, owner_id, claim_epoch, started_at, "
+               "finished_at, outcome) VALUES (%s, 'build', 1, 'w1', 1, now() - interval '9 s', "
+               "now() - interval '6 s', 'success')", (eid,))
+    db.execute("INSERT INTO step_attempts (execution_id, step_id, attempt, owner_id, claim_epoch, started_at) "
+               "VALUES (%s, 'rollout', 1, 'w1', 1, now() - interval '5 s')", (eid,))
+    app.cancel(eid, by="alice", comment="wrong cluster")
+    return eid

@@ -18,7 +18,8 @@ from textual.widget import Widget
 
 from .. import format as fmt
 
-STEP_STYLES = {"success": "green", "error": "red", "running": "yellow"}
+STEP_STYLES = {"success": "green", "error": "red", "running": "yellow", "cancelled": "magenta",
+               "abandoned": "dim"}
 WAIT_STYLES = {"approval": "magenta", "sleep": "blue"}
 BAR = "█"
 RUNNING = "▒"
@@ -58,10 +59,10 @@ class Lane:
         first, last = self.segments[0], self.segments[-1]
         if self.kind == "step":
             took = ((last.end or now) - first.start).total_seconds()
-            mark = {"success": "✓", "error": "✗", "running": "▶"}.get(last.outcome, "?")
+            mark = {"success": "✓", "error": "✗", "running": "▶", "cancelled": "⊘", "abandoned": "⊘"}.get(last.outcome, "?")
             tries = f"{self.attempts} attempts" if self.attempts > 1 else "1 attempt"
             failed = f", {self.failed} failed" if self.failed else ""
-            state = "running " if last.outcome == "running" else ""
+            state = f"{last.outcome} " if last.outcome in ("running", "cancelled", "abandoned") else ""
             return f"{mark} {state}{tries}{failed} · {fmt.seconds(took)}"
         e = self.entry or {}
         outcome = e.get("outcome") or ""

@@ -8,7 +8,7 @@ from kestrel_console.tui.widgets.comment import CommentModal
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 from kestrel_console.tui.widgets.live_table import LiveTable
 from kestrel_console.tui.widgets.timeline import Timeline
-from tests.seed import seed_history
+from tests.seed import cancelled_mid_step, seed_history
 
 from .helpers import ACTIONS, OPERATOR, SIZE, WAIT_OF, console, fresh, rows, statuses, text_of, wait_for
 
@@ -121,3 +121,16 @@ async def test_approve_and_requeue_from_the_detail(dsn, db):
         await pilot.pause(0.2)
         assert tui.screen is screen
         assert any("no approval gate waiting" in m for _, m in tui.notices)
+
+
+async def test_a_cancelled_executions_running_step_is_closed_at_the_cancel(app, dsn, db):
+    eid = cancelled_mid_step(app, db)
+    tui = console(dsn)
+    async with tui.run_test(size=SIZE) as pilot:
+        screen = await open_detail(pilot, eid)
+        timeline = screen.query_one(Timeline)
+        await wait_for(pilot, lambda: any(lane.step_id == "rollout" for lane in timeline.lanes), what="the rollout lane")
+        rollout = next(lane for lane in timeline.lanes if lane.step_id == "rollout")
+        assert [(s.outcome, s.end is not None) for s in rollout.segments] == [("cancelled", True)]
+        line = next(line.plain for line in timeline.lines(140) if line.plain.startswith("rollout"))
+        assert "cancelled" in line and "running" not in line

@@ -1,0 +1,33 @@
+"""A cancelled execution's step that was running is shown closed at the cancel, not running on."""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+from typer.testing import CliRunner
+
+from kestrel_console.cli import app as cli
+from kestrel_core import Kestrel
+from tests.seed import cancelled_mid_step
+
+runner = CliRunner()
+
+
+def test_show_closes_the_running_step_of_a_cancelled_execution(app: Kestrel, dsn: str,
+                                                               db: psycopg.Connection) -> None:
+    eid = cancelled_mid_step(app, db)
+    finished_at = db.execute("SELECT finished_at FROM workflow_executions WHERE id = %s", (eid,)).fetchone()[0]
+    shown = runner.invoke(cli, ["--dsn", dsn, "show", str(eid), "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    doc = json.loads(shown.stdout)
+    timeline = doc[0]["timeline"] if isinstance(doc, list) else doc["timeline"]
+    rollout = next(e for e in timeline if e["step_id"] == "rollout")
+    assert rollout["outcome"] == "cancelled"
+    assert rollout["finished_at"] is not None and rollout["duration_s"] is not None
+    assert abs(rollout["duration_s"] - 5.0) < 1.5  # from its start to the cancel, not growing
+    assert rollout["finished_at"].startswith(finished_at.isoformat()[:19])
+    table = runner.invoke(cli, ["--dsn", dsn, "show", str(eid)])
+    assert table.exit_code == 0, table.output
+    line = next(line for line in table.stdout.splitlines() if line.startswith("rollout"))
+    assert "cancelled" in line and "…" not in line
