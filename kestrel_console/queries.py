@@ -250,7 +250,7 @@ SELECT step_id, output, error, started_at, created_at AS finished_at,
 TIMELINE = """
 SELECT kind, step_id, attempt, started_at, finished_at,
        extract(epoch FROM finished_at - started_at)::float8 AS duration_s,
-       outcome, error, owner_id, wake_at, decision, decided_by, comment
+       outcome, error, owner_id, wake_at, decision, decided_by, decided_by_db_user, comment
   FROM (
     -- An attempt still open when its execution finished (cancelled mid-step, or its worker
     -- gone) ended with the execution: it is closed there, not shown running forever.
@@ -261,7 +261,8 @@ SELECT kind, step_id, attempt, started_at, finished_at,
                 WHEN e.status = 'cancelled' THEN 'cancelled'
                 ELSE 'abandoned' END AS outcome,
            a.error, a.owner_id, NULL::timestamptz AS wake_at, NULL::text AS decision,
-           NULL::text AS decided_by, NULL::text AS comment, a.id AS seq
+           NULL::text AS decided_by, NULL::text AS decided_by_db_user, NULL::text AS comment,
+           a.id AS seq
       FROM {schema}.step_attempts a
       JOIN {schema}.workflow_executions e ON e.id = a.execution_id
      WHERE a.execution_id = %(id)s
@@ -272,12 +273,20 @@ SELECT kind, step_id, attempt, started_at, finished_at,
                 WHEN w.kind = 'sleep' AND e.status <> 'cancelled'
                      AND w.resolved_at >= coalesce(w.wake_at, w.resolved_at) THEN 'woke'
                 ELSE 'cancelled' END,
-           NULL, NULL, w.wake_at, w.decision, w.decided_by, w.comment, 0
+           NULL, NULL, w.wake_at, w.decision, w.decided_by, w.decided_by_db_user, w.comment, 0
       FROM {schema}.workflow_waits w
       JOIN {schema}.workflow_executions e ON e.id = w.execution_id
      WHERE w.execution_id = %(id)s
   ) AS t
  ORDER BY started_at, seq, step_id, attempt
+"""
+
+# The audit rows of one execution: the name the operator gave (actor) and the database role
+# Postgres authenticated for the session that acted (db_user; NULL before migration 0005).
+EXECUTION_ACTIONS = """
+SELECT at, actor, db_user, action, step_id, comment, from_status
+  FROM {schema}.operator_actions WHERE execution_id = %(id)s
+ ORDER BY at, id
 """
 
 # Everything "why isn't it running?" needs, about one execution, in one statement.
@@ -568,6 +577,11 @@ class Reader:
         waits it is waiting, woke, approved, rejected, timed_out or cancelled.
         """
         return self._rows("timeline", TIMELINE, {"id": execution_id})
+
+    def actions(self, execution_id: int) -> list[dict[str, Any]]:
+        """The operator actions taken on one execution, oldest first (who claimed to act, and
+        as which database role)."""
+        return self._rows("actions", EXECUTION_ACTIONS, {"id": execution_id})
 
     def blocker(self, execution_id: int) -> str | None:
         """Why this execution is not moving, in one sentence; None if it is moving or done."""

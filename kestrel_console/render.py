@@ -4,6 +4,11 @@
 = column names, datetimes in ISO 8601; ``csv`` has a header row and writes values like
 ``reports.csv_cell`` (the TUI's CSV export), so both exports agree. Only ``table`` is made for
 the eye: durations human-readable, statuses coloured, long JSON and text cut with an ellipsis.
+
+Text from the database never reaches a terminal raw (``safe_text``): tables show control
+characters as escapes (``\x1b``); ``json`` escapes them as JSON does (``\u001b``, the value
+unchanged); ``csv`` writes values exactly (it is data, usually redirected to a file) except when
+stdout is a terminal, where its cells are escaped like a table's.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from rich.text import Text
 
 from .humanize import duration
 from .reports import csv_cell
+from .safe_text import json_safe, visible
 
 FORMATS = ("table", "json", "csv")
 
@@ -78,8 +84,9 @@ def short_time(value: datetime) -> str:
 
 
 def ellipsize(text: str, limit: int = MAX_CELL) -> str:
-    """``text`` on one line, cut to ``limit`` characters with a trailing ellipsis."""
-    text = " ".join(text.split()) if "\n" in text else text
+    """``text`` on one line, control characters escaped, cut to ``limit`` characters with a
+    trailing ellipsis."""
+    text = visible(" ".join(text.split()) if "\n" in text else text)
     return text if len(text) <= limit else text[: max(1, limit - 1)] + "…"
 
 
@@ -132,8 +139,8 @@ def _as_text(cell: Text | str) -> Text:
 
 def _header(column: str) -> str:
     if column.endswith(DURATION_SUFFIX) and len(column) > len(DURATION_SUFFIX):
-        return column[: -len(DURATION_SUFFIX)]
-    return column
+        return visible(column[: -len(DURATION_SUFFIX)])
+    return visible(column)
 
 
 # -- rows ------------------------------------------------------------------------------------
@@ -187,24 +194,26 @@ def emit(
     out = file or sys.stdout
     if fmt == "json":
         data = [{c: json_value(v) for c, v in zip(columns, row)} for row in values]
-        json.dump(data, out, ensure_ascii=False, indent=2)
+        out.write(json_safe(json.dumps(data, ensure_ascii=False, indent=2)))
         out.write("\n")
         return
     if fmt == "csv":
+        isatty = getattr(out, "isatty", None)
+        shown = visible if callable(isatty) and isatty() else str
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(columns)
+        writer.writerow([shown(c) for c in columns])
         for row in values:
-            writer.writerow([csv_cell(v) for v in row])
+            writer.writerow([shown(csv_cell(v)) for v in row])
         return
     con = console or console_for(out)
     if not values:
         if title:
-            con.print(Text(title, style="bold"))
+            con.print(Text(visible(title), style="bold"))
         elif columns:  # an empty result still shows what its columns are
             con.print(Text("  ".join((headers or {}).get(c) or _header(c) for c in columns), style="bold"))
         con.print(Text(empty, style="dim"))
         return
-    table = Table(title=title, title_justify="left", title_style="bold", header_style="bold",
+    table = Table(title=title and visible(title), title_justify="left", title_style="bold", header_style="bold",
                   box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
     # Text, never markup: a value holding "[/x]" is printed as it is.
     cells = [[_as_text(_cell(c, v, max_cell)) for c, v in zip(columns, row)] for row in values]
@@ -281,12 +290,12 @@ def render_timeline(
     status = execution["status"]
     head = Text()
     head.append(f"execution {execution['id']}", style="bold")
-    head.append(f"  {execution['workflow_name']}  ")
+    head.append(f"  {visible(execution['workflow_name'])}  ")
     head.append(status, style=STATUS_STYLES.get(status, ""))
     if execution.get("duration_s") is not None:
         head.append(f"  {human_duration(execution['duration_s'])}")
     if execution.get("owner_id"):
-        head.append(f"  owner {execution['owner_id']}", style="dim")
+        head.append(f"  owner {visible(execution['owner_id'])}", style="dim")
     con.print(head)
     created = execution["created_at"]
     line = f"created {short_time(created)}"
@@ -298,9 +307,9 @@ def render_timeline(
     if execution.get("output") is not None:
         con.print(Text("output ", style="bold") + Text(ellipsize(json.dumps(execution["output"], default=str), 200)))
     if execution.get("error"):
-        con.print(Text("error  ", style="bold red") + Text(execution["error"], style="red"))
+        con.print(Text("error  ", style="bold red") + Text(visible(execution["error"], newlines=True), style="red"))
     if blocker:
-        con.print(Text("blocked: ", style="bold yellow") + Text(blocker, style="yellow"))
+        con.print(Text("blocked: ", style="bold yellow") + Text(visible(blocker), style="yellow"))
     if not timeline:
         con.print(Text("no steps yet", style="dim"))
         return
@@ -347,7 +356,30 @@ def _timeline_cells(entry: Mapping[str, Any], t0: datetime, totals: Mapping[str,
         duration = human_duration(entry.get("duration_s"))
     outcome = entry.get("outcome") or ""
     if entry["kind"] == "approval" and entry.get("decided_by"):
-        outcome = f"{outcome} by {entry['decided_by']}"
+        outcome = f"{outcome} by {decider(entry)}"
     since_start = (start - t0).total_seconds()
-    return [entry["step_id"], entry["kind"], attempt,
+    return [visible(entry["step_id"]), entry["kind"], attempt,
             ("+" if since_start >= 0 else "") + human_duration(since_start), duration, outcome]
+
+
+def decider(entry: Mapping[str, Any]) -> str:
+    """Who decided an approval: the name given, then the database role that acted
+    ('alice (db role ops_login)'); the name alone is only a claim."""
+    name = visible(entry.get("decided_by") or "")
+    role = entry.get("decided_by_db_user")
+    return f"{name} (db role {visible(role)})" if role else name
+
+
+ACTION_COLUMNS = ["at", "actor", "db_user", "action", "step_id", "comment", "from_status"]
+
+
+def render_actions(actions: Sequence[Mapping[str, Any]], *, console: Console | None = None,
+                   file: IO[str] | None = None) -> None:
+    """The operator actions taken on one execution: the name each operator gave (actor) and
+    the database role Postgres authenticated (db_user). Nothing is printed when there are none."""
+    if not actions:
+        return
+    con = console or console_for(file)
+    con.print()
+    emit(actions, ACTION_COLUMNS, "table", console=con, title="Operator actions",
+         headers={"actor": "name given", "db_user": "db role", "step_id": "step", "from_status": "was"})

@@ -1,8 +1,9 @@
--- description: The audit trail: every operator action (approve, reject, cancel, requeue, prune) in the period, newest first, optionally for one actor
+-- description: The audit trail: every operator action (approve, reject, cancel, requeue, prune) in the period, newest first, optionally for one actor. actor is the name the operator gave; db_user the database role Postgres authenticated (empty for actions before migration 5)
 -- param: since interval = '7 days'
 -- param: actor text = null
 SELECT at,
        actor,
+       db_user,
        action,
        execution_id,
        step_id,

@@ -12,12 +12,15 @@ import typer
 
 from kestrel_core import KestrelError, mask_dsn
 
+from ..safe_text import visible
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    """Print ``error: message`` on stderr (passwords masked) and exit with ``code``."""
-    typer.echo(f"error: {mask_dsn(message)}", err=True)
+    """Print ``error: message`` on stderr (passwords masked, control characters escaped) and
+    exit with ``code``."""
+    typer.echo(f"error: {visible(mask_dsn(message), newlines=True)}", err=True)
     raise typer.Exit(code)
 
 

@@ -36,7 +36,7 @@ LIST_TABLE_COLUMNS = ["id", "workflow_name", "status", "age_s", "duration_s", "o
                       "current_step", "error"]
 TIMELINE_COLUMNS = ["execution_id", "kind", "step_id", "attempt", "started_at", "finished_at",
                     "duration_s", "outcome", "error", "owner_id", "wake_at", "decision",
-                    "decided_by", "comment"]
+                    "decided_by", "decided_by_db_user", "comment"]
 REPORT_LIST_COLUMNS = ["name", "description", "params", "path", "shipped", "overrides"]
 # Shorter labels for the status table (json/csv keep the column names).
 STATUS_HEADERS = {"workflow_name": "workflow", "stuck_leases": "stuck", "pending_approvals": "approvals",
@@ -184,11 +184,12 @@ def list_(
 # -- show ------------------------------------------------------------------------------------
 
 
-def _show_data(reader: Reader, execution_id: int) -> tuple[dict[str, Any], list[dict], list[dict], str | None]:
+def _show_data(reader: Reader, execution_id: int) -> tuple[dict[str, Any], list[dict], list[dict], str | None, list[dict]]:
     execution = reader.execution(execution_id)
     if execution is None:
         fail(f"no execution with id {execution_id}\nList executions with: kestrel-console list")
-    return execution, reader.timeline(execution_id), reader.steps(execution_id), reader.blocker(execution_id)
+    return (execution, reader.timeline(execution_id), reader.steps(execution_id),
+            reader.blocker(execution_id), reader.actions(execution_id))
 
 
 def show(
@@ -200,16 +201,20 @@ def show(
     the execution's span).
 
     json: one object with the execution's columns, its blocker (why it is not moving, or
-    null), its checkpoints (steps) and its timeline. csv: the timeline, one row per attempt or wait.
+    null), its checkpoints (steps), its timeline and the operator actions taken on it (actor:
+    the name the operator gave; db_user: the database role that acted). csv: the timeline, one
+    row per attempt or wait.
     """
     s = settings(ctx)
     with _reader(s) as reader:
-        execution, timeline, steps, blocker = handles_errors(_show_data)(reader, execution_id)
+        execution, timeline, steps, blocker, actions = handles_errors(_show_data)(reader, execution_id)
         now = handles_errors(reader.now)()
     if fmt == "table":
         render.render_timeline(execution, timeline, now=now, blocker=blocker)
+        render.render_actions(actions)
     elif fmt == "json":
-        render.emit([{**execution, "blocker": blocker, "steps": steps, "timeline": timeline}], None, "json")
+        render.emit([{**execution, "blocker": blocker, "steps": steps, "timeline": timeline,
+                      "actions": actions}], None, "json")
     else:
         render.emit([{"execution_id": execution["id"], **t} for t in timeline], TIMELINE_COLUMNS, "csv")
 

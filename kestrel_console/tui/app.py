@@ -17,6 +17,7 @@ from textual.reactive import reactive
 from kestrel_core import DatabaseUnavailable, SchemaOutdated, mask_dsn
 from kestrel_core.connection import describe_target
 
+from ..safe_text import visible
 from .commands import KestrelCommands
 from .config import DEFAULT_REFRESH, ConsoleConfig, step_preset
 from .live import LiveScreen
@@ -246,7 +247,7 @@ class KestrelConsole(App[None]):
         """Notify the operator (and keep the message: tests and the log read ``notices``)."""
         self.notices.append((severity, message))
         del self.notices[:-NOTICES_KEPT]
-        self.notify(message, severity=severity, markup=False)  # type: ignore[arg-type]
+        self.notify(visible(message, newlines=True), severity=severity, markup=False)  # type: ignore[arg-type]
 
 
 def _close_all(things: list[Any]) -> None:

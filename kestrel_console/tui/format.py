@@ -1,4 +1,7 @@
-"""How values look on screen: compact ages and durations, coloured statuses, highlighted JSON."""
+"""How values look on screen: compact ages and durations, coloured statuses, highlighted JSON.
+
+Text from the database goes through ``safe_text`` here: control characters are shown as
+escapes, never sent to the terminal."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from ..humanize import duration
+from ..safe_text import json_safe, visible
 
 STATUS_STYLES: dict[str, str] = {
     "enqueued": "bold cyan",
@@ -52,12 +56,12 @@ def short_json(value: Any, width: int = 60) -> str:
     """One line of JSON, cut to ``width`` characters."""
     if value is None:
         return ""
-    text = json.dumps(value, ensure_ascii=False, default=str, separators=(", ", ": "))
+    text = json_safe(json.dumps(value, ensure_ascii=False, default=str, separators=(", ", ": ")))
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def json_text(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str, indent=2)
+    return json_safe(json.dumps(value, ensure_ascii=False, default=str, indent=2))
 
 
 def json_view(value: Any) -> RenderableType:
@@ -71,6 +75,7 @@ def error_view(error: str | None) -> RenderableType:
     """An error message; a Python traceback is highlighted as one."""
     if not error:
         return Text("no error", style="dim")
+    error = visible(error, newlines=True)
     if "Traceback (most recent call last)" in error:
         return Syntax(error, "pytb", theme=SYNTAX_THEME, word_wrap=True, background_color="default")
     return Text(error, style="red")
@@ -92,5 +97,5 @@ def cell(value: Any, width: int = 80) -> str | Text:
         return str(value)
     if isinstance(value, (bytes, memoryview)):
         return "\\x" + bytes(value).hex()[: width]
-    text = str(value)
+    text = visible(str(value))
     return text if len(text) <= width else text[: width - 1] + "…"

@@ -14,6 +14,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Static
 
+from ...safe_text import visible
 from .. import format as fmt
 from ..live import LiveScreen
 from ..operator import Outcome, Target
@@ -83,7 +84,7 @@ class ApprovalsScreen(LiveScreen):
         if row is None:
             box.update(Text("no gate selected", style="dim"))
             return
-        head = Text(f"execution {row['execution_id']} · {row['workflow_name']} · gate {row['step_id']!r}\n",
+        head = Text(f"execution {row['execution_id']} · {visible(row['workflow_name'])} · gate {row['step_id']!r}\n",
                     style="bold")
         body = fmt.json_view(row["details"]) if row["details"] is not None else Text("no details", style="dim")
         box.update(Group(head, body))

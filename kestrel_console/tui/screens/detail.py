@@ -14,6 +14,8 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Static, TabbedContent, TabPane
 
+from ...render import decider
+from ...safe_text import visible
 from .. import format as fmt
 from ..live import LiveScreen
 from ..operator import Target
@@ -99,7 +101,7 @@ class DetailScreen(LiveScreen):
         blocker_box.display = blocker is not None
         if blocker is not None:
             text = Text("Why isn't it running? ", style="bold yellow")
-            text.append(blocker, style="yellow")
+            text.append(visible(blocker), style="yellow")
             if self.kapp.read_only:
                 text.append("  (read-only: actions disabled)", style="dim")
             blocker_box.update(text)
@@ -125,7 +127,7 @@ class DetailScreen(LiveScreen):
                 "start": "+" + fmt.seconds((e["started_at"] - t0).total_seconds()),
                 "duration": fmt.seconds(took) if took is not None else "…",
                 "outcome": Text(e["outcome"] or "", style=OUTCOME_STYLES.get(e["outcome"] or "", "")),
-                "worker": (e["owner_id"] if step else e["decided_by"]) or "",
+                "worker": (e["owner_id"] if step else decider(e)) or "",
                 "error": ((e["error"] or "").splitlines()[-1][:100] if e["error"] else "") if step
                 else (e["comment"] or ""),
             }, e))
@@ -171,7 +173,7 @@ class DetailScreen(LiveScreen):
 
 def _head(e: dict[str, Any]) -> Text:
     text = Text(f"execution {e['id']}  ", style="bold")
-    text.append(e["workflow_name"], style="bold cyan")
+    text.append(visible(e["workflow_name"]), style="bold cyan")
     text.append("  ")
     text.append_text(fmt.status(e["status"]))
     if e["duration_s"] is not None:
@@ -183,14 +185,14 @@ def _head(e: dict[str, Any]) -> Text:
     if e["finished_at"]:
         meta.append(f"finished {fmt.when(e['finished_at'])}")
     if e["owner_id"]:
-        meta.append(f"owner {e['owner_id']}")
+        meta.append(f"owner {visible(e['owner_id'])}")
     if e["lease_expires"] and e["status"] == "running":
         meta.append(f"lease until {fmt.when(e['lease_expires'])}")
     meta.append(f"claims {e['claims']}")
     if e["priority"]:
         meta.append(f"priority {e['priority']}")
     if e["idempotency_key"]:
-        meta.append(f"key {e['idempotency_key']}")
+        meta.append(f"key {visible(e['idempotency_key'])}")
     text.append(" · ".join(meta), style="dim")
     return text
 
@@ -200,9 +202,9 @@ def _steps_view(steps: list[dict[str, Any]]) -> Group | Text:
         return Text("no step has finished yet", style="dim")
     parts: list[Any] = []
     for s in steps:
-        head = Text(f"{s['step_id']}", style="bold")
+        head = Text(visible(s["step_id"]), style="bold")
         head.append(f"  {s['attempts']} attempt{'s' if s['attempts'] != 1 else ''} · "
-                    f"{fmt.seconds(s['duration_s'])} · {s['owner_id'] or ''}", style="dim")
+                    f"{fmt.seconds(s['duration_s'])} · {visible(s['owner_id'] or '')}", style="dim")
         parts.append(head)
         parts.append(fmt.error_view(s["error"]) if s["error"] else fmt.json_view(s["output"]))
         parts.append(Text(""))

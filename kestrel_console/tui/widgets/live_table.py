@@ -11,6 +11,8 @@ from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist
 
+from ...safe_text import has_control, visible
+
 MARK = "●"
 MARK_COLUMN = "mark"
 
@@ -49,7 +51,8 @@ class LiveTable(DataTable):
         rows are re-sorted by ``sort_value`` of that column's text (no row is rebuilt).
         """
         current_key = self.cursor_key()
-        wanted: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {k: (c, src) for k, c, src in rows}
+        wanted: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+            k: ({column: _safe(v) for column, v in c.items()}, src) for k, c, src in rows}
         for key in [k for k in self._cells if k not in wanted]:
             self.remove_row(key)
             del self._cells[key]
@@ -129,6 +132,15 @@ class LiveTable(DataTable):
     def keys(self) -> list[str]:
         """Row keys in display order."""
         return [row.key.value for row in self.ordered_rows]
+
+
+def _safe(value: Any) -> Any:
+    """A cell with its control characters shown as escapes (text from the database)."""
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, Text) and (has_control(value.plain) or "\n" in value.plain or "\t" in value.plain):
+        return Text(visible(value.plain), style=value.style)
+    return value
 
 
 def _plain(value: Any) -> str:

@@ -6,6 +6,7 @@ from typing import Any
 
 from textual.widgets import DataTable
 
+from ...safe_text import visible
 from .. import format as fmt
 
 
@@ -26,7 +27,7 @@ class ResultsTable(DataTable):
         seen: dict[str, int] = {}
         for name in names:  # duplicate column names (SELECT 1, 1) need distinct keys
             seen[name] = seen.get(name, 0) + 1
-            self.add_column(name, key=f"{name}#{seen[name]}")
+            self.add_column(visible(name), key=f"{name}#{seen[name]}")
         self.add_rows([fmt.cell(v) for v in row] for row in result.rows)
 
 

@@ -16,6 +16,8 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 from textual.widget import Widget
 
+from ...render import decider
+from ...safe_text import visible
 from .. import format as fmt
 
 STEP_STYLES = {"success": "green", "error": "red", "running": "yellow", "cancelled": "magenta",
@@ -68,7 +70,7 @@ class Lane:
         outcome = e.get("outcome") or ""
         took = fmt.seconds(((last.end or now) - first.start).total_seconds())
         if outcome in ("approved", "rejected"):
-            by = f" by {e.get('decided_by')}" if e.get("decided_by") else ""
+            by = f" by {decider(e)}" if e.get("decided_by") else ""
             return f"{self.kind}: {outcome}{by} · {took}"
         if outcome == "waiting":
             until = f" until {fmt.when(e.get('wake_at'))}" if e.get("wake_at") else ""
@@ -192,8 +194,8 @@ def render_lines(execution: Mapping[str, Any], entries: Sequence[Mapping[str, An
 
 def _label(lane: Lane) -> str:
     if lane.kind == "step":
-        return lane.step_id
-    return ("◇ " if lane.kind == "approval" else "☾ ") + lane.step_id
+        return visible(lane.step_id)
+    return ("◇ " if lane.kind == "approval" else "☾ ") + visible(lane.step_id)
 
 
 def _row(label: str, label_w: int, bar: Text, info: str, *, bold: bool = False) -> Text:

@@ -1,0 +1,89 @@
+"""The audit records the database role that acted beside the name the operator gave (issue 9).
+
+The name (--operator, $KESTREL_OPERATOR, by=...) is a claim anyone can make; the role is
+session_user, what Postgres authenticated. Here a login role granted kestrel_operator claims to
+be "alice": the audit, `show` and the operator-actions report show both.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+
+from kestrel_core import Kestrel
+from tests.cli.script import console
+
+
+@pytest.fixture
+def ops_login(dsn: str, db: psycopg.Connection) -> Iterator[tuple[str, str]]:
+    """(role name, DSN) of a fresh login role holding only kestrel_operator."""
+    role = f"ops_{uuid.uuid4().hex[:10]}"
+    db.execute(f"CREATE ROLE {role} LOGIN")
+    db.execute(f"GRANT kestrel_operator TO {role}")
+    try:
+        yield role, make_conninfo(dsn, user=role)
+    finally:
+        db.execute(f"DROP ROLE {role}")
+
+
+def waiting_on_gate(db: psycopg.Connection, gate: str = "approve-fix") -> int:
+    eid = db.execute("INSERT INTO workflow_executions (workflow_name, status) VALUES ('remediate', 'waiting') "
+                     "RETURNING id").fetchone()[0]
+    db.execute("INSERT INTO workflow_waits (execution_id, step_id, kind) VALUES (%s, %s, 'approval')", (eid, gate))
+    return eid
+
+
+def test_approve_records_the_login_role_beside_the_claimed_name(db: psycopg.Connection, ops_login) -> None:
+    role, ops_dsn = ops_login
+    eid = waiting_on_gate(db)
+    done = console("approve", str(eid), "approve-fix", "--operator", "alice", "--comment", "lgtm", dsn=ops_dsn)
+    assert done.returncode == 0, done.stderr
+    assert db.execute("SELECT decided_by, decided_by_db_user FROM workflow_waits").fetchall() == [("alice", role)]
+    assert db.execute("SELECT actor, db_user, action FROM operator_actions").fetchall() == [("alice", role, "approve")]
+
+    shown = console("show", str(eid), "--format", "json", dsn=ops_dsn)
+    assert shown.returncode == 0, shown.stderr
+    doc = json.loads(shown.stdout)[0]
+    gate = next(e for e in doc["timeline"] if e["step_id"] == "approve-fix")
+    assert (gate["decided_by"], gate["decided_by_db_user"]) == ("alice", role)
+    assert [(a["actor"], a["db_user"], a["action"]) for a in doc["actions"]] == [("alice", role, "approve")]
+
+    table = console("show", str(eid), dsn=ops_dsn)
+    assert table.returncode == 0, table.stderr
+    assert f"approved by alice (db role {role})" in table.stdout
+    assert "Operator actions" in table.stdout and role in table.stdout.split("Operator actions")[1]
+
+
+def test_cancel_requeue_and_prune_record_the_login_role(dsn: str, db: psycopg.Connection, ops_login) -> None:
+    role, ops_dsn = ops_login
+    eid = waiting_on_gate(db)
+    with Kestrel(ops_dsn) as ops:
+        ops.cancel(eid, by="mallory-claims-to-be-bob")
+        ops.requeue(eid, by="bob")
+    db.execute("UPDATE workflow_executions SET status = 'success', finished_at = now() - interval '40 days' "
+               "WHERE id = %s", (eid,))
+    pruned = console("prune", "--older-than", "30d", "--operator", "carol", dsn=ops_dsn)
+    assert pruned.returncode == 0, pruned.stderr
+    assert db.execute("SELECT action, actor, db_user FROM operator_actions ORDER BY id").fetchall() == [
+        ("cancel", "mallory-claims-to-be-bob", role), ("requeue", "bob", role), ("prune", "carol", role)]
+
+    report = console("report", "operator-actions", "--format", "json", dsn=ops_dsn)
+    assert report.returncode == 0, report.stderr
+    rows = json.loads(report.stdout)
+    assert {(r["action"], r["actor"], r["db_user"]) for r in rows} == {
+        ("cancel", "mallory-claims-to-be-bob", role), ("requeue", "bob", role), ("prune", "carol", role)}
+
+
+def test_the_caller_cannot_choose_the_recorded_role(db: psycopg.Connection, ops_login) -> None:
+    """Whatever the name passed, the role column is the session's login, not a parameter."""
+    role, ops_dsn = ops_login
+    eid = waiting_on_gate(db)
+    with psycopg.connect(ops_dsn, autocommit=True) as conn:
+        conn.execute("SELECT kestrel.decide_approval(%s, 'approve-fix', false, 'postgres', NULL)", (eid,))
+    assert db.execute("SELECT decided_by, decided_by_db_user FROM workflow_waits").fetchall() == [("postgres", role)]
+    assert db.execute("SELECT actor, db_user FROM operator_actions").fetchall() == [("postgres", role)]
