@@ -21,14 +21,79 @@ def resolve_dsn(dsn: str | None) -> str:
     return dsn
 
 
-_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)([^@\s]*)(@)")
-_KEYWORD_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+# user:password@ of a URL. A malformed URL may hold spaces, quotes or '@' in its password: the
+# password runs to the '@' after which the host holds no other '@'.
+_URL_PASSWORD = re.compile(r"(://[^:/@\s'\"]*:)([^\n]*?)(@)(?=[^@\s'\"]*(?:[\s'\"]|$))")
+# password=... in the keyword form or a URL's query: a quoted value (to its closing quote, or to
+# the end when it is unterminated), else the words up to the next "key=" (a password with an
+# unquoted space is still one secret).
+_KEYWORD_PASSWORD = re.compile(
+    r"(password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s&'\"]+(?:\s+(?![\w.-]+\s*=)[^\s&=]+)*)",
+    re.IGNORECASE)
+_QUOTED = re.compile(r'"([^"]*)"')
 
 
 def mask_dsn(text: str) -> str:
-    """Hide every password in a DSN or in a message that quotes one."""
+    """Hide every password in a DSN or in a message that quotes one (URL and keyword forms,
+    malformed ones included)."""
     text = _URL_PASSWORD.sub(r"\1****\3", text)
     return _KEYWORD_PASSWORD.sub(r"\1****", text)
+
+
+def _secrets(dsn: str) -> list[str]:
+    """Every password ``dsn`` may hold, read generously (a malformed DSN has no exact parse)."""
+    found = []
+    start = dsn.find("://")
+    if start >= 0:
+        rest = dsn[start + 3:]
+        userinfo = rest[: rest.rfind("@")] if "@" in rest else ""
+        if ":" in userinfo:
+            found.append(userinfo.split(":", 1)[1])
+    for match in _KEYWORD_PASSWORD.finditer(dsn):
+        found.append(match.group(2).strip("'"))
+    try:
+        password = conninfo_to_dict(dsn).get("password")
+    except psycopg.Error:
+        password = None
+    if password:
+        found.append(str(password))
+    return [s for s in found if s]
+
+
+def _hide_secrets(text: str, dsn: str) -> str:
+    """``text`` with every password of ``dsn`` (and each '@'-separated piece of one: libpq
+    reads 'user:pa@ss@host' as password 'pa' and host 'ss@host') replaced by ****, where it
+    stands as a token of its own."""
+    pieces = set()
+    for secret in _secrets(dsn):
+        pieces.add(secret)
+        pieces.update(p for p in secret.split("@") if len(p) >= 3)
+    for piece in sorted(pieces, key=len, reverse=True):
+        text = re.sub(r"(?<![\w%])" + re.escape(piece) + r"(?![\w%])", "****", text)
+    return text
+
+
+def parser_reason(dsn: str, exc: Exception) -> str:
+    """libpq's complaint about ``dsn``, without any secret: its messages quote the offending
+    token ('invalid percent-encoded token: "s3cr%zz"'), which may be (part of) the password."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    secrets = _secrets(dsn)
+
+    def hide(match: re.Match[str]) -> str:
+        quoted = match.group(1)
+        if any(quoted and (quoted in s or s in quoted) for s in secrets):
+            return '"****"'
+        return match.group(0)
+
+    return mask_dsn(_hide_secrets(_QUOTED.sub(hide, text), dsn))
+
+
+def invalid_dsn(dsn: str, exc: Exception) -> DatabaseUnavailable:
+    """A DatabaseUnavailable for a DSN libpq cannot parse, built from masked parts only."""
+    return DatabaseUnavailable(
+        f"invalid DSN {mask_dsn(dsn)!r}: {parser_reason(dsn, exc)}\n"
+        "Check --dsn / $KESTREL_DSN (a password with spaces, '@' or '%' must be percent-encoded "
+        "in a URL, or quoted in the keyword form).")
 
 
 def describe_target(dsn: str) -> str:
@@ -41,12 +106,25 @@ def describe_target(dsn: str) -> str:
     port = params.get("port") or os.environ.get("PGPORT") or "5432"
     user = params.get("user") or os.environ.get("PGUSER") or ""
     dbname = params.get("dbname") or os.environ.get("PGDATABASE") or user
-    return f"{user + '@' if user else ''}{host}:{port}/{dbname}"
+    return _hide_secrets(f"{user + '@' if user else ''}{host}:{port}/{dbname}", dsn)
+
+
+def check_dsn(dsn: str) -> None:
+    """Refuse a URL whose password holds a raw '@': libpq would cut the password at the first
+    one and try to reach a host named after the rest of it."""
+    start = dsn.find("://")
+    if start < 0:
+        return
+    authority = dsn[start + 3:].split("?", 1)[0]
+    if authority.count("@") > 1:
+        raise DatabaseUnavailable(
+            f"invalid DSN {mask_dsn(dsn)!r}: its user:password part holds '@'\n"
+            "Percent-encode it in the URL (%40), or use the keyword form: password='...'.")
 
 
 def unavailable(dsn: str, exc: Exception) -> DatabaseUnavailable:
     """A DatabaseUnavailable naming the target and libpq's reason, password masked."""
-    reason = mask_dsn(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+    reason = parser_reason(dsn, exc)
     return DatabaseUnavailable(
         f"cannot connect to PostgreSQL at {describe_target(dsn)}: {reason}\n"
         "Check --dsn / $KESTREL_DSN and that the server is running."
@@ -58,11 +136,12 @@ def connect(
     connect_timeout: int = 10, prepare: bool = True,
 ) -> psycopg.Connection:
     """Open one connection, turning connection failures into DatabaseUnavailable."""
+    check_dsn(dsn)
     try:
         conninfo = make_conninfo(dsn, application_name=application_name, connect_timeout=connect_timeout)
         conn = psycopg.connect(conninfo, autocommit=autocommit)
     except psycopg.ProgrammingError as exc:  # malformed DSN
-        raise DatabaseUnavailable(f"invalid DSN {mask_dsn(dsn)!r}: {mask_dsn(str(exc))}") from None
+        raise invalid_dsn(dsn, exc) from None
     except psycopg.OperationalError as exc:
         raise unavailable(dsn, exc) from None
     if not prepare:
@@ -96,10 +175,11 @@ def make_pool(
         if not prepare:
             conn.prepare_threshold = None
 
+    check_dsn(dsn)
     try:
         conninfo = make_conninfo(dsn, application_name=application_name, connect_timeout=10)
     except psycopg.ProgrammingError as exc:
-        raise DatabaseUnavailable(f"invalid DSN {mask_dsn(dsn)!r}: {mask_dsn(str(exc))}") from None
+        raise invalid_dsn(dsn, exc) from None
     return ConnectionPool(
         conninfo, min_size=min_size, max_size=max_size, configure=configure,
         check=ConnectionPool.check_connection if check else None, open=False, name=name, timeout=30,

@@ -14,8 +14,8 @@ def console(*args: str, dsn: str | None = None, stdin: str | None = None,
             env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """``kestrel-console [--dsn DSN] ARGS...``: exit code, stdout and stderr as text."""
     assert SCRIPT.exists(), f"no kestrel-console beside {sys.executable}: pip install -e ."
-    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
-    full_env.pop("KESTREL_DSN", None)
+    full_env = {k: v for k, v in os.environ.items() if k != "KESTREL_DSN"}
+    full_env.update({"COLUMNS": "200", **(env or {})})
     cmd = [str(SCRIPT), *(["--dsn", dsn] if dsn is not None else []), *args]
     return subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=full_env, timeout=timeout)
 

@@ -1,0 +1,61 @@
+"""Passwords never leak from a DSN, well-formed or not (issue 9)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kestrel_core import DatabaseUnavailable, mask_dsn
+from kestrel_core.connection import connect, describe_target, make_pool, unavailable
+
+SECRET = "Sx9zq"
+
+
+@pytest.mark.parametrize("dsn, masked", [
+    (f"postgresql://bob:{SECRET}@db.example/app", "postgresql://bob:****@db.example/app"),
+    (f"postgresql://bob:{SECRET}%zz@db.example/app", "postgresql://bob:****@db.example/app"),   # bad escape
+    (f"postgresql://bob:{SECRET} more@db.example/app", "postgresql://bob:****@db.example/app"),  # space
+    (f"postgresql://bob:{SECRET}@at@db.example/app", "postgresql://bob:****@db.example/app"),    # '@'
+    (f'postgresql://bob:{SECRET}"q@db.example/app', "postgresql://bob:****@db.example/app"),    # quote
+    (f"postgresql://bob@db.example/app?password={SECRET}&sslmode=disable",
+     "postgresql://bob@db.example/app?password=****&sslmode=disable"),
+    (f"host=db.example password={SECRET} user=bob", "host=db.example password=**** user=bob"),
+    (f"host=db.example password='{SECRET} x' user=bob", "host=db.example password=**** user=bob"),
+    (f"host=db.example password = {SECRET} more user=bob", "host=db.example password = **** user=bob"),
+    (f"host=db.example password='{SECRET} user=bob", "host=db.example password=****"),        # unterminated
+    (f"host=db.example PASSWORD={SECRET}", "host=db.example PASSWORD=****"),
+])
+def test_mask_dsn_hides_the_password_of_every_form(dsn: str, masked: str) -> None:
+    assert mask_dsn(dsn) == masked
+    assert SECRET not in mask_dsn(dsn)
+
+
+def test_mask_dsn_inside_a_message_keeps_the_rest() -> None:
+    text = f"invalid DSN 'postgresql://bob:{SECRET}@h/db': failed to resolve host 'h'"
+    assert mask_dsn(text) == "invalid DSN 'postgresql://bob:****@h/db': failed to resolve host 'h'"
+
+
+MALFORMED = [
+    f"postgresql://bob:{SECRET}%zz@127.0.0.1:5432/app",
+    f"postgresql://bob:{SECRET} {SECRET}@127.0.0.1:5432/app",
+    f"postgresql://bob:{SECRET}@{SECRET}@127.0.0.1:5432/app",
+    f"host=127.0.0.1 password='{SECRET} user=bob",
+    f"host=127.0.0.1 password=x {SECRET} user=bob",
+    f"postgresql://bob@127.0.0.1/app?password={SECRET}%zz",
+]
+
+
+@pytest.mark.parametrize("dsn", MALFORMED)
+def test_connect_and_pool_refuse_a_malformed_dsn_without_quoting_the_secret(dsn: str) -> None:
+    for attempt in (lambda: connect(dsn, connect_timeout=2), lambda: make_pool(dsn, min_size=1, max_size=1)):
+        with pytest.raises(DatabaseUnavailable) as caught:
+            attempt()
+        assert SECRET not in str(caught.value)
+        assert "invalid DSN" in str(caught.value)
+    assert SECRET not in describe_target(dsn)
+
+
+def test_unavailable_hides_a_password_libpq_quotes_back() -> None:
+    dsn = f"postgresql://bob:{SECRET}@127.0.0.1:1/app"
+    exc = Exception(f'could not connect: password "{SECRET}" rejected for {SECRET}')
+    message = str(unavailable(dsn, exc))
+    assert SECRET not in message and "127.0.0.1:1/app" in message
