@@ -232,11 +232,19 @@ class Kestrel:
         self.worker(concurrency=concurrency, lease=lease, worker_id=worker_id, **options).run()
 
 
+MAX_DELAY = timedelta(days=3650)  # ten years: a later start is a mistake, not a schedule
+
+
 def _resolve_run_at(run_at: datetime | None, delay: timedelta | None) -> datetime | None:
     if run_at is not None and delay is not None:
         raise ValueError("give run_at or delay, not both")
     if delay is not None:
         from datetime import timezone
 
+        from .errors import InvalidArgument
+
+        if delay > MAX_DELAY:
+            raise InvalidArgument(f"delay too long ({delay.total_seconds():g} s; the limit is "
+                                  f"{MAX_DELAY.days} days = {MAX_DELAY.total_seconds():g} s)")
         return datetime.now(timezone.utc) + delay
     return run_at

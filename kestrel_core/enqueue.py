@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 import psycopg
 
+from .errors import InvalidArgument
 from .serialization import to_json
 from .statements import notify_channel, render
 
@@ -41,11 +42,38 @@ SELECT id FROM ins, (SELECT count(*) FROM woke) AS w ORDER BY id
 """
 
 
+# A workflow name is NOTIFY's payload (at most 8000 bytes) and is shown in every list: bounded.
+MAX_NAME_LENGTH = 200
+PRIORITY_RANGE = (-(2**31), 2**31 - 1)  # the column is an integer
+
+
+def check_workflow_name(name: object) -> str:
+    """``name`` if it can name a workflow: a non-empty string of at most MAX_NAME_LENGTH
+    characters, no NUL; else InvalidArgument (a ValueError)."""
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidArgument(f"a workflow name must be a non-empty string, not {name!r}")
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidArgument(f"workflow name too long ({len(name)} characters; the limit is {MAX_NAME_LENGTH})")
+    if "\x00" in name:
+        raise InvalidArgument("a workflow name cannot contain a NUL character")
+    return name
+
+
+def check_priority(priority: object) -> int:
+    """``priority`` if it fits the column (a 32-bit integer), else InvalidArgument."""
+    low, high = PRIORITY_RANGE
+    if not isinstance(priority, int) or isinstance(priority, bool) or not low <= priority <= high:
+        raise InvalidArgument(f"priority must be an integer from {low} to {high}, not {priority!r}")
+    return priority
+
+
 def enqueue(
     conn: psycopg.Connection, schema: str, name: str, input: Any = None, *,
     idempotency_key: str | None = None, run_at: datetime | None = None, priority: int = 0,
 ) -> int:
     """Insert one execution and return its id (the existing id for a repeated key)."""
+    check_workflow_name(name)
+    check_priority(priority)
     params = {
         "name": name,
         "input": to_json(input, f"the input of workflow {name!r}"),
@@ -66,6 +94,8 @@ def enqueue_many(
     run_at: datetime | None = None, priority: int = 0,
 ) -> list[int]:
     """Insert one execution per input in a single round trip; ids in input order."""
+    check_workflow_name(name)
+    check_priority(priority)
     values = [to_json(v, f"input #{i} of workflow {name!r}") for i, v in enumerate(inputs)]
     if not values:
         return []

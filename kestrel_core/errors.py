@@ -24,6 +24,15 @@ class NotSerializable(KestrelError, TypeError):
     """A workflow input or a step output is not a JSON value."""
 
 
+class InvalidArgument(KestrelError, ValueError):
+    """A value the API cannot take (an empty or over-long workflow name, a priority, delay or
+    execution id out of range); nothing was written. The CLI exits 2 (bad usage)."""
+
+
+class TooLarge(NotSerializable, ValueError):
+    """A JSON value (input, step output, approval details) over ``MAX_JSON_BYTES``."""
+
+
 class DuplicateStepId(KestrelError):
     """Two steps (or waits) of one execution used the same id."""
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import psycopg
 
-from .errors import from_database
+from .errors import InvalidArgument, from_database
 from .statements import render
 
 DECIDE = "SELECT {schema}.decide_approval(%s, %s, %s, %s, %s)"
@@ -19,7 +19,19 @@ CANCEL = "SELECT {schema}.cancel_execution(%s, %s, %s)"
 REQUEUE = "SELECT {schema}.requeue_execution(%s, %s, %s)"
 
 
+BIGINT_MAX = 2**63 - 1
+
+
+def check_execution_id(execution_id: object) -> int:
+    """``execution_id`` if it can be an execution id (a positive 64-bit integer), else
+    InvalidArgument: an id past bigint would reach Postgres as numeric and match no function."""
+    if not isinstance(execution_id, int) or isinstance(execution_id, bool) or not 1 <= execution_id <= BIGINT_MAX:
+        raise InvalidArgument(f"no execution can have id {execution_id!r}: ids are integers from 1 to {BIGINT_MAX}")
+    return execution_id
+
+
 def _call(conn: psycopg.Connection, schema: str, statement: str, params: tuple) -> Any:
+    check_execution_id(params[0])
     try:
         row = conn.execute(render(statement, schema), params).fetchone()
     except psycopg.Error as exc:

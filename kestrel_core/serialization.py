@@ -7,7 +7,17 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from .errors import NotSerializable
+from .errors import NotSerializable, TooLarge
+
+# The largest JSON value stored (an input, a step or workflow output, approval details), as
+# UTF-8. Well under what Postgres refuses (jsonb ~256 MB, 1 GB per field and per protocol
+# message): past this a value is checked here, before anything is sent, and refused whole.
+MAX_JSON_BYTES = 64 * 1024 * 1024
+
+
+def megabytes(n: int) -> str:
+    """'300.0 MB' (MiB, as the limit is written)."""
+    return f"{n / (1024 * 1024):.1f} MB"
 
 
 def _first_bad(value: Any, path: str = "$", depth: int = 0) -> tuple[str, str] | None:
@@ -50,4 +60,13 @@ def to_json(value: Any, what: str) -> Jsonb:
     text = json.dumps(value, allow_nan=False, ensure_ascii=False)
     if "\\u0000" in text:
         raise NotSerializable(f"{what} is not storable: it contains a NUL character (\\u0000), which Postgres jsonb refuses")
-    return Jsonb(value, dumps=lambda _v, _t=text: _t)
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise NotSerializable(
+            f"{what} is not storable: it contains a lone surrogate ({text[exc.start]!r}), which is not "
+            "valid Unicode (write the character itself, or a surrogate pair)") from None
+    if len(data) > MAX_JSON_BYTES:
+        raise TooLarge(f"{what} is too large ({megabytes(len(data))}; the limit is "
+                       f"{megabytes(MAX_JSON_BYTES)}): store big data elsewhere and pass a reference")
+    return Jsonb(value, dumps=lambda _v, _d=data: _d)

@@ -1,6 +1,10 @@
--- description: The audit trail: every operator action (approve, reject, cancel, requeue, prune) in the period, newest first, optionally for one actor. actor is the name the operator gave; db_user the database role Postgres authenticated (empty for actions before migration 5)
+-- description: The audit trail: every operator action (approve, reject, cancel, requeue, prune) in the period, newest first, optionally for one actor
 -- param: since interval = '7 days'
 -- param: actor text = null
+--
+-- actor is the name the operator gave (a claim: --operator, $KESTREL_OPERATOR, $USER);
+-- db_user is the database role Postgres authenticated for the session that acted (NULL for
+-- actions recorded before schema version 5).
 SELECT at,
        actor,
        db_user,

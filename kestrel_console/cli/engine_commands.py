@@ -8,19 +8,22 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import math
 import sys
 from datetime import timedelta
 from typing import Any, Optional
 
 import typer
 
-from kestrel_core import Kestrel
+from kestrel_core import Kestrel, NotSerializable
+from kestrel_core.app import MAX_DELAY
+from kestrel_core.serialization import to_json
 from kestrel_core import prune as prune_mod
 from kestrel_core import roles as roles_mod
 from kestrel_core.connection import describe_target
 
 from .errors import fail, handles_errors
-from .settings import acting, operator_option, settings
+from .settings import acting, execution_id_argument, operator_option, settings
 
 
 def load_app(target: str) -> Kestrel:
@@ -44,11 +47,26 @@ def load_app(target: str) -> Kestrel:
 
 
 def _parse_json(text: str, option: str) -> Any:
+    """The JSON value of an option, checked as the engine will store it (exit 2 if not)."""
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise typer.BadParameter(f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
                                  param_hint=option) from None
+    except RecursionError:
+        fail(f"{option}: the JSON is nested too deeply (the limit is 500 levels)", code=2)
+    try:
+        to_json(value, f"{option}")
+    except NotSerializable as exc:
+        fail(str(exc), code=2)
+    return value
+
+
+def _delay(value: float | None) -> float | None:
+    longest = int(MAX_DELAY.total_seconds())
+    if value is not None and not (math.isfinite(value) and 0 <= value <= longest):
+        fail(f"--delay {value:g}: give seconds from 0 to {longest} ({MAX_DELAY.days} days)", code=2)
+    return value
 
 
 def migrate(
@@ -134,7 +152,7 @@ def enqueue(
     name: str = typer.Argument(..., help="Workflow name."),
     input: Optional[str] = typer.Option(None, "--input", help="Input as JSON (default null).", show_default=False),
     idempotency_key: Optional[str] = typer.Option(None, "--idempotency-key", help="Enqueue at most once per key: a repeat prints the first id.", show_default=False),
-    delay: Optional[float] = typer.Option(None, "--delay", min=0.0, help="Seconds before it may start.", show_default=False),
+    delay: Optional[float] = typer.Option(None, "--delay", callback=_delay, help="Seconds before it may start (at most ten years).", show_default=False),
     priority: int = typer.Option(0, "--priority", help="Higher runs first."),
 ) -> None:
     """Enqueue workflow NAME and print the new execution id."""
@@ -160,7 +178,7 @@ def _decide(ctx: typer.Context, execution_id: int, step: str, comment: Optional[
 
 def approve(
     ctx: typer.Context,
-    execution_id: int = typer.Argument(..., metavar="ID", help="Execution id."),
+    execution_id: int = execution_id_argument(),
     step: str = typer.Argument(..., metavar="STEP", help="Approval gate id."),
     comment: Optional[str] = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
     operator: Optional[str] = operator_option(),
@@ -171,7 +189,7 @@ def approve(
 
 def reject(
     ctx: typer.Context,
-    execution_id: int = typer.Argument(..., metavar="ID", help="Execution id."),
+    execution_id: int = execution_id_argument(),
     step: str = typer.Argument(..., metavar="STEP", help="Approval gate id."),
     comment: Optional[str] = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
     operator: Optional[str] = operator_option(),
@@ -182,7 +200,7 @@ def reject(
 
 def requeue(
     ctx: typer.Context,
-    execution_id: int = typer.Argument(..., metavar="ID", help="Execution id."),
+    execution_id: int = execution_id_argument(),
     comment: Optional[str] = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
     operator: Optional[str] = operator_option(),
 ) -> None:
@@ -198,7 +216,7 @@ def requeue(
 
 def cancel(
     ctx: typer.Context,
-    execution_id: int = typer.Argument(..., metavar="ID", help="Execution id."),
+    execution_id: int = execution_id_argument(),
     comment: Optional[str] = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
     operator: Optional[str] = operator_option(),
 ) -> None:

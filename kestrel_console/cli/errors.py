@@ -10,7 +10,7 @@ from typing import Any, NoReturn, TypeVar
 import psycopg
 import typer
 
-from kestrel_core import KestrelError, mask_dsn
+from kestrel_core import InvalidArgument, KestrelError, mask_dsn
 
 from ..safe_text import visible
 
@@ -31,6 +31,8 @@ def handles_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except InvalidArgument as exc:  # a value no call could accept: bad usage
+            fail(str(exc), code=2)
         except KestrelError as exc:
             fail(str(exc))
         except psycopg.OperationalError as exc:

@@ -23,11 +23,18 @@ from kestrel_core.execution import STATUSES
 from .. import render
 from ..queries import APPLICATION_NAME, Reader
 from .errors import fail, handles_errors
-from .settings import Settings, settings
+from .settings import Settings, execution_id_argument, settings
 
 # A command run by hand may wait longer than a TUI refresh, but never hangs.
 CLI_TIMEOUT_MS = 10_000
 DEFAULT_MAX_ROWS = 1000
+MAX_ROWS_LIMIT = 1_000_000  # --max-rows past this is a typo, and no terminal wants it
+
+
+def _max_rows(value: int) -> int:
+    if not 1 <= value <= MAX_ROWS_LIMIT:
+        fail(f"--max-rows {value}: give a number of rows from 1 to {MAX_ROWS_LIMIT:,}", code=2)
+    return value
 
 STATUS_COLUMNS = ["workflow_name", *STATUSES, "total", "stuck_leases", "pending_approvals", "live_workers"]
 LIST_COLUMNS = ["id", "workflow_name", "status", "created_at", "started_at", "finished_at", "age_s",
@@ -194,7 +201,7 @@ def _show_data(reader: Reader, execution_id: int) -> tuple[dict[str, Any], list[
 
 def show(
     ctx: typer.Context,
-    execution_id: int = typer.Argument(..., metavar="ID", help="Execution id."),
+    execution_id: int = execution_id_argument(),
     fmt: str = format_option(),
 ) -> None:
     """One execution and its per-step timeline (every attempt and wait, with a bar scaled to
@@ -270,7 +277,7 @@ def report(
     name: Optional[str] = typer.Argument(None, metavar="[NAME]", help="Report to run; none: list them."),
     param: Optional[list[str]] = typer.Option(None, "--param", "-p", metavar="KEY=VALUE",
                                               help="A report parameter (repeatable).", show_default=False),
-    max_rows: int = typer.Option(DEFAULT_MAX_ROWS, "--max-rows", min=1, help="Print at most this many rows."),
+    max_rows: int = typer.Option(DEFAULT_MAX_ROWS, "--max-rows", callback=_max_rows, help="Print at most this many rows."),
     timeout: float = typer.Option(CLI_TIMEOUT_MS / 1000, "--timeout", min=0.1, help="Seconds before the query is cancelled."),
     fmt: str = format_option(),
 ) -> None:
@@ -315,7 +322,7 @@ def _run_sql(s: Settings, query: str, max_rows: int, timeout_s: float) -> Any:
 def sql(
     ctx: typer.Context,
     query: str = typer.Argument(..., metavar="QUERY", help="One read-only statement (SELECT, WITH, VALUES, EXPLAIN); '-' reads it from stdin."),
-    max_rows: int = typer.Option(DEFAULT_MAX_ROWS, "--max-rows", min=1, help="Print at most this many rows."),
+    max_rows: int = typer.Option(DEFAULT_MAX_ROWS, "--max-rows", callback=_max_rows, help="Print at most this many rows."),
     timeout: float = typer.Option(CLI_TIMEOUT_MS / 1000, "--timeout", min=0.1, help="Seconds before the query is cancelled."),
     fmt: str = format_option(),
 ) -> None:

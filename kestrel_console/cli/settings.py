@@ -56,6 +56,22 @@ def operator_option() -> Any:
     return typer.Option(None, "--operator", help=OPERATOR_HELP, show_default=False)
 
 
+def _execution_id(value: int) -> int:
+    from kestrel_core.operator import check_execution_id
+
+    try:
+        return check_execution_id(value)
+    except ValueError as exc:
+        from .errors import fail
+
+        fail(str(exc), code=2)
+
+
+def execution_id_argument() -> Any:
+    """The ID argument of a command: a positive 64-bit integer, else bad usage (exit 2)."""
+    return typer.Argument(..., metavar="ID", help="Execution id.", callback=_execution_id)
+
+
 def acting(ctx: typer.Context, operator: str | None) -> Settings:
     """The settings with the acting operator of this command: its own --operator wins."""
     s = settings(ctx)

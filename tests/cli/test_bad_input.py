@@ -1,0 +1,57 @@
+"""Bad input the README promises a clear answer for: one `error:` line, exit 2 (bad usage),
+no traceback, nothing written (issue 9)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from tests.cli.script import console, one_clear_line
+
+HUGE = "99999999999999999999"  # past bigint
+
+
+def executions(db: psycopg.Connection) -> int:
+    return db.execute("SELECT count(*) FROM workflow_executions").fetchone()[0]
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["enqueue", "x", "--input", '"\\ud800"'], ["--input", "lone surrogate"]),
+    (["enqueue", "x", "--input", '{"a": "\\u0000"}'], ["--input", "NUL"]),
+    (["enqueue", "x", "--input", "[" * 60_000 + "]" * 60_000], ["--input", "nested too deeply"]),
+    (["enqueue", "x", "--delay", "1e12"], ["--delay", "3650 days"]),
+    (["enqueue", "x", "--delay", "nan"], ["--delay"]),
+    (["enqueue", "x", "--priority", "99999999999"], ["priority", "2147483647"]),
+    (["enqueue", ""], ["workflow name", "non-empty"]),
+    (["enqueue", "   "], ["workflow name", "non-empty"]),
+    (["enqueue", "w" * 10_000], ["workflow name too long", "10000 characters", "limit is 200"]),
+])
+def test_enqueue_refuses_bad_input_and_writes_nothing(dsn: str, db: psycopg.Connection, args, needles) -> None:
+    done = console(*args, dsn=dsn)
+    message = one_clear_line(done, 2, *needles)
+    assert message.startswith("error: ") and message.count("\n") == 1, message
+    assert done.stdout == ""
+    assert executions(db) == 0
+
+
+@pytest.mark.parametrize("args", [
+    ["show", HUGE], ["approve", HUGE, "gate"], ["reject", HUGE, "gate"], ["cancel", HUGE], ["requeue", HUGE],
+    ["cancel", "0"],
+])
+def test_an_id_beyond_bigint_is_bad_usage(dsn: str, db: psycopg.Connection, args) -> None:
+    db.execute("INSERT INTO workflow_executions (workflow_name, status) VALUES ('w', 'error')")
+    done = console(*args, dsn=dsn)
+    one_clear_line(done, 2, "no execution can have id", "9223372036854775807")
+    assert "does not exist" not in done.stderr
+    assert db.execute("SELECT count(*) FROM operator_actions").fetchone() == (0,)
+    assert db.execute("SELECT status FROM workflow_executions").fetchall() == [("error",)]
+
+
+@pytest.mark.parametrize("args", [
+    ["sql", "SELECT 1", "--max-rows", HUGE], ["report", "queue-depth", "--max-rows", HUGE],
+    ["sql", "SELECT 1", "--max-rows", "0"],
+])
+def test_max_rows_out_of_range_is_bad_usage(dsn: str, args) -> None:
+    done = console(*args, dsn=dsn)
+    one_clear_line(done, 2, "--max-rows", "1,000,000")
+    assert done.stdout == ""

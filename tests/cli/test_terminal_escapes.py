@@ -1,0 +1,55 @@
+"""Text from the database never reaches the terminal raw: control characters are shown as
+escapes by every CLI output (issue 9)."""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+
+from tests.cli.script import console
+from tests.hostile_text import ESC_INPUT, ESC_NAME, hostile_execution, has_raw_control
+
+
+def test_list_show_status_and_sql_tables_show_escapes_not_controls(dsn: str, db: psycopg.Connection) -> None:
+    eid = hostile_execution(db)
+    outputs = {
+        "list": console("list", dsn=dsn),
+        "show": console("show", str(eid), dsn=dsn),
+        "status": console("status", dsn=dsn),
+        "sql": console("sql", "SELECT workflow_name, input, error, E'\\x1b[31m' AS \"col\x1b[1m\" FROM workflow_executions",
+                       dsn=dsn),
+        "report": console("report", "errors-this-month", dsn=dsn),
+    }
+    for name, done in outputs.items():
+        assert done.returncode == 0, (name, done.stderr)
+        assert not has_raw_control(done.stdout + done.stderr), (name, repr(done.stdout))
+    assert "pay\\x1b[2J\\x1b[31mroll" in outputs["list"].stdout
+    show = outputs["show"].stdout
+    assert "pay\\x1b[2J\\x1b[31mroll" in show and "rca\\x1b[1A" in show and "boom\\x1b[8m hidden" in show
+    assert "eve\\x1b[31m" in show  # the approver's name, in the timeline
+    assert "\\x1b" in outputs["sql"].stdout and "col\\x1b[1m" in outputs["sql"].stdout
+
+
+def test_json_escapes_controls_and_keeps_the_values(dsn: str, db: psycopg.Connection) -> None:
+    eid = hostile_execution(db)
+    for args in (("show", str(eid), "--format", "json"), ("list", "--format", "json"),
+                 ("sql", "SELECT workflow_name, input FROM workflow_executions", "--format", "json")):
+        done = console(*args, dsn=dsn)
+        assert done.returncode == 0, done.stderr
+        assert not has_raw_control(done.stdout), (args, repr(done.stdout))
+        doc = json.loads(done.stdout)
+        assert doc[0]["workflow_name"] == ESC_NAME  # the value itself is exact
+    shown = json.loads(console("show", str(eid), "--format", "json", dsn=dsn).stdout)[0]
+    assert shown["input"] == ESC_INPUT
+    # CSV is data (redirected to files): exact when stdout is not a terminal.
+    done = console("sql", "SELECT workflow_name FROM workflow_executions", "--format", "csv", dsn=dsn)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1] == ESC_NAME
+
+
+def test_error_messages_quoting_database_text_are_escaped(dsn: str, db: psycopg.Connection) -> None:
+    eid = hostile_execution(db)
+    done = console("approve", str(eid), "gate\x1b[2J", "--operator", "x", dsn=dsn)
+    assert done.returncode == 1
+    assert "gate\\x1b[2J" in done.stderr and not has_raw_control(done.stderr)

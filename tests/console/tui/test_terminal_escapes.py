@@ -1,0 +1,52 @@
+"""The TUI shows control characters from the database as escapes, never raw (issue 9)."""
+
+from __future__ import annotations
+
+from kestrel_console.tui.screens.detail import DetailScreen
+from kestrel_console.tui.screens.executions import ExecutionsScreen
+from kestrel_console.tui.screens.sql import SqlScreen
+from kestrel_console.tui.widgets.live_table import LiveTable
+from kestrel_console.tui.widgets.results import ResultsTable
+from kestrel_console.tui.widgets.timeline import Timeline
+from tests.hostile_text import hostile_execution, has_raw_control
+
+from .helpers import SIZE, console, fresh, open_screen, text_of, wait_for
+from .test_sql import run
+
+
+def plain(cell) -> str:
+    return cell.plain if hasattr(cell, "plain") else str(cell)
+
+
+async def test_detail_list_and_sql_show_escaped_text(dsn, db):
+    eid = hostile_execution(db)
+    tui = console(dsn)
+    async with tui.run_test(size=SIZE) as pilot:
+        listing = await open_screen(pilot, "2", ExecutionsScreen)
+        table = listing.query_one("#executions", LiveTable)
+        await wait_for(pilot, lambda: str(eid) in table.keys(), what="the hostile row")
+        cell = plain(table.get_cell(str(eid), "workflow"))
+        assert cell == "pay\\x1b[2J\\x1b[31mroll"
+
+        screen = DetailScreen(eid)
+        await pilot.app.push_screen(screen)
+        await fresh(pilot, screen)
+        head = text_of(screen.query_one("#detail-head"))
+        assert "pay\\x1b[2J\\x1b[31mroll" in head and not has_raw_control(head)
+        lines = [line.plain for line in screen.query_one(Timeline).lines(140)]
+        assert any(line.startswith("rca\\x1b[1A") for line in lines), lines
+        assert not any(has_raw_control(line) for line in lines)
+        attempts = screen.query_one("#detail-attempts", LiveTable)
+        cells = [plain(attempts.get_cell(k, c)) for k in attempts.keys() for c in ("step", "worker", "error")]
+        assert "rca\\x1b[1A" in cells and "ok\\x1b[5m" in [plain(attempts.get_cell(k, "error")) for k in attempts.keys()]
+        assert not any(has_raw_control(c) for c in cells)
+        code = screen.query_one("#detail-input").content.code
+        assert not has_raw_control(code) and "\\u202e" in code and "\\u009b" in code
+        assert not has_raw_control(text_of(screen.query_one("#detail-error")))
+        await pilot.press("q")
+
+        sql = await open_screen(pilot, "4", SqlScreen)
+        await run(pilot, sql, "SELECT workflow_name AS \"n\x1b[1m\" FROM workflow_executions")
+        results = sql.query_one(ResultsTable)
+        assert [c.label.plain for c in results.columns.values()] == ["n\\x1b[1m"]
+        assert plain(results.get_row_at(0)[0]) == "pay\\x1b[2J\\x1b[31mroll"

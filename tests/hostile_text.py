@@ -1,0 +1,36 @@
+"""Rows whose text holds terminal control sequences, as a hostile enqueuer could write them."""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+# Clear screen + red, a window-title OSC ended by BEL, a carriage return that would overwrite
+# the line, a C1 CSI, and a right-to-left override.
+ESC_NAME = "pay\x1b[2J\x1b[31mroll"
+ESC_INPUT = {"note": "\x1b]0;pwned\x07hi\rX", "c1": "\x9b31m", "bidi": "abc\u202edef"}
+ESC_STEP = "rca\x1b[1A"
+ESC_ERROR = "boom\x1b[8m hidden"
+ESC_COMMENT = "ok\x1b[5m"
+RAW = ("\x1b", "\x07", "\r", "\x9b", "\u202e")
+
+
+def hostile_execution(db: psycopg.Connection) -> int:
+    """An errored execution: hostile name, input, error, step id, and a decided gate whose
+    decider and comment are hostile too."""
+    eid = db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status, input, error, started_at, finished_at) "
+        "VALUES (%s, 'error', %s, %s, now() - interval '3 s', now()) RETURNING id",
+        (ESC_NAME, Jsonb(ESC_INPUT), ESC_ERROR)).fetchone()[0]
+    db.execute("INSERT INTO step_attempts (execution_id, step_id, attempt, owner_id, started_at, finished_at, "
+               "outcome, error) VALUES (%s, %s, 1, %s, now() - interval '2 s', now() - interval '1 s', "
+               "'error', %s)", (eid, ESC_STEP, "w\x1b[0m1", ESC_ERROR))
+    db.execute("INSERT INTO workflow_waits (execution_id, step_id, kind, created_at, resolved_at, decision, "
+               "decided_by, comment, decided_at) VALUES (%s, %s, 'approval', now() - interval '3 s', "
+               "now() - interval '2 s', 'approved', %s, %s, now() - interval '2 s')",
+               (eid, "gate\x07", "eve\x1b[31m", ESC_COMMENT))
+    return eid
+
+
+def has_raw_control(text: str) -> bool:
+    return any(ch in text for ch in RAW)
