@@ -78,3 +78,32 @@ def text_of(widget: Any) -> str:
     """The plain text a Static shows."""
     content = widget.content
     return content.plain if hasattr(content, "plain") else str(content)
+
+
+def record_actions(tui: KestrelConsole) -> list[tuple[str, list[int], str | None]]:
+    """Every action the console's Operator is asked to run, in order (it still runs them).
+
+    A test that declines a confirmation asserts this stays empty once the action workers are
+    done: the action's pool opens lazily, so a wrong action could land in the database only
+    after a check of the tables alone."""
+    calls: list[tuple[str, list[int], str | None]] = []
+    real = tui.operator.run
+
+    def run(action: str, targets: Any, comment: str | None = None) -> Any:
+        targets = list(targets)
+        calls.append((action, [t.execution_id for t in targets], comment))
+        return real(action, targets, comment)
+
+    tui.operator.run = run  # type: ignore[method-assign]
+    return calls
+
+
+async def actions_settled(pilot: Any, screen: Any) -> None:
+    """Wait until ``screen`` is on top again (no modal left) and every operator action the
+    console started has finished."""
+    await wait_for(pilot, lambda: pilot.app.screen is screen, what="the dialog to close")
+    await pilot.pause()
+    running = [w for w in pilot.app.workers if w.group == "actions"]
+    if running:
+        await pilot.app.workers.wait_for_complete(running)
+    await pilot.pause()

@@ -8,7 +8,7 @@ from kestrel_console.tui.widgets.comment import CommentModal
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 from tests.seed import seed_history
 
-from .helpers import ACTIONS, OPERATOR, SIZE, WAIT_OF, console, open_screen, rows, statuses, text_of, wait_for
+from .helpers import ACTIONS, OPERATOR, SIZE, WAIT_OF, actions_settled, console, open_screen, record_actions, rows, statuses, text_of, wait_for
 
 
 async def decide(pilot, key: str, comment: str, answer: str = "y") -> str:
@@ -44,6 +44,7 @@ async def test_pending_gates_and_details(dsn, db):
 async def test_approve_and_reject_through_keys(dsn, db):
     facts = seed_history(db)
     tui = console(dsn)
+    actions = record_actions(tui)
     async with tui.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot, "3", ApprovalsScreen)
         old, new = facts.pending_approvals()
@@ -51,8 +52,10 @@ async def test_approve_and_reject_through_keys(dsn, db):
 
         # `n` at the confirmation: nothing happens.
         await decide(pilot, "a", "no", answer="n")
-        await pilot.pause(0.3)
+        await actions_settled(pilot, screen)
+        assert actions == []
         assert rows(db, WAIT_OF, (old.execution_id, old.step_id)) == [(None, None, None, False)]
+        assert rows(db, ACTIONS) == []
 
         question = await decide(pilot, "a", "lgtm")  # the cursor is on the oldest gate
         assert question.startswith(f"Approve gate 'approve-fix' of execution {old.execution_id} (remediate)?")
@@ -92,13 +95,16 @@ async def test_mark_both_and_approve_all(dsn, db):
 async def test_read_only_refuses_decisions(dsn, db):
     facts = seed_history(db)
     tui = console(dsn, read_only=True)
+    actions = record_actions(tui)
     async with tui.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot, "3", ApprovalsScreen)
-        for key in ("a", "x"):
+        for n, key in enumerate(("a", "x"), 1):
             await pilot.press(key)
-            await pilot.pause(0.2)
+            await wait_for(pilot, lambda n=n: sum("read-only mode" in m for _, m in tui.notices) == n,
+                           what="the read-only refusal")
             assert tui.screen is screen
-        assert sum("read-only mode" in m for _, m in tui.notices) == 2
+        await actions_settled(pilot, screen)
+        assert actions == []
         for w in facts.pending_approvals():
             assert rows(db, WAIT_OF, (w.execution_id, w.step_id)) == [(None, None, None, False)]
         assert rows(db, ACTIONS) == []

@@ -118,9 +118,9 @@ async def test_approve_and_requeue_from_the_detail(dsn, db):
 
         # `a` where no gate waits: said, nothing changes.
         await pilot.press("a")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: any("no approval gate waiting" in m for _, m in tui.notices),
+                       what="the notice")
         assert tui.screen is screen
-        assert any("no approval gate waiting" in m for _, m in tui.notices)
 
 
 async def test_a_cancelled_executions_running_step_is_closed_at_the_cancel(app, dsn, db):

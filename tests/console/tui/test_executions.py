@@ -8,7 +8,7 @@ from kestrel_console.tui.screens.executions import PAGE_SIZE, ExecutionsScreen
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 from tests.seed import seed_bulk_finished, seed_history
 
-from .helpers import ACTIONS, OPERATOR, SIZE, console, fresh, open_screen, rows, statuses, wait_for
+from .helpers import ACTIONS, OPERATOR, SIZE, actions_settled, console, fresh, open_screen, record_actions, rows, statuses, wait_for
 
 
 async def put_cursor(pilot, screen: ExecutionsScreen, execution_id: int) -> None:
@@ -104,6 +104,7 @@ async def test_mark_several_and_cancel_all(dsn, db):
 async def test_requeue_and_refusals(dsn, db):
     facts = seed_history(db)
     tui = console(dsn)
+    actions = record_actions(tui)
     async with tui.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot, "2", ExecutionsScreen)
         failed = facts.id("failed_recent")
@@ -112,7 +113,8 @@ async def test_requeue_and_refusals(dsn, db):
         await wait_for(pilot, lambda: isinstance(tui.screen, ConfirmModal))
         assert f"Re-enqueue execution {failed} (remediate), now error?" in tui.screen.question
         await pilot.press("n")  # no: nothing changes
-        await pilot.pause(0.3)
+        await actions_settled(pilot, screen)
+        assert actions == []
         assert statuses(db)[failed] == "error" and rows(db, ACTIONS) == []
 
         await pilot.press("e")
@@ -136,22 +138,25 @@ async def test_requeue_and_refusals(dsn, db):
 async def test_read_only_refuses_actions(dsn, db):
     facts = seed_history(db)
     tui = console(dsn, read_only=True)
+    actions = record_actions(tui)
     async with tui.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot, "2", ExecutionsScreen)
         assert "READ-ONLY" in tui.sub_title
         active = {b.binding.action for b in screen.active_bindings.values()}
         assert "cancel" not in active and "requeue" not in active  # hidden from the footer
         before = statuses(db)
-        for key, eid in (("c", facts.id("running")), ("e", facts.id("failed_recent"))):
+        for n, (key, eid) in enumerate((("c", facts.id("running")), ("e", facts.id("failed_recent"))), 1):
             await put_cursor(pilot, screen, eid)
             await pilot.press(key)
-            await pilot.pause(0.2)
+            await wait_for(pilot, lambda n=n: sum("read-only mode" in m for _, m in tui.notices) == n,
+                           what="the read-only refusal")
             assert tui.screen is screen  # no confirmation opened
-        assert sum("read-only mode" in m for _, m in tui.notices) == 2
         # Even called directly (command palette, a bug), the action is refused.
         screen.act("cancel", screen.targets())
-        await pilot.pause(0.2)
-        assert tui.screen is screen
+        await wait_for(pilot, lambda: sum("read-only mode" in m for _, m in tui.notices) == 3,
+                       what="the read-only refusal")
+        await actions_settled(pilot, screen)
+        assert actions == []
         assert statuses(db) == before and rows(db, ACTIONS) == []
 
 
