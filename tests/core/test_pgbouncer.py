@@ -2,7 +2,8 @@
 (no LISTEN: workers poll; no server-side prepared statements).
 
 PgBouncer is started by ``.ci/pgbouncer.sh`` (which installs Debian's package if missing); the
-tests are skipped, saying why, only when it cannot be installed or started.
+tests are skipped, saying why, only when it cannot be installed or started, and never in CI:
+when ``$CI`` is set (``.ci/run`` sets it), a PgBouncer that cannot start fails them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import NoReturn
 
 import psycopg
 import pytest
@@ -30,15 +32,27 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / ".ci" / "pgbouncer.sh"
 
 
+def in_ci() -> bool:
+    """Whether this run is CI (``$CI`` set to anything but empty/0/false/no)."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Skip saying why; in CI, fail: there the PgBouncer tests must run."""
+    if in_ci():
+        pytest.fail(f"{reason} ($CI is set: PgBouncer must run in CI)", pytrace=False)
+    pytest.skip(reason)
+
+
 def start_bouncer(**env: str) -> str:
-    """Run .ci/pgbouncer.sh with these settings; the DSN through it, or skip saying why."""
+    """Run .ci/pgbouncer.sh with these settings; the DSN through it, or skip (fail in CI) saying why."""
     try:
         done = subprocess.run(["bash", str(SCRIPT), "start"], env={**os.environ, **env},
                               capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired:
-        pytest.skip("PgBouncer could not be installed or started: .ci/pgbouncer.sh timed out")
+        unavailable("PgBouncer could not be installed or started: .ci/pgbouncer.sh timed out")
     if done.returncode != 0:
-        pytest.skip(f"PgBouncer could not be installed or started: {done.stderr.strip()[-500:]}")
+        unavailable(f"PgBouncer could not be installed or started: {done.stderr.strip()[-500:]}")
     return done.stdout.strip().splitlines()[-1]
 
 
@@ -54,7 +68,7 @@ def admin_console(bouncer_dsn: str, command: str) -> list[list[str]]:
 def bouncer() -> str:
     """DSN of the shared PgBouncer in front of the test server (left running: the script is idempotent)."""
     if shutil.which("psql") is None:
-        pytest.skip("psql is not installed: needed to talk to PgBouncer's admin console")
+        unavailable("psql is not installed: needed to talk to PgBouncer's admin console")
     upstream = conninfo_to_dict(ADMIN_DSN)
     return start_bouncer(KESTREL_PGBOUNCER_UPSTREAM=f"{upstream.get('host', '127.0.0.1')}:{upstream.get('port', '5432')}")
 
