@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -19,3 +19,29 @@ def wait_for(check: Callable[[], T], timeout: float = 15.0, interval: float = 0.
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what} (last value: {value!r})")
         time.sleep(interval)
+
+
+BLOCKED_ON_A_LOCK = """
+SELECT a.pid FROM pg_stat_activity a
+ WHERE a.datname = current_database() AND a.application_name = %s
+   AND a.wait_event_type = 'Lock'
+   AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND NOT l.granted)
+"""
+BACKEND_ALIVE = "SELECT 1 FROM pg_stat_activity WHERE pid = %s"
+
+
+def wait_until_blocked(conn: Any, application_name: str, timeout: float = 15.0) -> int:
+    """The pid of a backend of ``application_name`` once it waits for a lock (pg_stat_activity
+    says wait_event_type 'Lock' and pg_locks holds its ungranted request); ``conn`` is an
+    autocommit connection to the same database, not the blocker."""
+    def blocked() -> int | None:
+        row = conn.execute(BLOCKED_ON_A_LOCK, (application_name,)).fetchone()
+        return row[0] if row else None
+
+    return wait_for(blocked, timeout=timeout, what=f"a session of {application_name!r} to wait on a lock")
+
+
+def wait_until_gone(conn: Any, pid: int, timeout: float = 15.0) -> None:
+    """Until backend ``pid`` has exited (after pg_terminate_backend)."""
+    wait_for(lambda: conn.execute(BACKEND_ALIVE, (pid,)).fetchone() is None, timeout=timeout,
+             what=f"backend {pid} to exit")

@@ -24,6 +24,7 @@ from kestrel_core.execution import STATUSES
 from kestrel_core.statements import render
 from tests.conftest import create_database, drop_database
 from tests.seed import SeedFacts, seed_bulk_finished, seed_history
+from tests.waiting import wait_until_blocked, wait_until_gone
 
 FINISHED = ("success", "error", "cancelled")
 
@@ -405,7 +406,7 @@ def test_connection_settings_and_reconnect_after_the_server_dropped_it(reader: R
                       "AND datname = current_database()").fetchall()
     assert len(rows) == 1
     db.execute("SELECT pg_terminate_backend(%s)", (rows[0][0],))
-    time.sleep(0.1)
+    wait_until_gone(db, rows[0][0])
     assert reader.status_counts()["enqueued"] == 0   # dropped, reopened, answered
     after = db.execute("SELECT pid FROM pg_stat_activity WHERE application_name = 'kestrel-console' "
                        "AND datname = current_database()").fetchall()
@@ -425,7 +426,7 @@ def test_statement_timeout_cancels_a_blocked_query(dsn: str, db) -> None:
         assert reader.status_counts()["enqueued"] == 0   # same Reader, usable again
 
 
-def test_cancel_from_another_thread(dsn: str) -> None:
+def test_cancel_from_another_thread(dsn: str, db) -> None:
     with Reader(dsn, statement_timeout_ms=20_000) as reader:
         reader.status_counts()
         outcome: list[BaseException | dict] = []
@@ -433,7 +434,7 @@ def test_cancel_from_another_thread(dsn: str) -> None:
             locker.execute("LOCK TABLE kestrel.workflow_executions IN ACCESS EXCLUSIVE MODE")
             worker = threading.Thread(target=lambda: outcome.append(_capture(reader.status_counts)))
             worker.start()
-            time.sleep(0.3)                 # it is blocked on the lock now
+            wait_until_blocked(db, "kestrel-console")   # it is blocked on the lock now
             started = time.monotonic()
             reader.cancel()
             worker.join(timeout=10)

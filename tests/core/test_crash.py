@@ -196,7 +196,7 @@ def test_a_worker_started_while_postgres_is_down_waits_for_it(private_cluster, c
     caplog.set_level("WARNING", logger="kestrel.worker")
     try:
         starting.start()
-        time.sleep(1.5)
+        wait_for(lambda: "event=waiting_for_database" in caplog.text, timeout=15, what="the worker to wait for the database")
         assert starting.is_alive(), "start() should still be waiting for the database"
         private_cluster.start()
         starting.join(timeout=30)
@@ -220,13 +220,14 @@ def test_a_worker_gives_up_on_an_unreachable_database_after_its_startup_timeout(
     assert "s3cret" not in str(info.value)
 
 
-def test_stopping_a_worker_that_waits_for_the_database_ends_the_wait() -> None:
+def test_stopping_a_worker_that_waits_for_the_database_ends_the_wait(caplog: pytest.LogCaptureFixture) -> None:
     app = Kestrel("host=127.0.0.1 port=1 dbname=nowhere")
     app.workflow("noop")(lambda ctx, _: None)
     worker = app.worker(startup_timeout=60)
     starting = threading.Thread(target=worker.start)
+    caplog.set_level("WARNING", logger="kestrel.worker")
     starting.start()
-    time.sleep(0.5)
+    wait_for(lambda: "event=waiting_for_database" in caplog.text, timeout=15, what="the worker to wait for the database")
     t0 = time.monotonic()
     worker.stop()
     starting.join(timeout=10)
