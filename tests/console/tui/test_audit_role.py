@@ -1,0 +1,29 @@
+"""The execution screen shows who decided a gate twice: the name given and the database role
+that acted (issue 9)."""
+
+from __future__ import annotations
+
+from kestrel_core import Kestrel
+from kestrel_console.tui.screens.detail import DetailScreen
+from kestrel_console.tui.widgets.live_table import LiveTable
+from kestrel_console.tui.widgets.timeline import Timeline
+from tests.cli.test_audit_db_user import ops_login, waiting_on_gate  # noqa: F401  (fixture)
+
+from .helpers import SIZE, console, fresh
+
+
+async def test_detail_shows_the_name_given_and_the_database_role(dsn, db, ops_login):  # noqa: F811
+    role, ops_dsn = ops_login
+    eid = waiting_on_gate(db)
+    with Kestrel(ops_dsn) as ops:
+        ops.approve(eid, "approve-fix", by="alice", comment="lgtm")
+    tui = console(dsn)
+    async with tui.run_test(size=SIZE) as pilot:
+        screen = DetailScreen(eid)
+        await pilot.app.push_screen(screen)
+        await fresh(pilot, screen)
+        lines = [line.plain for line in screen.query_one(Timeline).lines(160)]
+        gate = next(line for line in lines if "approve-fix" in line)
+        assert "approved by alice (db role " in gate  # the lane's summary column may cut the rest
+        attempts = screen.query_one("#detail-attempts", LiveTable)
+        assert [attempts.shown(k, "worker") for k in attempts.keys()] == [f"alice (db role {role})"]
