@@ -9,17 +9,23 @@
 
 from .guard import QueryRefused, check_read_only
 from .session import (
+    DEFAULT_MAX_BYTES,
     QueryFailed,
     QueryResult,
     QueryTimeout,
+    ReaderStatus,
     run_read_only,
+    timeout_ms,
 )
 
 __all__ = [
+    "DEFAULT_MAX_BYTES",
     "QueryFailed",
     "QueryRefused",
     "QueryResult",
     "QueryTimeout",
+    "ReaderStatus",
     "check_read_only",
     "run_read_only",
+    "timeout_ms",
 ]

@@ -1,11 +1,12 @@
-"""Layer (a) of the read-only guard: refuse, before anything reaches Postgres, SQL that is not
-exactly one read.
+"""Layer 1 of the read-only guard: refuse, before anything reaches Postgres, SQL that is not
+exactly one read, or that names a function not known to be free of side effects.
 
 Operators type ad-hoc SQL and run report files other people wrote; both go through here first,
-then through ``adhoc.run_read_only`` (layer b: a READ ONLY transaction that is always rolled
-back). Layer (b) stops every write to tables; this layer also stops what a read-only
-transaction allows but an operator console must not do: signalling other sessions, reading the
-server's files, session-level advisory locks, COPY TO PROGRAM, and so on.
+then through ``session.run_read_only`` (layer 2: a READ ONLY transaction that is always rolled
+back; layer 3: run as the read-only role ``kestrel_reader``, session state released after).
+Layer 2 stops every write to tables; this layer also stops what a read-only transaction allows
+but an operator console must not do: signalling other sessions, reading the server's files,
+session advisory locks, running SQL given as text, and so on.
 
 How a query is checked:
 
@@ -17,12 +18,19 @@ How a query is checked:
 2. The skeleton is split on ``;`` (one statement only), EXPLAIN's options are peeled off,
    simple ``SHOW name`` is let through, and the rest is parsed by sqlglot (postgres dialect).
 3. One function per rule checks the tree: statement kind, data-modifying CTEs,
-   ``SELECT ... INTO``, locking clauses, refused functions (``REFUSED_FUNCTIONS``); finally
-   a lexical backstop looks for calls of refused functions in the skeleton itself.
+   ``SELECT ... INTO``, locking clauses, and functions: every call and every attribute
+   reference (``t.f``, ``(x).f``: Postgres reads them as ``f(t)`` when ``f`` is not a column)
+   in any position is checked against the allowlist (``allowlist``: pg_catalog functions that
+   are IMMUTABLE or STABLE, minus a reviewed list; regenerate it with ``allowlist_build.py``,
+   whose docstring says how). Anything else is refused with its name and why.
+4. A lexical pass over the skeleton checks every ``name(``, ``schema.name(`` and ``.name``
+   as written, independent of how sqlglot named it (``ifnull(`` is not ``coalesce(``).
 
 ``SHOW`` is allowed in its simple form (``SHOW name``, ``SHOW ALL``, ``SHOW TIME ZONE``...):
 it only reads a setting. ``SET``/``RESET`` are refused. ``pg_sleep`` is allowed: the
 statement timeout bounds it. ``currval``/``lastval`` are allowed: they read session state.
+A function of another schema that overloads an allowed name (``public.lower(int)``) is not
+seen here: layer 3's role has no EXECUTE on Kestrel's functions.
 """
 
 from __future__ import annotations

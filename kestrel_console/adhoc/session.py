@@ -143,7 +143,9 @@ def timeout_ms(seconds: float) -> int:
 
 
 def _checked_timeout(ms: float) -> int:
-    if not math.isfinite(ms) or ms < 1:
+    if not math.isfinite(ms):
+        raise ValueError(f"timeout of {ms:g} ms: it must be a finite number")
+    if ms < 1:
         raise ValueError(f"timeout of {ms:g} ms: it must be at least 1 ms (0 would mean no timeout)")
     if ms > MAX_TIMEOUT_MS:
         raise ValueError(f"timeout of {ms:g} ms: it must be at most {MAX_TIMEOUT_MS} ms (about 24 days)")
