@@ -13,6 +13,7 @@ Three NOLOGIN group roles, meant to be granted to login users (``GRANT kestrel_w
 - the reader role (``kestrel_reader``) has USAGE on the schema and SELECT on its tables, and
   nothing else: no sequence, no function of ours. The console's ad-hoc SQL and saved reports
   run as it (``SET LOCAL ROLE``) when the login may assume it (layer 3 of the SQL guard).
+  The operator role is a member of it, so every operator login may.
 
 ``EXECUTE`` on the schema's functions is revoked from PUBLIC, so holding USAGE on the schema
 is not enough to call them. Roles are cluster-wide; privileges are per database and schema, so
@@ -130,6 +131,7 @@ def ensure_roles(conn: psycopg.Connection, schema: str, names: RoleNames | None 
         tables = [row[0] for row in conn.execute(SCHEMA_TABLES, (schema,))]
         report.tables = tables
         _grant(conn, schema, names, tables)
+        _grant_membership(conn, names.reader, names.operator)
     return report
 
 
@@ -179,6 +181,22 @@ def _grant(conn: psycopg.Connection, schema: str, names: RoleNames, tables: list
                     s, sql.Identifier(name), sql.SQL(args.rstrip(")")), role))
     for statement in statements:
         conn.execute(statement)
+
+
+IS_MEMBER = "SELECT pg_has_role(%s, %s, 'MEMBER')"
+GRANT_ROLE = "GRANT {role} TO {member}"
+
+
+def _grant_membership(conn: psycopg.Connection, role: str, member: str) -> None:
+    """GRANT role TO member unless it holds; memberships are cluster-wide, so a concurrent
+    ``ensure_roles`` in another database may grant it meanwhile: that counts as granted."""
+    if conn.execute(IS_MEMBER, (member, role)).fetchone() == (True,):
+        return
+    try:
+        with conn.transaction():  # a savepoint, as in _create_role
+            conn.execute(sql.SQL(GRANT_ROLE).format(role=sql.Identifier(role), member=sql.Identifier(member)))
+    except (psycopg.errors.UniqueViolation, psycopg.errors.InternalError_):  # tuple concurrently updated
+        pass
 
 
 FUNCTION_EXISTS = """
