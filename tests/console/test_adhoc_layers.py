@@ -275,3 +275,30 @@ def test_a_timeout_below_one_millisecond_is_refused(ms: float, session: psycopg.
         timeout_ms(ms / 1000)
     assert timeout_ms(0.0015) == 2 and timeout_ms(0.001) == 1
     assert run_read_only(session, "SHOW statement_timeout", timeout_ms=1500.2).rows == [("1501ms",)]
+
+
+# --- the allowlist itself ----------------------------------------------------------------------
+
+
+def test_the_shipped_allowlist_is_what_the_generator_builds_from_this_catalog(dsn: str) -> None:
+    from kestrel_console.adhoc.allowlist import allowed_names, catalog_names, keywords
+    from kestrel_console.adhoc.allowlist_build import REVIEWED_VOLATILE, build
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        allowed, catalog, words, _ = build(conn)
+        volatile = {name for (name,) in conn.execute(
+            "SELECT DISTINCT proname FROM pg_proc WHERE pronamespace = 'pg_catalog'::regnamespace "
+            "AND provolatile = 'v' AND proname = ANY(%s)", (allowed,))}
+        runs_sql_text = {name for (name,) in conn.execute(
+            "SELECT DISTINCT proname FROM pg_proc WHERE pronamespace = 'pg_catalog'::regnamespace "
+            "AND ('refcursor'::regtype = ANY(proargtypes::oid[]) "
+            "     OR array_to_string(proargnames, ' ') ~* '\\m(query|sql)\\M')")}
+    assert set(allowed) == allowed_names() and set(catalog) == catalog_names() and set(words) == keywords()
+    assert volatile <= set(REVIEWED_VOLATILE)  # only the reviewed volatile readers
+    assert runs_sql_text and not runs_sql_text & allowed_names()
+    assert {"ts_rewrite", "ts_stat", "query_to_xml", "cursor_to_xml", "table_to_xml", "schema_to_xml",
+            "database_to_xml", "pg_read_file", "pg_ls_dir", "pg_stat_file", "pg_advisory_lock",
+            "pg_advisory_xact_lock", "set_config", "pg_terminate_backend", "pg_cancel_backend",
+            "nextval", "setval", "pg_notify", "lo_import"}.isdisjoint(allowed_names())
+    assert {"lower", "count", "now", "jsonb_build_object", "pg_sleep", "current_setting",
+            "generate_series"} <= allowed_names()
