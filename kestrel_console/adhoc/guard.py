@@ -39,6 +39,7 @@ import logging
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from collections import Counter
 
 import sqlglot
@@ -406,7 +407,9 @@ def _check_names_in_text(skeleton: str, statement: exp.Expression) -> None:
             _refuse(reason)
 
 
+@cache
 def _catalog_keywords() -> frozenset[str]:
+    """Keywords that also name catalog functions (``left(``, ``extract(``): checked as calls."""
     return keywords() & catalog_names()
 
 

@@ -220,3 +220,36 @@ def test_placeholders_inside_ad_hoc_strings_are_just_text() -> None:
 ])
 def test_typed_literals_are_accepted(query: str) -> None:
     check_read_only(query)
+
+
+# --- the allowlist: names as Postgres resolves them ----------------------------------------------
+
+ALLOWLIST_REFUSALS = [
+    # An alias of the same name does not make a call pass (exemptions are counted).
+    ("SELECT ifnull(a, b) FROM (VALUES (1, 2)) AS ifnull(a, b)", "function ifnull: "),
+    ("SELECT (1).pg_config FROM pg_catalog.pg_config", "function pg_config: "),
+    # Quoted names keep their case: "Lower" is not pg_catalog.lower.
+    ('SELECT "Lower"(\'x\')', "function Lower: not a built-in function"),
+    ("SELECT public.lower('x')", "function public.lower: only pg_catalog functions"),
+    ("SELECT kestrel.prune_finished(now(), 10, 'me')", "function prune_finished: is a Kestrel operator action"),
+    ("SELECT x FROM (SELECT 1 AS x) s WHERE s.x = (s).pg_terminate_backend",
+     "function pg_terminate_backend: signals or inspects other sessions (attribute notation"),
+    ("SELECT ({pid}) . /* hidden */ pg_cancel_backend".replace("{pid}", "1"), "function pg_cancel_backend: "),
+    ("SELECT (arr)[1].pg_terminate_backend FROM (SELECT ARRAY[1] AS arr) s", "function pg_terminate_backend: "),
+    ("SELECT ts_rewrite('a'::tsquery, 'SELECT 1')", "function ts_rewrite: runs SQL given as text"),
+    ("SELECT * FROM ts_stat('SELECT 1')", "function ts_stat: runs SQL given as text"),
+    ("SELECT setseed(0.5)", "function setseed: not on the allowlist of side-effect-free functions"),
+]
+
+
+@pytest.mark.parametrize(("query", "reason"), ALLOWLIST_REFUSALS)
+def test_allowlist_refusals(query: str, reason: str) -> None:
+    assert refusal(query).startswith(reason), refusal(query)
+
+
+def test_the_lexical_pass_alone_refuses_attribute_calls(monkeypatch) -> None:
+    monkeypatch.setattr(sqlguard, "_check_functions", lambda statement: None)
+    assert refusal("SELECT (1).pg_terminate_backend").startswith("function pg_terminate_backend: ")
+    assert refusal('SELECT t."pg_read_file" FROM (SELECT 1) t').startswith("function pg_read_file: ")
+    assert refusal("SELECT nvl(1, 2)").startswith("function nvl: ")
+    check_read_only("SELECT t.x, (t).x FROM (SELECT 1 AS x) t")
