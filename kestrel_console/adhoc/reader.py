@@ -2,7 +2,7 @@
 role, and nothing session-level it could leave behind survives it.
 
 Inside the read-only transaction, ``assume_reader`` switches to ``kestrel_reader``
-(``SET LOCAL ROLE``; created by ``kestrel_core.roles``: USAGE on the schema, SELECT on its
+(``set_config('role', ..., true)``, i.e. ``SET LOCAL ROLE``; created by ``kestrel_core.roles``: USAGE on the schema, SELECT on its
 tables, nothing else) when the login may assume it. Postgres then refuses, whatever the text,
 writes, other sessions' signals, server files, and Kestrel's functions. Where it cannot (no
 such role, login not a member, no rights on the schema) or where the login is a superuser
@@ -25,17 +25,20 @@ from kestrel_core.roles import DEFAULT_READER_ROLE
 
 __all__ = ["DEFAULT_READER_ROLE", "ReaderStatus", "assume_reader", "release_session_state"]
 
-ROLE_CHECK = """
-SELECT session_user::text,
-       coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = session_user), false),
-       r.oid IS NOT NULL,
-       r.oid IS NOT NULL AND pg_has_role(session_user, r.oid, 'MEMBER'),
-       r.oid IS NOT NULL AND n.oid IS NOT NULL AND has_schema_privilege(r.oid, n.oid, 'USAGE')
-  FROM (SELECT 1) AS one
-  LEFT JOIN pg_roles r ON r.rolname = %(role)s
-  LEFT JOIN pg_namespace n ON n.nspname = %(schema)s
+# Checks whether the login may assume the role and, if so, does (SET LOCAL ROLE) in the same
+# statement: one round trip.
+ASSUME = """
+SELECT login, superuser, role_exists, member, schema_usage,
+       CASE WHEN role_exists AND member AND schema_usage THEN set_config('role', %(role)s, true) END
+  FROM (SELECT session_user::text AS login,
+               coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = session_user), false) AS superuser,
+               r.oid IS NOT NULL AS role_exists,
+               coalesce(pg_has_role(session_user, r.oid, 'MEMBER'), false) AS member,
+               coalesce(has_schema_privilege(r.oid, n.oid, 'USAGE'), false) AS schema_usage
+          FROM (SELECT 1) AS one
+          LEFT JOIN pg_roles r ON r.rolname = %(role)s
+          LEFT JOIN pg_namespace n ON n.nspname = %(schema)s) AS checked
 """
-SET_LOCAL_ROLE = sql.SQL("SET LOCAL ROLE {role}")
 # psycopg names its own prepared statements _pg3_*: those stay, the query's go.
 RELEASE = r"""
 SELECT pg_advisory_unlock_all(),
@@ -69,9 +72,9 @@ class ReaderStatus:
 
 def assume_reader(conn: psycopg.Connection, role: str, schema: str) -> ReaderStatus:
     """``SET LOCAL ROLE role`` in the current transaction when the login may; say how it went."""
-    row = conn.execute(ROLE_CHECK, {"role": role, "schema": schema}).fetchone()
+    row = conn.execute(ASSUME, {"role": role, "schema": schema}).fetchone()
     assert row is not None
-    login, superuser, exists, member, usage = row
+    login, superuser, exists, member, usage, _ = row
     problem = None
     if not exists:
         problem = f"role {role} does not exist (`kestrel-console migrate` creates it)"
@@ -79,8 +82,6 @@ def assume_reader(conn: psycopg.Connection, role: str, schema: str) -> ReaderSta
         problem = f"login {login} may not assume role {role} (GRANT {role} TO {login})"
     elif not usage:
         problem = f"role {role} has no rights on schema {schema} (`kestrel-console migrate` grants them)"
-    if problem is None:
-        conn.execute(SET_LOCAL_ROLE.format(role=sql.Identifier(role)))
     return ReaderStatus(role, login, bool(superuser), problem is None, problem)
 
 
@@ -92,10 +93,15 @@ def release_session_state(conn: psycopg.Connection) -> None:
     """
     if conn.closed:
         return
-    try:
-        row = conn.execute(RELEASE).fetchone()
-        for name in (row[1] if row else None) or []:
-            conn.execute(DEALLOCATE.format(name=sql.Identifier(name)))
-    finally:
-        if not conn.autocommit and not conn.closed:
-            conn.rollback()
+    for attempt in (1, 2):  # a cancel meant for the query may land on this statement instead
+        try:
+            row = conn.execute(RELEASE).fetchone()
+            for name in (row[1] if row else None) or []:
+                conn.execute(DEALLOCATE.format(name=sql.Identifier(name)))
+            return
+        except psycopg.errors.QueryCanceled:
+            if attempt == 2:
+                raise
+        finally:
+            if not conn.autocommit and not conn.closed:
+                conn.rollback()

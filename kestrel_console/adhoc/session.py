@@ -78,9 +78,9 @@ SET_TRANSACTION_READ_ONLY = "SET TRANSACTION READ ONLY"
 SET_LIMITS = """
 SELECT set_config('statement_timeout', %(statement_timeout)s, true),
        set_config('idle_in_transaction_session_timeout', %(idle_timeout)s, true),
-       set_config('standard_conforming_strings', 'on', true)
+       set_config('standard_conforming_strings', 'on', true),
+       set_config('search_path', quote_ident(%(schema)s) || ', public', true)
 """
-SET_SEARCH_PATH = sql.SQL("SET LOCAL search_path TO {schema}, public")
 
 
 def run_read_only(
@@ -175,9 +175,9 @@ def _begin(
     conn.execute(BEGIN_READ_ONLY if conn.autocommit else SET_TRANSACTION_READ_ONLY)
     conn.execute(
         SET_LIMITS,
-        {"statement_timeout": str(timeout_ms), "idle_timeout": str(max(timeout_ms, 1000))},
+        {"statement_timeout": str(timeout_ms), "idle_timeout": str(max(timeout_ms, 1000)),
+         "schema": schema},
     )
-    conn.execute(SET_SEARCH_PATH.format(schema=sql.Identifier(schema)))
     return assume_reader(conn, reader_role, schema) if reader_role else None
 
 
