@@ -253,10 +253,11 @@ def _run_report(s: Settings, name: str, given: dict[str, str], max_rows: int, ti
                 max_bytes: int) -> tuple[Any, Any]:
     from ..reports import bind_params, find_report, run_report
 
+    timeout_ms = _timeout_ms(timeout_s)
     report = find_report(name, s.queries)
     values = bind_params(report, given)
     with _connection(s) as conn:
-        result = run_report(conn, report, values, schema=s.schema, timeout_ms=_timeout_ms(timeout_s),
+        result = run_report(conn, report, values, schema=s.schema, timeout_ms=timeout_ms,
                             max_rows=max_rows, max_bytes=max_bytes)
     return report, result
 
@@ -336,8 +337,9 @@ def report(
 def _run_sql(s: Settings, query: str, max_rows: int, timeout_s: float, max_bytes: int) -> Any:
     from ..adhoc import run_read_only
 
+    timeout_ms = _timeout_ms(timeout_s)
     with _connection(s) as conn:
-        return run_read_only(conn, query, schema=s.schema, timeout_ms=_timeout_ms(timeout_s),
+        return run_read_only(conn, query, schema=s.schema, timeout_ms=timeout_ms,
                              max_rows=max_rows, max_bytes=max_bytes)
 
 
@@ -356,7 +358,6 @@ def sql(
         query = sys.stdin.read()
     if not query.strip():
         fail("the query is empty", code=2)
-    _timeout_ms(timeout)  # bad usage before connecting
     result = handles_errors(_run_sql)(s, query, max_rows, timeout, max_bytes)
     if fmt == "table":
         _note(f"{len(result.rows)} row(s) in {result.elapsed_ms:.0f} ms")
