@@ -425,7 +425,7 @@ _CAST_SQLSTATES = {"22P02", "22007", "22008", "22015", "22003"}
 
 def run_report(
     conn: Any, report: Report, params: Mapping[str, Any], *, schema: str = "kestrel",
-    timeout_ms: int = 10_000, max_rows: int = 1000,
+    timeout_ms: float = 10_000, max_rows: int = 1000, max_bytes: int | None = None,
 ) -> Any:
     """Run the report read-only (``adhoc.run_read_only``) with its bound parameters.
 
@@ -433,7 +433,7 @@ def run_report(
     raises ReportError naming the parameter; other failures propagate (QueryRefused,
     QueryTimeout, QueryFailed).
     """
-    from .adhoc import QueryFailed, run_read_only
+    from .adhoc import DEFAULT_MAX_BYTES, QueryFailed, run_read_only
 
     missing = [p.name for p in report.params if p.name not in params]
     if missing:
@@ -441,7 +441,8 @@ def run_report(
                           "(use bind_params)")
     try:
         return run_read_only(conn, report.sql, dict(params), schema=schema, timeout_ms=timeout_ms,
-                             max_rows=max_rows, check=True, placeholders=True)
+                             max_rows=max_rows, max_bytes=max_bytes or DEFAULT_MAX_BYTES, check=True,
+                             placeholders=True)
     except QueryFailed as exc:
         bad = _cast_failure(report, params, exc)
         if bad is not None:

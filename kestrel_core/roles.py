@@ -1,6 +1,6 @@
-"""Least-privilege roles: one for workers, one for operators.
+"""Least-privilege roles: one for workers, one for operators, one for the console's ad-hoc SQL.
 
-Two NOLOGIN group roles, meant to be granted to login users (``GRANT kestrel_worker TO app``):
+Three NOLOGIN group roles, meant to be granted to login users (``GRANT kestrel_worker TO app``):
 
 - the worker role runs workflows and enqueues them: it reads the tables and inserts and
   updates the rows the engine writes (claims, checkpoints, attempts, waits, its ``workers``
@@ -10,6 +10,10 @@ Two NOLOGIN group roles, meant to be granted to login users (``GRANT kestrel_wor
   SECURITY DEFINER functions that check the allowed states and write the audit row
   (``decide_approval``, ``cancel_execution``, ``requeue_execution``, ``prune_finished``).
   It cannot INSERT, UPDATE or DELETE any table directly.
+- the reader role (``kestrel_reader``) has USAGE on the schema and SELECT on its tables, and
+  nothing else: no sequence, no function of ours. The console's ad-hoc SQL and saved reports
+  run as it (``SET LOCAL ROLE``) when the login may assume it (layer 3 of the SQL guard).
+  The operator role is a member of it, so every operator login may.
 
 ``EXECUTE`` on the schema's functions is revoked from PUBLIC, so holding USAGE on the schema
 is not enough to call them. Roles are cluster-wide; privileges are per database and schema, so
@@ -33,6 +37,7 @@ from .statements import check_schema_name
 
 DEFAULT_WORKER_ROLE = "kestrel_worker"
 DEFAULT_OPERATOR_ROLE = "kestrel_operator"
+DEFAULT_READER_ROLE = "kestrel_reader"
 
 # Same lock as migrate.py: grants and schema changes never interleave.
 LOCK = "SELECT pg_advisory_xact_lock(hashtext('kestrel.migrate'))"
@@ -66,16 +71,17 @@ OPERATOR_FUNCTIONS = (
 
 @dataclass(frozen=True)
 class RoleNames:
-    """The two role names (configurable: several installations may share one cluster)."""
+    """The role names (configurable: several installations may share one cluster)."""
 
     worker: str = DEFAULT_WORKER_ROLE
     operator: str = DEFAULT_OPERATOR_ROLE
+    reader: str = DEFAULT_READER_ROLE
 
     def __post_init__(self) -> None:
-        for name in (self.worker, self.operator):
+        for name in (self.worker, self.operator, self.reader):
             check_role_name(name)
-        if self.worker == self.operator:
-            raise ValueError("the worker and operator roles must have different names")
+        if len({self.worker, self.operator, self.reader}) != 3:
+            raise ValueError("the worker, operator and reader roles must have different names")
 
 
 @dataclass
@@ -105,7 +111,7 @@ def can_create_roles(conn: psycopg.Connection) -> bool:
 
 
 def ensure_roles(conn: psycopg.Connection, schema: str, names: RoleNames | None = None) -> RolesReport:
-    """Create the two roles if missing and (re)grant exactly their privileges on ``schema``.
+    """Create the three roles if missing and (re)grant exactly their privileges on ``schema``.
 
     Runs in one transaction on ``conn`` (which must be in autocommit mode, as Kestrel's are).
     Needs a user that may create roles and owns the schema (the one that ran ``migrate``).
@@ -120,11 +126,12 @@ def ensure_roles(conn: psycopg.Connection, schema: str, names: RoleNames | None 
                 f"the Kestrel schema {schema!r} does not exist in this database: "
                 "run `kestrel-console migrate` first, then create the roles"
             )
-        for role in (names.worker, names.operator):
+        for role in (names.worker, names.operator, names.reader):
             (report.created if _create_role(conn, role) else report.existing).append(role)
         tables = [row[0] for row in conn.execute(SCHEMA_TABLES, (schema,))]
         report.tables = tables
         _grant(conn, schema, names, tables)
+        _grant_membership(conn, names.reader, names.operator)
     return report
 
 
@@ -149,15 +156,17 @@ def _create_role(conn: psycopg.Connection, role: str) -> bool:
 def _grant(conn: psycopg.Connection, schema: str, names: RoleNames, tables: list[str]) -> None:
     s = sql.Identifier(schema)
     worker, operator = sql.Identifier(names.worker), sql.Identifier(names.operator)
-    both = sql.SQL("{}, {}").format(worker, operator)
+    reader = sql.Identifier(names.reader)
+    every = sql.SQL("{}, {}, {}").format(worker, operator, reader)
     statements = [
         # Start from nothing, so a rerun also takes back what an older version granted.
-        sql.SQL("REVOKE ALL ON ALL TABLES IN SCHEMA {} FROM {}").format(s, both),
-        sql.SQL("REVOKE ALL ON ALL SEQUENCES IN SCHEMA {} FROM {}").format(s, both),
-        sql.SQL("REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {} FROM PUBLIC, {}").format(s, both),
-        sql.SQL("REVOKE ALL ON SCHEMA {} FROM {}").format(s, both),
-        sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(s, both),
+        sql.SQL("REVOKE ALL ON ALL TABLES IN SCHEMA {} FROM {}").format(s, every),
+        sql.SQL("REVOKE ALL ON ALL SEQUENCES IN SCHEMA {} FROM {}").format(s, every),
+        sql.SQL("REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {} FROM PUBLIC, {}").format(s, every),
+        sql.SQL("REVOKE ALL ON SCHEMA {} FROM {}").format(s, every),
+        sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(s, every),
         sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(s, operator),
+        sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(s, reader),
         sql.SQL("GRANT USAGE ON ALL SEQUENCES IN SCHEMA {} TO {}").format(s, worker),
     ]
     for table, privileges in WORKER_WRITES.items():
@@ -172,6 +181,22 @@ def _grant(conn: psycopg.Connection, schema: str, names: RoleNames, tables: list
                     s, sql.Identifier(name), sql.SQL(args.rstrip(")")), role))
     for statement in statements:
         conn.execute(statement)
+
+
+IS_MEMBER = "SELECT pg_has_role(%s, %s, 'MEMBER')"
+GRANT_ROLE = "GRANT {role} TO {member}"
+
+
+def _grant_membership(conn: psycopg.Connection, role: str, member: str) -> None:
+    """GRANT role TO member unless it holds; memberships are cluster-wide, so a concurrent
+    ``ensure_roles`` in another database may grant it meanwhile: that counts as granted."""
+    if conn.execute(IS_MEMBER, (member, role)).fetchone() == (True,):
+        return
+    try:
+        with conn.transaction():  # a savepoint, as in _create_role
+            conn.execute(sql.SQL(GRANT_ROLE).format(role=sql.Identifier(role), member=sql.Identifier(member)))
+    except (psycopg.errors.UniqueViolation, psycopg.errors.InternalError_):  # tuple concurrently updated
+        pass
 
 
 FUNCTION_EXISTS = """

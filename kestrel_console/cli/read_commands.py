@@ -1,7 +1,7 @@
 """Commands that only read: status, list, show, report, sql.
 
 Canned reads go through ``kestrel_console.queries.Reader``; saved reports and ad-hoc SQL run
-through the read-only guard (``adhoc.run_read_only``). Every command takes
+through the read-only guard (``adhoc.run_read_only``, three layers). Every command takes
 ``--format table|json|csv``; ``json`` and ``csv`` go to stdout untouched by notes, which go to
 stderr.
 """
@@ -261,15 +261,50 @@ def _params_text(params: list[dict[str, Any]]) -> str:
                      for p in params)
 
 
-def _run_report(s: Settings, name: str, given: dict[str, str], max_rows: int, timeout_s: float) -> tuple[Any, Any]:
+def _run_report(s: Settings, name: str, given: dict[str, str], max_rows: int, timeout_s: float,
+                max_bytes: int) -> tuple[Any, Any]:
     from ..reports import bind_params, find_report, run_report
 
+    timeout_ms = _timeout_ms(timeout_s)
     report = find_report(name, s.queries)
     values = bind_params(report, given)
     with _connection(s) as conn:
-        result = run_report(conn, report, values, schema=s.schema, timeout_ms=int(timeout_s * 1000),
-                            max_rows=max_rows)
+        result = run_report(conn, report, values, schema=s.schema, timeout_ms=timeout_ms,
+                            max_rows=max_rows, max_bytes=max_bytes)
     return report, result
+
+
+def _timeout_ms(seconds: float) -> int:
+    """--timeout in whole milliseconds; below 1 ms (which Postgres would read as "no timeout"),
+    not a number, or beyond Postgres' limit is bad usage."""
+    from ..adhoc import timeout_ms
+
+    try:
+        return timeout_ms(seconds)
+    except ValueError as exc:
+        fail(f"--timeout {seconds:g}: {str(exc).split(': ', 1)[-1]}", code=2)
+
+
+def max_bytes_option() -> Any:
+    from ..adhoc import DEFAULT_MAX_BYTES
+
+    return typer.Option(DEFAULT_MAX_BYTES, "--max-bytes", min=1, max=2**62,
+                        help="Cut the result once its values hold this many bytes (as text).")
+
+
+def _result_notes(result: Any, max_rows: int) -> None:
+    """Why the result may be incomplete, and what the reader role could not promise (stderr)."""
+    if result.notice:
+        _note(result.notice)
+    if result.cut_at_bytes:
+        _note(f"result cut at {_megabytes(result.cut_at_bytes)} ({len(result.rows)} rows): "
+              "narrow the query or raise --max-bytes")
+    elif result.truncated:
+        _note(f"only the first {max_rows} rows are shown: raise --max-rows to see more")
+
+
+def _megabytes(count: int) -> str:
+    return f"{count / 1024 / 1024:g} MB" if count >= 1024 * 1024 else f"{count} bytes"
 
 
 def report(
@@ -279,6 +314,7 @@ def report(
                                               help="A report parameter (repeatable).", show_default=False),
     max_rows: int = typer.Option(DEFAULT_MAX_ROWS, "--max-rows", callback=_max_rows, help="Print at most this many rows."),
     timeout: float = typer.Option(CLI_TIMEOUT_MS / 1000, "--timeout", min=0.1, help="Seconds before the query is cancelled."),
+    max_bytes: int = max_bytes_option(),
     fmt: str = format_option(),
 ) -> None:
     """List the saved reports, or run report NAME (says on stderr which file it ran)."""
@@ -300,23 +336,23 @@ def report(
             render.emit(rows, REPORT_LIST_COLUMNS, fmt)
         return
     given = _parse_params(param or [])
-    ran, result = handles_errors(_run_report)(s, name, given, max_rows, timeout)
+    ran, result = handles_errors(_run_report)(s, name, given, max_rows, timeout, max_bytes)
     origin = "shipped" if ran.shipped else "user"
     _note(f"report {ran.name}: ran {ran.path} ({origin}); {len(result.rows)} row(s) in {result.elapsed_ms:.0f} ms")
-    if result.truncated:
-        _note(f"only the first {max_rows} rows are shown: raise --max-rows to see more")
+    _result_notes(result, max_rows)
     render.emit(result.rows, result.columns, fmt)
 
 
 # -- sql -------------------------------------------------------------------------------------
 
 
-def _run_sql(s: Settings, query: str, max_rows: int, timeout_s: float) -> Any:
+def _run_sql(s: Settings, query: str, max_rows: int, timeout_s: float, max_bytes: int) -> Any:
     from ..adhoc import run_read_only
 
+    timeout_ms = _timeout_ms(timeout_s)
     with _connection(s) as conn:
-        return run_read_only(conn, query, schema=s.schema, timeout_ms=int(timeout_s * 1000),
-                             max_rows=max_rows)
+        return run_read_only(conn, query, schema=s.schema, timeout_ms=timeout_ms,
+                             max_rows=max_rows, max_bytes=max_bytes)
 
 
 def sql(
@@ -324,6 +360,7 @@ def sql(
     query: str = typer.Argument(..., metavar="QUERY", help="One read-only statement (SELECT, WITH, VALUES, EXPLAIN); '-' reads it from stdin."),
     max_rows: int = typer.Option(DEFAULT_MAX_ROWS, "--max-rows", callback=_max_rows, help="Print at most this many rows."),
     timeout: float = typer.Option(CLI_TIMEOUT_MS / 1000, "--timeout", min=0.1, help="Seconds before the query is cancelled."),
+    max_bytes: int = max_bytes_option(),
     fmt: str = format_option(),
 ) -> None:
     """Run one read-only query (search_path is the Kestrel schema); anything that could write
@@ -333,11 +370,10 @@ def sql(
         query = sys.stdin.read()
     if not query.strip():
         fail("the query is empty", code=2)
-    result = handles_errors(_run_sql)(s, query, max_rows, timeout)
+    result = handles_errors(_run_sql)(s, query, max_rows, timeout, max_bytes)
     if fmt == "table":
         _note(f"{len(result.rows)} row(s) in {result.elapsed_ms:.0f} ms")
-    if result.truncated:
-        _note(f"only the first {max_rows} rows are shown: raise --max-rows to see more")
+    _result_notes(result, max_rows)
     render.emit(result.rows, result.columns, fmt)
 
 

@@ -247,12 +247,12 @@ def test_hostile_query_is_refused_and_changes_nothing(
     if case.bypass is not SKIP:
         if case.bypass == NO_TRACE:
             try:
-                run_read_only(plain, query, check=False)
+                run_read_only(plain, query, check=False, reader_role=None)
             except QueryFailed:
                 pass
         else:
             with pytest.raises(QueryFailed) as failed:
-                run_read_only(plain, query, check=False)
+                run_read_only(plain, query, check=False, reader_role=None)
             assert failed.value.sqlstate == case.bypass, str(failed.value)
         assert database_state(observer) == before
         assert session_state(plain) == session_before

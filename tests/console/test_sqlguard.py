@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from kestrel_console import sqlguard
-from kestrel_console.sqlguard import REFUSED_FUNCTIONS, QueryRefused, check_read_only
+from kestrel_console.adhoc import guard as sqlguard
+from kestrel_console.adhoc.guard import QueryRefused, check_read_only
 from kestrel_core import KestrelError
 
 
@@ -86,14 +86,14 @@ REFUSALS = [
     ("EXPLAIN (ANALYZE) UPDATE x SET a = 1", "EXPLAIN of a write: UPDATE"),
     ("EXPLAIN ANALYZE WITH d AS (DELETE FROM x RETURNING *) SELECT * FROM d", "data-modifying CTE: DELETE"),
     ("EXPLAIN", "EXPLAIN of nothing: give it a query"),
-    ("SELECT pg_terminate_backend(1)", "function pg_terminate_backend: signals or stops other sessions"),
-    ("select PG_CATALOG.PG_CANCEL_BACKEND(1)", "function pg_cancel_backend: signals or stops other sessions"),
-    ('SELECT "pg_catalog"."pg_terminate_backend"(1)', "function pg_terminate_backend: signals or stops other sessions"),
-    ("SELECT * FROM pg_terminate_backend(1)", "function pg_terminate_backend: signals or stops other sessions"),
-    ("SELECT set_config('search_path', 'public', false)", "function set_config: changes server or session settings"),
+    ("SELECT pg_terminate_backend(1)", "function pg_terminate_backend: signals or inspects other sessions"),
+    ("select PG_CATALOG.PG_CANCEL_BACKEND(1)", "function pg_cancel_backend: signals or inspects other sessions"),
+    ('SELECT "pg_catalog"."pg_terminate_backend"(1)', "function pg_terminate_backend: signals or inspects other sessions"),
+    ("SELECT * FROM pg_terminate_backend(1)", "function pg_terminate_backend: signals or inspects other sessions"),
+    ("SELECT set_config('search_path', 'public', false)", "function set_config: changes settings"),
     ("SELECT nextval('s')", "function nextval: changes a sequence"),
-    ("SELECT pg_advisory_xact_lock(1)", "function pg_advisory_xact_lock: takes advisory locks (session locks outlive the query)"),
-    ("SELECT lo_unlink(1)", "function lo_unlink: works on large objects (server files, objects that outlive the query)"),
+    ("SELECT pg_advisory_xact_lock(1)", "function pg_advisory_xact_lock: takes or inspects locks"),
+    ("SELECT lo_unlink(1)", "function lo_unlink: works on large objects"),
     ("SELECT kestrel.decide_approval(1, 'gate', true, 'me', NULL)",
      "function decide_approval: is a Kestrel operator action: use the approve/reject/cancel/requeue commands"),
     ("SELECT %(since)s::interval", "query parameter %(since)s: ad-hoc SQL takes no parameters (saved reports do)"),
@@ -122,18 +122,27 @@ def test_query_refused_is_a_kestrel_error_that_says_refused() -> None:
     assert str(caught.value) == "refused: not a read: DROP"
 
 
-def _rule_examples() -> list[tuple[str, str]]:
-    """One call per name and per prefix of every rule in the table."""
-    examples = []
-    for rule in REFUSED_FUNCTIONS:
-        for name in sorted(rule.names):
-            examples.append((name, rule.why))
-        for prefix in rule.prefixes:
-            examples.append((prefix.rstrip("_") + "_x" if prefix.endswith("_") else prefix + "_x", rule.why))
-    return examples
+# One call per reviewed exclusion, by the reason the allowlist's builder gives.
+REFUSED_CALLS = [
+    ("pg_terminate_backend", "signals or inspects other sessions"),
+    ("pg_cancel_backend", "signals or inspects other sessions"),
+    ("set_config", "changes settings"),
+    ("pg_read_file", "reads the server's files or directories"),
+    ("pg_ls_dir", "reads the server's files or directories"),
+    ("pg_stat_file", "reads the server's files or directories"),
+    ("lo_unlink", "works on large objects"),
+    ("pg_advisory_lock", "takes or inspects locks"),
+    ("pg_try_advisory_xact_lock", "takes or inspects locks"),
+    ("pg_notify", "sends notifications"),
+    ("nextval", "changes a sequence"),
+    ("txid_current", "assigns a transaction id"),
+    ("query_to_xml", "runs SQL given as text"),
+    ("ts_rewrite", "runs SQL given as text"),
+    ("pg_switch_wal", "administers replication, WAL or backups"),
+]
 
 
-@pytest.mark.parametrize(("name", "why"), _rule_examples())
+@pytest.mark.parametrize(("name", "why"), REFUSED_CALLS)
 def test_every_refused_function_is_refused_in_every_spelling(name: str, why: str) -> None:
     for spelling in (f"SELECT {name}(1)", f"select pg_catalog.{name.upper()} (1)",
                      f'SELECT 1 FROM "{name}"(1) AS f', f"SELECT * FROM workers WHERE 1 = {name}(2)"):
@@ -153,17 +162,17 @@ LEXING_TRICKS = [
     # Postgres nests block comments: it sees "DELETE FROM workflow_executions".
     ("/* /* */ SELECT 'x */ DELETE FROM workflow_executions --'", "not a read: DELETE"),
     ("/* /* */ SELECT 'x */ SELECT pg_terminate_backend(1) --'",
-     "function pg_terminate_backend: signals or stops other sessions"),
+     "function pg_terminate_backend: signals or inspects other sessions"),
     # standard_conforming_strings: a backslash does not escape the quote.
-    ("SELECT 'a\\', pg_terminate_backend(1) --'", "function pg_terminate_backend: signals or stops other sessions"),
+    ("SELECT 'a\\', pg_terminate_backend(1) --'", "function pg_terminate_backend: signals or inspects other sessions"),
     # $ inside identifiers does not start a dollar quote.
-    ("SELECT 1 AS x$q$, pg_cancel_backend(1) AS y$q$", "function pg_cancel_backend: signals or stops other sessions"),
+    ("SELECT 1 AS x$q$, pg_cancel_backend(1) AS y$q$", "function pg_cancel_backend: signals or inspects other sessions"),
     # The escapes of a U& identifier could spell a refused name.
     ('SELECT U&"pg_\\0074erminate_backend"(1)', 'Unicode-escaped identifier (U&"..."): write the name plainly'),
     # '#' is an operator in Postgres, not a comment.
-    ("SELECT 1 # pg_terminate_backend(1)", "function pg_terminate_backend: signals or stops other sessions"),
+    ("SELECT 1 # pg_terminate_backend(1)", "function pg_terminate_backend: signals or inspects other sessions"),
     # A comment between the name and its parenthesis.
-    ("SELECT pg_terminate_backend /* hi */ (1)", "function pg_terminate_backend: signals or stops other sessions"),
+    ("SELECT pg_terminate_backend /* hi */ (1)", "function pg_terminate_backend: signals or inspects other sessions"),
 ]
 
 
@@ -175,7 +184,7 @@ def test_lexing_tricks_are_read_as_postgres_reads_them(query: str, reason: str) 
 def test_the_lexical_backstop_refuses_calls_even_if_the_tree_check_missed_them(monkeypatch) -> None:
     monkeypatch.setattr(sqlguard, "_check_functions", lambda statement: None)
     assert refusal("SELECT pg_terminate_backend(1)") == (
-        "function pg_terminate_backend: signals or stops other sessions"
+        "function pg_terminate_backend: signals or inspects other sessions"
     )
     assert refusal('SELECT "pg_read_file"(\'/etc/passwd\')').startswith("function pg_read_file: ")
     check_read_only("SELECT 'pg_terminate_backend(1)', lower('x')")
@@ -211,3 +220,36 @@ def test_placeholders_inside_ad_hoc_strings_are_just_text() -> None:
 ])
 def test_typed_literals_are_accepted(query: str) -> None:
     check_read_only(query)
+
+
+# --- the allowlist: names as Postgres resolves them ----------------------------------------------
+
+ALLOWLIST_REFUSALS = [
+    # An alias of the same name does not make a call pass (exemptions are counted).
+    ("SELECT ifnull(a, b) FROM (VALUES (1, 2)) AS ifnull(a, b)", "function ifnull: "),
+    ("SELECT (1).pg_config FROM pg_catalog.pg_config", "function pg_config: "),
+    # Quoted names keep their case: "Lower" is not pg_catalog.lower.
+    ('SELECT "Lower"(\'x\')', "function Lower: not a built-in function"),
+    ("SELECT public.lower('x')", "function public.lower: only pg_catalog functions"),
+    ("SELECT kestrel.prune_finished(now(), 10, 'me')", "function prune_finished: is a Kestrel operator action"),
+    ("SELECT x FROM (SELECT 1 AS x) s WHERE s.x = (s).pg_terminate_backend",
+     "function pg_terminate_backend: signals or inspects other sessions (attribute notation"),
+    ("SELECT ({pid}) . /* hidden */ pg_cancel_backend".replace("{pid}", "1"), "function pg_cancel_backend: "),
+    ("SELECT (arr)[1].pg_terminate_backend FROM (SELECT ARRAY[1] AS arr) s", "function pg_terminate_backend: "),
+    ("SELECT ts_rewrite('a'::tsquery, 'SELECT 1')", "function ts_rewrite: runs SQL given as text"),
+    ("SELECT * FROM ts_stat('SELECT 1')", "function ts_stat: runs SQL given as text"),
+    ("SELECT setseed(0.5)", "function setseed: not on the allowlist of side-effect-free functions"),
+]
+
+
+@pytest.mark.parametrize(("query", "reason"), ALLOWLIST_REFUSALS)
+def test_allowlist_refusals(query: str, reason: str) -> None:
+    assert refusal(query).startswith(reason), refusal(query)
+
+
+def test_the_lexical_pass_alone_refuses_attribute_calls(monkeypatch) -> None:
+    monkeypatch.setattr(sqlguard, "_check_functions", lambda statement: None)
+    assert refusal("SELECT (1).pg_terminate_backend").startswith("function pg_terminate_backend: ")
+    assert refusal('SELECT t."pg_read_file" FROM (SELECT 1) t').startswith("function pg_read_file: ")
+    assert refusal("SELECT nvl(1, 2)").startswith("function nvl: ")
+    check_read_only("SELECT t.x, (t).x FROM (SELECT 1 AS x) t")

@@ -38,14 +38,16 @@ class Logins:
 
     def __init__(self, dsn: str) -> None:
         suffix = uuid.uuid4().hex[:8]
-        self.names = RoleNames(worker=f"kt_worker_{suffix}", operator=f"kt_operator_{suffix}")
+        self.names = RoleNames(worker=f"kt_worker_{suffix}", operator=f"kt_operator_{suffix}",
+                               reader=f"kt_reader_{suffix}")
         self.worker_user, self.operator_user = f"kt_wlogin_{suffix}", f"kt_ologin_{suffix}"
         self.worker_dsn = make_conninfo(dsn, user=self.worker_user)
         self.operator_dsn = make_conninfo(dsn, user=self.operator_user)
 
     @property
     def all_roles(self) -> tuple[str, ...]:
-        return (self.worker_user, self.operator_user, self.names.worker, self.names.operator)
+        return (self.worker_user, self.operator_user, self.names.worker, self.names.operator,
+                self.names.reader)
 
 
 @pytest.fixture(scope="module")
@@ -84,15 +86,17 @@ def test_roles_are_nologin_groups_and_ensure_roles_is_idempotent(logins: Logins,
         again = ensure_roles(conn, "kestrel", logins.names)
         rows = conn.execute("SELECT rolname, rolcanlogin, rolsuper, rolcreaterole, rolcreatedb FROM pg_roles"
                             " WHERE rolname = ANY(%s) ORDER BY rolname",
-                            ([logins.names.worker, logins.names.operator],)).fetchall()
-    assert again.created == [] and sorted(again.existing) == sorted([logins.names.worker, logins.names.operator])
-    assert [r[1:] for r in rows] == [(False, False, False, False)] * 2
+                            ([logins.names.worker, logins.names.operator, logins.names.reader],)).fetchall()
+    assert again.created == [] and sorted(again.existing) == sorted(
+        [logins.names.worker, logins.names.operator, logins.names.reader])
+    assert [r[1:] for r in rows] == [(False, False, False, False)] * 3
     assert RoleNames() == RoleNames("kestrel_worker", "kestrel_operator")
 
 
 def test_ensure_roles_from_many_processes_at_once(migrated: str) -> None:
     """Concurrent callers in one database and in another (roles are cluster-wide) all succeed."""
-    names = RoleNames(worker=f"kt_cw_{uuid.uuid4().hex[:8]}", operator=f"kt_co_{uuid.uuid4().hex[:8]}")
+    names = RoleNames(worker=f"kt_cw_{uuid.uuid4().hex[:8]}", operator=f"kt_co_{uuid.uuid4().hex[:8]}",
+                      reader=f"kt_cr_{uuid.uuid4().hex[:8]}")
     other = create_database()
     try:
         with Kestrel(other) as app:
@@ -115,15 +119,17 @@ def test_ensure_roles_from_many_processes_at_once(migrated: str) -> None:
         for t in threads:
             t.join()
         assert errors == []
-        assert sorted(created) == sorted([names.worker, names.operator])  # each created once
+        assert sorted(created) == sorted([names.worker, names.operator, names.reader])  # each once
         for target in (migrated, other):
             with psycopg.connect(target, autocommit=True) as conn:
                 assert conn.execute("SELECT has_table_privilege(%s, 'kestrel.workflow_executions', 'SELECT')",
                                     (names.operator,)).fetchone() == (True,)
+                assert conn.execute("SELECT has_table_privilege(%s, 'kestrel.workflow_executions', 'SELECT')",
+                                    (names.reader,)).fetchone() == (True,)
     finally:
         drop_database(other)
         with psycopg.connect(migrated, autocommit=True) as conn:
-            for role in (names.worker, names.operator):
+            for role in (names.worker, names.operator, names.reader):
                 conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
                 conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
@@ -202,6 +208,14 @@ def test_console_adhoc_sql_works_under_the_operator_role(logins: Logins, app: Ke
         assert result.rows == [("report-me", "enqueued")]
         with pytest.raises(QueryFailed, match="permission denied"):
             run_read_only(conn, "SELECT * FROM public.payroll", schema="kestrel")
+        # An operator login may assume the reader role (its role is a member): no note then.
+        as_reader = run_read_only(conn, "SELECT current_user::text, count(*) FROM workflow_executions",
+                                  reader_role=logins.names.reader)
+        assert as_reader.rows == [(logins.names.reader, 1)] and as_reader.notice is None
+        with pytest.raises(QueryFailed) as failed:  # layer 1 bypassed: the reader may not act
+            run_read_only(conn, "SELECT kestrel.cancel_execution(1, 'mallory', 'x')", check=False,
+                          reader_role=logins.names.reader)
+        assert failed.value.sqlstate == "42501"
 
 
 # -- the worker -----------------------------------------------------------------------------

@@ -58,6 +58,7 @@ class ReportsScreen(LiveScreen):
                 yield VerticalScroll(id="rep-form")
                 yield Button("Run (ctrl+r)", id="rep-run", variant="primary")
         yield Static("", id="rep-status")
+        yield Static("", id="rep-notice")
         yield ResultsTable(id="rep-results")
         yield Footer()
 
@@ -200,6 +201,9 @@ class ReportsScreen(LiveScreen):
         self.kapp.db_ok()
         self.query_one(ResultsTable).show(result)
         self._say(f"{report.name}: {summary(result, ADHOC_MAX_ROWS)}", "green")
+        # Layer 3 weaker than promised (superuser login, no reader role): say so, apart.
+        notice = getattr(result, "notice", None) or ""
+        self.query_one("#rep-notice", Static).update(Text(notice, style="yellow"))
 
     def _failed_report(self, exc: Exception) -> None:
         if isinstance(exc, DatabaseUnavailable):

@@ -1,5 +1,7 @@
 """Screen 4, ad-hoc SQL: an editor with SQL highlighting, run through the read-only guard;
-results with row count and time; refusals and errors inline; a history of past queries."""
+results with row count and time; refusals and errors inline; a history of past queries.
+When the queries cannot run as the read-only role, or the login is a superuser, a line under
+the status says so."""
 
 from __future__ import annotations
 
@@ -57,6 +59,7 @@ class SqlScreen(LiveScreen):
         self.session: AdhocSession | None = None
         self.result: Any = None
         self.message: str = ""  # the last status/refusal/error line, as shown
+        self.notice: str = ""  # what the read-only role could not promise, as shown
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -65,6 +68,7 @@ class SqlScreen(LiveScreen):
             yield TextArea.code_editor(EXAMPLE, language=sql_language(), id="sql-editor")
             yield OptionList(id="sql-history")
         yield Static("", id="sql-status")
+        yield Static("", id="sql-notice")
         yield ResultsTable(id="sql-results")
         yield Footer()
 
@@ -121,10 +125,12 @@ class SqlScreen(LiveScreen):
         self.kapp.db_ok()
         self.query_one(ResultsTable).show(result)
         self._say(summary(result, ADHOC_MAX_ROWS), "green")
+        # Layer 3 weaker than promised (superuser login, no reader role): say so, apart.
+        self.notice = getattr(result, "notice", None) or ""
+        self.query_one("#sql-notice", Static).update(Text(self.notice, style="yellow"))
 
     def _failed_query(self, exc: Exception) -> None:
-        from kestrel_console.adhoc import QueryFailed, QueryTimeout
-        from kestrel_console.sqlguard import QueryRefused
+        from kestrel_console.adhoc import QueryFailed, QueryRefused, QueryTimeout
 
         if isinstance(exc, QueryRefused):
             self._say(f"refused: {exc.reason}", "bold red")

@@ -35,6 +35,9 @@ def summary(result: Any, max_rows: int) -> str:
     """``12 rows · 3.4 ms`` (noting when the result was cut at ``max_rows``)."""
     n = len(result.rows)
     rows = f"{n} row{'s' if n != 1 else ''}"
-    if getattr(result, "truncated", False):
+    cut_at_bytes = getattr(result, "cut_at_bytes", None)
+    if cut_at_bytes:
+        rows += f" (result cut at {cut_at_bytes / 1024 / 1024:g} MB)"
+    elif getattr(result, "truncated", False):
         rows += f" (first {max_rows} shown: the result was cut)"
     return f"{rows} · {result.elapsed_ms:.1f} ms"

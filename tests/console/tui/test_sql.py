@@ -96,3 +96,20 @@ async def test_keys_are_handled_while_a_slow_query_runs(dsn, db):
         # The connection is usable again afterwards.
         message = await run(pilot, screen, "SELECT 1 AS one")
         assert message.startswith("1 row")
+
+
+async def test_an_attribute_call_is_refused_on_screen_and_the_reader_note_shows(dsn, db):
+    seed_history(db)
+    victim = db.info.backend_pid
+    tui = console(dsn)
+    async with tui.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot, "4", SqlScreen)
+        message = await run(pilot, screen, f"SELECT id FROM workflow_executions ORDER BY ({victim}).pg_terminate_backend")
+        assert message.startswith("refused: function pg_terminate_backend: "), message
+        assert db.execute("SELECT 1").fetchone() == (1,)  # the victim session lives
+
+        message = await run(pilot, screen, "SELECT current_user::text")
+        assert message.startswith("1 row")
+        assert screen.query_one(ResultsTable).get_row_at(0)[0] == "kestrel_reader"
+        # The tests' login is a superuser: the screen says what that means.
+        assert " is a superuser: queries run as kestrel_reader" in screen.notice

@@ -1,18 +1,20 @@
 """Running a user's read query safely: the one place the console executes ad-hoc SQL and
 saved reports.
 
-Layer (a) is ``sqlguard.check_read_only``. Layer (b) is here: the query runs alone (the
-extended protocol refuses a second statement) inside ``BEGIN READ ONLY`` with a statement
-timeout, the Kestrel schema first on the search path, and is always rolled back, so even a
-query the guard let through by mistake cannot write a row.
+Layer 1 is ``guard.check_read_only``. Layer 2 is here: the query runs alone (the extended
+protocol refuses a second statement) inside ``BEGIN READ ONLY`` with a statement timeout, the
+Kestrel schema first on the search path, and is always rolled back, so even a query the guard
+let through by mistake cannot write a row. Its result is cut at ``max_rows`` rows and
+``max_bytes`` bytes. Layer 3 (``reader``) runs it as the read-only role and releases what it
+leaves in the session.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from itertools import islice
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -22,9 +24,15 @@ from psycopg.rows import tuple_row
 
 from kestrel_core import DatabaseUnavailable, KestrelError
 
-from .sqlguard import check_read_only
+from .guard import check_read_only
+from .reader import DEFAULT_READER_ROLE, ReaderStatus, assume_reader, release_session_state
 
-__all__ = ["QueryFailed", "QueryResult", "QueryTimeout", "run_read_only"]
+__all__ = ["DEFAULT_MAX_BYTES", "QueryFailed", "QueryResult", "QueryTimeout", "ReaderStatus",
+           "run_read_only", "timeout_ms"]
+
+DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+# statement_timeout is an int4 of milliseconds.
+MAX_TIMEOUT_MS = 2**31 - 1
 
 
 class QueryTimeout(KestrelError):
@@ -42,12 +50,20 @@ class QueryFailed(KestrelError):
 
 @dataclass
 class QueryResult:
-    """What a read query returned, cut at ``max_rows``."""
+    """What a read query returned, cut at ``max_rows`` rows or ``max_bytes`` bytes
+    (``truncated``; ``cut_at_bytes`` when the bytes did it)."""
 
     columns: list[str]
     rows: list[tuple]
     truncated: bool
     elapsed_ms: float
+    cut_at_bytes: int | None = None  # the byte limit that cut the result, else None
+    reader: ReaderStatus | None = field(default=None, compare=False)
+
+    @property
+    def notice(self) -> str | None:
+        """The reader role's note, when layer 3 is weaker than promised."""
+        return self.reader.notice if self.reader is not None else None
 
     @property
     def row_count(self) -> int:
@@ -62,9 +78,9 @@ SET_TRANSACTION_READ_ONLY = "SET TRANSACTION READ ONLY"
 SET_LIMITS = """
 SELECT set_config('statement_timeout', %(statement_timeout)s, true),
        set_config('idle_in_transaction_session_timeout', %(idle_timeout)s, true),
-       set_config('standard_conforming_strings', 'on', true)
+       set_config('standard_conforming_strings', 'on', true),
+       set_config('search_path', quote_ident(%(schema)s) || ', public', true)
 """
-SET_SEARCH_PATH = sql.SQL("SET LOCAL search_path TO {schema}, public")
 
 
 def run_read_only(
@@ -73,10 +89,12 @@ def run_read_only(
     params: Mapping[str, Any] | None = None,
     *,
     schema: str = "kestrel",
-    timeout_ms: int = 10_000,
+    timeout_ms: float = 10_000,
     max_rows: int = 1000,
+    max_bytes: int = DEFAULT_MAX_BYTES,
     check: bool = True,
     placeholders: bool = False,
+    reader_role: str | None = DEFAULT_READER_ROLE,
 ) -> QueryResult:
     """Run one read query in a read-only transaction that is always rolled back.
 
@@ -84,29 +102,62 @@ def run_read_only(
     psycopg; when None the text is sent as is, so ``LIKE '%x'`` needs no escaping.
     ``placeholders=True`` is for saved reports: the text uses ``%(name)s`` (and ``%%``) even
     when no parameter is given. ``conn`` may be autocommit or not, but must not be inside a
-    transaction. Raises QueryRefused, QueryTimeout, QueryFailed or DatabaseUnavailable.
+    transaction. ``reader_role`` (None: skip layer 3) is assumed when the login may; the
+    result's ``reader`` says how it went. Session advisory locks and prepared statements are
+    released afterwards. Raises QueryRefused, QueryTimeout, QueryFailed or DatabaseUnavailable;
+    ValueError for a timeout below 1 ms (0 would mean no timeout) or a negative limit.
     """
-    if timeout_ms <= 0:
-        raise ValueError("timeout_ms must be positive (0 would mean no timeout)")
+    timeout = _checked_timeout(timeout_ms)
     if max_rows < 0:
         raise ValueError("max_rows must be >= 0")
+    if max_bytes < 1:
+        raise ValueError("max_bytes must be at least 1")
     if check:
         check_read_only(query, placeholders=placeholders)
     if placeholders and params is None:
         params = {}  # psycopg then turns %% into %, as the guard assumed
     _require_idle(conn)
+    reader = None
     try:
-        _begin(conn, schema, timeout_ms)
-        started = time.perf_counter()
-        columns, rows = _fetch(conn, query, params, max_rows + 1)
-        elapsed_ms = (time.perf_counter() - started) * 1000
-    except psycopg.errors.QueryCanceled as exc:
-        raise _cancelled(exc, timeout_ms) from exc
-    except psycopg.Error as exc:
-        raise _failed(conn, exc) from exc
+        try:
+            reader = _begin(conn, schema, timeout, reader_role)
+            started = time.perf_counter()
+            columns, rows, cut = _fetch(conn, query, params, max_rows + 1, max_bytes)
+            elapsed_ms = (time.perf_counter() - started) * 1000
+        except psycopg.errors.QueryCanceled as exc:
+            raise _cancelled(exc, timeout) from exc
+        except psycopg.Error as exc:
+            raise _failed(conn, exc) from exc
+        finally:
+            _rollback(conn)
     finally:
-        _rollback(conn)
-    return QueryResult(columns, rows[:max_rows], len(rows) > max_rows, elapsed_ms)
+        _release(conn)
+    return QueryResult(columns, rows[:max_rows], cut or len(rows) > max_rows, elapsed_ms,
+                       max_bytes if cut else None, reader)
+
+
+def timeout_ms(seconds: float) -> int:
+    """``seconds`` as whole milliseconds for statement_timeout; ValueError below 1 ms, when not
+    finite, or beyond what Postgres takes (about 24 days)."""
+    return _checked_timeout(seconds * 1000)
+
+
+def _checked_timeout(ms: float) -> int:
+    if not math.isfinite(ms):
+        raise ValueError(f"timeout of {ms:g} ms: it must be a finite number")
+    if ms < 1:
+        raise ValueError(f"timeout of {ms:g} ms: it must be at least 1 ms (0 would mean no timeout)")
+    if ms > MAX_TIMEOUT_MS:
+        raise ValueError(f"timeout of {ms:g} ms: it must be at most {MAX_TIMEOUT_MS} ms (about 24 days)")
+    return math.ceil(ms)
+
+
+def _release(conn: psycopg.Connection) -> None:
+    try:
+        release_session_state(conn)
+    except psycopg.OperationalError:
+        if not conn.closed:
+            raise
 
 
 def _require_idle(conn: psycopg.Connection) -> None:
@@ -118,31 +169,54 @@ def _require_idle(conn: psycopg.Connection) -> None:
         )
 
 
-def _begin(conn: psycopg.Connection, schema: str, timeout_ms: int) -> None:
+def _begin(
+    conn: psycopg.Connection, schema: str, timeout_ms: int, reader_role: str | None
+) -> ReaderStatus | None:
     conn.execute(BEGIN_READ_ONLY if conn.autocommit else SET_TRANSACTION_READ_ONLY)
     conn.execute(
         SET_LIMITS,
-        {"statement_timeout": str(timeout_ms), "idle_timeout": str(max(timeout_ms, 1000))},
+        {"statement_timeout": str(timeout_ms), "idle_timeout": str(max(timeout_ms, 1000)),
+         "schema": schema},
     )
-    conn.execute(SET_SEARCH_PATH.format(schema=sql.Identifier(schema)))
+    return assume_reader(conn, reader_role, schema) if reader_role else None
 
 
 def _fetch(
-    conn: psycopg.Connection, query: str, params: Mapping[str, Any] | None, limit: int
-) -> tuple[list[str], list[tuple]]:
-    """At most ``limit`` rows, streamed: the server stops once we have enough.
+    conn: psycopg.Connection, query: str, params: Mapping[str, Any] | None, limit: int,
+    max_bytes: int,
+) -> tuple[list[str], list[tuple], bool]:
+    """At most ``limit`` rows and ``max_bytes`` bytes (as text), streamed: the server stops
+    once we have enough. True when the bytes cut it.
 
     ``stream()`` uses the extended protocol, which refuses a second statement.
     """
+    rows: list[tuple] = []
+    size, cut = 0, False
     with conn.cursor(row_factory=tuple_row) as cur:
         stream = cur.stream(sql.SQL(query), params)  # type: ignore[arg-type]
         try:
-            rows = list(islice(stream, limit))
+            for row in stream if limit > 0 else ():
+                size += sum(_size(value) for value in row)
+                if size > max_bytes:
+                    cut = True
+                    break
+                rows.append(row)
+                if len(rows) >= limit:
+                    break
         finally:
             stream.close()  # cancels the rest of a truncated result
         if cur.description is not None:
-            return [column.name for column in cur.description], rows
-        return _describe_columns(conn, cur), rows
+            return [column.name for column in cur.description], rows, cut
+        return _describe_columns(conn, cur), rows, cut
+
+
+def _size(value: Any) -> int:
+    """About how many bytes ``value`` takes as text (what the screen and the file will hold)."""
+    if value is None:
+        return 0
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return len(value)
+    return len(value if isinstance(value, str) else str(value))
 
 
 def _describe_columns(conn: psycopg.Connection, cur: psycopg.Cursor[Any]) -> list[str]:
@@ -164,7 +238,7 @@ def _describe_columns(conn: psycopg.Connection, cur: psycopg.Cursor[Any]) -> lis
     return [(described.fname(i) or b"").decode(encoding) for i in range(described.nfields)]
 
 
-def _cancelled(exc: psycopg.errors.QueryCanceled, timeout_ms: int) -> KestrelError:
+def _cancelled(exc: psycopg.errors.QueryCanceled, timeout_ms: float) -> KestrelError:
     primary = exc.diag.message_primary or str(exc)
     if "statement timeout" in primary:
         return QueryTimeout(

@@ -1,0 +1,107 @@
+"""Layer 3 of the ad-hoc SQL guard, independent of parsing: the query runs as the read-only
+role, and nothing session-level it could leave behind survives it.
+
+Inside the read-only transaction, ``assume_reader`` switches to ``kestrel_reader``
+(``set_config('role', ..., true)``, i.e. ``SET LOCAL ROLE``; created by ``kestrel_core.roles``: USAGE on the schema, SELECT on its
+tables, nothing else) when the login may assume it. Postgres then refuses, whatever the text,
+writes, other sessions' signals, server files, and Kestrel's functions. Where it cannot (no
+such role, login not a member, no rights on the schema) or where the login is a superuser
+(whose session may switch back with ``set_config('role', ...)``, which only layer 1 refuses),
+``ReaderStatus.notice`` says so in one line.
+
+After the transaction, ``release_session_state`` drops what a rollback does not undo: session
+advisory locks and prepared statements. Settings (``set_config(..., false)``) are undone by the
+rollback; temporary objects cannot be created in a READ ONLY transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+from kestrel_core.roles import DEFAULT_READER_ROLE
+
+__all__ = ["DEFAULT_READER_ROLE", "ReaderStatus", "assume_reader", "release_session_state"]
+
+# Checks whether the login may assume the role and, if so, does (SET LOCAL ROLE) in the same
+# statement: one round trip.
+ASSUME = """
+SELECT login, superuser, role_exists, member, schema_usage,
+       CASE WHEN role_exists AND member AND schema_usage THEN set_config('role', %(role)s, true) END
+  FROM (SELECT session_user::text AS login,
+               coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = session_user), false) AS superuser,
+               r.oid IS NOT NULL AS role_exists,
+               coalesce(pg_has_role(session_user, r.oid, 'MEMBER'), false) AS member,
+               coalesce(has_schema_privilege(r.oid, n.oid, 'USAGE'), false) AS schema_usage
+          FROM (SELECT 1) AS one
+          LEFT JOIN pg_roles r ON r.rolname = %(role)s
+          LEFT JOIN pg_namespace n ON n.nspname = %(schema)s) AS checked
+"""
+# psycopg names its own prepared statements _pg3_*: those stay, the query's go.
+RELEASE = r"""
+SELECT pg_advisory_unlock_all(),
+       ARRAY(SELECT name FROM pg_prepared_statements WHERE name NOT LIKE '\_pg3\_%')
+"""
+DEALLOCATE = sql.SQL("DEALLOCATE {name}")
+
+
+@dataclass(frozen=True)
+class ReaderStatus:
+    """Whether a query ran as the read-only role, and what the login could do beyond it."""
+
+    role: str
+    login: str
+    superuser: bool
+    assumed: bool
+    problem: str | None = None  # why the role was not assumed
+
+    @property
+    def notice(self) -> str | None:
+        """One line for the operator when layer 3 is weaker than promised, else None."""
+        if self.assumed and not self.superuser:
+            return None
+        if self.assumed:
+            return (f"note: login {self.login} is a superuser: queries run as {self.role}, but a "
+                    "superuser session can switch back, so only the guard's allowlist stops "
+                    "what the role would; use a login that is not a superuser")
+        who = f"login {self.login}" + (" (a superuser)" if self.superuser else "")
+        return f"note: {self.problem}: queries run with the rights of {who}"
+
+
+def assume_reader(conn: psycopg.Connection, role: str, schema: str) -> ReaderStatus:
+    """``SET LOCAL ROLE role`` in the current transaction when the login may; say how it went."""
+    row = conn.execute(ASSUME, {"role": role, "schema": schema}).fetchone()
+    assert row is not None
+    login, superuser, exists, member, usage, _ = row
+    problem = None
+    if not exists:
+        problem = f"role {role} does not exist (`kestrel-console migrate` creates it)"
+    elif not member:
+        problem = f"login {login} may not assume role {role} (GRANT {role} TO {login})"
+    elif not usage:
+        problem = f"role {role} has no rights on schema {schema} (`kestrel-console migrate` grants them)"
+    return ReaderStatus(role, login, bool(superuser), problem is None, problem)
+
+
+def release_session_state(conn: psycopg.Connection) -> None:
+    """Release session advisory locks and drop prepared statements the query left behind.
+
+    Runs outside the query's transaction (rolled back by then), as the login itself. Releases
+    every session advisory lock of the connection: give ad-hoc SQL a connection of its own.
+    """
+    if conn.closed:
+        return
+    for attempt in (1, 2):  # a cancel meant for the query may land on this statement instead
+        try:
+            row = conn.execute(RELEASE).fetchone()
+            for name in (row[1] if row else None) or []:
+                conn.execute(DEALLOCATE.format(name=sql.Identifier(name)))
+            return
+        except psycopg.errors.QueryCanceled:
+            if attempt == 2:
+                raise
+        finally:
+            if not conn.autocommit and not conn.closed:
+                conn.rollback()
