@@ -166,15 +166,20 @@ def list_(
     status: Optional[str] = typer.Option(None, "--status", callback=_choice(STATUSES, "--status"),
                                          help=f"Only executions in this status ({', '.join(STATUSES)}).",
                                          show_default=False),
-    workflow: Optional[str] = typer.Option(None, "--workflow", help="Only this workflow name.",
+    workflow: Optional[str] = typer.Option(None, "--workflow", metavar="PREFIX",
+                                           help="Only workflows whose name starts with this (case-sensitive).",
                                            show_default=False),
     limit: int = typer.Option(50, "--limit", min=1, max=10_000, help="At most this many rows."),
     fmt: str = format_option(),
 ) -> None:
-    """Executions, newest first."""
+    """Executions, newest first. A --workflow no name starts with is refused (exit 1) with
+    the closest names."""
     s = settings(ctx)
     with _reader(s) as reader:
         rows = handles_errors(reader.list_executions)(status=status, workflow=workflow, limit=limit)
+        unknown = handles_errors(reader.unknown_workflow)(workflow) if workflow and not rows else None
+    if unknown:
+        fail(unknown)
     if fmt == "table":
         render.emit(rows, LIST_TABLE_COLUMNS, fmt, empty="no executions match")
     else:
