@@ -629,12 +629,14 @@ class Reader:
     def overview(self, *, limit: int = 500) -> dict[str, Any]:
         """What ``kestrel-console status`` shows, read in one snapshot.
 
-        Keys: queue_depth, stuck_leases, pending_approvals, workers, unserved_workflows, elapsed_ms.
+        Keys: queue_depth, stuck_leases, pending_approvals (the oldest ``limit``),
+        approvals_summary (one row: count, oldest_age_s), workers, unserved_workflows, elapsed_ms.
         """
         parts: list[tuple[str, str, dict[str, Any] | None]] = [
             ("queue_depth", QUEUE_DEPTH, None),
             ("stuck_leases", STUCK_LEASES, {"limit": limit}),
             ("pending_approvals", PENDING_APPROVALS, {"limit": limit}),
+            ("approvals_summary", APPROVALS_SUMMARY, None),
             ("workers", WORKERS, {"dead_after": self.dead_after_s, "recent": 3600.0}),
             ("unserved_workflows", UNSERVED, {"dead_after": self.dead_after_s}),
         ]

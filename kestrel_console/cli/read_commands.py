@@ -24,6 +24,7 @@ from .. import render
 from ..queries import APPLICATION_NAME, Reader
 from .errors import fail, handles_errors
 from .settings import Settings, settings
+from .summaries import print_decisions, print_pending_approvals
 
 # A command run by hand may wait longer than a TUI refresh, but never hangs.
 CLI_TIMEOUT_MS = 10_000
@@ -129,10 +130,9 @@ def _status_table(overview: dict[str, Any], rows: list[dict[str, Any]]) -> None:
                 headers={"workflow_name": "workflow", "owner_id": "owner", "expired_for_s": "lease expired",
                          "owner_heartbeat_age_s": "owner's last heartbeat"})
     con.print()
-    render.emit(overview["pending_approvals"],
-                ["execution_id", "workflow_name", "step_id", "waiting_s", "deadline", "details"],
-                "table", title="Pending approvals", empty="none", console=con,
-                headers={"execution_id": "id", "workflow_name": "workflow", "step_id": "step"})
+    summary = (overview.get("approvals_summary") or [{}])[0]
+    print_pending_approvals(con, overview["pending_approvals"], int(summary.get("count") or 0),
+                            summary.get("oldest_age_s"))
     con.print()
     render.emit(overview["workers"],
                 ["worker_id", "hostname", "pid", "alive", "held", "concurrency", "heartbeat_age_s", "workflows"],
@@ -212,7 +212,9 @@ def show(
         execution, timeline, steps, blocker = handles_errors(_show_data)(reader, execution_id)
         now = handles_errors(reader.now)()
     if fmt == "table":
-        render.render_timeline(execution, timeline, now=now, blocker=blocker)
+        con = render.console_for()
+        render.render_timeline(execution, timeline, now=now, blocker=blocker, console=con)
+        print_decisions(con, timeline)
     elif fmt == "json":
         render.emit([{**execution, "blocker": blocker, "steps": steps, "timeline": timeline}], None, "json")
     else:
