@@ -31,6 +31,7 @@ PORT_CLASH = "Address already in use"
 
 DATABASE_EXISTS = "SELECT 1 FROM pg_database WHERE datname = %s"
 CREATE_DATABASE = sql.SQL("CREATE DATABASE {}")
+DROP_DATABASE = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
 
 _REMEMBERED_PORT = re.compile(r"^port = (\d+)\s*$", re.MULTILINE)
 _SERVER_VERSION = re.compile(r"\(PostgreSQL\) (\d+)(?:\.(\d+))?")
@@ -252,6 +253,17 @@ class LocalCluster:
         """Whether a server process owns this data directory right now."""
         fields = self._postmaster_fields()
         return fields is not None and self._alive(fields)
+
+    @property
+    def server_pid(self) -> int | None:
+        """The running postmaster's pid, None when the server is not running."""
+        fields = self._postmaster_fields()
+        return int(fields[0]) if fields is not None and self._alive(fields) else None
+
+    def drop_database(self, name: str) -> None:
+        """Drop database ``name`` if it exists, disconnecting its sessions. The server must be running."""
+        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
+            conn.execute(DROP_DATABASE.format(sql.Identifier(name)))
 
     def create_database(self, name: str) -> str:
         """Create database ``name`` unless it exists; return its DSN. The server must be running."""

@@ -10,7 +10,9 @@ from pathlib import Path
 
 SCRIPT = Path(sys.executable).parent / "kestrel-console"
 # Variables that would point the command elsewhere than the test says.
-UNSET = ("KESTREL_DSN", "KESTREL_QUERIES", "KESTREL_OPERATOR", "PGHOST", "PGPORT", "PGDATABASE", "PGUSER")
+# Without a dsn the command finds no database configured (the demo then starts its own).
+UNSET = ("KESTREL_DSN", "KESTREL_QUERIES", "KESTREL_OPERATOR", "KESTREL_DEMO_DIR", "PGHOST", "PGPORT",
+         "PGHOSTADDR", "PGDATABASE", "PGUSER", "PGSERVICE")
 
 
 def kestrel_console(*args: str, dsn: str | None = None, env: dict[str, str] | None = None,
