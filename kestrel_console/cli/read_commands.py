@@ -24,7 +24,7 @@ from .. import render
 from ..queries import APPLICATION_NAME, Reader
 from .errors import fail, handles_errors
 from .settings import Settings, settings
-from .summaries import print_decisions, print_pending_approvals
+from .summaries import print_decisions, print_pending_approvals, print_workers
 
 # A command run by hand may wait longer than a TUI refresh, but never hangs.
 CLI_TIMEOUT_MS = 10_000
@@ -134,11 +134,7 @@ def _status_table(overview: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     print_pending_approvals(con, overview["pending_approvals"], int(summary.get("count") or 0),
                             summary.get("oldest_age_s"))
     con.print()
-    render.emit(overview["workers"],
-                ["worker_id", "hostname", "pid", "alive", "held", "concurrency", "heartbeat_age_s", "workflows"],
-                "table", title="Workers (seen in the last hour)", empty="none", console=con,
-                headers={"worker_id": "worker", "hostname": "host", "concurrency": "slots",
-                         "heartbeat_age_s": "last heartbeat"})
+    print_workers(con, overview["workers"])
 
 
 def status(ctx: typer.Context, fmt: str = format_option()) -> None:

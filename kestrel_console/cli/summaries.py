@@ -1,5 +1,6 @@
-"""Short text blocks of ``show`` and ``status``: each approval gate's decision, and a summary
-of the pending approvals (a long list belongs to ``report pending-approvals``)."""
+"""Short text blocks of ``show`` and ``status``: each approval gate's decision, a summary of
+the pending approvals (a long list belongs to ``report pending-approvals``), and the workers
+(live ones in a table, stopped ones on one line)."""
 
 from __future__ import annotations
 
@@ -67,3 +68,19 @@ def print_pending_approvals(con: Console, pending: Sequence[Mapping[str, Any]], 
     more = count - min(count, PENDING_SHOWN)
     lead = f"  … and {more} more; all of them: " if more else "  all of them, with details: "
     con.print(Text(lead, style="dim") + Text(ALL_PENDING_COMMAND))
+
+
+def print_workers(con: Console, workers: Sequence[Mapping[str, Any]]) -> None:
+    """Live workers in a table; those that stopped or went silent within the hour (a demo's
+    earlier runs, restarts) on one line after it, unless they still hold executions."""
+    shown = [w for w in workers if w["alive"] or w["held"]]
+    gone = [w for w in workers if not (w["alive"] or w["held"])]
+    render.emit(shown, ["worker_id", "hostname", "pid", "alive", "held", "concurrency", "heartbeat_age_s", "workflows"],
+                "table", title="Workers", empty="no live worker", console=con,
+                headers={"worker_id": "worker", "hostname": "host", "concurrency": "slots",
+                         "heartbeat_age_s": "last heartbeat"})
+    if gone:
+        names = ", ".join(w["worker_id"] for w in gone[:PENDING_SHOWN])
+        more = f" and {len(gone) - PENDING_SHOWN} more" if len(gone) > PENDING_SHOWN else ""
+        con.print(Text(f"{len(gone)} stopped or silent in the last hour: {names}{more}", style="dim"),
+                  no_wrap=True, overflow="ellipsis", crop=True)

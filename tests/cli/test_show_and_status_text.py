@@ -69,3 +69,19 @@ def test_status_with_no_pending_approvals_says_none(dsn: str, db: psycopg.Connec
     done = kestrel_console("status", dsn=dsn)
     assert done.returncode == 0, done.stderr
     assert "Pending approvals: none" in done.stdout.splitlines()
+
+
+def test_status_lists_live_workers_and_collapses_stopped_ones(dsn: str, db: psycopg.Connection) -> None:
+    for n in range(2):
+        db.execute("INSERT INTO workers (worker_id, hostname, pid, workflows, concurrency) "
+                   "VALUES (%s, 'h', 1, ARRAY['ci-pipeline'], 4)", (f"live-{n}",))
+    for n in range(7):
+        db.execute("INSERT INTO workers (worker_id, hostname, pid, workflows, concurrency, stopped_at, "
+                   "last_heartbeat) VALUES (%s, 'h', 1, ARRAY['ci-pipeline'], 4, now() - interval '5 minutes', "
+                   "now() - interval '5 minutes')", (f"old-{n}",))
+    done = kestrel_console("status", dsn=dsn)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    rows = [line for line in lines if line.startswith(("live-", "old-"))]
+    assert [row.split()[0] for row in rows] == ["live-0", "live-1"]
+    assert "7 stopped or silent in the last hour: old-0, old-1, old-2, old-3, old-4 and 2 more" in lines
