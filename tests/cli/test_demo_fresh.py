@@ -95,3 +95,22 @@ def test_no_bot_run_times_and_fresh(demo_dir: Path) -> None:
         after = conn.execute(COUNTS).fetchone()
     assert before[0] > 0 and before[1] > 0
     assert after == (0, 0, 2), f"only this run's two workers should be left, not {after}"
+
+
+def test_fresh_on_a_configured_database_empties_the_demos_schema(dsn: str) -> None:
+    schema = "demo_fresh"
+    first = kestrel_console("--schema", schema, "demo", "--no-tui", "--no-bot", "--rate", "0", "--duration", "1",
+                            dsn=dsn, timeout=120)
+    assert first.returncode == 0, first.stderr
+    with psycopg.connect(dsn) as conn:
+        seeded = conn.execute(f"SELECT count(*) FROM {schema}.workflow_executions").fetchone()[0]
+        assert conn.execute("SELECT count(*) FROM kestrel.workflow_executions").fetchone()[0] == 0
+    again = kestrel_console("--schema", schema, "demo", "--no-tui", "--fresh", "--no-seed", "--rate", "0",
+                            "--duration", "0.5", dsn=dsn, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert f"--fresh: dropped schema '{schema}'" in " ".join(again.stderr.split())
+    with psycopg.connect(dsn) as conn:
+        left = conn.execute(f"SELECT count(*) FROM {schema}.workflow_executions").fetchone()[0]
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+        conn.commit()
+    assert seeded > 0 and left == 0
