@@ -15,6 +15,8 @@ from .. import render
 
 # status shows this many of the oldest pending approvals, one line each.
 PENDING_SHOWN = 5
+# ... and names this many of the workers that stopped within the hour.
+STOPPED_NAMED = 5
 ALL_PENDING_COMMAND = "kestrel-console report pending-approvals"
 
 
@@ -80,7 +82,7 @@ def print_workers(con: Console, workers: Sequence[Mapping[str, Any]]) -> None:
                 headers={"worker_id": "worker", "hostname": "host", "concurrency": "slots",
                          "heartbeat_age_s": "last heartbeat"})
     if gone:
-        names = ", ".join(w["worker_id"] for w in gone[:PENDING_SHOWN])
-        more = f" and {len(gone) - PENDING_SHOWN} more" if len(gone) > PENDING_SHOWN else ""
+        names = ", ".join(w["worker_id"] for w in gone[:STOPPED_NAMED])
+        more = f" and {len(gone) - STOPPED_NAMED} more" if len(gone) > STOPPED_NAMED else ""
         con.print(Text(f"{len(gone)} stopped or silent in the last hour: {names}{more}", style="dim"),
                   no_wrap=True, overflow="ellipsis", crop=True)
