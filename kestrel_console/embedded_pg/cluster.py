@@ -20,7 +20,9 @@ from .account import prepare_data_dir, pwd, running_as_root, server_account
 from .binaries import BIN_ENV, find_bin_dir, pgserver_bin_dir
 from .config import CONF_NAME, INCLUDE_LINE, Setting, setting_value, settings_file
 from .errors import EmbeddedPostgresError, program_output
-from .process import HOST, child_pids, free_port, looks_like_postgres, port_free, process_alive, send_signal
+from .process import (
+    HOST, child_pids, clear_zombie_locks, free_port, looks_like_postgres, port_free, process_alive, send_signal,
+)
 
 SUPERUSER = "postgres"
 LOG_NAME = "server.log"
@@ -160,7 +162,7 @@ class LocalCluster:
             self._log(f"PostgreSQL is already running in {self.data_dir} on {HOST}:{self.port}")
             return
         self.init()
-        self._clear_zombie_locks()
+        clear_zombie_locks(self.data_dir)
         for attempt in range(3):
             port = self._choose_port()
             self._write_config(port)
@@ -403,28 +405,6 @@ class LocalCluster:
     def _alive(fields: list[str]) -> bool:
         pid = int(fields[0])
         return process_alive(pid) and looks_like_postgres(pid)
-
-    def _clear_zombie_locks(self) -> None:
-        """Remove lock files left by a killed server whose pid is an unreaped zombie.
-
-        PostgreSQL removes stale lock files itself, except when the old pid still exists:
-        a killed postmaster that no init process reaps (as in some containers) stays a
-        zombie, and the new server would refuse to start, believing the old one alive.
-        """
-        for lock in [self.data_dir / "postmaster.pid", *self.data_dir.glob(".s.PGSQL.*.lock")]:
-            try:
-                first = lock.read_text().split("\n", 1)[0].strip()
-            except OSError:
-                continue
-            if not first.isdigit() or self._alive([first]):
-                continue
-            try:
-                os.kill(int(first), 0)
-            except ProcessLookupError:
-                continue  # gone for good: the server cleans up after it itself
-            except PermissionError:
-                pass
-            lock.unlink(missing_ok=True)
 
     def _log_size(self) -> int:
         try:

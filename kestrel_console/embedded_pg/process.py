@@ -92,3 +92,26 @@ def ephemeral_low() -> int:
         return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return 32768
+
+
+def clear_zombie_locks(data_dir: Path) -> None:
+    """Remove lock files left by a killed server whose pid is an unreaped zombie.
+
+    PostgreSQL removes stale lock files itself, except when the old pid still exists:
+    a killed postmaster that no init process reaps (as in some containers) stays a
+    zombie, and the new server would refuse to start, believing the old one alive.
+    """
+    for lock in [data_dir / "postmaster.pid", *data_dir.glob(".s.PGSQL.*.lock")]:
+        try:
+            first = lock.read_text().split("\n", 1)[0].strip()
+        except OSError:
+            continue
+        if not first.isdigit() or (process_alive(int(first)) and looks_like_postgres(int(first))):
+            continue
+        try:
+            os.kill(int(first), 0)
+        except ProcessLookupError:
+            continue  # gone for good: the server cleans up after it itself
+        except PermissionError:
+            pass
+        lock.unlink(missing_ok=True)
