@@ -29,6 +29,7 @@ from kestrel_core.migrate import check_current
 from kestrel_core.statements import check_schema_name, render
 
 from .humanize import duration
+from .workflow_match import describe_unknown_workflow, prefix_params
 
 T = TypeVar("T")
 
@@ -202,7 +203,9 @@ SELECT b.i AS bucket,
 # -- executions ------------------------------------------------------------------------------
 
 # Newest first. A NULL filter is folded away by the planner (the statement is planned with its
-# values, never prepared), so a status filter meets its partial index.
+# values, never prepared), so a status filter meets its partial index. The workflow filter is a
+# case-sensitive prefix (``workflow:remediate`` finds remediate-incident): a range on the
+# (workflow_name, id) index, checked exactly by LIKE (see ``workflow_match.prefix_params``).
 LIST_EXECUTIONS = """
 SELECT e.id, e.workflow_name, e.status, e.created_at, e.started_at, e.finished_at,
        extract(epoch FROM now() - e.created_at)::float8 AS age_s,
@@ -219,7 +222,10 @@ SELECT e.id, e.workflow_name, e.status, e.created_at, e.started_at, e.finished_a
         ) AS s ORDER BY at DESC LIMIT 1
   ) AS cur ON true
  WHERE (%(status)s::text IS NULL OR e.status = %(status)s::text)
-   AND (%(workflow)s::text IS NULL OR e.workflow_name = %(workflow)s::text)
+   AND (%(workflow_like)s::text IS NULL
+        OR (e.workflow_name >= %(workflow_from)s::text
+            AND (%(workflow_to)s::text IS NULL OR e.workflow_name < %(workflow_to)s::text)
+            AND e.workflow_name LIKE %(workflow_like)s::text))
    AND (%(before_id)s::bigint IS NULL OR e.id < %(before_id)s::bigint)
    AND (%(text)s::text IS NULL
         OR strpos(lower(e.workflow_name), lower(%(text)s::text)) > 0
@@ -228,6 +234,17 @@ SELECT e.id, e.workflow_name, e.status, e.created_at, e.started_at, e.finished_a
         OR e.id::text = %(text)s::text)
  ORDER BY e.id DESC
  LIMIT %(limit)s OFFSET %(offset)s
+"""
+
+# Every workflow name the console knows of: finished executions (the trigger-kept counters),
+# live ones (their partial indexes), and what workers registered. For "did you mean ...?".
+WORKFLOW_NAMES = """
+SELECT workflow_name FROM {schema}.execution_counts WHERE n <> 0
+UNION SELECT workflow_name FROM {schema}.workflow_executions WHERE status = 'enqueued'
+UNION SELECT workflow_name FROM {schema}.workflow_executions WHERE status = 'running'
+UNION SELECT workflow_name FROM {schema}.workflow_executions WHERE status = 'waiting'
+UNION SELECT unnest(workflows) FROM {schema}.workers
+ORDER BY 1
 """
 
 EXECUTION = """
@@ -555,11 +572,20 @@ class Reader:
         if status is not None and status not in STATUSES:
             raise ValueError(f"unknown status {status!r}: use one of {', '.join(STATUSES)}")
         params = {
-            "status": status, "workflow": workflow or None, "text": (text or None),
+            "status": status, **prefix_params(workflow or None), "text": (text or None),
             "before_id": before_id, "limit": max(0, min(int(limit), MAX_LIMIT)),
             "offset": max(0, int(offset)),
         }
         return self._rows("list_executions", LIST_EXECUTIONS, params)
+
+    def workflow_names(self) -> list[str]:
+        """Every workflow name with executions (live or finished) or registered by a worker."""
+        return [r["workflow_name"] for r in self._rows("workflow_names", WORKFLOW_NAMES)]
+
+    def unknown_workflow(self, prefix: str) -> str | None:
+        """None if some known workflow name starts with ``prefix``; else the sentence to show:
+        ``no workflow named 'x'; did you mean remediate-incident?`` (closest names, if any)."""
+        return describe_unknown_workflow(prefix, self.workflow_names())
 
     def execution(self, execution_id: int) -> dict[str, Any] | None:
         """Every column of one execution (plus age_s, duration_s), or None."""
@@ -617,12 +643,14 @@ class Reader:
     def overview(self, *, limit: int = 500) -> dict[str, Any]:
         """What ``kestrel-console status`` shows, read in one snapshot.
 
-        Keys: queue_depth, stuck_leases, pending_approvals, workers, unserved_workflows, elapsed_ms.
+        Keys: queue_depth, stuck_leases, pending_approvals (the oldest ``limit``),
+        approvals_summary (one row: count, oldest_age_s), workers, unserved_workflows, elapsed_ms.
         """
         parts: list[tuple[str, str, dict[str, Any] | None]] = [
             ("queue_depth", QUEUE_DEPTH, None),
             ("stuck_leases", STUCK_LEASES, {"limit": limit}),
             ("pending_approvals", PENDING_APPROVALS, {"limit": limit}),
+            ("approvals_summary", APPROVALS_SUMMARY, None),
             ("workers", WORKERS, {"dead_after": self.dead_after_s, "recent": 3600.0}),
             ("unserved_workflows", UNSERVED, {"dead_after": self.dead_after_s}),
         ]
@@ -657,7 +685,7 @@ class Reader:
         newest first until a page is full (an index scan, never a sequential one).
         """
         live = {"dead_after": self.dead_after_s}
-        first_page = {"status": None, "workflow": None, "text": None, "before_id": None,
+        first_page = {"status": None, **prefix_params(None), "text": None, "before_id": None,
                       "limit": 50, "offset": 0}
         return {
             "status_counts": (STATUS_COUNTS, None),
@@ -672,7 +700,8 @@ class Reader:
             "list_executions": (LIST_EXECUTIONS, first_page),
             **{f"list_executions[status={s}]": (LIST_EXECUTIONS, {**first_page, "status": s})
                for s in STATUSES},
-            "list_executions[workflow]": (LIST_EXECUTIONS, {**first_page, "workflow": workflow}),
+            "list_executions[workflow]": (LIST_EXECUTIONS, {**first_page, **prefix_params(workflow)}),
+            "workflow_names": (WORKFLOW_NAMES, None),
             "list_executions[text]": (LIST_EXECUTIONS, {**first_page, "text": text}),
             "list_executions[next page]": (LIST_EXECUTIONS, {**first_page, "before_id": 100_000}),
         }
@@ -694,5 +723,5 @@ def _activity_params(minutes: int, bucket_s: int) -> dict[str, Any]:
 
 __all__ = [
     "APPLICATION_NAME", "FINISHED_STATUSES", "LIVE_STATUSES", "ReadTimeout", "Reader",
-    "TERMINAL_STATUSES", "describe_blocker",
+    "TERMINAL_STATUSES", "describe_blocker", "describe_unknown_workflow",
 ]

@@ -9,6 +9,18 @@ import typer
 from .errors import handles_errors
 from .settings import settings
 
+HELP = """Run demo workflows and workers, then open the TUI on them.
+
+With no --dsn or $KESTREL_DSN: a private PostgreSQL whose data is in {data_dir}
+($KESTREL_DEMO_DIR sets it), kept for the next run (--fresh empties it), stopped on exit.
+A second demo started meanwhile says so and attaches to the first one's server.
+
+Workflows: incident remediation with an approval gate, provisioning with a durable sleep
+and a flaky step that retries, a CI pipeline that sometimes fails. A bot operator
+(demo-bot) decides non-critical approvals about 4 s after they open; critical ones wait
+for you. --no-bot leaves every approval to you.
+"""
+
 
 def demo(
     ctx: typer.Context,
@@ -21,22 +33,20 @@ def demo(
                                              help="Stop after this long (headless; default: until Ctrl-C).",
                                              show_default=False),
     no_seed: bool = typer.Option(False, "--no-seed", help="Do not enqueue the burst of quick workflows at start."),
+    fresh: bool = typer.Option(False, "--fresh", help="Start from empty: drop and recreate the demo's database "
+                               "(with --dsn: its --schema) and every execution, approval and worker in it."),
+    no_bot: bool = typer.Option(False, "--no-bot", help="No bot operator: every approval waits for you."),
 ) -> None:
-    """Run demo workflows and workers, then open the TUI on them.
-
-    With no --dsn or $KESTREL_DSN: a private PostgreSQL in $KESTREL_DEMO_DIR
-    (default ~/.local/share/kestrel/demo-pg), kept for the next run, stopped on exit.
-
-    Workflows: incident remediation with an approval gate (critical incidents
-    wait for you; a bot decides the others), provisioning with a durable sleep
-    and a flaky step that retries, a CI pipeline that sometimes fails.
-    """
     from kestrel_console.demo.runner import DemoOptions, run_demo
 
     options = DemoOptions(tui=not no_tui, workers=workers, concurrency=concurrency,
-                          rate_per_min=rate, duration=duration, seed_history=not no_seed)
+                          rate_per_min=rate, duration=duration, seed_history=not no_seed,
+                          fresh=fresh, bot=not no_bot)
     handles_errors(run_demo)(settings(ctx), options)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("demo")(demo)
+    from kestrel_console.embedded_pg.account import default_data_dir
+
+    # The folder named is the one this run would use (as root too), not a generic default.
+    app.command("demo", help=HELP.format(data_dir=default_data_dir()))(demo)

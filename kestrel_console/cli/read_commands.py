@@ -24,6 +24,7 @@ from .. import render
 from ..queries import APPLICATION_NAME, Reader
 from .errors import fail, handles_errors
 from .settings import Settings, execution_id_argument, settings
+from .summaries import print_decisions, print_pending_approvals, print_workers
 
 # A command run by hand may wait longer than a TUI refresh, but never hangs.
 CLI_TIMEOUT_MS = 10_000
@@ -136,16 +137,11 @@ def _status_table(overview: dict[str, Any], rows: list[dict[str, Any]]) -> None:
                 headers={"workflow_name": "workflow", "owner_id": "owner", "expired_for_s": "lease expired",
                          "owner_heartbeat_age_s": "owner's last heartbeat"})
     con.print()
-    render.emit(overview["pending_approvals"],
-                ["execution_id", "workflow_name", "step_id", "waiting_s", "deadline", "details"],
-                "table", title="Pending approvals", empty="none", console=con,
-                headers={"execution_id": "id", "workflow_name": "workflow", "step_id": "step"})
+    summary = (overview.get("approvals_summary") or [{}])[0]
+    print_pending_approvals(con, overview["pending_approvals"], int(summary.get("count") or 0),
+                            summary.get("oldest_age_s"))
     con.print()
-    render.emit(overview["workers"],
-                ["worker_id", "hostname", "pid", "alive", "held", "concurrency", "heartbeat_age_s", "workflows"],
-                "table", title="Workers (seen in the last hour)", empty="none", console=con,
-                headers={"worker_id": "worker", "hostname": "host", "concurrency": "slots",
-                         "heartbeat_age_s": "last heartbeat"})
+    print_workers(con, overview["workers"])
 
 
 def status(ctx: typer.Context, fmt: str = format_option()) -> None:
@@ -173,15 +169,20 @@ def list_(
     status: Optional[str] = typer.Option(None, "--status", callback=_choice(STATUSES, "--status"),
                                          help=f"Only executions in this status ({', '.join(STATUSES)}).",
                                          show_default=False),
-    workflow: Optional[str] = typer.Option(None, "--workflow", help="Only this workflow name.",
+    workflow: Optional[str] = typer.Option(None, "--workflow", metavar="PREFIX",
+                                           help="Only workflows whose name starts with this (case-sensitive).",
                                            show_default=False),
     limit: int = typer.Option(50, "--limit", min=1, max=10_000, help="At most this many rows."),
     fmt: str = format_option(),
 ) -> None:
-    """Executions, newest first."""
+    """Executions, newest first. A --workflow no name starts with is refused (exit 1) with
+    the closest names."""
     s = settings(ctx)
     with _reader(s) as reader:
         rows = handles_errors(reader.list_executions)(status=status, workflow=workflow, limit=limit)
+        unknown = handles_errors(reader.unknown_workflow)(workflow) if workflow and not rows else None
+    if unknown:
+        fail(unknown)
     if fmt == "table":
         render.emit(rows, LIST_TABLE_COLUMNS, fmt, empty="no executions match")
     else:
@@ -217,8 +218,10 @@ def show(
         execution, timeline, steps, blocker, actions = handles_errors(_show_data)(reader, execution_id)
         now = handles_errors(reader.now)()
     if fmt == "table":
-        render.render_timeline(execution, timeline, now=now, blocker=blocker)
-        render.render_actions(actions)
+        con = render.console_for()
+        render.render_timeline(execution, timeline, now=now, blocker=blocker, console=con)
+        print_decisions(con, timeline)
+        render.render_actions(actions, console=con)
     elif fmt == "json":
         render.emit([{**execution, "blocker": blocker, "steps": steps, "timeline": timeline,
                       "actions": actions}], None, "json")

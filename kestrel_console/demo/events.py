@@ -12,7 +12,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
@@ -42,6 +42,8 @@ class EventPrinter:
     def __init__(self, out: TextIO | None = None) -> None:
         self.out = out or sys.stdout
         self._lock = threading.Lock()
+        # Execution id -> seconds from its start to its finish (set once the demo's app runs).
+        self.run_time: Callable[[int], float | None] | None = None
 
     def __call__(self, text: str) -> None:
         line = f"{time.strftime('%H:%M:%S')} {mask_dsn(text)}"
@@ -70,15 +72,20 @@ class WorkerEventHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            line = describe_worker_event(record.getMessage(), record.levelno)
+            line = describe_worker_event(record.getMessage(), record.levelno, self.printer.run_time)
         except Exception:  # never let a log line break a worker
             return
         if line:
             self.printer(line)
 
 
-def describe_worker_event(message: str, level: int = logging.INFO) -> str | None:
-    """A short line for one worker log message, or None for routine ones."""
+def describe_worker_event(message: str, level: int = logging.INFO,
+                          run_time: Callable[[int], float | None] | None = None) -> str | None:
+    """A short line for one worker log message, or None for routine ones.
+
+    A finished execution's time is its whole run (``run_time``: start to finish, waits
+    included); the log's own duration_s is only the last claim's, 0.0 s after a wait.
+    """
     fields = {key: value.strip("'\"") for key, value in _FIELD.findall(message)}
     event = fields.get("event")
     if event is None or (event in _QUIET_EVENTS and level < logging.WARNING):
@@ -86,6 +93,8 @@ def describe_worker_event(message: str, level: int = logging.INFO) -> str | None
     eid, workflow = fields.get("execution_id", "?"), fields.get("workflow", "")
     if event == "finished":
         took = float(fields.get("duration_s", 0))
+        whole = run_time(int(eid)) if run_time is not None and eid.isdigit() else None
+        took = took if whole is None else max(whole, took)
         error = f": {fields['error']}" if "error" in fields else ""
         return f"{fields.get('status', '?'):<7} #{eid} {workflow} in {took:.1f}s{error}"
     if event == "parked":

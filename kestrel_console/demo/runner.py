@@ -20,21 +20,28 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 from rich.console import Console
 from rich.status import Status
 
 from kestrel_console.cli.settings import Settings
-from kestrel_console.embedded_pg import LocalCluster, default_data_dir
 from kestrel_core import Kestrel, KestrelError, mask_dsn
-from kestrel_core.connection import describe_target
+from kestrel_core.statements import render
 from kestrel_core.worker import Worker
 
 from .bot import BotOperator
+from .database import DemoDatabase, demo_database
 from .events import EventPrinter, silence_engine_logs, worker_events_printed
 from .trickle import Trickle, seed
 from .workflows import REMEDIATE, build_app
 
-DEMO_DATABASE = "kestrel_demo"
+# The whole run time of one execution (started, or enqueued if never started, to finished):
+# the worker's log gives only the last claim's, 0.0 s for one resumed after a wait.
+RUN_TIME = """
+SELECT extract(epoch FROM finished_at - coalesce(started_at, created_at))::float8
+  FROM {schema}.workflow_executions WHERE id = %(id)s AND finished_at IS NOT NULL
+"""
+EARLIER_RUNS = "SELECT count(*) FROM {schema}.workflow_executions"
 WORKER_LEASE = timedelta(seconds=10)
 STOP_GRACE = timedelta(seconds=3)
 TUI_MODULE = "kestrel_console.cli.tui_command"
@@ -51,6 +58,8 @@ class DemoOptions:
     duration: float | None = None  # seconds; None: until SIGINT/SIGTERM (or the TUI quits)
     summary_every: float = 5.0
     seed_history: bool = True
+    fresh: bool = False  # drop and recreate the demo's database (or --dsn's schema) first
+    bot: bool = True  # the bot operator decides non-critical approvals
 
 
 class Progress:
@@ -120,16 +129,19 @@ def run_demo(settings: Settings, options: DemoOptions) -> None:
     stop = StopSignals()
     stop.install()
     try:
-        with demo_database(settings, progress) as (dsn, where):
+        with demo_database(settings.dsn if settings.dsn_given else None, settings.schema, options.fresh,
+                           progress, progress.spinning) as database:
+            dsn = database.dsn
             stop.checkpoint()
             with _logging_for(open_tui is None, printer), \
                     DemoServices(dsn, settings.schema, options, progress, on_event, stop) as services:
+                printer.run_time = services.run_time
                 if open_tui is not None:
                     stop.interrupt = True  # SIGTERM while the TUI runs: leave it and shut down
                     stop.checkpoint()
                     open_tui(dataclasses.replace(settings, dsn=dsn, dsn_given=True), read_only=False)
                     return
-                _announce(dsn, where, options, settings.dsn_given)
+                _announce(database, options, settings.dsn_given)
                 _run_headless(services, options, printer, stop)
     except KeyboardInterrupt:
         progress("interrupted: demo stopped")
@@ -139,34 +151,6 @@ def run_demo(settings: Settings, options: DemoOptions) -> None:
         progress("interrupted while starting: demo stopped")  # e.g. Ctrl-C reached initdb too
     finally:
         stop.restore()
-
-
-@contextmanager
-def demo_database(settings: Settings, progress: Progress) -> Iterator[tuple[str, str]]:
-    """Yield (DSN, description) of the demo's database: the configured one, else a private
-    PostgreSQL in the user's data folder, started here and stopped on the way out."""
-    if settings.dsn_given:
-        yield settings.dsn, describe_target(settings.dsn)
-        return
-    data_dir = default_data_dir()
-    if (data_dir / "PG_VERSION").is_file():
-        first = f"reusing the private PostgreSQL in {data_dir}"
-    else:
-        first = f"initialising a private PostgreSQL in {data_dir} (first run only)"
-    progress(first)
-    cluster = LocalCluster(data_dir, log=progress)
-    started_here = not cluster.is_running()
-    if not started_here:
-        progress(f"a PostgreSQL is already running in {data_dir}: using it, and leaving it running")
-    try:
-        with progress.spinning(first):
-            cluster.start()
-            dsn = cluster.create_database(DEMO_DATABASE)
-        yield dsn, f"the private PostgreSQL in {data_dir}"
-    finally:
-        if started_here:
-            with progress.spinning("stopping PostgreSQL"):
-                cluster.stop()
 
 
 class DemoServices:
@@ -198,6 +182,10 @@ class DemoServices:
             self.progress(f"migrating schema {self.app.schema!r}")
             self.app.migrate()
         self.stop_signals.checkpoint()
+        with self.app.connection() as conn:
+            earlier = conn.execute(render(EARLIER_RUNS, self.app.schema)).fetchone()[0]
+        if earlier:
+            self.progress(f"{earlier} executions of earlier runs are kept (--fresh starts from empty)")
         with self.progress.spinning("starting workers"):
             host, pid = socket.gethostname(), os.getpid()
             for n in range(1, options.workers + 1):
@@ -211,7 +199,21 @@ class DemoServices:
             seed(self.app, self.rng, self.on_event)
             self.stop_signals.checkpoint()
         self.trickle = Trickle(self.app, options.rate_per_min, self.rng, self.on_event).start()
-        self.bot = BotOperator(self.app, REMEDIATE, self.on_event).start()
+        if options.bot:
+            self.bot = BotOperator(self.app, REMEDIATE, self.on_event).start()
+            self.progress("demo-bot decides non-critical approvals about 4 s after they open "
+                          "(--no-bot leaves them all to you)")
+        else:
+            self.progress("--no-bot: every approval waits for you")
+
+    def run_time(self, execution_id: int) -> float | None:
+        """Seconds from the execution's start to its finish, None if unknown."""
+        try:
+            with self.app.connection() as conn:
+                row = conn.execute(render(RUN_TIME, self.app.schema), {"id": execution_id}).fetchone()
+        except (KestrelError, psycopg.Error):
+            return None
+        return None if row is None else row[0]
 
     def __exit__(self, *_exc: object) -> None:
         self.stop_signals.interrupt = False
@@ -255,12 +257,18 @@ def _tui_opener(progress: Progress) -> Callable[..., None] | None:
     return module.open_tui
 
 
-def _announce(dsn: str, where: str, options: DemoOptions, dsn_given: bool) -> None:
-    """Say where the demo runs and how to reach it from another terminal (no password shown)."""
+def _announce(database: DemoDatabase, options: DemoOptions, dsn_given: bool) -> None:
+    """Say where the demo runs, where its data is, and how to reach it from another terminal
+    (no password shown)."""
+    dsn = database.dsn
     rate = (f"about {options.rate_per_min:g} new workflows a minute" if options.rate_per_min > 0
             else "no new workflows after the seed")
-    lines = [f"Kestrel demo running on {where}: {options.workers} workers, {rate}.",
+    lines = [f"Kestrel demo running on {database.where}: {options.workers} workers, {rate}.",
              f"DSN: {mask_dsn(dsn)}"]
+    if database.data_dir is not None:
+        lines.append(f"Data: {database.data_dir} (kept for the next run; --fresh starts from empty)")
+    lines.append("Approvals: demo-bot decides non-critical ones within seconds; critical ones wait for you."
+                 if options.bot else "Approvals: all wait for you (--no-bot).")
     if dsn_given:
         lines += ["In another terminal, every command works with the same --dsn or $KESTREL_DSN, e.g.:",
                   "  kestrel-console status", "  kestrel-console",

@@ -1,4 +1,8 @@
-"""The executions filter typed after ``/``: ``status:error workflow:remediate free text``."""
+"""The executions filter typed after ``/``: ``status:error workflow:remediate free text``.
+
+``workflow:`` takes a prefix of the name, case-sensitive (``workflow:remediate`` finds
+remediate-incident; the reader matches it, see ``kestrel_console.workflow_match``).
+"""
 
 from __future__ import annotations
 
@@ -34,7 +38,8 @@ class ExecutionFilter:
 def parse_filter(text: str) -> ExecutionFilter:
     """Parse the filter line; ``status:`` must name a real status (ValueError says which exist).
 
-    Words without a known ``key:`` prefix are joined into the free text, which matches the
+    ``workflow:`` is a prefix of the workflow name. Words without a known ``key:`` prefix are
+    joined into the free text, which matches the
     workflow name, the owner, the error, or the id exactly.
     """
     try:

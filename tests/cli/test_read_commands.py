@@ -243,7 +243,8 @@ def test_report_lists_and_runs_and_says_which_file(run, db, facts: SeedFacts) ->
 
 
 def test_user_report_overrides_the_shipped_one(dsn: str, tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("COLUMNS", "200")
+    # Wide enough for the listing's path column: under pytest-xdist tmp_path is longer.
+    monkeypatch.setenv("COLUMNS", "400")
     (tmp_path / "errors-this-month.sql").write_text("-- description: mine\nSELECT 42 AS answer\n")
     runner = CliRunner()
     result = runner.invoke(cli, ["--dsn", dsn, "--queries", str(tmp_path), "report", "errors-this-month",

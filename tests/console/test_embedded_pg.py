@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from kestrel_console import embedded_pg
+from kestrel_console.embedded_pg import account, binaries
 from kestrel_console.embedded_pg import EmbeddedPostgresError, LocalCluster, default_data_dir, find_bin_dir
 from kestrel_core import KestrelError
 
@@ -271,7 +271,7 @@ def test_binaries_are_found_on_this_machine(monkeypatch: pytest.MonkeyPatch) -> 
 
     # Only PATH left to search.
     monkeypatch.delenv("KESTREL_PG_BIN")
-    monkeypatch.setattr(embedded_pg, "SYSTEM_BIN_GLOBS", ())
+    monkeypatch.setattr(binaries, "SYSTEM_BIN_GLOBS", ())
     monkeypatch.setenv("PATH", str(found))
     assert find_bin_dir() == found
 
@@ -279,8 +279,8 @@ def test_binaries_are_found_on_this_machine(monkeypatch: pytest.MonkeyPatch) -> 
 def test_no_binaries_anywhere_says_how_to_get_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KESTREL_PG_BIN", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(embedded_pg, "SYSTEM_BIN_GLOBS", ())
-    monkeypatch.setattr(embedded_pg, "_pgserver_bin_dir", lambda: None)
+    monkeypatch.setattr(binaries, "SYSTEM_BIN_GLOBS", ())
+    monkeypatch.setattr(binaries, "pgserver_bin_dir", lambda: None)
     with pytest.raises(EmbeddedPostgresError) as failure:
         find_bin_dir()
     assert "pip install 'kestrel[embedded]'" in str(failure.value)
@@ -293,7 +293,7 @@ def test_pgserver_binaries_are_the_last_resort(
     pytest.importorskip("pgserver", reason="optional extra kestrel[embedded] not installed")
     monkeypatch.delenv("KESTREL_PG_BIN", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(embedded_pg, "SYSTEM_BIN_GLOBS", ())
+    monkeypatch.setattr(binaries, "SYSTEM_BIN_GLOBS", ())
     with LocalCluster(scratch_dir / "pg", durable=False) as cluster:
         assert "pgserver" in str(cluster.bin_dir)
         with psycopg.connect(cluster.dsn) as conn:
@@ -305,10 +305,10 @@ def test_default_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert default_data_dir() == tmp_path / "mine"
 
     monkeypatch.delenv("KESTREL_DEMO_DIR")
-    monkeypatch.setattr(embedded_pg, "_running_as_root", lambda: True)
+    monkeypatch.setattr(account, "running_as_root", lambda: True)
     assert default_data_dir() == Path("/var/lib/kestrel/demo-pg")
 
-    monkeypatch.setattr(embedded_pg, "_running_as_root", lambda: False)
+    monkeypatch.setattr(account, "running_as_root", lambda: False)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     assert default_data_dir() == tmp_path / "xdg" / "kestrel" / "demo-pg"
     monkeypatch.delenv("XDG_DATA_HOME")

@@ -1,0 +1,70 @@
+"""A second `demo` on the same machine finds the first one's server and says so: "already
+running (pid N), attaching to it at ..."; it refuses --fresh (that would empty the data under
+the first demo); the first demo's server keeps running when the second one exits."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from kestrel_console.embedded_pg import LocalCluster
+
+from .installed import SCRIPT, UNSET, kestrel_console
+
+
+@pytest.fixture
+def demo_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="kestrel-demo-attach-"))
+    path.chmod(0o755)
+    yield path / "pg"
+    if (path / "pg" / "postmaster.pid").exists():
+        LocalCluster(path / "pg").destroy()
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def wait_for_dsn(log: Path, proc: subprocess.Popen, timeout: float = 90) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        for line in log.read_text().splitlines():
+            if line.startswith("DSN: "):
+                return line[len("DSN: "):]
+        time.sleep(0.2)
+    pytest.fail(f"the first demo printed no DSN:\n{log.read_text()}")
+
+
+def test_a_second_demo_says_it_attaches_and_refuses_fresh(demo_dir: Path, tmp_path: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if key not in UNSET}
+    env.update(KESTREL_DEMO_DIR=str(demo_dir), COLUMNS="400", PYTHONUNBUFFERED="1")
+    log = tmp_path / "first.out"
+    with log.open("w") as out:
+        first = subprocess.Popen([str(SCRIPT), "demo", "--no-tui", "--no-seed", "--rate", "0",
+                                  "--duration", "60"], env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        dsn = wait_for_dsn(log, first)
+        second = kestrel_console("demo", "--no-tui", "--no-seed", "--rate", "0", "--duration", "1",
+                                 env={"KESTREL_DEMO_DIR": str(demo_dir), "COLUMNS": "400"}, timeout=90)
+        assert second.returncode == 0, second.stderr
+        assert f"a demo is already running (pid {first.pid}), attaching to it at {demo_dir} " in second.stderr
+        assert "the server stops when that demo exits" in second.stderr
+        with psycopg.connect(dsn, connect_timeout=5) as conn:  # still up after the second one left
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+
+        refused = kestrel_console("demo", "--no-tui", "--fresh", "--duration", "1",
+                                  env={"KESTREL_DEMO_DIR": str(demo_dir), "COLUMNS": "400"}, timeout=90)
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert f"error: another demo is running on this data (pid {first.pid}): --fresh would empty it" \
+            in refused.stderr
+        with psycopg.connect(dsn, connect_timeout=5) as conn:
+            assert conn.execute("SELECT count(*) FROM kestrel.workers").fetchone()[0] == 4  # 2 + 2, kept
+    finally:
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=60) == 0, log.read_text()

@@ -1,0 +1,116 @@
+"""`demo`: its help names the data folder it really uses (as root too), it says where the data
+is, --no-bot leaves every approval pending, --no-tui prints each execution's whole run time
+(waits included), and --fresh starts from an empty database."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from kestrel_console.embedded_pg import LocalCluster, default_data_dir
+
+from .installed import kestrel_console
+
+FINISHED = re.compile(r"^\d\d:\d\d:\d\d success #(\d+) (\S+) in ([\d.]+)s$")
+RUN_TIMES = """
+SELECT id, extract(epoch FROM finished_at - started_at)::float8,
+       EXISTS (SELECT 1 FROM kestrel.workflow_waits w WHERE w.execution_id = e.id)
+  FROM kestrel.workflow_executions e WHERE status = 'success'
+"""
+APPROVALS = """
+SELECT count(*) FILTER (WHERE w.decided_by IS NOT NULL),
+       count(*) FILTER (WHERE w.resolved_at IS NULL AND e.input ->> 'severity' <> 'critical')
+  FROM kestrel.workflow_waits w JOIN kestrel.workflow_executions e ON e.id = w.execution_id
+ WHERE w.kind = 'approval'
+"""
+COUNTS = """
+SELECT (SELECT count(*) FROM kestrel.workflow_executions), (SELECT count(*) FROM kestrel.workflow_waits),
+       (SELECT count(*) FROM kestrel.workers)
+"""
+
+
+@pytest.fixture
+def demo_dir() -> Iterator[Path]:
+    """A fresh folder for the demo's server, enterable by the postgres OS user (tests run as root)."""
+    path = Path(tempfile.mkdtemp(prefix="kestrel-demo-fresh-"))
+    path.chmod(0o755)
+    yield path / "pg"
+    if (path / "pg" / "postmaster.pid").exists():
+        LocalCluster(path / "pg").destroy()
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def demo(data_dir: Path, *args: str) -> tuple[str, str]:
+    """Run `demo --no-tui ARGS` to its end on the private server in ``data_dir``; (stdout, stderr)."""
+    done = kestrel_console("demo", "--no-tui", *args, env={"KESTREL_DEMO_DIR": str(data_dir), "COLUMNS": "400"}, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout, done.stderr
+
+
+def words(text: str) -> str:
+    return " ".join(text.replace("│", " ").split())
+
+
+def test_help_names_the_data_folder_the_demo_uses(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("KESTREL_DEMO_DIR", raising=False)
+    expected = default_data_dir()  # as root /var/lib/kestrel/demo-pg, not ~/.local/share/...
+    shown = kestrel_console("demo", "--help", env={"COLUMNS": "200"})
+    assert shown.returncode == 0, shown.stderr
+    assert f"whose data is in {expected}" in words(shown.stdout)
+    assert "--fresh" in shown.stdout and "--no-bot" in shown.stdout
+    assert "demo-bot" in words(shown.stdout)
+    mine = tmp_path / "elsewhere"
+    shown = kestrel_console("demo", "--help", env={"COLUMNS": "200", "KESTREL_DEMO_DIR": str(mine)})
+    assert f"whose data is in {mine}" in words(shown.stdout)
+
+
+def test_no_bot_run_times_and_fresh(demo_dir: Path) -> None:
+    out, err = demo(demo_dir, "--no-bot", "--rate", "0", "--duration", "9")
+    assert f"Data: {demo_dir} " in out
+    assert "Approvals: all wait for you (--no-bot)." in out
+    printed = {int(m[1]): float(m[3]) for m in map(FINISHED.match, out.splitlines()) if m}
+    with LocalCluster(demo_dir) as cluster, psycopg.connect(cluster.dsn_for("kestrel_demo")) as conn:
+        decided, pending_for_bot = conn.execute(APPROVALS).fetchone()
+        run_times = {eid: (took, waited) for eid, took, waited in conn.execute(RUN_TIMES).fetchall()}
+        before = conn.execute(COUNTS).fetchone()
+    # The seed's non-critical incidents opened their gates ~8 s ago: no bot decided them.
+    assert decided == 0 and pending_for_bot >= 1, (decided, pending_for_bot)
+    # Each success line shows start-to-finish time, waits included (not the last claim's 0.0 s).
+    resumed = [eid for eid, (_, waited) in run_times.items() if waited and eid in printed]
+    assert resumed, f"no execution resumed after a wait was printed:\n{out}"
+    for eid in printed:
+        assert abs(printed[eid] - run_times[eid][0]) <= 0.06, (eid, printed[eid], run_times[eid])
+    assert all(run_times[eid][0] >= 1.0 for eid in resumed)  # each slept for at least a second
+
+    out, err = demo(demo_dir, "--fresh", "--no-seed", "--rate", "0", "--duration", "1")
+    assert "--fresh: dropped database 'kestrel_demo'" in err
+    assert "executions of earlier runs are kept" not in err
+    with LocalCluster(demo_dir) as cluster, psycopg.connect(cluster.dsn_for("kestrel_demo")) as conn:
+        after = conn.execute(COUNTS).fetchone()
+    assert before[0] > 0 and before[1] > 0
+    assert after == (0, 0, 2), f"only this run's two workers should be left, not {after}"
+
+
+def test_fresh_on_a_configured_database_empties_the_demos_schema(dsn: str) -> None:
+    schema = "demo_fresh"
+    first = kestrel_console("--schema", schema, "demo", "--no-tui", "--no-bot", "--rate", "0", "--duration", "1",
+                            dsn=dsn, timeout=120)
+    assert first.returncode == 0, first.stderr
+    with psycopg.connect(dsn) as conn:
+        seeded = conn.execute(f"SELECT count(*) FROM {schema}.workflow_executions").fetchone()[0]
+        assert conn.execute("SELECT count(*) FROM kestrel.workflow_executions").fetchone()[0] == 0
+    again = kestrel_console("--schema", schema, "demo", "--no-tui", "--fresh", "--no-seed", "--rate", "0",
+                            "--duration", "0.5", dsn=dsn, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert f"--fresh: dropped schema '{schema}'" in " ".join(again.stderr.split())
+    with psycopg.connect(dsn) as conn:
+        left = conn.execute(f"SELECT count(*) FROM {schema}.workflow_executions").fetchone()[0]
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+        conn.commit()
+    assert seeded > 0 and left == 0
