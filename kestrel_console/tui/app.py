@@ -27,6 +27,7 @@ from .screens.executions import ExecutionsScreen
 from .screens.help import HelpScreen
 from .screens.reports import ReportsScreen
 from .screens.sql import SqlScreen
+from .widgets.scrollbar import use_whole_cell_scrollbars
 
 TICK_S = 0.1
 # While the database is unreachable, retry this often (whatever the refresh rate or pause).
@@ -74,6 +75,7 @@ class KestrelConsole(App[None]):
         self.config = ConsoleConfig.build(settings, dsn=dsn, schema=schema, operator=operator,
                                           queries=queries, read_only=read_only, refresh=refresh)
         super().__init__()
+        use_whole_cell_scrollbars()
         self.read_only = self.config.read_only
         self.set_reactive(KestrelConsole.refresh_interval, self.config.refresh)
         self.operator = Operator(self.config)
@@ -126,16 +128,21 @@ class KestrelConsole(App[None]):
                 return screen
         return None
 
+    def live_screens(self) -> list[LiveScreen]:
+        """Every live screen of the current stack, top first: a list under a detail screen
+        keeps refreshing, so going back never shows data older than the refresh interval."""
+        return [s for s in reversed(self.screen_stack) if isinstance(s, LiveScreen)]
+
     def _tick(self) -> None:
-        screen = self.live_screen()
-        if screen is None:
-            return
         now = time.monotonic()
-        if self.db_problem is not None and self.db_problem[0] == "down":
-            if screen.due(now, RETRY_S):
+        down = self.db_problem is not None and self.db_problem[0] == "down"
+        for screen in self.live_screens():
+            if down:
+                if screen.due(now, RETRY_S):
+                    screen.refresh_data()
+                return  # while the database is down only the top screen retries
+            if not self.paused and screen.due(now, self.refresh_interval):
                 screen.refresh_data()
-        elif not self.paused and screen.due(now, self.refresh_interval):
-            screen.refresh_data()
 
     def action_refresh_now(self) -> None:
         screen = self.live_screen()

@@ -21,6 +21,7 @@ from textual.widgets import Input, TextArea
 
 from kestrel_console.queries import Reader
 
+from .allowed import allows, why_not
 from .config import statement_timeout_ms
 from .operator import ACTIONS, Outcome, Target, confirmation
 from .widgets.comment import CommentModal
@@ -140,9 +141,30 @@ class LiveScreen(Screen):
     # -- operator actions ----------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ACTIONS and self.kapp.read_only:
-            return False  # hidden from the footer and from `?`, and not run
+        if action in ACTIONS:
+            if self.kapp.read_only:
+                return False  # hidden from the footer and from `?`, and not run
+            return self.offers(action)
         return True
+
+    def listed_in_help(self, action: str, parameters: tuple[object, ...] = ()) -> bool:
+        """``?`` lists every key of the screen, whatever the row under the cursor allows;
+        only --read-only leaves the actions out."""
+        return not (action in ACTIONS and self.kapp.read_only)
+
+    def action_rows(self) -> list[dict[str, Any]] | None:
+        """The rows an operator action would apply to (marked, else under the cursor), as
+        ``allowed.allows`` reads them; None: this screen does not say (every action offered)."""
+        return None
+
+    def offers(self, action: str) -> bool:
+        """Whether ``action`` is offered now: some row it would apply to allows it."""
+        rows = self.action_rows()
+        return rows is None or any(allows(action, row) for row in rows)
+
+    def selection_changed(self) -> None:
+        """The cursor, the marks or the rows changed: re-decide which actions the footer offers."""
+        self.refresh_bindings()
 
     def action_keys(self) -> dict[str, str]:
         """key -> operator action, for this screen's bindings."""
@@ -154,13 +176,20 @@ class LiveScreen(Screen):
         return out
 
     def on_key(self, event: events.Key) -> None:
-        # In --read-only the action keys are unbound: say why nothing happens.
-        if not self.kapp.read_only or isinstance(self.focused, (Input, TextArea)):
+        # A hidden action key (read-only, or a state that does not allow it): say why nothing
+        # happens instead of asking for a confirmation that can only end in a refusal.
+        if isinstance(self.focused, (Input, TextArea)):
             return
         action = self.action_keys().get(event.key)
-        if action is not None:
+        if action is None:
+            return
+        if self.kapp.read_only:
             event.stop()
             self.kapp.refuse_read_only(action)
+        elif not self.offers(action):
+            event.stop()
+            rows = self.action_rows() or [None]
+            self.kapp.tell(why_not(action, rows[0]), severity="warning")
 
     def act(self, action: str, targets: list[Target], *, ask_comment: bool = False) -> None:
         """Ask (comment if wanted, then y/n), then run ``action`` on ``targets`` in a worker."""
@@ -183,7 +212,9 @@ class LiveScreen(Screen):
             self.app.push_screen(ConfirmModal(question, title=_title(action, targets)), done)
 
         if ask_comment:
-            noun = "gate" if len(targets) == 1 else f"{len(targets)} gates"
+            one = targets[0]
+            noun = (f"gate {one.step_id!r} of execution {one.execution_id}" if len(targets) == 1
+                    else f"{len(targets)} gates")
             self.app.push_screen(
                 CommentModal(_title(action, targets), f"Comment for the decision on {noun} (optional):",
                              placeholder="why"), confirm)

@@ -67,6 +67,7 @@ class ApprovalsScreen(LiveScreen):
         self.table.sync((_key(r), _cells(r), r) for r in rows)
         self._summary()
         self._show_details()
+        self.selection_changed()
 
     def _summary(self) -> None:
         n = len(self.rows)
@@ -90,6 +91,11 @@ class ApprovalsScreen(LiveScreen):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_details()
+        self.selection_changed()
+
+    def action_rows(self) -> list[dict[str, Any]]:
+        return [{"id": r["execution_id"], "status": "waiting", "pending_gate": r["step_id"]}
+                for r in (self.table.rows_data[k] for k in self.table.chosen() if k in self.table.rows_data)]
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         from .detail import DetailScreen

@@ -112,6 +112,7 @@ class DetailScreen(LiveScreen):
             else Text("no output yet" if execution["status"] != "success" else "null", style="dim"))
         self.query_one("#detail-error", Static).update(fmt.error_view(execution["error"]))
         self.query_one("#detail-steps", Static).update(_steps_view(steps))
+        self.selection_changed()
 
     def _show_attempts(self, execution: dict[str, Any], entries: list[dict[str, Any]]) -> None:
         t0 = execution.get("started_at") or execution["created_at"]
@@ -138,6 +139,15 @@ class DetailScreen(LiveScreen):
         if e is None:
             return []
         return [Target(self.execution_id, e["workflow_name"], e["status"], step_id=step_id)]
+
+    def action_rows(self) -> list[dict[str, Any]]:
+        e = self.execution
+        if e is None:
+            return []
+        expired = (e["status"] == "running" and e["lease_expires"] is not None
+                   and e["lease_expires"] < e["created_at"] + timedelta(seconds=e["age_s"] or 0))
+        return [{"id": self.execution_id, "status": e["status"], "lease_expired": expired,
+                 "pending_gate": self.pending_gate()}]
 
     def pending_gate(self) -> str | None:
         for e in self.entries:

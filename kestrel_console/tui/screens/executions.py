@@ -74,6 +74,13 @@ class ExecutionsScreen(LiveScreen):
         self.table.sync(((str(r["id"]), _cells(r), r) for r in rows),
                         sort_column="id", sort_value=int, reverse=True)
         self._describe()
+        self.selection_changed()
+
+    def action_rows(self) -> list[dict[str, Any]]:
+        return [self.table.rows_data[k] for k in self.table.chosen() if k in self.table.rows_data]
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.selection_changed()
 
     def _describe(self) -> None:
         page = len(self.page_starts)
@@ -143,6 +150,7 @@ class ExecutionsScreen(LiveScreen):
         self.table.toggle_mark()
         self.table.action_cursor_down()
         self._describe()
+        self.selection_changed()
 
     def targets(self) -> list[Target]:
         return [Target(int(k), self.table.rows_data[k]["workflow_name"], self.table.rows_data[k]["status"])
@@ -157,6 +165,7 @@ class ExecutionsScreen(LiveScreen):
     def after_action(self, outcome: Outcome) -> None:
         self.table.clear_marks()
         self._describe()
+        self.selection_changed()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         from .detail import DetailScreen

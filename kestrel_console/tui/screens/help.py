@@ -23,7 +23,7 @@ def key_rows(node: Any, bindings: list[Any]) -> list[tuple[str, str]]:
     for binding in Binding.make_bindings(bindings):
         if binding.system:
             continue
-        allowed = node.check_action(binding.action, ())
+        allowed = getattr(node, "listed_in_help", node.check_action)(binding.action, ())
         if allowed is False:
             continue
         key = binding.key_display or binding.key.replace("_square_bracket", " bracket")

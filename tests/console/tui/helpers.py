@@ -78,3 +78,13 @@ def text_of(widget: Any) -> str:
     """The plain text a Static shows."""
     content = widget.content
     return content.plain if hasattr(content, "plain") else str(content)
+
+
+def screen_lines(app: Any) -> list[str]:
+    """What the terminal shows now, one string per row (rendered by the compositor)."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+def footer_text(app: Any) -> str:
+    """The footer row as rendered (the key hints an operator can read)."""
+    return screen_lines(app)[-1]
