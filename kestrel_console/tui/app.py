@@ -226,11 +226,11 @@ class KestrelConsole(App[None]):
         self.push_screen(HelpScreen(self.screen))
 
     async def open_report(self, name: str) -> None:
-        """Go to the Reports screen with report ``name`` chosen (command palette)."""
+        """Go to the Reports screen and run report ``name`` (command palette)."""
         if self.current_mode != "reports":
             await self.switch_mode("reports")
         if isinstance(self.screen, ReportsScreen):
-            self.screen.select_report(name)
+            self.screen.select_report(name, run=True)
 
     # -- actions ------------------------------------------------------------------------------------------
 

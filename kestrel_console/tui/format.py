@@ -39,6 +39,13 @@ def when(value: datetime | None) -> str:
     return local.strftime("%Y-%m-%d %H:%M")
 
 
+def stamp(value: datetime) -> str:
+    """A timestamp in a result table: local wall-clock time to the second, always dated (a
+    report's rows span days). CSV export keeps the exact value."""
+    local = value.astimezone() if value.tzinfo else value
+    return local.strftime("%Y-%m-%d %H:%M:%S")
+
+
 def status(value: str | None) -> Text:
     return Text(value or "", style=STATUS_STYLES.get(value or "", ""))
 
@@ -82,8 +89,10 @@ def cell(value: Any, width: int = 80) -> str | Text:
         return Text("NULL", style="dim italic")
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, (datetime, date, time)):
-        return value.isoformat(sep=" ") if isinstance(value, datetime) else value.isoformat()
+    if isinstance(value, datetime):
+        return stamp(value)
+    if isinstance(value, (date, time)):
+        return value.isoformat()
     if isinstance(value, timedelta):
         return str(value)
     if isinstance(value, (dict, list)):
