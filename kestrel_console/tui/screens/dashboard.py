@@ -20,6 +20,7 @@ from ..widgets.banner import Banner
 from ..widgets.live_table import LiveTable
 
 ACTIVITY_MINUTES = 15
+STOPPED_ROW = "stopped"
 ACTIVITY_SERIES = (("enqueued", "enqueued"), ("started", "started"), ("completed", "completed"),
                    ("failed", "failed"))
 
@@ -134,18 +135,26 @@ class DashboardScreen(LiveScreen):
             }, r) for r in rows)
 
     def _show_workers(self, rows: list[dict[str, Any]]) -> None:
-        def state(r: dict[str, Any]) -> Text:
-            if r["stopped_at"] is not None:
-                return Text("stopped", style="dim")
-            return Text("alive", style="green") if r["alive"] else Text("silent", style="bold red")
-
-        self.query_one("#dash-workers", LiveTable).sync(
-            (r["worker_id"], {
-                "worker": r["worker_id"], "host": r["hostname"] or "",
-                "held": f"{r['held']}/{r['concurrency'] or '?'}",
-                "heartbeat": fmt.seconds(r["heartbeat_age_s"]) + " ago", "state": state(r),
-                "workflows": ", ".join(r["workflows"] or []),
-            }, r) for r in rows)
+        """Live workers first (alive, then silent), then one row counting the stopped ones: a
+        demo restarted ten times must not push the running workers out of the panel."""
+        running = sorted((r for r in rows if r["stopped_at"] is None),
+                         key=lambda r: (not r["alive"], r["worker_id"]))
+        stopped = [r for r in rows if r["stopped_at"] is not None]
+        wanted = [(r["worker_id"], {
+            "worker": r["worker_id"], "host": r["hostname"] or "",
+            "held": f"{r['held']}/{r['concurrency'] or '?'}",
+            "heartbeat": fmt.seconds(r["heartbeat_age_s"]) + " ago",
+            "state": Text("alive", style="green") if r["alive"] else Text("silent", style="bold red"),
+            "workflows": ", ".join(r["workflows"] or []),
+        }, r) for r in running]
+        if stopped:
+            wanted.append((STOPPED_ROW, {"worker": Text(f"+ {len(stopped)} stopped", style="dim"),
+                                         "state": Text("stopped", style="dim")}, {"stopped": stopped}))
+        table = self.query_one("#dash-workers", LiveTable)
+        table.sync(wanted)
+        if table.keys() != [key for key, _, _ in wanted]:  # a worker started or stopped: re-order
+            table.reset()
+            table.sync(wanted)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "dash-stuck" and event.row_key.value:
