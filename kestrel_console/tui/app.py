@@ -15,18 +15,15 @@ from textual.binding import Binding
 from textual.reactive import reactive
 
 from kestrel_core import DatabaseUnavailable, SchemaOutdated, mask_dsn
-from kestrel_core.connection import describe_target
 
 from .commands import KestrelCommands
 from .config import DEFAULT_REFRESH, ConsoleConfig, step_preset
+from .header import header_text
 from .live import LiveScreen
 from .operator import VERBS, Operator, Outcome, ReadOnlyRefused
-from .screens.approvals import ApprovalsScreen
-from .screens.dashboard import DashboardScreen
-from .screens.executions import ExecutionsScreen
+from .registry import modes, screen_bindings
 from .screens.help import HelpScreen
 from .screens.reports import ReportsScreen
-from .screens.sql import SqlScreen
 from .widgets.scrollbar import use_whole_cell_scrollbars
 
 TICK_S = 0.1
@@ -41,23 +38,13 @@ class KestrelConsole(App[None]):
 
     TITLE = "Kestrel"
     CSS_PATH = "app.tcss"
-    MODES: ClassVar[dict[str, Any]] = {
-        "dashboard": DashboardScreen,
-        "executions": ExecutionsScreen,
-        "approvals": ApprovalsScreen,
-        "sql": SqlScreen,
-        "reports": ReportsScreen,
-    }
+    MODES: ClassVar[dict[str, Any]] = modes()
     DEFAULT_MODE = "dashboard"
     COMMANDS = App.COMMANDS | {KestrelCommands}
     BINDINGS: ClassVar[list[Any]] = [
-        Binding("1", "show('dashboard')", "Dashboard"),
-        Binding("2", "show('executions')", "Executions"),
-        Binding("3", "show('approvals')", "Approvals"),
-        Binding("4", "show('sql')", "SQL"),
-        Binding("5", "show('reports')", "Reports"),
+        *screen_bindings(),
         Binding("question_mark", "help", "Help", key_display="?"),
-        Binding("q", "back", "Back/quit"),
+        Binding("q", "back", "Back/quit", key_display="q"),
         Binding("p", "toggle_pause", "Pause", show=False),
         # As in pg_activity: + lengthens the refresh interval, - shortens it.
         Binding("plus", "slower", "Refresh less often", show=False, key_display="+"),
@@ -89,7 +76,6 @@ class KestrelConsole(App[None]):
     # -- lifecycle ----------------------------------------------------------------------------------
 
     def on_mount(self) -> None:
-        self.title = f"Kestrel · {describe_target(self.config.dsn)} · schema {self.config.schema}"
         self._subtitle()
         self.set_interval(TICK_S, self._tick)
         self.index_reports()
@@ -169,12 +155,14 @@ class KestrelConsole(App[None]):
     def watch_refresh_interval(self) -> None:
         self._subtitle()
 
+    def on_resize(self) -> None:
+        self._subtitle()
+
     def _subtitle(self) -> None:
-        parts = [f"operator {self.config.operator}",
-                 f"refresh {self.refresh_interval:g} s" + (" · PAUSED" if self.paused else "")]
-        if self.read_only:
-            parts.append("READ-ONLY")
-        self.sub_title = " · ".join(parts)
+        """Title and sub-title, the longest form that fits the header at this width."""
+        self.title, self.sub_title = header_text(
+            self.config.dsn, self.config.schema, self.config.operator, self.refresh_interval,
+            paused=self.paused, read_only=self.read_only, width=self.size.width)
 
     # -- database health --------------------------------------------------------------------------------
 

@@ -12,12 +12,13 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from .. import format as fmt
 from ..live import LiveScreen
 from ..operator import Outcome, Target
 from ..widgets.banner import Banner
+from ..widgets.footer import KeyFooter
 from ..widgets.live_table import LiveTable
 
 COLUMNS = [("execution", "execution"), ("workflow", "workflow"), ("step", "gate"),
@@ -48,7 +49,7 @@ class ApprovalsScreen(LiveScreen):
         yield LiveTable(COLUMNS, markable=True, id="approvals")
         with VerticalScroll(id="appr-details-box"):
             yield Static("", id="appr-details")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#appr-details-box").border_title = "Details attached by the workflow"

@@ -6,20 +6,22 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, Header, Sparkline, Static
+from textual.widgets import DataTable, Header, Sparkline, Static
 
 from kestrel_core import STATUSES
 
 from .. import format as fmt
 from ..live import LiveScreen
 from ..widgets.banner import Banner
+from ..widgets.footer import KeyFooter
 from ..widgets.live_table import LiveTable
 
 ACTIVITY_MINUTES = 15
+NARROW_BELOW = 120
 STOPPED_ROW = "stopped"
 ACTIVITY_SERIES = (("enqueued", "enqueued"), ("started", "started"), ("completed", "completed"),
                    ("failed", "failed"))
@@ -60,20 +62,30 @@ class DashboardScreen(LiveScreen):
         with Horizontal(id="dash-bottom"):
             yield LiveTable([("id", "id"), ("workflow", "workflow"), ("owner", "owner"),
                              ("expired", "lease expired"), ("heartbeat", "owner heartbeat")],
-                            id="dash-stuck")
+                            narrow=("id", "owner", "expired"), id="dash-stuck")
             yield LiveTable([("worker", "worker"), ("host", "host"), ("held", "held/slots"),
                              ("heartbeat", "heartbeat"), ("state", "state"), ("workflows", "workflows")],
-                            id="dash-workers")
+                            narrow=("worker", "held", "state"), id="dash-workers")
         yield Static("", id="dash-unserved")
         yield Static("", id="dash-stats")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#dash-counts").border_title = "Executions by status"
         self.query_one("#dash-activity").border_title = f"Activity · last {ACTIVITY_MINUTES} min, per minute"
         self.query_one("#dash-depth").border_title = "Queue depth by workflow"
-        self.query_one("#dash-stuck").border_title = "Stuck leases (running, lease expired)"
+        self.query_one("#dash-stuck").border_title = "Stuck leases (lease expired)"
         self.query_one("#dash-workers").border_title = "Workers"
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Below NARROW_BELOW columns: counts in two columns, one line per activity series, and
+        the stuck-lease and worker panels keep their essential columns (enter shows the rest)."""
+        narrow = event.size.width < NARROW_BELOW
+        self.set_class(narrow, "-narrow")
+        changed = [self.query_one(f"#{name}", LiveTable).set_narrow(narrow) for name in ("dash-stuck", "dash-workers")]
+        if any(changed) and self.data is not None:
+            self._show_stuck(self.data["stuck_leases"])
+            self._show_workers(self.data["workers"])
 
     @work(thread=True, exclusive=True, group="dashboard", exit_on_error=False)
     def load(self, seq: int) -> None:

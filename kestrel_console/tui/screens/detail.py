@@ -12,12 +12,13 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Footer, Header, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Header, Static, TabbedContent, TabPane
 
 from .. import format as fmt
 from ..live import LiveScreen
 from ..operator import Target
 from ..widgets.banner import Banner
+from ..widgets.footer import KeyFooter
 from ..widgets.live_table import LiveTable
 from ..widgets.timeline import Timeline
 
@@ -68,7 +69,7 @@ class DetailScreen(LiveScreen):
                     yield Static("", id="detail-error")
                 with TabPane("Steps", id="tab-steps"):
                     yield Static("", id="detail-steps")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#detail-timeline").border_title = "Timeline (one time axis; ✗ failed attempts, ╌ waits)"

@@ -9,13 +9,14 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.widgets import DataTable, Header, Input, Static
 
 from .. import format as fmt
 from ..filters import ExecutionFilter, parse_filter
 from ..live import LiveScreen
 from ..operator import Outcome, Target
 from ..widgets.banner import Banner
+from ..widgets.footer import KeyFooter
 from ..widgets.live_table import LiveTable
 
 PAGE_SIZE = 100
@@ -32,8 +33,9 @@ class ExecutionsScreen(LiveScreen):
         Binding("space", "mark", "Mark"),
         Binding("e", "requeue", "Re-enqueue"),
         Binding("c", "cancel", "Cancel"),
-        Binding("right_square_bracket", "page(1)", "Older", key_display="]"),
-        Binding("left_square_bracket", "page(-1)", "Newer", key_display="["),
+        # Paging is hinted on the line above the table, keeping the footer inside 80 columns.
+        Binding("right_square_bracket", "page(1)", "Older", key_display="]", show=False),
+        Binding("left_square_bracket", "page(-1)", "Newer", key_display="[", show=False),
         Binding("escape", "clear", "Clear marks/filter", show=False),
     ]
     HELP_EXTRA = [("enter", "open the execution: timeline, input, output, error"),
@@ -52,7 +54,7 @@ class ExecutionsScreen(LiveScreen):
                     id="exec-filter")
         yield Static("", id="exec-where")
         yield LiveTable(COLUMNS, markable=True, id="executions")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#exec-filter", Input).display = False
@@ -86,8 +88,12 @@ class ExecutionsScreen(LiveScreen):
         page = len(self.page_starts)
         where = str(self.filter) or "all executions"
         marked = f" · {len(self.table.marks)} marked" if self.table.marks else ""
+        more = " · → more columns" if self.table.more_right() else ""
         self.query_one("#exec-where", Static).update(Text(
-            f"{where} · newest first · page {page} ({len(self.rows)} rows){marked}", style="dim"))
+            f"{where} · page {page} ({len(self.rows)} rows, ] older [ newer){marked}{more}", style="dim"))
+
+    def on_live_table_clipped(self, event: LiveTable.Clipped) -> None:
+        self._describe()
 
     # -- filter and paging ----------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Button, Footer, Header, Input, Label, OptionList, Static
+from textual.widgets import Button, Header, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from kestrel_core import DatabaseUnavailable
@@ -20,6 +20,7 @@ from ..config import ADHOC_MAX_ROWS, ADHOC_TIMEOUT_MS
 from ..export import export_result
 from ..live import LiveScreen
 from ..widgets.banner import Banner
+from ..widgets.footer import KeyFooter
 from ..widgets.results import ResultsTable, summary
 
 
@@ -29,9 +30,9 @@ class ReportsScreen(LiveScreen):
     CSS_PATH = "reports.tcss"
     REFRESHES = False  # runs when asked, not on a timer
     BINDINGS: ClassVar[list[Any]] = [
-        Binding("ctrl+r,f5", "run", "Run report", priority=True),
-        Binding("ctrl+s", "export", "Export CSV", priority=True),
-        Binding("ctrl+l", "reload", "Reload reports"),
+        Binding("ctrl+r,f5", "run", "Run", priority=True, key_display="^r"),
+        Binding("ctrl+s", "export", "Export", priority=True, key_display="^s"),
+        Binding("ctrl+l", "reload", "Reload", key_display="^l"),
     ]
     HELP_EXTRA = [("enter (list)", "choose the report and fill in its parameters"),
                   ("enter (last parameter)", "run the report"),
@@ -60,7 +61,7 @@ class ReportsScreen(LiveScreen):
                 yield Button("Run (ctrl+r)", id="rep-run", variant="primary", compact=True)
         yield Static("", id="rep-status")
         yield ResultsTable(id="rep-results")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.session = AdhocSession(self.kapp.config, application_name="kestrel-console report")

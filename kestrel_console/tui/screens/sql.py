@@ -13,7 +13,7 @@ from textual.message import Message
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.widgets import Footer, Header, OptionList, Static, TextArea
+from textual.widgets import Header, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from kestrel_core import DatabaseUnavailable
@@ -23,6 +23,7 @@ from ..config import ADHOC_MAX_ROWS, ADHOC_TIMEOUT_MS
 from ..history import QueryHistory
 from ..live import LiveScreen
 from ..widgets.banner import Banner
+from ..widgets.footer import KeyFooter
 from ..widgets.results import ResultsTable, summary
 
 EXAMPLE = "SELECT status, count(*)\n  FROM workflow_executions\n GROUP BY status\n ORDER BY 2 DESC;\n"
@@ -45,9 +46,9 @@ class SqlScreen(LiveScreen):
     REFRESHES = False  # runs when asked, not on a timer
     BINDINGS: ClassVar[list[Any]] = [
         Binding("ctrl+enter,ctrl+r,f5", "run", "Run", priority=True, key_display="^r"),
-        Binding("escape", "escape", "Leave editor", priority=True),
-        Binding("ctrl+a", "select_all", "Select all", priority=True, key_display="^a"),
-        Binding("ctrl+l", "clear", "Clear", priority=True, key_display="^l"),
+        Binding("escape", "escape", "Leave", priority=True),
+        Binding("ctrl+a", "select_all", "All", priority=True, key_display="^a"),
+        Binding("ctrl+l", "clear", "Clear the editor", priority=True, key_display="^l", show=False),
         Binding("ctrl+up", "history(1)", "History", priority=True, key_display="^↑↓"),
         Binding("ctrl+down", "history(-1)", "Newer query", priority=True, show=False),
         Binding("i", "edit", "Edit", show=False),
@@ -76,7 +77,7 @@ class SqlScreen(LiveScreen):
             yield OptionList(id="sql-history")
         yield Static("", id="sql-status")
         yield ResultsTable(id="sql-results")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.session = AdhocSession(self.kapp.config)
