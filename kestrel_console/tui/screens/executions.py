@@ -132,6 +132,7 @@ class ExecutionsScreen(LiveScreen):
             self.table.clear_marks()
             self._describe()
         elif not self.filter.empty:
+            self.kapp.tell(f"filter {self.filter} cleared (esc): showing all executions")
             self.filter = ExecutionFilter()
             self._restart()
 
