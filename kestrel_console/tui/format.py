@@ -11,16 +11,10 @@ from rich.console import RenderableType
 from rich.syntax import Syntax
 from rich.text import Text
 
+from .. import style
 from ..humanize import duration
 
-STATUS_STYLES: dict[str, str] = {
-    "enqueued": "bold cyan",
-    "running": "bold yellow",
-    "waiting": "bold magenta",
-    "success": "green",
-    "error": "bold red",
-    "cancelled": "dim",
-}
+STATUS_STYLES = style.STATUS_STYLES  # one palette with the CLI
 SYNTAX_THEME = "monokai"
 
 

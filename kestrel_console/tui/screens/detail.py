@@ -14,6 +14,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Header, Static, TabbedContent, TabPane
 
+from ... import style
 from .. import format as fmt
 from ..live import LiveScreen
 from ..operator import Target
@@ -25,9 +26,7 @@ from ..widgets.timeline import Timeline
 ATTEMPT_COLUMNS = [("n", "#"), ("step", "step"), ("kind", "kind"), ("attempt", "attempt"),
                    ("start", "start"), ("duration", "duration"), ("outcome", "outcome"),
                    ("worker", "worker / decided by"), ("error", "error / comment")]
-OUTCOME_STYLES = {"success": "green", "error": "bold red", "running": "yellow", "waiting": "magenta",
-                  "approved": "green", "rejected": "red", "timed_out": "red", "woke": "blue",
-                  "cancelled": "dim"}
+OUTCOME_STYLES = style.STATUS_STYLES  # one palette (style.py)
 
 
 class DetailScreen(LiveScreen):

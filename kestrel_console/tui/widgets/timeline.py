@@ -16,11 +16,11 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 from textual.widget import Widget
 
+from ... import style
 from .. import format as fmt
 
-STEP_STYLES = {"success": "green", "error": "red", "running": "yellow", "cancelled": "magenta",
-               "abandoned": "dim"}
-WAIT_STYLES = {"approval": "magenta", "sleep": "blue"}
+STEP_STYLES = style.COLOURS  # one palette with the CLI and the rest of the TUI
+WAIT_STYLES = style.WAIT_COLOURS
 BAR = "█"
 RUNNING = "▒"
 RETRY_GAP = "·"
