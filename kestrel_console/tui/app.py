@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.binding import Binding
 from textual.reactive import reactive
@@ -155,14 +155,14 @@ class KestrelConsole(App[None]):
     def watch_refresh_interval(self) -> None:
         self._subtitle()
 
-    def on_resize(self) -> None:
-        self._subtitle()
+    def on_resize(self, event: events.Resize) -> None:
+        self._subtitle(event.size.width)
 
-    def _subtitle(self) -> None:
+    def _subtitle(self, width: int | None = None) -> None:
         """Title and sub-title, the longest form that fits the header at this width."""
         self.title, self.sub_title = header_text(
             self.config.dsn, self.config.schema, self.config.operator, self.refresh_interval,
-            paused=self.paused, read_only=self.read_only, width=self.size.width)
+            paused=self.paused, read_only=self.read_only, width=width or self.size.width)
 
     # -- database health --------------------------------------------------------------------------------
 

@@ -24,3 +24,5 @@ class KeyFooter(Footer):
         wanted = width >= PALETTE_HINT_MIN_WIDTH
         if self.show_command_palette != wanted:
             self.show_command_palette = wanted
+            if self.is_mounted:
+                self.call_after_refresh(self.recompose)  # Footer does not redraw it by itself

@@ -90,3 +90,10 @@ async def test_every_screen_fits(dsn, db, size):
         await pilot.pause(0.2)
         await check_screen(pilot, "reports")
         assert facts  # seeded data was on every screen
+
+        # A terminal resized while the console runs gets the same layout.
+        await pilot.press("1")
+        await pilot.resize_terminal(*((200, 50) if narrow else (80, 24)))
+        await pilot.pause(0.3)
+        await check_screen(pilot, "dashboard after a resize", chart=True)
+        assert dashboard.has_class("-narrow") != narrow
