@@ -74,9 +74,13 @@ class ApprovalsScreen(LiveScreen):
         n = len(self.rows)
         oldest = f" · oldest waiting {fmt.seconds(self.rows[0]['waiting_s'])}" if n else ""
         marked = f" · {len(self.table.marks)} marked" if self.table.marks else ""
+        more = " · → more columns" if self.table.more_right() else ""
         self.query_one("#appr-summary", Static).update(Text(
-            f"{n} approval gate{'s' if n != 1 else ''} waiting for a decision{oldest}{marked}",
+            f"{n} approval gate{'s' if n != 1 else ''} waiting for a decision{oldest}{marked}{more}",
             style="bold magenta" if n else "dim"))
+
+    def on_live_table_clipped(self, event: LiveTable.Clipped) -> None:
+        self._summary()
 
     def _show_details(self) -> None:
         key = self.table.cursor_key()

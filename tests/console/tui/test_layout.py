@@ -68,7 +68,9 @@ async def test_every_screen_fits(dsn, db, size):
                        what="the more-columns sign")
         await check_screen(pilot, "executions")
 
-        await open_screen(pilot, "3", ApprovalsScreen)
+        approvals = await open_screen(pilot, "3", ApprovalsScreen)
+        await wait_for(pilot, lambda: ("→ more columns" in text_of(approvals.query_one("#appr-summary"))) == narrow,
+                       what="the more-columns sign of the approvals")
         await check_screen(pilot, "approvals")
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(tui.screen, DetailScreen))
