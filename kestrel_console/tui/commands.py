@@ -39,7 +39,8 @@ class KestrelCommands(Provider):
         if not app.read_only:
             screen = self.screen
             for action, help_text in SCREEN_ACTIONS:
-                if hasattr(screen, f"action_{action}"):
+                # Only what the row's state allows, as in the footer (allowed.py).
+                if hasattr(screen, f"action_{action}") and getattr(screen, "offers", lambda _: True)(action):
                     title = help_text.split(" (")[0]
                     out.append((title, partial(screen.run_action, action), help_text))
         return out

@@ -32,6 +32,14 @@ async def test_the_list_offers_only_what_the_row_allows(dsn, db):
             screen.table.move_cursor(row=screen.table.get_row_index(str(facts.id(label))))
             await wait_for(pilot, lambda: offered(tui) == actions, what=f"the footer of {label}")
 
+        # The palette offers the same as the footer.
+        from kestrel_console.tui.commands import KestrelCommands
+
+        screen.table.move_cursor(row=screen.table.get_row_index(str(facts.id("quick"))))
+        await pilot.pause()
+        titles = [t for t, _, _ in KestrelCommands(screen).commands()]
+        assert not any(t.startswith(("Cancel", "Re-enqueue")) for t in titles)
+
         # c on a finished execution: said at once, no confirmation, nothing written.
         done = facts.id("quick")
         screen.table.move_cursor(row=screen.table.get_row_index(str(done)))
