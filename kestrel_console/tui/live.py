@@ -118,6 +118,7 @@ class LiveScreen(Screen):
             return  # a newer refresh was started: this result is out of date
         self._loading = False
         self.kapp.db_ok()
+        self.set_class(False, "-stale")
         apply(data)
         self.loads += 1
         self.last_loaded = time.monotonic()
@@ -128,8 +129,21 @@ class LiveScreen(Screen):
         self._loading = False
         self.kapp.db_failed(exc)
 
+    @property
+    def stale(self) -> bool:
+        """What the screen shows is older than the refresh interval (a screen switched back
+        to): it is dimmed and says "refreshing…" until the refresh started on resume lands."""
+        return self.has_class("-stale")
+
     def on_screen_resume(self) -> None:
+        if self.REFRESHES and (self.last_loaded is None
+                               or time.monotonic() - self.last_loaded > self.kapp.refresh_interval):
+            self.set_class(True, "-stale")
+            self.stale_changed()
         self.refresh_data(force=True)
+
+    def stale_changed(self) -> None:
+        """Hook: a screen with a status line says "refreshing…" there."""
 
     def on_unmount(self) -> None:
         # A popped detail screen gives its connection back (off the UI thread: a query still

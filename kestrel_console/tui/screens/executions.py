@@ -89,10 +89,15 @@ class ExecutionsScreen(LiveScreen):
         where = str(self.filter) or "all executions"
         marked = f" · {len(self.table.marks)} marked" if self.table.marks else ""
         more = " · → more columns" if self.table.more_right() else ""
+        if self.stale:
+            more += " · refreshing…"
         self.query_one("#exec-where", Static).update(Text(
             f"{where} · page {page} ({len(self.rows)} rows, ] older [ newer){marked}{more}", style="dim"))
 
     def on_live_table_clipped(self, event: LiveTable.Clipped) -> None:
+        self._describe()
+
+    def stale_changed(self) -> None:
         self._describe()
 
     # -- filter and paging ----------------------------------------------------------------------

@@ -3,6 +3,7 @@ comment prompt names the gate (item 11)."""
 
 from __future__ import annotations
 
+from kestrel_console.tui.commands import KestrelCommands
 from kestrel_console.tui.screens.approvals import ApprovalsScreen
 from kestrel_console.tui.screens.detail import DetailScreen
 from kestrel_console.tui.screens.executions import ExecutionsScreen
@@ -33,8 +34,6 @@ async def test_the_list_offers_only_what_the_row_allows(dsn, db):
             await wait_for(pilot, lambda: offered(tui) == actions, what=f"the footer of {label}")
 
         # The palette offers the same as the footer.
-        from kestrel_console.tui.commands import KestrelCommands
-
         screen.table.move_cursor(row=screen.table.get_row_index(str(facts.id("quick"))))
         await pilot.pause()
         titles = [t for t, _, _ in KestrelCommands(screen).commands()]

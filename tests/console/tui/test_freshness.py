@@ -76,3 +76,27 @@ async def test_the_cursor_stays_on_its_execution_when_rows_move(dsn, db, app):
         db.execute("DELETE FROM workflow_executions WHERE id = %s", (int(above[-1]),))
         await fresh(pilot, screen)
         assert screen.table.cursor_key() == chosen
+
+
+async def test_a_list_switched_back_to_says_it_is_refreshing_until_it_is(dsn, db):
+    """Data older than the refresh interval is never shown as current: while the refresh
+    started on the switch back is held up (a lock), the list is marked as refreshing."""
+    import psycopg
+
+    seed_history(db)
+    tui = console(dsn)
+    async with tui.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot, "2", ExecutionsScreen)
+        assert not screen.stale
+        dashboard = await open_screen(pilot, "1", DashboardScreen)
+        loads = dashboard.loads
+        await wait_for(pilot, lambda: dashboard.loads >= loads + 3, what="three refresh intervals")
+        with psycopg.connect(dsn) as locker:
+            locker.execute("LOCK TABLE kestrel.workflow_executions IN ACCESS EXCLUSIVE MODE")
+            await pilot.press("2")
+            assert tui.screen is screen
+            await wait_for(pilot, lambda: screen.stale and "refreshing…" in where(screen),
+                           what="the stale mark")
+            before = screen.loads
+        await wait_for(pilot, lambda: screen.loads > before and not screen.stale, what="the refresh")
+        assert "refreshing…" not in where(screen)
