@@ -113,6 +113,7 @@ class DashboardScreen(LiveScreen):
         self._show_stuck(data["stuck_leases"])
         self._show_workers(data["workers"])
         unserved = data.get("unserved_workflows") or []
+        self.query_one("#dash-unserved").display = bool(unserved)  # no blank line when all is served
         self.query_one("#dash-unserved", Static).update(Text(
             "\n".join(f"⚠ {u['enqueued']} enqueued {u['workflow_name']!r} for {fmt.seconds(u['oldest_age_s'])}: "
                       "no live worker has registered this workflow" for u in unserved), style="yellow"))
