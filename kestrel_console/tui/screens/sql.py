@@ -9,10 +9,10 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import work
-from textual.message import Message
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.message import Message
 from textual.widgets import Header, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
@@ -174,7 +174,7 @@ class SqlScreen(LiveScreen):
 
     def action_escape(self) -> None:
         """In the editor: leave it (so 1-5, q... work again). Outside it: cancel the running
-        query, else go back to the editor. Esc twice always cancels."""
+        query, else go back to the editor. So from the editor, esc twice cancels."""
         if self.focused is self.editor:
             self.query_one(ResultsTable).focus()
         elif self.session is not None and self.session.cancel():

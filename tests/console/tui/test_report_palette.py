@@ -6,13 +6,12 @@ from __future__ import annotations
 import re
 
 from textual.command import CommandPalette
-from textual.widgets import Input, Label
 
 from kestrel_console.tui.screens.reports import ReportsScreen
 from kestrel_console.tui.widgets.results import ResultsTable
 from tests.seed import seed_history
 
-from .helpers import SIZE, console, screen_lines, text_of, wait_for
+from .helpers import console, screen_lines, wait_for
 
 RAW_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+\+00:00")
 
