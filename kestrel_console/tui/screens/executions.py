@@ -149,6 +149,7 @@ class ExecutionsScreen(LiveScreen):
             self.page_starts.append(int(self.rows[-1]["id"]))
         else:
             if len(self.page_starts) == 1:
+                self.kapp.tell("already on the newest page (it refreshes by itself; r re-reads it now)")
                 return
             self.page_starts.pop()
         self.rows = []

@@ -54,6 +54,10 @@ async def test_the_filtered_list_stays_live_through_the_reported_path(dsn, db):
         assert screen.table.keys()[0] == new_id
         assert where(screen).startswith("status:waiting ")
 
+        # [ on the first page says so instead of doing nothing.
+        await pilot.press("left_square_bracket")
+        assert any("already on the newest page" in m for _, m in tui.notices)
+
         # r re-reads now; the filter holds.
         before = screen.loads
         db.execute("UPDATE workflow_executions SET status = 'cancelled' WHERE id = %s", (int(new_id),))
