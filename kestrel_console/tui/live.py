@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from textual import events, work
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Input, TextArea
 
@@ -173,7 +174,10 @@ class LiveScreen(Screen):
 
     def offers(self, action: str) -> bool:
         """Whether ``action`` is offered now: some row it would apply to allows it."""
-        rows = self.action_rows()
+        try:
+            rows = self.action_rows()
+        except NoMatches:  # asked before the screen's widgets exist
+            return False
         return rows is None or any(allows(action, row) for row in rows)
 
     def selection_changed(self) -> None:
