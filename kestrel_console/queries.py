@@ -210,7 +210,8 @@ LIST_EXECUTIONS = """
 SELECT e.id, e.workflow_name, e.status, e.created_at, e.started_at, e.finished_at,
        extract(epoch FROM now() - e.created_at)::float8 AS age_s,
        extract(epoch FROM coalesce(e.finished_at, now()) - e.started_at)::float8 AS duration_s,
-       e.owner_id, cur.step_id AS current_step, e.error
+       e.owner_id, cur.step_id AS current_step, e.error,
+       (e.status = 'running' AND e.lease_expires < now()) AS lease_expired
   FROM {schema}.workflow_executions e
   LEFT JOIN LATERAL (
         SELECT step_id FROM (

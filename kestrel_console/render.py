@@ -30,27 +30,15 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from . import style
 from .humanize import duration
 from .reports import csv_cell
 from .safe_text import json_safe, visible
 
 FORMATS = ("table", "json", "csv")
 
-STATUS_STYLES = {
-    # execution statuses
-    "enqueued": "cyan",
-    "running": "bold blue",
-    "waiting": "yellow",
-    "success": "green",
-    "error": "bold red",
-    "cancelled": "magenta",
-    # attempt outcomes and wait results
-    "approved": "green",
-    "rejected": "red",
-    "timed_out": "yellow",
-    "woke": "green",
-    "abandoned": "dim",
-}
+# One palette for the CLI and the TUI (style.py).
+STATUS_STYLES = style.STATUS_STYLES
 # Columns whose values are statuses/outcomes, coloured in tables.
 STATUS_COLUMNS = {"status", "outcome", "decision", "from_status"}
 # Columns holding seconds that tables show as durations ("1.2 s", "3 m 04 s").

@@ -9,25 +9,23 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.binding import Binding
 from textual.reactive import reactive
 
 from kestrel_core import DatabaseUnavailable, SchemaOutdated, mask_dsn
-from kestrel_core.connection import describe_target
 
 from ..safe_text import visible
 from .commands import KestrelCommands
 from .config import DEFAULT_REFRESH, ConsoleConfig, step_preset
+from .header import header_text
 from .live import LiveScreen
 from .operator import VERBS, Operator, Outcome, ReadOnlyRefused
-from .screens.approvals import ApprovalsScreen
-from .screens.dashboard import DashboardScreen
-from .screens.executions import ExecutionsScreen
+from .registry import modes, screen_bindings
 from .screens.help import HelpScreen
 from .screens.reports import ReportsScreen
-from .screens.sql import SqlScreen
+from .widgets.scrollbar import use_whole_cell_scrollbars
 
 TICK_S = 0.1
 # While the database is unreachable, retry this often (whatever the refresh rate or pause).
@@ -41,23 +39,13 @@ class KestrelConsole(App[None]):
 
     TITLE = "Kestrel"
     CSS_PATH = "app.tcss"
-    MODES: ClassVar[dict[str, Any]] = {
-        "dashboard": DashboardScreen,
-        "executions": ExecutionsScreen,
-        "approvals": ApprovalsScreen,
-        "sql": SqlScreen,
-        "reports": ReportsScreen,
-    }
+    MODES: ClassVar[dict[str, Any]] = modes()
     DEFAULT_MODE = "dashboard"
     COMMANDS = App.COMMANDS | {KestrelCommands}
     BINDINGS: ClassVar[list[Any]] = [
-        Binding("1", "show('dashboard')", "Dashboard"),
-        Binding("2", "show('executions')", "Executions"),
-        Binding("3", "show('approvals')", "Approvals"),
-        Binding("4", "show('sql')", "SQL"),
-        Binding("5", "show('reports')", "Reports"),
+        *screen_bindings(),
         Binding("question_mark", "help", "Help", key_display="?"),
-        Binding("q", "back", "Back/quit"),
+        Binding("q", "back", "Back/quit", key_display="q"),
         Binding("p", "toggle_pause", "Pause", show=False),
         # As in pg_activity: + lengthens the refresh interval, - shortens it.
         Binding("plus", "slower", "Refresh less often", show=False, key_display="+"),
@@ -75,6 +63,7 @@ class KestrelConsole(App[None]):
         self.config = ConsoleConfig.build(settings, dsn=dsn, schema=schema, operator=operator,
                                           queries=queries, read_only=read_only, refresh=refresh)
         super().__init__()
+        use_whole_cell_scrollbars()
         self.read_only = self.config.read_only
         self.set_reactive(KestrelConsole.refresh_interval, self.config.refresh)
         self.operator = Operator(self.config)
@@ -88,7 +77,6 @@ class KestrelConsole(App[None]):
     # -- lifecycle ----------------------------------------------------------------------------------
 
     def on_mount(self) -> None:
-        self.title = f"Kestrel · {describe_target(self.config.dsn)} · schema {self.config.schema}"
         self._subtitle()
         self.set_interval(TICK_S, self._tick)
         self.index_reports()
@@ -127,16 +115,21 @@ class KestrelConsole(App[None]):
                 return screen
         return None
 
+    def live_screens(self) -> list[LiveScreen]:
+        """Every live screen of the current stack, top first: a list under a detail screen
+        keeps refreshing, so going back never shows data older than the refresh interval."""
+        return [s for s in reversed(self.screen_stack) if isinstance(s, LiveScreen)]
+
     def _tick(self) -> None:
-        screen = self.live_screen()
-        if screen is None:
-            return
         now = time.monotonic()
-        if self.db_problem is not None and self.db_problem[0] == "down":
-            if screen.due(now, RETRY_S):
+        down = self.db_problem is not None and self.db_problem[0] == "down"
+        for screen in self.live_screens():
+            if down:
+                if screen.due(now, RETRY_S):
+                    screen.refresh_data()
+                return  # while the database is down only the top screen retries
+            if not self.paused and screen.due(now, self.refresh_interval):
                 screen.refresh_data()
-        elif not self.paused and screen.due(now, self.refresh_interval):
-            screen.refresh_data()
 
     def action_refresh_now(self) -> None:
         screen = self.live_screen()
@@ -163,12 +156,14 @@ class KestrelConsole(App[None]):
     def watch_refresh_interval(self) -> None:
         self._subtitle()
 
-    def _subtitle(self) -> None:
-        parts = [f"operator {self.config.operator}",
-                 f"refresh {self.refresh_interval:g} s" + (" · PAUSED" if self.paused else "")]
-        if self.read_only:
-            parts.append("READ-ONLY")
-        self.sub_title = " · ".join(parts)
+    def on_resize(self, event: events.Resize) -> None:
+        self._subtitle(event.size.width)
+
+    def _subtitle(self, width: int | None = None) -> None:
+        """Title and sub-title, the longest form that fits the header at this width."""
+        self.title, self.sub_title = header_text(
+            self.config.dsn, self.config.schema, self.config.operator, self.refresh_interval,
+            paused=self.paused, read_only=self.read_only, width=width or self.size.width)
 
     # -- database health --------------------------------------------------------------------------------
 
@@ -220,11 +215,11 @@ class KestrelConsole(App[None]):
         self.push_screen(HelpScreen(self.screen))
 
     async def open_report(self, name: str) -> None:
-        """Go to the Reports screen with report ``name`` chosen (command palette)."""
+        """Go to the Reports screen and run report ``name`` (command palette)."""
         if self.current_mode != "reports":
             await self.switch_mode("reports")
         if isinstance(self.screen, ReportsScreen):
-            self.screen.select_report(name)
+            self.screen.select_report(name, run=True)
 
     # -- actions ------------------------------------------------------------------------------------------
 

@@ -11,8 +11,6 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from .config import REFRESH_PRESETS
 
-SCREENS = [("dashboard", "Dashboard", "1"), ("executions", "Executions", "2"), ("approvals", "Approvals", "3"),
-           ("sql", "SQL", "4"), ("reports", "Reports", "5")]
 SCREEN_ACTIONS = [
     ("requeue", "Re-enqueue the marked executions (or the one under the cursor)"),
     ("cancel", "Cancel the marked executions (or the one under the cursor)"),
@@ -27,8 +25,10 @@ class KestrelCommands(Provider):
     def commands(self) -> list[tuple[str, Callable[[], Any], str]]:
         app: Any = self.app
         out: list[tuple[str, Callable[[], Any], str]] = []
-        for mode, title, key in SCREENS:
-            out.append((f"Go to {title}", partial(app.action_show, mode), f"screen {key}"))
+        from .registry import SCREENS
+
+        for entry in SCREENS:
+            out.append((f"Go to {entry.label}", partial(app.action_show, entry.mode), f"screen {entry.key}"))
         for name, report in sorted(app.report_index.items()):
             out.append((f"Report: {name}", partial(app.open_report, name),
                         report.description or "saved report"))
@@ -39,7 +39,8 @@ class KestrelCommands(Provider):
         if not app.read_only:
             screen = self.screen
             for action, help_text in SCREEN_ACTIONS:
-                if hasattr(screen, f"action_{action}"):
+                # Only what the row's state allows, as in the footer (allowed.py).
+                if hasattr(screen, f"action_{action}") and getattr(screen, "offers", lambda _: True)(action):
                     title = help_text.split(" (")[0]
                     out.append((title, partial(screen.run_action, action), help_text))
         return out

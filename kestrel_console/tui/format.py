@@ -14,17 +14,11 @@ from rich.console import RenderableType
 from rich.syntax import Syntax
 from rich.text import Text
 
+from .. import style
 from ..humanize import duration
 from ..safe_text import json_safe, visible
 
-STATUS_STYLES: dict[str, str] = {
-    "enqueued": "bold cyan",
-    "running": "bold yellow",
-    "waiting": "bold magenta",
-    "success": "green",
-    "error": "bold red",
-    "cancelled": "dim",
-}
+STATUS_STYLES = style.STATUS_STYLES  # one palette with the CLI
 SYNTAX_THEME = "monokai"
 
 
@@ -41,6 +35,13 @@ def when(value: datetime | None) -> str:
     if local.date() == datetime.now().date():
         return local.strftime("%H:%M:%S")
     return local.strftime("%Y-%m-%d %H:%M")
+
+
+def stamp(value: datetime) -> str:
+    """A timestamp in a result table: local wall-clock time to the second, always dated (a
+    report's rows span days). CSV export keeps the exact value."""
+    local = value.astimezone() if value.tzinfo else value
+    return local.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def status(value: str | None) -> Text:
@@ -87,8 +88,10 @@ def cell(value: Any, width: int = 80) -> str | Text:
         return Text("NULL", style="dim italic")
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, (datetime, date, time)):
-        return value.isoformat(sep=" ") if isinstance(value, datetime) else value.isoformat()
+    if isinstance(value, datetime):
+        return stamp(value)
+    if isinstance(value, (date, time)):
+        return value.isoformat()
     if isinstance(value, timedelta):
         return str(value)
     if isinstance(value, (dict, list)):

@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from textual import events, work
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Input, TextArea
 
 from kestrel_console.queries import Reader
 
+from .allowed import allows, why_not
 from .config import statement_timeout_ms
 from .operator import ACTIONS, Outcome, Target, confirmation
 from .widgets.comment import CommentModal
@@ -117,6 +119,7 @@ class LiveScreen(Screen):
             return  # a newer refresh was started: this result is out of date
         self._loading = False
         self.kapp.db_ok()
+        self.set_class(False, "-stale")
         apply(data)
         self.loads += 1
         self.last_loaded = time.monotonic()
@@ -127,8 +130,21 @@ class LiveScreen(Screen):
         self._loading = False
         self.kapp.db_failed(exc)
 
+    @property
+    def stale(self) -> bool:
+        """What the screen shows is older than the refresh interval (a screen switched back
+        to): it is dimmed and says "refreshing…" until the refresh started on resume lands."""
+        return self.has_class("-stale")
+
     def on_screen_resume(self) -> None:
+        if self.REFRESHES and (self.last_loaded is None
+                               or time.monotonic() - self.last_loaded > self.kapp.refresh_interval):
+            self.set_class(True, "-stale")
+            self.stale_changed()
         self.refresh_data(force=True)
+
+    def stale_changed(self) -> None:
+        """Hook: a screen with a status line says "refreshing…" there."""
 
     def on_unmount(self) -> None:
         # A popped detail screen gives its connection back (off the UI thread: a query still
@@ -140,9 +156,33 @@ class LiveScreen(Screen):
     # -- operator actions ----------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ACTIONS and self.kapp.read_only:
-            return False  # hidden from the footer and from `?`, and not run
+        if action in ACTIONS:
+            if self.kapp.read_only:
+                return False  # hidden from the footer and from `?`, and not run
+            return self.offers(action)
         return True
+
+    def listed_in_help(self, action: str, parameters: tuple[object, ...] = ()) -> bool:
+        """``?`` lists every key of the screen, whatever the row under the cursor allows;
+        only --read-only leaves the actions out."""
+        return not (action in ACTIONS and self.kapp.read_only)
+
+    def action_rows(self) -> list[dict[str, Any]] | None:
+        """The rows an operator action would apply to (marked, else under the cursor), as
+        ``allowed.allows`` reads them; None: this screen does not say (every action offered)."""
+        return None
+
+    def offers(self, action: str) -> bool:
+        """Whether ``action`` is offered now: some row it would apply to allows it."""
+        try:
+            rows = self.action_rows()
+        except NoMatches:  # asked before the screen's widgets exist
+            return False
+        return rows is None or any(allows(action, row) for row in rows)
+
+    def selection_changed(self) -> None:
+        """The cursor, the marks or the rows changed: re-decide which actions the footer offers."""
+        self.refresh_bindings()
 
     def action_keys(self) -> dict[str, str]:
         """key -> operator action, for this screen's bindings."""
@@ -154,13 +194,20 @@ class LiveScreen(Screen):
         return out
 
     def on_key(self, event: events.Key) -> None:
-        # In --read-only the action keys are unbound: say why nothing happens.
-        if not self.kapp.read_only or isinstance(self.focused, (Input, TextArea)):
+        # A hidden action key (read-only, or a state that does not allow it): say why nothing
+        # happens instead of asking for a confirmation that can only end in a refusal.
+        if isinstance(self.focused, (Input, TextArea)):
             return
         action = self.action_keys().get(event.key)
-        if action is not None:
+        if action is None:
+            return
+        if self.kapp.read_only:
             event.stop()
             self.kapp.refuse_read_only(action)
+        elif not self.offers(action):
+            event.stop()
+            rows = self.action_rows() or [None]
+            self.kapp.tell(why_not(action, rows[0]), severity="warning")
 
     def act(self, action: str, targets: list[Target], *, ask_comment: bool = False) -> None:
         """Ask (comment if wanted, then y/n), then run ``action`` on ``targets`` in a worker."""
@@ -183,7 +230,9 @@ class LiveScreen(Screen):
             self.app.push_screen(ConfirmModal(question, title=_title(action, targets)), done)
 
         if ask_comment:
-            noun = "gate" if len(targets) == 1 else f"{len(targets)} gates"
+            one = targets[0]
+            noun = (f"gate {one.step_id!r} of execution {one.execution_id}" if len(targets) == 1
+                    else f"{len(targets)} gates")
             self.app.push_screen(
                 CommentModal(_title(action, targets), f"Comment for the decision on {noun} (optional):",
                              placeholder="why"), confirm)

@@ -12,13 +12,14 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from ...safe_text import visible
 from .. import format as fmt
 from ..live import LiveScreen
 from ..operator import Outcome, Target
 from ..widgets.banner import Banner
+from ..widgets.footer import KeyFooter
 from ..widgets.live_table import LiveTable
 
 COLUMNS = [("execution", "execution"), ("workflow", "workflow"), ("step", "gate"),
@@ -49,7 +50,7 @@ class ApprovalsScreen(LiveScreen):
         yield LiveTable(COLUMNS, markable=True, id="approvals")
         with VerticalScroll(id="appr-details-box"):
             yield Static("", id="appr-details")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#appr-details-box").border_title = "Details attached by the workflow"
@@ -68,14 +69,19 @@ class ApprovalsScreen(LiveScreen):
         self.table.sync((_key(r), _cells(r), r) for r in rows)
         self._summary()
         self._show_details()
+        self.selection_changed()
 
     def _summary(self) -> None:
         n = len(self.rows)
         oldest = f" · oldest waiting {fmt.seconds(self.rows[0]['waiting_s'])}" if n else ""
         marked = f" · {len(self.table.marks)} marked" if self.table.marks else ""
+        more = " · → more columns" if self.table.more_right() else ""
         self.query_one("#appr-summary", Static).update(Text(
-            f"{n} approval gate{'s' if n != 1 else ''} waiting for a decision{oldest}{marked}",
+            f"{n} approval gate{'s' if n != 1 else ''} waiting for a decision{oldest}{marked}{more}",
             style="bold magenta" if n else "dim"))
+
+    def on_live_table_clipped(self, event: LiveTable.Clipped) -> None:
+        self._summary()
 
     def _show_details(self) -> None:
         key = self.table.cursor_key()
@@ -91,6 +97,11 @@ class ApprovalsScreen(LiveScreen):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_details()
+        self.selection_changed()
+
+    def action_rows(self) -> list[dict[str, Any]]:
+        return [{"id": r["execution_id"], "status": "waiting", "pending_gate": r["step_id"]}
+                for r in (self.table.rows_data[k] for k in self.table.chosen() if k in self.table.rows_data)]
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         from .detail import DetailScreen

@@ -6,20 +6,23 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, Header, Sparkline, Static
+from textual.widgets import DataTable, Header, Sparkline, Static
 
 from kestrel_core import STATUSES
 
 from .. import format as fmt
 from ..live import LiveScreen
 from ..widgets.banner import Banner
+from ..widgets.footer import KeyFooter
 from ..widgets.live_table import LiveTable
 
 ACTIVITY_MINUTES = 15
+NARROW_BELOW = 120
+STOPPED_ROW = "stopped"
 ACTIVITY_SERIES = (("enqueued", "enqueued"), ("started", "started"), ("completed", "completed"),
                    ("failed", "failed"))
 
@@ -59,20 +62,30 @@ class DashboardScreen(LiveScreen):
         with Horizontal(id="dash-bottom"):
             yield LiveTable([("id", "id"), ("workflow", "workflow"), ("owner", "owner"),
                              ("expired", "lease expired"), ("heartbeat", "owner heartbeat")],
-                            id="dash-stuck")
+                            narrow=("id", "owner", "expired"), id="dash-stuck")
             yield LiveTable([("worker", "worker"), ("host", "host"), ("held", "held/slots"),
                              ("heartbeat", "heartbeat"), ("state", "state"), ("workflows", "workflows")],
-                            id="dash-workers")
+                            narrow=("worker", "held", "state"), id="dash-workers")
         yield Static("", id="dash-unserved")
         yield Static("", id="dash-stats")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#dash-counts").border_title = "Executions by status"
         self.query_one("#dash-activity").border_title = f"Activity · last {ACTIVITY_MINUTES} min, per minute"
         self.query_one("#dash-depth").border_title = "Queue depth by workflow"
-        self.query_one("#dash-stuck").border_title = "Stuck leases (running, lease expired)"
+        self.query_one("#dash-stuck").border_title = "Stuck leases (lease expired)"
         self.query_one("#dash-workers").border_title = "Workers"
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Below NARROW_BELOW columns: counts in two columns, one line per activity series, and
+        the stuck-lease and worker panels keep their essential columns (enter shows the rest)."""
+        narrow = event.size.width < NARROW_BELOW
+        self.set_class(narrow, "-narrow")
+        changed = [self.query_one(f"#{name}", LiveTable).set_narrow(narrow) for name in ("dash-stuck", "dash-workers")]
+        if any(changed) and self.data is not None:
+            self._show_stuck(self.data["stuck_leases"])
+            self._show_workers(self.data["workers"])
 
     @work(thread=True, exclusive=True, group="dashboard", exit_on_error=False)
     def load(self, seq: int) -> None:
@@ -100,6 +113,7 @@ class DashboardScreen(LiveScreen):
         self._show_stuck(data["stuck_leases"])
         self._show_workers(data["workers"])
         unserved = data.get("unserved_workflows") or []
+        self.query_one("#dash-unserved").display = bool(unserved)  # no blank line when all is served
         self.query_one("#dash-unserved", Static).update(Text(
             "\n".join(f"⚠ {u['enqueued']} enqueued {u['workflow_name']!r} for {fmt.seconds(u['oldest_age_s'])}: "
                       "no live worker has registered this workflow" for u in unserved), style="yellow"))
@@ -134,18 +148,26 @@ class DashboardScreen(LiveScreen):
             }, r) for r in rows)
 
     def _show_workers(self, rows: list[dict[str, Any]]) -> None:
-        def state(r: dict[str, Any]) -> Text:
-            if r["stopped_at"] is not None:
-                return Text("stopped", style="dim")
-            return Text("alive", style="green") if r["alive"] else Text("silent", style="bold red")
-
-        self.query_one("#dash-workers", LiveTable).sync(
-            (r["worker_id"], {
-                "worker": r["worker_id"], "host": r["hostname"] or "",
-                "held": f"{r['held']}/{r['concurrency'] or '?'}",
-                "heartbeat": fmt.seconds(r["heartbeat_age_s"]) + " ago", "state": state(r),
-                "workflows": ", ".join(r["workflows"] or []),
-            }, r) for r in rows)
+        """Live workers first (alive, then silent), then one row counting the stopped ones: a
+        demo restarted ten times must not push the running workers out of the panel."""
+        running = sorted((r for r in rows if r["stopped_at"] is None),
+                         key=lambda r: (not r["alive"], r["worker_id"]))
+        stopped = [r for r in rows if r["stopped_at"] is not None]
+        wanted = [(r["worker_id"], {
+            "worker": r["worker_id"], "host": r["hostname"] or "",
+            "held": f"{r['held']}/{r['concurrency'] or '?'}",
+            "heartbeat": fmt.seconds(r["heartbeat_age_s"]) + " ago",
+            "state": Text("alive", style="green") if r["alive"] else Text("silent", style="bold red"),
+            "workflows": ", ".join(r["workflows"] or []),
+        }, r) for r in running]
+        if stopped:
+            wanted.append((STOPPED_ROW, {"worker": Text(f"+ {len(stopped)} stopped", style="dim"),
+                                         "state": Text("stopped", style="dim")}, {"stopped": stopped}))
+        table = self.query_one("#dash-workers", LiveTable)
+        table.sync(wanted)
+        if table.keys() != [key for key, _, _ in wanted]:  # a worker started or stopped: re-order
+            table.reset()
+            table.sync(wanted)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "dash-stuck" and event.row_key.value:

@@ -12,23 +12,23 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Footer, Header, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Header, Static, TabbedContent, TabPane
 
 from ...render import decider
 from ...safe_text import visible
+from ... import style
 from .. import format as fmt
 from ..live import LiveScreen
 from ..operator import Target
 from ..widgets.banner import Banner
+from ..widgets.footer import KeyFooter
 from ..widgets.live_table import LiveTable
 from ..widgets.timeline import Timeline
 
 ATTEMPT_COLUMNS = [("n", "#"), ("step", "step"), ("kind", "kind"), ("attempt", "attempt"),
                    ("start", "start"), ("duration", "duration"), ("outcome", "outcome"),
                    ("worker", "worker / decided by"), ("error", "error / comment")]
-OUTCOME_STYLES = {"success": "green", "error": "bold red", "running": "yellow", "waiting": "magenta",
-                  "approved": "green", "rejected": "red", "timed_out": "red", "woke": "blue",
-                  "cancelled": "dim"}
+OUTCOME_STYLES = style.STATUS_STYLES  # one palette (style.py)
 
 
 class DetailScreen(LiveScreen):
@@ -70,7 +70,7 @@ class DetailScreen(LiveScreen):
                     yield Static("", id="detail-error")
                 with TabPane("Steps", id="tab-steps"):
                     yield Static("", id="detail-steps")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#detail-timeline").border_title = "Timeline (one time axis; ✗ failed attempts, ╌ waits)"
@@ -114,6 +114,7 @@ class DetailScreen(LiveScreen):
             else Text("no output yet" if execution["status"] != "success" else "null", style="dim"))
         self.query_one("#detail-error", Static).update(fmt.error_view(execution["error"]))
         self.query_one("#detail-steps", Static).update(_steps_view(steps))
+        self.selection_changed()
 
     def _show_attempts(self, execution: dict[str, Any], entries: list[dict[str, Any]]) -> None:
         t0 = execution.get("started_at") or execution["created_at"]
@@ -140,6 +141,15 @@ class DetailScreen(LiveScreen):
         if e is None:
             return []
         return [Target(self.execution_id, e["workflow_name"], e["status"], step_id=step_id)]
+
+    def action_rows(self) -> list[dict[str, Any]]:
+        e = self.execution
+        if e is None:
+            return []
+        expired = (e["status"] == "running" and e["lease_expires"] is not None
+                   and e["lease_expires"] < e["created_at"] + timedelta(seconds=e["age_s"] or 0))
+        return [{"id": self.execution_id, "status": e["status"], "lease_expired": expired,
+                 "pending_gate": self.pending_gate()}]
 
     def pending_gate(self) -> str | None:
         for e in self.entries:

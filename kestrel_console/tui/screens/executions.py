@@ -9,13 +9,14 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.widgets import DataTable, Header, Input, Static
 
 from .. import format as fmt
 from ..filters import ExecutionFilter, parse_filter
 from ..live import LiveScreen
 from ..operator import Outcome, Target
 from ..widgets.banner import Banner
+from ..widgets.footer import KeyFooter
 from ..widgets.live_table import LiveTable
 
 PAGE_SIZE = 100
@@ -32,8 +33,9 @@ class ExecutionsScreen(LiveScreen):
         Binding("space", "mark", "Mark"),
         Binding("e", "requeue", "Re-enqueue"),
         Binding("c", "cancel", "Cancel"),
-        Binding("right_square_bracket", "page(1)", "Older", key_display="]"),
-        Binding("left_square_bracket", "page(-1)", "Newer", key_display="["),
+        # Paging is hinted on the line above the table, keeping the footer inside 80 columns.
+        Binding("right_square_bracket", "page(1)", "Older", key_display="]", show=False),
+        Binding("left_square_bracket", "page(-1)", "Newer", key_display="[", show=False),
         Binding("escape", "clear", "Clear marks/filter", show=False),
     ]
     HELP_EXTRA = [("enter", "open the execution: timeline, input, output, error"),
@@ -52,7 +54,7 @@ class ExecutionsScreen(LiveScreen):
                     id="exec-filter")
         yield Static("", id="exec-where")
         yield LiveTable(COLUMNS, markable=True, id="executions")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#exec-filter", Input).display = False
@@ -74,13 +76,29 @@ class ExecutionsScreen(LiveScreen):
         self.table.sync(((str(r["id"]), _cells(r), r) for r in rows),
                         sort_column="id", sort_value=int, reverse=True)
         self._describe()
+        self.selection_changed()
+
+    def action_rows(self) -> list[dict[str, Any]]:
+        return [self.table.rows_data[k] for k in self.table.chosen() if k in self.table.rows_data]
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.selection_changed()
 
     def _describe(self) -> None:
         page = len(self.page_starts)
         where = str(self.filter) or "all executions"
         marked = f" · {len(self.table.marks)} marked" if self.table.marks else ""
+        more = " · → more columns" if self.table.more_right() else ""
+        if self.stale:
+            more += " · refreshing…"
         self.query_one("#exec-where", Static).update(Text(
-            f"{where} · newest first · page {page} ({len(self.rows)} rows){marked}", style="dim"))
+            f"{where} · page {page} ({len(self.rows)} rows, ] older [ newer){marked}{more}", style="dim"))
+
+    def on_live_table_clipped(self, event: LiveTable.Clipped) -> None:
+        self._describe()
+
+    def stale_changed(self) -> None:
+        self._describe()
 
     # -- filter and paging ----------------------------------------------------------------------
 
@@ -119,6 +137,7 @@ class ExecutionsScreen(LiveScreen):
             self.table.clear_marks()
             self._describe()
         elif not self.filter.empty:
+            self.kapp.tell(f"filter {self.filter} cleared (esc): showing all executions")
             self.filter = ExecutionFilter()
             self._restart()
 
@@ -130,6 +149,7 @@ class ExecutionsScreen(LiveScreen):
             self.page_starts.append(int(self.rows[-1]["id"]))
         else:
             if len(self.page_starts) == 1:
+                self.kapp.tell("already on the newest page (it refreshes by itself; r re-reads it now)")
                 return
             self.page_starts.pop()
         self.rows = []
@@ -143,6 +163,7 @@ class ExecutionsScreen(LiveScreen):
         self.table.toggle_mark()
         self.table.action_cursor_down()
         self._describe()
+        self.selection_changed()
 
     def targets(self) -> list[Target]:
         return [Target(int(k), self.table.rows_data[k]["workflow_name"], self.table.rows_data[k]["status"])
@@ -157,6 +178,7 @@ class ExecutionsScreen(LiveScreen):
     def after_action(self, outcome: Outcome) -> None:
         self.table.clear_marks()
         self._describe()
+        self.selection_changed()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         from .detail import DetailScreen

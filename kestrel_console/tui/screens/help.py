@@ -23,7 +23,7 @@ def key_rows(node: Any, bindings: list[Any]) -> list[tuple[str, str]]:
     for binding in Binding.make_bindings(bindings):
         if binding.system:
             continue
-        allowed = node.check_action(binding.action, ())
+        allowed = getattr(node, "listed_in_help", node.check_action)(binding.action, ())
         if allowed is False:
             continue
         key = binding.key_display or binding.key.replace("_square_bracket", " bracket")
@@ -43,7 +43,7 @@ class HelpScreen(ModalScreen[None]):
         name = getattr(under, "NAME", type(under).__name__)
         self.sections: list[tuple[str, list[tuple[str, str]]]] = [
             (f"{name} screen", key_rows(under, list(under.BINDINGS)) + list(getattr(under, "HELP_EXTRA", []))),
-            ("Everywhere", key_rows(under.app, list(under.app.BINDINGS)) + ALWAYS),
+            ("Everywhere", _everywhere(under.app)),
         ]
 
     @property
@@ -71,3 +71,16 @@ class HelpScreen(ModalScreen[None]):
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+
+def _everywhere(app: Any) -> list[tuple[str, str]]:
+    """The app's keys, each screen's number key listed on its own (the footer shows one hint)."""
+    from ..registry import help_rows
+
+    rows = []
+    for key, what in key_rows(app, list(app.BINDINGS)):
+        if what == "Screens":
+            rows += [(key, "screens: " + ", ".join(label for _, label in help_rows())), *help_rows()]
+        elif (key, what) not in help_rows():
+            rows.append((key, what))
+    return rows + ALWAYS

@@ -10,7 +10,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Button, Footer, Header, Input, Label, OptionList, Static
+from textual.widgets import Button, Header, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from kestrel_core import DatabaseUnavailable
@@ -20,6 +20,7 @@ from ..config import ADHOC_MAX_ROWS, ADHOC_TIMEOUT_MS
 from ..export import export_result
 from ..live import LiveScreen
 from ..widgets.banner import Banner
+from ..widgets.footer import KeyFooter
 from ..widgets.results import ResultsTable, summary
 
 
@@ -29,9 +30,9 @@ class ReportsScreen(LiveScreen):
     CSS_PATH = "reports.tcss"
     REFRESHES = False  # runs when asked, not on a timer
     BINDINGS: ClassVar[list[Any]] = [
-        Binding("ctrl+r,f5", "run", "Run report", priority=True),
-        Binding("ctrl+s", "export", "Export CSV", priority=True),
-        Binding("ctrl+l", "reload", "Reload reports"),
+        Binding("ctrl+r,f5", "run", "Run", priority=True, key_display="^r"),
+        Binding("ctrl+s", "export", "Export", priority=True, key_display="^s"),
+        Binding("ctrl+l", "reload", "Reload", key_display="^l"),
     ]
     HELP_EXTRA = [("enter (list)", "choose the report and fill in its parameters"),
                   ("enter (last parameter)", "run the report"),
@@ -47,6 +48,7 @@ class ReportsScreen(LiveScreen):
         self.message = ""
         self.session: AdhocSession | None = None
         self._pending_select: str | None = None
+        self._pending_run = False
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -56,11 +58,11 @@ class ReportsScreen(LiveScreen):
             with Vertical(id="rep-right"):
                 yield Static("", id="rep-about")
                 yield VerticalScroll(id="rep-form")
-                yield Button("Run (ctrl+r)", id="rep-run", variant="primary")
+                yield Button("Run (ctrl+r)", id="rep-run", variant="primary", compact=True)
         yield Static("", id="rep-status")
         yield Static("", id="rep-notice")
         yield ResultsTable(id="rep-results")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.session = AdhocSession(self.kapp.config, application_name="kestrel-console report")
@@ -99,22 +101,26 @@ class ReportsScreen(LiveScreen):
         options = self.query_one("#rep-list", OptionList)
         options.clear_options()
         for name, report in found.items():
-            tag = Text(" shipped" if report.shipped else " yours", style="dim")
+            tag = Text("" if report.shipped else " (yours)", style="dim")
             options.add_option(Option(Text(name) + tag, id=name))
         if broken:
             self._say("; ".join(str(b).splitlines()[0] for b in broken), "yellow")
         wanted = self._pending_select or (self.report.name if self.report else None)
         if wanted in found:
-            self.select_report(wanted)
+            self.select_report(wanted, run=self._pending_run)
         elif found:
             self.select_report(next(iter(found)))
 
-    def select_report(self, name: str) -> None:
-        """Choose a report (also from the command palette) and build its parameter form."""
+    def select_report(self, name: str, *, run: bool = False) -> None:
+        """Choose a report and build its parameter form; ``run`` (the command palette): run
+        it at once with its defaults. Another report's rows never stay under this heading."""
         if name not in self.reports:
             self._pending_select = name  # the list is still loading
+            self._pending_run = run
             return
         self._pending_select = None
+        if self.report is not None and self.report.name != name:
+            self._clear_result()
         self.report = report = self.reports[name]
         options = self.query_one("#rep-list", OptionList)
         index = options.get_option_index(name)
@@ -131,12 +137,16 @@ class ReportsScreen(LiveScreen):
         if not report.params:
             widgets.append(Static(Text("no parameters", style="dim")))
         for p in report.params:
-            default = p.default_text
-            label = f"{p.name} ({p.type}" + (", required)" if p.required else f", default {p.default})")
-            box = Input(value=default or "", placeholder=p.type, classes="rep-param")
+            # One row per parameter (label, then the value, pre-filled with the default), so
+            # every declared parameter stays in sight at 80x24.
+            label = f"{p.name} ({p.type}{', required' if p.required else ''})"
+            box = Input(value=p.default_text or "", placeholder="null" if p.default is None and not p.required else p.type,
+                        classes="rep-param", compact=True)
             self.param_inputs[p.name] = box
-            widgets += [Label(label), box]
+            widgets.append(Horizontal(Label(label), box, classes="rep-row"))
         form.mount_all(widgets)
+        if run:
+            self.call_after_refresh(self.action_run)
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         if event.option.id and (self.report is None or self.report.name != event.option.id):
@@ -196,7 +206,16 @@ class ReportsScreen(LiveScreen):
             return
         self._to_ui(self._show_result, report, result)
 
+    def _clear_result(self) -> None:
+        self.result = None
+        table = self.query_one(ResultsTable)
+        table.clear(columns=True)
+        table.result = None
+        self._say("ctrl+r runs the report", "dim")
+
     def _show_result(self, report: Any, result: Any) -> None:
+        if self.report is None or report.name != self.report.name:
+            return  # another report was chosen while this one ran
         self.result = result
         self.kapp.db_ok()
         self.query_one(ResultsTable).show(result)

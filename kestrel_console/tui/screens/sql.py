@@ -1,7 +1,7 @@
 """Screen 4, ad-hoc SQL: an editor with SQL highlighting, run through the read-only guard;
-results with row count and time; refusals and errors inline; a history of past queries.
-When the queries cannot run as the read-only role, or the login is a superuser, a line under
-the status says so."""
+results with row count and time; refusals and errors inline; a history of past queries kept
+between sessions (``history.py``). When the queries cannot run as the read-only role, or the
+login is a superuser, a line under the status says so."""
 
 from __future__ import annotations
 
@@ -13,19 +13,23 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.widgets import Footer, Header, OptionList, Static, TextArea
+from textual.message import Message
+from textual.widgets import Header, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from kestrel_core import DatabaseUnavailable
 
 from ..adhoc_session import AdhocSession
 from ..config import ADHOC_MAX_ROWS, ADHOC_TIMEOUT_MS
+from ..history import QueryHistory
 from ..live import LiveScreen
 from ..widgets.banner import Banner
+from ..widgets.footer import KeyFooter
 from ..widgets.results import ResultsTable, summary
 
 EXAMPLE = "SELECT status, count(*)\n  FROM workflow_executions\n GROUP BY status\n ORDER BY 2 DESC;\n"
-HISTORY_LIMIT = 200
+HINT = ("ctrl+r runs the query (typing replaces the selected sample) · ↑ on the first line, ↓ on the last: "
+        "history · esc leaves the editor; esc again cancels a running query")
 
 
 def sql_language() -> str | None:
@@ -42,19 +46,25 @@ class SqlScreen(LiveScreen):
     CSS_PATH = "sql.tcss"
     REFRESHES = False  # runs when asked, not on a timer
     BINDINGS: ClassVar[list[Any]] = [
-        Binding("ctrl+enter,ctrl+r,f5", "run", "Run", priority=True, key_display="ctrl+enter/ctrl+r/f5"),
-        Binding("escape", "escape", "Leave editor / cancel query", priority=True),
-        Binding("ctrl+up", "history(1)", "Older query", priority=True),
-        Binding("ctrl+down", "history(-1)", "Newer query", priority=True),
+        Binding("ctrl+enter,ctrl+r,f5", "run", "Run", priority=True, key_display="^r"),
+        Binding("escape", "escape", "Leave", priority=True),
+        Binding("ctrl+a", "select_all", "All", priority=True, key_display="^a"),
+        Binding("ctrl+l", "clear", "Clear the editor", priority=True, key_display="^l", show=False),
+        Binding("ctrl+up", "history(1)", "History", priority=True, key_display="^↑↓"),
+        Binding("ctrl+down", "history(-1)", "Newer query", priority=True, show=False),
         Binding("i", "edit", "Edit", show=False),
-        Binding("ctrl+s", "export", "Export CSV", priority=True),
+        Binding("ctrl+s", "export", "Export", priority=True, key_display="^s"),
     ]
-    HELP_EXTRA = [("enter (history)", "load the selected past query into the editor"),
+    HELP_EXTRA = [("ctrl+enter, f5", "run the query, as ctrl+r does"),
+                  ("↑ / ↓ (first / last line)", "older / newer query from the history"),
+                  ("esc (outside the editor)", "cancel the running query, else back into the editor"),
+                  ("enter (history)", "load the selected past query into the editor"),
                   ("tab (outside the editor)", "move between results and history")]
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.history: list[str] = []
+        self.past = QueryHistory()
+        self.history: list[str] = []  # newest first (the past queries, as listed)
         self._history_pos = -1
         self.session: AdhocSession | None = None
         self.result: Any = None
@@ -65,21 +75,25 @@ class SqlScreen(LiveScreen):
         yield Header()
         yield Banner()
         with Horizontal(id="sql-top"):
-            yield TextArea.code_editor(EXAMPLE, language=sql_language(), id="sql-editor")
+            yield SqlEditor.code_editor(EXAMPLE, language=sql_language(), id="sql-editor")
             yield OptionList(id="sql-history")
         yield Static("", id="sql-status")
         yield Static("", id="sql-notice")
         yield ResultsTable(id="sql-results")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.session = AdhocSession(self.kapp.config)
         self.kapp.track_session(self.session)
         self.query_one("#sql-editor").border_title = "SQL (read-only; search_path = " + self.kapp.config.schema + ")"
         self.query_one("#sql-history").border_title = "History"
-        self._say("ctrl+enter, ctrl+r or f5 runs the query · esc leaves the editor · esc twice cancels a running query",
-                  "dim")
-        self.query_one("#sql-editor", TextArea).focus()
+        self._say(HINT, "dim")
+        self.history = list(self.past.load())
+        self._list_history()
+        if self.past.error:
+            self.kapp.tell(self.past.error, severity="warning")
+        self.editor.select_all()  # typing replaces the sample instead of being appended to it
+        self.editor.focus()
 
     # The SQL screen does not refresh on a timer: it runs what the operator asks for.
     @property
@@ -100,10 +114,10 @@ class SqlScreen(LiveScreen):
             return
         assert self.session is not None
         if self.session.running:
-            self._say("a query is still running: esc twice cancels it", "yellow")
+            self._say("a query is still running: esc outside the editor cancels it", "yellow")
             return
         self._remember(query)
-        self._say("running… (esc twice cancels it)", "italic")
+        self._say("running… (esc outside the editor cancels it)", "italic")
         self.execute(query)
 
     @work(thread=True, exclusive=True, group="sql", exit_on_error=False)
@@ -132,6 +146,7 @@ class SqlScreen(LiveScreen):
     def _failed_query(self, exc: Exception) -> None:
         from kestrel_console.adhoc import QueryFailed, QueryRefused, QueryTimeout
 
+        self._clear_result()  # a refusal or an error never sits above the previous result
         if isinstance(exc, QueryRefused):
             self._say(f"refused: {exc.reason}", "bold red")
         elif isinstance(exc, QueryTimeout):
@@ -147,9 +162,24 @@ class SqlScreen(LiveScreen):
         else:
             self._say(f"error: {type(exc).__name__}: {exc}", "bold red")
 
+    def _clear_result(self) -> None:
+        self.result = None
+        table = self.query_one(ResultsTable)
+        table.clear(columns=True)
+        table.result = None
+
+    def action_select_all(self) -> None:
+        self.editor.focus()
+        self.editor.select_all()
+
+    def action_clear(self) -> None:
+        self.editor.clear()
+        self.editor.focus()
+        self._history_pos = -1
+
     def action_escape(self) -> None:
         """In the editor: leave it (so 1-5, q... work again). Outside it: cancel the running
-        query, else go back to the editor. Esc twice always cancels."""
+        query, else go back to the editor. So from the editor, esc twice cancels."""
         if self.focused is self.editor:
             self.query_one(ResultsTable).focus()
         elif self.session is not None and self.session.cancel():
@@ -163,21 +193,31 @@ class SqlScreen(LiveScreen):
     # -- history ------------------------------------------------------------------------------------
 
     def _remember(self, query: str) -> None:
-        if self.history and self.history[0] == query:
-            self._history_pos = -1
-            return
-        self.history.insert(0, query)
-        del self.history[HISTORY_LIMIT:]
+        self.past.add(query)
+        if self.past.error:
+            self.kapp.tell(self.past.error, severity="warning")
+            self.past.error = None
+        self.history = list(self.past.entries)
         self._history_pos = -1
+        self._list_history()
+
+    def _list_history(self) -> None:
         options = self.query_one("#sql-history", OptionList)
         options.clear_options()
         options.add_options(Option(" ".join(q.split())[:200], id=str(i)) for i, q in enumerate(self.history))
 
     def action_history(self, step: int) -> None:
-        if not self.history:
+        """``step`` 1: one query older; -1: one newer (past the newest: an empty editor)."""
+        if not self.history or (self._history_pos == -1 and step < 0):
             return
-        self._history_pos = max(0, min(len(self.history) - 1, self._history_pos + step))
-        self.editor.text = self.history[self._history_pos]
+        pos = max(-1, min(len(self.history) - 1, self._history_pos + step))
+        self._history_pos = pos
+        self.editor.text = self.history[pos] if pos >= 0 else ""
+        self.editor.focus()
+
+    def on_sql_editor_history(self, event: SqlEditor.History) -> None:
+        event.stop()
+        self.action_history(event.step)
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
@@ -192,3 +232,25 @@ class SqlScreen(LiveScreen):
         from ..export import export_result
 
         export_result(self, self.result, "query")
+
+
+class SqlEditor(TextArea):
+    """The query editor: ↑ on its first line and ↓ on its last step through the history (as
+    in psql and harlequin) instead of doing nothing."""
+
+    class History(Message):
+        def __init__(self, step: int) -> None:
+            super().__init__()
+            self.step = step
+
+    def action_cursor_up(self, select: bool = False) -> None:
+        if not select and self.cursor_location[0] == 0 and self.selection.is_empty:
+            self.post_message(self.History(1))
+            return
+        super().action_cursor_up(select)
+
+    def action_cursor_down(self, select: bool = False) -> None:
+        if not select and self.cursor_location[0] >= self.document.line_count - 1 and self.selection.is_empty:
+            self.post_message(self.History(-1))
+            return
+        super().action_cursor_down(select)

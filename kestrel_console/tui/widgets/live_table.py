@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.text import Text
 from textual.coordinate import Coordinate
+from textual.message import Message
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist
 
@@ -24,21 +25,68 @@ class LiveTable(DataTable):
     LiveTable { height: 1fr; }
     """
 
-    def __init__(self, columns: Sequence[tuple[str, str]], *, markable: bool = False, **kwargs: Any) -> None:
+    def __init__(self, columns: Sequence[tuple[str, str]], *, markable: bool = False,
+                 narrow: Sequence[str] = (), **kwargs: Any) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
-        self.column_spec = list(columns)
+        self.all_columns = list(columns)
+        self.narrow_keys = list(narrow)  # the columns kept when the terminal is narrow
+        self.column_spec = list(columns)  # the columns shown now
         self.markable = markable
         self.marks: set[str] = set()
         self._cells: dict[str, dict[str, str]] = {}  # what each cell shows now (plain text)
         self.rows_data: dict[str, dict[str, Any]] = {}  # the source row of each key (for actions)
         self.cell_updates = 0  # cells rewritten in place since mount
         self.rows_added = 0  # rows ever added: a refresh adds only the rows that are new
+        self._clipped = False
+
+    class Clipped(Message):
+        """Whether columns are hidden to the right changed (the screen may say so)."""
+
+    def more_right(self) -> bool:
+        """Columns are hidden to the right (scroll → to see them)."""
+        return self.max_scroll_x > self.scroll_x
+
+    def _note_clipping(self) -> None:
+        clipped = self.more_right()
+        if clipped != self._clipped:
+            self._clipped = clipped
+            # A bordered panel says it itself; a table without a border leaves it to its screen.
+            self.border_subtitle = "→ more columns" if clipped else ""
+            self.post_message(self.Clipped())
+
+    def watch_scroll_x(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_x(old_value, new_value)
+        self._note_clipping()
+
+    def watch_virtual_size(self) -> None:
+        self.call_after_refresh(self._note_clipping)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._note_clipping)
 
     def on_mount(self) -> None:
         if self.markable:
             self.add_column(" ", key=MARK_COLUMN, width=1)
         for key, label in self.column_spec:
             self.add_column(label, key=key)
+
+    def set_narrow(self, narrow: bool) -> bool:
+        """Show only the ``narrow`` columns (or all again). True if that changed: the rows are
+        then dropped and the caller syncs them again."""
+        spec = [c for c in self.all_columns if c[0] in self.narrow_keys] if narrow and self.narrow_keys \
+            else list(self.all_columns)
+        if spec == self.column_spec:
+            return False
+        self.column_spec = spec
+        self.clear(columns=True)
+        self._cells.clear()
+        self.rows_data.clear()
+        self.marks.clear()
+        if self.markable:
+            self.add_column(" ", key=MARK_COLUMN, width=1)
+        for key, label in self.column_spec:
+            self.add_column(label, key=key)
+        return True
 
     # -- rows --------------------------------------------------------------------------------
 

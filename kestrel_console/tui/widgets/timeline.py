@@ -18,11 +18,11 @@ from textual.widget import Widget
 
 from ...render import decider
 from ...safe_text import visible
+from ... import style
 from .. import format as fmt
 
-STEP_STYLES = {"success": "green", "error": "red", "running": "yellow", "cancelled": "magenta",
-               "abandoned": "dim"}
-WAIT_STYLES = {"approval": "magenta", "sleep": "blue"}
+STEP_STYLES = style.COLOURS  # one palette with the CLI and the rest of the TUI
+WAIT_STYLES = style.WAIT_COLOURS
 BAR = "█"
 RUNNING = "▒"
 RETRY_GAP = "·"
@@ -157,7 +157,13 @@ def render_lines(execution: Mapping[str, Any], entries: Sequence[Mapping[str, An
         return [Text("no step has started yet", style="dim")]
     t0, t1 = axis_span(execution, entries, now)
     label_w = min(26, max(len(_label(lane)) for lane in lanes + [Lane("execution", "all")]) + 1)
-    bar_w = max(10, width - label_w - INFO_WIDTH - 2)
+    total = ((execution.get("finished_at") or now) - t0).total_seconds()
+    head_info = f"{execution.get('status', '')} · {fmt.seconds(total)}"
+    infos = [head_info] + [lane.info(now) for lane in lanes]
+    # The bars get most of the width: the info column never takes more than 2/5 of what the
+    # labels leave (at 80 columns the bars had 18 and the info 41).
+    info_w = min(INFO_WIDTH, max(len(i) for i in infos), max(16, (width - label_w) * 2 // 5))
+    bar_w = max(10, width - label_w - info_w - 2)
     lines = [_axis(label_w, bar_w, t0, t1)]
 
     overview = _Canvas(bar_w, t0, t1)
@@ -171,9 +177,7 @@ def render_lines(execution: Mapping[str, Any], entries: Sequence[Mapping[str, An
             seg = lane.segments[0]
             overview.fill(seg.start, seg.end or _wait_end(lane.entry or {}) or t1, WAIT,
                           WAIT_STYLES.get(lane.kind, ""), label=lane.kind, under=True)
-    total = ((execution.get("finished_at") or now) - t0).total_seconds()
-    lines.append(_row("execution", label_w, overview.text(),
-                      f"{execution.get('status', '')} · {fmt.seconds(total)}", bold=True))
+    lines.append(_row("execution", label_w, overview.text(), head_info, info_w, bold=True))
 
     for lane in lanes:
         canvas = _Canvas(bar_w, t0, t1)
@@ -188,7 +192,7 @@ def render_lines(execution: Mapping[str, Any], entries: Sequence[Mapping[str, An
             seg = lane.segments[0]
             canvas.fill(seg.start, seg.end or _wait_end(lane.entry or {}) or t1, WAIT,
                         WAIT_STYLES.get(lane.kind, ""), label=lane.kind)
-        lines.append(_row(_label(lane), label_w, canvas.text(), lane.info(now)))
+        lines.append(_row(_label(lane), label_w, canvas.text(), lane.info(now), info_w))
     return lines
 
 
@@ -198,12 +202,13 @@ def _label(lane: Lane) -> str:
     return ("◇ " if lane.kind == "approval" else "☾ ") + visible(lane.step_id)
 
 
-def _row(label: str, label_w: int, bar: Text, info: str, *, bold: bool = False) -> Text:
+def _row(label: str, label_w: int, bar: Text, info: str, info_w: int = INFO_WIDTH, *,
+         bold: bool = False) -> Text:
     line = Text(_fit(label, label_w).ljust(label_w), style="bold" if bold else "")
     line.append("│", style="dim")
     line.append_text(bar)
     line.append("│ ", style="dim")
-    line.append(_fit(info, INFO_WIDTH), style="bold" if bold else "")
+    line.append(_fit(info, info_w), style="bold" if bold else "")
     return line
 
 

@@ -107,3 +107,11 @@ async def actions_settled(pilot: Any, screen: Any) -> None:
     if running:
         await pilot.app.workers.wait_for_complete(running)
     await pilot.pause()
+def screen_lines(app: Any) -> list[str]:
+    """What the terminal shows now, one string per row (rendered by the compositor)."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+def footer_text(app: Any) -> str:
+    """The footer row as rendered (the key hints an operator can read)."""
+    return screen_lines(app)[-1]

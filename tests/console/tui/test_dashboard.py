@@ -83,3 +83,25 @@ async def test_refresh_presets_and_pause(dsn, db):
         assert not tui.paused
         await pilot.pause(1.2)
         assert screen.loads > loads
+
+
+STOPPED_WORKER = """
+INSERT INTO workers (worker_id, hostname, pid, workflows, concurrency, started_at, last_heartbeat, stopped_at)
+VALUES (%s, 'host-z', 1, ARRAY['billing-sync'], 2, now() - interval '20 minutes',
+        now() - interval '5 minutes', now() - interval '5 minutes')
+"""
+
+
+async def test_stopped_workers_are_counted_apart_after_the_live_ones(dsn, db):
+    """issue 11, item 8: every worker seen in the last hour was listed, stopped ones mixed in."""
+    seed_history(db)
+    for n in range(4):
+        db.execute(STOPPED_WORKER, (f"demo-{n}@old",))
+    tui = console(dsn)
+    async with tui.run_test(size=SIZE) as pilot:
+        screen = tui.screen
+        await fresh(pilot, screen)
+        workers = screen.query_one("#dash-workers", LiveTable)
+        assert workers.keys() == ["worker-a", "worker-b", "worker-dead", "stopped"]
+        assert workers.shown("stopped", "worker") == "+ 4 stopped"
+        assert [workers.shown(k, "state") for k in workers.keys()] == ["alive", "alive", "silent", "stopped"]

@@ -11,7 +11,9 @@ from kestrel_console.tui.operator import ACTIONS
 from kestrel_console.tui.screens.approvals import ApprovalsScreen
 from kestrel_console.tui.screens.help import HelpScreen
 
-from .helpers import SIZE, console, wait_for
+from tests.seed import seed_history
+
+from .helpers import SIZE, console, fresh, wait_for
 
 SCREEN_KEYS = {"1": "DashboardScreen", "2": "ExecutionsScreen", "3": "ApprovalsScreen", "4": "SqlScreen",
                "5": "ReportsScreen"}
@@ -62,7 +64,8 @@ async def test_help_in_read_only_mode_leaves_actions_out(dsn):
         await check_help(pilot, read_only=True)
 
 
-async def test_command_palette(dsn):
+async def test_command_palette(dsn, db):
+    seed_history(db)
     tui = console(dsn)
     async with tui.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: tui.report_index, what="the report index")
@@ -71,6 +74,7 @@ async def test_command_palette(dsn):
             assert f"Go to {screen}" in titles
         assert "Report: stuck-leases" in titles and "Pause / resume refresh" in titles
         await pilot.press("3")
+        await fresh(pilot, tui.screen)
         titles = [t for t, _, _ in KestrelCommands(tui.screen).commands()]
         assert "Approve the marked gates" in titles and "Reject the marked gates" in titles
 

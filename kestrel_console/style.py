@@ -1,0 +1,39 @@
+"""One palette for statuses and outcomes, used by the CLI (``render.py``), the TUI's values
+(``tui/format.py``) and its timeline (``tui/widgets/timeline.py``): a running execution is the
+same colour everywhere."""
+
+from __future__ import annotations
+
+# The colour of each execution status, step outcome and wait result.
+COLOURS: dict[str, str] = {
+    # execution statuses
+    "enqueued": "cyan",
+    "running": "yellow",
+    "waiting": "magenta",
+    "success": "green",
+    "error": "red",
+    "cancelled": "dim",
+    # step outcomes and wait results
+    "abandoned": "dim",
+    "approved": "green",
+    "rejected": "red",
+    "timed_out": "red",
+    "woke": "blue",
+}
+# Statuses that need the operator's eye are bold when written as words.
+EMPHASISED = ("enqueued", "running", "waiting", "error")
+# As words (a status column, a heading): colour, bold where it matters.
+STATUS_STYLES: dict[str, str] = {name: (f"bold {colour}" if name in EMPHASISED else colour)
+                                 for name, colour in COLOURS.items()}
+# Waits drawn on a timeline: an approval waits like a waiting execution, a sleep wakes.
+WAIT_COLOURS: dict[str, str] = {"approval": COLOURS["waiting"], "sleep": COLOURS["woke"]}
+
+
+def status_style(name: str | None) -> str:
+    """The style of a status or outcome written as a word ("" when unknown)."""
+    return STATUS_STYLES.get(name or "", "")
+
+
+def colour(name: str | None) -> str:
+    """The plain colour of a status or outcome (bars, marks)."""
+    return COLOURS.get(name or "", "")

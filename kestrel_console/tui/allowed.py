@@ -1,0 +1,42 @@
+"""Which operator actions a row's state allows, so a key is offered (and shown in the footer)
+only where ``kestrel_core`` would accept it. The engine still decides: this only keeps keys
+that can only be refused out of the way."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+# The states ``cancel_execution`` accepts (0002_operator_actions.sql).
+CANCELLABLE = ("enqueued", "running", "waiting")
+# The states ``requeue_execution`` accepts; a running execution only once its lease expired.
+REQUEUEABLE = ("error", "cancelled")
+
+
+def allows(action: str, row: Mapping[str, Any] | None) -> bool:
+    """True when ``action`` (requeue, cancel, approve, reject) can succeed on ``row``: an
+    execution (``status``, ``lease_expired``) or a gate (``pending_gate``)."""
+    if row is None:
+        return False
+    status = row.get("status")
+    if action == "cancel":
+        return status in CANCELLABLE
+    if action == "requeue":
+        return status in REQUEUEABLE or (status == "running" and bool(row.get("lease_expired")))
+    if action in ("approve", "reject"):
+        return bool(row.get("pending_gate"))
+    return True
+
+
+def why_not(action: str, row: Mapping[str, Any] | None) -> str:
+    """One line saying why ``action`` is not offered on ``row``."""
+    if row is None:
+        return "nothing selected"
+    what = f"execution {row.get('id', '?')} is {row.get('status', '?')}"
+    if action == "cancel":
+        return f"{what}: only enqueued, running or waiting executions can be cancelled"
+    if action == "requeue":
+        if row.get("status") == "running":
+            return f"{what} and its lease is live: it can be re-enqueued once the lease expires"
+        return f"{what}: only errored or cancelled executions (or expired leases) can be re-enqueued"
+    return f"execution {row.get('id', '?')} has no approval gate waiting for a decision"

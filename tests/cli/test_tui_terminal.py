@@ -1,0 +1,43 @@
+"""The TUI refuses to start when stdout is not a terminal (issue 11, item 12): Textual would
+size itself 80x24 and draw over a larger terminal."""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(sys.executable).parent / "kestrel-console"
+
+
+def test_stdout_piped_is_refused_with_exit_2(dsn):
+    master, slave = pty.openpty()  # stdin and stderr on a terminal, stdout into a pipe
+    try:
+        proc = subprocess.run([str(SCRIPT), "--dsn", dsn], stdin=slave, stderr=slave,
+                              stdout=subprocess.PIPE, timeout=60, env={**os.environ, "TERM": "xterm"})
+        os.close(slave)
+        said = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            said += chunk
+    finally:
+        os.close(master)
+    text = said.decode(errors="replace")
+    assert proc.returncode == 2, text
+    assert "the console needs a terminal, but stdout is not one" in text
+    assert "\x1b[" not in text and proc.stdout == b""  # nothing drawn
+
+
+def test_every_stream_piped_names_them_all(dsn):
+    proc = subprocess.run([str(SCRIPT), "--dsn", dsn], stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "stdin, stdout, stderr are not one" in proc.stderr
+    assert proc.stdout == ""

@@ -1,0 +1,101 @@
+"""Every screen at 80x24 (a supported size) and at 200x50 (issue 11, items 4 and 5): no key
+hint cut off in the footer, the title whole, columns that do not fit announced, the dashboard's
+panels keeping their essential columns, the timeline's bars wider than its notes, and no
+partial-block characters (chart bars or scrollbar ends) left on other screens."""
+
+from __future__ import annotations
+
+import pytest
+
+from kestrel_console.tui.screens.approvals import ApprovalsScreen
+from kestrel_console.tui.screens.dashboard import DashboardScreen
+from kestrel_console.tui.screens.detail import DetailScreen
+from kestrel_console.tui.screens.executions import ExecutionsScreen
+from kestrel_console.tui.screens.reports import ReportsScreen
+from kestrel_console.tui.screens.sql import SqlScreen
+from tests.seed import seed_history
+
+from .helpers import console, fresh, open_screen, screen_lines, text_of, wait_for
+
+BLOCKS = set("▁▂▃▄▅▆▇▉▊▋▌▍▎▏")
+
+
+def hints(tui) -> list[str]:
+    """Every key hint the footer should show now: "key description"."""
+    out = []
+    for active in tui.screen.active_bindings.values():
+        if active.binding.show and active.enabled:
+            out.append(f"{tui.get_key_display(active.binding)} {active.binding.description}")
+    return out
+
+
+async def check_screen(pilot, name: str, *, chart: bool = False) -> list[str]:
+    tui = pilot.app
+    await wait_for(pilot, lambda: "Screens" in screen_lines(tui)[-1], what=f"the footer of {name}")
+    lines = screen_lines(tui)
+    width = tui.size.width
+    footer = lines[-1]
+    wanted = hints(tui)
+    for hint in ["1-5 Screens", "? Help", "q Back/quit", *wanted]:
+        assert hint in footer, (name, tui.size, hint, footer)
+    assert "…" not in lines[0], (name, lines[0])  # the title is whole
+    for row in lines[:-1]:  # the footer draws "▏" before the palette hint on purpose
+        assert not (set(row[width - 2:]) & BLOCKS), (name, row)  # nothing stray at the right edge
+        if not chart:
+            assert not (set(row) & BLOCKS), (name, row)
+    return lines
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+async def test_every_screen_fits(dsn, db, size):
+    facts = seed_history(db)
+    tui = console(dsn)
+    narrow = size[0] == 80
+    async with tui.run_test(size=size) as pilot:
+        dashboard = tui.screen
+        assert isinstance(dashboard, DashboardScreen)
+        await fresh(pilot, dashboard)
+        await pilot.pause(0.2)
+        lines = await check_screen(pilot, "dashboard", chart=True)
+        text = "\n".join(lines)
+        for column in ("worker", "held/slots", "state", "id", "owner", "lease expired"):
+            assert column in text, column
+        assert "worker-dead" in text and "silent" in text
+        assert dashboard.max_scroll_y == 0  # the whole dashboard is in sight, nothing scrolls
+
+        executions = await open_screen(pilot, "2", ExecutionsScreen)
+        await wait_for(pilot, lambda: ("→ more columns" in text_of(executions.query_one("#exec-where"))) == narrow,
+                       what="the more-columns sign")
+        await check_screen(pilot, "executions")
+
+        approvals = await open_screen(pilot, "3", ApprovalsScreen)
+        await wait_for(pilot, lambda: ("→ more columns" in text_of(approvals.query_one("#appr-summary"))) == narrow,
+                       what="the more-columns sign of the approvals")
+        await check_screen(pilot, "approvals")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(tui.screen, DetailScreen))
+        detail = tui.screen
+        await fresh(pilot, detail)
+        await pilot.pause(0.2)
+        lines = await check_screen(pilot, "detail")
+        lane = next(row for row in lines if "│ execution" in row)
+        bars, info = lane.split("│")[2], lane.split("│")[3]
+        assert len(bars) > len(info), lane
+
+        await open_screen(pilot, "4", SqlScreen)
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        await check_screen(pilot, "sql")
+
+        reports = await open_screen(pilot, "5", ReportsScreen)
+        await wait_for(pilot, lambda: reports.report is not None)
+        await pilot.pause(0.2)
+        await check_screen(pilot, "reports")
+        assert facts  # seeded data was on every screen
+
+        # A terminal resized while the console runs gets the same layout.
+        await pilot.press("1")
+        await pilot.resize_terminal(*((200, 50) if narrow else (80, 24)))
+        await pilot.pause(0.3)
+        await check_screen(pilot, "dashboard after a resize", chart=True)
+        assert dashboard.has_class("-narrow") != narrow
