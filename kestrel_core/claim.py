@@ -57,12 +57,18 @@ RETURNING e.id, e.workflow_name, e.input, e.claim_epoch, e.claims
 # Run in the fast path's transaction (same round trip): limited queues this worker serves
 # that hold due work it can run. Empty (the common case): no second transaction.
 LIMITED_WITH_WORK = f"""
-SELECT q.name FROM {{schema}}.queues q
- WHERE NOT q.paused AND {_LIMITED}
-   AND (%(queues)s::text[] IS NULL OR q.name = ANY(%(queues)s::text[]))
-   AND EXISTS (SELECT 1 FROM {{schema}}.workflow_executions e
-                WHERE e.status = 'enqueued' AND e.queue = q.name AND e.run_at <= now()
-                  AND {_RUNNABLE_HERE})
+WITH limited AS MATERIALIZED (
+    SELECT q.name FROM {{schema}}.queues q
+     WHERE NOT q.paused AND {_LIMITED}
+       AND (%(queues)s::text[] IS NULL OR q.name = ANY(%(queues)s::text[]))
+)
+SELECT limited.name FROM limited
+ CROSS JOIN LATERAL (
+        -- LIMIT keeps this a probe per limited queue (never a scan of the whole backlog).
+        SELECT 1 FROM {{schema}}.workflow_executions e
+         WHERE e.status = 'enqueued' AND e.queue = limited.name AND e.run_at <= now()
+           AND {_RUNNABLE_HERE}
+         LIMIT 1) AS due
 """
 
 # The limited path's first statement: serialise with every other claimer of these queues.

@@ -10,6 +10,7 @@
 -- 2. workflow_executions.queue / concurrency_key / version. version NULL = any worker may run
 --    it (enqueued by a process without the code, e.g. the CLI); the first claim stamps the
 --    claiming worker's version on it, so replays stay on the same code.
+--    An index on the enqueued rows by queue serves the limited claim and the console.
 -- 3. workers.versions (parallel to workflows) and workers.queues (NULL = every queue).
 -- 4. operator_actions accepts 'pause_queue' and 'resume_queue'.
 
@@ -36,6 +37,11 @@ ALTER TABLE {schema}.workflow_executions
     ADD COLUMN queue text NOT NULL DEFAULT 'default',
     ADD COLUMN concurrency_key text,
     ADD COLUMN version text;
+
+-- The backlog of one queue in claim order: the limited claim reads its head, the console
+-- its depth. Partial, like the engine's other hot indexes: only enqueued rows are in it.
+CREATE INDEX workflow_executions_enqueued_queue_idx
+    ON {schema}.workflow_executions (queue, priority DESC, run_at, id) WHERE status = 'enqueued';
 
 ALTER TABLE {schema}.workers
     ADD COLUMN versions text[] NOT NULL DEFAULT '{}',
