@@ -24,6 +24,7 @@ from .operator import VERBS, Operator, Outcome, ReadOnlyRefused
 from .screens.approvals import ApprovalsScreen
 from .screens.dashboard import DashboardScreen
 from .screens.executions import ExecutionsScreen
+from .screens.queues import QueuesScreen
 from .screens.help import HelpScreen
 from .screens.reports import ReportsScreen
 from .screens.sql import SqlScreen
@@ -46,6 +47,7 @@ class KestrelConsole(App[None]):
         "approvals": ApprovalsScreen,
         "sql": SqlScreen,
         "reports": ReportsScreen,
+        "queues": QueuesScreen,
     }
     DEFAULT_MODE = "dashboard"
     COMMANDS = App.COMMANDS | {KestrelCommands}
@@ -55,6 +57,7 @@ class KestrelConsole(App[None]):
         Binding("3", "show('approvals')", "Approvals"),
         Binding("4", "show('sql')", "SQL"),
         Binding("5", "show('reports')", "Reports"),
+        Binding("6", "show('queues')", "Queues"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "back", "Back/quit"),
         Binding("p", "toggle_pause", "Pause", show=False),

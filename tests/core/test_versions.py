@@ -62,3 +62,13 @@ def test_default_version_is_a_fingerprint_of_the_source(dsn: str) -> None:
     assert versions["one"] == fingerprint(one) and len(versions["one"]) == 12
     assert versions["one"] != versions["two"]
     assert versions["named"] == "2024-05"
+
+
+def test_readme_versions_example_as_written(dsn: str, monkeypatch, capsys) -> None:
+    from tests.readme_blocks import blocks
+
+    (example,) = blocks("Versions", "python")
+    monkeypatch.setenv("KESTREL_DSN", dsn)
+    exec(compile(example, "README.md (Versions)", "exec"), {"__name__": "readme_versions"})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == ["enqueued", "{'customer': 'acme', 'ran_under': '1'}"]
