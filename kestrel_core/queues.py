@@ -82,17 +82,19 @@ class Queue:
 def declare(conn: psycopg.Connection, schema: str, declared: Sequence[Queue],
             bindings: dict[str, list[str]]) -> None:
     """Upsert the declared queues and the queues workflows are bound to, in one transaction."""
+    by_name = {q.name: q for q in declared}
     with conn.transaction():
-        for q in sorted(declared, key=lambda q: q.name):  # one lock order for every worker
+        for name in sorted(set(by_name) | set(bindings)):  # by name: the claim's lock order
+            workflows = sorted(bindings.get(name, []))
+            q = by_name.get(name)
+            if q is None:
+                conn.execute(render(BIND, schema), {"name": name, "workflows": workflows})
+                continue
             conn.execute(render(DECLARE, schema), {
                 "name": q.name, "concurrency": q.concurrency, "per_worker": q.per_worker,
                 "rate_limit": q.rate[0] if q.rate else None, "rate_period": q.rate[1] if q.rate else None,
-                "per_key": q.per_key, "priority": q.priority, "workflows": sorted(bindings.get(q.name, [])),
+                "per_key": q.per_key, "priority": q.priority, "workflows": workflows,
             })
-        names = {q.name for q in declared}
-        for name in sorted(bindings):
-            if name not in names:
-                conn.execute(render(BIND, schema), {"name": name, "workflows": sorted(bindings[name])})
 
 
 def set_paused(conn: psycopg.Connection, schema: str, name: str, paused: bool, *, by: str,

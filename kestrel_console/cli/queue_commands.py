@@ -8,6 +8,7 @@ from typing import Any, Optional
 import typer
 
 from .. import render
+from ..queue_view import limit_text, rate_text
 from .errors import handles_errors
 from .read_commands import _reader, format_option
 from .settings import acting, operator_option, settings
@@ -24,18 +25,6 @@ TABLE_COLUMNS = ["name", "state", "enqueued", "running", "per_worker", "rate", "
                  "live_workers", "workflows"]
 HEADERS = {"live_workers": "workers", "per_worker": "per worker", "per_key": "per key",
            "running": "running/limit"}
-
-
-def limit_text(used: int, limit: int | None) -> str:
-    """'2/3' against a limit, else just the count."""
-    return f"{used}/{limit}" if limit is not None else str(used)
-
-
-def rate_text(row: dict[str, Any]) -> str:
-    """'4/5 per 2 s' (claims started in the current window / the limit), or '-'."""
-    if row["rate_limit"] is None:
-        return "-"
-    return f"{row['rate_used']}/{row['rate_limit']} per {render.human_duration(row['rate_period_s'])}"
 
 
 def table_rows(queues: list[dict[str, Any]]) -> list[dict[str, Any]]:
