@@ -174,20 +174,35 @@ def claim(
     ``versions[i]`` is the code version this worker has for ``names[i]`` (None: any);
     ``queues`` None serves every queue.
     """
+    return claim_batch(conn, schema, owner=owner, names=names, n=n, lease=lease, versions=versions,
+                       queues=queues)[0]
+
+
+def claim_batch(
+    conn: psycopg.Connection, schema: str, *, owner: str, names: Sequence[str], n: int,
+    lease: timedelta, versions: Sequence[str | None] | None = None,
+    queues: Sequence[str] | None = None, check_limited: bool = True,
+) -> tuple[list[Claim], bool]:
+    """``claim``, and whether limited queues had work for this worker.
+
+    ``check_limited=False`` runs the fast path alone (one statement, as without queues): the
+    worker skips the limited check while it has seen no limited queue lately. The limits
+    never depend on it: the fast path leaves limited queues alone either way.
+    """
     if n <= 0 or not names:
-        return []
+        return [], False
     params = {"names": list(names), "n": n, "owner": owner, "lease": lease,
               "versions": list(versions) if versions is not None else [None] * len(names),
               "queues": list(queues) if queues is not None else None}
     with conn.pipeline(), conn.transaction():
         conn.execute(ORDERED_PLAN)
         fast = conn.execute(render(CLAIM, schema), params)
-        limited = conn.execute(render(LIMITED_WITH_WORK, schema), params)
+        limited = conn.execute(render(LIMITED_WITH_WORK, schema), params) if check_limited else None
     rows = fast.fetchall()
-    limited_queues = [row[0] for row in limited.fetchall()]
+    limited_queues = [row[0] for row in limited.fetchall()] if limited is not None else []
     if limited_queues and len(rows) < n:
         rows += claim_limited(conn, schema, {**params, "n": n - len(rows)}, limited_queues)
-    return [Claim(*row) for row in rows]
+    return [Claim(*row) for row in rows], bool(limited_queues)
 
 
 def claim_limited(conn: psycopg.Connection, schema: str, params: dict[str, Any],

@@ -81,6 +81,11 @@ class Worker:
         self.names = sorted(app.workflows)
         self.versions = [app.workflows[n].version for n in self.names]  # parallel to names
         self.queues = sorted(set(queues)) if queues is not None else None  # None: every queue
+        # Look for limited queues with work on every claim while there are any; else once per
+        # poll interval (queues limited by another deployment's declarations).
+        self._limited_declared = any(q.limited for q in app.queues.values())
+        self._limited_seen = False
+        self._next_limited_check = 0.0
         self.stats = {"claimed": 0, "succeeded": 0, "failed": 0, "parked": 0, "lost": 0,
                       "refused_writes": 0, "released": 0}
 
@@ -277,11 +282,16 @@ class Worker:
             with self._lock:
                 free = self.concurrency - len(self._inflight)
             if free > 0 and (timed_out or not backlog or free >= batch_floor):
+                now = time.monotonic()
+                check = self._limited_declared or self._limited_seen or now >= self._next_limited_check
                 try:
-                    claimed = self.db(lambda c: claim_mod.claim(
+                    claimed, self._limited_seen = self.db(lambda c: claim_mod.claim_batch(
                         c, self.schema, owner=self.worker_id, names=self.names, n=free,
-                        lease=self.lease, versions=self.versions, queues=self.queues), window=0)
+                        lease=self.lease, versions=self.versions, queues=self.queues,
+                        check_limited=check), window=0)
                     errors = 0
+                    if check:
+                        self._next_limited_check = now + self.poll_interval
                 except psycopg.Error as exc:  # keep claiming once the database is back
                     errors += 1
                     self.log.warning("event=claim_failed worker=%s error=%r", self.worker_id, str(exc).strip()[:200])
