@@ -76,3 +76,15 @@ async def test_read_only_refuses_pausing(dsn, db):
         assert not isinstance(tui.screen, ConfirmModal)
         assert any("read-only" in message for _, message in tui.notices)
         assert rows(db, PAUSED) == [("bulk", False, None), ("emails", False, None)]
+
+
+async def test_dashboard_names_executions_no_live_worker_can_run(dsn, db):
+    from kestrel_console.tui.screens.dashboard import DashboardScreen
+
+    db.execute("INSERT INTO workers (worker_id, workflows, versions, concurrency) VALUES ('w2', '{export}', '{2}', 4)")
+    db.execute("INSERT INTO workflow_executions (workflow_name, version) VALUES ('export', '1'), ('export', '1')")
+    tui = console(dsn)
+    async with tui.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot, "1", DashboardScreen)
+        assert text_of(screen.query_one("#dash-unserved")) == (
+            "⚠ 2 enqueued 'export' cannot run: needs version 1, live workers have 2")
