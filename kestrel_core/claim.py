@@ -54,8 +54,8 @@ UPDATE {{schema}}.workflow_executions e
 RETURNING e.id, e.workflow_name, e.input, e.claim_epoch, e.claims
 """
 
-# Run in the fast path's transaction (same round trip): limited queues this worker serves
-# that hold due work it can run. Empty (the common case): no second transaction.
+# Run in the fast path's transaction (same round trip) while limited queues exist: those
+# this worker serves that hold due work it can run. Empty: no second transaction.
 LIMITED_WITH_WORK = f"""
 WITH limited AS MATERIALIZED (
     SELECT q.name FROM {{schema}}.queues q
@@ -64,10 +64,12 @@ WITH limited AS MATERIALIZED (
 )
 SELECT limited.name FROM limited
  CROSS JOIN LATERAL (
-        -- LIMIT keeps this a probe per limited queue (never a scan of the whole backlog).
+        -- One probe per limited queue, walking its backlog index in claim order (the ORDER BY
+        -- keeps the planner on that index rather than a scan of the table).
         SELECT 1 FROM {{schema}}.workflow_executions e
          WHERE e.status = 'enqueued' AND e.queue = limited.name AND e.run_at <= now()
            AND {_RUNNABLE_HERE}
+         ORDER BY e.priority DESC, e.run_at, e.id
          LIMIT 1) AS due
 """
 
@@ -104,15 +106,19 @@ WITH room AS MATERIALIZED (
      WHERE r.status = 'running' AND r.queue = ANY(%(queues)s::text[]) AND r.concurrency_key IS NOT NULL
      GROUP BY 1, 2
 ), head AS MATERIALIZED (
+    -- Per queue with room, the head of its backlog in claim order (an ordered index walk).
     SELECT e.id, e.queue, e.concurrency_key, e.priority, e.run_at,
            row_number() OVER (PARTITION BY e.queue, e.concurrency_key
                               ORDER BY e.priority DESC, e.run_at, e.id) AS nth_of_key
-      FROM (SELECT e.id, e.queue, e.concurrency_key, e.priority, e.run_at
+      FROM room
+     CROSS JOIN LATERAL (
+            SELECT e.id, e.queue, e.concurrency_key, e.priority, e.run_at
               FROM {{schema}}.workflow_executions e
-             WHERE e.status = 'enqueued' AND e.run_at <= now() AND {_RUNNABLE_HERE}
-               AND e.queue = ANY(%(queues)s::text[])
+             WHERE e.status = 'enqueued' AND e.queue = room.name AND e.run_at <= now()
+               AND {_RUNNABLE_HERE}
              ORDER BY e.priority DESC, e.run_at, e.id
              LIMIT %(scan)s) AS e
+     WHERE room.free > 0
 ), allowed AS (
     SELECT h.id, h.queue, h.priority, h.run_at,
            row_number() OVER (PARTITION BY h.queue ORDER BY h.priority DESC, h.run_at, h.id) AS nth_of_queue
