@@ -12,6 +12,7 @@ import shlex
 import signal
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import psycopg
@@ -19,6 +20,7 @@ import pytest
 
 from kestrel_console.cli.queue_commands import QUEUE_COLUMNS
 from kestrel_core import Kestrel
+from kestrel_core.queues import declare
 from tests.readme_blocks import blocks, commands
 from tests.waiting import wait_for
 
@@ -41,11 +43,9 @@ def cli(dsn: str):
 def declared(dsn: str) -> None:
     """Queues as a worker's start would declare them, and some work in them."""
     app = Kestrel(dsn)
-    app.queue("emails", concurrency=3, rate=(10, __import__("datetime").timedelta(seconds=30)))
+    app.queue("emails", concurrency=3, rate=(10, timedelta(seconds=30)))
     app.queue("bulk", per_worker=2, priority=-1)
     app.workflow("send", queue="emails")(lambda ctx, _: None)
-    from kestrel_core.queues import declare
-
     with app.connection() as conn:
         declare(conn, app.schema, list(app.queues.values()), {"emails": ["send"]})
     app.enqueue("send", 1)

@@ -192,7 +192,8 @@ def test_explicit_queue_and_queue_priority(dsn: str, db: psycopg.Connection) -> 
             declare(conn, app.schema, list(app.queues.values()), {"urgent": ["job"]})
         a = app.enqueue("job", 1)
         b = app.enqueue("job", 2, queue="default", priority=3)
-        c = Kestrel(dsn).enqueue("job", 3)  # a process without the code: the bound queue
+        with Kestrel(dsn) as no_code:  # a process without the code: the bound queue
+            c = no_code.enqueue("job", 3)
     rows = db.execute("SELECT id, queue, priority, version FROM workflow_executions ORDER BY id").fetchall()
     assert rows[0][:3] == (a, "urgent", 10) and rows[0][3] is not None
     assert rows[1][:3] == (b, "default", 3)
