@@ -1,8 +1,14 @@
 """A Kestrel app with limited queues, run in worker subprocesses by tests/core/test_queues.py
-(DSN from $KESTREL_DSN). Every workflow sleeps ``input["s"]`` seconds and returns its input."""
+(DSN from $KESTREL_DSN). Every workflow sleeps ``input["s"]`` seconds and returns its input.
+
+Each queue holds three workflows (``quick-0`` .. ``quick-2`` in ``limited``, and so on);
+``$QUEUES_APP_N`` picks the one of each this process registers, so concurrent claimers look at
+different rows of a queue (with one shared head they would collide on the same row and hide a
+missing lock)."""
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import timedelta
 
@@ -19,6 +25,7 @@ def nap(ctx, input):
     return input
 
 
-app.workflow("quick", queue="limited")(nap)
-app.workflow("rated_job", queue="rated")(nap)
-app.workflow("keyed_job", queue="keyed")(nap)
+N = os.environ.get("QUEUES_APP_N", "0")
+app.workflow(f"quick-{N}", queue="limited")(nap)
+app.workflow(f"rated-{N}", queue="rated")(nap)
+app.workflow(f"keyed-{N}", queue="keyed")(nap)

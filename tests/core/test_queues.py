@@ -36,12 +36,17 @@ SELECT count(*) FILTER (WHERE queue = 'limited'),
 UNFINISHED = "SELECT count(*) FROM kestrel.workflow_executions WHERE status <> 'success'"
 
 
-def start_worker_process(dsn: str, name: str, *extra: str) -> subprocess.Popen:
-    env = dict(os.environ, KESTREL_DSN=dsn, PYTHONPATH=str(ROOT))
+def start_worker_process(dsn: str, name: str, n: int, *extra: str) -> subprocess.Popen:
+    env = dict(os.environ, KESTREL_DSN=dsn, PYTHONPATH=str(ROOT), QUEUES_APP_N=str(n))
     return subprocess.Popen(
         [sys.executable, "-m", "kestrel_console", "worker", "tests.core.queues_app:app",
          "--concurrency", "4", "--lease", "5", "--worker-id", name, "--log-level", "warning", *extra],
         env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def share(total: int, i: int) -> int:
+    """Worker i's part of ``total`` split in three."""
+    return total // 3 + (i < total % 3)
 
 
 class Sampler(threading.Thread):
@@ -61,13 +66,14 @@ class Sampler(threading.Thread):
 
 @pytest.fixture(scope="module")
 def limited_run(migrated: str) -> Iterator[dict]:
-    """Three worker processes run 2,000 'quick' executions (queue limited, concurrency 3),
-    20 'rated_job' (5 per 2 s) and 12 'keyed_job' (3 keys, one running per key)."""
+    """Three worker processes run 2,000 'quick-N' executions (queue limited, concurrency 3),
+    20 'rated-N' (5 per 2 s) and 12 'keyed-N' (3 keys, one running per key); worker N
+    registers the workflows ending in N."""
     dsn = migrated
     with psycopg.connect(dsn, autocommit=True) as db:
         db.execute(f"TRUNCATE {', '.join('kestrel.' + t.strip() for t in KESTREL_TABLES.split(','))} "
                    "RESTART IDENTITY CASCADE")
-    procs = [start_worker_process(dsn, f"queue-worker-{i}") for i in range(3)]
+    procs = [start_worker_process(dsn, f"queue-worker-{i}", i) for i in range(3)]
     sampler = Sampler(dsn)
     try:
         with psycopg.connect(dsn, autocommit=True) as db:
@@ -77,10 +83,11 @@ def limited_run(migrated: str) -> Iterator[dict]:
             assert all(p.poll() is None for p in procs), [p.stdout.read() for p in procs if p.poll() is not None]
             sampler.start()
             with Kestrel(dsn) as app:
-                app.enqueue_many("quick", [{"s": 0.002}] * QUICK)
-                app.enqueue_many("rated_job", [{}] * RATED)
-                for i in range(KEYED):
-                    app.enqueue("keyed_job", {"s": 0.1}, concurrency_key=f"customer-{i % 3}")
+                for i in range(3):  # each worker process runs its own: different heads
+                    app.enqueue_many(f"quick-{i}", [{"s": 0.002}] * share(QUICK, i))
+                    app.enqueue_many(f"rated-{i}", [{}] * share(RATED, i))
+                for i in range(KEYED):  # every key in every worker's share
+                    app.enqueue(f"keyed-{i % 3}", {"s": 0.1}, concurrency_key=f"customer-{i // 3 % 3}")
             wait_for(lambda: db.execute(UNFINISHED).fetchone()[0] == 0, timeout=50, interval=0.2,
                      what="every execution to succeed")
             sampler.done.set()
@@ -88,7 +95,7 @@ def limited_run(migrated: str) -> Iterator[dict]:
             rated = [r[0] for r in db.execute(
                 "SELECT started_at FROM kestrel.workflow_executions WHERE queue = 'rated' ORDER BY started_at")]
             queues = dict(db.execute(
-                "SELECT workflow_name, queue FROM kestrel.workflow_executions GROUP BY 1, 2").fetchall())
+                "SELECT left(workflow_name, -2), queue FROM kestrel.workflow_executions GROUP BY 1, 2").fetchall())
         yield {"samples": sampler.samples, "rated_starts": rated, "queues": queues}
     finally:
         sampler.done.set()
@@ -109,7 +116,7 @@ def test_global_concurrency_never_exceeded_across_three_processes(limited_run: d
     running = [s[0] for s in samples]
     assert max(running) <= 3, f"{max(running)} running in queue 'limited' at once (limit 3)"
     assert max(running) == 3, "the limit was reached at some point (the test exercised it)"
-    assert limited_run["queues"] == {"quick": "limited", "rated_job": "rated", "keyed_job": "keyed"}
+    assert limited_run["queues"] == {"quick": "limited", "rated": "rated", "keyed": "keyed"}
 
 
 def test_rate_limit_holds_across_processes(limited_run: dict) -> None:
