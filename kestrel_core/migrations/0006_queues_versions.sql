@@ -3,7 +3,7 @@
 -- 1. queues: one row per queue. Workers upsert the limits their code declares
 --    (app.queue(...)) at start; operators pause and resume (audited functions below).
 --    A queue with any limit (concurrency, per_worker, rate) or with keyed executions
---    (concurrency_key) is claimed only under a lock on its row (kestrel_core/claim.py), so
+--    (concurrency_key) is claimed only under a lock on its row (kestrel_core/limited_claim.py), so
 --    the counts every claimer reads are current; other queues keep the SKIP LOCKED fast path.
 --    rate_starts holds the claim times of the current rate window (at most rate_limit of
 --    them): an exact sliding window across every worker.
