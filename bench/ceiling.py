@@ -74,7 +74,8 @@ def to_pgbench(statement: str, variables: dict[str, str], *, gset: str | None = 
 
 def script(steps: int) -> str:
     """The pgbench script for one execution of a no-op workflow of ``steps`` steps."""
-    claim = {"names": ":names", "n": ":batch", "owner": ":owner", "lease": ":lease"}
+    claim = {"names": ":names", "n": ":batch", "owner": ":owner", "lease": ":lease",
+             "versions": ":versions", "queues": "NULL"}
     fence = {"eid": ":c_id", "owner": ":owner", "epoch": ":c_claim_epoch"}
     parts = ["-- claim (RETURNING id, ..., claim_epoch: c_id, c_claim_epoch)",
              to_pgbench(CLAIM, claim, gset="c_")]
@@ -91,7 +92,7 @@ def script(steps: int) -> str:
 
 
 def _defines(workflow: str, steps: int) -> list[str]:
-    values = {"names": "{" + workflow + "}", "batch": "1", "owner": OWNER, "lease": "30 seconds",
+    values = {"names": "{" + workflow + "}", "versions": "{NULL}", "batch": "1", "owner": OWNER, "lease": "30 seconds",
               "output": "null", "outcome": "success", "status": "success",
               **{f"step{k}": f"s{k}" for k in range(steps)}}
     out: list[str] = []

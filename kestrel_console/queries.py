@@ -129,6 +129,52 @@ SELECT q.workflow_name, q.enqueued, q.oldest,
  ORDER BY q.workflow_name
 """
 
+# Enqueued executions whose recorded version no live worker has (though some live worker
+# runs the workflow: with none at all, UNSERVED says so).
+UNRUNNABLE = """
+SELECT v.workflow_name, v.version, v.enqueued, lv.versions AS live_versions
+  FROM (SELECT workflow_name, version, count(*) AS enqueued
+          FROM {schema}.workflow_executions WHERE status = 'enqueued' AND version IS NOT NULL
+         GROUP BY workflow_name, version) AS v
+  CROSS JOIN LATERAL (
+        SELECT array_agg(DISTINCT w.versions[array_position(w.workflows, v.workflow_name)]
+                         ORDER BY w.versions[array_position(w.workflows, v.workflow_name)]) AS versions
+          FROM {schema}.workers w
+         WHERE v.workflow_name = ANY (w.workflows) AND w.stopped_at IS NULL
+           AND w.last_heartbeat > now() - make_interval(secs => %(dead_after)s)) AS lv
+ WHERE lv.versions IS NOT NULL AND NOT (v.version = ANY (lv.versions))
+ ORDER BY v.workflow_name, v.version
+"""
+
+# Every queue: declared limits, pause, depth and running (live statuses through their
+# partial indexes), claims in the current rate window, live workers serving it. Queues that
+# only executions name (enqueued with --queue, never declared) are listed too.
+QUEUES = """
+WITH depth AS (
+    SELECT queue, count(*) AS enqueued, 0::bigint AS running
+      FROM {schema}.workflow_executions WHERE status = 'enqueued' GROUP BY queue
+    UNION ALL
+    SELECT queue, 0, count(*) FROM {schema}.workflow_executions WHERE status = 'running' GROUP BY queue
+), per_queue AS (
+    SELECT queue, sum(enqueued)::bigint AS enqueued, sum(running)::bigint AS running FROM depth GROUP BY queue
+), live AS (
+    SELECT w.queues FROM {schema}.workers w
+     WHERE w.stopped_at IS NULL AND w.last_heartbeat > now() - make_interval(secs => %(dead_after)s)
+)
+SELECT coalesce(q.name, d.queue) AS name, coalesce(q.paused, false) AS paused, q.paused_by, q.paused_at,
+       coalesce(d.enqueued, 0) AS enqueued, coalesce(d.running, 0) AS running,
+       q.concurrency, q.per_worker, q.rate_limit,
+       extract(epoch FROM q.rate_period)::float8 AS rate_period_s,
+       (SELECT count(*) FROM unnest(q.rate_starts) AS s(at) WHERE s.at > now() - q.rate_period) AS rate_used,
+       coalesce(q.per_key, 1) AS per_key, coalesce(q.priority, 0) AS priority,
+       coalesce(q.workflows, '{}') AS workflows,
+       (SELECT count(*) FROM live WHERE live.queues IS NULL
+                                    OR coalesce(q.name, d.queue) = ANY (live.queues)) AS live_workers
+  FROM {schema}.queues q
+  FULL JOIN per_queue d ON d.queue = q.name
+ ORDER BY coalesce(q.priority, 0) DESC, 1
+"""
+
 PENDING_APPROVALS = """
 SELECT w.execution_id, e.workflow_name, w.step_id, w.created_at AS waiting_since,
        extract(epoch FROM now() - w.created_at)::float8 AS waiting_s,
@@ -319,8 +365,27 @@ SELECT e.id, e.workflow_name, e.status, e.run_at, e.owner_id, e.lease_expires,
        wt.wake_at AS wait_until,
        extract(epoch FROM wt.wake_at - now())::float8 AS wait_until_in_s,
        live.workers AS live_workers, live.slots AS live_slots, live.held AS live_held,
-       ever.workers AS any_workers
+       ever.workers AS any_workers,
+       e.queue, e.version, e.concurrency_key, lv.versions AS live_versions, lv.serving AS queue_workers,
+       q.paused AS queue_paused, q.paused_by AS queue_paused_by, q.paused_at AS queue_paused_at,
+       q.concurrency AS queue_concurrency, q.per_worker AS queue_per_worker, q.per_key AS queue_per_key,
+       q.rate_limit AS queue_rate_limit, extract(epoch FROM q.rate_period)::float8 AS queue_rate_period_s,
+       (SELECT count(*) FROM unnest(q.rate_starts) AS s(at) WHERE s.at > now() - q.rate_period) AS queue_rate_used,
+       (SELECT extract(epoch FROM min(s.at) + q.rate_period - now())::float8
+          FROM unnest(q.rate_starts) AS s(at) WHERE s.at > now() - q.rate_period) AS queue_rate_frees_in_s,
+       qr.running AS queue_running, qr.key_running
   FROM {schema}.workflow_executions e
+  LEFT JOIN {schema}.queues q ON q.name = e.queue
+  CROSS JOIN LATERAL (
+        SELECT count(*) AS running,
+               count(*) FILTER (WHERE r.concurrency_key = e.concurrency_key) AS key_running
+          FROM {schema}.workflow_executions r WHERE r.status = 'running' AND r.queue = e.queue) AS qr
+  CROSS JOIN LATERAL (
+        SELECT array_agg(DISTINCT w.versions[array_position(w.workflows, e.workflow_name)]) AS versions,
+               count(*) FILTER (WHERE w.queues IS NULL OR e.queue = ANY (w.queues)) AS serving
+          FROM {schema}.workers w
+         WHERE e.workflow_name = ANY (w.workflows) AND w.stopped_at IS NULL
+           AND w.last_heartbeat > now() - make_interval(secs => %(dead_after)s)) AS lv
   LEFT JOIN {schema}.workers ow ON ow.worker_id = e.owner_id
   LEFT JOIN LATERAL (
         SELECT w.kind, w.step_id, w.created_at, w.wake_at FROM {schema}.workflow_waits w
@@ -368,6 +433,9 @@ def describe_blocker(f: dict[str, Any], *, dead_after_s: float = DEFAULT_DEAD_AF
             return f"it is scheduled for later: not before {_when(f['run_at'])} (in {_seconds(f['starts_in_s'])})"
         if not f["live_workers"]:
             return no_worker
+        queue_reason = describe_queue_blocker(f)
+        if queue_reason:
+            return queue_reason
         if f["live_slots"] and f["live_held"] >= f["live_slots"]:
             return (f"every slot of the {f['live_workers']} live worker(s) running {name!r} is busy "
                     f"({f['live_held']}/{f['live_slots']}): it waits for a free one")
@@ -404,6 +472,39 @@ def describe_blocker(f: dict[str, Any], *, dead_after_s: float = DEFAULT_DEAD_AF
         if not f["live_workers"]:
             return no_worker
         return None
+    return None
+
+
+def describe_queue_blocker(f: dict[str, Any]) -> str | None:
+    """Why an enqueued execution with live workers for its workflow is not claimed: its
+    version, its queue (paused, unserved, at a limit) or its concurrency key."""
+    name, queue = f["workflow_name"], f.get("queue")
+    have = sorted(v for v in (f.get("live_versions") or []) if v)
+    if f.get("version") and f["version"] not in have:
+        return (f"it needs version {f['version']} of {name!r}, live workers have "
+                f"{', '.join(have) or 'no version of it'}: start a worker with that code "
+                "(executions drain on the version they started under)")
+    if queue is None:
+        return None
+    if f.get("queue_paused"):
+        return (f"its queue {queue!r} is paused (by {f['queue_paused_by'] or '?'} at "
+                f"{_when(f['queue_paused_at'])}): resume it (kestrel-console queue resume {queue})")
+    if not f.get("queue_workers"):
+        return (f"no live worker serves queue {queue!r} (workers started with --queues leave it out): "
+                "start one that serves it")
+    limit, running = f.get("queue_concurrency"), f.get("queue_running") or 0
+    if limit is not None and running >= limit:
+        return (f"queue {queue!r} is at its concurrency limit ({running}/{limit} running across all "
+                "workers): it waits for one to finish")
+    rate, used = f.get("queue_rate_limit"), f.get("queue_rate_used") or 0
+    if rate is not None and used >= rate:
+        return (f"queue {queue!r} reached its rate limit ({used} started in the last "
+                f"{_seconds(f['queue_rate_period_s'])}, limit {rate}): the next start is possible "
+                f"in {_seconds(f['queue_rate_frees_in_s'])}")
+    per_key = f.get("queue_per_key") or 1
+    if f.get("concurrency_key") is not None and (f.get("key_running") or 0) >= per_key:
+        return (f"{f['key_running']} execution(s) with concurrency key {f['concurrency_key']!r} already "
+                f"run in queue {queue!r} (limit {per_key} per key): it waits for them to finish")
     return None
 
 
@@ -542,6 +643,14 @@ class Reader:
         """Workflow names with enqueued executions that no live worker has registered."""
         return self._rows("unserved_workflows", UNSERVED, {"dead_after": self.dead_after_s})
 
+    def unrunnable(self) -> list[dict[str, Any]]:
+        """(workflow, version) pairs enqueued that no live worker can run: it has other versions."""
+        return self._rows("unrunnable", UNRUNNABLE, {"dead_after": self.dead_after_s})
+
+    def queues(self) -> list[dict[str, Any]]:
+        """Every queue: limits, paused, depth, running, rate window use, live workers serving it."""
+        return self._rows("queues", QUEUES, {"dead_after": self.dead_after_s})
+
     def pending_approvals(self, limit: int = 500) -> list[dict[str, Any]]:
         """Approval gates waiting for a decision, oldest first."""
         return self._rows("pending_approvals", PENDING_APPROVALS, {"limit": limit})
@@ -631,6 +740,7 @@ class Reader:
             ("stuck_leases", STUCK_LEASES, {"limit": 500}),
             ("workers", WORKERS, {"dead_after": self.dead_after_s, "recent": 3600.0}),
             ("unserved_workflows", UNSERVED, {"dead_after": self.dead_after_s}),
+            ("unrunnable", UNRUNNABLE, {"dead_after": self.dead_after_s}),
             ("approvals_summary", APPROVALS_SUMMARY, None),
             ("errors_last_hour", ERRORS_SINCE, {"seconds": errors_window_s}),
             ("activity", ACTIVITY, _activity_params(minutes, bucket_s)),
@@ -654,6 +764,8 @@ class Reader:
             ("approvals_summary", APPROVALS_SUMMARY, None),
             ("workers", WORKERS, {"dead_after": self.dead_after_s, "recent": 3600.0}),
             ("unserved_workflows", UNSERVED, {"dead_after": self.dead_after_s}),
+            ("unrunnable", UNRUNNABLE, {"dead_after": self.dead_after_s}),
+            ("queues", QUEUES, {"dead_after": self.dead_after_s}),
         ]
         return self._snapshot("overview", parts)
 
@@ -694,6 +806,8 @@ class Reader:
             "stuck_leases": (STUCK_LEASES, {"limit": 500}),
             "workers": (WORKERS, {**live, "recent": 3600.0}),
             "unserved_workflows": (UNSERVED, live),
+            "unrunnable": (UNRUNNABLE, live),
+            "queues": (QUEUES, live),
             "pending_approvals": (PENDING_APPROVALS, {"limit": 500}),
             "approvals_summary": (APPROVALS_SUMMARY, None),
             "errors_since": (ERRORS_SINCE, {"seconds": 3600}),

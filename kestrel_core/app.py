@@ -20,10 +20,12 @@ from . import execution as _execution
 from . import migrate as _migrate
 from . import operator as _operator
 from . import prune as _prune
+from . import queues as _queues
 from . import roles as _roles
 from .connection import connect, make_pool, unavailable
 from .roles import RoleNames
 from .statements import check_schema_name
+from .versions import fingerprint
 
 if TYPE_CHECKING:
     from .worker import Worker
@@ -38,6 +40,8 @@ class Workflow:
     name: str
     fn: Callable[..., Any]
     is_async: bool
+    queue: str = _queues.DEFAULT_QUEUE
+    version: str | None = None  # explicit, else the fingerprint of the source (versions.py)
 
 
 def default_operator() -> str:
@@ -66,24 +70,30 @@ class Kestrel:
         self.transaction_pooling = transaction_pooling
         self.application_name = application_name
         self._workflows: dict[str, Workflow] = {}
+        self._queues: dict[str, _queues.Queue] = {}
         self._pool: ConnectionPool | None = None
         self._pool_lock = threading.Lock()
 
     # -- registry ---------------------------------------------------------------------------
 
-    def workflow(self, name: str | Callable[..., Any] | None = None) -> Any:
+    def workflow(self, name: str | Callable[..., Any] | None = None, *, queue: str | None = None,
+                 version: str | None = None) -> Any:
         """Register a workflow: ``@app.workflow``, ``@app.workflow()`` or ``@app.workflow("n")``.
 
-        The function is called as ``fn(ctx, input)`` and may be ``async def``.
+        The function is called as ``fn(ctx, input)`` and may be ``async def``. ``queue`` binds
+        it to a queue (default ``"default"``); ``version`` names its code version (default: a
+        fingerprint of its source), recorded on every execution it starts.
         """
         if callable(name):
-            return self.workflow()(name)
+            return self.workflow(queue=queue, version=version)(name)
 
         def register(fn: F) -> F:
             wf_name = name or fn.__name__
             if wf_name in self._workflows and self._workflows[wf_name].fn is not fn:
                 raise ValueError(f"workflow {wf_name!r} is registered twice")
-            self._workflows[wf_name] = Workflow(wf_name, fn, inspect.iscoroutinefunction(fn))
+            self._workflows[wf_name] = Workflow(
+                wf_name, fn, inspect.iscoroutinefunction(fn), queue or _queues.DEFAULT_QUEUE,
+                str(version) if version is not None else fingerprint(fn))
             return fn
 
         return register
@@ -92,6 +102,25 @@ class Kestrel:
     def workflows(self) -> dict[str, Workflow]:
         """The registered workflows by name."""
         return dict(self._workflows)
+
+    def queue(self, name: str, *, concurrency: int | None = None, per_worker: int | None = None,
+              rate: tuple[int, timedelta] | None = None, priority: int | None = None,
+              per_key: int = 1) -> _queues.Queue:
+        """Declare a queue and its limits, which hold across all workers (workers write the
+        declaration to the ``queues`` table when they start).
+
+        ``concurrency``: running at once in all; ``per_worker``: on one worker; ``rate=(N,
+        timedelta)``: at most N claims started per sliding window; ``priority``: default
+        priority of its executions; ``per_key``: running at once per ``concurrency_key``.
+        """
+        declared = _queues.Queue(name, concurrency, per_worker, rate, priority or 0, per_key)
+        self._queues[name] = declared
+        return declared
+
+    @property
+    def queues(self) -> dict[str, _queues.Queue]:
+        """The declared queues by name."""
+        return dict(self._queues)
 
     # -- connections ------------------------------------------------------------------------
 
@@ -159,28 +188,41 @@ class Kestrel:
 
     def enqueue(
         self, name: str, input: Any = None, *, idempotency_key: str | None = None,
-        run_at: datetime | None = None, delay: timedelta | None = None, priority: int = 0,
+        run_at: datetime | None = None, delay: timedelta | None = None, priority: int | None = None,
+        queue: str | None = None, concurrency_key: str | None = None,
     ) -> int:
         """Enqueue workflow ``name`` with a JSON ``input``; returns the execution id.
 
         A repeated ``idempotency_key`` returns the first id and inserts nothing. ``delay`` or
-        ``run_at`` postpone the first claim. Non-JSON input raises NotSerializable, nothing written.
+        ``run_at`` postpone the first claim. ``queue`` overrides the workflow's queue;
+        ``concurrency_key`` limits how many executions with that key run at once (the
+        queue's ``per_key``, default 1). ``priority`` defaults to the queue's. Non-JSON input
+        raises NotSerializable, nothing written.
         """
         run_at = _resolve_run_at(run_at, delay)
         with self.connection() as conn:
             return _enqueue.enqueue(
                 conn, self.schema, name, input, idempotency_key=idempotency_key,
-                run_at=run_at, priority=priority,
+                run_at=run_at, priority=priority, **self._placement(name, queue, concurrency_key),
             )
 
     def enqueue_many(
         self, name: str, inputs: Sequence[Any], *, run_at: datetime | None = None,
-        delay: timedelta | None = None, priority: int = 0,
+        delay: timedelta | None = None, priority: int | None = None, queue: str | None = None,
+        concurrency_key: str | None = None,
     ) -> list[int]:
         """Enqueue one execution per input in one round trip; ids in input order."""
         run_at = _resolve_run_at(run_at, delay)
         with self.connection() as conn:
-            return _enqueue.enqueue_many(conn, self.schema, name, inputs, run_at=run_at, priority=priority)
+            return _enqueue.enqueue_many(conn, self.schema, name, inputs, run_at=run_at, priority=priority,
+                                         **self._placement(name, queue, concurrency_key))
+
+    def _placement(self, name: str, queue: str | None, concurrency_key: str | None) -> dict[str, Any]:
+        """Queue and version for a new execution: from this process's code when it has the
+        workflow; else NULL, resolved in the database (the bound queue) or left open (any version)."""
+        wf = self._workflows.get(name)
+        return {"queue": queue or (wf.queue if wf else None), "concurrency_key": concurrency_key,
+                "version": wf.version if wf else None}
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -216,6 +258,16 @@ class Kestrel:
         with self.connection() as conn:
             return _operator.requeue(conn, self.schema, execution_id,
                                      by=by or default_operator(), comment=comment)
+
+    def pause_queue(self, name: str, *, by: str | None = None, comment: str | None = None) -> None:
+        """Stop claiming from queue ``name`` (running executions finish); audited."""
+        with self.connection() as conn:
+            _queues.set_paused(conn, self.schema, name, True, by=by or default_operator(), comment=comment)
+
+    def resume_queue(self, name: str, *, by: str | None = None, comment: str | None = None) -> None:
+        """Claim from a paused queue again; audited."""
+        with self.connection() as conn:
+            _queues.set_paused(conn, self.schema, name, False, by=by or default_operator(), comment=comment)
 
     # -- workers ----------------------------------------------------------------------------
 

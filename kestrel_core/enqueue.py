@@ -11,11 +11,34 @@ from .errors import InvalidArgument
 from .serialization import to_json
 from .statements import notify_channel, render
 
+# The queue of a new execution: the one given, else the one its workflow is bound to in the
+# code of the workers (queues.workflows), else the default; its priority defaults to the queue's.
+# A keyed execution marks its queue keyed (claimed under the queue's lock, see claim.py) in
+# the same statement; the check first keeps the common case from touching the queue's row.
+_PLACE = """
+WITH target AS (
+    SELECT coalesce(%(queue)s::text,
+                    (SELECT q.name FROM {schema}.queues q WHERE %(name)s::text = ANY(q.workflows)
+                      ORDER BY q.declared_at DESC NULLS LAST, q.name LIMIT 1),
+                    'default') AS queue
+), placed AS (
+    SELECT t.queue, coalesce(%(priority)s::int, q.priority, 0) AS priority
+      FROM target t LEFT JOIN {schema}.queues q ON q.name = t.queue
+), keyed AS (
+    INSERT INTO {schema}.queues AS q (name, keyed)
+    SELECT p.queue, true FROM placed p
+     WHERE %(ckey)s::text IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM {schema}.queues k WHERE k.name = p.queue AND k.keyed)
+    ON CONFLICT (name) DO UPDATE SET keyed = true
+)"""
+
 # One round trip: insert (or find the row holding the idempotency key) and notify.
-ENQUEUE = """
-WITH ins AS (
-    INSERT INTO {schema}.workflow_executions (workflow_name, input, idempotency_key, run_at, priority)
-    VALUES (%(name)s, %(input)s, %(key)s, coalesce(%(run_at)s, now()), %(priority)s)
+ENQUEUE = _PLACE + """, ins AS (
+    INSERT INTO {schema}.workflow_executions
+           (workflow_name, input, idempotency_key, run_at, priority, queue, concurrency_key, version)
+    SELECT %(name)s, %(input)s, %(key)s, coalesce(%(run_at)s, now()), p.priority, p.queue,
+           %(ckey)s, %(version)s
+      FROM placed p
     ON CONFLICT (idempotency_key) DO NOTHING
     RETURNING id
 )
@@ -28,11 +51,11 @@ SELECT id, NULL FROM {schema}.workflow_executions
 # A concurrent enqueue with the same key committed after our snapshot: read it now.
 BY_KEY = "SELECT id FROM {schema}.workflow_executions WHERE idempotency_key = %s"
 
-ENQUEUE_MANY = """
-WITH ins AS (
-    INSERT INTO {schema}.workflow_executions (workflow_name, input, run_at, priority)
-    SELECT %(name)s, t.input, coalesce(%(run_at)s, now()), %(priority)s
-      FROM unnest(%(inputs)s::jsonb[]) WITH ORDINALITY AS t(input, n)
+ENQUEUE_MANY = _PLACE + """, ins AS (
+    INSERT INTO {schema}.workflow_executions
+           (workflow_name, input, run_at, priority, queue, concurrency_key, version)
+    SELECT %(name)s, t.input, coalesce(%(run_at)s, now()), p.priority, p.queue, %(ckey)s, %(version)s
+      FROM unnest(%(inputs)s::jsonb[]) WITH ORDINALITY AS t(input, n), placed p
      ORDER BY t.n
     RETURNING id
 ), woke AS (
@@ -59,8 +82,11 @@ def check_workflow_name(name: object) -> str:
     return name
 
 
-def check_priority(priority: object) -> int:
-    """``priority`` if it fits the column (a 32-bit integer), else InvalidArgument."""
+def check_priority(priority: object) -> int | None:
+    """``priority`` if it fits the column (a 32-bit integer) or is None (the queue's default),
+    else InvalidArgument."""
+    if priority is None:
+        return None
     low, high = PRIORITY_RANGE
     if not isinstance(priority, int) or isinstance(priority, bool) or not low <= priority <= high:
         raise InvalidArgument(f"priority must be an integer from {low} to {high}, not {priority!r}")
@@ -69,12 +95,18 @@ def check_priority(priority: object) -> int:
 
 def enqueue(
     conn: psycopg.Connection, schema: str, name: str, input: Any = None, *,
-    idempotency_key: str | None = None, run_at: datetime | None = None, priority: int = 0,
+    idempotency_key: str | None = None, run_at: datetime | None = None, priority: int | None = None,
+    queue: str | None = None, concurrency_key: str | None = None, version: str | None = None,
 ) -> int:
-    """Insert one execution and return its id (the existing id for a repeated key)."""
+    """Insert one execution and return its id (the existing id for a repeated key).
+
+    ``queue`` None: the workflow's bound queue; ``priority`` None: the queue's; ``version``
+    None: any worker that has the workflow may run it.
+    """
     check_workflow_name(name)
     check_priority(priority)
     params = {
+        "queue": queue, "ckey": concurrency_key, "version": version,
         "name": name,
         "input": to_json(input, f"the input of workflow {name!r}"),
         "key": idempotency_key,
@@ -91,7 +123,8 @@ def enqueue(
 
 def enqueue_many(
     conn: psycopg.Connection, schema: str, name: str, inputs: Sequence[Any], *,
-    run_at: datetime | None = None, priority: int = 0,
+    run_at: datetime | None = None, priority: int | None = None, queue: str | None = None,
+    concurrency_key: str | None = None, version: str | None = None,
 ) -> list[int]:
     """Insert one execution per input in a single round trip; ids in input order."""
     check_workflow_name(name)
@@ -101,6 +134,6 @@ def enqueue_many(
         return []
     params = {
         "name": name, "inputs": values, "run_at": run_at, "priority": priority,
-        "channel": notify_channel(schema),
+        "channel": notify_channel(schema), "queue": queue, "ckey": concurrency_key, "version": version,
     }
     return [row[0] for row in conn.execute(render(ENQUEUE_MANY, schema), params)]

@@ -29,12 +29,12 @@ SELECT id, claim_epoch FROM renewed
 """.replace("ASYNC_COMMIT", ASYNC_COMMIT)
 
 REGISTER = """
-INSERT INTO {schema}.workers (worker_id, hostname, pid, workflows, concurrency)
-VALUES (%(owner)s, %(hostname)s, %(pid)s, %(workflows)s, %(concurrency)s)
+INSERT INTO {schema}.workers (worker_id, hostname, pid, workflows, concurrency, versions, queues)
+VALUES (%(owner)s, %(hostname)s, %(pid)s, %(workflows)s, %(concurrency)s, %(versions)s, %(queues)s)
 ON CONFLICT (worker_id) DO UPDATE
    SET hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, workflows = EXCLUDED.workflows,
        concurrency = EXCLUDED.concurrency, started_at = now(), last_heartbeat = now(),
-       stopped_at = NULL
+       stopped_at = NULL, versions = EXCLUDED.versions, queues = EXCLUDED.queues
 """
 
 # On shutdown: hand back what did not finish so another worker picks it up at once.
@@ -68,11 +68,15 @@ def heartbeat(conn: psycopg.Connection, schema: str, owner: str, lease: timedelt
 
 
 def register(conn: psycopg.Connection, schema: str, owner: str, workflows: Sequence[str],
-             concurrency: int) -> None:
-    """Announce this worker and the workflow names it runs (read by the console)."""
+             concurrency: int, versions: Sequence[str | None] | None = None,
+             queues: Sequence[str] | None = None) -> None:
+    """Announce this worker, the workflow names it runs and their versions (parallel lists),
+    and the queues it serves (None: all); read by the console."""
     conn.execute(render(REGISTER, schema), {
         "owner": owner, "hostname": socket.gethostname(), "pid": os.getpid(),
         "workflows": list(workflows), "concurrency": concurrency,
+        "versions": [v or "" for v in versions] if versions is not None else [""] * len(workflows),
+        "queues": list(queues) if queues is not None else None,
     })
 
 

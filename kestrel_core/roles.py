@@ -59,6 +59,7 @@ WORKER_WRITES: dict[str, tuple[str, ...]] = {
     "step_attempts": ("SELECT", "INSERT", "UPDATE"),         # the per-step timeline
     "workers": ("SELECT", "INSERT", "UPDATE"),               # register, heartbeat, retire
     "schema_migrations": ("SELECT",),                        # the version check at start
+    "queues": ("SELECT", "INSERT", "UPDATE"),               # declare at start, claim (lock, rate window)
 }
 WORKER_FUNCTIONS = ("prune_finished(timestamptz, integer, text)",)
 OPERATOR_FUNCTIONS = (
@@ -66,6 +67,7 @@ OPERATOR_FUNCTIONS = (
     "cancel_execution(bigint, text, text)",
     "requeue_execution(bigint, text, text)",
     "prune_finished(timestamptz, integer, text)",
+    "set_queue_paused(text, boolean, text, text)",
 )
 
 

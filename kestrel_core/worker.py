@@ -28,6 +28,7 @@ from psycopg import sql
 
 from . import checkpoint, claim as claim_mod, completion, lease as lease_mod, sweeper
 from . import prune as prune_mod
+from . import queues as queues_mod
 from .connection import connect, make_pool, unavailable
 from .context import AsyncWorkflowContext, Claimed, Unwind, WorkflowContext, describe_exception
 from .errors import DatabaseUnavailable, KestrelError, NotSerializable
@@ -52,7 +53,7 @@ class Worker:
         sweep_interval: float = 1.0, grace: timedelta | None = None,
         db_retry_window: float | None = None, startup_timeout: float | None = None,
         prune_older_than: timedelta | None = None, prune_every: float = 600.0,
-        prune_max_batches: int = 10,
+        prune_max_batches: int = 10, queues: list[str] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -78,6 +79,13 @@ class Worker:
         self.prune_max_batches = prune_max_batches
         self.log = log
         self.names = sorted(app.workflows)
+        self.versions = [app.workflows[n].version for n in self.names]  # parallel to names
+        self.queues = sorted(set(queues)) if queues is not None else None  # None: every queue
+        # Look for limited queues with work on every claim while there are any; else once per
+        # poll interval (queues limited by another deployment's declarations).
+        self._limited_declared = any(q.limited for q in app.queues.values())
+        self._limited_seen = False
+        self._next_limited_check = 0.0
         self.stats = {"claimed": 0, "succeeded": 0, "failed": 0, "parked": 0, "lost": 0,
                       "refused_writes": 0, "released": 0}
 
@@ -143,9 +151,10 @@ class Worker:
             self._loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(
                 max_workers=2 * self.concurrency + 4, thread_name_prefix="kestrel-async"))
             self._spawn(self._loop.run_forever, "asyncio")
-        self.log.info("event=worker_started worker=%s workflows=%s concurrency=%s lease_s=%s listen=%s",
-                      self.worker_id, ",".join(self.names), self.concurrency,
-                      self.lease.total_seconds(), self.listen)
+        self.log.info("event=worker_started worker=%s workflows=%s concurrency=%s lease_s=%s listen=%s "
+                      "queues=%s", self.worker_id,
+                      ",".join(f"{n}@{v}" for n, v in zip(self.names, self.versions)), self.concurrency,
+                      self.lease.total_seconds(), self.listen, ",".join(self.queues or ["*"]))
         return self
 
     def stop(self, grace: timedelta | None = None) -> None:
@@ -190,7 +199,9 @@ class Worker:
             try:
                 with connect(self.app.dsn, application_name="kestrel-worker") as conn:
                     check_current(conn, self.schema)
-                    lease_mod.register(conn, self.schema, self.worker_id, self.names, self.concurrency)
+                    lease_mod.register(conn, self.schema, self.worker_id, self.names, self.concurrency,
+                                       self.versions, self.queues)
+                    queues_mod.declare(conn, self.schema, list(self.app.queues.values()), self._bindings())
                 return True
             except (DatabaseUnavailable, psycopg.OperationalError) as exc:
                 failure = exc if isinstance(exc, DatabaseUnavailable) else unavailable(self.app.dsn, exc)
@@ -204,6 +215,12 @@ class Worker:
             if self.draining.wait(pause):
                 return False
             delay = min(delay * 2, 2.0)
+
+    def _bindings(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for wf in self.app.workflows.values():
+            out.setdefault(wf.queue, []).append(wf.name)
+        return out
 
     def __enter__(self) -> Worker:
         return self.start()
@@ -265,11 +282,16 @@ class Worker:
             with self._lock:
                 free = self.concurrency - len(self._inflight)
             if free > 0 and (timed_out or not backlog or free >= batch_floor):
+                now = time.monotonic()
+                check = self._limited_declared or self._limited_seen or now >= self._next_limited_check
                 try:
-                    claimed = self.db(lambda c: claim_mod.claim(
+                    claimed, self._limited_seen = self.db(lambda c: claim_mod.claim_batch(
                         c, self.schema, owner=self.worker_id, names=self.names, n=free,
-                        lease=self.lease), window=0)
+                        lease=self.lease, versions=self.versions, queues=self.queues,
+                        check_limited=check), window=0)
                     errors = 0
+                    if check:
+                        self._next_limited_check = now + self.poll_interval
                 except psycopg.Error as exc:  # keep claiming once the database is back
                     errors += 1
                     self.log.warning("event=claim_failed worker=%s error=%r", self.worker_id, str(exc).strip()[:200])

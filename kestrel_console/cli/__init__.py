@@ -10,13 +10,14 @@ from typing import Optional
 
 import typer
 
-from . import demo_command, engine_commands, prune_command, read_commands
+from . import demo_command, engine_commands, prune_command, queue_commands, read_commands
 from .settings import build_settings
 
 app = typer.Typer(
     name="kestrel-console",
     help="Operate Kestrel durable workflows: run workers, inspect executions, approve, "
-    "re-enqueue or cancel, run saved SQL reports. With no command, opens the TUI.",
+    "re-enqueue or cancel, list, pause or resume queues, run saved SQL reports. With no "
+    "command, opens the TUI.",
     no_args_is_help=False,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -55,7 +56,7 @@ def root(
         open_tui(ctx.obj, read_only=read_only)
 
 
-for _commands in (engine_commands, read_commands, prune_command, demo_command):
+for _commands in (engine_commands, read_commands, prune_command, demo_command, queue_commands):
     _commands.register(app)
 
 

@@ -111,6 +111,9 @@ def worker(
     prune_older_than: Optional[str] = typer.Option(
         None, "--prune-older-than", metavar="AGE", show_default=False,
         help="Also delete executions finished more than AGE ago (30d, 12h, ...), every 10 minutes."),
+    queues: Optional[str] = typer.Option(
+        None, "--queues", metavar="A,B", show_default=False,
+        help="Claim only from these queues (comma-separated; default: every queue)."),
 ) -> None:
     """Run a worker for the workflows registered on the app at MODULE[:ATTR], until SIGINT/SIGTERM.
 
@@ -140,10 +143,15 @@ def worker(
         user_app.transaction_pooling = True
     if not user_app.workflows:
         fail(f"{target} registers no workflow: decorate functions with @app.workflow")
+    served = None
+    if queues is not None:
+        served = [q.strip() for q in queues.split(",") if q.strip()]
+        if not served:
+            raise typer.BadParameter("name at least one queue, e.g. --queues emails,default", param_hint="--queues")
     handles_errors(user_app.run_worker)(
         concurrency=concurrency, lease=timedelta(seconds=lease), worker_id=worker_id,
         listen=not (no_listen or transaction_pooling), prune_older_than=retention,
-        startup_timeout=startup_timeout,
+        startup_timeout=startup_timeout, queues=served,
     )
 
 
@@ -153,15 +161,21 @@ def enqueue(
     input: Optional[str] = typer.Option(None, "--input", help="Input as JSON (default null).", show_default=False),
     idempotency_key: Optional[str] = typer.Option(None, "--idempotency-key", help="Enqueue at most once per key: a repeat prints the first id.", show_default=False),
     delay: Optional[float] = typer.Option(None, "--delay", callback=_delay, help="Seconds before it may start (at most ten years).", show_default=False),
-    priority: int = typer.Option(0, "--priority", help="Higher runs first."),
+    priority: Optional[int] = typer.Option(None, "--priority", help="Higher runs first (default: the queue's priority, else 0).", show_default=False),
+    queue: Optional[str] = typer.Option(None, "--queue", help="Queue (default: the one the workers' code binds NAME to, else 'default').", show_default=False),
+    concurrency_key: Optional[str] = typer.Option(None, "--concurrency-key", help="At most the queue's per_key (default 1) executions with this key run at once.", show_default=False),
 ) -> None:
-    """Enqueue workflow NAME and print the new execution id."""
+    """Enqueue workflow NAME and print the new execution id.
+
+    This process does not have the workflow's code, so the execution may run on a worker with
+    any version of it (its version is recorded when a worker first claims it).
+    """
     value = _parse_json(input, "--input") if input is not None else None
     s = settings(ctx)
     with s.kestrel() as app:
         eid = handles_errors(app.enqueue)(
             name, value, idempotency_key=idempotency_key, priority=priority,
-            delay=timedelta(seconds=delay) if delay else None,
+            delay=timedelta(seconds=delay) if delay else None, queue=queue, concurrency_key=concurrency_key,
         )
     typer.echo(eid)
 

@@ -37,7 +37,8 @@ def _max_rows(value: int) -> int:
         fail(f"--max-rows {value}: give a number of rows from 1 to {MAX_ROWS_LIMIT:,}", code=2)
     return value
 
-STATUS_COLUMNS = ["workflow_name", *STATUSES, "total", "stuck_leases", "pending_approvals", "live_workers"]
+STATUS_COLUMNS = ["workflow_name", *STATUSES, "total", "stuck_leases", "pending_approvals", "live_workers",
+                  "cannot_run"]
 LIST_COLUMNS = ["id", "workflow_name", "status", "created_at", "started_at", "finished_at", "age_s",
                 "duration_s", "owner_id", "current_step", "error"]
 LIST_TABLE_COLUMNS = ["id", "workflow_name", "status", "age_s", "duration_s", "owner_id",
@@ -48,7 +49,7 @@ TIMELINE_COLUMNS = ["execution_id", "kind", "step_id", "attempt", "started_at", 
 REPORT_LIST_COLUMNS = ["name", "description", "params", "path", "shipped", "overrides"]
 # Shorter labels for the status table (json/csv keep the column names).
 STATUS_HEADERS = {"workflow_name": "workflow", "stuck_leases": "stuck", "pending_approvals": "approvals",
-                  "live_workers": "workers", "cancelled": "cancel"}
+                  "live_workers": "workers", "cancelled": "cancel", "cannot_run": "no version"}
 
 
 def _choice(allowed: tuple[str, ...], option: str) -> Any:
@@ -112,6 +113,8 @@ def status_rows(overview: dict[str, Any]) -> list[dict[str, Any]]:
         if w["alive"]:
             for name in w["workflows"] or []:
                 row(name)["live_workers"] += 1
+    for u in overview.get("unrunnable", []):
+        row(u["workflow_name"])["cannot_run"] += int(u["enqueued"])
     for r in rows.values():
         r["total"] = sum(r[s] for s in STATUSES)
     return [rows[name] for name in sorted(rows)]
@@ -131,6 +134,8 @@ def _status_table(overview: dict[str, Any], rows: list[dict[str, Any]]) -> None:
         con.print(Text("no worker registered: ", style="bold yellow") + Text(
             f"workflow {u['workflow_name']!r} has {u['enqueued']} enqueued (oldest "
             f"{render.human_duration(u['oldest_age_s'])} ago) but no live worker runs it"))
+    for line in cannot_run_lines(overview):
+        con.print(Text("cannot run: ", style="bold yellow") + Text(line))
     con.print()
     render.emit(overview["stuck_leases"], ["id", "workflow_name", "owner_id", "expired_for_s", "owner_heartbeat_age_s"],
                 "table", title="Stuck leases (running, lease expired)", empty="none", console=con,
@@ -144,12 +149,27 @@ def _status_table(overview: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     print_workers(con, overview["workers"])
 
 
+def cannot_run_lines(overview: dict[str, Any]) -> list[str]:
+    """Enqueued executions no live worker can run now: wrong version, or a paused queue."""
+    lines = [f"{u['enqueued']} enqueued {u['workflow_name']!r} need version {u['version']}, live workers "
+             f"have {', '.join(v for v in u['live_versions'] if v) or 'no version of it'}"
+             for u in overview.get("unrunnable", [])]
+    lines += [f"queue {q['name']!r} is paused (by {q['paused_by'] or '?'}) with {q['enqueued']} enqueued: "
+              f"kestrel-console queue resume {q['name']}"
+              for q in overview.get("queues", []) if q["paused"] and q["enqueued"]]
+    return lines
+
+
 def status(ctx: typer.Context, fmt: str = format_option()) -> None:
     """Queue depth by status and workflow, stuck leases, pending approvals, and workflows
     enqueued that no live worker registered.
 
+    Also: executions no live worker can run (they need a code version no live worker has, or
+    their queue is paused), with the reason.
+
     json/csv: one row per workflow with its counts per status, stuck_leases,
-    pending_approvals and live_workers.
+    pending_approvals, live_workers and cannot_run (enqueued that need a version no live
+    worker has).
     """
     s = settings(ctx)
     with _reader(s) as reader:

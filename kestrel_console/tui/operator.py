@@ -126,6 +126,16 @@ class Operator:
                 outcome.done.append(target)
         return outcome
 
+    def set_queue_paused(self, name: str, paused: bool) -> str:
+        """Pause or resume a queue as the console's operator; returns what was done (raises
+        NotFound / ActionRefused when the queue's state does not allow it)."""
+        app = self._app()
+        if paused:
+            app.pause_queue(name, by=self.config.operator)
+            return f"paused queue {name!r}: nothing more is claimed from it"
+        app.resume_queue(name, by=self.config.operator)
+        return f"resumed queue {name!r}"
+
     def close(self) -> None:
         with self._lock:
             if self._kestrel is not None:

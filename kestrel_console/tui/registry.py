@@ -12,6 +12,7 @@ from textual.binding import Binding
 from .screens.approvals import ApprovalsScreen
 from .screens.dashboard import DashboardScreen
 from .screens.executions import ExecutionsScreen
+from .screens.queues import QueuesScreen
 from .screens.reports import ReportsScreen
 from .screens.sql import SqlScreen
 
@@ -30,6 +31,7 @@ SCREENS: list[ScreenEntry] = [
     ScreenEntry("3", "approvals", ApprovalsScreen, "Approvals"),
     ScreenEntry("4", "sql", SqlScreen, "SQL"),
     ScreenEntry("5", "reports", ReportsScreen, "Reports"),
+    ScreenEntry("6", "queues", QueuesScreen, "Queues"),
 ]
 
 

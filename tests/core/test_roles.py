@@ -30,7 +30,7 @@ from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = ("workflow_executions", "operation_outputs", "workflow_waits", "step_attempts", "workers",
-          "operator_actions", "schema_migrations", "execution_counts")
+          "operator_actions", "schema_migrations", "execution_counts", "queues")
 
 
 class Logins:
@@ -321,3 +321,28 @@ def _first_column(conn: psycopg.Connection, table: str) -> str:
                        " AND table_name = %s AND is_identity = 'NO' ORDER BY ordinal_position LIMIT 1", (table,)).fetchone()
     assert row is not None, f"{table}: no visible column"
     return row[0]
+
+
+def test_limited_queues_under_the_roles(logins: Logins, dsn: str, db: psycopg.Connection, start_worker) -> None:
+    """The worker role declares queues, claims a limited one (row lock, rate window) and
+    enqueues keyed executions; only the operator pauses and resumes, through the function."""
+    app = Kestrel(logins.worker_dsn)
+    app.queue("tight", concurrency=1, rate=(10, timedelta(minutes=1)))
+
+    @app.workflow("t", queue="tight")
+    def t(ctx, n):
+        return n
+
+    try:
+        start_worker(app)
+        eid = app.enqueue("t", 1, concurrency_key="k")
+        wait_for(lambda: app.get(eid).status == "success", what="the limited execution")
+        with as_user(logins.worker_dsn) as conn:
+            assert refused(conn, "SELECT kestrel.set_queue_paused('tight', true, 'mallory', NULL)")
+        with Kestrel(logins.operator_dsn) as op:
+            op.pause_queue("tight", by="carol")
+            op.resume_queue("tight", by="carol")
+    finally:
+        app.close()
+    assert db.execute("SELECT actor, action FROM operator_actions ORDER BY id").fetchall() == [
+        ("carol", "pause_queue"), ("carol", "resume_queue")]

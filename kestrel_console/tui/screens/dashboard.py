@@ -113,10 +113,14 @@ class DashboardScreen(LiveScreen):
         self._show_stuck(data["stuck_leases"])
         self._show_workers(data["workers"])
         unserved = data.get("unserved_workflows") or []
-        self.query_one("#dash-unserved").display = bool(unserved)  # no blank line when all is served
+        unrunnable = data.get("unrunnable") or []
+        self.query_one("#dash-unserved").display = bool(unserved or unrunnable)  # no blank line when all is served
         self.query_one("#dash-unserved", Static).update(Text(
-            "\n".join(f"⚠ {u['enqueued']} enqueued {u['workflow_name']!r} for {fmt.seconds(u['oldest_age_s'])}: "
-                      "no live worker has registered this workflow" for u in unserved), style="yellow"))
+            "\n".join([f"⚠ {u['enqueued']} enqueued {u['workflow_name']!r} for {fmt.seconds(u['oldest_age_s'])}: "
+                       "no live worker has registered this workflow" for u in unserved]
+                      + [f"⚠ {u['enqueued']} enqueued {u['workflow_name']!r} cannot run: needs version "
+                         f"{u['version']}, live workers have {', '.join(v for v in u['live_versions'] if v)}"
+                         for u in unrunnable]), style="yellow"))
         self.query_one("#dash-stats", Static).update(Text(
             f"refresh: {len(self.elapsed_ms)} · queries took {data['elapsed_ms']:.1f} ms", style="dim"))
 

@@ -1,0 +1,116 @@
+"""Screen 6, queues: depth, running against the concurrency limit, per-worker limit, rate
+window use, per-key limit, priority and pause state of every queue; ``p`` pauses or resumes
+the one under the cursor (after a y/n confirmation, through kestrel_core as the --operator)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import Footer, Header, Static
+
+from ...queue_view import limit_text, rate_text
+from ..live import LiveScreen
+from ..widgets.banner import Banner
+from ..widgets.confirm import ConfirmModal
+from ..widgets.live_table import LiveTable
+
+COLUMNS = [("queue", "queue"), ("state", "state"), ("enqueued", "enqueued"), ("running", "running/limit"),
+           ("per_worker", "per worker"), ("rate", "rate (window)"), ("per_key", "per key"),
+           ("priority", "priority"), ("workers", "workers"), ("workflows", "workflows")]
+
+
+class QueuesScreen(LiveScreen):
+    VIEW = "queues"
+    NAME = "Queues"
+    CSS_PATH = "queues.tcss"
+    BINDINGS: ClassVar[list[Any]] = [
+        Binding("p", "toggle_queue", "Pause/resume queue"),
+        Binding("space", "app.toggle_pause", "Pause refresh", show=False),
+    ]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.rows: list[dict[str, Any]] = []
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Banner()
+        yield Static("", id="queues-summary")
+        yield LiveTable(COLUMNS, id="queues")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.table.focus()
+
+    @property
+    def table(self) -> LiveTable:
+        return self.query_one("#queues", LiveTable)
+
+    @work(thread=True, exclusive=True, group="queues", exit_on_error=False)
+    def load(self, seq: int) -> None:
+        self.fetch(seq, lambda r: r.queues(), self.show)
+
+    def show(self, rows: list[dict[str, Any]]) -> None:
+        self.rows = rows
+        self.table.sync((r["name"], _cells(r), r) for r in rows)
+        paused = sum(1 for r in rows if r["paused"])
+        self.query_one("#queues-summary", Static).update(Text(
+            f"{len(rows)} queue{'s' if len(rows) != 1 else ''}" + (f" · {paused} paused" if paused else "")
+            + " · limits hold across all workers", style="bold yellow" if paused else "dim"))
+
+    def action_toggle_queue(self) -> None:
+        if self.kapp.read_only:
+            self.kapp.tell("read-only mode: pausing or resuming a queue is refused "
+                           "(the console was started with --read-only)", severity="warning")
+            return
+        key = self.table.cursor_key()
+        row = self.table.rows_data.get(key) if key else None
+        if row is None:
+            self.kapp.tell("no queue selected", severity="warning")
+            return
+        name, pause = row["name"], not row["paused"]
+        verb = "Pause" if pause else "Resume"
+        effect = ("Workers stop claiming from it; running executions finish." if pause
+                  else "Workers claim from it again.")
+        question = f"{verb} queue {name!r}?\n{effect} Recorded as {self.kapp.config.operator!r}."
+
+        def done(yes: bool | None) -> None:
+            if yes:
+                self.set_paused(name, pause)
+
+        self.app.push_screen(ConfirmModal(question, title=f"{verb} queue {name}"), done)
+
+    @work(thread=True, group="actions", exit_on_error=False)
+    def set_paused(self, name: str, pause: bool) -> None:
+        try:
+            message = self.kapp.operator.set_queue_paused(name, pause)
+        except Exception as exc:
+            self._to_ui(self.kapp.tell, f"{'pause' if pause else 'resume'} failed: "
+                        f"{str(exc).splitlines()[0]}", severity="error")
+            return
+        self._to_ui(self._paused_done, message)
+
+    def _paused_done(self, message: str) -> None:
+        self.kapp.tell(message)
+        self.refresh_data(force=True)
+
+
+def _cells(r: dict[str, Any]) -> dict[str, Any]:
+    at_limit = r["concurrency"] is not None and r["running"] >= r["concurrency"]
+    return {
+        "queue": r["name"],
+        "state": Text(f"paused by {r['paused_by'] or '?'}", style="bold yellow") if r["paused"]
+        else Text("active", style="green"),
+        "enqueued": str(r["enqueued"]),
+        "running": Text(limit_text(r["running"], r["concurrency"]), style="bold red" if at_limit else ""),
+        "per_worker": str(r["per_worker"]) if r["per_worker"] is not None else "-",
+        "rate": rate_text(r),
+        "per_key": str(r["per_key"]),
+        "priority": str(r["priority"]),
+        "workers": Text(str(r["live_workers"]), style="" if r["live_workers"] else "bold red"),
+        "workflows": ", ".join(r["workflows"] or []),
+    }
