@@ -15,6 +15,7 @@ from .errors import (
 )
 from .execution import STATUSES, TERMINAL_STATUSES, Execution
 from .connection import mask_dsn
+from .schedules import Schedule
 
 __all__ = [
     "ActionRefused",
@@ -27,6 +28,7 @@ __all__ = [
     "NotFound",
     "NotSerializable",
     "STATUSES",
+    "Schedule",
     "SchemaOutdated",
     "StepFailed",
     "TERMINAL_STATUSES",

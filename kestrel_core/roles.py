@@ -54,6 +54,7 @@ WORKER_WRITES: dict[str, tuple[str, ...]] = {
     "step_attempts": ("SELECT", "INSERT", "UPDATE"),         # the per-step timeline
     "workers": ("SELECT", "INSERT", "UPDATE"),               # register, heartbeat, retire
     "schema_migrations": ("SELECT",),                        # the version check at start
+    "schedules": ("SELECT", "INSERT", "UPDATE"),             # declare at start, advance ticks
 }
 WORKER_FUNCTIONS = ("prune_finished(timestamptz, integer, text)",)
 OPERATOR_FUNCTIONS = (
@@ -61,6 +62,9 @@ OPERATOR_FUNCTIONS = (
     "cancel_execution(bigint, text, text)",
     "requeue_execution(bigint, text, text)",
     "prune_finished(timestamptz, integer, text)",
+    "add_schedule(text, text, text, text, jsonb, boolean, timestamptz, text, text)",
+    "set_schedule_paused(text, boolean, timestamptz, text, text)",
+    "remove_schedule(text, text, text)",
 )
 
 
