@@ -20,7 +20,7 @@ from rich.text import Text
 from kestrel_core.connection import connect
 from kestrel_core.execution import STATUSES
 
-from .. import render
+from .. import render, schedule_queries
 from ..queries import APPLICATION_NAME, Reader
 from .errors import fail, handles_errors
 from .settings import Settings, settings
@@ -141,6 +141,15 @@ def _status_table(overview: dict[str, Any], rows: list[dict[str, Any]]) -> None:
                          "heartbeat_age_s": "last heartbeat"})
 
 
+def _schedule_notes(stalled: list[tuple[dict[str, Any], str]]) -> None:
+    """Why a schedule is not producing runs: paused, no worker ticking, no worker for its workflow."""
+    con = render.console_for()
+    for row, reason in stalled:
+        label = "paused schedule: " if row["paused"] else "schedule not running: "
+        con.print(Text(label, style="bold yellow") + Text(
+            f"{row['name']!r} ({row['workflow_name']}, '{row['cron']}' {row['timezone']}) {reason}"))
+
+
 def status(ctx: typer.Context, fmt: str = format_option()) -> None:
     """Queue depth by status and workflow, stuck leases, pending approvals, and workflows
     enqueued that no live worker registered.
@@ -151,9 +160,11 @@ def status(ctx: typer.Context, fmt: str = format_option()) -> None:
     s = settings(ctx)
     with _reader(s) as reader:
         overview = handles_errors(reader.overview)()
+        stalled_schedules = handles_errors(schedule_queries.stalled)(reader)
     rows = status_rows(overview)
     if fmt == "table":
         _status_table(overview, rows)
+        _schedule_notes(stalled_schedules)
     else:
         render.emit(rows, STATUS_COLUMNS, fmt)
 
