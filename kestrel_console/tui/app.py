@@ -26,6 +26,7 @@ from .screens.dashboard import DashboardScreen
 from .screens.executions import ExecutionsScreen
 from .screens.help import HelpScreen
 from .screens.reports import ReportsScreen
+from .screens.schedules import SchedulesScreen
 from .screens.sql import SqlScreen
 
 TICK_S = 0.1
@@ -46,6 +47,7 @@ class KestrelConsole(App[None]):
         "approvals": ApprovalsScreen,
         "sql": SqlScreen,
         "reports": ReportsScreen,
+        "schedules": SchedulesScreen,
     }
     DEFAULT_MODE = "dashboard"
     COMMANDS = App.COMMANDS | {KestrelCommands}
@@ -55,6 +57,7 @@ class KestrelConsole(App[None]):
         Binding("3", "show('approvals')", "Approvals"),
         Binding("4", "show('sql')", "SQL"),
         Binding("5", "show('reports')", "Reports"),
+        Binding("7", "show('schedules')", "Schedules"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "back", "Back/quit"),
         Binding("p", "toggle_pause", "Pause", show=False),

@@ -12,7 +12,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from .config import REFRESH_PRESETS
 
 SCREENS = [("dashboard", "Dashboard", "1"), ("executions", "Executions", "2"), ("approvals", "Approvals", "3"),
-           ("sql", "SQL", "4"), ("reports", "Reports", "5")]
+           ("sql", "SQL", "4"), ("reports", "Reports", "5"), ("schedules", "Schedules", "7")]
 SCREEN_ACTIONS = [
     ("requeue", "Re-enqueue the marked executions (or the one under the cursor)"),
     ("cancel", "Cancel the marked executions (or the one under the cursor)"),
