@@ -47,6 +47,11 @@ SELECT name, cron, timezone, workflow_name, input, catch_up, next_tick,
  FOR UPDATE SKIP LOCKED
 """
 
+# The common case, nothing due, in one round trip and without a transaction.
+ANY_DUE = """
+SELECT 1 FROM {schema}.schedules WHERE NOT paused AND next_tick <= coalesce(%(now)s, now()) LIMIT 1
+"""
+
 ADVANCE = """
 UPDATE {schema}.schedules
    SET next_tick = %(next_tick)s, last_tick = coalesce(%(last_tick)s, last_tick),
@@ -96,6 +101,8 @@ def tick_due(conn: psycopg.Connection, schema: str, now: datetime | None = None,
     clock (tests pass one). Safe to run from every worker at once."""
     done = Pass()
     tried: list[str] = []
+    if conn.execute(render(ANY_DUE, schema), {"now": now}).fetchone() is None:
+        return done
     while len(tried) < limit:
         with conn.transaction():
             row = conn.execute(render(NEXT_DUE, schema), {"now": now, "tried": tried}).fetchone()

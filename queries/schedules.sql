@@ -1,4 +1,4 @@
--- description: Every cron schedule: cron and timezone, workflow, active or paused (by whom), the next tick and how far off it is, the last tick and its run's status, and the runs it enqueued in the period (all, and how many ended in error)
+-- description: Cron schedules: active or paused, next tick, last run and its status, runs and errors in the period
 -- param: since interval = '1 day'
 -- Runs are found through the workflow-name index: the cost follows each schedule's workflow.
 SELECT s.name,
