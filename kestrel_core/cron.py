@@ -60,9 +60,7 @@ def ticks_due(expression: str, tz: str, first: datetime, now: datetime, limit: i
 def latest_at_or_before(expression: str, tz: str, now: datetime) -> datetime:
     """The most recent tick at or before ``now``."""
     after = next_after(expression, tz, now)
-    it = croniter(expression, after.astimezone(check_timezone(tz)))
-    prev = it.get_prev(datetime).astimezone(UTC)
-    return prev
+    return croniter(expression, after.astimezone(check_timezone(tz))).get_prev(datetime).astimezone(UTC)
 
 
 def nth_latest(expression: str, tz: str, now: datetime, n: int) -> datetime:

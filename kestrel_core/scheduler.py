@@ -96,42 +96,58 @@ def plan(expression: str, tz: str, next_tick: datetime, now: datetime, catch_up:
 
 
 def tick_due(conn: psycopg.Connection, schema: str, now: datetime | None = None,
-             limit: int = 100) -> Pass:
+             limit: int = 100, worker: str | None = None) -> Pass:
     """Enqueue the due ticks of up to ``limit`` schedules; ``now`` defaults to the database's
-    clock (tests pass one). Safe to run from every worker at once."""
+    clock (tests pass one). Safe to run from every worker at once; ``worker`` names the caller
+    in the log."""
     done = Pass()
     tried: list[str] = []
     if conn.execute(render(ANY_DUE, schema), {"now": now}).fetchone() is None:
         return done
     while len(tried) < limit:
-        with conn.transaction():
-            row = conn.execute(render(NEXT_DUE, schema), {"now": now, "tried": tried}).fetchone()
-            if row is None:
-                break
-            name, expression, tz, workflow, input, catch_up, next_tick, at = row
-            tried.append(name)
-            try:
-                ticks, following, skipped = plan(expression, tz, next_tick, at, catch_up)
-            except (ValueError, KeyError) as exc:  # a row edited by hand into nonsense
-                done.failed[name] = str(exc)
-                log.error("event=schedule_failed schedule=%s error=%r (fix or remove it)", name, str(exc))
-                continue
-            execution_id = None
-            for tick in ticks:
-                execution_id = enqueue_mod.enqueue(
-                    conn, schema, workflow, run_input(name, tick, _as_dict(input)),
-                    idempotency_key=tick_key(name, tick))
-                done.enqueued.append((name, tick, execution_id))
-            if skipped:
-                done.skipped[name] = skipped
-            conn.execute(render(ADVANCE, schema), {
-                "name": name, "next_tick": following, "last_tick": ticks[-1] if ticks else None,
-                "execution_id": execution_id})
+        before = len(done.enqueued)
+        if not _advance_one(conn, schema, now, tried, done, worker):
+            break
+        for name, tick, execution_id in done.enqueued[before:]:  # committed: say so
+            log.info("event=scheduled worker=%s schedule=%s tick=%s execution_id=%s",
+                     worker, name, tick.isoformat(), execution_id)
     for name, count in done.skipped.items():
-        log.warning("event=schedule_ticks_skipped schedule=%s skipped=%s (missed while no worker "
-                    "ran or the database was down; skipped by the schedule's catch_up policy)", name,
-                    "many" if count < 0 else count)
+        log.warning("event=schedule_ticks_skipped worker=%s schedule=%s skipped=%s (missed while no "
+                    "worker ran or the database was down; skipped by the schedule's catch_up policy)",
+                    worker, name, "many" if count < 0 else count)
     return done
+
+
+def _advance_one(conn: psycopg.Connection, schema: str, now: datetime | None, tried: list[str],
+                 done: Pass, worker: str | None) -> bool:
+    """One due schedule in one transaction: lock, enqueue its ticks, move on. False if none is due."""
+    with conn.transaction():
+        row = conn.execute(render(NEXT_DUE, schema), {"now": now, "tried": tried}).fetchone()
+        if row is None:
+            return False
+        name, expression, tz, workflow, input, catch_up, next_tick, at = row
+        tried.append(name)
+        try:
+            ticks, following, skipped = plan(expression, tz, next_tick, at, catch_up)
+        except (ValueError, KeyError) as exc:  # a row edited by hand into nonsense
+            done.failed[name] = str(exc)
+            log.error("event=schedule_failed worker=%s schedule=%s error=%r (fix or remove it)",
+                      worker, name, str(exc))
+            return True
+        execution_id = None
+        enqueued = []
+        for tick in ticks:
+            execution_id = enqueue_mod.enqueue(
+                conn, schema, workflow, run_input(name, tick, _as_dict(input)),
+                idempotency_key=tick_key(name, tick))
+            enqueued.append((name, tick, execution_id))
+        conn.execute(render(ADVANCE, schema), {
+            "name": name, "next_tick": following, "last_tick": ticks[-1] if ticks else None,
+            "execution_id": execution_id})
+    done.enqueued.extend(enqueued)
+    if skipped:
+        done.skipped[name] = skipped
+    return True
 
 
 def _as_dict(value: Any) -> dict[str, Any] | None:

@@ -397,18 +397,13 @@ class Worker:
             self._wake.set()
 
     def _tick_schedules(self) -> None:
-        # Every worker ticks every schedule, its workflow registered here or not: the execution
-        # waits for a worker that has the code (``status`` says when none does).
+        # Every worker ticks every schedule, its workflow registered here or not: the run waits
+        # for a worker that has the code (``status`` says when none does).
         try:
-            done = self.db(lambda c: scheduler.tick_due(c, self.schema), window=0)
+            if self.db(lambda c: scheduler.tick_due(c, self.schema, worker=self.worker_id), window=0).enqueued:
+                self._wake.set()
         except psycopg.Error as exc:
             self.log.warning("event=schedule_tick_failed worker=%s error=%r", self.worker_id, str(exc).strip()[:200])
-            return
-        for name, tick, eid in done.enqueued:
-            self.log.info("event=scheduled worker=%s schedule=%s tick=%s execution_id=%s",
-                          self.worker_id, name, tick.isoformat(), eid)
-        if done.enqueued:
-            self._wake.set()
 
     # -- running one execution ---------------------------------------------------------------
 

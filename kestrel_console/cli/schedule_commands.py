@@ -19,7 +19,7 @@ from .. import render
 from ..schedule_queries import schedules as read_schedules
 from .errors import handles_errors
 from .read_commands import _reader, format_option
-from .settings import acting, settings
+from .settings import acting, operator_option, settings
 
 app = typer.Typer(name="schedule", help="Cron schedules: list, add, pause, resume, remove.",
                   no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -32,12 +32,6 @@ TABLE_HEADERS = {"workflow_name": "workflow", "next": "next tick", "last_run": "
 
 def _comment() -> Any:
     return typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False)
-
-
-def _operator() -> Any:
-    from .settings import operator_option
-
-    return operator_option()
 
 
 @app.command("list")
@@ -72,7 +66,7 @@ def add(
     timezone: str = typer.Option("UTC", "--timezone", help="IANA timezone the cron is read in (Europe/Paris, ...)."),
     catch_up: bool = typer.Option(False, "--catch-up", help="After an outage, enqueue every missed tick (default: only the latest)."),
     comment: Optional[str] = _comment(),
-    operator: Optional[str] = _operator(),
+    operator: Optional[str] = operator_option(),
 ) -> None:
     """Add a schedule that enqueues WORKFLOW at every tick of CRON (any worker ticks it)."""
     value = _parse_input(input)
@@ -105,7 +99,7 @@ def _parse_input(text: str | None) -> Any:
 
 @app.command("pause")
 def pause(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME", help="Schedule name."),
-          comment: Optional[str] = _comment(), operator: Optional[str] = _operator()) -> None:
+          comment: Optional[str] = _comment(), operator: Optional[str] = operator_option()) -> None:
     """Stop a schedule's ticks until it is resumed (runs already enqueued are left alone)."""
     s = acting(ctx, operator)
     with s.kestrel() as kestrel:
@@ -115,7 +109,7 @@ def pause(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME", he
 
 @app.command("resume")
 def resume(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME", help="Schedule name."),
-           comment: Optional[str] = _comment(), operator: Optional[str] = _operator()) -> None:
+           comment: Optional[str] = _comment(), operator: Optional[str] = operator_option()) -> None:
     """Tick again, from the first tick after now (the ticks missed while paused are not run)."""
     s = acting(ctx, operator)
     with s.kestrel() as kestrel:
@@ -125,7 +119,7 @@ def resume(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME", h
 
 @app.command("remove")
 def remove(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME", help="Schedule name."),
-           comment: Optional[str] = _comment(), operator: Optional[str] = _operator()) -> None:
+           comment: Optional[str] = _comment(), operator: Optional[str] = operator_option()) -> None:
     """Delete a schedule (runs already enqueued are left alone)."""
     s = acting(ctx, operator)
     with s.kestrel() as kestrel:

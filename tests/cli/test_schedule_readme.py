@@ -13,7 +13,6 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-import psycopg
 
 from tests.waiting import wait_for
 

@@ -12,7 +12,6 @@ from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import psycopg
 
 from tests.waiting import wait_for
 
