@@ -9,8 +9,8 @@ carries the idempotency key ``schedule:<name>:<tick>``, so even a tick that were
 Missed ticks (no worker ran, the database was down) follow the schedule's policy:
 
 - ``catch_up=False`` (the default): a tick up to ``LATE_GRACE`` late is still enqueued (a busy
-  or restarting worker is not an outage); of the ticks missed by longer, only the most recent
-  one is enqueued, the others are skipped. Then the schedule goes on from the next tick.
+  or restarting worker is not an outage); later ticks are skipped, except the most recent due
+  tick, which is always enqueued. Then the schedule goes on from the next tick.
 - ``catch_up=True``: every missed tick is enqueued, oldest first, at most ``CATCH_UP_BATCH``
   per schedule per pass (a backlog drains over a few passes) and at most the ``CATCH_UP_MAX``
   most recent ones (older ticks are skipped and logged).
@@ -85,7 +85,7 @@ def plan(expression: str, tz: str, next_tick: datetime, now: datetime, catch_up:
     if now - next_tick <= LATE_GRACE:  # late, not missed: every tick
         ticks, following = cron.ticks_due(expression, tz, next_tick, now, CATCH_UP_BATCH)
         return ticks, following, 0
-    # Missed: the ticks still within the grace, else only the latest one.
+    # Missed: the ticks still within the grace, else only the latest one (which is due).
     recent = cron.next_after(expression, tz, now - LATE_GRACE - timedelta(microseconds=1))
     if recent > now:
         recent = cron.latest_at_or_before(expression, tz, now)

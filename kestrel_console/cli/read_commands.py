@@ -151,8 +151,8 @@ def _schedule_notes(stalled: list[tuple[dict[str, Any], str]]) -> None:
 
 
 def status(ctx: typer.Context, fmt: str = format_option()) -> None:
-    """Queue depth by status and workflow, stuck leases, pending approvals, and workflows
-    enqueued that no live worker registered.
+    """Queue depth by status and workflow, stuck leases, pending approvals, workflows
+    enqueued that no live worker registered, and schedules paused or not ticking.
 
     json/csv: one row per workflow with its counts per status, stuck_leases,
     pending_approvals and live_workers.
