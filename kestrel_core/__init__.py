@@ -16,6 +16,7 @@ from .errors import (
 )
 from .execution import STATUSES, TERMINAL_STATUSES, Execution
 from .connection import mask_dsn
+from .schedules import Schedule
 
 __all__ = [
     "ActionRefused",
@@ -29,6 +30,7 @@ __all__ = [
     "NotFound",
     "NotSerializable",
     "STATUSES",
+    "Schedule",
     "SchemaOutdated",
     "StepFailed",
     "TERMINAL_STATUSES",

@@ -22,6 +22,7 @@ from . import operator as _operator
 from . import prune as _prune
 from . import queues as _queues
 from . import roles as _roles
+from . import schedules as _schedules
 from .connection import connect, make_pool, unavailable
 from .roles import RoleNames
 from .statements import check_schema_name
@@ -71,6 +72,7 @@ class Kestrel:
         self.application_name = application_name
         self._workflows: dict[str, Workflow] = {}
         self._queues: dict[str, _queues.Queue] = {}
+        self._schedules: dict[str, _schedules.Schedule] = {}
         self._pool: ConnectionPool | None = None
         self._pool_lock = threading.Lock()
 
@@ -121,6 +123,32 @@ class Kestrel:
     def queues(self) -> dict[str, _queues.Queue]:
         """The declared queues by name."""
         return dict(self._queues)
+    def schedule(self, cron: str, *, name: str | None = None, timezone: str = "UTC",
+                 catch_up: bool = False, input: dict[str, Any] | None = None) -> Callable[[F], F]:
+        """Enqueue the decorated workflow at every tick of ``cron`` (see kestrel_core.scheduler
+        for ``catch_up``); registers it as a workflow unless ``@app.workflow`` did (put
+        ``@app.schedule`` above it). Each run's input is ``input`` plus ``schedule`` and
+        ``scheduled_at`` (the tick, ISO 8601 UTC). Workers write it to the schedules table.
+        """
+        def register(fn: F) -> F:
+            known = next((w.name for w in self._workflows.values() if w.fn is fn), None)
+            wf_name = known or fn.__name__
+            schedule_name = name or wf_name
+            expression, _ = _schedules.check(schedule_name, cron, wf_name, timezone, input)
+            if schedule_name in self._schedules:
+                raise ValueError(f"schedule {schedule_name!r} is declared twice: give each a name=")
+            if known is None:
+                self.workflow()(fn)
+            self._schedules[schedule_name] = _schedules.Schedule(
+                schedule_name, expression, wf_name, timezone, catch_up, input)
+            return fn
+
+        return register
+
+    @property
+    def schedules(self) -> dict[str, _schedules.Schedule]:
+        """The schedules declared in code, by name."""
+        return dict(self._schedules)
 
     # -- connections ------------------------------------------------------------------------
 
@@ -268,6 +296,31 @@ class Kestrel:
         """Claim from a paused queue again; audited."""
         with self.connection() as conn:
             _queues.set_paused(conn, self.schema, name, False, by=by or default_operator(), comment=comment)
+    def add_schedule(self, name: str, cron: str, workflow: str, *, input: dict[str, Any] | None = None,
+                     timezone: str = "UTC", catch_up: bool = False, by: str | None = None,
+                     comment: str | None = None) -> datetime:
+        """Add a schedule as an operator (audited; any worker ticks it); returns its first tick.
+        ValueError for a bad cron, timezone or input; ActionRefused if the name is taken."""
+        with self.connection() as conn:
+            return _schedules.add(conn, self.schema, name, cron, workflow, input=input, timezone=timezone,
+                                  catch_up=catch_up, by=by or default_operator(), comment=comment)
+
+    def pause_schedule(self, name: str, *, by: str | None = None, comment: str | None = None) -> None:
+        """Stop a schedule's ticks until it is resumed (audited)."""
+        with self.connection() as conn:
+            _schedules.set_paused(conn, self.schema, name, True, by=by or default_operator(), comment=comment)
+
+    def resume_schedule(self, name: str, *, by: str | None = None, comment: str | None = None) -> datetime:
+        """Tick again from the first tick after now (none of the paused ticks); returns it (audited)."""
+        with self.connection() as conn:
+            return _schedules.set_paused(conn, self.schema, name, False, by=by or default_operator(),
+                                         comment=comment)
+
+    def remove_schedule(self, name: str, *, by: str | None = None, comment: str | None = None) -> str:
+        """Delete a schedule (audited); returns its source: 'code' ones come back when a worker
+        that declares them starts (pause those instead)."""
+        with self.connection() as conn:
+            return _schedules.remove(conn, self.schema, name, by=by or default_operator(), comment=comment)
 
     # -- workers ----------------------------------------------------------------------------
 

@@ -60,6 +60,7 @@ WORKER_WRITES: dict[str, tuple[str, ...]] = {
     "workers": ("SELECT", "INSERT", "UPDATE"),               # register, heartbeat, retire
     "schema_migrations": ("SELECT",),                        # the version check at start
     "queues": ("SELECT", "INSERT", "UPDATE"),               # declare at start, claim (lock, rate window)
+    "schedules": ("SELECT", "INSERT", "UPDATE"),             # declare at start, advance ticks
 }
 WORKER_FUNCTIONS = ("prune_finished(timestamptz, integer, text)",)
 OPERATOR_FUNCTIONS = (
@@ -68,6 +69,9 @@ OPERATOR_FUNCTIONS = (
     "requeue_execution(bigint, text, text)",
     "prune_finished(timestamptz, integer, text)",
     "set_queue_paused(text, boolean, text, text)",
+    "add_schedule(text, text, text, text, jsonb, boolean, timestamptz, text, text)",
+    "set_schedule_paused(text, boolean, timestamptz, text, text)",
+    "remove_schedule(text, text, text)",
 )
 
 

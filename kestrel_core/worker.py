@@ -29,6 +29,7 @@ from psycopg import sql
 from . import checkpoint, claim as claim_mod, completion, lease as lease_mod, sweeper
 from . import prune as prune_mod
 from . import queues as queues_mod
+from . import scheduler, schedules as schedules_mod
 from .connection import connect, make_pool, unavailable
 from .context import AsyncWorkflowContext, Claimed, Unwind, WorkflowContext, describe_exception
 from .errors import DatabaseUnavailable, KestrelError, NotSerializable
@@ -202,6 +203,8 @@ class Worker:
                     lease_mod.register(conn, self.schema, self.worker_id, self.names, self.concurrency,
                                        self.versions, self.queues)
                     queues_mod.declare(conn, self.schema, list(self.app.queues.values()), self._bindings())
+                    schedules_mod.declare(conn, self.schema, list(self.app.schedules.values()),
+                                          by=f"worker:{self.worker_id}")
                 return True
             except (DatabaseUnavailable, psycopg.OperationalError) as exc:
                 failure = exc if isinstance(exc, DatabaseUnavailable) else unavailable(self.app.dsn, exc)
@@ -368,6 +371,7 @@ class Worker:
             if now >= next_sweep and not self.draining.is_set():
                 next_sweep = now + self.sweep_interval * random.uniform(0.8, 1.2)
                 self._sweep()
+                self._tick_schedules()
             self._stopped.wait(max(0.01, min(next_beat, next_sweep) - time.monotonic()))
 
     def _prune_loop(self) -> None:
@@ -413,6 +417,15 @@ class Worker:
             self.log.info("event=waits_due worker=%s reenqueued=%s", self.worker_id, woken)
         if expired or woken:
             self._wake.set()
+
+    def _tick_schedules(self) -> None:
+        # Every worker ticks every schedule, its workflow registered here or not: the run waits
+        # for a worker that has the code (``status`` says when none does).
+        try:
+            if self.db(lambda c: scheduler.tick_due(c, self.schema, worker=self.worker_id), window=0).enqueued:
+                self._wake.set()
+        except psycopg.Error as exc:
+            self.log.warning("event=schedule_tick_failed worker=%s error=%r", self.worker_id, str(exc).strip()[:200])
 
     # -- running one execution ---------------------------------------------------------------
 

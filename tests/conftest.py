@@ -22,6 +22,7 @@ ADMIN_DSN = os.environ.get("KESTREL_TEST_DSN", "host=127.0.0.1 port=5432 user=po
 KESTREL_TABLES = (
     "operator_actions, step_attempts, workflow_waits, operation_outputs, workflow_executions, workers"
     ", queues"
+    ", schedules"
 )
 
 

@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from . import demo_command, engine_commands, prune_command, queue_commands, read_commands
+from . import demo_command, engine_commands, prune_command, queue_commands, read_commands, schedule_commands
 from .settings import build_settings
 
 app = typer.Typer(
@@ -56,7 +56,8 @@ def root(
         open_tui(ctx.obj, read_only=read_only)
 
 
-for _commands in (engine_commands, read_commands, prune_command, demo_command, queue_commands):
+for _commands in (engine_commands, read_commands, prune_command, demo_command, queue_commands,
+                  schedule_commands):
     _commands.register(app)
 
 

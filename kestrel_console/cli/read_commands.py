@@ -20,7 +20,7 @@ from rich.text import Text
 from kestrel_core.connection import connect
 from kestrel_core.execution import STATUSES
 
-from .. import render
+from .. import render, schedule_queries
 from ..queries import APPLICATION_NAME, Reader
 from .errors import fail, handles_errors
 from .settings import Settings, execution_id_argument, settings
@@ -160,9 +160,18 @@ def cannot_run_lines(overview: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _schedule_notes(stalled: list[tuple[dict[str, Any], str]]) -> None:
+    """Why a schedule is not producing runs: paused, no worker ticking, no worker for its workflow."""
+    con = render.console_for()
+    for row, reason in stalled:
+        label = "paused schedule: " if row["paused"] else "schedule not running: "
+        con.print(Text(label, style="bold yellow") + Text(
+            f"{row['name']!r} ({row['workflow_name']}, '{row['cron']}' {row['timezone']}) {reason}"))
+
+
 def status(ctx: typer.Context, fmt: str = format_option()) -> None:
-    """Queue depth by status and workflow, stuck leases, pending approvals, and workflows
-    enqueued that no live worker registered.
+    """Queue depth by status and workflow, stuck leases, pending approvals, workflows
+    enqueued that no live worker registered, and schedules paused or not ticking.
 
     Also: executions no live worker can run (they need a code version no live worker has, or
     their queue is paused), with the reason.
@@ -174,9 +183,11 @@ def status(ctx: typer.Context, fmt: str = format_option()) -> None:
     s = settings(ctx)
     with _reader(s) as reader:
         overview = handles_errors(reader.overview)()
+        stalled_schedules = handles_errors(schedule_queries.stalled)(reader)
     rows = status_rows(overview)
     if fmt == "table":
         _status_table(overview, rows)
+        _schedule_notes(stalled_schedules)
     else:
         render.emit(rows, STATUS_COLUMNS, fmt)
 

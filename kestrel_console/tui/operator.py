@@ -101,6 +101,11 @@ class Operator:
                                         application_name="kestrel-console")
             return self._kestrel
 
+    def kestrel(self) -> Kestrel:
+        """The app actions other than these four go through (schedules): ReadOnlyRefused in
+        --read-only mode."""
+        return self._app()
+
     def run(self, action: str, targets: Iterable[Target], comment: str | None = None) -> Outcome:
         """Apply ``action`` to each target; refusals are collected, not raised (except
         read-only and an unreachable database, which stop the batch)."""

@@ -14,6 +14,7 @@ from .screens.dashboard import DashboardScreen
 from .screens.executions import ExecutionsScreen
 from .screens.queues import QueuesScreen
 from .screens.reports import ReportsScreen
+from .screens.schedules import SchedulesScreen
 from .screens.sql import SqlScreen
 
 
@@ -32,6 +33,7 @@ SCREENS: list[ScreenEntry] = [
     ScreenEntry("4", "sql", SqlScreen, "SQL"),
     ScreenEntry("5", "reports", ReportsScreen, "Reports"),
     ScreenEntry("6", "queues", QueuesScreen, "Queues"),
+    ScreenEntry("7", "schedules", SchedulesScreen, "Schedules"),
 ]
 
 

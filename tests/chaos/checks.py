@@ -16,12 +16,15 @@
 5. Duplicated side effects (more than one ledger row for a step) are allowed only for a run
    cut off by the chaos: its worker was SIGKILLed after the effect, or SIGSTOPped around it,
    or the database was down around it (the lease could lapse meanwhile). They are counted.
+6. Schedules: every worker's scheduler ticks the one-second schedule; each tick was enqueued
+   exactly once (no tick twice, none missing between the first and the last) and its run succeeded.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -73,6 +76,7 @@ class Verdict:
     duplicates_by_cause: Counter = field(default_factory=Counter)
     open_attempts: int = 0
     attempts_lost: int = 0
+    ticks: int = 0  # runs the schedule enqueued (checked apart from the chain executions)
     violations: list[str] = field(default_factory=list)
 
     @property
@@ -98,6 +102,9 @@ def verify(conn: psycopg.Connection, expected_keys: set[str], disruptions: list[
     for eid, step, owner, epoch in conn.execute(SUCCESS_ATTEMPTS):
         attempts[(eid, step)].append((owner, epoch))
     gates = {eid: (decision, by) for eid, decision, by in conn.execute(GATES)}
+    scheduled = [row for row in executions if (row[1] or "").startswith("schedule:")]
+    executions = [row for row in executions if not (row[1] or "").startswith("schedule:")]
+    _check_ticks(v, scheduled)
 
     v.executions = len(executions)
     keys = {row[1] for row in executions}
@@ -132,6 +139,26 @@ def verify(conn: psycopg.Connection, expected_keys: set[str], disruptions: list[
     v.side_effects = sum(len(rows) for rows in ledger.values())
     v.open_attempts = conn.execute(OPEN_ATTEMPTS).fetchone()[0]
     return v
+
+
+def _check_ticks(v: Verdict, scheduled: list[tuple]) -> None:
+    """Each tick of the one-second schedule enqueued once, none missing, every run a success."""
+    v.ticks = len(scheduled)
+    seen: Counter = Counter()
+    for eid, key, status, spec, output, error, _, _ in scheduled:
+        tick = spec.get("scheduled_at") if isinstance(spec, dict) else None
+        seen[tick] += 1
+        if key != f"schedule:{spec.get('schedule')}:{tick}":
+            v.fail(f"scheduled execution {eid}: key {key} does not name its tick {tick}")
+        if status != "success" or output != tick:
+            v.fail(f"scheduled execution {eid} (tick {tick}) ended {status} with {output!r}: {error}")
+    for tick, n in sorted(seen.items(), key=lambda kv: str(kv[0])):
+        if n > 1:
+            v.fail(f"tick {tick} was enqueued {n} times")
+    ticks = sorted(datetime.fromisoformat(t) for t in seen if t)
+    for a, b in zip(ticks, ticks[1:]):
+        if b - a != timedelta(seconds=1):
+            v.fail(f"ticks missing between {a.isoformat()} and {b.isoformat()}")
 
 
 def _check_output(v: Verdict, eid: int, spec: dict[str, Any], output: Any,

@@ -82,7 +82,8 @@ class ChaosReport:
         return (f"executions {v.executions} ({dict(v.statuses)}), kills {self.kills}, stops {self.stops}, "
                 f"restarts {self.restarts}, side effects {v.side_effects}, duplicated side effects "
                 f"{v.duplicates} (by cause: {causes}), refused stale writes {self.refused_writes}, "
-                f"leases swept {self.leases_expired}, attempts left open {v.open_attempts} / lost {v.attempts_lost}, {self.seconds:.0f} s, "
+                f"leases swept {self.leases_expired}, attempts left open {v.open_attempts} / lost {v.attempts_lost}, "
+                f"schedule ticks {v.ticks}, {self.seconds:.0f} s, "
                 f"{'OK' if v.ok else f'{len(v.violations)} VIOLATION(S)'}")
 
 
@@ -142,6 +143,7 @@ class ChaosRun:
             for resumer in self.resumers:
                 resumer.join()
             cfg.log(f"chaos: calm; {len(self.keys)} enqueued, waiting for them to finish")
+            self._pause_schedule()  # its ticks would keep the queue from draining
             _drain(self.admin_dsn, cfg.drain_s)
             self.stop_approving.set()
             approver.join()
@@ -169,6 +171,19 @@ class ChaosRun:
             refused_writes=logs.count("event=write_refused"), leases_expired=logs.count("event=leases_expired"),
             seconds=time.monotonic() - self.started, log_dir=self.log_dir, disruptions=self.disruptions,
         )
+
+    def _pause_schedule(self) -> None:
+        from .workload import TICK_SCHEDULE
+
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.app.pause_schedule(TICK_SCHEDULE, by="chaos-harness")
+                return
+            except (KestrelError, psycopg.Error):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
 
     def _thread(self, fn: Callable[[], None]) -> threading.Thread:
         """Start ``fn`` in a thread; an exception in it stops the run and is raised at the end."""

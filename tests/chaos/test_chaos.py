@@ -29,5 +29,6 @@ def test_nothing_lost_or_doubled_under_kills_stops_and_restarts(
     # The run did what it claims: every kind of disruption happened, on a real workload.
     assert report.kills >= 5 and report.stops == 2 and report.restarts == 2, report.summary()
     assert report.enqueued >= 200 and report.verdict.statuses["success"] == report.enqueued
+    assert report.verdict.ticks >= 20, report.summary()  # the schedule ticked through the chaos
     if report.busy_stops:
         assert report.refused_writes >= 1, "a worker frozen mid-execution woke up and wrote nothing refused"

@@ -120,3 +120,27 @@ def test_missing_checkpoints_lost_and_unfinished_executions_are_caught(chaos_db:
     assert "checkpoints ['s0'] != steps ['s0', 's1']" in text
     assert "ended running, not success" in text
     assert "enqueued execution k3 is missing" in text
+
+
+def tick_run(db: psycopg.Connection, second: int, *, key_second: int | None = None, status: str = "success") -> None:
+    tick = f"2026-01-05T12:00:{second:02d}+00:00"
+    key = f"schedule:chaos-tick:2026-01-05T12:00:{(second if key_second is None else key_second):02d}+00:00"
+    db.execute("INSERT INTO kestrel.workflow_executions (workflow_name, status, input, output, idempotency_key)"
+               " VALUES ('tick', %s, %s, %s, %s)",
+               (status, Jsonb({"schedule": "chaos-tick", "scheduled_at": tick}), Jsonb(tick), key))
+
+
+def test_schedule_ticks_once_each_without_gaps(chaos_db: psycopg.Connection) -> None:
+    clean_execution(chaos_db)
+    for second in (0, 1, 2):
+        tick_run(chaos_db, second)
+    clean = verify(chaos_db, {"k1"}, [], LEASE)
+    assert clean.ok and clean.ticks == 3 and clean.executions == 1, clean.violations
+
+    tick_run(chaos_db, 2, key_second=9)  # tick 2 enqueued a second time, under another key
+    tick_run(chaos_db, 5, status="error")  # ticks 3 and 4 missing; 5 failed
+    text = "\n".join(verify(chaos_db, {"k1"}, [], LEASE).violations)
+    assert "tick 2026-01-05T12:00:02+00:00 was enqueued 2 times" in text
+    assert "does not name its tick" in text
+    assert "ticks missing between 2026-01-05T12:00:02+00:00 and 2026-01-05T12:00:05+00:00" in text
+    assert "(tick 2026-01-05T12:00:05+00:00) ended error" in text

@@ -144,6 +144,16 @@ def chain(ctx: Any, spec: dict[str, Any]) -> dict[str, Any]:
     return {"nonces": nonces, "sum": sum(nonces), "owner": owner, "epoch": epoch, "decision": decision}
 
 
+TICK_SCHEDULE = "chaos-tick"
+
+
+@app.schedule("* * * * * *", name=TICK_SCHEDULE, catch_up=True)
+def tick(ctx: Any, input: dict[str, Any]) -> str:
+    """Enqueued by every worker's scheduler at each second: one run per tick, whatever the chaos
+    (catch_up: ticks missed during an outage are enqueued after it, so none is skipped)."""
+    return input["scheduled_at"]
+
+
 def expected_steps(spec: dict[str, Any]) -> set[str]:
     """Every checkpoint an execution of ``spec`` must end with."""
     steps = {f"s{i}" for i in range(spec["steps"])}

@@ -1,0 +1,134 @@
+"""``kestrel-console schedule list/add/pause/resume/remove``: cron schedules from the CLI.
+
+Every change goes through the kestrel_core API (audited, as the --operator); a bad cron
+expression, timezone or input is bad usage (exit 2) and writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+import typer
+from rich.text import Text
+
+from kestrel_core import cron as cron_mod
+from kestrel_core import schedules as schedules_mod
+
+from .. import render
+from ..schedule_queries import schedules as read_schedules
+from .errors import handles_errors
+from .read_commands import _reader, format_option
+from .settings import acting, operator_option, settings
+
+app = typer.Typer(name="schedule", help="Cron schedules: list, add, pause, resume, remove.",
+                  no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
+
+LIST_COLUMNS = ["name", "cron", "timezone", "workflow_name", "next_tick", "last_tick",
+                "last_execution_id", "last_status", "paused", "paused_by", "catch_up", "source", "input"]
+TABLE_COLUMNS = ["name", "cron", "timezone", "workflow_name", "next", "last_run", "state", "source"]
+TABLE_HEADERS = {"workflow_name": "workflow", "next": "next tick", "last_run": "last run"}
+
+
+def _comment() -> Any:
+    return typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False)
+
+
+@app.command("list")
+def list_(ctx: typer.Context, fmt: str = format_option()) -> None:
+    """Every schedule: cron, timezone, workflow, next tick, last run and its status, paused."""
+    s = settings(ctx)
+    with _reader(s) as reader:
+        rows = handles_errors(read_schedules)(reader)
+    if fmt != "table":
+        render.emit(rows, LIST_COLUMNS, fmt)
+        return
+    render.emit([_table_row(r) for r in rows], TABLE_COLUMNS, "table", headers=TABLE_HEADERS,
+                empty="no schedules (add one: kestrel-console schedule add NAME CRON WORKFLOW)")
+
+
+def _table_row(r: dict[str, Any]) -> dict[str, Any]:
+    last = "never"
+    if r["last_tick"] is not None:
+        last = f"{render.short_time(r['last_tick'])} #{r['last_execution_id']} {r['last_status'] or 'pruned'}"
+    state = Text("paused by " + (r["paused_by"] or "?"), style="bold yellow") if r["paused"] else "active"
+    nxt = "—" if r["paused"] else f"{render.short_time(r['next_tick'])} (in {render.human_duration(max(0.0, r['next_in_s']))})"
+    return {**r, "next": nxt, "last_run": last, "state": state}
+
+
+@app.command("add")
+def add(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., metavar="NAME", help="Schedule name (letters, digits, _ . : -)."),
+    cron: str = typer.Argument(..., metavar="CRON", help="Cron expression, 5 fields (or 6 with seconds last), quoted."),
+    workflow: str = typer.Argument(..., metavar="WORKFLOW", help="Workflow name to enqueue at every tick."),
+    input: Optional[str] = typer.Option(None, "--input", help="A JSON object passed to every run (beside scheduled_at).", show_default=False),
+    timezone: str = typer.Option("UTC", "--timezone", help="IANA timezone the cron is read in (Europe/Paris, ...)."),
+    catch_up: bool = typer.Option(False, "--catch-up", help="After an outage, enqueue every missed tick (default: only the latest)."),
+    comment: Optional[str] = _comment(),
+    operator: Optional[str] = operator_option(),
+) -> None:
+    """Add a schedule that enqueues WORKFLOW at every tick of CRON (any worker ticks it)."""
+    value = _parse_input(input)
+    checks = ((lambda: schedules_mod.check(name, "* * * * *", "w", "UTC", None), "NAME"),
+              (lambda: cron_mod.check_cron(cron), "CRON"),
+              (lambda: cron_mod.check_timezone(timezone), "--timezone"),
+              (lambda: schedules_mod.check(name, cron, workflow, timezone, value), "--input"))
+    for check, hint in checks:
+        try:
+            check()
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint=hint) from None
+    s = acting(ctx, operator)
+    with s.kestrel() as kestrel:
+        first = handles_errors(kestrel.add_schedule)(name, cron, workflow, input=value, timezone=timezone,
+                                                     catch_up=catch_up, by=s.operator, comment=comment)
+    typer.echo(f"added schedule {name!r}: workflow {workflow!r} at {cron!r} ({timezone}) as {s.operator}; "
+               f"first tick {first.isoformat()}")
+
+
+def _parse_input(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise typer.BadParameter(f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
+                                 param_hint="--input") from None
+
+
+@app.command("pause")
+def pause(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME", help="Schedule name."),
+          comment: Optional[str] = _comment(), operator: Optional[str] = operator_option()) -> None:
+    """Stop a schedule's ticks until it is resumed (runs already enqueued are left alone)."""
+    s = acting(ctx, operator)
+    with s.kestrel() as kestrel:
+        handles_errors(kestrel.pause_schedule)(name, by=s.operator, comment=comment)
+    typer.echo(f"paused schedule {name!r} as {s.operator}; resume it with: kestrel-console schedule resume {name}")
+
+
+@app.command("resume")
+def resume(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME", help="Schedule name."),
+           comment: Optional[str] = _comment(), operator: Optional[str] = operator_option()) -> None:
+    """Tick again, from the first tick after now (the ticks missed while paused are not run)."""
+    s = acting(ctx, operator)
+    with s.kestrel() as kestrel:
+        next_tick = handles_errors(kestrel.resume_schedule)(name, by=s.operator, comment=comment)
+    typer.echo(f"resumed schedule {name!r} as {s.operator}; next tick {next_tick.isoformat()}")
+
+
+@app.command("remove")
+def remove(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME", help="Schedule name."),
+           comment: Optional[str] = _comment(), operator: Optional[str] = operator_option()) -> None:
+    """Delete a schedule (runs already enqueued are left alone)."""
+    s = acting(ctx, operator)
+    with s.kestrel() as kestrel:
+        source = handles_errors(kestrel.remove_schedule)(name, by=s.operator, comment=comment)
+    typer.echo(f"removed schedule {name!r} as {s.operator}")
+    if source == "code":
+        typer.echo("note: it is declared in code and comes back when a worker with that code starts; "
+                   "pause it to keep it off", err=True)
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="schedule")

@@ -1,0 +1,60 @@
+"""The console's reads of schedules (the CLI's ``schedule list``, ``status`` and the TUI's
+Schedules screen), on a ``queries.Reader``: one row per schedule with its next tick, its last
+run and that run's status, whether it is paused, and whether a live worker runs its workflow."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .queries import Reader
+
+# A few schedules, not a history: one pass over the table, the last run by primary key.
+SCHEDULES = """
+SELECT s.name, s.cron, s.timezone, s.workflow_name, s.next_tick,
+       extract(epoch FROM s.next_tick - now())::float8 AS next_in_s,
+       s.last_tick, s.last_execution_id, e.status AS last_status,
+       s.paused, s.paused_by, s.paused_at, s.catch_up, s.source, s.input, s.created_by,
+       s.created_at,
+       EXISTS (SELECT 1 FROM {schema}.workers w
+                WHERE s.workflow_name = ANY (w.workflows) AND w.stopped_at IS NULL
+                  AND w.last_heartbeat > now() - make_interval(secs => %(dead_after)s)) AS served,
+       EXISTS (SELECT 1 FROM {schema}.workers w
+                WHERE w.stopped_at IS NULL
+                  AND w.last_heartbeat > now() - make_interval(secs => %(dead_after)s)) AS ticking
+  FROM {schema}.schedules s
+  LEFT JOIN {schema}.workflow_executions e ON e.id = s.last_execution_id
+ ORDER BY s.name
+"""
+
+COLUMNS = ["name", "cron", "timezone", "workflow_name", "next_tick", "last_tick", "last_execution_id",
+           "last_status", "paused", "paused_by", "paused_at", "catch_up", "source", "input", "created_by",
+           "created_at", "served"]
+
+
+def schedules(reader: Reader) -> list[dict[str, Any]]:
+    """Every schedule, by name."""
+    return reader._rows("schedules", SCHEDULES, {"dead_after": reader.dead_after_s})
+
+
+def why_not_ticking(row: dict[str, Any]) -> str | None:
+    """Why a schedule is not enqueuing runs (or its runs would not start), in one sentence;
+    None when nothing stands in its way."""
+    if row["paused"]:
+        return (f"paused by {row['paused_by'] or '?'}: no ticks until "
+                f"`kestrel-console schedule resume {row['name']}`")
+    if not row["ticking"]:
+        return "no live worker: ticks are enqueued by workers' maintenance loops (start one)"
+    if not row["served"]:
+        return (f"no live worker runs workflow {row['workflow_name']!r}: its runs are enqueued "
+                "but wait for a worker that has its code")
+    return None
+
+
+def stalled(reader: Reader) -> list[tuple[dict[str, Any], str]]:
+    """The schedules not enqueuing runs (or whose runs would not start), with the reason."""
+    out = []
+    for row in schedules(reader):
+        reason = why_not_ticking(row)
+        if reason:
+            out.append((row, reason))
+    return out

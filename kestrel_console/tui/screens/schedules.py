@@ -1,0 +1,149 @@
+"""Screen 7, schedules: every cron schedule with its next tick, its last run and that run's
+status, and why it is not ticking (paused, no worker); ``p`` pauses or resumes the one under
+the cursor, after a confirmation, through ``kestrel_core`` as the --operator (audited)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import Footer, Header, Static
+
+from kestrel_console.schedule_queries import schedules, why_not_ticking
+
+from .. import format as fmt
+from ..live import LiveScreen
+from ..widgets.banner import Banner
+from ..widgets.confirm import ConfirmModal
+from ..widgets.live_table import LiveTable
+
+COLUMNS = [("name", "schedule"), ("cron", "cron"), ("timezone", "timezone"), ("workflow", "workflow"),
+           ("next", "next tick"), ("last", "last run"), ("status", "status"), ("state", "state")]
+
+
+class SchedulesScreen(LiveScreen):
+    VIEW = "schedules"
+    NAME = "Schedules"
+    CSS_PATH = "schedules.tcss"
+    BINDINGS: ClassVar[list[Any]] = [
+        Binding("p", "toggle_schedule", "Pause/resume"),
+    ]
+    HELP_EXTRA = [("↑ ↓", "move; why the schedule is not ticking shows below")]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.rows: list[dict[str, Any]] = []
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Banner()
+        yield Static("", id="sched-summary")
+        yield LiveTable(COLUMNS, id="schedules")
+        yield Static("", id="sched-why")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.table.focus()
+
+    @property
+    def table(self) -> LiveTable:
+        return self.query_one("#schedules", LiveTable)
+
+    @work(thread=True, exclusive=True, group="schedules", exit_on_error=False)
+    def load(self, seq: int) -> None:
+        self.fetch(seq, schedules, self.show)
+
+    def show(self, rows: list[dict[str, Any]]) -> None:
+        self.rows = rows
+        self.table.sync((r["name"], _cells(r), r) for r in rows)
+        paused = sum(1 for r in rows if r["paused"])
+        self.query_one("#sched-summary", Static).update(Text(
+            f"{len(rows)} schedule{'s' if len(rows) != 1 else ''}" + (f" · {paused} paused" if paused else "")
+            if rows else "no schedules: declare one with @app.schedule or add one with "
+            "kestrel-console schedule add", style="bold" if rows else "dim"))
+        self._why()
+
+    def selected(self) -> dict[str, Any] | None:
+        key = self.table.cursor_key()
+        return self.table.rows_data.get(key) if key else None
+
+    def _why(self) -> None:
+        row = self.selected()
+        reason = why_not_ticking(row) if row else None
+        self.query_one("#sched-why", Static).update(
+            Text(f"{row['name']}: {reason}", style="yellow") if row and reason else Text(""))
+
+    def on_data_table_row_highlighted(self, event: Any) -> None:
+        self._why()
+
+    # -- pause / resume ---------------------------------------------------------------------
+
+    def action_toggle_schedule(self) -> None:
+        if self.kapp.read_only:
+            self.kapp.tell("read-only mode: pause/resume of a schedule refused "
+                           "(the console was started with --read-only)", severity="warning")
+            return
+        row = self.selected()
+        if row is None:
+            self.kapp.tell("no schedule selected", severity="warning")
+            return
+        pausing = not row["paused"]
+        verb = "Pause" if pausing else "Resume"
+        effect = ("No tick is enqueued until it is resumed; runs already enqueued are left alone."
+                  if pausing else "It ticks again from the first tick after now; the ticks missed "
+                  "while it was paused are not run.")
+        question = (f"{verb} schedule {row['name']!r} ({row['workflow_name']}, '{row['cron']}' "
+                    f"{row['timezone']})?\n{effect} Recorded as {self.kapp.config.operator!r}.")
+
+        def done(yes: bool | None) -> None:
+            if yes:
+                self.toggle(row["name"], pausing)
+
+        self.app.push_screen(ConfirmModal(question, title=f"{verb} schedule {row['name']}"), done)
+
+    @work(thread=True, group="actions", exit_on_error=False)
+    def toggle(self, name: str, pausing: bool) -> None:
+        from kestrel_core import ActionRefused, DatabaseUnavailable, NotFound
+
+        by = self.kapp.config.operator
+        try:
+            kestrel = self.kapp.operator.kestrel()
+            if pausing:
+                kestrel.pause_schedule(name, by=by)
+                said = f"paused schedule {name!r}"
+            else:
+                said = f"resumed schedule {name!r}; next tick {fmt.when(kestrel.resume_schedule(name, by=by))}"
+        except (ActionRefused, NotFound) as exc:
+            self._to_ui(self.kapp.tell, str(exc).splitlines()[0], severity="warning")
+        except DatabaseUnavailable as exc:
+            self._to_ui(self.kapp.db_failed, exc)
+        except Exception as exc:
+            self._to_ui(self.kapp.tell, f"pause/resume failed: {str(exc).splitlines()[0]}", severity="error")
+        else:
+            self._to_ui(self.kapp.tell, said)
+        self._to_ui(self.refresh_data, force=True)
+
+    def _to_ui(self, fn: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            self.app.call_from_thread(fn, *args, **kwargs)
+        except RuntimeError:  # the app is closing
+            pass
+
+
+def _cells(r: dict[str, Any]) -> dict[str, Any]:
+    if r["last_tick"] is None:
+        last, status = Text("never", style="dim"), Text("")
+    else:
+        last = f"{fmt.when(r['last_tick'])} #{r['last_execution_id']}"
+        status = fmt.status(r["last_status"]) if r["last_status"] else Text("pruned", style="dim")
+    if r["paused"]:
+        state = Text(f"paused by {r['paused_by'] or '?'}", style="bold yellow")
+        nxt: Any = Text("—", style="dim")
+    else:
+        state = Text("active", style="green") if why_not_ticking(r) is None else Text("stalled", style="bold red")
+        nxt = f"{fmt.when(r['next_tick'])} (in {fmt.seconds(max(0.0, r['next_in_s']))})"
+    return {"name": r["name"], "cron": r["cron"], "timezone": r["timezone"], "workflow": r["workflow_name"],
+            "next": nxt, "last": last, "status": status, "state": state}

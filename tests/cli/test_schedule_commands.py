@@ -1,0 +1,82 @@
+"""``kestrel-console schedule add/list/pause/resume/remove`` and schedules in ``status``, run
+as the installed command: bad cron or timezone is bad usage (exit 2) and writes nothing;
+refusals exit 1; every change is audited as the operator."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+SCRIPT = Path(sys.executable).parent / "kestrel-console"
+
+
+def cli(dsn: str, *args: str) -> subprocess.CompletedProcess:
+    assert SCRIPT.exists(), f"no kestrel-console beside {sys.executable}: pip install -e ."
+    env = {k: v for k, v in os.environ.items() if k not in ("KESTREL_OPERATOR",)}
+    return subprocess.run([str(SCRIPT), "--dsn", dsn, *args], capture_output=True, text=True,
+                          env=env, timeout=60)
+
+
+def nothing_written(db: psycopg.Connection) -> bool:
+    return db.execute("SELECT (SELECT count(*) FROM schedules) + (SELECT count(*) FROM operator_actions)"
+                      ).fetchone() == (0,)
+
+
+@pytest.mark.parametrize("args, hint, message", [
+    (["nightly", "0 25 * * *", "report"], "CRON", "invalid cron expression '0 25 * * *'"),
+    (["nightly", "every day", "report"], "CRON", "invalid cron expression 'every day'"),
+    (["nightly", "0 2 * * *", "report", "--timezone", "Mars/Olympus"], "--timezone",
+     "unknown timezone 'Mars/Olympus'"),
+    (["nightly", "0 2 * * *", "report", "--input", "[1, 2]"], "--input", "must be a JSON object"),
+    (["nightly", "0 2 * * *", "report", "--input", "{bad"], "--input", "not valid JSON"),
+    (["night ly", "0 2 * * *", "report"], "NAME", "invalid schedule name"),
+])
+def test_bad_usage_exits_2_and_writes_nothing(dsn: str, db, args, hint, message) -> None:
+    result = cli(dsn, "schedule", "add", *args)
+    assert result.returncode == 2, result.stderr
+    flat = " ".join(result.stderr.replace("│", " ").split())
+    assert f"Invalid value for {hint}" in flat and message in flat
+    assert nothing_written(db)
+
+
+def test_add_list_pause_resume_remove(dsn: str, db) -> None:
+    added = cli(dsn, "schedule", "add", "nightly", "0 2 * * *", "report", "--input", '{"region": "eu"}',
+                "--timezone", "Europe/Paris", "--catch-up", "--operator", "alice")
+    assert added.returncode == 0, added.stderr
+    assert "added schedule 'nightly'" in added.stdout and "first tick" in added.stdout
+    row = db.execute("SELECT cron, timezone, workflow_name, input, catch_up, paused, source, created_by,"
+                     " extract(hour FROM next_tick AT TIME ZONE 'Europe/Paris') FROM schedules").fetchone()
+    assert row == ("0 2 * * *", "Europe/Paris", "report", {"region": "eu"}, True, False, "cli", "alice", 2)
+
+    taken = cli(dsn, "schedule", "add", "nightly", "*/5 * * * *", "other")
+    assert taken.returncode == 1 and "a schedule with that name exists" in taken.stderr
+
+    assert cli(dsn, "schedule", "pause", "nightly", "--operator", "bob", "--comment", "freeze").returncode == 0
+    again = cli(dsn, "schedule", "pause", "nightly", "--operator", "bob")
+    assert again.returncode == 1 and 'schedule "nightly" is already paused (by bob' in again.stderr
+
+    listed = json.loads(cli(dsn, "schedule", "list", "--format", "json").stdout)
+    assert [(r["name"], r["paused"], r["paused_by"], r["workflow_name"]) for r in listed] == [
+        ("nightly", True, "bob", "report")]
+    table = cli(dsn, "schedule", "list").stdout
+    assert "nightly" in table and "paused by bob" in table
+    status = cli(dsn, "status")
+    assert status.returncode == 0
+    assert "paused schedule: 'nightly'" in status.stdout and "schedule resume nightly" in status.stdout
+
+    resumed = cli(dsn, "schedule", "resume", "nightly", "--operator", "carol")
+    assert resumed.returncode == 0 and "next tick" in resumed.stdout
+    assert "paused schedule" not in cli(dsn, "status").stdout
+    assert cli(dsn, "schedule", "remove", "nightly", "--operator", "dave").returncode == 0
+    gone = cli(dsn, "schedule", "remove", "nightly")
+    assert gone.returncode == 1 and 'no schedule named "nightly"' in gone.stderr
+    assert db.execute("SELECT actor, action, comment FROM operator_actions ORDER BY id").fetchall() == [
+        ("alice", "add_schedule", None), ("bob", "pause_schedule", "freeze"),
+        ("carol", "resume_schedule", None), ("dave", "remove_schedule", None)]
+    assert db.execute("SELECT count(*) FROM schedules").fetchone() == (0,)

@@ -1,0 +1,83 @@
+"""Screen 7, Schedules: next tick, last run and its status, paused or not; `p` pauses or
+resumes the schedule under the cursor after a confirmation, audited under the operator."""
+
+from __future__ import annotations
+
+import re
+
+from kestrel_console.tui.screens.schedules import SchedulesScreen
+from kestrel_console.tui.widgets.confirm import ConfirmModal
+
+from .helpers import OPERATOR, SIZE, console, fresh, open_screen, rows, text_of, wait_for
+
+PAUSED = "SELECT name, paused, paused_by FROM schedules ORDER BY name"
+AUDIT = ("SELECT actor, action, details->>'schedule' FROM operator_actions"
+         " WHERE action LIKE '%%_schedule' ORDER BY id")
+
+
+def seed(db) -> int:
+    eid = db.execute("INSERT INTO workflow_executions (workflow_name, status, input) VALUES"
+                     " ('report', 'success', '{}') RETURNING id").fetchone()[0]
+    db.execute("INSERT INTO schedules (name, cron, timezone, workflow_name, next_tick, last_tick,"
+               " last_execution_id, source) VALUES ('hourly', '0 * * * *', 'Europe/Paris', 'report',"
+               " now() + interval '10 minutes', now() - interval '50 minutes', %s, 'code')", (eid,))
+    db.execute("INSERT INTO schedules (name, cron, workflow_name, next_tick, paused, paused_by, source)"
+               " VALUES ('nightly', '0 2 * * *', 'digest', now() + interval '1 hour', true, 'alice', 'cli')")
+    return eid
+
+
+async def confirm(pilot, answer: str) -> str:
+    await pilot.press("p")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmModal), what="the confirmation")
+    question = pilot.app.screen.question
+    await pilot.press(answer)
+    return question
+
+
+async def test_schedules_screen_shows_and_p_pauses_then_resumes(dsn, db):
+    eid = seed(db)
+    tui = console(dsn)
+    async with tui.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot, "7", SchedulesScreen)
+        table = screen.table
+        assert table.keys() == ["hourly", "nightly"]
+        assert table.shown("hourly", "timezone") == "Europe/Paris"
+        assert table.shown("hourly", "last").endswith(f"#{eid}")
+        assert table.shown("hourly", "status") == "success"
+        assert re.search(r"\(in [5-9]m\d\ds\)$", table.shown("hourly", "next"))  # due in 10 minutes
+        assert table.shown("nightly", "state") == "paused by alice"
+        assert table.shown("nightly", "last") == "never"
+        assert text_of(screen.query_one("#sched-summary")) == "2 schedules · 1 paused"
+
+        # `n`: nothing changes.
+        question = await confirm(pilot, "n")
+        assert question.startswith("Pause schedule 'hourly' (report, '0 * * * *' Europe/Paris)?")
+        assert f"Recorded as {OPERATOR!r}" in question
+        await pilot.pause(0.3)
+        assert rows(db, PAUSED) == [("hourly", False, None), ("nightly", True, "alice")]
+
+        await confirm(pilot, "y")
+        await wait_for(pilot, lambda: rows(db, PAUSED)[0] == ("hourly", True, OPERATOR), what="the pause")
+        await wait_for(pilot, lambda: table.shown("hourly", "state") == f"paused by {OPERATOR}")
+        assert f"hourly: paused by {OPERATOR}" in text_of(screen.query_one("#sched-why"))
+
+        question = await confirm(pilot, "y")
+        assert question.startswith("Resume schedule 'hourly'") and "ticks missed" in question
+        await wait_for(pilot, lambda: rows(db, PAUSED)[0] == ("hourly", False, None), what="the resume")
+        assert db.execute("SELECT next_tick > now() FROM schedules WHERE name = 'hourly'").fetchone() == (True,)
+        assert rows(db, AUDIT) == [(OPERATOR, "pause_schedule", "hourly"), (OPERATOR, "resume_schedule", "hourly")]
+        await fresh(pilot, screen)
+        assert table.shown("hourly", "state") == "stalled"  # resumed, but no worker is running
+        assert "no live worker" in text_of(screen.query_one("#sched-why"))
+
+
+async def test_read_only_refuses_p(dsn, db):
+    seed(db)
+    tui = console(dsn, read_only=True)
+    async with tui.run_test(size=SIZE) as pilot:
+        await open_screen(pilot, "7", SchedulesScreen)
+        await pilot.press("p")
+        await wait_for(pilot, lambda: any("read-only" in m for _, m in tui.notices), what="the refusal")
+        assert not isinstance(tui.screen, ConfirmModal)
+        assert rows(db, PAUSED) == [("hourly", False, None), ("nightly", True, "alice")]
+        assert rows(db, AUDIT) == []
