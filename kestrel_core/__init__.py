@@ -3,10 +3,12 @@
 from .app import Kestrel, Workflow
 from .errors import (
     ActionRefused,
+    ChildFailed,
     DatabaseUnavailable,
     DuplicateStepId,
     KestrelError,
     LostOwnership,
+    NonDeterministicChange,
     NotFound,
     NotSerializable,
     SchemaOutdated,
@@ -15,15 +17,21 @@ from .errors import (
 )
 from .execution import STATUSES, TERMINAL_STATUSES, Execution
 from .connection import mask_dsn
+from .children import ChildHandle
+from .events import Event
 
 __all__ = [
     "ActionRefused",
+    "ChildFailed",
+    "ChildHandle",
     "DatabaseUnavailable",
     "DuplicateStepId",
     "Execution",
     "Kestrel",
+    "Event",
     "KestrelError",
     "LostOwnership",
+    "NonDeterministicChange",
     "NotFound",
     "NotSerializable",
     "STATUSES",

@@ -16,6 +16,7 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import enqueue as _enqueue
+from . import events as _events
 from . import execution as _execution
 from . import migrate as _migrate
 from . import operator as _operator
@@ -23,6 +24,7 @@ from . import prune as _prune
 from . import roles as _roles
 from .connection import connect, make_pool, unavailable
 from .roles import RoleNames
+from .serialization import to_json
 from .statements import check_schema_name
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ class Workflow:
     name: str
     fn: Callable[..., Any]
     is_async: bool
+    timeout: timedelta | None = None  # deadline from the execution's start (deadlines.py)
 
 
 def default_operator() -> str:
@@ -71,19 +74,27 @@ class Kestrel:
 
     # -- registry ---------------------------------------------------------------------------
 
-    def workflow(self, name: str | Callable[..., Any] | None = None) -> Any:
+    def workflow(self, name: str | Callable[..., Any] | None = None, *,
+                 timeout: timedelta | float | None = None) -> Any:
         """Register a workflow: ``@app.workflow``, ``@app.workflow()`` or ``@app.workflow("n")``.
 
-        The function is called as ``fn(ctx, input)`` and may be ``async def``.
+        The function is called as ``fn(ctx, input)`` and may be ``async def``. ``timeout`` is a
+        deadline from the execution's start: past it the execution ends as error, even while
+        it waits.
         """
         if callable(name):
-            return self.workflow()(name)
+            return self.workflow(timeout=timeout)(name)
+        if isinstance(timeout, (int, float)):
+            timeout = timedelta(seconds=timeout)
+        if timeout is not None and timeout <= timedelta(0):
+            raise ValueError("a workflow timeout must be positive")
 
         def register(fn: F) -> F:
             wf_name = name or fn.__name__
             if wf_name in self._workflows and self._workflows[wf_name].fn is not fn:
                 raise ValueError(f"workflow {wf_name!r} is registered twice")
-            self._workflows[wf_name] = Workflow(wf_name, fn, inspect.iscoroutinefunction(fn))
+            self._workflows[wf_name] = Workflow(wf_name, fn, inspect.iscoroutinefunction(fn),
+                                                timeout=timeout)
             return fn
 
         return register
@@ -181,6 +192,15 @@ class Kestrel:
         run_at = _resolve_run_at(run_at, delay)
         with self.connection() as conn:
             return _enqueue.enqueue_many(conn, self.schema, name, inputs, run_at=run_at, priority=priority)
+
+    def send_event(self, key: str, payload: Any = None, *, by: str | None = None) -> int:
+        """Send a machine signal: every execution waiting in ``ctx.wait_for_event(key)`` resumes
+        with ``payload`` (any JSON value), and later waits for ``key`` find it. Returns its id."""
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"an event key must be a non-empty string, got {key!r}")
+        value = to_json(payload, f"the payload of event {key!r}")
+        with self.connection() as conn:
+            return _events.send(conn, self.schema, key, value, by)
 
     # -- reading ----------------------------------------------------------------------------
 

@@ -54,13 +54,15 @@ WORKER_WRITES: dict[str, tuple[str, ...]] = {
     "step_attempts": ("SELECT", "INSERT", "UPDATE"),         # the per-step timeline
     "workers": ("SELECT", "INSERT", "UPDATE"),               # register, heartbeat, retire
     "schema_migrations": ("SELECT",),                        # the version check at start
+    "workflow_events": ("SELECT",),                          # wait_for_event (sent via send_event)
 }
-WORKER_FUNCTIONS = ("prune_finished(timestamptz, integer, text)",)
+WORKER_FUNCTIONS = ("prune_finished(timestamptz, integer, text)", "send_event(text, jsonb, text)")
 OPERATOR_FUNCTIONS = (
     "decide_approval(bigint, text, boolean, text, text)",
     "cancel_execution(bigint, text, text)",
     "requeue_execution(bigint, text, text)",
     "prune_finished(timestamptz, integer, text)",
+    "send_event(text, jsonb, text)",
 )
 
 
