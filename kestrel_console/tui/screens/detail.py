@@ -14,6 +14,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Static, TabbedContent, TabPane
 
+from ...render import family_line
 from .. import format as fmt
 from ..live import LiveScreen
 from ..operator import Target
@@ -192,6 +193,9 @@ def _head(e: dict[str, Any]) -> Text:
     if e["idempotency_key"]:
         meta.append(f"key {e['idempotency_key']}")
     text.append(" · ".join(meta), style="dim")
+    links = family_line(e)
+    if links:
+        text.append("\n" + links, style="cyan")
     return text
 
 
