@@ -73,8 +73,8 @@ RECORD = """
 WITH fence AS (
     LOCK_IF_CLAIM_IS_CURRENT
 ), checkpoint AS (
-    INSERT INTO {schema}.operation_outputs (execution_id, step_id, output, owner_id, seq)
-    SELECT id, %(step)s, %(output)s, %(owner)s, %(seq)s FROM fence
+    INSERT INTO {schema}.operation_outputs (execution_id, step_id, output, error, owner_id, seq)
+    SELECT id, %(step)s, %(output)s, %(error)s, %(owner)s, %(seq)s FROM fence
     ON CONFLICT DO NOTHING
 )
 SELECT EXISTS (SELECT 1 FROM fence)
@@ -148,10 +148,12 @@ def finish_step(
 
 
 def record(conn: psycopg.Connection, schema: str, *, execution_id: int, step_id: str, owner: str,
-           epoch: int, seq: int, output: Jsonb) -> bool:
-    """Write a checkpoint that is not a step's; False when the claim is no longer ours."""
+           epoch: int, seq: int, output: Jsonb, error: str | None = None) -> bool:
+    """Write a checkpoint that is not a step's; False when the claim is no longer ours.
+
+    With ``error`` it counts as failed: a requeue deletes it and the replay looks again."""
     row = conn.execute(render(RECORD, schema), {
         "eid": execution_id, "step": step_id, "owner": owner, "epoch": epoch, "seq": seq,
-        "output": output,
+        "output": output, "error": error,
     }).fetchone()
     return bool(row and row[0])

@@ -133,10 +133,12 @@ class FlowOperations:
                      "output": None, "error": "the child execution no longer exists (pruned?)"}
                     for h in handles]
         output = {"children": outcomes}
+        failed = next((o for o in outcomes if o["status"] != "success"), None)
+        error = None if failed is None else f"child execution {failed['child_id']} ended {failed['status']}"
         if not self._write(lambda c: checkpoint.record(
                 c, self._worker.schema, execution_id=self.execution_id, step_id=op,
                 owner=self._worker.worker_id, epoch=self._held.claim.epoch, seq=position,
-                output=Jsonb(output))):
+                output=Jsonb(output), error=error)):
             self._lost(f"wait {op!r} not checkpointed")
         self._checkpoints[op] = Checkpoint(output, seq=position)
         return outcomes

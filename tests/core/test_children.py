@@ -214,3 +214,54 @@ def test_a_cancelled_child_fails_the_waiting_parent(app: Kestrel, db: psycopg.Co
     wait_for(lambda: app.get(eid).status == "waiting", what="the parent to park")
     app.cancel(child, by="bob")
     assert (done(app, eid).status, app.get(eid).output) == ("success", "cancelled")
+
+
+def test_wait_for_with_a_timeout_raises_child_failed_timed_out(app: Kestrel, db: psycopg.Connection,
+                                                               start_worker) -> None:
+    @app.workflow("gated")
+    def gated(ctx, _):
+        ctx.wait_for_approval("ok")
+        return "approved"
+
+    @app.workflow("impatient")
+    def impatient(ctx, _):
+        handle = ctx.start_child("gated")
+        try:
+            return ctx.wait_for(handle, timeout=0.5)
+        except ChildFailed as exc:
+            return {"timed_out": exc.timed_out, "status": exc.status, "child": exc.child_id}
+
+    start_worker(app)
+    eid = app.enqueue("impatient")
+    final = done(app, eid)
+    child = final.output["child"]
+    assert final.output == {"timed_out": True, "status": "waiting", "child": child}
+    assert app.get(child).status == "waiting"  # the child itself goes on
+
+
+def test_requeue_of_the_parent_after_requeue_of_its_failed_child_waits_again(
+        app: Kestrel, db: psycopg.Connection, start_worker) -> None:
+    fail = threading.Event()
+    fail.set()
+
+    @app.workflow("flaky")
+    def flaky(ctx, _):
+        if fail.is_set():
+            raise RuntimeError("upstream down")
+        return "ok"
+
+    @app.workflow("parent")
+    def parent(ctx, _):
+        return ctx.wait_for(ctx.start_child("flaky"))
+
+    start_worker(app)
+    eid = app.enqueue("parent")
+    assert done(app, eid).status == "error"
+    assert "ChildFailed: child execution" in app.get(eid).error
+    child = db.execute("SELECT id FROM workflow_executions WHERE parent_id = %s", (eid,)).fetchone()[0]
+    fail.clear()
+    app.requeue(child, by="alice")
+    app.requeue(eid, by="alice")
+    final = done(app, eid)
+    assert (final.status, final.output) == ("success", "ok")
+    assert db.execute("SELECT count(*) FROM workflow_executions WHERE parent_id = %s", (eid,)).fetchone() == (1,)
