@@ -265,3 +265,23 @@ def test_requeue_of_the_parent_after_requeue_of_its_failed_child_waits_again(
     final = done(app, eid)
     assert (final.status, final.output) == ("success", "ok")
     assert db.execute("SELECT count(*) FROM workflow_executions WHERE parent_id = %s", (eid,)).fetchone() == (1,)
+
+
+def test_an_async_parent_fans_out_and_in(app: Kestrel, start_worker) -> None:
+    import asyncio
+
+    @app.workflow("square")
+    async def square(ctx, n):
+        return await ctx.step("mul", lambda: n * n)
+
+    @app.workflow("async-fan")
+    async def async_fan(ctx, n):
+        handles = [await ctx.start_child("square", i) for i in range(n)]
+        first = await ctx.wait_for(handles[0])
+        rest = await asyncio.gather(*(ctx.wait_for(h) for h in handles[1:]))
+        return [first, *rest]
+
+    start_worker(app)
+    eid = app.enqueue("async-fan", 6)
+    final = done(app, eid, timeout=30)
+    assert (final.status, final.output) == ("success", [0, 1, 4, 9, 16, 25]), final.error

@@ -38,6 +38,8 @@ def test_a_changed_workflow_fails_its_replay_instead_of_running_the_wrong_step(
             return ctx.step("release", lambda: ran.append("release"))
 
         app.approve(eid, "ship", by="alice")
+        assert db.execute("SELECT seq FROM operation_outputs WHERE execution_id = %s AND step_id = 'ship'",
+                          (eid,)).fetchone() == (3,)  # the decision took the gate's position
         start_worker(changed)
         wait_for(lambda: changed.get(eid).done, what="the replay to end")
         final = changed.get(eid)
