@@ -56,13 +56,14 @@ SELECT id, workflow_name, status, output, error FROM {schema}.workflow_execution
  WHERE parent_id = %(eid)s
 """
 
-# Park on the children still live once locked; nothing is written when none is.
+# Park on the children still live once locked; nothing is written when none is. Only this
+# execution's own children count: only their completion wakes it.
 PARK_ON_CHILDREN = """
 WITH fence AS (
     LOCK_IF_CLAIM_IS_CURRENT
 ), live AS (
     SELECT id FROM {schema}.workflow_executions
-     WHERE id = ANY(%(ids)s) AND status IN ('enqueued', 'running', 'waiting')
+     WHERE id = ANY(%(ids)s) AND parent_id = %(eid)s AND status IN ('enqueued', 'running', 'waiting')
        AND EXISTS (SELECT 1 FROM fence)
      ORDER BY id
        FOR SHARE

@@ -130,7 +130,8 @@ class FlowOperations:
             states = self._child_states(refresh=True)  # they finished meanwhile
         outcomes = [states[h.execution_id].outcome() if h.execution_id in states else
                     {"child_id": h.execution_id, "workflow": h.workflow_name, "status": "missing",
-                     "output": None, "error": "the child execution no longer exists (pruned?)"}
+                     "output": None,
+                     "error": "no such child of this execution (pruned, or started by another one)"}
                     for h in handles]
         output = {"children": outcomes}
         failed = next((o for o in outcomes if o["status"] != "success"), None)

@@ -285,3 +285,22 @@ def test_an_async_parent_fans_out_and_in(app: Kestrel, start_worker) -> None:
     eid = app.enqueue("async-fan", 6)
     final = done(app, eid, timeout=30)
     assert (final.status, final.output) == ("success", [0, 1, 4, 9, 16, 25]), final.error
+
+
+def test_waiting_for_an_execution_that_is_not_a_child_fails_at_once(app: Kestrel, start_worker) -> None:
+    @app.workflow("gated")
+    def gated(ctx, _):
+        ctx.wait_for_approval("ok")
+
+    @app.workflow("nosy")
+    def nosy(ctx, other):
+        try:
+            ctx.wait_for({"execution_id": other, "workflow_name": "gated", "step_id": "borrowed"})
+        except ChildFailed as exc:
+            return [exc.status, exc.error]
+
+    start_worker(app)
+    stranger = app.enqueue("gated")
+    wait_for(lambda: app.get(stranger).status == "waiting")
+    eid = app.enqueue("nosy", stranger)
+    assert done(app, eid).output == ["missing", "no such child of this execution (pruned, or started by another one)"]
