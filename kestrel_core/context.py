@@ -1,4 +1,5 @@
-"""The ``ctx`` a workflow function receives: durable steps, sleeps and approval gates.
+"""The ``ctx`` a workflow function receives: durable steps, sleeps and approval gates
+(child workflows and events are in flow_context.py).
 
 Replay is deterministic by construction: a step whose checkpoint exists returns the stored
 output without running; a sleep or gate whose checkpoint exists returns at once. Anything else

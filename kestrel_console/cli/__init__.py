@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from . import demo_command, engine_commands, prune_command, read_commands
+from . import demo_command, engine_commands, event_command, prune_command, read_commands
 from .settings import build_settings
 
 app = typer.Typer(
@@ -55,7 +55,7 @@ def root(
         open_tui(ctx.obj, read_only=read_only)
 
 
-for _commands in (engine_commands, read_commands, prune_command, demo_command):
+for _commands in (engine_commands, read_commands, prune_command, demo_command, event_command):
     _commands.register(app)
 
 
