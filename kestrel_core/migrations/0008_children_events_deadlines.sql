@@ -18,6 +18,10 @@ ALTER TABLE {schema}.workflow_executions
     ADD COLUMN deadline_at timestamptz;
 CREATE INDEX workflow_executions_parent_idx
     ON {schema}.workflow_executions (parent_id) WHERE parent_id IS NOT NULL;
+-- The live children of a parent: the wake-up check and the cancel cascade read only these.
+CREATE INDEX workflow_executions_live_children_idx
+    ON {schema}.workflow_executions (parent_id)
+    WHERE parent_id IS NOT NULL AND status IN ('enqueued', 'running', 'waiting');
 CREATE INDEX workflow_executions_deadline_idx
     ON {schema}.workflow_executions (deadline_at)
     WHERE deadline_at IS NOT NULL AND status IN ('enqueued', 'running', 'waiting');
@@ -80,10 +84,12 @@ BEGIN
            AND details -> 'children' @> to_jsonb(NEW.id)
            FOR UPDATE;
         -- A new statement, a new snapshot: siblings that committed while we waited are seen.
+        -- Only the parent's live children are read (a partial index): usually the first one
+        -- is awaited too, so a fan-in of N children costs O(N) per child, not N probes.
         IF FOUND AND NOT EXISTS (
             SELECT 1 FROM workflow_executions c
-             WHERE c.id IN (SELECT jsonb_array_elements_text(w.details -> 'children')::bigint)
-               AND c.status IN ('enqueued', 'running', 'waiting')) THEN
+             WHERE c.parent_id = NEW.parent_id AND c.status IN ('enqueued', 'running', 'waiting')
+               AND c.id = ANY (ARRAY(SELECT jsonb_array_elements_text(w.details -> 'children')::bigint))) THEN
             UPDATE workflow_waits SET resolved_at = now()
              WHERE execution_id = w.execution_id AND step_id = w.step_id;
             UPDATE workflow_executions
