@@ -134,3 +134,27 @@ def test_an_async_step_is_cancelled_at_its_timeout(app: Kestrel, start_worker) -
     eid = app.enqueue("async-hang")
     assert finished(app, eid).output == "timed out"
     assert cancelled.is_set()
+
+
+def test_a_deadline_ends_an_enqueued_execution_swept_by_any_worker(app: Kestrel, dsn: str,
+                                                                    db: psycopg.Connection, start_worker) -> None:
+    @app.workflow("gated", timeout=1.5)
+    def gated(ctx, _):
+        ctx.wait_for_approval("ok")
+        return "approved"
+
+    worker = start_worker(app)
+    eid = app.enqueue("gated")
+    wait_for(lambda: app.get(eid).status == "waiting")
+    worker.stop()
+    app.approve(eid, "ok", by="alice")
+    assert app.get(eid).status == "enqueued"  # nobody runs "gated" now
+
+    other = Kestrel(dsn)  # a worker for other workflows: its sweeper enforces the deadline
+    try:
+        other.workflow("unrelated")(lambda ctx, _: None)
+        start_worker(other)
+        final = finished(app, eid)
+        assert (final.status, final.error) == ("error", "timed out after 1.5s (deadline from start)")
+    finally:
+        other.close()
