@@ -20,7 +20,8 @@ from .. import format as fmt
 
 STEP_STYLES = {"success": "green", "error": "red", "running": "yellow", "cancelled": "magenta",
                "abandoned": "dim"}
-WAIT_STYLES = {"approval": "magenta", "sleep": "blue"}
+WAIT_STYLES = {"approval": "magenta", "sleep": "blue", "child": "cyan", "event": "yellow"}
+WAIT_MARKS = {"approval": "◇ ", "sleep": "☾ ", "child": "⇉ ", "event": "⚑ "}
 BAR = "█"
 RUNNING = "▒"
 RETRY_GAP = "·"
@@ -193,7 +194,7 @@ def render_lines(execution: Mapping[str, Any], entries: Sequence[Mapping[str, An
 def _label(lane: Lane) -> str:
     if lane.kind == "step":
         return lane.step_id
-    return ("◇ " if lane.kind == "approval" else "☾ ") + lane.step_id
+    return WAIT_MARKS.get(lane.kind, "☾ ") + lane.step_id
 
 
 def _row(label: str, label_w: int, bar: Text, info: str, *, bold: bool = False) -> Text:
