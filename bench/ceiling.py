@@ -85,7 +85,8 @@ def script(steps: int) -> str:
         parts.append(to_pgbench(START_ATTEMPT, step, gset="a_"))
         parts.append(to_pgbench(FINISH_STEP, {
             **step, "output": ":output", "error": "NULL", "started_at": ":a_started_at",
-            "attempts": ":a_attempt", "outcome": ":outcome", "attempt_id": ":a_id"}))
+            "attempts": ":a_attempt", "outcome": ":outcome", "attempt_id": ":a_id",
+            "seq": str(k + 1)}))
     parts.append("-- complete")
     parts.append(to_pgbench(COMPLETE, {**fence, "status": ":status", "output": ":output", "error": "NULL"}))
     return "\n".join(parts) + "\n"

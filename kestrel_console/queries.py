@@ -299,7 +299,12 @@ SELECT e.id, e.workflow_name, e.status, e.input, e.output, e.error, e.owner_id,
        e.lease_expires, e.claim_epoch, e.priority, e.run_at, e.idempotency_key, e.claims,
        e.created_at, e.updated_at, e.started_at, e.finished_at,
        extract(epoch FROM now() - e.created_at)::float8 AS age_s,
-       extract(epoch FROM coalesce(e.finished_at, now()) - e.started_at)::float8 AS duration_s
+       extract(epoch FROM coalesce(e.finished_at, now()) - e.started_at)::float8 AS duration_s,
+       e.parent_id, e.deadline_at,
+       (SELECT coalesce(jsonb_agg(jsonb_build_object('id', c.id, 'workflow', c.workflow_name,
+                                                     'status', c.status) ORDER BY c.id), '[]')
+          FROM (SELECT id, workflow_name, status FROM {schema}.workflow_executions
+                 WHERE parent_id = e.id ORDER BY id LIMIT 500) AS c) AS children
   FROM {schema}.workflow_executions e WHERE e.id = %(id)s
 """
 
@@ -336,6 +341,9 @@ SELECT kind, step_id, attempt, started_at, finished_at,
                 WHEN w.decision IS NOT NULL THEN w.decision
                 WHEN w.kind = 'sleep' AND e.status <> 'cancelled'
                      AND w.resolved_at >= coalesce(w.wake_at, w.resolved_at) THEN 'woke'
+                -- child and event waits: woken, or timed out; closed with the execution otherwise
+                WHEN w.kind IN ('child', 'event') AND w.resolved_at < coalesce(e.finished_at, 'infinity')
+                THEN CASE WHEN w.resolved_at >= coalesce(w.wake_at, 'infinity') THEN 'timed_out' ELSE 'woke' END
                 ELSE 'cancelled' END,
            NULL, NULL, w.wake_at, w.decision, w.decided_by, w.decided_by_db_user, w.comment, 0
       FROM {schema}.workflow_waits w
@@ -469,6 +477,11 @@ def describe_blocker(f: dict[str, Any], *, dead_after_s: float = DEFAULT_DEAD_AF
             if not f["live_workers"]:
                 return no_worker
             return None
+        if kind == "child":
+            return f"it waits for its child execution(s) to finish ({f['wait_step']!r}, since {_when(f['wait_since'])})"
+        if kind == "event":
+            return (f"it waits for an event ({f['wait_step']!r}, since {_when(f['wait_since'])}): "
+                    "app.send_event(KEY, payload) wakes it")
         if not f["live_workers"]:
             return no_worker
         return None
@@ -709,8 +722,9 @@ class Reader:
     def timeline(self, execution_id: int) -> list[dict[str, Any]]:
         """Every step attempt and every wait of one execution, ordered by start.
 
-        kind is 'step', 'sleep' or 'approval'; for steps outcome is running/success/error, for
-        waits it is waiting, woke, approved, rejected, timed_out or cancelled.
+        kind is 'step', 'sleep', 'approval', 'child' or 'event'; for steps outcome is
+        running/success/error, for waits it is waiting, woke, approved, rejected, timed_out or
+        cancelled.
         """
         return self._rows("timeline", TIMELINE, {"id": execution_id})
 

@@ -264,6 +264,19 @@ def _outcome_style(entry: Mapping[str, Any]) -> str:
     return STATUS_STYLES.get(entry.get("outcome") or "", "")
 
 
+def family_line(execution: Mapping[str, Any], limit: int = 20) -> str:
+    """``parent #N · children: #a success, #b running`` (empty when it has neither)."""
+    parts = []
+    if execution.get("parent_id") is not None:
+        parts.append(f"parent #{execution['parent_id']}")
+    kids = execution.get("children") or []
+    if kids:
+        shown = ", ".join(f"#{c['id']} {c['status']}" for c in kids[:limit])
+        more = f", … {len(kids) - limit} more" if len(kids) > limit else ""
+        parts.append(f"children ({len(kids)}): {shown}{more}")
+    return " · ".join(parts)
+
+
 def render_timeline(
     execution: Mapping[str, Any], timeline: Sequence[Mapping[str, Any]], *,
     now: datetime | None = None, width: int | None = None, console: Console | None = None,
@@ -291,6 +304,9 @@ def render_timeline(
         if execution.get(key) is not None:
             line += f"  {key[:-3]} +{human_duration((execution[key] - created).total_seconds())}"
     con.print(Text(line, style="dim"))
+    links = family_line(execution)
+    if links:
+        con.print(Text(links, style="cyan"))
     con.print(Text("input  ", style="bold") + Text(ellipsize(json.dumps(execution.get("input"), default=str), 200)))
     if execution.get("output") is not None:
         con.print(Text("output ", style="bold") + Text(ellipsize(json.dumps(execution["output"], default=str), 200)))

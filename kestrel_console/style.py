@@ -26,7 +26,8 @@ EMPHASISED = ("enqueued", "running", "waiting", "error")
 STATUS_STYLES: dict[str, str] = {name: (f"bold {colour}" if name in EMPHASISED else colour)
                                  for name, colour in COLOURS.items()}
 # Waits drawn on a timeline: an approval waits like a waiting execution, a sleep wakes.
-WAIT_COLOURS: dict[str, str] = {"approval": COLOURS["waiting"], "sleep": COLOURS["woke"]}
+WAIT_COLOURS: dict[str, str] = {"approval": COLOURS["waiting"], "sleep": COLOURS["woke"], "child": "cyan",
+                                "event": "yellow"}
 
 
 def status_style(name: str | None) -> str:

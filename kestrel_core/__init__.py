@@ -3,11 +3,13 @@
 from .app import Kestrel, Workflow
 from .errors import (
     ActionRefused,
+    ChildFailed,
     DatabaseUnavailable,
     DuplicateStepId,
     InvalidArgument,
     KestrelError,
     LostOwnership,
+    NonDeterministicChange,
     NotFound,
     NotSerializable,
     SchemaOutdated,
@@ -17,16 +19,22 @@ from .errors import (
 from .execution import STATUSES, TERMINAL_STATUSES, Execution
 from .connection import mask_dsn
 from .schedules import Schedule
+from .children import ChildHandle
+from .events import Event
 
 __all__ = [
     "ActionRefused",
+    "ChildFailed",
+    "ChildHandle",
     "DatabaseUnavailable",
     "DuplicateStepId",
     "Execution",
     "InvalidArgument",
     "Kestrel",
+    "Event",
     "KestrelError",
     "LostOwnership",
+    "NonDeterministicChange",
     "NotFound",
     "NotSerializable",
     "STATUSES",

@@ -16,6 +16,7 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import enqueue as _enqueue
+from . import events as _events
 from . import execution as _execution
 from . import migrate as _migrate
 from . import operator as _operator
@@ -25,6 +26,7 @@ from . import roles as _roles
 from . import schedules as _schedules
 from .connection import connect, make_pool, unavailable
 from .roles import RoleNames
+from .serialization import to_json
 from .statements import check_schema_name
 from .versions import fingerprint
 
@@ -43,6 +45,7 @@ class Workflow:
     is_async: bool
     queue: str = _queues.DEFAULT_QUEUE
     version: str | None = None  # explicit, else the fingerprint of the source (versions.py)
+    timeout: timedelta | None = None  # deadline from the execution's start (deadlines.py)
 
 
 def default_operator() -> str:
@@ -79,15 +82,21 @@ class Kestrel:
     # -- registry ---------------------------------------------------------------------------
 
     def workflow(self, name: str | Callable[..., Any] | None = None, *, queue: str | None = None,
-                 version: str | None = None) -> Any:
+                 version: str | None = None, timeout: timedelta | float | None = None) -> Any:
         """Register a workflow: ``@app.workflow``, ``@app.workflow()`` or ``@app.workflow("n")``.
 
         The function is called as ``fn(ctx, input)`` and may be ``async def``. ``queue`` binds
         it to a queue (default ``"default"``); ``version`` names its code version (default: a
-        fingerprint of its source), recorded on every execution it starts.
+        fingerprint of its source), recorded on every execution it starts; ``timeout`` is a
+        deadline from the execution's start: past it the execution ends as error, even while
+        it waits.
         """
         if callable(name):
-            return self.workflow(queue=queue, version=version)(name)
+            return self.workflow(queue=queue, version=version, timeout=timeout)(name)
+        if isinstance(timeout, (int, float)):
+            timeout = timedelta(seconds=timeout)
+        if timeout is not None and timeout <= timedelta(0):
+            raise ValueError("a workflow timeout must be positive")
 
         def register(fn: F) -> F:
             wf_name = name or fn.__name__
@@ -95,7 +104,7 @@ class Kestrel:
                 raise ValueError(f"workflow {wf_name!r} is registered twice")
             self._workflows[wf_name] = Workflow(
                 wf_name, fn, inspect.iscoroutinefunction(fn), queue or _queues.DEFAULT_QUEUE,
-                str(version) if version is not None else fingerprint(fn))
+                str(version) if version is not None else fingerprint(fn), timeout=timeout)
             return fn
 
         return register
@@ -251,6 +260,15 @@ class Kestrel:
         wf = self._workflows.get(name)
         return {"queue": queue or (wf.queue if wf else None), "concurrency_key": concurrency_key,
                 "version": wf.version if wf else None}
+
+    def send_event(self, key: str, payload: Any = None, *, by: str | None = None) -> int:
+        """Send a machine signal: every execution waiting in ``ctx.wait_for_event(key)`` resumes
+        with ``payload`` (any JSON value), and later waits for ``key`` find it. Returns its id."""
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"an event key must be a non-empty string, got {key!r}")
+        value = to_json(payload, f"the payload of event {key!r}")
+        with self.connection() as conn:
+            return _events.send(conn, self.schema, key, value, by)
 
     # -- reading ----------------------------------------------------------------------------
 

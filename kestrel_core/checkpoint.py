@@ -26,7 +26,7 @@ WITH abandoned AS (
            error = 'abandoned: its worker stopped before finishing (killed, lost its lease, or shut down)'
      WHERE execution_id = %(eid)s AND outcome = 'running'
 )
-SELECT step_id, output, error, attempts FROM {schema}.operation_outputs WHERE execution_id = %(eid)s
+SELECT step_id, output, error, attempts, seq FROM {schema}.operation_outputs WHERE execution_id = %(eid)s
 """
 
 START_ATTEMPT = """
@@ -54,8 +54,9 @@ WITH fence AS (
     LOCK_IF_CLAIM_IS_CURRENT
 ), checkpoint AS (
     INSERT INTO {schema}.operation_outputs
-           (execution_id, step_id, output, error, started_at, attempts, owner_id)
-    SELECT id, %(step)s, %(output)s, %(error)s, %(started_at)s, %(attempts)s, %(owner)s FROM fence
+           (execution_id, step_id, output, error, started_at, attempts, owner_id, seq)
+    SELECT id, %(step)s, %(output)s, %(error)s, %(started_at)s, %(attempts)s, %(owner)s, %(seq)s
+      FROM fence
     ON CONFLICT DO NOTHING
     RETURNING output, error
 ), attempt AS (
@@ -65,6 +66,18 @@ WITH fence AS (
 )
 SELECT EXISTS (SELECT 1 FROM fence), EXISTS (SELECT 1 FROM checkpoint),
        (SELECT output FROM checkpoint), (SELECT error FROM checkpoint)
+""".replace("LOCK_IF_CLAIM_IS_CURRENT", LOCK_IF_CLAIM_IS_CURRENT)
+
+# A checkpoint that is not a step's (a child started, children awaited): fenced, written once.
+RECORD = """
+WITH fence AS (
+    LOCK_IF_CLAIM_IS_CURRENT
+), checkpoint AS (
+    INSERT INTO {schema}.operation_outputs (execution_id, step_id, output, error, owner_id, seq)
+    SELECT id, %(step)s, %(output)s, %(error)s, %(owner)s, %(seq)s FROM fence
+    ON CONFLICT DO NOTHING
+)
+SELECT EXISTS (SELECT 1 FROM fence)
 """.replace("LOCK_IF_CLAIM_IS_CURRENT", LOCK_IF_CLAIM_IS_CURRENT)
 
 READ_ONE = """
@@ -79,6 +92,7 @@ class Checkpoint:
     output: Any
     error: str | None = None
     attempts: int = 1
+    seq: int | None = None  # its position among the execution's durable operations (1-based)
 
 
 @dataclass(frozen=True)
@@ -91,7 +105,7 @@ class Attempt:
 def load(conn: psycopg.Connection, schema: str, execution_id: int) -> dict[str, Checkpoint]:
     """Every checkpoint of an execution, by step id."""
     rows = conn.execute(render(LOAD, schema), {"eid": execution_id}).fetchall()
-    return {step: Checkpoint(output, error, attempts) for step, output, error, attempts in rows}
+    return {step: Checkpoint(output, error, attempts, seq) for step, output, error, attempts, seq in rows}
 
 
 def start_attempt(conn: psycopg.Connection, schema: str, *, execution_id: int, step_id: str,
@@ -109,7 +123,7 @@ def fail_attempt(conn: psycopg.Connection, schema: str, attempt_id: int, error: 
 
 def finish_step(
     conn: psycopg.Connection, schema: str, *, execution_id: int, step_id: str, owner: str,
-    epoch: int, attempt: Attempt, output: Jsonb | None, error: str | None,
+    epoch: int, attempt: Attempt, output: Jsonb | None, error: str | None, seq: int | None = None,
 ) -> Checkpoint | None:
     """Write the step's checkpoint under the claim.
 
@@ -120,14 +134,26 @@ def finish_step(
         "eid": execution_id, "step": step_id, "owner": owner, "epoch": epoch,
         "output": output, "error": error, "started_at": attempt.started_at,
         "attempts": attempt.number, "outcome": "error" if error is not None else "success",
-        "attempt_id": attempt.id,
+        "attempt_id": attempt.id, "seq": seq,
     }).fetchone()
     assert row is not None
     owned, inserted, stored_output, stored_error = row
     if not owned:
         return None
     if inserted:
-        return Checkpoint(stored_output, stored_error, attempt.number)
+        return Checkpoint(stored_output, stored_error, attempt.number, seq)
     existing = conn.execute(render(READ_ONE, schema), {"eid": execution_id, "step": step_id}).fetchone()
     assert existing is not None, "ON CONFLICT means a checkpoint exists"
-    return Checkpoint(existing[0], existing[1])
+    return Checkpoint(existing[0], existing[1], seq=seq)
+
+
+def record(conn: psycopg.Connection, schema: str, *, execution_id: int, step_id: str, owner: str,
+           epoch: int, seq: int, output: Jsonb, error: str | None = None) -> bool:
+    """Write a checkpoint that is not a step's; False when the claim is no longer ours.
+
+    With ``error`` it counts as failed: a requeue deletes it and the replay looks again."""
+    row = conn.execute(render(RECORD, schema), {
+        "eid": execution_id, "step": step_id, "owner": owner, "epoch": epoch, "seq": seq,
+        "output": output, "error": error,
+    }).fetchone()
+    return bool(row and row[0])

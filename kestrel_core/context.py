@@ -1,4 +1,5 @@
-"""The ``ctx`` a workflow function receives: durable steps, sleeps and approval gates.
+"""The ``ctx`` a workflow function receives: durable steps, sleeps and approval gates
+(child workflows and events are in flow_context.py).
 
 Replay is deterministic by construction: a step whose checkpoint exists returns the stored
 output without running; a sleep or gate whose checkpoint exists returns at once. Anything else
@@ -22,7 +23,8 @@ import psycopg
 from . import checkpoint, waits
 from .checkpoint import Checkpoint
 from .claim import Claim
-from .errors import DuplicateStepId, NotSerializable, StepFailed
+from .errors import DuplicateStepId, NonDeterministicChange, NotSerializable, StepFailed
+from .flow_context import AsyncFlowOperations, FlowOperations
 from .serialization import to_json
 
 if TYPE_CHECKING:
@@ -32,14 +34,16 @@ T = TypeVar("T")
 
 
 class Unwind(BaseException):
-    """Stops a workflow function without finishing it (parked, claim lost, or shutting down).
+    """Stops a workflow function without finishing it (parked, claim lost, or shutting down),
+    or, with ``error``, ends the execution as error (a non-deterministic change).
 
     A BaseException so that a workflow's ``except Exception`` cannot swallow it.
     """
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, error: Exception | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.error = error
 
 
 @dataclass(frozen=True)
@@ -78,14 +82,24 @@ def describe_exception(exc: BaseException, limit: int = 8000) -> str:
     return f"{head}\n\n{text}"
 
 
-class WorkflowContext:
-    """Durable operations for one execution of a synchronous workflow."""
+class WorkflowContext(FlowOperations):
+    """Durable operations for one execution of a synchronous workflow.
+
+    Every durable operation (step, sleep, gate, child start, wait) takes the next position in
+    the execution (1, 2, ...), recorded with its checkpoint: a replay that asks for another
+    operation at a recorded position fails the execution (NonDeterministicChange).
+    """
 
     def __init__(self, worker: Worker, held: Claimed, checkpoints: dict[str, Checkpoint]) -> None:
         self._worker = worker
         self._held = held
         self._checkpoints = checkpoints
         self._used: set[str] = set()
+        self._position = 0
+        self._recorded = {cp.seq: step for step, cp in checkpoints.items() if cp.seq is not None}
+        self._auto: dict[str, int] = {}
+        self._children = None
+        self._events_seen: dict[str, int] = {}
 
     @property
     def execution_id(self) -> int:
@@ -112,15 +126,25 @@ class WorkflowContext:
     # -- the durable operations -------------------------------------------------------------
 
     def step(self, step_id: str, fn: Callable[..., T], *args: Any, retries: int = 0,
-             backoff: float = 1.0, max_backoff: float = 60.0, **kwargs: Any) -> T:
+             backoff: float = 1.0, max_backoff: float = 60.0,
+             timeout: timedelta | float | None = None, **kwargs: Any) -> T:
         """Run ``fn(*args, **kwargs)`` once for this execution and checkpoint its JSON result.
 
         On replay the stored result is returned and ``fn`` is not called. An exception is
         retried ``retries`` times, waiting ``backoff * 2**n`` seconds (with jitter, capped at
         ``max_backoff``); after the last attempt StepFailed is raised here (and stored, so a
-        replay raises it again without running ``fn``).
+        replay raises it again without running ``fn``). ``timeout`` bounds each attempt: an
+        attempt still running then fails (and is retried if retries remain); a plain function
+        cannot be killed, so it runs on in its thread and its result is discarded, while a
+        coroutine step is cancelled.
         """
-        self._use(step_id)
+        return self._step(self._use(step_id), step_id, fn, args, kwargs, retries=retries,
+                          backoff=backoff, max_backoff=max_backoff, timeout=timeout)
+
+    def _step(self, position: int, step_id: str, fn: Callable[..., T], args: tuple, kwargs: dict, *,
+              retries: int = 0, backoff: float = 1.0, max_backoff: float = 60.0,
+              timeout: timedelta | float | None = None) -> T:
+        limit = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
         stored = self._checkpoints.get(step_id)
         if stored is not None:
             return self._result(step_id, stored)
@@ -132,11 +156,11 @@ class WorkflowContext:
                 owner=self._worker.worker_id, epoch=self._held.claim.epoch))
             if attempt is None:
                 self._lost(f"step {step_id!r} not started")
-            error, final = self._attempt(step_id, fn, args, kwargs)
+            error, final = self._attempt(step_id, fn, args, kwargs, limit, attempt.number)
             if isinstance(error, _Output):
-                return self._result(step_id, self._checkpoint(step_id, attempt, error.value, None))
+                return self._result(step_id, self._checkpoint(step_id, attempt, error.value, None, position))
             if final or number == total:
-                return self._result(step_id, self._checkpoint(step_id, attempt, None, error))
+                return self._result(step_id, self._checkpoint(step_id, attempt, None, error, position))
             self._write(lambda c: checkpoint.fail_attempt(c, self._worker.schema, attempt.id, error))
             delay = min(max_backoff, backoff * 2 ** (number - 1)) * random.uniform(0.5, 1.0)
             self._worker.log.info("event=step_retry execution_id=%s step=%s attempt=%s delay_s=%.2f",
@@ -147,11 +171,13 @@ class WorkflowContext:
 
     def sleep(self, step_id: str, duration: timedelta | float) -> None:
         """Sleep durably: the execution parks (no thread waits) and resumes when due."""
-        self._use(step_id)
+        self._sleep(self._use(step_id), step_id, duration)
+
+    def _sleep(self, position: int, step_id: str, duration: timedelta | float) -> None:
         if step_id in self._checkpoints:
             return
         after = duration if isinstance(duration, timedelta) else timedelta(seconds=duration)
-        self._park(step_id, "sleep", after, None)
+        self._park(step_id, "sleep", after, None, position)
 
     def wait_for_approval(self, step_id: str, *, timeout: timedelta | float | None = None,
                           details: Any = None) -> Decision:
@@ -160,18 +186,22 @@ class WorkflowContext:
         ``details`` (any JSON value) is shown to the approver. A timeout yields
         ``Decision(approved=False, timed_out=True)``.
         """
-        self._use(step_id)
+        return self._approval(self._use(step_id), step_id, timeout, details)
+
+    def _approval(self, position: int, step_id: str, timeout: timedelta | float | None,
+                  details: Any) -> Decision:
         stored = self._checkpoints.get(step_id)
         if stored is not None:
             return Decision.from_checkpoint(stored.output or {})
         payload = to_json(details, f"the details of approval gate {step_id!r}")
         after = timedelta(seconds=timeout) if isinstance(timeout, (int, float)) else timeout
-        self._park(step_id, "approval", after, payload)
+        self._park(step_id, "approval", after, payload, position)
         raise AssertionError("unreachable")
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _use(self, step_id: str) -> None:
+    def _use(self, step_id: str) -> int:
+        """Claim ``step_id`` for the next durable operation; returns its position (1-based)."""
         if not isinstance(step_id, str) or not step_id:
             raise ValueError(f"a step id must be a non-empty string, got {step_id!r}")
         if step_id in self._used:
@@ -181,6 +211,28 @@ class WorkflowContext:
                 "(e.g. add the loop index: f'fetch-{i}')"
             )
         self._used.add(step_id)
+        self._position += 1
+        position = self._position
+        expected = self._recorded.get(position)
+        stored = self._checkpoints.get(step_id)
+        if expected is not None and expected != step_id:
+            self._nondeterministic(f"replay expected step {expected!r} at position {position}, "
+                                   f"the code asked for {step_id!r}")
+        if stored is not None and stored.seq is not None and stored.seq != position:
+            self._nondeterministic(f"replay expected step {step_id!r} at position {stored.seq}, "
+                                   f"the code asked for it at position {position}")
+        return position
+
+    def _auto_id(self, base: str) -> str:
+        """``base`` the first time, then ``base#2``, ``base#3``... (deterministic on replay)."""
+        n = self._auto[base] = self._auto.get(base, 0) + 1
+        return base if n == 1 else f"{base}#{n}"
+
+    def _nondeterministic(self, what: str) -> None:
+        raise Unwind("nondeterministic", NonDeterministicChange(
+            f"non-deterministic change in workflow {self.workflow_name!r} (execution "
+            f"{self.execution_id}): {what} (was the workflow changed while executions were in "
+            "flight? use version=...)"))
 
     def _boundary(self) -> None:
         """Stop here if the claim was lost or the worker is shutting down."""
@@ -204,23 +256,54 @@ class WorkflowContext:
                                    str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
             raise Unwind("engine_error") from exc
 
-    def _attempt(self, step_id: str, fn: Callable[..., Any], args: tuple, kwargs: dict) -> tuple[Any, bool]:
+    def _attempt(self, step_id: str, fn: Callable[..., Any], args: tuple, kwargs: dict,
+                 timeout: float | None, number: int) -> tuple[Any, bool]:
         """Run one attempt: (_Output, _) on success, else (error text, is_final)."""
         try:
-            result = fn(*args, **kwargs)
-            if inspect.isawaitable(result):
-                result = self._worker.await_on_loop(result)
+            result = self._call(fn, args, kwargs, timeout)
             return _Output(to_json(result, f"the output of step {step_id!r} (execution {self.execution_id})")), True
         except NotSerializable as exc:
             return str(exc), True  # the same code would return the same type: no retry
+        except _TimedOut:
+            return (f"StepTimeout: attempt {number} of step {step_id!r} timed out after {timeout:g}s "
+                    "(a function still running goes on in its thread; its result is discarded)"), False
         except Exception as exc:
             return describe_exception(exc), False
 
-    def _checkpoint(self, step_id: str, attempt: checkpoint.Attempt, output: Any, error: str | None) -> Checkpoint:
+    def _call(self, fn: Callable[..., Any], args: tuple, kwargs: dict, timeout: float | None) -> Any:
+        if timeout is None:
+            result = fn(*args, **kwargs)
+            return self._worker.await_on_loop(result) if inspect.isawaitable(result) else result
+        if inspect.iscoroutinefunction(fn):
+            try:
+                return self._worker.await_on_loop(asyncio.wait_for(fn(*args, **kwargs), timeout))
+            except asyncio.TimeoutError:
+                raise _TimedOut() from None
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                result = fn(*args, **kwargs)
+                box["result"] = self._worker.await_on_loop(result) if inspect.isawaitable(result) else result
+            except BaseException as exc:  # handed to the caller's thread
+                box["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name=f"kestrel-step-{self.execution_id}", daemon=True).start()
+        if not done.wait(timeout):
+            raise _TimedOut()
+        if "error" in box:
+            raise box["error"]
+        return box["result"]
+
+    def _checkpoint(self, step_id: str, attempt: checkpoint.Attempt, output: Any, error: str | None,
+                    position: int) -> Checkpoint:
         stored = self._write(lambda c: checkpoint.finish_step(
             c, self._worker.schema, execution_id=self.execution_id, step_id=step_id,
             owner=self._worker.worker_id, epoch=self._held.claim.epoch, attempt=attempt,
-            output=output, error=error))
+            output=output, error=error, seq=position))
         if stored is None:
             self._lost(f"checkpoint of step {step_id!r} refused")
         self._checkpoints[step_id] = stored
@@ -231,11 +314,12 @@ class WorkflowContext:
             raise StepFailed(step_id, stored.attempts, stored.error.split("\n", 1)[0])
         return stored.output
 
-    def _park(self, step_id: str, kind: str, after: timedelta | None, details: Any) -> None:
+    def _park(self, step_id: str, kind: str, after: timedelta | None, details: Any, position: int) -> None:
         self._boundary()
         parked = self._write(lambda c: waits.park(
             c, self._worker.schema, execution_id=self.execution_id, owner=self._worker.worker_id,
-            epoch=self._held.claim.epoch, step_id=step_id, kind=kind, after=after, details=details))
+            epoch=self._held.claim.epoch, step_id=step_id, kind=kind, after=after, details=details,
+            seq=position))
         if not parked:
             self._lost(f"{kind} {step_id!r} not parked")
         raise Unwind("parked")
@@ -246,10 +330,16 @@ class _Output:
     value: Any
 
 
-class AsyncWorkflowContext:
+class _TimedOut(Exception):
+    """A step attempt outlived its timeout."""
+
+
+class AsyncWorkflowContext(AsyncFlowOperations):
     """The ``ctx`` of an ``async def`` workflow: the same operations, awaitable.
 
     Database work and blocking steps run in threads; coroutine steps run on the worker's loop.
+    Each operation takes its position before its first ``await``, so operations started
+    together (``asyncio.gather``) take the same positions on every replay.
     """
 
     def __init__(self, sync: WorkflowContext) -> None:
@@ -275,15 +365,21 @@ class AsyncWorkflowContext:
     def claim_epoch(self) -> int:
         return self._sync.claim_epoch
 
-    async def step(self, step_id: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def step(self, step_id: str, fn: Callable[..., Any], *args: Any, retries: int = 0,
+                   backoff: float = 1.0, max_backoff: float = 60.0,
+                   timeout: timedelta | float | None = None, **kwargs: Any) -> Any:
         """See WorkflowContext.step; ``fn`` may be a coroutine function."""
-        return await asyncio.to_thread(self._sync.step, step_id, fn, *args, **kwargs)
+        position = self._sync._use(step_id)
+        return await asyncio.to_thread(self._sync._step, position, step_id, fn, args, kwargs,
+                                       retries=retries, backoff=backoff, max_backoff=max_backoff,
+                                       timeout=timeout)
 
     async def sleep(self, step_id: str, duration: timedelta | float) -> None:
         """See WorkflowContext.sleep."""
-        await asyncio.to_thread(self._sync.sleep, step_id, duration)
+        await asyncio.to_thread(self._sync._sleep, self._sync._use(step_id), step_id, duration)
 
     async def wait_for_approval(self, step_id: str, *, timeout: timedelta | float | None = None,
                                 details: Any = None) -> Decision:
         """See WorkflowContext.wait_for_approval."""
-        return await asyncio.to_thread(self._sync.wait_for_approval, step_id, timeout=timeout, details=details)
+        return await asyncio.to_thread(self._sync._approval, self._sync._use(step_id), step_id,
+                                       timeout, details)

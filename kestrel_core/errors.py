@@ -58,6 +58,27 @@ class StepFailed(KestrelError):
         super().__init__(f"step {step_id!r} failed {times}: {error}")
 
 
+class ChildFailed(KestrelError):
+    """A child workflow ended in error or was cancelled (or was not done within the wait's
+    timeout); raised into the parent at ``ctx.wait_for``."""
+
+    def __init__(self, child_id: int, workflow_name: str, status: str, error: str | None,
+                 timed_out: bool = False) -> None:
+        self.child_id, self.workflow_name, self.status = child_id, workflow_name, status
+        self.error, self.timed_out = error, timed_out
+        first = (error or "").split("\n", 1)[0]
+        if timed_out:
+            text = f"child execution {child_id} ({workflow_name!r}) did not finish in time (it is {status})"
+        else:
+            text = f"child execution {child_id} ({workflow_name!r}) ended {status}" + (f": {first}" if first else "")
+        super().__init__(text)
+
+
+class NonDeterministicChange(KestrelError):
+    """A replay met a durable operation other than the one recorded at that position: the
+    workflow's code changed while the execution was in flight. The execution ends as error."""
+
+
 class LostOwnership(KestrelError):
     """This worker no longer holds the execution (swept, cancelled or reclaimed).
 

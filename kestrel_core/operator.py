@@ -32,10 +32,17 @@ def check_execution_id(execution_id: object) -> int:
 
 def _call(conn: psycopg.Connection, schema: str, statement: str, params: tuple) -> Any:
     check_execution_id(params[0])
-    try:
-        row = conn.execute(render(statement, schema), params).fetchone()
-    except psycopg.Error as exc:
-        raise from_database(exc) from None
+    for attempt in range(3):
+        try:
+            row = conn.execute(render(statement, schema), params).fetchone()
+            break
+        except psycopg.errors.DeadlockDetected:
+            # A cancel cascading to children can meet a child finishing at that instant (which
+            # locks in the other order); Postgres aborts one side, changing nothing: try again.
+            if attempt == 2:
+                raise
+        except psycopg.Error as exc:
+            raise from_database(exc) from None
     return row[0] if row else None
 
 

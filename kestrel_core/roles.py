@@ -61,8 +61,9 @@ WORKER_WRITES: dict[str, tuple[str, ...]] = {
     "schema_migrations": ("SELECT",),                        # the version check at start
     "queues": ("SELECT", "INSERT", "UPDATE"),               # declare at start, claim (lock, rate window)
     "schedules": ("SELECT", "INSERT", "UPDATE"),             # declare at start, advance ticks
+    "workflow_events": ("SELECT",),                          # wait_for_event (sent via send_event)
 }
-WORKER_FUNCTIONS = ("prune_finished(timestamptz, integer, text)",)
+WORKER_FUNCTIONS = ("prune_finished(timestamptz, integer, text)", "send_event(text, jsonb, text)")
 OPERATOR_FUNCTIONS = (
     "decide_approval(bigint, text, boolean, text, text)",
     "cancel_execution(bigint, text, text)",
@@ -72,6 +73,7 @@ OPERATOR_FUNCTIONS = (
     "add_schedule(text, text, text, text, jsonb, boolean, timestamptz, text, text)",
     "set_schedule_paused(text, boolean, timestamptz, text, text)",
     "remove_schedule(text, text, text)",
+    "send_event(text, jsonb, text)",
 )
 
 

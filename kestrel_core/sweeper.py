@@ -1,8 +1,8 @@
 """Sweeper: leaderless and idempotent, run by every worker.
 
 It re-enqueues executions whose lease lapsed (their worker died or froze), and wakes waits that
-are due: sleeps whose ``wake_at`` passed and approvals whose deadline passed (decided
-``timed_out``). Decided approvals need no sweep: the decision re-enqueues at once.
+are due: sleeps whose ``wake_at`` passed and approvals, child and event waits whose deadline
+passed (``timed_out``). Workflow deadlines are swept by ``deadlines.sweep_deadlines``. Decided approvals need no sweep: the decision re-enqueues at once.
 SKIP LOCKED lets many workers sweep at once without blocking each other.
 """
 
@@ -46,15 +46,17 @@ WITH due AS (
            decided_at = CASE WHEN w.kind = 'approval' THEN now() END
       FROM due
      WHERE w.execution_id = due.execution_id AND w.step_id = due.step_id
-    RETURNING w.execution_id, w.step_id, w.kind, w.wake_at, w.created_at
+    RETURNING w.execution_id, w.step_id, w.kind, w.wake_at, w.created_at, w.details
 ), checkpointed AS (
     -- The wake-up is the wait's checkpoint: replay returns it and does not wait again.
     INSERT INTO {schema}.operation_outputs (execution_id, step_id, output, started_at)
     SELECT execution_id, step_id,
-           CASE WHEN kind = 'approval'
+           CASE kind WHEN 'approval'
                 THEN jsonb_build_object('approved', false, 'by', NULL, 'comment', NULL,
                                         'timed_out', true, 'decided_at', now())
-                ELSE jsonb_build_object('slept_until', wake_at) END,
+                WHEN 'sleep' THEN jsonb_build_object('slept_until', wake_at)
+                -- a child or event wait whose timeout passed
+                ELSE jsonb_build_object('timed_out', true, 'key', details -> 'key') END,
            created_at
       FROM resolved
     ON CONFLICT DO NOTHING

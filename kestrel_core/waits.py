@@ -18,8 +18,8 @@ PARK = """
 WITH fence AS (
     LOCK_IF_CLAIM_IS_CURRENT
 ), wait AS (
-    INSERT INTO {schema}.workflow_waits (execution_id, step_id, kind, wake_at, details)
-    SELECT id, %(step)s, %(kind)s, now() + %(after)s::interval, %(details)s FROM fence
+    INSERT INTO {schema}.workflow_waits (execution_id, step_id, kind, wake_at, details, seq)
+    SELECT id, %(step)s, %(kind)s, now() + %(after)s::interval, %(details)s, %(seq)s FROM fence
     -- A replay after a cancel + requeue reopens the same gate or sleep (same deadline).
     ON CONFLICT (execution_id, step_id) DO UPDATE SET resolved_at = NULL
      WHERE {schema}.workflow_waits.decision IS NULL
@@ -35,10 +35,11 @@ SELECT EXISTS (SELECT 1 FROM fence)
 def park(
     conn: psycopg.Connection, schema: str, *, execution_id: int, owner: str, epoch: int,
     step_id: str, kind: str, after: timedelta | None, details: Jsonb | None = None,
+    seq: int | None = None,
 ) -> bool:
     """Create the wait and set the execution ``waiting``; False when the claim is no longer ours."""
     row = conn.execute(render(PARK, schema), {
         "eid": execution_id, "owner": owner, "epoch": epoch, "step": step_id, "kind": kind,
-        "after": after, "details": details,
+        "after": after, "details": details, "seq": seq,
     }).fetchone()
     return bool(row and row[0])

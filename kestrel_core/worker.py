@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 from psycopg import sql
 
-from . import checkpoint, claim as claim_mod, completion, lease as lease_mod, sweeper
+from . import checkpoint, claim as claim_mod, completion, deadlines, lease as lease_mod, sweeper
 from . import prune as prune_mod
 from . import queues as queues_mod
 from . import scheduler, schedules as schedules_mod
 from .connection import connect, make_pool, unavailable
 from .context import AsyncWorkflowContext, Claimed, Unwind, WorkflowContext, describe_exception
-from .errors import DatabaseUnavailable, KestrelError, NotSerializable
+from .errors import DatabaseUnavailable, KestrelError, NonDeterministicChange, NotSerializable
 from .serialization import to_json
 from .statements import notify_channel
 
@@ -408,9 +408,12 @@ class Worker:
     def _sweep(self) -> None:
         try:
             expired, woken = self.db(lambda c: sweeper.sweep(c, self.schema), window=0)
+            late = self.db(lambda c: deadlines.sweep_deadlines(c, self.schema), window=0)
         except psycopg.Error as exc:
             self.log.warning("event=sweep_failed worker=%s error=%r", self.worker_id, str(exc).strip()[:200])
             return
+        if late:
+            self.log.warning("event=deadline_passed worker=%s ended=%s", self.worker_id, late)
         if expired:
             self.log.warning("event=leases_expired worker=%s reenqueued=%s", self.worker_id, expired)
         if woken:
@@ -431,6 +434,10 @@ class Worker:
 
     def _prepare(self, held: Claimed) -> WorkflowContext:
         item = held.claim
+        timeout = self.app.workflows[item.workflow_name].timeout
+        if timeout is not None:
+            self.db(lambda c: deadlines.stamp(c, self.schema, execution_id=item.execution_id,
+                                              owner=self.worker_id, epoch=item.epoch, timeout=timeout))
         stored = {} if item.first_run else self.db(lambda c: checkpoint.load(c, self.schema, item.execution_id))
         return WorkflowContext(self, held, stored)
 
@@ -448,7 +455,10 @@ class Worker:
             else:
                 self._finish(held, result=result, started=started)
         except Unwind as unwind:
-            self._unwound(held, unwind)
+            if unwind.error is not None:
+                self._finish(held, error=unwind.error, started=started)
+            else:
+                self._unwound(held, unwind)
         except psycopg.OperationalError as exc:
             self._gave_up(held, exc)
 
@@ -467,7 +477,10 @@ class Worker:
                 else:
                     await asyncio.to_thread(self._finish, held, result=result, started=started)
             except Unwind as unwind:
-                self._unwound(held, unwind)
+                if unwind.error is not None:
+                    await asyncio.to_thread(self._finish, held, error=unwind.error, started=started)
+                else:
+                    self._unwound(held, unwind)
             except psycopg.OperationalError as exc:
                 self._gave_up(held, exc)
             except Exception:
@@ -487,7 +500,8 @@ class Worker:
             except NotSerializable as exc:
                 error = exc
         status = "success" if error is None else "error"
-        text = None if error is None else (str(error) if isinstance(error, NotSerializable) else describe_exception(error))
+        plain = isinstance(error, (NotSerializable, NonDeterministicChange))
+        text = None if error is None else (str(error) if plain else describe_exception(error))
         ok = self.db(lambda c: completion.complete(
             c, self.schema, execution_id=item.execution_id, owner=self.worker_id, epoch=item.epoch,
             status=status, output=output, error=text))

@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from . import demo_command, engine_commands, prune_command, queue_commands, read_commands, schedule_commands
+from . import demo_command, engine_commands, event_command, prune_command, queue_commands, read_commands, schedule_commands
 from .settings import build_settings
 
 app = typer.Typer(
@@ -57,7 +57,7 @@ def root(
 
 
 for _commands in (engine_commands, read_commands, prune_command, demo_command, queue_commands,
-                  schedule_commands):
+                  schedule_commands, event_command):
     _commands.register(app)
 
 

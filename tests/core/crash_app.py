@@ -48,3 +48,17 @@ def sleeper(ctx, input):
 def gated(ctx, input):
     decision = ctx.wait_for_approval("approve", details={"what": "deploy"})
     return {"approved": decision.approved, "by": decision.by}
+
+
+@app.workflow("leaf")
+def leaf(ctx, i):
+    def work():
+        time.sleep(STEP_SECONDS)
+        return record(ctx.execution_id, f"leaf-{i}")
+    return ctx.step("work", work)
+
+
+@app.workflow("fan")
+def fan(ctx, input):
+    handles = [ctx.start_child("leaf", i) for i in range(input.get("children", 50))]
+    return [ctx.wait_for(h) for h in handles]

@@ -14,7 +14,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Header, Static, TabbedContent, TabPane
 
-from ...render import decider
+from ...render import decider, family_line
 from ...safe_text import visible
 from ... import style
 from .. import format as fmt
@@ -204,6 +204,9 @@ def _head(e: dict[str, Any]) -> Text:
     if e["idempotency_key"]:
         meta.append(f"key {visible(e['idempotency_key'])}")
     text.append(" · ".join(meta), style="dim")
+    links = family_line(e)
+    if links:
+        text.append("\n" + links, style="cyan")
     return text
 
 

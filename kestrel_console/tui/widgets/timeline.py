@@ -23,6 +23,7 @@ from .. import format as fmt
 
 STEP_STYLES = style.COLOURS  # one palette with the CLI and the rest of the TUI
 WAIT_STYLES = style.WAIT_COLOURS
+WAIT_MARKS = {"approval": "◇ ", "sleep": "☾ ", "child": "⇉ ", "event": "⚑ "}
 BAR = "█"
 RUNNING = "▒"
 RETRY_GAP = "·"
@@ -199,7 +200,7 @@ def render_lines(execution: Mapping[str, Any], entries: Sequence[Mapping[str, An
 def _label(lane: Lane) -> str:
     if lane.kind == "step":
         return visible(lane.step_id)
-    return ("◇ " if lane.kind == "approval" else "☾ ") + visible(lane.step_id)
+    return WAIT_MARKS.get(lane.kind, "☾ ") + visible(lane.step_id)
 
 
 def _row(label: str, label_w: int, bar: Text, info: str, info_w: int = INFO_WIDTH, *,

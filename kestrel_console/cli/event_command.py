@@ -1,0 +1,35 @@
+"""``kestrel-console send-event KEY [--payload JSON]``: a machine signal from the shell.
+
+Goes through ``Kestrel.send_event`` (the schema's ``send_event`` function); the event row
+itself records who sent it (``sent_by``, the operator) and when.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from .engine_commands import _parse_json
+from .errors import handles_errors
+from .settings import acting, operator_option
+
+
+def send_event(
+    ctx: typer.Context,
+    key: str = typer.Argument(..., help="Event key, e.g. payment:A-17."),
+    payload: Optional[str] = typer.Option(None, "--payload", help="Payload as JSON (default null).", show_default=False),
+    operator: Optional[str] = operator_option(),
+) -> None:
+    """Send event KEY: every execution waiting for it (ctx.wait_for_event) resumes."""
+    if not key.strip():
+        raise typer.BadParameter("an event key must not be empty", param_hint="KEY")
+    value = _parse_json(payload, "--payload") if payload is not None else None
+    s = acting(ctx, operator)
+    with s.kestrel() as app:
+        event_id = handles_errors(app.send_event)(key, value, by=s.operator)
+    typer.echo(f"sent event {event_id} ({key})")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("send-event")(send_event)

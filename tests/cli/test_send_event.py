@@ -1,0 +1,50 @@
+"""`kestrel-console send-event KEY --payload JSON` wakes a waiting execution."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+
+from kestrel_core import Kestrel
+from tests.waiting import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cli(dsn: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kestrel_console", "--dsn", dsn, *args],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+
+
+def test_send_event_wakes_the_waiting_execution(dsn: str, db: psycopg.Connection) -> None:
+    app = Kestrel(dsn)
+
+    @app.workflow("checkout")
+    def checkout(ctx, order):
+        return ctx.wait_for_event(f"payment:{order}").payload
+
+    worker = app.worker(concurrency=2, poll_interval=0.2, sweep_interval=0.2)
+    worker.start()
+    try:
+        eid = app.enqueue("checkout", "A-17")
+        wait_for(lambda: app.get(eid).status == "waiting")
+        sent = cli(dsn, "send-event", "payment:A-17", "--payload", '{"amount": 30}', "--operator", "alice")
+        assert sent.returncode == 0, sent.stderr
+        assert sent.stdout.startswith("sent event ") and "(payment:A-17)" in sent.stdout
+        wait_for(lambda: app.get(eid).done)
+        assert app.get(eid).output == {"amount": 30}
+        assert db.execute("SELECT key, payload, sent_by FROM workflow_events").fetchall() == [
+            ("payment:A-17", {"amount": 30}, "alice")]
+    finally:
+        worker.stop()
+        app.close()
+
+
+def test_send_event_refuses_bad_json_with_exit_2_and_sends_nothing(dsn: str, db: psycopg.Connection) -> None:
+    bad = cli(dsn, "send-event", "k", "--payload", "{nope")
+    assert bad.returncode == 2
+    assert "not valid JSON" in bad.stderr
+    assert db.execute("SELECT count(*) FROM workflow_events").fetchone() == (0,)
