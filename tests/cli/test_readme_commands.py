@@ -57,20 +57,27 @@ def example_commands() -> list[str]:
 
 @cache
 def help_text(command: str | None) -> str:
-    done = kestrel_console(*([command] if command else []), "--help", env={"COLUMNS": "250"})
+    done = kestrel_console(*(command.split() if command else []), "--help", env={"COLUMNS": "250"})
     assert done.returncode == 0, f"kestrel-console {command or ''} --help failed: {done.stderr}"
     return done.stdout
 
 
+GROUPS = {"queue", "schedule"}  # commands with subcommands: `queue list`, `schedule add`
+
+
 def subcommand(words: list[str]) -> str | None:
-    """The subcommand of a command line: the first word not a global option (or its value)."""
+    """The subcommand of a command line: the first word not a global option (or its value),
+    with the next word too for a group (``queue list``)."""
     skip = False
-    for word in words:
+    for i, word in enumerate(words):
         if skip:
             skip = False
         elif word in GLOBAL_OPTIONS_WITH_VALUE:
             skip = True
         elif not word.startswith("-"):
+            following = words[i + 1] if i + 1 < len(words) else ""
+            if word in GROUPS and following.isidentifier():
+                return f"{word} {following}"
             return word
     return None
 

@@ -10,7 +10,7 @@ from tests.waiting import wait_for
 
 def test_a_changed_workflow_fails_its_replay_instead_of_running_the_wrong_step(
         app: Kestrel, dsn: str, db: psycopg.Connection, start_worker) -> None:
-    @app.workflow("deploy")
+    @app.workflow("deploy", version="1")  # changed below without a version bump
     def deploy_v1(ctx, _):
         ctx.step("build", lambda: "image:1")
         ctx.step("test", lambda: "green")
@@ -29,7 +29,7 @@ def test_a_changed_workflow_fails_its_replay_instead_of_running_the_wrong_step(
     ran = []
     changed = Kestrel(dsn)
     try:
-        @changed.workflow("deploy")
+        @changed.workflow("deploy", version="1")
         def deploy_v2(ctx, _):
             ctx.step("build", lambda: "image:1")
             ctx.step("lint", lambda: ran.append("lint"))  # inserted in the middle
@@ -57,7 +57,7 @@ def test_a_changed_workflow_fails_its_replay_instead_of_running_the_wrong_step(
 
 def test_a_workflow_catching_exceptions_cannot_swallow_the_change(app: Kestrel, dsn: str,
                                                                    start_worker) -> None:
-    @app.workflow("careful")
+    @app.workflow("careful", version="1")
     def careful_v1(ctx, _):
         ctx.step("a", lambda: 1)
         ctx.sleep("nap", 60)
@@ -69,7 +69,7 @@ def test_a_workflow_catching_exceptions_cannot_swallow_the_change(app: Kestrel, 
 
     changed = Kestrel(dsn)
     try:
-        @changed.workflow("careful")
+        @changed.workflow("careful", version="1")
         def careful_v2(ctx, _):
             try:
                 ctx.step("b", lambda: 2)

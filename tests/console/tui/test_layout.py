@@ -10,8 +10,11 @@ import pytest
 from kestrel_console.tui.screens.approvals import ApprovalsScreen
 from kestrel_console.tui.screens.dashboard import DashboardScreen
 from kestrel_console.tui.screens.detail import DetailScreen
+from kestrel_console.tui.registry import SCREENS
 from kestrel_console.tui.screens.executions import ExecutionsScreen
+from kestrel_console.tui.screens.queues import QueuesScreen
 from kestrel_console.tui.screens.reports import ReportsScreen
+from kestrel_console.tui.screens.schedules import SchedulesScreen
 from kestrel_console.tui.screens.sql import SqlScreen
 from tests.seed import seed_history
 
@@ -36,7 +39,7 @@ async def check_screen(pilot, name: str, *, chart: bool = False) -> list[str]:
     width = tui.size.width
     footer = lines[-1]
     wanted = hints(tui)
-    for hint in ["1-5 Screens", "? Help", "q Back/quit", *wanted]:
+    for hint in [f"{SCREENS[0].key}-{SCREENS[-1].key} Screens", "? Help", "q Back/quit", *wanted]:
         assert hint in footer, (name, tui.size, hint, footer)
     assert "…" not in lines[0], (name, lines[0])  # the title is whole
     for row in lines[:-1]:  # the footer draws "▏" before the palette hint on purpose
@@ -91,6 +94,13 @@ async def test_every_screen_fits(dsn, db, size):
         await wait_for(pilot, lambda: reports.report is not None)
         await pilot.pause(0.2)
         await check_screen(pilot, "reports")
+
+        await open_screen(pilot, "6", QueuesScreen)
+        await pilot.pause(0.2)
+        await check_screen(pilot, "queues")
+        await open_screen(pilot, "7", SchedulesScreen)
+        await pilot.pause(0.2)
+        await check_screen(pilot, "schedules")
         assert facts  # seeded data was on every screen
 
         # A terminal resized while the console runs gets the same layout.
