@@ -1,6 +1,6 @@
 """Console: the dashboard's refresh queries on a big history (1M finished + 10k live).
 
-Times ``kestrel_console.queries.Reader.dashboard()`` (every dashboard read, one snapshot, one
+Times ``kestrel_console.read.Reader.dashboard()`` (every dashboard read, one snapshot, one
 pipelined round trip) end to end from the client, and each refresh query of
 ``Reader.refresh_statements()`` on its own, p50/p95.
 """
@@ -85,9 +85,9 @@ def seed(dsn: str, *, finished: int, live: int, spread_hours: float) -> float:
 def reader_available() -> str | None:
     """None if the console's Reader can be imported, else why not."""
     try:
-        from kestrel_console.queries import Reader  # noqa: F401
+        from kestrel_console.read import Reader  # noqa: F401
     except Exception as exc:
-        return f"kestrel_console.queries.Reader is not importable ({type(exc).__name__}: {exc})"
+        return f"kestrel_console.read.Reader is not importable ({type(exc).__name__}: {exc})"
     return None
 
 
@@ -97,7 +97,7 @@ def run_console(admin: str, *, finished: int, live: int, samples: int = 100,
     reason = reader_available()
     if reason:
         raise RuntimeError(reason)
-    from kestrel_console.queries import Reader
+    from kestrel_console.read import Reader
 
     with fresh_database(admin) as dsn:
         seed_s = seed(dsn, finished=finished, live=live, spread_hours=spread_hours)

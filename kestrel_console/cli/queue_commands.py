@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 
 from .. import render
-from ..queue_view import limit_text, rate_text
+from ..read.queue_view import limit_text, rate_text
 from .errors import handles_errors
 from .read_commands import _reader, format_option
 from .settings import acting, operator_option, settings

@@ -1,6 +1,6 @@
 """Commands that only read: status, list, show, report, sql.
 
-Canned reads go through ``kestrel_console.queries.Reader``; saved reports and ad-hoc SQL run
+Canned reads go through ``kestrel_console.read.Reader``; saved reports and ad-hoc SQL run
 through the read-only guard (``adhoc.run_read_only``, three layers). Every command takes
 ``--format table|json|csv``; ``json`` and ``csv`` go to stdout untouched by notes, which go to
 stderr.
@@ -20,8 +20,9 @@ from rich.text import Text
 from kestrel_core.connection import connect
 from kestrel_core.execution import STATUSES
 
-from .. import render, schedule_queries
-from ..queries import APPLICATION_NAME, Reader
+from .. import render
+from ..read import schedules as schedule_queries
+from ..read import APPLICATION_NAME, Reader
 from .errors import fail, handles_errors
 from .settings import Settings, execution_id_argument, settings
 from .summaries import print_decisions, print_pending_approvals, print_workers

@@ -16,7 +16,7 @@ from kestrel_core import cron as cron_mod
 from kestrel_core import schedules as schedules_mod
 
 from .. import render
-from ..schedule_queries import schedules as read_schedules
+from ..read.schedules import schedules as read_schedules
 from .errors import handles_errors
 from .read_commands import _reader, format_option
 from .settings import acting, operator_option, settings

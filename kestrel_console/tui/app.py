@@ -178,7 +178,7 @@ class KestrelConsole(App[None]):
 
     def db_failed(self, exc: Exception) -> None:
         """Show what went wrong: unreachable (banner, retrying), slow (banner), or else a notice."""
-        from kestrel_console.queries import ReadTimeout
+        from kestrel_console.read import ReadTimeout
 
         message = mask_dsn(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
         if isinstance(exc, DatabaseUnavailable):

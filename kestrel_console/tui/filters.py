@@ -1,7 +1,7 @@
 """The executions filter typed after ``/``: ``status:error workflow:remediate free text``.
 
 ``workflow:`` takes a prefix of the name, case-sensitive (``workflow:remediate`` finds
-remediate-incident; the reader matches it, see ``kestrel_console.workflow_match``).
+remediate-incident; the reader matches it, see ``kestrel_console.read.workflow_match``).
 """
 
 from __future__ import annotations

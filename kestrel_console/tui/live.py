@@ -20,7 +20,7 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Input, TextArea
 
-from kestrel_console.queries import Reader
+from kestrel_console.read import Reader
 
 from .allowed import allows, why_not
 from .config import statement_timeout_ms

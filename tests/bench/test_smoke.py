@@ -91,7 +91,7 @@ def test_recovery_resumes_every_execution_after_the_lease(opts: suite.Options) -
 
 
 def test_console_times_the_dashboard(opts: suite.Options) -> None:
-    import kestrel_console.queries  # noqa: F401  (the project's own module: missing is a failure)
+    import kestrel_console.read  # noqa: F401  (the project's own module: missing is a failure)
 
     data = suite.console(opts)
     assert data["dashboard"]["n"] == opts.dashboard_samples

@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Header, Static
 
-from ...queue_view import limit_text, rate_text
+from ...read.queue_view import limit_text, rate_text
 from ..live import LiveScreen
 from ..widgets.banner import Banner
 from ..widgets.confirm import ConfirmModal

@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Header, Static
 
-from kestrel_console.schedule_queries import schedules, why_not_ticking
+from kestrel_console.read.schedules import schedules, why_not_ticking
 
 from .. import format as fmt
 from ..live import LiveScreen

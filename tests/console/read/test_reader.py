@@ -1,4 +1,4 @@
-"""The console's query layer (kestrel_console.queries.Reader) against real Postgres.
+"""The console's query layer (kestrel_console.read.Reader) against real Postgres.
 
 Every answer is checked against the seeded story (tests/seed.py) or against plain SQL on the
 same rows; the EXPLAIN tests check that no refresh query scans workflow_executions
@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from kestrel_console.queries import Reader, ReadTimeout, describe_blocker
+from kestrel_console.read import Reader, ReadTimeout, describe_blocker
 from kestrel_core import DatabaseUnavailable, Kestrel, SchemaOutdated
 from kestrel_core.execution import STATUSES
 from kestrel_core.statements import render

@@ -1,12 +1,12 @@
 """The console's reads of schedules (the CLI's ``schedule list``, ``status`` and the TUI's
-Schedules screen), on a ``queries.Reader``: one row per schedule with its next tick, its last
+Schedules screen), on a ``read.Reader``: one row per schedule with its next tick, its last
 run and that run's status, whether it is paused, and whether a live worker runs its workflow."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .queries import Reader
+from .reader import Reader
 
 # A few schedules, not a history: one pass over the table, the last run by primary key.
 SCHEDULES = """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .humanize import duration
+from ..humanize import duration
 
 
 def limit_text(used: int, limit: int | None) -> str:

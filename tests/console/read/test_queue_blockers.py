@@ -7,7 +7,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from kestrel_console.queries import Reader
+from kestrel_console.read import Reader
 
 LIVE_WORKER = """
 INSERT INTO workers (worker_id, workflows, versions, concurrency, queues)

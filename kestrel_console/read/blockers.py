@@ -1,0 +1,181 @@
+"""Why an execution is not moving, in one sentence: the facts in one statement, the sentence
+from them (its version, its queue, its worker, its wait)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ..humanize import duration
+from .session import DEFAULT_DEAD_AFTER_S, ReaderSession
+
+# Everything "why isn't it running?" needs, about one execution, in one statement.
+BLOCKER_FACTS = """
+SELECT e.id, e.workflow_name, e.status, e.run_at, e.owner_id, e.lease_expires,
+       extract(epoch FROM e.run_at - now())::float8 AS starts_in_s,
+       extract(epoch FROM now() - e.lease_expires)::float8 AS lease_expired_for_s,
+       ow.last_heartbeat AS owner_heartbeat, ow.stopped_at AS owner_stopped_at,
+       extract(epoch FROM now() - ow.last_heartbeat)::float8 AS owner_heartbeat_age_s,
+       (ow.worker_id IS NOT NULL) AS owner_known,
+       wt.kind AS wait_kind, wt.step_id AS wait_step, wt.created_at AS wait_since,
+       wt.wake_at AS wait_until,
+       extract(epoch FROM wt.wake_at - now())::float8 AS wait_until_in_s,
+       live.workers AS live_workers, live.slots AS live_slots, live.held AS live_held,
+       ever.workers AS any_workers,
+       e.queue, e.version, e.concurrency_key, lv.versions AS live_versions, lv.serving AS queue_workers,
+       q.paused AS queue_paused, q.paused_by AS queue_paused_by, q.paused_at AS queue_paused_at,
+       q.concurrency AS queue_concurrency, q.per_worker AS queue_per_worker, q.per_key AS queue_per_key,
+       q.rate_limit AS queue_rate_limit, extract(epoch FROM q.rate_period)::float8 AS queue_rate_period_s,
+       (SELECT count(*) FROM unnest(q.rate_starts) AS s(at) WHERE s.at > now() - q.rate_period) AS queue_rate_used,
+       (SELECT extract(epoch FROM min(s.at) + q.rate_period - now())::float8
+          FROM unnest(q.rate_starts) AS s(at) WHERE s.at > now() - q.rate_period) AS queue_rate_frees_in_s,
+       qr.running AS queue_running, qr.key_running
+  FROM {schema}.workflow_executions e
+  LEFT JOIN {schema}.queues q ON q.name = e.queue
+  CROSS JOIN LATERAL (
+        SELECT count(*) AS running,
+               count(*) FILTER (WHERE r.concurrency_key = e.concurrency_key) AS key_running
+          FROM {schema}.workflow_executions r WHERE r.status = 'running' AND r.queue = e.queue) AS qr
+  CROSS JOIN LATERAL (
+        SELECT array_agg(DISTINCT w.versions[array_position(w.workflows, e.workflow_name)]) AS versions,
+               count(*) FILTER (WHERE w.queues IS NULL OR e.queue = ANY (w.queues)) AS serving
+          FROM {schema}.workers w
+         WHERE e.workflow_name = ANY (w.workflows) AND w.stopped_at IS NULL
+           AND w.last_heartbeat > now() - make_interval(secs => %(dead_after)s)) AS lv
+  LEFT JOIN {schema}.workers ow ON ow.worker_id = e.owner_id
+  LEFT JOIN LATERAL (
+        SELECT w.kind, w.step_id, w.created_at, w.wake_at FROM {schema}.workflow_waits w
+         WHERE w.execution_id = e.id AND w.resolved_at IS NULL
+         ORDER BY w.created_at DESC LIMIT 1) AS wt ON true
+  CROSS JOIN LATERAL (
+        SELECT count(*) AS workers, coalesce(sum(w.concurrency), 0) AS slots,
+               coalesce(sum((SELECT count(*) FROM {schema}.workflow_executions r
+                              WHERE r.status = 'running' AND r.owner_id = w.worker_id)), 0) AS held
+          FROM {schema}.workers w
+         WHERE e.workflow_name = ANY (w.workflows) AND w.stopped_at IS NULL
+           AND w.last_heartbeat > now() - make_interval(secs => %(dead_after)s)) AS live
+  CROSS JOIN LATERAL (
+        SELECT count(*) AS workers FROM {schema}.workers w
+         WHERE e.workflow_name = ANY (w.workflows)) AS ever
+ WHERE e.id = %(id)s
+"""
+
+
+def _seconds(value: float | None) -> str:
+    """A duration for a sentence: '42 s', '3 m 04 s', '2 h 05 m', '3 d 04 h'."""
+    return "?" if value is None else duration(max(value, 0.0), subsecond=False)
+
+
+def _when(value: datetime | None) -> str:
+    """'2024-05-01 12:00:03Z' for UTC, else with its offset."""
+    if value is None:
+        return "?"
+    text = value.isoformat(sep=" ", timespec="seconds")
+    offset = value.utcoffset()
+    return text[: -len("+00:00")] + "Z" if offset is not None and not offset else text
+
+
+def describe_blocker(f: dict[str, Any], *, dead_after_s: float = DEFAULT_DEAD_AFTER_S) -> str | None:
+    """The one sentence that says why an execution is not moving, from BLOCKER_FACTS' row."""
+    status = f["status"]
+    name = f["workflow_name"]
+    no_worker = (
+        f"no live worker has registered workflow {name!r}"
+        + ("" if f["any_workers"] else " (no worker ever did)")
+        + ": start one that runs it (kestrel-console worker MODULE)"
+    )
+    if status == "enqueued":
+        if f["starts_in_s"] is not None and f["starts_in_s"] > 0:
+            return f"it is scheduled for later: not before {_when(f['run_at'])} (in {_seconds(f['starts_in_s'])})"
+        if not f["live_workers"]:
+            return no_worker
+        queue_reason = describe_queue_blocker(f)
+        if queue_reason:
+            return queue_reason
+        if f["live_slots"] and f["live_held"] >= f["live_slots"]:
+            return (f"every slot of the {f['live_workers']} live worker(s) running {name!r} is busy "
+                    f"({f['live_held']}/{f['live_slots']}): it waits for a free one")
+        return None
+    if status == "running":
+        owner = f["owner_id"]
+        expired = f["lease_expired_for_s"] is not None and f["lease_expired_for_s"] > 0
+        if not f["owner_known"]:
+            if expired:
+                return (f"its lease is held by {owner!r}, which is not a registered worker, and "
+                        f"expired {_seconds(f['lease_expired_for_s'])} ago: re-enqueue it (e)")
+            return None
+        hb_age = f["owner_heartbeat_age_s"]
+        if f["owner_stopped_at"] is not None or (hb_age is not None and hb_age > dead_after_s) or expired:
+            lease = (f"its lease expired {_seconds(f['lease_expired_for_s'])} ago" if expired
+                     else f"its lease runs until {_when(f['lease_expires'])}")
+            stopped = ("stopped" if f["owner_stopped_at"] is not None else "whose heartbeat stopped")
+            return (f"the lease is held by worker {owner!r} {stopped} {_seconds(hb_age)} ago; "
+                    f"{lease}: a live worker's sweeper re-enqueues it, or re-enqueue it now (e)")
+        return None
+    if status == "waiting":
+        kind = f["wait_kind"]
+        if kind == "approval":
+            deadline = f" (deadline {_when(f['wait_until'])})" if f["wait_until"] is not None else ""
+            return (f"it waits for approval {f['wait_step']!r} since {_when(f['wait_since'])}"
+                    f"{deadline}: approve (a) or reject (x)")
+        if kind == "sleep":
+            if f["wait_until_in_s"] is not None and f["wait_until_in_s"] > 0:
+                return (f"it sleeps ({f['wait_step']!r}) until {_when(f['wait_until'])} "
+                        f"(in {_seconds(f['wait_until_in_s'])})")
+            if not f["live_workers"]:
+                return no_worker
+            return None
+        if kind == "child":
+            return f"it waits for its child execution(s) to finish ({f['wait_step']!r}, since {_when(f['wait_since'])})"
+        if kind == "event":
+            return (f"it waits for an event ({f['wait_step']!r}, since {_when(f['wait_since'])}): "
+                    "app.send_event(KEY, payload) wakes it")
+        if not f["live_workers"]:
+            return no_worker
+        return None
+    return None
+
+
+def describe_queue_blocker(f: dict[str, Any]) -> str | None:
+    """Why an enqueued execution with live workers for its workflow is not claimed: its
+    version, its queue (paused, unserved, at a limit) or its concurrency key."""
+    name, queue = f["workflow_name"], f.get("queue")
+    have = sorted(v for v in (f.get("live_versions") or []) if v)
+    if f.get("version") and f["version"] not in have:
+        return (f"it needs version {f['version']} of {name!r}, live workers have "
+                f"{', '.join(have) or 'no version of it'}: start a worker with that code "
+                "(executions drain on the version they started under)")
+    if queue is None:
+        return None
+    if f.get("queue_paused"):
+        return (f"its queue {queue!r} is paused (by {f['queue_paused_by'] or '?'} at "
+                f"{_when(f['queue_paused_at'])}): resume it (kestrel-console queue resume {queue})")
+    if not f.get("queue_workers"):
+        return (f"no live worker serves queue {queue!r} (workers started with --queues leave it out): "
+                "start one that serves it")
+    limit, running = f.get("queue_concurrency"), f.get("queue_running") or 0
+    if limit is not None and running >= limit:
+        return (f"queue {queue!r} is at its concurrency limit ({running}/{limit} running across all "
+                "workers): it waits for one to finish")
+    rate, used = f.get("queue_rate_limit"), f.get("queue_rate_used") or 0
+    if rate is not None and used >= rate:
+        return (f"queue {queue!r} reached its rate limit ({used} started in the last "
+                f"{_seconds(f['queue_rate_period_s'])}, limit {rate}): the next start is possible "
+                f"in {_seconds(f['queue_rate_frees_in_s'])}")
+    per_key = f.get("queue_per_key") or 1
+    if f.get("concurrency_key") is not None and (f.get("key_running") or 0) >= per_key:
+        return (f"{f['key_running']} execution(s) with concurrency key {f['concurrency_key']!r} already "
+                f"run in queue {queue!r} (limit {per_key} per key): it waits for them to finish")
+    return None
+
+
+
+class BlockerReads(ReaderSession):
+    """The blocker sentence of one execution."""
+
+    def blocker(self, execution_id: int) -> str | None:
+        """Why this execution is not moving, in one sentence; None if it is moving or done."""
+        rows = self._rows("blocker", BLOCKER_FACTS, {"id": execution_id, "dead_after": self.dead_after_s})
+        if not rows:
+            return None
+        return describe_blocker(rows[0], dead_after_s=self.dead_after_s)

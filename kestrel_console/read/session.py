@@ -1,0 +1,170 @@
+"""The read side's connection: one per ``Reader``, read-only, with a bounded wait per query,
+reopened when the server dropped it. ``_rows`` runs one statement, ``_snapshot`` several in one
+snapshot and one round trip; the job modules (overview, workers, executions, timeline, blockers)
+hold their SQL and the methods that run it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.rows import dict_row
+
+from kestrel_core import KestrelError
+from kestrel_core.connection import close_quietly, connect, unavailable
+from kestrel_core.migrate import check_current
+from kestrel_core.statements import check_schema_name, render
+
+T = TypeVar("T")
+
+APPLICATION_NAME = "kestrel-console"
+# A worker is alive while it has not stopped and beat within this many seconds.
+DEFAULT_DEAD_AFTER_S = 30.0
+
+# One query of a snapshot: (key in the result, statement, parameters).
+Part = tuple[str, str, "dict[str, Any] | None"]
+
+
+class ReadTimeout(KestrelError):
+    """A console query ran longer than the Reader's statement_timeout (it was cancelled)."""
+
+
+# Session settings of the Reader's connection: a bounded wait per query, and read-only even
+# outside explicit transactions (a belt: every statement here only reads).
+SET_SESSION = """
+SELECT set_config('statement_timeout', %(timeout)s, false),
+       set_config('default_transaction_read_only', 'on', false)
+"""
+
+NOW = "SELECT now() AS now"
+
+
+class ReaderSession:
+    """The connection half of ``Reader`` (see ``read.reader``): opens on first use, serialises
+    calls with a lock, turns a cancelled query into ReadTimeout and a lost server into
+    DatabaseUnavailable."""
+
+    def __init__(
+        self, dsn: str, *, schema: str = "kestrel", statement_timeout_ms: int = 2000,
+        dead_after_s: float = DEFAULT_DEAD_AFTER_S, connect_timeout: int = 5,
+    ) -> None:
+        self.dsn = dsn
+        self.schema = check_schema_name(schema)
+        self.statement_timeout_ms = int(statement_timeout_ms)
+        self.dead_after_s = float(dead_after_s)
+        self.connect_timeout = connect_timeout
+        self._conn: psycopg.Connection | None = None
+        self._lock = threading.RLock()
+
+    # -- connection ------------------------------------------------------------------------
+
+    def _open(self) -> psycopg.Connection:
+        # Never prepared: each statement is planned with its values, so NULL filters fold away
+        # and a status literal meets its partial index.
+        conn = connect(self.dsn, application_name=APPLICATION_NAME,
+                       connect_timeout=self.connect_timeout, prepare=False)
+        try:
+            conn.execute(SET_SESSION, {"timeout": f"{self.statement_timeout_ms}ms"})
+            check_current(conn, self.schema)
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            conn.read_only = True
+        except psycopg.OperationalError as exc:  # the server went away right after accepting us
+            conn.close()
+            raise unavailable(self.dsn, exc) from None
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        close_quietly(conn)
+
+    def close(self) -> None:
+        """Close the connection (the next call opens a new one)."""
+        with self._lock:
+            self._drop()
+
+    def cancel(self) -> None:
+        """Ask the server to cancel the query running now, if any (safe from another thread:
+        the TUI calls it when the view that asked is closed). The call raises ReadTimeout."""
+        conn = self._conn
+        if conn is not None and not conn.closed:
+            try:
+                conn.cancel_safe(timeout=2.0)
+            except psycopg.Error:
+                pass
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, what: str, fn: Callable[[psycopg.Connection], T]) -> T:
+        """Run ``fn`` on the connection, reconnecting once if the server dropped it."""
+        with self._lock:
+            for retry in (True, False):
+                fresh = self._conn is None or self._conn.closed
+                if fresh:
+                    self._drop()
+                    self._conn = self._open()
+                conn = self._conn
+                try:
+                    return fn(conn)
+                except psycopg.errors.QueryCanceled as exc:
+                    if "statement timeout" not in (exc.diag.message_primary or ""):
+                        raise ReadTimeout(f"the console query {what!r} was cancelled") from None
+                    raise ReadTimeout(
+                        f"the console query {what!r} took longer than "
+                        f"{self.statement_timeout_ms} ms and was cancelled: the database is "
+                        "slow or a lock blocks it"
+                    ) from None
+                except psycopg.errors.UndefinedTable:
+                    check_current(conn, self.schema)  # raises SchemaOutdated if that is why
+                    raise
+                except psycopg.OperationalError as exc:
+                    broken = conn.broken or conn.closed
+                    self._drop()
+                    if broken and retry and not fresh:
+                        continue  # the server restarted since the last call: one new connection
+                    raise unavailable(self.dsn, exc) from None
+            raise AssertionError("unreachable")
+
+    def _rows(self, what: str, statement: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        query = render(statement, self.schema)
+
+        def run(conn: psycopg.Connection) -> list[dict[str, Any]]:
+            with conn.cursor(row_factory=dict_row) as cur:
+                cur.execute(query, params)
+                return cur.fetchall()
+
+        return self._call(what, run)
+
+
+    def now(self) -> datetime:
+        """The database's clock (ages and bars are measured against it, not the local one)."""
+        return self._rows("now", NOW)[0]["now"]
+
+    def _snapshot(self, what: str, parts: list[Part]) -> dict[str, Any]:
+        """Run several queries pipelined in one REPEATABLE READ READ ONLY transaction: one
+        snapshot (the parts agree with each other), one round trip for the statements."""
+        queries = [(key, render(statement, self.schema), params) for key, statement, params in parts]
+
+        def run(conn: psycopg.Connection) -> dict[str, Any]:
+            started = time.perf_counter()
+            cursors = []
+            with conn.pipeline(), conn.transaction():
+                for key, query, params in queries:
+                    cur = conn.cursor(row_factory=dict_row)
+                    cur.execute(query, params)
+                    cursors.append((key, cur))
+            out: dict[str, Any] = {key: cur.fetchall() for key, cur in cursors}
+            out["elapsed_ms"] = (time.perf_counter() - started) * 1000.0
+            return out
+
+        return self._call(what, run)

@@ -1,0 +1,73 @@
+"""One execution's history: every step attempt and wait on one time axis, and the operator
+actions taken on it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .session import ReaderSession
+
+# Attempts and waits on one time axis.
+TIMELINE = """
+SELECT kind, step_id, attempt, started_at, finished_at,
+       extract(epoch FROM finished_at - started_at)::float8 AS duration_s,
+       outcome, error, owner_id, wake_at, decision, decided_by, decided_by_db_user, comment
+  FROM (
+    -- An attempt still open when its execution finished (cancelled mid-step, or its worker
+    -- gone) ended with the execution: it is closed there, not shown running forever.
+    SELECT 'step' AS kind, a.step_id, a.attempt, a.started_at,
+           CASE WHEN a.outcome = 'running' AND e.finished_at IS NOT NULL
+                THEN greatest(e.finished_at, a.started_at) ELSE a.finished_at END AS finished_at,
+           CASE WHEN a.outcome <> 'running' OR e.finished_at IS NULL THEN a.outcome
+                WHEN e.status = 'cancelled' THEN 'cancelled'
+                ELSE 'abandoned' END AS outcome,
+           a.error, a.owner_id, NULL::timestamptz AS wake_at, NULL::text AS decision,
+           NULL::text AS decided_by, NULL::text AS decided_by_db_user, NULL::text AS comment,
+           a.id AS seq
+      FROM {schema}.step_attempts a
+      JOIN {schema}.workflow_executions e ON e.id = a.execution_id
+     WHERE a.execution_id = %(id)s
+    UNION ALL
+    SELECT w.kind, w.step_id, NULL, w.created_at, w.resolved_at,
+           CASE WHEN w.resolved_at IS NULL THEN 'waiting'
+                WHEN w.decision IS NOT NULL THEN w.decision
+                WHEN w.kind = 'sleep' AND e.status <> 'cancelled'
+                     AND w.resolved_at >= coalesce(w.wake_at, w.resolved_at) THEN 'woke'
+                -- child and event waits: woken, or timed out; closed with the execution otherwise
+                WHEN w.kind IN ('child', 'event') AND w.resolved_at < coalesce(e.finished_at, 'infinity')
+                THEN CASE WHEN w.resolved_at >= coalesce(w.wake_at, 'infinity') THEN 'timed_out' ELSE 'woke' END
+                ELSE 'cancelled' END,
+           NULL, NULL, w.wake_at, w.decision, w.decided_by, w.decided_by_db_user, w.comment, 0
+      FROM {schema}.workflow_waits w
+      JOIN {schema}.workflow_executions e ON e.id = w.execution_id
+     WHERE w.execution_id = %(id)s
+  ) AS t
+ ORDER BY started_at, seq, step_id, attempt
+"""
+
+# The audit rows of one execution: the name the operator gave (actor) and the database role
+# Postgres authenticated for the session that acted (db_user; NULL before migration 0005).
+EXECUTION_ACTIONS = """
+SELECT at, actor, db_user, action, step_id, comment, from_status
+  FROM {schema}.operator_actions WHERE execution_id = %(id)s
+ ORDER BY at, id
+"""
+
+
+
+class TimelineReads(ReaderSession):
+    """An execution's timeline and audit rows."""
+
+    def timeline(self, execution_id: int) -> list[dict[str, Any]]:
+        """Every step attempt and every wait of one execution, ordered by start.
+
+        kind is 'step', 'sleep', 'approval', 'child' or 'event'; for steps outcome is
+        running/success/error, for waits it is waiting, woke, approved, rejected, timed_out or
+        cancelled.
+        """
+        return self._rows("timeline", TIMELINE, {"id": execution_id})
+
+    def actions(self, execution_id: int) -> list[dict[str, Any]]:
+        """The operator actions taken on one execution, oldest first (who claimed to act, and
+        as which database role)."""
+        return self._rows("actions", EXECUTION_ACTIONS, {"id": execution_id})
