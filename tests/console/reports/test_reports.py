@@ -16,6 +16,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from kestrel_console import reports
+from kestrel_console.reports import discovery
 from kestrel_console.reports import (
     Report,
     ReportError,
@@ -31,7 +32,7 @@ from kestrel_console.reports import (
 from kestrel_core import KestrelError
 from tests.seed import SeedFacts, seed_history
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SHIPPED = {
     "queue-depth", "stuck-leases", "pending-approvals", "errors-this-month", "rejected-fixes",
     "slowest-steps", "throughput", "worker-activity", "retries", "approval-latency",
@@ -388,7 +389,7 @@ def test_shipped_folder_found_inside_an_installed_package(tmp_path, monkeypatch)
 
     installed = tmp_path / "site" / "kestrel_console"
     write(installed / reports.SHIPPED_PACKAGE_DIR, "from-wheel", "SELECT 1\n")
-    monkeypatch.setattr(reports.resources, "files", lambda package: installed)
+    monkeypatch.setattr(discovery.resources, "files", lambda package: installed)
     assert shipped_dir() == installed / reports.SHIPPED_PACKAGE_DIR
     found = discover()
     assert set(found) == {"from-wheel"} and found["from-wheel"].shipped

@@ -1,0 +1,121 @@
+"""Parsing one report file: its header (``-- description:``, ``-- param:``) and its body's
+named placeholders; anything malformed is a ReportError naming the file and line."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Callable
+
+from .model import _QUOTED, Report, ReportError, ReportParam
+from .values import _TYPES, PARAM_TYPES, convert_value
+
+_KEY_LINE = re.compile(r"^--\s*([A-Za-z][A-Za-z0-9_-]*)\s*:(.*)$")
+_PARAM_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s+([A-Za-z]+)\s*(?:=\s*(.*?))?\s*$")
+_PLACEHOLDER = re.compile(r"%%|%\((?P<name>[^)]*)\)(?P<fmt>.?)|%(?P<bare>.?)")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+KNOWN_KEYS = ("description", "param")
+PARAM_SYNTAX = "-- param: NAME TYPE [= DEFAULT]"
+
+def load_report(path: Path, shipped: bool = False) -> Report:
+    """Parse one report file; ReportError names the file and line of anything malformed."""
+    path = Path(path)
+    name = path.stem
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReportError(f"{path}: cannot read report: {exc}") from None
+    lines = text.splitlines()
+
+    def fail(lineno: int, message: str) -> ReportError:
+        return ReportError(f"{path}, line {lineno}: {message}")
+
+    description: list[str] = []
+    params: list[ReportParam] = []
+    param_lines: dict[str, int] = {}
+    body_start = len(lines)
+    for index, raw in enumerate(lines):
+        line = raw.strip()
+        if line and not line.startswith("--"):
+            body_start = index
+            break
+        keyed = _KEY_LINE.match(line)
+        if not keyed:
+            continue  # blank line or free comment
+        key, value = keyed.group(1).lower(), keyed.group(2).strip()
+        lineno = index + 1
+        if key == "description":
+            description.append(value)
+        elif key == "param":
+            param = _parse_param(value, lambda msg: fail(lineno, msg))
+            if param.name in param_lines:
+                raise fail(lineno, f"parameter {param.name!r} is declared twice "
+                                   f"(first on line {param_lines[param.name]})")
+            _check_default(name, param, lambda msg: fail(lineno, msg))
+            params.append(param)
+            param_lines[param.name] = lineno
+        else:
+            raise fail(lineno, f"unknown header key {key!r}: use one of {', '.join(KNOWN_KEYS)}")
+
+    body = "\n".join(lines[body_start:]).strip()
+    if not _strip_comments(body):
+        raise ReportError(f"{path}: the report has no SQL after its header")
+    used = _placeholders(body, body_start, fail)
+    for param_name, lineno in used.items():
+        if param_name not in param_lines:
+            raise fail(lineno, f"placeholder %({param_name})s has no '-- param: {param_name} TYPE' line "
+                               "in the header")
+    for param_name, lineno in param_lines.items():
+        if param_name not in used:
+            raise fail(lineno, f"parameter {param_name!r} is declared but the SQL never uses "
+                               f"%({param_name})s")
+    return Report(name=name, description=" ".join(d for d in description if d), params=params,
+                  sql=body, path=path, shipped=shipped)
+
+
+def _parse_param(value: str, fail: Callable[[str], ReportError]) -> ReportParam:
+    match = _PARAM_LINE.match(value)
+    if not match:
+        raise fail(f"expected '{PARAM_SYNTAX}', got '-- param: {value}'")
+    name, type_name, default = match.group(1), match.group(2).lower(), match.group(3)
+    if type_name not in _TYPES:
+        raise fail(f"unknown type {match.group(2)!r} for parameter {name!r}: use one of "
+                   f"{', '.join(PARAM_TYPES)}")
+    if default is not None:
+        if default == "":
+            raise fail(f"parameter {name!r} has '=' but no default: expected '{PARAM_SYNTAX}'")
+        if default.startswith("'") and not _QUOTED.match(default):
+            raise fail(f"the default of parameter {name!r} is not a valid SQL literal: {default}")
+    return ReportParam(name=name, type=_TYPES[type_name][0], default=default)
+
+
+def _check_default(report_name: str, param: ReportParam, fail: Callable[[str], ReportError]) -> None:
+    try:
+        convert_value(report_name, param, param.default_text)
+    except ReportError:
+        raise fail(f"the default {param.default} of parameter {param.name!r} is not "
+                   f"{_TYPES[param.type][1]}") from None
+
+
+def _placeholders(body: str, first_line: int, fail: Callable[[int, str], ReportError]) -> dict[str, int]:
+    """Named placeholders used in the body -> line of first use; refuses what psycopg would."""
+    used: dict[str, int] = {}
+    for match in _PLACEHOLDER.finditer(body):
+        if match.group(0) == "%%":
+            continue
+        lineno = first_line + body.count("\n", 0, match.start()) + 1
+        name = match.group("name")
+        if name is None:
+            if match.group("bare") in ("s", "b", "t"):
+                raise fail(lineno, "positional placeholder %s: name it, like %(since)s, and declare "
+                                   "it with a '-- param:' line")
+            raise fail(lineno, "a lone '%': write a literal percent sign as %%")
+        if not _IDENT.match(name) or match.group("fmt") not in ("s", "b", "t"):
+            raise fail(lineno, f"malformed placeholder {match.group(0)!r}: expected %(name)s")
+        used.setdefault(name, lineno)
+    return used
+
+
+def _strip_comments(sql: str) -> str:
+    lines = (line.split("--", 1)[0] for line in sql.splitlines())
+    return re.sub(r"/\*.*?\*/", "", "\n".join(lines), flags=re.S).strip()
