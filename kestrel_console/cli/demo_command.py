@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from .errors import handles_errors
-from .settings import settings
+from .options import settings
 
 HELP = """Run demo workflows and workers, then open the TUI on them.
 

@@ -23,7 +23,7 @@ from kestrel_core import roles as roles_mod
 from kestrel_core.connection import describe_target
 
 from .errors import fail, handles_errors
-from .settings import acting, execution_id_argument, operator_option, settings
+from .options import acting, execution_id_argument, operator_option, settings
 
 
 def load_app(target: str) -> Kestrel:

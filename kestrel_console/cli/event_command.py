@@ -12,7 +12,7 @@ import typer
 
 from .engine_commands import _parse_json
 from .errors import handles_errors
-from .settings import acting, operator_option
+from .options import acting, operator_option
 
 
 def send_event(

@@ -15,7 +15,7 @@ from kestrel_core import roles as roles_mod
 from kestrel_core.connection import connect, describe_target
 
 from .errors import fail, handles_errors
-from .settings import acting, operator_option, settings
+from .options import acting, operator_option, settings
 
 PROGRESS_EVERY_S = 2.0
 

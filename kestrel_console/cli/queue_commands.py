@@ -11,7 +11,7 @@ from .. import render
 from ..read.queue_view import limit_text, rate_text
 from .errors import handles_errors
 from .read_commands import _reader, format_option
-from .settings import acting, operator_option, settings
+from .options import acting, operator_option, settings
 
 queue_app = typer.Typer(
     name="queue", no_args_is_help=True,

@@ -24,7 +24,8 @@ from .. import render
 from ..read import schedules as schedule_queries
 from ..read import APPLICATION_NAME, Reader
 from .errors import fail, handles_errors
-from .settings import Settings, execution_id_argument, settings
+from ..settings import Settings
+from .options import execution_id_argument, settings
 from .summaries import print_decisions, print_pending_approvals, print_workers
 
 # A command run by hand may wait longer than a TUI refresh, but never hangs.

@@ -19,7 +19,7 @@ from .. import render
 from ..read.schedules import schedules as read_schedules
 from .errors import handles_errors
 from .read_commands import _reader, format_option
-from .settings import acting, operator_option, settings
+from .options import acting, operator_option, settings
 
 app = typer.Typer(name="schedule", help="Cron schedules: list, add, pause, resume, remove.",
                   no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})

@@ -24,7 +24,7 @@ import psycopg
 from rich.console import Console
 from rich.status import Status
 
-from kestrel_console.cli.settings import Settings
+from kestrel_console.settings import Settings
 from kestrel_core import Kestrel, KestrelError, mask_dsn
 from kestrel_core.statements import render
 from kestrel_core.worker import Worker

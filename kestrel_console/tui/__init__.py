@@ -1,6 +1,6 @@
-"""The Kestrel console TUI (Textual): ``KestrelConsole(settings).run()``."""
+"""The Kestrel console TUI (Textual): ``KestrelConsole(settings).run()``, with the
+``kestrel_console.settings.Settings`` the CLI built."""
 
 from .app import KestrelConsole
-from .config import ConsoleConfig
 
-__all__ = ["ConsoleConfig", "KestrelConsole"]
+__all__ = ["KestrelConsole"]

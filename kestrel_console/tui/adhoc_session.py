@@ -11,13 +11,13 @@ import psycopg
 
 from kestrel_core.connection import close_quietly, connect, unavailable
 
-from .config import ConsoleConfig
+from ..settings import Settings
 
 T = TypeVar("T")
 
 
 class AdhocSession:
-    def __init__(self, config: ConsoleConfig, application_name: str = "kestrel-console sql") -> None:
+    def __init__(self, config: Settings, application_name: str = "kestrel-console sql") -> None:
         self.config = config
         self.application_name = application_name
         self._conn: psycopg.Connection | None = None

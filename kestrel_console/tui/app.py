@@ -17,8 +17,9 @@ from textual.reactive import reactive
 from kestrel_core import DatabaseUnavailable, SchemaOutdated, mask_dsn
 
 from ..safe_text import visible
+from ..settings import DEFAULT_REFRESH, console_settings
 from .commands import KestrelCommands
-from .config import DEFAULT_REFRESH, ConsoleConfig, step_preset
+from .config import step_preset
 from .header import header_text
 from .live import LiveScreen
 from .operator import VERBS, Operator, Outcome, ReadOnlyRefused
@@ -60,8 +61,8 @@ class KestrelConsole(App[None]):
     def __init__(self, settings: Any = None, *, dsn: str | None = None, schema: str | None = None,
                  operator: str | None = None, queries: list[Path] | None = None,
                  read_only: bool = False, refresh: float = DEFAULT_REFRESH) -> None:
-        self.config = ConsoleConfig.build(settings, dsn=dsn, schema=schema, operator=operator,
-                                          queries=queries, read_only=read_only, refresh=refresh)
+        self.config = console_settings(settings, dsn=dsn, schema=schema, operator=operator,
+                                       queries=queries, read_only=read_only, refresh=refresh)
         super().__init__()
         use_whole_cell_scrollbars()
         self.read_only = self.config.read_only

@@ -13,7 +13,7 @@ from typing import Any
 
 from kestrel_core import Kestrel, KestrelError
 
-from .config import ConsoleConfig
+from ..settings import Settings
 
 ACTIONS = ("approve", "reject", "requeue", "cancel")
 # How an action is said in a confirmation and in the result.
@@ -87,7 +87,7 @@ def confirmation(action: str, targets: list[Target], operator: str, comment: str
 class Operator:
     """Runs approve/reject/re-enqueue/cancel under the console's --operator name."""
 
-    def __init__(self, config: ConsoleConfig) -> None:
+    def __init__(self, config: Settings) -> None:
         self.config = config
         self._kestrel: Kestrel | None = None
         self._lock = threading.Lock()

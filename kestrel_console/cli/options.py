@@ -1,49 +1,13 @@
-"""Global options shared by every command (``--dsn``, ``--schema``, ``--operator``, ...)."""
+"""Options and arguments shared by commands (``--operator``, the execution ID) and the
+``Settings`` the root callback stored on the context (see ``kestrel_console.settings``)."""
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import typer
 
-from kestrel_core import Kestrel
-from kestrel_core.app import default_operator
-from kestrel_core.connection import resolve_dsn
-
-
-@dataclass
-class Settings:
-    dsn: str = ""
-    schema: str = "kestrel"
-    operator: str = field(default_factory=default_operator)
-    queries: list[Path] = field(default_factory=list)
-    dsn_given: bool = False  # --dsn or $KESTREL_DSN was set (the demo starts its own server if not)
-
-    def kestrel(self) -> Kestrel:
-        """A Kestrel app for this DSN and schema (the caller closes it)."""
-        return Kestrel(self.dsn, schema=self.schema, application_name="kestrel-console")
-
-
-def default_acting_operator() -> str:
-    """Who acts when no ``--operator`` is given: ``$KESTREL_OPERATOR``, else ``$USER``."""
-    return os.environ.get("KESTREL_OPERATOR") or default_operator()
-
-
-def build_settings(dsn: str | None, schema: str, operator: str | None, queries: list[Path] | None) -> Settings:
-    dirs = list(queries or [])
-    env_dirs = os.environ.get("KESTREL_QUERIES")
-    if env_dirs:
-        dirs.extend(Path(p) for p in env_dirs.split(os.pathsep) if p)
-    return Settings(
-        dsn=resolve_dsn(dsn),
-        schema=schema,
-        operator=operator or default_acting_operator(),
-        queries=dirs,
-        dsn_given=dsn is not None or "KESTREL_DSN" in os.environ,
-    )
+from ..settings import Settings, build_settings
 
 
 # Every command that acts takes --operator too (after the command name), so that

@@ -1,0 +1,79 @@
+"""What the console runs with, one object for the CLI and the TUI: database, schema, operator,
+report folders, and (for the TUI) read-only and the refresh interval.
+
+``build_settings`` turns the CLI's global options (and their environment variables) into one;
+``console_settings`` gives the TUI its own copy, from those settings, a DSN, or keywords.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kestrel_core import Kestrel
+from kestrel_core.app import default_operator
+from kestrel_core.connection import resolve_dsn
+from kestrel_core.statements import check_schema_name
+
+# The TUI's refresh interval in seconds until `+`/`-` change it.
+DEFAULT_REFRESH = 2.0
+
+
+@dataclass
+class Settings:
+    dsn: str = ""
+    schema: str = "kestrel"
+    operator: str = field(default_factory=default_operator)
+    queries: list[Path] = field(default_factory=list)
+    dsn_given: bool = False  # --dsn or $KESTREL_DSN was set (the demo starts its own server if not)
+    read_only: bool = False  # TUI: hide and refuse every action
+    refresh: float = DEFAULT_REFRESH  # TUI: seconds between refreshes
+
+    def kestrel(self) -> Kestrel:
+        """A Kestrel app for this DSN and schema (the caller closes it)."""
+        return Kestrel(self.dsn, schema=self.schema, application_name="kestrel-console")
+
+
+def default_acting_operator() -> str:
+    """Who acts when no ``--operator`` is given: ``$KESTREL_OPERATOR``, else ``$USER``."""
+    return os.environ.get("KESTREL_OPERATOR") or default_operator()
+
+
+def build_settings(dsn: str | None, schema: str, operator: str | None, queries: list[Path] | None) -> Settings:
+    """The settings of the CLI's global options: ``$KESTREL_DSN``, ``$KESTREL_OPERATOR`` and
+    ``$KESTREL_QUERIES`` fill in (the folders add to the ``--queries`` ones)."""
+    dirs = list(queries or [])
+    env_dirs = os.environ.get("KESTREL_QUERIES")
+    if env_dirs:
+        dirs.extend(Path(p) for p in env_dirs.split(os.pathsep) if p)
+    return Settings(
+        dsn=resolve_dsn(dsn),
+        schema=schema,
+        operator=operator or default_acting_operator(),
+        queries=dirs,
+        dsn_given=dsn is not None or "KESTREL_DSN" in os.environ,
+    )
+
+
+def console_settings(
+    settings: Settings | str | None = None, *, dsn: str | None = None, schema: str | None = None,
+    operator: str | None = None, queries: list[Path] | None = None, read_only: bool = False,
+    refresh: float = DEFAULT_REFRESH,
+) -> Settings:
+    """The TUI's own settings, from the CLI's ``Settings`` (anything with .dsn/.schema/
+    .operator/.queries), a DSN string, or keywords; keywords win over the settings object.
+    The schema name is checked (ValueError)."""
+    if isinstance(settings, str):
+        dsn, settings = dsn or settings, None
+    base: Any = settings
+    return Settings(
+        dsn=resolve_dsn(dsn or getattr(base, "dsn", None)),
+        schema=check_schema_name(schema or getattr(base, "schema", None) or "kestrel"),
+        operator=operator or getattr(base, "operator", None) or default_operator(),
+        queries=[Path(p) for p in (queries if queries is not None else getattr(base, "queries", None) or [])],
+        dsn_given=bool(getattr(base, "dsn_given", dsn is not None)),
+        read_only=read_only,
+        refresh=float(refresh),
+    )
