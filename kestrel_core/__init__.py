@@ -8,13 +8,11 @@ from .errors import (
     DuplicateStepId,
     InvalidArgument,
     KestrelError,
-    LostOwnership,
     NonDeterministicChange,
     NotFound,
     NotSerializable,
     SchemaOutdated,
     StepFailed,
-    UnknownWorkflow,
 )
 from .execution import STATUSES, TERMINAL_STATUSES, Execution
 from .connection import mask_dsn
@@ -33,7 +31,6 @@ __all__ = [
     "Kestrel",
     "Event",
     "KestrelError",
-    "LostOwnership",
     "NonDeterministicChange",
     "NotFound",
     "NotSerializable",
@@ -42,7 +39,6 @@ __all__ = [
     "SchemaOutdated",
     "StepFailed",
     "TERMINAL_STATUSES",
-    "UnknownWorkflow",
     "Workflow",
     "mask_dsn",
 ]

@@ -37,10 +37,6 @@ class DuplicateStepId(KestrelError):
     """Two steps (or waits) of one execution used the same id."""
 
 
-class UnknownWorkflow(KestrelError):
-    """A workflow name this process has not registered."""
-
-
 class SchemaOutdated(KestrelError):
     """The database schema is missing or older than this code: run ``migrate``."""
 
@@ -77,13 +73,6 @@ class ChildFailed(KestrelError):
 class NonDeterministicChange(KestrelError):
     """A replay met a durable operation other than the one recorded at that position: the
     workflow's code changed while the execution was in flight. The execution ends as error."""
-
-
-class LostOwnership(KestrelError):
-    """This worker no longer holds the execution (swept, cancelled or reclaimed).
-
-    Raised at a step boundary; the worker abandons the execution without writing.
-    """
 
 
 def from_database(exc: psycopg.Error) -> psycopg.Error | KestrelError:
