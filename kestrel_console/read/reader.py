@@ -4,7 +4,7 @@ Every query on a refresh path stays O(live rows) on any history: live statuses a
 the engine's partial indexes (each predicate written with a literal status so the planner can
 match it), finished executions per (workflow, status) come from ``execution_counts`` (kept
 exact by triggers, migration 0003), and recent finishes through ``workflow_executions_finished_idx``.
-``tests/console/test_queries.py`` checks with EXPLAIN that none of them scans
+``tests/console/read/test_reader.py`` checks with EXPLAIN that none of them scans
 ``workflow_executions`` sequentially on a 200k-row history.
 
 Use one ``Reader`` per thread (or per TUI view): it holds one connection and serialises calls on

@@ -1,6 +1,6 @@
 """Layer (a) of the read-only guard, on its own: what check_read_only accepts and refuses, and why.
 
-These need no database; tests/console/test_adhoc.py runs the hostile queries against Postgres.
+These need no database; tests/console/adhoc/test_adhoc.py runs the hostile queries against Postgres.
 """
 
 from __future__ import annotations

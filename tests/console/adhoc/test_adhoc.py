@@ -17,7 +17,7 @@ import pytest
 from psycopg import sql
 
 from kestrel_console.adhoc import QueryFailed, QueryResult, QueryTimeout, run_read_only
-from kestrel_console.sqlguard import QueryRefused
+from kestrel_console.adhoc.guard import QueryRefused
 from kestrel_core import DatabaseUnavailable
 
 TABLES = ("workflow_executions", "operation_outputs", "workflow_waits", "step_attempts", "workers",
