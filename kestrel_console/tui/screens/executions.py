@@ -11,11 +11,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Header, Input, Static
 
+from kestrel_console.queries import Reader
+
 from .. import format as fmt
 from ..filters import ExecutionFilter, parse_filter
 from ..live import LiveScreen
 from ..operator import Outcome, Target
-from kestrel_console.queries import Reader
 from ..widgets.banner import Banner
 from ..widgets.footer import KeyFooter
 from ..widgets.live_table import LiveTable
