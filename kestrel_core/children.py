@@ -20,17 +20,22 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from .enqueue import _PLACE
 from .statements import LOCK_IF_CLAIM_IS_CURRENT, notify_channel, render
 
 LIVE = ("enqueued", "running", "waiting")
 
-START_CHILD = """
-WITH fence AS (
+# Placed like any enqueue (enqueue._PLACE: the given queue, else the workflow's bound queue,
+# else the default; priority defaults to the queue's; a keyed child marks its queue keyed).
+START_CHILD = _PLACE + """, fence AS (
     LOCK_IF_CLAIM_IS_CURRENT
 ), child AS (
     INSERT INTO {schema}.workflow_executions
-           (workflow_name, input, idempotency_key, run_at, priority, parent_id)
-    SELECT %(name)s, %(input)s, %(key)s, coalesce(%(run_at)s, now()), %(priority)s, id FROM fence
+           (workflow_name, input, idempotency_key, run_at, priority, queue, concurrency_key, version,
+            parent_id)
+    SELECT %(name)s, %(input)s, %(key)s, coalesce(%(run_at)s, now()), p.priority, p.queue, %(ckey)s,
+           %(version)s, fence.id
+      FROM fence, placed p
     ON CONFLICT (idempotency_key) DO NOTHING
     RETURNING id
 ), found AS (
@@ -121,12 +126,18 @@ class ChildState:
 
 
 def start(conn: psycopg.Connection, schema: str, *, execution_id: int, owner: str, epoch: int,
-          step_id: str, seq: int, name: str, input: Jsonb, run_at: Any, priority: int) -> int | None:
-    """Insert the child and the parent's checkpoint; the child's id, None if the claim is lost."""
+          step_id: str, seq: int, name: str, input: Jsonb, run_at: Any, priority: int | None,
+          queue: str | None = None, concurrency_key: str | None = None,
+          version: str | None = None) -> int | None:
+    """Insert the child and the parent's checkpoint; the child's id, None if the claim is lost.
+
+    ``queue``/``priority`` None: as for an enqueue (the bound queue, the queue's priority);
+    ``version`` None: any worker with the child workflow may run it."""
     row = conn.execute(render(START_CHILD, schema), {
         "eid": execution_id, "owner": owner, "epoch": epoch, "step": step_id, "seq": seq,
         "name": name, "input": input, "key": f"child:{execution_id}:{step_id}", "run_at": run_at,
         "priority": priority, "channel": notify_channel(schema),
+        "queue": queue, "ckey": concurrency_key, "version": version,
     }).fetchone()
     assert row is not None
     return row[1] if row[0] else None

@@ -8,6 +8,7 @@ replay returns what the first run saw: the same child, the same outcome, the sam
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -16,12 +17,24 @@ from psycopg.types.json import Jsonb
 from . import checkpoint, children, events
 from .checkpoint import Checkpoint
 from .children import ChildHandle, ChildState
+from .enqueue import check_priority, check_workflow_name
 from .errors import ChildFailed
 from .events import Event
 from .serialization import to_json
 
 if TYPE_CHECKING:
     from .context import WorkflowContext
+
+
+@dataclass(frozen=True)
+class _ChildOptions:
+    """The enqueue options of ``start_child``."""
+
+    priority: int | None = None
+    delay: timedelta | None = None
+    run_at: datetime | None = None
+    queue: str | None = None
+    concurrency_key: str | None = None
 
 
 def _interval(value: timedelta | float | None) -> timedelta | None:
@@ -32,12 +45,16 @@ class FlowOperations:
     """start_child, wait_for, wait_for_all and wait_for_event of a synchronous workflow."""
 
     def start_child(self: WorkflowContext, name: str, input: Any = None, *, step_id: str | None = None,
-                    priority: int = 0, delay: timedelta | None = None,
-                    run_at: datetime | None = None) -> ChildHandle:
+                    priority: int | None = None, delay: timedelta | None = None,
+                    run_at: datetime | None = None, queue: str | None = None,
+                    concurrency_key: str | None = None) -> ChildHandle:
         """Enqueue workflow ``name`` as a child of this execution, once: a replay returns the
-        same child. ``step_id`` defaults to ``child-N:name`` (N counts this execution's starts)."""
+        same child. ``step_id`` defaults to ``child-N:name`` (N counts this execution's starts).
+        ``priority``, ``delay``, ``run_at``, ``queue`` and ``concurrency_key`` mean what they
+        mean for ``app.enqueue`` (queue: the child workflow's own by default)."""
         op = step_id or self._auto_id(f"child:{name}")
-        return self._start_child(self._use(op), op, name, input, priority, delay, run_at)
+        return self._start_child(self._use(op), op, name, input,
+                                 _ChildOptions(priority, delay, run_at, queue, concurrency_key))
 
     def wait_for(self: WorkflowContext, handle: ChildHandle | dict[str, Any],
                  timeout: timedelta | float | None = None, *, step_id: str | None = None) -> Any:
@@ -70,18 +87,23 @@ class FlowOperations:
     # -- implementations (positions taken by the caller) --------------------------------------
 
     def _start_child(self: WorkflowContext, position: int, op: str, name: str, input: Any,
-                     priority: int, delay: timedelta | None, run_at: datetime | None) -> ChildHandle:
+                     options: _ChildOptions) -> ChildHandle:
         stored = self._checkpoints.get(op)
         if stored is not None:
             return ChildHandle(stored.output["child_id"], stored.output["workflow"], op)
-        if delay is not None:
-            run_at = datetime.now(timezone.utc) + delay
+        run_at = options.run_at
+        if options.delay is not None:
+            run_at = datetime.now(timezone.utc) + options.delay
+        check_workflow_name(name)
+        check_priority(options.priority)
         payload = to_json(input, f"the input of child workflow {name!r}")
+        # queue and version as app.enqueue places them: from this process's code of the child
+        placement = self._worker.app._placement(name, options.queue, options.concurrency_key)
         self._boundary()
         child_id = self._write(lambda c: children.start(
             c, self._worker.schema, execution_id=self.execution_id, owner=self._worker.worker_id,
             epoch=self._held.claim.epoch, step_id=op, seq=position, name=name, input=payload,
-            run_at=run_at, priority=priority))
+            run_at=run_at, priority=options.priority, **placement))
         if child_id is None:
             self._lost(f"child {op!r} not started")
         self._checkpoints[op] = Checkpoint({"child_id": child_id, "workflow": name}, seq=position)
@@ -171,12 +193,13 @@ class AsyncFlowOperations:
     _sync: WorkflowContext
 
     async def start_child(self, name: str, input: Any = None, *, step_id: str | None = None,
-                          priority: int = 0, delay: timedelta | None = None,
-                          run_at: datetime | None = None) -> ChildHandle:
+                          priority: int | None = None, delay: timedelta | None = None,
+                          run_at: datetime | None = None, queue: str | None = None,
+                          concurrency_key: str | None = None) -> ChildHandle:
         """See WorkflowContext.start_child."""
         op = step_id or self._sync._auto_id(f"child:{name}")
         return await asyncio.to_thread(self._sync._start_child, self._sync._use(op), op, name, input,
-                                       priority, delay, run_at)
+                                       _ChildOptions(priority, delay, run_at, queue, concurrency_key))
 
     async def wait_for(self, handle: ChildHandle | dict[str, Any], timeout: timedelta | float | None = None,
                        *, step_id: str | None = None) -> Any:

@@ -18,6 +18,9 @@
    or the database was down around it (the lease could lapse meanwhile). They are counted.
 6. Schedules: every worker's scheduler ticks the one-second schedule; each tick was enqueued
    exactly once (no tick twice, none missing between the first and the last) and its run succeeded.
+7. Queue limits: the executions routed to the limited queue are the ones in it, and the running
+   counts sampled from the table every few milliseconds through the run (sampler.py) never
+   exceed its concurrency, nor its per-key limit for any concurrency key.
 """
 
 from __future__ import annotations
@@ -25,11 +28,11 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Sequence
 
 import psycopg
 
-from .workload import expected_steps
+from .workload import LIMITED_CONCURRENCY, LIMITED_PER_KEY, LIMITED_QUEUE, expected_steps
 
 EXECUTIONS = """
 SELECT id, idempotency_key, status, input, output, error, owner_id, claim_epoch
@@ -49,6 +52,7 @@ OPEN_ATTEMPTS = """
 SELECT count(*) FROM kestrel.step_attempts a JOIN kestrel.workflow_executions e ON e.id = a.execution_id
  WHERE a.outcome = 'running' AND e.status IN ('success', 'error', 'cancelled')
 """
+IN_QUEUE = "SELECT idempotency_key FROM kestrel.workflow_executions WHERE queue = %s"
 GATES = "SELECT execution_id, decision, decided_by FROM kestrel.workflow_waits WHERE kind = 'approval'"
 
 # Seconds of slack around a disruption when explaining a duplicate (clock reads on one host).
@@ -77,6 +81,10 @@ class Verdict:
     open_attempts: int = 0
     attempts_lost: int = 0
     ticks: int = 0  # runs the schedule enqueued (checked apart from the chain executions)
+    limited: int = 0  # executions in the limited queue
+    limit_samples: int = 0  # reads of its running count
+    max_running: int = 0  # the most seen running in it at once ...
+    max_per_key: int = 0  # ... and under one concurrency key
     violations: list[str] = field(default_factory=list)
 
     @property
@@ -88,9 +96,21 @@ class Verdict:
 
 
 def verify(conn: psycopg.Connection, expected_keys: set[str], disruptions: list[Disruption],
-           lease_s: float) -> Verdict:
-    """Check every invariant on the database a chaos run left; ``conn`` is an admin connection."""
+           lease_s: float, *, limited_keys: set[str] | None = None,
+           samples: Sequence[tuple[int, int]] | None = None) -> Verdict:
+    """Check every invariant on the database a chaos run left; ``conn`` is an admin connection.
+    ``limited_keys``: the executions routed to the limited queue; ``samples``: the sampler's
+    (running, most running under one key) reads of it."""
     v = Verdict()
+    if limited_keys is not None:
+        in_queue = {key for (key,) in conn.execute(IN_QUEUE, (LIMITED_QUEUE,))}
+        v.limited = len(in_queue)
+        for key in sorted(limited_keys - in_queue)[:10]:
+            v.fail(f"execution {key} was enqueued on queue {LIMITED_QUEUE} but is not in it")
+        for key in sorted(in_queue - limited_keys, key=str)[:10]:
+            v.fail(f"execution {key} is in queue {LIMITED_QUEUE} but was not enqueued there")
+    if samples is not None:
+        check_limits(v, samples, LIMITED_CONCURRENCY, LIMITED_PER_KEY)
     executions = conn.execute(EXECUTIONS).fetchall()
     checkpoints: dict[int, dict[str, tuple[Any, str | None, str | None]]] = defaultdict(dict)
     for eid, step, output, error, owner in conn.execute(CHECKPOINTS):
@@ -159,6 +179,25 @@ def _check_ticks(v: Verdict, scheduled: list[tuple]) -> None:
     for a, b in zip(ticks, ticks[1:]):
         if b - a != timedelta(seconds=1):
             v.fail(f"ticks missing between {a.isoformat()} and {b.isoformat()}")
+
+
+def check_limits(v: Verdict, samples: Sequence[tuple[int, int]], concurrency: int, per_key: int) -> None:
+    """The limited queue never ran more than ``concurrency`` at once, nor more than ``per_key``
+    under one concurrency key, in any sample; and there were samples to judge by."""
+    v.limit_samples = len(samples)
+    if not samples:
+        v.fail(f"no sample of queue {LIMITED_QUEUE}'s running count: its limits went unchecked")
+        return
+    v.max_running = max(running for running, _ in samples)
+    v.max_per_key = max(keyed for _, keyed in samples)
+    over = sum(running > concurrency for running, _ in samples)
+    if over:
+        v.fail(f"queue {LIMITED_QUEUE}: {v.max_running} running at once (limit {concurrency}), "
+               f"over the limit in {over} of {len(samples)} samples")
+    over_key = sum(keyed > per_key for _, keyed in samples)
+    if over_key:
+        v.fail(f"queue {LIMITED_QUEUE}: {v.max_per_key} running under one concurrency key (limit "
+               f"{per_key}), over the limit in {over_key} of {len(samples)} samples")
 
 
 def _check_output(v: Verdict, eid: int, spec: dict[str, Any], output: Any,

@@ -1,10 +1,12 @@
 """The chaos run: worker processes, a producer, an approver, and a killer; then the checks.
 
-Phases: (1) chaos for ``chaos_s`` seconds: executions are enqueued steadily while the killer
+Phases: (1) chaos for ``chaos_s`` seconds: executions are enqueued steadily (every third one
+on a queue with limits, half of those under a concurrency key) while the killer
 SIGKILLs random workers (a replacement starts at once), SIGSTOPs one past its lease then
 SIGCONTs it, and restarts the PostgreSQL server (a clean restart, then a crash); (2) calm: the
 producer stops and the remaining work drains; (3) the workers get SIGTERM; (4) checks.py runs
-every invariant on what is left in the database.
+every invariant on what is left in the database, and on the running counts of the limited
+queue that a sampler thread read from the table every few milliseconds throughout.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from kestrel_console.embedded_pg import LocalCluster
 from kestrel_core import Kestrel, KestrelError
 
 from .checks import Disruption, Verdict, verify
+from .sampler import LimitSampler
 from .workers import REPO, WorkerPool
-from .workload import LEDGER_DDL
+from .workload import LEDGER_DDL, LIMITED_CONCURRENCY, LIMITED_QUEUE
 
 PENDING_GATES = """
 SELECT w.execution_id, w.step_id, e.input->>'gate'
@@ -41,6 +44,7 @@ SELECT count(*) FROM kestrel.workflow_executions
  WHERE id = ANY(%s)
    AND (status = 'enqueued' OR (status = 'running' AND owner_id = %s AND claim_epoch = ANY(%s)))
 """
+DECLARED = "SELECT concurrency FROM kestrel.queues WHERE name = %s"
 UNFINISHED = "SELECT count(*) FROM kestrel.workflow_executions WHERE status IN ('enqueued', 'running', 'waiting')"
 
 
@@ -83,7 +87,9 @@ class ChaosReport:
                 f"restarts {self.restarts}, side effects {v.side_effects}, duplicated side effects "
                 f"{v.duplicates} (by cause: {causes}), refused stale writes {self.refused_writes}, "
                 f"leases swept {self.leases_expired}, attempts left open {v.open_attempts} / lost {v.attempts_lost}, "
-                f"schedule ticks {v.ticks}, {self.seconds:.0f} s, "
+                f"schedule ticks {v.ticks}, limited queue: {v.limited} executions, most running "
+                f"{v.max_running} (limit {LIMITED_CONCURRENCY}) / per key {v.max_per_key} in "
+                f"{v.limit_samples} samples, {self.seconds:.0f} s, "
                 f"{'OK' if v.ok else f'{len(v.violations)} VIOLATION(S)'}")
 
 
@@ -123,6 +129,8 @@ class ChaosRun:
                            application_name="kestrel-chaos-harness")
         self.disruptions: list[Disruption] = []
         self.keys: set[str] = set()
+        self.limited_keys: set[str] = set()  # those enqueued on the limited queue
+        self.sampler = LimitSampler(self.admin_dsn)
         self.counts: Counter = Counter()
         self.stop_chaos = threading.Event()
         self.stop_feeding = threading.Event()
@@ -135,6 +143,8 @@ class ChaosRun:
         try:
             for _ in range(cfg.workers):
                 self.pool.start_one()
+            self._await_declared()  # else the first claims of the limited queue are unlimited
+            self.sampler.start()
             feeder, approver, killer = (self._thread(f) for f in (self.feed, self.approve, self.chaos))
             killer.join()  # the chaos phase
             self.stop_feeding.set()
@@ -147,6 +157,7 @@ class ChaosRun:
             _drain(self.admin_dsn, cfg.drain_s)
             self.stop_approving.set()
             approver.join()
+            samples = self.sampler.stop()
             exited = self.pool.exited()  # a worker must survive every outage: nothing restarts it
         finally:
             self.stop_chaos.set()
@@ -154,10 +165,13 @@ class ChaosRun:
             self.stop_approving.set()
             self.pool.terminate_all()
             self.app.close()
+            if self.sampler.is_alive():
+                self.sampler.stop()
         if self.errors:
             raise RuntimeError(f"the chaos harness itself failed: {self.errors[0]!r}") from self.errors[0]
         with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
-            verdict = verify(conn, self.keys, self.disruptions, cfg.lease_s)
+            verdict = verify(conn, self.keys, self.disruptions, cfg.lease_s,
+                             limited_keys=self.limited_keys, samples=samples)
         for wid, code in sorted(exited.items(), reverse=True):  # first: they explain the rest
             lines = (self.log_dir / f"{wid}.log").read_text(errors="replace").strip().splitlines()
             verdict.violations.insert(0, f"worker {wid} exited by itself (exit code {code}); its last "
@@ -171,6 +185,17 @@ class ChaosRun:
             refused_writes=logs.count("event=write_refused"), leases_expired=logs.count("event=leases_expired"),
             seconds=time.monotonic() - self.started, log_dir=self.log_dir, disruptions=self.disruptions,
         )
+
+    def _await_declared(self) -> None:
+        """Until a worker has written the limited queue's declaration (workers do at start)."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
+                row = conn.execute(DECLARED, (LIMITED_QUEUE,)).fetchone()
+            if row is not None and row[0] == LIMITED_CONCURRENCY:
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"no worker declared queue {LIMITED_QUEUE} within 60 s")
 
     def _pause_schedule(self) -> None:
         from .workload import TICK_SCHEDULE
@@ -210,16 +235,21 @@ class ChaosRun:
             spec = {"steps": self.rng.randint(3, 5), "work_ms": self.rng.choice([20, 50, 120, 400]),
                     "nap": self.rng.choice([None, None, 0.3, 1.0]),
                     "gate": self.rng.choice([None, None, None, "approve", "approve", "reject", "timeout"])}
+            # every third on the limited queue, every other one of those under one of 4 keys
+            place = {} if i % 3 else {"queue": LIMITED_QUEUE,
+                                      "concurrency_key": f"customer-{i // 6 % 4}" if i % 2 else None}
             deadline = time.monotonic() + 60
             while True:  # the idempotency key makes a retried enqueue insert at most once
                 try:
-                    self.app.enqueue("chain", spec, idempotency_key=key)
+                    self.app.enqueue("chain", spec, idempotency_key=key, **place)
                     break
                 except (KestrelError, psycopg.Error):
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.2)
             self.keys.add(key)
+            if place:
+                self.limited_keys.add(key)
             next_at += 1.0 / self.cfg.rate
             self.stop_feeding.wait(max(0.0, next_at - time.monotonic()))
 

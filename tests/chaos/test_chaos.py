@@ -30,5 +30,8 @@ def test_nothing_lost_or_doubled_under_kills_stops_and_restarts(
     assert report.kills >= 5 and report.stops == 2 and report.restarts == 2, report.summary()
     assert report.enqueued >= 200 and report.verdict.statuses["success"] == report.enqueued
     assert report.verdict.ticks >= 20, report.summary()  # the schedule ticked through the chaos
+    # the limited queue had work through the chaos, and its running count was read throughout
+    assert report.verdict.limited >= report.enqueued // 3 - 1, report.summary()
+    assert report.verdict.max_running >= 1 and report.verdict.limit_samples >= 1000, report.summary()
     if report.busy_stops:
         assert report.refused_writes >= 1, "a worker frozen mid-execution woke up and wrote nothing refused"

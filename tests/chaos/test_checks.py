@@ -12,7 +12,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from .checks import Disruption, verify
-from .workload import LEDGER_DDL
+from .workload import LEDGER_DDL, LIMITED_CONCURRENCY, LIMITED_PER_KEY, LIMITED_QUEUE
 
 LEASE = 4.0
 SPEC = {"steps": 2, "work_ms": 10, "nap": None, "gate": None}
@@ -144,3 +144,34 @@ def test_schedule_ticks_once_each_without_gaps(chaos_db: psycopg.Connection) -> 
     assert "does not name its tick" in text
     assert "ticks missing between 2026-01-05T12:00:02+00:00 and 2026-01-05T12:00:05+00:00" in text
     assert "(tick 2026-01-05T12:00:05+00:00) ended error" in text
+
+
+def test_queue_limits_exceeded_in_any_sample_are_caught(chaos_db: psycopg.Connection) -> None:
+    clean_execution(chaos_db)
+    within = [(0, 0), (2, 1), (LIMITED_CONCURRENCY, LIMITED_PER_KEY), (1, 0)]
+    clean = verify(chaos_db, {"k1"}, [], LEASE, samples=within)
+    assert clean.ok, clean.violations
+    assert (clean.limit_samples, clean.max_running, clean.max_per_key) == (4, LIMITED_CONCURRENCY, LIMITED_PER_KEY)
+
+    over = [*within, (LIMITED_CONCURRENCY + 1, 1), (2, LIMITED_PER_KEY + 1), (1, 0)]
+    text = "\n".join(verify(chaos_db, {"k1"}, [], LEASE, samples=over).violations)
+    assert (f"queue {LIMITED_QUEUE}: {LIMITED_CONCURRENCY + 1} running at once (limit {LIMITED_CONCURRENCY}), "
+            f"over the limit in 1 of 7 samples") in text
+    assert (f"queue {LIMITED_QUEUE}: {LIMITED_PER_KEY + 1} running under one concurrency key "
+            f"(limit {LIMITED_PER_KEY}), over the limit in 1 of 7 samples") in text
+    # a sampler that read nothing proves nothing
+    assert any("its limits went unchecked" in v for v in verify(chaos_db, {"k1"}, [], LEASE, samples=[]).violations)
+
+
+def test_an_execution_not_in_the_queue_it_was_routed_to_is_caught(chaos_db: psycopg.Connection) -> None:
+    clean_execution(chaos_db, "k1")
+    eid = execution(chaos_db, "k2", owner="w1", epoch=1, nonces=[21, 22])
+    step(chaos_db, eid, "s0", nonce=21, owner="w1", epoch=1)
+    step(chaos_db, eid, "s1", nonce=22, owner="w1", epoch=1)
+    assert verify(chaos_db, {"k1", "k2"}, [], LEASE, limited_keys=set()).ok
+    text = "\n".join(verify(chaos_db, {"k1", "k2"}, [], LEASE, limited_keys={"k2"}).violations)
+    assert f"execution k2 was enqueued on queue {LIMITED_QUEUE} but is not in it" in text
+    chaos_db.execute("UPDATE kestrel.workflow_executions SET queue = %s WHERE id = %s", (LIMITED_QUEUE, eid))
+    assert verify(chaos_db, {"k1", "k2"}, [], LEASE, limited_keys={"k2"}).ok
+    text = "\n".join(verify(chaos_db, {"k1", "k2"}, [], LEASE, limited_keys=set()).violations)
+    assert f"execution k2 is in queue {LIMITED_QUEUE} but was not enqueued there" in text

@@ -49,6 +49,14 @@ app = Kestrel(os.environ.get("KESTREL_CHAOS_DSN"), transaction_pooling=POOLING,
               application_name="kestrel-chaos")
 LEDGER_RETRY_S = 120.0
 
+# Part of the chains run in a queue with limits (the harness routes them there at enqueue):
+# at most LIMITED_CONCURRENCY running at once across all workers, and at most LIMITED_PER_KEY
+# per concurrency key. The harness samples the table to check both hold through the chaos.
+LIMITED_QUEUE = "chaos-limited"
+LIMITED_CONCURRENCY = 3
+LIMITED_PER_KEY = 1
+app.queue(LIMITED_QUEUE, concurrency=LIMITED_CONCURRENCY, per_key=LIMITED_PER_KEY)
+
 
 def break_fences() -> None:
     """Mutation test of the checks (``KESTREL_CHAOS_BREAK_FENCE=1``): drop the claim from every

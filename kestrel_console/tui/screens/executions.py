@@ -11,6 +11,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Header, Input, Static
 
+from kestrel_console.queries import Reader
+
 from .. import format as fmt
 from ..filters import ExecutionFilter, parse_filter
 from ..live import LiveScreen
@@ -46,6 +48,7 @@ class ExecutionsScreen(LiveScreen):
         self.filter = ExecutionFilter()
         self.page_starts: list[int | None] = [None]  # before_id of each page seen
         self.rows: list[dict[str, Any]] = []
+        self.unknown: str | None = None  # "no workflow named 'x'; did you mean y?" for an empty list
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -68,10 +71,18 @@ class ExecutionsScreen(LiveScreen):
     @work(thread=True, exclusive=True, group="executions", exit_on_error=False)
     def load(self, seq: int) -> None:
         f, before = self.filter, self.page_starts[-1]
-        self.fetch(seq, lambda r: r.list_executions(status=f.status, workflow=f.workflow, text=f.text,
-                                                    limit=PAGE_SIZE, before_id=before), self.show)
 
-    def show(self, rows: list[dict[str, Any]]) -> None:
+        def read(r: Reader) -> tuple[list[dict[str, Any]], str | None]:
+            rows = r.list_executions(status=f.status, workflow=f.workflow, text=f.text,
+                                     limit=PAGE_SIZE, before_id=before)
+            # An empty first page under workflow:X may be a typo: say so (read here, off the UI thread).
+            unknown = r.unknown_workflow(f.workflow) if f.workflow and not rows and before is None else None
+            return rows, unknown
+
+        self.fetch(seq, read, self.show)
+
+    def show(self, page: tuple[list[dict[str, Any]], str | None]) -> None:
+        rows, self.unknown = page
         self.rows = rows
         self.table.sync(((str(r["id"]), _cells(r), r) for r in rows),
                         sort_column="id", sort_value=int, reverse=True)
@@ -91,8 +102,10 @@ class ExecutionsScreen(LiveScreen):
         more = " · → more columns" if self.table.more_right() else ""
         if self.stale:
             more += " · refreshing…"
-        self.query_one("#exec-where", Static).update(Text(
-            f"{where} · page {page} ({len(self.rows)} rows, ] older [ newer){marked}{more}", style="dim"))
+        line = Text(f"{where} · page {page} ({len(self.rows)} rows, ] older [ newer){marked}{more}", style="dim")
+        if self.unknown:
+            line.append(f" · {self.unknown}", style="bold yellow")
+        self.query_one("#exec-where", Static).update(line)
 
     def on_live_table_clipped(self, event: LiveTable.Clipped) -> None:
         self._describe()
@@ -123,6 +136,7 @@ class ExecutionsScreen(LiveScreen):
     def _restart(self) -> None:
         self.page_starts = [None]
         self.rows = []
+        self.unknown = None
         self.table.reset()
         self.table.focus()
         self._describe()
