@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Header, Input, Static
 
-from kestrel_console.queries import Reader
+from ...read import Reader
 
 from .. import format as fmt
 from ..filters import ExecutionFilter, parse_filter
