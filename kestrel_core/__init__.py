@@ -17,7 +17,7 @@ from .errors import (
     UnknownWorkflow,
 )
 from .execution import STATUSES, TERMINAL_STATUSES, Execution
-from .connection import mask_dsn
+from .connection import first_line, mask_dsn
 from .schedules import Schedule
 from .children import ChildHandle
 from .events import Event
@@ -44,5 +44,6 @@ __all__ = [
     "TERMINAL_STATUSES",
     "UnknownWorkflow",
     "Workflow",
+    "first_line",
     "mask_dsn",
 ]

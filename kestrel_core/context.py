@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import random
 import threading
 import traceback
 from collections.abc import Callable
@@ -21,8 +20,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 
 from . import checkpoint, waits
+from .backoff import Backoff
 from .checkpoint import Checkpoint
 from .claim import Claim
+from .connection import first_line
 from .errors import DuplicateStepId, NonDeterministicChange, NotSerializable, StepFailed
 from .flow_context import AsyncFlowOperations, FlowOperations
 from .serialization import to_json
@@ -162,7 +163,7 @@ class WorkflowContext(FlowOperations):
             if final or number == total:
                 return self._result(step_id, self._checkpoint(step_id, attempt, None, error, position))
             self._write(lambda c: checkpoint.fail_attempt(c, self._worker.schema, attempt.id, error))
-            delay = min(max_backoff, backoff * 2 ** (number - 1)) * random.uniform(0.5, 1.0)
+            delay = Backoff(backoff, cap=max_backoff, jitter=0.5).delay(number - 1)
             self._worker.log.info("event=step_retry execution_id=%s step=%s attempt=%s delay_s=%.2f",
                                   self.execution_id, step_id, attempt.number, delay)
             if self._worker.draining.wait(delay):
@@ -253,7 +254,7 @@ class WorkflowContext(FlowOperations):
             return self._worker.db(fn)
         except psycopg.Error as exc:
             self._worker.log.error("event=engine_write_failed execution_id=%s error=%r", self.execution_id,
-                                   str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+                                   first_line(exc))
             raise Unwind("engine_error") from exc
 
     def _attempt(self, step_id: str, fn: Callable[..., Any], args: tuple, kwargs: dict,

@@ -30,7 +30,8 @@ from . import checkpoint, claim as claim_mod, completion, deadlines, lease as le
 from . import prune as prune_mod
 from . import queues as queues_mod
 from . import scheduler, schedules as schedules_mod
-from .connection import connect, make_pool, unavailable
+from .backoff import Backoff
+from .connection import connect, first_line, make_pool, unavailable
 from .context import AsyncWorkflowContext, Claimed, Unwind, WorkflowContext, describe_exception
 from .errors import DatabaseUnavailable, KestrelError, NonDeterministicChange, NotSerializable
 from .serialization import to_json
@@ -42,6 +43,12 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 log = logging.getLogger("kestrel.worker")
+
+# Retry policies of the worker's loops while the database is away.
+_RECONNECT = Backoff(0.1, cap=2.0)      # startup: registering the worker
+_DB_RETRY = Backoff(0.05, cap=2.0)      # one engine write (Worker.db)
+_CLAIM_RETRY = Backoff(0.2, cap=5.0)    # the claim loop
+_LISTEN_RETRY = Backoff(0.1, cap=5.0)   # the LISTEN connection
 
 
 class Worker:
@@ -176,7 +183,7 @@ class Worker:
         except psycopg.OperationalError as exc:
             released = []
             self.log.warning("event=release_failed worker=%s error=%r (leases will lapse and be swept)",
-                             self.worker_id, str(exc))
+                             self.worker_id, first_line(exc, self.app.dsn))
         self._stopped.set()
         for _ in range(self.concurrency):
             self._runnable.put(None)
@@ -195,7 +202,7 @@ class Worker:
         from .migrate import check_current
 
         deadline = time.monotonic() + self.startup_timeout
-        delay = 0.1
+        retry = 0
         while True:
             try:
                 with connect(self.app.dsn, application_name="kestrel-worker") as conn:
@@ -211,13 +218,13 @@ class Worker:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise failure from None
-                pause = min(delay, remaining)
+                pause = min(_RECONNECT.delay(retry), remaining)
                 self.log.warning("event=waiting_for_database worker=%s error=%r retry_in_s=%.1f "
-                                 "gives_up_in_s=%.0f", self.worker_id, str(failure).splitlines()[0],
+                                 "gives_up_in_s=%.0f", self.worker_id, first_line(failure, self.app.dsn),
                                  pause, remaining)
             if self.draining.wait(pause):
                 return False
-            delay = min(delay * 2, 2.0)
+            retry += 1
 
     def _bindings(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
@@ -244,8 +251,9 @@ class Worker:
         Every write passed here is safe to repeat (fenced, ON CONFLICT, or checked).
         """
         deadline = time.monotonic() + (self.db_retry_window if window is None else window)
-        delay = 0.05
+        retry = 0
         while True:
+            delay = _DB_RETRY.delay(retry)
             try:
                 with self._pool.connection(timeout=max(1.0, min(10.0, deadline - time.monotonic()))) as conn:
                     return fn(conn)
@@ -253,9 +261,9 @@ class Worker:
                 if time.monotonic() + delay > deadline or self._stopped.is_set():
                     raise
                 self.log.warning("event=db_retry worker=%s error=%r retry_in_s=%.2f",
-                                 self.worker_id, str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__, delay)
+                                 self.worker_id, first_line(exc, self.app.dsn), delay)
                 time.sleep(delay)
-                delay = min(delay * 2, 2.0)
+                retry += 1
 
     def refused(self, execution_id: int, what: str) -> None:
         """Count and log a fenced write refused: this worker no longer holds the execution."""
@@ -297,8 +305,9 @@ class Worker:
                         self._next_limited_check = now + self.poll_interval
                 except psycopg.Error as exc:  # keep claiming once the database is back
                     errors += 1
-                    self.log.warning("event=claim_failed worker=%s error=%r", self.worker_id, str(exc).strip()[:200])
-                    self.draining.wait(min(5.0, 0.1 * 2 ** min(errors, 6)))
+                    self.log.warning("event=claim_failed worker=%s error=%r", self.worker_id,
+                                     first_line(exc, self.app.dsn))
+                    self.draining.wait(_CLAIM_RETRY.delay(errors - 1))
                     continue
                 for item in claimed:
                     self._dispatch(item)
@@ -341,12 +350,12 @@ class Worker:
     def _listen_loop(self) -> None:
         channel = sql.SQL("LISTEN {}").format(sql.Identifier(notify_channel(self.schema)))
         names = set(self.names)
-        delay = 0.1
+        retry = 0
         while not self._stopped.is_set():
             try:
                 with connect(self.app.dsn, application_name="kestrel-listener") as conn:
                     conn.execute(channel)
-                    delay = 0.1
+                    retry = 0
                     self._wake.set()  # anything enqueued while we were not listening
                     while not self._stopped.is_set():
                         for note in conn.notifies(timeout=0.5):
@@ -355,10 +364,11 @@ class Worker:
             except Exception as exc:  # the listener must never die; polling covers the gap
                 if self._stopped.is_set():
                     return
+                delay = _LISTEN_RETRY.delay(retry)
                 self.log.warning("event=listen_failed worker=%s error=%r retry_in_s=%.1f",
-                                 self.worker_id, str(exc).strip()[:200], delay)
+                                 self.worker_id, first_line(exc, self.app.dsn), delay)
                 self._stopped.wait(delay)
-                delay = min(delay * 2, 5.0)
+                retry += 1
 
     def _maintenance_loop(self) -> None:
         beat_every = self.lease.total_seconds() / 3
@@ -382,7 +392,7 @@ class Worker:
                                          older_than=self.prune_older_than, by=f"worker:{self.worker_id}",
                                          max_batches=self.prune_max_batches)
             except (psycopg.Error, KestrelError) as exc:
-                self.log.warning("event=prune_failed worker=%s error=%r", self.worker_id, str(exc).strip()[:200])
+                self.log.warning("event=prune_failed worker=%s error=%r", self.worker_id, first_line(exc, self.app.dsn))
                 continue
             if result.deleted:
                 self.log.info("event=pruned worker=%s deleted=%s", self.worker_id, result.deleted)
@@ -394,7 +404,7 @@ class Worker:
             held = self.db(lambda c: lease_mod.heartbeat(c, self.schema, self.worker_id, self.lease,
                                                          list(before)), window=0)
         except psycopg.Error as exc:
-            self.log.warning("event=heartbeat_failed worker=%s error=%r", self.worker_id, str(exc).strip()[:200])
+            self.log.warning("event=heartbeat_failed worker=%s error=%r", self.worker_id, first_line(exc, self.app.dsn))
             return
         for eid, claimed in before.items():
             if (eid, claimed.claim.epoch) not in held and not claimed.lost.is_set():
@@ -410,7 +420,7 @@ class Worker:
             expired, woken = self.db(lambda c: sweeper.sweep(c, self.schema), window=0)
             late = self.db(lambda c: deadlines.sweep_deadlines(c, self.schema), window=0)
         except psycopg.Error as exc:
-            self.log.warning("event=sweep_failed worker=%s error=%r", self.worker_id, str(exc).strip()[:200])
+            self.log.warning("event=sweep_failed worker=%s error=%r", self.worker_id, first_line(exc, self.app.dsn))
             return
         if late:
             self.log.warning("event=deadline_passed worker=%s ended=%s", self.worker_id, late)
@@ -428,7 +438,7 @@ class Worker:
             if self.db(lambda c: scheduler.tick_due(c, self.schema, worker=self.worker_id), window=0).enqueued:
                 self._wake.set()
         except psycopg.Error as exc:
-            self.log.warning("event=schedule_tick_failed worker=%s error=%r", self.worker_id, str(exc).strip()[:200])
+            self.log.warning("event=schedule_tick_failed worker=%s error=%r", self.worker_id, first_line(exc, self.app.dsn))
 
     # -- running one execution ---------------------------------------------------------------
 
@@ -513,7 +523,7 @@ class Worker:
         self.log.info("event=finished worker=%s execution_id=%s workflow=%s status=%s duration_s=%.3f%s",
                       self.worker_id, item.execution_id, item.workflow_name, status,
                       time.monotonic() - started,
-                      "" if text is None else f" error={text.splitlines()[0]!r}")
+                      "" if text is None else f" error={first_line(text)!r}")
 
     def _unwound(self, held: Claimed, unwind: Unwind) -> None:
         key = {"parked": "parked", "lost": "lost"}.get(unwind.reason)
@@ -526,7 +536,7 @@ class Worker:
     def _gave_up(self, held: Claimed, exc: Exception) -> None:
         self.log.error("event=db_unreachable worker=%s execution_id=%s error=%r (abandoned; its lease "
                        "will lapse and another worker resumes it from its checkpoints)",
-                       self.worker_id, held.claim.execution_id, str(exc).strip()[:200])
+                       self.worker_id, held.claim.execution_id, first_line(exc, self.app.dsn))
 
 
 async def _as_coroutine(awaitable: Any) -> Any:
