@@ -15,36 +15,22 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 
 from . import checkpoint, waits
 from .backoff import Backoff
 from .checkpoint import Checkpoint
-from .claim import Claim
 from .connection import first_line
 from .errors import DuplicateStepId, NonDeterministicChange, NotSerializable, StepFailed
 from .flow_context import AsyncFlowOperations, FlowOperations
+from .runtime import Claimed, Unwind, WorkerRuntime
 from .serialization import to_json
 
-if TYPE_CHECKING:
-    from .worker import Worker
+__all__ = ["AsyncWorkflowContext", "Claimed", "Decision", "Unwind", "WorkflowContext", "describe_exception"]
 
 T = TypeVar("T")
-
-
-class Unwind(BaseException):
-    """Stops a workflow function without finishing it (parked, claim lost, or shutting down),
-    or, with ``error``, ends the execution as error (a non-deterministic change).
-
-    A BaseException so that a workflow's ``except Exception`` cannot swallow it.
-    """
-
-    def __init__(self, reason: str, error: Exception | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.error = error
 
 
 @dataclass(frozen=True)
@@ -66,14 +52,6 @@ class Decision:
         )
 
 
-class Claimed:
-    """This worker's hold on one execution; ``lost`` is set when the heartbeat finds it gone."""
-
-    def __init__(self, claim: Claim) -> None:
-        self.claim = claim
-        self.lost = threading.Event()
-
-
 def describe_exception(exc: BaseException, limit: int = 8000) -> str:
     """``Type: message`` then the traceback, cut to ``limit`` characters (the end is kept)."""
     text = "".join(traceback.format_exception(exc)).rstrip()
@@ -91,7 +69,7 @@ class WorkflowContext(FlowOperations):
     operation at a recorded position fails the execution (NonDeterministicChange).
     """
 
-    def __init__(self, worker: Worker, held: Claimed, checkpoints: dict[str, Checkpoint]) -> None:
+    def __init__(self, worker: WorkerRuntime, held: Claimed, checkpoints: dict[str, Checkpoint]) -> None:
         self._worker = worker
         self._held = held
         self._checkpoints = checkpoints

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -32,13 +32,11 @@ from . import queues as queues_mod
 from . import scheduler, schedules as schedules_mod
 from .backoff import Backoff
 from .connection import connect, first_line, make_pool, unavailable
-from .context import AsyncWorkflowContext, Claimed, Unwind, WorkflowContext, describe_exception
+from .context import AsyncWorkflowContext, WorkflowContext, describe_exception
+from .runtime import Claimed, Deployment, EngineSettings, Registry, Unwind
 from .errors import DatabaseUnavailable, KestrelError, NonDeterministicChange, NotSerializable
 from .serialization import to_json
 from .statements import notify_channel
-
-if TYPE_CHECKING:
-    from .app import Kestrel
 
 T = TypeVar("T")
 
@@ -56,7 +54,7 @@ class Worker:
     SIGINT/SIGTERM) or ``start()`` / ``stop()``."""
 
     def __init__(
-        self, app: Kestrel, *, concurrency: int = 8, lease: timedelta = timedelta(seconds=30),
+        self, app: Deployment, *, concurrency: int = 8, lease: timedelta = timedelta(seconds=30),
         worker_id: str | None = None, listen: bool | None = None, poll_interval: float = 1.0,
         sweep_interval: float = 1.0, grace: timedelta | None = None,
         db_retry_window: float | None = None, startup_timeout: float | None = None,
@@ -67,7 +65,10 @@ class Worker:
             raise ValueError("concurrency must be at least 1")
         if lease < timedelta(seconds=1):
             raise ValueError("the lease must be at least 1 second")
-        self.app = app
+        # Only what the worker uses of the app: its registrations and its connection settings.
+        self.registry = Registry(workflows=app.workflows, queues=app.queues, schedules=app.schedules)
+        self.settings = EngineSettings(dsn=app.dsn, schema=app.schema,
+                                       transaction_pooling=app.transaction_pooling)
         self.schema = app.schema
         self.concurrency = concurrency
         self.lease = lease
@@ -154,7 +155,7 @@ class Worker:
             self._spawn(self._prune_loop, "prune")  # its own thread: never delays a heartbeat
         for i in range(self.concurrency):
             self._spawn(self._runner_loop, f"runner-{i}")
-        if any(wf.is_async for wf in self.app.workflows.values()):
+        if any(wf.is_async for wf in self.registry.workflows.values()):
             self._loop = asyncio.new_event_loop()
             self._loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(
                 max_workers=2 * self.concurrency + 4, thread_name_prefix="kestrel-async"))
@@ -183,7 +184,7 @@ class Worker:
         except psycopg.OperationalError as exc:
             released = []
             self.log.warning("event=release_failed worker=%s error=%r (leases will lapse and be swept)",
-                             self.worker_id, first_line(exc, self.app.dsn))
+                             self.worker_id, first_line(exc, self.settings.dsn))
         self._stopped.set()
         for _ in range(self.concurrency):
             self._runnable.put(None)
@@ -205,22 +206,22 @@ class Worker:
         retry = 0
         while True:
             try:
-                with connect(self.app.dsn, application_name="kestrel-worker") as conn:
+                with connect(self.settings.dsn, application_name="kestrel-worker") as conn:
                     check_current(conn, self.schema)
                     lease_mod.register(conn, self.schema, self.worker_id, self.names, self.concurrency,
                                        self.versions, self.queues)
-                    queues_mod.declare(conn, self.schema, list(self.app.queues.values()), self._bindings())
-                    schedules_mod.declare(conn, self.schema, list(self.app.schedules.values()),
+                    queues_mod.declare(conn, self.schema, list(self.registry.queues.values()), self._bindings())
+                    schedules_mod.declare(conn, self.schema, list(self.registry.schedules.values()),
                                           by=f"worker:{self.worker_id}")
                 return True
             except (DatabaseUnavailable, psycopg.OperationalError) as exc:
-                failure = exc if isinstance(exc, DatabaseUnavailable) else unavailable(self.app.dsn, exc)
+                failure = exc if isinstance(exc, DatabaseUnavailable) else unavailable(self.settings.dsn, exc)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise failure from None
                 pause = min(_RECONNECT.delay(retry), remaining)
                 self.log.warning("event=waiting_for_database worker=%s error=%r retry_in_s=%.1f "
-                                 "gives_up_in_s=%.0f", self.worker_id, first_line(failure, self.app.dsn),
+                                 "gives_up_in_s=%.0f", self.worker_id, first_line(failure, self.settings.dsn),
                                  pause, remaining)
             if self.draining.wait(pause):
                 return False
@@ -228,7 +229,7 @@ class Worker:
 
     def _bindings(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
-        for wf in self.app.workflows.values():
+        for wf in self.registry.workflows.values():
             out.setdefault(wf.queue, []).append(wf.name)
         return out
 
@@ -261,7 +262,7 @@ class Worker:
                 if time.monotonic() + delay > deadline or self._stopped.is_set():
                     raise
                 self.log.warning("event=db_retry worker=%s error=%r retry_in_s=%.2f",
-                                 self.worker_id, first_line(exc, self.app.dsn), delay)
+                                 self.worker_id, first_line(exc, self.settings.dsn), delay)
                 time.sleep(delay)
                 retry += 1
 
@@ -306,7 +307,7 @@ class Worker:
                 except psycopg.Error as exc:  # keep claiming once the database is back
                     errors += 1
                     self.log.warning("event=claim_failed worker=%s error=%r", self.worker_id,
-                                     first_line(exc, self.app.dsn))
+                                     first_line(exc, self.settings.dsn))
                     self.draining.wait(_CLAIM_RETRY.delay(errors - 1))
                     continue
                 for item in claimed:
@@ -321,7 +322,7 @@ class Worker:
             self.stats["claimed"] += 1
         self.log.info("event=claimed worker=%s execution_id=%s workflow=%s epoch=%s",
                       self.worker_id, item.execution_id, item.workflow_name, item.epoch)
-        if self.app.workflows[item.workflow_name].is_async:
+        if self.registry.workflows[item.workflow_name].is_async:
             assert self._loop is not None
             asyncio.run_coroutine_threadsafe(self._execute_async(held), self._loop)
         else:
@@ -353,7 +354,7 @@ class Worker:
         retry = 0
         while not self._stopped.is_set():
             try:
-                with connect(self.app.dsn, application_name="kestrel-listener") as conn:
+                with connect(self.settings.dsn, application_name="kestrel-listener") as conn:
                     conn.execute(channel)
                     retry = 0
                     self._wake.set()  # anything enqueued while we were not listening
@@ -366,7 +367,7 @@ class Worker:
                     return
                 delay = _LISTEN_RETRY.delay(retry)
                 self.log.warning("event=listen_failed worker=%s error=%r retry_in_s=%.1f",
-                                 self.worker_id, first_line(exc, self.app.dsn), delay)
+                                 self.worker_id, first_line(exc, self.settings.dsn), delay)
                 self._stopped.wait(delay)
                 retry += 1
 
@@ -392,7 +393,7 @@ class Worker:
                                          older_than=self.prune_older_than, by=f"worker:{self.worker_id}",
                                          max_batches=self.prune_max_batches)
             except (psycopg.Error, KestrelError) as exc:
-                self.log.warning("event=prune_failed worker=%s error=%r", self.worker_id, first_line(exc, self.app.dsn))
+                self.log.warning("event=prune_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn))
                 continue
             if result.deleted:
                 self.log.info("event=pruned worker=%s deleted=%s", self.worker_id, result.deleted)
@@ -404,7 +405,7 @@ class Worker:
             held = self.db(lambda c: lease_mod.heartbeat(c, self.schema, self.worker_id, self.lease,
                                                          list(before)), window=0)
         except psycopg.Error as exc:
-            self.log.warning("event=heartbeat_failed worker=%s error=%r", self.worker_id, first_line(exc, self.app.dsn))
+            self.log.warning("event=heartbeat_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn))
             return
         for eid, claimed in before.items():
             if (eid, claimed.claim.epoch) not in held and not claimed.lost.is_set():
@@ -420,7 +421,7 @@ class Worker:
             expired, woken = self.db(lambda c: sweeper.sweep(c, self.schema), window=0)
             late = self.db(lambda c: deadlines.sweep_deadlines(c, self.schema), window=0)
         except psycopg.Error as exc:
-            self.log.warning("event=sweep_failed worker=%s error=%r", self.worker_id, first_line(exc, self.app.dsn))
+            self.log.warning("event=sweep_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn))
             return
         if late:
             self.log.warning("event=deadline_passed worker=%s ended=%s", self.worker_id, late)
@@ -438,13 +439,13 @@ class Worker:
             if self.db(lambda c: scheduler.tick_due(c, self.schema, worker=self.worker_id), window=0).enqueued:
                 self._wake.set()
         except psycopg.Error as exc:
-            self.log.warning("event=schedule_tick_failed worker=%s error=%r", self.worker_id, first_line(exc, self.app.dsn))
+            self.log.warning("event=schedule_tick_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn))
 
     # -- running one execution ---------------------------------------------------------------
 
     def _prepare(self, held: Claimed) -> WorkflowContext:
         item = held.claim
-        timeout = self.app.workflows[item.workflow_name].timeout
+        timeout = self.registry.workflows[item.workflow_name].timeout
         if timeout is not None:
             self.db(lambda c: deadlines.stamp(c, self.schema, execution_id=item.execution_id,
                                               owner=self.worker_id, epoch=item.epoch, timeout=timeout))
@@ -455,7 +456,7 @@ class Worker:
         started = time.monotonic()
         try:
             ctx = self._prepare(held)
-            fn = self.app.workflows[held.claim.workflow_name].fn
+            fn = self.registry.workflows[held.claim.workflow_name].fn
             try:
                 result = fn(ctx, held.claim.input)
             except Unwind:
@@ -477,7 +478,7 @@ class Worker:
         try:
             try:
                 ctx = await asyncio.to_thread(self._prepare, held)
-                fn = self.app.workflows[held.claim.workflow_name].fn
+                fn = self.registry.workflows[held.claim.workflow_name].fn
                 try:
                     result = await fn(AsyncWorkflowContext(ctx), held.claim.input)
                 except Unwind:
@@ -536,7 +537,7 @@ class Worker:
     def _gave_up(self, held: Claimed, exc: Exception) -> None:
         self.log.error("event=db_unreachable worker=%s execution_id=%s error=%r (abandoned; its lease "
                        "will lapse and another worker resumes it from its checkpoints)",
-                       self.worker_id, held.claim.execution_id, first_line(exc, self.app.dsn))
+                       self.worker_id, held.claim.execution_id, first_line(exc, self.settings.dsn))
 
 
 async def _as_coroutine(awaitable: Any) -> Any:
