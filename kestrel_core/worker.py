@@ -6,6 +6,7 @@ Threads, each with one job:
 - ``concurrency`` runner threads for sync workflows, and one asyncio loop for async ones;
 - the listener: one connection LISTENing on the schema's channel;
 - maintenance: the heartbeat (one UPDATE renews every lease) and the sweeper.
+Running one claimed execution (replay, call, record the outcome) is runner.py's job.
 Stateless and fungible: everything it knows is in Postgres, so killing it loses nothing.
 """
 
@@ -26,16 +27,14 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import sql
 
-from . import checkpoint, claim as claim_mod, completion, deadlines, lease as lease_mod, sweeper
+from . import claim as claim_mod, deadlines, lease as lease_mod, sweeper
 from . import prune as prune_mod
 from . import queues as queues_mod
-from . import scheduler, schedules as schedules_mod
+from . import runner, scheduler, schedules as schedules_mod
 from .backoff import Backoff
 from .connection import connect, first_line, make_pool, unavailable
-from .context import AsyncWorkflowContext, WorkflowContext, describe_exception
-from .runtime import Claimed, Deployment, EngineSettings, Registry, Unwind
-from .errors import DatabaseUnavailable, KestrelError, NonDeterministicChange, NotSerializable
-from .serialization import to_json
+from .runtime import Claimed, Deployment, EngineSettings, Registry
+from .errors import DatabaseUnavailable, KestrelError
 from .statements import notify_channel
 
 T = TypeVar("T")
@@ -210,7 +209,8 @@ class Worker:
                     check_current(conn, self.schema)
                     lease_mod.register(conn, self.schema, self.worker_id, self.names, self.concurrency,
                                        self.versions, self.queues)
-                    queues_mod.declare(conn, self.schema, list(self.registry.queues.values()), self._bindings())
+                    queues_mod.declare(conn, self.schema, list(self.registry.queues.values()),
+                                       queues_mod.bindings(self.registry.workflows.values()))
                     schedules_mod.declare(conn, self.schema, list(self.registry.schedules.values()),
                                           by=f"worker:{self.worker_id}")
                 return True
@@ -226,12 +226,6 @@ class Worker:
             if self.draining.wait(pause):
                 return False
             retry += 1
-
-    def _bindings(self) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {}
-        for wf in self.registry.workflows.values():
-            out.setdefault(wf.queue, []).append(wf.name)
-        return out
 
     def __enter__(self) -> Worker:
         return self.start()
@@ -268,8 +262,7 @@ class Worker:
 
     def refused(self, execution_id: int, what: str) -> None:
         """Count and log a fenced write refused: this worker no longer holds the execution."""
-        with self._lock:
-            self.stats["refused_writes"] += 1
+        self.count("refused_writes")
         self.log.warning("event=write_refused worker=%s execution_id=%s what=%r "
                          "(no longer the owner: swept, cancelled or reclaimed)", self.worker_id,
                          execution_id, what)
@@ -319,12 +312,12 @@ class Worker:
         held = Claimed(item)
         with self._lock:
             self._inflight[item.execution_id] = held
-            self.stats["claimed"] += 1
+        self.count("claimed")
         self.log.info("event=claimed worker=%s execution_id=%s workflow=%s epoch=%s",
                       self.worker_id, item.execution_id, item.workflow_name, item.epoch)
         if self.registry.workflows[item.workflow_name].is_async:
             assert self._loop is not None
-            asyncio.run_coroutine_threadsafe(self._execute_async(held), self._loop)
+            asyncio.run_coroutine_threadsafe(self._run_async(held), self._loop)
         else:
             self._runnable.put(held)
 
@@ -334,7 +327,7 @@ class Worker:
             if held is None:
                 return
             try:
-                self._execute(held)
+                runner.execute(self, held)
             except Exception:  # a bug or an unexpected database error: never lose the thread
                 self.log.exception("event=execution_crashed worker=%s execution_id=%s (its lease "
                                    "will lapse and it will be retried)", self.worker_id,
@@ -441,103 +434,16 @@ class Worker:
         except psycopg.Error as exc:
             self.log.warning("event=schedule_tick_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn))
 
-    # -- running one execution ---------------------------------------------------------------
+    def count(self, key: str) -> None:
+        """Add one to ``stats[key]``."""
+        with self._lock:
+            self.stats[key] += 1
 
-    def _prepare(self, held: Claimed) -> WorkflowContext:
-        item = held.claim
-        timeout = self.registry.workflows[item.workflow_name].timeout
-        if timeout is not None:
-            self.db(lambda c: deadlines.stamp(c, self.schema, execution_id=item.execution_id,
-                                              owner=self.worker_id, epoch=item.epoch, timeout=timeout))
-        stored = {} if item.first_run else self.db(lambda c: checkpoint.load(c, self.schema, item.execution_id))
-        return WorkflowContext(self, held, stored)
-
-    def _execute(self, held: Claimed) -> None:
-        started = time.monotonic()
+    async def _run_async(self, held: Claimed) -> None:
         try:
-            ctx = self._prepare(held)
-            fn = self.registry.workflows[held.claim.workflow_name].fn
-            try:
-                result = fn(ctx, held.claim.input)
-            except Unwind:
-                raise
-            except Exception as exc:
-                self._finish(held, error=exc, started=started)
-            else:
-                self._finish(held, result=result, started=started)
-        except Unwind as unwind:
-            if unwind.error is not None:
-                self._finish(held, error=unwind.error, started=started)
-            else:
-                self._unwound(held, unwind)
-        except psycopg.OperationalError as exc:
-            self._gave_up(held, exc)
-
-    async def _execute_async(self, held: Claimed) -> None:
-        started = time.monotonic()
-        try:
-            try:
-                ctx = await asyncio.to_thread(self._prepare, held)
-                fn = self.registry.workflows[held.claim.workflow_name].fn
-                try:
-                    result = await fn(AsyncWorkflowContext(ctx), held.claim.input)
-                except Unwind:
-                    raise
-                except Exception as exc:
-                    await asyncio.to_thread(self._finish, held, error=exc, started=started)
-                else:
-                    await asyncio.to_thread(self._finish, held, result=result, started=started)
-            except Unwind as unwind:
-                if unwind.error is not None:
-                    await asyncio.to_thread(self._finish, held, error=unwind.error, started=started)
-                else:
-                    self._unwound(held, unwind)
-            except psycopg.OperationalError as exc:
-                self._gave_up(held, exc)
-            except Exception:
-                self.log.exception("event=execution_crashed worker=%s execution_id=%s (its lease "
-                                   "will lapse and it will be retried)", self.worker_id,
-                                   held.claim.execution_id)
+            await runner.execute_async(self, held)
         finally:
             self._done(held)
-
-    def _finish(self, held: Claimed, *, started: float, result: Any = None,
-                error: BaseException | None = None) -> None:
-        item = held.claim
-        output = None
-        if error is None:
-            try:
-                output = to_json(result, f"the output of workflow {item.workflow_name!r} (execution {item.execution_id})")
-            except NotSerializable as exc:
-                error = exc
-        status = "success" if error is None else "error"
-        plain = isinstance(error, (NotSerializable, NonDeterministicChange))
-        text = None if error is None else (str(error) if plain else describe_exception(error))
-        ok = self.db(lambda c: completion.complete(
-            c, self.schema, execution_id=item.execution_id, owner=self.worker_id, epoch=item.epoch,
-            status=status, output=output, error=text))
-        if not ok:
-            self.refused(item.execution_id, f"completion ({status})")
-            return
-        with self._lock:
-            self.stats["succeeded" if status == "success" else "failed"] += 1
-        self.log.info("event=finished worker=%s execution_id=%s workflow=%s status=%s duration_s=%.3f%s",
-                      self.worker_id, item.execution_id, item.workflow_name, status,
-                      time.monotonic() - started,
-                      "" if text is None else f" error={first_line(text)!r}")
-
-    def _unwound(self, held: Claimed, unwind: Unwind) -> None:
-        key = {"parked": "parked", "lost": "lost"}.get(unwind.reason)
-        if key:
-            with self._lock:
-                self.stats[key] += 1
-        self.log.info("event=%s worker=%s execution_id=%s workflow=%s", unwind.reason,
-                      self.worker_id, held.claim.execution_id, held.claim.workflow_name)
-
-    def _gave_up(self, held: Claimed, exc: Exception) -> None:
-        self.log.error("event=db_unreachable worker=%s execution_id=%s error=%r (abandoned; its lease "
-                       "will lapse and another worker resumes it from its checkpoints)",
-                       self.worker_id, held.claim.execution_id, first_line(exc, self.settings.dsn))
 
 
 async def _as_coroutine(awaitable: Any) -> Any:
