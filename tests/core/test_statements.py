@@ -6,6 +6,7 @@ import importlib
 import pkgutil
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,9 +16,11 @@ from kestrel_core.statements import CHANNEL_PREFIX, notify_channel, render, rend
 MIGRATIONS = Path(kestrel_core.__file__).parent / "migrations"
 
 
-def _statements() -> list[tuple[str, str, str]]:
+def _statements(package: Any = kestrel_core) -> list[tuple[str, str, str]]:
     found = []
-    for info in pkgutil.walk_packages(kestrel_core.__path__, "kestrel_core."):
+    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        if info.name.endswith("__main__"):
+            continue
         module = importlib.import_module(info.name)
         for name, value in vars(module).items():
             if isinstance(value, str) and "{schema}" in value and name.isupper():
@@ -71,3 +74,4 @@ def test_the_sql_side_notify_channel_matches_the_python_one() -> None:
     assert copies, "the migrations no longer notify: update this test"
     assert {c.strip() for c in copies} == {f"'{CHANNEL_PREFIX}'"}
     assert notify_channel("kx") == "kestrel:kx"
+
