@@ -15,7 +15,7 @@ from .errors import (
     StepFailed,
 )
 from .execution import STATUSES, TERMINAL_STATUSES, Execution
-from .connection import mask_dsn
+from .connection import first_line, mask_dsn
 from .schedules import Schedule
 from .children import ChildHandle
 from .events import Event
@@ -40,5 +40,6 @@ __all__ = [
     "StepFailed",
     "TERMINAL_STATUSES",
     "Workflow",
+    "first_line",
     "mask_dsn",
 ]

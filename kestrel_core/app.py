@@ -255,11 +255,7 @@ class Kestrel:
                                          **self._placement(name, queue, concurrency_key))
 
     def _placement(self, name: str, queue: str | None, concurrency_key: str | None) -> dict[str, Any]:
-        """Queue and version for a new execution: from this process's code when it has the
-        workflow; else NULL, resolved in the database (the bound queue) or left open (any version)."""
-        wf = self._workflows.get(name)
-        return {"queue": queue or (wf.queue if wf else None), "concurrency_key": concurrency_key,
-                "version": wf.version if wf else None}
+        return _enqueue.placement(self._workflows, name, queue, concurrency_key)
 
     def send_event(self, key: str, payload: Any = None, *, by: str | None = None) -> int:
         """Send a machine signal: every execution waiting in ``ctx.wait_for_event(key)`` resumes

@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from .statements import ASYNC_COMMIT, CLAIM_IS_CURRENT, LOCK_IF_CLAIM_IS_CURRENT, render
+from .statements import render
 
 # On a replay: read every checkpoint once (this worker is the only writer while it holds the
 # claim, so the copy stays true), and close attempts a dead worker left open.
@@ -35,23 +35,23 @@ SELECT e.id, %(step)s,
        coalesce((SELECT max(a.attempt) FROM {schema}.step_attempts a
                   WHERE a.execution_id = e.id AND a.step_id = %(step)s), 0) + 1,
        %(owner)s, %(epoch)s
-  FROM (SELECT id FROM {schema}.workflow_executions WHERE CLAIM_IS_CURRENT) e, ASYNC_COMMIT
+  FROM (SELECT id FROM {schema}.workflow_executions WHERE {claim_is_current}) e, {async_commit}
 RETURNING id, attempt, started_at
-""".replace("ASYNC_COMMIT", ASYNC_COMMIT).replace("CLAIM_IS_CURRENT", CLAIM_IS_CURRENT)
+"""
 
 # A failed attempt that will be retried: only our own attempt row changes.
 FAIL_ATTEMPT = """
 UPDATE {schema}.step_attempts SET outcome = 'error', finished_at = clock_timestamp(), error = %(error)s
-  FROM ASYNC_COMMIT
+  FROM {async_commit}
  WHERE id = %(attempt_id)s
-""".replace("ASYNC_COMMIT", ASYNC_COMMIT)
+"""
 
 # The checkpoint: fenced (the execution row is locked for the statement, so a concurrent sweep
 # or cancel waits for us or wins first), written once (ON CONFLICT DO NOTHING), and the attempt
 # closed, in one round trip.
 FINISH_STEP = """
 WITH fence AS (
-    LOCK_IF_CLAIM_IS_CURRENT
+    {lock_if_claim_is_current}
 ), checkpoint AS (
     INSERT INTO {schema}.operation_outputs
            (execution_id, step_id, output, error, started_at, attempts, owner_id, seq)
@@ -66,19 +66,19 @@ WITH fence AS (
 )
 SELECT EXISTS (SELECT 1 FROM fence), EXISTS (SELECT 1 FROM checkpoint),
        (SELECT output FROM checkpoint), (SELECT error FROM checkpoint)
-""".replace("LOCK_IF_CLAIM_IS_CURRENT", LOCK_IF_CLAIM_IS_CURRENT)
+"""
 
 # A checkpoint that is not a step's (a child started, children awaited): fenced, written once.
 RECORD = """
 WITH fence AS (
-    LOCK_IF_CLAIM_IS_CURRENT
+    {lock_if_claim_is_current}
 ), checkpoint AS (
     INSERT INTO {schema}.operation_outputs (execution_id, step_id, output, error, owner_id, seq)
     SELECT id, %(step)s, %(output)s, %(error)s, %(owner)s, %(seq)s FROM fence
     ON CONFLICT DO NOTHING
 )
 SELECT EXISTS (SELECT 1 FROM fence)
-""".replace("LOCK_IF_CLAIM_IS_CURRENT", LOCK_IF_CLAIM_IS_CURRENT)
+"""
 
 READ_ONE = """
 SELECT output, error FROM {schema}.operation_outputs WHERE execution_id = %(eid)s AND step_id = %(step)s

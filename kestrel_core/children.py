@@ -21,14 +21,14 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from .enqueue import _PLACE
-from .statements import LOCK_IF_CLAIM_IS_CURRENT, notify_channel, render
+from .statements import notify_channel, render
 
 LIVE = ("enqueued", "running", "waiting")
 
 # Placed like any enqueue (enqueue._PLACE: the given queue, else the workflow's bound queue,
 # else the default; priority defaults to the queue's; a keyed child marks its queue keyed).
 START_CHILD = _PLACE + """, fence AS (
-    LOCK_IF_CLAIM_IS_CURRENT
+    {lock_if_claim_is_current}
 ), child AS (
     INSERT INTO {schema}.workflow_executions
            (workflow_name, input, idempotency_key, run_at, priority, queue, concurrency_key, version,
@@ -54,7 +54,7 @@ START_CHILD = _PLACE + """, fence AS (
     SELECT pg_notify(%(channel)s, %(name)s) FROM child
 )
 SELECT EXISTS (SELECT 1 FROM fence), (SELECT id FROM found), (SELECT count(*) FROM woke)
-""".replace("LOCK_IF_CLAIM_IS_CURRENT", LOCK_IF_CLAIM_IS_CURRENT)
+"""
 
 CHILDREN = """
 SELECT id, workflow_name, status, output, error FROM {schema}.workflow_executions
@@ -65,7 +65,7 @@ SELECT id, workflow_name, status, output, error FROM {schema}.workflow_execution
 # execution's own children count: only their completion wakes it.
 PARK_ON_CHILDREN = """
 WITH fence AS (
-    LOCK_IF_CLAIM_IS_CURRENT
+    {lock_if_claim_is_current}
 ), live AS (
     SELECT id FROM {schema}.workflow_executions
      WHERE id = ANY(%(ids)s) AND parent_id = %(eid)s AND status IN ('enqueued', 'running', 'waiting')
@@ -84,7 +84,7 @@ WITH fence AS (
      WHERE id IN (SELECT id FROM fence) AND EXISTS (SELECT 1 FROM live)
 )
 SELECT EXISTS (SELECT 1 FROM fence), EXISTS (SELECT 1 FROM live)
-""".replace("LOCK_IF_CLAIM_IS_CURRENT", LOCK_IF_CLAIM_IS_CURRENT)
+"""
 
 
 @dataclass(frozen=True)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import psycopg
 from psycopg.types.json import Jsonb
 
-from .statements import CLAIM_IS_CURRENT, render
+from .statements import render
 
 COMPLETE = """
 UPDATE {schema}.workflow_executions
    SET status = %(status)s, output = %(output)s, error = %(error)s, lease_expires = NULL,
        finished_at = now(), updated_at = now()
- WHERE CLAIM_IS_CURRENT
-""".replace("CLAIM_IS_CURRENT", CLAIM_IS_CURRENT)
+ WHERE {claim_is_current}
+"""
 
 # After a lost reply: did our own completion commit?
 CHECK = """

@@ -40,6 +40,16 @@ def mask_dsn(text: str) -> str:
     return _KEYWORD_PASSWORD.sub(r"\1****", text)
 
 
+def first_line(exc: BaseException | str, dsn: str | None = None) -> str:
+    """The first line of an error (its type name when it has no text), passwords masked: the
+    form every log line and message quotes an exception in."""
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    if dsn:
+        line = _hide_secrets(line, dsn)
+    return mask_dsn(line)
+
+
 def _secrets(dsn: str) -> list[str]:
     """Every password ``dsn`` may hold, read generously (a malformed DSN has no exact parse)."""
     found = []
@@ -76,7 +86,7 @@ def _hide_secrets(text: str, dsn: str) -> str:
 def parser_reason(dsn: str, exc: Exception) -> str:
     """libpq's complaint about ``dsn``, without any secret: its messages quote the offending
     token ('invalid percent-encoded token: "s3cr%zz"'), which may be (part of) the password."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = first_line(exc)
     secrets = _secrets(dsn)
 
     def hide(match: re.Match[str]) -> str:

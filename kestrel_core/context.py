@@ -10,40 +10,27 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import random
 import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 
 from . import checkpoint, waits
+from .backoff import Backoff
 from .checkpoint import Checkpoint
-from .claim import Claim
+from .connection import first_line
 from .errors import DuplicateStepId, NonDeterministicChange, NotSerializable, StepFailed
 from .flow_context import AsyncFlowOperations, FlowOperations
+from .runtime import Claimed, Unwind, WorkerRuntime
 from .serialization import to_json
 
-if TYPE_CHECKING:
-    from .worker import Worker
+__all__ = ["AsyncWorkflowContext", "Claimed", "Decision", "Unwind", "WorkflowContext", "describe_exception"]
 
 T = TypeVar("T")
-
-
-class Unwind(BaseException):
-    """Stops a workflow function without finishing it (parked, claim lost, or shutting down),
-    or, with ``error``, ends the execution as error (a non-deterministic change).
-
-    A BaseException so that a workflow's ``except Exception`` cannot swallow it.
-    """
-
-    def __init__(self, reason: str, error: Exception | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.error = error
 
 
 @dataclass(frozen=True)
@@ -65,14 +52,6 @@ class Decision:
         )
 
 
-class Claimed:
-    """This worker's hold on one execution; ``lost`` is set when the heartbeat finds it gone."""
-
-    def __init__(self, claim: Claim) -> None:
-        self.claim = claim
-        self.lost = threading.Event()
-
-
 def describe_exception(exc: BaseException, limit: int = 8000) -> str:
     """``Type: message`` then the traceback, cut to ``limit`` characters (the end is kept)."""
     text = "".join(traceback.format_exception(exc)).rstrip()
@@ -90,7 +69,7 @@ class WorkflowContext(FlowOperations):
     operation at a recorded position fails the execution (NonDeterministicChange).
     """
 
-    def __init__(self, worker: Worker, held: Claimed, checkpoints: dict[str, Checkpoint]) -> None:
+    def __init__(self, worker: WorkerRuntime, held: Claimed, checkpoints: dict[str, Checkpoint]) -> None:
         self._worker = worker
         self._held = held
         self._checkpoints = checkpoints
@@ -162,7 +141,7 @@ class WorkflowContext(FlowOperations):
             if final or number == total:
                 return self._result(step_id, self._checkpoint(step_id, attempt, None, error, position))
             self._write(lambda c: checkpoint.fail_attempt(c, self._worker.schema, attempt.id, error))
-            delay = min(max_backoff, backoff * 2 ** (number - 1)) * random.uniform(0.5, 1.0)
+            delay = Backoff(backoff, cap=max_backoff, jitter=0.5).delay(number - 1)
             self._worker.log.info("event=step_retry execution_id=%s step=%s attempt=%s delay_s=%.2f",
                                   self.execution_id, step_id, attempt.number, delay)
             if self._worker.draining.wait(delay):
@@ -253,7 +232,7 @@ class WorkflowContext(FlowOperations):
             return self._worker.db(fn)
         except psycopg.Error as exc:
             self._worker.log.error("event=engine_write_failed execution_id=%s error=%r", self.execution_id,
-                                   str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+                                   first_line(exc))
             raise Unwind("engine_error") from exc
 
     def _attempt(self, step_id: str, fn: Callable[..., Any], args: tuple, kwargs: dict,

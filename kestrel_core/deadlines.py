@@ -14,14 +14,14 @@ from datetime import timedelta
 
 import psycopg
 
-from .statements import CLAIM_IS_CURRENT, render
+from .statements import render
 
 STAMP = """
 UPDATE {schema}.workflow_executions
    SET timeout = %(timeout)s,
        deadline_at = CASE WHEN claims = 1 THEN started_at ELSE now() END + %(timeout)s
- WHERE CLAIM_IS_CURRENT AND deadline_at IS NULL
-""".replace("CLAIM_IS_CURRENT", CLAIM_IS_CURRENT)
+ WHERE {claim_is_current} AND deadline_at IS NULL
+"""
 
 # Lock order everywhere: wait rows, then executions (sweeper.py, the operator functions,
 # send_event). A parked execution's open waits are locked first, in their own statement; one

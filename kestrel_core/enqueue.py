@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from collections.abc import Mapping
 from typing import Any, Sequence
 
 import psycopg
@@ -31,6 +32,16 @@ WITH target AS (
        AND NOT EXISTS (SELECT 1 FROM {schema}.queues k WHERE k.name = p.queue AND k.keyed)
     ON CONFLICT (name) DO UPDATE SET keyed = true
 )"""
+
+def placement(workflows: Mapping[str, Any], name: str, queue: str | None,
+              concurrency_key: str | None) -> dict[str, Any]:
+    """Queue and version for a new execution of ``name``: from this process's code when it
+    registers the workflow; else NULL, resolved in the database (the workflow's bound queue)
+    or left open (any version)."""
+    wf = workflows.get(name)
+    return {"queue": queue or (wf.queue if wf else None), "concurrency_key": concurrency_key,
+            "version": wf.version if wf else None}
+
 
 # One round trip: insert (or find the row holding the idempotency key) and notify.
 ENQUEUE = _PLACE + """, ins AS (

@@ -20,13 +20,13 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from .errors import from_database
-from .statements import LOCK_IF_CLAIM_IS_CURRENT, render
+from .statements import render
 
 KEY_LOCK = "SELECT pg_advisory_xact_lock(hashtext('kestrel.event:' || %(key)s))"
 
 RECEIVE_OR_PARK = """
 WITH fence AS (
-    LOCK_IF_CLAIM_IS_CURRENT
+    {lock_if_claim_is_current}
 ), found AS (
     SELECT ev.id, ev.key, ev.payload, ev.sent_at, ev.sent_by
       FROM {schema}.workflow_events ev, {schema}.workflow_executions e
@@ -56,7 +56,7 @@ WITH fence AS (
      WHERE id IN (SELECT id FROM fence) AND NOT EXISTS (SELECT 1 FROM found)
 )
 SELECT EXISTS (SELECT 1 FROM fence), (SELECT output FROM checkpoint)
-""".replace("LOCK_IF_CLAIM_IS_CURRENT", LOCK_IF_CLAIM_IS_CURRENT)
+"""
 
 SEND = "SELECT {schema}.send_event(%s, %s, %s)"
 

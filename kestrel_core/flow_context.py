@@ -9,21 +9,23 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence, TypeVar
 
 from psycopg.types.json import Jsonb
 
 from . import checkpoint, children, events
 from .checkpoint import Checkpoint
 from .children import ChildHandle, ChildState
+from . import enqueue
 from .enqueue import check_priority, check_workflow_name
 from .errors import ChildFailed
 from .events import Event
+from .runtime import Claimed, Unwind, WorkerRuntime
 from .serialization import to_json
 
-if TYPE_CHECKING:
-    from .context import WorkflowContext
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,30 @@ def _interval(value: timedelta | float | None) -> timedelta | None:
 class FlowOperations:
     """start_child, wait_for, wait_for_all and wait_for_event of a synchronous workflow."""
 
-    def start_child(self: WorkflowContext, name: str, input: Any = None, *, step_id: str | None = None,
+    # Provided by WorkflowContext (context.py), which mixes these operations in.
+    _worker: WorkerRuntime
+    _held: Claimed
+    _checkpoints: dict[str, Checkpoint]
+    _children: dict[int, ChildState] | None
+    _events_seen: dict[str, int]
+    execution_id: int
+
+    def _use(self, step_id: str) -> int:
+        raise NotImplementedError
+
+    def _auto_id(self, base: str) -> str:
+        raise NotImplementedError
+
+    def _boundary(self) -> None:
+        raise NotImplementedError
+
+    def _lost(self, what: str) -> None:
+        raise NotImplementedError
+
+    def _write(self, fn: Callable[[Any], T]) -> T:
+        raise NotImplementedError
+
+    def start_child(self, name: str, input: Any = None, *, step_id: str | None = None,
                     priority: int | None = None, delay: timedelta | None = None,
                     run_at: datetime | None = None, queue: str | None = None,
                     concurrency_key: str | None = None) -> ChildHandle:
@@ -56,7 +81,7 @@ class FlowOperations:
         return self._start_child(self._use(op), op, name, input,
                                  _ChildOptions(priority, delay, run_at, queue, concurrency_key))
 
-    def wait_for(self: WorkflowContext, handle: ChildHandle | dict[str, Any],
+    def wait_for(self, handle: ChildHandle | dict[str, Any],
                  timeout: timedelta | float | None = None, *, step_id: str | None = None) -> Any:
         """Park until the child ends; its output, or ChildFailed if it errored or was cancelled
         (or, with ``timeout``, is still live then: ``ChildFailed.timed_out``)."""
@@ -64,7 +89,7 @@ class FlowOperations:
         op = step_id or self._auto_id(f"wait:{handle.step_id}")
         return self._wait_children(self._use(op), op, [handle], timeout)[0]
 
-    def wait_for_all(self: WorkflowContext, handles: Sequence[ChildHandle | dict[str, Any]],
+    def wait_for_all(self, handles: Sequence[ChildHandle | dict[str, Any]],
                      timeout: timedelta | float | None = None, *, step_id: str | None = None) -> list[Any]:
         """Park once until every child ends; their outputs in order, or ChildFailed for the
         first (in order) that did not succeed."""
@@ -74,7 +99,7 @@ class FlowOperations:
         op = step_id or self._auto_id(f"wait-all:{found[0].step_id}+{len(found) - 1}")
         return self._wait_children(self._use(op), op, found, timeout)
 
-    def wait_for_event(self: WorkflowContext, key: str, timeout: timedelta | float | None = None, *,
+    def wait_for_event(self, key: str, timeout: timedelta | float | None = None, *,
                        step_id: str | None = None) -> Event:
         """Park until ``app.send_event(key, ...)``; an Event (``.payload``), or one with
         ``timed_out=True`` once ``timeout`` passes. Events sent since this execution was
@@ -86,7 +111,7 @@ class FlowOperations:
 
     # -- implementations (positions taken by the caller) --------------------------------------
 
-    def _start_child(self: WorkflowContext, position: int, op: str, name: str, input: Any,
+    def _start_child(self, position: int, op: str, name: str, input: Any,
                      options: _ChildOptions) -> ChildHandle:
         stored = self._checkpoints.get(op)
         if stored is not None:
@@ -98,7 +123,8 @@ class FlowOperations:
         check_priority(options.priority)
         payload = to_json(input, f"the input of child workflow {name!r}")
         # queue and version as app.enqueue places them: from this process's code of the child
-        placement = self._worker.app._placement(name, options.queue, options.concurrency_key)
+        placement = enqueue.placement(self._worker.registry.workflows, name, options.queue,
+                                      options.concurrency_key)
         self._boundary()
         child_id = self._write(lambda c: children.start(
             c, self._worker.schema, execution_id=self.execution_id, owner=self._worker.worker_id,
@@ -109,12 +135,12 @@ class FlowOperations:
         self._checkpoints[op] = Checkpoint({"child_id": child_id, "workflow": name}, seq=position)
         return ChildHandle(child_id, name, op)
 
-    def _child_states(self: WorkflowContext, refresh: bool = False) -> dict[int, ChildState]:
+    def _child_states(self, refresh: bool = False) -> dict[int, ChildState]:
         if self._children is None or refresh:
             self._children = self._write(lambda c: children.states(c, self._worker.schema, self.execution_id))
         return self._children
 
-    def _wait_children(self: WorkflowContext, position: int, op: str, handles: list[ChildHandle],
+    def _wait_children(self, position: int, op: str, handles: list[ChildHandle],
                        timeout: timedelta | float | None) -> list[Any]:
         stored = self._checkpoints.get(op)
         if stored is not None and (stored.output or {}).get("timed_out"):
@@ -133,7 +159,7 @@ class FlowOperations:
                 raise ChildFailed(outcome["child_id"], outcome["workflow"], outcome["status"], outcome["error"])
         return [outcome["output"] for outcome in outcomes]
 
-    def _collect(self: WorkflowContext, position: int, op: str, handles: list[ChildHandle],
+    def _collect(self, position: int, op: str, handles: list[ChildHandle],
                  after: timedelta | None) -> list[dict[str, Any]]:
         """Every child's outcome, checkpointed; parks (Unwind) while one is still live."""
         states = self._child_states()
@@ -147,7 +173,6 @@ class FlowOperations:
             if not owned:
                 self._lost(f"wait {op!r} not parked")
             if parked:
-                from .context import Unwind
                 raise Unwind("parked")
             states = self._child_states(refresh=True)  # they finished meanwhile
         outcomes = [states[h.execution_id].outcome() if h.execution_id in states else
@@ -166,7 +191,7 @@ class FlowOperations:
         self._checkpoints[op] = Checkpoint(output, seq=position)
         return outcomes
 
-    def _wait_event(self: WorkflowContext, position: int, op: str, key: str,
+    def _wait_event(self, position: int, op: str, key: str,
                     timeout: timedelta | float | None) -> Event:
         stored = self._checkpoints.get(op)
         if stored is None:
@@ -178,7 +203,6 @@ class FlowOperations:
             if not owned:
                 self._lost(f"event wait {op!r} not parked")
             if received is None:
-                from .context import Unwind
                 raise Unwind("parked")
             stored = self._checkpoints[op] = Checkpoint(received, seq=position)
         event = Event.from_checkpoint(key, stored.output or {})
@@ -190,7 +214,7 @@ class FlowOperations:
 class AsyncFlowOperations:
     """The same operations for ``async def`` workflows (positions taken before any await)."""
 
-    _sync: WorkflowContext
+    _sync: FlowOperations
 
     async def start_child(self, name: str, input: Any = None, *, step_id: str | None = None,
                           priority: int | None = None, delay: timedelta | None = None,

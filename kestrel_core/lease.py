@@ -9,7 +9,7 @@ from typing import Sequence
 
 import psycopg
 
-from .statements import ASYNC_COMMIT, notify_channel, render
+from .statements import notify_channel, render
 
 # Renew the leases of the executions this worker is running and say which (id, epoch) it
 # still holds: a row that is missing was swept, cancelled or reclaimed, and its thread must
@@ -18,7 +18,7 @@ from .statements import ASYNC_COMMIT, notify_channel, render
 HEARTBEAT = """
 WITH renewed AS (
     UPDATE {schema}.workflow_executions SET lease_expires = now() + %(lease)s
-      FROM ASYNC_COMMIT
+      FROM {async_commit}
      WHERE status = 'running' AND owner_id = %(owner)s AND id = ANY(%(ids)s)
     RETURNING id, claim_epoch
 ), beat AS (
@@ -26,7 +26,7 @@ WITH renewed AS (
      WHERE worker_id = %(owner)s
 )
 SELECT id, claim_epoch FROM renewed
-""".replace("ASYNC_COMMIT", ASYNC_COMMIT)
+"""
 
 REGISTER = """
 INSERT INTO {schema}.workers (worker_id, hostname, pid, workflows, concurrency, versions, queues)

@@ -14,7 +14,7 @@ from importlib import resources
 import psycopg
 
 from .errors import SchemaOutdated
-from .statements import check_schema_name, render
+from .statements import check_schema_name, render, render_migration
 
 _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
 
@@ -65,7 +65,7 @@ def migrate(conn: psycopg.Connection, schema: str) -> list[int]:
         for migration in available():
             if migration.version in done:
                 continue
-            conn.execute(render(migration.text, schema))
+            conn.execute(render_migration(migration.text, schema))
             conn.execute(render(RECORD, schema), (migration.version, migration.name))
             applied_now.append(migration.version)
     return applied_now

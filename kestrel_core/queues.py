@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Sequence
+from collections.abc import Iterable
+from typing import Any, Sequence
 
 import psycopg
 
@@ -77,6 +78,14 @@ class Queue:
     @property
     def limited(self) -> bool:
         return any(v is not None for v in (self.concurrency, self.per_worker, self.rate))
+
+
+def bindings(workflows: Iterable[Any]) -> dict[str, list[str]]:
+    """Which registered workflows run in which queue: {queue: [workflow name, ...]}."""
+    out: dict[str, list[str]] = {}
+    for wf in workflows:
+        out.setdefault(wf.queue, []).append(wf.name)
+    return out
 
 
 def declare(conn: psycopg.Connection, schema: str, declared: Sequence[Queue],

@@ -1,8 +1,12 @@
 """Rendering of the engine's SQL for one schema.
 
-The engine's statements are module-level constants that name tables as ``{schema}.table``.
-The schema is configuration, never user data: it is validated as a plain identifier, quoted,
-and put in place once per process; every value travels as a bound parameter.
+The engine's statements are module-level constants written for ``psycopg.sql.SQL.format``:
+they name tables as ``{schema}.table`` and paste shared fragments by name
+(``{claim_is_current}``, ``{lock_if_claim_is_current}``, ``{async_commit}``); literal braces
+are written ``{{`` ``}}``. The schema is configuration, never user data: it is validated as a
+plain identifier and composed as ``sql.Identifier``. Each (statement, schema) pair is composed
+once per process and cached, so the hot path never re-composes; every value travels as a bound
+parameter.
 """
 
 from __future__ import annotations
@@ -27,33 +31,69 @@ def check_schema_name(schema: str) -> str:
 
 def quote_identifier(name: str) -> str:
     """Double-quote a validated identifier (no connection needed)."""
-    return '"' + check_schema_name(name) + '"'
+    return sql.Identifier(check_schema_name(name)).as_string(None)
 
 
-# Joined into a statement, this makes its (autocommit) transaction commit without waiting for
+# Pasted as {async_commit}, this makes its (autocommit) transaction commit without waiting for
 # the WAL flush. Used only where losing the write in a server crash is harmless: attempt
 # bookkeeping, heartbeats, sweeps (redone next time), worker registration. Claims, checkpoints,
 # waits and completions always commit durably; a later durable commit also flushes these.
 ASYNC_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true)) AS async_commit"
 
 
-# The fence. A write made under a claim (owner_id, claim_epoch) succeeds only while that claim
-# is still the row's current one and the row is running: a swept, cancelled or reclaimed
-# worker (even one reclaiming under the same id) writes nothing. Every advancing write uses it.
+# The fence, pasted as {claim_is_current}. A write made under a claim (owner_id, claim_epoch)
+# succeeds only while that claim is still the row's current one and the row is running: a
+# swept, cancelled or reclaimed worker (even one reclaiming under the same id) writes nothing.
+# Every advancing write uses it.
 CLAIM_IS_CURRENT = "id = %(eid)s AND owner_id = %(owner)s AND claim_epoch = %(epoch)s AND status = 'running'"
-# As a CTE body: also locks the row for the statement, so a concurrent sweep or cancel either
-# waits for the write or wins first.
+# Pasted as {lock_if_claim_is_current}, a CTE body: also locks the row for the statement, so a
+# concurrent sweep or cancel either waits for the write or wins first.
 LOCK_IF_CLAIM_IS_CURRENT = (
-    "SELECT id FROM {schema}.workflow_executions WHERE " + CLAIM_IS_CURRENT + " FOR NO KEY UPDATE"
+    "SELECT id FROM {schema}.workflow_executions WHERE {claim_is_current} FOR NO KEY UPDATE"
 )
 
+# The prefix of the LISTEN/NOTIFY channel, ``kestrel:<schema>``. The migrations' PL/pgSQL
+# triggers build the same name as ``'kestrel:' || current_schema()``; applied migrations are
+# never edited, so that copy stays (tests/core/test_statements.py checks they agree).
+CHANNEL_PREFIX = "kestrel:"
 
-@lru_cache(maxsize=512)
+
+@lru_cache(maxsize=64)
+def _fragments(schema: str) -> dict[str, sql.Composable]:
+    """The named fragments for one schema, composed once."""
+    ident = sql.Identifier(check_schema_name(schema))
+    claim = sql.SQL(CLAIM_IS_CURRENT)
+    return {
+        "schema": ident,
+        "claim_is_current": claim,
+        "lock_if_claim_is_current": sql.SQL(LOCK_IF_CLAIM_IS_CURRENT).format(schema=ident, claim_is_current=claim),
+        "async_commit": sql.SQL(ASYNC_COMMIT),
+    }
+
+
+@lru_cache(maxsize=1024)
 def render(statement: str, schema: str) -> sql.SQL:
-    """The statement with ``{schema}`` replaced by the quoted schema name."""
-    return sql.SQL(statement.replace("{schema}", quote_identifier(schema)))
+    """The statement composed for ``schema`` (its named fragments filled), cached."""
+    composed = sql.SQL(statement).format(**_fragments(schema))
+    return sql.SQL(composed.as_string(None))
+
+
+@lru_cache(maxsize=64)
+def render_migration(text: str, schema: str) -> sql.SQL:
+    """A migration file composed for ``schema``.
+
+    Migration files are frozen once applied and use braces freely in PL/pgSQL, so they are not
+    format strings: only their ``{schema}`` markers are composed, as ``sql.Identifier``.
+    """
+    ident = sql.Identifier(check_schema_name(schema))
+    parts: list[sql.Composable] = []
+    for i, piece in enumerate(text.split("{schema}")):
+        if i:
+            parts.append(ident)
+        parts.append(sql.SQL(piece))
+    return sql.SQL(sql.Composed(parts).as_string(None))
 
 
 def notify_channel(schema: str) -> str:
     """The LISTEN/NOTIFY channel on which enqueues and wake-ups are announced."""
-    return "kestrel:" + check_schema_name(schema)
+    return CHANNEL_PREFIX + check_schema_name(schema)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import psycopg
 
-from .statements import ASYNC_COMMIT, notify_channel, render
+from .statements import notify_channel, render
 
 SWEEP_LEASES = """
 WITH expired AS (
-    SELECT id FROM {schema}.workflow_executions, ASYNC_COMMIT
+    SELECT id FROM {schema}.workflow_executions, {async_commit}
      WHERE status = 'running' AND lease_expires < now()
      ORDER BY lease_expires
      LIMIT %(batch)s
@@ -29,7 +29,7 @@ WITH expired AS (
     SELECT pg_notify(%(channel)s, name) FROM (SELECT DISTINCT workflow_name AS name FROM swept) n
 )
 SELECT id FROM swept, (SELECT count(*) FROM woke) w
-""".replace("ASYNC_COMMIT", ASYNC_COMMIT)
+"""
 
 # Lock order: wait rows first, then executions (as the operator functions do).
 SWEEP_WAITS = """

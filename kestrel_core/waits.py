@@ -12,11 +12,11 @@ from datetime import timedelta
 import psycopg
 from psycopg.types.json import Jsonb
 
-from .statements import LOCK_IF_CLAIM_IS_CURRENT, render
+from .statements import render
 
 PARK = """
 WITH fence AS (
-    LOCK_IF_CLAIM_IS_CURRENT
+    {lock_if_claim_is_current}
 ), wait AS (
     INSERT INTO {schema}.workflow_waits (execution_id, step_id, kind, wake_at, details, seq)
     SELECT id, %(step)s, %(kind)s, now() + %(after)s::interval, %(details)s, %(seq)s FROM fence
@@ -29,7 +29,7 @@ WITH fence AS (
      WHERE id IN (SELECT id FROM fence)
 )
 SELECT EXISTS (SELECT 1 FROM fence)
-""".replace("LOCK_IF_CLAIM_IS_CURRENT", LOCK_IF_CLAIM_IS_CURRENT)
+"""
 
 
 def park(

@@ -6,6 +6,7 @@ Threads, each with one job:
 - ``concurrency`` runner threads for sync workflows, and one asyncio loop for async ones;
 - the listener: one connection LISTENing on the schema's channel;
 - maintenance: the heartbeat (one UPDATE renews every lease) and the sweeper.
+Running one claimed execution (replay, call, record the outcome) is runner.py's job.
 Stateless and fungible: everything it knows is in Postgres, so killing it loses nothing.
 """
 
@@ -21,27 +22,30 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
 
-from . import checkpoint, claim as claim_mod, completion, deadlines, lease as lease_mod, sweeper
+from . import claim as claim_mod, deadlines, lease as lease_mod, sweeper
 from . import prune as prune_mod
 from . import queues as queues_mod
-from . import scheduler, schedules as schedules_mod
-from .connection import connect, make_pool, unavailable
-from .context import AsyncWorkflowContext, Claimed, Unwind, WorkflowContext, describe_exception
-from .errors import DatabaseUnavailable, KestrelError, NonDeterministicChange, NotSerializable
-from .serialization import to_json
+from . import runner, scheduler, schedules as schedules_mod
+from .backoff import Backoff
+from .connection import connect, first_line, make_pool, unavailable
+from .runtime import Claimed, Deployment, EngineSettings, Registry
+from .errors import DatabaseUnavailable, KestrelError
 from .statements import notify_channel
-
-if TYPE_CHECKING:
-    from .app import Kestrel
 
 T = TypeVar("T")
 
 log = logging.getLogger("kestrel.worker")
+
+# Retry policies of the worker's loops while the database is away.
+_RECONNECT = Backoff(0.1, cap=2.0)      # startup: registering the worker
+_DB_RETRY = Backoff(0.05, cap=2.0)      # one engine write (Worker.db)
+_CLAIM_RETRY = Backoff(0.2, cap=5.0)    # the claim loop
+_LISTEN_RETRY = Backoff(0.1, cap=5.0)   # the LISTEN connection
 
 
 class Worker:
@@ -49,7 +53,7 @@ class Worker:
     SIGINT/SIGTERM) or ``start()`` / ``stop()``."""
 
     def __init__(
-        self, app: Kestrel, *, concurrency: int = 8, lease: timedelta = timedelta(seconds=30),
+        self, app: Deployment, *, concurrency: int = 8, lease: timedelta = timedelta(seconds=30),
         worker_id: str | None = None, listen: bool | None = None, poll_interval: float = 1.0,
         sweep_interval: float = 1.0, grace: timedelta | None = None,
         db_retry_window: float | None = None, startup_timeout: float | None = None,
@@ -60,7 +64,10 @@ class Worker:
             raise ValueError("concurrency must be at least 1")
         if lease < timedelta(seconds=1):
             raise ValueError("the lease must be at least 1 second")
-        self.app = app
+        # Only what the worker uses of the app: its registrations and its connection settings.
+        self.registry = Registry(workflows=app.workflows, queues=app.queues, schedules=app.schedules)
+        self.settings = EngineSettings(dsn=app.dsn, schema=app.schema,
+                                       transaction_pooling=app.transaction_pooling)
         self.schema = app.schema
         self.concurrency = concurrency
         self.lease = lease
@@ -147,7 +154,7 @@ class Worker:
             self._spawn(self._prune_loop, "prune")  # its own thread: never delays a heartbeat
         for i in range(self.concurrency):
             self._spawn(self._runner_loop, f"runner-{i}")
-        if any(wf.is_async for wf in self.app.workflows.values()):
+        if any(wf.is_async for wf in self.registry.workflows.values()):
             self._loop = asyncio.new_event_loop()
             self._loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(
                 max_workers=2 * self.concurrency + 4, thread_name_prefix="kestrel-async"))
@@ -176,7 +183,7 @@ class Worker:
         except psycopg.OperationalError as exc:
             released = []
             self.log.warning("event=release_failed worker=%s error=%r (leases will lapse and be swept)",
-                             self.worker_id, str(exc))
+                             self.worker_id, first_line(exc, self.settings.dsn))
         self._stopped.set()
         for _ in range(self.concurrency):
             self._runnable.put(None)
@@ -195,35 +202,30 @@ class Worker:
         from .migrate import check_current
 
         deadline = time.monotonic() + self.startup_timeout
-        delay = 0.1
+        retry = 0
         while True:
             try:
-                with connect(self.app.dsn, application_name="kestrel-worker") as conn:
+                with connect(self.settings.dsn, application_name="kestrel-worker") as conn:
                     check_current(conn, self.schema)
                     lease_mod.register(conn, self.schema, self.worker_id, self.names, self.concurrency,
                                        self.versions, self.queues)
-                    queues_mod.declare(conn, self.schema, list(self.app.queues.values()), self._bindings())
-                    schedules_mod.declare(conn, self.schema, list(self.app.schedules.values()),
+                    queues_mod.declare(conn, self.schema, list(self.registry.queues.values()),
+                                       queues_mod.bindings(self.registry.workflows.values()))
+                    schedules_mod.declare(conn, self.schema, list(self.registry.schedules.values()),
                                           by=f"worker:{self.worker_id}")
                 return True
             except (DatabaseUnavailable, psycopg.OperationalError) as exc:
-                failure = exc if isinstance(exc, DatabaseUnavailable) else unavailable(self.app.dsn, exc)
+                failure = exc if isinstance(exc, DatabaseUnavailable) else unavailable(self.settings.dsn, exc)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise failure from None
-                pause = min(delay, remaining)
+                pause = min(_RECONNECT.delay(retry), remaining)
                 self.log.warning("event=waiting_for_database worker=%s error=%r retry_in_s=%.1f "
-                                 "gives_up_in_s=%.0f", self.worker_id, str(failure).splitlines()[0],
+                                 "gives_up_in_s=%.0f", self.worker_id, first_line(failure, self.settings.dsn),
                                  pause, remaining)
             if self.draining.wait(pause):
                 return False
-            delay = min(delay * 2, 2.0)
-
-    def _bindings(self) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {}
-        for wf in self.app.workflows.values():
-            out.setdefault(wf.queue, []).append(wf.name)
-        return out
+            retry += 1
 
     def __enter__(self) -> Worker:
         return self.start()
@@ -244,8 +246,9 @@ class Worker:
         Every write passed here is safe to repeat (fenced, ON CONFLICT, or checked).
         """
         deadline = time.monotonic() + (self.db_retry_window if window is None else window)
-        delay = 0.05
+        retry = 0
         while True:
+            delay = _DB_RETRY.delay(retry)
             try:
                 with self._pool.connection(timeout=max(1.0, min(10.0, deadline - time.monotonic()))) as conn:
                     return fn(conn)
@@ -253,14 +256,13 @@ class Worker:
                 if time.monotonic() + delay > deadline or self._stopped.is_set():
                     raise
                 self.log.warning("event=db_retry worker=%s error=%r retry_in_s=%.2f",
-                                 self.worker_id, str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__, delay)
+                                 self.worker_id, first_line(exc, self.settings.dsn), delay)
                 time.sleep(delay)
-                delay = min(delay * 2, 2.0)
+                retry += 1
 
     def refused(self, execution_id: int, what: str) -> None:
         """Count and log a fenced write refused: this worker no longer holds the execution."""
-        with self._lock:
-            self.stats["refused_writes"] += 1
+        self.count("refused_writes")
         self.log.warning("event=write_refused worker=%s execution_id=%s what=%r "
                          "(no longer the owner: swept, cancelled or reclaimed)", self.worker_id,
                          execution_id, what)
@@ -297,8 +299,9 @@ class Worker:
                         self._next_limited_check = now + self.poll_interval
                 except psycopg.Error as exc:  # keep claiming once the database is back
                     errors += 1
-                    self.log.warning("event=claim_failed worker=%s error=%r", self.worker_id, str(exc).strip()[:200])
-                    self.draining.wait(min(5.0, 0.1 * 2 ** min(errors, 6)))
+                    self.log.warning("event=claim_failed worker=%s error=%r", self.worker_id,
+                                     first_line(exc, self.settings.dsn))
+                    self.draining.wait(_CLAIM_RETRY.delay(errors - 1))
                     continue
                 for item in claimed:
                     self._dispatch(item)
@@ -309,12 +312,12 @@ class Worker:
         held = Claimed(item)
         with self._lock:
             self._inflight[item.execution_id] = held
-            self.stats["claimed"] += 1
+        self.count("claimed")
         self.log.info("event=claimed worker=%s execution_id=%s workflow=%s epoch=%s",
                       self.worker_id, item.execution_id, item.workflow_name, item.epoch)
-        if self.app.workflows[item.workflow_name].is_async:
+        if self.registry.workflows[item.workflow_name].is_async:
             assert self._loop is not None
-            asyncio.run_coroutine_threadsafe(self._execute_async(held), self._loop)
+            asyncio.run_coroutine_threadsafe(self._run_async(held), self._loop)
         else:
             self._runnable.put(held)
 
@@ -324,7 +327,7 @@ class Worker:
             if held is None:
                 return
             try:
-                self._execute(held)
+                runner.execute(self, held)
             except Exception:  # a bug or an unexpected database error: never lose the thread
                 self.log.exception("event=execution_crashed worker=%s execution_id=%s (its lease "
                                    "will lapse and it will be retried)", self.worker_id,
@@ -341,12 +344,12 @@ class Worker:
     def _listen_loop(self) -> None:
         channel = sql.SQL("LISTEN {}").format(sql.Identifier(notify_channel(self.schema)))
         names = set(self.names)
-        delay = 0.1
+        retry = 0
         while not self._stopped.is_set():
             try:
-                with connect(self.app.dsn, application_name="kestrel-listener") as conn:
+                with connect(self.settings.dsn, application_name="kestrel-listener") as conn:
                     conn.execute(channel)
-                    delay = 0.1
+                    retry = 0
                     self._wake.set()  # anything enqueued while we were not listening
                     while not self._stopped.is_set():
                         for note in conn.notifies(timeout=0.5):
@@ -355,10 +358,11 @@ class Worker:
             except Exception as exc:  # the listener must never die; polling covers the gap
                 if self._stopped.is_set():
                     return
+                delay = _LISTEN_RETRY.delay(retry)
                 self.log.warning("event=listen_failed worker=%s error=%r retry_in_s=%.1f",
-                                 self.worker_id, str(exc).strip()[:200], delay)
+                                 self.worker_id, first_line(exc, self.settings.dsn), delay)
                 self._stopped.wait(delay)
-                delay = min(delay * 2, 5.0)
+                retry += 1
 
     def _maintenance_loop(self) -> None:
         beat_every = self.lease.total_seconds() / 3
@@ -382,7 +386,7 @@ class Worker:
                                          older_than=self.prune_older_than, by=f"worker:{self.worker_id}",
                                          max_batches=self.prune_max_batches)
             except (psycopg.Error, KestrelError) as exc:
-                self.log.warning("event=prune_failed worker=%s error=%r", self.worker_id, str(exc).strip()[:200])
+                self.log.warning("event=prune_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn))
                 continue
             if result.deleted:
                 self.log.info("event=pruned worker=%s deleted=%s", self.worker_id, result.deleted)
@@ -394,7 +398,7 @@ class Worker:
             held = self.db(lambda c: lease_mod.heartbeat(c, self.schema, self.worker_id, self.lease,
                                                          list(before)), window=0)
         except psycopg.Error as exc:
-            self.log.warning("event=heartbeat_failed worker=%s error=%r", self.worker_id, str(exc).strip()[:200])
+            self.log.warning("event=heartbeat_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn))
             return
         for eid, claimed in before.items():
             if (eid, claimed.claim.epoch) not in held and not claimed.lost.is_set():
@@ -410,7 +414,7 @@ class Worker:
             expired, woken = self.db(lambda c: sweeper.sweep(c, self.schema), window=0)
             late = self.db(lambda c: deadlines.sweep_deadlines(c, self.schema), window=0)
         except psycopg.Error as exc:
-            self.log.warning("event=sweep_failed worker=%s error=%r", self.worker_id, str(exc).strip()[:200])
+            self.log.warning("event=sweep_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn))
             return
         if late:
             self.log.warning("event=deadline_passed worker=%s ended=%s", self.worker_id, late)
@@ -428,105 +432,18 @@ class Worker:
             if self.db(lambda c: scheduler.tick_due(c, self.schema, worker=self.worker_id), window=0).enqueued:
                 self._wake.set()
         except psycopg.Error as exc:
-            self.log.warning("event=schedule_tick_failed worker=%s error=%r", self.worker_id, str(exc).strip()[:200])
+            self.log.warning("event=schedule_tick_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn))
 
-    # -- running one execution ---------------------------------------------------------------
+    def count(self, key: str) -> None:
+        """Add one to ``stats[key]``."""
+        with self._lock:
+            self.stats[key] += 1
 
-    def _prepare(self, held: Claimed) -> WorkflowContext:
-        item = held.claim
-        timeout = self.app.workflows[item.workflow_name].timeout
-        if timeout is not None:
-            self.db(lambda c: deadlines.stamp(c, self.schema, execution_id=item.execution_id,
-                                              owner=self.worker_id, epoch=item.epoch, timeout=timeout))
-        stored = {} if item.first_run else self.db(lambda c: checkpoint.load(c, self.schema, item.execution_id))
-        return WorkflowContext(self, held, stored)
-
-    def _execute(self, held: Claimed) -> None:
-        started = time.monotonic()
+    async def _run_async(self, held: Claimed) -> None:
         try:
-            ctx = self._prepare(held)
-            fn = self.app.workflows[held.claim.workflow_name].fn
-            try:
-                result = fn(ctx, held.claim.input)
-            except Unwind:
-                raise
-            except Exception as exc:
-                self._finish(held, error=exc, started=started)
-            else:
-                self._finish(held, result=result, started=started)
-        except Unwind as unwind:
-            if unwind.error is not None:
-                self._finish(held, error=unwind.error, started=started)
-            else:
-                self._unwound(held, unwind)
-        except psycopg.OperationalError as exc:
-            self._gave_up(held, exc)
-
-    async def _execute_async(self, held: Claimed) -> None:
-        started = time.monotonic()
-        try:
-            try:
-                ctx = await asyncio.to_thread(self._prepare, held)
-                fn = self.app.workflows[held.claim.workflow_name].fn
-                try:
-                    result = await fn(AsyncWorkflowContext(ctx), held.claim.input)
-                except Unwind:
-                    raise
-                except Exception as exc:
-                    await asyncio.to_thread(self._finish, held, error=exc, started=started)
-                else:
-                    await asyncio.to_thread(self._finish, held, result=result, started=started)
-            except Unwind as unwind:
-                if unwind.error is not None:
-                    await asyncio.to_thread(self._finish, held, error=unwind.error, started=started)
-                else:
-                    self._unwound(held, unwind)
-            except psycopg.OperationalError as exc:
-                self._gave_up(held, exc)
-            except Exception:
-                self.log.exception("event=execution_crashed worker=%s execution_id=%s (its lease "
-                                   "will lapse and it will be retried)", self.worker_id,
-                                   held.claim.execution_id)
+            await runner.execute_async(self, held)
         finally:
             self._done(held)
-
-    def _finish(self, held: Claimed, *, started: float, result: Any = None,
-                error: BaseException | None = None) -> None:
-        item = held.claim
-        output = None
-        if error is None:
-            try:
-                output = to_json(result, f"the output of workflow {item.workflow_name!r} (execution {item.execution_id})")
-            except NotSerializable as exc:
-                error = exc
-        status = "success" if error is None else "error"
-        plain = isinstance(error, (NotSerializable, NonDeterministicChange))
-        text = None if error is None else (str(error) if plain else describe_exception(error))
-        ok = self.db(lambda c: completion.complete(
-            c, self.schema, execution_id=item.execution_id, owner=self.worker_id, epoch=item.epoch,
-            status=status, output=output, error=text))
-        if not ok:
-            self.refused(item.execution_id, f"completion ({status})")
-            return
-        with self._lock:
-            self.stats["succeeded" if status == "success" else "failed"] += 1
-        self.log.info("event=finished worker=%s execution_id=%s workflow=%s status=%s duration_s=%.3f%s",
-                      self.worker_id, item.execution_id, item.workflow_name, status,
-                      time.monotonic() - started,
-                      "" if text is None else f" error={text.splitlines()[0]!r}")
-
-    def _unwound(self, held: Claimed, unwind: Unwind) -> None:
-        key = {"parked": "parked", "lost": "lost"}.get(unwind.reason)
-        if key:
-            with self._lock:
-                self.stats[key] += 1
-        self.log.info("event=%s worker=%s execution_id=%s workflow=%s", unwind.reason,
-                      self.worker_id, held.claim.execution_id, held.claim.workflow_name)
-
-    def _gave_up(self, held: Claimed, exc: Exception) -> None:
-        self.log.error("event=db_unreachable worker=%s execution_id=%s error=%r (abandoned; its lease "
-                       "will lapse and another worker resumes it from its checkpoints)",
-                       self.worker_id, held.claim.execution_id, str(exc).strip()[:200])
 
 
 async def _as_coroutine(awaitable: Any) -> Any:

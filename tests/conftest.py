@@ -95,23 +95,23 @@ def db(dsn: str) -> Iterator[psycopg.Connection]:
         yield conn
 
 
-# -- Private PostgreSQL servers (kestrel_console.embedded_pg) ---------------------------------
+# -- Private PostgreSQL servers (tests/private_pg.py) ------------------------------------------
 # For tests that stop, restart or crash the server: the shared server above must stay up.
 
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from kestrel_console.embedded_pg import LocalCluster  # noqa: E402
+from tests.private_pg import PrivateServer, new_private_server  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def private_cluster_module() -> Iterator[LocalCluster]:
+def private_cluster_module() -> Iterator[PrivateServer]:
     """A private, non-durable PostgreSQL server shared by one test module; deleted afterwards.
 
     Its data dir is a fresh directory directly under the temp dir (not pytest's tmp_path,
     whose parents are private to root: as root the server runs as ``postgres``).
     """
-    cluster = LocalCluster(Path(tempfile.mkdtemp(prefix="kestrel-pg-")), durable=False)
+    cluster = new_private_server(Path(tempfile.mkdtemp(prefix="kestrel-pg-")), durable=False)
     try:
         cluster.start()
         yield cluster
@@ -120,7 +120,7 @@ def private_cluster_module() -> Iterator[LocalCluster]:
 
 
 @pytest.fixture
-def private_cluster(private_cluster_module: LocalCluster) -> LocalCluster:
+def private_cluster(private_cluster_module: PrivateServer) -> PrivateServer:
     """The module's private server, running when the test starts (restarted if an earlier
     test stopped or killed it). Tests may stop, restart or kill it freely; give each test
     its own database (``create_database``) or tables, as data lives on across the module."""

@@ -86,7 +86,7 @@ SELECT coalesce(q.name, d.queue) AS name, coalesce(q.paused, false) AS paused, q
        extract(epoch FROM q.rate_period)::float8 AS rate_period_s,
        (SELECT count(*) FROM unnest(q.rate_starts) AS s(at) WHERE s.at > now() - q.rate_period) AS rate_used,
        coalesce(q.per_key, 1) AS per_key, coalesce(q.priority, 0) AS priority,
-       coalesce(q.workflows, '{}') AS workflows,
+       coalesce(q.workflows, '{{}}') AS workflows,
        (SELECT count(*) FROM live WHERE live.queues IS NULL
                                     OR coalesce(q.name, d.queue) = ANY (live.queues)) AS live_workers
   FROM {schema}.queues q

@@ -14,7 +14,7 @@ from textual.app import App
 from textual.binding import Binding
 from textual.reactive import reactive
 
-from kestrel_core import DatabaseUnavailable, SchemaOutdated, mask_dsn
+from kestrel_core import DatabaseUnavailable, SchemaOutdated, first_line
 
 from ..safe_text import visible
 from ..settings import DEFAULT_REFRESH, console_settings
@@ -181,7 +181,7 @@ class KestrelConsole(App[None]):
         """Show what went wrong: unreachable (banner, retrying), slow (banner), or else a notice."""
         from kestrel_console.read import ReadTimeout
 
-        message = mask_dsn(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+        message = first_line(exc)
         if isinstance(exc, DatabaseUnavailable):
             self._failures += 1
             if self._down_since is None:
@@ -237,7 +237,7 @@ class KestrelConsole(App[None]):
             return
         if isinstance(exc, DatabaseUnavailable):
             self.db_failed(exc)
-        self.tell(f"{VERBS[action][0].lower()} failed: {mask_dsn(str(exc).splitlines()[0])}", severity="error")
+        self.tell(f"{VERBS[action][0].lower()} failed: {first_line(exc)}", severity="error")
 
     def tell(self, message: str, *, severity: str = "information") -> None:
         """Notify the operator (and keep the message: tests and the log read ``notices``)."""

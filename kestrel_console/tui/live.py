@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from textual import events, work
 from textual.binding import Binding
@@ -24,12 +24,10 @@ from kestrel_console.read import Reader
 
 from .allowed import allows, why_not
 from .config import statement_timeout_ms
+from .host import ConsoleHost
 from .operator import ACTIONS, Outcome, Target, confirmation
 from .widgets.comment import CommentModal
 from .widgets.confirm import ConfirmModal
-
-if TYPE_CHECKING:
-    from .app import KestrelConsole
 
 T = TypeVar("T")
 
@@ -59,7 +57,7 @@ class LiveScreen(Screen):
         self._reader_lock = threading.Lock()
 
     @property
-    def kapp(self) -> KestrelConsole:
+    def kapp(self) -> ConsoleHost:
         return self.app  # type: ignore[return-value]
 
     # -- reading -----------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kestrel_core import Kestrel, KestrelError
+from kestrel_core import Kestrel, KestrelError, first_line
 
 from ..settings import Settings
 
@@ -126,7 +126,7 @@ class Operator:
             try:
                 calls[action](target)
             except (ActionRefused, NotFound) as exc:
-                outcome.refused.append((target, str(exc).splitlines()[0]))
+                outcome.refused.append((target, first_line(exc)))
             else:
                 outcome.done.append(target)
         return outcome

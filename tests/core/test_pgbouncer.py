@@ -22,10 +22,10 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from kestrel_console.embedded_pg import LocalCluster
 from kestrel_core import ActionRefused, Kestrel
 from tests.chaos.harness import ChaosConfig, run_chaos
 from tests.conftest import ADMIN_DSN, create_database, drop_database
+from tests.private_pg import PrivateServer
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,7 +147,7 @@ def test_workflows_with_steps_sleeps_and_approvals_run_through_the_bouncer(poole
 
 
 @pytest.fixture
-def cluster_bouncer(private_cluster: LocalCluster) -> Iterator[str]:
+def cluster_bouncer(private_cluster: PrivateServer) -> Iterator[str]:
     """A second PgBouncer, in front of the private server the chaos run restarts."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -162,7 +162,7 @@ def cluster_bouncer(private_cluster: LocalCluster) -> Iterator[str]:
 
 
 @pytest.mark.slow
-def test_short_chaos_run_through_the_bouncer(private_cluster: LocalCluster, cluster_bouncer: str,
+def test_short_chaos_run_through_the_bouncer(private_cluster: PrivateServer, cluster_bouncer: str,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     database = f"chaos_bouncer_{uuid.uuid4().hex[:8]}"
     lines: list[str] = []

@@ -12,6 +12,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Header, Static
 
+from kestrel_core import first_line
+
 from ...read.queue_view import limit_text, rate_text
 from ..live import LiveScreen
 from ..widgets.banner import Banner
@@ -90,7 +92,7 @@ class QueuesScreen(LiveScreen):
             message = self.kapp.operator.set_queue_paused(name, pause)
         except Exception as exc:
             self._to_ui(self.kapp.tell, f"{'pause' if pause else 'resume'} failed: "
-                        f"{str(exc).splitlines()[0]}", severity="error")
+                        f"{first_line(exc)}", severity="error")
             return
         self._to_ui(self._paused_done, message)
 

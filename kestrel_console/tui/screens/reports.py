@@ -13,7 +13,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Header, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from kestrel_core import DatabaseUnavailable
+from kestrel_core import DatabaseUnavailable, first_line
 
 from ..adhoc_session import AdhocSession
 from ..config import ADHOC_MAX_ROWS, ADHOC_TIMEOUT_MS
@@ -104,7 +104,7 @@ class ReportsScreen(LiveScreen):
             tag = Text("" if report.shipped else " (yours)", style="dim")
             options.add_option(Option(Text(name) + tag, id=name))
         if broken:
-            self._say("; ".join(str(b).splitlines()[0] for b in broken), "yellow")
+            self._say("; ".join(first_line(b) for b in broken), "yellow")
         wanted = self._pending_select or (self.report.name if self.report else None)
         if wanted in found:
             self.select_report(wanted, run=self._pending_run)
@@ -228,7 +228,7 @@ class ReportsScreen(LiveScreen):
         if isinstance(exc, DatabaseUnavailable):
             self.kapp.db_failed(exc)
         reason = getattr(exc, "reason", None)
-        self._say(f"refused: {reason}" if reason else f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+        self._say(f"refused: {reason}" if reason else f"error: {first_line(exc)}",
                   "bold red")
 
     def action_export(self) -> None:

@@ -12,6 +12,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Header, Static
 
+from kestrel_core import first_line
 from kestrel_console.read.schedules import schedules, why_not_ticking
 
 from .. import format as fmt
@@ -117,11 +118,11 @@ class SchedulesScreen(LiveScreen):
             else:
                 said = f"resumed schedule {name!r}; next tick {fmt.when(kestrel.resume_schedule(name, by=by))}"
         except (ActionRefused, NotFound) as exc:
-            self._to_ui(self.kapp.tell, str(exc).splitlines()[0], severity="warning")
+            self._to_ui(self.kapp.tell, first_line(exc), severity="warning")
         except DatabaseUnavailable as exc:
             self._to_ui(self.kapp.db_failed, exc)
         except Exception as exc:
-            self._to_ui(self.kapp.tell, f"pause/resume failed: {str(exc).splitlines()[0]}", severity="error")
+            self._to_ui(self.kapp.tell, f"pause/resume failed: {first_line(exc)}", severity="error")
         else:
             self._to_ui(self.kapp.tell, said)
         self._to_ui(self.refresh_data, force=True)

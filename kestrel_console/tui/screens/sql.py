@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.widgets import Header, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
-from kestrel_core import DatabaseUnavailable
+from kestrel_core import DatabaseUnavailable, first_line
 
 from ..adhoc_session import AdhocSession
 from ..config import ADHOC_MAX_ROWS, ADHOC_TIMEOUT_MS
@@ -158,7 +158,7 @@ class SqlScreen(LiveScreen):
             self._say(f"error{where}: {exc}", "bold red")
         elif isinstance(exc, DatabaseUnavailable):
             self.kapp.db_failed(exc)
-            self._say(f"not run: {str(exc).splitlines()[0]}", "bold red")
+            self._say(f"not run: {first_line(exc)}", "bold red")
         else:
             self._say(f"error: {type(exc).__name__}: {exc}", "bold red")
 
