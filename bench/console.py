@@ -56,7 +56,7 @@ SELECT (%(names)s::text[])[1 + i %% 4], kind,
 """
 SEED_WAITS = """
 INSERT INTO {schema}.workflow_waits (execution_id, step_id, kind, wake_at, details, created_at)
-SELECT id, 'approve', 'approval', now() + interval '2 days', '{"patch": "restart"}', updated_at
+SELECT id, 'approve', 'approval', now() + interval '2 days', '{{"patch": "restart"}}', updated_at
   FROM {schema}.workflow_executions WHERE status = 'waiting'
 """
 SEED_WORKERS = """
