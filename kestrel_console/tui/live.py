@@ -20,6 +20,7 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Input, TextArea
 
+from kestrel_core import first_line
 from kestrel_console.read import Reader
 
 from .allowed import allows, why_not
@@ -106,9 +107,9 @@ class LiveScreen(Screen):
             return
         self._to_ui(self._applied, seq, apply, data)
 
-    def _to_ui(self, fn: Callable[..., Any], *args: Any) -> None:
+    def _to_ui(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         try:
-            self.app.call_from_thread(fn, *args)
+            self.app.call_from_thread(fn, *args, **kwargs)
         except RuntimeError:  # the app is closing
             pass
 
@@ -253,6 +254,41 @@ class LiveScreen(Screen):
 
     def after_action(self, outcome: Outcome) -> None:
         """Hook: e.g. clear the marks of the rows acted on."""
+
+    def pause_refused(self, kind: str) -> bool:
+        """In --read-only mode, say that pausing a queue or schedule is refused; True then."""
+        if self.kapp.read_only:
+            self.kapp.tell(f"read-only mode: pausing or resuming a {kind} is refused "
+                           "(the console was started with --read-only)", severity="warning")
+        return self.kapp.read_only
+
+    def confirm_pause(self, kind: str, name: str, pause: bool, question: str) -> None:
+        """Ask ``question`` (y/n), then pause or resume the queue or schedule ``name`` through
+        the operator API (audited)."""
+        verb = "Pause" if pause else "Resume"
+
+        def done(yes: bool | None) -> None:
+            if yes:
+                self.set_paused(kind, name, pause)
+
+        self.app.push_screen(ConfirmModal(question, title=f"{verb} {kind} {name}"), done)
+
+    @work(thread=True, group="actions", exit_on_error=False)
+    def set_paused(self, kind: str, name: str, pause: bool) -> None:
+        from kestrel_core import ActionRefused, DatabaseUnavailable, NotFound
+
+        try:
+            said = self.kapp.operator.set_paused(kind, name, pause)
+        except (ActionRefused, NotFound) as exc:
+            self._to_ui(self.kapp.tell, first_line(exc), severity="warning")
+        except DatabaseUnavailable as exc:
+            self._to_ui(self.kapp.db_failed, exc)
+        except Exception as exc:
+            self._to_ui(self.kapp.tell, f"{'pause' if pause else 'resume'} failed: {first_line(exc)}",
+                        severity="error")
+        else:
+            self._to_ui(self.kapp.tell, said)
+        self._to_ui(self.refresh_data, force=True)
 
 
 def _title(action: str, targets: list[Target]) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 from kestrel_core import Kestrel, KestrelError, first_line
 
 from ..settings import Settings
+from .format import when
 
 ACTIONS = ("approve", "reject", "requeue", "cancel")
 # How an action is said in a confirmation and in the result.
@@ -101,11 +102,6 @@ class Operator:
                                         application_name="kestrel-console")
             return self._kestrel
 
-    def kestrel(self) -> Kestrel:
-        """The app actions other than these four go through (schedules): ReadOnlyRefused in
-        --read-only mode."""
-        return self._app()
-
     def run(self, action: str, targets: Iterable[Target], comment: str | None = None) -> Outcome:
         """Apply ``action`` to each target; refusals are collected, not raised (except
         read-only and an unreachable database, which stop the batch)."""
@@ -131,15 +127,22 @@ class Operator:
                 outcome.done.append(target)
         return outcome
 
-    def set_queue_paused(self, name: str, paused: bool) -> str:
-        """Pause or resume a queue as the console's operator; returns what was done (raises
-        NotFound / ActionRefused when the queue's state does not allow it)."""
-        app = self._app()
-        if paused:
-            app.pause_queue(name, by=self.config.operator)
-            return f"paused queue {name!r}: nothing more is claimed from it"
-        app.resume_queue(name, by=self.config.operator)
-        return f"resumed queue {name!r}"
+    def set_paused(self, kind: str, name: str, paused: bool) -> str:
+        """Pause or resume a queue or a schedule as the console's operator (audited); returns
+        what was done. Raises NotFound / ActionRefused when its state does not allow it."""
+        app, by = self._app(), self.config.operator
+        if kind == "queue":
+            if paused:
+                app.pause_queue(name, by=by)
+                return f"paused queue {name!r}: nothing more is claimed from it"
+            app.resume_queue(name, by=by)
+            return f"resumed queue {name!r}"
+        if kind == "schedule":
+            if paused:
+                app.pause_schedule(name, by=by)
+                return f"paused schedule {name!r}"
+            return f"resumed schedule {name!r}; next tick {when(app.resume_schedule(name, by=by))}"
+        raise ValueError(f"nothing of kind {kind!r} can be paused")
 
     def close(self) -> None:
         with self._lock:

@@ -12,12 +12,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Header, Static
 
-from kestrel_core import first_line
-
 from ...read.queue_view import limit_text, rate_text
 from ..live import LiveScreen
 from ..widgets.banner import Banner
-from ..widgets.confirm import ConfirmModal
 from ..widgets.live_table import LiveTable
 
 COLUMNS = [("queue", "queue"), ("state", "state"), ("enqueued", "enqueued"), ("running", "running/limit"),
@@ -65,9 +62,7 @@ class QueuesScreen(LiveScreen):
             + " · limits hold across all workers", style="bold yellow" if paused else "dim"))
 
     def action_toggle_queue(self) -> None:
-        if self.kapp.read_only:
-            self.kapp.tell("read-only mode: pausing or resuming a queue is refused "
-                           "(the console was started with --read-only)", severity="warning")
+        if self.pause_refused("queue"):
             return
         key = self.table.cursor_key()
         row = self.table.rows_data.get(key) if key else None
@@ -75,30 +70,10 @@ class QueuesScreen(LiveScreen):
             self.kapp.tell("no queue selected", severity="warning")
             return
         name, pause = row["name"], not row["paused"]
-        verb = "Pause" if pause else "Resume"
         effect = ("Workers stop claiming from it; running executions finish." if pause
                   else "Workers claim from it again.")
-        question = f"{verb} queue {name!r}?\n{effect} Recorded as {self.kapp.config.operator!r}."
-
-        def done(yes: bool | None) -> None:
-            if yes:
-                self.set_paused(name, pause)
-
-        self.app.push_screen(ConfirmModal(question, title=f"{verb} queue {name}"), done)
-
-    @work(thread=True, group="actions", exit_on_error=False)
-    def set_paused(self, name: str, pause: bool) -> None:
-        try:
-            message = self.kapp.operator.set_queue_paused(name, pause)
-        except Exception as exc:
-            self._to_ui(self.kapp.tell, f"{'pause' if pause else 'resume'} failed: "
-                        f"{first_line(exc)}", severity="error")
-            return
-        self._to_ui(self._paused_done, message)
-
-    def _paused_done(self, message: str) -> None:
-        self.kapp.tell(message)
-        self.refresh_data(force=True)
+        self.confirm_pause("queue", name, pause, f"{'Pause' if pause else 'Resume'} queue {name!r}?\n"
+                           f"{effect} Recorded as {self.kapp.config.operator!r}.")
 
 
 def _cells(r: dict[str, Any]) -> dict[str, Any]:

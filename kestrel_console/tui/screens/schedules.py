@@ -12,13 +12,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Header, Static
 
-from kestrel_core import first_line
 from kestrel_console.read.schedules import schedules, why_not_ticking
 
 from .. import format as fmt
 from ..live import LiveScreen
 from ..widgets.banner import Banner
-from ..widgets.confirm import ConfirmModal
 from ..widgets.live_table import LiveTable
 
 COLUMNS = [("name", "schedule"), ("cron", "cron"), ("timezone", "timezone"), ("workflow", "workflow"),
@@ -83,55 +81,20 @@ class SchedulesScreen(LiveScreen):
     # -- pause / resume ---------------------------------------------------------------------
 
     def action_toggle_schedule(self) -> None:
-        if self.kapp.read_only:
-            self.kapp.tell("read-only mode: pause/resume of a schedule refused "
-                           "(the console was started with --read-only)", severity="warning")
+        if self.pause_refused("schedule"):
             return
         row = self.selected()
         if row is None:
             self.kapp.tell("no schedule selected", severity="warning")
             return
         pausing = not row["paused"]
-        verb = "Pause" if pausing else "Resume"
         effect = ("No tick is enqueued until it is resumed; runs already enqueued are left alone."
                   if pausing else "It ticks again from the first tick after now; the ticks missed "
                   "while it was paused are not run.")
-        question = (f"{verb} schedule {row['name']!r} ({row['workflow_name']}, '{row['cron']}' "
-                    f"{row['timezone']})?\n{effect} Recorded as {self.kapp.config.operator!r}.")
-
-        def done(yes: bool | None) -> None:
-            if yes:
-                self.toggle(row["name"], pausing)
-
-        self.app.push_screen(ConfirmModal(question, title=f"{verb} schedule {row['name']}"), done)
-
-    @work(thread=True, group="actions", exit_on_error=False)
-    def toggle(self, name: str, pausing: bool) -> None:
-        from kestrel_core import ActionRefused, DatabaseUnavailable, NotFound
-
-        by = self.kapp.config.operator
-        try:
-            kestrel = self.kapp.operator.kestrel()
-            if pausing:
-                kestrel.pause_schedule(name, by=by)
-                said = f"paused schedule {name!r}"
-            else:
-                said = f"resumed schedule {name!r}; next tick {fmt.when(kestrel.resume_schedule(name, by=by))}"
-        except (ActionRefused, NotFound) as exc:
-            self._to_ui(self.kapp.tell, first_line(exc), severity="warning")
-        except DatabaseUnavailable as exc:
-            self._to_ui(self.kapp.db_failed, exc)
-        except Exception as exc:
-            self._to_ui(self.kapp.tell, f"pause/resume failed: {first_line(exc)}", severity="error")
-        else:
-            self._to_ui(self.kapp.tell, said)
-        self._to_ui(self.refresh_data, force=True)
-
-    def _to_ui(self, fn: Any, *args: Any, **kwargs: Any) -> None:
-        try:
-            self.app.call_from_thread(fn, *args, **kwargs)
-        except RuntimeError:  # the app is closing
-            pass
+        self.confirm_pause("schedule", row["name"], pausing,
+                           f"{'Pause' if pausing else 'Resume'} schedule {row['name']!r} "
+                           f"({row['workflow_name']}, '{row['cron']}' {row['timezone']})?\n"
+                           f"{effect} Recorded as {self.kapp.config.operator!r}.")
 
 
 def _cells(r: dict[str, Any]) -> dict[str, Any]:
