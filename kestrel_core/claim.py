@@ -46,10 +46,7 @@ WITH candidates AS (
      FOR UPDATE SKIP LOCKED
 )
 UPDATE {schema}.workflow_executions e
-   SET status = 'running', owner_id = %(owner)s, lease_expires = now() + %(lease)s,
-       claim_epoch = e.claim_epoch + 1, claims = e.claims + 1,
-       started_at = coalesce(e.started_at, now()), updated_at = now(),
-       version = coalesce(e.version, (%(versions)s::text[])[array_position(%(names)s::text[], e.workflow_name)])
+   SET {take_claim}
   FROM candidates
  WHERE e.id = candidates.id
 RETURNING e.id, e.workflow_name, e.input, e.claim_epoch, e.claims

@@ -98,10 +98,7 @@ WITH room AS MATERIALIZED (
      LIMIT %(n)s
 ), claimed AS (
     UPDATE {schema}.workflow_executions e
-       SET status = 'running', owner_id = %(owner)s, lease_expires = now() + %(lease)s,
-           claim_epoch = e.claim_epoch + 1, claims = e.claims + 1,
-           started_at = coalesce(e.started_at, now()), updated_at = now(),
-           version = coalesce(e.version, (%(versions)s::text[])[array_position(%(names)s::text[], e.workflow_name)])
+       SET {take_claim}
       FROM chosen
      WHERE e.id = chosen.id AND e.status = 'enqueued'
     RETURNING e.id, e.workflow_name, e.input, e.claim_epoch, e.claims, e.queue

@@ -52,6 +52,16 @@ LOCK_IF_CLAIM_IS_CURRENT = (
     "SELECT id FROM {schema}.workflow_executions WHERE {claim_is_current} FOR NO KEY UPDATE"
 )
 
+# Pasted as {take_claim}: the SET list of both claims (claim.py, limited_claim.py), on the
+# executions table aliased ``e``. Every claim bumps claim_epoch (the fence above), and stamps
+# the worker's version of the workflow on an execution enqueued without one.
+TAKE_CLAIM = (
+    "status = 'running', owner_id = %(owner)s, lease_expires = now() + %(lease)s,"
+    " claim_epoch = e.claim_epoch + 1, claims = e.claims + 1,"
+    " started_at = coalesce(e.started_at, now()), updated_at = now(),"
+    " version = coalesce(e.version, (%(versions)s::text[])[array_position(%(names)s::text[], e.workflow_name)])"
+)
+
 # The prefix of the LISTEN/NOTIFY channel, ``kestrel:<schema>``. The migrations' PL/pgSQL
 # triggers build the same name as ``'kestrel:' || current_schema()``; applied migrations are
 # never edited, so that copy stays (tests/core/test_statements.py checks they agree).
@@ -68,6 +78,7 @@ def _fragments(schema: str) -> dict[str, sql.Composable]:
         "claim_is_current": claim,
         "lock_if_claim_is_current": sql.SQL(LOCK_IF_CLAIM_IS_CURRENT).format(schema=ident, claim_is_current=claim),
         "async_commit": sql.SQL(ASYNC_COMMIT),
+        "take_claim": sql.SQL(TAKE_CLAIM),
     }
 
 
