@@ -5,10 +5,7 @@ subset of queues (in-process workers)."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
@@ -20,8 +17,8 @@ import pytest
 from kestrel_core import ActionRefused, Kestrel, NotFound
 from tests.conftest import KESTREL_TABLES
 from tests.waiting import wait_for
+from tests.worker_processes import start_worker_process as start_worker, stop_worker_processes
 
-ROOT = Path(__file__).resolve().parents[2]
 QUICK, RATED, KEYED = 2000, 20, 12
 RATE, WINDOW_S = 5, 2.0
 
@@ -37,11 +34,8 @@ UNFINISHED = "SELECT count(*) FROM kestrel.workflow_executions WHERE status <> '
 
 
 def start_worker_process(dsn: str, name: str, n: int, *extra: str) -> subprocess.Popen:
-    env = dict(os.environ, KESTREL_DSN=dsn, PYTHONPATH=str(ROOT), QUEUES_APP_N=str(n))
-    return subprocess.Popen(
-        [sys.executable, "-m", "kestrel_console", "worker", "tests.core.queues_app:app",
-         "--concurrency", "4", "--lease", "5", "--worker-id", name, "--log-level", "warning", *extra],
-        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return start_worker(dsn, "tests.core.queues_app:app", "--concurrency", "4", "--lease", "5",
+                        "--worker-id", name, "--log-level", "warning", *extra, env={"QUEUES_APP_N": str(n)})
 
 
 def share(total: int, i: int) -> int:
@@ -99,15 +93,7 @@ def limited_run(migrated: str) -> Iterator[dict]:
         yield {"samples": sampler.samples, "rated_starts": rated, "queues": queues}
     finally:
         sampler.done.set()
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_worker_processes(procs, timeout=15)
 
 
 def test_global_concurrency_never_exceeded_across_three_processes(limited_run: dict) -> None:

@@ -3,33 +3,26 @@ enqueues each tick exactly once (no duplicates, no gaps), leaderless."""
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
-import sys
 from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 
 
 from tests.waiting import wait_for
+from tests.worker_processes import start_worker_process, stop_worker_processes
 
-ROOT = Path(__file__).resolve().parents[2]
 SCHEDULED = re.compile(r"event=scheduled worker=(\S+) schedule=every-second tick=(\S+) execution_id=(\d+)")
 
 
 def test_three_workers_enqueue_each_one_second_tick_exactly_once(dsn: str, db, tmp_path: Path) -> None:
-    env = dict(os.environ, KESTREL_DSN=dsn, PYTHONPATH=str(ROOT))
     procs, logs = [], []
     try:
         for i in range(3):
             log = tmp_path / f"w{i}.log"
             with open(log, "w") as out:
-                procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "kestrel_console", "worker", "tests.core.schedule_app:app",
-                     "--concurrency", "2", "--worker-id", f"w{i}"],
-                    env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT))
+                procs.append(start_worker_process(dsn, "tests.core.schedule_app:app", "--concurrency", "2",
+                                                  "--worker-id", f"w{i}", out=out))
             logs.append(log)
         wait_for(lambda: db.execute("SELECT count(*) FROM workers WHERE stopped_at IS NULL").fetchone()[0] == 3
                  or any(p.poll() is not None for p in procs), timeout=30, what="3 workers to register")
@@ -43,15 +36,7 @@ def test_three_workers_enqueue_each_one_second_tick_exactly_once(dsn: str, db, t
 
         wait_for(lambda: span() >= timedelta(seconds=20), timeout=60, interval=0.5, what="20 s of ticks")
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_worker_processes(procs)
 
     ticks = [datetime.fromisoformat(r[0]) for r in db.execute(
         "SELECT input->>'scheduled_at' FROM workflow_executions ORDER BY 1")]
