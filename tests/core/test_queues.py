@@ -9,7 +9,6 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import psycopg
 import pytest
