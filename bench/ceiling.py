@@ -1,12 +1,15 @@
-"""The raw ceiling: the engine's own claim / checkpoint / complete statements run by pgbench.
+"""The per-row ceiling: the engine's own claim and step-boundary statements, one row each,
+run by pgbench.
 
 The statements are imported from kestrel_core (not copied), rendered for the schema, and their
 ``%(name)s`` parameters become pgbench variables (``-M prepared``: bound, as the engine binds
-them). One pgbench transaction = one execution: claim one row, then per step start_attempt +
-finish_step, then complete; each statement in its own transaction, as the engine runs them in
-autocommit. What it leaves out (so the real engine can only be slower): heartbeats, sweeps, the
-Python around the statements, and connection-pool checkouts. What it does less well than the
-engine: the engine may claim several rows in one statement; the script always claims one.
+them; the boundary's arrays get one element each). One pgbench transaction = one execution:
+claim one row; open the first step's attempt; per step one boundary that checkpoints it and
+opens the next (the last one completes the execution instead); each statement in its own
+transaction and its own durable commit, as the engine would run them one execution at a time.
+What it leaves out: heartbeats, sweeps, the Python around the statements, pool checkouts. What
+the engine does that it does not: claim many rows per statement and write the boundaries of
+many executions per statement (group commit), so the engine can pass this ceiling.
 """
 
 from __future__ import annotations
@@ -23,9 +26,8 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from kestrel_core.checkpoint import FINISH_STEP, START_ATTEMPT
+from kestrel_core.boundary import WRITE
 from kestrel_core.claim import CLAIM
-from kestrel_core.completion import COMPLETE
 from kestrel_core.statements import render
 
 from .databases import fresh_database
@@ -72,23 +74,37 @@ def to_pgbench(statement: str, variables: dict[str, str], *, gset: str | None = 
     return f"{text} \\gset {gset}" if gset else f"{text};"
 
 
+def _boundary(steps_open: str, finish: str | None, done: bool, seq: int) -> dict[str, str]:
+    """pgbench values of one single-row boundary: finish step ``finish`` (its attempt opened by
+    the previous boundary, read by gset into ``o_``), open ``steps_open``, complete when ``done``."""
+    none = {"text": "ARRAY[NULL]::text[]", "int": "ARRAY[NULL]::int[]", "jsonb": "ARRAY[NULL]::jsonb[]"}
+    return {
+        "eids": "ARRAY[:c_id]", "owners": "ARRAY[:owner]", "epochs": "ARRAY[:c_claim_epoch]",
+        "finish_steps": f"ARRAY[:{finish}]" if finish else none["text"],
+        "attempts": "ARRAY[:o_opened]" if finish else none["int"],
+        "started": "ARRAY[:o_opened_at]" if finish else "ARRAY[NULL]::timestamptz[]",
+        "outputs": "ARRAY[:output]" if finish else none["jsonb"], "errors": none["text"],
+        "keeps": f"ARRAY[{'true' if finish else 'false'}]", "seqs": f"ARRAY[{seq}]" if finish else none["int"],
+        "open_steps": f"ARRAY[:{steps_open}]" if steps_open else none["text"],
+        "statuses": "ARRAY[:status]" if done else none["text"],
+        "results": "ARRAY[:output]" if done else none["jsonb"], "failures": none["text"],
+        "sync": "'on'" if finish or done else "'off'",
+    }
+
+
 def script(steps: int) -> str:
     """The pgbench script for one execution of a no-op workflow of ``steps`` steps."""
     claim = {"names": ":names", "n": ":batch", "owner": ":owner", "lease": ":lease",
              "versions": ":versions", "queues": "NULL"}
-    fence = {"eid": ":c_id", "owner": ":owner", "epoch": ":c_claim_epoch"}
     parts = ["-- claim (RETURNING id, ..., claim_epoch: c_id, c_claim_epoch)",
-             to_pgbench(CLAIM, claim, gset="c_")]
+             to_pgbench(CLAIM, claim, gset="c_"),
+             "-- open step s0 (opened, opened_at: o_opened, o_opened_at)",
+             to_pgbench(WRITE, _boundary("step0", None, False, 0), gset="o_")]
     for k in range(steps):
-        step = {**fence, "step": f":step{k}"}
-        parts.append(f"-- step s{k}: start the attempt, then the checkpoint")
-        parts.append(to_pgbench(START_ATTEMPT, step, gset="a_"))
-        parts.append(to_pgbench(FINISH_STEP, {
-            **step, "output": ":output", "error": "NULL", "started_at": ":a_started_at",
-            "attempts": ":a_attempt", "outcome": ":outcome", "attempt_id": ":a_id",
-            "seq": str(k + 1)}))
-    parts.append("-- complete")
-    parts.append(to_pgbench(COMPLETE, {**fence, "status": ":status", "output": ":output", "error": "NULL"}))
+        last = k == steps - 1
+        parts.append(f"-- checkpoint s{k}, then " + ("complete" if last else f"open s{k + 1}"))
+        parts.append(to_pgbench(WRITE, _boundary("" if last else f"step{k + 1}", f"step{k}", last, k + 1),
+                                gset=None if last else "o_"))
     return "\n".join(parts) + "\n"
 
 

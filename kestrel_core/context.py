@@ -19,14 +19,15 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from . import checkpoint, waits
+from . import waits
 from .backoff import Backoff
+from .boundary import Attempt, Boundary, Finish, Outcome
 from .checkpoint import Checkpoint
 from .connection import first_line
 from .errors import DuplicateStepId, NonDeterministicChange, NotSerializable, StepFailed
 from .flow_context import AsyncFlowOperations, FlowOperations
 from .runtime import Claimed, Unwind, WorkerRuntime
-from .serialization import to_json
+from .serialization import as_stored, to_json
 
 __all__ = ["AsyncWorkflowContext", "Claimed", "Decision", "Unwind", "WorkflowContext", "describe_exception"]
 
@@ -79,6 +80,10 @@ class WorkflowContext(FlowOperations):
         self._auto: dict[str, int] = {}
         self._children = None
         self._events_seen: dict[str, int] = {}
+        # The end of the last step, written with the next boundary. Async workflows may run
+        # steps concurrently, so they write each step's end at once (AsyncWorkflowContext).
+        self._pending: Finish | None = None
+        self._defer = True
 
     @property
     def execution_id(self) -> int:
@@ -130,17 +135,16 @@ class WorkflowContext(FlowOperations):
         total = retries + 1
         for number in range(1, total + 1):
             self._boundary()
-            attempt = self._write(lambda c: checkpoint.start_attempt(
-                c, self._worker.schema, execution_id=self.execution_id, step_id=step_id,
-                owner=self._worker.worker_id, epoch=self._held.claim.epoch))
-            if attempt is None:
-                self._lost(f"step {step_id!r} not started")
+            attempt = self._open(step_id)
             error, final = self._attempt(step_id, fn, args, kwargs, limit, attempt.number)
             if isinstance(error, _Output):
                 return self._result(step_id, self._checkpoint(step_id, attempt, error.value, None, position))
             if final or number == total:
                 return self._result(step_id, self._checkpoint(step_id, attempt, None, error, position))
-            self._write(lambda c: checkpoint.fail_attempt(c, self._worker.schema, attempt.id, error))
+            # Closed with the retry's start (one round trip), or by a flush on shutdown.
+            self._pending = Finish(step_id, attempt, error=error, keep=False)
+            if not self._defer:
+                self._flush()
             delay = Backoff(backoff, cap=max_backoff, jitter=0.5).delay(number - 1)
             self._worker.log.info("event=step_retry execution_id=%s step=%s attempt=%s delay_s=%.2f",
                                   self.execution_id, step_id, attempt.number, delay)
@@ -228,6 +232,7 @@ class WorkflowContext(FlowOperations):
         """Run one of the engine's statements. Its failure is not the workflow's: it unwinds
         (past any ``except Exception`` in the workflow) and the lease lapses, so the execution
         is retried later instead of being marked failed."""
+        self._flush()
         try:
             return self._worker.db(fn)
         except psycopg.Error as exc:
@@ -277,16 +282,65 @@ class WorkflowContext(FlowOperations):
             raise box["error"]
         return box["result"]
 
-    def _checkpoint(self, step_id: str, attempt: checkpoint.Attempt, output: Any, error: str | None,
+    def _checkpoint(self, step_id: str, attempt: Attempt, output: Any, error: str | None,
                     position: int) -> Checkpoint:
-        stored = self._write(lambda c: checkpoint.finish_step(
-            c, self._worker.schema, execution_id=self.execution_id, step_id=step_id,
-            owner=self._worker.worker_id, epoch=self._held.claim.epoch, attempt=attempt,
-            output=output, error=error, seq=position))
-        if stored is None:
-            self._lost(f"checkpoint of step {step_id!r} refused")
+        """The step's checkpoint. Deferred (sync workflows): it is written with the next
+        boundary (the next step's start, a park, the completion), in the same round trip; only
+        workflow code, which must be deterministic, runs in between, so a crash there re-runs
+        this step exactly as a crash before its checkpoint would."""
+        self._pending = Finish(step_id, attempt, output, error, keep=True, seq=position)
+        stored = Checkpoint(as_stored(output), error, attempt.number, position)
+        if not self._defer:
+            stored = self._flush() or stored
         self._checkpoints[step_id] = stored
         return stored
+
+    def _open(self, step_id: str) -> Attempt:
+        """Start an attempt of ``step_id``, writing the pending boundary in the same statement."""
+        outcome = self._commit(Boundary(self.execution_id, self._worker.worker_id, self._held.claim.epoch,
+                                        finish=self._take_pending(), open_step=step_id))
+        if not outcome.held:
+            self._lost(f"step {step_id!r} not started")
+        self._check_raced(outcome)
+        assert outcome.opened is not None
+        return outcome.opened
+
+    def _flush(self) -> Checkpoint | None:
+        """Write the pending boundary now (before a write of another kind); the checkpoint that
+        stands, when it was one."""
+        pending = self._take_pending()
+        if pending is None:
+            return None
+        outcome = self._commit(Boundary(self.execution_id, self._worker.worker_id,
+                                        self._held.claim.epoch, finish=pending))
+        if not outcome.held:
+            self._lost(f"checkpoint of step {pending.step_id!r} refused")
+        if outcome.checkpoint is None:
+            return None
+        output, error, attempts = outcome.checkpoint
+        return Checkpoint(output, error, attempts, pending.seq)
+
+    def _take_pending(self) -> Finish | None:
+        """The step end not written yet (handed to whoever writes next), or None."""
+        pending, self._pending = self._pending, None
+        return pending
+
+    def _check_raced(self, outcome: Outcome) -> None:
+        # Another checkpoint of the same step stood first, though we held the claim: the value
+        # the workflow went on with is not the recorded one. Replay from the record instead.
+        if outcome.checkpoint is not None and not outcome.written and self._defer:
+            self._worker.log.error("event=checkpoint_raced execution_id=%s (replaying from the "
+                                   "stored checkpoint after the lease lapses)", self.execution_id)
+            raise Unwind("engine_error")
+
+    def _commit(self, b: Boundary) -> Outcome:
+        """Write a boundary with the worker's next group commit (see ``_write`` for failures)."""
+        try:
+            return self._worker.commit(b)
+        except psycopg.Error as exc:
+            self._worker.log.error("event=engine_write_failed execution_id=%s error=%r", self.execution_id,
+                                   first_line(exc))
+            raise Unwind("engine_error") from exc
 
     def _result(self, step_id: str, stored: Checkpoint) -> Any:
         if stored.error is not None:
@@ -323,6 +377,7 @@ class AsyncWorkflowContext(AsyncFlowOperations):
 
     def __init__(self, sync: WorkflowContext) -> None:
         self._sync = sync
+        sync._defer = False
 
     @property
     def execution_id(self) -> int:

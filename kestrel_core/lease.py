@@ -16,11 +16,18 @@ from .statements import notify_channel, render
 # stop at the next boundary. Only ids in flight are renewed: an execution the worker gave up
 # on (its database write failed) lets its lease lapse and is retried elsewhere.
 HEARTBEAT = """
-WITH renewed AS (
-    UPDATE {schema}.workflow_executions SET lease_expires = now() + %(lease)s
-      FROM {async_commit}
+WITH mine AS (
+    -- Locked in id order, the order the worker's batched step boundaries lock them in
+    -- (boundary.py): two statements locking the same rows in different orders can deadlock.
+    SELECT id FROM {schema}.workflow_executions
      WHERE status = 'running' AND owner_id = %(owner)s AND id = ANY(%(ids)s)
-    RETURNING id, claim_epoch
+     ORDER BY id
+       FOR NO KEY UPDATE
+), renewed AS (
+    UPDATE {schema}.workflow_executions e SET lease_expires = now() + %(lease)s
+      FROM {async_commit}, mine
+     WHERE e.id = mine.id
+    RETURNING e.id, e.claim_epoch
 ), beat AS (
     UPDATE {schema}.workers SET last_heartbeat = now(), stopped_at = NULL
      WHERE worker_id = %(owner)s

@@ -63,7 +63,8 @@ WORKER_WRITES: dict[str, tuple[str, ...]] = {
     "schedules": ("SELECT", "INSERT", "UPDATE"),             # declare at start, advance ticks
     "workflow_events": ("SELECT",),                          # wait_for_event (sent via send_event)
 }
-WORKER_FUNCTIONS = ("prune_finished(timestamptz, integer, text)", "send_event(text, jsonb, text)")
+WORKER_FUNCTIONS = ("prune_finished(timestamptz, integer, text)", "send_event(text, jsonb, text)",
+                    "lock_finished_counters(text[], text[], smallint[])")
 OPERATOR_FUNCTIONS = (
     "decide_approval(bigint, text, boolean, text, text)",
     "cancel_execution(bigint, text, text)",

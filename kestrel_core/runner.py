@@ -13,7 +13,8 @@ from typing import Any, Protocol
 
 import psycopg
 
-from . import checkpoint, completion, deadlines
+from . import checkpoint, deadlines
+from .boundary import Boundary, Completion
 from .connection import first_line
 from .context import AsyncWorkflowContext, WorkflowContext, describe_exception
 from .errors import NonDeterministicChange, NotSerializable
@@ -44,6 +45,7 @@ def prepare(worker: RunnerHost, held: Claimed) -> WorkflowContext:
 def execute(worker: RunnerHost, held: Claimed) -> None:
     """Run a synchronous workflow on this (runner) thread."""
     started = time.monotonic()
+    ctx: WorkflowContext | None = None
     try:
         ctx = prepare(worker, held)
         fn = worker.registry.workflows[held.claim.workflow_name].fn
@@ -52,14 +54,14 @@ def execute(worker: RunnerHost, held: Claimed) -> None:
         except Unwind:
             raise
         except Exception as exc:
-            finish(worker, held, error=exc, started=started)
+            finish(worker, held, ctx, error=exc, started=started)
         else:
-            finish(worker, held, result=result, started=started)
+            finish(worker, held, ctx, result=result, started=started)
     except Unwind as unwind:
         if unwind.error is not None:
-            finish(worker, held, error=unwind.error, started=started)
+            finish(worker, held, ctx, error=unwind.error, started=started)
         else:
-            unwound(worker, held, unwind)
+            unwound(worker, held, ctx, unwind)
     except psycopg.OperationalError as exc:
         gave_up(worker, held, exc)
 
@@ -67,6 +69,7 @@ def execute(worker: RunnerHost, held: Claimed) -> None:
 async def execute_async(worker: RunnerHost, held: Claimed) -> None:
     """Run an ``async def`` workflow on the worker's event loop (database work in threads)."""
     started = time.monotonic()
+    ctx: WorkflowContext | None = None
     try:
         ctx = await asyncio.to_thread(prepare, worker, held)
         fn = worker.registry.workflows[held.claim.workflow_name].fn
@@ -75,14 +78,14 @@ async def execute_async(worker: RunnerHost, held: Claimed) -> None:
         except Unwind:
             raise
         except Exception as exc:
-            await asyncio.to_thread(finish, worker, held, error=exc, started=started)
+            await asyncio.to_thread(finish, worker, held, ctx, error=exc, started=started)
         else:
-            await asyncio.to_thread(finish, worker, held, result=result, started=started)
+            await asyncio.to_thread(finish, worker, held, ctx, result=result, started=started)
     except Unwind as unwind:
         if unwind.error is not None:
-            await asyncio.to_thread(finish, worker, held, error=unwind.error, started=started)
+            await asyncio.to_thread(finish, worker, held, ctx, error=unwind.error, started=started)
         else:
-            unwound(worker, held, unwind)
+            unwound(worker, held, ctx, unwind)
     except psycopg.OperationalError as exc:
         gave_up(worker, held, exc)
     except Exception:
@@ -91,9 +94,10 @@ async def execute_async(worker: RunnerHost, held: Claimed) -> None:
                              held.claim.execution_id)
 
 
-def finish(worker: RunnerHost, held: Claimed, *, started: float, result: Any = None,
-           error: BaseException | None = None) -> None:
-    """Record the execution's outcome, fenced by the claim."""
+def finish(worker: RunnerHost, held: Claimed, ctx: WorkflowContext | None, *, started: float,
+           result: Any = None, error: BaseException | None = None) -> None:
+    """Record the execution's outcome, fenced by the claim, with the last step's checkpoint in
+    the same statement."""
     item = held.claim
     output = None
     if error is None:
@@ -104,10 +108,10 @@ def finish(worker: RunnerHost, held: Claimed, *, started: float, result: Any = N
     status = "success" if error is None else "error"
     plain = isinstance(error, (NotSerializable, NonDeterministicChange))
     text = None if error is None else (str(error) if plain else describe_exception(error))
-    ok = worker.db(lambda c: completion.complete(
-        c, worker.schema, execution_id=item.execution_id, owner=worker.worker_id, epoch=item.epoch,
-        status=status, output=output, error=text))
-    if not ok:
+    last = ctx._take_pending() if ctx is not None else None
+    outcome = worker.commit(Boundary(item.execution_id, worker.worker_id, item.epoch, finish=last,
+                                     complete=Completion(status, output, text)))
+    if not outcome.completed:
         worker.refused(item.execution_id, f"completion ({status})")
         return
     worker.count("succeeded" if status == "success" else "failed")
@@ -117,8 +121,14 @@ def finish(worker: RunnerHost, held: Claimed, *, started: float, result: Any = N
                     "" if text is None else f" error={first_line(text)!r}")
 
 
-def unwound(worker: RunnerHost, held: Claimed, unwind: Unwind) -> None:
-    """The workflow stopped without finishing: parked, lost its claim, or shutting down."""
+def unwound(worker: RunnerHost, held: Claimed, ctx: WorkflowContext | None, unwind: Unwind) -> None:
+    """The workflow stopped without finishing: parked, lost its claim, or shutting down. On a
+    shutdown the last step's end is still written, so the next worker does not run it again."""
+    if unwind.reason == "shutdown" and ctx is not None:
+        try:
+            ctx._flush()
+        except Unwind:
+            pass  # refused or unreachable: that step runs again on the next claim
     key = {"parked": "parked", "lost": "lost"}.get(unwind.reason)
     if key:
         worker.count(key)

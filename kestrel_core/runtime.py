@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 import psycopg
 
+from .boundary import Boundary, Outcome
 from .claim import Claim
 
 T = TypeVar("T")
@@ -52,6 +53,9 @@ class WorkerRuntime(Protocol):
     registry: Registry  # the workflows it runs (a child's queue and version come from there)
 
     def db(self, fn: Callable[[psycopg.Connection], T], *, window: float | None = None) -> T: ...
+
+    def commit(self, boundary: Boundary) -> Outcome:
+        """Write one step boundary with the worker's next group commit."""
 
     def refused(self, execution_id: int, what: str) -> None: ...
 

@@ -70,3 +70,22 @@ def to_json(value: Any, what: str) -> Jsonb:
         raise TooLarge(f"{what} is too large ({megabytes(len(data))}; the limit is "
                        f"{megabytes(MAX_JSON_BYTES)}): store big data elsewhere and pass a reference")
     return Jsonb(value, dumps=lambda _v, _d=data: _d)
+
+
+def as_stored(value: Jsonb | None) -> Any:
+    """The value of a jsonb parameter as Postgres will hand it back on a replay: JSON types
+    only (tuples become lists) and object keys in jsonb's order (shorter first, then by bytes).
+
+    A checkpoint's output is returned to the workflow in this form on its first run too, so a
+    workflow sees the same value (and the same key order) on every run.
+    """
+    return None if value is None else _jsonb_form(value.obj)
+
+
+def _jsonb_form(value: Any) -> Any:
+    if isinstance(value, dict):
+        keys = sorted(value, key=lambda k: (len(k.encode("utf-8")), k.encode("utf-8")))
+        return {k: _jsonb_form(value[k]) for k in keys}
+    if isinstance(value, (list, tuple)):
+        return [_jsonb_form(v) for v in value]
+    return value

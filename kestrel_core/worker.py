@@ -25,17 +25,17 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg import sql
 
 from . import claim as claim_mod, deadlines, lease as lease_mod, sweeper
 from . import prune as prune_mod
 from . import queues as queues_mod
-from . import runner, scheduler, schedules as schedules_mod
+from . import listener, runner, scheduler, schedules as schedules_mod
 from .backoff import Backoff
 from .connection import connect, first_line, make_pool, unavailable
+from .boundary import Boundary, Outcome
 from .runtime import Claimed, Deployment, EngineSettings, Registry
 from .errors import DatabaseUnavailable, KestrelError
-from .statements import notify_channel
+from .group_commit import GroupCommit
 
 T = TypeVar("T")
 
@@ -45,7 +45,6 @@ log = logging.getLogger("kestrel.worker")
 _RECONNECT = Backoff(0.1, cap=2.0)      # startup: registering the worker
 _DB_RETRY = Backoff(0.05, cap=2.0)      # one engine write (Worker.db)
 _CLAIM_RETRY = Backoff(0.2, cap=5.0)    # the claim loop
-_LISTEN_RETRY = Backoff(0.1, cap=5.0)   # the LISTEN connection
 
 
 class Worker:
@@ -112,6 +111,8 @@ class Worker:
             prepare=not app.transaction_pooling, name=f"kestrel-worker-{self.worker_id}",
             check=False,  # db() retries; checking would add a round trip to every step
         )
+        # Step boundaries of all running executions, written in batches (group_commit.py).
+        self._group = GroupCommit(self.db, self.schema, name=f"kestrel-group-commit-{self.worker_id}")
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -146,10 +147,12 @@ class Worker:
         if not self._register():
             return self  # stopped while waiting for the database
         self._pool.open()  # fills in the background; db() waits for a connection and retries
+        self._group.start()
         self._spawn(self._claim_loop, "claim")
         self._spawn(self._maintenance_loop, "maintenance")
         if self.listen:
-            self._spawn(self._listen_loop, "listen")
+            self._spawn(lambda: listener.listen(self.settings, set(self.names), self._wake, self._stopped,
+                                                self.log, self.worker_id), "listen")
         if self.prune_older_than is not None:
             self._spawn(self._prune_loop, "prune")  # its own thread: never delays a heartbeat
         for i in range(self.concurrency):
@@ -176,6 +179,7 @@ class Worker:
         with self._idle:
             while self._inflight and time.monotonic() < deadline and not self._hurry.is_set():
                 self._idle.wait(timeout=max(0.0, min(0.2, deadline - time.monotonic())))
+        self._group.stop()
         try:
             released = self.db(lambda c: lease_mod.release_all(c, self.schema, self.worker_id), window=5.0)
             self.stats["released"] += len(released)
@@ -260,6 +264,10 @@ class Worker:
                 time.sleep(delay)
                 retry += 1
 
+    def commit(self, boundary: Boundary) -> Outcome:
+        """Write one step boundary with the next group commit (see group_commit.py)."""
+        return self._group.submit(boundary)
+
     def refused(self, execution_id: int, what: str) -> None:
         """Count and log a fenced write refused: this worker no longer holds the execution."""
         self.count("refused_writes")
@@ -340,29 +348,6 @@ class Worker:
             self._inflight.pop(held.claim.execution_id, None)
             self._idle.notify_all()
         self._wake.set()
-
-    def _listen_loop(self) -> None:
-        channel = sql.SQL("LISTEN {}").format(sql.Identifier(notify_channel(self.schema)))
-        names = set(self.names)
-        retry = 0
-        while not self._stopped.is_set():
-            try:
-                with connect(self.settings.dsn, application_name="kestrel-listener") as conn:
-                    conn.execute(channel)
-                    retry = 0
-                    self._wake.set()  # anything enqueued while we were not listening
-                    while not self._stopped.is_set():
-                        for note in conn.notifies(timeout=0.5):
-                            if note.payload in names:
-                                self._wake.set()
-            except Exception as exc:  # the listener must never die; polling covers the gap
-                if self._stopped.is_set():
-                    return
-                delay = _LISTEN_RETRY.delay(retry)
-                self.log.warning("event=listen_failed worker=%s error=%r retry_in_s=%.1f",
-                                 self.worker_id, first_line(exc, self.settings.dsn), delay)
-                self._stopped.wait(delay)
-                retry += 1
 
     def _maintenance_loop(self) -> None:
         beat_every = self.lease.total_seconds() / 3

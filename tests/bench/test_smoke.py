@@ -52,8 +52,9 @@ def test_throughput_runs_every_execution_on_kestrel(opts: suite.Options, printed
 def test_ceiling_script_uses_the_engine_statements_for_each_step() -> None:
     text = ceiling.script(5)
     assert "%(" not in text
-    assert text.count("\\gset c_") == 1 and text.count("\\gset a_") == 5
-    assert text.count("INSERT INTO \"kestrel\".operation_outputs") == 5
+    # claim, open s0, then per step one boundary (each one opens the next; the last completes)
+    assert text.count("\\gset c_") == 1 and text.count("\\gset o_") == 5
+    assert text.count("INSERT INTO \"kestrel\".operation_outputs") == 6
     assert len(set(re.findall(r":step\d", text))) == 5
 
 

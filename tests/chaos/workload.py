@@ -62,15 +62,14 @@ def break_fences() -> None:
     """Mutation test of the checks (``KESTREL_CHAOS_BREAK_FENCE=1``): drop the claim from every
     fenced write (the row must still be running, by anyone), so a stale worker may checkpoint
     and complete. A chaos run must then report violations."""
-    from kestrel_core import checkpoint, completion, waits
+    from kestrel_core import boundary, statements
 
-    for module, name in ((checkpoint, "START_ATTEMPT"), (checkpoint, "FINISH_STEP"),
-                         (waits, "PARK"), (completion, "COMPLETE")):
-        text = getattr(module, name)
-        for fence in ("e.owner_id = %(owner)s AND e.claim_epoch = %(epoch)s",
-                      "owner_id = %(owner)s AND claim_epoch = %(epoch)s"):
-            text = text.replace(fence, "TRUE")
-        setattr(module, name, text)
+    # Every fenced write pastes {claim_is_current} (or its locking form); the batched step
+    # boundaries spell the fence per row.
+    statements.CLAIM_IS_CURRENT = "id = %(eid)s AND status = 'running'"
+    boundary.WRITE = boundary.WRITE.replace("e.owner_id = i.owner AND e.claim_epoch = i.epoch", "TRUE")
+    statements._fragments.cache_clear()
+    statements.render.cache_clear()
     # The heartbeat would also stop a stale run at its next step: turn that off too, so only
     # the (broken) database fences stand between a stale worker and the data.
     from kestrel_core.context import Unwind, WorkflowContext

@@ -8,7 +8,8 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from kestrel_core import Kestrel
-from kestrel_core import checkpoint, completion, lease, sweeper, waits
+from kestrel_core import boundary, lease, sweeper, waits
+from kestrel_core.boundary import Attempt, Boundary, Completion, Finish, Outcome
 from kestrel_core.claim import claim
 
 S = "kestrel"
@@ -18,43 +19,78 @@ def expire(db: psycopg.Connection, eid: int) -> None:
     db.execute("UPDATE workflow_executions SET lease_expires = now() - interval '1 second' WHERE id = %s", (eid,))
 
 
+def opened(db: psycopg.Connection, eid: int, owner: str, epoch: int, step: str) -> Attempt:
+    (outcome,) = boundary.write(db, S, [Boundary(eid, owner, epoch, open_step=step)])
+    assert outcome.held and outcome.opened is not None
+    return outcome.opened
+
+
 def test_stale_claim_cannot_checkpoint_park_or_complete(app: Kestrel, db: psycopg.Connection) -> None:
     eid = app.enqueue("w")
     (old,) = claim(db, S, owner="w1", names=["w"], n=1, lease=timedelta(seconds=30))
-    attempt = checkpoint.start_attempt(db, S, execution_id=eid, step_id="a", owner="w1", epoch=old.epoch)
-    assert attempt is not None
+    attempt = opened(db, eid, "w1", old.epoch, "a")
     expire(db, eid)
     assert sweeper.sweep_leases(db, S) == [eid]
     # The same owner id claims it again: a new epoch, and the old claim is now stale.
     (new,) = claim(db, S, owner="w1", names=["w"], n=1, lease=timedelta(seconds=30))
     assert new.epoch == old.epoch + 1
     stale = dict(execution_id=eid, owner="w1", epoch=old.epoch)
-    assert checkpoint.finish_step(db, S, step_id="a", attempt=attempt, output=Jsonb(1), error=None, **stale) is None
-    assert checkpoint.start_attempt(db, S, step_id="b", **stale) is None
+    refused = boundary.write(db, S, [
+        Boundary(eid, "w1", old.epoch, finish=Finish("a", attempt, Jsonb(1)), open_step="b",
+                 complete=Completion("success", Jsonb("zombie")))])
+    assert refused == [Outcome(held=False)]
     assert waits.park(db, S, step_id="nap", kind="sleep", after=timedelta(seconds=1), **stale) is False
-    assert completion.complete(db, S, status="success", output=Jsonb("zombie"), **stale) is False
     assert db.execute("SELECT count(*) FROM operation_outputs").fetchone() == (0,)
     assert db.execute("SELECT count(*) FROM workflow_waits").fetchone() == (0,)
+    assert db.execute("SELECT step_id, outcome FROM step_attempts").fetchall() == [("a", "running")]
     assert app.get(eid).status == "running"
     # The current claim writes fine.
-    current = dict(execution_id=eid, owner="w1", epoch=new.epoch)
-    fresh = checkpoint.start_attempt(db, S, step_id="a", **current)
-    stored = checkpoint.finish_step(db, S, step_id="a", attempt=fresh, output=Jsonb(2), error=None, **current)
-    assert stored is not None and stored.output == 2
-    assert completion.complete(db, S, status="success", output=Jsonb("real"), **current) is True
+    fresh = opened(db, eid, "w1", new.epoch, "a")
+    assert fresh.number == 2  # the stale claim's attempt 1 is still there
+    (done,) = boundary.write(db, S, [Boundary(eid, "w1", new.epoch, finish=Finish("a", fresh, Jsonb(2)),
+                                              complete=Completion("success", Jsonb("real")))])
+    assert done.held and done.written and done.completed and done.checkpoint == (2, None, 2)
     assert app.get(eid).output == "real"
 
 
 def test_checkpoint_written_once_first_result_wins(app: Kestrel, db: psycopg.Connection) -> None:
     eid = app.enqueue("w")
     (held,) = claim(db, S, owner="w1", names=["w"], n=1, lease=timedelta(seconds=30))
-    mine = dict(execution_id=eid, owner="w1", epoch=held.epoch)
-    one = checkpoint.start_attempt(db, S, step_id="a", **mine)
-    two = checkpoint.start_attempt(db, S, step_id="a", **mine)
-    first = checkpoint.finish_step(db, S, step_id="a", attempt=one, output=Jsonb("first"), error=None, **mine)
-    second = checkpoint.finish_step(db, S, step_id="a", attempt=two, output=Jsonb("second"), error=None, **mine)
-    assert first.output == "first" and second.output == "first"
+    one = opened(db, eid, "w1", held.epoch, "a")
+    two = opened(db, eid, "w1", held.epoch, "a")
+    (first,) = boundary.write(db, S, [Boundary(eid, "w1", held.epoch, finish=Finish("a", one, Jsonb("first")))])
+    (second,) = boundary.write(db, S, [Boundary(eid, "w1", held.epoch, finish=Finish("a", two, Jsonb("second")))])
+    assert first.written and first.checkpoint == ("first", None, 1)
+    assert not second.written and second.held and second.checkpoint == ("first", None, 1)
     assert db.execute("SELECT output FROM operation_outputs").fetchall() == [("first",)]
+
+
+def test_one_batch_two_executions_one_fenced_out(app: Kestrel, db: psycopg.Connection) -> None:
+    """Two executions' boundaries in ONE statement: the one whose claim was swept and taken
+    by another worker is refused and writes nothing; the other is written whole."""
+    kept, swept = app.enqueue("w"), app.enqueue("w")
+    claims = {c.execution_id: c for c in claim(db, S, owner="w1", names=["w"], n=2, lease=timedelta(seconds=30))}
+    started = {eid: opened(db, eid, "w1", claims[eid].epoch, "a") for eid in (kept, swept)}
+    expire(db, swept)
+    assert sweeper.sweep_leases(db, S) == [swept]
+    (other,) = claim(db, S, owner="w2", names=["w"], n=1, lease=timedelta(seconds=30))
+    assert other.execution_id == swept
+    batch = [Boundary(eid, "w1", claims[eid].epoch, finish=Finish("a", started[eid], Jsonb(f"out-{eid}"), seq=1),
+                      open_step="b") for eid in (kept, swept)]
+    outcomes = boundary.write(db, S, batch)
+    assert outcomes[0].held and outcomes[0].written and outcomes[0].opened.number == 1
+    assert outcomes[1] == Outcome(held=False)
+    assert db.execute("SELECT execution_id, step_id, output FROM operation_outputs").fetchall() == [
+        (kept, "a", f"out-{kept}")]
+    attempts = db.execute("SELECT execution_id, step_id, outcome FROM step_attempts ORDER BY id").fetchall()
+    assert attempts == [(kept, "a", "success"), (swept, "a", "running"), (kept, "b", "running")]
+    assert [app.get(kept).status, app.get(swept).status] == ["running", "running"]
+    assert db.execute("SELECT owner_id FROM workflow_executions WHERE id = %s", (swept,)).fetchone() == ("w2",)
+    # Completions batched the same way: only the holder's lands.
+    done = boundary.write(db, S, [Boundary(kept, "w1", claims[kept].epoch, complete=Completion("success", Jsonb(1))),
+                                  Boundary(swept, "w1", claims[swept].epoch, complete=Completion("success", Jsonb(2)))])
+    assert [o.completed for o in done] == [True, False]
+    assert [app.get(kept).status, app.get(swept).status] == ["success", "running"]
 
 
 def test_heartbeat_renews_only_current_claims(app: Kestrel, db: psycopg.Connection) -> None:

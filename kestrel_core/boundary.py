@@ -1,0 +1,228 @@
+"""Step boundaries of many executions in one fenced statement (what group commit writes).
+
+A step boundary is everything an execution writes between two steps, in one row: close the
+attempt that just ended (and checkpoint it when it is final), open the next step's attempt,
+or complete the execution. ``write`` takes the boundaries of many executions (one row each)
+and writes them with ONE statement, so in autocommit ONE commit:
+
+- the fence is per row: each execution's row is locked only while its claim (owner_id,
+  claim_epoch) is current and it is running; a row whose claim was lost writes nothing at all
+  (no checkpoint, no attempt, no completion), while the other rows of the batch go on;
+- checkpoints are ``INSERT ... ON CONFLICT DO NOTHING``: written once;
+- each row learns its own outcome (``Outcome``): fenced out, written, or lost the race.
+
+The statement commits durably when any row checkpoints or completes; a batch that only opens
+or closes attempts (bookkeeping) commits without waiting for the WAL flush, like
+``{async_commit}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Sequence
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from .serialization import as_stored
+from .statements import render
+
+WRITE = """
+WITH input AS (
+    SELECT * FROM unnest(
+        %(eids)s::bigint[], %(owners)s::text[], %(epochs)s::bigint[],
+        %(finish_steps)s::text[], %(attempts)s::int[], %(started)s::timestamptz[],
+        %(outputs)s::jsonb[], %(errors)s::text[], %(keeps)s::bool[], %(seqs)s::int[],
+        %(open_steps)s::text[], %(statuses)s::text[], %(results)s::jsonb[], %(failures)s::text[]
+    ) AS i(eid, owner, epoch, fstep, attempt, started, output, error, keep, seq, ostep,
+           status, result, failure)
+), commit_mode AS (
+    SELECT set_config('synchronous_commit', %(sync)s, true)
+), fence AS (
+    SELECT e.id, e.workflow_name FROM {schema}.workflow_executions e JOIN input i ON i.eid = e.id
+     WHERE e.owner_id = i.owner AND e.claim_epoch = i.epoch AND e.status = 'running'
+     ORDER BY e.id
+       FOR NO KEY UPDATE OF e
+), closed AS (
+    UPDATE {schema}.step_attempts a
+       SET outcome = CASE WHEN i.error IS NULL THEN 'success' ELSE 'error' END,
+           finished_at = clock_timestamp(), error = i.error
+      FROM input i JOIN fence f ON f.id = i.eid
+     WHERE a.execution_id = i.eid AND a.step_id = i.fstep AND a.attempt = i.attempt
+       AND a.outcome = 'running'
+), checkpoint AS (
+    INSERT INTO {schema}.operation_outputs
+           (execution_id, step_id, output, error, started_at, attempts, owner_id, seq)
+    SELECT i.eid, i.fstep, i.output, i.error, i.started, i.attempt, i.owner, i.seq
+      FROM input i JOIN fence f ON f.id = i.eid
+     WHERE i.keep
+    ON CONFLICT DO NOTHING
+    RETURNING execution_id
+), opened AS (
+    INSERT INTO {schema}.step_attempts (execution_id, step_id, attempt, owner_id, claim_epoch)
+    SELECT i.eid, i.ostep,
+           coalesce((SELECT max(a.attempt) FROM {schema}.step_attempts a
+                      WHERE a.execution_id = i.eid AND a.step_id = i.ostep), 0) + 1,
+           i.owner, i.epoch
+      FROM input i JOIN fence f ON f.id = i.eid
+     WHERE i.ostep IS NOT NULL
+    RETURNING execution_id, attempt, started_at
+), counters AS (
+    -- The counters of finished executions the completions below bump (by a row trigger, at
+    -- the end of the statement), locked first in one order (migration 0010).
+    SELECT {schema}.lock_finished_counters(array_agg(k.workflow_name), array_agg(k.status),
+                                           array_agg(k.shard)) AS locked
+      FROM (SELECT DISTINCT f.workflow_name, i.status, (f.id %% 16)::smallint AS shard
+              FROM input i JOIN fence f ON f.id = i.eid WHERE i.status IS NOT NULL) k
+), completed AS (
+    UPDATE {schema}.workflow_executions e
+       SET status = i.status, output = i.result, error = i.failure, lease_expires = NULL,
+           finished_at = now(), updated_at = now()
+      FROM input i JOIN fence f ON f.id = i.eid
+     WHERE e.id = i.eid AND i.status IS NOT NULL
+)
+SELECT i.eid, f.id IS NOT NULL AS held, c.execution_id IS NOT NULL AS written,
+       o.attempt AS opened, o.started_at AS opened_at
+  FROM input i
+  LEFT JOIN fence f ON f.id = i.eid
+  LEFT JOIN checkpoint c ON c.execution_id = i.eid
+  LEFT JOIN opened o ON o.execution_id = i.eid
+ CROSS JOIN commit_mode
+ CROSS JOIN counters
+"""
+
+# A checkpoint that lost the race (ON CONFLICT): the one that stands.
+READ_CHECKPOINT = """
+SELECT output, error, attempts FROM {schema}.operation_outputs WHERE execution_id = %(eid)s AND step_id = %(step)s
+"""
+
+# A completion refused by the fence: did our own earlier try of it commit before its
+# connection broke (the write is retried)? Then the execution has our claim and that status.
+COMPLETED_BY_US = """
+SELECT status FROM {schema}.workflow_executions
+ WHERE id = %(eid)s AND owner_id = %(owner)s AND claim_epoch = %(epoch)s
+"""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """An attempt of a step, as opened: its number (1, 2, ...) and when it started."""
+
+    number: int
+    started_at: datetime
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The end of a step's attempt. ``keep``: it is final, checkpoint it (output or error);
+    otherwise only the attempt is closed (it failed and will be retried)."""
+
+    step_id: str
+    attempt: Attempt
+    output: Jsonb | None = None
+    error: str | None = None
+    keep: bool = True
+    seq: int | None = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The execution's end: ``status`` 'success' (with ``output``) or 'error' (with ``error``)."""
+
+    status: str
+    output: Jsonb | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """What one execution writes at one step boundary, under its claim."""
+
+    execution_id: int
+    owner: str
+    epoch: int
+    finish: Finish | None = None
+    open_step: str | None = None
+    complete: Completion | None = None
+
+    @property
+    def durable(self) -> bool:
+        """Whether it must survive a server crash once acknowledged (checkpoint or completion)."""
+        return self.complete is not None or (self.finish is not None and self.finish.keep)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one boundary of a batch did.
+
+    ``held``: the claim was current, so everything asked was written (else nothing was).
+    ``checkpoint``: the checkpoint that stands, when one was asked: ours, or (lost race) the one
+    written first. ``opened``: the attempt opened. ``completed``: the execution has the asked
+    status under our claim (also true when an earlier try of this write committed).
+    """
+
+    held: bool
+    checkpoint: tuple[Any, str | None, int] | None = None
+    written: bool = False
+    opened: Attempt | None = None
+    completed: bool = False
+
+
+def _params(batch: Sequence[Boundary]) -> dict[str, Any]:
+    def col(get: Any) -> list[Any]:
+        return [get(b) for b in batch]
+
+    fin = [b.finish for b in batch]
+    done = [b.complete for b in batch]
+    return {
+        "eids": col(lambda b: b.execution_id), "owners": col(lambda b: b.owner),
+        "epochs": col(lambda b: b.epoch),
+        "finish_steps": [f and f.step_id for f in fin],
+        "attempts": [f and f.attempt.number for f in fin],
+        "started": [f and f.attempt.started_at for f in fin],
+        "outputs": [f and f.output for f in fin], "errors": [f and f.error for f in fin],
+        "keeps": [bool(f and f.keep) for f in fin], "seqs": [f and f.seq for f in fin],
+        "open_steps": col(lambda b: b.open_step),
+        "statuses": [c and c.status for c in done], "results": [c and c.output for c in done],
+        "failures": [c and c.error for c in done],
+        "sync": "on" if any(b.durable for b in batch) else "off",
+    }
+
+
+def write(conn: psycopg.Connection, schema: str, batch: Sequence[Boundary]) -> list[Outcome]:
+    """Write the boundaries of ``batch`` (at most one per execution) in one statement;
+    one Outcome per boundary, in order."""
+    if len({b.execution_id for b in batch}) != len(batch):
+        raise ValueError("a batch holds at most one boundary per execution")
+    if not batch:
+        return []
+    rows = {row[0]: row for row in conn.execute(render(WRITE, schema), _params(batch)).fetchall()}
+    return [_outcome(conn, schema, b, rows[b.execution_id]) for b in batch]
+
+
+def _outcome(conn: psycopg.Connection, schema: str, b: Boundary, row: tuple[Any, ...]) -> Outcome:
+    _, held, written, opened_number, opened_at = row
+    if not held:
+        completed = b.complete is not None and _completed_earlier(conn, schema, b)
+        return Outcome(held=False, completed=completed)
+    stored = None
+    if b.finish is not None and b.finish.keep:
+        f = b.finish
+        if written:
+            stored = (as_stored(f.output), f.error, f.attempt.number)
+        else:
+            existing = conn.execute(render(READ_CHECKPOINT, schema),
+                                    {"eid": b.execution_id, "step": f.step_id}).fetchone()
+            assert existing is not None, "ON CONFLICT means a checkpoint exists"
+            stored = tuple(existing)
+    opened = Attempt(opened_number, opened_at) if opened_number is not None else None
+    return Outcome(held=True, checkpoint=stored, written=bool(written), opened=opened,
+                   completed=b.complete is not None)
+
+
+def _completed_earlier(conn: psycopg.Connection, schema: str, b: Boundary) -> bool:
+    assert b.complete is not None
+    row = conn.execute(render(COMPLETED_BY_US, schema),
+                       {"eid": b.execution_id, "owner": b.owner, "epoch": b.epoch}).fetchone()
+    return bool(row and row[0] == b.complete.status)

@@ -1,0 +1,182 @@
+"""Group commit: boundaries of several executions go in one statement, each execution learns
+its own outcome, a bad row fails only itself, and a step's deferred checkpoint is not lost on
+a graceful shutdown."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+from kestrel_core import Kestrel
+from kestrel_core.boundary import Boundary, Completion, Outcome
+from kestrel_core.claim import claim
+from kestrel_core.group_commit import GroupCommit
+from kestrel_core.serialization import as_stored, to_json
+from kestrel_core.sweeper import sweep_leases
+
+from ..waiting import wait_for
+from .conftest import ledger_rows
+
+S = "kestrel"
+
+
+class HeldWriter:
+    """Runs each batch on a real connection, but holds the first batch until released, so the
+    test decides which boundaries queue up behind it (they form the next batch)."""
+
+    def __init__(self, dsn: str) -> None:
+        self.conn = psycopg.connect(dsn, autocommit=True)
+        self.release = threading.Event()
+        self.entered = threading.Event()
+        self.batches: list[list[int]] = []
+
+    def run(self, fn: Callable[[psycopg.Connection], Any]) -> Any:
+        self.entered.set()
+        self.release.wait(10)
+        return fn(self.conn)
+
+
+@pytest.fixture
+def writer(dsn: str) -> Iterator[HeldWriter]:
+    w = HeldWriter(dsn)
+    yield w
+    w.release.set()
+    w.conn.close()
+
+
+def submit_in_thread(group: GroupCommit, b: Boundary) -> tuple[threading.Thread, dict[str, Any]]:
+    box: dict[str, Any] = {}
+
+    def go() -> None:
+        try:
+            box["outcome"] = group.submit(b)
+        except Exception as exc:  # handed to the test
+            box["error"] = exc
+
+    thread = threading.Thread(target=go)
+    thread.start()
+    return thread, box
+
+
+def test_boundaries_queued_behind_a_batch_go_together_and_each_gets_its_outcome(
+        app: Kestrel, db: psycopg.Connection, writer: HeldWriter) -> None:
+    first, kept, fenced = (app.enqueue("w") for _ in range(3))
+    held = {c.execution_id: c for c in claim(db, S, owner="w1", names=["w"], n=3, lease=timedelta(seconds=30))}
+    # `fenced` is swept and reclaimed by another worker: w1's claim on it is stale.
+    db.execute("UPDATE workflow_executions SET lease_expires = now() - interval '1 s' WHERE id = %s", (fenced,))
+    assert sweep_leases(db, S) == [fenced]
+    assert claim(db, S, owner="w2", names=["w"], n=1, lease=timedelta(seconds=30))[0].execution_id == fenced
+
+    group = GroupCommit(writer.run, S).start()
+    try:
+        t1, box1 = submit_in_thread(group, Boundary(first, "w1", held[first].epoch, open_step="a"))
+        assert writer.entered.wait(10)  # the first batch is in flight, holding the writer
+        done = Completion("success", Jsonb("done"))
+        t2, box2 = submit_in_thread(group, Boundary(kept, "w1", held[kept].epoch, complete=done))
+        t3, box3 = submit_in_thread(group, Boundary(fenced, "w1", held[fenced].epoch, complete=done))
+        wait_for(lambda: group._queue.qsize() == 2, what="two boundaries queued behind the batch in flight")
+        writer.release.set()
+        for t in (t1, t2, t3):
+            t.join(10)
+    finally:
+        group.stop()
+    assert group.stats == {"batches": 2, "boundaries": 3, "largest": 2}
+    assert box1["outcome"].held and box1["outcome"].opened.number == 1
+    assert box2["outcome"].completed and box2["outcome"].held
+    assert box3["outcome"] == Outcome(held=False)
+    assert app.get(kept).status == "success" and app.get(kept).output == "done"
+    row = db.execute("SELECT status, owner_id, output FROM workflow_executions WHERE id = %s", (fenced,)).fetchone()
+    assert row == ("running", "w2", None)
+
+
+def test_a_row_the_database_refuses_fails_only_its_own_execution(
+        app: Kestrel, db: psycopg.Connection, writer: HeldWriter) -> None:
+    blocker, good, bad = (app.enqueue("w") for _ in range(3))
+    held = {c.execution_id: c for c in claim(db, S, owner="w1", names=["w"], n=3, lease=timedelta(seconds=30))}
+    group = GroupCommit(writer.run, S).start()
+    try:
+        t0, _ = submit_in_thread(group, Boundary(blocker, "w1", held[blocker].epoch, open_step="a"))
+        assert writer.entered.wait(10)
+        t1, ok = submit_in_thread(group, Boundary(good, "w1", held[good].epoch,
+                                                  complete=Completion("error", error="plain error")))
+        # Postgres text cannot hold NUL: this row makes the whole statement fail.
+        t2, ko = submit_in_thread(group, Boundary(bad, "w1", held[bad].epoch,
+                                                  complete=Completion("error", error="bad \x00 byte")))
+        wait_for(lambda: group._queue.qsize() == 2, what="both boundaries queued")
+        writer.release.set()
+        for t in (t0, t1, t2):
+            t.join(10)
+    finally:
+        group.stop()
+    assert ok["outcome"].completed
+    assert isinstance(ko["error"], psycopg.DataError)
+    assert [app.get(good).status, app.get(bad).status] == ["error", "running"]
+
+
+def test_batches_form_under_load_and_every_execution_completes(app: Kestrel, db: psycopg.Connection,
+                                                               start_worker: Any, ledger: Any) -> None:
+    def record(eid: int, step: str) -> str:
+        db_conn = psycopg.connect(app.dsn, autocommit=True)
+        with db_conn:
+            db_conn.execute("INSERT INTO public.ledger (execution_id, step_id) VALUES (%s, %s)", (eid, step))
+        return step
+
+    @app.workflow("three")
+    def three(ctx: Any, _input: Any) -> list[str]:
+        return [ctx.step(s, record, ctx.execution_id, s) for s in ("a", "b", "c")]
+
+    ids = [app.enqueue("three") for _ in range(60)]
+    worker = start_worker(app, concurrency=12)
+    wait_for(lambda: db.execute("SELECT count(*) FROM workflow_executions WHERE status = 'success'").fetchone()[0] == 60,
+             timeout=60, what="all 60 executions to succeed")
+    assert worker._group.stats["boundaries"] == 60 * 4  # open a; a+open b; b+open c; c+complete
+    assert worker._group.stats["batches"] < worker._group.stats["boundaries"]
+    assert db.execute("SELECT count(*) FROM operation_outputs").fetchone()[0] == 180
+    assert db.execute("SELECT count(*) FROM step_attempts WHERE outcome = 'success'").fetchone()[0] == 180
+    assert len(ledger_rows(db)) == 180 and {app.get(i).output == ["a", "b", "c"] for i in ids} == {True}
+
+
+def test_a_graceful_shutdown_writes_the_last_steps_checkpoint(app: Kestrel, db: psycopg.Connection,
+                                                               start_worker: Any, ledger: Any) -> None:
+    between = threading.Event()
+    go_on = threading.Event()
+
+    def record(eid: int, step: str) -> str:
+        with psycopg.connect(app.dsn, autocommit=True) as conn:
+            conn.execute("INSERT INTO public.ledger (execution_id, step_id) VALUES (%s, %s)", (eid, step))
+        return step
+
+    @app.workflow("two")
+    def two(ctx: Any, _input: Any) -> str:
+        ctx.step("a", record, ctx.execution_id, "a")
+        between.set()
+        go_on.wait(10)  # workflow code between steps: a's checkpoint is not written yet
+        return ctx.step("b", record, ctx.execution_id, "b")
+
+    eid = app.enqueue("two")
+    worker = start_worker(app)
+    assert between.wait(15)
+    stopping = threading.Thread(target=worker.stop, kwargs={"grace": timedelta(seconds=5)})
+    stopping.start()
+    wait_for(worker.draining.is_set, what="the worker to start draining")
+    go_on.set()
+    stopping.join(15)
+    assert db.execute("SELECT step_id FROM operation_outputs WHERE execution_id = %s", (eid,)).fetchall() == [("a",)]
+    assert app.get(eid).status == "enqueued"  # handed back at once
+    start_worker(app)
+    wait_for(lambda: app.get(eid).status == "success", what="the execution to finish on a new worker")
+    assert ledger_rows(db, eid) == [(eid, "a"), (eid, "b")]  # a ran once
+
+
+def test_a_step_output_reads_the_same_on_its_first_run_as_on_a_replay(db: psycopg.Connection) -> None:
+    value = {"zz": 1, "a": [1, (2, 3)], "bb": {"é": None, "b": True, "aaa": 1.5}, "": "empty"}
+    stored = db.execute("SELECT %s::jsonb", (to_json(value, "test"),)).fetchone()[0]
+    assert as_stored(to_json(value, "test")) == stored
+    assert list(as_stored(to_json(value, "test"))) == list(stored)
+    assert list(as_stored(to_json(value, "test"))["bb"]) == list(stored["bb"])
