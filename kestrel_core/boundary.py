@@ -34,9 +34,10 @@ WITH input AS (
         %(eids)s::bigint[], %(owners)s::text[], %(epochs)s::bigint[],
         %(finish_steps)s::text[], %(attempts)s::int[], %(started)s::timestamptz[],
         %(outputs)s::jsonb[], %(errors)s::text[], %(keeps)s::bool[], %(seqs)s::int[],
-        %(open_steps)s::text[], %(statuses)s::text[], %(results)s::jsonb[], %(failures)s::text[]
+        %(open_steps)s::text[], %(statuses)s::text[], %(results)s::jsonb[], %(failures)s::text[],
+        %(fresh)s::bool[], %(elapsed)s::float8[]
     ) AS i(eid, owner, epoch, fstep, attempt, started, output, error, keep, seq, ostep,
-           status, result, failure)
+           status, result, failure, fresh, elapsed)
 ), commit_mode AS (
     SELECT set_config('synchronous_commit', %(sync)s, true)
 ), fence AS (
@@ -50,11 +51,22 @@ WITH input AS (
            finished_at = clock_timestamp(), error = i.error
       FROM input i JOIN fence f ON f.id = i.eid
      WHERE a.execution_id = i.eid AND a.step_id = i.fstep AND a.attempt = i.attempt
-       AND a.outcome = 'running'
+       AND a.outcome = 'running' AND NOT i.fresh
+), ended_unopened AS (
+    -- An attempt whose start was not written yet (the first step after a claim; group_commit.py)
+    -- is written with its end: it started ``elapsed`` seconds (by the worker's clock) before now().
+    INSERT INTO {schema}.step_attempts
+           (execution_id, step_id, attempt, owner_id, claim_epoch, started_at, finished_at, outcome, error)
+    SELECT i.eid, i.fstep, i.attempt, i.owner, i.epoch,
+           now() - make_interval(secs => i.elapsed), clock_timestamp(),
+           CASE WHEN i.error IS NULL THEN 'success' ELSE 'error' END, i.error
+      FROM input i JOIN fence f ON f.id = i.eid
+     WHERE i.fresh
 ), checkpoint AS (
     INSERT INTO {schema}.operation_outputs
            (execution_id, step_id, output, error, started_at, attempts, owner_id, seq)
-    SELECT i.eid, i.fstep, i.output, i.error, i.started, i.attempt, i.owner, i.seq
+    SELECT i.eid, i.fstep, i.output, i.error,
+           coalesce(i.started, now() - make_interval(secs => i.elapsed)), i.attempt, i.owner, i.seq
       FROM input i JOIN fence f ON f.id = i.eid
      WHERE i.keep
     ON CONFLICT DO NOTHING
@@ -62,8 +74,10 @@ WITH input AS (
 ), opened AS (
     INSERT INTO {schema}.step_attempts (execution_id, step_id, attempt, owner_id, claim_epoch)
     SELECT i.eid, i.ostep,
-           coalesce((SELECT max(a.attempt) FROM {schema}.step_attempts a
-                      WHERE a.execution_id = i.eid AND a.step_id = i.ostep), 0) + 1,
+           greatest((SELECT max(a.attempt) FROM {schema}.step_attempts a
+                      WHERE a.execution_id = i.eid AND a.step_id = i.ostep),
+                    -- a retry opened with the end of an attempt written in this statement
+                    CASE WHEN i.fresh AND i.fstep = i.ostep THEN i.attempt END, 0) + 1,
            i.owner, i.epoch
       FROM input i JOIN fence f ON f.id = i.eid
      WHERE i.ostep IS NOT NULL
@@ -107,10 +121,11 @@ SELECT status FROM {schema}.workflow_executions
 
 @dataclass(frozen=True)
 class Attempt:
-    """An attempt of a step, as opened: its number (1, 2, ...) and when it started."""
+    """An attempt of a step, as opened: its number (1, 2, ...) and when it started (None: its
+    start is not written yet; it will be written with its end, see ``Finish.elapsed``)."""
 
     number: int
-    started_at: datetime
+    started_at: datetime | None
 
 
 @dataclass(frozen=True)
@@ -124,6 +139,7 @@ class Finish:
     error: str | None = None
     keep: bool = True
     seq: int | None = None
+    elapsed: float | None = None  # seconds since the attempt started, when its start is unwritten
 
 
 @dataclass(frozen=True)
@@ -186,6 +202,8 @@ def _params(batch: Sequence[Boundary]) -> dict[str, Any]:
         "open_steps": col(lambda b: b.open_step),
         "statuses": [c and c.status for c in done], "results": [c and c.output for c in done],
         "failures": [c and c.error for c in done],
+        "fresh": [bool(f and f.attempt.started_at is None) for f in fin],
+        "elapsed": [f and f.elapsed for f in fin],
         "sync": "on" if any(b.durable for b in batch) else "off",
     }
 

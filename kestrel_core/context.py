@@ -9,6 +9,7 @@ runs (or parks) and is checkpointed under the claim.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import threading
 import traceback
@@ -84,6 +85,7 @@ class WorkflowContext(FlowOperations):
         # steps concurrently, so they write each step's end at once (AsyncWorkflowContext).
         self._pending: Finish | None = None
         self._defer = True
+        self._lazy_open: Any = None  # the handle of a first attempt's unwritten start
 
     @property
     def execution_id(self) -> int:
@@ -135,7 +137,7 @@ class WorkflowContext(FlowOperations):
         total = retries + 1
         for number in range(1, total + 1):
             self._boundary()
-            attempt = self._open(step_id)
+            attempt = self._open(step_id, position)
             error, final = self._attempt(step_id, fn, args, kwargs, limit, attempt.number)
             if isinstance(error, _Output):
                 return self._result(step_id, self._checkpoint(step_id, attempt, error.value, None, position))
@@ -295,9 +297,17 @@ class WorkflowContext(FlowOperations):
         self._checkpoints[step_id] = stored
         return stored
 
-    def _open(self, step_id: str) -> Attempt:
-        """Start an attempt of ``step_id``, writing the pending boundary in the same statement."""
-        outcome = self._commit(Boundary(self.execution_id, self._worker.worker_id, self._held.claim.epoch,
+    def _open(self, step_id: str, position: int) -> Attempt:
+        """Start an attempt of ``step_id``, writing the pending boundary in the same statement.
+
+        The first operation of a first claim does not wait: the claim just committed is its
+        fence, and its attempt 1 is written lazily, with its end if that comes soon enough."""
+        epoch = self._held.claim.epoch
+        if self._defer and position == 1 and self._held.claim.first_run and self._pending is None:
+            self._lazy_open = self._worker.open_lazily(Boundary(self.execution_id, self._worker.worker_id, epoch,
+                                                                open_step=step_id))
+            return Attempt(1, None)
+        outcome = self._commit(Boundary(self.execution_id, self._worker.worker_id, epoch,
                                         finish=self._take_pending(), open_step=step_id))
         if not outcome.held:
             self._lost(f"step {step_id!r} not started")
@@ -320,6 +330,10 @@ class WorkflowContext(FlowOperations):
         output, error, attempts = outcome.checkpoint
         return Checkpoint(output, error, attempts, pending.seq)
 
+    def _commit_last(self, done: Boundary) -> Outcome:
+        """Write the execution's completion ``done`` with the last step's end, in one boundary."""
+        return self._commit(dataclasses.replace(done, finish=self._take_pending()), engine_errors=True)
+
     def _take_pending(self) -> Finish | None:
         """The step end not written yet (handed to whoever writes next), or None."""
         pending, self._pending = self._pending, None
@@ -333,11 +347,16 @@ class WorkflowContext(FlowOperations):
                                    "stored checkpoint after the lease lapses)", self.execution_id)
             raise Unwind("engine_error")
 
-    def _commit(self, b: Boundary) -> Outcome:
+    def _commit(self, b: Boundary, *, engine_errors: bool = False) -> Outcome:
         """Write a boundary with the worker's next group commit (see ``_write`` for failures)."""
+        after = None
+        if b.finish is not None and b.finish.attempt.started_at is None:
+            after, self._lazy_open = self._lazy_open, None
         try:
-            return self._worker.commit(b)
+            return self._worker.commit(b, after=after)
         except psycopg.Error as exc:
+            if engine_errors:
+                raise
             self._worker.log.error("event=engine_write_failed execution_id=%s error=%r", self.execution_id,
                                    first_line(exc))
             raise Unwind("engine_error") from exc

@@ -108,9 +108,8 @@ def finish(worker: RunnerHost, held: Claimed, ctx: WorkflowContext | None, *, st
     status = "success" if error is None else "error"
     plain = isinstance(error, (NotSerializable, NonDeterministicChange))
     text = None if error is None else (str(error) if plain else describe_exception(error))
-    last = ctx._take_pending() if ctx is not None else None
-    outcome = worker.commit(Boundary(item.execution_id, worker.worker_id, item.epoch, finish=last,
-                                     complete=Completion(status, output, text)))
+    done = Boundary(item.execution_id, worker.worker_id, item.epoch, complete=Completion(status, output, text))
+    outcome = ctx._commit_last(done) if ctx is not None else worker.commit(done)
     if not outcome.completed:
         worker.refused(item.execution_id, f"completion ({status})")
         return

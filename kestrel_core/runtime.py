@@ -54,8 +54,12 @@ class WorkerRuntime(Protocol):
 
     def db(self, fn: Callable[[psycopg.Connection], T], *, window: float | None = None) -> T: ...
 
-    def commit(self, boundary: Boundary) -> Outcome:
-        """Write one step boundary with the worker's next group commit."""
+    def commit(self, boundary: Boundary, *, after: Any = None) -> Outcome:
+        """Write one step boundary with the worker's next group commit (``after``: the handle
+        of the lazy start of the attempt it ends)."""
+
+    def open_lazily(self, boundary: Boundary) -> Any:
+        """Queue a first attempt's start without waiting; returns the handle for ``after``."""
 
     def refused(self, execution_id: int, what: str) -> None: ...
 

@@ -35,7 +35,7 @@ from .connection import connect, first_line, make_pool, unavailable
 from .boundary import Boundary, Outcome
 from .runtime import Claimed, Deployment, EngineSettings, Registry
 from .errors import DatabaseUnavailable, KestrelError
-from .group_commit import GroupCommit
+from .group_commit import GroupCommit, LazyOpen
 
 T = TypeVar("T")
 
@@ -264,9 +264,13 @@ class Worker:
                 time.sleep(delay)
                 retry += 1
 
-    def commit(self, boundary: Boundary) -> Outcome:
+    def commit(self, boundary: Boundary, *, after: LazyOpen | None = None) -> Outcome:
         """Write one step boundary with the next group commit (see group_commit.py)."""
-        return self._group.submit(boundary)
+        return self._group.submit(boundary, after=after)
+
+    def open_lazily(self, boundary: Boundary) -> LazyOpen:
+        """Queue a first attempt's start without waiting (see group_commit.py)."""
+        return self._group.open_lazily(boundary)
 
     def refused(self, execution_id: int, what: str) -> None:
         """Count and log a fenced write refused: this worker no longer holds the execution."""

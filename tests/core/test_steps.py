@@ -66,7 +66,7 @@ def test_replay_returns_checkpoints_without_running(app: Kestrel, ledger, start_
     assert second.output[1] == "b-ok"
     assert ledger_rows(ledger, eid) == [(eid, "a")]  # a was not run again
     attempts = ledger.execute(
-        "SELECT step_id, attempt, outcome FROM step_attempts WHERE execution_id = %s ORDER BY id", (eid,)).fetchall()
+        "SELECT step_id, attempt, outcome FROM step_attempts WHERE execution_id = %s ORDER BY started_at, id", (eid,)).fetchall()
     assert attempts == [("a", 1, "success"), ("b", 1, "error"), ("b", 2, "success")]
 
 
