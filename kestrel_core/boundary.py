@@ -41,10 +41,18 @@ WITH input AS (
 ), commit_mode AS (
     SELECT set_config('synchronous_commit', %(sync)s, true)
 ), fence AS (
-    SELECT e.id, e.workflow_name FROM {schema}.workflow_executions e JOIN input i ON i.eid = e.id
+    -- Each row by its primary key, locked in id order (a lock waits for a concurrent change
+    -- and sees its result), then kept only while the claim is current. OFFSET 0 keeps the
+    -- claim's conditions out of the probe: with them the planner may walk the partial index of
+    -- every running row (and its dead entries) instead, for every batch.
+    SELECT e.id, e.workflow_name
+      FROM (SELECT eid, owner, epoch FROM input ORDER BY eid) i
+     CROSS JOIN LATERAL (
+           SELECT x.id, x.workflow_name, x.owner_id, x.claim_epoch, x.status
+             FROM {schema}.workflow_executions x WHERE x.id = i.eid
+           OFFSET 0
+              FOR NO KEY UPDATE) e
      WHERE e.owner_id = i.owner AND e.claim_epoch = i.epoch AND e.status = 'running'
-     ORDER BY e.id
-       FOR NO KEY UPDATE OF e
 ), closed AS (
     UPDATE {schema}.step_attempts a
        SET outcome = CASE WHEN i.error IS NULL THEN 'success' ELSE 'error' END,

@@ -4,6 +4,7 @@ Threads, each with one job:
 - the claim loop: claims up to the free slots in one statement, woken by NOTIFY, by a slot
   freeing, or by the poll timer (polling is the only mode with ``listen=False``, for PgBouncer);
 - ``concurrency`` runner threads for sync workflows, and one asyncio loop for async ones;
+- the group commit writer: the step boundaries of all of them, in batches (group_commit.py);
 - the listener: one connection LISTENing on the schema's channel;
 - maintenance: the heartbeat (one UPDATE renews every lease) and the sweeper.
 Running one claimed execution (replay, call, record the outcome) is runner.py's job.
