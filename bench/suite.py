@@ -21,6 +21,7 @@ from .throughput import run_kestrel
 from .throughput_tables import profile_paths, throughput_table, writes_table
 from .workloads import NOOP1, NOOP5
 
+
 @dataclass
 class Options:
     """Sizes and knobs of a run (defaults: the full run; ``quick()``: the smoke run)."""

@@ -184,3 +184,20 @@ def test_cli_runs_a_benchmark_and_refuses_unknown_names(tmp_path: Path, capsys: 
     with pytest.raises(SystemExit) as exc:
         main(["nonsense"])
     assert exc.value.code == 2
+
+
+def test_targets_are_issue_10s() -> None:
+    from bench.targets import targets
+
+    row1 = {"kestrel": {"workflow": NOOP1, "workers": 2, "workflows_per_s": 3100.0, "commits_per_workflow": 0.8},
+            "kestrel_vs_ceiling": 1.4, "kestrel_vs_dbos": 12.0}
+    row5 = {"kestrel": {"workflow": NOOP5, "workers": 2, "workflows_per_s": 900.0, "commits_per_workflow": 3.0},
+            "kestrel_vs_ceiling": 2.0, "kestrel_vs_dbos": None}
+    met = {target: ok for target, _, ok in targets({"throughput": {"rows": [row1, row5]}})}
+    assert met == {
+        "Kestrel >= 3,000 wf/s (noop1, 2 worker(s))": True,
+        "Kestrel >= 1.5x its pgbench ceiling (noop1, 2 worker(s))": False,
+        "Kestrel >= 10x DBOS (noop1, 2 worker(s))": True,
+        "commits per workflow < 1 (noop1, 2 worker(s))": True,
+        "Kestrel >= 1,000 wf/s (noop5, 2 worker(s))": False,
+    }
