@@ -55,7 +55,7 @@ def test_throughput_runs_every_execution_on_kestrel(opts: suite.Options, printed
         writes = k["postgres"]["writes"]
         assert writes["operation_outputs"]["inserts"] >= opts.n * k["steps"]
         assert writes["workflow_executions"]["inserts"] >= opts.n
-        assert k["commits_per_workflow"] >= 1
+        assert k["commits_per_workflow"] > 0  # below 1 once commits are shared (group commit)
         if k["statements_skipped"]:
             assert k["statements_per_workflow"] is None and "shared_preload_libraries" in k["statements_skipped"]
         else:
