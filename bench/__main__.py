@@ -40,6 +40,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--no-ceiling", action="store_true", help="skip the pgbench ceiling")
     g.add_argument("--no-dbos", action="store_true", help="skip DBOS Transact")
     g.add_argument("--dbos-polling", type=float, help="DBOS queue polling interval, seconds")
+    g.add_argument("--profile", type=Path, metavar="DIR",
+                   help="run each Kestrel worker under cProfile: one .pstats per process in DIR, "
+                   "and the top 15 functions printed (profiled runs are slower: not for the figures)")
     g = p.add_argument_group("latency, recovery, console, enqueue")
     g.add_argument("--samples", type=int, help="dispatch probes with NOTIFY")
     g.add_argument("--poll-samples", type=int, help="dispatch probes polling only")
@@ -61,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         key: value for key, value in {
             "admin": args.admin_dsn, "results": args.results, "workers": args.workers,
             "concurrency": args.concurrency, "n": args.n, "ceiling_seconds": args.ceiling_seconds,
-            "dbos_polling": args.dbos_polling, "samples": args.samples, "poll_samples": args.poll_samples,
+            "dbos_polling": args.dbos_polling, "profile": args.profile, "samples": args.samples, "poll_samples": args.poll_samples,
             "poll_interval": args.poll_interval, "recovery_executions": args.recovery_executions,
             "lease": args.lease, "finished": args.finished, "live": args.live,
             "enqueue_rows": args.enqueue_rows,

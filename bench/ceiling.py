@@ -10,6 +10,17 @@ transaction and its own durable commit, as the engine would run them one executi
 What it leaves out: heartbeats, sweeps, the Python around the statements, pool checkouts. What
 the engine does that it does not: claim many rows per statement and write the boundaries of
 many executions per statement (group commit), so the engine can pass this ceiling.
+
+The claim's plan: the engine runs its claim with ``SET LOCAL enable_sort = off`` (claim.py
+ORDERED_PLAN) in the same pipelined transaction; pgbench gets the same setting for its whole
+session (``PGOPTIONS``, no extra round trip). Without it the claim sorts the whole seeded
+backlog on every call (16-25 ms at 40k rows instead of ~0.2 ms; the ceiling fell from
+~1,900 to 94 one-step wf/s): ``e.queue <> ALL (ARRAY(SELECT ... FROM queues))`` is estimated
+to keep ~0 rows when every row has the same queue (n_distinct 1), so the planner believes the
+backlog is empty and a seq scan + sort looks cheaper than walking the enqueued index, even
+with fresh statistics. Other differences from the engine: the session's other statements get
+``enable_sort = off`` too (it only makes a sort the last resort), and it does not run the
+limited-queue check the engine pipelines into the claim transaction now and then.
 """
 
 from __future__ import annotations
@@ -27,7 +38,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from kestrel_core.boundary import WRITE
-from kestrel_core.claim import CLAIM
+from kestrel_core.claim import CLAIM, ORDERED_PLAN
 from kestrel_core.statements import render
 
 from .databases import fresh_database
@@ -43,6 +54,18 @@ SEED = """
 INSERT INTO {schema}.workflow_executions (workflow_name, input)
 SELECT %(name)s, to_jsonb(i) FROM generate_series(1, %(n)s::int) AS i
 """
+
+
+def session_options(statement: str = ORDERED_PLAN) -> str:
+    """The engine's ``SET LOCAL name = value`` as libpq ``PGOPTIONS`` for a whole session."""
+    m = re.fullmatch(r"\s*SET\s+LOCAL\s+(\w+)\s*(?:=|TO)\s*(\w+)\s*;?\s*", statement, re.IGNORECASE)
+    if m is None:
+        raise ValueError(f"cannot turn the engine's {statement!r} into PGOPTIONS: update bench/ceiling.py")
+    return f"-c {m.group(1)}={m.group(2)}"
+
+
+# What the engine's claim transaction sets (claim.py ORDERED_PLAN), for every pgbench session.
+PGOPTIONS = session_options()
 # Planner statistics that know about the backlog (see throughput.py: the engine runs the same).
 ANALYZE = "ANALYZE {schema}.workflow_executions"
 LEFT = "SELECT count(*) FROM {schema}.workflow_executions WHERE status = 'enqueued'"
@@ -175,6 +198,7 @@ def run_ceiling(admin: str, workflow: str, *, clients: int, threads: int, second
 
 def _pgenv(params: dict[str, Any]) -> dict[str, str]:
     env = dict(os.environ)
+    env["PGOPTIONS"] = f"{env.get('PGOPTIONS', '')} {PGOPTIONS}".strip()
     if params.get("password"):
         env["PGPASSWORD"] = str(params["password"])
     return env

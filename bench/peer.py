@@ -18,7 +18,7 @@ import psycopg
 from .cpu import CpuMeter
 from .databases import checkpoint, fresh_database, rates, sqlalchemy_url
 from .procs import Proc, stop_all
-from .throughput import commits
+from .pgstats import commits
 from .workloads import STEPS
 
 DEFAULT_POLLING = 0.01

@@ -90,16 +90,19 @@ class Proc:
 
 def kestrel_worker(dsn: str, *, worker_id: str, concurrency: int, lease: float = 30.0,
                    listen: bool = True, poll_interval: float = 1.0, sweep_interval: float = 1.0,
-                   module: str = "bench.worker") -> Proc:
+                   module: str = "bench.worker", profile: Path | None = None) -> Proc:
     """Start ``python -m bench.worker`` (the bench.workloads app) on ``dsn``.
 
-    ``module``: another module taking the same options (to try an engine change in a copy).
+    ``module``: another module taking the same options (to try an engine change in a copy);
+    ``profile``: run it under cProfile, its statistics written to this file when it stops.
     """
     args = ["--dsn", dsn, "--concurrency", str(concurrency), "--lease", str(lease),
             "--worker-id", worker_id, "--poll-interval", str(poll_interval),
             "--sweep-interval", str(sweep_interval)]
     if not listen:
         args.append("--no-listen")
+    if profile is not None:
+        args += ["--profile", str(profile)]
     return Proc(module, args, name=worker_id)
 
 

@@ -9,23 +9,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import ceiling, peer
+from . import ceiling, peer, pgstats, profiling
 from .console import reader_available, run_console
 from .databases import admin_dsn, server_settings, server_version
 from .enqueue_bench import run_enqueue, run_rss
 from .latency import run_latency
 from .recovery import run_recovery
-from .report import fmt, machine, ratio, table, write_json
+from .report import machine, ratio, table, write_json
+from .targets import targets
 from .throughput import run_kestrel
+from .throughput_tables import profile_paths, throughput_table, writes_table
 from .workloads import NOOP1, NOOP5
-
-# Issue 5's targets for this 2-core machine.
-TARGET_VS_DBOS = 2.0
-TARGET_VS_CEILING = 0.5
-TARGET_DISPATCH_P50_MS = 10.0
-TARGET_RECOVERY_OVER_LEASE_S = 2.0
-TARGET_DASHBOARD_P95_MS = 20.0
-TARGET_ENQUEUE_ROWS_S = 20_000
 
 
 @dataclass
@@ -44,6 +38,8 @@ class Options:
     ceiling_seconds: float = 10.0
     dbos: bool = True
     dbos_polling: float = peer.DEFAULT_POLLING
+    profile: Path | None = None  # a folder: run the Kestrel workers under cProfile
+    stats_settle: float = pgstats.SETTLE_S  # idle seconds before the counters' first snapshot
     # latency
     samples: int = 200
     poll_samples: int = 30
@@ -67,7 +63,7 @@ class Options:
         small = dict(workers=(1,), concurrency=4, n=60, ceiling_seconds=1.0, samples=10,
                      poll_samples=4, poll_interval=0.2, recovery_executions=2, lease=1.0,
                      finished=20_000, live=500, dashboard_samples=5, enqueue_rows=5000,
-                     rss_concurrency=32, rss_load=100)
+                     rss_concurrency=32, rss_load=100, stats_settle=0.6)
         small.update(overrides)
         return cls(**small)
 
@@ -94,8 +90,9 @@ def throughput(opts: Options) -> dict[str, Any]:
     for workflow in opts.workloads:
         for w in opts.workers:
             opts.echo(f"  {workflow}: {w} worker(s) x concurrency {opts.concurrency}, N={opts.n} ...")
-            row: dict[str, Any] = {"kestrel": run_kestrel(opts.admin, workflow, workers=w,
-                                                          concurrency=opts.concurrency, n=opts.n)}
+            row: dict[str, Any] = {"kestrel": run_kestrel(
+                opts.admin, workflow, workers=w, concurrency=opts.concurrency, n=opts.n,
+                profile=opts.profile.resolve() if opts.profile else None, settle=opts.stats_settle)}
             if opts.ceiling and not ceiling_skipped:
                 clients = w * opts.concurrency
                 row["ceiling"] = ceiling.run_ceiling(opts.admin, workflow, clients=clients, threads=w,
@@ -107,17 +104,15 @@ def throughput(opts: Options) -> dict[str, Any]:
             row["kestrel_vs_ceiling"] = ratio(k, row.get("ceiling", {}).get("workflows_per_s"))
             row["kestrel_vs_dbos"] = ratio(k, row.get("dbos", {}).get("workflows_per_s"))
             rows.append(row)
-    opts.echo(table(
-        f"Throughput (no-op workflows, concurrency {opts.concurrency} per worker process, N={opts.n})",
-        ["workload", "workers", "Kestrel wf/s", "steps/s", "ceiling wf/s", "K/ceiling",
-         "DBOS wf/s", "K/DBOS", "machine busy"],
-        [[r["kestrel"]["workflow"], r["kestrel"]["workers"], r["kestrel"]["workflows_per_s"],
-          r["kestrel"]["steps_per_s"], r.get("ceiling", {}).get("workflows_per_s"),
-          r["kestrel_vs_ceiling"], r.get("dbos", {}).get("workflows_per_s"), r["kestrel_vs_dbos"],
-          f"{r['kestrel']['machine_busy']:.0%}"] for r in rows]))
-    for why in (ceiling_skipped, dbos_skipped and f"DBOS skipped: {dbos_skipped}"):
+    opts.echo(throughput_table(rows, opts.concurrency, opts.n))
+    opts.echo(writes_table(rows))
+    statements_skipped = next((r["kestrel"]["statements_skipped"] for r in rows), None)
+    for why in (ceiling_skipped, dbos_skipped and f"DBOS skipped: {dbos_skipped}", statements_skipped):
         if why:
             opts.echo(why)
+    if opts.profile:
+        opts.echo(profiling.summary(profile_paths(opts.profile.resolve(), rows)))
+        opts.echo(f"(profiles in {opts.profile}: open one with python -m pstats FILE; profiled runs are slower)")
     data = {**_context(opts), "concurrency": opts.concurrency, "n": opts.n, "dbos_polling_s": opts.dbos_polling,
             "dbos_version": peer.dbos_version(), "ceiling_skipped": ceiling_skipped,
             "dbos_skipped": dbos_skipped, "rows": rows}
@@ -182,41 +177,6 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
 }
 
 
-def targets(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
-    """Issue 5's targets against what this run measured: [target, measured, met]."""
-    out: list[list[Any]] = []
-    tp = results.get("throughput")
-    if tp:
-        for r in tp["rows"]:
-            label = f"{r['kestrel']['workflow']}, {r['kestrel']['workers']} worker(s)"
-            if r.get("kestrel_vs_dbos") is not None:
-                out.append([f"Kestrel >= {TARGET_VS_DBOS}x DBOS ({label})", f"{r['kestrel_vs_dbos']}x",
-                            r["kestrel_vs_dbos"] >= TARGET_VS_DBOS])
-            if r.get("kestrel_vs_ceiling") is not None:
-                out.append([f"Kestrel >= {TARGET_VS_CEILING:.0%} of ceiling ({label})",
-                            f"{r['kestrel_vs_ceiling']:.0%}", r["kestrel_vs_ceiling"] >= TARGET_VS_CEILING])
-    lat = results.get("latency")
-    if lat:
-        p50 = lat["notify"]["p50_ms"]
-        out.append([f"dispatch p50 < {TARGET_DISPATCH_P50_MS:g} ms with NOTIFY", f"{p50} ms",
-                    p50 < TARGET_DISPATCH_P50_MS])
-    rec = results.get("recovery")
-    if rec:
-        out.append([f"recovery within lease + {TARGET_RECOVERY_OVER_LEASE_S:g} s ({rec['lease_s']:g} s lease)",
-                    f"{rec['all_resumed_s']} s", rec["within_target"]])
-    con = results.get("console")
-    if con and "dashboard" in con:
-        p95 = con["dashboard"]["p95_ms"]
-        out.append([f"dashboard refresh p95 < {TARGET_DASHBOARD_P95_MS:g} ms ({con['finished']:,} finished)",
-                    f"{p95} ms", p95 < TARGET_DASHBOARD_P95_MS])
-    enq = results.get("enqueue")
-    if enq:
-        rate = enq["enqueue"]["bulk_rows_per_s"]
-        out.append([f"bulk enqueue >= {TARGET_ENQUEUE_ROWS_S:,} rows/s", f"{fmt(rate)} rows/s",
-                    rate >= TARGET_ENQUEUE_ROWS_S])
-    return out
-
-
 def run(names: list[str], opts: Options) -> dict[str, dict[str, Any]]:
     """Run the named benchmarks in order; print the targets table at the end."""
     results: dict[str, dict[str, Any]] = {}
@@ -225,6 +185,6 @@ def run(names: list[str], opts: Options) -> dict[str, dict[str, Any]]:
         results[name] = BENCHMARKS[name](opts)
     rows = targets(results)
     if rows:
-        opts.echo(table("Targets (issue 5)", ["target", "measured", "met"], rows))
+        opts.echo(table("Targets (issue 10)", ["target", "measured", "met"], rows))
         _save(opts, "summary", {**_context(opts), "targets": [dict(zip(("target", "measured", "met"), r)) for r in rows]})
     return results

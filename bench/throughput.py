@@ -9,15 +9,16 @@ with enqueue_many batches inside ONE transaction; the clock starts just before i
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from kestrel_core import Kestrel
 from kestrel_core import enqueue as engine_enqueue
 from kestrel_core.statements import render
 
 from .cpu import CpuMeter
+from . import pgstats
 from .databases import checkpoint, fresh_database, rates
 from .procs import Proc, kestrel_worker, stop_all, wait_registered
 from .workloads import STEPS, WARMUP
@@ -42,16 +43,6 @@ BY_WORKER = """
 SELECT owner_id, count(*) FROM {schema}.workflow_executions
  WHERE id BETWEEN %(first)s AND %(last)s GROUP BY owner_id ORDER BY owner_id
 """
-# Transactions committed in this database so far: per workflow, a proxy for round trips (in
-# autocommit every statement is one; includes the pool's connection checks and heartbeats).
-COMMITS = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
-
-
-def commits(conn: psycopg.Connection) -> int:
-    """Committed transactions of the current database (statistics lag up to ~0.5 s: sleep first)."""
-    return int(conn.execute(COMMITS).fetchone()[0])
-
-
 def enqueue_in_one_transaction(conn: psycopg.Connection, name: str, n: int, *, analyze: bool = True,
                                batch: int = BATCH) -> tuple[list[int], float]:
     """Insert ``n`` executions with enqueue_many batches in one transaction.
@@ -87,30 +78,37 @@ def warm_up(conn: psycopg.Connection, procs: list[Proc], count: int) -> None:
 
 def run_kestrel(admin: str, workflow: str, *, workers: int, concurrency: int, n: int,
                 listen: bool = True, analyze: bool = True, timeout: float | None = None,
-                module: str = "bench.worker") -> dict[str, Any]:
-    """Run ``n`` executions of ``workflow`` on ``workers`` fresh worker processes; workflows/s.
+                module: str = "bench.worker", profile: Path | None = None,
+                settle: float = pgstats.SETTLE_S) -> dict[str, Any]:
+    """Run ``n`` executions of ``workflow`` on ``workers`` fresh worker processes; workflows/s,
+    and what Postgres did per workflow (bench.pgstats: commits, statements, writes per table).
 
-    ``module`` runs the workers from another module with bench.worker's options (experiments).
+    ``module`` runs the workers from another module with bench.worker's options (experiments);
+    ``profile`` runs each worker under cProfile, writing ``<profile>/<workflow>-<worker>.pstats``;
+    ``settle``: seconds idle after the warm-up, so the workers' backends publish its counters.
     """
     steps = STEPS[workflow]
     with fresh_database(admin) as dsn:
         ids = [f"bench-w{i}" for i in range(workers)]
-        procs = [kestrel_worker(dsn, worker_id=wid, concurrency=concurrency, listen=listen, module=module)
+        procs = [kestrel_worker(dsn, worker_id=wid, concurrency=concurrency, listen=listen, module=module,
+                                profile=profile / f"{workflow}-{wid}.pstats" if profile else None)
                  for wid in ids]
         try:
-            wait_registered(dsn, procs, ids)
-            with Kestrel(dsn) as app, app.connection() as conn:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                skipped = pgstats.statements_unavailable(conn)
+                wait_registered(dsn, procs, ids)
                 warm_up(conn, procs, workers * concurrency * 4)
                 checkpoint(conn)
-                time.sleep(0.6)
-                commits_before = commits(conn)
+                time.sleep(settle)
+                before = pgstats.snapshot(conn, SCHEMA, statements=skipped is None)
                 meter = CpuMeter([p.pid for p in procs])
                 ids_run, t0 = enqueue_in_one_transaction(conn, workflow, n, analyze=analyze)
                 first, last = ids_run[0], ids_run[-1]
                 wait_done(conn, first, last, timeout=timeout or max(120.0, n / 20.0), procs=procs)
                 cpu = meter.stop()
-                time.sleep(0.6)
-                per_workflow = (commits(conn) - commits_before) / n
+                stop_all(procs)  # their backends flush their statistics as they exit
+                pgstats.wait_backends_gone(conn)
+                postgres = pgstats.delta(before, pgstats.snapshot(conn, SCHEMA, statements=skipped is None), n)
                 ok, total, t_end = conn.execute(render(OUTCOME, SCHEMA), {"first": first, "last": last}).fetchone()
                 per_worker = dict(conn.execute(render(BY_WORKER, SCHEMA), {"first": first, "last": last}).fetchall())
         finally:
@@ -120,8 +118,10 @@ def run_kestrel(admin: str, workflow: str, *, workers: int, concurrency: int, n:
     elapsed = t_end - t0
     return {
         "engine": "kestrel", "module": module, "workflow": workflow, "steps": steps, "workers": workers,
-        "concurrency": concurrency, "n": n, "listen": listen, "analyze": analyze,
-        **rates(n, steps, elapsed), "per_worker": per_worker,
-        "commits_per_workflow": round(per_workflow, 2), **cpu,
+        "concurrency": concurrency, "n": n, "listen": listen, "analyze": analyze, "profiled": bool(profile),
+        "stats_settle_s": settle,
+        **rates(n, steps, elapsed), "per_worker": per_worker, **cpu,
+        "commits_per_workflow": postgres.pop("commits_per_workflow"),
+        "statements_per_workflow": postgres.pop("statements_per_workflow"), "statements_skipped": skipped,
+        "postgres": postgres,
     }
-

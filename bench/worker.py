@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import logging
 from datetime import timedelta
+from pathlib import Path
 
+from .profiling import run_profiled
 from .workloads import app
 
 
@@ -18,14 +20,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-listen", action="store_true", help="poll only (Worker listen=False)")
     parser.add_argument("--poll-interval", type=float, default=1.0, help="seconds")
     parser.add_argument("--sweep-interval", type=float, default=1.0, help="seconds")
+    parser.add_argument("--profile", type=Path, help="run under cProfile, write the stats to this .pstats file")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     app.dsn = args.dsn
-    app.run_worker(
-        concurrency=args.concurrency, lease=timedelta(seconds=args.lease), worker_id=args.worker_id,
-        listen=not args.no_listen, poll_interval=args.poll_interval,
-        sweep_interval=args.sweep_interval,
-    )
+
+    def run() -> None:
+        app.run_worker(
+            concurrency=args.concurrency, lease=timedelta(seconds=args.lease), worker_id=args.worker_id,
+            listen=not args.no_listen, poll_interval=args.poll_interval,
+            sweep_interval=args.sweep_interval,
+        )
+
+    if args.profile:
+        run_profiled(run, args.profile)
+    else:
+        run()
 
 
 if __name__ == "__main__":

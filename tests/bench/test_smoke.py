@@ -8,14 +8,20 @@ are noise at these sizes and are not asserted against the issue's targets.
 from __future__ import annotations
 
 import json
+import pstats
 import re
 from pathlib import Path
 
 import pytest
 
-from bench import ceiling, suite
+import psycopg
+
+from bench import ceiling, pgstats, suite
 from bench.__main__ import main
+from bench.databases import fresh_database
 from bench.workloads import NOOP1, NOOP5
+from kestrel_core.claim import CLAIM
+from kestrel_core.statements import render
 
 from tests.conftest import ADMIN_DSN
 
@@ -45,8 +51,33 @@ def test_throughput_runs_every_execution_on_kestrel(opts: suite.Options, printed
         assert sum(k["per_worker"].values()) == opts.n  # every execution ran, all on our workers
         assert set(k["per_worker"]) == {"bench-w0"}
         assert k["workflows_per_s"] > 0 and k["steps_per_s"] == pytest.approx(k["workflows_per_s"] * k["steps"], rel=0.01)
+        # What Postgres wrote for it (the quick run's short settle may add the warm-up's writes).
+        writes = k["postgres"]["writes"]
+        assert writes["operation_outputs"]["inserts"] >= opts.n * k["steps"]
+        assert writes["workflow_executions"]["inserts"] >= opts.n
+        assert k["commits_per_workflow"] > 0  # below 1 once commits are shared (group commit)
+        if k["statements_skipped"]:
+            assert k["statements_per_workflow"] is None and "shared_preload_libraries" in k["statements_skipped"]
+        else:
+            assert k["statements_per_workflow"] > 0
     assert _json(opts, "throughput")["rows"][1]["kestrel"]["steps"] == 5
-    assert any("Kestrel wf/s" in text for text in printed)
+    assert any("Kestrel wf/s" in text and "commits/wf" in text for text in printed)
+    assert any("Postgres writes per workflow" in text and "operation_outputs" in text for text in printed)
+
+
+def test_throughput_profiles_every_worker_thread(opts: suite.Options, printed: list[str], tmp_path: Path) -> None:
+    opts.ceiling = opts.dbos = False
+    opts.workloads = (NOOP1,)
+    opts.profile = tmp_path / "profiles"
+    data = suite.throughput(opts)
+    assert data["rows"][0]["kestrel"]["profiled"]
+    files = sorted(p.name for p in opts.profile.glob("*.pstats"))
+    assert files == ["noop1-bench-w0.pstats"]
+    assert any(text.startswith("Top 15 by cumulative") for text in printed)
+    # The steps run on the worker's pool threads: counted only if every thread was profiled.
+    stats = pstats.Stats(str(opts.profile / files[0])).stats  # type: ignore[attr-defined]
+    calls = sum(v[1] for (path, _, name), v in stats.items() if name == "noop" and path.endswith("workloads.py"))
+    assert calls >= opts.n
 
 
 def test_ceiling_script_uses_the_engine_statements_for_each_step() -> None:
@@ -56,6 +87,46 @@ def test_ceiling_script_uses_the_engine_statements_for_each_step() -> None:
     assert text.count("\\gset c_") == 1 and text.count("\\gset o_") == 5
     assert text.count("INSERT INTO \"kestrel\".operation_outputs") == 6
     assert len(set(re.findall(r":step\d", text))) == 5
+
+
+def test_ceiling_claim_walks_the_enqueued_index_as_pgbench_runs_it() -> None:
+    """With the engine's planner setting (PGOPTIONS, as pgbench gets it) the claim reads the
+    head of the enqueued index on a big analyzed backlog, not a sort of all of it."""
+    assert ceiling.session_options("SET LOCAL enable_sort = off") == "-c enable_sort=off"
+    with pytest.raises(ValueError):
+        ceiling.session_options("SET enable_sort = off; SELECT 1")
+    with fresh_database(ADMIN_DSN) as dsn:
+        with psycopg.connect(dsn, autocommit=True, options=ceiling.PGOPTIONS) as conn:
+            conn.execute(render(ceiling.SEED, ceiling.SCHEMA), {"name": NOOP1, "n": 5000})
+            conn.execute(render(ceiling.ANALYZE, ceiling.SCHEMA))
+            params = {"names": [NOOP1], "versions": [None], "queues": None, "n": 1, "owner": "o",
+                      "lease": "30 seconds"}
+            plan = json.dumps(conn.execute(b"EXPLAIN (FORMAT JSON) " + render(CLAIM, ceiling.SCHEMA).as_bytes(conn),
+                                           params).fetchone()[0])
+    assert "workflow_executions_enqueued_idx" in plan and '"Sort"' not in plan
+
+
+def test_pgstats_counts_writes_and_says_how_to_count_statements() -> None:
+    assert pgstats.preloaded("pg_stat_statements") and pgstats.preloaded("'auto_explain', pg_stat_statements")
+    assert pgstats.preloaded('"$libdir/pg_stat_statements.so"') and not pgstats.preloaded("")
+    assert not pgstats.preloaded("pg_stat_statements_extra")
+    with fresh_database(ADMIN_DSN) as dsn:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            loaded = pgstats.preloaded(conn.execute(pgstats.PRELOAD).fetchone()[0])
+            reason = pgstats.statements_unavailable(conn)
+            assert (reason is None) == loaded and (loaded or reason == pgstats.HOW_TO_ENABLE)
+            if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'pg_stat_statements'").fetchone():
+                conn.execute(pgstats.CREATE_EXTENSION)  # the view exists even when not loaded:
+                conn.execute("EXPLAIN " + pgstats.STATEMENTS)  # its columns are the ones we read
+            before = pgstats.snapshot(conn, "kestrel", statements=loaded)
+            conn.execute("INSERT INTO kestrel.workflow_executions (workflow_name) SELECT 'x' FROM generate_series(1, 4)")
+            conn.execute("UPDATE kestrel.workflow_executions SET updated_at = now()")  # no index on it
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            pgstats.wait_backends_gone(conn)  # the session that wrote has published its counters
+            d = pgstats.delta(before, pgstats.snapshot(conn, "kestrel", statements=loaded), 4)
+    w = d["writes"]["workflow_executions"]
+    assert (w["inserts"], w["updates"], w["deletes"]) == (4, 4, 0) and w["inserts_per_workflow"] == 1.0
+    assert d["commits_per_workflow"] >= 0.5 and (d["statements_per_workflow"] is None) == (not loaded)
 
 
 @pytest.mark.skipif(ceiling.pgbench_binary() is None, reason="pgbench is not installed")
@@ -113,3 +184,20 @@ def test_cli_runs_a_benchmark_and_refuses_unknown_names(tmp_path: Path, capsys: 
     with pytest.raises(SystemExit) as exc:
         main(["nonsense"])
     assert exc.value.code == 2
+
+
+def test_targets_are_issue_10s() -> None:
+    from bench.targets import targets
+
+    row1 = {"kestrel": {"workflow": NOOP1, "workers": 2, "workflows_per_s": 3100.0, "commits_per_workflow": 0.8},
+            "kestrel_vs_ceiling": 1.4, "kestrel_vs_dbos": 12.0}
+    row5 = {"kestrel": {"workflow": NOOP5, "workers": 2, "workflows_per_s": 900.0, "commits_per_workflow": 3.0},
+            "kestrel_vs_ceiling": 2.0, "kestrel_vs_dbos": None}
+    met = {target: ok for target, _, ok in targets({"throughput": {"rows": [row1, row5]}})}
+    assert met == {
+        "Kestrel >= 3,000 wf/s (noop1, 2 worker(s))": True,
+        "Kestrel >= 1.5x its pgbench ceiling (noop1, 2 worker(s))": False,
+        "Kestrel >= 10x DBOS (noop1, 2 worker(s))": True,
+        "commits per workflow < 1 (noop1, 2 worker(s))": True,
+        "Kestrel >= 1,000 wf/s (noop5, 2 worker(s))": False,
+    }

@@ -1,0 +1,71 @@
+"""Issue 10's targets for this 2-core machine, checked against what a run measured.
+
+Issue 10 (group commit) raised issue 5's throughput targets; the dashboard and enqueue targets
+are issue 5's, kept.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .report import fmt
+from .workloads import NOOP1, NOOP5
+
+TARGET_WF_S = {NOOP1: 3000.0, NOOP5: 1000.0}
+TARGET_VS_CEILING = {NOOP1: 1.5}
+TARGET_VS_DBOS = 10.0
+TARGET_COMMITS_PER_WF = {NOOP1: 1.0}
+TARGET_DISPATCH_P50_MS = 10.0
+TARGET_RECOVERY_OVER_LEASE_S = 2.0
+TARGET_DASHBOARD_P95_MS = 20.0
+TARGET_ENQUEUE_ROWS_S = 20_000
+
+
+def _throughput(tp: dict[str, Any]) -> list[list[Any]]:
+    out: list[list[Any]] = []
+    for r in tp["rows"]:
+        k = r["kestrel"]
+        workflow, label = k["workflow"], f"{k['workflow']}, {k['workers']} worker(s)"
+        if workflow in TARGET_WF_S:
+            goal = TARGET_WF_S[workflow]
+            out.append([f"Kestrel >= {goal:,.0f} wf/s ({label})", f"{fmt(k['workflows_per_s'])} wf/s",
+                        k["workflows_per_s"] >= goal])
+        if workflow in TARGET_VS_CEILING and r.get("kestrel_vs_ceiling") is not None:
+            goal = TARGET_VS_CEILING[workflow]
+            out.append([f"Kestrel >= {goal:g}x its pgbench ceiling ({label})", f"{r['kestrel_vs_ceiling']}x",
+                        r["kestrel_vs_ceiling"] >= goal])
+        if r.get("kestrel_vs_dbos") is not None:
+            out.append([f"Kestrel >= {TARGET_VS_DBOS:g}x DBOS ({label})", f"{r['kestrel_vs_dbos']}x",
+                        r["kestrel_vs_dbos"] >= TARGET_VS_DBOS])
+        if workflow in TARGET_COMMITS_PER_WF and k.get("commits_per_workflow") is not None:
+            goal = TARGET_COMMITS_PER_WF[workflow]
+            out.append([f"commits per workflow < {goal:g} ({label})", fmt(k["commits_per_workflow"]),
+                        k["commits_per_workflow"] < goal])
+    return out
+
+
+def targets(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
+    """Issue 10's targets against what this run measured: [target, measured, met]."""
+    out: list[list[Any]] = []
+    if results.get("throughput"):
+        out += _throughput(results["throughput"])
+    lat = results.get("latency")
+    if lat:
+        p50 = lat["notify"]["p50_ms"]
+        out.append([f"dispatch p50 < {TARGET_DISPATCH_P50_MS:g} ms with NOTIFY", f"{p50} ms",
+                    p50 < TARGET_DISPATCH_P50_MS])
+    rec = results.get("recovery")
+    if rec:
+        out.append([f"recovery within lease + {TARGET_RECOVERY_OVER_LEASE_S:g} s ({rec['lease_s']:g} s lease)",
+                    f"{rec['all_resumed_s']} s", rec["within_target"]])
+    con = results.get("console")
+    if con and "dashboard" in con:
+        p95 = con["dashboard"]["p95_ms"]
+        out.append([f"dashboard refresh p95 < {TARGET_DASHBOARD_P95_MS:g} ms ({con['finished']:,} finished)",
+                    f"{p95} ms", p95 < TARGET_DASHBOARD_P95_MS])
+    enq = results.get("enqueue")
+    if enq:
+        rate = enq["enqueue"]["bulk_rows_per_s"]
+        out.append([f"bulk enqueue >= {TARGET_ENQUEUE_ROWS_S:,} rows/s", f"{fmt(rate)} rows/s",
+                    rate >= TARGET_ENQUEUE_ROWS_S])
+    return out

@@ -1,0 +1,42 @@
+"""The throughput benchmark's printed tables: rates side by side, and Postgres's writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .report import table
+
+
+def throughput_table(rows: list[dict[str, Any]], concurrency: int, n: int) -> str:
+    """Kestrel, the pgbench ceiling and DBOS per workload and worker count, with Kestrel's
+    commits and statements per workflow (statements: "-" without pg_stat_statements)."""
+    return table(
+        f"Throughput (no-op workflows, concurrency {concurrency} per worker process, N={n})",
+        ["workload", "workers", "Kestrel wf/s", "steps/s", "commits/wf", "stmts/wf", "ceiling wf/s",
+         "K/ceiling", "DBOS wf/s", "K/DBOS", "machine busy"],
+        [[r["kestrel"]["workflow"], r["kestrel"]["workers"], r["kestrel"]["workflows_per_s"],
+          r["kestrel"]["steps_per_s"], r["kestrel"].get("commits_per_workflow"),
+          r["kestrel"].get("statements_per_workflow"), r.get("ceiling", {}).get("workflows_per_s"),
+          r["kestrel_vs_ceiling"], r.get("dbos", {}).get("workflows_per_s"), r["kestrel_vs_dbos"],
+          f"{r['kestrel']['machine_busy']:.0%}"] for r in rows])
+
+
+def writes_table(rows: list[dict[str, Any]]) -> str:
+    """Row writes per workflow in each table of the schema (pg_stat_user_tables deltas), and
+    the share of updates that were HOT (no index touched)."""
+    lines: list[list[Any]] = []
+    for r in rows:
+        k = r["kestrel"]
+        for name, w in k.get("postgres", {}).get("writes", {}).items():
+            lines.append([f"{k['workflow']} x{k['workers']}", name, w["inserts_per_workflow"],
+                          w["updates_per_workflow"], None if w["hot_pct"] is None else f"{w['hot_pct']:.0f}%",
+                          w["deletes_per_workflow"]])
+    return table("Postgres writes per workflow (rows, from pg_stat_user_tables)",
+                 ["run", "table", "inserts", "updates", "HOT %", "deletes"], lines)
+
+
+def profile_paths(folder: Path, rows: list[dict[str, Any]]) -> list[Path]:
+    """The .pstats files the profiled workers of these rows wrote (missing ones left out)."""
+    return sorted(p for p in folder.glob("*.pstats")
+                  if any(p.name.startswith(f"{r['kestrel']['workflow']}-") for r in rows))
