@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 STATUS_FD = "KESTREL_SUPERVISOR_FD"
 SUPERVISOR_PID = "KESTREL_SUPERVISOR_PID"
-MAX_LINE = 2000  # characters of a failure message kept (well under the pipe's atomic write)
+MAX_LINE = 1000  # characters of a failure message kept (at most 4 bytes each: one atomic pipe write)
 _PR_SET_PDEATHSIG = 1
 
 _fd: int | None = None

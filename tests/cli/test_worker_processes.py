@@ -130,26 +130,35 @@ def meet(app: Kestrel, db: psycopg.Connection, folder: Path, n: int) -> dict[int
     return dict(db.execute(done, (ids,)).fetchall())
 
 
-def test_two_processes_register_two_workers_that_both_claim_work(supervisors, app: Kestrel, db, tmp_path: Path) -> None:
-    sup = supervisors(tmp_path, app.dsn, "--processes", "2", "--worker-id", "wp", "--concurrency", "1",
-                      "--lease", "5")
+def two_workers(supervisors, db: psycopg.Connection, dsn: str, folder: Path,
+                lease: str = "5") -> tuple[Supervisor, dict[str, int]]:
+    """A supervisor of two processes wp-1 and wp-2 (one slot each), both registered and ready."""
+    sup = supervisors(folder, dsn, "--processes", "2", "--worker-id", "wp", "--concurrency", "1", "--lease", lease)
     pids = live_workers(db, sup, 2, ["wp-1", "wp-2"])
+    wait_for(lambda: sup.output.count("event=process_ready") == 2, what="both to report ready")
+    return sup, pids
+
+
+def stopped(sup: Supervisor) -> int:
+    """SIGTERM the supervisor; its exit status."""
+    sup.proc.send_signal(signal.SIGTERM)
+    return sup.wait()
+
+
+def test_two_processes_register_two_workers_that_both_claim_work(supervisors, app: Kestrel, db, tmp_path: Path) -> None:
+    sup, pids = two_workers(supervisors, db, app.dsn, tmp_path)
     assert sup.proc.pid not in pids.values()
     # Every option given reached the children (the DSN too: it is not in their environment).
     assert [row[2] for row in db.execute(LIVE)] == [1, 1]
 
     ran = meet(app, db, tmp_path / "both", 2)
     assert ran == {pid: wid for wid, pid in pids.items()}
-    sup.proc.send_signal(signal.SIGTERM)
-    assert sup.wait() == 0, sup.output
+    assert stopped(sup) == 0, sup.output
 
 
 def test_a_killed_process_is_replaced_and_the_replacement_claims_work(supervisors, app: Kestrel, db,
                                                                      tmp_path: Path) -> None:
-    sup = supervisors(tmp_path, app.dsn, "--processes", "2", "--worker-id", "wp", "--concurrency", "1",
-                      "--lease", "5")
-    pids = live_workers(db, sup, 2, ["wp-1", "wp-2"])
-    wait_for(lambda: sup.output.count("event=process_ready") == 2, what="both to report ready")
+    sup, pids = two_workers(supervisors, db, app.dsn, tmp_path)
     os.kill(pids["wp-1"], signal.SIGKILL)
 
     def replacement() -> dict[str, int] | None:
@@ -161,24 +170,22 @@ def test_a_killed_process_is_replaced_and_the_replacement_claims_work(supervisor
     assert f"event=process_exited process=1/2 pid={pids['wp-1']} signal=SIGKILL" in sup.output
     ran = meet(app, db, tmp_path / "after", 2)
     assert ran == {replaced["wp-1"]: "wp-1", pids["wp-2"]: "wp-2"}
-    sup.proc.send_signal(signal.SIGTERM)
-    assert sup.wait() == 0, sup.output
+    assert stopped(sup) == 0, sup.output
 
 
 def test_sigterm_reaches_every_process_and_a_second_one_stops_their_wait(supervisors, app: Kestrel, db,
                                                                          tmp_path: Path) -> None:
-    sup = supervisors(tmp_path, app.dsn, "--processes", "2", "--worker-id", "wp", "--concurrency", "1",
-                      "--lease", "600")
-    pids = live_workers(db, sup, 2, ["wp-1", "wp-2"])
+    sup, pids = two_workers(supervisors, db, app.dsn, tmp_path, lease="600")
     ids = [app.enqueue("hang", None) for _ in range(2)]
     running = "SELECT owner_id FROM workflow_executions WHERE status = 'running' ORDER BY owner_id"
     wait_for(lambda: [r[0] for r in db.execute(running)] == ["wp-1", "wp-2"], what="each process to run one")
 
-    sup.proc.send_signal(signal.SIGTERM)  # both stop claiming, and wait for their steps (the lease: 600 s)
+    # Both stop claiming and wait for their steps (up to the lease: 600 s)...
+    sup.proc.send_signal(signal.SIGTERM)
     wait_for(lambda: sup.output.count("event=shutdown_requested") == 2, what="both processes to be told")
     assert sup.proc.poll() is None
-    sup.proc.send_signal(signal.SIGTERM)  # forwarded: they stop waiting and hand the executions back
-    assert sup.wait() == 0, sup.output
+    # ... until the second signal, passed on too: they stop waiting and hand the executions back.
+    assert stopped(sup) == 0, sup.output
 
     assert not any(alive(pid) for pid in pids.values())
     assert db.execute("SELECT count(*) FROM workers WHERE stopped_at IS NULL").fetchone() == (0,)
@@ -208,9 +215,7 @@ def test_processes_that_cannot_reach_the_database_end_the_supervisor(supervisors
 
 
 def test_a_process_that_keeps_failing_to_start_is_given_up_on(supervisors, app: Kestrel, db, tmp_path: Path) -> None:
-    sup = supervisors(tmp_path, app.dsn, "--processes", "2", "--worker-id", "wp", "--lease", "5")
-    pids = live_workers(db, sup, 2, ["wp-1", "wp-2"])
-    wait_for(lambda: sup.output.count("event=process_ready") == 2, what="both to report ready")
+    sup, pids = two_workers(supervisors, db, app.dsn, tmp_path)
     (tmp_path / "BROKEN").touch()  # from now on the module raises on import
     os.kill(pids["wp-1"], signal.SIGKILL)
 
