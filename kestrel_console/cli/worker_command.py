@@ -116,7 +116,7 @@ def worker(
     if count > 1:
         supervisor = handles_errors(Supervisor)(_child_command(ctx, target, worker_id), count)
         raise typer.Exit(handles_errors(supervisor.run)())
-    w = user_app.worker(
+    w = handles_errors(user_app.worker)(
         concurrency=concurrency, lease=timedelta(seconds=lease), worker_id=worker_id,
         listen=not (no_listen or transaction_pooling), prune_older_than=retention,
         startup_timeout=startup_timeout, queues=served,
