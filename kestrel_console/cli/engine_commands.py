@@ -1,49 +1,26 @@
-"""Commands that change things: migrate, worker, enqueue, approve/reject, requeue/cancel.
+"""Commands that change things: migrate, worker (its own module), enqueue, approve/reject, requeue/cancel.
 
 Every write goes through the kestrel_core API; these functions only parse and print.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
-import logging
 import math
-import sys
 from datetime import timedelta
 from typing import Any, Optional
 
 import typer
 
-from kestrel_core import Kestrel, NotSerializable
+from kestrel_core import NotSerializable
 from kestrel_core.app import MAX_DELAY
 from kestrel_core.serialization import to_json
-from kestrel_core import prune as prune_mod
 from kestrel_core import roles as roles_mod
 from kestrel_core.connection import describe_target
 
 from .errors import fail, handles_errors
 from .options import acting, execution_id_argument, operator_option, settings
-
-
-def load_app(target: str) -> Kestrel:
-    """Import ``MODULE[:ATTR]`` (ATTR defaults to ``app``) and return the Kestrel found there."""
-    module_name, _, attr = target.partition(":")
-    attr = attr or "app"
-    if "." not in sys.path and "" not in sys.path:
-        sys.path.insert(0, "")  # like `python -m`: modules in the current folder are found
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and module_name.startswith(exc.name):
-            fail(f"cannot import module {module_name!r}: no such module (run from the folder that holds it, or fix PYTHONPATH)")
-        raise
-    obj = getattr(module, attr, None)
-    if obj is None:
-        fail(f"module {module_name!r} has no attribute {attr!r}: name it as MODULE:ATTR")
-    if not isinstance(obj, Kestrel):
-        fail(f"{module_name}:{attr} is a {type(obj).__name__}, not a kestrel_core.Kestrel app")
-    return obj
+from .worker_command import worker
 
 
 def _parse_json(text: str, option: str) -> Any:
@@ -92,67 +69,6 @@ def migrate(
         typer.echo(f"schema {s.schema!r} on {target}: applied migration(s) {', '.join(map(str, applied))}")
     else:
         typer.echo(f"schema {s.schema!r} on {target}: already up to date")
-
-
-def worker(
-    ctx: typer.Context,
-    target: str = typer.Argument(..., metavar="MODULE[:ATTR]", help="Where the Kestrel app is (ATTR defaults to 'app')."),
-    concurrency: int = typer.Option(8, "--concurrency", min=1, max=1024, help="Executions run at once."),
-    lease: float = typer.Option(30.0, "--lease", min=1.0, help="Lease length in seconds; renewed every third of it."),
-    worker_id: Optional[str] = typer.Option(None, "--worker-id", help="Owner id written on claimed rows (default host:pid:random).", show_default=False),
-    no_listen: bool = typer.Option(False, "--no-listen", help="Poll only, no LISTEN/NOTIFY."),
-    transaction_pooling: bool = typer.Option(
-        False, "--transaction-pooling",
-        help="The DSN goes through PgBouncer in transaction mode: no LISTEN (poll), no server-side prepared statements."),
-    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
-    startup_timeout: float = typer.Option(
-        60.0, "--startup-timeout", min=0.0, metavar="SECONDS",
-        help="How long to wait for an unreachable database at startup (retrying, logging each try) before exiting 1."),
-    prune_older_than: Optional[str] = typer.Option(
-        None, "--prune-older-than", metavar="AGE", show_default=False,
-        help="Also delete executions finished more than AGE ago (30d, 12h, ...), every 10 minutes."),
-    queues: Optional[str] = typer.Option(
-        None, "--queues", metavar="A,B", show_default=False,
-        help="Claim only from these queues (comma-separated; default: every queue)."),
-) -> None:
-    """Run a worker for the workflows registered on the app at MODULE[:ATTR], until SIGINT/SIGTERM.
-
-    Logs one line per event (claimed, finished, parked, write_refused, ...) with key=value
-    fields on stderr. SIGINT/SIGTERM: stop claiming, let running steps finish (up to the lease),
-    hand back what did not finish; a second signal stops waiting.
-    """
-    level = logging.getLevelName(log_level.upper())
-    if not isinstance(level, int):
-        raise typer.BadParameter("use debug, info, warning or error", param_hint="--log-level")
-    logging.basicConfig(level=level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    retention = None
-    if prune_older_than is not None:
-        try:
-            retention = prune_mod.parse_age(prune_older_than)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--prune-older-than") from None
-    s = settings(ctx)
-    user_app = load_app(target)
-    # The command line's --dsn/--schema win over what the module configured.
-    if s.dsn_given:
-        user_app.dsn = s.dsn
-    if s.schema != "kestrel":
-        user_app.schema = s.schema
-    if transaction_pooling:
-        user_app.transaction_pooling = True
-    if not user_app.workflows:
-        fail(f"{target} registers no workflow: decorate functions with @app.workflow")
-    served = None
-    if queues is not None:
-        served = [q.strip() for q in queues.split(",") if q.strip()]
-        if not served:
-            raise typer.BadParameter("name at least one queue, e.g. --queues emails,default", param_hint="--queues")
-    handles_errors(user_app.run_worker)(
-        concurrency=concurrency, lease=timedelta(seconds=lease), worker_id=worker_id,
-        listen=not (no_listen or transaction_pooling), prune_older_than=retention,
-        startup_timeout=startup_timeout, queues=served,
-    )
 
 
 def enqueue(

@@ -10,7 +10,7 @@ from typing import Any, NoReturn, TypeVar
 import psycopg
 import typer
 
-from kestrel_core import InvalidArgument, KestrelError, mask_dsn
+from kestrel_core import InvalidArgument, KestrelError, mask_dsn, supervised
 
 from ..safe_text import visible
 
@@ -19,8 +19,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def fail(message: str, code: int = 1) -> NoReturn:
     """Print ``error: message`` on stderr (passwords masked, control characters escaped) and
-    exit with ``code``."""
-    typer.echo(f"error: {visible(mask_dsn(message), newlines=True)}", err=True)
+    exit with ``code``; under a supervisor, tell it instead (it prints the message)."""
+    text = visible(mask_dsn(message), newlines=True)
+    if not supervised.failed(text):  # a worker process of `worker --processes N` tells its supervisor
+        typer.echo(f"error: {text}", err=True)
     raise typer.Exit(code)
 
 

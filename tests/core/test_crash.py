@@ -35,7 +35,7 @@ class Workers:
                    PYTHONPATH=str(ROOT))
         proc = subprocess.Popen(
             [sys.executable, "-m", "kestrel_console", "worker", "tests.core.crash_app:app",
-             "--concurrency", "4", "--lease", str(lease), "--worker-id", name],
+             "--concurrency", "4", "--lease", str(lease), "--worker-id", name, "--processes", "1"],
             env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         self.procs.append(proc)

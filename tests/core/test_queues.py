@@ -34,7 +34,8 @@ UNFINISHED = "SELECT count(*) FROM kestrel.workflow_executions WHERE status <> '
 
 def start_worker_process(dsn: str, name: str, n: int, *extra: str) -> subprocess.Popen:
     return start_worker(dsn, "tests.core.queues_app:app", "--concurrency", "4", "--lease", "5",
-                        "--worker-id", name, "--log-level", "warning", *extra, env={"QUEUES_APP_N": str(n)})
+                        "--worker-id", name, "--processes", "1", "--log-level", "warning", *extra,
+                        env={"QUEUES_APP_N": str(n)})
 
 
 def share(total: int, i: int) -> int:

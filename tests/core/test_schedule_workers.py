@@ -22,7 +22,7 @@ def test_three_workers_enqueue_each_one_second_tick_exactly_once(dsn: str, db, t
             log = tmp_path / f"w{i}.log"
             with open(log, "w") as out:
                 procs.append(start_worker_process(dsn, "tests.core.schedule_app:app", "--concurrency", "2",
-                                                  "--worker-id", f"w{i}", out=out))
+                                                  "--worker-id", f"w{i}", "--processes", "1", out=out))
             logs.append(log)
         wait_for(lambda: db.execute("SELECT count(*) FROM workers WHERE stopped_at IS NULL").fetchone()[0] == 3
                  or any(p.poll() is not None for p in procs), timeout=30, what="3 workers to register")
