@@ -117,8 +117,9 @@ class Worker:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def run(self) -> None:
-        """Start, block until SIGINT/SIGTERM, then shut down gracefully."""
+    def run(self, on_started: Callable[[], None] | None = None) -> None:
+        """Start, block until SIGINT/SIGTERM, then shut down gracefully. ``on_started`` is
+        called once the worker serves (not if a signal ended its wait for the database)."""
         stop = threading.Event()
         previous = {}
         if threading.current_thread() is threading.main_thread():
@@ -131,6 +132,8 @@ class Worker:
                 previous[sig] = signal.signal(sig, on_signal)
         try:
             self.start()
+            if on_started is not None and self._threads:
+                on_started()
             while not stop.wait(0.5):
                 pass
             self.log.info("event=shutdown_requested worker=%s in_flight=%s grace_s=%s",

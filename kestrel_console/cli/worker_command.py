@@ -21,7 +21,6 @@ from kestrel_core import Kestrel
 from kestrel_core import prune as prune_mod
 from kestrel_core import supervised
 from kestrel_core.supervisor import Supervisor, default_processes
-from kestrel_core.worker import Worker
 
 from .errors import fail, handles_errors
 from .options import settings
@@ -121,23 +120,8 @@ def worker(
         listen=not (no_listen or transaction_pooling), prune_older_than=retention,
         startup_timeout=startup_timeout, queues=served,
     )
-    if under_supervisor:
-        _report_ready_on_start(w)
-    handles_errors(w.run)()
-
-
-def _report_ready_on_start(w: Worker) -> None:
-    """Tell the supervisor once ``w`` has registered and started its threads (not if a signal
-    ended its wait for the database): until then, an exit is a failed start."""
-    start = w.start
-
-    def start_then_report() -> Worker:
-        started = start()
-        if not w.draining.is_set():
-            supervised.ready()
-        return started
-
-    w.start = start_then_report  # type: ignore[method-assign]
+    # Under a supervisor, an exit before the worker serves is a failed start.
+    handles_errors(w.run)(on_started=supervised.ready if under_supervisor else None)
 
 
 def _child_command(ctx: typer.Context, target: str, worker_id: str | None) -> Callable[[int], list[str]]:
