@@ -19,8 +19,9 @@ backlog on every call (16-25 ms at 40k rows instead of ~0.2 ms; the ceiling fell
 to keep ~0 rows when every row has the same queue (n_distinct 1), so the planner believes the
 backlog is empty and a seq scan + sort looks cheaper than walking the enqueued index, even
 with fresh statistics. Other differences from the engine: the session's other statements get
-``enable_sort = off`` too (it only makes a sort the last resort), and it does not run the
-limited-queue check the engine pipelines into the claim transaction now and then.
+``enable_sort = off`` too (it only makes a sort the last resort; ``jit = off`` keeps that
+from making the boundary statement look costly enough to JIT-compile), and it does not run
+the limited-queue check the engine pipelines into the claim transaction now and then.
 """
 
 from __future__ import annotations
@@ -64,8 +65,11 @@ def session_options(statement: str = ORDERED_PLAN) -> str:
     return f"-c {m.group(1)}={m.group(2)}"
 
 
-# What the engine's claim transaction sets (claim.py ORDERED_PLAN), for every pgbench session.
-PGOPTIONS = session_options()
+# What the engine's claim transaction sets (claim.py ORDERED_PLAN), for every pgbench session;
+# and no JIT: under enable_sort = off the boundary statement's one (unavoidable) sort costs
+# 1e10, which would make Postgres JIT-compile it on every call (0.8 s each), while the engine
+# runs that statement with sorts enabled, far below jit_above_cost.
+PGOPTIONS = session_options() + " -c jit=off"
 # Planner statistics that know about the backlog (see throughput.py: the engine runs the same).
 ANALYZE = "ANALYZE {schema}.workflow_executions"
 LEFT = "SELECT count(*) FROM {schema}.workflow_executions WHERE status = 'enqueued'"
@@ -111,6 +115,7 @@ def _boundary(steps_open: str, finish: str | None, done: bool, seq: int) -> dict
         "open_steps": f"ARRAY[:{steps_open}]" if steps_open else none["text"],
         "statuses": "ARRAY[:status]" if done else none["text"],
         "results": "ARRAY[:output]" if done else none["jsonb"], "failures": none["text"],
+        "fresh": "ARRAY[false]", "elapsed": "ARRAY[NULL]::float8[]",
         "sync": "'on'" if finish or done else "'off'",
     }
 
