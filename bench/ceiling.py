@@ -47,6 +47,9 @@ from .workloads import STEPS
 
 SCHEMA = "kestrel"
 OWNER = "pgbench-ceiling"
+# pgbench clients at most (one per execution the workers run at once, up to this): a default
+# server allows 100 connections, and on 2 cores more clients only queue on the CPU.
+MAX_CLIENTS = 64
 
 _PARAM = re.compile(r"%\((\w+)\)s")
 

@@ -18,7 +18,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--executor-id", required=True)
     parser.add_argument("--concurrency", type=int, default=8, help="worker_concurrency of the queue")
     parser.add_argument("--polling", type=float, default=0.05, help="queue polling interval, seconds")
-    parser.add_argument("--pool-size", type=int, default=None)
+    parser.add_argument("--pool-size", type=int, default=None,
+                        help="system database pool (default: concurrency + 4, at most DBOS's own default of 20, "
+                        "so that 4 processes fit in a default server's 100 connections)")
     args = parser.parse_args(argv)
 
     from dbos import DBOS
@@ -28,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     DBOS(config={
         "name": "kestrel-bench", "system_database_url": args.url, "executor_id": args.executor_id,
         "application_version": "bench", "log_level": "WARNING",
-        "sys_db_pool_size": args.pool_size or args.concurrency + 4,
+        "sys_db_pool_size": args.pool_size or min(args.concurrency + 4, 20),
     })
     DBOS.launch()
     DBOS.register_queue(dbos_workloads.QUEUE, worker_concurrency=args.concurrency,

@@ -31,7 +31,7 @@ class Options:
     echo: Callable[[str], None] = print
     # throughput
     workers: tuple[int, ...] = (1, 2, 4)
-    concurrency: int = 8
+    concurrency: int = 32
     n: int = 5000
     workloads: tuple[str, ...] = (NOOP1, NOOP5)
     ceiling: bool = True
@@ -94,7 +94,7 @@ def throughput(opts: Options) -> dict[str, Any]:
                 opts.admin, workflow, workers=w, concurrency=opts.concurrency, n=opts.n,
                 profile=opts.profile.resolve() if opts.profile else None, settle=opts.stats_settle)}
             if opts.ceiling and not ceiling_skipped:
-                clients = w * opts.concurrency
+                clients = min(w * opts.concurrency, ceiling.MAX_CLIENTS)
                 row["ceiling"] = ceiling.run_ceiling(opts.admin, workflow, clients=clients, threads=w,
                                                      seconds=opts.ceiling_seconds)
             if opts.dbos and not dbos_skipped:
