@@ -75,7 +75,7 @@ class ApprovalsScreen(LiveScreen):
         n = len(self.rows)
         oldest = f" · oldest waiting {fmt.seconds(self.rows[0]['waiting_s'])}" if n else ""
         marked = f" · {len(self.table.marks)} marked" if self.table.marks else ""
-        more = " · → more columns" if self.table.more_right() else ""
+        more = self.table.more_hint()
         self.query_one("#appr-summary", Static).update(Text(
             f"{n} approval gate{'s' if n != 1 else ''} waiting for a decision{oldest}{marked}{more}",
             style="bold magenta" if n else "dim"))
