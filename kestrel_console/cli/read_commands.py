@@ -27,6 +27,7 @@ from .errors import fail, handles_errors
 from ..settings import Settings
 from .options import execution_id_argument, settings
 from .summaries import print_decisions, print_pending_approvals, print_workers
+from .timeline_view import render_timeline
 
 # A command run by hand may wait longer than a TUI refresh, but never hangs.
 CLI_TIMEOUT_MS = 10_000
@@ -252,7 +253,7 @@ def show(
         now = handles_errors(reader.now)()
     if fmt == "table":
         con = render.console_for()
-        render.render_timeline(execution, timeline, now=now, blocker=blocker, console=con)
+        render_timeline(execution, timeline, now=now, blocker=blocker, console=con)
         print_decisions(con, timeline)
         render.render_actions(actions, console=con)
     elif fmt == "json":

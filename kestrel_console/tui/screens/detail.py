@@ -14,7 +14,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Header, Static, TabbedContent, TabPane
 
-from ...render import decider, family_line
+from ...timeline_model import decider, family_line
 from ...safe_text import visible
 from ... import style
 from .. import format as fmt
