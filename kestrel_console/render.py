@@ -1,5 +1,7 @@
 """Printing rows for people (Rich tables) and for scripts (JSON, CSV).
 
+How each value reads is ``formatting``'s job (the TUI's too); this module lays rows out.
+
 ``emit`` is the one way commands print rows. ``json`` is an array of objects, one per row, keys
 = column names, datetimes in ISO 8601; ``csv`` has a header row and writes values like
 ``reports.csv_cell`` (the TUI's CSV export), so both exports agree. Only ``table`` is made for
@@ -15,14 +17,11 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import IO, Any
-from uuid import UUID
 
 from rich import box
 from rich.console import Console
@@ -30,19 +29,14 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from . import style
-from .humanize import duration
+from .formatting import TABLE, cell, json_value
 from .reports import csv_cell
 from .safe_text import json_safe, visible
 
 FORMATS = ("table", "json", "csv")
 
-# One palette for the CLI and the TUI (style.py).
-STATUS_STYLES = style.STATUS_STYLES
-# Columns whose values are statuses/outcomes, coloured in tables.
-STATUS_COLUMNS = {"status", "outcome", "decision", "from_status"}
-# Columns holding seconds that tables show as durations ("1.2 s", "3 m 04 s").
-DURATION_SUFFIX = "_s"
+# Columns holding seconds that tables show as durations ("1.2 s", "3 m 04 s"): see TABLE.
+DURATION_SUFFIX = TABLE.duration_suffix or ""
 MAX_CELL = 60  # characters of JSON or text shown in a table cell
 SHORT_COLUMN = 24  # a column whose cells are all this short never wraps
 
@@ -54,75 +48,8 @@ def check_format(fmt: str) -> str:
     return fmt
 
 
-# -- values ----------------------------------------------------------------------------------
-
-
-def human_duration(seconds: float | timedelta | None) -> str:
-    """'350 ms', '1.2 s', '42 s', '3 m 04 s', '2 h 05 m', '3 d 04 h'; '' for None."""
-    return duration(seconds)
-
-
-def short_time(value: datetime) -> str:
-    """'2024-05-01 12:00:03Z' (UTC) or '2024-05-01 14:00:03+02:00': seconds, one space."""
-    text = value.isoformat(sep=" ", timespec="seconds")
-    offset = value.utcoffset()
-    if offset is not None and not offset:
-        text = text[: -len("+00:00")] + "Z"
-    return text
-
-
-def ellipsize(text: str, limit: int = MAX_CELL) -> str:
-    """``text`` on one line, control characters escaped, cut to ``limit`` characters with a
-    trailing ellipsis."""
-    text = visible(" ".join(text.split()) if "\n" in text else text)
-    return text if len(text) <= limit else text[: max(1, limit - 1)] + "…"
-
-
-def json_value(value: Any) -> Any:
-    """A value as JSON for scripts: datetimes ISO 8601, numbers as numbers, intervals as text."""
-    if isinstance(value, float) and not math.isfinite(value):
-        # NaN and infinities are not JSON numbers: spelled as Postgres prints them
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, Decimal):
-        if not value.is_finite():
-            return str(value)
-        return int(value) if value == value.to_integral_value() and abs(value) < 2**63 else float(value)
-    if isinstance(value, (datetime, date, time)):
-        return value.isoformat()
-    if isinstance(value, Mapping):
-        return {str(k): json_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_value(v) for v in value]
-    if isinstance(value, UUID):
-        return str(value)
-    return csv_cell(value)  # timedelta, bytes, anything else: the CSV text
-
-
-def _cell(column: str, value: Any, limit: int = MAX_CELL) -> Text | str:
-    """One value as a table cell."""
-    if value is None:
-        return Text("—", style="dim")
-    if column in STATUS_COLUMNS and isinstance(value, str):
-        return Text(value, style=STATUS_STYLES.get(value, ""))
-    if isinstance(value, timedelta) or (
-        column.endswith(DURATION_SUFFIX) and isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)
-    ):
-        return human_duration(value)
-    if isinstance(value, datetime):
-        return short_time(value)
-    if isinstance(value, (dict, list)):
-        return Text(ellipsize(json.dumps(value, ensure_ascii=False, default=str), limit), style="dim cyan")
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, str):
-        return ellipsize(value, limit)
-    return ellipsize(csv_cell(value), limit)
-
-
-def _as_text(cell: Text | str) -> Text:
-    return cell if isinstance(cell, Text) else Text(cell)
+def _as_text(value: Text | str) -> Text:
+    return value if isinstance(value, Text) else Text(value)
 
 
 def _header(column: str) -> str:
@@ -204,7 +131,7 @@ def emit(
     table = Table(title=title and visible(title), title_justify="left", title_style="bold", header_style="bold",
                   box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
     # Text, never markup: a value holding "[/x]" is printed as it is.
-    cells = [[_as_text(_cell(c, v, max_cell)) for c, v in zip(columns, row)] for row in values]
+    cells = [[_as_text(cell(v, TABLE, column=c, limit=max_cell)) for c, v in zip(columns, row)] for row in values]
     for i, column in enumerate(columns):
         present = [row[i] for row in values if row[i] is not None]
         numeric = bool(present) and all(

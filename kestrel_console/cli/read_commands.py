@@ -20,7 +20,7 @@ from rich.text import Text
 from kestrel_core.connection import connect
 from kestrel_core.execution import STATUSES
 
-from .. import render
+from .. import formatting, render
 from ..read import schedules as schedule_queries
 from ..read import APPLICATION_NAME, Reader
 from .errors import fail, handles_errors
@@ -136,7 +136,7 @@ def _status_table(overview: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     for u in overview["unserved_workflows"]:
         con.print(Text("no worker registered: ", style="bold yellow") + Text(
             f"workflow {u['workflow_name']!r} has {u['enqueued']} enqueued (oldest "
-            f"{render.human_duration(u['oldest_age_s'])} ago) but no live worker runs it"))
+            f"{formatting.human_duration(u['oldest_age_s'])} ago) but no live worker runs it"))
     for line in cannot_run_lines(overview):
         con.print(Text("cannot run: ", style="bold yellow") + Text(line))
     con.print()

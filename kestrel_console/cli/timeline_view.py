@@ -7,7 +7,6 @@ module only writes the columns around them. The TUI draws the same model as lane
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import IO, Any
@@ -16,7 +15,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..render import STATUS_STYLES, console_for, ellipsize, human_duration, short_time
+from ..formatting import STATUS_STYLES, cut, human_duration, short_json, short_time
+from ..render import console_for
 from ..safe_text import visible
 from ..timeline_model import Trace, decider, family_line, segment, trace
 
@@ -59,7 +59,7 @@ def render_timeline(
         table.add_row(*(Text(c) for c in cells[:5]), Text(cells[5], style=style), bar)
         if entry.get("error"):
             # Under the bar, cut to its width: the table keeps its shape.
-            table.add_row("", "", "", "", "", "", Text(" ↳ " + ellipsize(entry["error"], width - 1), style="red"))
+            table.add_row("", "", "", "", "", "", Text(" ↳ " + cut(entry["error"], width - 1), style="red"))
     con.print(table)
 
 
@@ -85,9 +85,9 @@ def _print_header(con: Console, execution: Mapping[str, Any], blocker: str | Non
     links = family_line(execution)
     if links:
         con.print(Text(links, style="cyan"))
-    con.print(Text("input  ", style="bold") + Text(ellipsize(json.dumps(execution.get("input"), default=str), 200)))
+    con.print(Text("input  ", style="bold") + Text(short_json(execution.get("input"), 200)))
     if execution.get("output") is not None:
-        con.print(Text("output ", style="bold") + Text(ellipsize(json.dumps(execution["output"], default=str), 200)))
+        con.print(Text("output ", style="bold") + Text(short_json(execution["output"], 200)))
     if execution.get("error"):
         con.print(Text("error  ", style="bold red") + Text(visible(execution["error"], newlines=True), style="red"))
     if blocker:

@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Header, Input, Static
 
 from ...read import Reader
 
-from .. import format as fmt
+from ... import formatting as fmt
 from ..filters import ExecutionFilter, parse_filter
 from ..live import LiveScreen
 from ..operator import Outcome, Target

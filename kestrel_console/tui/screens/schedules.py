@@ -14,7 +14,7 @@ from textual.widgets import Footer, Header, Static
 
 from kestrel_console.read.schedules import schedules, why_not_ticking
 
-from .. import format as fmt
+from ... import formatting as fmt
 from ..live import LiveScreen
 from ..widgets.banner import Banner
 from ..widgets.live_table import LiveTable

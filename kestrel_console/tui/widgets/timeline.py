@@ -21,7 +21,7 @@ from textual.widget import Widget
 from ... import style
 from ...safe_text import visible
 from ...timeline_model import Lane, Segment, Trace, bar_cols, decider, trace
-from .. import format as fmt
+from ... import formatting as fmt
 
 STEP_STYLES = style.COLOURS  # one palette with the CLI and the rest of the TUI
 WAIT_STYLES = style.WAIT_COLOURS
@@ -132,11 +132,11 @@ def _label(lane: Lane) -> str:
 
 def _row(label: str, label_w: int, bar: Text, info: str, info_w: int = INFO_WIDTH, *,
          bold: bool = False) -> Text:
-    line = Text(_fit(label, label_w).ljust(label_w), style="bold" if bold else "")
+    line = Text(fmt.cut(label, label_w).ljust(label_w), style="bold" if bold else "")
     line.append("│", style="dim")
     line.append_text(bar)
     line.append("│ ", style="dim")
-    line.append(_fit(info, info_w), style="bold" if bold else "")
+    line.append(fmt.cut(info, info_w), style="bold" if bold else "")
     return line
 
 
@@ -154,10 +154,6 @@ def _axis(label_w: int, bar_w: int, model: Trace) -> Text:
     line = Text(" " * label_w, style="dim")
     line.append("│" + "".join(marks) + "│", style="dim")
     return line
-
-
-def _fit(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 class Timeline(Widget):
