@@ -13,7 +13,10 @@ from kestrel_console.tui.widgets.confirm import ConfirmModal
 from kestrel_core import Kestrel
 from kestrel_core.queues import declare
 
-from .helpers import OPERATOR, SIZE, console, fresh, open_screen, rows, screen_lines, text_of, wait_for
+from .helpers import (
+    MORE_COLUMNS, OPERATOR, SIZE, console, fresh, open_screen, rows, says_more_columns, screen_lines, text_of,
+    wait_for,
+)
 
 PAUSED = "SELECT name, paused, paused_by FROM queues ORDER BY name"
 AUDIT = "SELECT actor, action, details->>'queue' FROM operator_actions ORDER BY id"
@@ -78,17 +81,15 @@ async def test_hidden_columns_are_announced(dsn, db, size):
     async with tui.run_test(size=size) as pilot:
         screen = await open_screen(pilot, "6", QueuesScreen)
         summary = screen.query_one("#queues-summary")
-        await wait_for(pilot, lambda: ("→ more columns" in text_of(summary)) == narrow,
-                       what="the more-columns sign to follow the width")
-        assert text_of(summary).startswith("2 queues")
-        assert ("workflows" in "\n".join(screen_lines(tui))) != narrow
+        shown = await says_more_columns(pilot, summary, narrow)
+        assert text_of(summary).startswith("2 queues") and ("workflows" in shown) != narrow
         if narrow:
             screen.table.scroll_x = screen.table.max_scroll_x
-            await wait_for(pilot, lambda: "→ more columns" not in text_of(summary),
+            await wait_for(pilot, lambda: MORE_COLUMNS not in text_of(summary),
                            what="the sign to go once the last column is in sight")
             assert "workflows" in "\n".join(screen_lines(tui))
             await fresh(pilot, screen)  # a refresh keeps the sign in step with the scroll
-            assert "→ more columns" not in text_of(summary)
+            assert MORE_COLUMNS not in text_of(summary)
 
 
 async def test_read_only_refuses_pausing(dsn, db):

@@ -10,7 +10,7 @@ import pytest
 from kestrel_console.tui.screens.schedules import SchedulesScreen
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 
-from .helpers import OPERATOR, SIZE, console, fresh, open_screen, rows, screen_lines, text_of, wait_for
+from .helpers import OPERATOR, SIZE, console, fresh, open_screen, rows, says_more_columns, text_of, wait_for
 
 PAUSED = "SELECT name, paused, paused_by FROM schedules ORDER BY name"
 AUDIT = ("SELECT actor, action, details->>'schedule' FROM operator_actions"
@@ -46,10 +46,8 @@ async def test_hidden_columns_are_announced(dsn, db, size):
     async with tui.run_test(size=size) as pilot:
         screen = await open_screen(pilot, "7", SchedulesScreen)
         summary = screen.query_one("#sched-summary")
-        await wait_for(pilot, lambda: ("→ more columns" in text_of(summary)) == narrow,
-                       what="the more-columns sign to follow the width")
-        assert text_of(summary).startswith("2 schedules · 1 paused")
-        assert ("paused by alice" in "\n".join(screen_lines(tui))) != narrow
+        shown = await says_more_columns(pilot, summary, narrow)
+        assert text_of(summary).startswith("2 schedules · 1 paused") and ("paused by alice" in shown) != narrow
 
 
 async def test_schedules_screen_shows_and_p_pauses_then_resumes(dsn, db):
