@@ -1,4 +1,6 @@
-"""Printing rows for people (Rich tables) and for scripts (JSON, CSV), and the step timeline.
+"""Printing rows for people (Rich tables) and for scripts (JSON, CSV).
+
+How each value reads is ``formatting``'s job (the TUI's too); this module lays rows out.
 
 ``emit`` is the one way commands print rows. ``json`` is an array of objects, one per row, keys
 = column names, datetimes in ISO 8601; ``csv`` has a header row and writes values like
@@ -15,14 +17,11 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import IO, Any
-from uuid import UUID
 
 from rich import box
 from rich.console import Console
@@ -30,19 +29,14 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from . import style
-from .humanize import duration
+from .formatting import TABLE, cell, json_value
 from .reports import csv_cell
 from .safe_text import json_safe, visible
 
 FORMATS = ("table", "json", "csv")
 
-# One palette for the CLI and the TUI (style.py).
-STATUS_STYLES = style.STATUS_STYLES
-# Columns whose values are statuses/outcomes, coloured in tables.
-STATUS_COLUMNS = {"status", "outcome", "decision", "from_status"}
-# Columns holding seconds that tables show as durations ("1.2 s", "3 m 04 s").
-DURATION_SUFFIX = "_s"
+# Columns holding seconds that tables show as durations ("1.2 s", "3 m 04 s"): see TABLE.
+DURATION_SUFFIX = TABLE.duration_suffix or ""
 MAX_CELL = 60  # characters of JSON or text shown in a table cell
 SHORT_COLUMN = 24  # a column whose cells are all this short never wraps
 
@@ -54,75 +48,8 @@ def check_format(fmt: str) -> str:
     return fmt
 
 
-# -- values ----------------------------------------------------------------------------------
-
-
-def human_duration(seconds: float | timedelta | None) -> str:
-    """'350 ms', '1.2 s', '42 s', '3 m 04 s', '2 h 05 m', '3 d 04 h'; '' for None."""
-    return duration(seconds)
-
-
-def short_time(value: datetime) -> str:
-    """'2024-05-01 12:00:03Z' (UTC) or '2024-05-01 14:00:03+02:00': seconds, one space."""
-    text = value.isoformat(sep=" ", timespec="seconds")
-    offset = value.utcoffset()
-    if offset is not None and not offset:
-        text = text[: -len("+00:00")] + "Z"
-    return text
-
-
-def ellipsize(text: str, limit: int = MAX_CELL) -> str:
-    """``text`` on one line, control characters escaped, cut to ``limit`` characters with a
-    trailing ellipsis."""
-    text = visible(" ".join(text.split()) if "\n" in text else text)
-    return text if len(text) <= limit else text[: max(1, limit - 1)] + "…"
-
-
-def json_value(value: Any) -> Any:
-    """A value as JSON for scripts: datetimes ISO 8601, numbers as numbers, intervals as text."""
-    if isinstance(value, float) and not math.isfinite(value):
-        # NaN and infinities are not JSON numbers: spelled as Postgres prints them
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, Decimal):
-        if not value.is_finite():
-            return str(value)
-        return int(value) if value == value.to_integral_value() and abs(value) < 2**63 else float(value)
-    if isinstance(value, (datetime, date, time)):
-        return value.isoformat()
-    if isinstance(value, Mapping):
-        return {str(k): json_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_value(v) for v in value]
-    if isinstance(value, UUID):
-        return str(value)
-    return csv_cell(value)  # timedelta, bytes, anything else: the CSV text
-
-
-def _cell(column: str, value: Any, limit: int = MAX_CELL) -> Text | str:
-    """One value as a table cell."""
-    if value is None:
-        return Text("—", style="dim")
-    if column in STATUS_COLUMNS and isinstance(value, str):
-        return Text(value, style=STATUS_STYLES.get(value, ""))
-    if isinstance(value, timedelta) or (
-        column.endswith(DURATION_SUFFIX) and isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)
-    ):
-        return human_duration(value)
-    if isinstance(value, datetime):
-        return short_time(value)
-    if isinstance(value, (dict, list)):
-        return Text(ellipsize(json.dumps(value, ensure_ascii=False, default=str), limit), style="dim cyan")
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, str):
-        return ellipsize(value, limit)
-    return ellipsize(csv_cell(value), limit)
-
-
-def _as_text(cell: Text | str) -> Text:
-    return cell if isinstance(cell, Text) else Text(cell)
+def _as_text(value: Text | str) -> Text:
+    return value if isinstance(value, Text) else Text(value)
 
 
 def _header(column: str) -> str:
@@ -204,7 +131,7 @@ def emit(
     table = Table(title=title and visible(title), title_justify="left", title_style="bold", header_style="bold",
                   box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
     # Text, never markup: a value holding "[/x]" is printed as it is.
-    cells = [[_as_text(_cell(c, v, max_cell)) for c, v in zip(columns, row)] for row in values]
+    cells = [[_as_text(cell(v, TABLE, column=c, limit=max_cell)) for c, v in zip(columns, row)] for row in values]
     for i, column in enumerate(columns):
         present = [row[i] for row in values if row[i] is not None]
         numeric = bool(present) and all(
@@ -223,155 +150,6 @@ def emit(
     if Measurement.get(con, con.options.update_width(10**6), table).minimum > con.width:
         sys.stderr.write(f"(the table is wider than the terminal's {con.width} columns and is cut "
                          "on the right: widen it, or use --format csv or json)\n")
-
-
-# -- the timeline of one execution -----------------------------------------------------------
-
-BAR_WIDTH = 40
-
-
-def _span(execution: Mapping[str, Any], timeline: Sequence[Mapping[str, Any]],
-          now: datetime | None) -> tuple[datetime, datetime]:
-    starts = [e["started_at"] for e in timeline if e.get("started_at") is not None]
-    ends = [e["finished_at"] for e in timeline if e.get("finished_at") is not None]
-    t0 = min([execution.get("started_at") or execution["created_at"], *starts])
-    end = execution.get("finished_at")
-    if end is None:
-        end = now or max([*ends, *starts, t0])
-        running = [e for e in timeline if e.get("finished_at") is None]
-        if running and now is not None:
-            end = max(end, now)
-    t1 = max([end, *ends])
-    return t0, t1
-
-
-def timeline_bar(start: datetime, end: datetime | None, t0: datetime, t1: datetime,
-                 width: int = BAR_WIDTH, *, now: datetime | None = None) -> tuple[int, int]:
-    """(offset, length) in characters of a bar for [start, end] on the axis [t0, t1].
-
-    Every entry gets at least one character, so a 1 ms step is still seen.
-    """
-    span = max((t1 - t0).total_seconds(), 1e-9)
-    end = end or now or t1
-    left = (start - t0).total_seconds() / span
-    right = (end - t0).total_seconds() / span
-    offset = min(width - 1, max(0, int(left * width)))
-    length = max(1, int(round(right * width)) - offset)
-    return offset, min(length, width - offset)
-
-
-def _outcome_style(entry: Mapping[str, Any]) -> str:
-    return STATUS_STYLES.get(entry.get("outcome") or "", "")
-
-
-def family_line(execution: Mapping[str, Any], limit: int = 20) -> str:
-    """``parent #N · children: #a success, #b running`` (empty when it has neither)."""
-    parts = []
-    if execution.get("parent_id") is not None:
-        parts.append(f"parent #{execution['parent_id']}")
-    kids = execution.get("children") or []
-    if kids:
-        shown = ", ".join(f"#{c['id']} {c['status']}" for c in kids[:limit])
-        more = f", … {len(kids) - limit} more" if len(kids) > limit else ""
-        parts.append(f"children ({len(kids)}): {shown}{more}")
-    return " · ".join(parts)
-
-
-def render_timeline(
-    execution: Mapping[str, Any], timeline: Sequence[Mapping[str, Any]], *,
-    now: datetime | None = None, width: int | None = None, console: Console | None = None,
-    file: IO[str] | None = None, blocker: str | None = None,
-) -> None:
-    """Print one execution: its header, then every attempt and wait on one time axis.
-
-    Each line: step, kind, attempt (n/N), start (offset from the execution's start), duration,
-    outcome, and a bar scaled to the execution's span, so the slow step stands out.
-    """
-    con = console or console_for(file)
-    status = execution["status"]
-    head = Text()
-    head.append(f"execution {execution['id']}", style="bold")
-    head.append(f"  {visible(execution['workflow_name'])}  ")
-    head.append(status, style=STATUS_STYLES.get(status, ""))
-    if execution.get("duration_s") is not None:
-        head.append(f"  {human_duration(execution['duration_s'])}")
-    if execution.get("owner_id"):
-        head.append(f"  owner {visible(execution['owner_id'])}", style="dim")
-    con.print(head)
-    created = execution["created_at"]
-    line = f"created {short_time(created)}"
-    for key in ("started_at", "finished_at"):
-        if execution.get(key) is not None:
-            line += f"  {key[:-3]} +{human_duration((execution[key] - created).total_seconds())}"
-    con.print(Text(line, style="dim"))
-    links = family_line(execution)
-    if links:
-        con.print(Text(links, style="cyan"))
-    con.print(Text("input  ", style="bold") + Text(ellipsize(json.dumps(execution.get("input"), default=str), 200)))
-    if execution.get("output") is not None:
-        con.print(Text("output ", style="bold") + Text(ellipsize(json.dumps(execution["output"], default=str), 200)))
-    if execution.get("error"):
-        con.print(Text("error  ", style="bold red") + Text(visible(execution["error"], newlines=True), style="red"))
-    if blocker:
-        con.print(Text("blocked: ", style="bold yellow") + Text(visible(blocker), style="yellow"))
-    if not timeline:
-        con.print(Text("no steps yet", style="dim"))
-        return
-
-    t0, t1 = _span(execution, timeline, now)
-    totals: dict[str, int] = {}
-    for entry in timeline:
-        if entry["kind"] == "step":
-            totals[entry["step_id"]] = max(totals.get(entry["step_id"], 0), entry.get("attempt") or 0)
-    lines = [_timeline_cells(entry, t0, totals, now) for entry in timeline]
-    names = ("step", "kind", "attempt", "start", "duration", "outcome")
-    if width is None:
-        # The bar takes what the other columns leave (two spaces between columns, two edges).
-        used = sum(max(len(n), *(len(cells[i]) for cells in lines)) for i, n in enumerate(names))
-        width = max(10, min(BAR_WIDTH * 2, con.width - used - 2 * len(names) - 2))
-    table = Table(header_style="bold", box=None, pad_edge=False, show_edge=False)
-    for name in names:
-        table.add_column(name, justify="right" if name in ("attempt", "start", "duration") else "left",
-                         no_wrap=True)
-    table.add_column(f"{human_duration((t1 - t0).total_seconds())} span", no_wrap=True)
-    for entry, cells in zip(timeline, lines):
-        offset, length = timeline_bar(entry["started_at"], entry.get("finished_at"), t0, t1, width, now=now)
-        style = _outcome_style(entry)
-        glyph = "█" if entry["kind"] == "step" else "░"
-        bar = (Text("▕", style="dim") + Text(" " * offset) + Text(glyph * length, style=style)
-               + Text(" " * (width - offset - length)) + Text("▏", style="dim"))
-        table.add_row(*(Text(c) for c in cells[:5]), Text(cells[5], style=style), bar)
-        if entry.get("error"):
-            # Under the bar, cut to its width: the table keeps its shape.
-            table.add_row("", "", "", "", "", "", Text(" ↳ " + ellipsize(entry["error"], width - 1), style="red"))
-    con.print(table)
-
-
-def _timeline_cells(entry: Mapping[str, Any], t0: datetime, totals: Mapping[str, int],
-                    now: datetime | None) -> list[str]:
-    """step, kind, attempt (n/N), start (+offset), duration, outcome of one timeline entry."""
-    start = entry["started_at"]
-    attempt = (f"{entry.get('attempt') or '?'}/{totals.get(entry['step_id']) or '?'}"
-               if entry["kind"] == "step" else "")
-    if entry.get("finished_at") is None:
-        running_for = (now - start).total_seconds() if now is not None else None
-        duration = (human_duration(running_for) if running_for is not None else "") + "…"
-    else:
-        duration = human_duration(entry.get("duration_s"))
-    outcome = entry.get("outcome") or ""
-    if entry["kind"] == "approval" and entry.get("decided_by"):
-        outcome = f"{outcome} by {decider(entry)}"
-    since_start = (start - t0).total_seconds()
-    return [visible(entry["step_id"]), entry["kind"], attempt,
-            ("+" if since_start >= 0 else "") + human_duration(since_start), duration, outcome]
-
-
-def decider(entry: Mapping[str, Any]) -> str:
-    """Who decided an approval: the name given, then the database role that acted
-    ('alice (db role ops_login)'); the name alone is only a claim."""
-    name = visible(entry.get("decided_by") or "")
-    role = entry.get("decided_by_db_user")
-    return f"{name} (db role {visible(role)})" if role else name
 
 
 ACTION_COLUMNS = ["at", "actor", "db_user", "action", "step_id", "comment", "from_status"]

@@ -1,6 +1,6 @@
-"""One palette for statuses and outcomes, used by the CLI (``render.py``), the TUI's values
-(``tui/format.py``) and its timeline (``tui/widgets/timeline.py``): a running execution is the
-same colour everywhere."""
+"""One palette for statuses and outcomes, used by the values of the CLI and the TUI
+(``formatting.py``) and by the TUI's timeline (``tui/widgets/timeline.py``): a running
+execution is the same colour everywhere."""
 
 from __future__ import annotations
 

@@ -62,9 +62,9 @@ TAKE_CLAIM = (
     " version = coalesce(e.version, (%(versions)s::text[])[array_position(%(names)s::text[], e.workflow_name)])"
 )
 
-# The prefix of the LISTEN/NOTIFY channel, ``kestrel:<schema>``. The migrations' PL/pgSQL
-# triggers build the same name as ``'kestrel:' || current_schema()``; applied migrations are
-# never edited, so that copy stays (tests/core/test_statements.py checks they agree).
+# The prefix of the LISTEN/NOTIFY channel, ``kestrel:<schema>``. In SQL the channel is the
+# schema's function ``notify_channel()`` (migration 0009), which the functions that wake
+# workers call; tests/core/test_statements.py checks the two agree.
 CHANNEL_PREFIX = "kestrel:"
 
 

@@ -20,13 +20,14 @@ from rich.text import Text
 from kestrel_core.connection import connect
 from kestrel_core.execution import STATUSES
 
-from .. import render
+from .. import formatting, render
 from ..read import schedules as schedule_queries
 from ..read import APPLICATION_NAME, Reader
 from .errors import fail, handles_errors
 from ..settings import Settings
 from .options import execution_id_argument, settings
 from .summaries import print_decisions, print_pending_approvals, print_workers
+from .timeline_view import render_timeline
 
 # A command run by hand may wait longer than a TUI refresh, but never hangs.
 CLI_TIMEOUT_MS = 10_000
@@ -135,7 +136,7 @@ def _status_table(overview: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     for u in overview["unserved_workflows"]:
         con.print(Text("no worker registered: ", style="bold yellow") + Text(
             f"workflow {u['workflow_name']!r} has {u['enqueued']} enqueued (oldest "
-            f"{render.human_duration(u['oldest_age_s'])} ago) but no live worker runs it"))
+            f"{formatting.human_duration(u['oldest_age_s'])} ago) but no live worker runs it"))
     for line in cannot_run_lines(overview):
         con.print(Text("cannot run: ", style="bold yellow") + Text(line))
     con.print()
@@ -252,7 +253,7 @@ def show(
         now = handles_errors(reader.now)()
     if fmt == "table":
         con = render.console_for()
-        render.render_timeline(execution, timeline, now=now, blocker=blocker, console=con)
+        render_timeline(execution, timeline, now=now, blocker=blocker, console=con)
         print_decisions(con, timeline)
         render.render_actions(actions, console=con)
     elif fmt == "json":

@@ -15,7 +15,7 @@ from rich.text import Text
 from kestrel_core import cron as cron_mod
 from kestrel_core import schedules as schedules_mod
 
-from .. import render
+from .. import formatting, render
 from ..read.schedules import schedules as read_schedules
 from .errors import handles_errors
 from .read_commands import _reader, format_option
@@ -50,9 +50,9 @@ def list_(ctx: typer.Context, fmt: str = format_option()) -> None:
 def _table_row(r: dict[str, Any]) -> dict[str, Any]:
     last = "never"
     if r["last_tick"] is not None:
-        last = f"{render.short_time(r['last_tick'])} #{r['last_execution_id']} {r['last_status'] or 'pruned'}"
+        last = f"{formatting.short_time(r['last_tick'])} #{r['last_execution_id']} {r['last_status'] or 'pruned'}"
     state = Text("paused by " + (r["paused_by"] or "?"), style="bold yellow") if r["paused"] else "active"
-    nxt = "—" if r["paused"] else f"{render.short_time(r['next_tick'])} (in {render.human_duration(max(0.0, r['next_in_s']))})"
+    nxt = "—" if r["paused"] else f"{formatting.short_time(r['next_tick'])} (in {formatting.human_duration(max(0.0, r['next_in_s']))})"
     return {**r, "next": nxt, "last_run": last, "state": state}
 
 

@@ -4,14 +4,13 @@ the pending approvals (a long list belongs to ``report pending-approvals``), and
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
-from .. import render
+from .. import formatting, render
 from ..safe_text import visible
 
 # status shows this many of the oldest pending approvals, one line each.
@@ -33,10 +32,10 @@ def print_decisions(con: Console, timeline: Sequence[Mapping[str, Any]]) -> None
         decision = gate.get("decision")
         if decision is None and gate.get("finished_at") is None:
             line.append("pending", style="yellow")
-            line.append(f" since {render.short_time(gate['started_at'])}")
+            line.append(f" since {formatting.short_time(gate['started_at'])}")
         elif decision is None:
             line.append(str(gate.get("outcome") or "closed"), style="dim")
-            line.append(f" at {render.short_time(gate['finished_at'])}")
+            line.append(f" at {formatting.short_time(gate['finished_at'])}")
         else:
             line.append(decision, style="green" if decision == "approved" else "red")
             if gate.get("decided_by"):
@@ -44,9 +43,9 @@ def print_decisions(con: Console, timeline: Sequence[Mapping[str, Any]]) -> None
                 if gate.get("decided_by_db_user"):
                     line.append(f" (db role {visible(str(gate['decided_by_db_user']))})")
             if gate.get("finished_at") is not None:
-                line.append(f" at {render.short_time(gate['finished_at'])}")
+                line.append(f" at {formatting.short_time(gate['finished_at'])}")
             comment = gate.get("comment")
-            line.append(": " + visible(json.dumps(comment, ensure_ascii=False)) if comment else ": (no comment)",
+            line.append(": " + formatting.json_line(comment) if comment else ": (no comment)",
                         style="" if comment else "dim")
         con.print(line)
 
@@ -59,16 +58,16 @@ def print_pending_approvals(con: Console, pending: Sequence[Mapping[str, Any]], 
     if not count:
         con.print(title + Text(": none", style="dim"))
         return
-    title.append(f": {count}, oldest waiting {render.human_duration(oldest_age_s)}", style="bold")
+    title.append(f": {count}, oldest waiting {formatting.human_duration(oldest_age_s)}", style="bold")
     con.print(title)
     for row in pending[:PENDING_SHOWN]:
-        details = "" if row.get("details") is None else json.dumps(row["details"], ensure_ascii=False, default=str)
+        details = "" if row.get("details") is None else formatting.json_line(row["details"])
         line = Text(f"  #{row['execution_id']}  {visible(str(row['workflow_name']))}  {visible(str(row['step_id']))}  "
-                    f"waiting {render.human_duration(row['waiting_s'])}")
+                    f"waiting {formatting.human_duration(row['waiting_s'])}")
         if row.get("deadline") is not None:
-            line.append(f"  deadline {render.short_time(row['deadline'])}")
+            line.append(f"  deadline {formatting.short_time(row['deadline'])}")
         if details:
-            line.append(f"  {visible(details)}", style="dim")
+            line.append(f"  {details}", style="dim")
         con.print(line, no_wrap=True, overflow="ellipsis", crop=True)
     more = count - min(count, PENDING_SHOWN)
     lead = f"  … and {more} more; all of them: " if more else "  all of them, with details: "

@@ -14,7 +14,7 @@ from typing import Any
 from kestrel_core import Kestrel, KestrelError, first_line
 
 from ..settings import Settings
-from .format import when
+from ..formatting import when
 
 ACTIONS = ("approve", "reject", "requeue", "cancel")
 # How an action is said in a confirmation and in the result.

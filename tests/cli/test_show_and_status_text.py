@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import psycopg
 
-from kestrel_console.render import short_time
+from kestrel_console.formatting import short_time
 
 from .installed import kestrel_console
 

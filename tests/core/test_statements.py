@@ -8,9 +8,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
+from psycopg import sql
 
 import kestrel_core
+from kestrel_core import Kestrel
+from kestrel_core.migrate import migrate
 from kestrel_core.statements import CHANNEL_PREFIX, notify_channel, render, render_migration
 
 MIGRATIONS = Path(kestrel_core.__file__).parent / "migrations"
@@ -65,13 +69,35 @@ def test_migrations_keep_their_braces_and_get_the_schema_as_identifier() -> None
     assert "{schema}" not in rendered and '"kx".' in rendered
 
 
-def test_the_sql_side_notify_channel_matches_the_python_one() -> None:
-    # Applied migrations are frozen, so their triggers keep their own copy of the channel name;
-    # this pins that every copy is the one Python listens on.
-    copies = []
-    for path in sorted(MIGRATIONS.glob("*.sql")):
-        copies += re.findall(r"pg_notify\((.*?)\|\|\s*current_schema\(\)", path.read_text())
-    assert copies, "the migrations no longer notify: update this test"
-    assert {c.strip() for c in copies} == {f"'{CHANNEL_PREFIX}'"}
-    assert notify_channel("kx") == "kestrel:kx"
+# The functions of the schema that NOTIFY, as their latest migration defines them.
+NOTIFYING_FUNCTIONS = """
+SELECT p.proname, p.prosrc FROM pg_proc p
+ WHERE p.pronamespace = %s::regnamespace AND p.prosrc LIKE '%%pg_notify%%'
+"""
 
+
+def test_the_sql_notify_channel_is_the_python_one(migrated: str) -> None:
+    # One SQL spelling of the channel (migration 0009's notify_channel()); every live function
+    # that notifies calls it, whatever copies the frozen older migrations still hold.
+    with psycopg.connect(migrated, autocommit=True) as conn:
+        migrate(conn, "kx_channel")
+        for schema in ("kestrel", "kx_channel"):
+            # the caller's search_path does not matter: the function names its own schema
+            conn.execute("SET search_path = public")
+            channel = conn.execute(sql.SQL("SELECT {}.notify_channel()").format(sql.Identifier(schema))).fetchone()[0]
+            assert channel == notify_channel(schema) == CHANNEL_PREFIX + schema
+            live = dict(conn.execute(NOTIFYING_FUNCTIONS, (schema,)).fetchall())
+            assert set(live) == {"decide_approval", "requeue_execution", "set_queue_paused",
+                                 "execution_finished", "send_event"}
+            for name, source in live.items():
+                assert "notify_channel()" in source and "current_schema()" not in source, name
+
+
+def test_an_operator_function_notifies_on_the_python_channel(app: Kestrel, dsn: str, db: psycopg.Connection) -> None:
+    eid = db.execute("INSERT INTO workflow_executions (workflow_name, status, error, finished_at) "
+                     "VALUES ('remediate', 'error', 'boom', now()) RETURNING id").fetchone()[0]
+    with psycopg.connect(dsn, autocommit=True) as listener:
+        listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(notify_channel("kestrel"))))
+        app.requeue(eid, by="t")  # requeue_execution(), re-created by migration 0009
+        notes = list(listener.notifies(timeout=5.0, stop_after=1))
+    assert [n.payload for n in notes] == ["remediate"]

@@ -15,7 +15,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Header, Static
 
 from ...safe_text import visible
-from .. import format as fmt
+from ... import formatting as fmt
 from ..live import LiveScreen
 from ..operator import Outcome, Target
 from ..widgets.banner import Banner
@@ -75,7 +75,7 @@ class ApprovalsScreen(LiveScreen):
         n = len(self.rows)
         oldest = f" · oldest waiting {fmt.seconds(self.rows[0]['waiting_s'])}" if n else ""
         marked = f" · {len(self.table.marks)} marked" if self.table.marks else ""
-        more = " · → more columns" if self.table.more_right() else ""
+        more = self.table.more_hint()
         self.query_one("#appr-summary", Static).update(Text(
             f"{n} approval gate{'s' if n != 1 else ''} waiting for a decision{oldest}{marked}{more}",
             style="bold magenta" if n else "dim"))
@@ -150,5 +150,5 @@ def _cells(r: dict[str, Any]) -> dict[str, Any]:
         "waiting": fmt.seconds(r["waiting_s"]),
         "since": fmt.when(r["waiting_since"]),
         "deadline": fmt.when(r["deadline"]) if r["deadline"] else Text("none", style="dim"),
-        "details": fmt.short_json(r["details"], 60),
+        "details": fmt.short_json(r["details"], 60) if r["details"] is not None else "",
     }

@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Header, Sparkline, Static
 
 from kestrel_core import STATUSES
 
-from .. import format as fmt
+from ... import formatting as fmt
 from ..live import LiveScreen
 from ..widgets.banner import Banner
 from ..widgets.footer import KeyFooter

@@ -14,10 +14,10 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Header, Static, TabbedContent, TabPane
 
-from ...render import decider, family_line
+from ...timeline_model import decider, family_line
 from ...safe_text import visible
 from ... import style
-from .. import format as fmt
+from ... import formatting as fmt
 from ..live import LiveScreen
 from ..operator import Target
 from ..widgets.banner import Banner

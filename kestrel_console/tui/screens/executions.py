@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Header, Input, Static
 
 from ...read import Reader
 
-from .. import format as fmt
+from ... import formatting as fmt
 from ..filters import ExecutionFilter, parse_filter
 from ..live import LiveScreen
 from ..operator import Outcome, Target
@@ -99,7 +99,7 @@ class ExecutionsScreen(LiveScreen):
         page = len(self.page_starts)
         where = str(self.filter) or "all executions"
         marked = f" · {len(self.table.marks)} marked" if self.table.marks else ""
-        more = " · → more columns" if self.table.more_right() else ""
+        more = self.table.more_hint()
         if self.stale:
             more += " · refreshing…"
         line = Text(f"{where} · page {page} ({len(self.rows)} rows, ] older [ newer){marked}{more}", style="dim")

@@ -56,10 +56,18 @@ class QueuesScreen(LiveScreen):
     def show(self, rows: list[dict[str, Any]]) -> None:
         self.rows = rows
         self.table.sync((r["name"], _cells(r), r) for r in rows)
+        self._summary()
+
+    def _summary(self) -> None:
+        rows = self.rows
         paused = sum(1 for r in rows if r["paused"])
         self.query_one("#queues-summary", Static).update(Text(
             f"{len(rows)} queue{'s' if len(rows) != 1 else ''}" + (f" · {paused} paused" if paused else "")
-            + " · limits hold across all workers", style="bold yellow" if paused else "dim"))
+            + " · limits hold across all workers" + self.table.more_hint(),
+            style="bold yellow" if paused else "dim"))
+
+    def on_live_table_clipped(self, event: LiveTable.Clipped) -> None:
+        self._summary()
 
     def action_toggle_queue(self) -> None:
         if self.pause_refused("queue"):

@@ -14,7 +14,7 @@ from textual.widgets import Footer, Header, Static
 
 from kestrel_console.read.schedules import schedules, why_not_ticking
 
-from .. import format as fmt
+from ... import formatting as fmt
 from ..live import LiveScreen
 from ..widgets.banner import Banner
 from ..widgets.live_table import LiveTable
@@ -58,12 +58,20 @@ class SchedulesScreen(LiveScreen):
     def show(self, rows: list[dict[str, Any]]) -> None:
         self.rows = rows
         self.table.sync((r["name"], _cells(r), r) for r in rows)
+        self._summary()
+        self._why()
+
+    def _summary(self) -> None:
+        rows = self.rows
         paused = sum(1 for r in rows if r["paused"])
         self.query_one("#sched-summary", Static).update(Text(
             f"{len(rows)} schedule{'s' if len(rows) != 1 else ''}" + (f" · {paused} paused" if paused else "")
+            + self.table.more_hint()
             if rows else "no schedules: declare one with @app.schedule or add one with "
             "kestrel-console schedule add", style="bold" if rows else "dim"))
-        self._why()
+
+    def on_live_table_clipped(self, event: LiveTable.Clipped) -> None:
+        self._summary()
 
     def selected(self) -> dict[str, Any] | None:
         key = self.table.cursor_key()

@@ -16,6 +16,7 @@ from ...safe_text import has_control, visible
 
 MARK = "●"
 MARK_COLUMN = "mark"
+MORE_COLUMNS = "→ more columns"  # the sign that columns are hidden to the right
 
 
 class LiveTable(DataTable):
@@ -46,12 +47,17 @@ class LiveTable(DataTable):
         """Columns are hidden to the right (scroll → to see them)."""
         return self.max_scroll_x > self.scroll_x
 
+    def more_hint(self) -> str:
+        """`` · → more columns`` while columns are hidden to the right, else "": what a screen
+        appends to the summary line above a borderless table (and redraws on ``Clipped``)."""
+        return f" · {MORE_COLUMNS}" if self.more_right() else ""
+
     def _note_clipping(self) -> None:
         clipped = self.more_right()
         if clipped != self._clipped:
             self._clipped = clipped
             # A bordered panel says it itself; a table without a border leaves it to its screen.
-            self.border_subtitle = "→ more columns" if clipped else ""
+            self.border_subtitle = MORE_COLUMNS if clipped else ""
             self.post_message(self.Clipped())
 
     def watch_scroll_x(self, old_value: float, new_value: float) -> None:
@@ -203,4 +209,4 @@ def _style_changed(table: LiveTable, key: str, column: str, value: Any) -> bool:
     return not isinstance(old, Text) or old.style != value.style or old.spans != value.spans
 
 
-__all__ = ["LiveTable", "MARK"]
+__all__ = ["LiveTable", "MARK", "MORE_COLUMNS"]

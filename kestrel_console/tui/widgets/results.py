@@ -7,7 +7,7 @@ from typing import Any
 from textual.widgets import DataTable
 
 from ...safe_text import visible
-from .. import format as fmt
+from ... import formatting as fmt
 
 
 class ResultsTable(DataTable):
@@ -28,7 +28,7 @@ class ResultsTable(DataTable):
         for name in names:  # duplicate column names (SELECT 1, 1) need distinct keys
             seen[name] = seen.get(name, 0) + 1
             self.add_column(visible(name), key=f"{name}#{seen[name]}")
-        self.add_rows([fmt.cell(v) for v in row] for row in result.rows)
+        self.add_rows([fmt.cell(v, fmt.RESULTS) for v in row] for row in result.rows)
 
 
 def summary(result: Any, max_rows: int) -> str:

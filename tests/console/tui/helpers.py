@@ -115,3 +115,14 @@ def screen_lines(app: Any) -> list[str]:
 def footer_text(app: Any) -> str:
     """The footer row as rendered (the key hints an operator can read)."""
     return screen_lines(app)[-1]
+
+
+MORE_COLUMNS = "→ more columns"
+
+
+async def says_more_columns(pilot: Any, summary: Any, narrow: bool) -> str:
+    """Wait until ``summary`` shows the more-columns sign exactly when the terminal is narrow
+    (80 columns cut a wide table's last columns); returns what the terminal shows then."""
+    await wait_for(pilot, lambda: (MORE_COLUMNS in text_of(summary)) == narrow,
+                   what="the more-columns sign to follow the width")
+    return "\n".join(screen_lines(pilot.app))

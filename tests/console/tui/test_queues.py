@@ -6,12 +6,17 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from kestrel_console.tui.screens.queues import QueuesScreen
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 from kestrel_core import Kestrel
 from kestrel_core.queues import declare
 
-from .helpers import OPERATOR, SIZE, console, fresh, open_screen, rows, text_of, wait_for
+from .helpers import (
+    MORE_COLUMNS, OPERATOR, SIZE, console, fresh, open_screen, rows, says_more_columns, screen_lines, text_of,
+    wait_for,
+)
 
 PAUSED = "SELECT name, paused, paused_by FROM queues ORDER BY name"
 AUDIT = "SELECT actor, action, details->>'queue' FROM operator_actions ORDER BY id"
@@ -64,6 +69,27 @@ async def test_queues_screen_shows_limits_and_pauses_with_confirmation(dsn, db):
         assert question.startswith("Resume queue 'emails'?")
         await wait_for(pilot, lambda: rows(db, PAUSED)[1] == ("emails", False, None), what="the resume")
         assert rows(db, AUDIT) == [(OPERATOR, "pause_queue", "emails"), (OPERATOR, "resume_queue", "emails")]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+async def test_hidden_columns_are_announced(dsn, db, size):
+    # At 80 columns the last ones (workers, workflows) are cut: the summary says so, like the
+    # executions list does, and stops saying it once the table is scrolled to its right end.
+    seed_queues(dsn)
+    narrow = size[0] == 80
+    tui = console(dsn)
+    async with tui.run_test(size=size) as pilot:
+        screen = await open_screen(pilot, "6", QueuesScreen)
+        summary = screen.query_one("#queues-summary")
+        shown = await says_more_columns(pilot, summary, narrow)
+        assert text_of(summary).startswith("2 queues") and ("workflows" in shown) != narrow
+        if narrow:
+            screen.table.scroll_x = screen.table.max_scroll_x
+            await wait_for(pilot, lambda: MORE_COLUMNS not in text_of(summary),
+                           what="the sign to go once the last column is in sight")
+            assert "workflows" in "\n".join(screen_lines(tui))
+            await fresh(pilot, screen)  # a refresh keeps the sign in step with the scroll
+            assert MORE_COLUMNS not in text_of(summary)
 
 
 async def test_read_only_refuses_pausing(dsn, db):

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from kestrel_console.tui.screens.schedules import SchedulesScreen
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 
-from .helpers import OPERATOR, SIZE, console, fresh, open_screen, rows, text_of, wait_for
+from .helpers import OPERATOR, SIZE, console, fresh, open_screen, rows, says_more_columns, text_of, wait_for
 
 PAUSED = "SELECT name, paused, paused_by FROM schedules ORDER BY name"
 AUDIT = ("SELECT actor, action, details->>'schedule' FROM operator_actions"
@@ -32,6 +34,20 @@ async def confirm(pilot, answer: str) -> str:
     question = pilot.app.screen.question
     await pilot.press(answer)
     return question
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+async def test_hidden_columns_are_announced(dsn, db, size):
+    # At 80 columns the last ones (status, state) are cut: the summary says so, as the
+    # executions list and the queues do.
+    seed(db)
+    narrow = size[0] == 80
+    tui = console(dsn)
+    async with tui.run_test(size=size) as pilot:
+        screen = await open_screen(pilot, "7", SchedulesScreen)
+        summary = screen.query_one("#sched-summary")
+        shown = await says_more_columns(pilot, summary, narrow)
+        assert text_of(summary).startswith("2 schedules · 1 paused") and ("paused by alice" in shown) != narrow
 
 
 async def test_schedules_screen_shows_and_p_pauses_then_resumes(dsn, db):
