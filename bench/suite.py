@@ -31,7 +31,7 @@ class Options:
     echo: Callable[[str], None] = print
     # throughput
     workers: tuple[int, ...] = (1, 2, 4)
-    concurrency: int = 32
+    concurrency: int = 64
     n: int = 5000
     workloads: tuple[str, ...] = (NOOP1, NOOP5)
     ceiling: bool = True
