@@ -92,7 +92,7 @@ def snapshot(conn: psycopg.Connection, schema: str, *, statements: bool) -> Snap
     stmts = None
     if statements:
         stmts = {row[0]: (row[1], int(row[2]), float(row[3])) for row in conn.execute(STATEMENTS)}
-    return Snapshot(int(conn.execute(COMMITS).fetchone()[0]), tables, stmts)  # type: ignore[arg-type]
+    return Snapshot(commits(conn), tables, stmts)  # type: ignore[arg-type]
 
 
 def wait_backends_gone(conn: psycopg.Connection, timeout: float = 15.0) -> None:

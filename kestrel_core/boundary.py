@@ -18,7 +18,7 @@ or closes attempts (bookkeeping) commits without waiting for the WAL flush, like
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Sequence
 
@@ -181,37 +181,43 @@ class Outcome:
     """What one boundary of a batch did.
 
     ``held``: the claim was current, so everything asked was written (else nothing was).
-    ``checkpoint``: the checkpoint that stands, when one was asked: ours, or (lost race) the one
-    written first. ``opened``: the attempt opened. ``completed``: the execution has the asked
-    status under our claim (also true when an earlier try of this write committed).
+    ``written``: the checkpoint asked for is ours; else ``checkpoint`` is the one written first.
+    ``opened``: the attempt opened. ``completed``: the execution has the asked status under our
+    claim (also true when an earlier try of this write committed).
     """
 
     held: bool
-    checkpoint: tuple[Any, str | None, int] | None = None
     written: bool = False
     opened: Attempt | None = None
     completed: bool = False
+    existing: tuple[Any, str | None, int] | None = None  # the checkpoint that stood first
+    mine: Finish | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def checkpoint(self) -> tuple[Any, str | None, int] | None:
+        """The checkpoint that stands, when one was asked: ours (computed only when read: the
+        writer thread never pays for it), or the one that won the race."""
+        if self.existing is not None or self.mine is None:
+            return self.existing
+        return as_stored(self.mine.output), self.mine.error, self.mine.attempt.number
 
 
 def _params(batch: Sequence[Boundary]) -> dict[str, Any]:
-    def col(get: Any) -> list[Any]:
-        return [get(b) for b in batch]
-
+    """The statement's parameters: one array per column, one element per boundary."""
     fin = [b.finish for b in batch]
     done = [b.complete for b in batch]
     return {
-        "eids": col(lambda b: b.execution_id), "owners": col(lambda b: b.owner),
-        "epochs": col(lambda b: b.epoch),
+        "eids": [b.execution_id for b in batch], "owners": [b.owner for b in batch],
+        "epochs": [b.epoch for b in batch], "open_steps": [b.open_step for b in batch],
         "finish_steps": [f and f.step_id for f in fin],
         "attempts": [f and f.attempt.number for f in fin],
         "started": [f and f.attempt.started_at for f in fin],
-        "outputs": [f and f.output for f in fin], "errors": [f and f.error for f in fin],
-        "keeps": [bool(f and f.keep) for f in fin], "seqs": [f and f.seq for f in fin],
-        "open_steps": col(lambda b: b.open_step),
-        "statuses": [c and c.status for c in done], "results": [c and c.output for c in done],
-        "failures": [c and c.error for c in done],
         "fresh": [bool(f and f.attempt.started_at is None) for f in fin],
         "elapsed": [f and f.elapsed for f in fin],
+        "outputs": [f and f.output for f in fin], "errors": [f and f.error for f in fin],
+        "keeps": [bool(f and f.keep) for f in fin], "seqs": [f and f.seq for f in fin],
+        "statuses": [c and c.status for c in done], "results": [c and c.output for c in done],
+        "failures": [c and c.error for c in done],
         "sync": "on" if any(b.durable for b in batch) else "off",
     }
 
@@ -232,19 +238,18 @@ def _outcome(conn: psycopg.Connection, schema: str, b: Boundary, row: tuple[Any,
     if not held:
         completed = b.complete is not None and _completed_earlier(conn, schema, b)
         return Outcome(held=False, completed=completed)
-    stored = None
+    existing = mine = None
     if b.finish is not None and b.finish.keep:
-        f = b.finish
         if written:
-            stored = (as_stored(f.output), f.error, f.attempt.number)
+            mine = b.finish
         else:
-            existing = conn.execute(render(READ_CHECKPOINT, schema),
-                                    {"eid": b.execution_id, "step": f.step_id}).fetchone()
-            assert existing is not None, "ON CONFLICT means a checkpoint exists"
-            stored = tuple(existing)
+            found = conn.execute(render(READ_CHECKPOINT, schema),
+                                 {"eid": b.execution_id, "step": b.finish.step_id}).fetchone()
+            assert found is not None, "ON CONFLICT means a checkpoint exists"
+            existing = tuple(found)
     opened = Attempt(opened_number, opened_at) if opened_number is not None else None
-    return Outcome(held=True, checkpoint=stored, written=bool(written), opened=opened,
-                   completed=b.complete is not None)
+    return Outcome(held=True, written=bool(written), opened=opened, completed=b.complete is not None,
+                   existing=existing, mine=mine)
 
 
 def _completed_earlier(conn: psycopg.Connection, schema: str, b: Boundary) -> bool:

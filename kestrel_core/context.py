@@ -317,7 +317,7 @@ class WorkflowContext(FlowOperations):
 
     def _flush(self) -> Checkpoint | None:
         """Write the pending boundary now (before a write of another kind); the checkpoint that
-        stands, when it was one."""
+        stood first, when ours lost the race."""
         pending = self._take_pending()
         if pending is None:
             return None
@@ -325,9 +325,10 @@ class WorkflowContext(FlowOperations):
                                         self._held.claim.epoch, finish=pending))
         if not outcome.held:
             self._lost(f"checkpoint of step {pending.step_id!r} refused")
-        if outcome.checkpoint is None:
-            return None
-        output, error, attempts = outcome.checkpoint
+        self._check_raced(outcome)
+        if outcome.existing is None:
+            return None  # ours stands (the caller has it), or it was no checkpoint
+        output, error, attempts = outcome.existing
         return Checkpoint(output, error, attempts, pending.seq)
 
     def _commit_last(self, done: Boundary) -> Outcome:
@@ -342,7 +343,7 @@ class WorkflowContext(FlowOperations):
     def _check_raced(self, outcome: Outcome) -> None:
         # Another checkpoint of the same step stood first, though we held the claim: the value
         # the workflow went on with is not the recorded one. Replay from the record instead.
-        if outcome.checkpoint is not None and not outcome.written and self._defer:
+        if outcome.existing is not None and self._defer:
             self._worker.log.error("event=checkpoint_raced execution_id=%s (replaying from the "
                                    "stored checkpoint after the lease lapses)", self.execution_id)
             raise Unwind("engine_error")

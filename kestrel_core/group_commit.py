@@ -200,8 +200,7 @@ def _ended(b: Boundary, lazy: _Pending, *, merged: bool) -> Boundary:
     """``b``, whose finish ends the lazily started attempt ``lazy``: with the start's time once
     it was written, else (``merged``, or the start's write failed) written with its end."""
     f = b.finish
-    if f is None or f.attempt.started_at is not None:
-        return b
+    assert f is not None and f.attempt.started_at is None, "after= names the unwritten start this boundary ends"
     opened = lazy.outcome.opened if (not merged and lazy.outcome is not None) else None
     if opened is not None:
         attempt = Attempt(f.attempt.number, opened.started_at)

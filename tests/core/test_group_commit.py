@@ -64,6 +64,23 @@ def submit_in_thread(group: GroupCommit, b: Boundary, after: Any = None) -> tupl
     return thread, box
 
 
+Submitted = tuple[threading.Thread, dict[str, Any]]
+
+
+def behind_a_held_batch(writer: HeldWriter, group: GroupCommit, first: Boundary,
+                        queue_up: Callable[[], list[Submitted]], queued: int) -> list[dict[str, Any]]:
+    """Submit ``first`` and hold its batch in the writer; ``queue_up()`` then queues boundaries
+    behind it; once ``queued`` items wait, release the writer. The boxes, ``first``'s first."""
+    submitted = [submit_in_thread(group, first)]
+    assert writer.entered.wait(10)  # the first batch is in flight, holding the writer
+    submitted += queue_up()
+    wait_for(lambda: group._queue.qsize() == queued, what=f"{queued} items queued behind the batch in flight")
+    writer.release.set()
+    for thread, _ in submitted:
+        thread.join(10)
+    return [box for _, box in submitted]
+
+
 def test_boundaries_queued_behind_a_batch_go_together_and_each_gets_its_outcome(
         app: Kestrel, db: psycopg.Connection, writer: HeldWriter) -> None:
     first, kept, fenced = (app.enqueue("w") for _ in range(3))
@@ -73,17 +90,14 @@ def test_boundaries_queued_behind_a_batch_go_together_and_each_gets_its_outcome(
     assert sweep_leases(db, S) == [fenced]
     assert claim(db, S, owner="w2", names=["w"], n=1, lease=timedelta(seconds=30))[0].execution_id == fenced
 
+    done = Completion("success", Jsonb("done"))
     group = GroupCommit(writer.run, S).start()
     try:
-        t1, box1 = submit_in_thread(group, Boundary(first, "w1", held[first].epoch, open_step="a"))
-        assert writer.entered.wait(10)  # the first batch is in flight, holding the writer
-        done = Completion("success", Jsonb("done"))
-        t2, box2 = submit_in_thread(group, Boundary(kept, "w1", held[kept].epoch, complete=done))
-        t3, box3 = submit_in_thread(group, Boundary(fenced, "w1", held[fenced].epoch, complete=done))
-        wait_for(lambda: group._queue.qsize() == 2, what="two boundaries queued behind the batch in flight")
-        writer.release.set()
-        for t in (t1, t2, t3):
-            t.join(10)
+        box1, box2, box3 = behind_a_held_batch(
+            writer, group, Boundary(first, "w1", held[first].epoch, open_step="a"),
+            lambda: [submit_in_thread(group, Boundary(kept, "w1", held[kept].epoch, complete=done)),
+                     submit_in_thread(group, Boundary(fenced, "w1", held[fenced].epoch, complete=done))],
+            queued=2)
     finally:
         group.stop()
     assert group.stats == {"batches": 2, "boundaries": 3, "largest": 2}
@@ -101,17 +115,14 @@ def test_a_row_the_database_refuses_fails_only_its_own_execution(
     held = {c.execution_id: c for c in claim(db, S, owner="w1", names=["w"], n=3, lease=timedelta(seconds=30))}
     group = GroupCommit(writer.run, S).start()
     try:
-        t0, _ = submit_in_thread(group, Boundary(blocker, "w1", held[blocker].epoch, open_step="a"))
-        assert writer.entered.wait(10)
-        t1, ok = submit_in_thread(group, Boundary(good, "w1", held[good].epoch,
-                                                  complete=Completion("error", error="plain error")))
-        # Postgres text cannot hold NUL: this row makes the whole statement fail.
-        t2, ko = submit_in_thread(group, Boundary(bad, "w1", held[bad].epoch,
-                                                  complete=Completion("error", error="bad \x00 byte")))
-        wait_for(lambda: group._queue.qsize() == 2, what="both boundaries queued")
-        writer.release.set()
-        for t in (t0, t1, t2):
-            t.join(10)
+        _, ok, ko = behind_a_held_batch(
+            writer, group, Boundary(blocker, "w1", held[blocker].epoch, open_step="a"),
+            lambda: [submit_in_thread(group, Boundary(good, "w1", held[good].epoch,
+                                                      complete=Completion("error", error="plain error"))),
+                     # Postgres text cannot hold NUL: this row makes the whole statement fail.
+                     submit_in_thread(group, Boundary(bad, "w1", held[bad].epoch,
+                                                      complete=Completion("error", error="bad \x00 byte")))],
+            queued=2)
     finally:
         group.stop()
     assert ok["outcome"].completed
@@ -189,24 +200,24 @@ def test_a_quick_first_step_is_written_start_and_end_in_one_row(app: Kestrel, db
                                                                  writer: HeldWriter) -> None:
     blocker, eid = app.enqueue("w"), app.enqueue("w")
     held = {c.execution_id: c for c in claim(db, S, owner="w1", names=["w"], n=2, lease=timedelta(seconds=30))}
-    group = GroupCommit(writer.run, S).start()
-    try:
-        t0, _ = submit_in_thread(group, Boundary(blocker, "w1", held[blocker].epoch, open_step="a"))
-        assert writer.entered.wait(10)  # the writer is busy: the start and the end queue up behind
-        lazy = group.open_lazily(Boundary(eid, "w1", held[eid].epoch, open_step="a"))
+    lazy: list[Any] = []
+
+    def start_and_end() -> list[Submitted]:  # a quick step: its start and its end queue up together
+        lazy.append(group.open_lazily(Boundary(eid, "w1", held[eid].epoch, open_step="a")))
         end = Boundary(eid, "w1", held[eid].epoch, finish=Finish("a", Attempt(1, None), Jsonb("x"), seq=1),
                        complete=Completion("success", Jsonb("done")))
-        t1, box = submit_in_thread(group, end, after=lazy)
-        wait_for(lambda: group._queue.qsize() == 2, what="the lazy start and the end queued")
-        writer.release.set()
-        for t in (t0, t1):
-            t.join(10)
+        return [submit_in_thread(group, end, after=lazy[0])]
+
+    group = GroupCommit(writer.run, S).start()
+    try:
+        _, box = behind_a_held_batch(writer, group, Boundary(blocker, "w1", held[blocker].epoch, open_step="a"),
+                                     start_and_end, queued=2)
     finally:
         group.stop()
     assert "error" not in box, box
     outcome = box["outcome"]
     assert outcome.held and outcome.completed and outcome.checkpoint == ("x", None, 1)
-    assert lazy.done.is_set() and lazy.outcome == outcome
+    assert lazy[0].done.is_set() and lazy[0].outcome == outcome
     assert group.stats == {"batches": 2, "boundaries": 2, "largest": 1}  # start + end: one row
     rows = db.execute("SELECT attempt, outcome, started_at <= finished_at FROM step_attempts"
                       " WHERE execution_id = %s", (eid,)).fetchall()
