@@ -94,7 +94,7 @@ def describe_worker_event(message: str, level: int = logging.INFO,
     if event == "finished":
         took = float(fields.get("duration_s", 0))
         whole = run_time(int(eid)) if run_time is not None and eid.isdigit() else None
-        took = took if whole is None else max(whole, took)
+        took = took if whole is None else whole  # the database's start and finish, not this process's clock
         error = f": {fields['error']}" if "error" in fields else ""
         return f"{fields.get('status', '?'):<7} #{eid} {workflow} in {took:.1f}s{error}"
     if event == "parked":

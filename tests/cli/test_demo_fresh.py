@@ -13,6 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from kestrel_console.demo.events import describe_worker_event
 from kestrel_console.embedded_pg import LocalCluster, default_data_dir
 
 from .installed import kestrel_console
@@ -116,3 +117,12 @@ def test_fresh_on_a_configured_database_empties_the_demos_schema(dsn: str) -> No
         conn.execute(f"DROP SCHEMA {schema} CASCADE")
         conn.commit()
     assert seeded > 0 and left == 0
+
+
+def test_a_finished_line_shows_the_databases_run_time_not_the_workers_clock() -> None:
+    """The worker's duration_s also counts its own queueing after the commit (0.4 s on a busy
+    machine for a run the database timed at 0.34 s): the line must show the database's time."""
+    line = "event=finished execution_id=16 workflow=ci-pipeline status=success duration_s=0.400"
+    assert describe_worker_event(line, run_time=lambda eid: 0.338676).endswith("#16 ci-pipeline in 0.3s")
+    assert describe_worker_event(line, run_time=lambda eid: 12.04).endswith("in 12.0s")  # waits included
+    assert describe_worker_event(line, run_time=lambda eid: None).endswith("in 0.4s")  # row not found

@@ -45,8 +45,8 @@ async def test_list_form_run_and_export(dsn, db, tmp_path):
         assert {"queue-depth", "stuck-leases", "pending-approvals"} <= {n for n, r in screen.reports.items() if r.shipped}
 
         screen.select_report("my-report")
-        await pilot.pause()
-        assert list(screen.param_inputs) == ["workflow", "lim"]
+        # The list's own first highlight may still be on its way: wait for the form to settle.
+        await wait_for(pilot, lambda: list(screen.param_inputs) == ["workflow", "lim"], what="my-report's form")
         assert [box.value for box in screen.param_inputs.values()] == ["remediate", "3"]  # defaults
 
         message = await run_report(pilot, screen)
