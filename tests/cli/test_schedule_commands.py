@@ -31,6 +31,7 @@ def nothing_written(db: psycopg.Connection) -> bool:
 @pytest.mark.parametrize("args, hint, message", [
     (["nightly", "0 25 * * *", "report"], "CRON", "invalid cron expression '0 25 * * *'"),
     (["nightly", "every day", "report"], "CRON", "invalid cron expression 'every day'"),
+    (["nightly", "0 0 31 2 *", "report"], "CRON", "cron expression '0 0 31 2 *' never fires"),
     (["nightly", "0 2 * * *", "report", "--timezone", "Mars/Olympus"], "--timezone",
      "unknown timezone 'Mars/Olympus'"),
     (["nightly", "0 2 * * *", "report", "--input", "[1, 2]"], "--input", "must be a JSON object"),
