@@ -206,6 +206,16 @@ def test_worker_serves_only_its_queues(dsn: str, db: psycopg.Connection, start_w
         wait_for(lambda: status_of(db, held) == "success", what="a worker for 'held' to run it")
 
 
+def test_a_worker_told_to_serve_an_undeclared_queue_says_so(dsn: str, start_worker,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    with held_app(dsn) as app, caplog.at_level("WARNING", logger="kestrel.worker"):
+        start_worker(app, queues=["held", "default"])
+        assert "undeclared_queues" not in caplog.text
+        start_worker(app, queues=["helt", "held", "zzz"])
+    (line,) = [r.getMessage() for r in caplog.records if "undeclared_queues" in r.getMessage()]
+    assert "queues=helt,zzz (no code declares them" in line and "check --queues for a typo" in line
+
+
 def test_explicit_queue_and_queue_priority(dsn: str, db: psycopg.Connection) -> None:
     with Kestrel(dsn) as app:
         app.queue("urgent", priority=10)
