@@ -10,21 +10,32 @@ from __future__ import annotations
 from datetime import datetime, timezone as _utc_tz
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 UTC = _utc_tz.utc
 CRON_HELP = ("use 5 fields (minute hour day-of-month month day-of-week, e.g. '*/5 * * * *'), "
              "6 with seconds last (e.g. '* * * * * */10' = every 10 s), or @hourly/@daily/@weekly/...")
 
 
+# Any expression that ever fires does so within a few years of this instant (29 February:
+# 2004); croniter raises CroniterBadDateError for one that never does (30 February).
+_PROBE_FROM = datetime(2001, 1, 1, tzinfo=UTC)
+
+
 def check_cron(expression: str) -> str:
-    """Return the expression (stripped) if croniter accepts it with 5 or 6 fields, else ValueError."""
+    """Return the expression (stripped) if croniter accepts it with 5 or 6 fields and it ever
+    fires, else ValueError (a date that does not exist, 31 April, would fail every tick later)."""
     if not isinstance(expression, str) or not expression.strip():
         raise ValueError(f"empty cron expression: {CRON_HELP}")
     text = " ".join(expression.split())
     fields = len(text.split(" "))
     if not (text.startswith("@") or fields in (5, 6)) or not croniter.is_valid(text):
         raise ValueError(f"invalid cron expression {expression!r}: {CRON_HELP}")
+    try:
+        croniter(text, _PROBE_FROM).get_next(datetime)
+    except CroniterBadDateError:
+        raise ValueError(f"cron expression {expression!r} never fires: no such date "
+                         "(day-of-month past the end of every month it names)") from None
     return text
 
 

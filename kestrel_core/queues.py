@@ -44,6 +44,13 @@ ON CONFLICT (name) DO UPDATE
 
 SET_PAUSED = "SELECT {schema}.set_queue_paused(%s, %s, %s, %s)"
 
+# Of the queues a worker was told to serve, those no deployment declared or bound a workflow to.
+UNDECLARED = """
+SELECT s.name FROM unnest(%(names)s::text[]) AS s(name)
+ WHERE NOT EXISTS (SELECT 1 FROM {schema}.queues q WHERE q.name = s.name)
+ ORDER BY 1
+"""
+
 
 @dataclass(frozen=True)
 class Queue:
@@ -104,6 +111,12 @@ def declare(conn: psycopg.Connection, schema: str, declared: Sequence[Queue],
                 "rate_limit": q.rate[0] if q.rate else None, "rate_period": q.rate[1] if q.rate else None,
                 "per_key": q.per_key, "priority": q.priority, "workflows": workflows,
             })
+
+
+def undeclared(conn: psycopg.Connection, schema: str, names: Sequence[str]) -> list[str]:
+    """The queues among ``names`` that have no row: a worker serving only those (a typo in
+    ``--queues``) would claim nothing but executions enqueued there with ``queue=``."""
+    return [row[0] for row in conn.execute(render(UNDECLARED, schema), {"names": list(names)})]
 
 
 def set_paused(conn: psycopg.Connection, schema: str, name: str, paused: bool, *, by: str,

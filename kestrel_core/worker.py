@@ -221,6 +221,12 @@ class Worker:
                                        queues_mod.bindings(self.registry.workflows.values()))
                     schedules_mod.declare(conn, self.schema, list(self.registry.schedules.values()),
                                           by=f"worker:{self.worker_id}")
+                    unknown = queues_mod.undeclared(conn, self.schema, self.queues) if self.queues else []
+                if unknown:
+                    self.log.warning("event=undeclared_queues worker=%s queues=%s (no code declares them or "
+                                     "binds a workflow to them: this worker claims only executions enqueued "
+                                     "there with queue=...; check --queues for a typo)", self.worker_id,
+                                     ",".join(unknown))
                 return True
             except (DatabaseUnavailable, psycopg.OperationalError) as exc:
                 failure = exc if isinstance(exc, DatabaseUnavailable) else unavailable(self.settings.dsn, exc)

@@ -6,6 +6,7 @@ expression, timezone or input is bad usage (exit 2) and writes nothing.
 
 from __future__ import annotations
 
+import difflib
 import json
 from typing import Any, Optional
 
@@ -85,6 +86,22 @@ def add(
                                                      catch_up=catch_up, by=s.operator, comment=comment)
     typer.echo(f"added schedule {name!r}: workflow {workflow!r} at {cron!r} ({timezone}) as {s.operator}; "
                f"first tick {first.isoformat()}")
+    with _reader(s) as reader:
+        warning = unknown_workflow_warning(workflow, handles_errors(reader.workflow_names)())
+    if warning:
+        typer.echo(warning, err=True)
+
+
+def unknown_workflow_warning(workflow: str, known: list[str]) -> str | None:
+    """The schedule is added either way (a worker with the code may start later, and any
+    worker ticks it), but a typo would enqueue a run nobody claims at every tick: say so."""
+    if workflow in known:
+        return None
+    close = difflib.get_close_matches(workflow, known, n=3, cutoff=0.5)
+    hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+    return (f"warning: no worker has registered workflow {workflow!r} and it has no executions{hint}; "
+            "its runs wait in the queue until a worker with its code starts (remove the schedule "
+            "if the name is wrong)")
 
 
 def _parse_input(text: str | None) -> Any:

@@ -31,6 +31,7 @@ def nothing_written(db: psycopg.Connection) -> bool:
 @pytest.mark.parametrize("args, hint, message", [
     (["nightly", "0 25 * * *", "report"], "CRON", "invalid cron expression '0 25 * * *'"),
     (["nightly", "every day", "report"], "CRON", "invalid cron expression 'every day'"),
+    (["nightly", "0 0 31 2 *", "report"], "CRON", "cron expression '0 0 31 2 *' never fires"),
     (["nightly", "0 2 * * *", "report", "--timezone", "Mars/Olympus"], "--timezone",
      "unknown timezone 'Mars/Olympus'"),
     (["nightly", "0 2 * * *", "report", "--input", "[1, 2]"], "--input", "must be a JSON object"),
@@ -45,11 +46,24 @@ def test_bad_usage_exits_2_and_writes_nothing(dsn: str, db, args, hint, message)
     assert nothing_written(db)
 
 
+def test_add_of_a_workflow_no_worker_registered_warns_with_the_closest_names(dsn: str, db) -> None:
+    db.execute("INSERT INTO workers (worker_id, workflows) VALUES ('w1', ARRAY['nightly-report'])")
+    known = cli(dsn, "schedule", "add", "a", "0 2 * * *", "nightly-report")
+    assert known.returncode == 0 and known.stderr == "", known.stderr
+    typo = cli(dsn, "schedule", "add", "b", "0 2 * * *", "nightly-reprot")
+    assert typo.returncode == 0, typo.stderr
+    assert ("warning: no worker has registered workflow 'nightly-reprot' and it has no executions"
+            " (did you mean nightly-report?)") in typo.stderr
+    assert db.execute("SELECT name, workflow_name FROM schedules ORDER BY 1").fetchall() == [
+        ("a", "nightly-report"), ("b", "nightly-reprot")]
+
+
 def test_add_list_pause_resume_remove(dsn: str, db) -> None:
     added = cli(dsn, "schedule", "add", "nightly", "0 2 * * *", "report", "--input", '{"region": "eu"}',
                 "--timezone", "Europe/Paris", "--catch-up", "--operator", "alice")
     assert added.returncode == 0, added.stderr
     assert "added schedule 'nightly'" in added.stdout and "first tick" in added.stdout
+    assert "warning: no worker has registered workflow 'report'" in added.stderr
     row = db.execute("SELECT cron, timezone, workflow_name, input, catch_up, paused, source, created_by,"
                      " extract(hour FROM next_tick AT TIME ZONE 'Europe/Paris') FROM schedules").fetchone()
     assert row == ("0 2 * * *", "Europe/Paris", "report", {"region": "eu"}, True, False, "cli", "alice", 2)

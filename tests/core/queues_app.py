@@ -18,6 +18,7 @@ app = Kestrel()
 app.queue("limited", concurrency=3)
 app.queue("rated", rate=(5, timedelta(seconds=2)))
 app.queue("keyed", per_key=1)
+app.queue("per-minute", rate=(4, timedelta(minutes=1)))
 
 
 def nap(ctx, input):
@@ -29,3 +30,5 @@ N = os.environ.get("QUEUES_APP_N", "0")
 app.workflow(f"quick-{N}", queue="limited")(nap)
 app.workflow(f"rated-{N}", queue="rated")(nap)
 app.workflow(f"keyed-{N}", queue="keyed")(nap)
+app.workflow(f"minute-{N}", queue="per-minute")(nap)
+app.workflow(f"probe-{N}")(nap)  # default queue: shows this worker claimed again

@@ -1,6 +1,6 @@
 """Queues with limits, held across three worker processes (tests/core/queues_app.py):
 a global concurrency of 3, a rate of 5 per 2 s, one running execution per key; sampled from
-the table every few milliseconds while they run. Then pause/resume and a worker that serves a
+the table every few milliseconds while they run; then a rate of 4 per minute. Then pause/resume and a worker that serves a
 subset of queues (in-process workers)."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from tests.worker_processes import start_worker_process as start_worker, stop_wo
 
 QUICK, RATED, KEYED = 2000, 20, 12
 RATE, WINDOW_S = 5, 2.0
+PER_MINUTE, MINUTE_JOBS = 4, 12
 
 # One sample: running now in the limited queue, and the most running for one key.
 SAMPLE = """
@@ -90,10 +91,34 @@ def limited_run(migrated: str) -> Iterator[dict]:
                 "SELECT started_at FROM kestrel.workflow_executions WHERE queue = 'rated' ORDER BY started_at")]
             queues = dict(db.execute(
                 "SELECT left(workflow_name, -2), queue FROM kestrel.workflow_executions GROUP BY 1, 2").fetchall())
-        yield {"samples": sampler.samples, "rated_starts": rated, "queues": queues}
+            per_minute = rate_per_minute_phase(dsn, db)
+        yield {"samples": sampler.samples, "rated_starts": rated, "queues": queues, "per_minute": per_minute}
     finally:
         sampler.done.set()
         stop_worker_processes(procs, timeout=15)
+
+
+def rate_per_minute_phase(dsn: str, db: psycopg.Connection) -> dict:
+    """12 'minute-N' executions (4 per worker) on a queue limited to 4 claims a minute; once 4
+    have run, one probe per worker on the default queue: each probe's claim is a claim that
+    also looked at the rated queue (it had work and free slots), so when the probes are done
+    every worker has tried again inside the minute."""
+    with Kestrel(dsn) as app:
+        for i in range(3):
+            app.enqueue_many(f"minute-{i}", [{}] * (MINUTE_JOBS // 3))
+        wait_for(lambda: db.execute("SELECT count(*) FROM kestrel.workflow_executions"
+                                    " WHERE queue = 'per-minute' AND status = 'success'").fetchone()[0] >= PER_MINUTE,
+                 timeout=30, what=f"{PER_MINUTE} per-minute executions to run")
+        probes = [app.enqueue(f"probe-{i}", {}) for i in range(3)]
+    wait_for(lambda: db.execute("SELECT bool_and(status = 'success') FROM kestrel.workflow_executions"
+                                " WHERE id = ANY(%s)", (probes,)).fetchone()[0],
+             timeout=30, what="one probe per worker to run")
+    starts = [r[0] for r in db.execute(
+        "SELECT started_at FROM kestrel.workflow_executions WHERE queue = 'per-minute'"
+        " AND started_at IS NOT NULL ORDER BY started_at")]
+    probed = db.execute("SELECT max(started_at), count(DISTINCT owner_id) FROM kestrel.workflow_executions"
+                        " WHERE id = ANY(%s)", (probes,)).fetchone()
+    return {"starts": starts, "last_probe": probed[0], "probe_workers": probed[1]}
 
 
 def test_global_concurrency_never_exceeded_across_three_processes(limited_run: dict) -> None:
@@ -111,6 +136,16 @@ def test_rate_limit_holds_across_processes(limited_run: dict) -> None:
     window = timedelta(seconds=WINDOW_S)
     worst = max(sum(1 for t in starts[i:] if t < s + window) for i, s in enumerate(starts))
     assert worst == RATE, f"{worst} claims started within {WINDOW_S} s (rate {RATE} per {WINDOW_S} s)"
+
+
+def test_a_rate_per_minute_holds_across_processes(limited_run: dict) -> None:
+    run = limited_run["per_minute"]
+    first = run["starts"][0]
+    assert run["probe_workers"] == 3, "each worker claimed a probe"
+    assert run["last_probe"] < first + timedelta(minutes=1), "the probes ran inside the first minute"
+    in_first_minute = [t for t in run["starts"] if t < first + timedelta(minutes=1)]
+    assert len(in_first_minute) == PER_MINUTE, (
+        f"{len(in_first_minute)} of {MINUTE_JOBS} claimed within a minute by 3 workers (rate {PER_MINUTE} a minute)")
 
 
 def test_one_running_execution_per_key(limited_run: dict) -> None:
@@ -169,6 +204,16 @@ def test_worker_serves_only_its_queues(dsn: str, db: psycopg.Connection, start_w
         assert status_of(db, held) == "enqueued"
         start_worker(app, queues=["held"])
         wait_for(lambda: status_of(db, held) == "success", what="a worker for 'held' to run it")
+
+
+def test_a_worker_told_to_serve_an_undeclared_queue_says_so(dsn: str, start_worker,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    with held_app(dsn) as app, caplog.at_level("WARNING", logger="kestrel.worker"):
+        start_worker(app, queues=["held", "default"])
+        assert "undeclared_queues" not in caplog.text
+        start_worker(app, queues=["helt", "held", "zzz"])
+    (line,) = [r.getMessage() for r in caplog.records if "undeclared_queues" in r.getMessage()]
+    assert "queues=helt,zzz (no code declares them" in line and "check --queues for a typo" in line
 
 
 def test_explicit_queue_and_queue_priority(dsn: str, db: psycopg.Connection) -> None:

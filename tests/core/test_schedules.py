@@ -54,6 +54,10 @@ def test_decorator_registers_the_workflow_and_validates(dsn: str) -> None:
     assert app.schedules["weekday-digest"].workflow == "digest"
     with pytest.raises(ValueError, match="invalid cron expression '61 \\* \\* \\* \\*'"):
         app.schedule("61 * * * *", name="w")(lambda ctx, i: None)
+    with pytest.raises(ValueError, match="cron expression '0 0 30 2 \\*' never fires"):
+        app.schedule("0 0 30 2 *", name="v")(lambda ctx, i: None)
+    with pytest.raises(ValueError, match="never fires"):
+        app.add_schedule("feb-31", "0 0 31 2 *", "nightly-report", by="alice")
     with pytest.raises(ValueError, match="unknown timezone 'Mars/Olympus'"):
         app.schedule("* * * * *", name="x", timezone="Mars/Olympus")(lambda ctx, i: None)
     with pytest.raises(ValueError, match="may not use the key\\(s\\) scheduled_at"):

@@ -9,6 +9,7 @@ import psycopg
 from kestrel_core import Kestrel
 from kestrel_core.versions import fingerprint
 from tests.waiting import wait_for
+from tests.worker_processes import start_worker_process, stop_worker_processes
 
 
 def versioned_app(dsn: str, version: str) -> Kestrel:
@@ -45,6 +46,34 @@ def test_execution_started_under_a_waits_for_a_worker_with_a(dsn: str, db: psyco
         assert row(db, old)[1:] == ("A", "worker-a", {"ran_under": "A"})
     registered = dict(db.execute("SELECT worker_id, versions FROM workers").fetchall())
     assert registered == {"worker-a": ["A"], "worker-b": ["B"]}
+
+
+def test_the_same_across_worker_processes(dsn: str, db: psycopg.Connection) -> None:
+    """As above with real worker processes: a B process runs B work enqueued after the A
+    execution (so it has claimed past it) but never the A execution, which an A process,
+    started later, then runs."""
+    def worker(version: str):
+        return start_worker_process(dsn, "tests.core.versions_app:app", "--worker-id", f"proc-{version}",
+                                    "--processes", "1", "--concurrency", "2", "--log-level", "warning",
+                                    env={"VERSIONS_APP_VERSION": version})
+
+    procs = []
+    try:
+        with versioned_app(dsn, "A") as app_a, versioned_app(dsn, "B") as app_b:
+            old = app_a.enqueue("report", 1)
+            procs.append(worker("B"))
+            news = [app_b.enqueue("report", i) for i in range(2, 6)]
+            wait_for(lambda: all(row(db, eid)[0] == "success" for eid in news) or procs[0].poll() is not None,
+                     timeout=30, what="the B process to run the B executions")
+            assert procs[0].poll() is None, procs[0].stdout.read()
+            assert row(db, old)[:3] == ("enqueued", "A", None), "a B worker must not claim an A execution"
+            procs.append(worker("A"))
+            wait_for(lambda: row(db, old)[0] == "success" or procs[1].poll() is not None,
+                     timeout=30, what="the A process to run the A execution")
+            assert row(db, old)[1:] == ("A", "proc-A", {"ran_under": "A"})
+            assert {row(db, eid)[2] for eid in news} == {"proc-B"}
+    finally:
+        stop_worker_processes(procs)
 
 
 def test_default_version_is_a_fingerprint_of_the_source(dsn: str) -> None:

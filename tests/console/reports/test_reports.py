@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parents[3]
 SHIPPED = {
     "queue-depth", "stuck-leases", "pending-approvals", "errors-this-month", "rejected-fixes",
     "slowest-steps", "throughput", "worker-activity", "retries", "approval-latency",
-    "operator-actions",
+    "operator-actions", "queues", "schedules",
 }
 
 
