@@ -51,13 +51,16 @@ SELECT q.name FROM {schema}.queues q
 # most per_key running; then claim in priority order and record the claim times for the rate
 # window (kept in the queue's row, at most rate_limit of them: an exact sliding window). Only
 # the head of each backlog is looked at (%(scan)s rows): keys further back wait until it drains.
+# The rate window is read and stamped at this statement's start, after the queue locks were
+# won: the transaction's now() would be older by the lock wait, and a claim stamped early
+# leaves the window early.
 CLAIM_LIMITED = """
 WITH room AS MATERIALIZED (
     SELECT q.name, q.per_key,
            least(coalesce(q.concurrency - r.running, 2147483647),
                  coalesce(q.per_worker - r.mine, 2147483647),
                  coalesce(q.rate_limit - (SELECT count(*) FROM unnest(q.rate_starts) AS s(at)
-                                           WHERE s.at > now() - q.rate_period), 2147483647)) AS free
+                                           WHERE s.at > statement_timestamp() - q.rate_period), 2147483647)) AS free
       FROM {schema}.queues q
       CROSS JOIN LATERAL (
             SELECT count(*) AS running, count(*) FILTER (WHERE r.owner_id = %(owner)s) AS mine
@@ -105,8 +108,8 @@ WITH room AS MATERIALIZED (
 ), stamped AS (
     UPDATE {schema}.queues q
        SET rate_starts = ARRAY(SELECT s.at FROM unnest(q.rate_starts) AS s(at)
-                                WHERE s.at > now() - q.rate_period)
-                         || array_fill(now(), ARRAY[c.n::int])
+                                WHERE s.at > statement_timestamp() - q.rate_period)
+                         || array_fill(statement_timestamp(), ARRAY[c.n::int])
       FROM (SELECT queue, count(*) AS n FROM claimed GROUP BY queue) AS c
      WHERE q.name = c.queue AND q.rate_limit IS NOT NULL
 )
