@@ -154,7 +154,7 @@ def _status_table(overview: dict[str, Any], rows: list[dict[str, Any]]) -> None:
 
 def cannot_run_lines(overview: dict[str, Any]) -> list[str]:
     """Enqueued executions no live worker can run now: wrong version, or a paused queue."""
-    lines = [f"{u['enqueued']} enqueued {u['workflow_name']!r} need version {u['version']}, live workers "
+    lines = [f"{u['enqueued']} enqueued {u['workflow_name']!r} {'needs' if u['enqueued'] == 1 else 'need'} version {u['version']}, live workers "
              f"have {', '.join(v for v in u['live_versions'] if v) or 'no version of it'}"
              for u in overview.get("unrunnable", [])]
     lines += [f"queue {q['name']!r} is paused (by {q['paused_by'] or '?'}) with {q['enqueued']} enqueued: "

@@ -100,7 +100,7 @@ def test_status_names_executions_no_live_worker_can_run(cli, dsn: str, db: psyco
     eid = old.enqueue("export", {})
     with new.worker(worker_id="new-worker"):
         status = cli("status")
-        assert "cannot run: 1 enqueued 'export' need version 1, live workers have 2" in status.stdout
+        assert "cannot run: 1 enqueued 'export' needs version 1, live workers have 2" in status.stdout
         rows = json.loads(cli("status", "--format", "json").stdout)
         assert [(r["workflow_name"], r["cannot_run"]) for r in rows] == [("export", 1)]
         shown = json.loads(cli("show", str(eid), "--format", "json").stdout)[0]
