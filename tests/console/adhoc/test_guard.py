@@ -253,3 +253,18 @@ def test_the_lexical_pass_alone_refuses_attribute_calls(monkeypatch) -> None:
     assert refusal('SELECT t."pg_read_file" FROM (SELECT 1) t').startswith("function pg_read_file: ")
     assert refusal("SELECT nvl(1, 2)").startswith("function nvl: ")
     check_read_only("SELECT t.x, (t).x FROM (SELECT 1 AS x) t")
+
+
+def test_every_reviewed_volatile_reader_is_allowed_and_no_exclusion_swallows_one() -> None:
+    # The exclusion "lock" once matched clock_timestamp (c-lock-...): a reviewed reader refused
+    # as "takes or inspects locks".
+    from kestrel_console.adhoc.allowlist import allowed_names
+    from kestrel_console.adhoc.allowlist_build import REVIEWED_VOLATILE, excluded
+
+    assert {name: excluded(name) for name in REVIEWED_VOLATILE if excluded(name)} == {}
+    assert set(REVIEWED_VOLATILE) <= allowed_names()
+    check_read_only("SELECT clock_timestamp(), timeofday(), random(), gen_random_uuid(), "
+                    "pg_stat_get_db_deadlocks(1)")
+    for name in ("pg_advisory_lock", "pg_try_advisory_xact_lock_shared", "pg_advisory_unlock_all",
+                 "pg_lock_status", "pg_blocking_pids"):
+        assert refusal(f"SELECT {name}(1)") == f"function {name}: takes or inspects locks"
