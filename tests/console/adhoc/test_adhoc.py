@@ -196,7 +196,7 @@ HOSTILE = {
     # Past the guard, COPY's data is not read and the connection is brought out of COPY mode.
     "copy-to-stdout": Hostile("COPY workflow_executions TO STDOUT", "not a read: COPY", NO_TRACE),
     "do": Hostile("DO $$BEGIN DELETE FROM kestrel.workflow_executions; END$$", "not a read: DO", READ_ONLY),
-    "call": Hostile("CALL kestrel_test_purge()", "not a read: CALL", READ_ONLY),
+    "call": Hostile("CALL public.kestrel_test_purge()", "not a read: CALL", READ_ONLY),
     "lock": Hostile("LOCK TABLE workflow_executions IN ACCESS EXCLUSIVE MODE", "not a read: LOCK", NO_TRACE),
     "vacuum": Hostile("VACUUM workflow_executions", "not a read: VACUUM", IN_TRANSACTION),
     "set-role": Hostile("SET ROLE pg_monitor", "not a read: SET", NO_TRACE),
@@ -304,7 +304,7 @@ def test_unqualified_tables_resolve_to_the_kestrel_schema_and_the_session_keeps_
     default_path = plain.execute("SHOW search_path").fetchone()[0]
     result = run_read_only(plain, "SELECT workflow_name FROM workflow_executions ORDER BY id")
     assert [name for (name,) in result.rows] == SEED_NAMES
-    assert run_read_only(plain, "SHOW search_path").rows == [("kestrel, public",)]
+    assert run_read_only(plain, "SHOW search_path").rows == [("pg_catalog, kestrel, pg_temp",)]
     assert plain.execute("SHOW search_path").fetchone()[0] == default_path
     with pytest.raises(psycopg.errors.UndefinedTable):
         plain.execute("SELECT 1 FROM workflow_executions")
