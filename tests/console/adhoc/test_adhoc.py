@@ -228,6 +228,24 @@ HOSTILE = {
     "only-comment": Hostile("  -- nothing here\n", "empty query", SKIP),
     "unicode-identifier": Hostile('SELECT U&"pg_\\0074erminate_backend"({pid})', "Unicode-escaped identifier",
                                   SKIP),
+    # Red team (issue 9): statements that would leave something in the session, or change the
+    # transaction's mode, and row locks below the top level.
+    "declare-with-hold": Hostile("DECLARE c CURSOR WITH HOLD FOR SELECT * FROM workers", "not a read: DECLARE",
+                                 NO_TRACE),  # a WITH HOLD cursor dies with the rolled-back transaction
+    "explain-declare": Hostile("EXPLAIN DECLARE c CURSOR WITH HOLD FOR SELECT 1", "EXPLAIN of a non-read: DECLARE",
+                               NO_TRACE),
+    "explain-execute": Hostile("EXPLAIN EXECUTE evil", "EXPLAIN of a non-read: EXECUTE", "26000"),
+    "reset-role": Hostile("RESET ROLE", "not a read: RESET", NO_TRACE),
+    "start-read-write": Hostile("START TRANSACTION READ WRITE", "cannot parse: ", IN_TRANSACTION),
+    "alter-system": Hostile("ALTER SYSTEM SET work_mem = '1MB'", "not a read: ALTER", IN_TRANSACTION),
+    "for-share-in-subquery": Hostile("SELECT (SELECT 1 FROM workers FOR SHARE)", "locking clause FOR SHARE",
+                                     READ_ONLY),
+    "for-update-in-cte": Hostile("WITH w AS (SELECT * FROM workers FOR UPDATE) SELECT * FROM w",
+                                 "locking clause FOR UPDATE", READ_ONLY),
+    # A superuser session loads a library for good (LOAD works in a read-only transaction).
+    "load": Hostile("LOAD 'auto_explain'", "not a read: LOAD", SKIP),
+    # Would drop psycopg's own prepared statements.
+    "deallocate": Hostile("DEALLOCATE ALL", "not a read: DEALLOCATE", SKIP),
 }
 
 

@@ -97,6 +97,15 @@ HOSTILE = {
     "attr-nextval": ("SELECT ('workflow_executions_id_seq'::regclass).nextval", "nextval"),
     "attr-lo-import": ("SELECT ('/etc/hostname'::text).lo_import", "lo_import"),
     "attr-setseed": ("SELECT (0.5::float8).setseed", "setseed"),
+    # Red team (issue 9): the positions the first list did not have.
+    "attr-values": ("SELECT * FROM (VALUES (({pid}).pg_terminate_backend)) v", "pg_terminate_backend"),
+    "attr-window": ("SELECT count(*) OVER (ORDER BY ({pid}).pg_cancel_backend) FROM workers", "pg_cancel_backend"),
+    "attr-subscript": ("SELECT a[((42::bigint).pg_try_advisory_lock)::int] FROM (SELECT ARRAY[1] AS a) s",
+                       "pg_try_advisory_lock"),
+    "attr-argument": ("SELECT coalesce(({pid}).pg_terminate_backend, false)", "pg_terminate_backend"),
+    "attr-case": ("SELECT CASE WHEN ({pid}).pg_cancel_backend THEN 1 END", "pg_cancel_backend"),
+    "attr-whole-row": ("SELECT (w.*).pg_terminate_backend FROM workers w", "pg_terminate_backend"),
+    "attr-explain-analyze": ("EXPLAIN ANALYZE SELECT (42::bigint).pg_advisory_lock", "pg_advisory_lock"),
     # functions that run SQL given as text
     "ts-rewrite": ("SELECT ts_rewrite('a'::tsquery, 'SELECT pg_terminate_backend({pid})::text::tsquery, "
                    "''b''::tsquery')", "ts_rewrite"),
