@@ -63,7 +63,9 @@ def call_refusal(name: str, schema: str | None = None) -> str | None:
 def attribute_refusal(name: str) -> str | None:
     """Why ``x.name`` / ``(x).name`` is refused: Postgres reads it as ``name(x)`` when ``name``
     is not a column of ``x``. None for names that are not refused catalog functions (columns,
-    fields; a user's function called this way is stopped by layer 3, the reader role)."""
+    fields). A function outside the catalog cannot be reached this way: ``run_read_only``'s
+    search path holds only pg_catalog and the Kestrel schema, whose functions the reader role
+    may not execute."""
     if name in catalog_names() and name not in allowed_names():
         return f"function {name}: {_why(name)} (attribute notation x.{name} calls {name}(x))"
     return None

@@ -58,7 +58,10 @@ EXCLUDED: tuple[tuple[str, str], ...] = (
     ("reads the server's files or directories",
      r"^pg_(read_file|read_binary_file|stat_file|ls_|file_|current_logfile|hba_file_rules"
      r"|ident_file_mappings|show_all_file_settings|tablespace_location|config$)"),
-    ("takes or inspects locks", r"lock"),
+    # Named one by one: a bare "lock" also caught clock_timestamp and the block counters.
+    ("takes or inspects locks",
+     r"^pg_(try_)?advisory_|^pg_(safe_snapshot_)?blocking_pids$|^pg_lock_status$"
+     r"|^pg_isolation_test_session_is_blocked$"),
     ("changes settings", r"^set_config$|^pg_reload_conf$|^pg_settings_"),
     ("signals or inspects other sessions",
      r"^pg_(terminate|cancel|signal)_backend$|^pg_log_backend_memory_contexts$|^pg_stat_reset"),

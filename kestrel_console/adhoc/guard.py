@@ -29,8 +29,12 @@ How a query is checked:
 ``SHOW`` is allowed in its simple form (``SHOW name``, ``SHOW ALL``, ``SHOW TIME ZONE``...):
 it only reads a setting. ``SET``/``RESET`` are refused. ``pg_sleep`` is allowed: the
 statement timeout bounds it. ``currval``/``lastval`` are allowed: they read session state.
-A function of another schema that overloads an allowed name (``public.lower(int)``) is not
-seen here: layer 3's role has no EXECUTE on Kestrel's functions.
+Names a query leaves unqualified (an attribute call ``(x).f`` of a function not in the
+catalog, an overload ``lower(int)``, an operator, a type) resolve through the search path
+``run_read_only`` sets: ``pg_catalog`` and the Kestrel schema only, whose functions
+``kestrel_reader`` may not execute. Qualified ones are checked here: functions, operators
+(``OPERATOR(s.op)``) and types (``::s.t``, a domain's CHECK runs code) outside ``pg_catalog``
+are refused.
 """
 
 from __future__ import annotations
@@ -48,7 +52,14 @@ from sqlglot.errors import ParseError, TokenError
 
 from kestrel_core import KestrelError
 
+from . import qualified
 from .allowlist import attribute_refusal, call_refusal, catalog_names, keywords
+from .names import IDENT as _IDENT
+from .names import IDENT_START as _IDENT_START
+from .names import TOKEN as _TOKEN
+from .names import folded as _folded
+from .names import is_name as _is_name
+from .names import unquoted as _unquoted
 
 __all__ = ["QueryRefused", "check_read_only"]
 
@@ -70,14 +81,9 @@ _WRITE_KEYWORDS: dict[type[exp.Expression], str] = {
 }
 _READ_STATEMENTS = (exp.Select, exp.SetOperation, exp.Values)
 
-# Postgres' lexer: identifiers start with a letter, _ or any non-ASCII character and go on with
-# those, digits and $. Dollar-quote tags are the same without $.
-_IDENT_START = "A-Za-z_\u0080-\U0010ffff"
-_IDENT = re.compile(f"[{_IDENT_START}][{_IDENT_START}0-9$]*")
+# Dollar-quote tags are identifiers without $ (names.py: Postgres' identifiers).
 _DOLLAR_QUOTE = re.compile(f"\\$(?:[{_IDENT_START}][{_IDENT_START}0-9]*)?\\$")
 _DOLLAR_PARAM = re.compile(r"\$[0-9]+")
-# A skeleton's tokens, for the lexical backstop: quoted identifiers, words, single characters.
-_TOKEN = re.compile(f'"(?:[^"]|"")*"|[{_IDENT_START}][{_IDENT_START}0-9$]*|[0-9]+|\\S')
 
 _PLACEHOLDER = re.compile(r"%(?:\((?P<name>[^)]*)\))?(?P<format>[sbt%])")
 _ADHOC_PLACEHOLDER = re.compile(r"%\((?P<name>[A-Za-z_]\w*)\)s")
@@ -111,6 +117,7 @@ def check_read_only(query: str, *, placeholders: bool = False) -> None:
     _check_select_into(statement)
     _check_locking(statement)
     _check_functions(statement)
+    _refuse(qualified.refusal_in_tree(statement))
     _check_names_in_text(skeleton, statement)
 
 
@@ -362,11 +369,6 @@ def _check_functions(statement: exp.Expression) -> None:
             _refuse(attribute_refusal(_folded(node.expression)))
 
 
-def _folded(identifier: exp.Expression) -> str:
-    name = identifier.name
-    return name if isinstance(identifier, exp.Identifier) and identifier.quoted else name.lower()
-
-
 def _refuse(reason: str | None) -> None:
     if reason is not None:
         raise QueryRefused(reason)
@@ -389,6 +391,7 @@ def _check_names_in_text(skeleton: str, statement: exp.Expression) -> None:
         name, quoted = _unquoted(token)
         after = tokens[i + 1] if i + 1 < len(tokens) else ""
         before = tokens[i - 1] if i else ""
+        _refuse(qualified.refusal_in_text(tokens, i))
         if after == "(":
             qualifier = tokens[i - 2] if before == "." and i >= 2 and _is_name(tokens[i - 2]) else None
             if qualifier is None and not quoted and name in keywords():
@@ -411,17 +414,6 @@ def _check_names_in_text(skeleton: str, statement: exp.Expression) -> None:
 def _catalog_keywords() -> frozenset[str]:
     """Keywords that also name catalog functions (``left(``, ``extract(``): checked as calls."""
     return keywords() & catalog_names()
-
-
-def _is_name(token: str) -> bool:
-    return token.startswith('"') or _IDENT.fullmatch(token) is not None
-
-
-def _unquoted(token: str) -> tuple[str, bool]:
-    """The name Postgres resolves: quoted names as written, others folded to lower case."""
-    if token.startswith('"'):
-        return token[1:-1].replace('""', '"'), True
-    return token.lower(), False
 
 
 def _non_call_names(statement: exp.Expression) -> tuple[Counter[str], Counter[str]]:

@@ -2,11 +2,12 @@
 saved reports.
 
 Layer 1 is ``guard.check_read_only``. Layer 2 is here: the query runs alone (the extended
-protocol refuses a second statement) inside ``BEGIN READ ONLY`` with a statement timeout, the
-Kestrel schema first on the search path, and is always rolled back, so even a query the guard
-let through by mistake cannot write a row. Its result is cut at ``max_rows`` rows and
-``max_bytes`` bytes. Layer 3 (``reader``) runs it as the read-only role and releases what it
-leaves in the session.
+protocol refuses a second statement) inside ``BEGIN READ ONLY`` with a statement timeout, and
+is always rolled back, so even a query the guard let through by mistake cannot write a row.
+Its search path is ``pg_catalog``, the Kestrel schema, ``pg_temp`` and nothing else, so no
+name it leaves unqualified (a function by attribute notation, an operator, a type) resolves to
+another schema's code. Its result is cut at ``max_rows`` rows and ``max_bytes`` bytes.
+Layer 3 (``reader``) runs it as the read-only role and releases what it leaves in the session.
 """
 
 from __future__ import annotations
@@ -75,11 +76,17 @@ BEGIN_READ_ONLY = "BEGIN READ ONLY"
 # be its first statement.
 SET_TRANSACTION_READ_ONLY = "SET TRANSACTION READ ONLY"
 # standard_conforming_strings: the guard lexes strings as Postgres does with it on.
+# search_path: pg_catalog, the Kestrel schema, pg_temp last, and nothing else (no `public`).
+# Postgres finds what a query does not qualify through it: functions called by attribute
+# notation ((x).f), overloads of an allowed name (lower(int)), operators, types and domains
+# (whose CHECK runs code). Everyone may EXECUTE a function of `public` unless its owner revoked
+# it, so with `public` on the path an admin's helper there ran through any of these, even as
+# kestrel_reader, even SECURITY DEFINER. Qualified names are the guard's to refuse.
 SET_LIMITS = """
 SELECT set_config('statement_timeout', %(statement_timeout)s, true),
        set_config('idle_in_transaction_session_timeout', %(idle_timeout)s, true),
        set_config('standard_conforming_strings', 'on', true),
-       set_config('search_path', quote_ident(%(schema)s) || ', public', true)
+       set_config('search_path', 'pg_catalog, ' || quote_ident(%(schema)s) || ', pg_temp', true)
 """
 
 

@@ -6,10 +6,14 @@ import json
 import os
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql as pgsql
+from psycopg.conninfo import make_conninfo
 
 SCRIPT = Path(sys.executable).parent / "kestrel-console"
 
@@ -59,3 +63,45 @@ def test_bad_limits_are_bad_usage(dsn: str, tmp_path: Path, args: list[str], mes
     done = sql(dsn, *args, "SELECT 1", cwd=tmp_path)
     assert done.returncode == 2 and done.stdout == ""
     assert message in done.stderr and "Traceback" not in done.stderr
+
+
+# An admin's helper in `public` (EXECUTE granted to PUBLIC by default, SECURITY DEFINER): it kills
+# the session whose pid it is given. Before issue 9's red team, `(pid).kt_kill` passed the guard
+# (an attribute the catalog does not know was taken for a column) and ran.
+ADMIN_HELPER = """
+CREATE OR REPLACE FUNCTION public.kt_kill(integer) RETURNS boolean
+    LANGUAGE sql SECURITY DEFINER AS 'SELECT pg_terminate_backend($1)';
+CREATE OR REPLACE FUNCTION public.kt_kill_eq(integer, integer) RETURNS boolean
+    LANGUAGE sql SECURITY DEFINER AS 'SELECT pg_terminate_backend($1)';
+DROP OPERATOR IF EXISTS public.=== (integer, integer);
+CREATE OPERATOR public.=== (LEFTARG = integer, RIGHTARG = integer, FUNCTION = public.kt_kill_eq);
+"""
+
+
+@pytest.fixture
+def operator_login(dsn: str) -> Iterator[str]:
+    """DSN of a LOGIN granted kestrel_operator, as the README recommends (roles are cluster-wide:
+    random name, dropped)."""
+    name = f"kt_op_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(ADMIN_HELPER)
+        admin.execute(pgsql.SQL("CREATE ROLE {} LOGIN IN ROLE kestrel_operator").format(pgsql.Identifier(name)))
+    yield make_conninfo(dsn, user=name)
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (name,))
+        admin.execute(pgsql.SQL("DROP ROLE {}").format(pgsql.Identifier(name)))
+
+
+def test_an_operator_login_cannot_reach_an_admins_helper_in_public(
+    operator_login: str, victim: psycopg.Connection, tmp_path: Path,
+) -> None:
+    pid = victim.info.backend_pid
+    attribute = sql(operator_login, f"SELECT ({pid}).kt_kill", cwd=tmp_path)
+    assert (attribute.returncode, attribute.stdout) == (1, "")
+    assert attribute.stderr.strip() == (
+        "error: column notation .kt_kill applied to type integer, which is not a composite type")
+    operator = sql(operator_login, f"SELECT {pid} OPERATOR(public.===) 0", cwd=tmp_path)
+    assert (operator.returncode, operator.stdout) == (1, "")
+    assert operator.stderr.startswith("error: refused: operator public.===: only pg_catalog operators"), \
+        operator.stderr
+    assert victim.execute("SELECT 1").fetchone() == (1,)  # not terminated

@@ -196,7 +196,7 @@ HOSTILE = {
     # Past the guard, COPY's data is not read and the connection is brought out of COPY mode.
     "copy-to-stdout": Hostile("COPY workflow_executions TO STDOUT", "not a read: COPY", NO_TRACE),
     "do": Hostile("DO $$BEGIN DELETE FROM kestrel.workflow_executions; END$$", "not a read: DO", READ_ONLY),
-    "call": Hostile("CALL kestrel_test_purge()", "not a read: CALL", READ_ONLY),
+    "call": Hostile("CALL public.kestrel_test_purge()", "not a read: CALL", READ_ONLY),
     "lock": Hostile("LOCK TABLE workflow_executions IN ACCESS EXCLUSIVE MODE", "not a read: LOCK", NO_TRACE),
     "vacuum": Hostile("VACUUM workflow_executions", "not a read: VACUUM", IN_TRANSACTION),
     "set-role": Hostile("SET ROLE pg_monitor", "not a read: SET", NO_TRACE),
@@ -228,6 +228,24 @@ HOSTILE = {
     "only-comment": Hostile("  -- nothing here\n", "empty query", SKIP),
     "unicode-identifier": Hostile('SELECT U&"pg_\\0074erminate_backend"({pid})', "Unicode-escaped identifier",
                                   SKIP),
+    # Red team (issue 9): statements that would leave something in the session, or change the
+    # transaction's mode, and row locks below the top level.
+    "declare-with-hold": Hostile("DECLARE c CURSOR WITH HOLD FOR SELECT * FROM workers", "not a read: DECLARE",
+                                 NO_TRACE),  # a WITH HOLD cursor dies with the rolled-back transaction
+    "explain-declare": Hostile("EXPLAIN DECLARE c CURSOR WITH HOLD FOR SELECT 1", "EXPLAIN of a non-read: DECLARE",
+                               NO_TRACE),
+    "explain-execute": Hostile("EXPLAIN EXECUTE evil", "EXPLAIN of a non-read: EXECUTE", "26000"),
+    "reset-role": Hostile("RESET ROLE", "not a read: RESET", NO_TRACE),
+    "start-read-write": Hostile("START TRANSACTION READ WRITE", "cannot parse: ", IN_TRANSACTION),
+    "alter-system": Hostile("ALTER SYSTEM SET work_mem = '1MB'", "not a read: ALTER", IN_TRANSACTION),
+    "for-share-in-subquery": Hostile("SELECT (SELECT 1 FROM workers FOR SHARE)", "locking clause FOR SHARE",
+                                     READ_ONLY),
+    "for-update-in-cte": Hostile("WITH w AS (SELECT * FROM workers FOR UPDATE) SELECT * FROM w",
+                                 "locking clause FOR UPDATE", READ_ONLY),
+    # A superuser session loads a library for good (LOAD works in a read-only transaction).
+    "load": Hostile("LOAD 'auto_explain'", "not a read: LOAD", SKIP),
+    # Would drop psycopg's own prepared statements.
+    "deallocate": Hostile("DEALLOCATE ALL", "not a read: DEALLOCATE", SKIP),
 }
 
 
@@ -304,7 +322,7 @@ def test_unqualified_tables_resolve_to_the_kestrel_schema_and_the_session_keeps_
     default_path = plain.execute("SHOW search_path").fetchone()[0]
     result = run_read_only(plain, "SELECT workflow_name FROM workflow_executions ORDER BY id")
     assert [name for (name,) in result.rows] == SEED_NAMES
-    assert run_read_only(plain, "SHOW search_path").rows == [("kestrel, public",)]
+    assert run_read_only(plain, "SHOW search_path").rows == [("pg_catalog, kestrel, pg_temp",)]
     assert plain.execute("SHOW search_path").fetchone()[0] == default_path
     with pytest.raises(psycopg.errors.UndefinedTable):
         plain.execute("SELECT 1 FROM workflow_executions")

@@ -97,6 +97,15 @@ HOSTILE = {
     "attr-nextval": ("SELECT ('workflow_executions_id_seq'::regclass).nextval", "nextval"),
     "attr-lo-import": ("SELECT ('/etc/hostname'::text).lo_import", "lo_import"),
     "attr-setseed": ("SELECT (0.5::float8).setseed", "setseed"),
+    # Red team (issue 9): the positions the first list did not have.
+    "attr-values": ("SELECT * FROM (VALUES (({pid}).pg_terminate_backend)) v", "pg_terminate_backend"),
+    "attr-window": ("SELECT count(*) OVER (ORDER BY ({pid}).pg_cancel_backend) FROM workers", "pg_cancel_backend"),
+    "attr-subscript": ("SELECT a[((42::bigint).pg_try_advisory_lock)::int] FROM (SELECT ARRAY[1] AS a) s",
+                       "pg_try_advisory_lock"),
+    "attr-argument": ("SELECT coalesce(({pid}).pg_terminate_backend, false)", "pg_terminate_backend"),
+    "attr-case": ("SELECT CASE WHEN ({pid}).pg_cancel_backend THEN 1 END", "pg_cancel_backend"),
+    "attr-whole-row": ("SELECT (w.*).pg_terminate_backend FROM workers w", "pg_terminate_backend"),
+    "attr-explain-analyze": ("EXPLAIN ANALYZE SELECT (42::bigint).pg_advisory_lock", "pg_advisory_lock"),
     # functions that run SQL given as text
     "ts-rewrite": ("SELECT ts_rewrite('a'::tsquery, 'SELECT pg_terminate_backend({pid})::text::tsquery, "
                    "''b''::tsquery')", "ts_rewrite"),
@@ -302,3 +311,98 @@ def test_the_shipped_allowlist_is_what_the_generator_builds_from_this_catalog(ds
             "nextval", "setval", "pg_notify", "lo_import"}.isdisjoint(allowed_names())
     assert {"lower", "count", "now", "jsonb_build_object", "pg_sleep", "current_setting",
             "generate_series"} <= allowed_names()
+
+
+# --- an admin's helpers in `public`: code the query does not name as a function ------------------
+
+# Helpers an admin might have made (EXECUTE is granted to PUBLIC by default, so kestrel_reader
+# may run them; SECURITY DEFINER runs them with the owner's rights). Each kills the session
+# whose pid it is given: reached, the victim dies, whatever layers 2 and 3 say.
+ADMIN_HELPERS = """
+CREATE OR REPLACE FUNCTION public.kt_kill(integer) RETURNS boolean
+    LANGUAGE sql SECURITY DEFINER AS 'SELECT pg_terminate_backend($1)';
+CREATE OR REPLACE FUNCTION public.kt_kill_eq(integer, integer) RETURNS boolean
+    LANGUAGE sql SECURITY DEFINER AS 'SELECT pg_terminate_backend($1)';
+CREATE OR REPLACE FUNCTION public.lower(integer) RETURNS boolean
+    LANGUAGE sql SECURITY DEFINER AS 'SELECT pg_terminate_backend($1)';
+DROP OPERATOR IF EXISTS public.=== (integer, integer);
+CREATE OPERATOR public.=== (LEFTARG = integer, RIGHTARG = integer, FUNCTION = public.kt_kill_eq);
+DROP DOMAIN IF EXISTS public.kt_dom;
+CREATE DOMAIN public.kt_dom AS integer CHECK (public.kt_kill(VALUE));
+"""
+
+
+@pytest.fixture(scope="module")
+def admin_helpers(migrated: str) -> None:
+    with psycopg.connect(migrated, autocommit=True) as conn:
+        conn.execute(ADMIN_HELPERS)
+
+
+# Unqualified: not refused by the guard (an attribute may be a column, an overload or an operator
+# is not a name it can check), but the search path holds only pg_catalog and the Kestrel schema,
+# so Postgres never finds the helper. (query, SQLSTATE Postgres fails it with)
+NOT_COLUMN, NO_FUNCTION, NO_TYPE = "42809", "42883", "42704"
+UNQUALIFIED = {
+    "attr-select": ("SELECT ({pid}).kt_kill", NOT_COLUMN),
+    "attr-where": ("SELECT 1 FROM workers WHERE ({pid}).kt_kill", NOT_COLUMN),
+    "attr-order-by": ("SELECT worker_id FROM workers ORDER BY ({pid}).kt_kill", NOT_COLUMN),
+    "attr-group-by": ("SELECT count(*) FROM workers GROUP BY ({pid}).kt_kill", NOT_COLUMN),
+    "attr-having": ("SELECT 1 FROM workers GROUP BY 1 HAVING ({pid}).kt_kill", NOT_COLUMN),
+    "attr-lateral": ("SELECT * FROM workers, LATERAL (SELECT ({pid}).kt_kill) s", NOT_COLUMN),
+    "attr-cte": ("WITH x AS (SELECT ({pid}).kt_kill) SELECT * FROM x", NOT_COLUMN),
+    "attr-values": ("SELECT * FROM (VALUES (({pid}).kt_kill)) v", NOT_COLUMN),
+    "attr-window": ("SELECT count(*) OVER (ORDER BY ({pid}).kt_kill) FROM workers", NOT_COLUMN),
+    "attr-subscript": ("SELECT a[(({pid}).kt_kill)::int] FROM (SELECT ARRAY[1] AS a) s", NOT_COLUMN),
+    "attr-argument": ("SELECT coalesce(({pid}).kt_kill, false)", NOT_COLUMN),
+    "attr-quoted": ('SELECT ({pid})."kt_kill"', NOT_COLUMN),
+    "attr-column": ("SELECT s.p FROM (SELECT {pid} AS p) s WHERE (s.p).kt_kill", NOT_COLUMN),
+    "explain-analyze": ("EXPLAIN ANALYZE SELECT ({pid}).kt_kill", NOT_COLUMN),
+    "overload": ("SELECT lower({pid})", NO_FUNCTION),
+    "operator": ("SELECT {pid} OPERATOR(===) 0", NO_FUNCTION),
+    "domain-cast": ("SELECT {pid}::kt_dom", NO_TYPE),
+    "domain-column-list": ("SELECT * FROM json_to_record('{{\"a\": {pid}}}') AS t(a kt_dom)", NO_TYPE),
+}
+
+
+@pytest.mark.parametrize("case", UNQUALIFIED.values(), ids=UNQUALIFIED.keys())
+def test_an_admins_helper_in_public_is_not_found_unqualified(
+    case: tuple[str, str], admin_helpers: None, session: psycopg.Connection, observer: psycopg.Connection,
+    victim: psycopg.Connection,
+) -> None:
+    query, sqlstate = case
+    query = query.format(pid=victim.info.backend_pid)
+    before = snapshot(session, observer)
+    with pytest.raises(QueryFailed) as failed:
+        run_read_only(session, query)
+    assert failed.value.sqlstate == sqlstate, str(failed.value)
+    assert snapshot(session, observer) == before
+    assert victim.execute("SELECT 1").fetchone() == (1,)  # not terminated
+
+
+# Qualified: only the guard can stop these (the search path does not apply; kestrel_reader may
+# execute the helper), so it refuses them by the schema. (query, the reason's start)
+QUALIFIED = {
+    "operator": ("SELECT {pid} OPERATOR(public.===) 0", "operator public.===: "),
+    "operator-quoted": ('SELECT {pid} OPERATOR("public".===) 0 FROM workers', "operator public.===: "),
+    "domain-cast": ("SELECT {pid}::public.kt_dom", "type public.kt_dom: "),
+    "domain-cast-function": ("SELECT CAST({pid} AS public.kt_dom)", "type public.kt_dom: "),
+    "domain-array": ("SELECT ARRAY[{pid}]::public.kt_dom[]", "type public.kt_dom: "),
+    "domain-column-list": ("SELECT * FROM json_to_record('{{\"a\": {pid}}}') AS t(a public.kt_dom)",
+                           "type public.kt_dom: "),
+    "function": ("SELECT public.kt_kill({pid})", "function kt_kill: "),
+}
+
+
+@pytest.mark.parametrize("case", QUALIFIED.values(), ids=QUALIFIED.keys())
+def test_an_admins_helper_named_with_its_schema_is_refused(
+    case: tuple[str, str], admin_helpers: None, session: psycopg.Connection, observer: psycopg.Connection,
+    victim: psycopg.Connection,
+) -> None:
+    query, reason = case
+    query = query.format(pid=victim.info.backend_pid)
+    before = snapshot(session, observer)
+    with pytest.raises(QueryRefused) as refused:
+        run_read_only(session, query)
+    assert refused.value.reason.startswith(reason), refused.value.reason
+    assert snapshot(session, observer) == before
+    assert victim.execute("SELECT 1").fetchone() == (1,)

@@ -253,3 +253,52 @@ def test_the_lexical_pass_alone_refuses_attribute_calls(monkeypatch) -> None:
     assert refusal('SELECT t."pg_read_file" FROM (SELECT 1) t').startswith("function pg_read_file: ")
     assert refusal("SELECT nvl(1, 2)").startswith("function nvl: ")
     check_read_only("SELECT t.x, (t).x FROM (SELECT 1 AS x) t")
+
+
+# --- types and operators named with a schema: code the query does not name -----------------------
+
+QUALIFIED_REFUSALS = [
+    ("SELECT 1::public.kt_dom", "type public.kt_dom: only pg_catalog types may be named with a schema"),
+    ('SELECT 1::"public".kt_dom', "type public.kt_dom: "),
+    ("SELECT CAST(1 AS public.kt_dom)", "type public.kt_dom: "),
+    ("SELECT ARRAY[1]::public.kt_dom[]", "type public.kt_dom: "),
+    ("SELECT 1::mydb.public.kt_dom", "type mydb.public.kt_dom: "),
+    ("SELECT * FROM json_to_record('{}') AS t(a public.kt_dom)", "type public.kt_dom: "),
+    ("SELECT * FROM xmltable('/x' PASSING '<x/>' COLUMNS a public.kt_dom PATH '.')", "type public.kt_dom: "),
+    ("SELECT 1 OPERATOR(public.===) 1", "operator public.===: only pg_catalog operators may be named"),
+    ('SELECT 1 OPERATOR("public".===) 1 FROM workers', "operator public.===: "),
+    # sqlglot cannot parse USING OPERATOR(...): refused either way, never run.
+    ("SELECT * FROM workers ORDER BY worker_id USING OPERATOR(public.===)", "cannot parse: "),
+]
+
+
+@pytest.mark.parametrize(("query", "reason"), QUALIFIED_REFUSALS)
+def test_types_and_operators_of_other_schemas_are_refused(query: str, reason: str) -> None:
+    assert refusal(query).startswith(reason), refusal(query)
+
+
+def test_catalog_types_and_operators_may_be_qualified() -> None:
+    check_read_only("SELECT 1::pg_catalog.int4, CAST(2 AS PG_CATALOG.int8), 3 OPERATOR(pg_catalog.+) 4, "
+                    "'{}'::pg_catalog.jsonb, 1::int, w.hostname FROM public.workers w")
+
+
+def test_the_lexical_pass_alone_refuses_qualified_types_and_operators(monkeypatch) -> None:
+    monkeypatch.setattr(sqlguard.qualified, "refusal_in_tree", lambda statement: None)
+    assert refusal("SELECT 1 :: public . kt_dom").startswith("type public.kt_dom: ")
+    assert refusal("SELECT 1 OPERATOR( \"public\" . === ) 1").startswith("operator public.===: ")
+    check_read_only("SELECT 1::pg_catalog.int4, 1 OPERATOR(pg_catalog.+) 1, 1::int")
+
+
+def test_every_reviewed_volatile_reader_is_allowed_and_no_exclusion_swallows_one() -> None:
+    # The exclusion "lock" once matched clock_timestamp (c-lock-...): a reviewed reader refused
+    # as "takes or inspects locks".
+    from kestrel_console.adhoc.allowlist import allowed_names
+    from kestrel_console.adhoc.allowlist_build import REVIEWED_VOLATILE, excluded
+
+    assert {name: excluded(name) for name in REVIEWED_VOLATILE if excluded(name)} == {}
+    assert set(REVIEWED_VOLATILE) <= allowed_names()
+    check_read_only("SELECT clock_timestamp(), timeofday(), random(), gen_random_uuid(), "
+                    "pg_stat_get_db_deadlocks(1)")
+    for name in ("pg_advisory_lock", "pg_try_advisory_xact_lock_shared", "pg_advisory_unlock_all",
+                 "pg_lock_status", "pg_blocking_pids"):
+        assert refusal(f"SELECT {name}(1)") == f"function {name}: takes or inspects locks"

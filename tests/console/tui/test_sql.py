@@ -112,3 +112,32 @@ async def test_an_attribute_call_is_refused_on_screen_and_the_reader_note_shows(
         assert screen.query_one(ResultsTable).get_row_at(0)[0] == "kestrel_reader"
         # The tests' login is a superuser: the screen says what that means.
         assert " is a superuser: queries run as kestrel_reader" in screen.notice
+
+
+# An admin's SECURITY DEFINER helper in `public`, which everyone may execute: it kills the
+# session whose pid it gets. Before issue 9's red team the screen ran `(pid).kt_kill`.
+ADMIN_HELPER = """
+CREATE OR REPLACE FUNCTION public.kt_kill(integer) RETURNS boolean
+    LANGUAGE sql SECURITY DEFINER AS 'SELECT pg_terminate_backend($1)';
+DROP DOMAIN IF EXISTS public.kt_dom;
+CREATE DOMAIN public.kt_dom AS integer CHECK (public.kt_kill(VALUE));
+"""
+
+
+async def test_an_admins_helper_in_public_is_not_reached_from_the_screen(dsn, db):
+    db.execute(ADMIN_HELPER)
+    victim = db.info.backend_pid
+    tui = console(dsn)
+    async with tui.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot, "4", SqlScreen)
+        message = await run(pilot, screen, f"SELECT ({victim}).kt_kill")
+        assert message == ("error (at character 9): column notation .kt_kill applied to type integer, "
+                           "which is not a composite type"), message
+        message = await run(pilot, screen, f"SELECT {victim}::kt_dom")
+        assert message.endswith('type "kt_dom" does not exist'), message
+        message = await run(pilot, screen, f"SELECT {victim}::public.kt_dom")
+        assert message.startswith("refused: type public.kt_dom: only pg_catalog types"), message
+        assert db.execute("SELECT 1").fetchone() == (1,)  # the victim session lives
+        message = await run(pilot, screen, "SELECT current_setting('search_path')")
+        assert message.startswith("1 row")
+        assert screen.query_one(ResultsTable).get_row_at(0)[0] == "pg_catalog, kestrel, pg_temp"
