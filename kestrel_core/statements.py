@@ -54,11 +54,13 @@ LOCK_IF_CLAIM_IS_CURRENT = (
 
 # Pasted as {take_claim}: the SET list of both claims (claim.py, limited_claim.py), on the
 # executions table aliased ``e``. Every claim bumps claim_epoch (the fence above), and stamps
-# the worker's version of the workflow on an execution enqueued without one.
+# the worker's version of the workflow on an execution enqueued without one. Times are the
+# claiming statement's: the limited claim runs it after waiting for its queue locks, and
+# stamps its rate window with the same instant.
 TAKE_CLAIM = (
-    "status = 'running', owner_id = %(owner)s, lease_expires = now() + %(lease)s,"
+    "status = 'running', owner_id = %(owner)s, lease_expires = statement_timestamp() + %(lease)s,"
     " claim_epoch = e.claim_epoch + 1, claims = e.claims + 1,"
-    " started_at = coalesce(e.started_at, now()), updated_at = now(),"
+    " started_at = coalesce(e.started_at, statement_timestamp()), updated_at = statement_timestamp(),"
     " version = coalesce(e.version, (%(versions)s::text[])[array_position(%(names)s::text[], e.workflow_name)])"
 )
 
