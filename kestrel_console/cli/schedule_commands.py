@@ -17,6 +17,7 @@ from kestrel_core import schedules as schedules_mod
 
 from .. import formatting, render
 from ..read.schedules import schedules as read_schedules
+from ..safe_text import visible
 from .errors import handles_errors
 from .read_commands import _reader, format_option
 from .options import acting, operator_option, settings
@@ -83,7 +84,7 @@ def add(
     with s.kestrel() as kestrel:
         first = handles_errors(kestrel.add_schedule)(name, cron, workflow, input=value, timezone=timezone,
                                                      catch_up=catch_up, by=s.operator, comment=comment)
-    typer.echo(f"added schedule {name!r}: workflow {workflow!r} at {cron!r} ({timezone}) as {s.operator}; "
+    typer.echo(f"added schedule {name!r}: workflow {workflow!r} at {cron!r} ({timezone}) as {visible(s.operator)}; "
                f"first tick {first.isoformat()}")
 
 
@@ -104,7 +105,7 @@ def pause(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME", he
     s = acting(ctx, operator)
     with s.kestrel() as kestrel:
         handles_errors(kestrel.pause_schedule)(name, by=s.operator, comment=comment)
-    typer.echo(f"paused schedule {name!r} as {s.operator}; resume it with: kestrel-console schedule resume {name}")
+    typer.echo(f"paused schedule {name!r} as {visible(s.operator)}; resume it with: kestrel-console schedule resume {visible(name)}")
 
 
 @app.command("resume")
@@ -114,7 +115,7 @@ def resume(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME", h
     s = acting(ctx, operator)
     with s.kestrel() as kestrel:
         next_tick = handles_errors(kestrel.resume_schedule)(name, by=s.operator, comment=comment)
-    typer.echo(f"resumed schedule {name!r} as {s.operator}; next tick {next_tick.isoformat()}")
+    typer.echo(f"resumed schedule {name!r} as {visible(s.operator)}; next tick {next_tick.isoformat()}")
 
 
 @app.command("remove")
@@ -124,7 +125,7 @@ def remove(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME", h
     s = acting(ctx, operator)
     with s.kestrel() as kestrel:
         source = handles_errors(kestrel.remove_schedule)(name, by=s.operator, comment=comment)
-    typer.echo(f"removed schedule {name!r} as {s.operator}")
+    typer.echo(f"removed schedule {name!r} as {visible(s.operator)}")
     if source == "code":
         typer.echo("note: it is declared in code and comes back when a worker with that code starts; "
                    "pause it to keep it off", err=True)
