@@ -55,3 +55,14 @@ def test_max_rows_out_of_range_is_bad_usage(dsn: str, args) -> None:
     done = console(*args, dsn=dsn)
     one_clear_line(done, 2, "--max-rows", "1,000,000")
     assert done.stdout == ""
+
+
+@pytest.mark.parametrize("command", [["sql", "SELECT 1"], ["report", "queue-depth"]], ids=["sql", "report"])
+@pytest.mark.parametrize("limit", [["--timeout", "0.0005"], ["--timeout", "0"], ["--timeout", "nan"],
+                                   ["--timeout", "inf"], ["--max-bytes", "0"], ["--max-bytes", "-1"]],
+                         ids=lambda a: " ".join(a))
+def test_a_limit_that_would_mean_no_limit_is_bad_usage(dsn: str, command: list[str], limit: list[str]) -> None:
+    # A timeout below 1 ms would become statement_timeout 0 (none); a byte bound of 0 none.
+    done = console(*command, *limit, dsn=dsn)
+    one_clear_line(done, 2, limit[0])
+    assert done.stdout == ""
