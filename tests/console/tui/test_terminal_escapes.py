@@ -84,3 +84,18 @@ async def test_schedules_why_line_confirmations_and_sql_errors_show_escapes(dsn,
         assert message.startswith("error") and "pay\\x1b[2J\\x1b[31mroll" in message, message
         assert not has_raw_control(text_of(sql.query_one("#sql-status")))
         await pilot.press("ctrl+q")
+
+
+async def test_the_did_you_mean_of_the_executions_filter_shows_escapes(dsn, db):
+    hostile_execution(db)
+    tui = console(dsn)
+    async with tui.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot, "2", ExecutionsScreen)
+        where = screen.query_one("#exec-where")
+        await pilot.press("slash")
+        screen.query_one("#exec-filter").value = "workflow:payrol"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "did you mean" in text_of(where), what="the suggestion")
+        assert "did you mean pay\\x1b[2J\\x1b[31mroll?" in text_of(where)
+        assert not has_raw_control(text_of(where))
+        await pilot.press("ctrl+q")
