@@ -37,7 +37,8 @@ EVERY_COMMAND = [["migrate"], ["roles"], ["enqueue", "w"], ["approve", "1", "gat
                  ["requeue", "1"], ["cancel", "1"], ["status"], ["list"], ["show", "1"], ["report", "queue-depth"],
                  ["sql", "SELECT 1"], ["prune", "--older-than", "30d"], ["prune", "--older-than", "30d", "--dry-run"],
                  ["send-event", "k"], ["queue", "list"], ["queue", "pause", "q"], ["schedule", "list"],
-                 ["schedule", "pause", "s"]]
+                 ["schedule", "pause", "s"], ["schedule", "remove", "s"], ["queue", "resume", "q"],
+                 ["demo", "--no-tui", "--no-bot", "--duration", "1"]]
 
 
 @pytest.mark.parametrize("args", EVERY_COMMAND, ids=lambda a: "-".join(a[:2]))
