@@ -4,10 +4,13 @@ escapes by every CLI output (issue 9)."""
 from __future__ import annotations
 
 import json
+import os
+import pty
+import subprocess
 
 import psycopg
 
-from tests.cli.script import console
+from tests.cli.script import SCRIPT, console
 from tests.hostile_text import (ESC_INPUT, ESC_NAME, ESC_OPERATOR, ESC_QUEUE, has_raw_control,
                                 hostile_execution, hostile_paused_things)
 
@@ -75,3 +78,27 @@ def test_status_notes_prune_queues_and_schedules_show_escapes(dsn: str, db: psyc
     assert "'0 3 * * *\\x1b[1m'" in status and "schedule resume nightly\\x1b]0;t\\x07" in status
     assert "pay\\x1b[2J\\x1b[31mroll" in outputs["prune"].stdout
     assert "as mallory\\x1b[32m" in outputs["queue resume"].stdout
+
+
+def test_csv_on_a_terminal_is_escaped(dsn: str, db: psycopg.Connection) -> None:
+    # CSV is exact when piped (above); printed on a terminal it is escaped like a table.
+    hostile_execution(db)
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen([str(SCRIPT), "--dsn", dsn, "list", "--format", "csv"], stdin=subprocess.DEVNULL,
+                                stdout=slave, stderr=slave, env={**os.environ, "COLUMNS": "200"})
+        os.close(slave)
+        said = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the command exited and closed the terminal
+                break
+            if not chunk:
+                break
+            said += chunk
+        assert proc.wait(timeout=60) == 0, said
+    finally:
+        os.close(master)
+    text = said.decode().replace("\r\n", "\n")
+    assert "pay\\x1b[2J\\x1b[31mroll" in text and not has_raw_control(text), repr(text)
