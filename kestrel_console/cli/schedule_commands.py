@@ -6,18 +6,19 @@ expression, timezone or input is bad usage (exit 2) and writes nothing.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Optional
 
 import typer
 from rich.text import Text
 
+from kestrel_core import NotSerializable
 from kestrel_core import cron as cron_mod
 from kestrel_core import schedules as schedules_mod
 
 from .. import formatting, render
 from ..read.schedules import schedules as read_schedules
 from ..safe_text import visible
+from .engine_commands import _parse_json
 from .errors import handles_errors
 from .read_commands import _reader, format_option
 from .options import acting, operator_option, settings
@@ -74,11 +75,12 @@ def add(
     checks = ((lambda: schedules_mod.check(name, "* * * * *", "w", "UTC", None), "NAME"),
               (lambda: cron_mod.check_cron(cron), "CRON"),
               (lambda: cron_mod.check_timezone(timezone), "--timezone"),
+              (lambda: schedules_mod.check(name, "* * * * *", workflow, "UTC", None), "WORKFLOW"),
               (lambda: schedules_mod.check(name, cron, workflow, timezone, value), "--input"))
     for check, hint in checks:
         try:
             check()
-        except ValueError as exc:
+        except (ValueError, NotSerializable) as exc:  # an input too deep, or not valid Unicode
             raise typer.BadParameter(str(exc), param_hint=hint) from None
     s = acting(ctx, operator)
     with s.kestrel() as kestrel:
@@ -89,13 +91,9 @@ def add(
 
 
 def _parse_input(text: str | None) -> Any:
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise typer.BadParameter(f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
-                                 param_hint="--input") from None
+    """--input as the engine will store it: one clear line and exit 2 for JSON that is not
+    valid, too deep, or not storable (enqueue --input's checks)."""
+    return None if text is None else _parse_json(text, "--input")
 
 
 @app.command("pause")

@@ -66,3 +66,29 @@ def test_a_limit_that_would_mean_no_limit_is_bad_usage(dsn: str, command: list[s
     done = console(*command, *limit, dsn=dsn)
     one_clear_line(done, 2, limit[0])
     assert done.stdout == ""
+
+
+def schedules(db: psycopg.Connection) -> int:
+    return db.execute("SELECT count(*) FROM schedules").fetchone()[0]
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["--input", '{"a": "\\ud800"}'], ["--input", "lone surrogate"]),
+    (["--input", '{"a": ' + "[" * 60_000 + "]" * 60_000 + "}"], ["--input", "nested too deeply"]),
+    (["--input", '{"a": "\\u0000"}'], ["--input", "NUL"]),
+])
+def test_schedule_add_refuses_bad_input_and_writes_nothing(dsn: str, db: psycopg.Connection, args, needles) -> None:
+    # The same --input checks as enqueue (they were a traceback here).
+    done = console("schedule", "add", "nightly", "0 3 * * *", "report", *args, dsn=dsn)
+    message = one_clear_line(done, 2, *needles)
+    assert message.startswith("error: ") and message.count("\n") == 1, message
+    assert schedules(db) == 0
+
+
+@pytest.mark.parametrize("workflow, needle", [("w" * 10_000, "workflow name too long"), ("", "workflow")])
+def test_schedule_add_refuses_a_workflow_name_enqueue_would_refuse(dsn: str, db: psycopg.Connection,
+                                                                   workflow: str, needle: str) -> None:
+    # Accepted, every tick would fail to enqueue it.
+    done = console("schedule", "add", "nightly", "0 3 * * *", workflow, dsn=dsn)
+    one_clear_line(done, 2, needle, "WORKFLOW")
+    assert schedules(db) == 0
