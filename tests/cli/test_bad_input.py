@@ -92,3 +92,22 @@ def test_schedule_add_refuses_a_workflow_name_enqueue_would_refuse(dsn: str, db:
     done = console("schedule", "add", "nightly", "0 3 * * *", workflow, dsn=dsn)
     one_clear_line(done, 2, needle, "WORKFLOW")
     assert schedules(db) == 0
+
+
+NOT_UTF8 = "x\udcff"  # the byte 0xff as Python keeps it from argv (surrogateescape)
+
+
+@pytest.mark.parametrize("args, env", [
+    (["enqueue", NOT_UTF8], {}), (["enqueue", "w", "--queue", NOT_UTF8], {}),
+    (["enqueue", "w", "--idempotency-key", NOT_UTF8], {}), (["cancel", "1", "--comment", NOT_UTF8], {}),
+    (["list", "--workflow", NOT_UTF8], {}), (["sql", f"SELECT '{NOT_UTF8}'"], {}), (["send-event", NOT_UTF8], {}),
+    (["cancel", "1"], {"KESTREL_OPERATOR": NOT_UTF8}),
+], ids=["name", "queue", "idempotency-key", "comment", "list", "sql", "event", "operator-env"])
+def test_an_argument_that_is_not_utf8_is_bad_usage(dsn: str, db: psycopg.Connection, args, env) -> None:
+    # Was: a UnicodeEncodeError traceback from psycopg, after connecting.
+    db.execute("INSERT INTO workflow_executions (workflow_name) VALUES ('w')")
+    done = console(*args, dsn=dsn, env=env)
+    message = one_clear_line(done, 2, "is not valid UTF-8", "x\\xff")
+    assert message.startswith("error: ") and message.count("\n") == 1, message
+    assert db.execute("SELECT count(*), min(status) FROM workflow_executions").fetchone() == (1, "enqueued")
+    assert db.execute("SELECT count(*) FROM operator_actions").fetchone() == (0,)
