@@ -362,8 +362,14 @@ def _resolve_run_at(run_at: datetime | None, delay: timedelta | None) -> datetim
 
         from .errors import InvalidArgument
 
+        if not isinstance(delay, timedelta):  # a bare number: seconds? minutes? say which type
+            raise InvalidArgument(f"delay must be a datetime.timedelta, not {type(delay).__name__} "
+                                  f"({delay!r}): e.g. delay=timedelta(seconds=30)")
         if delay > MAX_DELAY:
             raise InvalidArgument(f"delay too long ({delay.total_seconds():g} s; the limit is "
                                   f"{MAX_DELAY.days} days = {MAX_DELAY.total_seconds():g} s)")
+        if delay < -MAX_DELAY:  # now + delay would leave the datetime range (OverflowError)
+            raise InvalidArgument(f"delay too far in the past ({delay.total_seconds():g} s; at most "
+                                  f"{MAX_DELAY.days} days back)")
         return datetime.now(timezone.utc) + delay
     return run_at

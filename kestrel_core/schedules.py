@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import psycopg
 
 from . import cron
+from .enqueue import check_workflow_name
 from .errors import from_database
 from .serialization import to_json
 from .statements import render
@@ -78,6 +79,7 @@ def check(name: str, expression: str, workflow: str, timezone: str, input: Any) 
                          "(starting with a letter or digit, at most 100 characters)")
     if not isinstance(workflow, str) or not workflow.strip():
         raise ValueError("give the name of the workflow the schedule enqueues")
+    check_workflow_name(workflow)  # every tick enqueues it: refuse now what enqueue would refuse then
     expression = cron.check_cron(expression)
     cron.check_timezone(timezone)
     if input is not None and not isinstance(input, dict):

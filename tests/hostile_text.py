@@ -34,3 +34,21 @@ def hostile_execution(db: psycopg.Connection) -> int:
 
 def has_raw_control(text: str) -> bool:
     return any(ch in text for ch in RAW)
+
+
+ESC_QUEUE = "mail\x1b[31m"
+ESC_SCHEDULE = "nightly\x1b]0;t\x07"
+ESC_OPERATOR = "mallory\x1b[32m"
+
+
+def hostile_paused_things(db: psycopg.Connection) -> None:
+    """A paused queue holding an enqueued execution and a paused schedule, with hostile names,
+    pausers, workflow and cron text; and an execution that finished 60 days ago (for prune)."""
+    db.execute("INSERT INTO queues (name, paused, paused_by, paused_at) VALUES (%s, true, %s, now())",
+               (ESC_QUEUE, ESC_OPERATOR))
+    db.execute("INSERT INTO workflow_executions (workflow_name, queue) VALUES (%s, %s)", (ESC_NAME, ESC_QUEUE))
+    db.execute("INSERT INTO schedules (name, cron, workflow_name, next_tick, source, paused, paused_by) "
+               "VALUES (%s, %s, %s, now(), 'cli', true, %s)",
+               (ESC_SCHEDULE, "0 3 * * *\x1b[1m", ESC_NAME, ESC_OPERATOR))
+    db.execute("INSERT INTO workflow_executions (workflow_name, status, finished_at) "
+               "VALUES (%s, 'success', now() - interval '60 days')", (ESC_NAME,))

@@ -5,6 +5,8 @@ Exit status: 0 success, 1 refused or failed action (message on stderr), 2 bad us
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -61,6 +63,26 @@ for _commands in (engine_commands, read_commands, prune_command, demo_command, q
     _commands.register(app)
 
 
+def not_utf8(args: list[str], environ: dict[str, str]) -> str | None:
+    """What is not valid UTF-8 among the arguments and $KESTREL_OPERATOR (Python keeps such
+    bytes as lone surrogates, which Postgres text cannot hold), spelled with its bytes; else None."""
+    named = [("argument", arg) for arg in args]
+    if "KESTREL_OPERATOR" in environ:
+        named.append(("$KESTREL_OPERATOR", environ["KESTREL_OPERATOR"]))
+    for label, text in named:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{label} '{os.fsencode(text).decode('utf-8', 'backslashreplace')}' is not valid UTF-8"
+    return None
+
+
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. Arguments that are not valid UTF-8 are refused first (exit
+    2): they would reach the database only to fail there with a traceback."""
+    problem = not_utf8(sys.argv[1:], dict(os.environ))
+    if problem:
+        print(f"error: {problem}: Postgres text is UTF-8; check the terminal's encoding (locale)",
+              file=sys.stderr)
+        sys.exit(2)
     app()

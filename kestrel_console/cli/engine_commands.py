@@ -18,6 +18,7 @@ from kestrel_core.serialization import to_json
 from kestrel_core import roles as roles_mod
 from kestrel_core.connection import describe_target
 
+from ..safe_text import visible
 from .errors import fail, handles_errors
 from .options import acting, execution_id_argument, operator_option, settings
 from .worker_command import worker
@@ -103,7 +104,7 @@ def _decide(ctx: typer.Context, execution_id: int, step: str, comment: Optional[
         action = app.approve if approved else app.reject
         handles_errors(action)(execution_id, step, by=s.operator, comment=comment)
     verb = "approved" if approved else "rejected"
-    typer.echo(f"{verb} {step!r} of execution {execution_id} as {s.operator}; it is enqueued to resume")
+    typer.echo(f"{verb} {step!r} of execution {execution_id} as {visible(s.operator)}; it is enqueued to resume")
 
 
 def approve(

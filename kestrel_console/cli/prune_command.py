@@ -14,6 +14,7 @@ from kestrel_core import prune as prune_mod
 from kestrel_core import roles as roles_mod
 from kestrel_core.connection import connect, describe_target
 
+from ..safe_text import visible
 from .errors import fail, handles_errors
 from .options import acting, operator_option, settings
 
@@ -68,7 +69,7 @@ def _dry_run(app: Kestrel, schema: str, age: timedelta, label: str) -> None:
     typer.echo(f"dry run: {total} finished execution(s) finished more than {label} ago "
                f"(before {cutoff:%Y-%m-%d %H:%M:%S %Z}) would be deleted")
     for g in groups:
-        typer.echo(f"  {g.workflow_name:<30} {g.status:<9} {g.count:>10}  "
+        typer.echo(f"  {visible(g.workflow_name):<30} {g.status:<9} {g.count:>10}  "
                    f"finished {g.oldest:%Y-%m-%d %H:%M} .. {g.newest:%Y-%m-%d %H:%M}")
 
 

@@ -9,6 +9,7 @@ import typer
 
 from .. import render
 from ..read.queue_view import limit_text, rate_text
+from ..safe_text import visible
 from .errors import handles_errors
 from .read_commands import _reader, format_option
 from .options import acting, operator_option, settings
@@ -62,10 +63,10 @@ def _set_paused(ctx: typer.Context, name: str, paused: bool, comment: Optional[s
         action = app.pause_queue if paused else app.resume_queue
         handles_errors(action)(name, by=s.operator, comment=comment)
     if paused:
-        typer.echo(f"paused queue {name!r} as {s.operator}: nothing more is claimed from it "
+        typer.echo(f"paused queue {name!r} as {visible(s.operator)}: nothing more is claimed from it "
                    "(running executions finish)")
     else:
-        typer.echo(f"resumed queue {name!r} as {s.operator}")
+        typer.echo(f"resumed queue {name!r} as {visible(s.operator)}")
 
 
 @queue_app.command()

@@ -21,6 +21,7 @@ from kestrel_core.connection import connect
 from kestrel_core.execution import STATUSES
 
 from .. import formatting, render
+from ..safe_text import visible
 from ..read import schedules as schedule_queries
 from ..read import APPLICATION_NAME, Reader
 from .errors import fail, handles_errors
@@ -154,11 +155,12 @@ def _status_table(overview: dict[str, Any], rows: list[dict[str, Any]]) -> None:
 
 def cannot_run_lines(overview: dict[str, Any]) -> list[str]:
     """Enqueued executions no live worker can run now: wrong version, or a paused queue."""
-    lines = [f"{u['enqueued']} enqueued {u['workflow_name']!r} {'needs' if u['enqueued'] == 1 else 'need'} version {u['version']}, live workers "
-             f"have {', '.join(v for v in u['live_versions'] if v) or 'no version of it'}"
+    lines = [f"{u['enqueued']} enqueued {u['workflow_name']!r} {'needs' if u['enqueued'] == 1 else 'need'} version "
+             f"{visible(str(u['version']))}, "
+             f"live workers have {visible(', '.join(v for v in u['live_versions'] if v)) or 'no version of it'}"
              for u in overview.get("unrunnable", [])]
-    lines += [f"queue {q['name']!r} is paused (by {q['paused_by'] or '?'}) with {q['enqueued']} enqueued: "
-              f"kestrel-console queue resume {q['name']}"
+    lines += [f"queue {q['name']!r} is paused (by {visible(q['paused_by'] or '?')}) with {q['enqueued']} "
+              f"enqueued: kestrel-console queue resume {visible(q['name'])}"
               for q in overview.get("queues", []) if q["paused"] and q["enqueued"]]
     return lines
 
@@ -169,7 +171,8 @@ def _schedule_notes(stalled: list[tuple[dict[str, Any], str]]) -> None:
     for row, reason in stalled:
         label = "paused schedule: " if row["paused"] else "schedule not running: "
         con.print(Text(label, style="bold yellow") + Text(
-            f"{row['name']!r} ({row['workflow_name']}, '{row['cron']}' {row['timezone']}) {reason}"))
+            f"{row['name']!r} ({visible(row['workflow_name'])}, '{visible(row['cron'])}' "
+            f"{visible(row['timezone'])}) {reason}"))
 
 
 def status(ctx: typer.Context, fmt: str = format_option()) -> None:

@@ -7,17 +7,19 @@ expression, timezone or input is bad usage (exit 2) and writes nothing.
 from __future__ import annotations
 
 import difflib
-import json
 from typing import Any, Optional
 
 import typer
 from rich.text import Text
 
+from kestrel_core import NotSerializable
 from kestrel_core import cron as cron_mod
 from kestrel_core import schedules as schedules_mod
 
 from .. import formatting, render
 from ..read.schedules import schedules as read_schedules
+from ..safe_text import visible
+from .engine_commands import _parse_json
 from .errors import handles_errors
 from .read_commands import _reader, format_option
 from .options import acting, operator_option, settings
@@ -74,17 +76,18 @@ def add(
     checks = ((lambda: schedules_mod.check(name, "* * * * *", "w", "UTC", None), "NAME"),
               (lambda: cron_mod.check_cron(cron), "CRON"),
               (lambda: cron_mod.check_timezone(timezone), "--timezone"),
+              (lambda: schedules_mod.check(name, "* * * * *", workflow, "UTC", None), "WORKFLOW"),
               (lambda: schedules_mod.check(name, cron, workflow, timezone, value), "--input"))
     for check, hint in checks:
         try:
             check()
-        except ValueError as exc:
+        except (ValueError, NotSerializable) as exc:  # an input too deep, or not valid Unicode
             raise typer.BadParameter(str(exc), param_hint=hint) from None
     s = acting(ctx, operator)
     with s.kestrel() as kestrel:
         first = handles_errors(kestrel.add_schedule)(name, cron, workflow, input=value, timezone=timezone,
                                                      catch_up=catch_up, by=s.operator, comment=comment)
-    typer.echo(f"added schedule {name!r}: workflow {workflow!r} at {cron!r} ({timezone}) as {s.operator}; "
+    typer.echo(f"added schedule {name!r}: workflow {workflow!r} at {cron!r} ({timezone}) as {visible(s.operator)}; "
                f"first tick {first.isoformat()}")
     with _reader(s) as reader:
         warning = unknown_workflow_warning(workflow, handles_errors(reader.workflow_names)())
@@ -105,13 +108,9 @@ def unknown_workflow_warning(workflow: str, known: list[str]) -> str | None:
 
 
 def _parse_input(text: str | None) -> Any:
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise typer.BadParameter(f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
-                                 param_hint="--input") from None
+    """--input as the engine will store it: one clear line and exit 2 for JSON that is not
+    valid, too deep, or not storable (enqueue --input's checks)."""
+    return None if text is None else _parse_json(text, "--input")
 
 
 @app.command("pause")
@@ -121,7 +120,7 @@ def pause(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME", he
     s = acting(ctx, operator)
     with s.kestrel() as kestrel:
         handles_errors(kestrel.pause_schedule)(name, by=s.operator, comment=comment)
-    typer.echo(f"paused schedule {name!r} as {s.operator}; resume it with: kestrel-console schedule resume {name}")
+    typer.echo(f"paused schedule {name!r} as {visible(s.operator)}; resume it with: kestrel-console schedule resume {visible(name)}")
 
 
 @app.command("resume")
@@ -131,7 +130,7 @@ def resume(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME", h
     s = acting(ctx, operator)
     with s.kestrel() as kestrel:
         next_tick = handles_errors(kestrel.resume_schedule)(name, by=s.operator, comment=comment)
-    typer.echo(f"resumed schedule {name!r} as {s.operator}; next tick {next_tick.isoformat()}")
+    typer.echo(f"resumed schedule {name!r} as {visible(s.operator)}; next tick {next_tick.isoformat()}")
 
 
 @app.command("remove")
@@ -141,7 +140,7 @@ def remove(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME", h
     s = acting(ctx, operator)
     with s.kestrel() as kestrel:
         source = handles_errors(kestrel.remove_schedule)(name, by=s.operator, comment=comment)
-    typer.echo(f"removed schedule {name!r} as {s.operator}")
+    typer.echo(f"removed schedule {name!r} as {visible(s.operator)}")
     if source == "code":
         typer.echo("note: it is declared in code and comes back when a worker with that code starts; "
                    "pause it to keep it off", err=True)

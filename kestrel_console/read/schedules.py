@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..safe_text import visible
 from .reader import Reader
 
 # A few schedules, not a history: one pass over the table, the last run by primary key.
@@ -37,11 +38,11 @@ def schedules(reader: Reader) -> list[dict[str, Any]]:
 
 
 def why_not_ticking(row: dict[str, Any]) -> str | None:
-    """Why a schedule is not enqueuing runs (or its runs would not start), in one sentence;
-    None when nothing stands in its way."""
+    """Why a schedule is not enqueuing runs (or its runs would not start), in one sentence for
+    a terminal (what it quotes from the database is escaped); None when nothing stands in its way."""
     if row["paused"]:
-        return (f"paused by {row['paused_by'] or '?'}: no ticks until "
-                f"`kestrel-console schedule resume {row['name']}`")
+        return (f"paused by {visible(row['paused_by'] or '?')}: no ticks until "
+                f"`kestrel-console schedule resume {visible(row['name'])}`")
     if not row["ticking"]:
         return "no live worker: ticks are enqueued by workers' maintenance loops (start one)"
     if not row["served"]:

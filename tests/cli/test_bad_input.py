@@ -55,3 +55,59 @@ def test_max_rows_out_of_range_is_bad_usage(dsn: str, args) -> None:
     done = console(*args, dsn=dsn)
     one_clear_line(done, 2, "--max-rows", "1,000,000")
     assert done.stdout == ""
+
+
+@pytest.mark.parametrize("command", [["sql", "SELECT 1"], ["report", "queue-depth"]], ids=["sql", "report"])
+@pytest.mark.parametrize("limit", [["--timeout", "0.0005"], ["--timeout", "0"], ["--timeout", "nan"],
+                                   ["--timeout", "inf"], ["--max-bytes", "0"], ["--max-bytes", "-1"]],
+                         ids=lambda a: " ".join(a))
+def test_a_limit_that_would_mean_no_limit_is_bad_usage(dsn: str, command: list[str], limit: list[str]) -> None:
+    # A timeout below 1 ms would become statement_timeout 0 (none); a byte bound of 0 none.
+    done = console(*command, *limit, dsn=dsn)
+    one_clear_line(done, 2, limit[0])
+    assert done.stdout == ""
+
+
+def schedules(db: psycopg.Connection) -> int:
+    return db.execute("SELECT count(*) FROM schedules").fetchone()[0]
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["--input", '{"a": "\\ud800"}'], ["--input", "lone surrogate"]),
+    (["--input", '{"a": ' + "[" * 60_000 + "]" * 60_000 + "}"], ["--input", "nested too deeply"]),
+    (["--input", '{"a": "\\u0000"}'], ["--input", "NUL"]),
+])
+def test_schedule_add_refuses_bad_input_and_writes_nothing(dsn: str, db: psycopg.Connection, args, needles) -> None:
+    # The same --input checks as enqueue (they were a traceback here).
+    done = console("schedule", "add", "nightly", "0 3 * * *", "report", *args, dsn=dsn)
+    message = one_clear_line(done, 2, *needles)
+    assert message.startswith("error: ") and message.count("\n") == 1, message
+    assert schedules(db) == 0
+
+
+@pytest.mark.parametrize("workflow, needle", [("w" * 10_000, "workflow name too long"), ("", "workflow")])
+def test_schedule_add_refuses_a_workflow_name_enqueue_would_refuse(dsn: str, db: psycopg.Connection,
+                                                                   workflow: str, needle: str) -> None:
+    # Accepted, every tick would fail to enqueue it.
+    done = console("schedule", "add", "nightly", "0 3 * * *", workflow, dsn=dsn)
+    one_clear_line(done, 2, needle, "WORKFLOW")
+    assert schedules(db) == 0
+
+
+NOT_UTF8 = "x\udcff"  # the byte 0xff as Python keeps it from argv (surrogateescape)
+
+
+@pytest.mark.parametrize("args, env", [
+    (["enqueue", NOT_UTF8], {}), (["enqueue", "w", "--queue", NOT_UTF8], {}),
+    (["enqueue", "w", "--idempotency-key", NOT_UTF8], {}), (["cancel", "1", "--comment", NOT_UTF8], {}),
+    (["list", "--workflow", NOT_UTF8], {}), (["sql", f"SELECT '{NOT_UTF8}'"], {}), (["send-event", NOT_UTF8], {}),
+    (["cancel", "1"], {"KESTREL_OPERATOR": NOT_UTF8}),
+], ids=["name", "queue", "idempotency-key", "comment", "list", "sql", "event", "operator-env"])
+def test_an_argument_that_is_not_utf8_is_bad_usage(dsn: str, db: psycopg.Connection, args, env) -> None:
+    # Was: a UnicodeEncodeError traceback from psycopg, after connecting.
+    db.execute("INSERT INTO workflow_executions (workflow_name) VALUES ('w')")
+    done = console(*args, dsn=dsn, env=env)
+    message = one_clear_line(done, 2, "is not valid UTF-8", "x\\xff")
+    assert message.startswith("error: ") and message.count("\n") == 1, message
+    assert db.execute("SELECT count(*), min(status) FROM workflow_executions").fetchone() == (1, "enqueued")
+    assert db.execute("SELECT count(*) FROM operator_actions").fetchone() == (0,)

@@ -4,11 +4,15 @@ escapes by every CLI output (issue 9)."""
 from __future__ import annotations
 
 import json
+import os
+import pty
+import subprocess
 
 import psycopg
 
-from tests.cli.script import console
-from tests.hostile_text import ESC_INPUT, ESC_NAME, hostile_execution, has_raw_control
+from tests.cli.script import SCRIPT, console
+from tests.hostile_text import (ESC_INPUT, ESC_NAME, ESC_OPERATOR, ESC_QUEUE, has_raw_control,
+                                hostile_execution, hostile_paused_things)
 
 
 def test_list_show_status_and_sql_tables_show_escapes_not_controls(dsn: str, db: psycopg.Connection) -> None:
@@ -53,3 +57,48 @@ def test_error_messages_quoting_database_text_are_escaped(dsn: str, db: psycopg.
     done = console("approve", str(eid), "gate\x1b[2J", "--operator", "x", dsn=dsn)
     assert done.returncode == 1
     assert "gate\\x1b[2J" in done.stderr and not has_raw_control(done.stderr)
+
+
+def test_status_notes_prune_queues_and_schedules_show_escapes(dsn: str, db: psycopg.Connection) -> None:
+    # The sentences around the tables quote database text too: a paused queue's pauser and
+    # name, a paused schedule's workflow and cron, prune's per-workflow preview.
+    hostile_paused_things(db)
+    outputs = {
+        "status": console("status", dsn=dsn),
+        "prune": console("prune", "--older-than", "30d", "--dry-run", dsn=dsn),
+        "queue list": console("queue", "list", dsn=dsn),
+        "schedule list": console("schedule", "list", dsn=dsn),
+        "queue resume": console("queue", "resume", ESC_QUEUE, "--operator", ESC_OPERATOR, dsn=dsn),
+    }
+    for name, done in outputs.items():
+        assert done.returncode == 0, (name, done.stderr)
+        assert not has_raw_control(done.stdout + done.stderr), (name, repr(done.stdout + done.stderr))
+    status = outputs["status"].stdout
+    assert "paused (by mallory\\x1b[32m)" in status and "queue resume mail\\x1b[31m" in status
+    assert "'0 3 * * *\\x1b[1m'" in status and "schedule resume nightly\\x1b]0;t\\x07" in status
+    assert "pay\\x1b[2J\\x1b[31mroll" in outputs["prune"].stdout
+    assert "as mallory\\x1b[32m" in outputs["queue resume"].stdout
+
+
+def test_csv_on_a_terminal_is_escaped(dsn: str, db: psycopg.Connection) -> None:
+    # CSV is exact when piped (above); printed on a terminal it is escaped like a table.
+    hostile_execution(db)
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen([str(SCRIPT), "--dsn", dsn, "list", "--format", "csv"], stdin=subprocess.DEVNULL,
+                                stdout=slave, stderr=slave, env={**os.environ, "COLUMNS": "200"})
+        os.close(slave)
+        said = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the command exited and closed the terminal
+                break
+            if not chunk:
+                break
+            said += chunk
+        assert proc.wait(timeout=60) == 0, said
+    finally:
+        os.close(master)
+    text = said.decode().replace("\r\n", "\n")
+    assert "pay\\x1b[2J\\x1b[31mroll" in text and not has_raw_control(text), repr(text)

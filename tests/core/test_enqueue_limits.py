@@ -32,7 +32,8 @@ def test_a_name_of_200_characters_is_fine(app: Kestrel, db: psycopg.Connection) 
 
 
 @pytest.mark.parametrize("options", [{"priority": 2**31}, {"priority": -(2**31) - 1}, {"priority": 1.5},
-                                     {"delay": timedelta(days=3651)}])
+                                     {"delay": timedelta(days=3651)}, {"delay": 1e12}, {"delay": 30},
+                                     {"delay": timedelta(days=-999_999_999)}])
 def test_priority_and_delay_out_of_range(app: Kestrel, db: psycopg.Connection, options) -> None:
     with pytest.raises(InvalidArgument):
         app.enqueue("w", None, **options)

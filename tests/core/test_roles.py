@@ -241,6 +241,9 @@ def test_worker_role_cannot_delete_decide_or_read_the_audit(logins: Logins, app:
         assert refused(conn, "UPDATE operation_outputs SET output = '1'")
         assert refused(conn, "TRUNCATE workflow_executions")
         assert refused(conn, "SELECT * FROM operator_actions")
+        # The audit cannot be forged by a worker login: no row, no db_user of its choosing.
+        assert refused(conn, "INSERT INTO operator_actions (action, actor, db_user) VALUES ('cancel', 'a', 'b')")
+        assert refused(conn, "UPDATE operator_actions SET db_user = 'b'")
         assert refused(conn, "CREATE TABLE kestrel.mine (x int)")
         assert refused(conn, "ALTER TABLE workflow_executions ADD COLUMN y int")
         assert refused(conn, "SELECT kestrel.cancel_execution(%s, 'mallory', NULL)", (eid,))

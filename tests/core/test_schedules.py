@@ -103,6 +103,8 @@ def test_add_pause_resume_remove_are_audited(app: Kestrel, db) -> None:
         app.add_schedule("bad", "every day", "report", by="bob")
     with pytest.raises(ValueError, match="unknown timezone"):
         app.add_schedule("bad", "* * * * *", "report", timezone="Nowhere/City", by="bob")
+    with pytest.raises(ValueError, match="workflow name too long"):  # every tick would fail to enqueue it
+        app.add_schedule("bad", "* * * * *", "w" * 201, by="bob")
     app.pause_schedule("hourly", by="carol", comment="maintenance")
     with pytest.raises(ActionRefused, match='already paused \\(by carol'):
         app.pause_schedule("hourly", by="carol")

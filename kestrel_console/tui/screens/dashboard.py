@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Header, Sparkline, Static
 from kestrel_core import STATUSES
 
 from ... import formatting as fmt
+from ...safe_text import visible
 from ..live import LiveScreen
 from ..widgets.banner import Banner
 from ..widgets.footer import KeyFooter
@@ -119,7 +120,7 @@ class DashboardScreen(LiveScreen):
             "\n".join([f"⚠ {u['enqueued']} enqueued {u['workflow_name']!r} for {fmt.seconds(u['oldest_age_s'])}: "
                        "no live worker has registered this workflow" for u in unserved]
                       + [f"⚠ {u['enqueued']} enqueued {u['workflow_name']!r} cannot run: needs version "
-                         f"{u['version']}, live workers have {', '.join(v for v in u['live_versions'] if v)}"
+                         f"{visible(str(u['version']))}, live workers have {visible(', '.join(v for v in u['live_versions'] if v))}"
                          for u in unrunnable]), style="yellow"))
         self.query_one("#dash-stats", Static).update(Text(
             f"refresh: {len(self.elapsed_ms)} · queries took {data['elapsed_ms']:.1f} ms", style="dim"))

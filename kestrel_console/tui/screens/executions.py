@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Header, Input, Static
 from ...read import Reader
 
 from ... import formatting as fmt
+from ...safe_text import visible
 from ..filters import ExecutionFilter, parse_filter
 from ..live import LiveScreen
 from ..operator import Outcome, Target
@@ -104,7 +105,7 @@ class ExecutionsScreen(LiveScreen):
             more += " · refreshing…"
         line = Text(f"{where} · page {page} ({len(self.rows)} rows, ] older [ newer){marked}{more}", style="dim")
         if self.unknown:
-            line.append(f" · {self.unknown}", style="bold yellow")
+            line.append(f" · {visible(self.unknown)}", style="bold yellow")  # quotes workflow names
         self.query_one("#exec-where", Static).update(line)
 
     def on_live_table_clipped(self, event: LiveTable.Clipped) -> None:

@@ -15,6 +15,7 @@ from textual.widgets.option_list import Option
 
 from kestrel_core import DatabaseUnavailable, first_line
 
+from ...safe_text import visible
 from ..adhoc_session import AdhocSession
 from ..config import ADHOC_MAX_ROWS, ADHOC_TIMEOUT_MS
 from ..export import export_result
@@ -72,6 +73,7 @@ class ReportsScreen(LiveScreen):
         self.action_reload()
 
     def _say(self, text: str, style: str = "") -> None:
+        text = visible(text, newlines=True)  # database errors quote values
         self.message = text
         self.query_one("#rep-status", Static).update(Text(text, style=style))
 

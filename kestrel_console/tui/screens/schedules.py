@@ -15,6 +15,7 @@ from textual.widgets import Footer, Header, Static
 from kestrel_console.read.schedules import schedules, why_not_ticking
 
 from ... import formatting as fmt
+from ...safe_text import visible
 from ..live import LiveScreen
 from ..widgets.banner import Banner
 from ..widgets.live_table import LiveTable
@@ -81,7 +82,7 @@ class SchedulesScreen(LiveScreen):
         row = self.selected()
         reason = why_not_ticking(row) if row else None
         self.query_one("#sched-why", Static).update(
-            Text(f"{row['name']}: {reason}", style="yellow") if row and reason else Text(""))
+            Text(f"{visible(row['name'])}: {reason}", style="yellow") if row and reason else Text(""))
 
     def on_data_table_row_highlighted(self, event: Any) -> None:
         self._why()

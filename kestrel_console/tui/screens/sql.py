@@ -19,6 +19,7 @@ from textual.widgets.option_list import Option
 
 from kestrel_core import DatabaseUnavailable, first_line
 
+from ...safe_text import visible
 from ..adhoc_session import AdhocSession
 from ..config import ADHOC_MAX_ROWS, ADHOC_TIMEOUT_MS
 from ..history import QueryHistory
@@ -101,6 +102,7 @@ class SqlScreen(LiveScreen):
         return self.query_one("#sql-editor", TextArea)
 
     def _say(self, text: str, style: str = "") -> None:
+        text = visible(text, newlines=True)  # database errors quote values
         self.message = text
         self.query_one("#sql-status", Static).update(Text(text, style=style))
 

@@ -8,6 +8,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from ...safe_text import visible
+
 
 class ConfirmModal(ModalScreen[bool]):
     """Dismisses with True only on ``y``."""
@@ -33,12 +35,14 @@ class ConfirmModal(ModalScreen[bool]):
 
     def __init__(self, question: str, *, title: str = "Confirm") -> None:
         super().__init__()
-        self.question = question
-        self.title_text = title
+        # Both may quote names from the database (a queue, a schedule, its workflow and cron):
+        # shown as escapes, and never read as markup.
+        self.question = visible(question, newlines=True)
+        self.title_text = visible(title)
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(self.title_text, id="confirm-title")
+            yield Static(self.title_text, id="confirm-title", markup=False)
             yield Static(self.question, id="confirm-question", markup=False)
             yield Static("[b]y[/b] yes    [b]n[/b] / [b]esc[/b] no", id="confirm-keys")
 

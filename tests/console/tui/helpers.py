@@ -98,6 +98,20 @@ def record_actions(tui: KestrelConsole) -> list[tuple[str, list[int], str | None
     return calls
 
 
+def record_pauses(tui: KestrelConsole) -> list[tuple[str, str, bool]]:
+    """Every pause or resume of a queue or schedule the console's Operator is asked for, in
+    order (it still runs them): what ``record_actions`` is for the execution actions."""
+    calls: list[tuple[str, str, bool]] = []
+    real = tui.operator.set_paused
+
+    def set_paused(kind: str, name: str, paused: bool) -> str:
+        calls.append((kind, name, paused))
+        return real(kind, name, paused)
+
+    tui.operator.set_paused = set_paused  # type: ignore[method-assign]
+    return calls
+
+
 async def actions_settled(pilot: Any, screen: Any) -> None:
     """Wait until ``screen`` is on top again (no modal left) and every operator action the
     console started has finished."""

@@ -11,7 +11,8 @@ from kestrel_console.tui.widgets.comment import CommentModal
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 from tests.seed import seed_history
 
-from .helpers import ACTIONS, SIZE, console, fresh, footer_text, open_screen, rows, statuses, wait_for
+from .helpers import (ACTIONS, SIZE, actions_settled, console, fresh, footer_text, open_screen, record_actions,
+                      rows, statuses, wait_for)
 
 HINTS = {"requeue": "e Re-enqueue", "cancel": "c Cancel", "approve": "a Approve", "reject": "x Reject"}
 
@@ -44,9 +45,9 @@ async def test_the_list_offers_only_what_the_row_allows(dsn, db):
         screen.table.move_cursor(row=screen.table.get_row_index(str(done)))
         await pilot.pause()
         await pilot.press("c")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: any(f"execution {done} is success" in m for _, m in tui.notices),
+                       what="the refusal")
         assert tui.screen is screen
-        assert any(f"execution {done} is success" in m for _, m in tui.notices)
         assert statuses(db)[done] == "success" and rows(db, ACTIONS) == []
 
 
@@ -58,11 +59,12 @@ async def test_an_errored_runs_detail_offers_requeue_only(dsn, db):
         await tui.push_screen(screen)
         await fresh(pilot, screen)
         await wait_for(pilot, lambda: offered(tui) == {"requeue"}, what="the footer")
+        asked = record_actions(tui)
         for key in "axc":
             await pilot.press(key)
-            await pilot.pause(0.1)
-            assert tui.screen is screen
-        assert rows(db, ACTIONS) == []
+            assert not isinstance(tui.screen, (ConfirmModal, CommentModal))
+        await actions_settled(pilot, screen)
+        assert asked == [] and rows(db, ACTIONS) == []
 
         waiting = DetailScreen(facts.id("pending_approval"))
         await tui.push_screen(waiting)

@@ -8,7 +8,7 @@ from kestrel_console.tui.screens.dashboard import DashboardScreen
 from kestrel_console.tui.widgets.live_table import LiveTable
 from tests.seed import seed_bulk_finished, seed_history
 
-from .helpers import COUNT_BY_STATUS, COUNT_BY_WORKFLOW_STATUS, SIZE, console, fresh, rows, text_of
+from .helpers import COUNT_BY_STATUS, COUNT_BY_WORKFLOW_STATUS, SIZE, console, fresh, rows, text_of, wait_for
 
 
 def sql_counts(db) -> dict[str, int]:
@@ -81,8 +81,7 @@ async def test_refresh_presets_and_pause(dsn, db):
         assert screen.loads == loads
         await pilot.press("p")  # resume
         assert not tui.paused
-        await pilot.pause(1.2)
-        assert screen.loads > loads
+        await wait_for(pilot, lambda: screen.loads > loads, what="a refresh after resuming")
 
 
 STOPPED_WORKER = """

@@ -14,8 +14,8 @@ from kestrel_core import Kestrel
 from kestrel_core.queues import declare
 
 from .helpers import (
-    MORE_COLUMNS, OPERATOR, SIZE, console, fresh, open_screen, rows, says_more_columns, screen_lines, text_of,
-    wait_for,
+    MORE_COLUMNS, OPERATOR, SIZE, actions_settled, console, fresh, open_screen, record_pauses, rows,
+    says_more_columns, screen_lines, text_of, wait_for,
 )
 
 PAUSED = "SELECT name, paused, paused_by FROM queues ORDER BY name"
@@ -53,10 +53,12 @@ async def test_queues_screen_shows_limits_and_pauses_with_confirmation(dsn, db):
         assert screen.table.shown("bulk", "per_worker") == "2"
         assert text_of(screen.query_one("#queues-summary")).startswith("2 queues")
 
-        # `n`: nothing changes.
+        # `n`: nothing changes, once the dialog is gone and any action the console started is done.
+        asked = record_pauses(tui)
         question = await press_p(pilot, "n")
         assert question.startswith("Pause queue 'emails'?") and f"Recorded as {OPERATOR!r}" in question
-        await pilot.pause(0.3)
+        await actions_settled(pilot, screen)
+        assert asked == []
         assert rows(db, PAUSED) == [("bulk", False, None), ("emails", False, None)]
 
         await press_p(pilot, "y")
@@ -97,10 +99,12 @@ async def test_read_only_refuses_pausing(dsn, db):
     tui = console(dsn, read_only=True)
     async with tui.run_test(size=SIZE) as pilot:
         await open_screen(pilot, "6", QueuesScreen)
+        asked = record_pauses(tui)
         await pilot.press("p")
-        await pilot.pause(0.2)
-        assert not isinstance(tui.screen, ConfirmModal)
-        assert any("read-only" in message for _, message in tui.notices)
+        await wait_for(pilot, lambda: any("read-only" in message for _, message in tui.notices),
+                       what="the read-only notice")
+        await actions_settled(pilot, tui.screen)
+        assert not isinstance(tui.screen, ConfirmModal) and asked == []
         assert rows(db, PAUSED) == [("bulk", False, None), ("emails", False, None)]
 
 

@@ -10,7 +10,8 @@ import pytest
 from kestrel_console.tui.screens.schedules import SchedulesScreen
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 
-from .helpers import OPERATOR, SIZE, console, fresh, open_screen, rows, says_more_columns, text_of, wait_for
+from .helpers import (OPERATOR, SIZE, actions_settled, console, fresh, open_screen, record_pauses, rows,
+                      says_more_columns, text_of, wait_for)
 
 PAUSED = "SELECT name, paused, paused_by FROM schedules ORDER BY name"
 AUDIT = ("SELECT actor, action, details->>'schedule' FROM operator_actions"
@@ -65,11 +66,13 @@ async def test_schedules_screen_shows_and_p_pauses_then_resumes(dsn, db):
         assert table.shown("nightly", "last") == "never"
         assert text_of(screen.query_one("#sched-summary")) == "2 schedules · 1 paused"
 
-        # `n`: nothing changes.
+        # `n`: nothing changes, once the dialog is gone and any action the console started is done.
+        asked = record_pauses(tui)
         question = await confirm(pilot, "n")
         assert question.startswith("Pause schedule 'hourly' (report, '0 * * * *' Europe/Paris)?")
         assert f"Recorded as {OPERATOR!r}" in question
-        await pilot.pause(0.3)
+        await actions_settled(pilot, screen)
+        assert asked == []
         assert rows(db, PAUSED) == [("hourly", False, None), ("nightly", True, "alice")]
 
         await confirm(pilot, "y")

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from kestrel_console.tui.screens.dashboard import DashboardScreen
 from kestrel_console.tui.screens.detail import DetailScreen
 from kestrel_console.tui.screens.executions import ExecutionsScreen
+from kestrel_console.tui.screens.schedules import SchedulesScreen
 from kestrel_console.tui.screens.sql import SqlScreen
+from kestrel_console.tui.widgets.confirm import ConfirmModal
 from kestrel_console.tui.widgets.live_table import LiveTable
 from kestrel_console.tui.widgets.results import ResultsTable
 from kestrel_console.tui.widgets.timeline import Timeline
-from tests.hostile_text import hostile_execution, has_raw_control
+from tests.hostile_text import has_raw_control, hostile_execution, hostile_paused_things
 
-from .helpers import SIZE, console, fresh, open_screen, text_of, wait_for
+from .helpers import SIZE, console, fresh, open_screen, screen_lines, text_of, wait_for
 from .test_sql import run
 
 
@@ -50,3 +53,49 @@ async def test_detail_list_and_sql_show_escaped_text(dsn, db):
         results = sql.query_one(ResultsTable)
         assert [c.label.plain for c in results.columns.values()] == ["n\\x1b[1m"]
         assert plain(results.get_row_at(0)[0]) == "pay\\x1b[2J\\x1b[31mroll"
+
+
+async def test_schedules_why_line_confirmations_and_sql_errors_show_escapes(dsn, db):
+    # Outside the tables: the schedules screen's why-line, the pause confirmation (title and
+    # question), the dashboard's notes and an SQL error that quotes a value all show escapes.
+    hostile_paused_things(db)
+    tui = console(dsn)
+    async with tui.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot, "7", SchedulesScreen)
+        why = screen.query_one("#sched-why")
+        await wait_for(pilot, lambda: "paused by" in text_of(why), what="the why-line")
+        assert "nightly\\x1b]0;t\\x07: paused by mallory\\x1b[32m" in text_of(why)
+        assert not any(has_raw_control(line) for line in screen_lines(tui))
+
+        await pilot.press("p")
+        await wait_for(pilot, lambda: isinstance(tui.screen, ConfirmModal), what="the confirmation")
+        modal = tui.screen
+        assert "'0 3 * * *\\x1b[1m'" in modal.question and not has_raw_control(modal.question)
+        assert not has_raw_control(modal.title_text)
+        assert not any(has_raw_control(line) for line in screen_lines(tui))
+        await pilot.press("n")
+        await wait_for(pilot, lambda: tui.screen is screen, what="the dialog to close")
+
+        await open_screen(pilot, "1", DashboardScreen)
+        assert not any(has_raw_control(line) for line in screen_lines(tui))
+
+        sql = await open_screen(pilot, "4", SqlScreen)
+        message = await run(pilot, sql, "SELECT workflow_name::int FROM workflow_executions")
+        assert message.startswith("error") and "pay\\x1b[2J\\x1b[31mroll" in message, message
+        assert not has_raw_control(text_of(sql.query_one("#sql-status")))
+        await pilot.press("ctrl+q")
+
+
+async def test_the_did_you_mean_of_the_executions_filter_shows_escapes(dsn, db):
+    hostile_execution(db)
+    tui = console(dsn)
+    async with tui.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot, "2", ExecutionsScreen)
+        where = screen.query_one("#exec-where")
+        await pilot.press("slash")
+        screen.query_one("#exec-filter").value = "workflow:payrol"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "did you mean" in text_of(where), what="the suggestion")
+        assert "did you mean pay\\x1b[2J\\x1b[31mroll?" in text_of(where)
+        assert not has_raw_control(text_of(where))
+        await pilot.press("ctrl+q")

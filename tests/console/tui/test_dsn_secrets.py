@@ -1,0 +1,32 @@
+"""The TUI started on a malformed DSN, or one whose server is down, says so without the
+password: in the banner, the header and every notice (issue 9)."""
+
+from __future__ import annotations
+
+import pytest
+
+from .helpers import SIZE, console, screen_lines, wait_for
+
+SECRET = "Sx9zq"
+
+
+@pytest.mark.parametrize("dsn", [
+    f"postgresql://bob:{SECRET}%zz@127.0.0.1:5432/app",            # bad percent-escape
+    f"postgresql://bob:{SECRET} {SECRET}@127.0.0.1:5432/app",      # a space
+    f"postgresql://bob:{SECRET}@{SECRET}@127.0.0.1:5432/app",      # an '@'
+    f"host=127.0.0.1 port=5432 password='{SECRET} user=bob",        # unterminated quote
+    f"postgresql://bob@127.0.0.1:5432/app?password={SECRET}%zz",   # query form
+    f"host=127.0.0.1 port=1 user=bob password={SECRET}",            # well formed, server down
+])
+async def test_the_tui_never_shows_the_password(dsn: str) -> None:
+    tui = console(dsn)
+    async with tui.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: tui.db_problem is not None, what="the banner")
+        shown = ["\n".join(screen_lines(tui)), tui.title, tui.sub_title, repr(tui.db_problem), repr(tui.notices)]
+        for key in "234567":  # every screen, the banner follows
+            await pilot.press(key)
+            await wait_for(pilot, lambda: "unreachable" in "\n".join(screen_lines(tui)), what=f"screen {key}")
+            shown.append("\n".join(screen_lines(tui)))
+        assert "database unreachable" in shown[0]
+        assert not any(SECRET in text for text in shown), [t for t in shown if SECRET in t][0]
+        await pilot.press("ctrl+q")
