@@ -52,3 +52,15 @@ def hostile_paused_things(db: psycopg.Connection) -> None:
                (ESC_SCHEDULE, "0 3 * * *\x1b[1m", ESC_NAME, ESC_OPERATOR))
     db.execute("INSERT INTO workflow_executions (workflow_name, status, finished_at) "
                "VALUES (%s, 'success', now() - interval '60 days')", (ESC_NAME,))
+
+
+# A password and DSNs that hold it malformed, each the way a parser would quote back.
+SECRET = "Sx9zq"
+MALFORMED_DSNS = (
+    f"postgresql://bob:{SECRET}%zz@127.0.0.1:5432/app",            # bad percent-escape
+    f"postgresql://bob:{SECRET} {SECRET}@127.0.0.1:5432/app",      # a space
+    f"postgresql://bob:{SECRET}@{SECRET}@127.0.0.1:5432/app",      # an '@'
+    f"host=127.0.0.1 port=5432 password='{SECRET} user=bob",        # unterminated quote
+    f"host=127.0.0.1 port=5432 password=x {SECRET} user=bob",       # an unquoted space
+    f"postgresql://bob@127.0.0.1:5432/app?password={SECRET}%zz",   # query form
+)

@@ -7,18 +7,10 @@ from pathlib import Path
 import pytest
 
 from tests.cli.script import console
+from tests.hostile_text import MALFORMED_DSNS, SECRET
 
-SECRET = "Sx9zq"
 
-
-@pytest.mark.parametrize("dsn", [
-    f"postgresql://bob:{SECRET}%zz@127.0.0.1:5432/app",            # bad percent-escape
-    f"postgresql://bob:{SECRET} {SECRET}@127.0.0.1:5432/app",      # a space
-    f"postgresql://bob:{SECRET}@{SECRET}@127.0.0.1:5432/app",      # an '@'
-    f"host=127.0.0.1 port=5432 password='{SECRET} user=bob",        # unterminated quote
-    f"host=127.0.0.1 port=5432 password=x {SECRET} user=bob",       # an unquoted space
-    f"postgresql://bob@127.0.0.1:5432/app?password={SECRET}%zz",   # query form
-])
+@pytest.mark.parametrize("dsn", MALFORMED_DSNS)
 def test_a_malformed_dsn_is_refused_without_its_password(dsn: str) -> None:
     for args in (("status",), ("sql", "SELECT 1"), ("migrate",)):
         done = console(*args, dsn=dsn)

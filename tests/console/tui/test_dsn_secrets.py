@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from .helpers import SIZE, console, screen_lines, wait_for
+from tests.hostile_text import MALFORMED_DSNS, SECRET
 
-SECRET = "Sx9zq"
+from .helpers import SIZE, console, screen_lines, wait_for
 
 
 @pytest.mark.parametrize("dsn", [
-    f"postgresql://bob:{SECRET}%zz@127.0.0.1:5432/app",            # bad percent-escape
-    f"postgresql://bob:{SECRET} {SECRET}@127.0.0.1:5432/app",      # a space
-    f"postgresql://bob:{SECRET}@{SECRET}@127.0.0.1:5432/app",      # an '@'
-    f"host=127.0.0.1 port=5432 password='{SECRET} user=bob",        # unterminated quote
-    f"postgresql://bob@127.0.0.1:5432/app?password={SECRET}%zz",   # query form
+    *MALFORMED_DSNS,
     f"host=127.0.0.1 port=1 user=bob password={SECRET}",            # well formed, server down
 ])
 async def test_the_tui_never_shows_the_password(dsn: str) -> None:
