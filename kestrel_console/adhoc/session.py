@@ -25,13 +25,13 @@ from psycopg.rows import tuple_row
 
 from kestrel_core import DatabaseUnavailable, KestrelError
 
+from ..settings import DEFAULT_MAX_BYTES
 from .guard import check_read_only
 from .reader import DEFAULT_READER_ROLE, ReaderStatus, assume_reader, release_session_state
 
 __all__ = ["DEFAULT_MAX_BYTES", "QueryFailed", "QueryResult", "QueryTimeout", "ReaderStatus",
            "run_read_only", "timeout_ms"]
 
-DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 # statement_timeout is an int4 of milliseconds.
 MAX_TIMEOUT_MS = 2**31 - 1
 

@@ -25,7 +25,7 @@ from ..safe_text import visible
 from ..read import schedules as schedule_queries
 from ..read import APPLICATION_NAME, Reader
 from .errors import fail, handles_errors
-from ..settings import Settings
+from ..settings import DEFAULT_MAX_BYTES, Settings
 from .options import execution_id_argument, settings
 from .summaries import print_decisions, print_pending_approvals, print_workers
 from .timeline_view import render_timeline
@@ -326,8 +326,6 @@ def _timeout_ms(seconds: float) -> int:
 
 
 def max_bytes_option() -> Any:
-    from ..adhoc import DEFAULT_MAX_BYTES
-
     return typer.Option(DEFAULT_MAX_BYTES, "--max-bytes", min=1, max=2**62,
                         help="Cut the result once its values hold this many bytes (as text).")
 
