@@ -19,7 +19,7 @@ import psycopg
 
 from . import cron
 from .enqueue import check_workflow_name
-from .errors import from_database
+from .errors import ActionRefused, from_database
 from .serialization import to_json
 from .statements import render
 
@@ -156,7 +156,11 @@ def set_paused(conn: psycopg.Connection, schema: str, name: str, paused: bool, *
     if not paused:
         row = conn.execute(render(CRON_OF, schema), (name,)).fetchone()
         if row is not None:  # else the function says there is no such schedule
-            next_tick = cron.next_after(row[0], row[1], db_now(conn))
+            try:
+                next_tick = cron.next_after(cron.check_cron(row[0]), row[1], db_now(conn))
+            except (ValueError, KeyError) as exc:  # a row edited by hand into nonsense
+                raise ActionRefused(f"schedule {name!r} cannot resume: {exc}; remove it and add it "
+                                    "again with a valid expression") from None
     return _call(conn, schema, SET_PAUSED, (name, paused, next_tick, by, comment))
 
 

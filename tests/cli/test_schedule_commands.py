@@ -94,3 +94,15 @@ def test_add_list_pause_resume_remove(dsn: str, db) -> None:
         ("alice", "add_schedule", None), ("bob", "pause_schedule", "freeze"),
         ("carol", "resume_schedule", None), ("dave", "remove_schedule", None)]
     assert db.execute("SELECT count(*) FROM schedules").fetchone() == (0,)
+
+
+def test_resuming_a_schedule_whose_row_was_edited_into_nonsense_is_refused(dsn: str, db) -> None:
+    # Only an admin's hand-written UPDATE gets such a row in; resume was a croniter traceback.
+    db.execute("INSERT INTO schedules (name, cron, workflow_name, next_tick, source, paused, paused_by) "
+               "VALUES ('hand', 'not a cron', 'report', now(), 'cli', true, 'eve')")
+    done = cli(dsn, "schedule", "resume", "hand")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("error: schedule 'hand' cannot resume: invalid cron expression 'not a cron'")
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert db.execute("SELECT paused FROM schedules WHERE name = 'hand'").fetchone() == (True,)
+    assert db.execute("SELECT count(*) FROM operator_actions").fetchone() == (0,)
