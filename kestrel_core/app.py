@@ -237,6 +237,8 @@ class Kestrel:
         raises NotSerializable, nothing written.
         """
         run_at = _resolve_run_at(run_at, delay)
+        _enqueue.check_workflow_name(name)  # bad arguments before the database (and its state)
+        _enqueue.check_priority(priority)
         with self.connection() as conn:
             return _enqueue.enqueue(
                 conn, self.schema, name, input, idempotency_key=idempotency_key,
@@ -250,6 +252,8 @@ class Kestrel:
     ) -> list[int]:
         """Enqueue one execution per input in one round trip; ids in input order."""
         run_at = _resolve_run_at(run_at, delay)
+        _enqueue.check_workflow_name(name)
+        _enqueue.check_priority(priority)
         with self.connection() as conn:
             return _enqueue.enqueue_many(conn, self.schema, name, inputs, run_at=run_at, priority=priority,
                                          **self._placement(name, queue, concurrency_key))

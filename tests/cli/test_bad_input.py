@@ -111,3 +111,14 @@ def test_an_argument_that_is_not_utf8_is_bad_usage(dsn: str, db: psycopg.Connect
     assert message.startswith("error: ") and message.count("\n") == 1, message
     assert db.execute("SELECT count(*), min(status) FROM workflow_executions").fetchone() == (1, "enqueued")
     assert db.execute("SELECT count(*) FROM operator_actions").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["enqueue", "x", "--priority", "99999999999"], ["priority", "2147483647"]),
+    (["enqueue", ""], ["workflow name", "non-empty"]),
+    (["enqueue", "w" * 10_000], ["workflow name too long"]),
+])
+def test_bad_enqueue_arguments_are_named_before_the_database_is_asked(dsn: str, args, needles) -> None:
+    # A schema that was never migrated: the bad argument is still what the user hears (exit 2),
+    # not "the Kestrel schema does not exist" (exit 1).
+    one_clear_line(console("--schema", "never_migrated_kt", *args, dsn=dsn), 2, *needles)
