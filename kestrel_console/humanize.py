@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 
 
@@ -16,6 +17,8 @@ def duration(value: float | timedelta | None, *, compact: bool = False, subsecon
     if isinstance(value, timedelta):
         value = value.total_seconds()
     value = float(value)
+    if not math.isfinite(value):  # an ad-hoc query's *_s column may hold 'NaN' or 'Infinity'
+        return str(value)
     sign, value = ("-" if value < 0 else ""), abs(value)
     sp = "" if compact else " "
     if subsecond and value < 1:

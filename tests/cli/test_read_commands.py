@@ -366,3 +366,10 @@ def test_installed_script_runs(dsn: str, facts: SeedFacts, tmp_path: Path) -> No
                           capture_output=True, text=True, timeout=60)
     assert down.returncode == 1 and down.stdout == ""
     assert down.stderr.startswith("error: cannot connect to PostgreSQL") and "Traceback" not in down.stderr
+
+
+def test_a_seconds_column_holding_nan_or_infinity_is_printed_not_a_traceback(run) -> None:
+    # *_s columns are shown as durations; float8 also holds 'NaN' and 'Infinity'.
+    result = run("sql", "SELECT 'NaN'::float8 AS wait_s, '-Infinity'::float8 AS age_s, 2.5::float8 AS run_s")
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert result.stdout.splitlines()[2].split() == ["nan", "-inf", "2.5", "s"]
