@@ -24,6 +24,7 @@ from .. import formatting, render
 from ..safe_text import visible
 from ..read import schedules as schedule_queries
 from ..read import APPLICATION_NAME, Reader
+from ..read.workers import live_versions_text
 from .errors import fail, handles_errors
 from ..settings import DEFAULT_MAX_BYTES, Settings
 from .options import execution_id_argument, settings
@@ -157,7 +158,7 @@ def cannot_run_lines(overview: dict[str, Any]) -> list[str]:
     """Enqueued executions no live worker can run now: wrong version, or a paused queue."""
     lines = [f"{u['enqueued']} enqueued {u['workflow_name']!r} {'needs' if u['enqueued'] == 1 else 'need'} version "
              f"{visible(str(u['version']))}, "
-             f"live workers have {visible(', '.join(v for v in u['live_versions'] if v)) or 'no version of it'}"
+             f"live workers have {visible(live_versions_text(u['live_versions']))}"
              for u in overview.get("unrunnable", [])]
     lines += [f"queue {q['name']!r} is paused (by {visible(q['paused_by'] or '?')}) with {q['enqueued']} "
               f"enqueued: kestrel-console queue resume {visible(q['name'])}"

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..humanize import duration
 from .session import DEFAULT_DEAD_AFTER_S, ReaderSession
+from .workers import live_versions_text
 
 # Everything "why isn't it running?" needs, about one execution, in one statement.
 BLOCKER_FACTS = """
@@ -143,7 +144,7 @@ def describe_queue_blocker(f: dict[str, Any]) -> str | None:
     have = sorted(v for v in (f.get("live_versions") or []) if v)
     if f.get("version") and f["version"] not in have:
         return (f"it needs version {f['version']} of {name!r}, live workers have "
-                f"{', '.join(have) or 'no version of it'}: start a worker with that code "
+                f"{live_versions_text(have)}: start a worker with that code "
                 "(executions drain on the version they started under)")
     if queue is None:
         return None

@@ -3,9 +3,17 @@ and queues (limits, pause, depth, rate window use)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from .session import ReaderSession
+
+
+def live_versions_text(versions: Iterable[str | None] | None) -> str:
+    """The versions of a workflow live workers have, for a sentence ('live workers have
+    ...'): 'no version of it' when they run it without one."""
+    return ", ".join(sorted(v for v in versions or [] if v)) or "no version of it"
+
 
 STUCK_LEASES = """
 SELECT e.id, e.workflow_name, e.owner_id, e.lease_expires,

@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Header, Sparkline, Static
 from kestrel_core import STATUSES
 
 from ... import formatting as fmt
+from ...read.workers import live_versions_text
 from ...safe_text import visible
 from ..live import LiveScreen
 from ..widgets.banner import Banner
@@ -120,7 +121,7 @@ class DashboardScreen(LiveScreen):
             "\n".join([f"⚠ {u['enqueued']} enqueued {u['workflow_name']!r} for {fmt.seconds(u['oldest_age_s'])}: "
                        "no live worker has registered this workflow" for u in unserved]
                       + [f"⚠ {u['enqueued']} enqueued {u['workflow_name']!r} cannot run: needs version "
-                         f"{visible(str(u['version']))}, live workers have {visible(', '.join(v for v in u['live_versions'] if v))}"
+                         f"{visible(str(u['version']))}, live workers have {visible(live_versions_text(u['live_versions']))}"
                          for u in unrunnable]), style="yellow"))
         self.query_one("#dash-stats", Static).update(Text(
             f"refresh: {len(self.elapsed_ms)} · queries took {data['elapsed_ms']:.1f} ms", style="dim"))
