@@ -92,9 +92,9 @@ def describe_worker_event(message: str, level: int = logging.INFO,
         return None
     eid, workflow = fields.get("execution_id", "?"), fields.get("workflow", "")
     if event == "finished":
-        took = float(fields.get("duration_s", 0))
+        # The database's start and finish; the log's own clock only when the row is not found.
         whole = run_time(int(eid)) if run_time is not None and eid.isdigit() else None
-        took = took if whole is None else whole  # the database's start and finish, not this process's clock
+        took = whole if whole is not None else float(fields.get("duration_s", 0))
         error = f": {fields['error']}" if "error" in fields else ""
         return f"{fields.get('status', '?'):<7} #{eid} {workflow} in {took:.1f}s{error}"
     if event == "parked":
