@@ -238,9 +238,13 @@ class WorkflowContext(FlowOperations):
         try:
             return self._worker.db(fn)
         except psycopg.Error as exc:
-            self._worker.log.error("event=engine_write_failed execution_id=%s error=%r", self.execution_id,
-                                   first_line(exc))
-            raise Unwind("engine_error") from exc
+            raise self._engine_write_failed(exc) from exc
+
+    def _engine_write_failed(self, exc: psycopg.Error) -> Unwind:
+        """Log an engine write that failed past the retry window; the Unwind to raise."""
+        self._worker.log.error("event=engine_write_failed execution_id=%s error=%r", self.execution_id,
+                               first_line(exc))
+        return Unwind("engine_error")
 
     def _attempt(self, step_id: str, fn: Callable[..., Any], args: tuple, kwargs: dict,
                  timeout: float | None, number: int) -> tuple[Any, bool]:
@@ -358,9 +362,7 @@ class WorkflowContext(FlowOperations):
         except psycopg.Error as exc:
             if engine_errors:
                 raise
-            self._worker.log.error("event=engine_write_failed execution_id=%s error=%r", self.execution_id,
-                                   first_line(exc))
-            raise Unwind("engine_error") from exc
+            raise self._engine_write_failed(exc) from exc
 
     def _result(self, step_id: str, stored: Checkpoint) -> Any:
         if stored.error is not None:
