@@ -12,6 +12,7 @@ from .errors import (
     NotFound,
     NotSerializable,
     SchemaOutdated,
+    SchemaTooNew,
     StepFailed,
 )
 from .execution import STATUSES, TERMINAL_STATUSES, Execution
@@ -37,6 +38,7 @@ __all__ = [
     "STATUSES",
     "Schedule",
     "SchemaOutdated",
+    "SchemaTooNew",
     "StepFailed",
     "TERMINAL_STATUSES",
     "Workflow",

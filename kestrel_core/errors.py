@@ -41,6 +41,13 @@ class SchemaOutdated(KestrelError):
     """The database schema is missing or older than this code: run ``migrate``."""
 
 
+class SchemaTooNew(SchemaOutdated):
+    """The database schema was migrated by a newer Kestrel than this code: upgrade kestrel.
+
+    A kind of SchemaOutdated (the schema does not fit this code), so every place that refuses
+    an unusable schema refuses this one too, with its own message."""
+
+
 class DatabaseUnavailable(KestrelError):
     """Postgres could not be reached (wrong DSN, server down, auth refused)."""
 

@@ -1,14 +1,18 @@
-"""Schema migrations: versioned, idempotent, safe to run concurrently; old schemas are refused."""
+"""Schema migrations: versioned, idempotent, safe to run concurrently; old and newer schemas are
+refused; functions kept as files; steps outside the transaction (concurrent index builds)."""
 
 from __future__ import annotations
 
+import re
 import threading
+from datetime import timedelta
 
 import psycopg
 import pytest
+from psycopg import sql
 
-from kestrel_core import Kestrel, SchemaOutdated
-from kestrel_core.migrate import LATEST, available
+from kestrel_core import Kestrel, SchemaOutdated, SchemaTooNew
+from kestrel_core.migrate import LATEST, FunctionFile, Migration, available, function_files, migrate, schema_version
 
 # Version numbers may have gaps (each engineer gets a number): compare with what ships.
 SHIPPED = [m.version for m in available()]
@@ -81,3 +85,182 @@ def test_migrate_creates_the_least_privilege_roles(database: str) -> None:
             "       has_table_privilege('kt_mig_worker', 'mig_roles.workflow_executions', 'UPDATE')").fetchone()
     assert found == {"kt_mig_worker": False, "kt_mig_operator": False}
     assert can_update == (False, True)
+
+
+# -- a database newer than the code -------------------------------------------------------------
+
+def _record_future_version(database: str, schema: str) -> int:
+    future = LATEST + 1
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(sql.SQL("INSERT INTO {}.schema_migrations (version, name) VALUES (%s, 'from_the_future')")
+                     .format(sql.Identifier(schema)), (future,))
+    return future
+
+
+def test_a_database_newer_than_the_code_is_refused_by_the_api_and_by_migrate(database: str) -> None:
+    with Kestrel(database, schema="mig_new") as app:
+        app.migrate()
+    future = _record_future_version(database, "mig_new")
+    line = f"the Kestrel schema 'mig_new' is at version {future}, this code knows up to {LATEST}: upgrade kestrel"
+    with Kestrel(database, schema="mig_new") as app:
+        with pytest.raises(SchemaTooNew) as refused:
+            app.get(1)
+        assert str(refused.value) == line
+        with pytest.raises(SchemaTooNew) as refused_migrate:
+            app.migrate()
+        assert str(refused_migrate.value) == line
+    assert issubclass(SchemaTooNew, SchemaOutdated)  # every handler of an unusable schema has it
+
+
+def test_a_worker_refuses_a_database_newer_than_the_code(database: str) -> None:
+    with Kestrel(database, schema="mig_new_worker") as app:
+        app.migrate()
+    future = _record_future_version(database, "mig_new_worker")
+    app = Kestrel(database, schema="mig_new_worker")
+    app.workflow("noop")(lambda ctx, _: None)
+    worker = app.worker(concurrency=1)
+    with pytest.raises(SchemaTooNew, match=f"at version {future}, this code knows up to {LATEST}: upgrade kestrel"):
+        worker.start()
+    worker.stop(grace=timedelta(0))
+
+
+# -- functions kept as code: schema/functions/<name>.sql ----------------------------------------
+
+FUNCTION_FILES = {f.name: f for f in function_files()}
+CREATES_FUNCTION = re.compile(r"CREATE\s+(OR\s+REPLACE\s+)?FUNCTION\s+\{schema\}\.(\w+)\s*\(", re.IGNORECASE)
+# The migrations written before the functions became files: their CREATE OR REPLACE are history.
+LAST_MIGRATION_WITH_FUNCTIONS = 10
+
+
+def test_each_function_file_defines_its_own_function_once() -> None:
+    assert len(FUNCTION_FILES) >= 18
+    for name, function in FUNCTION_FILES.items():
+        defined = CREATES_FUNCTION.findall(function.text)
+        assert defined == [("OR REPLACE ", name)], (name, defined)
+
+
+def test_no_migration_after_0010_redefines_a_function_that_has_a_file() -> None:
+    # A function changes in its file (applied after every migration): a CREATE OR REPLACE in a
+    # later migration would be overwritten by the file at once, or worse, be the version that
+    # counts on some databases only. Port its body into schema/functions/<name>.sql instead.
+    offenders = [(m.version, name) for m in available() if m.version > LAST_MIGRATION_WITH_FUNCTIONS
+                 for replace, name in CREATES_FUNCTION.findall(m.text)
+                 if replace or name in FUNCTION_FILES]
+    assert offenders == []
+
+
+def test_the_check_catches_a_migration_that_redefines_a_function() -> None:
+    text = "CREATE OR REPLACE FUNCTION {schema}.decide_approval(p bigint) RETURNS jsonb"
+    assert CREATES_FUNCTION.findall(text) == [("OR REPLACE ", "decide_approval")]
+
+
+def test_every_function_of_the_schema_has_its_file(migrated: str) -> None:
+    with psycopg.connect(migrated, autocommit=True) as conn:
+        live = {r[0] for r in conn.execute(
+            "SELECT proname FROM pg_proc WHERE pronamespace = 'kestrel'::regnamespace")}
+    assert live == set(FUNCTION_FILES)
+
+
+FUNCTION_BODY = """SELECT p.prosrc FROM pg_proc p
+ WHERE p.pronamespace = %s::regnamespace AND p.proname = 'notify_channel'"""
+
+
+def _notify_channel_file(returns: str) -> FunctionFile:
+    text = FUNCTION_FILES["notify_channel"].text.replace(
+        "SELECT 'kestrel:' || current_schema()", f"SELECT 'kestrel:' || current_schema() || '{returns}'")
+    assert text != FUNCTION_FILES["notify_channel"].text
+    return FunctionFile("notify_channel", text)
+
+
+def test_a_changed_function_file_is_applied_once_and_an_older_one_refused(database: str) -> None:
+    others = [f for f in FUNCTION_FILES.values() if f.name != "notify_channel"]
+    with psycopg.connect(database, autocommit=True) as conn:
+        migrate(conn, "mig_fn")
+        body = conn.execute(FUNCTION_BODY, ("mig_fn",)).fetchone()[0]
+        assert "'-v2'" not in body
+        newer = [*others, _notify_channel_file("-v2")]
+        assert migrate(conn, "mig_fn", functions=newer) == []  # no version: the function only
+        assert "'-v2'" in conn.execute(FUNCTION_BODY, ("mig_fn",)).fetchone()[0]
+        migrate(conn, "mig_fn", functions=newer)
+        rows = conn.execute("SELECT name, count(*) FROM mig_fn.schema_functions GROUP BY 1 "
+                            "HAVING count(*) > 1").fetchall()
+        assert rows == [("notify_channel", 2)]  # applied once at first, once when it changed
+        with pytest.raises(SchemaTooNew, match=r"newer definition of the function notify_channel\(\)"):
+            migrate(conn, "mig_fn")  # this code's file is the older text: never written back
+        assert "'-v2'" in conn.execute(FUNCTION_BODY, ("mig_fn",)).fetchone()[0]
+
+
+def test_a_failing_function_file_rolls_back_the_migrations_of_the_same_run(database: str) -> None:
+    broken = FunctionFile("zz_broken", "CREATE OR REPLACE FUNCTION {schema}.zz_broken() RETURNS int "
+                                       "LANGUAGE sql AS $$ SELECT no_such_column FROM workflow_executions $$;")
+    with psycopg.connect(database, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            migrate(conn, "mig_fn_fail", functions=[*FUNCTION_FILES.values(), broken])
+        assert schema_version(conn, "mig_fn_fail") is None  # one transaction: nothing stayed
+
+
+# -- steps run outside the transaction (CREATE INDEX CONCURRENTLY) ------------------------------
+
+CONCURRENT_TEXT = """-- kestrel: outside transaction
+-- A test index built without blocking writes to the hot table.
+CREATE INDEX CONCURRENTLY IF NOT EXISTS workflow_executions_test_cic_idx
+    ON {schema}.workflow_executions (updated_at) WHERE status = 'running';
+CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS workflow_executions_test_unique_idx
+    ON {schema}.workflow_executions (workflow_name);
+"""
+AFTER_TEXT = "CREATE TABLE {schema}.test_after_concurrent (id int)"
+INDEXES = """SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+ WHERE c.relnamespace = %s::regnamespace AND c.relname LIKE 'workflow_executions_test_%%' ORDER BY 1"""
+
+
+def _with_concurrent_step() -> list[Migration]:
+    return [*available(), Migration(LATEST + 1, "test_concurrent", CONCURRENT_TEXT),
+            Migration(LATEST + 2, "test_after", AFTER_TEXT)]
+
+
+def test_an_outside_transaction_step_builds_its_indexes_concurrently_from_many_processes(database: str) -> None:
+    migrations = _with_concurrent_step()
+    assert [m.outside_transaction for m in migrations[-2:]] == [True, False]
+    results: list[list[int]] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with psycopg.connect(database, autocommit=True) as conn:
+                results.append(migrate(conn, "mig_cic", migrations=migrations))
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(v for r in results for v in r) == [m.version for m in migrations]  # each once
+    with psycopg.connect(database, autocommit=True) as conn:
+        assert conn.execute(INDEXES, ("mig_cic",)).fetchall() == [
+            ("workflow_executions_test_cic_idx", True), ("workflow_executions_test_unique_idx", True)]
+        assert conn.execute("SELECT to_regclass('mig_cic.test_after_concurrent') IS NOT NULL").fetchone() == (True,)
+
+
+def test_an_interrupted_concurrent_build_is_redone_by_the_next_migrate(database: str) -> None:
+    migrations = _with_concurrent_step()
+    with psycopg.connect(database, autocommit=True) as conn:
+        migrate(conn, "mig_cic_retry")  # the shipped schema, then rows the unique index refuses
+        conn.execute("INSERT INTO mig_cic_retry.workflow_executions (workflow_name) VALUES ('w'), ('w')")
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            migrate(conn, "mig_cic_retry", migrations=migrations)
+        assert conn.execute(INDEXES, ("mig_cic_retry",)).fetchall() == [
+            ("workflow_executions_test_cic_idx", True), ("workflow_executions_test_unique_idx", False)]
+        assert schema_version(conn, "mig_cic_retry") == LATEST  # not recorded, nothing after it ran
+        conn.execute("DELETE FROM mig_cic_retry.workflow_executions")
+        assert migrate(conn, "mig_cic_retry", migrations=migrations) == [LATEST + 1, LATEST + 2]
+        assert conn.execute(INDEXES, ("mig_cic_retry",)).fetchall() == [
+            ("workflow_executions_test_cic_idx", True), ("workflow_executions_test_unique_idx", True)]
+
+
+def test_an_outside_transaction_step_may_not_hide_a_function() -> None:
+    text = "-- kestrel: outside transaction\nDO $$ BEGIN PERFORM 1; END $$;\n"
+    with pytest.raises(ValueError, match="may not define functions"):
+        Migration(99, "bad", text).statements()

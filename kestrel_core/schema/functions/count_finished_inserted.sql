@@ -1,0 +1,17 @@
+-- count_finished_inserted(): its current definition (created by migration 0003).
+--
+-- Statement triggers with transition tables: bulk inserts of finished rows (imports, test
+-- seeding) and deletes (pruning) cost one grouped upsert per statement, not one per row.
+-- Enqueues insert 'enqueued' rows: the grouped query finds nothing and writes nothing.
+CREATE OR REPLACE FUNCTION {schema}.count_finished_inserted() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    INSERT INTO {schema}.execution_counts AS c (workflow_name, status, shard, n)
+    SELECT workflow_name, status, id % 16, count(*)
+      FROM new_rows WHERE status IN ('success', 'error', 'cancelled')
+     GROUP BY 1, 2, 3
+     ORDER BY 1, 2, 3
+    ON CONFLICT (workflow_name, status, shard) DO UPDATE SET n = c.n + excluded.n;
+    RETURN NULL;
+END
+$$;

@@ -1,0 +1,23 @@
+-- remove_schedule(): its current definition (created by migration 0007).
+--
+-- An operator removes a schedule, audited (the audit row keeps what it was).
+CREATE OR REPLACE FUNCTION {schema}.remove_schedule(p_name text, p_by text, p_comment text)
+RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
+DECLARE
+    s schedules%ROWTYPE;
+BEGIN
+    DELETE FROM schedules WHERE name = p_name RETURNING * INTO s;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'cannot remove: no schedule named "%"', p_name
+            USING ERRCODE = 'KS404', HINT = 'Schedules are listed by: kestrel-console schedule list';
+    END IF;
+    INSERT INTO operator_actions (actor, action, comment, details)
+    VALUES (p_by, 'remove_schedule', p_comment,
+            jsonb_build_object('schedule', p_name, 'cron', s.cron, 'timezone', s.timezone,
+                               'workflow', s.workflow_name, 'source', s.source,
+                               'input', s.input, 'catch_up', s.catch_up));
+    RETURN s.source;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION {schema}.remove_schedule(text, text, text) FROM PUBLIC;
