@@ -1,5 +1,5 @@
 """``python -m kestrel_console`` runs the kestrel-console command."""
 
-from kestrel_console.cli import main
+from kestrel_console.entry import main
 
 main()

@@ -1,0 +1,36 @@
+"""The ``kestrel-console`` script's entry point.
+
+The engine installs without the console's libraries (``pip install kestrel``); the console is
+the ``console`` extra. Run without it, the script says so in one line (exit 2, bad usage)
+instead of an ImportError traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+# What the console imports that the engine does not (pyproject's `console` extra).
+CONSOLE_LIBRARIES = ("typer", "rich", "textual", "sqlglot")
+INSTALL_HINT = "pip install 'kestrel[console]'"
+
+
+def missing_library() -> str | None:
+    """The first console library that cannot be imported, or None."""
+    for name in CONSOLE_LIBRARIES:
+        try:
+            __import__(name)
+        except ImportError:
+            return name
+    return None
+
+
+def main() -> None:
+    """Check the console extra, then run the command."""
+    absent = missing_library()
+    if absent:
+        print(f"error: kestrel-console needs the console extra ({absent} is not installed): "
+              f"{INSTALL_HINT}", file=sys.stderr)
+        sys.exit(2)
+    from kestrel_console.cli import main as run
+
+    run()

@@ -1,0 +1,85 @@
+"""Packaging that fits the users (issue 19): ``pip install kestrel`` brings the engine and only
+what it imports (plain psycopg, psycopg-pool, croniter); the console is the ``console`` extra
+and says so in one line when it is missing; ``dev`` brings everything the README's quick
+start and CI need.
+
+Installing into a fresh venv is too slow for the suite; these read the declared and installed
+metadata and the engine's imports instead.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from kestrel_console import entry
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+ENGINE_DEPENDENCIES = {"psycopg", "psycopg-pool", "croniter"}
+# Distribution name -> the module the engine imports.
+IMPORT_NAMES = {"psycopg": "psycopg", "psycopg-pool": "psycopg_pool", "croniter": "croniter"}
+CONSOLE_ONLY = {"textual", "rich", "typer", "sqlglot", "tree-sitter", "tree-sitter-sql"}
+
+
+def _name(requirement: str) -> str:
+    return re.match(r"[A-Za-z0-9._-]+", requirement)[0].lower().replace("_", "-")
+
+
+def _extras(requirement: str) -> set[str]:
+    found = re.match(r"[A-Za-z0-9._-]+\s*\[([^\]]*)\]", requirement)
+    return {e.strip() for e in found[1].split(",")} if found else set()
+
+
+def test_the_engine_depends_on_its_own_few_libraries_and_plain_psycopg() -> None:
+    base = PROJECT["dependencies"]
+    assert {_name(r) for r in base} == ENGINE_DEPENDENCIES
+    assert [_extras(r) for r in base] == [set()] * len(base)  # no psycopg[binary]
+    extras = PROJECT["optional-dependencies"]
+    assert {_name(r) for r in extras["console"]} == CONSOLE_ONLY
+    assert {_name(r) for r in extras["binary"]} == {"psycopg"} and _extras(extras["binary"][0]) == {"binary"}
+    assert "kestrel[console,binary]" in extras["dev"]  # the quick start's `pip install -e '.[dev]'`
+    assert {"ruff", "mypy", "pytest"} <= {_name(r) for r in extras["dev"]}
+
+
+def test_the_installed_metadata_says_the_same() -> None:
+    # What pip resolves for a plain `pip install kestrel`: the requirements without an extra marker.
+    plain = {_name(r) for r in metadata.requires("kestrel") or [] if "extra ==" not in r}
+    assert plain == ENGINE_DEPENDENCIES, "stale install? pip install -e '.[dev]' again"
+
+
+def test_the_engine_imports_nothing_beyond_its_dependencies() -> None:
+    allowed = set(IMPORT_NAMES.values()) | {"kestrel_core"} | set(sys.stdlib_module_names)
+    outside: set[str] = set()
+    for path in sorted((ROOT / "kestrel_core").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                tops = {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                tops = {node.module.split(".")[0]}
+            else:
+                continue
+            outside |= {f"{path.relative_to(ROOT)}: {top}" for top in tops if top not in allowed}
+    assert outside == set()
+
+
+def test_the_script_guard_checks_the_console_extras_libraries() -> None:
+    assert set(entry.CONSOLE_LIBRARIES) <= CONSOLE_ONLY
+    assert PROJECT["scripts"]["kestrel-console"] == "kestrel_console.entry:main"
+
+
+def test_without_the_console_extra_the_script_says_how_to_install_it(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "textual", None)  # `import textual` fails as if not installed
+    with pytest.raises(SystemExit) as exited:
+        entry.main()
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err == ("error: kestrel-console needs the console extra (textual is not installed): "
+                   "pip install 'kestrel[console]'\n")
