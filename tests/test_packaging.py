@@ -83,3 +83,13 @@ def test_without_the_console_extra_the_script_says_how_to_install_it(
     err = capsys.readouterr().err
     assert err == ("error: kestrel-console needs the console extra (textual is not installed): "
                    "pip install 'kestrel[console]'\n")
+
+
+def test_ci_installs_from_constraints_that_pin_every_declared_dependency() -> None:
+    pins = {_name(line): line for line in (ROOT / "constraints.txt").read_text().splitlines()
+            if line.strip() and not line.startswith("#")}
+    assert all("==" in line for line in pins.values())
+    extras = PROJECT["optional-dependencies"]
+    declared = {_name(r) for r in [*PROJECT["dependencies"], *extras["console"], *extras["binary"], *extras["dev"]]}
+    assert declared - {"kestrel"} <= set(pins)
+    assert "pip install -q -c constraints.txt -e '.[dev]'" in (ROOT / ".ci" / "run").read_text()
