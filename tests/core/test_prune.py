@@ -112,11 +112,11 @@ def test_never_waits_for_a_locked_row(app: Kestrel, dsn: str, db: psycopg.Connec
     locked = db.execute("SELECT min(id) FROM workflow_executions").fetchone()[0]
     with psycopg.connect(dsn) as holder:  # a transaction holding the row lock
         holder.execute("SELECT 1 FROM kestrel.workflow_executions WHERE id = %s FOR UPDATE", (locked,))
-        started = time.monotonic()
+        # The holder keeps its lock until the block ends: a prune that waited for it would end
+        # in LockNotAvailable, however fast or slow the machine.
         with psycopg.connect(dsn, autocommit=True, options="-c lock_timeout=5000") as conn:
             cutoff = conn.execute("SELECT now() - interval '1 day'").fetchone()[0]
             assert prune_batch(conn, S, cutoff, by="tester") == 5
-        assert time.monotonic() - started < 2
         assert count(db, "workflow_executions") == 1
     assert run_prune(app, timedelta(days=1)).deleted == 1
 
@@ -148,7 +148,8 @@ def test_pruning_during_a_load_loses_no_live_execution(
     try:
         wait_for(lambda: len(enqueued) >= 50, what="the load to start")
         result = run_prune(app, timedelta(days=30), batch_size=200)
-        time.sleep(0.3)  # load goes on after the prune
+        after_prune = len(enqueued)
+        wait_for(lambda: len(enqueued) >= after_prune + 50, what="the load to go on after the prune")
     finally:
         stop.set()
         producer.join()

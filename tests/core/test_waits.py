@@ -159,7 +159,7 @@ def test_concurrent_decisions_exactly_one_wins(app: Kestrel, dsn: str, start_wor
         assert conn.execute("SELECT count(*) FROM kestrel.operator_actions").fetchone() == (1,)
 
 
-def test_sleep_survives_restart_of_every_worker(app: Kestrel, start_worker) -> None:
+def test_sleep_survives_restart_of_every_worker(app: Kestrel, db: psycopg.Connection, start_worker) -> None:
     @app.workflow
     def napper(ctx, _):
         ctx.step("before", lambda: "b")
@@ -170,7 +170,10 @@ def test_sleep_survives_restart_of_every_worker(app: Kestrel, start_worker) -> N
     eid = app.enqueue("napper")
     status(app, eid, "waiting")
     first.stop()
-    time.sleep(0.5)
+    # No worker at all while the sleep is pending: the first one has retired, the nap not due.
+    assert db.execute("SELECT count(*) FROM workers WHERE stopped_at IS NULL").fetchone() == (0,)
+    assert db.execute("SELECT wake_at > now() FROM workflow_waits WHERE execution_id = %s AND step_id = 'nap'",
+                      (eid,)).fetchone() == (True,)
     start_worker(app, worker_id="second")
     status(app, eid, "success", timeout=10)
     assert app.get(eid).owner_id == "second"

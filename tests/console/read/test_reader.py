@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -418,10 +417,9 @@ def test_statement_timeout_cancels_a_blocked_query(dsn: str, db) -> None:
         reader.status_counts()
         with psycopg.connect(dsn) as locker:        # a transaction holding a conflicting lock
             locker.execute("LOCK TABLE kestrel.workflow_executions IN ACCESS EXCLUSIVE MODE")
-            started = time.monotonic()
+            # The lock is held throughout: only the statement timeout can end the query.
             with pytest.raises(ReadTimeout, match="took longer than 200 ms"):
                 reader.status_counts()
-            assert time.monotonic() - started < 5
             locker.rollback()
         assert reader.status_counts()["enqueued"] == 0   # same Reader, usable again
 
@@ -435,10 +433,9 @@ def test_cancel_from_another_thread(dsn: str, db) -> None:
             worker = threading.Thread(target=lambda: outcome.append(_capture(reader.status_counts)))
             worker.start()
             wait_until_blocked(db, "kestrel-console")   # it is blocked on the lock now
-            started = time.monotonic()
             reader.cancel()
-            worker.join(timeout=10)
-            assert time.monotonic() - started < 5
+            worker.join(timeout=10)  # the lock is still held: only the cancel can end the query
+            assert not worker.is_alive()
             locker.rollback()
         assert isinstance(outcome[0], ReadTimeout) and "was cancelled" in str(outcome[0])
         assert reader.status_counts()["enqueued"] == 0
@@ -520,11 +517,7 @@ def test_no_refresh_query_scans_workflow_executions_sequentially(big_history: st
         scans = _seq_scans(conn, reader.refresh_statements())
         bad = {k: v for k, v in scans.items() if "workflow_executions" in v}
         assert bad == {}, f"sequential scans of workflow_executions: {json.dumps(bad)}"
-        # and the dashboard stays fast on this history
-        reader.dashboard()
-        timings = sorted(reader.dashboard()["elapsed_ms"] for _ in range(5))
-        print(f"\ndashboard on {BULK} finished + {LIVE} live executions: median {timings[2]:.1f} ms")
-        assert timings[2] < 100
+        # How fast the dashboard is on a big history is measured in bench/ (console), not here.
 
 
 # Each index the refresh queries rely on: dropping it (in a transaction, rolled back) must
