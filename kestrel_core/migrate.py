@@ -48,8 +48,8 @@ from .statements import check_schema_name, render, render_migration
 _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
 _FUNCTION_FILE = re.compile(r"^(\w+)\.sql$")
 OUTSIDE_TRANSACTION = re.compile(r"^-- kestrel: outside transaction\s*$", re.MULTILINE)
-# Functions may change without a migration; a later release's CREATE OR REPLACE takes effect
-# only through its file, applied after every migration (so it sees the columns they add).
+# The function files, inside the package: applied after every migration, so that a function
+# may use the columns the migrations add.
 FUNCTIONS_DIR = ("schema", "functions")
 
 CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"
@@ -193,8 +193,13 @@ def _apply_in_transaction(conn: psycopg.Connection, schema: str, migrations: Seq
 
 def _refuse_unknown_versions(schema: str, done: set[int], known: set[int]) -> None:
     unknown = done - known
-    if unknown:
-        raise SchemaTooNew(too_new_message(schema, max(done), max(known, default=0)))
+    if not unknown:
+        return
+    latest = max(known, default=0)
+    if max(done) > latest:
+        raise SchemaTooNew(too_new_message(schema, max(done), latest))
+    raise SchemaTooNew(f"the Kestrel schema {schema!r} has migration(s) "
+                       f"{', '.join(map(str, sorted(unknown)))} that this code does not know: upgrade kestrel")
 
 
 def _apply_functions(conn: psycopg.Connection, schema: str, functions: Sequence[FunctionFile]) -> None:

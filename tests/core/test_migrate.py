@@ -265,3 +265,14 @@ def test_an_outside_transaction_step_may_not_hide_a_function() -> None:
     text = "-- kestrel: outside transaction\nDO $$ BEGIN PERFORM 1; END $$;\n"
     with pytest.raises(ValueError, match="may not define functions"):
         Migration(99, "bad", text).statements()
+
+
+def test_migrate_refuses_a_version_it_does_not_know_below_its_latest(database: str) -> None:
+    # Version numbers have gaps: a database may hold one this code skipped (another release's).
+    with psycopg.connect(database, autocommit=True) as conn:
+        migrate(conn, "mig_gap")
+        conn.execute("INSERT INTO mig_gap.schema_migrations (version, name) VALUES (%s, 'elsewhere')",
+                     (LATEST + 1,))
+        shipped = [*available(), Migration(LATEST + 2, "later", "SELECT 1")]
+        with pytest.raises(SchemaTooNew, match=f"has migration\\(s\\) {LATEST + 1} that this code does not know"):
+            migrate(conn, "mig_gap", migrations=shipped)
