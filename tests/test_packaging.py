@@ -45,6 +45,7 @@ def test_the_engine_depends_on_its_own_few_libraries_and_plain_psycopg() -> None
     assert {_name(r) for r in extras["console"]} == CONSOLE_ONLY
     assert {_name(r) for r in extras["binary"]} == {"psycopg"} and _extras(extras["binary"][0]) == {"binary"}
     assert "kestrel[console,binary]" in extras["dev"]  # the quick start's `pip install -e '.[dev]'`
+    assert "kestrel[console]" in extras["embedded"]  # the demo's bundled server, for the console
     assert {"ruff", "mypy", "pytest"} <= {_name(r) for r in extras["dev"]}
 
 
