@@ -25,6 +25,7 @@ from kestrel_core.roles import RoleNames
 SNAPSHOT = Path(__file__).with_name("schema_snapshot.txt")
 SCHEMA = "kestrel"
 OWNER = "<owner>"
+MADE_ON = "made on PostgreSQL "
 
 # Names print schema-qualified whatever the caller's search_path: the text is the same for
 # every build.
@@ -67,6 +68,7 @@ SELECT p.oid::regprocedure::text, pg_get_functiondef(p.oid), p.proacl::text[]
  ORDER BY 1
 """
 OWNER_NAME = "SELECT current_user"
+SERVER_MAJOR = "SELECT current_setting('server_version_num')::int / 10000"
 
 KINDS = {"r": "table", "p": "partitioned table", "v": "view", "m": "materialized view", "S": "sequence"}
 
@@ -83,7 +85,9 @@ def snapshot(conn: psycopg.Connection, schema: str = SCHEMA) -> str:
         return " ".join(sorted(named)) or "-"
 
     name, schema_acl = conn.execute(SCHEMA_ACL, {"schema": schema}).fetchone()
-    out = [f"schema {name}", f"  acl {acl(schema_acl)}"]
+    # The catalog's deparsed text may differ between major versions: say which one made it.
+    major = conn.execute(SERVER_MAJOR).fetchone()[0]
+    out = [f"{MADE_ON}{major}", "", f"schema {name}", f"  acl {acl(schema_acl)}"]
     for oid, kind, name, options, relacl in conn.execute(RELATIONS, {"schema": schema}).fetchall():
         out.append("")
         out.append(f"{KINDS[kind]} {name}" + (f" ({options})" if options else ""))
