@@ -23,6 +23,8 @@ Its builder holds a session advisory lock of its own; the others poll for it ins
 waiting on it, because a waiting statement holds a snapshot and a concurrent index build
 waits for every older snapshot (it would deadlock with its waiters). An interrupted build
 leaves an invalid index: the next run drops the schema's invalid indexes before building.
+That step keeps a session lock, so ``migrate`` runs on a direct connection, not through a
+transaction-pooling PgBouncer.
 
 A database newer than this code (a version this code does not know, or a function file this
 code holds an older text of) is refused with ``SchemaTooNew``, by ``migrate`` and by every
