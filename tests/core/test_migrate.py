@@ -13,6 +13,7 @@ from psycopg import sql
 
 from kestrel_core import Kestrel, SchemaOutdated, SchemaTooNew
 from kestrel_core.migrate import LATEST, FunctionFile, Migration, available, function_files, migrate, schema_version
+from tests.waiting import wait_until_blocked
 
 # Version numbers may have gaps (each engineer gets a number): compare with what ships.
 SHIPPED = [m.version for m in available()]
@@ -139,20 +140,27 @@ def test_each_function_file_defines_its_own_function_once() -> None:
         assert defined == [("OR REPLACE ", name)], (name, defined)
 
 
+def _redefinitions(migrations: list[Migration]) -> list[tuple[int, str]]:
+    """(version, function) for each CREATE OR REPLACE FUNCTION in a migration after 0010."""
+    return [(m.version, name) for m in migrations if m.version > LAST_MIGRATION_WITH_FUNCTIONS
+            for replace, name in CREATES_FUNCTION.findall(m.text) if replace]
+
+
 def test_no_migration_after_0010_redefines_a_function_that_has_a_file() -> None:
     # A function changes in its file (applied after every migration): a CREATE OR REPLACE in a
     # later migration is overwritten by the file at once on a fresh database, and is the version
     # that counts only where the file did not change. Port its body into
     # schema/functions/<name>.sql instead. (A plain CREATE FUNCTION, a new function's first
     # version for a trigger the migration attaches, cannot overwrite anything: allowed.)
-    offenders = [(m.version, name) for m in available() if m.version > LAST_MIGRATION_WITH_FUNCTIONS
-                 for replace, name in CREATES_FUNCTION.findall(m.text) if replace]
-    assert offenders == []
+    assert _redefinitions(available()) == []
 
 
 def test_the_check_catches_a_migration_that_redefines_a_function() -> None:
-    text = "CREATE OR REPLACE FUNCTION {schema}.decide_approval(p bigint) RETURNS jsonb"
-    assert CREATES_FUNCTION.findall(text) == [("OR REPLACE ", "decide_approval")]
+    later = [*available(),
+             Migration(11, "redefines", "ALTER TABLE {schema}.workers ADD COLUMN x int;\n"
+                                        "create or replace function {schema}.decide_approval(p bigint)"),
+             Migration(12, "new_trigger", "CREATE FUNCTION {schema}.on_x() RETURNS trigger")]
+    assert _redefinitions(later) == [(11, "decide_approval")]
 
 
 def test_every_function_of_the_schema_has_its_file(migrated: str) -> None:
@@ -276,3 +284,36 @@ def test_migrate_refuses_a_version_it_does_not_know_below_its_latest(database: s
         shipped = [*available(), Migration(LATEST + 2, "later", "SELECT 1")]
         with pytest.raises(SchemaTooNew, match=f"has migration\\(s\\) {LATEST + 1} that this code does not know"):
             migrate(conn, "mig_gap", migrations=shipped)
+
+
+def test_writes_to_the_hot_table_go_on_while_its_index_is_built(database: str) -> None:
+    # A plain CREATE INDEX would queue its SHARE lock behind the open writer below, and every
+    # later INSERT behind it: the INSERT would meet its lock_timeout. CONCURRENTLY takes a lock
+    # that writers do not conflict with; the build waits for the open writer, writes go on.
+    migrations = _with_concurrent_step()
+    with psycopg.connect(database, autocommit=True) as conn:
+        migrate(conn, "mig_cic_writes")
+    errors: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            with psycopg.connect(database, autocommit=True, application_name="kt-migrate-cic") as conn:
+                migrate(conn, "mig_cic_writes", migrations=migrations)
+        except BaseException as exc:  # asserted below
+            errors.append(exc)
+
+    with psycopg.connect(database) as writer, psycopg.connect(database, autocommit=True) as observer:
+        writer.execute("INSERT INTO mig_cic_writes.workflow_executions (workflow_name) VALUES ('open')")
+        builder = threading.Thread(target=build)
+        builder.start()
+        try:
+            wait_until_blocked(observer, "kt-migrate-cic")  # the build waits for the open writer
+            with psycopg.connect(database, autocommit=True, options="-c lock_timeout=2000") as other:
+                other.execute("INSERT INTO mig_cic_writes.workflow_executions (workflow_name) VALUES ('meanwhile')")
+        finally:
+            writer.commit()
+            builder.join(timeout=60)
+    assert errors == [] and not builder.is_alive()
+    with psycopg.connect(database, autocommit=True) as conn:
+        assert conn.execute(INDEXES, ("mig_cic_writes",)).fetchall() == [
+            ("workflow_executions_test_cic_idx", True), ("workflow_executions_test_unique_idx", True)]
