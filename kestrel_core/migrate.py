@@ -35,6 +35,7 @@ write its functions over, a schema a newer release migrated.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import time
 from collections.abc import Sequence
@@ -46,6 +47,9 @@ from psycopg import sql
 
 from .errors import SchemaOutdated, SchemaTooNew
 from .statements import check_schema_name, render, render_migration
+
+# A changed function is no version: its (re)application is logged, not returned.
+log = logging.getLogger("kestrel.migrate")
 
 _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
 _FUNCTION_FILE = re.compile(r"^(\w+)\.sql$")
@@ -222,6 +226,7 @@ def _apply_functions(conn: psycopg.Connection, schema: str, functions: Sequence[
             )
         conn.execute(render_migration(function.text, schema))
         conn.execute(render(RECORD_FUNCTION, schema), (function.name, checksum))
+        log.info("event=function_applied schema=%s function=%s", schema, function.name)
 
 
 def _apply_outside_transaction(conn: psycopg.Connection, schema: str, migration: Migration) -> bool:

@@ -181,15 +181,19 @@ def _notify_channel_file(returns: str) -> FunctionFile:
     return FunctionFile("notify_channel", text)
 
 
-def test_a_changed_function_file_is_applied_once_and_an_older_one_refused(database: str) -> None:
+def test_a_changed_function_file_is_applied_once_and_an_older_one_refused(
+        database: str, caplog: pytest.LogCaptureFixture) -> None:
     others = [f for f in FUNCTION_FILES.values() if f.name != "notify_channel"]
     with psycopg.connect(database, autocommit=True) as conn:
         migrate(conn, "mig_fn")
         body = conn.execute(FUNCTION_BODY, ("mig_fn",)).fetchone()[0]
         assert "'-v2'" not in body
         newer = [*others, _notify_channel_file("-v2")]
+        caplog.set_level("INFO", logger="kestrel.migrate")
+        caplog.clear()
         assert migrate(conn, "mig_fn", functions=newer) == []  # no version: the function only
         assert "'-v2'" in conn.execute(FUNCTION_BODY, ("mig_fn",)).fetchone()[0]
+        assert caplog.messages == ["event=function_applied schema=mig_fn function=notify_channel"]
         migrate(conn, "mig_fn", functions=newer)
         rows = conn.execute("SELECT name, count(*) FROM mig_fn.schema_functions GROUP BY 1 "
                             "HAVING count(*) > 1").fetchall()
