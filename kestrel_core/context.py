@@ -25,7 +25,7 @@ from .backoff import Backoff
 from .boundary import Attempt, Boundary, Finish, Outcome
 from .checkpoint import Checkpoint
 from .connection import first_line
-from .errors import DuplicateStepId, NonDeterministicChange, NotSerializable, StepFailed
+from .errors import DuplicateStepId, NonDeterministicChange, NotSerializable, StepFailed, UnauditedDecision
 from .flow_context import AsyncFlowOperations, FlowOperations
 from .runtime import Claimed, Unwind, WorkerRuntime
 from .serialization import as_stored, to_json
@@ -52,6 +52,15 @@ class Decision:
             comment=output.get("comment"), timed_out=bool(output.get("timed_out")),
             decided_at=output.get("decided_at"),
         )
+
+    def backed_by(self, stored: Checkpoint) -> bool:
+        """Whether the gate's wait row (written only by decide_approval and the sweep) records
+        this decision: a checkpoint written any other way (a worker login's INSERT) is not."""
+        if stored.wait_kind != "approval":
+            return False
+        if self.timed_out:
+            return stored.decision == "timed_out"
+        return stored.decision == ("approved" if self.approved else "rejected") and stored.decided_by == self.by
 
 
 def describe_exception(exc: BaseException, limit: int = 8000) -> str:
@@ -177,7 +186,14 @@ class WorkflowContext(FlowOperations):
                   details: Any) -> Decision:
         stored = self._checkpoints.get(step_id)
         if stored is not None:
-            return Decision.from_checkpoint(stored.output or {})
+            decision = Decision.from_checkpoint(stored.output or {})
+            if not decision.backed_by(stored):
+                raise Unwind("unaudited", UnauditedDecision(
+                    f"approval gate {step_id!r} of execution {self.execution_id} has a checkpoint "
+                    f"({'approved' if decision.approved else 'rejected'} by {decision.by!r}) that no "
+                    "recorded decision backs: it was written outside decide_approval, so it is not "
+                    "trusted; see the operator_actions audit"))
+            return decision
         payload = to_json(details, f"the details of approval gate {step_id!r}")
         after = timedelta(seconds=timeout) if isinstance(timeout, (int, float)) else timeout
         self._park(step_id, "approval", after, payload, position)

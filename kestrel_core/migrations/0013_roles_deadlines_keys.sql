@@ -1,0 +1,158 @@
+-- Kestrel schema, version 13: roles that mean what they say, deadlines in the decision,
+-- reserved idempotency keys (issue 18).
+--
+-- 1. decide_approval refuses a gate past its deadline (wake_at) even when no sweeper ran yet,
+--    and a NULL decision (it used to record a rejection and hand the workflow approved: null).
+-- 2. sweep_waits(): the sweep of due waits (kestrel_core/sweeper.py), moved into a SECURITY
+--    DEFINER function, so that the worker role needs no UPDATE on workflow_waits' decision
+--    columns: kestrel_core.roles grants it UPDATE on (resolved_at, details) only. A decision
+--    (approved, rejected, who, comment) is then written only by decide_approval, which audits
+--    it; a timeout only by this function (decision 'timed_out', decided_by NULL).
+-- 3. A worker login may not cancel an execution, nor change one that finished (requeue, bring
+--    back, rewrite its result), with a plain UPDATE: guard_finished_executions() refuses it
+--    unless the change comes from the schema's owner (the SECURITY DEFINER operator functions
+--    and triggers run as the owner). The trigger's WHEN clause is all the hot path evaluates
+--    (claims, heartbeats and step boundaries update live rows into live states).
+
+CREATE OR REPLACE FUNCTION {schema}.decide_approval(
+    p_execution_id bigint, p_step_id text, p_approved boolean, p_by text, p_comment text
+) RETURNS jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
+DECLARE
+    e workflow_executions%ROWTYPE;
+    w workflow_waits%ROWTYPE;
+    v jsonb;
+    verb text := CASE WHEN p_approved THEN 'approve' ELSE 'reject' END;
+BEGIN
+    IF p_approved IS NULL THEN
+        RAISE EXCEPTION 'cannot decide approval "%" of execution %: the decision must be true (approve) or false (reject), not NULL',
+            p_step_id, p_execution_id USING ERRCODE = 'KS409';
+    END IF;
+    -- Lock order everywhere: the wait row, then the execution row (the sweeper does the same).
+    SELECT * INTO w FROM workflow_waits
+        WHERE execution_id = p_execution_id AND step_id = p_step_id FOR UPDATE;
+    SELECT * INTO e FROM workflow_executions WHERE id = p_execution_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'cannot %: no execution with id %', verb, p_execution_id
+            USING ERRCODE = 'KS404', HINT = 'List executions with: kestrel-console list';
+    END IF;
+    IF w.execution_id IS NULL THEN
+        RAISE EXCEPTION 'cannot %: execution % has no approval gate "%"', verb, p_execution_id, p_step_id
+            USING ERRCODE = 'KS404', HINT = 'Pending approvals are listed by: kestrel-console status';
+    END IF;
+    IF w.kind <> 'approval' THEN
+        RAISE EXCEPTION 'cannot %: "%" of execution % is a durable sleep, not an approval gate',
+            verb, p_step_id, p_execution_id USING ERRCODE = 'KS409';
+    END IF;
+    IF w.decision IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot %: approval "%" of execution % was already decided (% by % at %)',
+            verb, p_step_id, p_execution_id, w.decision, coalesce(w.decided_by, 'the timeout'),
+            to_char(w.decided_at, 'YYYY-MM-DD HH24:MI:SS TZ')
+            USING ERRCODE = 'KS409';
+    END IF;
+    IF e.status <> 'waiting' OR w.resolved_at IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot %: execution % is %, not waiting for approval "%"',
+            verb, p_execution_id, e.status, p_step_id USING ERRCODE = 'KS409';
+    END IF;
+    -- The deadline holds in the decision itself, not only once a sweeper has run.
+    IF w.wake_at <= now() THEN
+        RAISE EXCEPTION 'cannot %: approval "%" of execution % timed out at % (its deadline passed; the workflow resumes with timed_out at the next sweep)',
+            verb, p_step_id, p_execution_id, to_char(w.wake_at, 'YYYY-MM-DD HH24:MI:SS TZ')
+            USING ERRCODE = 'KS409';
+    END IF;
+
+    UPDATE workflow_waits
+       SET decision = CASE WHEN p_approved THEN 'approved' ELSE 'rejected' END,
+           decided_by = p_by, decided_by_db_user = session_user, comment = p_comment,
+           decided_at = now(), resolved_at = now()
+     WHERE execution_id = p_execution_id AND step_id = p_step_id;
+
+    v := jsonb_build_object('approved', p_approved, 'by', p_by, 'comment', p_comment,
+                            'timed_out', false, 'decided_at', now());
+    -- The decision is the gate's checkpoint: replay returns it without waiting again.
+    INSERT INTO operation_outputs (execution_id, step_id, output, started_at)
+    VALUES (p_execution_id, p_step_id, v, w.created_at)
+    ON CONFLICT DO NOTHING;
+
+    INSERT INTO operator_actions (actor, db_user, action, execution_id, step_id, comment, from_status)
+    VALUES (p_by, session_user, verb, p_execution_id, p_step_id, p_comment, e.status);
+
+    UPDATE workflow_executions
+       SET status = 'enqueued', run_at = now(), updated_at = now(), lease_expires = NULL
+     WHERE id = p_execution_id;
+    PERFORM pg_notify({schema}.notify_channel(), e.workflow_name);
+    RETURN v;
+END
+$$;
+
+-- The statement of kestrel_core/sweeper.py (SWEEP_WAITS) until version 12, unchanged.
+-- Lock order: wait rows first, then executions (as the operator functions do).
+CREATE FUNCTION {schema}.sweep_waits(p_batch integer) RETURNS SETOF bigint
+LANGUAGE sql SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
+WITH due AS (
+    SELECT execution_id, step_id FROM workflow_waits
+     WHERE resolved_at IS NULL AND wake_at <= now()
+     ORDER BY wake_at
+     LIMIT least(greatest(p_batch, 1), 10000)
+     FOR UPDATE SKIP LOCKED
+), resolved AS (
+    UPDATE workflow_waits w
+       SET resolved_at = now(),
+           decision = CASE WHEN w.kind = 'approval' THEN 'timed_out' END,
+           decided_at = CASE WHEN w.kind = 'approval' THEN now() END
+      FROM due
+     WHERE w.execution_id = due.execution_id AND w.step_id = due.step_id
+    RETURNING w.execution_id, w.step_id, w.kind, w.wake_at, w.created_at, w.details
+), checkpointed AS (
+    -- The wake-up is the wait's checkpoint: replay returns it and does not wait again.
+    INSERT INTO operation_outputs (execution_id, step_id, output, started_at)
+    SELECT execution_id, step_id,
+           CASE kind WHEN 'approval'
+                THEN jsonb_build_object('approved', false, 'by', NULL, 'comment', NULL,
+                                        'timed_out', true, 'decided_at', now())
+                WHEN 'sleep' THEN jsonb_build_object('slept_until', wake_at)
+                -- a child or event wait whose timeout passed
+                ELSE jsonb_build_object('timed_out', true, 'key', details -> 'key') END,
+           created_at
+      FROM resolved
+    ON CONFLICT DO NOTHING
+), woken AS (
+    UPDATE workflow_executions e
+       SET status = 'enqueued', run_at = now(), updated_at = now()
+      FROM resolved
+     WHERE e.id = resolved.execution_id AND e.status = 'waiting'
+    RETURNING e.id, e.workflow_name
+), woke AS (
+    SELECT pg_notify({schema}.notify_channel(), name) FROM (SELECT DISTINCT workflow_name AS name FROM woken) n
+)
+SELECT id FROM woken, (SELECT count(*) FROM woke) w
+$$;
+REVOKE EXECUTE ON FUNCTION {schema}.sweep_waits(integer) FROM PUBLIC;
+
+-- Runs only for the rows the trigger's WHEN picks: a cancel, or any change to a finished row.
+CREATE FUNCTION {schema}.guard_finished_executions() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    -- current_user is the table's owner inside the SECURITY DEFINER functions and triggers
+    -- (cancel_execution, requeue_execution, the cancel cascade); a superuser passes too.
+    IF pg_has_role(current_user, (SELECT c.relowner FROM pg_class c WHERE c.oid = TG_RELID), 'USAGE') THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'permission denied to % execution % (it is %) with a plain UPDATE as role %',
+        CASE WHEN NEW.status = 'cancelled' AND OLD.status <> 'cancelled' THEN 'cancel'
+             ELSE 'change the finished' END,
+        OLD.id, OLD.status, current_user
+        USING ERRCODE = '42501',
+              HINT = 'Cancel and requeue through the audited operator functions: kestrel-console cancel / requeue, as a login granted the operator role.';
+END
+$$;
+CREATE TRIGGER guard_finished_executions
+    BEFORE UPDATE ON {schema}.workflow_executions
+    FOR EACH ROW
+    WHEN ((NEW.status = 'cancelled' AND OLD.status <> 'cancelled')
+          OR OLD.status IN ('success', 'error', 'cancelled'))
+    EXECUTE FUNCTION {schema}.guard_finished_executions();
+REVOKE EXECUTE ON FUNCTION {schema}.guard_finished_executions() FROM PUBLIC;
+
+-- CREATE OR REPLACE keeps each function's privileges (EXECUTE revoked from PUBLIC, granted to
+-- the roles by kestrel_core.roles).
