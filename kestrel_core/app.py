@@ -24,7 +24,8 @@ from . import prune as _prune
 from . import queues as _queues
 from . import roles as _roles
 from . import schedules as _schedules
-from .connection import connect, make_pool, unavailable
+from .connection import connect, is_unreachable, make_pool, unavailable
+from .keys import check_idempotency_key, check_name
 from .roles import RoleNames
 from .serialization import to_json
 from .statements import check_schema_name
@@ -185,7 +186,9 @@ class Kestrel:
         except PoolTimeout as exc:
             raise unavailable(self.dsn, exc) from None
         except psycopg.OperationalError as exc:
-            raise unavailable(self.dsn, exc) from None
+            if is_unreachable(exc):
+                raise unavailable(self.dsn, exc) from None
+            raise
 
     def close(self) -> None:
         """Close the connection pool (workers have their own)."""
@@ -239,6 +242,9 @@ class Kestrel:
         run_at = _resolve_run_at(run_at, delay)
         _enqueue.check_workflow_name(name)  # bad arguments before the database (and its state)
         _enqueue.check_priority(priority)
+        check_idempotency_key(idempotency_key)
+        check_name(queue)
+        check_name(concurrency_key, "a concurrency key")
         with self.connection() as conn:
             return _enqueue.enqueue(
                 conn, self.schema, name, input, idempotency_key=idempotency_key,
@@ -254,6 +260,8 @@ class Kestrel:
         run_at = _resolve_run_at(run_at, delay)
         _enqueue.check_workflow_name(name)
         _enqueue.check_priority(priority)
+        check_name(queue)
+        check_name(concurrency_key, "a concurrency key")
         with self.connection() as conn:
             return _enqueue.enqueue_many(conn, self.schema, name, inputs, run_at=run_at, priority=priority,
                                          **self._placement(name, queue, concurrency_key))
@@ -266,6 +274,7 @@ class Kestrel:
         with ``payload`` (any JSON value), and later waits for ``key`` find it. Returns its id."""
         if not isinstance(key, str) or not key:
             raise ValueError(f"an event key must be a non-empty string, got {key!r}")
+        check_name(key, "an event key")  # indexed: bounded like a queue name
         value = to_json(payload, f"the payload of event {key!r}")
         with self.connection() as conn:
             return _events.send(conn, self.schema, key, value, by)

@@ -13,6 +13,11 @@
 --    unless the change comes from the schema's owner (the SECURITY DEFINER operator functions
 --    and triggers run as the owner). The trigger's WHEN clause is all the hot path evaluates
 --    (claims, heartbeats and step boundaries update live rows into live states).
+-- 4. Engine idempotency keys ('schedule:NAME:TICK', 'child:ID:STEP') move to their own column,
+--    engine_key (unique); idempotency_key, the users' column, refuses those prefixes (CHECK,
+--    the same list as kestrel_core.keys.RESERVED_PREFIXES). A user key can no longer swallow
+--    a tick or a child. Existing rows holding such a key in idempotency_key were written by
+--    the engine (or by someone claiming its namespace): they move to engine_key.
 
 CREATE OR REPLACE FUNCTION {schema}.decide_approval(
     p_execution_id bigint, p_step_id text, p_approved boolean, p_by text, p_comment text
@@ -153,6 +158,13 @@ CREATE TRIGGER guard_finished_executions
           OR OLD.status IN ('success', 'error', 'cancelled'))
     EXECUTE FUNCTION {schema}.guard_finished_executions();
 REVOKE EXECUTE ON FUNCTION {schema}.guard_finished_executions() FROM PUBLIC;
+
+ALTER TABLE {schema}.workflow_executions ADD COLUMN engine_key text UNIQUE;
+UPDATE {schema}.workflow_executions
+   SET engine_key = idempotency_key, idempotency_key = NULL
+ WHERE idempotency_key LIKE 'schedule:%' OR idempotency_key LIKE 'child:%';
+ALTER TABLE {schema}.workflow_executions ADD CONSTRAINT workflow_executions_idempotency_key_reserved
+    CHECK (idempotency_key NOT LIKE 'schedule:%' AND idempotency_key NOT LIKE 'child:%');
 
 -- CREATE OR REPLACE keeps each function's privileges (EXECUTE revoked from PUBLIC, granted to
 -- the roles by kestrel_core.roles).

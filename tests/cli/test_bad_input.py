@@ -3,6 +3,8 @@ no traceback, nothing written (issue 9)."""
 
 from __future__ import annotations
 
+import secrets
+
 import psycopg
 import pytest
 
@@ -31,6 +33,19 @@ def test_enqueue_refuses_bad_input_and_writes_nothing(dsn: str, db: psycopg.Conn
     message = one_clear_line(done, 2, *needles)
     assert message.startswith("error: ") and message.count("\n") == 1, message
     assert done.stdout == ""
+    assert executions(db) == 0
+
+
+@pytest.mark.parametrize("option, what", [("--idempotency-key", "an idempotency key"), ("--queue", "a queue name"),
+                                          ("--concurrency-key", "a concurrency key")])
+def test_an_over_long_key_or_queue_name_is_bad_usage_not_an_unreachable_database(
+    dsn: str, db: psycopg.Connection, option: str, what: str,
+) -> None:
+    """Issue 18: 10,000 characters overflowed a btree entry, and the error read 'cannot connect
+    to PostgreSQL' (DatabaseUnavailable, which a caller retries forever)."""
+    done = console("enqueue", "x", option, secrets.token_hex(5_000), dsn=dsn)
+    one_clear_line(done, 2, f"{what} too long", "10000 characters", "limit is 500")
+    assert "cannot connect" not in done.stderr
     assert executions(db) == 0
 
 
