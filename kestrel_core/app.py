@@ -24,7 +24,8 @@ from . import prune as _prune
 from . import queues as _queues
 from . import roles as _roles
 from . import schedules as _schedules
-from .connection import connect, is_unreachable, make_pool, unavailable
+from .connection import connect, first_line, is_unreachable, make_pool, unavailable
+from .errors import ActionRefused
 from .keys import check_idempotency_key, check_name
 from .roles import RoleNames
 from .serialization import to_json
@@ -245,7 +246,7 @@ class Kestrel:
         check_idempotency_key(idempotency_key)
         check_name(queue)
         check_name(concurrency_key, "a concurrency key")
-        with self.connection() as conn:
+        with self.connection() as conn, _needs_worker_role("enqueue"):
             return _enqueue.enqueue(
                 conn, self.schema, name, input, idempotency_key=idempotency_key,
                 run_at=run_at, priority=priority, **self._placement(name, queue, concurrency_key),
@@ -262,7 +263,7 @@ class Kestrel:
         _enqueue.check_priority(priority)
         check_name(queue)
         check_name(concurrency_key, "a concurrency key")
-        with self.connection() as conn:
+        with self.connection() as conn, _needs_worker_role("enqueue"):
             return _enqueue.enqueue_many(conn, self.schema, name, inputs, run_at=run_at, priority=priority,
                                          **self._placement(name, queue, concurrency_key))
 
@@ -326,9 +327,11 @@ class Kestrel:
     def add_schedule(self, name: str, cron: str, workflow: str, *, input: dict[str, Any] | None = None,
                      timezone: str = "UTC", catch_up: bool = False, by: str | None = None,
                      comment: str | None = None) -> datetime:
-        """Add a schedule as an operator (audited; any worker ticks it); returns its first tick.
-        ValueError for a bad cron, timezone or input; ActionRefused if the name is taken."""
-        with self.connection() as conn:
+        """Add a schedule (audited; any worker ticks it); returns its first tick. ValueError for
+        a bad cron, timezone or input; ActionRefused if the name is taken, or if this login may
+        not enqueue: a schedule enqueues its workflow at every tick, so adding one needs the
+        worker role (the operator role pauses, resumes and removes schedules)."""
+        with self.connection() as conn, _needs_worker_role("add a schedule"):
             return _schedules.add(conn, self.schema, name, cron, workflow, input=input, timezone=timezone,
                                   catch_up=catch_up, by=by or default_operator(), comment=comment)
 
@@ -362,6 +365,20 @@ class Kestrel:
                    worker_id: str | None = None, **options: Any) -> None:
         """Run a worker in this thread until SIGINT/SIGTERM, then shut down gracefully."""
         self.worker(concurrency=concurrency, lease=lease, worker_id=worker_id, **options).run()
+
+
+@contextmanager
+def _needs_worker_role(action: str) -> Iterator[None]:
+    """Say which role an action needs when Postgres refuses it for lack of privilege (it says
+    only 'permission denied for table queues')."""
+    try:
+        yield
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise ActionRefused(
+            f"cannot {action}: this login may not ({first_line(exc)}). Enqueuing, and adding a "
+            f"schedule (which enqueues at every tick), needs the worker role ({_roles.DEFAULT_WORKER_ROLE} "
+            "unless renamed); the operator role decides, cancels, requeues and pauses, but does not enqueue"
+        ) from None
 
 
 MAX_DELAY = timedelta(days=3650)  # ten years: a later start is a mistake, not a schedule

@@ -5,7 +5,8 @@ Three NOLOGIN group roles, meant to be granted to login users (``GRANT kestrel_w
 - the worker role runs workflows and enqueues them: it reads the tables and inserts and
   updates what the engine writes (claims, checkpoints, attempts, parked waits, its ``workers``
   row, queue and schedule declarations), uses the schema's identity sequences, and calls the
-  engine's SECURITY DEFINER functions (the wait sweep, pruning, events). What only
+  engine's SECURITY DEFINER functions (the wait sweep, pruning, events, adding a schedule:
+  a schedule enqueues any workflow with any input at every tick). What only
   operators decide is out of its reach, by the database itself: no column of a decision
   (``workflow_waits.decision``, ``decided_by``, ...) and no ``paused`` column of a queue or
   schedule is granted to it (column privileges), and the trigger
@@ -13,7 +14,8 @@ Three NOLOGIN group roles, meant to be granted to login users (``GRANT kestrel_w
   execution or change a finished one. It deletes nothing directly, creates nothing.
 - the operator role reads every table of the schema, and changes things only through the
   SECURITY DEFINER functions that check the allowed states and write the audit row
-  (``OPERATOR_FUNCTIONS``). It cannot INSERT, UPDATE or DELETE any table directly.
+  (``OPERATOR_FUNCTIONS``). It cannot INSERT, UPDATE or DELETE any table directly, nor
+  enqueue, nor add a schedule (the worker role's: see above).
 - the reader role (``kestrel_reader``) has USAGE on the schema and SELECT on its tables, and
   nothing else: no sequence, no function of ours. The console's ad-hoc SQL and saved reports
   run as it (``SET LOCAL ROLE``) when the login may assume it (layer 3 of the SQL guard).
@@ -84,6 +86,8 @@ WORKER_FUNCTIONS = (
     "send_event(text, jsonb, text)",
     "lock_finished_counters(text[], text[], smallint[])",
     "sweep_waits(integer)",
+    # A schedule enqueues its workflow at every tick: adding one needs the right to enqueue.
+    "add_schedule(text, text, text, text, jsonb, boolean, timestamptz, text, text)",
 )
 OPERATOR_FUNCTIONS = (
     "decide_approval(bigint, text, boolean, text, text)",
@@ -91,7 +95,6 @@ OPERATOR_FUNCTIONS = (
     "requeue_execution(bigint, text, text)",
     "prune_finished(timestamptz, integer, text)",
     "set_queue_paused(text, boolean, text, text)",
-    "add_schedule(text, text, text, text, jsonb, boolean, timestamptz, text, text)",
     "set_schedule_paused(text, boolean, timestamptz, text, text)",
     "remove_schedule(text, text, text)",
     "send_event(text, jsonb, text)",
