@@ -110,8 +110,8 @@ def describe_target(dsn: str) -> str:
     """A short 'user@host:port/db' naming where a DSN points, without its password."""
     try:
         params = conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return mask_dsn(dsn)
+    except (psycopg.ProgrammingError, UnicodeEncodeError):
+        return mask_dsn(dsn.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"))
     host = params.get("host") or os.environ.get("PGHOST") or "local socket"
     port = params.get("port") or os.environ.get("PGPORT") or "5432"
     user = params.get("user") or os.environ.get("PGUSER") or ""
@@ -120,8 +120,16 @@ def describe_target(dsn: str) -> str:
 
 
 def check_dsn(dsn: str) -> None:
-    """Refuse a URL whose password holds a raw '@': libpq would cut the password at the first
-    one and try to reach a host named after the rest of it."""
+    """Refuse a DSN that is not valid UTF-8 (libpq's parser would fail on its encoding, with a
+    traceback quoting it) and a URL whose password holds a raw '@': libpq would cut the password
+    at the first one and try to reach a host named after the rest of it."""
+    try:
+        dsn.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = dsn.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise DatabaseUnavailable(
+            f"invalid DSN {mask_dsn(shown)!r}: it is not valid UTF-8\n"
+            "Check --dsn / $KESTREL_DSN (and the terminal's encoding).") from None
     start = dsn.find("://")
     if start < 0:
         return
