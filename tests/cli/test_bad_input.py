@@ -49,6 +49,23 @@ def test_an_over_long_key_or_queue_name_is_bad_usage_not_an_unreachable_database
     assert executions(db) == 0
 
 
+@pytest.mark.parametrize("args, needles", [
+    (["prune", "--older-than", "99999999999d"], ["--older-than", "too long", "36500 days"]),
+    (["prune", "--older-than", "99999999999d", "--dry-run"], ["--older-than", "too long"]),
+    (["worker", "tests.core.crash_app", "--lease", "inf"], ["--lease inf", "from 1 to 86400"]),
+    (["worker", "tests.core.crash_app", "--lease", "nan"], ["--lease nan", "from 1 to 86400"]),
+    (["worker", "tests.core.crash_app", "--prune-older-than", "99999999999d"], ["--prune-older-than", "too long"]),
+])
+def test_an_age_or_lease_out_of_range_is_one_line_and_bad_usage(dsn: str, db: psycopg.Connection, args, needles) -> None:
+    """Issue 18: these were OverflowError tracebacks."""
+    db.execute("INSERT INTO workflow_executions (workflow_name, status, finished_at)"
+               " VALUES ('w', 'success', now() - interval '60 days')")
+    done = console(*args, dsn=dsn)
+    message = one_clear_line(done, 2, *needles)
+    assert message.count("\n") == 1, message
+    assert db.execute("SELECT count(*) FROM workflow_executions").fetchone() == (1,)
+
+
 @pytest.mark.parametrize("args", [
     ["show", HUGE], ["approve", HUGE, "gate"], ["reject", HUGE, "gate"], ["cancel", HUGE], ["requeue", HUGE],
     ["cancel", "0"],
