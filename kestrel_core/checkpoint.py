@@ -60,6 +60,15 @@ class Checkpoint:
     decision: str | None = None  # that wait's decision and decider (approval gates)
     decided_by: str | None = None
 
+    def backs(self, *, approved: bool, by: str | None, timed_out: bool) -> bool:
+        """Whether the gate's wait row (written only by decide_approval and the sweep) records
+        this decision: a checkpoint written any other way (a worker login's INSERT) is not."""
+        if self.wait_kind != "approval":
+            return False
+        if timed_out:
+            return self.decision == "timed_out"
+        return self.decision == ("approved" if approved else "rejected") and self.decided_by == by
+
 
 def load(conn: psycopg.Connection, schema: str, execution_id: int) -> dict[str, Checkpoint]:
     """Every checkpoint of an execution, by step id."""

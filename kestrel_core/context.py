@@ -53,15 +53,6 @@ class Decision:
             decided_at=output.get("decided_at"),
         )
 
-    def backed_by(self, stored: Checkpoint) -> bool:
-        """Whether the gate's wait row (written only by decide_approval and the sweep) records
-        this decision: a checkpoint written any other way (a worker login's INSERT) is not."""
-        if stored.wait_kind != "approval":
-            return False
-        if self.timed_out:
-            return stored.decision == "timed_out"
-        return stored.decision == ("approved" if self.approved else "rejected") and stored.decided_by == self.by
-
 
 def describe_exception(exc: BaseException, limit: int = 8000) -> str:
     """``Type: message`` then the traceback, cut to ``limit`` characters (the end is kept)."""
@@ -187,7 +178,7 @@ class WorkflowContext(FlowOperations):
         stored = self._checkpoints.get(step_id)
         if stored is not None:
             decision = Decision.from_checkpoint(stored.output or {})
-            if not decision.backed_by(stored):
+            if not stored.backs(approved=decision.approved, by=decision.by, timed_out=decision.timed_out):
                 raise Unwind("unaudited", UnauditedDecision(
                     f"approval gate {step_id!r} of execution {self.execution_id} has a checkpoint "
                     f"({'approved' if decision.approved else 'rejected'} by {decision.by!r}) that no "

@@ -24,7 +24,7 @@ def _check_text(value: object, what: str) -> str:
     if not isinstance(value, str) or not value:
         raise InvalidArgument(f"{what} must be a non-empty string, not {value!r}")
     if len(value) > MAX_KEY_LENGTH:
-        raise InvalidArgument(f"{what} too long ({len(value)} characters; the limit is {MAX_KEY_LENGTH})")
+        raise InvalidArgument(f"{what} is too long ({len(value)} characters; the limit is {MAX_KEY_LENGTH})")
     if "\x00" in value:
         raise InvalidArgument(f"{what} cannot contain a NUL character")
     try:

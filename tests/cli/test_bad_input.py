@@ -44,7 +44,7 @@ def test_an_over_long_key_or_queue_name_is_bad_usage_not_an_unreachable_database
     """Issue 18: 10,000 characters overflowed a btree entry, and the error read 'cannot connect
     to PostgreSQL' (DatabaseUnavailable, which a caller retries forever)."""
     done = console("enqueue", "x", option, secrets.token_hex(5_000), dsn=dsn)
-    one_clear_line(done, 2, f"{what} too long", "10000 characters", "limit is 500")
+    one_clear_line(done, 2, f"{what} is too long", "10000 characters", "limit is 500")
     assert "cannot connect" not in done.stderr
     assert executions(db) == 0
 
