@@ -1,9 +1,9 @@
 """Child workflows: start one durably and once, park until children finish.
 
 Starting a child is a checkpointed operation of the parent: one fenced statement inserts the
-child (engine key ``child:{parent_id}:{step_id}``, in the column users cannot write: see
-kestrel_core.keys) and the parent's checkpoint holding its
-id, so a replay returns the same child and never starts a second one.
+child (engine key ``child:{parent_id}:{step_id}``, in a column no user key reaches: see
+kestrel_core.keys) and the parent's checkpoint holding its id, so a replay returns the same
+child and never starts a second one.
 
 Waiting parks the parent on a ``workflow_waits`` row of kind ``child`` listing the children it
 waits for. The trigger ``execution_finished`` (migration 0008) resolves it and re-enqueues the

@@ -12,9 +12,9 @@ from typing import Optional
 
 import typer
 
-from . import demo_command, engine_commands, event_command, prune_command, queue_commands, read_commands, schedule_commands
 from kestrel_core.connection import mask_dsn
 
+from . import demo_command, engine_commands, event_command, prune_command, queue_commands, read_commands, schedule_commands
 from ..settings import build_settings
 
 app = typer.Typer(

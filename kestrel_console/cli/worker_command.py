@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import importlib
 import logging
-import sys
 import math
+import sys
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Optional
