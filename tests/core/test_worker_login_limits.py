@@ -90,3 +90,34 @@ def test_a_checkpoint_forged_for_a_gate_is_not_a_decision(
     assert done.status == "error" and done.output is None
     assert "approval gate 'ship'" in done.error and "no recorded decision backs" in done.error
     assert db.execute("SELECT count(*) FROM operator_actions").fetchone() == (0,)
+
+
+def test_the_worker_role_still_runs_children_and_events(
+    logins: Logins, dsn: str, db: psycopg.Connection, start_worker,
+) -> None:
+    """What the column privileges leave the worker: parking on children and on events, and the
+    sweep of a wait's timeout (sweep_waits), as a kestrel_worker login."""
+    app = Kestrel(logins.worker_dsn)
+
+    @app.workflow("parent")
+    def parent(ctx, n):
+        child = ctx.start_child("child", n)
+        paid = ctx.wait_for_event("paid", timeout=timedelta(minutes=5))
+        late = ctx.wait_for_event("never", timeout=timedelta(milliseconds=200))
+        return {"child": ctx.wait_for(child), "paid": paid.payload, "late": late.timed_out}
+
+    @app.workflow("child")
+    def child(ctx, n):
+        return n * 2
+
+    try:
+        start_worker(app)
+        eid = app.enqueue("parent", 21)
+        wait_for(lambda: db.execute("SELECT 1 FROM workflow_waits WHERE execution_id = %s AND kind = 'event'",
+                                    (eid,)).fetchone(), what="the event wait")
+        app.send_event("paid", {"amount": 30})
+        wait_for(lambda: app.get(eid).done, what="the parent")
+        assert (app.get(eid).status, app.get(eid).output) == (
+            "success", {"child": 42, "paid": {"amount": 30}, "late": True})
+    finally:
+        app.close()
