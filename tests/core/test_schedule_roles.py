@@ -75,8 +75,10 @@ def test_add_schedule_called_directly_refuses_a_broken_cron_or_timezone(
 ) -> None:
     """Issue 18: called directly (not through schedules.add, which checks with croniter), it
     stored them, and every worker then logged an error every second."""
-    with as_user(logins.worker_dsn) as conn, pytest.raises(psycopg.Error, match=needle):
-        conn.execute("SELECT add_schedule('s', %s, %s, 'report', NULL, false, now(), 'w1', NULL)", (cron, tz))
+    for caller in (dsn, logins.worker_dsn):  # the schema's owner, and the role that may call it
+        with as_user(caller) as conn, pytest.raises(psycopg.Error, match=needle):
+            conn.execute("SELECT kestrel.add_schedule('s', %s, %s, 'report', NULL, false, now(), 'w1', NULL)",
+                         (cron, tz))
     with psycopg.connect(dsn, autocommit=True) as admin:
         assert admin.execute("SELECT count(*) FROM kestrel.schedules").fetchone() == (0,)
         assert admin.execute("SELECT count(*) FROM kestrel.operator_actions").fetchone() == (0,)
