@@ -8,7 +8,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import psycopg
-
 import pytest
 
 from kestrel_core import ActionRefused, Kestrel, scheduler, schedules
