@@ -104,12 +104,17 @@ def bar_cols(start: datetime, end: datetime, t0: datetime, t1: datetime, width: 
     return left, min(width, max(left + 1, right))
 
 
+UNAUDITED = "UNAUDITED: no operator action records this decision"
+
+
 def decider(entry: Mapping[str, Any]) -> str:
     """Who decided an approval: the name given, then the database role that acted
-    ('alice (db role ops_login)'); the name alone is only a claim."""
+    ('alice (db role ops_login)'); the name alone is only a claim. A decision no operator
+    action records (written outside decide_approval) says so: its names prove nothing."""
     name = visible(entry.get("decided_by") or "")
     role = entry.get("decided_by_db_user")
-    return f"{name} (db role {visible(role)})" if role else name
+    who = f"{name} (db role {visible(role)})" if role else name
+    return f"{who} [{UNAUDITED}]" if entry.get("audited") is False else who
 
 
 def family_line(execution: Mapping[str, Any], limit: int = 20) -> str:

@@ -24,7 +24,9 @@ from . import prune as _prune
 from . import queues as _queues
 from . import roles as _roles
 from . import schedules as _schedules
-from .connection import connect, make_pool, unavailable
+from .connection import connect, first_line, is_unreachable, make_pool, unavailable
+from .errors import ActionRefused
+from .keys import check_idempotency_key, check_name
 from .roles import RoleNames
 from .serialization import to_json
 from .statements import check_schema_name
@@ -185,7 +187,9 @@ class Kestrel:
         except PoolTimeout as exc:
             raise unavailable(self.dsn, exc) from None
         except psycopg.OperationalError as exc:
-            raise unavailable(self.dsn, exc) from None
+            if is_unreachable(exc):
+                raise unavailable(self.dsn, exc) from None
+            raise
 
     def close(self) -> None:
         """Close the connection pool (workers have their own)."""
@@ -239,7 +243,10 @@ class Kestrel:
         run_at = _resolve_run_at(run_at, delay)
         _enqueue.check_workflow_name(name)  # bad arguments before the database (and its state)
         _enqueue.check_priority(priority)
-        with self.connection() as conn:
+        check_idempotency_key(idempotency_key)
+        check_name(queue)
+        check_name(concurrency_key, "a concurrency key")
+        with self.connection() as conn, _needs_worker_role("enqueue"):
             return _enqueue.enqueue(
                 conn, self.schema, name, input, idempotency_key=idempotency_key,
                 run_at=run_at, priority=priority, **self._placement(name, queue, concurrency_key),
@@ -254,7 +261,9 @@ class Kestrel:
         run_at = _resolve_run_at(run_at, delay)
         _enqueue.check_workflow_name(name)
         _enqueue.check_priority(priority)
-        with self.connection() as conn:
+        check_name(queue)
+        check_name(concurrency_key, "a concurrency key")
+        with self.connection() as conn, _needs_worker_role("enqueue"):
             return _enqueue.enqueue_many(conn, self.schema, name, inputs, run_at=run_at, priority=priority,
                                          **self._placement(name, queue, concurrency_key))
 
@@ -266,6 +275,7 @@ class Kestrel:
         with ``payload`` (any JSON value), and later waits for ``key`` find it. Returns its id."""
         if not isinstance(key, str) or not key:
             raise ValueError(f"an event key must be a non-empty string, got {key!r}")
+        check_name(key, "an event key")  # indexed: bounded like a queue name
         value = to_json(payload, f"the payload of event {key!r}")
         with self.connection() as conn:
             return _events.send(conn, self.schema, key, value, by)
@@ -317,9 +327,11 @@ class Kestrel:
     def add_schedule(self, name: str, cron: str, workflow: str, *, input: dict[str, Any] | None = None,
                      timezone: str = "UTC", catch_up: bool = False, by: str | None = None,
                      comment: str | None = None) -> datetime:
-        """Add a schedule as an operator (audited; any worker ticks it); returns its first tick.
-        ValueError for a bad cron, timezone or input; ActionRefused if the name is taken."""
-        with self.connection() as conn:
+        """Add a schedule (audited; any worker ticks it); returns its first tick. ValueError for
+        a bad cron, timezone or input; ActionRefused if the name is taken, or if this login may
+        not enqueue: a schedule enqueues its workflow at every tick, so adding one needs the
+        worker role (the operator role pauses, resumes and removes schedules)."""
+        with self.connection() as conn, _needs_worker_role("add a schedule"):
             return _schedules.add(conn, self.schema, name, cron, workflow, input=input, timezone=timezone,
                                   catch_up=catch_up, by=by or default_operator(), comment=comment)
 
@@ -353,6 +365,20 @@ class Kestrel:
                    worker_id: str | None = None, **options: Any) -> None:
         """Run a worker in this thread until SIGINT/SIGTERM, then shut down gracefully."""
         self.worker(concurrency=concurrency, lease=lease, worker_id=worker_id, **options).run()
+
+
+@contextmanager
+def _needs_worker_role(action: str) -> Iterator[None]:
+    """Say which role an action needs when Postgres refuses it for lack of privilege (it says
+    only 'permission denied for table queues')."""
+    try:
+        yield
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise ActionRefused(
+            f"cannot {action}: this login may not ({first_line(exc)}). Enqueuing, and adding a "
+            f"schedule (which enqueues at every tick), needs the worker role ({_roles.DEFAULT_WORKER_ROLE} "
+            "unless renamed); the operator role decides, cancels, requeues and pauses, but does not enqueue"
+        ) from None
 
 
 MAX_DELAY = timedelta(days=3650)  # ten years: a later start is a mistake, not a schedule

@@ -18,7 +18,10 @@ from psycopg.types.json import Jsonb
 from .statements import render
 
 # On a replay: read every checkpoint once (this worker is the only writer while it holds the
-# claim, so the copy stays true), and close attempts a dead worker left open.
+# claim, so the copy stays true), and close attempts a dead worker left open. An approval
+# gate's checkpoint comes with its wait row's decision: only decide_approval and the sweep
+# write that (the worker role has no right to), so the replay trusts the checkpoint only where
+# the decision backs it (context.py).
 LOAD = """
 WITH abandoned AS (
     UPDATE {schema}.step_attempts
@@ -26,7 +29,10 @@ WITH abandoned AS (
            error = 'abandoned: its worker stopped before finishing (killed, lost its lease, or shut down)'
      WHERE execution_id = %(eid)s AND outcome = 'running'
 )
-SELECT step_id, output, error, attempts, seq FROM {schema}.operation_outputs WHERE execution_id = %(eid)s
+SELECT o.step_id, o.output, o.error, o.attempts, o.seq, w.kind, w.decision, w.decided_by
+  FROM {schema}.operation_outputs o
+  LEFT JOIN {schema}.workflow_waits w ON w.execution_id = o.execution_id AND w.step_id = o.step_id
+ WHERE o.execution_id = %(eid)s
 """
 
 # A checkpoint that is not a step's (a child started, children awaited): fenced, written once.
@@ -50,12 +56,24 @@ class Checkpoint:
     error: str | None = None
     attempts: int = 1
     seq: int | None = None  # its position among the execution's durable operations (1-based)
+    wait_kind: str | None = None  # the kind of the wait it resolved, if any ('approval', ...)
+    decision: str | None = None  # that wait's decision and decider (approval gates)
+    decided_by: str | None = None
+
+    def backs(self, *, approved: bool, by: str | None, timed_out: bool) -> bool:
+        """Whether the gate's wait row (written only by decide_approval and the sweep) records
+        this decision: a checkpoint written any other way (a worker login's INSERT) is not."""
+        if self.wait_kind != "approval":
+            return False
+        if timed_out:
+            return self.decision == "timed_out"
+        return self.decision == ("approved" if approved else "rejected") and self.decided_by == by
 
 
 def load(conn: psycopg.Connection, schema: str, execution_id: int) -> dict[str, Checkpoint]:
     """Every checkpoint of an execution, by step id."""
     rows = conn.execute(render(LOAD, schema), {"eid": execution_id}).fetchall()
-    return {step: Checkpoint(output, error, attempts, seq) for step, output, error, attempts, seq in rows}
+    return {row[0]: Checkpoint(*row[1:]) for row in rows}
 
 
 def record(conn: psycopg.Connection, schema: str, *, execution_id: int, step_id: str, owner: str,

@@ -1,8 +1,9 @@
 """Child workflows: start one durably and once, park until children finish.
 
 Starting a child is a checkpointed operation of the parent: one fenced statement inserts the
-child (idempotency key ``child:{parent_id}:{step_id}``) and the parent's checkpoint holding its
-id, so a replay returns the same child and never starts a second one.
+child (engine key ``child:{parent_id}:{step_id}``, in a column no user key reaches: see
+kestrel_core.keys) and the parent's checkpoint holding its id, so a replay returns the same
+child and never starts a second one.
 
 Waiting parks the parent on a ``workflow_waits`` row of kind ``child`` listing the children it
 waits for. The trigger ``execution_finished`` (migration 0008) resolves it and re-enqueues the
@@ -20,6 +21,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from . import keys
 from .enqueue import _PLACE
 from .statements import notify_channel, render
 
@@ -31,18 +33,18 @@ START_CHILD = _PLACE + """, fence AS (
     {lock_if_claim_is_current}
 ), child AS (
     INSERT INTO {schema}.workflow_executions
-           (workflow_name, input, idempotency_key, run_at, priority, queue, concurrency_key, version,
+           (workflow_name, input, engine_key, run_at, priority, queue, concurrency_key, version,
             parent_id)
     SELECT %(name)s, %(input)s, %(key)s, coalesce(%(run_at)s, now()), p.priority, p.queue, %(ckey)s,
            %(version)s, fence.id
       FROM fence, placed p
-    ON CONFLICT (idempotency_key) DO NOTHING
+    ON CONFLICT (engine_key) DO NOTHING
     RETURNING id
 ), found AS (
     SELECT id FROM child
     UNION ALL
     SELECT id FROM {schema}.workflow_executions
-     WHERE idempotency_key = %(key)s AND NOT EXISTS (SELECT 1 FROM child)
+     WHERE engine_key = %(key)s AND NOT EXISTS (SELECT 1 FROM child)
        AND EXISTS (SELECT 1 FROM fence)
 ), checkpoint AS (
     INSERT INTO {schema}.operation_outputs (execution_id, step_id, output, owner_id, seq)
@@ -135,7 +137,7 @@ def start(conn: psycopg.Connection, schema: str, *, execution_id: int, owner: st
     ``version`` None: any worker with the child workflow may run it."""
     row = conn.execute(render(START_CHILD, schema), {
         "eid": execution_id, "owner": owner, "epoch": epoch, "step": step_id, "seq": seq,
-        "name": name, "input": input, "key": f"child:{execution_id}:{step_id}", "run_at": run_at,
+        "name": name, "input": input, "key": keys.child_key(execution_id, step_id), "run_at": run_at,
         "priority": priority, "channel": notify_channel(schema),
         "queue": queue, "ckey": concurrency_key, "version": version,
     }).fetchone()

@@ -110,8 +110,8 @@ def describe_target(dsn: str) -> str:
     """A short 'user@host:port/db' naming where a DSN points, without its password."""
     try:
         params = conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return mask_dsn(dsn)
+    except (psycopg.ProgrammingError, UnicodeEncodeError):
+        return mask_dsn(dsn.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"))
     host = params.get("host") or os.environ.get("PGHOST") or "local socket"
     port = params.get("port") or os.environ.get("PGPORT") or "5432"
     user = params.get("user") or os.environ.get("PGUSER") or ""
@@ -120,8 +120,16 @@ def describe_target(dsn: str) -> str:
 
 
 def check_dsn(dsn: str) -> None:
-    """Refuse a URL whose password holds a raw '@': libpq would cut the password at the first
-    one and try to reach a host named after the rest of it."""
+    """Refuse a DSN that is not valid UTF-8 (libpq's parser would fail on its encoding, with a
+    traceback quoting it) and a URL whose password holds a raw '@': libpq would cut the password
+    at the first one and try to reach a host named after the rest of it."""
+    try:
+        dsn.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = dsn.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise DatabaseUnavailable(
+            f"invalid DSN {mask_dsn(shown)!r}: it is not valid UTF-8\n"
+            "Check --dsn / $KESTREL_DSN (and the terminal's encoding).") from None
     start = dsn.find("://")
     if start < 0:
         return
@@ -139,6 +147,20 @@ def unavailable(dsn: str, exc: Exception) -> DatabaseUnavailable:
         f"cannot connect to PostgreSQL at {describe_target(dsn)}: {reason}\n"
         "Check --dsn / $KESTREL_DSN and that the server is running."
     )
+
+
+# SQLSTATEs of a server that is going away or not taking connections (admin_shutdown,
+# crash_shutdown, cannot_connect_now); class 08 is the connection exception class.
+_GOING_AWAY = ("57P01", "57P02", "57P03")
+
+
+def is_unreachable(exc: psycopg.OperationalError) -> bool:
+    """Whether ``exc`` means the server could not be reached or went away (trying again later
+    may work), as opposed to a refusal of the statement itself that psycopg also files under
+    OperationalError (an index row too large, out of disk, a statement timeout): those are
+    reported as what they are, never as 'cannot connect'."""
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in _GOING_AWAY
 
 
 def connect(

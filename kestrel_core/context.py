@@ -25,7 +25,7 @@ from .backoff import Backoff
 from .boundary import Attempt, Boundary, Finish, Outcome
 from .checkpoint import Checkpoint
 from .connection import first_line
-from .errors import DuplicateStepId, NonDeterministicChange, NotSerializable, StepFailed
+from .errors import DuplicateStepId, NonDeterministicChange, NotSerializable, StepFailed, UnauditedDecision
 from .flow_context import AsyncFlowOperations, FlowOperations
 from .runtime import Claimed, Unwind, WorkerRuntime
 from .serialization import as_stored, to_json
@@ -177,7 +177,14 @@ class WorkflowContext(FlowOperations):
                   details: Any) -> Decision:
         stored = self._checkpoints.get(step_id)
         if stored is not None:
-            return Decision.from_checkpoint(stored.output or {})
+            decision = Decision.from_checkpoint(stored.output or {})
+            if not stored.backs(approved=decision.approved, by=decision.by, timed_out=decision.timed_out):
+                raise Unwind("unaudited", UnauditedDecision(
+                    f"approval gate {step_id!r} of execution {self.execution_id} has a checkpoint "
+                    f"({'approved' if decision.approved else 'rejected'} by {decision.by!r}) that no "
+                    "recorded decision backs: it was written outside decide_approval, so it is not "
+                    "trusted; see the operator_actions audit"))
+            return decision
         payload = to_json(details, f"the details of approval gate {step_id!r}")
         after = timedelta(seconds=timeout) if isinstance(timeout, (int, float)) else timeout
         self._park(step_id, "approval", after, payload, position)

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 import psycopg
 
 from .errors import InvalidArgument
+from .keys import check_idempotency_key
 from .serialization import to_json
 from .statements import notify_channel, render
 
@@ -116,6 +117,7 @@ def enqueue(
     """
     check_workflow_name(name)
     check_priority(priority)
+    check_idempotency_key(idempotency_key)
     params = {
         "queue": queue, "ckey": concurrency_key, "version": version,
         "name": name,

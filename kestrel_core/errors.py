@@ -77,6 +77,11 @@ class ChildFailed(KestrelError):
         super().__init__(text)
 
 
+class UnauditedDecision(KestrelError):
+    """An approval gate's checkpoint that no recorded decision backs (written outside
+    ``decide_approval``): the replay refuses it and the execution ends as error."""
+
+
 class NonDeterministicChange(KestrelError):
     """A replay met a durable operation other than the one recorded at that position: the
     workflow's code changed while the execution was in flight. The execution ends as error."""

@@ -20,6 +20,7 @@ from .checkpoint import Checkpoint
 from .children import ChildHandle, ChildState
 from . import enqueue
 from .enqueue import check_priority, check_workflow_name
+from .keys import check_name
 from .errors import ChildFailed
 from .events import Event
 from .runtime import Claimed, Unwind, WorkerRuntime
@@ -121,6 +122,8 @@ class FlowOperations:
             run_at = datetime.now(timezone.utc) + options.delay
         check_workflow_name(name)
         check_priority(options.priority)
+        check_name(options.queue)
+        check_name(options.concurrency_key, "a concurrency key")
         payload = to_json(input, f"the input of child workflow {name!r}")
         # queue and version as app.enqueue places them: from this process's code of the child
         placement = enqueue.placement(self._worker.registry.workflows, name, options.queue,

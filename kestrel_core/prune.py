@@ -42,10 +42,14 @@ SELECT workflow_name, status, count(*), min(finished_at), max(finished_at)
 
 _AGE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$", re.IGNORECASE)
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+# A hundred years: older than that nothing finished; beyond it timedelta overflows.
+MAX_AGE = timedelta(days=36500)
 
 
 def parse_age(text: str) -> timedelta:
-    """``30d``, ``12h``, ``90m``, ``45s`` or ``2w`` as a timedelta; ValueError if malformed or zero."""
+    """``30d``, ``12h``, ``90m``, ``45s`` or ``2w`` as a timedelta; ValueError if malformed,
+    zero or over ``MAX_AGE``."""
     match = _AGE.match(text or "")
     if match is None:
         raise ValueError(
@@ -55,6 +59,8 @@ def parse_age(text: str) -> timedelta:
     amount, unit = int(match[1]), match[2].lower()
     if amount <= 0:
         raise ValueError(f"the age must be more than zero, got {text!r}")
+    if amount * _UNIT_SECONDS[unit] > MAX_AGE.total_seconds():
+        raise ValueError(f"the age {text.strip()!r} is too long: at most {MAX_AGE.days} days (100 years)")
     return timedelta(**{_UNITS[unit]: amount})
 
 

@@ -3,17 +3,27 @@
 Three NOLOGIN group roles, meant to be granted to login users (``GRANT kestrel_worker TO app``):
 
 - the worker role runs workflows and enqueues them: it reads the tables and inserts and
-  updates the rows the engine writes (claims, checkpoints, attempts, waits, its ``workers``
-  row), uses the schema's identity sequences, and may prune through ``prune_finished``. It
-  deletes nothing directly, creates nothing, and cannot decide approvals, cancel or requeue.
+  updates what the engine writes (claims, checkpoints, attempts, parked waits, its ``workers``
+  row, queue and schedule declarations), uses the schema's identity sequences, and calls the
+  engine's SECURITY DEFINER functions (the wait sweep, pruning, events, adding a schedule:
+  a schedule enqueues any workflow with any input at every tick). What only
+  operators decide is out of its reach, by the database itself: no column of a decision
+  (``workflow_waits.decision``, ``decided_by``, ...) and no ``paused`` column of a queue or
+  schedule is granted to it (column privileges), and the trigger
+  ``guard_finished_executions`` (migration 0013) refuses its plain UPDATEs that cancel an
+  execution or change a finished one. It deletes nothing directly, creates nothing.
 - the operator role reads every table of the schema, and changes things only through the
   SECURITY DEFINER functions that check the allowed states and write the audit row
-  (``decide_approval``, ``cancel_execution``, ``requeue_execution``, ``prune_finished``).
-  It cannot INSERT, UPDATE or DELETE any table directly.
+  (``OPERATOR_FUNCTIONS``). It cannot INSERT, UPDATE or DELETE any table directly, nor
+  enqueue, nor add a schedule (the worker role's: see above).
 - the reader role (``kestrel_reader``) has USAGE on the schema and SELECT on its tables, and
   nothing else: no sequence, no function of ours. The console's ad-hoc SQL and saved reports
   run as it (``SET LOCAL ROLE``) when the login may assume it (layer 3 of the SQL guard).
   The operator role is a member of it, so every operator login may.
+
+Column privileges are checked once per statement and the trigger's WHEN clause is a
+comparison of the old and new status: the worker's hot path pays nothing it would notice (the
+README's "Least privilege" has the figures).
 
 ``EXECUTE`` on the schema's functions is revoked from PUBLIC, so holding USAGE on the schema
 is not enough to call them. Roles are cluster-wide; privileges are per database and schema, so
@@ -50,28 +60,41 @@ SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
  WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm') ORDER BY c.relname
 """
 
-# What the worker role may do, table by table. Tables not listed (the audit table, the
-# console's counters, tables later migrations add) get SELECT only if listed in WORKER_READS.
+# What the worker role may do, table by table: privileges, with a column list where the
+# engine writes only some columns. Tables not listed (the audit table, the console's counters,
+# tables later migrations add) get no privilege at all.
+_QUEUE_DECLARED = "concurrency, per_worker, rate_limit, rate_period, per_key, priority, workflows, keyed, declared_at"
+_SCHEDULE_DECLARED = "cron, timezone, workflow_name, input, catch_up, next_tick, updated_at"
 WORKER_WRITES: dict[str, tuple[str, ...]] = {
-    "workflow_executions": ("SELECT", "INSERT", "UPDATE"),  # enqueue, claim, lease, finish
+    "workflow_executions": ("SELECT", "INSERT", "UPDATE"),  # enqueue, claim, lease, finish (guarded by a trigger)
     "operation_outputs": ("SELECT", "INSERT"),               # checkpoints (ON CONFLICT DO NOTHING)
-    "workflow_waits": ("SELECT", "INSERT", "UPDATE"),        # park, sweep
+    # park (insert), reopen or wake (resolved_at); decisions only through the functions
+    "workflow_waits": ("SELECT", "INSERT (execution_id, step_id, kind, wake_at, details, seq)",
+                       "UPDATE (resolved_at, details)"),
     "step_attempts": ("SELECT", "INSERT", "UPDATE"),         # the per-step timeline
     "workers": ("SELECT", "INSERT", "UPDATE"),               # register, heartbeat, retire
     "schema_migrations": ("SELECT",),                        # the version check at start
-    "queues": ("SELECT", "INSERT", "UPDATE"),               # declare at start, claim (lock, rate window)
-    "schedules": ("SELECT", "INSERT", "UPDATE"),             # declare at start, advance ticks
+    # declare at start, mark keyed, claim (lock, rate window); never paused / paused_by
+    "queues": ("SELECT", f"INSERT (name, {_QUEUE_DECLARED})", f"UPDATE ({_QUEUE_DECLARED}, rate_starts)"),
+    # declare at start, advance ticks; never paused / paused_by
+    "schedules": ("SELECT", f"INSERT (name, {_SCHEDULE_DECLARED}, source, created_by)",
+                  f"UPDATE ({_SCHEDULE_DECLARED}, last_tick, last_execution_id)"),
     "workflow_events": ("SELECT",),                          # wait_for_event (sent via send_event)
 }
-WORKER_FUNCTIONS = ("prune_finished(timestamptz, integer, text)", "send_event(text, jsonb, text)",
-                    "lock_finished_counters(text[], text[], smallint[])")
+WORKER_FUNCTIONS = (
+    "prune_finished(timestamptz, integer, text)",
+    "send_event(text, jsonb, text)",
+    "lock_finished_counters(text[], text[], smallint[])",
+    "sweep_waits(integer)",
+    # A schedule enqueues its workflow at every tick: adding one needs the right to enqueue.
+    "add_schedule(text, text, text, text, jsonb, boolean, timestamptz, text, text)",
+)
 OPERATOR_FUNCTIONS = (
     "decide_approval(bigint, text, boolean, text, text)",
     "cancel_execution(bigint, text, text)",
     "requeue_execution(bigint, text, text)",
     "prune_finished(timestamptz, integer, text)",
     "set_queue_paused(text, boolean, text, text)",
-    "add_schedule(text, text, text, text, jsonb, boolean, timestamptz, text, text)",
     "set_schedule_paused(text, boolean, timestamptz, text, text)",
     "remove_schedule(text, text, text)",
     "send_event(text, jsonb, text)",

@@ -3,8 +3,9 @@
 ``tick_due`` takes the due schedules one at a time, each in one short transaction: lock its
 row (``FOR UPDATE SKIP LOCKED``: two workers never hold the same schedule, and neither waits
 for the other), enqueue its due ticks, move ``next_tick`` on, commit. Each tick's execution
-carries the idempotency key ``schedule:<name>:<tick>``, so even a tick that were computed twice
-(a row edited by hand, a schedule removed and added back) inserts one execution.
+carries the engine key ``schedule:<name>:<tick>`` (in ``engine_key``, a column no user key
+reaches: see kestrel_core.keys), so even a tick that were computed twice (a row edited by hand,
+a schedule removed and added back) inserts one execution, and no user's execution takes its place.
 
 Missed ticks (no worker ran, the database was down) follow the schedule's policy:
 
@@ -25,9 +26,12 @@ from typing import Any
 
 import psycopg
 
-from . import cron, enqueue as enqueue_mod
-from .schedules import run_input, tick_key
-from .statements import render
+from . import cron
+from .enqueue import _PLACE
+from .keys import tick_key
+from .schedules import run_input
+from .serialization import to_json
+from .statements import notify_channel, render
 
 LATE_GRACE = timedelta(seconds=10)
 CATCH_UP_BATCH = 100
@@ -51,6 +55,23 @@ SELECT name, cron, timezone, workflow_name, input, catch_up, next_tick,
 ANY_DUE = """
 SELECT 1 FROM {schema}.schedules WHERE NOT paused AND next_tick <= coalesce(%(now)s, now()) LIMIT 1
 """
+
+# A tick's execution, placed like any enqueue (enqueue._PLACE) and keyed by its engine key; a
+# tick already enqueued yields the execution it has.
+ENQUEUE_TICK = _PLACE + """, ins AS (
+    INSERT INTO {schema}.workflow_executions (workflow_name, input, engine_key, priority, queue)
+    SELECT %(name)s, %(input)s, %(key)s, p.priority, p.queue FROM placed p
+    ON CONFLICT (engine_key) DO NOTHING
+    RETURNING id
+)
+SELECT id, pg_notify(%(channel)s, %(name)s)::text FROM ins
+UNION ALL
+SELECT id, NULL FROM {schema}.workflow_executions
+ WHERE engine_key = %(key)s AND NOT EXISTS (SELECT 1 FROM ins)
+"""
+
+# A tick enqueued by a transaction that committed after our statement's snapshot: read it now.
+BY_ENGINE_KEY = "SELECT id FROM {schema}.workflow_executions WHERE engine_key = %s"
 
 ADVANCE = """
 UPDATE {schema}.schedules
@@ -137,9 +158,8 @@ def _advance_one(conn: psycopg.Connection, schema: str, now: datetime | None, tr
         execution_id = None
         enqueued = []
         for tick in ticks:
-            execution_id = enqueue_mod.enqueue(
-                conn, schema, workflow, run_input(name, tick, _as_dict(input)),
-                idempotency_key=tick_key(name, tick))
+            execution_id = _enqueue_tick(conn, schema, workflow, run_input(name, tick, _as_dict(input)),
+                                         tick_key(name, tick))
             enqueued.append((name, tick, execution_id))
         conn.execute(render(ADVANCE, schema), {
             "name": name, "next_tick": following, "last_tick": ticks[-1] if ticks else None,
@@ -148,6 +168,19 @@ def _advance_one(conn: psycopg.Connection, schema: str, now: datetime | None, tr
     if skipped:
         done.skipped[name] = skipped
     return True
+
+
+def _enqueue_tick(conn: psycopg.Connection, schema: str, workflow: str, input: dict[str, Any],
+                  key: str) -> int:
+    """Insert a tick's execution (or find the one its key already has); returns its id."""
+    row = conn.execute(render(ENQUEUE_TICK, schema), {
+        "queue": None, "priority": None, "ckey": None, "name": workflow, "key": key,
+        "input": to_json(input, f"the input of workflow {workflow!r}"), "channel": notify_channel(schema),
+    }).fetchone()
+    if row is None:
+        row = conn.execute(render(BY_ENGINE_KEY, schema), (key,)).fetchone()
+    assert row is not None, "an insert or an existing key always yields a row"
+    return row[0]
 
 
 def _as_dict(value: Any) -> dict[str, Any] | None:

@@ -97,11 +97,6 @@ def run_input(name: str, tick: datetime, input: dict[str, Any] | None) -> dict[s
     return {**(input or {}), "schedule": name, "scheduled_at": tick.astimezone(cron.UTC).isoformat()}
 
 
-def tick_key(name: str, tick: datetime) -> str:
-    """The idempotency key of a tick's execution: one execution per (schedule, tick), ever."""
-    return f"schedule:{name}:{tick.astimezone(cron.UTC).isoformat()}"
-
-
 def db_now(conn: psycopg.Connection) -> datetime:
     """The database's clock: every worker agrees on it, whatever their own clocks say."""
     row = conn.execute(NOW).fetchone()

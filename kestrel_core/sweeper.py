@@ -31,46 +31,10 @@ WITH expired AS (
 SELECT id FROM swept, (SELECT count(*) FROM woke) w
 """
 
-# Lock order: wait rows first, then executions (as the operator functions do).
-SWEEP_WAITS = """
-WITH due AS (
-    SELECT execution_id, step_id FROM {schema}.workflow_waits
-     WHERE resolved_at IS NULL AND wake_at <= now()
-     ORDER BY wake_at
-     LIMIT %(batch)s
-     FOR UPDATE SKIP LOCKED
-), resolved AS (
-    UPDATE {schema}.workflow_waits w
-       SET resolved_at = now(),
-           decision = CASE WHEN w.kind = 'approval' THEN 'timed_out' END,
-           decided_at = CASE WHEN w.kind = 'approval' THEN now() END
-      FROM due
-     WHERE w.execution_id = due.execution_id AND w.step_id = due.step_id
-    RETURNING w.execution_id, w.step_id, w.kind, w.wake_at, w.created_at, w.details
-), checkpointed AS (
-    -- The wake-up is the wait's checkpoint: replay returns it and does not wait again.
-    INSERT INTO {schema}.operation_outputs (execution_id, step_id, output, started_at)
-    SELECT execution_id, step_id,
-           CASE kind WHEN 'approval'
-                THEN jsonb_build_object('approved', false, 'by', NULL, 'comment', NULL,
-                                        'timed_out', true, 'decided_at', now())
-                WHEN 'sleep' THEN jsonb_build_object('slept_until', wake_at)
-                -- a child or event wait whose timeout passed
-                ELSE jsonb_build_object('timed_out', true, 'key', details -> 'key') END,
-           created_at
-      FROM resolved
-    ON CONFLICT DO NOTHING
-), woken AS (
-    UPDATE {schema}.workflow_executions e
-       SET status = 'enqueued', run_at = now(), updated_at = now()
-      FROM resolved
-     WHERE e.id = resolved.execution_id AND e.status = 'waiting'
-    RETURNING e.id, e.workflow_name
-), woke AS (
-    SELECT pg_notify(%(channel)s, name) FROM (SELECT DISTINCT workflow_name AS name FROM woken) n
-)
-SELECT id FROM woken, (SELECT count(*) FROM woke) w
-"""
+# The function (migration 0013) resolves due waits, checkpoints each wake-up (an approval's
+# as timed out) and re-enqueues their executions: SECURITY DEFINER, so that the worker role
+# needs no right to write a decision itself.
+SWEEP_WAITS = "SELECT id FROM {schema}.sweep_waits(%(batch)s) AS id"
 
 
 def sweep_leases(conn: psycopg.Connection, schema: str, batch: int = 500) -> list[int]:
@@ -81,7 +45,7 @@ def sweep_leases(conn: psycopg.Connection, schema: str, batch: int = 500) -> lis
 
 def sweep_waits(conn: psycopg.Connection, schema: str, batch: int = 500) -> list[int]:
     """Resolve due sleeps and timed-out approvals and re-enqueue them; returns execution ids."""
-    rows = conn.execute(render(SWEEP_WAITS, schema), {"batch": batch, "channel": notify_channel(schema)})
+    rows = conn.execute(render(SWEEP_WAITS, schema), {"batch": batch})
     return [row[0] for row in rows]
 
 

@@ -64,3 +64,9 @@ MALFORMED_DSNS = (
     f"host=127.0.0.1 port=5432 password=x {SECRET} user=bob",       # an unquoted space
     f"postgresql://bob@127.0.0.1:5432/app?password={SECRET}%zz",   # query form
 )
+# The same password holding a byte that is not UTF-8 (\xff, as a Latin-1 terminal sends it;
+# Python keeps it as the lone surrogate \udcff, and passes it on to a child process as \xff).
+NOT_UTF8_DSNS = (
+    f"postgresql://u:{SECRET}\udcffpw@127.0.0.1:1/x",
+    f"host=127.0.0.1 port=1 user=u password={SECRET}\udcffpw",
+)

@@ -12,6 +12,8 @@ from typing import Optional
 
 import typer
 
+from kestrel_core.connection import mask_dsn
+
 from . import demo_command, engine_commands, event_command, prune_command, queue_commands, read_commands, schedule_commands
 from ..settings import build_settings
 
@@ -64,16 +66,18 @@ for _commands in (engine_commands, read_commands, prune_command, demo_command, q
 
 
 def not_utf8(args: list[str], environ: dict[str, str]) -> str | None:
-    """What is not valid UTF-8 among the arguments and $KESTREL_OPERATOR (Python keeps such
-    bytes as lone surrogates, which Postgres text cannot hold), spelled with its bytes; else None."""
+    """What is not valid UTF-8 among the arguments, $KESTREL_OPERATOR and $KESTREL_DSN (Python
+    keeps such bytes as lone surrogates, which Postgres text cannot hold), spelled with its
+    bytes and any password masked (the value may be a DSN); else None."""
     named = [("argument", arg) for arg in args]
-    if "KESTREL_OPERATOR" in environ:
-        named.append(("$KESTREL_OPERATOR", environ["KESTREL_OPERATOR"]))
+    for variable in ("KESTREL_OPERATOR", "KESTREL_DSN"):
+        if variable in environ:
+            named.append((f"${variable}", environ[variable]))
     for label, text in named:
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
-            return f"{label} '{os.fsencode(text).decode('utf-8', 'backslashreplace')}' is not valid UTF-8"
+            return f"{label} '{mask_dsn(os.fsencode(text).decode('utf-8', 'backslashreplace'))}' is not valid UTF-8"
     return None
 
 

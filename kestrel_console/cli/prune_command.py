@@ -25,7 +25,7 @@ def _age(text: str) -> str:
     try:
         prune_mod.parse_age(text)
     except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+        fail(f"--older-than: {exc}", code=2)
     return text
 
 

@@ -50,7 +50,7 @@ LIST_TABLE_COLUMNS = ["id", "workflow_name", "status", "age_s", "duration_s", "o
                       "current_step", "error"]
 TIMELINE_COLUMNS = ["execution_id", "kind", "step_id", "attempt", "started_at", "finished_at",
                     "duration_s", "outcome", "error", "owner_id", "wake_at", "decision",
-                    "decided_by", "decided_by_db_user", "comment"]
+                    "decided_by", "decided_by_db_user", "comment", "audited"]
 REPORT_LIST_COLUMNS = ["name", "description", "params", "path", "shipped", "overrides"]
 # Shorter labels for the status table (json/csv keep the column names).
 STATUS_HEADERS = {"workflow_name": "workflow", "stuck_leases": "stuck", "pending_approvals": "approvals",

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from .. import formatting, render
 from ..safe_text import visible
+from ..timeline_model import UNAUDITED
 
 # status shows this many of the oldest pending approvals, one line each.
 PENDING_SHOWN = 5
@@ -42,6 +43,8 @@ def print_decisions(con: Console, timeline: Sequence[Mapping[str, Any]]) -> None
                 line.append(f" by {visible(str(gate['decided_by']))}")
                 if gate.get("decided_by_db_user"):
                     line.append(f" (db role {visible(str(gate['decided_by_db_user']))})")
+            if gate.get("audited") is False:
+                line.append(f" [{UNAUDITED}]", style="bold red")
             if gate.get("finished_at") is not None:
                 line.append(f" at {formatting.short_time(gate['finished_at'])}")
             comment = gate.get("comment")

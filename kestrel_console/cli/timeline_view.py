@@ -103,7 +103,7 @@ def _cells(model: Trace, entry: Mapping[str, Any]) -> list[str]:
     else:
         duration = human_duration(entry.get("duration_s"))
     outcome = entry.get("outcome") or ""
-    if entry["kind"] == "approval" and entry.get("decided_by"):
+    if entry["kind"] == "approval" and (entry.get("decided_by") or entry.get("audited") is False):
         outcome = f"{outcome} by {decider(entry)}"
     since_start = model.offset_s(entry)
     return [visible(entry["step_id"]), entry["kind"], attempt,

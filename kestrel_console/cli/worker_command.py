@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
 import sys
 from collections.abc import Callable
 from datetime import timedelta
@@ -51,11 +52,21 @@ def load_app(target: str) -> Kestrel:
     return obj
 
 
+MAX_LEASE_S = 86400.0  # a day: a longer lease would leave a dead worker's executions stuck for longer
+
+
+def _lease(value: float) -> float:
+    """--lease as a number of seconds from 1 to a day (inf and nan are no lease length)."""
+    if not math.isfinite(value) or not 1.0 <= value <= MAX_LEASE_S:
+        fail(f"--lease {value:g}: give a number of seconds from 1 to {MAX_LEASE_S:g}", code=2)
+    return value
+
+
 def worker(
     ctx: typer.Context,
     target: str = typer.Argument(..., metavar="MODULE[:ATTR]", help="Where the Kestrel app is (ATTR defaults to 'app')."),
     concurrency: int = typer.Option(8, "--concurrency", min=1, max=1024, help="Executions run at once (by each process)."),
-    lease: float = typer.Option(30.0, "--lease", min=1.0, help="Lease length in seconds; renewed every third of it."),
+    lease: float = typer.Option(30.0, "--lease", callback=_lease, help="Lease length in seconds (1 to 86400); renewed every third of it."),
     worker_id: Optional[str] = typer.Option(
         None, "--worker-id", show_default=False,
         help="Owner id written on claimed rows (default host:pid:random; with --processes N: ID-1 .. ID-N)."),
@@ -94,7 +105,7 @@ def worker(
         try:
             retention = prune_mod.parse_age(prune_older_than)
         except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--prune-older-than") from None
+            fail(f"--prune-older-than: {exc}", code=2)
     s = settings(ctx)
     user_app = load_app(target)
     # The command line's --dsn/--schema win over what the module configured.

@@ -11,7 +11,7 @@ from .session import ReaderSession
 TIMELINE = """
 SELECT kind, step_id, attempt, started_at, finished_at,
        extract(epoch FROM finished_at - started_at)::float8 AS duration_s,
-       outcome, error, owner_id, wake_at, decision, decided_by, decided_by_db_user, comment
+       outcome, error, owner_id, wake_at, decision, decided_by, decided_by_db_user, comment, audited
   FROM (
     -- An attempt still open when its execution finished (cancelled mid-step, or its worker
     -- gone) ended with the execution: it is closed there, not shown running forever.
@@ -23,7 +23,7 @@ SELECT kind, step_id, attempt, started_at, finished_at,
                 ELSE 'abandoned' END AS outcome,
            a.error, a.owner_id, NULL::timestamptz AS wake_at, NULL::text AS decision,
            NULL::text AS decided_by, NULL::text AS decided_by_db_user, NULL::text AS comment,
-           a.id AS seq
+           NULL::boolean AS audited, a.id AS seq
       FROM {schema}.step_attempts a
       JOIN {schema}.workflow_executions e ON e.id = a.execution_id
      WHERE a.execution_id = %(id)s
@@ -37,7 +37,14 @@ SELECT kind, step_id, attempt, started_at, finished_at,
                 WHEN w.kind IN ('child', 'event') AND w.resolved_at < coalesce(e.finished_at, 'infinity')
                 THEN CASE WHEN w.resolved_at >= coalesce(w.wake_at, 'infinity') THEN 'timed_out' ELSE 'woke' END
                 ELSE 'cancelled' END,
-           NULL, NULL, w.wake_at, w.decision, w.decided_by, w.decided_by_db_user, w.comment, 0
+           NULL, NULL, w.wake_at, w.decision, w.decided_by, w.decided_by_db_user, w.comment,
+           -- A human decision is audited when decide_approval wrote it: its operator_actions
+           -- row exists. One written any other way (by hand, as the owner) is shown as such.
+           CASE WHEN w.decision IN ('approved', 'rejected') THEN EXISTS (
+               SELECT 1 FROM {schema}.operator_actions x
+                WHERE x.execution_id = w.execution_id AND x.step_id = w.step_id
+                  AND x.action IN ('approve', 'reject')) END,
+           0
       FROM {schema}.workflow_waits w
       JOIN {schema}.workflow_executions e ON e.id = w.execution_id
      WHERE w.execution_id = %(id)s
@@ -63,7 +70,7 @@ class TimelineReads(ReaderSession):
 
         kind is 'step', 'sleep', 'approval', 'child' or 'event'; for steps outcome is
         running/success/error, for waits it is waiting, woke, approved, rejected, timed_out or
-        cancelled.
+        cancelled. audited is False for an approval or rejection no operator action records.
         """
         return self._rows("timeline", TIMELINE, {"id": execution_id})
 

@@ -35,7 +35,7 @@ import psycopg
 from .workload import LIMITED_CONCURRENCY, LIMITED_PER_KEY, LIMITED_QUEUE, expected_steps
 
 EXECUTIONS = """
-SELECT id, idempotency_key, status, input, output, error, owner_id, claim_epoch
+SELECT id, coalesce(engine_key, idempotency_key), status, input, output, error, owner_id, claim_epoch
   FROM kestrel.workflow_executions ORDER BY id
 """
 CHECKPOINTS = "SELECT execution_id, step_id, output, error, owner_id FROM kestrel.operation_outputs"

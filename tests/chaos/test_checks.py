@@ -125,7 +125,7 @@ def test_missing_checkpoints_lost_and_unfinished_executions_are_caught(chaos_db:
 def tick_run(db: psycopg.Connection, second: int, *, key_second: int | None = None, status: str = "success") -> None:
     tick = f"2026-01-05T12:00:{second:02d}+00:00"
     key = f"schedule:chaos-tick:2026-01-05T12:00:{(second if key_second is None else key_second):02d}+00:00"
-    db.execute("INSERT INTO kestrel.workflow_executions (workflow_name, status, input, output, idempotency_key)"
+    db.execute("INSERT INTO kestrel.workflow_executions (workflow_name, status, input, output, engine_key)"
                " VALUES ('tick', %s, %s, %s, %s)",
                (status, Jsonb({"schedule": "chaos-tick", "scheduled_at": tick}), Jsonb(tick), key))
 

@@ -87,3 +87,27 @@ def test_the_caller_cannot_choose_the_recorded_role(db: psycopg.Connection, ops_
         conn.execute("SELECT kestrel.decide_approval(%s, 'approve-fix', false, 'postgres', NULL)", (eid,))
     assert db.execute("SELECT decided_by, decided_by_db_user FROM workflow_waits").fetchall() == [("postgres", role)]
     assert db.execute("SELECT actor, db_user FROM operator_actions").fetchall() == [("postgres", role)]
+
+
+def test_a_decision_written_outside_decide_approval_is_shown_as_unaudited(
+    db: psycopg.Connection, ops_login,
+) -> None:
+    """Issue 18: a decision no operator action records (here written by hand, as the schema's
+    owner; a worker login may no longer write one) is marked, whatever names it carries."""
+    role, ops_dsn = ops_login
+    forged, audited = waiting_on_gate(db), waiting_on_gate(db)
+    db.execute("UPDATE workflow_waits SET decision = 'approved', decided_by = 'alice', decided_by_db_user = %s,"
+               " decided_at = now(), resolved_at = now() WHERE execution_id = %s", (role, forged))
+    with Kestrel(ops_dsn) as ops:
+        ops.approve(audited, "approve-fix", by="alice")
+
+    table = console("show", str(forged), dsn=ops_dsn)
+    assert table.returncode == 0, table.stderr
+    assert "UNAUDITED: no operator action records this decision" in table.stdout
+    shown = console("show", str(forged), "--format", "json", dsn=ops_dsn)
+    gate = next(e for e in json.loads(shown.stdout)[0]["timeline"] if e["step_id"] == "approve-fix")
+    assert (gate["decision"], gate["audited"]) == ("approved", False)
+
+    fine = console("show", str(audited), dsn=ops_dsn)
+    assert fine.returncode == 0 and f"approved by alice (db role {role})" in fine.stdout
+    assert "UNAUDITED" not in fine.stdout

@@ -3,6 +3,8 @@ no traceback, nothing written (issue 9)."""
 
 from __future__ import annotations
 
+import secrets
+
 import psycopg
 import pytest
 
@@ -32,6 +34,36 @@ def test_enqueue_refuses_bad_input_and_writes_nothing(dsn: str, db: psycopg.Conn
     assert message.startswith("error: ") and message.count("\n") == 1, message
     assert done.stdout == ""
     assert executions(db) == 0
+
+
+@pytest.mark.parametrize("option, what", [("--idempotency-key", "an idempotency key"), ("--queue", "a queue name"),
+                                          ("--concurrency-key", "a concurrency key")])
+def test_an_over_long_key_or_queue_name_is_bad_usage_not_an_unreachable_database(
+    dsn: str, db: psycopg.Connection, option: str, what: str,
+) -> None:
+    """Issue 18: 10,000 characters overflowed a btree entry, and the error read 'cannot connect
+    to PostgreSQL' (DatabaseUnavailable, which a caller retries forever)."""
+    done = console("enqueue", "x", option, secrets.token_hex(5_000), dsn=dsn)
+    one_clear_line(done, 2, f"{what} is too long", "10000 characters", "limit is 500")
+    assert "cannot connect" not in done.stderr
+    assert executions(db) == 0
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["prune", "--older-than", "99999999999d"], ["--older-than", "too long", "36500 days"]),
+    (["prune", "--older-than", "99999999999d", "--dry-run"], ["--older-than", "too long"]),
+    (["worker", "tests.core.crash_app", "--lease", "inf"], ["--lease inf", "from 1 to 86400"]),
+    (["worker", "tests.core.crash_app", "--lease", "nan"], ["--lease nan", "from 1 to 86400"]),
+    (["worker", "tests.core.crash_app", "--prune-older-than", "99999999999d"], ["--prune-older-than", "too long"]),
+])
+def test_an_age_or_lease_out_of_range_is_one_line_and_bad_usage(dsn: str, db: psycopg.Connection, args, needles) -> None:
+    """Issue 18: these were OverflowError tracebacks."""
+    db.execute("INSERT INTO workflow_executions (workflow_name, status, finished_at)"
+               " VALUES ('w', 'success', now() - interval '60 days')")
+    done = console(*args, dsn=dsn)
+    message = one_clear_line(done, 2, *needles)
+    assert message.count("\n") == 1, message
+    assert db.execute("SELECT count(*) FROM workflow_executions").fetchone() == (1,)
 
 
 @pytest.mark.parametrize("args", [

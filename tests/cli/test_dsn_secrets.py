@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from kestrel_console.cli import app as cli
 
 from tests.cli.script import console
-from tests.hostile_text import MALFORMED_DSNS, SECRET
+from tests.hostile_text import MALFORMED_DSNS, NOT_UTF8_DSNS, SECRET
 
 
 @pytest.mark.parametrize("dsn", MALFORMED_DSNS)
@@ -24,6 +24,21 @@ def test_a_malformed_dsn_is_refused_without_its_password(dsn: str) -> None:
 def test_the_same_from_the_environment() -> None:
     done = console("list", env={"KESTREL_DSN": f"postgresql://bob:{SECRET}%zz@127.0.0.1/app"})
     assert done.returncode == 1 and SECRET not in done.stderr and "invalid DSN" in done.stderr
+
+
+@pytest.mark.parametrize("dsn", NOT_UTF8_DSNS)
+@pytest.mark.parametrize("where", ["--dsn", "$KESTREL_DSN"])
+def test_a_dsn_that_is_not_utf8_is_one_line_without_its_password(dsn: str, where: str) -> None:
+    """Issue 18: with --dsn the "not valid UTF-8" error printed the password; from the
+    environment it was a traceback."""
+    if where == "--dsn":
+        done = console("status", dsn=dsn)
+    else:
+        done = console("status", env={"KESTREL_DSN": dsn})
+    assert done.returncode == 2, done.stderr
+    assert SECRET not in done.stderr + done.stdout, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and "is not valid UTF-8" in lines[0] and "****" in lines[0], done.stderr
 
 
 # Every command that takes --dsn / $KESTREL_DSN (the TUI and the worker's logs are below).

@@ -18,6 +18,10 @@ def gate(db: psycopg.Connection, eid: int, step: str, *, age: str, decision: str
         " CASE WHEN %s::text IS NULL THEN NULL ELSE now() END, %s, %s, %s,"
         " CASE WHEN %s::text IS NULL THEN NULL ELSE now() END, %s::jsonb)",
         (eid, step, age, decision, decision, by, comment, decision, details))
+    if decision in ("approved", "rejected"):  # its audit row, as decide_approval writes it
+        db.execute("INSERT INTO operator_actions (actor, action, execution_id, step_id, comment, from_status)"
+                   " VALUES (%s, %s, %s, %s, %s, 'waiting')",
+                   (by, "approve" if decision == "approved" else "reject", eid, step, comment))
 
 
 def execution(db: psycopg.Connection, status: str = "waiting", name: str = "remediate-incident") -> int:

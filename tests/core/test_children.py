@@ -32,7 +32,7 @@ def test_wait_for_returns_the_child_output(app: Kestrel, db: psycopg.Connection,
     assert final.status == "success", final.error
     child = final.output["child"]
     assert final.output["result"] == 42
-    assert db.execute("SELECT parent_id, status, idempotency_key FROM workflow_executions WHERE id = %s",
+    assert db.execute("SELECT parent_id, status, engine_key FROM workflow_executions WHERE id = %s",
                       (child,)).fetchone() == (eid, "success", f"child:{eid}:child:double")
     # the parent parked on the child (no thread held) and was woken by its completion
     wait = db.execute("SELECT kind, details, resolved_at IS NOT NULL FROM workflow_waits WHERE execution_id = %s",

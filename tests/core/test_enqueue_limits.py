@@ -62,3 +62,20 @@ def test_operator_actions_refuse_ids_no_execution_can_have(app: Kestrel, db: psy
         with pytest.raises(InvalidArgument, match="no execution can have id"):
             act()
     assert db.execute("SELECT count(*) FROM operator_actions").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("options", [{"idempotency_key": "k" * 501}, {"queue": "q" * 501},
+                                     {"concurrency_key": "c" * 501}, {"idempotency_key": "\ud800"}])
+def test_keys_and_queue_names_are_bounded(app: Kestrel, db: psycopg.Connection, options) -> None:
+    with pytest.raises(InvalidArgument):
+        app.enqueue("w", **options)
+    assert executions(db) == 0
+
+
+def test_a_permanent_error_is_not_reported_as_an_unreachable_database(app: Kestrel) -> None:
+    """Issue 18: every OperationalError inside app.connection() became DatabaseUnavailable
+    ("cannot connect"), a statement the server refused (an index row too large, a timeout) too."""
+    with pytest.raises(psycopg.errors.QueryCanceled), app.connection() as conn, conn.transaction():
+        conn.execute("SET LOCAL statement_timeout = '1ms'")
+        conn.execute("SELECT pg_sleep(1)")
+    assert app.enqueue("w") > 0  # the pool and the database are fine

@@ -6,6 +6,7 @@ import pytest
 
 from kestrel_core import DatabaseUnavailable, mask_dsn
 from kestrel_core.connection import connect, describe_target, make_pool, unavailable
+from tests.hostile_text import NOT_UTF8_DSNS
 
 SECRET = "Sx9zq"
 
@@ -44,7 +45,7 @@ MALFORMED = [
 ]
 
 
-@pytest.mark.parametrize("dsn", MALFORMED)
+@pytest.mark.parametrize("dsn", [*MALFORMED, *NOT_UTF8_DSNS])  # the same SECRET
 def test_connect_and_pool_refuse_a_malformed_dsn_without_quoting_the_secret(dsn: str) -> None:
     for attempt in (lambda: connect(dsn, connect_timeout=2), lambda: make_pool(dsn, min_size=1, max_size=1)):
         with pytest.raises(DatabaseUnavailable) as caught:

@@ -133,7 +133,7 @@ def test_each_tick_once_with_its_time_in_the_input(app: Kestrel, db) -> None:
     assert [(n, t) for n, t, _ in done.enqueued] == [("s", T0)] and again.enqueued == []
     assert len(later.enqueued) == 1
     assert scheduled_runs(db, "s") == [at(0), at(10)]
-    row = db.execute("SELECT input, idempotency_key, workflow_name, status FROM workflow_executions"
+    row = db.execute("SELECT input, engine_key, workflow_name, status FROM workflow_executions"
                      " ORDER BY id LIMIT 1").fetchone()
     assert row == ({"schedule": "s", "scheduled_at": at(0)}, f"schedule:s:{at(0)}", "report", "enqueued")
     assert db.execute("SELECT next_tick, last_tick, last_execution_id FROM schedules").fetchone() == (

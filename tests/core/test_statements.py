@@ -88,7 +88,7 @@ def test_the_sql_notify_channel_is_the_python_one(migrated: str) -> None:
             assert channel == notify_channel(schema) == CHANNEL_PREFIX + schema
             live = dict(conn.execute(NOTIFYING_FUNCTIONS, (schema,)).fetchall())
             assert set(live) == {"decide_approval", "requeue_execution", "set_queue_paused",
-                                 "execution_finished", "send_event"}
+                                 "execution_finished", "send_event", "sweep_waits"}
             for name, source in live.items():
                 assert "notify_channel()" in source and "current_schema()" not in source, name
 

@@ -47,7 +47,7 @@ def lane_info(lane: Lane, now: datetime) -> str:
     e = lane.entry or {}
     outcome = e.get("outcome") or ""
     if outcome in ("approved", "rejected"):
-        by = f" by {decider(e)}" if e.get("decided_by") else ""
+        by = f" by {decider(e)}" if e.get("decided_by") or e.get("audited") is False else ""
         return f"{lane.kind}: {outcome}{by} · {took}"
     if outcome == "waiting":
         until = f" until {fmt.when(e.get('wake_at'))}" if e.get("wake_at") else ""

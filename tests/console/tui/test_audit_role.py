@@ -27,3 +27,18 @@ async def test_detail_shows_the_name_given_and_the_database_role(dsn, db, ops_lo
         assert "approved by alice (db role " in gate  # the lane's summary column may cut the rest
         attempts = screen.query_one("#detail-attempts", LiveTable)
         assert [attempts.shown(k, "worker") for k in attempts.keys()] == [f"alice (db role {role})"]
+
+
+async def test_detail_marks_a_decision_no_operator_action_records(dsn, db, ops_login):  # noqa: F811
+    """Issue 18: written outside decide_approval (by hand, as the owner), it says so."""
+    eid = waiting_on_gate(db)
+    db.execute("UPDATE workflow_waits SET decision = 'approved', decided_by = 'alice', decided_at = now(),"
+               " resolved_at = now() WHERE execution_id = %s", (eid,))
+    tui = console(dsn)
+    async with tui.run_test(size=SIZE) as pilot:
+        screen = DetailScreen(eid)
+        await pilot.app.push_screen(screen)
+        await fresh(pilot, screen)
+        attempts = screen.query_one("#detail-attempts", LiveTable)
+        assert [attempts.shown(k, "worker") for k in attempts.keys()] == [
+            "alice [UNAUDITED: no operator action records this decision]"]
