@@ -144,7 +144,7 @@ def test_the_engine_tests_do_not_import_the_console() -> None:
 # A new module needs a line here: say where it sits.
 CORE_LAYERS: dict[str, tuple[str, ...]] = {
     "foundation": ("errors", "statements", "serialization", "backoff", "cron", "supervised",
-                   "versions", "migrations"),
+                   "versions", "migrations", "keys"),
     "database": ("connection", "migrate", "roles", "execution", "enqueue", "checkpoint", "waits",
                  "lease", "claim", "limited_claim", "boundary", "group_commit", "deadlines",
                  "sweeper", "events", "children", "queues", "schedules", "scheduler", "prune",

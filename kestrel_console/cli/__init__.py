@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from kestrel_core.connection import mask_dsn
+from kestrel_core import mask_dsn
 
 from . import demo_command, engine_commands, event_command, prune_command, queue_commands, read_commands, schedule_commands
 from ..settings import build_settings

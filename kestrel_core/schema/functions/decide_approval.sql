@@ -1,4 +1,4 @@
--- decide_approval(): its current definition (created by migration 0002, last redefined by 0009).
+-- decide_approval(): its current definition (created by migration 0002, last redefined by 0013).
 --
 -- An operator approves or rejects an approval gate, audited, and wakes the execution. Like
 -- every operator function it is SECURITY DEFINER: the operator role may EXECUTE it without
@@ -14,6 +14,10 @@ DECLARE
     v jsonb;
     verb text := CASE WHEN p_approved THEN 'approve' ELSE 'reject' END;
 BEGIN
+    IF p_approved IS NULL THEN
+        RAISE EXCEPTION 'cannot decide approval "%" of execution %: the decision must be true (approve) or false (reject), not NULL',
+            p_step_id, p_execution_id USING ERRCODE = 'KS409';
+    END IF;
     -- Lock order everywhere: the wait row, then the execution row (the sweeper does the same).
     SELECT * INTO w FROM workflow_waits
         WHERE execution_id = p_execution_id AND step_id = p_step_id FOR UPDATE;
@@ -39,6 +43,12 @@ BEGIN
     IF e.status <> 'waiting' OR w.resolved_at IS NOT NULL THEN
         RAISE EXCEPTION 'cannot %: execution % is %, not waiting for approval "%"',
             verb, p_execution_id, e.status, p_step_id USING ERRCODE = 'KS409';
+    END IF;
+    -- The deadline holds in the decision itself, not only once a sweeper has run.
+    IF w.wake_at <= now() THEN
+        RAISE EXCEPTION 'cannot %: approval "%" of execution % timed out at % (its deadline passed; the workflow resumes with timed_out at the next sweep)',
+            verb, p_step_id, p_execution_id, to_char(w.wake_at, 'YYYY-MM-DD HH24:MI:SS TZ')
+            USING ERRCODE = 'KS409';
     END IF;
 
     UPDATE workflow_waits
