@@ -20,7 +20,7 @@ from kestrel_core.statements import check_schema_name
 # The TUI's refresh interval in seconds until `+`/`-` change it.
 DEFAULT_REFRESH = 2.0
 # Ad-hoc SQL and reports: a result is cut once its values hold this many bytes (as text).
-# Kept here, not in adhoc/, so that the CLI's options do not import the SQL guard (sqlglot).
+# Kept here, not in adhoc/, so that the CLI's options do not import the SQL guard (pglast).
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 
 
