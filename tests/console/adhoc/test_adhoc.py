@@ -8,6 +8,7 @@ objects are as before, and a bystander session is still alive.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,7 +17,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from kestrel_console.adhoc import QueryFailed, QueryResult, QueryTimeout, run_read_only
+from kestrel_console.adhoc import QueryFailed, QueryResult, QueryTimeout
+from kestrel_console.adhoc import run_read_only as _run_read_only
 from kestrel_console.adhoc.guard import QueryRefused
 from kestrel_core import DatabaseUnavailable
 
@@ -79,6 +81,10 @@ SELECT current_user, current_setting('search_path'), current_setting('statement_
        (SELECT count(*) FROM pg_cursors) AS cursors,
        pg_backend_pid()
 """
+
+# These tests run as the test server's superuser on purpose (the layers under the strongest
+# login), so they opt in as the console's --allow-privileged-sql does.
+run_read_only = functools.partial(_run_read_only, allow_privileged=True)
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ layer 1 bypassed. Plus the byte limit and the refused sub-millisecond timeout.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterator
 
@@ -18,7 +19,8 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from kestrel_console.adhoc import QueryFailed, QueryRefused, run_read_only, timeout_ms
+from kestrel_console.adhoc import QueryFailed, QueryRefused, timeout_ms
+from kestrel_console.adhoc import run_read_only as _run_read_only
 
 SEED = """
 INSERT INTO kestrel.workflow_executions (workflow_name, status, input) VALUES
@@ -38,6 +40,10 @@ LOCKS_OF = "SELECT locktype, mode FROM pg_locks WHERE pid = %s AND locktype = 'a
 SETTINGS = ("SELECT current_setting('work_mem'), current_setting('search_path'), current_user, "
             "current_setting('statement_timeout'), "
             "(SELECT count(*) FROM pg_prepared_statements WHERE name NOT LIKE '\\_pg3\\_%%')")
+
+# These tests run as the test server's superuser on purpose (the layers under the strongest
+# login), so they opt in as the console's --allow-privileged-sql does.
+run_read_only = functools.partial(_run_read_only, allow_privileged=True)
 
 
 @pytest.fixture
