@@ -9,7 +9,7 @@ kestrel_reader, whose session could switch back with set_config('role', ...).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -22,7 +22,7 @@ from kestrel_console.reports import bind_params, find_report, run_report
 
 
 @pytest.fixture
-def login(dsn: str) -> Iterator[callable]:
+def login(dsn: str) -> Iterator[Callable[..., str]]:
     """make(attributes, member_of=None) -> DSN of a new login with those role attributes."""
     made: list[str] = []
 
