@@ -20,7 +20,7 @@ from kestrel_core.statements import check_schema_name
 # The TUI's refresh interval in seconds until `+`/`-` change it.
 DEFAULT_REFRESH = 2.0
 # Ad-hoc SQL and reports: a result is cut once its values hold this many bytes (as text).
-# Kept here, not in adhoc/, so that the CLI's options do not import the SQL guard (sqlglot).
+# Kept here, not in adhoc/, so that the CLI's options do not import the SQL guard (pglast).
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 
 
@@ -33,6 +33,15 @@ class Settings:
     dsn_given: bool = False  # --dsn or $KESTREL_DSN was set (the demo starts its own server if not)
     read_only: bool = False  # TUI: hide and refuse every action
     refresh: float = DEFAULT_REFRESH  # TUI: seconds between refreshes
+    # Ad-hoc SQL and reports: their own read-only login (--reader-dsn / $KESTREL_READER_DSN),
+    # and the marked opt-in to run them on a superuser login (--allow-privileged-sql).
+    reader_dsn: str | None = None
+    allow_privileged_sql: bool = False
+
+    @property
+    def adhoc_dsn(self) -> str:
+        """Where ad-hoc SQL and reports run: the reader login when given, else the console's."""
+        return self.reader_dsn or self.dsn
 
     def kestrel(self) -> Kestrel:
         """A Kestrel app for this DSN and schema (the caller closes it)."""
@@ -44,9 +53,11 @@ def default_acting_operator() -> str:
     return os.environ.get("KESTREL_OPERATOR") or default_operator()
 
 
-def build_settings(dsn: str | None, schema: str, operator: str | None, queries: list[Path] | None) -> Settings:
-    """The settings of the CLI's global options: ``$KESTREL_DSN``, ``$KESTREL_OPERATOR`` and
-    ``$KESTREL_QUERIES`` fill in (the folders add to the ``--queries`` ones)."""
+def build_settings(dsn: str | None, schema: str, operator: str | None, queries: list[Path] | None,
+                   reader_dsn: str | None = None, allow_privileged_sql: bool = False) -> Settings:
+    """The settings of the CLI's global options: ``$KESTREL_DSN``, ``$KESTREL_OPERATOR``,
+    ``$KESTREL_QUERIES`` (the folders add to the ``--queries`` ones) and
+    ``$KESTREL_READER_DSN`` fill in."""
     dirs = list(queries or [])
     env_dirs = os.environ.get("KESTREL_QUERIES")
     if env_dirs:
@@ -57,13 +68,16 @@ def build_settings(dsn: str | None, schema: str, operator: str | None, queries: 
         operator=operator or default_acting_operator(),
         queries=dirs,
         dsn_given=dsn is not None or "KESTREL_DSN" in os.environ,
+        reader_dsn=reader_dsn or os.environ.get("KESTREL_READER_DSN") or None,
+        allow_privileged_sql=allow_privileged_sql,
     )
 
 
 def console_settings(
     settings: Settings | str | None = None, *, dsn: str | None = None, schema: str | None = None,
     operator: str | None = None, queries: list[Path] | None = None, read_only: bool = False,
-    refresh: float = DEFAULT_REFRESH,
+    refresh: float = DEFAULT_REFRESH, reader_dsn: str | None = None,
+    allow_privileged_sql: bool | None = None,
 ) -> Settings:
     """The TUI's own settings, from the CLI's ``Settings`` (anything with .dsn/.schema/
     .operator/.queries), a DSN string, or keywords; keywords win over the settings object.
@@ -79,4 +93,7 @@ def console_settings(
         dsn_given=bool(getattr(base, "dsn_given", dsn is not None)),
         read_only=read_only,
         refresh=float(refresh),
+        reader_dsn=reader_dsn or getattr(base, "reader_dsn", None),
+        allow_privileged_sql=bool(allow_privileged_sql if allow_privileged_sql is not None
+                                  else getattr(base, "allow_privileged_sql", False)),
     )

@@ -19,7 +19,9 @@ Three NOLOGIN group roles, meant to be granted to login users (``GRANT kestrel_w
 - the reader role (``kestrel_reader``) has USAGE on the schema and SELECT on its tables, and
   nothing else: no sequence, no function of ours. The console's ad-hoc SQL and saved reports
   run as it (``SET LOCAL ROLE``) when the login may assume it (layer 3 of the SQL guard).
-  The operator role is a member of it, so every operator login may.
+  The operator role is a member of it, so every operator login may. When a superuser runs
+  ``ensure_roles``, the reader role is also granted ``SET`` on ``temp_file_limit`` (a
+  superuser-only setting, unlimited by default), so the console can lower it for each query.
 
 Column privileges are checked once per statement and the trigger's WHEN clause is a
 comparison of the old and new status: the worker's hot path pays nothing it would notice (the
@@ -55,6 +57,10 @@ ROLE_EXISTS = "SELECT rolcanlogin FROM pg_roles WHERE rolname = %s"
 CREATE_ROLE = "CREATE ROLE {role} NOLOGIN"
 SCHEMA_EXISTS = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
 CAN_CREATE_ROLES = "SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user"
+IS_SUPERUSER = "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
+# Parameter privileges are cluster-wide (PostgreSQL 15+); only a superuser may grant them.
+READER_PARAMETERS = ("temp_file_limit",)
+GRANT_SET_PARAMETER = "GRANT SET ON PARAMETER {parameter} TO {role}"
 SCHEMA_TABLES = """
 SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
  WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm') ORDER BY c.relname
@@ -164,6 +170,7 @@ def ensure_roles(conn: psycopg.Connection, schema: str, names: RoleNames | None 
         report.tables = tables
         _grant(conn, schema, names, tables)
         _grant_membership(conn, names.reader, names.operator)
+        _grant_reader_parameters(conn, names.reader)
     return report
 
 
@@ -229,6 +236,20 @@ def _grant_membership(conn: psycopg.Connection, role: str, member: str) -> None:
             conn.execute(sql.SQL(GRANT_ROLE).format(role=sql.Identifier(role), member=sql.Identifier(member)))
     except (psycopg.errors.UniqueViolation, psycopg.errors.InternalError_):  # tuple concurrently updated
         pass
+
+
+def _grant_reader_parameters(conn: psycopg.Connection, reader: str) -> None:
+    """Let the reader role lower the settings the console bounds each query with; skipped
+    unless a superuser runs this (then the console can set only what any role may)."""
+    if conn.execute(IS_SUPERUSER).fetchone() != (True,):
+        return
+    for parameter in READER_PARAMETERS:
+        try:
+            with conn.transaction():  # a savepoint: a concurrent grant elsewhere must not abort ours
+                conn.execute(sql.SQL(GRANT_SET_PARAMETER).format(
+                    parameter=sql.Identifier(parameter), role=sql.Identifier(reader)))
+        except (psycopg.errors.UniqueViolation, psycopg.errors.InternalError_):  # tuple concurrently updated
+            pass
 
 
 FUNCTION_EXISTS = """

@@ -127,3 +127,37 @@ def private_cluster(private_cluster_module: PrivateServer) -> PrivateServer:
     if not private_cluster_module.is_running():
         private_cluster_module.start()
     return private_cluster_module
+
+
+# -- A read-only login for ad-hoc SQL (issue 18) ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def reader_dsn(migrated: str) -> Iterator[str]:
+    """DSN of a login granted kestrel_reader, for the module's database: the console refuses
+    ad-hoc SQL on the superuser the tests connect as. Roles are cluster-wide (other test runs
+    share them): the login's name is unique, and it is dropped afterwards."""
+    name = f"kt_reader_{uuid.uuid4().hex[:10]}"
+    with _admin() as conn:
+        conn.execute(f'CREATE ROLE "{name}" LOGIN IN ROLE kestrel_reader')
+    try:
+        yield make_conninfo(migrated, user=name)
+    finally:
+        with _admin() as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (name,))
+            conn.execute(f'DROP ROLE IF EXISTS "{name}"')
+
+
+@pytest.fixture(scope="module")
+def operator_dsn(migrated: str) -> Iterator[str]:
+    """DSN of a login granted kestrel_operator (so a member of kestrel_reader), as the README
+    recommends; unique name, dropped afterwards."""
+    name = f"kt_oplogin_{uuid.uuid4().hex[:10]}"
+    with _admin() as conn:
+        conn.execute(f'CREATE ROLE "{name}" LOGIN IN ROLE kestrel_operator')
+    try:
+        yield make_conninfo(migrated, user=name)
+    finally:
+        with _admin() as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (name,))
+            conn.execute(f'DROP ROLE IF EXISTS "{name}"')

@@ -1,7 +1,8 @@
 """Ad-hoc SQL and saved reports, run read-only in three layers.
 
-- ``guard``: layer 1, before anything reaches Postgres: exactly one read statement, naming only
-  functions on the allowlist (``allowlist``, built from the catalog by ``allowlist_build``).
+- ``guard``: layer 1, before anything reaches Postgres: the text parsed by Postgres's own grammar
+  (libpg_query), exactly one read statement, every function, operator and type in its tree on
+  an allowlist (``allowlist``, built from the catalog by ``allowlist_build``).
 - ``session``: layer 2, a READ ONLY transaction with a statement timeout, always rolled back,
   results bounded by rows and bytes; and layer 3, the same transaction run as the read-only
   role (``SET LOCAL ROLE kestrel_reader``) and everything session-level released after it.

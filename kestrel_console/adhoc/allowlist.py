@@ -1,10 +1,11 @@
-"""Which functions an ad-hoc query may name: the allowlist shipped with the package.
+"""What an ad-hoc query may name: the allowlists shipped with the package.
 
-``allowed_functions.txt`` and ``catalog_functions.txt`` are generated from the catalog of
-PostgreSQL 15 by ``allowlist_build.py`` (run by hand, output reviewed and committed; its
-docstring says how). Everything not on the allowlist is refused with a reason naming it:
-volatile catalog functions, reviewed exclusions (SQL-text runners, file readers, locks...),
-functions of any other schema (extensions, Kestrel's own, users').
+``allowed_functions.txt``, ``catalog_functions.txt``, ``allowed_operators.txt`` and
+``catalog_types.txt`` are generated from the catalog of PostgreSQL 15 by ``allowlist_build.py``
+(run by hand, output reviewed and committed; its docstring says how). Everything not on them is
+refused with a reason naming it: volatile catalog functions, reviewed exclusions (SQL-text
+runners, file readers, locks...), functions, operators and types of any other schema
+(extensions, Kestrel's own, users').
 """
 
 from __future__ import annotations
@@ -14,17 +15,23 @@ from importlib import resources
 
 from .allowlist_build import excluded
 
-__all__ = ["allowed_names", "attribute_refusal", "call_refusal", "catalog_names", "keywords"]
+__all__ = ["allowed_names", "allowed_operators", "attribute_refusal", "call_refusal", "catalog_names",
+           "catalog_types", "operator_refusal", "relation_refusal", "type_refusal"]
 
 KESTREL_ACTIONS = frozenset({"decide_approval", "cancel_execution", "requeue_execution",
                              "prune_finished"})
+# Catalog views over the functions that read the server's files (excluded from the allowlist):
+# reading one is calling them.
+FILE_VIEWS = frozenset({"pg_file_settings", "pg_hba_file_rules", "pg_ident_file_mappings",
+                        "pg_config"})
 
 
 @cache
 def _load(filename: str) -> frozenset[str]:
     text = resources.files(__package__).joinpath(filename).read_text(encoding="utf-8")
+    # Header lines start with "# ": the operators "#", "#>", ... are names.
     return frozenset(line.strip() for line in text.splitlines()
-                     if line.strip() and not line.startswith("#"))
+                     if line.strip() and not line.startswith("# "))
 
 
 def allowed_names() -> frozenset[str]:
@@ -53,6 +60,8 @@ def call_refusal(name: str, schema: str | None = None) -> str | None:
 
     ``name`` and ``schema`` as Postgres resolves them (unquoted names folded to lower case).
     """
+    if name in KESTREL_ACTIONS:
+        return f"function {name}: {_why(name)}"
     if schema is not None and schema != "pg_catalog":
         return f"function {schema}.{name}: only pg_catalog functions on the allowlist may be called"
     if name in allowed_names():
@@ -71,6 +80,49 @@ def attribute_refusal(name: str) -> str | None:
     return None
 
 
-def keywords() -> frozenset[str]:
-    """PostgreSQL's SQL keywords (lower case)."""
-    return _load("keywords.txt")
+def allowed_operators() -> frozenset[str]:
+    """The operator names an ad-hoc query may use: pg_catalog operators whose functions (every
+    operator of that name) are on the function allowlist."""
+    return _load("allowed_operators.txt")
+
+
+def catalog_types() -> frozenset[str]:
+    """Every type name in pg_catalog."""
+    return _load("catalog_types.txt")
+
+
+def _schema_refusal(kind: str, name: str) -> str:
+    runs = "its function" if kind == "operator" else "a domain's CHECK or the type's functions"
+    return (f"{kind} {name}: only pg_catalog {kind}s may be named with a schema ({runs} would "
+            "run unchecked); write it unqualified")
+
+
+def operator_refusal(names: list[str]) -> str | None:
+    """Why the operator ``names`` (``[op]`` or ``[schema, op]``) is refused, or None."""
+    *schema, name = names
+    if schema and schema != ["pg_catalog"]:
+        return _schema_refusal("operator", ".".join(names))
+    if name in allowed_operators():
+        return None
+    return (f"operator {name}: not a built-in operator whose functions are all on the allowlist "
+            "(an operator runs its function)")
+
+
+def type_refusal(names: list[str]) -> str | None:
+    """Why the type ``names`` (``[type]`` or ``[schema, type]``) is refused, or None."""
+    *schema, name = names
+    if schema and schema != ["pg_catalog"]:
+        return _schema_refusal("type", ".".join(names))
+    if name in catalog_types():
+        return None
+    return (f"type {name}: not a built-in type (a domain's CHECK or a type's functions would run "
+            "unchecked)")
+
+
+def relation_refusal(database: str | None, schema: str | None, name: str) -> str | None:
+    """Why reading the relation ``[database.][schema.]name`` is refused, or None."""
+    if database:
+        return f"relation {database}.{schema}.{name}: relations of another database cannot be read"
+    if schema in (None, "pg_catalog") and name in FILE_VIEWS:
+        return f"relation {name}: reads the server's files or directories"
+    return None

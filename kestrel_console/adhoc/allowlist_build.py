@@ -13,8 +13,9 @@ writes, next to this file:
 - ``catalog_functions.txt``: every ``pg_catalog`` function name. The guard refuses an
   attribute reference ``x.f`` / ``(x).f`` whose ``f`` is a catalog function not on the
   allowlist: Postgres reads it as the call ``f(x)``.
-- ``keywords.txt``: the SQL keywords (``pg_get_keywords()``). An unquoted keyword before ``(``
-  is grammar (``FILTER (``, ``OVER (``, ``IN (``), not a call, unless it names a function.
+- ``allowed_operators.txt``: the operator names an ad-hoc query may use: ``pg_catalog``
+  operators whose function is on the allowlist, for every operator of that name.
+- ``catalog_types.txt``: every ``pg_catalog`` type name; a query may name no other type.
 
 Run it against PostgreSQL 15 (the version Kestrel is tested on), review the diff of the two
 files, commit them. Functions outside ``pg_catalog`` (extensions, the Kestrel schema's own,
@@ -32,7 +33,8 @@ import psycopg
 HERE = Path(__file__).resolve().parent
 ALLOWED_FILE = HERE / "allowed_functions.txt"
 CATALOG_FILE = HERE / "catalog_functions.txt"
-KEYWORDS_FILE = HERE / "keywords.txt"
+OPERATORS_FILE = HERE / "allowed_operators.txt"
+TYPES_FILE = HERE / "catalog_types.txt"
 
 # One row per pg_catalog function name: whether every overload is safe by volatility and kind,
 # and whether one of them takes SQL as text (an argument named query/sql, or a refcursor).
@@ -48,7 +50,18 @@ SELECT p.proname,
  ORDER BY p.proname
 """
 VERSION = "SELECT current_setting('server_version')"
-KEYWORDS = "SELECT word FROM pg_get_keywords() ORDER BY word"
+# One row per pg_catalog operator name: its functions, every overload's.
+OPERATORS = """
+SELECT o.oprname, array_agg(DISTINCT p.proname ORDER BY p.proname)
+  FROM pg_operator o JOIN pg_proc p ON p.oid = o.oprcode
+ WHERE o.oprnamespace = 'pg_catalog'::regnamespace
+   AND p.pronamespace = 'pg_catalog'::regnamespace
+ GROUP BY o.oprname
+HAVING count(*) = (SELECT count(*) FROM pg_operator x
+                    WHERE x.oprname = o.oprname AND x.oprnamespace = 'pg_catalog'::regnamespace)
+ ORDER BY o.oprname
+"""
+TYPES = "SELECT typname FROM pg_type WHERE typnamespace = 'pg_catalog'::regnamespace ORDER BY typname"
 
 # Reviewed exclusions: (why, pattern). A name matching any pattern is never allowed, whatever
 # its volatility says.
@@ -94,17 +107,20 @@ def excluded(name: str) -> str | None:
     return None
 
 
-def build(conn: psycopg.Connection) -> tuple[list[str], list[str], list[str], str]:
-    """(allowed names, all catalog names, keywords, server version) from ``conn``'s catalog."""
+def build(conn: psycopg.Connection) -> tuple[list[str], list[str], list[str], list[str], str]:
+    """(allowed function names, all catalog function names, allowed operators, catalog types,
+    server version) from ``conn``'s catalog."""
     version = conn.execute(VERSION).fetchone()[0]
-    keywords = [word for (word,) in conn.execute(KEYWORDS)]
+    types = [name for (name,) in conn.execute(TYPES)]
     rows = conn.execute(CATALOG).fetchall()
     catalog = [name for name, _, _ in rows]
     allowed = [
         name for name, safe_kind, takes_sql in rows
         if (safe_kind or name in REVIEWED_VOLATILE) and not takes_sql and excluded(name) is None
     ]
-    return sorted(allowed), sorted(catalog), sorted(keywords), version
+    allowed_set = set(allowed)
+    operators = [name for name, functions in conn.execute(OPERATORS) if set(functions) <= allowed_set]
+    return sorted(allowed), sorted(catalog), sorted(operators), sorted(types), version
 
 
 ALLOWED_HOW = (
@@ -113,7 +129,8 @@ ALLOWED_HOW = (
     "# text."
 )
 CATALOG_HOW = "every function name in pg_catalog (SELECT DISTINCT proname)."
-KEYWORDS_HOW = "SELECT word FROM pg_get_keywords()."
+OPERATORS_HOW = "pg_catalog operators whose functions are all on allowed_functions.txt."
+TYPES_HOW = "every type name in pg_catalog (SELECT typname FROM pg_type)."
 
 
 def header(what: str, how: str, version: str) -> str:
@@ -130,15 +147,17 @@ def main(argv: list[str]) -> int:
         print("usage: python kestrel_console/adhoc/allowlist_build.py DSN", file=sys.stderr)
         return 2
     with psycopg.connect(argv[0], autocommit=True) as conn:
-        allowed, catalog, keywords, version = build(conn)
+        allowed, catalog, operators, types, version = build(conn)
     if not version.startswith("15"):
         print(f"warning: built from PostgreSQL {version}, Kestrel is tested on 15", file=sys.stderr)
     ALLOWED_FILE.write_text(header("Functions an ad-hoc query may call, one name per line.", ALLOWED_HOW, version)
                             + "\n".join(allowed) + "\n")
     CATALOG_FILE.write_text(header("Every pg_catalog function name (for attribute notation).", CATALOG_HOW, version)
                             + "\n".join(catalog) + "\n")
-    KEYWORDS_FILE.write_text(header("SQL keywords, one per line.", KEYWORDS_HOW, version)
-                             + "\n".join(keywords) + "\n")
+    OPERATORS_FILE.write_text(header("Operators an ad-hoc query may use, one per line.", OPERATORS_HOW, version)
+                              + "\n".join(operators) + "\n")
+    TYPES_FILE.write_text(header("Every pg_catalog type name (a query may name no other).", TYPES_HOW, version)
+                          + "\n".join(types) + "\n")
     print(f"{len(allowed)} allowed of {len(catalog)} catalog function names (PostgreSQL {version})")
     return 0
 

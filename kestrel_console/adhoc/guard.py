@@ -1,67 +1,55 @@
 """Layer 1 of the read-only guard: refuse, before anything reaches Postgres, SQL that is not
-exactly one read, or that names a function not known to be free of side effects.
+exactly one read, or that names anything not known to be free of side effects.
 
 Operators type ad-hoc SQL and run report files other people wrote; both go through here first,
 then through ``session.run_read_only`` (layer 2: a READ ONLY transaction that is always rolled
-back; layer 3: run as the read-only role ``kestrel_reader``, session state released after).
-Layer 2 stops every write to tables; this layer also stops what a read-only transaction allows
-but an operator console must not do: signalling other sessions, reading the server's files,
-session advisory locks, running SQL given as text, and so on.
+back; layer 3: run as the read-only role ``kestrel_reader``). Layer 2 stops every write to
+tables; this layer also stops what a read-only transaction allows but an operator console must
+not do: signalling other sessions, reading the server's files, advisory locks, changing
+settings, running SQL given as text, and so on.
 
-How a query is checked:
+The text is read by Postgres's own grammar: libpg_query (through ``pglast``) is the parser of
+PostgreSQL 15 compiled as a library, so what is a string, a comment, an identifier or code is
+decided by the same lexer and grammar the server runs (string continuation across newlines,
+``E''`` escapes, nested comments, dollar quotes, ``U&`` escapes). No code of ours lexes SQL.
 
-1. ``_skeleton`` scans the text the way the PostgreSQL lexer does (nested ``/* */``
-   comments, ``E''`` and dollar quoting, ``standard_conforming_strings = on``, which
-   ``run_read_only`` enforces) and blanks every comment and string literal. What remains is
-   exactly the code Postgres will see, so sqlglot cannot be fooled by lexing tricks that hide
-   a call inside what it takes for a comment or a string.
-2. The skeleton is split on ``;`` (one statement only), EXPLAIN's options are peeled off,
-   simple ``SHOW name`` is let through, and the rest is parsed by sqlglot (postgres dialect).
-3. One function per rule checks the tree: statement kind, data-modifying CTEs,
-   ``SELECT ... INTO``, locking clauses, and functions: every call and every attribute
-   reference (``t.f``, ``(x).f``: Postgres reads them as ``f(t)`` when ``f`` is not a column)
-   in any position is checked against the allowlist (``allowlist``: pg_catalog functions that
-   are IMMUTABLE or STABLE, minus a reviewed list; regenerate it with ``allowlist_build.py``,
-   whose docstring says how). Anything else is refused with its name and why.
-4. A lexical pass over the skeleton checks every ``name(``, ``schema.name(`` and ``.name``
-   as written, independent of how sqlglot named it (``ifnull(`` is not ``coalesce(``).
+The parse tree is then checked against allowlists, node by node: every node kind must be one a
+read query is made of (``_NODES``), and
 
-``SHOW`` is allowed in its simple form (``SHOW name``, ``SHOW ALL``, ``SHOW TIME ZONE``...):
-it only reads a setting. ``SET``/``RESET`` are refused. ``pg_sleep`` is allowed: the
-statement timeout bounds it. ``currval``/``lastval`` are allowed: they read session state.
-Names a query leaves unqualified (an attribute call ``(x).f`` of a function not in the
-catalog, an overload ``lower(int)``, an operator, a type) resolve through the search path
-``run_read_only`` sets: ``pg_catalog`` and the Kestrel schema only, whose functions
-``kestrel_reader`` may not execute. Qualified ones are checked here: functions, operators
-(``OPERATOR(s.op)``) and types (``::s.t``, a domain's CHECK runs code) outside ``pg_catalog``
-are refused.
+- statements: one ``SELECT`` (``WITH``, ``VALUES``, ``TABLE``, set operations), ``EXPLAIN`` of
+  one, or ``SHOW``; no ``SELECT ... INTO``, no locking clause, no data-modifying CTE;
+- functions (``FuncCall``, in any position, including what the grammar makes of ``EXTRACT``,
+  ``AT TIME ZONE``, ``TRIM``...): unqualified or in ``pg_catalog``, and on the allowlist
+  (``allowlist``: IMMUTABLE or STABLE, minus a reviewed list; regenerate with
+  ``allowlist_build.py``);
+- attribute notation (``t.f``, ``(x).f``: Postgres reads ``f(t)`` when ``f`` is not a column):
+  no catalog function off the allowlist;
+- operators (``OPERATOR(s.op)``, ``ANY``/``ALL``, ``ORDER BY ... USING``): ``pg_catalog``
+  operators whose functions are all allowed;
+- types (casts, typed literals, column definition lists, ``XMLTABLE`` columns): ``pg_catalog``
+  types only (a domain's CHECK or a type's input function is code the query does not name);
+- relations: not in another database, not the catalog views that read the server's files;
+  TABLESAMPLE methods: the two built-in ones.
 """
 
 from __future__ import annotations
 
-import logging
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
-from functools import cache
-from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
 
-import sqlglot
-from sqlglot import exp
-from sqlglot.errors import ParseError, TokenError
+import pglast
+from pglast import ast
+from pglast.enums import A_Expr_Kind, LockClauseStrength
+from pglast.parser import ParseError
 
 from kestrel_core import KestrelError
 
-from . import qualified
-from .allowlist import attribute_refusal, call_refusal, catalog_names, keywords
-from .names import IDENT as _IDENT
-from .names import IDENT_START as _IDENT_START
-from .names import TOKEN as _TOKEN
-from .names import folded as _folded
-from .names import is_name as _is_name
-from .names import unquoted as _unquoted
+from .allowlist import (
+    attribute_refusal, call_refusal, operator_refusal, relation_refusal, type_refusal,
+)
 
-__all__ = ["QueryRefused", "check_read_only"]
+__all__ = ["QueryRefused", "check_read_only", "walk"]
 
 
 class QueryRefused(KestrelError):
@@ -72,56 +60,73 @@ class QueryRefused(KestrelError):
         super().__init__(f"refused: {reason}")
 
 
-# Statement classes whose keyword is not the statement's first word (WITH x AS (...) DELETE).
-_WRITE_KEYWORDS: dict[type[exp.Expression], str] = {
-    exp.Insert: "INSERT",
-    exp.Update: "UPDATE",
-    exp.Delete: "DELETE",
-    exp.Merge: "MERGE",
-}
-_READ_STATEMENTS = (exp.Select, exp.SetOperation, exp.Values)
-
-# Dollar-quote tags are identifiers without $ (names.py: Postgres' identifiers).
-_DOLLAR_QUOTE = re.compile(f"\\$(?:[{_IDENT_START}][{_IDENT_START}0-9]*)?\\$")
-_DOLLAR_PARAM = re.compile(r"\$[0-9]+")
-
+# psycopg's placeholders as it converts them before sending (it does not lex SQL either: a
+# placeholder inside a string literal is converted too), so the guard parses what is sent.
 _PLACEHOLDER = re.compile(r"%(?:\((?P<name>[^)]*)\))?(?P<format>[sbt%])")
 _ADHOC_PLACEHOLDER = re.compile(r"%\((?P<name>[A-Za-z_]\w*)\)s")
-_EXPLAIN = re.compile(
-    r"\s*explain\b(?:\s*\([^()]*\)|\s+analy[sz]e\b(?:\s+verbose\b)?|\s+verbose\b)?",
-    re.IGNORECASE,
-)
-_SIMPLE_SHOW = re.compile(r"\s*show(?:\s+[A-Za-z_][\w.]*){1,3}\s*;?\s*\Z", re.IGNORECASE)
-_FIRST_WORD = re.compile(r"[A-Za-z_]\w*")
+
+# Every node kind a read query's raw parse tree is made of. Anything else is refused by name.
+_NODES = frozenset({
+    "RawStmt", "SelectStmt", "ExplainStmt", "VariableShowStmt", "DefElem",
+    "ResTarget", "ColumnRef", "A_Star", "A_Const", "String", "Integer", "Float", "Boolean",
+    "BitString", "ParamRef", "FuncCall", "NamedArgExpr", "A_Expr", "BoolExpr", "NullTest",
+    "BooleanTest", "TypeCast", "TypeName", "CollateClause", "SubLink", "CaseExpr", "CaseWhen",
+    "CoalesceExpr", "MinMaxExpr", "RowExpr", "A_ArrayExpr", "A_Indirection", "A_Indices",
+    "SQLValueFunction", "GroupingFunc", "GroupingSet", "SortBy", "WindowDef", "RangeVar",
+    "RangeSubselect", "RangeFunction", "RangeTableSample", "RangeTableFunc",
+    "RangeTableFuncCol", "JoinExpr", "Alias", "ColumnDef", "WithClause", "CommonTableExpr",
+    "CTESearchClause", "CTECycleClause", "XmlExpr", "XmlSerialize", "List",
+    # The grammar's own nodes in a SELECT: IntoClause and LockingClause, refused with a reason.
+    "IntoClause", "LockingClause",
+})
+_WRITES = {"InsertStmt": "INSERT", "UpdateStmt": "UPDATE", "DeleteStmt": "DELETE",
+           "MergeStmt": "MERGE", "CreateTableAsStmt": "CREATE"}
+_LOCKS = {
+    LockClauseStrength.LCS_FORUPDATE: "FOR UPDATE",
+    LockClauseStrength.LCS_FORNOKEYUPDATE: "FOR NO KEY UPDATE",
+    LockClauseStrength.LCS_FORSHARE: "FOR SHARE",
+    LockClauseStrength.LCS_FORKEYSHARE: "FOR KEY SHARE",
+}
+# A_Expr kinds whose name is grammar (BETWEEN), not an operator: their operators are <= and >=.
+_NOT_OPERATORS = {A_Expr_Kind.AEXPR_BETWEEN, A_Expr_Kind.AEXPR_NOT_BETWEEN,
+                  A_Expr_Kind.AEXPR_BETWEEN_SYM, A_Expr_Kind.AEXPR_NOT_BETWEEN_SYM}
+_TABLESAMPLE_METHODS = frozenset({"system", "bernoulli"})
 
 
-def check_read_only(query: str, *, placeholders: bool = False) -> None:
+def check_read_only(query: str, *, placeholders: bool = False) -> ast.Node:
     """Raise QueryRefused unless ``query`` is exactly one read (SELECT, WITH ... SELECT, VALUES,
-    TABLE, UNION/INTERSECT/EXCEPT, EXPLAIN of one of those, simple SHOW).
+    TABLE, UNION/INTERSECT/EXCEPT, EXPLAIN of one of those, SHOW); return its parse tree.
 
     ``placeholders=True`` accepts psycopg placeholders (``%(since)s``), for saved reports run
     with bound parameters; the text is then checked as Postgres will receive it (placeholders
-    become ``$n``, ``%%`` becomes ``%``).
+    become ``$1``, ``%%`` becomes ``%``).
     """
     text = _as_sent(query) if placeholders else query
-    skeleton = _skeleton(text)
-    if not placeholders:
-        _check_no_placeholders(skeleton)
-    _check_single_statement(skeleton)
-    if _SIMPLE_SHOW.match(skeleton):
-        return
-    skeleton, explained = _without_explain(skeleton)
-    statement = _parse(skeleton)
-    _check_statement_kind(statement, skeleton, explained=explained)
-    _check_modifying_ctes(statement)
-    _check_select_into(statement)
-    _check_locking(statement)
-    _check_functions(statement)
-    _refuse(qualified.refusal_in_tree(statement))
-    _check_names_in_text(skeleton, statement)
+    statements = _parse(text, placeholders=placeholders)
+    if not statements:
+        raise QueryRefused("empty query")
+    if len(statements) > 1:
+        raise QueryRefused(f"{len(statements)} statements: run one at a time")
+    statement = statements[0].stmt
+    _check_statement_kind(statement, text, statements[0].stmt_location)
+    for node in walk(statement):
+        _check_node(node, placeholders=placeholders)
+    return statement
 
 
-# --- preparing the text ---------------------------------------------------------------------
+def walk(tree: Any) -> Iterator[ast.Node]:
+    """Every node of a pglast tree, parents before children, in the order of the text."""
+    stack: list[Any] = [tree]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(reversed(item))
+        elif isinstance(item, ast.Node):
+            yield item
+            stack.extend(reversed([getattr(item, slot) for slot in item.__slots__]))
+
+
+# --- reading the text ------------------------------------------------------------------------
 
 
 def _as_sent(query: str) -> str:
@@ -133,240 +138,65 @@ def _as_sent(query: str) -> str:
     return _PLACEHOLDER.sub(replace, query)
 
 
-def _skeleton(text: str) -> str:
-    """``text`` with every comment and string literal blanked, lexed as Postgres lexes it.
-
-    Comments become spaces, string literals of every kind become ``'   '`` of the same
-    length (newlines kept), so positions in sqlglot's error messages still match ``text``.
-    Quoted identifiers stay. Unicode-escaped identifiers (``U&"..."``) are refused: their
-    escapes could spell a refused function's name.
-    """
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if text.startswith("--", i):
-            end = _line_end(text, i)
-            out.append(_blank(text[i:end]))
-            i = end
-        elif text.startswith("/*", i):
-            end = _block_comment_end(text, i)
-            out.append(_blank(text[i:end]))
-            i = end
-        elif ch == "'":
-            end = _quoted_end(text, i)
-            out.append(_blank_string(text[i:end]))
-            i = end
-        elif ch == '"':
-            end = _quoted_end(text, i)
-            out.append(text[i:end])
-            i = end
-        elif ch == "$":
-            tag = _DOLLAR_QUOTE.match(text, i)
-            param = _DOLLAR_PARAM.match(text, i)
-            if param:
-                end = param.end()
-                out.append(text[i:end])
-            elif tag:
-                close = text.find(tag.group(), tag.end())
-                if close < 0:
-                    raise QueryRefused("cannot parse: unterminated dollar-quoted string")
-                end = close + len(tag.group())
-                out.append(_blank_string(text[i:end]))
-            else:
-                end = i + 1
-                out.append(ch)
-            i = end
-        elif (word := _IDENT.match(text, i)) is not None:
-            end = word.end()
-            prefix = word.group()
-            if prefix in ("e", "E") and text.startswith("'", end):
-                close = _quoted_end(text, end, backslash=True)
-                out.append(" " + _blank_string(text[end:close]))
-                end = close
-            elif prefix in ("u", "U") and text.startswith("&'", end):
-                close = _quoted_end(text, end + 1)
-                out.append("  " + _blank_string(text[end + 1:close]))
-                end = close
-            elif prefix in ("u", "U") and text.startswith('&"', end):
-                raise QueryRefused('Unicode-escaped identifier (U&"..."): write the name plainly')
-            else:
-                out.append(prefix)
-            i = end
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
-
-
-def _without_explain(skeleton: str) -> tuple[str, bool]:
-    """Blank ``EXPLAIN [options]`` off the front: the statement explained is what counts."""
-    match = _EXPLAIN.match(skeleton)
-    if match is None:
-        return skeleton, False
-    rest = skeleton[match.end():]
-    if not rest.strip(" \t\r\n;"):
-        raise QueryRefused("EXPLAIN of nothing: give it a query")
-    return " " * match.end() + rest, True
-
-
-def _blank(chunk: str) -> str:
-    return "".join(c if c in "\n\r" else " " for c in chunk)
-
-
-def _blank_string(literal: str) -> str:
-    # Keep a "0" so typed literals still parse (interval '0', date '0'); the rest is blanked.
-    inner = _blank(literal[1:-1])
-    return "'" + ("0" + inner[1:] if inner else "") + "'"
-
-
-def _line_end(text: str, start: int) -> int:
-    ends = [p for p in (text.find("\n", start), text.find("\r", start)) if p >= 0]
-    return min(ends) if ends else len(text)
-
-
-def _block_comment_end(text: str, start: int) -> int:
-    """End of the comment opened at ``start``; Postgres nests ``/* /* */ */``."""
-    depth, i = 0, start
-    while i < len(text):
-        if text.startswith("/*", i):
-            depth, i = depth + 1, i + 2
-        elif text.startswith("*/", i):
-            depth, i = depth - 1, i + 2
-            if depth == 0:
-                return i
-        else:
-            i += 1
-    raise QueryRefused("cannot parse: unterminated /* comment */")
-
-
-def _quoted_end(text: str, start: int, *, backslash: bool = False) -> int:
-    """End of the '...' literal or "..." identifier opened at ``start``: a doubled quote stays
-    inside; with ``backslash`` (E'...') a backslash escapes the next character too."""
-    quote = text[start]
-    i = start + 1
-    while i < len(text):
-        ch = text[i]
-        if backslash and ch == "\\":
-            i += 2
-        elif ch == quote:
-            if text.startswith(quote, i + 1):
-                i += 2
-            else:
-                return i + 1
-        else:
-            i += 1
-    what = "quoted string" if quote == "'" else "quoted identifier"
-    raise QueryRefused(f"cannot parse: unterminated {what}")
-
-
-@contextmanager
-def _quiet_sqlglot() -> Iterator[None]:
-    """sqlglot logs a warning when it falls back to a generic Command; we refuse those anyway."""
-    logger = logging.getLogger("sqlglot")
-    mute = logging.Filter("\0")  # matches no logger name: drops every record
-    logger.addFilter(mute)
+def _parse(text: str, *, placeholders: bool) -> tuple[ast.RawStmt, ...]:
     try:
-        yield
-    finally:
-        logger.removeFilter(mute)
-
-
-def _parse(skeleton: str) -> exp.Expression:
-    try:
-        with _quiet_sqlglot():
-            statements = [s for s in sqlglot.parse(skeleton, read="postgres") if s is not None]
+        return pglast.parse_sql(text)
     except ParseError as exc:
-        first = exc.errors[0] if exc.errors else {}
-        where = f" (line {first['line']}, column {first['col']})" if "line" in first else ""
-        raise QueryRefused(f"cannot parse: {first.get('description', exc)}{where}") from None
-    except TokenError as exc:
-        raise QueryRefused(f"cannot parse: {exc}") from None
-    except Exception as exc:  # absurd nesting, sqlglot bugs: fail closed
-        raise QueryRefused(f"cannot parse: {type(exc).__name__}") from None
-    if len(statements) != 1:  # the skeleton's count said one; stay safe if sqlglot disagrees
-        raise QueryRefused(f"{len(statements)} statements: run one at a time")
-    return statements[0]
+        if not placeholders:
+            _refuse_adhoc_placeholder(text)
+        if _only_explain(text):
+            raise QueryRefused("EXPLAIN of nothing: give it a query") from None
+        message, *where = exc.args or (str(exc),)
+        at = f" (at character {where[0] + 1})" if where and isinstance(where[0], int) else ""
+        raise QueryRefused(f"cannot parse: {message}{at}") from None
+    except Exception as exc:  # absurd nesting and the like: fail closed
+        raise QueryRefused(f"cannot parse: {type(exc).__name__}: {exc}") from None
 
 
-# --- the checks, one rule each --------------------------------------------------------------
+def _tokens(text: str) -> list[tuple[str, str]]:
+    """(token kind, text) by Postgres's own lexer; empty if it cannot lex the text."""
+    try:
+        return [(t.name, text[t.start:t.end + 1]) for t in pglast.parser.scan(text)]
+    except ParseError:
+        return []
 
 
-def _check_no_placeholders(skeleton: str) -> None:
-    match = _ADHOC_PLACEHOLDER.search(skeleton)
-    if match:
-        raise QueryRefused(
-            f"query parameter {match.group()}: ad-hoc SQL takes no parameters (saved reports do)"
-        )
+def _refuse_adhoc_placeholder(text: str) -> None:
+    """``%(name)s`` outside strings and comments (as the lexer sees them) in ad-hoc SQL."""
+    tokens = _tokens(text)
+    for i in range(len(tokens) - 4):
+        spelled = "".join(token for _, token in tokens[i:i + 5])
+        if tokens[i][1] == "%" and _ADHOC_PLACEHOLDER.fullmatch(spelled):
+            raise QueryRefused(
+                f"query parameter {spelled}: ad-hoc SQL takes no parameters (saved reports do)")
 
 
-def _check_single_statement(skeleton: str) -> None:
-    count, pending = 0, False
-    for token in _TOKEN.findall(skeleton):  # a ';' in a quoted identifier is one token
-        if token == ";":
-            count, pending = count + pending, False
-        else:
-            pending = True
-    count += pending
-    if count == 0:
-        raise QueryRefused("empty query")
-    if count > 1:
-        raise QueryRefused(f"{count} statements: run one at a time")
+def _only_explain(text: str) -> bool:
+    words = [token.upper() for _, token in _tokens(text) if token != ";"]
+    return words == ["EXPLAIN"]
 
 
-def _check_statement_kind(statement: exp.Expression, skeleton: str, *, explained: bool) -> None:
-    inner = statement
-    while isinstance(inner, (exp.Subquery, exp.Paren)):
-        inner = inner.this
-    if isinstance(inner, _READ_STATEMENTS):
+# --- the checks --------------------------------------------------------------------------------
+
+
+def _check_statement_kind(statement: ast.Node, text: str, location: int) -> None:
+    kind = type(statement).__name__
+    if kind in ("SelectStmt", "VariableShowStmt"):
         return
-    keyword = _WRITE_KEYWORDS.get(type(inner)) or _first_word(skeleton)
-    if not explained:
-        raise QueryRefused(f"not a read: {keyword}")
-    if keyword in _WRITE_KEYWORDS.values() or keyword == "CREATE":
-        raise QueryRefused(f"EXPLAIN of a write: {keyword}")
-    raise QueryRefused(f"EXPLAIN of a non-read: {keyword}")
+    if kind == "ExplainStmt":
+        inner = type(statement.query).__name__
+        if inner == "SelectStmt":
+            return
+        if inner in _WRITES:
+            raise QueryRefused(f"EXPLAIN of a write: {_WRITES[inner]}")
+        raise QueryRefused(f"EXPLAIN of a non-read: {inner.removesuffix('Stmt').upper()}")
+    keyword = _WRITES.get(kind) or _first_word(text[location:]) or kind
+    raise QueryRefused(f"not a read: {keyword}")
 
 
-def _first_word(skeleton: str) -> str:
-    match = _FIRST_WORD.search(skeleton)
-    return match.group().upper() if match else skeleton.strip()[:20]
-
-
-def _check_modifying_ctes(statement: exp.Expression) -> None:
-    write = statement.find(*_WRITE_KEYWORDS)
-    if write is not None:
-        raise QueryRefused(f"data-modifying CTE: {_WRITE_KEYWORDS[type(write)]}")
-
-
-def _check_select_into(statement: exp.Expression) -> None:
-    if statement.find(exp.Into) is not None:
-        raise QueryRefused("SELECT ... INTO creates a table")
-
-
-def _check_locking(statement: exp.Expression) -> None:
-    lock = statement.find(exp.Lock)
-    if lock is None:
-        return
-    update, key = bool(lock.args.get("update")), bool(lock.args.get("key"))
-    clause = {
-        (True, False): "FOR UPDATE",
-        (True, True): "FOR NO KEY UPDATE",
-        (False, True): "FOR KEY SHARE",
-        (False, False): "FOR SHARE",
-    }[(update, key)]
-    raise QueryRefused(f"locking clause {clause}: row locks need a writable transaction")
-
-
-def _check_functions(statement: exp.Expression) -> None:
-    """Every call and attribute reference in sqlglot's tree, against the allowlist."""
-    for node in statement.walk():
-        if isinstance(node, exp.Anonymous):
-            _refuse(call_refusal(node.name.lower()))
-        elif isinstance(node, exp.Column) and node.args.get("table") is not None:
-            _refuse(attribute_refusal(_folded(node.this)))
-        elif isinstance(node, exp.Dot) and isinstance(node.expression, exp.Identifier):
-            _refuse(attribute_refusal(_folded(node.expression)))
+def _first_word(text: str) -> str:
+    tokens = _tokens(text)
+    return tokens[0][1].upper() if tokens else ""
 
 
 def _refuse(reason: str | None) -> None:
@@ -374,58 +204,95 @@ def _refuse(reason: str | None) -> None:
         raise QueryRefused(reason)
 
 
-def _check_names_in_text(skeleton: str, statement: exp.Expression) -> None:
-    """Backstop independent of how sqlglot names things: in the code Postgres will see, a name
-    followed by ``(`` is a call (``schema.name(`` a qualified one) and ``.name`` not followed
-    by ``(`` may be an attribute call. Check each as written (quoted names keep their case).
-
-    Not calls: an unquoted keyword that names no function (``FILTER (``, ``IN (``), and as
-    many ``alias(`` as the tree has aliases with column lists (``generate_series(1, 3) g(i)``,
-    ``WITH n(i) AS``). ``schema.relation`` in FROM is not an attribute.
-    """
-    tokens = _TOKEN.findall(skeleton)
-    aliases, relations = _non_call_names(statement)
-    for i, token in enumerate(tokens):
-        if not _is_name(token):
-            continue
-        name, quoted = _unquoted(token)
-        after = tokens[i + 1] if i + 1 < len(tokens) else ""
-        before = tokens[i - 1] if i else ""
-        _refuse(qualified.refusal_in_text(tokens, i))
-        if after == "(":
-            qualifier = tokens[i - 2] if before == "." and i >= 2 and _is_name(tokens[i - 2]) else None
-            if qualifier is None and not quoted and name in keywords():
-                reason = call_refusal(name) if name in _catalog_keywords() else None
-            else:
-                reason = call_refusal(name, _unquoted(qualifier)[0] if qualifier else None)
-            if reason is not None and qualifier is None and aliases[name] > 0:
-                aliases[name] -= 1
-                continue
-            _refuse(reason)
-        elif before == "." and after != ".":
-            reason = attribute_refusal(name)
-            if reason is not None and relations[name] > 0:
-                relations[name] -= 1
-                continue
-            _refuse(reason)
+def _names(items: Any) -> list[str]:
+    """The names of a pglast name list (funcname, operator name, type names)."""
+    return [item.sval for item in items or () if isinstance(item, ast.String)]
 
 
-@cache
-def _catalog_keywords() -> frozenset[str]:
-    """Keywords that also name catalog functions (``left(``, ``extract(``): checked as calls."""
-    return keywords() & catalog_names()
+def _check_select(node: ast.SelectStmt) -> None:
+    if node.intoClause is not None:
+        raise QueryRefused("SELECT ... INTO creates a table")
+    for lock in node.lockingClause or ():
+        raise QueryRefused(f"locking clause {_LOCKS.get(lock.strength, 'FOR UPDATE')}: "
+                           "row locks need a writable transaction")
 
 
-def _non_call_names(statement: exp.Expression) -> tuple[Counter[str], Counter[str]]:
-    """Names the tree shows are not calls though followed by ``(`` (aliases with column lists,
-    TABLESAMPLE methods) or not attributes though after a dot (schema-qualified relations)."""
-    aliases: Counter[str] = Counter()
-    relations: Counter[str] = Counter()
-    for node in statement.walk():
-        if isinstance(node, exp.TableAlias) and node.args.get("columns") and node.this:
-            aliases[_folded(node.this)] += 1
-        elif isinstance(node, exp.TableSample) and node.args.get("method") is not None:
-            aliases[node.args["method"].name.lower()] += 1
-        elif isinstance(node, exp.Table) and node.args.get("db") is not None:
-            relations[_folded(node.this)] += 1
-    return aliases, relations
+def _check_cte(node: ast.CommonTableExpr) -> None:
+    write = _WRITES.get(type(node.ctequery).__name__)
+    if write is not None:
+        raise QueryRefused(f"data-modifying CTE: {write}")
+
+
+def _check_call(node: ast.FuncCall) -> None:
+    names = _names(node.funcname)
+    if len(names) > 2:
+        raise QueryRefused(f"function {'.'.join(names)}: only pg_catalog functions on the "
+                           "allowlist may be called")
+    _refuse(call_refusal(names[-1], names[0] if len(names) == 2 else None))
+
+
+def _check_operator_names(items: Any) -> None:
+    if items:
+        _refuse(operator_refusal(_names(items)))
+
+
+def _check_expr(node: ast.A_Expr) -> None:
+    if node.kind not in _NOT_OPERATORS:
+        _check_operator_names(node.name)
+
+
+def _check_attributes(fields: Any) -> None:
+    for name in _names(fields):
+        _refuse(attribute_refusal(name))
+
+
+def _check_column(node: ast.ColumnRef) -> None:
+    _check_attributes((node.fields or ())[1:])
+
+
+def _check_type(node: ast.TypeName) -> None:
+    names = _names(node.names)
+    if node.setof or node.pct_type:
+        raise QueryRefused(f"type {'.'.join(names)}: SETOF and %TYPE are not for queries")
+    _refuse(type_refusal(names))
+
+
+def _check_relation(node: ast.RangeVar) -> None:
+    _refuse(relation_refusal(node.catalogname, node.schemaname, node.relname))
+
+
+def _check_sample(node: ast.RangeTableSample) -> None:
+    names = _names(node.method)
+    if names[-1:] and names[-1] in _TABLESAMPLE_METHODS and names[:-1] in ([], ["pg_catalog"]):
+        return
+    raise QueryRefused(f"TABLESAMPLE {'.'.join(names)}: only SYSTEM and BERNOULLI may be used")
+
+
+_CHECKS: dict[str, Callable[[Any], None]] = {
+    "SelectStmt": _check_select,
+    "CommonTableExpr": _check_cte,
+    "FuncCall": _check_call,
+    "A_Expr": _check_expr,
+    "SubLink": lambda node: _check_operator_names(node.operName),
+    "SortBy": lambda node: _check_operator_names(node.useOp),
+    "ColumnRef": _check_column,
+    "A_Indirection": lambda node: _check_attributes(node.indirection),
+    "TypeName": _check_type,
+    "RangeVar": _check_relation,
+    "RangeTableSample": _check_sample,
+}
+
+
+def _check_node(node: ast.Node, *, placeholders: bool) -> None:
+    kind = type(node).__name__
+    if kind not in _NODES:
+        if kind in _WRITES:
+            raise QueryRefused(f"data-modifying statement inside the query: {_WRITES[kind]}")
+        raise QueryRefused(f"{kind} is not part of a read query: only SELECT, VALUES, "
+                           "EXPLAIN and SHOW may run here")
+    if kind == "ParamRef" and not placeholders:
+        raise QueryRefused(f"query parameter ${node.number}: ad-hoc SQL takes no parameters "
+                           "(saved reports do)")
+    check = _CHECKS.get(kind)
+    if check is not None:
+        check(node)

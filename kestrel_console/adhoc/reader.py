@@ -5,9 +5,14 @@ Inside the read-only transaction, ``assume_reader`` switches to ``kestrel_reader
 (``set_config('role', ..., true)``, i.e. ``SET LOCAL ROLE``; created by ``kestrel_core.roles``: USAGE on the schema, SELECT on its
 tables, nothing else) when the login may assume it. Postgres then refuses, whatever the text,
 writes, other sessions' signals, server files, and Kestrel's functions. Where it cannot (no
-such role, login not a member, no rights on the schema) or where the login is a superuser
-(whose session may switch back with ``set_config('role', ...)``, which only layer 1 refuses),
-``ReaderStatus.notice`` says so in one line.
+such role, login not a member, no rights on the schema), ``ReaderStatus.notice`` says so in
+one line.
+
+``privilege`` finds what no role switch can take away: a login that is a superuser, has
+BYPASSRLS or CREATEROLE, or may become a role that has (``SET ROLE`` needs only membership).
+Such a session may switch back with ``set_config('role', ...)`` (which only layer 1 refuses),
+so ``run_read_only`` refuses to run ad-hoc SQL on it unless told otherwise (a separate
+read-only login is the way; ``allow_privileged`` the marked exception).
 
 After the transaction, ``release_session_state`` drops what a rollback does not undo: session
 advisory locks and prepared statements. Settings (``set_config(..., false)``) are undone by the
@@ -23,7 +28,7 @@ from psycopg import sql
 
 from kestrel_core.roles import DEFAULT_READER_ROLE
 
-__all__ = ["DEFAULT_READER_ROLE", "ReaderStatus", "assume_reader", "release_session_state"]
+__all__ = ["DEFAULT_READER_ROLE", "ReaderStatus", "assume_reader", "privilege", "release_session_state"]
 
 # Checks whether the login may assume the role and, if so, does (SET LOCAL ROLE) in the same
 # statement: one round trip.
@@ -38,6 +43,18 @@ SELECT login, superuser, role_exists, member, schema_usage,
           FROM (SELECT 1) AS one
           LEFT JOIN pg_roles r ON r.rolname = %(role)s
           LEFT JOIN pg_namespace n ON n.nspname = %(schema)s) AS checked
+"""
+# The login itself first, then any role it may become, that holds an attribute no SET ROLE
+# takes away.
+PRIVILEGE = """
+SELECT session_user::text, r.rolname::text,
+       CASE WHEN r.rolsuper THEN 'a superuser' WHEN r.rolbypassrls THEN 'has BYPASSRLS'
+            ELSE 'has CREATEROLE' END
+  FROM pg_roles r
+ WHERE (r.rolsuper OR r.rolbypassrls OR r.rolcreaterole)
+   AND pg_has_role(session_user, r.oid, 'MEMBER')
+ ORDER BY r.rolname <> session_user, NOT r.rolsuper, r.rolname
+ LIMIT 1
 """
 # psycopg names its own prepared statements _pg3_*: those stay, the query's go.
 RELEASE = r"""
@@ -56,16 +73,17 @@ class ReaderStatus:
     superuser: bool
     assumed: bool
     problem: str | None = None  # why the role was not assumed
+    privileged: str | None = None  # "login postgres is a superuser", when it is (allowed then)
 
     @property
     def notice(self) -> str | None:
         """One line for the operator when layer 3 is weaker than promised, else None."""
-        if self.assumed and not self.superuser:
+        if self.assumed and not self.privileged:
             return None
         if self.assumed:
-            return (f"note: login {self.login} is a superuser: queries run as {self.role}, but a "
-                    "superuser session can switch back, so only the guard's allowlist stops "
-                    "what the role would; use a login that is not a superuser")
+            return (f"note: {self.privileged} (ad-hoc SQL allowed on it by --allow-privileged-sql): "
+                    f"queries run as {self.role}, but such a session can switch back, so only "
+                    "the guard's allowlist stops what the role would; use --reader-dsn instead")
         who = f"login {self.login}" + (" (a superuser)" if self.superuser else "")
         return f"note: {self.problem}: queries run with the rights of {who}"
 
@@ -83,6 +101,19 @@ def assume_reader(conn: psycopg.Connection, role: str, schema: str) -> ReaderSta
     elif not usage:
         problem = f"role {role} has no rights on schema {schema} (`kestrel-console migrate` grants them)"
     return ReaderStatus(role, login, bool(superuser), problem is None, problem)
+
+
+def privilege(conn: psycopg.Connection) -> str | None:
+    """What makes this login more than the read-only role can contain ("login postgres is a
+    superuser", "login bob may become role admin, which has CREATEROLE"), or None."""
+    row = conn.execute(PRIVILEGE).fetchone()
+    if row is None:
+        return None
+    login, role, what = row
+    which = f"is {what}" if what == "a superuser" else what
+    if role == login:
+        return f"login {login} {which}"
+    return f"login {login} may become role {role}, which {which}"
 
 
 def release_session_state(conn: psycopg.Connection) -> None:

@@ -8,10 +8,21 @@ Its search path is ``pg_catalog``, the Kestrel schema, ``pg_temp`` and nothing e
 name it leaves unqualified (a function by attribute notation, an operator, a type) resolves to
 another schema's code. Its result is cut at ``max_rows`` rows and ``max_bytes`` bytes.
 Layer 3 (``reader``) runs it as the read-only role and releases what it leaves in the session.
+
+A login no role switch can contain (superuser, BYPASSRLS, CREATEROLE, or one that may become
+such a role: ``reader.privilege``) is refused before the query runs, unless the caller passes
+``allow_privileged`` (the console's ``--allow-privileged-sql``, which it marks): the console
+should be given a read-only login for ad-hoc SQL instead (``--reader-dsn``).
+
+Bounds on the server: ``statement_timeout`` (at most ``MAX_TIMEOUT_MS``, ten minutes: a console
+query, not a batch job), ``work_mem`` for each sort or hash, and ``temp_file_limit`` for the
+temporary files a query writes, where the role it runs as may set it (``migrate`` as a
+superuser grants that right to the reader role: a PGC_SUSET setting).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Mapping
@@ -26,14 +37,17 @@ from psycopg.rows import tuple_row
 from kestrel_core import DatabaseUnavailable, KestrelError
 
 from ..settings import DEFAULT_MAX_BYTES
-from .guard import check_read_only
-from .reader import DEFAULT_READER_ROLE, ReaderStatus, assume_reader, release_session_state
+from .guard import QueryRefused, check_read_only
+from .reader import DEFAULT_READER_ROLE, ReaderStatus, assume_reader, privilege, release_session_state
 
 __all__ = ["DEFAULT_MAX_BYTES", "QueryFailed", "QueryResult", "QueryTimeout", "ReaderStatus",
            "run_read_only", "timeout_ms"]
 
-# statement_timeout is an int4 of milliseconds.
-MAX_TIMEOUT_MS = 2**31 - 1
+# Ten minutes: an ad-hoc query or a report is for a console; longer work belongs elsewhere.
+MAX_TIMEOUT_MS = 10 * 60 * 1000
+# Per sort or hash node (a query may have several) and for every temporary file of the query.
+READER_WORK_MEM = "16MB"
+READER_TEMP_FILE_LIMIT = "256MB"
 
 
 class QueryTimeout(KestrelError):
@@ -88,6 +102,14 @@ SELECT set_config('statement_timeout', %(statement_timeout)s, true),
        set_config('standard_conforming_strings', 'on', true),
        set_config('search_path', 'pg_catalog, ' || quote_ident(%(schema)s) || ', pg_temp', true)
 """
+# Run as the role the query runs as (after SET LOCAL ROLE): temp_file_limit is PGC_SUSET, so
+# only a superuser or a role granted SET on it may lower it; it stays at the server's value
+# (unlimited by default) otherwise.
+SET_MEMORY_LIMITS = """
+SELECT set_config('work_mem', %(work_mem)s, true),
+       CASE WHEN has_parameter_privilege('temp_file_limit', 'SET')
+            THEN set_config('temp_file_limit', %(temp_file_limit)s, true) END
+"""
 
 
 def run_read_only(
@@ -102,6 +124,7 @@ def run_read_only(
     check: bool = True,
     placeholders: bool = False,
     reader_role: str | None = DEFAULT_READER_ROLE,
+    allow_privileged: bool = False,
 ) -> QueryResult:
     """Run one read query in a read-only transaction that is always rolled back.
 
@@ -111,8 +134,10 @@ def run_read_only(
     when no parameter is given. ``conn`` may be autocommit or not, but must not be inside a
     transaction. ``reader_role`` (None: skip layer 3) is assumed when the login may; the
     result's ``reader`` says how it went. Session advisory locks and prepared statements are
-    released afterwards. Raises QueryRefused, QueryTimeout, QueryFailed or DatabaseUnavailable;
-    ValueError for a timeout below 1 ms (0 would mean no timeout) or a negative limit.
+    released afterwards. A superuser (BYPASSRLS, CREATEROLE) login is refused with
+    QueryRefused unless ``allow_privileged``. Raises QueryRefused, QueryTimeout, QueryFailed or
+    DatabaseUnavailable; ValueError for a timeout below 1 ms (0 would mean no timeout) or above
+    ten minutes, or a negative limit.
     """
     timeout = _checked_timeout(timeout_ms)
     if max_rows < 0:
@@ -127,7 +152,7 @@ def run_read_only(
     reader = None
     try:
         try:
-            reader = _begin(conn, schema, timeout, reader_role)
+            reader = _begin(conn, schema, timeout, reader_role, allow_privileged)
             started = time.perf_counter()
             columns, rows, cut = _fetch(conn, query, params, max_rows + 1, max_bytes)
             elapsed_ms = (time.perf_counter() - started) * 1000
@@ -145,7 +170,7 @@ def run_read_only(
 
 def timeout_ms(seconds: float) -> int:
     """``seconds`` as whole milliseconds for statement_timeout; ValueError below 1 ms, when not
-    finite, or beyond what Postgres takes (about 24 days)."""
+    finite, or beyond ten minutes (``MAX_TIMEOUT_MS``)."""
     return _checked_timeout(seconds * 1000)
 
 
@@ -155,7 +180,8 @@ def _checked_timeout(ms: float) -> int:
     if ms < 1:
         raise ValueError(f"timeout of {ms:g} ms: it must be at least 1 ms (0 would mean no timeout)")
     if ms > MAX_TIMEOUT_MS:
-        raise ValueError(f"timeout of {ms:g} ms: it must be at most {MAX_TIMEOUT_MS} ms (about 24 days)")
+        raise ValueError(f"timeout of {ms:g} ms: it must be at most {MAX_TIMEOUT_MS} ms (10 minutes: "
+                         "ad-hoc SQL and reports are for a console)")
     return math.ceil(ms)
 
 
@@ -177,15 +203,27 @@ def _require_idle(conn: psycopg.Connection) -> None:
 
 
 def _begin(
-    conn: psycopg.Connection, schema: str, timeout_ms: int, reader_role: str | None
+    conn: psycopg.Connection, schema: str, timeout_ms: int, reader_role: str | None,
+    allow_privileged: bool,
 ) -> ReaderStatus | None:
     conn.execute(BEGIN_READ_ONLY if conn.autocommit else SET_TRANSACTION_READ_ONLY)
+    privileged = privilege(conn)
+    if privileged and not allow_privileged:
+        raise QueryRefused(
+            f"{privileged}: ad-hoc SQL does not run on such a login (its session can undo the "
+            "read-only role); give the console a read-only login with --reader-dsn (or "
+            "$KESTREL_READER_DSN), or pass --allow-privileged-sql")
     conn.execute(
         SET_LIMITS,
         {"statement_timeout": str(timeout_ms), "idle_timeout": str(max(timeout_ms, 1000)),
          "schema": schema},
     )
-    return assume_reader(conn, reader_role, schema) if reader_role else None
+    reader = assume_reader(conn, reader_role, schema) if reader_role else None
+    conn.execute(SET_MEMORY_LIMITS, {"work_mem": READER_WORK_MEM,
+                                     "temp_file_limit": READER_TEMP_FILE_LIMIT})
+    if reader is not None and privileged:
+        reader = dataclasses.replace(reader, privileged=privileged)
+    return reader
 
 
 def _fetch(

@@ -46,6 +46,14 @@ def root(
         show_default=False,
     ),
     read_only: bool = typer.Option(False, "--read-only", help="TUI: hide and refuse every action."),
+    reader_dsn: Optional[str] = typer.Option(
+        None, "--reader-dsn", help="A read-only login for ad-hoc SQL and reports (also $KESTREL_READER_DSN); "
+        "needed when the console's login is a superuser.", show_default=False,
+    ),
+    allow_privileged_sql: bool = typer.Option(
+        False, "--allow-privileged-sql", help="Run ad-hoc SQL and user reports on a superuser (BYPASSRLS, "
+        "CREATEROLE) login anyway; marked on every result. Prefer --reader-dsn.",
+    ),
 ) -> None:
     from kestrel_core.statements import check_schema_name
 
@@ -53,7 +61,7 @@ def root(
         check_schema_name(schema)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--schema") from None
-    ctx.obj = build_settings(dsn, schema, operator, queries)
+    ctx.obj = build_settings(dsn, schema, operator, queries, reader_dsn, allow_privileged_sql)
     if ctx.invoked_subcommand is None:
         from .tui_command import open_tui
 

@@ -83,7 +83,8 @@ def _reader(s: Settings) -> Iterator[Reader]:
 
 @contextmanager
 def _connection(s: Settings) -> Iterator[psycopg.Connection]:
-    conn = connect(s.dsn, application_name=APPLICATION_NAME, connect_timeout=5)
+    """The connection ad-hoc SQL and reports run on: the reader login when given."""
+    conn = connect(s.adhoc_dsn, application_name=APPLICATION_NAME, connect_timeout=5)
     try:
         yield conn
     finally:
@@ -311,13 +312,14 @@ def _run_report(s: Settings, name: str, given: dict[str, str], max_rows: int, ti
     values = bind_params(report, given)
     with _connection(s) as conn:
         result = run_report(conn, report, values, schema=s.schema, timeout_ms=timeout_ms,
-                            max_rows=max_rows, max_bytes=max_bytes)
+                            max_rows=max_rows, max_bytes=max_bytes,
+                            allow_privileged=s.allow_privileged_sql)
     return report, result
 
 
 def _timeout_ms(seconds: float) -> int:
     """--timeout in whole milliseconds; below 1 ms (which Postgres would read as "no timeout"),
-    not a number, or beyond Postgres' limit is bad usage."""
+    not a number, or beyond ten minutes is bad usage."""
     from ..adhoc import timeout_ms
 
     try:
@@ -391,7 +393,8 @@ def _run_sql(s: Settings, query: str, max_rows: int, timeout_s: float, max_bytes
     timeout_ms = _timeout_ms(timeout_s)
     with _connection(s) as conn:
         return run_read_only(conn, query, schema=s.schema, timeout_ms=timeout_ms,
-                             max_rows=max_rows, max_bytes=max_bytes)
+                             max_rows=max_rows, max_bytes=max_bytes,
+                             allow_privileged=s.allow_privileged_sql)
 
 
 def sql(

@@ -4,6 +4,9 @@ Starting, it says where the data is. A second demo on the same machine finds the
 server running and says so ("already running (pid N), attaching to it at ..."); the first one
 stops the server when it exits. ``--fresh`` starts from empty: it drops and recreates the
 demo's database (with a configured DSN, the demo's schema), and says so.
+
+On its private server the demo connects as the superuser, on which the console refuses ad-hoc
+SQL; ``reader_login`` makes the read-only login its SQL and Reports screens use instead.
 """
 
 from __future__ import annotations
@@ -16,15 +19,22 @@ from pathlib import Path
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from kestrel_console.embedded_pg import LocalCluster, default_data_dir
 from kestrel_core import KestrelError
 from kestrel_core.connection import connect, describe_target
+from kestrel_core.roles import DEFAULT_READER_ROLE
 
 DEMO_DATABASE = "kestrel_demo"
 # Beside the server's own files: the pid of the demo that started the server.
 DEMO_PID_FILE = "kestrel_demo.pid"
 DROP_SCHEMA = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE")
+# The login the demo's ad-hoc SQL runs on (trust authentication on 127.0.0.1: no password).
+DEMO_READER_LOGIN = "kestrel_demo_reader"
+LOGIN_EXISTS = "SELECT 1 FROM pg_roles WHERE rolname = %s"
+CREATE_LOGIN = sql.SQL("CREATE ROLE {login} LOGIN IN ROLE {role}")
+GRANT_ROLE = sql.SQL("GRANT {role} TO {login}")
 
 
 class DemoRefused(KestrelError):
@@ -76,6 +86,21 @@ def demo_database(dsn: str | None, schema: str, fresh: bool,
             with spinning("stopping PostgreSQL"):
                 cluster.stop()
             _pid_file(data_dir).unlink(missing_ok=True)
+
+
+def reader_login(dsn: str, login: str = DEMO_READER_LOGIN, role: str = DEFAULT_READER_ROLE) -> str:
+    """The DSN of a login that is a member of the reader role and nothing else, created if
+    missing (``dsn`` is an admin's, after ``migrate`` made the role)."""
+    ident = {"login": sql.Identifier(login), "role": sql.Identifier(role)}
+    with connect(dsn, application_name="kestrel-console demo", connect_timeout=5, autocommit=True) as conn:
+        try:
+            if conn.execute(LOGIN_EXISTS, (login,)).fetchone() is None:
+                conn.execute(CREATE_LOGIN.format(**ident))
+            else:
+                conn.execute(GRANT_ROLE.format(**ident))
+        except (psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
+            pass  # another demo on this server made it meanwhile
+    return make_conninfo(dsn, user=login)
 
 
 def running_demo_pid(data_dir: Path) -> int | None:

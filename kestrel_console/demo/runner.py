@@ -30,7 +30,7 @@ from kestrel_core.statements import render
 from kestrel_core.worker import Worker
 
 from .bot import BotOperator
-from .database import DemoDatabase, demo_database
+from .database import DemoDatabase, demo_database, reader_login
 from .events import EventPrinter, silence_engine_logs, worker_events_printed
 from .trickle import Trickle, seed
 from .workflows import REMEDIATE, build_app
@@ -136,12 +136,15 @@ def run_demo(settings: Settings, options: DemoOptions) -> None:
             with _logging_for(open_tui is None, printer), \
                     DemoServices(dsn, settings.schema, options, progress, on_event, stop) as services:
                 printer.run_time = services.run_time
+                # The private server's login is a superuser: ad-hoc SQL gets its own reader login.
+                reader_dsn = settings.reader_dsn or (reader_login(dsn) if database.data_dir else None)
                 if open_tui is not None:
                     stop.interrupt = True  # SIGTERM while the TUI runs: leave it and shut down
                     stop.checkpoint()
-                    open_tui(dataclasses.replace(settings, dsn=dsn, dsn_given=True), read_only=False)
+                    open_tui(dataclasses.replace(settings, dsn=dsn, dsn_given=True, reader_dsn=reader_dsn),
+                             read_only=False)
                     return
-                _announce(database, options, settings.dsn_given)
+                _announce(database, options, settings.dsn_given, reader_dsn)
                 _run_headless(services, options, printer, stop)
     except KeyboardInterrupt:
         progress("interrupted: demo stopped")
@@ -257,7 +260,7 @@ def _tui_opener(progress: Progress) -> Callable[..., None] | None:
     return module.open_tui
 
 
-def _announce(database: DemoDatabase, options: DemoOptions, dsn_given: bool) -> None:
+def _announce(database: DemoDatabase, options: DemoOptions, dsn_given: bool, reader_dsn: str | None) -> None:
     """Say where the demo runs, where its data is, and how to reach it from another terminal
     (no password shown)."""
     dsn = database.dsn
@@ -277,6 +280,8 @@ def _announce(database: DemoDatabase, options: DemoOptions, dsn_given: bool) -> 
         lines += ["In another terminal, every command works against it, e.g.:",
                   f"  KESTREL_DSN='{dsn}' kestrel-console status",
                   f"  KESTREL_DSN='{dsn}' kestrel-console",
+                  *([f"  KESTREL_DSN='{dsn}' KESTREL_READER_DSN='{reader_dsn}' kestrel-console sql "
+                     "\"SELECT status, count(*) FROM workflow_executions GROUP BY 1\""] if reader_dsn else []),
                   "Ctrl-C stops the demo and its PostgreSQL (the data stays for the next run)."]
     print("\n".join(lines), flush=True)
 

@@ -1,5 +1,6 @@
-"""The connection the SQL and Reports screens run their queries on: opened on first use in a
-worker thread, dropped when it breaks, and cancellable from the UI thread without blocking it."""
+"""The connection the SQL and Reports screens run their queries on (the reader login when the
+console has one): opened on first use in a worker thread, dropped when it breaks, and
+cancellable from the UI thread without blocking it."""
 
 from __future__ import annotations
 
@@ -30,14 +31,14 @@ class AdhocSession:
             self.running = True
             try:
                 if self._conn is None or self._conn.closed:
-                    self._conn = connect(self.config.dsn, application_name=self.application_name,
+                    self._conn = connect(self.config.adhoc_dsn, application_name=self.application_name,
                                          connect_timeout=5)
                 conn = self._conn
                 try:
                     return fn(conn)
                 except psycopg.OperationalError as exc:
                     self._drop()
-                    raise unavailable(self.config.dsn, exc) from None
+                    raise unavailable(self.config.adhoc_dsn, exc) from None
                 finally:
                     if self._conn is not None and (self._conn.closed or self._conn.broken):
                         self._drop()

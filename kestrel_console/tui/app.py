@@ -60,9 +60,11 @@ class KestrelConsole(App[None]):
 
     def __init__(self, settings: Any = None, *, dsn: str | None = None, schema: str | None = None,
                  operator: str | None = None, queries: list[Path] | None = None,
-                 read_only: bool = False, refresh: float = DEFAULT_REFRESH) -> None:
+                 read_only: bool = False, refresh: float = DEFAULT_REFRESH,
+                 reader_dsn: str | None = None, allow_privileged_sql: bool | None = None) -> None:
         self.config = console_settings(settings, dsn=dsn, schema=schema, operator=operator,
-                                       queries=queries, read_only=read_only, refresh=refresh)
+                                       queries=queries, read_only=read_only, refresh=refresh,
+                                       reader_dsn=reader_dsn, allow_privileged_sql=allow_privileged_sql)
         super().__init__()
         use_whole_cell_scrollbars()
         self.read_only = self.config.read_only

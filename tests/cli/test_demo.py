@@ -23,7 +23,9 @@ from typing import IO
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
+from kestrel_console.demo.database import DEMO_READER_LOGIN
 from kestrel_console.embedded_pg import LocalCluster
 
 REPO = Path(__file__).resolve().parents[2]
@@ -164,6 +166,13 @@ def test_demo_runs_on_its_own_server_and_keeps_its_data(demo_dir: Path) -> None:
             assert listed.returncode == 0, listed.stderr
             rows = json.loads(listed.stdout)
             assert {row["workflow_name"] for row in rows} >= {"remediate-incident", "provision-resource", "ci-pipeline"}
+            # Its login is a superuser, refused for ad-hoc SQL; the demo made a reader login
+            # (the one its SQL screen uses) and says how to use it (issue 18).
+            assert demo.cli("sql", "SELECT 1", dsn=dsn).returncode == 1
+            reader = make_conninfo(dsn, user=DEMO_READER_LOGIN)
+            mine = demo.cli("--reader-dsn", reader, "sql", "--format", "csv", "SELECT current_user::text AS who",
+                            dsn=dsn)
+            assert (mine.returncode, mine.stdout) == (0, "who\nkestrel_reader\n"), mine.stderr
 
         decisions = wait_for_bot(dsn)
         assert decisions, "the bot operator decided no approval"
@@ -176,6 +185,7 @@ def test_demo_runs_on_its_own_server_and_keeps_its_data(demo_dir: Path) -> None:
         code = demo.finish()
     assert code == 0, demo.output()
     assert "--duration 14s reached" in demo.output()
+    assert f"KESTREL_READER_DSN='{make_conninfo(dsn, user=DEMO_READER_LOGIN)}'" in demo.output()
     assert refuses_connections(dsn), "the demo's server still runs after the demo exited"
     assert "password" not in demo.output().lower()
 

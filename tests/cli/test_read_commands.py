@@ -29,14 +29,16 @@ SHIPPED_REPORTS = {"queue-depth", "stuck-leases", "pending-approvals", "errors-t
 
 
 @pytest.fixture
-def run(dsn: str, monkeypatch: pytest.MonkeyPatch):
-    """Invoke kestrel-console in-process on the test database; returns the Result."""
+def run(dsn: str, reader_dsn: str, monkeypatch: pytest.MonkeyPatch):
+    """Invoke kestrel-console in-process on the test database; returns the Result. Ad-hoc SQL
+    and reports run on a reader login (the tests' own login is a superuser, refused for them)."""
     monkeypatch.delenv("KESTREL_QUERIES", raising=False)
     monkeypatch.setenv("COLUMNS", "160")
+    monkeypatch.setenv("KESTREL_READER_DSN", reader_dsn)
     runner = CliRunner()
 
     def invoke(*args: str, target: str | None = None):
-        return runner.invoke(cli, ["--dsn", target or dsn, *args])
+        return runner.invoke(cli, ["--dsn", target or dsn, *(["--reader-dsn", target] if target else []), *args])
 
     return invoke
 
@@ -242,19 +244,20 @@ def test_report_lists_and_runs_and_says_which_file(run, db, facts: SeedFacts) ->
 
 
 
-def test_user_report_overrides_the_shipped_one(dsn: str, tmp_path: Path, monkeypatch) -> None:
+def test_user_report_overrides_the_shipped_one(dsn: str, reader_dsn: str, tmp_path: Path, monkeypatch) -> None:
     # Wide enough for the listing's path column: under pytest-xdist tmp_path is longer.
     monkeypatch.setenv("COLUMNS", "400")
     (tmp_path / "errors-this-month.sql").write_text("-- description: mine\nSELECT 42 AS answer\n")
     runner = CliRunner()
-    result = runner.invoke(cli, ["--dsn", dsn, "--queries", str(tmp_path), "report", "errors-this-month",
-                                 "--format", "csv"])
+    result = runner.invoke(cli, ["--dsn", dsn, "--reader-dsn", reader_dsn, "--queries", str(tmp_path), "report",
+                                 "errors-this-month", "--format", "csv"])
     assert as_csv(result) == (["answer"], [{"answer": "42"}])
     assert f"ran {tmp_path / 'errors-this-month.sql'} (user)" in result.stderr
     listing = runner.invoke(cli, ["--dsn", dsn, "--queries", str(tmp_path), "report"])
     assert "(overrides the shipped one)" in listing.stdout
     monkeypatch.setenv("KESTREL_QUERIES", str(tmp_path))
-    from_env = runner.invoke(cli, ["--dsn", dsn, "report", "errors-this-month", "--format", "json"])
+    from_env = runner.invoke(cli, ["--dsn", dsn, "--reader-dsn", reader_dsn, "report", "errors-this-month",
+                                   "--format", "json"])
     assert as_json(from_env) == [{"answer": 42}]
 
 

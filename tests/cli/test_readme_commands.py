@@ -117,11 +117,12 @@ def transcripts() -> list[tuple[str, int]]:
     return found
 
 
-def test_the_command_line_transcripts_run_as_shown(dsn: str, db: psycopg.Connection) -> None:
+def test_the_command_line_transcripts_run_as_shown(dsn: str, reader_dsn: str, db: psycopg.Connection) -> None:
     seed_history(db)
     assert len(transcripts()) >= 7
     for command, expected in transcripts():
-        done = kestrel_console(*shlex.split(command), dsn=dsn)
+        # The tests' login is a superuser: `sql` runs on a reader login, as the README says.
+        done = kestrel_console(*shlex.split(command), dsn=dsn, env={"KESTREL_READER_DSN": reader_dsn})
         assert done.returncode == expected, f"kestrel-console {command}: exit {done.returncode}\n{done.stderr}"
         if expected:
             assert done.stderr.startswith("error: ") and "Traceback" not in done.stderr, done.stderr

@@ -18,11 +18,13 @@ from psycopg.conninfo import make_conninfo
 SCRIPT = Path(sys.executable).parent / "kestrel-console"
 
 
-def sql(dsn: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def sql(dsn: str, *args: str, cwd: Path, opt_in: bool = False) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "KESTREL_DSN": dsn}
     env.pop("KESTREL_QUERIES", None)
-    return subprocess.run([str(SCRIPT), "sql", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=60)
+    env.pop("KESTREL_READER_DSN", None)
+    privileged = ["--allow-privileged-sql"] if opt_in else []
+    return subprocess.run([str(SCRIPT), *privileged, "sql", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=60)
 
 
 @pytest.fixture
@@ -46,12 +48,15 @@ def test_an_attribute_call_is_refused_with_the_function_named(dsn: str, victim: 
 
 
 def test_the_superuser_note_and_the_byte_cut_go_to_stderr_and_json_stays_clean(dsn: str, tmp_path: Path) -> None:
+    # Only with the opt-in does a superuser login run ad-hoc SQL (issue 18); the note marks it.
     done = sql(dsn, "--format", "json", "--max-bytes", "3000",
-               "SELECT g, repeat('x', 1000) AS pad FROM generate_series(1, 10) g", cwd=tmp_path)
+               "SELECT g, repeat('x', 1000) AS pad FROM generate_series(1, 10) g", cwd=tmp_path,
+               opt_in=True)
     assert done.returncode == 0, done.stderr
     assert [row["g"] for row in json.loads(done.stdout)] == [1, 2]
     notes = done.stderr.splitlines()
-    assert notes[0].startswith("note: login ") and " is a superuser: queries run as kestrel_reader" in notes[0]
+    assert notes[0].startswith("note: login ") and \
+        " is a superuser (ad-hoc SQL allowed on it by --allow-privileged-sql): queries run as kestrel_reader" in notes[0]
     assert notes[1] == "result cut at 3000 bytes (2 rows): narrow the query or raise --max-bytes"
 
 

@@ -15,13 +15,15 @@ from tests.hostile_text import (ESC_INPUT, ESC_NAME, ESC_OPERATOR, ESC_QUEUE, ha
                                 hostile_execution, hostile_paused_things)
 
 
-def test_list_show_status_and_sql_tables_show_escapes_not_controls(dsn: str, db: psycopg.Connection) -> None:
+def test_list_show_status_and_sql_tables_show_escapes_not_controls(dsn: str, reader_dsn: str,
+                                                                 db: psycopg.Connection) -> None:
     eid = hostile_execution(db)
     outputs = {
         "list": console("list", dsn=dsn),
         "show": console("show", str(eid), dsn=dsn),
         "status": console("status", dsn=dsn),
-        "sql": console("sql", "SELECT workflow_name, input, error, E'\\x1b[31m' AS \"col\x1b[1m\" FROM workflow_executions",
+        "sql": console("--reader-dsn", reader_dsn, "sql",
+                       "SELECT workflow_name, input, error, E'\\x1b[31m' AS \"col\x1b[1m\" FROM workflow_executions",
                        dsn=dsn),
         "report": console("report", "errors-this-month", dsn=dsn),
     }
@@ -35,10 +37,11 @@ def test_list_show_status_and_sql_tables_show_escapes_not_controls(dsn: str, db:
     assert "\\x1b" in outputs["sql"].stdout and "col\\x1b[1m" in outputs["sql"].stdout
 
 
-def test_json_escapes_controls_and_keeps_the_values(dsn: str, db: psycopg.Connection) -> None:
+def test_json_escapes_controls_and_keeps_the_values(dsn: str, reader_dsn: str, db: psycopg.Connection) -> None:
     eid = hostile_execution(db)
     for args in (("show", str(eid), "--format", "json"), ("list", "--format", "json"),
-                 ("sql", "SELECT workflow_name, input FROM workflow_executions", "--format", "json")):
+                 ("--reader-dsn", reader_dsn, "sql", "SELECT workflow_name, input FROM workflow_executions",
+                  "--format", "json")):
         done = console(*args, dsn=dsn)
         assert done.returncode == 0, done.stderr
         assert not has_raw_control(done.stdout), (args, repr(done.stdout))
@@ -47,7 +50,8 @@ def test_json_escapes_controls_and_keeps_the_values(dsn: str, db: psycopg.Connec
     shown = json.loads(console("show", str(eid), "--format", "json", dsn=dsn).stdout)[0]
     assert shown["input"] == ESC_INPUT
     # CSV is data (redirected to files): exact when stdout is not a terminal.
-    done = console("sql", "SELECT workflow_name FROM workflow_executions", "--format", "csv", dsn=dsn)
+    done = console("--reader-dsn", reader_dsn, "sql", "SELECT workflow_name FROM workflow_executions", "--format",
+                   "csv", dsn=dsn)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[1] == ESC_NAME
 

@@ -202,7 +202,8 @@ class ReportsScreen(LiveScreen):
         assert self.session is not None
         try:
             result = self.session.run(lambda conn: run_report(
-                conn, report, params, schema=cfg.schema, timeout_ms=ADHOC_TIMEOUT_MS, max_rows=ADHOC_MAX_ROWS))
+                conn, report, params, schema=cfg.schema, timeout_ms=ADHOC_TIMEOUT_MS, max_rows=ADHOC_MAX_ROWS,
+                allow_privileged=cfg.allow_privileged_sql))
         except Exception as exc:
             self._to_ui(self._failed_report, exc)
             return

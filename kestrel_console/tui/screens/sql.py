@@ -41,6 +41,14 @@ def sql_language() -> str | None:
     return None
 
 
+def editor_title(config: Any) -> str:
+    """The editor's title: read-only, the search path, and the opt-in to a privileged login."""
+    title = f"SQL (read-only; search_path = {config.schema})"
+    if config.allow_privileged_sql:
+        title += " — --allow-privileged-sql: a superuser login may run these"
+    return title
+
+
 class SqlScreen(LiveScreen):
     VIEW = "sql"
     NAME = "SQL"
@@ -86,7 +94,7 @@ class SqlScreen(LiveScreen):
     def on_mount(self) -> None:
         self.session = AdhocSession(self.kapp.config)
         self.kapp.track_session(self.session)
-        self.query_one("#sql-editor").border_title = "SQL (read-only; search_path = " + self.kapp.config.schema + ")"
+        self.query_one("#sql-editor").border_title = editor_title(self.kapp.config)
         self.query_one("#sql-history").border_title = "History"
         self._say(HINT, "dim")
         self.history = list(self.past.load())
@@ -130,7 +138,8 @@ class SqlScreen(LiveScreen):
         assert self.session is not None
         try:
             result = self.session.run(lambda conn: run_read_only(
-                conn, query, schema=cfg.schema, timeout_ms=ADHOC_TIMEOUT_MS, max_rows=ADHOC_MAX_ROWS))
+                conn, query, schema=cfg.schema, timeout_ms=ADHOC_TIMEOUT_MS, max_rows=ADHOC_MAX_ROWS,
+                allow_privileged=cfg.allow_privileged_sql))
         except Exception as exc:
             self._to_ui(self._failed_query, exc)
             return

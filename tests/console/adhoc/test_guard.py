@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from kestrel_console.adhoc import guard as sqlguard
 from kestrel_console.adhoc.guard import QueryRefused, check_read_only
 from kestrel_core import KestrelError
+from tests.console.adhoc.hostile_sql import SHAPES
 
 
 def refusal(query: str, **kwargs: bool) -> str:
@@ -97,10 +97,11 @@ REFUSALS = [
     ("SELECT kestrel.decide_approval(1, 'gate', true, 'me', NULL)",
      "function decide_approval: is a Kestrel operator action: use the approve/reject/cancel/requeue commands"),
     ("SELECT %(since)s::interval", "query parameter %(since)s: ad-hoc SQL takes no parameters (saved reports do)"),
-    ("SELECT 'abc", "cannot parse: unterminated quoted string"),
-    ("SELECT 1 /* open", "cannot parse: unterminated /* comment */"),
-    ("SELECT $q$ abc", "cannot parse: unterminated dollar-quoted string"),
-    ('SELECT "abc', "cannot parse: unterminated quoted identifier"),
+    # Postgres's own lexer says what is unterminated (libpg_query's message and position).
+    ("SELECT 'abc", "cannot parse: unterminated quoted string at or near \"'abc\" (at character 8)"),
+    ("SELECT 1 /* open", "cannot parse: unterminated /* comment at or near \"/* open\" (at character 10)"),
+    ("SELECT $q$ abc", "cannot parse: unterminated dollar-quoted string at or near \"$q$ abc\" (at character 8)"),
+    ('SELECT "abc', "cannot parse: unterminated quoted identifier at or near \"\"abc\" (at character 8)"),
 ]
 
 
@@ -167,8 +168,10 @@ LEXING_TRICKS = [
     ("SELECT 'a\\', pg_terminate_backend(1) --'", "function pg_terminate_backend: signals or inspects other sessions"),
     # $ inside identifiers does not start a dollar quote.
     ("SELECT 1 AS x$q$, pg_cancel_backend(1) AS y$q$", "function pg_cancel_backend: signals or inspects other sessions"),
-    # The escapes of a U& identifier could spell a refused name.
-    ('SELECT U&"pg_\\0074erminate_backend"(1)', 'Unicode-escaped identifier (U&"..."): write the name plainly'),
+    # The escapes of a U& identifier spell a refused name: the parser decodes them.
+    ('SELECT U&"pg_\\0074erminate_backend"(1)', "function pg_terminate_backend: signals or inspects other sessions"),
+    ("SELECT U&'a' UESCAPE '!', U&\"pg_!0074erminate_backend\" UESCAPE '!' (1)",
+     "function pg_terminate_backend: signals or inspects other sessions"),
     # '#' is an operator in Postgres, not a comment.
     ("SELECT 1 # pg_terminate_backend(1)", "function pg_terminate_backend: signals or inspects other sessions"),
     # A comment between the name and its parenthesis.
@@ -179,15 +182,6 @@ LEXING_TRICKS = [
 @pytest.mark.parametrize(("query", "reason"), LEXING_TRICKS)
 def test_lexing_tricks_are_read_as_postgres_reads_them(query: str, reason: str) -> None:
     assert refusal(query) == reason
-
-
-def test_the_lexical_backstop_refuses_calls_even_if_the_tree_check_missed_them(monkeypatch) -> None:
-    monkeypatch.setattr(sqlguard, "_check_functions", lambda statement: None)
-    assert refusal("SELECT pg_terminate_backend(1)") == (
-        "function pg_terminate_backend: signals or inspects other sessions"
-    )
-    assert refusal('SELECT "pg_read_file"(\'/etc/passwd\')').startswith("function pg_read_file: ")
-    check_read_only("SELECT 'pg_terminate_backend(1)', lower('x')")
 
 
 def test_report_placeholders_are_accepted_only_when_asked_for() -> None:
@@ -247,14 +241,6 @@ def test_allowlist_refusals(query: str, reason: str) -> None:
     assert refusal(query).startswith(reason), refusal(query)
 
 
-def test_the_lexical_pass_alone_refuses_attribute_calls(monkeypatch) -> None:
-    monkeypatch.setattr(sqlguard, "_check_functions", lambda statement: None)
-    assert refusal("SELECT (1).pg_terminate_backend").startswith("function pg_terminate_backend: ")
-    assert refusal('SELECT t."pg_read_file" FROM (SELECT 1) t').startswith("function pg_read_file: ")
-    assert refusal("SELECT nvl(1, 2)").startswith("function nvl: ")
-    check_read_only("SELECT t.x, (t).x FROM (SELECT 1 AS x) t")
-
-
 # --- types and operators named with a schema: code the query does not name -----------------------
 
 QUALIFIED_REFUSALS = [
@@ -267,8 +253,11 @@ QUALIFIED_REFUSALS = [
     ("SELECT * FROM xmltable('/x' PASSING '<x/>' COLUMNS a public.kt_dom PATH '.')", "type public.kt_dom: "),
     ("SELECT 1 OPERATOR(public.===) 1", "operator public.===: only pg_catalog operators may be named"),
     ('SELECT 1 OPERATOR("public".===) 1 FROM workers', "operator public.===: "),
-    # sqlglot cannot parse USING OPERATOR(...): refused either way, never run.
-    ("SELECT * FROM workers ORDER BY worker_id USING OPERATOR(public.===)", "cannot parse: "),
+    ("SELECT * FROM workers ORDER BY worker_id USING OPERATOR(public.===)", "operator public.===: "),
+    ("SELECT 1 WHERE 1 OPERATOR(public.===) ANY (SELECT 1)", "operator public.===: "),
+    ("SELECT 1 === 1", "operator ===: not a built-in operator"),
+    ("SELECT NULL::workflow_executions", "type workflow_executions: not a built-in type"),
+    ("SELECT NULL::kt_dom[]", "type kt_dom: not a built-in type"),
 ]
 
 
@@ -280,13 +269,6 @@ def test_types_and_operators_of_other_schemas_are_refused(query: str, reason: st
 def test_catalog_types_and_operators_may_be_qualified() -> None:
     check_read_only("SELECT 1::pg_catalog.int4, CAST(2 AS PG_CATALOG.int8), 3 OPERATOR(pg_catalog.+) 4, "
                     "'{}'::pg_catalog.jsonb, 1::int, w.hostname FROM public.workers w")
-
-
-def test_the_lexical_pass_alone_refuses_qualified_types_and_operators(monkeypatch) -> None:
-    monkeypatch.setattr(sqlguard.qualified, "refusal_in_tree", lambda statement: None)
-    assert refusal("SELECT 1 :: public . kt_dom").startswith("type public.kt_dom: ")
-    assert refusal("SELECT 1 OPERATOR( \"public\" . === ) 1").startswith("operator public.===: ")
-    check_read_only("SELECT 1::pg_catalog.int4, 1 OPERATOR(pg_catalog.+) 1, 1::int")
 
 
 def test_every_reviewed_volatile_reader_is_allowed_and_no_exclusion_swallows_one() -> None:
@@ -302,3 +284,41 @@ def test_every_reviewed_volatile_reader_is_allowed_and_no_exclusion_swallows_one
     for name in ("pg_advisory_lock", "pg_try_advisory_xact_lock_shared", "pg_advisory_unlock_all",
                  "pg_lock_status", "pg_blocking_pids"):
         assert refusal(f"SELECT {name}(1)") == f"function {name}: takes or inspects locks"
+
+
+# --- issue 18: what the hand-written lexer got wrong, read by Postgres's own grammar ------------
+
+
+@pytest.mark.parametrize(("query", "name"), SHAPES)
+def test_string_continuation_shapes_are_refused(query: str, name: str) -> None:
+    # Postgres joins E'a' + newline + 'b\' ...' into one escape string: the code after it is code.
+    reason = refusal(query)
+    assert reason.startswith((f"function {name}: ", "cannot parse: ")), (query, reason)
+
+
+def test_the_continuation_is_one_literal_to_the_guard() -> None:
+    tree = check_read_only("SELECT E'a'\n'b\\' , 1 AS ' AS x, lower($$q$$) AS y --'")
+    first, second = tree.targetList
+    assert (first.name, first.val.val.sval) == ("x", "ab' , 1 AS ")
+    assert (second.name, second.val.funcname[-1].sval) == ("y", "lower")
+
+
+@pytest.mark.parametrize(("query", "reason"), [
+    ("SELECT * FROM workers TABLESAMPLE system_rows(10)", "TABLESAMPLE system_rows: only SYSTEM and BERNOULLI"),
+    ("SELECT * FROM pg_file_settings", "relation pg_file_settings: reads the server's files"),
+    ("SELECT * FROM pg_catalog.pg_hba_file_rules", "relation pg_hba_file_rules: reads the server's files"),
+    ("SELECT * FROM otherdb.kestrel.workers", "relation otherdb.kestrel.workers: relations of another database"),
+    ("SELECT lo_from_bytea(0, 'x')", "function lo_from_bytea: works on large objects"),
+    ("SELECT pg_create_logical_replication_slot('s', 'test_decoding')",
+     "function pg_create_logical_replication_slot: administers replication"),
+    ("SELECT a.b.c.d()", "function a.b.c.d: only pg_catalog functions"),
+    ("SELECT $1", "query parameter $1: ad-hoc SQL takes no parameters"),
+    ("SELECT extract(epoch FROM now()), now() AT TIME ZONE 'UTC', trim(' x '), 1 IS DISTINCT FROM 2", None),
+    ("SELECT x FROM generate_series(1, 3) TABLESAMPLE BERNOULLI (50) AS g(x)", "cannot parse: "),
+    ("SELECT * FROM workers TABLESAMPLE BERNOULLI (50) REPEATABLE (1)", None),
+])
+def test_every_node_of_the_tree_is_checked(query: str, reason: str | None) -> None:
+    if reason is None:
+        check_read_only(query)
+    else:
+        assert refusal(query).startswith(reason), refusal(query)

@@ -4,6 +4,7 @@ header validation, parameter binding, and the read-only guard."""
 from __future__ import annotations
 
 import csv
+import functools
 import math
 import tomllib
 from collections import defaultdict
@@ -25,7 +26,6 @@ from kestrel_console.reports import (
     discover,
     find_report,
     load_report,
-    run_report,
     shipped_dir,
     write_csv,
 )
@@ -38,6 +38,11 @@ SHIPPED = {
     "slowest-steps", "throughput", "worker-activity", "retries", "approval-latency",
     "operator-actions", "queues", "schedules",
 }
+from kestrel_console.reports import run_report as _run_report
+
+# The db fixture is the test server's superuser: user reports run on it only when allowed
+# (shipped ones run anyway); tests/cli/test_sql_privileged.py tests the refusal.
+run_report = functools.partial(_run_report, allow_privileged=True)
 
 
 @pytest.fixture

@@ -30,12 +30,12 @@ async def run_report(pilot, screen: ReportsScreen, key: str = "ctrl+r") -> str:
     return screen.message
 
 
-async def test_list_form_run_and_export(dsn, db, tmp_path):
+async def test_list_form_run_and_export(dsn, reader_dsn, db, tmp_path):
     seed_history(db)
     folder = tmp_path / "reports"
     folder.mkdir()
     (folder / "my-report.sql").write_text(MY_REPORT)
-    tui = console(dsn, queries=[folder])
+    tui = console(dsn, queries=[folder], reader_dsn=reader_dsn)
     async with tui.run_test(size=SIZE) as pilot:
         await pilot.press("5")
         screen = tui.screen
@@ -86,7 +86,7 @@ async def test_list_form_run_and_export(dsn, db, tmp_path):
 
 async def test_a_shipped_report_runs(dsn, db):
     seed_history(db)
-    tui = console(dsn)
+    tui = console(dsn)  # a superuser login, no reader: shipped reports still run
     async with tui.run_test(size=SIZE) as pilot:
         await tui.open_report("stuck-leases")
         screen = tui.screen

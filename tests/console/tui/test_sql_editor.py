@@ -24,9 +24,9 @@ async def ran(pilot, screen: SqlScreen) -> str:
     return screen.message
 
 
-async def test_typing_replaces_the_sample_and_refusals_clear_the_result(dsn, db):
+async def test_typing_replaces_the_sample_and_refusals_clear_the_result(dsn, reader_dsn, db):
     seed_history(db)
-    tui = console(dsn)
+    tui = console(dsn, reader_dsn=reader_dsn)
     async with tui.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot, "4", SqlScreen)
         await pilot.press(*"SELECT 41 + 1 AS answer")
@@ -48,10 +48,10 @@ async def test_typing_replaces_the_sample_and_refusals_clear_the_result(dsn, db)
         assert "esc leaves the editor" in README.read_text()
 
 
-async def test_history_is_kept_between_sessions(dsn, db, private_state_home):
+async def test_history_is_kept_between_sessions(dsn, reader_dsn, db, private_state_home):
     seed_history(db)
     queries = ["SELECT 1 AS one", "SELECT 2 AS two", "SELECT 3 AS three"]
-    tui = console(dsn)
+    tui = console(dsn, reader_dsn=reader_dsn)
     async with tui.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot, "4", SqlScreen)
         for query in queries:

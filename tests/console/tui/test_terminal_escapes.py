@@ -21,9 +21,9 @@ def plain(cell) -> str:
     return cell.plain if hasattr(cell, "plain") else str(cell)
 
 
-async def test_detail_list_and_sql_show_escaped_text(dsn, db):
+async def test_detail_list_and_sql_show_escaped_text(dsn, reader_dsn, db):
     eid = hostile_execution(db)
-    tui = console(dsn)
+    tui = console(dsn, reader_dsn=reader_dsn)
     async with tui.run_test(size=SIZE) as pilot:
         listing = await open_screen(pilot, "2", ExecutionsScreen)
         table = listing.query_one("#executions", LiveTable)
@@ -55,11 +55,11 @@ async def test_detail_list_and_sql_show_escaped_text(dsn, db):
         assert plain(results.get_row_at(0)[0]) == "pay\\x1b[2J\\x1b[31mroll"
 
 
-async def test_schedules_why_line_confirmations_and_sql_errors_show_escapes(dsn, db):
+async def test_schedules_why_line_confirmations_and_sql_errors_show_escapes(dsn, reader_dsn, db):
     # Outside the tables: the schedules screen's why-line, the pause confirmation (title and
     # question), the dashboard's notes and an SQL error that quotes a value all show escapes.
     hostile_paused_things(db)
-    tui = console(dsn)
+    tui = console(dsn, reader_dsn=reader_dsn)
     async with tui.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot, "7", SchedulesScreen)
         why = screen.query_one("#sched-why")
