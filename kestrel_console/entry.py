@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 # What the console imports that the engine does not (pyproject's `console` extra).
-CONSOLE_LIBRARIES = ("typer", "rich", "textual", "sqlglot")
+CONSOLE_LIBRARIES = ("typer", "rich", "textual", "pglast")
 INSTALL_HINT = "pip install 'kestrel[console]'"
 
 

@@ -274,7 +274,7 @@ KNOWN_INTERNAL_IMPORTS: dict[str, set[str]] = {
     "kestrel_console.cli.worker_command": {"kestrel_core.prune", "kestrel_core.supervised",
                                            "kestrel_core.supervisor"},
     "kestrel_console.demo.bot": {"kestrel_core.statements"},
-    "kestrel_console.demo.database": {"kestrel_core.connection"},
+    "kestrel_console.demo.database": {"kestrel_core.connection", "kestrel_core.roles"},
     "kestrel_console.demo.events": {"kestrel_core.statements"},
     "kestrel_console.demo.runner": {"kestrel_core.statements", "kestrel_core.worker"},
     "kestrel_console.read.executions": {"kestrel_core.execution"},
