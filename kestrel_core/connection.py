@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import time
+import weakref
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -171,19 +173,30 @@ def close_quietly(conn: psycopg.Connection | None) -> None:
 
 def make_pool(
     dsn: str, *, min_size: int, max_size: int, application_name: str = APPLICATION_NAME,
-    prepare: bool = True, name: str = "kestrel", check: bool = True,
+    prepare: bool = True, name: str = "kestrel", check: bool = True, check_idle_s: float = 0.0,
 ) -> ConnectionPool:
     """A connection pool of autocommit connections.
 
     ``check=True`` pings a connection on checkout (one round trip) so a caller never gets one a
     server restart broke; the worker turns it off because it retries failed calls itself, and a
-    broken connection is dropped when returned. ``prepare=False`` turns off server-side prepared
-    statements (PgBouncer transaction pooling).
+    broken connection is dropped when returned. ``check_idle_s``: ping only a connection idle in
+    the pool for longer than that (one that came back a moment ago rarely broke since; under
+    load the ping would be a round trip per call). ``prepare=False`` turns off server-side
+    prepared statements (PgBouncer transaction pooling).
     """
+    returned: weakref.WeakKeyDictionary[psycopg.Connection, float] = weakref.WeakKeyDictionary()
+
     def configure(conn: psycopg.Connection) -> None:
         conn.autocommit = True
         if not prepare:
             conn.prepare_threshold = None
+
+    def check_idle(conn: psycopg.Connection) -> None:
+        if time.monotonic() - returned.get(conn, float("-inf")) > check_idle_s:
+            ConnectionPool.check_connection(conn)
+
+    def stamp(conn: psycopg.Connection) -> None:
+        returned[conn] = time.monotonic()
 
     check_dsn(dsn)
     try:
@@ -192,5 +205,6 @@ def make_pool(
         raise invalid_dsn(dsn, exc) from None
     return ConnectionPool(
         conninfo, min_size=min_size, max_size=max_size, configure=configure,
-        check=ConnectionPool.check_connection if check else None, open=False, name=name, timeout=30,
+        check=(check_idle if check_idle_s > 0 else ConnectionPool.check_connection) if check else None,
+        reset=stamp if check and check_idle_s > 0 else None, open=False, name=name, timeout=30,
     )
