@@ -1,6 +1,7 @@
 """Kestrel: durable workflows with PostgreSQL as the only orchestrator."""
 
 from .app import Kestrel, Workflow
+from .async_client import AsyncKestrel
 from .errors import (
     ActionRefused,
     ChildFailed,
@@ -22,6 +23,7 @@ from .events import Event
 
 __all__ = [
     "ActionRefused",
+    "AsyncKestrel",
     "ChildFailed",
     "ChildHandle",
     "DatabaseUnavailable",

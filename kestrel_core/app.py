@@ -29,7 +29,6 @@ from .enqueue import MAX_DELAY  # noqa: F401  (the CLI's --delay bound reads it 
 from .enqueue_batch import EnqueueBatcher
 from .errors import InvalidArgument
 from .roles import RoleNames
-from .serialization import to_json
 from .statements import check_schema_name
 from .versions import fingerprint
 
@@ -295,9 +294,7 @@ class Kestrel:
     def send_event(self, key: str, payload: Any = None, *, by: str | None = None) -> int:
         """Send a machine signal: every execution waiting in ``ctx.wait_for_event(key)`` resumes
         with ``payload`` (any JSON value), and later waits for ``key`` find it. Returns its id."""
-        if not isinstance(key, str) or not key:
-            raise ValueError(f"an event key must be a non-empty string, got {key!r}")
-        value = to_json(payload, f"the payload of event {key!r}")
+        value = _events.check_send(key, payload)
         with self.connection() as conn:
             return _events.send(conn, self.schema, key, value, by)
 

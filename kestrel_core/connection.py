@@ -9,7 +9,7 @@ import weakref
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from psycopg_pool import ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from .errors import DatabaseUnavailable
 
@@ -207,4 +207,35 @@ def make_pool(
         conninfo, min_size=min_size, max_size=max_size, configure=configure,
         check=(check_idle if check_idle_s > 0 else ConnectionPool.check_connection) if check else None,
         reset=stamp if check and check_idle_s > 0 else None, open=False, name=name, timeout=30,
+    )
+
+
+def make_async_pool(
+    dsn: str, *, min_size: int, max_size: int, application_name: str = APPLICATION_NAME,
+    prepare: bool = True, name: str = "kestrel-async", check_idle_s: float = 0.0,
+) -> AsyncConnectionPool:
+    """``make_pool`` for asyncio: autocommit AsyncConnections, pinged on checkout when idle
+    for longer than ``check_idle_s`` (every time when 0)."""
+    returned: weakref.WeakKeyDictionary[psycopg.AsyncConnection, float] = weakref.WeakKeyDictionary()
+
+    async def configure(conn: psycopg.AsyncConnection) -> None:
+        await conn.set_autocommit(True)
+        if not prepare:
+            conn.prepare_threshold = None
+
+    async def check(conn: psycopg.AsyncConnection) -> None:
+        if time.monotonic() - returned.get(conn, float("-inf")) > check_idle_s:
+            await AsyncConnectionPool.check_connection(conn)
+
+    async def stamp(conn: psycopg.AsyncConnection) -> None:
+        returned[conn] = time.monotonic()
+
+    check_dsn(dsn)
+    try:
+        conninfo = make_conninfo(dsn, application_name=application_name, connect_timeout=10)
+    except psycopg.ProgrammingError as exc:
+        raise invalid_dsn(dsn, exc) from None
+    return AsyncConnectionPool(
+        conninfo, min_size=min_size, max_size=max_size, configure=configure, check=check,
+        reset=stamp, open=False, name=name, timeout=30,
     )

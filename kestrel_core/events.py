@@ -19,7 +19,8 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from .errors import from_database
+from .errors import KestrelError, from_database
+from .serialization import to_json
 from .statements import render
 
 KEY_LOCK = "SELECT pg_advisory_xact_lock(hashtext('kestrel.event:' || %(key)s))"
@@ -93,6 +94,13 @@ def receive_or_park(conn: psycopg.Connection, schema: str, *, execution_id: int,
     return bool(row[0]), row[1]
 
 
+def check_send(key: object, payload: Any) -> Jsonb:
+    """The payload of an event to send under ``key``, checked (ValueError, NotSerializable)."""
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"an event key must be a non-empty string, got {key!r}")
+    return to_json(payload, f"the payload of event {key!r}")
+
+
 def send(conn: psycopg.Connection, schema: str, key: str, payload: Jsonb | None, by: str | None) -> int:
     """Store the event and wake its waiters; returns the event id."""
     try:
@@ -100,4 +108,17 @@ def send(conn: psycopg.Connection, schema: str, key: str, payload: Jsonb | None,
     except psycopg.Error as exc:
         raise from_database(exc) from None
     assert row is not None
+    return row[0]
+
+
+async def send_async(conn: psycopg.AsyncConnection, schema: str, key: str, payload: Jsonb | None,
+                     by: str | None) -> int:
+    """``send`` on an AsyncConnection: the same statement."""
+    try:
+        cur = await conn.execute(render(SEND, schema), (key, payload, by))
+        row = await cur.fetchone()
+    except psycopg.Error as exc:
+        raise from_database(exc) from None
+    if row is None:
+        raise KestrelError(f"send_event({key!r}) returned no event id")
     return row[0]
