@@ -277,7 +277,9 @@ class Kestrel:
         if not rows:
             return []
         with self.connection() as conn:
-            return _enqueue.write(conn, self.schema, rows)
+            ids = _enqueue.write(conn, self.schema, rows, notify=False)
+            _enqueue.wake(conn, self.schema, rows)
+            return ids
 
     def _enqueue_batcher(self) -> EnqueueBatcher:
         batcher = self._batcher

@@ -152,7 +152,9 @@ class AsyncKestrel:
         if not rows:
             return []
         async with self.connection() as conn:
-            return await _enqueue.write_async(conn, self.schema, rows)
+            ids = await _enqueue.write_async(conn, self.schema, rows, notify=False)
+            await _enqueue.wake_async(conn, self.schema, rows)
+            return ids
 
     async def send_event(self, key: str, payload: Any = None, *, by: str | None = None,
                          conn: psycopg.AsyncConnection | None = None) -> int:

@@ -2,9 +2,13 @@
 
 Every enqueue, one call or many, sync or async, batched by ``enqueue_batch`` or run on the
 caller's own connection, is rows of ONE statement (``ENQUEUE``): arrays, one element per row.
-A batch notifies once per workflow name it holds, in its one transaction: Postgres serialises
-the commits of notifying transactions under one global lock, so a NOTIFY per row would also
-serialise their WAL flushes (bench/README.md, "Ingestion").
+
+Wake-ups: Postgres commits the transactions that NOTIFY one at a time (a lock per database,
+held through the commit's WAL flush), so a NOTIFY in every enqueue transaction also
+serialised their flushes (bench/README.md, "Ingestion"). A batch of the group commit writes
+its rows without NOTIFY and then sends one WAKE, a transaction of its own that does not wait
+for a flush; an enqueue in the caller's transaction notifies in it, so workers wake at its
+commit, and never before.
 """
 
 from __future__ import annotations
@@ -73,12 +77,20 @@ ENQUEUE = """WITH req AS (
     RETURNING id, idempotency_key, workflow_name
 ), woke AS (
     SELECT pg_notify(%(channel)s, w.name) FROM (SELECT DISTINCT workflow_name AS name FROM ins) w
+     WHERE %(notify)s
 )
 SELECT id, idempotency_key FROM ins, (SELECT count(*) FROM woke) AS notified
 UNION ALL
 SELECT id, idempotency_key FROM {schema}.workflow_executions
  WHERE idempotency_key = ANY(%(keys)s::text[])
 """
+
+# The wake-up of a batch written without NOTIFY (``notify=False``), sent once it committed: a
+# transaction of its own that commits without waiting for the WAL flush, so it holds the
+# notify lock (Postgres's one per database, up to the end of the commit) for microseconds,
+# not for the batch's flush, and batches' commits can share flushes. Losing it in a crash
+# loses nothing: listeners reconnect and claim.
+WAKE = "SELECT {async_commit}, pg_notify(%(channel)s, name) FROM unnest(%(names)s::text[]) AS name"
 
 # Keys an enqueue with the same key committed after our snapshot (our insert saw the row, our
 # read did not): read them now.
@@ -205,15 +217,20 @@ def rows(workflows: Mapping[str, Any], name: str, inputs: Sequence[Any], *, sing
                 placed["version"]) for value in values]
 
 
-def params(schema: str, batch: Sequence[Row]) -> dict[str, Any]:
+def params(schema: str, batch: Sequence[Row], *, notify: bool = True) -> dict[str, Any]:
     """ENQUEUE's parameters for ``batch``: one array per column."""
     return {
         "names": [r.name for r in batch], "inputs": [r.input for r in batch],
         "keys": [r.key for r in batch], "run_ats": [r.run_at for r in batch],
         "priorities": [r.priority for r in batch], "queues": [r.queue for r in batch],
         "ckeys": [r.ckey for r in batch], "versions": [r.version for r in batch],
-        "channel": notify_channel(schema),
+        "channel": notify_channel(schema), "notify": notify,
     }
+
+
+def wake_params(schema: str, batch: Sequence[Row]) -> dict[str, Any]:
+    """WAKE's parameters: the workflow names of ``batch``, once each."""
+    return {"channel": notify_channel(schema), "names": sorted({r.name for r in batch})}
 
 
 def ids(batch: Sequence[Row], result: Sequence[tuple[int, str | None]]) -> tuple[list[int | None], list[str]]:
@@ -252,13 +269,15 @@ def complete(batch: Sequence[Row], out: list[int | None], found: Mapping[str, in
 
 
 def write(conn: psycopg.Connection, schema: str, batch: Sequence[Row], *,
-          prepare: bool | None = None) -> list[int]:
+          prepare: bool | None = None, notify: bool = True) -> list[int]:
     """Insert ``batch`` with one statement on ``conn`` (in its transaction, if one is open);
-    each row's id, the holder's id for a key already taken. ``prepare=False``: no server-side
-    prepared statement (PgBouncer in transaction mode)."""
+    each row's id, the holder's id for a key already taken. ``notify``: wake workers with the
+    transaction's commit (else send WAKE after it); ``prepare=False``: no server-side prepared
+    statement (PgBouncer in transaction mode)."""
     if not batch:
         return []
-    result = conn.execute(render(ENQUEUE, schema), params(schema, batch), prepare=prepare).fetchall()
+    result = conn.execute(render(ENQUEUE, schema), params(schema, batch, notify=notify),
+                          prepare=prepare).fetchall()
     out, missing = ids(batch, result)
     found: dict[str, int] = {}
     if missing:
@@ -266,18 +285,28 @@ def write(conn: psycopg.Connection, schema: str, batch: Sequence[Row], *,
     return complete(batch, out, found)
 
 
+def wake(conn: psycopg.Connection, schema: str, batch: Sequence[Row]) -> None:
+    """Wake the workers of ``batch``'s workflows (autocommit ``conn``: a transaction of its own)."""
+    conn.execute(render(WAKE, schema), wake_params(schema, batch))
+
+
 async def write_async(conn: psycopg.AsyncConnection, schema: str, batch: Sequence[Row], *,
-                      prepare: bool | None = None) -> list[int]:
+                      prepare: bool | None = None, notify: bool = True) -> list[int]:
     """``write`` on an AsyncConnection: the same statements."""
     if not batch:
         return []
-    cur = await conn.execute(render(ENQUEUE, schema), params(schema, batch), prepare=prepare)
+    cur = await conn.execute(render(ENQUEUE, schema), params(schema, batch, notify=notify), prepare=prepare)
     out, missing = ids(batch, await cur.fetchall())
     found: dict[str, int] = {}
     if missing:
         cur = await conn.execute(render(BY_KEYS, schema), (missing,), prepare=prepare)
         found = dict(await cur.fetchall())
     return complete(batch, out, found)
+
+
+async def wake_async(conn: psycopg.AsyncConnection, schema: str, batch: Sequence[Row]) -> None:
+    """``wake`` on an AsyncConnection."""
+    await conn.execute(render(WAKE, schema), wake_params(schema, batch))
 
 
 def enqueue(

@@ -10,8 +10,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from kestrel_core import Kestrel
+from kestrel_core.statements import notify_channel
 
 from tests.waiting import wait_for
 
@@ -78,14 +80,18 @@ def test_calls_waiting_for_a_batch_are_one_statement_with_an_outcome_each(app: K
               {"name": "w", "input": "again", "idempotency_key": "taken"},
               {"name": "other", "input": "another workflow", "priority": 5}]
     batcher = app._enqueue_batcher()
-    with batch_in_flight(app, dsn) as release:
+    listener = psycopg.connect(dsn, autocommit=True)
+    listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(notify_channel("kestrel"))))
+    with listener, batch_in_flight(app, dsn) as release:
         threads, results = enqueue_from_threads(app, calls)
         wait_for(lambda: batcher.waiting() == len(calls), what="every call to queue behind the held batch")
         before = dict(batcher.stats)
         release()
         for t in threads:
             t.join(15)
+        notes = sorted(n.payload for n in listener.notifies(timeout=1.0, stop_after=4))
     assert batcher.stats["batches"] == before["batches"] + 2  # the held one, then all the others
+    assert notes == ["held", "other", "w"]  # one wake-up per workflow name and batch, not one per row
     assert batcher.stats["largest"] >= len(calls)
     ids = results
     assert all(isinstance(i, int) for i in ids), ids
