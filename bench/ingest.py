@@ -1,11 +1,12 @@
 """Ingestion: single enqueue calls, as webhook and alert handlers make them, against a plain
 one-row INSERT of the same row on the same server, with workers running (issue 21).
 
-One fresh database; W worker processes (bench.worker, LISTENing, registered for the enqueued
-workflow) run throughout. The rows are enqueued with a one-hour delay: every wake-up still
-reaches the workers and costs each a claim (which finds nothing due), but they do not run the
-workflows, so the measure is ingestion, not execution (the throughput benchmark's "fed by
-single enqueues" row is the end-to-end figure).
+One fresh database; W worker processes (bench.worker) run throughout and LISTEN: every
+wake-up reaches their listener connections. The rows are of a workflow they do not run
+(``INGEST``), so they do not claim them: the measure is ingestion, not execution (the
+throughput benchmark's "fed by single enqueues" row is the end-to-end figure). A first
+version enqueued the bench's own workflow with a one-hour delay: then every wake-up made
+each worker's claim walk the whole delayed backlog, which measured the claim, not the enqueue.
 
 Each source runs for ``seconds``, the sources alternated ``rounds`` times, and every ratio is
 of means taken in this one run:
@@ -24,7 +25,6 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -35,13 +35,11 @@ from kestrel_core.statements import render
 
 from .databases import fresh_database
 from .procs import kestrel_worker, stop_all, wait_registered
-from .workloads import NOOP1
 
 SCHEMA = "kestrel"
-DELAY = timedelta(hours=1)
+INGEST = "ingest"  # no bench worker registers it
 PLAIN_TABLE = "CREATE TABLE public.plain_insert (LIKE {schema}.workflow_executions INCLUDING ALL)"
-PLAIN_INSERT = ("INSERT INTO public.plain_insert (workflow_name, input, run_at)"
-                " VALUES (%s, %s, now() + interval '1 hour')")
+PLAIN_INSERT = "INSERT INTO public.plain_insert (workflow_name, input) VALUES (%s, %s)"
 
 
 def _threads(count: int, seconds: float, setup: Callable[[int], Any], call: Callable[[Any, int], None]) -> float:
@@ -101,18 +99,18 @@ async def _async_rates(dsn: str, tasks: int, seconds: float, payload: Any) -> tu
     conns = [await psycopg.AsyncConnection.connect(dsn, autocommit=True) for _ in range(tasks)]
     try:
         async def plain(t: int, i: int) -> None:
-            await conns[t].execute(PLAIN_INSERT, (NOOP1, Jsonb(payload)))
+            await conns[t].execute(PLAIN_INSERT, (INGEST, Jsonb(payload)))
 
         plain_rate = await _tasks(tasks, seconds, plain)
     finally:
         for c in conns:
             await c.close()
     async with AsyncKestrel(dsn) as client:
-        await client.enqueue(NOOP1, payload, delay=DELAY)  # open the pool before the clock
+        await client.enqueue(INGEST, payload)  # open the pool before the clock
         before = dict(client._batcher.stats)
 
         async def enqueue(t: int, i: int) -> None:
-            await client.enqueue(NOOP1, payload, delay=DELAY)
+            await client.enqueue(INGEST, payload)
 
         rate = await _tasks(tasks, seconds, enqueue)
         stats = {k: client._batcher.stats[k] - before[k] for k in ("batches", "rows")}
@@ -135,20 +133,20 @@ def run_ingest(admin: str, *, threads: tuple[int, ...] = (8, 64), tasks: tuple[i
             with psycopg.connect(dsn, autocommit=True) as conn:
                 conn.execute(render(PLAIN_TABLE, SCHEMA))
             with Kestrel(dsn) as app:
-                app.enqueue(NOOP1, payload, delay=DELAY)  # open the pool before the clock
+                app.enqueue(INGEST, payload)  # open the pool before the clock
                 batcher = app._enqueue_batcher()
 
                 def own_connection(_t: int) -> psycopg.Connection:
                     return psycopg.connect(dsn, autocommit=True)
 
                 def plain(conn: psycopg.Connection, _i: int) -> None:
-                    conn.execute(PLAIN_INSERT, (NOOP1, Jsonb(payload)))
+                    conn.execute(PLAIN_INSERT, (INGEST, Jsonb(payload)))
 
                 def grouped(_state: Any, _i: int) -> None:
-                    app.enqueue(NOOP1, payload, delay=DELAY)
+                    app.enqueue(INGEST, payload)
 
                 def per_call(conn: psycopg.Connection, _i: int) -> None:
-                    app.enqueue(NOOP1, payload, delay=DELAY, conn=conn)
+                    app.enqueue(INGEST, payload, conn=conn)
 
                 for count in threads:
                     runs: dict[str, list[float]] = {"plain": [], "kestrel": [], "per_call": []}
@@ -174,7 +172,7 @@ def run_ingest(admin: str, *, threads: tuple[int, ...] = (8, 64), tasks: tuple[i
         finally:
             stop_all(procs)
     return {"workers": workers, "concurrency": concurrency, "seconds": seconds, "rounds": rounds,
-            "delay_s": DELAY.total_seconds(), "rows": rows}
+            "workflow": INGEST, "rows": rows}
 
 
 def _row(source: str, runs: dict[str, list[float]], rows_per_batch: float) -> dict[str, Any]:
