@@ -16,6 +16,7 @@ from .errors import (
     StepFailed,
 )
 from .execution import STATUSES, TERMINAL_STATUSES, Execution
+from .enqueue import EnqueueFailed
 from .connection import first_line, mask_dsn
 from .schedules import Schedule
 from .children import ChildHandle
@@ -28,6 +29,7 @@ __all__ = [
     "ChildHandle",
     "DatabaseUnavailable",
     "DuplicateStepId",
+    "EnqueueFailed",
     "Execution",
     "InvalidArgument",
     "Kestrel",

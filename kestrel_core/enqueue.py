@@ -210,7 +210,7 @@ def rows(workflows: Mapping[str, Any], name: str, inputs: Sequence[Any], *, sing
     if single:
         values = [to_json(inputs[0], f"the input of workflow {name!r}")]
     else:
-        if isinstance(inputs, (str, bytes, Mapping)) or not isinstance(inputs, Sequence):
+        if isinstance(inputs, (str, bytes, Mapping)):  # iterable, but surely not meant as rows
             raise InvalidArgument(f"inputs must be a list of JSON values, not {type(inputs).__name__}")
         values = [to_json(v, f"input #{i} of workflow {name!r}") for i, v in enumerate(inputs)]
     return [Row(name, value, idempotency_key, run_at, priority, placed["queue"], placed["concurrency_key"],

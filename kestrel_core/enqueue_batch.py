@@ -24,7 +24,7 @@ import psycopg
 
 from .connection import first_line
 from .enqueue import EnqueueFailed, Row
-from .errors import DatabaseUnavailable
+from .errors import DatabaseUnavailable, SchemaOutdated
 
 log = logging.getLogger("kestrel.enqueue")
 
@@ -34,7 +34,7 @@ Write = Callable[[Sequence[Row]], list[int]]
 AsyncWrite = Callable[[Sequence[Row]], Awaitable[list[int]]]
 
 # Errors that say nothing about the rows: the whole batch fails with them, not row by row.
-_WHOLE_BATCH = (psycopg.OperationalError, DatabaseUnavailable)
+_WHOLE_BATCH = (psycopg.OperationalError, DatabaseUnavailable, SchemaOutdated)
 
 
 class _Call:
@@ -98,10 +98,31 @@ class EnqueueBatcher:
             if not self._busy:
                 self._busy = call.lead = True
         if not call.lead:
-            call.ready.wait()
+            try:
+                call.ready.wait()
+            except BaseException:  # KeyboardInterrupt while queued: leave the queue, lead or not
+                self._withdraw(call)
+                raise
         if call.lead:
             self._lead(call)
         return _result(call.outcome)
+
+    def _withdraw(self, call: _Call) -> None:
+        """Take a call whose caller stopped waiting out of the queue; if it had been handed
+        the next batch, hand that on (a batch already taken writes its row regardless)."""
+        with self._lock:
+            if call not in self._waiting:
+                return
+            self._waiting.remove(call)
+            if not call.lead:
+                return
+            following = self._waiting[0] if self._waiting else None
+            if following is None:
+                self._busy = False
+            else:
+                following.lead = True
+        if following is not None:
+            following.ready.set()
 
     def _lead(self, call: _Call) -> None:
         """Write the waiting calls (``call`` is the oldest), then hand on to the oldest left."""

@@ -191,3 +191,41 @@ def test_a_lone_enqueue_wakes_an_idle_worker_without_a_poll(listening_app: Kestr
     for t in threads:
         t.join(15)
     wait_for(lambda: all(app.get(i).status == "success" for i in results), timeout=20, what="the batch to run")
+
+
+class Interrupted(Exception):
+    """Raised in the main thread by a signal handler, as KeyboardInterrupt would be."""
+
+
+def test_a_caller_interrupted_while_queued_leaves_the_queue(app: Kestrel, dsn: str, db: psycopg.Connection) -> None:
+    import os
+    import signal
+
+    batcher = app._enqueue_batcher()
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise Interrupted
+
+    def signal_once_queued() -> None:
+        wait_for(lambda: batcher.waiting() == 1, what="the main thread's call to queue")
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    try:
+        with batch_in_flight(app, dsn) as release:
+            sender = threading.Thread(target=signal_once_queued)
+            sender.start()
+            with pytest.raises(Interrupted):
+                app.enqueue("w", "interrupted")  # queued behind the held batch
+            sender.join(15)
+            assert batcher.waiting() == 0
+            release()
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    # The held batch's writer had no one to hand on to: the next call leads a batch of its own.
+    later: list[Any] = []
+    after = threading.Thread(target=lambda: later.append(app.enqueue("w", "after")))
+    after.start()
+    after.join(15)
+    assert later and db.execute("SELECT input FROM workflow_executions WHERE id = %s", (later[0],)).fetchone() == ("after",)
+    assert db.execute("SELECT count(*) FROM workflow_executions WHERE input = '\"interrupted\"'").fetchone()[0] == 0
