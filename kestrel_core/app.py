@@ -290,9 +290,6 @@ class Kestrel:
                 batcher = self._batcher
         return batcher
 
-    def _placement(self, name: str, queue: str | None, concurrency_key: str | None) -> dict[str, Any]:
-        return _enqueue.placement(self._workflows, name, queue, concurrency_key)
-
     def send_event(self, key: str, payload: Any = None, *, by: str | None = None) -> int:
         """Send a machine signal: every execution waiting in ``ctx.wait_for_event(key)`` resumes
         with ``payload`` (any JSON value), and later waits for ``key`` find it. Returns its id."""
