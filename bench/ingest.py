@@ -122,8 +122,10 @@ def _mean(values: list[float]) -> float:
 
 
 def run_ingest(admin: str, *, threads: tuple[int, ...] = (8, 64), tasks: tuple[int, ...] = (64,),
-               seconds: float = 5.0, rounds: int = 2, workers: int = 1, concurrency: int = 64) -> dict[str, Any]:
-    """Single-enqueue rates against a plain INSERT's, per source; see the module docstring."""
+               seconds: float = 5.0, rounds: int = 2, workers: int = 1, concurrency: int = 8) -> dict[str, Any]:
+    """Single-enqueue rates against a plain INSERT's, per source; see the module docstring.
+    ``concurrency`` of the workers, which only listen: small, so that their pools (up to
+    concurrency + 3 connections) leave the server's connections to the 64 plain INSERTs."""
     payload = {"alert": "disk-full", "host": "db-7"}
     rows: list[dict[str, Any]] = []
     with fresh_database(admin) as dsn:

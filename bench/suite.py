@@ -195,8 +195,7 @@ def enqueue(opts: Options) -> dict[str, Any]:
     """Single enqueues against a plain INSERT (workers running), bulk enqueue rows/s, and a
     worker's memory at concurrency 32."""
     ingest = run_ingest(opts.admin, threads=opts.ingest_threads, tasks=opts.ingest_tasks,
-                        seconds=opts.ingest_seconds, rounds=opts.ingest_rounds, workers=opts.ingest_workers,
-                        concurrency=opts.concurrency)
+                        seconds=opts.ingest_seconds, rounds=opts.ingest_rounds, workers=opts.ingest_workers)
     opts.echo(table(f"Single enqueue calls, {ingest['workers']} worker process(es) running "
                     f"({ingest['rounds']} x {ingest['seconds']:g} s each, alternated; ratios to the plain "
                     "INSERT of the same run)",
