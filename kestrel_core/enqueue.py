@@ -13,6 +13,7 @@ commit, and never before.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -21,9 +22,12 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from .connection import first_line
 from .errors import InvalidArgument, KestrelError
 from .serialization import to_json
 from .statements import notify_channel, render
+
+log = logging.getLogger("kestrel.enqueue")
 
 # The placement of new executions, after a CTE ``req(n, name, queue, priority, ckey)``; defines
 # ``placed(n, queue, priority)``. The queue: the one given, else the one the workflow is bound
@@ -286,8 +290,15 @@ def write(conn: psycopg.Connection, schema: str, batch: Sequence[Row], *,
 
 
 def wake(conn: psycopg.Connection, schema: str, batch: Sequence[Row]) -> None:
-    """Wake the workers of ``batch``'s workflows (autocommit ``conn``: a transaction of its own)."""
-    conn.execute(render(WAKE, schema), wake_params(schema, batch))
+    """Wake the workers of ``batch``'s workflows (autocommit ``conn``: a transaction of its own).
+    The rows are committed already: a failure here is logged, never raised (that would tell
+    their callers the enqueue failed, and a retry would insert them twice); workers' polling
+    covers a lost wake-up."""
+    try:
+        conn.execute(render(WAKE, schema), wake_params(schema, batch))
+    except psycopg.Error as exc:
+        log.warning("event=wake_failed workflows=%s error=%r (workers find the rows at their next poll)",
+                    ",".join(wake_params(schema, batch)["names"]), first_line(exc))
 
 
 async def write_async(conn: psycopg.AsyncConnection, schema: str, batch: Sequence[Row], *,
@@ -305,8 +316,12 @@ async def write_async(conn: psycopg.AsyncConnection, schema: str, batch: Sequenc
 
 
 async def wake_async(conn: psycopg.AsyncConnection, schema: str, batch: Sequence[Row]) -> None:
-    """``wake`` on an AsyncConnection."""
-    await conn.execute(render(WAKE, schema), wake_params(schema, batch))
+    """``wake`` on an AsyncConnection (a failure logged, never raised, likewise)."""
+    try:
+        await conn.execute(render(WAKE, schema), wake_params(schema, batch))
+    except psycopg.Error as exc:
+        log.warning("event=wake_failed workflows=%s error=%r (workers find the rows at their next poll)",
+                    ",".join(wake_params(schema, batch)["names"]), first_line(exc))
 
 
 def enqueue(

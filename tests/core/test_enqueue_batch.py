@@ -229,3 +229,16 @@ def test_a_caller_interrupted_while_queued_leaves_the_queue(app: Kestrel, dsn: s
     after.join(15)
     assert later and db.execute("SELECT input FROM workflow_executions WHERE id = %s", (later[0],)).fetchone() == ("after",)
     assert db.execute("SELECT count(*) FROM workflow_executions WHERE input = '\"interrupted\"'").fetchone()[0] == 0
+
+
+def test_a_failed_wake_up_does_not_fail_rows_already_committed(dsn: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The batch's rows commit before its wake-up is sent: an error there must not reach their
+    callers (they would retry and insert twice); it is logged and polling covers it."""
+    from kestrel_core import enqueue as engine_enqueue
+
+    rows = engine_enqueue.rows({}, "w", [1], single=True)
+    with psycopg.connect(dsn) as conn:  # a transaction left aborted: every statement fails
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            conn.execute("SELECT 1 / 0")
+        engine_enqueue.wake(conn, "kestrel", rows)
+    assert "event=wake_failed workflows=w" in caplog.text
