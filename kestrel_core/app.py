@@ -37,9 +37,6 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# The API pool pings a connection idle for longer than this before lending it (connection.make_pool).
-API_CHECK_IDLE_S = 1.0
-
 
 @dataclass(frozen=True)
 class Workflow:
@@ -175,7 +172,7 @@ class Kestrel:
                     _migrate.check_current(probe, self.schema)
                 pool = make_pool(
                     self.dsn, min_size=1, max_size=4, application_name=self.application_name,
-                    prepare=not self.transaction_pooling, name="kestrel-api", check_idle_s=API_CHECK_IDLE_S,
+                    prepare=not self.transaction_pooling, name="kestrel-api",
                 )
                 pool.open(wait=False)
                 self._pool = pool

@@ -23,7 +23,7 @@ from . import events as _events
 from . import execution as _execution
 from . import migrate as _migrate
 from . import operator as _operator
-from .app import API_CHECK_IDLE_S, default_operator
+from .app import default_operator
 from .connection import connect, make_async_pool, resolve_dsn, unavailable
 from .enqueue_batch import AsyncEnqueueBatcher
 from .errors import InvalidArgument
@@ -69,8 +69,7 @@ class AsyncKestrel:
                 await asyncio.to_thread(self._probe)
                 pool = make_async_pool(self.dsn, min_size=1, max_size=self._max_connections,
                                        application_name=self.application_name,
-                                       prepare=not self.transaction_pooling, name="kestrel-async-api",
-                                       check_idle_s=API_CHECK_IDLE_S)
+                                       prepare=not self.transaction_pooling, name="kestrel-async-api")
                 await pool.open(wait=False)
                 self._pool = pool
         return self._pool

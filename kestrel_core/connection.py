@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
-import weakref
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -173,30 +171,19 @@ def close_quietly(conn: psycopg.Connection | None) -> None:
 
 def make_pool(
     dsn: str, *, min_size: int, max_size: int, application_name: str = APPLICATION_NAME,
-    prepare: bool = True, name: str = "kestrel", check: bool = True, check_idle_s: float = 0.0,
+    prepare: bool = True, name: str = "kestrel", check: bool = True,
 ) -> ConnectionPool:
     """A connection pool of autocommit connections.
 
     ``check=True`` pings a connection on checkout (one round trip) so a caller never gets one a
     server restart broke; the worker turns it off because it retries failed calls itself, and a
-    broken connection is dropped when returned. ``check_idle_s``: ping only a connection idle in
-    the pool for longer than that (one that came back a moment ago rarely broke since; under
-    load the ping would be a round trip per call). ``prepare=False`` turns off server-side
-    prepared statements (PgBouncer transaction pooling).
+    broken connection is dropped when returned. ``prepare=False`` turns off server-side prepared
+    statements (PgBouncer transaction pooling).
     """
-    returned: weakref.WeakKeyDictionary[psycopg.Connection, float] = weakref.WeakKeyDictionary()
-
     def configure(conn: psycopg.Connection) -> None:
         conn.autocommit = True
         if not prepare:
             conn.prepare_threshold = None
-
-    def check_idle(conn: psycopg.Connection) -> None:
-        if time.monotonic() - returned.get(conn, float("-inf")) > check_idle_s:
-            ConnectionPool.check_connection(conn)
-
-    def stamp(conn: psycopg.Connection) -> None:
-        returned[conn] = time.monotonic()
 
     check_dsn(dsn)
     try:
@@ -205,30 +192,19 @@ def make_pool(
         raise invalid_dsn(dsn, exc) from None
     return ConnectionPool(
         conninfo, min_size=min_size, max_size=max_size, configure=configure,
-        check=(check_idle if check_idle_s > 0 else ConnectionPool.check_connection) if check else None,
-        reset=stamp if check and check_idle_s > 0 else None, open=False, name=name, timeout=30,
+        check=ConnectionPool.check_connection if check else None, open=False, name=name, timeout=30,
     )
 
 
 def make_async_pool(
     dsn: str, *, min_size: int, max_size: int, application_name: str = APPLICATION_NAME,
-    prepare: bool = True, name: str = "kestrel-async", check_idle_s: float = 0.0,
+    prepare: bool = True, name: str = "kestrel-async",
 ) -> AsyncConnectionPool:
-    """``make_pool`` for asyncio: autocommit AsyncConnections, pinged on checkout when idle
-    for longer than ``check_idle_s`` (every time when 0)."""
-    returned: weakref.WeakKeyDictionary[psycopg.AsyncConnection, float] = weakref.WeakKeyDictionary()
-
+    """``make_pool`` for asyncio: autocommit AsyncConnections, each pinged on checkout."""
     async def configure(conn: psycopg.AsyncConnection) -> None:
         await conn.set_autocommit(True)
         if not prepare:
             conn.prepare_threshold = None
-
-    async def check(conn: psycopg.AsyncConnection) -> None:
-        if time.monotonic() - returned.get(conn, float("-inf")) > check_idle_s:
-            await AsyncConnectionPool.check_connection(conn)
-
-    async def stamp(conn: psycopg.AsyncConnection) -> None:
-        returned[conn] = time.monotonic()
 
     check_dsn(dsn)
     try:
@@ -236,6 +212,6 @@ def make_async_pool(
     except psycopg.ProgrammingError as exc:
         raise invalid_dsn(dsn, exc) from None
     return AsyncConnectionPool(
-        conninfo, min_size=min_size, max_size=max_size, configure=configure, check=check,
-        reset=stamp, open=False, name=name, timeout=30,
+        conninfo, min_size=min_size, max_size=max_size, configure=configure,
+        check=AsyncConnectionPool.check_connection, open=False, name=name, timeout=30,
     )
