@@ -186,7 +186,7 @@ def test_enqueue_and_memory(opts: suite.Options, printed: list[str]) -> None:
     assert [r["source"] for r in ingest] == ["8 threads", "8 asyncio tasks"]
     for r in ingest:
         assert r["plain_per_s"] > 0 and r["kestrel_per_s"] > 0 and r["rows_per_batch"] >= 1
-        assert r["kestrel_vs_plain"] == pytest.approx(r["kestrel_per_s"] / r["plain_per_s"], rel=0.02)
+        assert r["kestrel_vs_plain"] == pytest.approx(r["kestrel_per_s"] / r["plain_per_s"], abs=0.01)  # rounded to 2 places
     assert ingest[0]["per_call_per_s"] > 0  # the one-commit-per-call path, measured alongside
     assert any("Single enqueue calls" in text and "enqueue/plain" in text for text in printed)
     mem = data["memory"]
