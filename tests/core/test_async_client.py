@@ -107,3 +107,29 @@ async def test_actions_inside_the_callers_transaction(client: AsyncKestrel, app:
             assert (await client.get(eid, conn=conn)).status == "cancelled"  # its own transaction sees it
             assert app.get(eid).status == "enqueued"
         assert app.get(eid).status == "cancelled"
+
+
+async def test_a_refused_row_fails_only_its_task(client: AsyncKestrel, db: psycopg.Connection,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    db.execute("ALTER TABLE workflow_executions ADD CONSTRAINT no_poison"
+               " CHECK (input IS DISTINCT FROM '\"poison\"'::jsonb) NOT VALID")
+    try:
+        inputs = [{"i": i} for i in range(19)] + ["poison"]
+        results = await asyncio.gather(*(client.enqueue("w", v) for v in inputs), return_exceptions=True)
+    finally:
+        db.execute("ALTER TABLE workflow_executions DROP CONSTRAINT no_poison")
+    assert isinstance(results[-1], psycopg.errors.CheckViolation)
+    assert all(isinstance(r, int) for r in results[:-1]), results
+    stored = dict(db.execute("SELECT id, input FROM workflow_executions").fetchall())
+    assert stored == {results[i]: {"i": i} for i in range(19)}
+    assert "event=enqueue_batch_refused rows=20" in caplog.text  # one batch, then row by row
+
+
+async def test_a_cancelled_caller_does_not_strand_the_others(client: AsyncKestrel, db: psycopg.Connection) -> None:
+    tasks = [asyncio.create_task(client.enqueue("w", i)) for i in range(10)]
+    await asyncio.sleep(0)  # every task has queued its row
+    tasks[3].cancel()
+    done = await asyncio.gather(*tasks, return_exceptions=True)
+    assert isinstance(done[3], asyncio.CancelledError)
+    assert all(isinstance(r, int) for i, r in enumerate(done) if i != 3)
+    assert isinstance(await client.enqueue("w", "after"), int)
