@@ -40,6 +40,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--no-ceiling", action="store_true", help="skip the pgbench ceiling")
     g.add_argument("--no-dbos", action="store_true", help="skip DBOS Transact")
     g.add_argument("--dbos-polling", type=float, help="DBOS queue polling interval, seconds")
+    g.add_argument("--feed-threads", type=int, help="threads of single enqueues feeding the one-step "
+                   "workload in the 'fed' table (0: no such table; default 8)")
     g.add_argument("--profile", type=Path, metavar="DIR",
                    help="run each Kestrel worker under cProfile: one .pstats per process in DIR, "
                    "and the top 15 functions printed (profiled runs are slower: not for the figures)")
@@ -67,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             "dbos_polling": args.dbos_polling, "profile": args.profile, "samples": args.samples, "poll_samples": args.poll_samples,
             "poll_interval": args.poll_interval, "recovery_executions": args.recovery_executions,
             "lease": args.lease, "finished": args.finished, "live": args.live,
-            "enqueue_rows": args.enqueue_rows,
+            "enqueue_rows": args.enqueue_rows, "feed_threads": args.feed_threads,
         }.items() if value is not None
     }
     if args.no_ceiling:

@@ -10,6 +10,7 @@ interval is a parameter (0.01 s was its best in our trials; its default is 1 s).
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -74,9 +75,32 @@ def _enqueue(client: Any, engine: Any, name: str, n: int) -> float:
     return t0
 
 
+def _feed(client: Any, name: str, n: int, threads: int) -> tuple[float, float]:
+    """``n`` single ``DBOSClient.enqueue`` calls from ``threads`` threads (as Kestrel is fed);
+    the wall-clock start and the calls' own rate."""
+    options = {"workflow_name": name, "queue_name": QUEUE}
+    start = threading.Barrier(threads + 1)
+
+    def run(share: range) -> None:
+        start.wait()
+        for i in share:
+            client.enqueue(options, i)
+
+    pool = [threading.Thread(target=run, args=(range(t, n, threads),)) for t in range(threads)]
+    for th in pool:
+        th.start()
+    start.wait()
+    t0, c0 = time.time(), time.perf_counter()
+    for th in pool:
+        th.join()
+    return t0, n / (time.perf_counter() - c0)
+
+
 def run_dbos(admin: str, workflow: str, *, workers: int, concurrency: int, n: int,
-             polling: float = DEFAULT_POLLING, timeout: float | None = None) -> dict[str, Any]:
-    """Run ``n`` DBOS workflows of the workload on ``workers`` DBOS processes; workflows/s."""
+             polling: float = DEFAULT_POLLING, timeout: float | None = None,
+             feed_threads: int = 0) -> dict[str, Any]:
+    """Run ``n`` DBOS workflows of the workload on ``workers`` DBOS processes; workflows/s.
+    ``feed_threads``: enqueued by single calls from that many threads while they run."""
     reason = available()
     if reason:
         raise RuntimeError(reason)
@@ -105,7 +129,12 @@ def run_dbos(admin: str, workflow: str, *, workers: int, concurrency: int, n: in
                 time.sleep(0.6)
                 commits_before = commits(conn)
                 meter = CpuMeter([p.pid for p in procs])
-                t0 = _enqueue(client, engine, workflow, n)
+                fed: dict[str, Any] = {}
+                if feed_threads:
+                    t0, calls = _feed(client, workflow, n, feed_threads)
+                    fed = {"feed_threads": feed_threads, "enqueue_calls_per_s": round(calls)}
+                else:
+                    t0 = _enqueue(client, engine, workflow, n)
                 _wait_done(conn, workflow, timeout or max(180.0, n / 5.0), procs)
                 cpu = meter.stop()
                 time.sleep(0.6)
@@ -125,6 +154,6 @@ def run_dbos(admin: str, workflow: str, *, workers: int, concurrency: int, n: in
         "engine": "dbos", "dbos_version": dbos_version(), "workflow": workflow, "steps": steps,
         "workers": workers, "concurrency": concurrency, "polling_s": polling, "n": n,
         **rates(n, steps, elapsed), "per_worker": per_worker,
-        "commits_per_workflow": round(per_workflow, 2), **cpu,
+        "commits_per_workflow": round(per_workflow, 2), **cpu, **fed,
     }
 

@@ -13,12 +13,13 @@ from . import ceiling, peer, pgstats, profiling
 from .console import reader_available, run_console
 from .databases import admin_dsn, server_settings, server_version
 from .enqueue_bench import run_enqueue, run_rss
+from .ingest import run_ingest
 from .latency import run_latency
 from .recovery import run_recovery
 from .report import machine, ratio, table, write_json
 from .targets import targets
 from .throughput import run_kestrel
-from .throughput_tables import profile_paths, throughput_table, writes_table
+from .throughput_tables import fed_table, profile_paths, throughput_table, writes_table
 from .workloads import NOOP1, NOOP5
 
 
@@ -56,6 +57,14 @@ class Options:
     enqueue_batch: int = 1000
     rss_concurrency: int = 32
     rss_load: int = 3000
+    # ingestion (single enqueues against a plain INSERT, workers running)
+    ingest_threads: tuple[int, ...] = (8, 64)
+    ingest_tasks: tuple[int, ...] = (64,)
+    ingest_seconds: float = 5.0
+    ingest_rounds: int = 2
+    ingest_workers: int = 1
+    # throughput fed by single enqueues from this many threads (0: no such row)
+    feed_threads: int = 8
 
     @classmethod
     def quick(cls, **overrides: Any) -> Options:
@@ -63,7 +72,8 @@ class Options:
         small = dict(workers=(1,), concurrency=4, n=60, ceiling_seconds=1.0, samples=10,
                      poll_samples=4, poll_interval=0.2, recovery_executions=2, lease=1.0,
                      finished=20_000, live=500, dashboard_samples=5, enqueue_rows=5000,
-                     rss_concurrency=32, rss_load=100, stats_settle=0.6)
+                     rss_concurrency=32, rss_load=100, stats_settle=0.6, ingest_threads=(8,),
+                     ingest_tasks=(8,), ingest_seconds=0.3, ingest_rounds=1)
         small.update(overrides)
         return cls(**small)
 
@@ -104,7 +114,10 @@ def throughput(opts: Options) -> dict[str, Any]:
             row["kestrel_vs_ceiling"] = ratio(k, row.get("ceiling", {}).get("workflows_per_s"))
             row["kestrel_vs_dbos"] = ratio(k, row.get("dbos", {}).get("workflows_per_s"))
             rows.append(row)
+    fed_rows = _fed_rows(opts, rows, dbos=opts.dbos and not dbos_skipped)
     opts.echo(throughput_table(rows, opts.concurrency, opts.n))
+    if fed_rows:
+        opts.echo(fed_table(fed_rows, opts.feed_threads, opts.n))
     opts.echo(writes_table(rows))
     statements_skipped = next((r["kestrel"]["statements_skipped"] for r in rows), None)
     for why in (ceiling_skipped, dbos_skipped and f"DBOS skipped: {dbos_skipped}", statements_skipped):
@@ -115,8 +128,29 @@ def throughput(opts: Options) -> dict[str, Any]:
         opts.echo(f"(profiles in {opts.profile}: open one with python -m pstats FILE; profiled runs are slower)")
     data = {**_context(opts), "concurrency": opts.concurrency, "n": opts.n, "dbos_polling_s": opts.dbos_polling,
             "dbos_version": peer.dbos_version(), "ceiling_skipped": ceiling_skipped,
-            "dbos_skipped": dbos_skipped, "rows": rows}
+            "dbos_skipped": dbos_skipped, "rows": rows, "fed_rows": fed_rows}
     return _save(opts, "throughput", data)
+
+
+def _fed_rows(opts: Options, bulk: list[dict[str, Any]], *, dbos: bool) -> list[dict[str, Any]]:
+    """The one-step workload fed by single enqueues from ``feed_threads`` threads while the
+    workers run, next to its bulk-fed row, and DBOS fed the same way."""
+    out: list[dict[str, Any]] = []
+    if not opts.feed_threads or NOOP1 not in opts.workloads:
+        return out
+    for w in opts.workers:
+        opts.echo(f"  {NOOP1} fed by {opts.feed_threads} threads: {w} worker(s), N={opts.n} ...")
+        row: dict[str, Any] = {"kestrel": run_kestrel(
+            opts.admin, NOOP1, workers=w, concurrency=opts.concurrency, n=opts.n,
+            settle=opts.stats_settle, feed_threads=opts.feed_threads)}
+        if dbos:
+            row["dbos"] = peer.run_dbos(opts.admin, NOOP1, workers=w, concurrency=opts.concurrency, n=opts.n,
+                                        polling=opts.dbos_polling, feed_threads=opts.feed_threads)
+        same = next((r for r in bulk if r["kestrel"]["workflow"] == NOOP1 and r["kestrel"]["workers"] == w), None)
+        row["bulk_workflows_per_s"] = same["kestrel"]["workflows_per_s"] if same else None
+        row["kestrel_vs_dbos"] = ratio(row["kestrel"]["workflows_per_s"], row.get("dbos", {}).get("workflows_per_s"))
+        out.append(row)
+    return out
 
 
 def latency(opts: Options) -> dict[str, Any]:
@@ -158,7 +192,17 @@ def console(opts: Options) -> dict[str, Any]:
 
 
 def enqueue(opts: Options) -> dict[str, Any]:
-    """Bulk enqueue rows/s, and a worker's memory at concurrency 32."""
+    """Single enqueues against a plain INSERT (workers running), bulk enqueue rows/s, and a
+    worker's memory at concurrency 32."""
+    ingest = run_ingest(opts.admin, threads=opts.ingest_threads, tasks=opts.ingest_tasks,
+                        seconds=opts.ingest_seconds, rounds=opts.ingest_rounds, workers=opts.ingest_workers)
+    opts.echo(table(f"Single enqueue calls, {ingest['workers']} worker process(es) running "
+                    f"({ingest['rounds']} x {ingest['seconds']:g} s each, alternated; ratios to the plain "
+                    "INSERT of the same run)",
+                    ["source", "plain INSERT/s", "enqueue/s", "enqueue/plain", "rows/batch",
+                     "one commit per call/s", "per call/plain"],
+                    [[r["source"], r["plain_per_s"], r["kestrel_per_s"], r["kestrel_vs_plain"], r["rows_per_batch"],
+                      r.get("per_call_per_s"), r.get("per_call_vs_plain")] for r in ingest["rows"]]))
     e = run_enqueue(opts.admin, rows=opts.enqueue_rows, batch=opts.enqueue_batch)
     m = run_rss(opts.admin, concurrency=opts.rss_concurrency, load=opts.rss_load)
     opts.echo(table("Enqueue and worker memory",
@@ -168,7 +212,7 @@ def enqueue(opts: Options) -> dict[str, Any]:
                      [f"worker RSS idle, concurrency {m['concurrency']} (MiB)", m["idle_rss_mib"]],
                      [f"worker RSS after {m['load']} 5-step workflows (MiB)", m["rss_mib"]],
                      ["worker peak RSS (MiB)", m["peak_rss_mib"]]]))
-    return _save(opts, "enqueue", {**_context(opts), "enqueue": e, "memory": m})
+    return _save(opts, "enqueue", {**_context(opts), "ingest": ingest, "enqueue": e, "memory": m})
 
 
 BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {

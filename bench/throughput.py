@@ -8,12 +8,14 @@ with enqueue_many batches inside ONE transaction; the clock starts just before i
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
+from kestrel_core import Kestrel
 from kestrel_core import enqueue as engine_enqueue
 from kestrel_core.statements import render
 
@@ -59,6 +61,31 @@ def enqueue_in_one_transaction(conn: psycopg.Connection, name: str, n: int, *, a
     return ids, t0
 
 
+def feed(dsn: str, name: str, n: int, threads: int) -> tuple[list[int], float, dict[str, Any]]:
+    """``n`` single ``Kestrel.enqueue`` calls from ``threads`` threads of one app (its group
+    commit); the ids, the wall-clock start (``time.time()``) and the calls' own rate."""
+    ids: list[int] = []
+    with Kestrel(dsn) as app:
+        app.enqueue(WARMUP, None)  # open the pool before the clock
+        start = threading.Barrier(threads + 1)
+
+        def run(share: range) -> None:
+            start.wait()
+            mine = [app.enqueue(name, i) for i in share]
+            ids.extend(mine)
+
+        pool = [threading.Thread(target=run, args=(range(t, n, threads),)) for t in range(threads)]
+        for th in pool:
+            th.start()
+        start.wait()
+        t0, c0 = time.time(), time.perf_counter()
+        for th in pool:
+            th.join()
+        calls_s = time.perf_counter() - c0
+        stats = dict(app._enqueue_batcher().stats)
+    return ids, t0, {"enqueue_calls_per_s": round(n / calls_s), "rows_per_batch": round(stats["rows"] / stats["batches"], 1)}
+
+
 def wait_done(conn: psycopg.Connection, first: int, last: int, *, timeout: float,
               procs: list[Proc] | None = None, poll: float = 0.05) -> None:
     """Block until no execution of the id range is enqueued or running."""
@@ -79,13 +106,15 @@ def warm_up(conn: psycopg.Connection, procs: list[Proc], count: int) -> None:
 def run_kestrel(admin: str, workflow: str, *, workers: int, concurrency: int, n: int,
                 listen: bool = True, analyze: bool = True, timeout: float | None = None,
                 module: str = "bench.worker", profile: Path | None = None,
-                settle: float = pgstats.SETTLE_S) -> dict[str, Any]:
+                settle: float = pgstats.SETTLE_S, feed_threads: int = 0) -> dict[str, Any]:
     """Run ``n`` executions of ``workflow`` on ``workers`` fresh worker processes; workflows/s,
     and what Postgres did per workflow (bench.pgstats: commits, statements, writes per table).
 
     ``module`` runs the workers from another module with bench.worker's options (experiments);
     ``profile`` runs each worker under cProfile, writing ``<profile>/<workflow>-<worker>.pstats``;
     ``settle``: seconds idle after the warm-up, so the workers' backends publish its counters.
+    ``feed_threads``: instead of one bulk transaction, ``n`` single ``app.enqueue`` calls from
+    that many threads while the workers run (clock from the first call to the last finish).
     """
     steps = STEPS[workflow]
     with fresh_database(admin) as dsn:
@@ -102,8 +131,12 @@ def run_kestrel(admin: str, workflow: str, *, workers: int, concurrency: int, n:
                 time.sleep(settle)
                 before = pgstats.snapshot(conn, SCHEMA, statements=skipped is None)
                 meter = CpuMeter([p.pid for p in procs])
-                ids_run, t0 = enqueue_in_one_transaction(conn, workflow, n, analyze=analyze)
-                first, last = ids_run[0], ids_run[-1]
+                fed: dict[str, Any] = {}
+                if feed_threads:
+                    ids_run, t0, fed = feed(dsn, workflow, n, feed_threads)
+                else:
+                    ids_run, t0 = enqueue_in_one_transaction(conn, workflow, n, analyze=analyze)
+                first, last = min(ids_run), max(ids_run)
                 wait_done(conn, first, last, timeout=timeout or max(120.0, n / 20.0), procs=procs)
                 cpu = meter.stop()
                 stop_all(procs)  # their backends flush their statistics as they exit
@@ -119,6 +152,7 @@ def run_kestrel(admin: str, workflow: str, *, workers: int, concurrency: int, n:
     return {
         "engine": "kestrel", "module": module, "workflow": workflow, "steps": steps, "workers": workers,
         "concurrency": concurrency, "n": n, "listen": listen, "analyze": analyze, "profiled": bool(profile),
+        "feed_threads": feed_threads, **fed,
         "stats_settle_s": settle,
         **rates(n, steps, elapsed), "per_worker": per_worker, **cpu,
         "commits_per_workflow": postgres.pop("commits_per_workflow"),

@@ -22,6 +22,19 @@ def throughput_table(rows: list[dict[str, Any]], concurrency: int, n: int) -> st
           f"{r['kestrel']['machine_busy']:.0%}"] for r in rows])
 
 
+def fed_table(rows: list[dict[str, Any]], threads: int, n: int) -> str:
+    """The one-step workload fed by single enqueue calls while the workers run: end to end,
+    the calls' own rate, the bulk-fed rate of the same run, DBOS fed the same way."""
+    return table(
+        f"Fed by single enqueues from {threads} threads while the workers run (1 step, N={n})",
+        ["workload", "workers", "Kestrel wf/s", "enqueue calls/s", "rows/batch", "bulk-fed wf/s",
+         "DBOS wf/s", "DBOS calls/s", "K/DBOS"],
+        [[r["kestrel"]["workflow"], r["kestrel"]["workers"], r["kestrel"]["workflows_per_s"],
+          r["kestrel"].get("enqueue_calls_per_s"), r["kestrel"].get("rows_per_batch"), r["bulk_workflows_per_s"],
+          r.get("dbos", {}).get("workflows_per_s"), r.get("dbos", {}).get("enqueue_calls_per_s"),
+          r["kestrel_vs_dbos"]] for r in rows])
+
+
 def writes_table(rows: list[dict[str, Any]]) -> str:
     """Row writes per workflow in each table of the schema (pg_stat_user_tables deltas), and
     the share of updates that were HOT (no index touched)."""

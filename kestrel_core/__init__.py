@@ -1,6 +1,7 @@
 """Kestrel: durable workflows with PostgreSQL as the only orchestrator."""
 
 from .app import Kestrel, Workflow
+from .async_client import AsyncKestrel
 from .errors import (
     ActionRefused,
     ChildFailed,
@@ -16,6 +17,7 @@ from .errors import (
     StepFailed,
 )
 from .execution import STATUSES, TERMINAL_STATUSES, Execution
+from .enqueue import EnqueueFailed
 from .connection import first_line, mask_dsn
 from .schedules import Schedule
 from .children import ChildHandle
@@ -23,10 +25,12 @@ from .events import Event
 
 __all__ = [
     "ActionRefused",
+    "AsyncKestrel",
     "ChildFailed",
     "ChildHandle",
     "DatabaseUnavailable",
     "DuplicateStepId",
+    "EnqueueFailed",
     "Execution",
     "InvalidArgument",
     "Kestrel",

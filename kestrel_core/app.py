@@ -25,10 +25,10 @@ from . import queues as _queues
 from . import roles as _roles
 from . import schedules as _schedules
 from .connection import connect, first_line, is_unreachable, make_pool, unavailable
-from .errors import ActionRefused
-from .keys import check_idempotency_key, check_name
+from .enqueue import MAX_DELAY  # noqa: F401  (the CLI's --delay bound reads it here)
+from .enqueue_batch import EnqueueBatcher
+from .errors import ActionRefused, InvalidArgument
 from .roles import RoleNames
-from .serialization import to_json
 from .statements import check_schema_name
 from .versions import fingerprint
 
@@ -80,6 +80,7 @@ class Kestrel:
         self._schedules: dict[str, _schedules.Schedule] = {}
         self._pool: ConnectionPool | None = None
         self._pool_lock = threading.Lock()
+        self._batcher: EnqueueBatcher | None = None
 
     # -- registry ---------------------------------------------------------------------------
 
@@ -231,6 +232,7 @@ class Kestrel:
         self, name: str, input: Any = None, *, idempotency_key: str | None = None,
         run_at: datetime | None = None, delay: timedelta | None = None, priority: int | None = None,
         queue: str | None = None, concurrency_key: str | None = None,
+        conn: psycopg.Connection | None = None,
     ) -> int:
         """Enqueue workflow ``name`` with a JSON ``input``; returns the execution id.
 
@@ -239,44 +241,60 @@ class Kestrel:
         ``concurrency_key`` limits how many executions with that key run at once (the
         queue's ``per_key``, default 1). ``priority`` defaults to the queue's. Non-JSON input
         raises NotSerializable, nothing written.
+
+        Concurrent calls from this process's threads are written together, one statement and
+        one commit per batch (``enqueue_batch``); each gets its own id or its own error.
+        ``conn``: enqueue inside that psycopg connection's transaction instead: the execution
+        exists if and only if it commits, and workers are woken at its commit.
         """
-        run_at = _resolve_run_at(run_at, delay)
-        _enqueue.check_workflow_name(name)  # bad arguments before the database (and its state)
-        _enqueue.check_priority(priority)
-        check_idempotency_key(idempotency_key)
-        check_name(queue)
-        check_name(concurrency_key, "a concurrency key")
-        with self.connection() as conn, _needs_worker_role("enqueue"):
-            return _enqueue.enqueue(
-                conn, self.schema, name, input, idempotency_key=idempotency_key,
-                run_at=run_at, priority=priority, **self._placement(name, queue, concurrency_key),
-            )
+        (row,) = _enqueue.rows(self._workflows, name, [input], single=True, idempotency_key=idempotency_key,
+                               run_at=run_at, delay=delay, priority=priority, queue=queue,
+                               concurrency_key=concurrency_key)
+        with _needs_worker_role("enqueue"):
+            if conn is not None:
+                return _enqueue.write(_caller_connection(conn), self.schema, [row], prepare=self._caller_prepare)[0]
+            return self._enqueue_batcher().submit(row)
 
     def enqueue_many(
         self, name: str, inputs: Sequence[Any], *, run_at: datetime | None = None,
         delay: timedelta | None = None, priority: int | None = None, queue: str | None = None,
-        concurrency_key: str | None = None,
+        concurrency_key: str | None = None, conn: psycopg.Connection | None = None,
     ) -> list[int]:
-        """Enqueue one execution per input in one round trip; ids in input order."""
-        run_at = _resolve_run_at(run_at, delay)
-        _enqueue.check_workflow_name(name)
-        _enqueue.check_priority(priority)
-        check_name(queue)
-        check_name(concurrency_key, "a concurrency key")
-        with self.connection() as conn, _needs_worker_role("enqueue"):
-            return _enqueue.enqueue_many(conn, self.schema, name, inputs, run_at=run_at, priority=priority,
-                                         **self._placement(name, queue, concurrency_key))
+        """Enqueue one execution per input in one statement; ids in input order. ``conn``: in
+        that connection's transaction, as for ``enqueue``."""
+        rows = _enqueue.rows(self._workflows, name, inputs, run_at=run_at, delay=delay, priority=priority,
+                             queue=queue, concurrency_key=concurrency_key)
+        with _needs_worker_role("enqueue"):
+            if conn is not None:
+                return _enqueue.write(_caller_connection(conn), self.schema, rows, prepare=self._caller_prepare)
+            return self._write_rows(rows)
 
-    def _placement(self, name: str, queue: str | None, concurrency_key: str | None) -> dict[str, Any]:
-        return _enqueue.placement(self._workflows, name, queue, concurrency_key)
+    @property
+    def _caller_prepare(self) -> bool | None:
+        """No server-side prepared statement on a caller's connection through PgBouncer."""
+        return False if self.transaction_pooling else None
+
+    def _write_rows(self, rows: Sequence[_enqueue.Row]) -> list[int]:
+        if not rows:
+            return []
+        with self.connection() as conn:
+            ids = _enqueue.write(conn, self.schema, rows, notify=False)
+            _enqueue.wake(conn, self.schema, rows)
+            return ids
+
+    def _enqueue_batcher(self) -> EnqueueBatcher:
+        batcher = self._batcher
+        if batcher is None:
+            with self._pool_lock:
+                if self._batcher is None:
+                    self._batcher = EnqueueBatcher(self._write_rows)
+                batcher = self._batcher
+        return batcher
 
     def send_event(self, key: str, payload: Any = None, *, by: str | None = None) -> int:
         """Send a machine signal: every execution waiting in ``ctx.wait_for_event(key)`` resumes
         with ``payload`` (any JSON value), and later waits for ``key`` find it. Returns its id."""
-        if not isinstance(key, str) or not key:
-            raise ValueError(f"an event key must be a non-empty string, got {key!r}")
-        check_name(key, "an event key")  # indexed: bounded like a queue name
-        value = to_json(payload, f"the payload of event {key!r}")
+        value = _events.check_send(key, payload)
         with self.connection() as conn:
             return _events.send(conn, self.schema, key, value, by)
 
@@ -381,25 +399,10 @@ def _needs_worker_role(action: str) -> Iterator[None]:
         ) from None
 
 
-MAX_DELAY = timedelta(days=3650)  # ten years: a later start is a mistake, not a schedule
-
-
-def _resolve_run_at(run_at: datetime | None, delay: timedelta | None) -> datetime | None:
-    if run_at is not None and delay is not None:
-        raise ValueError("give run_at or delay, not both")
-    if delay is not None:
-        from datetime import timezone
-
-        from .errors import InvalidArgument
-
-        if not isinstance(delay, timedelta):  # a bare number: seconds? minutes? say which type
-            raise InvalidArgument(f"delay must be a datetime.timedelta, not {type(delay).__name__} "
-                                  f"({delay!r}): e.g. delay=timedelta(seconds=30)")
-        if delay > MAX_DELAY:
-            raise InvalidArgument(f"delay too long ({delay.total_seconds():g} s; the limit is "
-                                  f"{MAX_DELAY.days} days = {MAX_DELAY.total_seconds():g} s)")
-        if delay < -MAX_DELAY:  # now + delay would leave the datetime range (OverflowError)
-            raise InvalidArgument(f"delay too far in the past ({delay.total_seconds():g} s; at most "
-                                  f"{MAX_DELAY.days} days back)")
-        return datetime.now(timezone.utc) + delay
-    return run_at
+def _caller_connection(conn: object) -> psycopg.Connection:
+    """``conn`` if it is a sync psycopg connection (the caller's, in its transaction)."""
+    if isinstance(conn, psycopg.AsyncConnection):
+        raise InvalidArgument("conn= is an AsyncConnection: enqueue through AsyncKestrel to use it")
+    if not isinstance(conn, psycopg.Connection):
+        raise InvalidArgument(f"conn= must be a psycopg.Connection, not {type(conn).__name__}")
+    return conn

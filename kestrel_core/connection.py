@@ -7,7 +7,7 @@ import re
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from psycopg_pool import ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from .errors import DatabaseUnavailable
 
@@ -215,4 +215,25 @@ def make_pool(
     return ConnectionPool(
         conninfo, min_size=min_size, max_size=max_size, configure=configure,
         check=ConnectionPool.check_connection if check else None, open=False, name=name, timeout=30,
+    )
+
+
+def make_async_pool(
+    dsn: str, *, min_size: int, max_size: int, application_name: str = APPLICATION_NAME,
+    prepare: bool = True, name: str = "kestrel-async",
+) -> AsyncConnectionPool:
+    """``make_pool`` for asyncio: autocommit AsyncConnections, each pinged on checkout."""
+    async def configure(conn: psycopg.AsyncConnection) -> None:
+        await conn.set_autocommit(True)
+        if not prepare:
+            conn.prepare_threshold = None
+
+    check_dsn(dsn)
+    try:
+        conninfo = make_conninfo(dsn, application_name=application_name, connect_timeout=10)
+    except psycopg.ProgrammingError as exc:
+        raise invalid_dsn(dsn, exc) from None
+    return AsyncConnectionPool(
+        conninfo, min_size=min_size, max_size=max_size, configure=configure,
+        check=AsyncConnectionPool.check_connection, open=False, name=name, timeout=30,
     )

@@ -19,7 +19,9 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from .errors import from_database
+from .errors import KestrelError, from_database
+from .keys import check_name
+from .serialization import to_json
 from .statements import render
 
 KEY_LOCK = "SELECT pg_advisory_xact_lock(hashtext('kestrel.event:' || %(key)s))"
@@ -93,11 +95,33 @@ def receive_or_park(conn: psycopg.Connection, schema: str, *, execution_id: int,
     return bool(row[0]), row[1]
 
 
+def check_send(key: object, payload: Any) -> Jsonb:
+    """The payload of an event to send under ``key``, checked (ValueError, NotSerializable)."""
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"an event key must be a non-empty string, got {key!r}")
+    check_name(key, "an event key")  # indexed: bounded like a queue name
+    return to_json(payload, f"the payload of event {key!r}")
+
+
 def send(conn: psycopg.Connection, schema: str, key: str, payload: Jsonb | None, by: str | None) -> int:
     """Store the event and wake its waiters; returns the event id."""
     try:
         row = conn.execute(render(SEND, schema), (key, payload, by)).fetchone()
     except psycopg.Error as exc:
         raise from_database(exc) from None
-    assert row is not None
+    if row is None:
+        raise KestrelError(f"sending event {key!r} returned no row")
+    return row[0]
+
+
+async def send_async(conn: psycopg.AsyncConnection, schema: str, key: str, payload: Jsonb | None,
+                     by: str | None) -> int:
+    """``send`` on an AsyncConnection: the same statement."""
+    try:
+        cur = await conn.execute(render(SEND, schema), (key, payload, by))
+        row = await cur.fetchone()
+    except psycopg.Error as exc:
+        raise from_database(exc) from None
+    if row is None:
+        raise KestrelError(f"send_event({key!r}) returned no event id")
     return row[0]

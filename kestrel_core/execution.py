@@ -53,3 +53,13 @@ def get(conn: psycopg.Connection, schema: str, execution_id: int) -> Execution:
     if row is None:
         raise NotFound(f"no execution with id {execution_id}")
     return row
+
+
+async def get_async(conn: psycopg.AsyncConnection, schema: str, execution_id: int) -> Execution:
+    """``get`` on an AsyncConnection: the same statement."""
+    async with conn.cursor(row_factory=class_row(Execution)) as cur:
+        await cur.execute(render(GET, schema), (execution_id,))
+        row = await cur.fetchone()
+    if row is None:
+        raise NotFound(f"no execution with id {execution_id}")
+    return row

@@ -39,8 +39,7 @@ def check_idempotency_key(key: object) -> str | None:
     string, too long, or in the engine's namespace (a reserved prefix, named)."""
     if key is None:
         return None
-    _check_text(key, "an idempotency key")
-    assert isinstance(key, str)
+    key = _check_text(key, "an idempotency key")
     for prefix in RESERVED_PREFIXES:
         if key.startswith(prefix):
             raise InvalidArgument(

@@ -46,6 +46,22 @@ def _call(conn: psycopg.Connection, schema: str, statement: str, params: tuple) 
     return row[0] if row else None
 
 
+async def _call_async(conn: psycopg.AsyncConnection, schema: str, statement: str, params: tuple) -> Any:
+    """``_call`` on an AsyncConnection: the same statements, checks and retries."""
+    check_execution_id(params[0])
+    for attempt in range(3):
+        try:
+            cur = await conn.execute(render(statement, schema), params)
+            row = await cur.fetchone()
+            break
+        except psycopg.errors.DeadlockDetected:
+            if attempt == 2:
+                raise
+        except psycopg.Error as exc:
+            raise from_database(exc) from None
+    return row[0] if row else None
+
+
 def decide(
     conn: psycopg.Connection, schema: str, execution_id: int, step_id: str, *,
     approved: bool, by: str, comment: str | None = None,
@@ -64,3 +80,21 @@ def requeue(conn: psycopg.Connection, schema: str, execution_id: int, *, by: str
             comment: str | None = None) -> str:
     """Re-enqueue an errored or cancelled execution, or one whose lease expired."""
     return _call(conn, schema, REQUEUE, (execution_id, by, comment))
+
+
+async def decide_async(conn: psycopg.AsyncConnection, schema: str, execution_id: int, step_id: str, *,
+                       approved: bool, by: str, comment: str | None = None) -> dict[str, Any]:
+    """``decide`` on an AsyncConnection."""
+    return await _call_async(conn, schema, DECIDE, (execution_id, step_id, approved, by, comment))
+
+
+async def cancel_async(conn: psycopg.AsyncConnection, schema: str, execution_id: int, *, by: str,
+                       comment: str | None = None) -> str:
+    """``cancel`` on an AsyncConnection."""
+    return await _call_async(conn, schema, CANCEL, (execution_id, by, comment))
+
+
+async def requeue_async(conn: psycopg.AsyncConnection, schema: str, execution_id: int, *, by: str,
+                        comment: str | None = None) -> str:
+    """``requeue`` on an AsyncConnection."""
+    return await _call_async(conn, schema, REQUEUE, (execution_id, by, comment))

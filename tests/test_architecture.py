@@ -146,13 +146,13 @@ CORE_LAYERS: dict[str, tuple[str, ...]] = {
     "foundation": ("errors", "statements", "serialization", "backoff", "cron", "supervised",
                    "versions", "migrations", "keys"),
     "database": ("connection", "migrate", "roles", "execution", "enqueue", "checkpoint", "waits",
-                 "lease", "claim", "limited_claim", "boundary", "group_commit", "deadlines",
+                 "enqueue_batch", "lease", "claim", "limited_claim", "boundary", "group_commit", "deadlines",
                  "sweeper", "events", "children", "queues", "schedules", "scheduler", "prune",
                  "operator"),
     "contracts": ("runtime",),
     "workflow context": ("context", "flow_context"),
     "worker engine": ("runner", "listener", "worker", "supervisor"),
-    "public API": ("app", ""),
+    "public API": ("app", "async_client", ""),
 }
 CONSOLE_LAYERS: dict[str, tuple[str, ...]] = {
     "basics": ("safe_text", "humanize", "style", "settings", "timeline_model"),
@@ -286,6 +286,7 @@ KNOWN_INTERNAL_IMPORTS: dict[str, set[str]] = {
     "kestrel_console.tui.header": {"kestrel_core.connection"},
     "bench.ceiling": {"kestrel_core.boundary", "kestrel_core.claim", "kestrel_core.statements"},
     "bench.console": {"kestrel_core.statements"},
+    "bench.ingest": {"kestrel_core.statements"},
     "bench.latency": {"kestrel_core.statements"},
     "bench.recovery": {"kestrel_core.statements"},
     "bench.throughput": {"kestrel_core.enqueue", "kestrel_core.statements"},

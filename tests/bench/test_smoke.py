@@ -61,6 +61,13 @@ def test_throughput_runs_every_execution_on_kestrel(opts: suite.Options, printed
         else:
             assert k["statements_per_workflow"] > 0
     assert _json(opts, "throughput")["rows"][1]["kestrel"]["steps"] == 5
+    # The one-step workload fed by single enqueue calls from threads while the workers ran.
+    (fed,) = data["fed_rows"]
+    k = fed["kestrel"]
+    assert k["feed_threads"] == opts.feed_threads and sum(k["per_worker"].values()) == opts.n
+    assert k["workflows_per_s"] > 0 and k["enqueue_calls_per_s"] > 0 and k["rows_per_batch"] >= 1
+    assert fed["bulk_workflows_per_s"] == data["rows"][0]["kestrel"]["workflows_per_s"]
+    assert any("Fed by single enqueues from 8 threads" in text for text in printed)
     assert any("Kestrel wf/s" in text and "commits/wf" in text for text in printed)
     assert any("Postgres writes per workflow" in text and "operation_outputs" in text for text in printed)
 
@@ -143,6 +150,8 @@ def test_dbos_runs_the_same_workload() -> None:
     r = run_dbos(ADMIN_DSN, NOOP5, workers=1, concurrency=4, n=40)
     assert r["per_worker"] == {"dbos-w0": 40} and r["workflows_per_s"] > 0
     assert r["steps_per_s"] == pytest.approx(r["workflows_per_s"] * 5, rel=0.01)
+    fed = run_dbos(ADMIN_DSN, NOOP1, workers=1, concurrency=4, n=40, feed_threads=4)
+    assert fed["per_worker"] == {"dbos-w0": 40} and fed["enqueue_calls_per_s"] > 0
 
 
 def test_latency_measures_every_probe(opts: suite.Options) -> None:
@@ -170,9 +179,16 @@ def test_console_times_the_dashboard(opts: suite.Options) -> None:
     assert {"status_counts", "queue_depth", "activity"} <= set(data["queries"])
 
 
-def test_enqueue_and_memory(opts: suite.Options) -> None:
+def test_enqueue_and_memory(opts: suite.Options, printed: list[str]) -> None:
     data = suite.enqueue(opts)
     assert data["enqueue"]["rows"] == opts.enqueue_rows and data["enqueue"]["bulk_rows_per_s"] > 0
+    ingest = data["ingest"]["rows"]
+    assert [r["source"] for r in ingest] == ["8 threads", "8 asyncio tasks"]
+    for r in ingest:
+        assert r["plain_per_s"] > 0 and r["kestrel_per_s"] > 0 and r["rows_per_batch"] >= 1
+        assert r["kestrel_vs_plain"] == pytest.approx(r["kestrel_per_s"] / r["plain_per_s"], abs=0.01)  # rounded to 2 places
+    assert ingest[0]["per_call_per_s"] > 0  # the one-commit-per-call path, measured alongside
+    assert any("Single enqueue calls" in text and "enqueue/plain" in text for text in printed)
     mem = data["memory"]
     assert mem["concurrency"] == 32 and 0 < mem["rss_mib"] <= mem["peak_rss_mib"]
 
