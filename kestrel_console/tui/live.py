@@ -32,6 +32,10 @@ from .widgets.confirm import ConfirmModal
 
 T = TypeVar("T")
 
+# The key that pauses or resumes a queue (Queues) or a schedule (Schedules), and means nothing
+# else on any screen: ``p`` pauses the refresh everywhere, so it cannot also stop production.
+PAUSE_KEY = "h"
+
 # A refresh still running after this long is given up on (the Reader's timeout should have
 # cancelled it long before): the next tick starts a new one.
 STALE_LOAD_S = 15.0

@@ -8,7 +8,6 @@ from typing import Any, ClassVar
 from rich.text import Text
 from textual import events, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Header, Sparkline, Static
 
@@ -33,9 +32,7 @@ class DashboardScreen(LiveScreen):
     VIEW = "dashboard"
     NAME = "Dashboard"
     CSS_PATH = "dashboard.tcss"
-    BINDINGS: ClassVar[list[Any]] = [
-        Binding("space", "app.toggle_pause", "Pause/resume"),
-    ]
+    BINDINGS: ClassVar[list[Any]] = []
     HELP_EXTRA = [("enter", "open the execution under the cursor (stuck leases)"),
                   ("tab / shift+tab", "move between the tables")]
 
