@@ -19,7 +19,7 @@ from textual.widgets.option_list import Option
 
 from kestrel_core import DatabaseUnavailable, first_line
 
-from ...safe_text import visible
+from ...safe_text import literal, visible
 from ..adhoc_session import AdhocSession
 from ..config import ADHOC_MAX_ROWS, ADHOC_TIMEOUT_MS
 from ..history import QueryHistory
@@ -206,7 +206,7 @@ class SqlScreen(LiveScreen):
     def _list_history(self) -> None:
         options = self.query_one("#sql-history", OptionList)
         options.clear_options()
-        options.add_options(Option(" ".join(q.split())[:200], id=str(i)) for i, q in enumerate(self.history))
+        options.add_options(Option(literal(" ".join(q.split())[:200]), id=str(i)) for i, q in enumerate(self.history))
 
     def action_history(self, step: int) -> None:
         """``step`` 1: one query older; -1: one newer (past the newest: an empty editor)."""

@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist
 
-from ...safe_text import has_control, visible
+from ...safe_text import literal
 
 MARK = "●"
 MARK_COLUMN = "mark"
@@ -188,13 +188,9 @@ class LiveTable(DataTable):
         return [row.key.value for row in self.ordered_rows]
 
 
-def _safe(value: Any) -> Any:
-    """A cell with its control characters shown as escapes (text from the database)."""
-    if isinstance(value, str):
-        return visible(value)
-    if isinstance(value, Text) and (has_control(value.plain) or "\n" in value.plain or "\t" in value.plain):
-        return Text(visible(value.plain), style=value.style)
-    return value
+def _safe(value: Any) -> Text:
+    """A cell as it is shown: text from the database literally (``safe_text.literal``)."""
+    return literal(value)
 
 
 def _plain(value: Any) -> str:

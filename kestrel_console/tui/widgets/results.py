@@ -6,7 +6,7 @@ from typing import Any
 
 from textual.widgets import DataTable
 
-from ...safe_text import visible
+from ...safe_text import literal
 from ... import formatting as fmt
 
 
@@ -27,8 +27,8 @@ class ResultsTable(DataTable):
         seen: dict[str, int] = {}
         for name in names:  # duplicate column names (SELECT 1, 1) need distinct keys
             seen[name] = seen.get(name, 0) + 1
-            self.add_column(visible(name), key=f"{name}#{seen[name]}")
-        self.add_rows([fmt.cell(v, fmt.RESULTS) for v in row] for row in result.rows)
+            self.add_column(literal(name), key=f"{name}#{seen[name]}")
+        self.add_rows([literal(fmt.cell(v, fmt.RESULTS)) for v in row] for row in result.rows)
 
 
 def summary(result: Any, max_rows: int) -> str:
