@@ -24,6 +24,11 @@ from ..widgets.live_table import LiveTable
 ACTIVITY_MINUTES = 15
 NARROW_BELOW = 120
 STOPPED_ROW = "stopped"
+# The counts panel: its narrowest widths (one column, two columns), border and padding, and the
+# gap between its two columns when narrow (dashboard.tcss).
+COUNTS_MIN_WIDTH = {1: 42, 2: 30}
+COUNTS_FRAME = 4
+COUNTS_GAP = 1
 ACTIVITY_SERIES = (("enqueued", "enqueued"), ("started", "started"), ("completed", "completed"),
                    ("failed", "failed"))
 
@@ -81,6 +86,8 @@ class DashboardScreen(LiveScreen):
         the stuck-lease and worker panels keep their essential columns (enter shows the rest)."""
         narrow = event.size.width < NARROW_BELOW
         self.set_class(narrow, "-narrow")
+        if self.counts:
+            self._fit_counts(max(len(s) for s in STATUSES) + 1 + max(len(fmt.count(n)) for n in self.counts.values()))
         changed = [self.query_one(f"#{name}", LiveTable).set_narrow(narrow) for name in ("dash-stuck", "dash-workers")]
         if any(changed) and self.data is not None:
             self._show_stuck(self.data["stuck_leases"])
@@ -95,10 +102,12 @@ class DashboardScreen(LiveScreen):
         self.counts = dict(data["status_counts"])
         self.elapsed_ms.append(float(data["elapsed_ms"]))
         width = max(len(fmt.count(n)) for n in self.counts.values())
+        label_w = max(len(s) for s in STATUSES)
         for status in STATUSES:
-            line = Text(f"{status:<10}", style=fmt.STATUS_STYLES[status])
+            line = Text(f"{status:<{label_w}}", style=fmt.STATUS_STYLES[status])
             line.append(f" {fmt.count(self.counts[status]):>{width}}")
             self.query_one(f"#count-{status}", Static).update(line)
+        self._fit_counts(label_w + 1 + width)
         approvals = data["approvals_summary"]
         pending = int(approvals["count"] or 0)
         oldest = f" · oldest waiting {fmt.seconds(approvals['oldest_age_s'])}" if pending else ""
@@ -122,6 +131,15 @@ class DashboardScreen(LiveScreen):
                          for u in unrunnable]), style="yellow"))
         self.query_one("#dash-stats", Static).update(Text(
             f"refresh: {len(self.elapsed_ms)} · queries took {data['elapsed_ms']:.1f} ms", style="dim"))
+
+    def _fit_counts(self, cell: int) -> None:
+        """The counts panel as wide as its longest "status count" line needs (two per row when
+        narrow): a 6-digit count is never wrapped out of sight (its line is one row high)."""
+        panel = self.query_one("#dash-counts")
+        columns = 2 if self.has_class("-narrow") else 1
+        wanted = max(COUNTS_MIN_WIDTH[columns], columns * cell + (columns - 1) * COUNTS_GAP + COUNTS_FRAME)
+        if panel.styles.width is None or panel.styles.width.value != wanted:
+            panel.styles.width = wanted
 
     def _show_activity(self, buckets: list[dict[str, Any]]) -> None:
         for key, _ in ACTIVITY_SERIES:

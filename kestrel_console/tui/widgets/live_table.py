@@ -125,7 +125,9 @@ class LiveTable(DataTable):
                 value = cells.get(column, "")
                 plain = _plain(value)
                 if shown.get(column) != plain or (isinstance(value, Text) and _style_changed(self, key, column, value)):
-                    self.update_cell(key, column, value)
+                    # The column widens when a value grows ("running" to "cancelled"): a cell
+                    # is never cut to its first width.
+                    self.update_cell(key, column, value, update_width=True)
                     shown[column] = plain
                     self.cell_updates += 1
         if sort_column is not None:
