@@ -40,6 +40,10 @@ class DetailScreen(LiveScreen):
         Binding("c", "cancel", "Cancel"),
         Binding("a", "approve", "Approve"),
         Binding("x", "reject", "Reject"),
+        Binding("escape", "app.back", "Back", show=False),
+        # There is no list here to filter: / goes to the Executions list and opens its filter,
+        # so what is typed next is filter text, never this screen's action keys.
+        Binding("slash", "filter_list", "Filter the list", show=False, key_display="/"),
     ]
     HELP_EXTRA = [("tab / shift+tab", "move between the trace, the tabs and the tables"),
                   ("← →", "switch tab (attempts, input, output, error, steps)")]
@@ -176,6 +180,14 @@ class DetailScreen(LiveScreen):
 
     def action_reject(self) -> None:
         self._decide("reject")
+
+    async def action_filter_list(self) -> None:
+        from .executions import ExecutionsScreen
+
+        await self.kapp.action_show("executions")
+        screen = self.app.screen
+        if isinstance(screen, ExecutionsScreen):
+            screen.action_filter()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

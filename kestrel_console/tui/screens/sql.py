@@ -30,7 +30,7 @@ from ..widgets.results import ResultsTable, summary
 
 EXAMPLE = "SELECT status, count(*)\n  FROM workflow_executions\n GROUP BY status\n ORDER BY 2 DESC;\n"
 HINT = ("ctrl+r runs the query (typing replaces the selected sample) · ↑ on the first line, ↓ on the last: "
-        "history · esc leaves the editor; esc again cancels a running query")
+        "history · esc leaves the editor; esc again cancels a running query; i edits again")
 
 
 def sql_language() -> str | None:
@@ -53,12 +53,12 @@ class SqlScreen(LiveScreen):
         Binding("ctrl+l", "clear", "Clear the editor", priority=True, key_display="^l", show=False),
         Binding("ctrl+up", "history(1)", "History", priority=True, key_display="^↑↓"),
         Binding("ctrl+down", "history(-1)", "Newer query", priority=True, show=False),
-        Binding("i", "edit", "Edit", show=False),
+        Binding("i", "edit", "Edit (back into the editor)", show=False),
         Binding("ctrl+s", "export", "Export", priority=True, key_display="^s"),
     ]
     HELP_EXTRA = [("ctrl+enter, f5", "run the query, as ctrl+r does"),
                   ("↑ / ↓ (first / last line)", "older / newer query from the history"),
-                  ("esc (outside the editor)", "cancel the running query, else back into the editor"),
+                  ("esc (outside the editor)", "cancel the running query"),
                   ("enter (history)", "load the selected past query into the editor"),
                   ("tab (outside the editor)", "move between results and history")]
 
@@ -180,14 +180,14 @@ class SqlScreen(LiveScreen):
         self._history_pos = -1
 
     def action_escape(self) -> None:
-        """In the editor: leave it (so 1-5, q... work again). Outside it: cancel the running
-        query, else go back to the editor. So from the editor, esc twice cancels."""
+        """One level up: in the editor, leave it (so the number keys, q... work again);
+        outside it, cancel the running query, else nothing (this screen is the top: q quits,
+        i or enter on the history goes back into the editor). From the editor, esc twice
+        cancels."""
         if self.focused is self.editor:
             self.query_one(ResultsTable).focus()
         elif self.session is not None and self.session.cancel():
             self._say("cancelling…", "yellow")
-        else:
-            self.editor.focus()
 
     def action_edit(self) -> None:
         self.editor.focus()
