@@ -33,7 +33,8 @@ class ApprovalsScreen(LiveScreen):
     BINDINGS: ClassVar[list[Any]] = [
         Binding("a", "approve", "Approve"),
         Binding("x", "reject", "Reject"),
-        Binding("space", "mark", "Mark"),
+        Binding("space", "mark", "Mark",
+                tooltip="mark or unmark the row, then move down; actions apply to every marked row"),
         Binding("escape", "clear", "Clear marks", show=False),
     ]
     HELP_EXTRA = [("enter", "open the execution of the gate under the cursor"),
@@ -120,6 +121,19 @@ class ApprovalsScreen(LiveScreen):
         self.table.clear_marks()
         self._summary()
 
+    def cursor_table(self) -> LiveTable:
+        return self.table
+
+    def describe_row(self, key: str | None) -> str:
+        row = self.table.rows_data.get(key or "")
+        if row is None:
+            eid, _, step = (key or "").partition(":")
+            return f"gate {step!r} of execution {eid}"
+        return f"gate {row['step_id']!r} of execution {row['execution_id']}"
+
+    def current_status(self, target: Target) -> str | None:
+        return "waiting" if f"{target.execution_id}:{target.step_id}" in self.table.rows_data else None
+
     def targets(self) -> list[Target]:
         out = []
         for key in self.table.chosen():
@@ -128,12 +142,13 @@ class ApprovalsScreen(LiveScreen):
         return out
 
     def action_approve(self) -> None:
-        self.act("approve", self.targets(), ask_comment=True)
+        self.act("approve", self.targets())
 
     def action_reject(self) -> None:
-        self.act("reject", self.targets(), ask_comment=True)
+        self.act("reject", self.targets())
 
     def after_action(self, outcome: Outcome) -> None:
+        self.table.acted_on(f"{t.execution_id}:{t.step_id}" for t in outcome.done)
         self.table.clear_marks()
         self._summary()
 

@@ -146,6 +146,14 @@ class DetailScreen(LiveScreen):
             return []
         return [Target(self.execution_id, e["workflow_name"], e["status"], step_id=step_id)]
 
+    def current_status(self, target: Target) -> str | None:
+        e = self.execution
+        if e is None:
+            return None
+        if target.step_id is not None and self.pending_gate() != target.step_id:
+            return None  # the gate was decided elsewhere
+        return e["status"]
+
     def action_rows(self) -> list[dict[str, Any]]:
         e = self.execution
         if e is None:
@@ -173,7 +181,7 @@ class DetailScreen(LiveScreen):
             self.kapp.tell(f"execution {self.execution_id} has no approval gate waiting for a decision",
                            severity="warning")
             return
-        self.act(action, self._target(gate), ask_comment=True)
+        self.act(action, self._target(gate))
 
     def action_approve(self) -> None:
         self._decide("approve")

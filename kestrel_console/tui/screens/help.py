@@ -27,7 +27,8 @@ def key_rows(node: Any, bindings: list[Any]) -> list[tuple[str, str]]:
         if allowed is False:
             continue
         key = binding.key_display or binding.key.replace("_square_bracket", " bracket")
-        row = (key, binding.description or binding.action.replace("_", " "))
+        # The tooltip, where a binding has one, is the longer form of its footer label.
+        row = (key, binding.tooltip or binding.description or binding.action.replace("_", " "))
         if row not in rows:  # one binding with several keys shares one key_display
             rows.append(row)
     return rows

@@ -21,7 +21,7 @@ from kestrel_console.tui.widgets.confirm import ConfirmModal
 from tests.hostile_text import (MARKUP_COMMENT, MARKUP_CONTROL_SHOWN, MARKUP_GATE, MARKUP_NAME, MARKUP_QUEUE,
                                 MARKUP_SCHEDULE, MARKUP_STEP, MARKUP_WIDE, MARKUP_WORKER, markup_world)
 
-from .helpers import console, fresh, open_screen, screen_lines, wait_for
+from .helpers import console, fresh, give_reason, open_screen, screen_lines, wait_for
 from .test_reports import run_report
 from .test_sql import run
 
@@ -66,6 +66,7 @@ async def test_every_screen_dialog_and_toast_shows_stored_text_literally(dsn, db
         await pilot.press("escape")
         await wait_for(pilot, lambda: tui.screen is detail, what="the prompt to close")
         await pilot.press("c")  # the confirmation names the workflow
+        await give_reason(pilot)
         await wait_for(pilot, lambda: isinstance(tui.screen, ConfirmModal), what="the confirmation")
         await finds(pilot, MARKUP_NAME)
         await pilot.press("n")
