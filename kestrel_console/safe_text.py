@@ -17,9 +17,10 @@ text. ``literal`` is the one way the TUI turns text into something to show: a ``
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.text import Text
+if TYPE_CHECKING:  # rich only where literal is called: the headless modules import this one too
+    from rich.text import Text
 
 # C0 controls except TAB and LF (handled by ``newlines``), DEL, C1 controls, the bidi
 # embeddings/overrides/isolates and marks, and the Unicode line/paragraph separators.
@@ -66,6 +67,8 @@ def literal(value: Any, *, style: str = "", newlines: bool = False) -> Text:
     """``value`` as Text to show: control characters as escapes (``visible``), never read as
     markup or emoji codes. Text is returned as it is when it needs no escaping (a cell the
     console built, with its own styles); anything else is its ``str``."""
+    from rich.text import Text
+
     if isinstance(value, Text):
         plain = value.plain
         if not (has_control(plain) or (not newlines and ("\n" in plain or "\t" in plain))):

@@ -190,12 +190,10 @@ class DetailScreen(LiveScreen):
         self._decide("reject")
 
     async def action_filter_list(self) -> None:
-        from .executions import ExecutionsScreen
-
         await self.kapp.action_show("executions")
-        screen = self.app.screen
-        if isinstance(screen, ExecutionsScreen):
-            screen.action_filter()
+        open_filter = getattr(self.app.screen, "action_filter", None)  # the Executions screen's
+        if open_filter is not None:
+            open_filter()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
