@@ -24,7 +24,7 @@ from .overview import (
     _activity_params,
 )
 from .timeline import TimelineReads
-from .workers import QUEUES, STUCK_LEASES, UNRUNNABLE, UNSERVED, WORKERS, WorkerReads
+from .workers import DEFAULT_BEAT_S, QUEUES, STUCK_LEASES, UNRUNNABLE, UNSERVED, WORKERS, WorkerReads
 from .workflow_match import prefix_params
 
 
@@ -54,7 +54,7 @@ class Reader(OverviewReads, WorkerReads, ExecutionReads, TimelineReads, BlockerR
             "status_counts": (STATUS_COUNTS, None),
             "queue_depth": (QUEUE_DEPTH, None),
             "stuck_leases": (STUCK_LEASES, {"limit": 500}),
-            "workers": (WORKERS, {**live, "recent": 3600.0}),
+            "workers": (WORKERS, {**live, "recent": 3600.0, "beat": DEFAULT_BEAT_S}),
             "unserved_workflows": (UNSERVED, live),
             "unrunnable": (UNRUNNABLE, live),
             "queues": (QUEUES, live),

@@ -29,6 +29,7 @@ STOPPED_ROW = "stopped"
 COUNTS_MIN_WIDTH = {1: 42, 2: 30}
 COUNTS_FRAME = 4
 COUNTS_GAP = 1
+WORKER_STYLES = {"alive": "green", "late": "bold yellow", "silent": "bold red"}
 ACTIVITY_SERIES = (("enqueued", "enqueued"), ("started", "started"), ("completed", "completed"),
                    ("failed", "failed"))
 
@@ -178,7 +179,7 @@ class DashboardScreen(LiveScreen):
             "worker": r["worker_id"], "host": r["hostname"] or "",
             "held": f"{r['held']}/{r['concurrency'] or '?'}",
             "heartbeat": fmt.seconds(r["heartbeat_age_s"]) + " ago",
-            "state": Text("alive", style="green") if r["alive"] else Text("silent", style="bold red"),
+            "state": Text(r["state"], style=WORKER_STYLES.get(r["state"], "")),
             "workflows": ", ".join(r["workflows"] or []),
         }, r) for r in running]
         if stopped:
