@@ -244,7 +244,8 @@ class LiveScreen(Screen):
         return True
 
     def act(self, action: str, targets: list[Target]) -> None:
-        """Ask for a comment (the reason, recorded in the audit table), then y/n, then run ``action`` on ``targets`` in a worker.
+        """Ask for a comment (the reason, kept in the audit table), then y/n, then run
+        ``action`` on ``targets`` in a worker.
 
         ``targets`` are ids, taken when the key is pressed. If the row under the cursor left
         the list just before, nothing is asked; if a target leaves or changes state while the

@@ -1,6 +1,7 @@
 """Screen 6, queues: depth, running against the concurrency limit, per-worker limit, rate
-window use, per-key limit, priority and pause state of every queue; ``h`` pauses or resumes
-the one under the cursor with ``h`` (hold; after a y/n confirmation, through kestrel_core as the --operator)."""
+window use, per-key limit, priority and pause state of every queue; ``h`` (hold) pauses or
+resumes the one under the cursor (after a y/n confirmation, through kestrel_core as the
+--operator)."""
 
 from __future__ import annotations
 

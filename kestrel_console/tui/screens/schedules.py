@@ -1,6 +1,6 @@
 """Screen 7, schedules: every cron schedule with its next tick, its last run and that run's
-status, and why it is not ticking (paused, no worker); ``h`` (hold) pauses or resumes the one under
-the cursor, after a confirmation, through ``kestrel_core`` as the --operator (audited)."""
+status, and why it is not ticking (paused, no worker); ``h`` (hold) pauses or resumes the one
+under the cursor, after a confirmation, through ``kestrel_core`` as the --operator (audited)."""
 
 from __future__ import annotations
 

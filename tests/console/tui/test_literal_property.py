@@ -73,9 +73,9 @@ async def test_random_texts_read_on_every_screen_as_show_json_returns_them(dsn, 
             detail = DetailScreen(int(example["id"]))
             await pilot.app.push_screen(detail)
             await fresh(pilot, detail)
-            screen = "\n".join(screen_lines(tui))
-            for key in ("name", "step", "gate", "comment"):
-                assert visible(stored[key]) in screen, (key, example, screen)
+            wanted = [visible(stored[key]) for key in ("name", "step", "gate", "comment")]
+            await wait_for(pilot, lambda: all(w in "\n".join(screen_lines(tui)) for w in wanted),
+                           what=f"{wanted} on the detail screen (it shows:\n" + "\n".join(screen_lines(tui)))
             await pilot.press("q")
             await wait_for(pilot, lambda: tui.screen is listing, what="back to the list")
 
