@@ -109,7 +109,7 @@ WITH depth AS (
 ), per_queue AS (
     SELECT queue, sum(enqueued)::bigint AS enqueued, sum(running)::bigint AS running FROM depth GROUP BY queue
 ), live AS (
-    SELECT w.queues FROM {schema}.workers w
+    SELECT w.queues, w.workflows FROM {schema}.workers w
      WHERE w.stopped_at IS NULL AND w.last_heartbeat > now() - make_interval(secs => %(dead_after)s)
 )
 SELECT coalesce(q.name, d.queue) AS name, coalesce(q.paused, false) AS paused, q.paused_by, q.paused_at,
@@ -119,8 +119,11 @@ SELECT coalesce(q.name, d.queue) AS name, coalesce(q.paused, false) AS paused, q
        (SELECT count(*) FROM unnest(q.rate_starts) AS s(at) WHERE s.at > now() - q.rate_period) AS rate_used,
        coalesce(q.per_key, 1) AS per_key, coalesce(q.priority, 0) AS priority,
        coalesce(q.workflows, '{{}}') AS workflows,
-       (SELECT count(*) FROM live WHERE live.queues IS NULL
-                                    OR coalesce(q.name, d.queue) = ANY (live.queues)) AS live_workers
+       -- Live workers that can run something of the queue: they claim from it (every queue, or
+       -- this one among theirs) and, when code binds workflows to it, registered one of them.
+       (SELECT count(*) FROM live
+         WHERE (live.queues IS NULL OR coalesce(q.name, d.queue) = ANY (live.queues))
+           AND (cardinality(coalesce(q.workflows, '{{}}')) = 0 OR live.workflows && q.workflows)) AS live_workers
   FROM {schema}.queues q
   FULL JOIN per_queue d ON d.queue = q.name
  ORDER BY coalesce(q.priority, 0) DESC, 1
