@@ -43,7 +43,13 @@ SELECT e.id, e.workflow_name, e.status, e.created_at, e.started_at, e.finished_a
         OR strpos(lower(e.workflow_name), lower(%(text)s::text)) > 0
         OR strpos(lower(coalesce(e.owner_id, '')), lower(%(text)s::text)) > 0
         OR strpos(lower(coalesce(e.error, '')), lower(%(text)s::text)) > 0
-        OR e.id::text = %(text)s::text)
+        OR e.id::text = %(text)s::text
+        -- the input as JSON text (a pod, an account), and the ids of its steps, gates and sleeps
+        OR strpos(lower(coalesce(e.input::text, '')), lower(%(text)s::text)) > 0
+        OR EXISTS (SELECT 1 FROM {schema}.step_attempts a
+                    WHERE a.execution_id = e.id AND strpos(lower(a.step_id), lower(%(text)s::text)) > 0)
+        OR EXISTS (SELECT 1 FROM {schema}.workflow_waits w
+                    WHERE w.execution_id = e.id AND strpos(lower(w.step_id), lower(%(text)s::text)) > 0))
  ORDER BY e.id DESC
  LIMIT %(limit)s OFFSET %(offset)s
 """
