@@ -37,6 +37,7 @@ class ReportsScreen(LiveScreen):
     ]
     HELP_EXTRA = [("enter (list)", "choose the report and fill in its parameters"),
                   ("enter (last parameter)", "run the report"),
+                  ("enter (result row)", "open the execution its execution_id or id column names"),
                   ("tab / shift+tab", "move between the list, the parameters and the result")]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -232,6 +233,11 @@ class ReportsScreen(LiveScreen):
         reason = getattr(exc, "reason", None)
         self._say(f"refused: {reason}" if reason else f"error: {first_line(exc)}",
                   "bold red")
+
+    def on_results_table_open_execution(self, event: ResultsTable.OpenExecution) -> None:
+        from .detail import DetailScreen
+
+        self.app.push_screen(DetailScreen(event.execution_id))
 
     def action_export(self) -> None:
         export_result(self, self.result, self.report.name if self.report else "report")

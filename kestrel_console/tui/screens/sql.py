@@ -60,6 +60,7 @@ class SqlScreen(LiveScreen):
                   ("↑ / ↓ (first / last line)", "older / newer query from the history"),
                   ("esc (outside the editor)", "cancel the running query"),
                   ("enter (history)", "load the selected past query into the editor"),
+                  ("enter (result row)", "open the execution its execution_id or id column names"),
                   ("tab (outside the editor)", "move between results and history")]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -229,6 +230,11 @@ class SqlScreen(LiveScreen):
         self.editor.focus()
 
     # -- export -------------------------------------------------------------------------------------
+
+    def on_results_table_open_execution(self, event: ResultsTable.OpenExecution) -> None:
+        from .detail import DetailScreen
+
+        self.app.push_screen(DetailScreen(event.execution_id))
 
     def action_export(self) -> None:
         from ..export import export_result
