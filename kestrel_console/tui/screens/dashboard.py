@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from rich.text import Text
 from textual import events, work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Header, Sparkline, Static
 
@@ -17,6 +18,7 @@ from ... import formatting as fmt
 from ...read.workers import live_versions_text
 from ...safe_text import visible
 from ..live import LiveScreen
+from ..operator import Outcome, Target
 from ..widgets.banner import Banner
 from ..widgets.footer import KeyFooter
 from ..widgets.live_table import LiveTable
@@ -38,7 +40,12 @@ class DashboardScreen(LiveScreen):
     VIEW = "dashboard"
     NAME = "Dashboard"
     CSS_PATH = "dashboard.tcss"
-    BINDINGS: ClassVar[list[Any]] = []
+    # On the stuck-leases panel: the execution under its cursor (an expired lease may be
+    # re-enqueued at once, or cancelled).
+    BINDINGS: ClassVar[list[Any]] = [
+        Binding("e", "requeue", "Re-enqueue"),
+        Binding("c", "cancel", "Cancel"),
+    ]
     HELP_EXTRA = [("enter", "open the execution under the cursor (stuck leases)"),
                   ("tab / shift+tab", "move between the tables")]
 
@@ -190,6 +197,46 @@ class DashboardScreen(LiveScreen):
         if table.keys() != [key for key, _, _ in wanted]:  # a worker started or stopped: re-order
             table.reset()
             table.sync(wanted)
+
+    # -- actions on the stuck-leases panel -------------------------------------------------------
+
+    @property
+    def stuck(self) -> LiveTable:
+        return self.query_one("#dash-stuck", LiveTable)
+
+    def cursor_table(self) -> LiveTable:
+        return self.stuck
+
+    def describe_row(self, key: str | None) -> str:
+        return f"execution {key}"
+
+    def action_rows(self) -> list[dict[str, Any]]:
+        if not self.stuck.has_focus:
+            return []  # e and c act on the stuck-leases panel only
+        return [{"id": r["id"], "status": "running", "lease_expired": True}
+                for r in (self.stuck.rows_data.get(k) for k in self.stuck.chosen()) if r is not None]
+
+    def current_status(self, target: Target) -> str | None:
+        return "running" if str(target.execution_id) in self.stuck.rows_data else None
+
+    def targets(self) -> list[Target]:
+        return [Target(int(r["id"]), r["workflow_name"], "running")
+                for r in (self.stuck.rows_data.get(k) for k in self.stuck.chosen()) if r is not None]
+
+    def action_requeue(self) -> None:
+        self.act("requeue", self.targets())
+
+    def action_cancel(self) -> None:
+        self.act("cancel", self.targets())
+
+    def after_action(self, outcome: Outcome) -> None:
+        self.stuck.acted_on(str(t.execution_id) for t in outcome.done)
+
+    def on_descendant_focus(self) -> None:
+        self.selection_changed()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.selection_changed()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "dash-stuck" and event.row_key.value:
