@@ -20,7 +20,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from ... import style
-from ...safe_text import visible
+from ...safe_text import literal, visible
 from ...timeline_model import Lane, Segment, Trace, bar_cols, decider, trace
 from ... import formatting as fmt
 
@@ -141,8 +141,9 @@ def _label(lane: Lane) -> str:
 
 
 def _fit(text: str, width: int, style: str = "", *, pad: bool = False) -> Text:
-    """``text`` in at most ``width`` cells, cut with an ellipsis (padded to ``width``)."""
-    out = Text(text, style=style)
+    """``text`` in at most ``width`` cells, cut with an ellipsis (padded to ``width``); its
+    control characters as escapes (literally shown, as everywhere)."""
+    out = literal(text, style=style)
     out.truncate(width, overflow="ellipsis", pad=pad)
     return out
 
