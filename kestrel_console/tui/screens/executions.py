@@ -55,7 +55,7 @@ class ExecutionsScreen(LiveScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Banner()
-        yield Input(placeholder="status:error workflow:remediate free text   (enter applies, esc closes)",
+        yield Input(placeholder="status:error workflow:remediate since:2h free text   (enter applies, esc closes)",
                     id="exec-filter")
         yield Static("", id="exec-where")
         yield LiveTable(COLUMNS, markable=True, id="executions")
@@ -76,7 +76,7 @@ class ExecutionsScreen(LiveScreen):
 
         def read(r: Reader) -> tuple[list[dict[str, Any]], str | None]:
             rows = r.list_executions(status=f.status, workflow=f.workflow, text=f.text,
-                                     limit=PAGE_SIZE, before_id=before)
+                                     limit=PAGE_SIZE, before_id=before, since_s=f.since_s)
             # An empty first page under workflow:X may be a typo: say so (read here, off the UI thread).
             unknown = r.unknown_workflow(f.workflow) if f.workflow and not rows and before is None else None
             return rows, unknown
