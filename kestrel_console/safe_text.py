@@ -6,11 +6,21 @@ or clear the screen, move the cursor, set the window title or hide text; CR and 
 can make a line read as something it is not. Every place where such text meets a terminal
 (the CLI's tables, the TUI's widgets) passes it through ``visible``: each control character is
 shown as its escape (``\\x1b``, ``\\r``, ``\\u202e``), so it is seen, not obeyed.
+
+Markup is the other way text can be obeyed: Rich and Textual read a ``str`` handed to a table
+cell, a column label, an option or a Static as markup and emoji codes, so a step id
+``wait-all:child:resize+2`` would show a child emoji and a comment ``[bold]lgtm[/bold]`` bold
+text. ``literal`` is the one way the TUI turns text into something to show: a ``rich.text.Text``
+(never parsed) of the ``visible`` text, so the screen shows exactly what is stored.
 """
 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # rich only where literal is called: the headless modules import this one too
+    from rich.text import Text
 
 # C0 controls except TAB and LF (handled by ``newlines``), DEL, C1 controls, the bidi
 # embeddings/overrides/isolates and marks, and the Unicode line/paragraph separators.
@@ -51,3 +61,17 @@ def json_safe(text: str) -> str:
     """JSON text (from json.dumps with ensure_ascii=False) with the characters it leaves raw
     that a terminal may obey written as ``\\uXXXX``; the JSON value is unchanged."""
     return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def literal(value: Any, *, style: str = "", newlines: bool = False) -> Text:
+    """``value`` as Text to show: control characters as escapes (``visible``), never read as
+    markup or emoji codes. Text is returned as it is when it needs no escaping (a cell the
+    console built, with its own styles); anything else is its ``str``."""
+    from rich.text import Text
+
+    if isinstance(value, Text):
+        plain = value.plain
+        if not (has_control(plain) or (not newlines and ("\n" in plain or "\t" in plain))):
+            return value
+        return Text(visible(plain, newlines=newlines), style=value.style or style)
+    return Text(visible("" if value is None else str(value), newlines=newlines), style=style)

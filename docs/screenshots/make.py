@@ -1,4 +1,5 @@
-"""Regenerate the console screenshots in this folder (dashboard.svg, timeline.svg, approvals.svg).
+"""Regenerate the console screenshots in this folder: dashboard, timeline and approvals at
+200x50 (dashboard.svg, timeline.svg, approvals.svg) and at 80x24 (dashboard-80x24.svg, ...).
 
 Real workflows run by a real worker make the data: incident remediations (an RCA, a flaky
 fix retried with backoff, an approval gate, a durable cool-down sleep, a PR), billing syncs
@@ -35,7 +36,8 @@ sys.path.insert(0, str(HERE.parent.parent))
 
 from kestrel_core import Kestrel  # noqa: E402
 
-SIZE = (150, 44)
+SIZES = {"": (200, 50), "-80x24": (80, 24)}  # file name suffix -> terminal size
+SHOTS = ("dashboard", "timeline", "approvals")
 OPERATOR = "alice"
 
 _tries: dict[tuple[int, str], int] = {}
@@ -168,12 +170,12 @@ def doomed_worker() -> None:
     time.sleep(3600)
 
 
-async def shoot(dsn: str, ids: dict) -> None:
+async def shoot(dsn: str, ids: dict, size: tuple[int, int], suffix: str) -> None:
     from kestrel_console.tui import KestrelConsole
     from kestrel_console.tui.screens.detail import DetailScreen
 
     tui = KestrelConsole(dsn=dsn, operator=OPERATOR, refresh=1.0)
-    async with tui.run_test(size=SIZE) as pilot:
+    async with tui.run_test(size=size) as pilot:
         async def settle(screen) -> None:
             loads = screen.loads
             screen.refresh_data(force=True)
@@ -183,14 +185,14 @@ async def shoot(dsn: str, ids: dict) -> None:
             await pilot.pause(0.3)
 
         await settle(tui.screen)
-        tui.save_screenshot("dashboard.svg", str(HERE))
+        tui.save_screenshot(f"dashboard{suffix}.svg", str(HERE))
         detail = DetailScreen(ids["timeline"])
         await tui.push_screen(detail)
         await settle(detail)
-        tui.save_screenshot("timeline.svg", str(HERE))
+        tui.save_screenshot(f"timeline{suffix}.svg", str(HERE))
         await pilot.press("q", "3")
         await settle(tui.screen)
-        tui.save_screenshot("approvals.svg", str(HERE))
+        tui.save_screenshot(f"approvals{suffix}.svg", str(HERE))
 
 
 def main() -> None:
@@ -218,9 +220,10 @@ def main() -> None:
     ids: dict = {}
     try:
         ids = make_history(dsn)
-        asyncio.run(shoot(dsn, ids))
-        for shot in ("dashboard.svg", "timeline.svg", "approvals.svg"):
-            print(f"wrote {HERE / shot}")
+        for suffix, size in SIZES.items():
+            asyncio.run(shoot(dsn, ids, size, suffix))
+            for shot in SHOTS:
+                print(f"wrote {HERE / f'{shot}{suffix}.svg'}")
     finally:
         if ids.get("_live") is not None:
             ids["_live"].stop(grace=timedelta(seconds=1))

@@ -16,6 +16,7 @@ from kestrel_core import mask_dsn
 
 from . import demo_command, engine_commands, event_command, prune_command, queue_commands, read_commands, schedule_commands
 from ..settings import build_settings
+from .help_format import tidy_help
 
 app = typer.Typer(
     name="kestrel-console",
@@ -71,6 +72,7 @@ def root(
 for _commands in (engine_commands, read_commands, prune_command, demo_command, queue_commands,
                   schedule_commands, event_command):
     _commands.register(app)
+tidy_help(app)
 
 
 def not_utf8(args: list[str], environ: dict[str, str]) -> str | None:

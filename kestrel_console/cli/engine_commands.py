@@ -85,7 +85,8 @@ def enqueue(
     """Enqueue workflow NAME and print the new execution id.
 
     This process does not have the workflow's code, so the execution may run on a worker with
-    any version of it (its version is recorded when a worker first claims it).
+    any version of it (its version is recorded when a worker first claims it). When no live
+    worker has registered NAME, it is enqueued all the same and a warning says so on stderr.
     """
     value = _parse_json(input, "--input") if input is not None else None
     s = settings(ctx)
@@ -95,6 +96,28 @@ def enqueue(
             delay=timedelta(seconds=delay) if delay else None, queue=queue, concurrency_key=concurrency_key,
         )
     typer.echo(eid)
+    warning = _unserved_warning(s, name, eid)
+    if warning:
+        typer.echo(warning, err=True)
+
+
+def _unserved_warning(s: Any, name: str, eid: int) -> str | None:
+    """What ``schedule add`` says of a name no worker runs, said of the execution just
+    enqueued (a typo would otherwise wait in the queue, silently, for ever)."""
+    import difflib
+
+    from .read_commands import _reader
+
+    with _reader(s) as reader:
+        unserved = {u["workflow_name"] for u in handles_errors(reader.unserved_workflows)()}
+        if name not in unserved:
+            return None
+        served = sorted({w for r in handles_errors(reader.workers)() if r["alive"] and r["stopped_at"] is None
+                         for w in (r["workflows"] or [])})
+    close = difflib.get_close_matches(name, served, n=3, cutoff=0.5)
+    hint = f" (did you mean {' or '.join(visible(c) for c in close)}?)" if close else ""
+    return (f"warning: no live worker has registered workflow {visible(repr(name))}{hint}; execution {eid} "
+            "waits in the queue until a worker with its code starts")
 
 
 def _decide(ctx: typer.Context, execution_id: int, step: str, comment: Optional[str], approved: bool,

@@ -236,7 +236,7 @@ def _show_data(reader: Reader, execution_id: int) -> tuple[dict[str, Any], list[
     if execution is None:
         fail(f"no execution with id {execution_id}\nList executions with: kestrel-console list")
     return (execution, reader.timeline(execution_id), reader.steps(execution_id),
-            reader.blocker(execution_id), reader.actions(execution_id))
+            reader.blocker(execution_id, cli=True), reader.actions(execution_id))
 
 
 def show(

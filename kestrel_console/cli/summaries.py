@@ -78,11 +78,12 @@ def print_pending_approvals(con: Console, pending: Sequence[Mapping[str, Any]], 
 
 
 def print_workers(con: Console, workers: Sequence[Mapping[str, Any]]) -> None:
-    """Live workers in a table; those that stopped or went silent within the hour (a demo's
-    earlier runs, restarts) on one line after it, unless they still hold executions."""
+    """Live workers in a table (state: alive, late when its heartbeat is overdue, silent);
+    those that stopped or went silent within the hour (a demo's earlier runs, restarts) on one
+    line after it, unless they still hold executions."""
     shown = [w for w in workers if w["alive"] or w["held"]]
     gone = [w for w in workers if not (w["alive"] or w["held"])]
-    render.emit(shown, ["worker_id", "hostname", "pid", "alive", "held", "concurrency", "heartbeat_age_s", "workflows"],
+    render.emit(shown, ["worker_id", "hostname", "pid", "state", "held", "concurrency", "heartbeat_age_s", "workflows"],
                 "table", title="Workers", empty="no live worker", console=con,
                 headers={"worker_id": "worker", "hostname": "host", "concurrency": "slots",
                          "heartbeat_age_s": "last heartbeat"})

@@ -3,6 +3,7 @@ from them (its version, its queue, its worker, its wait)."""
 
 from __future__ import annotations
 
+import shlex
 from datetime import datetime
 from typing import Any
 
@@ -76,8 +77,23 @@ def _when(value: datetime | None) -> str:
     return text[: -len("+00:00")] + "Z" if offset is not None and not offset else text
 
 
-def describe_blocker(f: dict[str, Any], *, dead_after_s: float = DEFAULT_DEAD_AFTER_S) -> str | None:
-    """The one sentence that says why an execution is not moving, from BLOCKER_FACTS' row."""
+def _requeue_hint(f: dict[str, Any], cli: bool) -> str:
+    return f"(kestrel-console requeue {f['id']})" if cli else "(e)"
+
+
+def _decide_hint(f: dict[str, Any], cli: bool) -> str:
+    if cli:
+        step = shlex.quote(str(f["wait_step"]))
+        return f"approve or reject it (kestrel-console approve {f['id']} {step}, or reject)"
+    return "approve (a) or reject (x)"
+
+
+def describe_blocker(f: dict[str, Any], *, dead_after_s: float = DEFAULT_DEAD_AFTER_S,
+                     cli: bool = False) -> str | None:
+    """The one sentence that says why an execution is not moving, from BLOCKER_FACTS' row.
+
+    What fixes it is named as the TUI's key (``(e)``), or with ``cli`` as the command to run
+    (``kestrel-console requeue 42``): the CLI never prints a key it does not have."""
     status = f["status"]
     name = f["workflow_name"]
     no_worker = (
@@ -103,7 +119,7 @@ def describe_blocker(f: dict[str, Any], *, dead_after_s: float = DEFAULT_DEAD_AF
         if not f["owner_known"]:
             if expired:
                 return (f"its lease is held by {owner!r}, which is not a registered worker, and "
-                        f"expired {_seconds(f['lease_expired_for_s'])} ago: re-enqueue it (e)")
+                        f"expired {_seconds(f['lease_expired_for_s'])} ago: re-enqueue it {_requeue_hint(f, cli)}")
             return None
         hb_age = f["owner_heartbeat_age_s"]
         if f["owner_stopped_at"] is not None or (hb_age is not None and hb_age > dead_after_s) or expired:
@@ -111,14 +127,14 @@ def describe_blocker(f: dict[str, Any], *, dead_after_s: float = DEFAULT_DEAD_AF
                      else f"its lease runs until {_when(f['lease_expires'])}")
             stopped = ("stopped" if f["owner_stopped_at"] is not None else "whose heartbeat stopped")
             return (f"the lease is held by worker {owner!r} {stopped} {_seconds(hb_age)} ago; "
-                    f"{lease}: a live worker's sweeper re-enqueues it, or re-enqueue it now (e)")
+                    f"{lease}: a live worker's sweeper re-enqueues it, or re-enqueue it now {_requeue_hint(f, cli)}")
         return None
     if status == "waiting":
         kind = f["wait_kind"]
         if kind == "approval":
             deadline = f" (deadline {_when(f['wait_until'])})" if f["wait_until"] is not None else ""
             return (f"it waits for approval {f['wait_step']!r} since {_when(f['wait_since'])}"
-                    f"{deadline}: approve (a) or reject (x)")
+                    f"{deadline}: {_decide_hint(f, cli)}")
         if kind == "sleep":
             if f["wait_until_in_s"] is not None and f["wait_until_in_s"] > 0:
                 return (f"it sleeps ({f['wait_step']!r}) until {_when(f['wait_until'])} "
@@ -174,9 +190,10 @@ def describe_queue_blocker(f: dict[str, Any]) -> str | None:
 class BlockerReads(ReaderSession):
     """The blocker sentence of one execution."""
 
-    def blocker(self, execution_id: int) -> str | None:
-        """Why this execution is not moving, in one sentence; None if it is moving or done."""
+    def blocker(self, execution_id: int, *, cli: bool = False) -> str | None:
+        """Why this execution is not moving, in one sentence; None if it is moving or done.
+        ``cli``: what fixes it is named as a command, not as a TUI key."""
         rows = self._rows("blocker", BLOCKER_FACTS, {"id": execution_id, "dead_after": self.dead_after_s})
         if not rows:
             return None
-        return describe_blocker(rows[0], dead_after_s=self.dead_after_s)
+        return describe_blocker(rows[0], dead_after_s=self.dead_after_s, cli=cli)

@@ -39,11 +39,18 @@ SELECT e.id, e.workflow_name, e.status, e.created_at, e.started_at, e.finished_a
             AND (%(workflow_to)s::text IS NULL OR e.workflow_name < %(workflow_to)s::text)
             AND e.workflow_name LIKE %(workflow_like)s::text))
    AND (%(before_id)s::bigint IS NULL OR e.id < %(before_id)s::bigint)
+   AND (%(since_s)s::float8 IS NULL OR e.created_at > now() - make_interval(secs => %(since_s)s::float8))
    AND (%(text)s::text IS NULL
         OR strpos(lower(e.workflow_name), lower(%(text)s::text)) > 0
         OR strpos(lower(coalesce(e.owner_id, '')), lower(%(text)s::text)) > 0
         OR strpos(lower(coalesce(e.error, '')), lower(%(text)s::text)) > 0
-        OR e.id::text = %(text)s::text)
+        OR e.id::text = %(text)s::text
+        -- the input as JSON text (a pod, an account), and the ids of its steps, gates and sleeps
+        OR strpos(lower(coalesce(e.input::text, '')), lower(%(text)s::text)) > 0
+        OR EXISTS (SELECT 1 FROM {schema}.step_attempts a
+                    WHERE a.execution_id = e.id AND strpos(lower(a.step_id), lower(%(text)s::text)) > 0)
+        OR EXISTS (SELECT 1 FROM {schema}.workflow_waits w
+                    WHERE w.execution_id = e.id AND strpos(lower(w.step_id), lower(%(text)s::text)) > 0))
  ORDER BY e.id DESC
  LIMIT %(limit)s OFFSET %(offset)s
 """
@@ -87,10 +94,11 @@ class ExecutionReads(ReaderSession):
 
     def list_executions(
         self, *, status: str | None = None, workflow: str | None = None, text: str | None = None,
-        limit: int = 50, offset: int = 0, before_id: int | None = None,
+        limit: int = 50, offset: int = 0, before_id: int | None = None, since_s: float | None = None,
     ) -> list[dict[str, Any]]:
-        """Executions newest first, filtered by status, workflow name and free text (which
-        matches the workflow name, owner, error text, or the id exactly).
+        """Executions newest first, filtered by status, workflow name, free text (which
+        matches the workflow name, owner, error text, input, step, gate and sleep ids, or the
+        id exactly) and ``since_s`` (created in the last that many seconds).
 
         Page with ``before_id`` (the last id shown: cheap on any history) or ``offset``.
         """
@@ -98,7 +106,7 @@ class ExecutionReads(ReaderSession):
             raise ValueError(f"unknown status {status!r}: use one of {', '.join(STATUSES)}")
         params = {
             "status": status, **prefix_params(workflow or None), "text": (text or None),
-            "before_id": before_id, "limit": max(0, min(int(limit), MAX_LIMIT)),
+            "before_id": before_id, "since_s": since_s, "limit": max(0, min(int(limit), MAX_LIMIT)),
             "offset": max(0, int(offset)),
         }
         return self._rows("list_executions", LIST_EXECUTIONS, params)

@@ -14,7 +14,7 @@ from typing import Any
 from kestrel_core.execution import STATUSES
 
 from .session import Part, ReaderSession
-from .workers import QUEUES, STUCK_LEASES, UNRUNNABLE, UNSERVED, WORKERS
+from .workers import DEFAULT_BEAT_S, QUEUES, STUCK_LEASES, UNRUNNABLE, UNSERVED, WORKERS, worker_state
 
 STATUS_COUNTS = """
 SELECT 'enqueued' AS status, count(*) AS count FROM {schema}.workflow_executions WHERE status = 'enqueued'
@@ -156,7 +156,7 @@ class OverviewReads(ReaderSession):
             ("status_counts", STATUS_COUNTS, None),
             ("queue_depth", QUEUE_DEPTH, None),
             ("stuck_leases", STUCK_LEASES, {"limit": 500}),
-            ("workers", WORKERS, {"dead_after": self.dead_after_s, "recent": 3600.0}),
+            ("workers", WORKERS, {"dead_after": self.dead_after_s, "recent": 3600.0, "beat": DEFAULT_BEAT_S}),
             ("unserved_workflows", UNSERVED, {"dead_after": self.dead_after_s}),
             ("unrunnable", UNRUNNABLE, {"dead_after": self.dead_after_s}),
             ("approvals_summary", APPROVALS_SUMMARY, None),
@@ -165,6 +165,8 @@ class OverviewReads(ReaderSession):
         ]
         out = self._snapshot("dashboard", parts)
         out["status_counts"] = _status_counts(out["status_counts"])
+        for row in out["workers"]:
+            row["state"] = worker_state(row)
         out["approvals_summary"] = out["approvals_summary"][0]
         out["errors_last_hour"] = out["errors_last_hour"][0]["count"]
         return out
@@ -180,12 +182,15 @@ class OverviewReads(ReaderSession):
             ("stuck_leases", STUCK_LEASES, {"limit": limit}),
             ("pending_approvals", PENDING_APPROVALS, {"limit": limit}),
             ("approvals_summary", APPROVALS_SUMMARY, None),
-            ("workers", WORKERS, {"dead_after": self.dead_after_s, "recent": 3600.0}),
+            ("workers", WORKERS, {"dead_after": self.dead_after_s, "recent": 3600.0, "beat": DEFAULT_BEAT_S}),
             ("unserved_workflows", UNSERVED, {"dead_after": self.dead_after_s}),
             ("unrunnable", UNRUNNABLE, {"dead_after": self.dead_after_s}),
             ("queues", QUEUES, {"dead_after": self.dead_after_s}),
         ]
-        return self._snapshot("overview", parts)
+        out = self._snapshot("overview", parts)
+        for row in out["workers"]:
+            row["state"] = worker_state(row)
+        return out
 
 
 def _status_counts(rows: list[dict[str, Any]]) -> dict[str, int]:

@@ -24,7 +24,7 @@ from .overview import (
     _activity_params,
 )
 from .timeline import TimelineReads
-from .workers import QUEUES, STUCK_LEASES, UNRUNNABLE, UNSERVED, WORKERS, WorkerReads
+from .workers import DEFAULT_BEAT_S, QUEUES, STUCK_LEASES, UNRUNNABLE, UNSERVED, WORKERS, WorkerReads
 from .workflow_match import prefix_params
 
 
@@ -48,13 +48,13 @@ class Reader(OverviewReads, WorkerReads, ExecutionReads, TimelineReads, BlockerR
         newest first until a page is full (an index scan, never a sequential one).
         """
         live = {"dead_after": self.dead_after_s}
-        first_page = {"status": None, **prefix_params(None), "text": None, "before_id": None,
+        first_page = {"status": None, **prefix_params(None), "text": None, "before_id": None, "since_s": None,
                       "limit": 50, "offset": 0}
         return {
             "status_counts": (STATUS_COUNTS, None),
             "queue_depth": (QUEUE_DEPTH, None),
             "stuck_leases": (STUCK_LEASES, {"limit": 500}),
-            "workers": (WORKERS, {**live, "recent": 3600.0}),
+            "workers": (WORKERS, {**live, "recent": 3600.0, "beat": DEFAULT_BEAT_S}),
             "unserved_workflows": (UNSERVED, live),
             "unrunnable": (UNRUNNABLE, live),
             "queues": (QUEUES, live),
@@ -69,4 +69,5 @@ class Reader(OverviewReads, WorkerReads, ExecutionReads, TimelineReads, BlockerR
             "workflow_names": (WORKFLOW_NAMES, None),
             "list_executions[text]": (LIST_EXECUTIONS, {**first_page, "text": text}),
             "list_executions[next page]": (LIST_EXECUTIONS, {**first_page, "before_id": 100_000}),
+            "list_executions[since]": (LIST_EXECUTIONS, {**first_page, "since_s": 7200.0}),
         }

@@ -14,11 +14,22 @@ SELECT kind, step_id, attempt, started_at, finished_at,
        outcome, error, owner_id, wake_at, decision, decided_by, decided_by_db_user, comment, audited
   FROM (
     -- An attempt still open when its execution finished (cancelled mid-step, or its worker
-    -- gone) ended with the execution: it is closed there, not shown running forever.
+    -- gone) ended with the execution: it is closed there, not shown running forever. So is an
+    -- attempt of an earlier claim (the execution was re-enqueued, by an operator or the
+    -- sweeper, and maybe claimed again): its worker is gone, it ended when the next claim's
+    -- first attempt started, else when the execution was last updated (the re-enqueue).
     SELECT 'step' AS kind, a.step_id, a.attempt, a.started_at,
-           CASE WHEN a.outcome = 'running' AND e.finished_at IS NOT NULL
-                THEN greatest(e.finished_at, a.started_at) ELSE a.finished_at END AS finished_at,
-           CASE WHEN a.outcome <> 'running' OR e.finished_at IS NULL THEN a.outcome
+           CASE WHEN a.outcome <> 'running' THEN a.finished_at
+                WHEN e.finished_at IS NOT NULL THEN greatest(e.finished_at, a.started_at)
+                WHEN e.status <> 'running' OR a.claim_epoch IS DISTINCT FROM e.claim_epoch
+                THEN greatest(a.started_at, coalesce(
+                         (SELECT min(n.started_at) FROM {schema}.step_attempts n
+                           WHERE n.execution_id = a.execution_id AND n.claim_epoch > a.claim_epoch),
+                         e.updated_at))
+                ELSE a.finished_at END AS finished_at,
+           CASE WHEN a.outcome <> 'running' THEN a.outcome
+                WHEN e.finished_at IS NULL AND e.status = 'running'
+                     AND a.claim_epoch IS NOT DISTINCT FROM e.claim_epoch THEN a.outcome
                 WHEN e.status = 'cancelled' THEN 'cancelled'
                 ELSE 'abandoned' END AS outcome,
            a.error, a.owner_id, NULL::timestamptz AS wake_at, NULL::text AS decision,

@@ -15,6 +15,19 @@ def live_versions_text(versions: Iterable[str | None] | None) -> str:
     return ", ".join(sorted(v for v in versions or [] if v)) or "no version of it"
 
 
+def worker_state(row: dict[str, Any]) -> str:
+    """'stopped', 'silent' (no beat within dead_after), 'late' (alive, but its beat is
+    overdue: frozen, or its database writes stall) or 'alive'."""
+    if row.get("stopped_at") is not None:
+        return "stopped"
+    if not row["alive"]:
+        return "silent"
+    age, beat = row.get("heartbeat_age_s"), row.get("beat_s") or DEFAULT_BEAT_S
+    if age is not None and age > beat * LATE_AFTER_BEATS + 1.0:
+        return "late"
+    return "alive"
+
+
 STUCK_LEASES = """
 SELECT e.id, e.workflow_name, e.owner_id, e.lease_expires,
        extract(epoch FROM now() - e.lease_expires)::float8 AS expired_for_s,
@@ -27,15 +40,26 @@ SELECT e.id, e.workflow_name, e.owner_id, e.lease_expires,
  LIMIT %(limit)s
 """
 
+# A worker beats every lease/3 (kestrel_core.worker) and renews the leases of what it holds to
+# now() + lease at each beat, so its lease is the earliest of those leases minus its last beat;
+# a worker holding nothing is assumed to run with the default lease (30 s: a beat every 10 s).
+DEFAULT_BEAT_S = 10.0
+# A beat this many intervals overdue (plus a second of slack) makes an alive worker "late": a
+# frozen worker says so within ~15 s, not only once it is declared dead after dead_after.
+LATE_AFTER_BEATS = 1.5
+
 WORKERS = """
 SELECT w.worker_id, w.hostname, w.pid, w.workflows, w.concurrency,
        coalesce(h.held, 0) AS held,
        w.started_at, w.last_heartbeat, w.stopped_at,
        extract(epoch FROM now() - w.last_heartbeat)::float8 AS heartbeat_age_s,
        (w.stopped_at IS NULL
-        AND w.last_heartbeat > now() - make_interval(secs => %(dead_after)s)) AS alive
+        AND w.last_heartbeat > now() - make_interval(secs => %(dead_after)s)) AS alive,
+       -- (greatest ignores NULLs: it goes outside the coalesce)
+       greatest(coalesce(extract(epoch FROM h.first_lease - w.last_heartbeat)::float8 / 3, %(beat)s),
+                0.1) AS beat_s
   FROM {schema}.workers w
-  LEFT JOIN (SELECT owner_id, count(*) AS held
+  LEFT JOIN (SELECT owner_id, count(*) AS held, min(lease_expires) AS first_lease
                FROM {schema}.workflow_executions WHERE status = 'running'
               GROUP BY owner_id) AS h ON h.owner_id = w.worker_id
  WHERE w.last_heartbeat > now() - make_interval(secs => %(recent)s) OR h.held > 0
@@ -85,7 +109,7 @@ WITH depth AS (
 ), per_queue AS (
     SELECT queue, sum(enqueued)::bigint AS enqueued, sum(running)::bigint AS running FROM depth GROUP BY queue
 ), live AS (
-    SELECT w.queues FROM {schema}.workers w
+    SELECT w.queues, w.workflows FROM {schema}.workers w
      WHERE w.stopped_at IS NULL AND w.last_heartbeat > now() - make_interval(secs => %(dead_after)s)
 )
 SELECT coalesce(q.name, d.queue) AS name, coalesce(q.paused, false) AS paused, q.paused_by, q.paused_at,
@@ -95,8 +119,11 @@ SELECT coalesce(q.name, d.queue) AS name, coalesce(q.paused, false) AS paused, q
        (SELECT count(*) FROM unnest(q.rate_starts) AS s(at) WHERE s.at > now() - q.rate_period) AS rate_used,
        coalesce(q.per_key, 1) AS per_key, coalesce(q.priority, 0) AS priority,
        coalesce(q.workflows, '{{}}') AS workflows,
-       (SELECT count(*) FROM live WHERE live.queues IS NULL
-                                    OR coalesce(q.name, d.queue) = ANY (live.queues)) AS live_workers
+       -- Live workers that can run something of the queue: they claim from it (every queue, or
+       -- this one among theirs) and, when code binds workflows to it, registered one of them.
+       (SELECT count(*) FROM live
+         WHERE (live.queues IS NULL OR coalesce(q.name, d.queue) = ANY (live.queues))
+           AND (cardinality(coalesce(q.workflows, '{{}}')) = 0 OR live.workflows && q.workflows)) AS live_workers
   FROM {schema}.queues q
   FULL JOIN per_queue d ON d.queue = q.name
  ORDER BY coalesce(q.priority, 0) DESC, 1
@@ -112,7 +139,11 @@ class WorkerReads(ReaderSession):
 
     def workers(self, recent_s: float = 3600.0) -> list[dict[str, Any]]:
         """Workers seen within ``recent_s`` or holding executions, alive ones first."""
-        return self._rows("workers", WORKERS, {"dead_after": self.dead_after_s, "recent": recent_s})
+        rows = self._rows("workers", WORKERS, {"dead_after": self.dead_after_s, "recent": recent_s,
+                                               "beat": DEFAULT_BEAT_S})
+        for row in rows:
+            row["state"] = worker_state(row)
+        return rows
 
     def unserved_workflows(self) -> list[dict[str, Any]]:
         """Workflow names with enqueued executions that no live worker has registered."""

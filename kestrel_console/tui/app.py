@@ -201,9 +201,13 @@ class KestrelConsole(App[None]):
 
     # -- screens ------------------------------------------------------------------------------------------
 
-    def action_show(self, mode: str) -> None:
+    async def action_show(self, mode: str) -> None:
+        """A number key: that screen itself, never what was last opened from it (key 2 is
+        the Executions list, not the last execution's detail)."""
         if self.current_mode != mode:
-            self.switch_mode(mode)
+            await self.switch_mode(mode)
+        while len(self.screen_stack) > 1:
+            await self.pop_screen()
 
     def action_back(self) -> None:
         """``q``: back to the previous screen, or quit from a top screen."""

@@ -33,7 +33,7 @@ class KestrelCommands(Provider):
             out.append((f"Report: {name}", partial(app.open_report, name),
                         report.description or "saved report"))
         out.append(("Refresh now", app.action_refresh_now, "re-read the current screen"))
-        out.append(("Pause / resume refresh", app.action_toggle_pause, "p, or space on the dashboard"))
+        out.append(("Pause / resume refresh", app.action_toggle_pause, "p"))
         for preset in REFRESH_PRESETS:
             out.append((f"Refresh every {preset:g} s", partial(app.set_refresh, preset), "refresh rate preset"))
         if not app.read_only:

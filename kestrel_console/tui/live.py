@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, ClassVar, TypeVar
 
 from textual import events, work
@@ -26,11 +27,15 @@ from kestrel_console.read import Reader
 from .allowed import allows, why_not
 from .config import statement_timeout_ms
 from .host import ConsoleHost
-from .operator import ACTIONS, Outcome, Target, confirmation
+from .operator import ACTIONS, VERBS, Outcome, Target, confirmation
 from .widgets.comment import CommentModal
 from .widgets.confirm import ConfirmModal
 
 T = TypeVar("T")
+
+# The key that pauses or resumes a queue (Queues) or a schedule (Schedules), and means nothing
+# else on any screen: ``p`` pauses the refresh everywhere, so it cannot also stop production.
+PAUSE_KEY = "h"
 
 # A refresh still running after this long is given up on (the Reader's timeout should have
 # cancelled it long before): the next tick starts a new one.
@@ -208,10 +213,47 @@ class LiveScreen(Screen):
             rows = self.action_rows() or [None]
             self.kapp.tell(why_not(action, rows[0]), severity="warning")
 
-    def act(self, action: str, targets: list[Target], *, ask_comment: bool = False) -> None:
-        """Ask (comment if wanted, then y/n), then run ``action`` on ``targets`` in a worker."""
+    # -- what an action applies to: ids, never a cursor position --------------------------------
+
+    def cursor_table(self) -> Any:
+        """The LiveTable whose cursor or marks choose the action's rows (None: no such table)."""
+        return None
+
+    def describe_row(self, key: str | None) -> str:
+        """A row of ``cursor_table`` as a confirmation names it."""
+        return f"row {key}"
+
+    def current_status(self, target: Target) -> str | None:
+        """``target``'s state as this screen shows it now (None: no longer shown), so that a
+        confirmation answered after a refresh changed it is asked again or refused."""
+        return target.status
+
+    def _cursor_moved_by_refresh(self) -> bool:
+        """The row under the cursor left the list (a refresh removed it) and the cursor landed
+        on a neighbour the operator did not choose: say so, act on nothing (the next key press
+        acts on the row under the cursor then, its id named in the confirmation)."""
+        table = self.cursor_table()
+        if table is None or table.marks or table.cursor_lost is None:
+            return False
+        lost, table.cursor_lost = table.cursor_lost, None
+        now = table.cursor_key()
+        where = f"the cursor is now on {self.describe_row(now)}: press the key again to act on it" if now \
+            else "the list is empty"
+        self.kapp.tell(f"nothing done: {self.describe_row(lost)}, under the cursor, left the list "
+                       f"(changed elsewhere); {where}", severity="warning")
+        return True
+
+    def act(self, action: str, targets: list[Target]) -> None:
+        """Ask for a comment (the reason, kept in the audit table), then y/n, then run
+        ``action`` on ``targets`` in a worker.
+
+        ``targets`` are ids, taken when the key is pressed. If the row under the cursor left
+        the list just before, nothing is asked; if a target leaves or changes state while the
+        question is on screen, ``y`` refuses (it left) or asks again naming its new state."""
         if self.kapp.read_only:
             self.kapp.refuse_read_only(action)
+            return
+        if self._cursor_moved_by_refresh():
             return
         if not targets:
             self.kapp.tell("nothing selected", severity="warning")
@@ -220,23 +262,34 @@ class LiveScreen(Screen):
         def confirm(comment: str | None) -> None:
             if comment is None:  # escape in the comment prompt
                 return
-            question = confirmation(action, targets, self.kapp.config.operator, comment or None)
+            self._confirm(action, targets, comment or None)
 
-            def done(yes: bool | None) -> None:
-                if yes:
-                    self.perform_action(action, targets, comment or None)
+        self.app.push_screen(
+            CommentModal(_title(action, targets), f"{_reason_prompt(action, targets)} (optional):",
+                         placeholder="why"), confirm)
 
-            self.app.push_screen(ConfirmModal(question, title=_title(action, targets)), done)
+    def _confirm(self, action: str, targets: list[Target], comment: str | None, changed: str = "") -> None:
+        question = changed + confirmation(action, targets, self.kapp.config.operator, comment)
 
-        if ask_comment:
-            one = targets[0]
-            noun = (f"gate {one.step_id!r} of execution {one.execution_id}" if len(targets) == 1
-                    else f"{len(targets)} gates")
-            self.app.push_screen(
-                CommentModal(_title(action, targets), f"Comment for the decision on {noun} (optional):",
-                             placeholder="why"), confirm)
-        else:
-            confirm("")
+        def done(yes: bool | None) -> None:
+            if not yes:
+                return
+            now = {t: self.current_status(t) for t in targets}
+            gone = [t for t in targets if now[t] is None]
+            if gone:
+                self.kapp.tell(f"{VERBS[action][0].lower()} refused, nothing done: "
+                               + ", ".join(_named(t) for t in gone)
+                               + " left the list while you were asked (changed elsewhere)", severity="warning")
+                return
+            moved = [t for t in targets if now[t] != t.status]
+            if moved:
+                fresh = [replace(t, status=now[t] or t.status) for t in targets]
+                said = "; ".join(f"{_named(t)} is now {now[t]} (was {t.status})" for t in moved)
+                self._confirm(action, fresh, comment, f"Changed while you were asked: {said}.\n")
+                return
+            self.perform_action(action, targets, comment)
+
+        self.app.push_screen(ConfirmModal(question, title=_title(action, targets)), done)
 
     @work(thread=True, group="actions", exit_on_error=False)
     def perform_action(self, action: str, targets: list[Target], comment: str | None) -> None:
@@ -291,9 +344,24 @@ class LiveScreen(Screen):
         self._to_ui(self.refresh_data, force=True)
 
 
-def _title(action: str, targets: list[Target]) -> str:
-    from .operator import VERBS
+def _named(target: Target) -> str:
+    if target.step_id:
+        return f"gate {target.step_id!r} of execution {target.execution_id}"
+    return f"execution {target.execution_id}"
 
+
+def _reason_prompt(action: str, targets: list[Target]) -> str:
+    """What the comment prompt asks: every action records a reason in the audit table."""
+    one = targets[0]
+    if action in ("approve", "reject"):
+        noun = (f"gate {one.step_id!r} of execution {one.execution_id}" if len(targets) == 1
+                else f"{len(targets)} gates")
+        return f"Comment for the decision on {noun}"
+    noun = f"execution {one.execution_id}" if len(targets) == 1 else f"{len(targets)} executions"
+    return f"Reason to {VERBS[action][0].lower()} {noun}"
+
+
+def _title(action: str, targets: list[Target]) -> str:
     verb = VERBS[action][0]
     if len(targets) == 1:
         return f"{verb} execution {targets[0].execution_id}"

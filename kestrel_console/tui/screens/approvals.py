@@ -1,6 +1,7 @@
 """Screen 4 (key 3), pending approvals: every gate waiting for a decision, oldest first, with
 the details the workflow attached; ``a``/``x`` ask for a comment, confirm, then decide through
-``kestrel_core`` as the --operator."""
+``kestrel_core`` as the --operator; ``/`` filters them by workflow, gate or the details they
+carry (``risk:high``)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Header, Static
+from textual.widgets import DataTable, Header, Input, Static
 
 from ...safe_text import visible
 from ... import formatting as fmt
+from ..gate_filter import gate_matches, words_of
 from ..live import LiveScreen
 from ..operator import Outcome, Target
 from ..widgets.banner import Banner
@@ -31,21 +33,26 @@ class ApprovalsScreen(LiveScreen):
     NAME = "Approvals"
     CSS_PATH = "approvals.tcss"
     BINDINGS: ClassVar[list[Any]] = [
+        Binding("slash", "filter", "Filter"),
         Binding("a", "approve", "Approve"),
         Binding("x", "reject", "Reject"),
-        Binding("space", "mark", "Mark"),
-        Binding("escape", "clear", "Clear marks", show=False),
+        Binding("space", "mark", "Mark",
+                tooltip="mark or unmark the row, then move down; actions apply to every marked row"),
+        Binding("escape", "clear", "Clear marks/filter", show=False),
     ]
     HELP_EXTRA = [("enter", "open the execution of the gate under the cursor"),
                   ("↑ ↓", "move; the gate's details show below")]
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[dict[str, Any]] = []  # every pending gate read
+        self.filter_words: list[str] = []
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Banner()
+        yield Input(placeholder="risk:high workflow:remediate gate:approve free text   (enter applies, esc closes)",
+                    id="appr-filter")
         yield Static("", id="appr-summary")
         yield LiveTable(COLUMNS, markable=True, id="approvals")
         with VerticalScroll(id="appr-details-box"):
@@ -54,6 +61,7 @@ class ApprovalsScreen(LiveScreen):
 
     def on_mount(self) -> None:
         self.query_one("#appr-details-box").border_title = "Details attached by the workflow"
+        self.query_one("#appr-filter", Input).display = False
         self.table.focus()
 
     @property
@@ -66,18 +74,28 @@ class ApprovalsScreen(LiveScreen):
 
     def show(self, rows: list[dict[str, Any]]) -> None:
         self.rows = rows
-        self.table.sync((_key(r), _cells(r), r) for r in rows)
+        self._sync()
+
+    def shown_rows(self) -> list[dict[str, Any]]:
+        """The gates the filter keeps."""
+        return [r for r in self.rows if gate_matches(r, self.filter_words)]
+
+    def _sync(self) -> None:
+        self.table.sync((_key(r), _cells(r), r) for r in self.shown_rows())
         self._summary()
         self._show_details()
         self.selection_changed()
 
     def _summary(self) -> None:
-        n = len(self.rows)
-        oldest = f" · oldest waiting {fmt.seconds(self.rows[0]['waiting_s'])}" if n else ""
+        rows = self.shown_rows()
+        n = len(rows)
+        oldest = f" · oldest waiting {fmt.seconds(rows[0]['waiting_s'])}" if n else ""
+        where = (f" matching {' '.join(self.filter_words)} (of {len(self.rows)}; esc clears)"
+                 if self.filter_words else "")
         marked = f" · {len(self.table.marks)} marked" if self.table.marks else ""
         more = self.table.more_hint()
         self.query_one("#appr-summary", Static).update(Text(
-            f"{n} approval gate{'s' if n != 1 else ''} waiting for a decision{oldest}{marked}{more}",
+            f"{n} approval gate{'s' if n != 1 else ''} waiting for a decision{where}{oldest}{marked}{more}",
             style="bold magenta" if n else "dim"))
 
     def on_live_table_clipped(self, event: LiveTable.Clipped) -> None:
@@ -117,8 +135,51 @@ class ApprovalsScreen(LiveScreen):
         self._summary()
 
     def action_clear(self) -> None:
-        self.table.clear_marks()
+        """esc: close the filter line, else clear the marks, else the filter."""
+        box = self.query_one("#appr-filter", Input)
+        if box.display:
+            box.display = False
+            self.table.focus()
+        elif self.table.marks:
+            self.table.clear_marks()
+        elif self.filter_words:
+            self.filter_words = []
+            self._sync()
+            self.table.cursor_lost = None  # the operator changed what is listed
         self._summary()
+        self.selection_changed()
+
+    def action_filter(self) -> None:
+        box = self.query_one("#appr-filter", Input)
+        box.display = True
+        box.value = " ".join(self.filter_words)
+        box.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id != "appr-filter":
+            return
+        event.stop()
+        self.filter_words = words_of(event.value)
+        event.input.display = False
+        self.table.focus()
+        self._sync()
+        self.table.cursor_lost = None  # the operator changed what is listed
+        self._summary()
+        self._show_details()
+        self.selection_changed()
+
+    def cursor_table(self) -> LiveTable:
+        return self.table
+
+    def describe_row(self, key: str | None) -> str:
+        row = self.table.rows_data.get(key or "")
+        if row is None:
+            eid, _, step = (key or "").partition(":")
+            return f"gate {step!r} of execution {eid}"
+        return f"gate {row['step_id']!r} of execution {row['execution_id']}"
+
+    def current_status(self, target: Target) -> str | None:
+        return "waiting" if f"{target.execution_id}:{target.step_id}" in self.table.rows_data else None
 
     def targets(self) -> list[Target]:
         out = []
@@ -128,12 +189,13 @@ class ApprovalsScreen(LiveScreen):
         return out
 
     def action_approve(self) -> None:
-        self.act("approve", self.targets(), ask_comment=True)
+        self.act("approve", self.targets())
 
     def action_reject(self) -> None:
-        self.act("reject", self.targets(), ask_comment=True)
+        self.act("reject", self.targets())
 
     def after_action(self, outcome: Outcome) -> None:
+        self.table.acted_on(f"{t.execution_id}:{t.step_id}" for t in outcome.done)
         self.table.clear_marks()
         self._summary()
 

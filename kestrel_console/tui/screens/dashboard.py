@@ -18,6 +18,7 @@ from ... import formatting as fmt
 from ...read.workers import live_versions_text
 from ...safe_text import visible
 from ..live import LiveScreen
+from ..operator import Outcome, Target
 from ..widgets.banner import Banner
 from ..widgets.footer import KeyFooter
 from ..widgets.live_table import LiveTable
@@ -25,6 +26,12 @@ from ..widgets.live_table import LiveTable
 ACTIVITY_MINUTES = 15
 NARROW_BELOW = 120
 STOPPED_ROW = "stopped"
+# The counts panel: its narrowest widths (one column, two columns), border and padding, and the
+# gap between its two columns when narrow (dashboard.tcss).
+COUNTS_MIN_WIDTH = {1: 42, 2: 30}
+COUNTS_FRAME = 4
+COUNTS_GAP = 1
+WORKER_STYLES = {"alive": "green", "late": "bold yellow", "silent": "bold red"}
 ACTIVITY_SERIES = (("enqueued", "enqueued"), ("started", "started"), ("completed", "completed"),
                    ("failed", "failed"))
 
@@ -33,8 +40,11 @@ class DashboardScreen(LiveScreen):
     VIEW = "dashboard"
     NAME = "Dashboard"
     CSS_PATH = "dashboard.tcss"
+    # On the stuck-leases panel: the execution under its cursor (an expired lease may be
+    # re-enqueued at once, or cancelled).
     BINDINGS: ClassVar[list[Any]] = [
-        Binding("space", "app.toggle_pause", "Pause/resume"),
+        Binding("e", "requeue", "Re-enqueue"),
+        Binding("c", "cancel", "Cancel"),
     ]
     HELP_EXTRA = [("enter", "open the execution under the cursor (stuck leases)"),
                   ("tab / shift+tab", "move between the tables")]
@@ -84,6 +94,8 @@ class DashboardScreen(LiveScreen):
         the stuck-lease and worker panels keep their essential columns (enter shows the rest)."""
         narrow = event.size.width < NARROW_BELOW
         self.set_class(narrow, "-narrow")
+        if self.counts:
+            self._fit_counts(max(len(s) for s in STATUSES) + 1 + max(len(fmt.count(n)) for n in self.counts.values()))
         changed = [self.query_one(f"#{name}", LiveTable).set_narrow(narrow) for name in ("dash-stuck", "dash-workers")]
         if any(changed) and self.data is not None:
             self._show_stuck(self.data["stuck_leases"])
@@ -98,10 +110,12 @@ class DashboardScreen(LiveScreen):
         self.counts = dict(data["status_counts"])
         self.elapsed_ms.append(float(data["elapsed_ms"]))
         width = max(len(fmt.count(n)) for n in self.counts.values())
+        label_w = max(len(s) for s in STATUSES)
         for status in STATUSES:
-            line = Text(f"{status:<10}", style=fmt.STATUS_STYLES[status])
+            line = Text(f"{status:<{label_w}}", style=fmt.STATUS_STYLES[status])
             line.append(f" {fmt.count(self.counts[status]):>{width}}")
             self.query_one(f"#count-{status}", Static).update(line)
+        self._fit_counts(label_w + 1 + width)
         approvals = data["approvals_summary"]
         pending = int(approvals["count"] or 0)
         oldest = f" · oldest waiting {fmt.seconds(approvals['oldest_age_s'])}" if pending else ""
@@ -125,6 +139,15 @@ class DashboardScreen(LiveScreen):
                          for u in unrunnable]), style="yellow"))
         self.query_one("#dash-stats", Static).update(Text(
             f"refresh: {len(self.elapsed_ms)} · queries took {data['elapsed_ms']:.1f} ms", style="dim"))
+
+    def _fit_counts(self, cell: int) -> None:
+        """The counts panel as wide as its longest "status count" line needs (two per row when
+        narrow): a 6-digit count is never wrapped out of sight (its line is one row high)."""
+        panel = self.query_one("#dash-counts")
+        columns = 2 if self.has_class("-narrow") else 1
+        wanted = max(COUNTS_MIN_WIDTH[columns], columns * cell + (columns - 1) * COUNTS_GAP + COUNTS_FRAME)
+        if panel.styles.width is None or panel.styles.width.value != wanted:
+            panel.styles.width = wanted
 
     def _show_activity(self, buckets: list[dict[str, Any]]) -> None:
         for key, _ in ACTIVITY_SERIES:
@@ -163,7 +186,7 @@ class DashboardScreen(LiveScreen):
             "worker": r["worker_id"], "host": r["hostname"] or "",
             "held": f"{r['held']}/{r['concurrency'] or '?'}",
             "heartbeat": fmt.seconds(r["heartbeat_age_s"]) + " ago",
-            "state": Text("alive", style="green") if r["alive"] else Text("silent", style="bold red"),
+            "state": Text(r["state"], style=WORKER_STYLES.get(r["state"], "")),
             "workflows": ", ".join(r["workflows"] or []),
         }, r) for r in running]
         if stopped:
@@ -174,6 +197,46 @@ class DashboardScreen(LiveScreen):
         if table.keys() != [key for key, _, _ in wanted]:  # a worker started or stopped: re-order
             table.reset()
             table.sync(wanted)
+
+    # -- actions on the stuck-leases panel -------------------------------------------------------
+
+    @property
+    def stuck(self) -> LiveTable:
+        return self.query_one("#dash-stuck", LiveTable)
+
+    def cursor_table(self) -> LiveTable:
+        return self.stuck
+
+    def describe_row(self, key: str | None) -> str:
+        return f"execution {key}"
+
+    def action_rows(self) -> list[dict[str, Any]]:
+        if not self.stuck.has_focus:
+            return []  # e and c act on the stuck-leases panel only
+        return [{"id": r["id"], "status": "running", "lease_expired": True}
+                for r in (self.stuck.rows_data.get(k) for k in self.stuck.chosen()) if r is not None]
+
+    def current_status(self, target: Target) -> str | None:
+        return "running" if str(target.execution_id) in self.stuck.rows_data else None
+
+    def targets(self) -> list[Target]:
+        return [Target(int(r["id"]), r["workflow_name"], "running")
+                for r in (self.stuck.rows_data.get(k) for k in self.stuck.chosen()) if r is not None]
+
+    def action_requeue(self) -> None:
+        self.act("requeue", self.targets())
+
+    def action_cancel(self) -> None:
+        self.act("cancel", self.targets())
+
+    def after_action(self, outcome: Outcome) -> None:
+        self.stuck.acted_on(str(t.execution_id) for t in outcome.done)
+
+    def on_descendant_focus(self) -> None:
+        self.selection_changed()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.selection_changed()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "dash-stuck" and event.row_key.value:

@@ -40,6 +40,10 @@ class DetailScreen(LiveScreen):
         Binding("c", "cancel", "Cancel"),
         Binding("a", "approve", "Approve"),
         Binding("x", "reject", "Reject"),
+        Binding("escape", "app.back", "Back", show=False),
+        # There is no list here to filter: / goes to the Executions list and opens its filter,
+        # so what is typed next is filter text, never this screen's action keys.
+        Binding("slash", "filter_list", "Filter the list", show=False, key_display="/"),
     ]
     HELP_EXTRA = [("tab / shift+tab", "move between the trace, the tabs and the tables"),
                   ("← →", "switch tab (attempts, input, output, error, steps)")]
@@ -142,6 +146,14 @@ class DetailScreen(LiveScreen):
             return []
         return [Target(self.execution_id, e["workflow_name"], e["status"], step_id=step_id)]
 
+    def current_status(self, target: Target) -> str | None:
+        e = self.execution
+        if e is None:
+            return None
+        if target.step_id is not None and self.pending_gate() != target.step_id:
+            return None  # the gate was decided elsewhere
+        return e["status"]
+
     def action_rows(self) -> list[dict[str, Any]]:
         e = self.execution
         if e is None:
@@ -169,13 +181,19 @@ class DetailScreen(LiveScreen):
             self.kapp.tell(f"execution {self.execution_id} has no approval gate waiting for a decision",
                            severity="warning")
             return
-        self.act(action, self._target(gate), ask_comment=True)
+        self.act(action, self._target(gate))
 
     def action_approve(self) -> None:
         self._decide("approve")
 
     def action_reject(self) -> None:
         self._decide("reject")
+
+    async def action_filter_list(self) -> None:
+        await self.kapp.action_show("executions")
+        open_filter = getattr(self.app.screen, "action_filter", None)  # the Executions screen's
+        if open_filter is not None:
+            open_filter()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

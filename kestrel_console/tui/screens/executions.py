@@ -33,7 +33,8 @@ class ExecutionsScreen(LiveScreen):
     CSS_PATH = "executions.tcss"
     BINDINGS: ClassVar[list[Any]] = [
         Binding("slash", "filter", "Filter"),
-        Binding("space", "mark", "Mark"),
+        Binding("space", "mark", "Mark",
+                tooltip="mark or unmark the row, then move down; actions apply to every marked row"),
         Binding("e", "requeue", "Re-enqueue"),
         Binding("c", "cancel", "Cancel"),
         # Paging is hinted on the line above the table, keeping the footer inside 80 columns.
@@ -54,7 +55,7 @@ class ExecutionsScreen(LiveScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Banner()
-        yield Input(placeholder="status:error workflow:remediate free text   (enter applies, esc closes)",
+        yield Input(placeholder="status:error workflow:remediate since:2h free text   (enter applies, esc closes)",
                     id="exec-filter")
         yield Static("", id="exec-where")
         yield LiveTable(COLUMNS, markable=True, id="executions")
@@ -75,7 +76,7 @@ class ExecutionsScreen(LiveScreen):
 
         def read(r: Reader) -> tuple[list[dict[str, Any]], str | None]:
             rows = r.list_executions(status=f.status, workflow=f.workflow, text=f.text,
-                                     limit=PAGE_SIZE, before_id=before)
+                                     limit=PAGE_SIZE, before_id=before, since_s=f.since_s)
             # An empty first page under workflow:X may be a typo: say so (read here, off the UI thread).
             unknown = r.unknown_workflow(f.workflow) if f.workflow and not rows and before is None else None
             return rows, unknown
@@ -180,6 +181,16 @@ class ExecutionsScreen(LiveScreen):
         self._describe()
         self.selection_changed()
 
+    def cursor_table(self) -> LiveTable:
+        return self.table
+
+    def describe_row(self, key: str | None) -> str:
+        return f"execution {key}"
+
+    def current_status(self, target: Target) -> str | None:
+        row = self.table.rows_data.get(str(target.execution_id))
+        return row["status"] if row is not None else None
+
     def targets(self) -> list[Target]:
         return [Target(int(k), self.table.rows_data[k]["workflow_name"], self.table.rows_data[k]["status"])
                 for k in self.table.chosen()]
@@ -191,6 +202,7 @@ class ExecutionsScreen(LiveScreen):
         self.act("cancel", self.targets())
 
     def after_action(self, outcome: Outcome) -> None:
+        self.table.acted_on(str(t.execution_id) for t in outcome.done)
         self.table.clear_marks()
         self._describe()
         self.selection_changed()

@@ -17,6 +17,21 @@ from textual.widgets import Static
 ALWAYS = [("ctrl+p", "command palette: screens, reports, actions"), ("ctrl+q", "quit at once")]
 
 
+# How a key is written in the help, the footer and the README: as on the keyboard.
+KEY_NAMES = {"escape": "esc", "slash": "/", "question_mark": "?", "space": "space",
+             "right_square_bracket": "]", "left_square_bracket": "[", "plus": "+", "minus": "-"}
+
+
+def key_label(binding: Binding) -> str:
+    """A binding's key as the help writes it (its key_display, else its first key's name)."""
+    if binding.key_display:
+        return binding.key_display
+    key = binding.key.split(",")[0].strip()
+    if key.startswith("ctrl+"):
+        return "^" + KEY_NAMES.get(key[5:], key[5:]).replace("down", "↓").replace("up", "↑")
+    return KEY_NAMES.get(key, key)
+
+
 def key_rows(node: Any, bindings: list[Any]) -> list[tuple[str, str]]:
     """(key, description) of each binding the node currently allows."""
     rows = []
@@ -26,8 +41,9 @@ def key_rows(node: Any, bindings: list[Any]) -> list[tuple[str, str]]:
         allowed = getattr(node, "listed_in_help", node.check_action)(binding.action, ())
         if allowed is False:
             continue
-        key = binding.key_display or binding.key.replace("_square_bracket", " bracket")
-        row = (key, binding.description or binding.action.replace("_", " "))
+        key = key_label(binding)
+        # The tooltip, where a binding has one, is the longer form of its footer label.
+        row = (key, binding.tooltip or binding.description or binding.action.replace("_", " "))
         if row not in rows:  # one binding with several keys shares one key_display
             rows.append(row)
     return rows

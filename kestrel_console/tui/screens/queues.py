@@ -1,6 +1,7 @@
 """Screen 6, queues: depth, running against the concurrency limit, per-worker limit, rate
-window use, per-key limit, priority and pause state of every queue; ``p`` pauses or resumes
-the one under the cursor (after a y/n confirmation, through kestrel_core as the --operator)."""
+window use, per-key limit, priority and pause state of every queue; ``h`` (hold) pauses or
+resumes the one under the cursor (after a y/n confirmation, through kestrel_core as the
+--operator)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from textual.binding import Binding
 from textual.widgets import Footer, Header, Static
 
 from ...read.queue_view import limit_text, rate_text
-from ..live import LiveScreen
+from ..live import PAUSE_KEY, LiveScreen
 from ..widgets.banner import Banner
 from ..widgets.live_table import LiveTable
 
@@ -27,8 +28,8 @@ class QueuesScreen(LiveScreen):
     NAME = "Queues"
     CSS_PATH = "queues.tcss"
     BINDINGS: ClassVar[list[Any]] = [
-        Binding("p", "toggle_queue", "Pause/resume queue"),
-        Binding("space", "app.toggle_pause", "Pause refresh", show=False),
+        # Not p: p pauses the refresh on every screen, a harmless key must not pause production.
+        Binding(PAUSE_KEY, "toggle_paused", "Pause/resume queue"),
     ]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -69,7 +70,7 @@ class QueuesScreen(LiveScreen):
     def on_live_table_clipped(self, event: LiveTable.Clipped) -> None:
         self._summary()
 
-    def action_toggle_queue(self) -> None:
+    def action_toggle_paused(self) -> None:
         if self.pause_refused("queue"):
             return
         key = self.table.cursor_key()

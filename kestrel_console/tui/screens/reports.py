@@ -15,7 +15,7 @@ from textual.widgets.option_list import Option
 
 from kestrel_core import DatabaseUnavailable, first_line
 
-from ...safe_text import visible
+from ...safe_text import literal, visible
 from ..adhoc_session import AdhocSession
 from ..config import ADHOC_MAX_ROWS, ADHOC_TIMEOUT_MS
 from ..export import export_result
@@ -37,6 +37,7 @@ class ReportsScreen(LiveScreen):
     ]
     HELP_EXTRA = [("enter (list)", "choose the report and fill in its parameters"),
                   ("enter (last parameter)", "run the report"),
+                  ("enter (result row)", "open the execution its execution_id or id column names"),
                   ("tab / shift+tab", "move between the list, the parameters and the result")]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -104,7 +105,7 @@ class ReportsScreen(LiveScreen):
         options.clear_options()
         for name, report in found.items():
             tag = Text("" if report.shipped else " (yours)", style="dim")
-            options.add_option(Option(Text(name) + tag, id=name))
+            options.add_option(Option(literal(name) + tag, id=name))
         if broken:
             self._say("; ".join(first_line(b) for b in broken), "yellow")
         wanted = self._pending_select or (self.report.name if self.report else None)
@@ -128,7 +129,7 @@ class ReportsScreen(LiveScreen):
         index = options.get_option_index(name)
         if options.highlighted != index:
             options.highlighted = index
-        about = Text(report.name, style="bold")
+        about = literal(report.name, style="bold")
         about.append(f"  ({'shipped' if report.shipped else report.path})\n", style="dim")
         about.append(report.description or "no description", style="")
         self.query_one("#rep-about", Static).update(about)
@@ -145,7 +146,7 @@ class ReportsScreen(LiveScreen):
             box = Input(value=p.default_text or "", placeholder="null" if p.default is None and not p.required else p.type,
                         classes="rep-param", compact=True)
             self.param_inputs[p.name] = box
-            widgets.append(Horizontal(Label(label), box, classes="rep-row"))
+            widgets.append(Horizontal(Label(literal(label)), box, classes="rep-row"))
         form.mount_all(widgets)
         if run:
             self.call_after_refresh(self.action_run)
@@ -233,6 +234,11 @@ class ReportsScreen(LiveScreen):
         reason = getattr(exc, "reason", None)
         self._say(f"refused: {reason}" if reason else f"error: {first_line(exc)}",
                   "bold red")
+
+    def on_results_table_open_execution(self, event: ResultsTable.OpenExecution) -> None:
+        from .detail import DetailScreen
+
+        self.app.push_screen(DetailScreen(event.execution_id))
 
     def action_export(self) -> None:
         export_result(self, self.result, self.report.name if self.report else "report")

@@ -1,6 +1,6 @@
 """Screen 7, schedules: every cron schedule with its next tick, its last run and that run's
-status, and why it is not ticking (paused, no worker); ``p`` pauses or resumes the one under
-the cursor, after a confirmation, through ``kestrel_core`` as the --operator (audited)."""
+status, and why it is not ticking (paused, no worker); ``h`` (hold) pauses or resumes the one
+under the cursor, after a confirmation, through ``kestrel_core`` as the --operator (audited)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from kestrel_console.read.schedules import schedules, why_not_ticking
 
 from ... import formatting as fmt
 from ...safe_text import visible
-from ..live import LiveScreen
+from ..live import PAUSE_KEY, LiveScreen
 from ..widgets.banner import Banner
 from ..widgets.live_table import LiveTable
 
@@ -29,7 +29,7 @@ class SchedulesScreen(LiveScreen):
     NAME = "Schedules"
     CSS_PATH = "schedules.tcss"
     BINDINGS: ClassVar[list[Any]] = [
-        Binding("p", "toggle_schedule", "Pause/resume"),
+        Binding(PAUSE_KEY, "toggle_paused", "Pause/resume schedule"),
     ]
     HELP_EXTRA = [("↑ ↓", "move; why the schedule is not ticking shows below")]
 
@@ -89,7 +89,7 @@ class SchedulesScreen(LiveScreen):
 
     # -- pause / resume ---------------------------------------------------------------------
 
-    def action_toggle_schedule(self) -> None:
+    def action_toggle_paused(self) -> None:
         if self.pause_refused("schedule"):
             return
         row = self.selected()

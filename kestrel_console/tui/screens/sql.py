@@ -19,7 +19,7 @@ from textual.widgets.option_list import Option
 
 from kestrel_core import DatabaseUnavailable, first_line
 
-from ...safe_text import visible
+from ...safe_text import literal, visible
 from ..adhoc_session import AdhocSession
 from ..config import ADHOC_MAX_ROWS, ADHOC_TIMEOUT_MS
 from ..history import QueryHistory
@@ -30,7 +30,7 @@ from ..widgets.results import ResultsTable, summary
 
 EXAMPLE = "SELECT status, count(*)\n  FROM workflow_executions\n GROUP BY status\n ORDER BY 2 DESC;\n"
 HINT = ("ctrl+r runs the query (typing replaces the selected sample) · ↑ on the first line, ↓ on the last: "
-        "history · esc leaves the editor; esc again cancels a running query")
+        "history · esc leaves the editor; esc again cancels a running query; i edits again")
 
 
 def sql_language() -> str | None:
@@ -61,13 +61,14 @@ class SqlScreen(LiveScreen):
         Binding("ctrl+l", "clear", "Clear the editor", priority=True, key_display="^l", show=False),
         Binding("ctrl+up", "history(1)", "History", priority=True, key_display="^↑↓"),
         Binding("ctrl+down", "history(-1)", "Newer query", priority=True, show=False),
-        Binding("i", "edit", "Edit", show=False),
+        Binding("i", "edit", "Edit (back into the editor)", show=False),
         Binding("ctrl+s", "export", "Export", priority=True, key_display="^s"),
     ]
     HELP_EXTRA = [("ctrl+enter, f5", "run the query, as ctrl+r does"),
                   ("↑ / ↓ (first / last line)", "older / newer query from the history"),
-                  ("esc (outside the editor)", "cancel the running query, else back into the editor"),
+                  ("esc (outside the editor)", "cancel the running query"),
                   ("enter (history)", "load the selected past query into the editor"),
+                  ("enter (result row)", "open the execution its execution_id or id column names"),
                   ("tab (outside the editor)", "move between results and history")]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -189,14 +190,14 @@ class SqlScreen(LiveScreen):
         self._history_pos = -1
 
     def action_escape(self) -> None:
-        """In the editor: leave it (so 1-5, q... work again). Outside it: cancel the running
-        query, else go back to the editor. So from the editor, esc twice cancels."""
+        """One level up: in the editor, leave it (so the number keys, q... work again);
+        outside it, cancel the running query, else nothing (this screen is the top: q quits,
+        i or enter on the history goes back into the editor). From the editor, esc twice
+        cancels."""
         if self.focused is self.editor:
             self.query_one(ResultsTable).focus()
         elif self.session is not None and self.session.cancel():
             self._say("cancelling…", "yellow")
-        else:
-            self.editor.focus()
 
     def action_edit(self) -> None:
         self.editor.focus()
@@ -215,7 +216,7 @@ class SqlScreen(LiveScreen):
     def _list_history(self) -> None:
         options = self.query_one("#sql-history", OptionList)
         options.clear_options()
-        options.add_options(Option(" ".join(q.split())[:200], id=str(i)) for i, q in enumerate(self.history))
+        options.add_options(Option(literal(" ".join(q.split())[:200]), id=str(i)) for i, q in enumerate(self.history))
 
     def action_history(self, step: int) -> None:
         """``step`` 1: one query older; -1: one newer (past the newest: an empty editor)."""
@@ -238,6 +239,11 @@ class SqlScreen(LiveScreen):
         self.editor.focus()
 
     # -- export -------------------------------------------------------------------------------------
+
+    def on_results_table_open_execution(self, event: ResultsTable.OpenExecution) -> None:
+        from .detail import DetailScreen
+
+        self.app.push_screen(DetailScreen(event.execution_id))
 
     def action_export(self) -> None:
         from ..export import export_result

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
+from ...safe_text import literal
+
 
 class Banner(Static):
     """Shows ``app.db_problem``; the screen's data stays as it was until the database is back."""
@@ -33,9 +35,9 @@ class Banner(Static):
         kind, message = problem
         self.set_class(kind == "slow", "-slow")
         self.add_class("-shown")
-        self.update(message)
+        self.update(literal(message, newlines=True))  # quotes the server's words
 
     @property
     def text(self) -> str:
         """What the banner says now ("" when hidden)."""
-        return str(self.content) if self.has_class("-shown") else ""
+        return getattr(self.content, "plain", str(self.content)) if self.has_class("-shown") else ""

@@ -9,6 +9,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from ...safe_text import literal
+
 
 class CommentModal(ModalScreen[str | None]):
     DEFAULT_CSS = """
@@ -37,8 +39,9 @@ class CommentModal(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(self.title_text, id="comment-title", markup=False)
-            yield Static(self.prompt, id="comment-prompt", markup=False)
+            # Both may quote text from the database (a gate's id): shown literally.
+            yield Static(literal(self.title_text), id="comment-title")
+            yield Static(literal(self.prompt, newlines=True), id="comment-prompt")
             yield Input(value=self.value, placeholder=self.placeholder, id="comment-input")
             yield Static("[b]enter[/b] continue    [b]esc[/b] cancel", id="comment-keys")
 

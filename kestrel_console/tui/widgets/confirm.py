@@ -8,7 +8,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ...safe_text import visible
+from ...safe_text import literal, visible
 
 
 class ConfirmModal(ModalScreen[bool]):
@@ -42,8 +42,8 @@ class ConfirmModal(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(self.title_text, id="confirm-title", markup=False)
-            yield Static(self.question, id="confirm-question", markup=False)
+            yield Static(literal(self.title_text), id="confirm-title")
+            yield Static(literal(self.question, newlines=True), id="confirm-question")
             yield Static("[b]y[/b] yes    [b]n[/b] / [b]esc[/b] no", id="confirm-keys")
 
     def action_answer(self, yes: bool) -> None:

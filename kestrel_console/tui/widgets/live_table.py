@@ -1,5 +1,11 @@
 """A DataTable whose rows are keyed and updated in place on every refresh (only changed cells
-are rewritten, rows that left are removed, new ones added), with rows marked by ``space``."""
+are rewritten, rows that left are removed, new ones added), with rows marked by ``space``.
+
+Marks are row keys (execution ids), so they stay on their rows through every refresh. The
+cursor follows its row when rows are added or re-sorted; when the row under it leaves (decided
+or changed elsewhere) the cursor lands on a neighbour the operator did not choose, and
+``cursor_lost`` names the row that left until the operator moves the cursor themselves: an
+action is then refused instead of applied to the neighbour (``live.py``)."""
 
 from __future__ import annotations
 
@@ -7,12 +13,13 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from rich.text import Text
+from textual import events
 from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist
 
-from ...safe_text import has_control, visible
+from ...safe_text import literal
 
 MARK = "●"
 MARK_COLUMN = "mark"
@@ -39,6 +46,10 @@ class LiveTable(DataTable):
         self.cell_updates = 0  # cells rewritten in place since mount
         self.rows_added = 0  # rows ever added: a refresh adds only the rows that are new
         self._clipped = False
+        # The row that was under the cursor when a refresh removed it (None once the operator
+        # moves the cursor): what they meant to act on is gone.
+        self.cursor_lost: str | None = None
+        self._leaving: set[str] = set()  # rows this console acted on: their leaving is no surprise
 
     class Clipped(Message):
         """Whether columns are hidden to the right changed (the screen may say so)."""
@@ -125,7 +136,9 @@ class LiveTable(DataTable):
                 value = cells.get(column, "")
                 plain = _plain(value)
                 if shown.get(column) != plain or (isinstance(value, Text) and _style_changed(self, key, column, value)):
-                    self.update_cell(key, column, value)
+                    # The column widens when a value grows ("running" to "cancelled"): a cell
+                    # is never cut to its first width.
+                    self.update_cell(key, column, value, update_width=True)
                     shown[column] = plain
                     self.cell_updates += 1
         if sort_column is not None:
@@ -135,6 +148,47 @@ class LiveTable(DataTable):
                 self.sort(sort_column, key=lambda v: sort_value(_plain(v)), reverse=reverse)
         if current_key is not None and current_key in self._cells:
             self.move_cursor(row=self.get_row_index(current_key), animate=False)
+        elif current_key is not None and self.cursor_lost is None and current_key not in self._leaving:
+            self.cursor_lost = current_key
+        self._leaving &= set(self._cells)
+
+    def acted_on(self, keys: Iterable[str]) -> None:
+        """The console itself just acted on these rows: when they leave the list, the cursor
+        moving to a neighbour is what the operator expects (as in a mail client)."""
+        self._leaving |= set(keys)
+
+    # -- the cursor, as the operator moves it ----------------------------------------------
+
+    def _moved(self) -> None:
+        self.cursor_lost = None
+
+    def action_cursor_up(self) -> None:
+        super().action_cursor_up()
+        self._moved()
+
+    def action_cursor_down(self) -> None:
+        super().action_cursor_down()
+        self._moved()
+
+    def action_page_up(self) -> None:
+        super().action_page_up()
+        self._moved()
+
+    def action_page_down(self) -> None:
+        super().action_page_down()
+        self._moved()
+
+    def action_scroll_top(self) -> None:
+        super().action_scroll_top()
+        self._moved()
+
+    def action_scroll_bottom(self) -> None:
+        super().action_scroll_bottom()
+        self._moved()
+
+    async def _on_click(self, event: events.Click) -> None:
+        await super()._on_click(event)
+        self._moved()
 
     def cursor_key(self) -> str | None:
         if self.row_count == 0:
@@ -178,6 +232,7 @@ class LiveTable(DataTable):
         self._cells.clear()
         self.rows_data.clear()
         self.marks.clear()
+        self.cursor_lost = None
 
     def shown(self, key: str, column: str) -> str:
         """The plain text a cell shows now."""
@@ -188,13 +243,9 @@ class LiveTable(DataTable):
         return [row.key.value for row in self.ordered_rows]
 
 
-def _safe(value: Any) -> Any:
-    """A cell with its control characters shown as escapes (text from the database)."""
-    if isinstance(value, str):
-        return visible(value)
-    if isinstance(value, Text) and (has_control(value.plain) or "\n" in value.plain or "\t" in value.plain):
-        return Text(visible(value.plain), style=value.style)
-    return value
+def _safe(value: Any) -> Text:
+    """A cell as it is shown: text from the database literally (``safe_text.literal``)."""
+    return literal(value)
 
 
 def _plain(value: Any) -> str:

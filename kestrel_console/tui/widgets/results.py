@@ -1,13 +1,20 @@
-"""The table of a query's result (ad-hoc SQL and reports), with its row count and time."""
+"""The table of a query's result (ad-hoc SQL and reports), with its row count and time; a row
+with an execution id (an ``execution_id`` column, else an ``id`` column) opens that execution
+on ``enter``."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from textual.message import Message
 from textual.widgets import DataTable
 
-from ...safe_text import visible
+from ...safe_text import literal
 from ... import formatting as fmt
+
+
+# The columns that name an execution, in the order they are looked for.
+ID_COLUMNS = ("execution_id", "id")
 
 
 class ResultsTable(DataTable):
@@ -19,6 +26,30 @@ class ResultsTable(DataTable):
         super().__init__(zebra_stripes=True, **kwargs)
         self.result: Any = None  # the QueryResult shown (exported as CSV)
 
+    class OpenExecution(Message):
+        """``enter`` on a row that names an execution."""
+
+        def __init__(self, execution_id: int) -> None:
+            super().__init__()
+            self.execution_id = execution_id
+
+    def execution_id_at(self, row: int) -> int | None:
+        """The execution id of result row ``row`` (None: the result names none)."""
+        if self.result is None or not 0 <= row < len(self.result.rows):
+            return None
+        columns = list(self.result.columns)
+        for name in ID_COLUMNS:
+            if name in columns:
+                value = self.result.rows[row][columns.index(name)]
+                return value if isinstance(value, int) and not isinstance(value, bool) else None
+        return None
+
+    def on_data_table_cell_selected(self, event: DataTable.CellSelected) -> None:
+        eid = self.execution_id_at(event.coordinate.row)
+        if eid is not None:
+            event.stop()
+            self.post_message(self.OpenExecution(eid))
+
     def show(self, result: Any) -> None:
         """Replace the table with ``result`` (``.columns``, ``.rows``)."""
         self.result = result
@@ -27,8 +58,8 @@ class ResultsTable(DataTable):
         seen: dict[str, int] = {}
         for name in names:  # duplicate column names (SELECT 1, 1) need distinct keys
             seen[name] = seen.get(name, 0) + 1
-            self.add_column(visible(name), key=f"{name}#{seen[name]}")
-        self.add_rows([fmt.cell(v, fmt.RESULTS) for v in row] for row in result.rows)
+            self.add_column(literal(name), key=f"{name}#{seen[name]}")
+        self.add_rows([literal(fmt.cell(v, fmt.RESULTS)) for v in row] for row in result.rows)
 
 
 def summary(result: Any, max_rows: int) -> str:

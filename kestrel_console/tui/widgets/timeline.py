@@ -14,12 +14,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Group, RenderableType
 from rich.text import Text
 from textual.widget import Widget
 
 from ... import style
-from ...safe_text import visible
+from ...safe_text import literal, visible
 from ...timeline_model import Lane, Segment, Trace, bar_cols, decider, trace
 from ... import formatting as fmt
 
@@ -32,6 +33,8 @@ RUNNING = "▒"
 RETRY_GAP = "·"
 WAIT = "╌"
 INFO_WIDTH = 40
+MIN_BAR = 10
+EDGES = "││ "  # what a row spends besides the label, the bars and the info
 
 
 def lane_info(lane: Lane, now: datetime) -> str:
@@ -87,17 +90,22 @@ class _Canvas:
 
 
 def render_lines(model: Trace, *, width: int) -> list[Text]:
-    """The trace as lines of text: axis, overview lane, then one lane per step and wait."""
+    """The trace as lines of text: axis, overview lane, then one lane per step and wait.
+
+    Every line is exactly one terminal row at ``width`` (columns counted in cells, so wide
+    characters count twice; a line never wraps): the widget's height is its number of lines,
+    and no lane is ever pushed out of it."""
     lanes, now = model.lanes, model.now
     if not lanes:
         return [Text("no step has started yet", style="dim")]
-    label_w = min(26, max(len(_label(lane)) for lane in lanes + [Lane("execution", "all")]) + 1)
+    label_w = min(26, max(cell_len(_label(lane)) for lane in lanes + [Lane("execution", "all")]) + 1)
     head_info = f"{model.execution.get('status', '')} · {fmt.seconds(model.elapsed_s)}"
     infos = [head_info] + [lane_info(lane, now) for lane in lanes]
     # The bars get most of the width: the info column never takes more than 2/5 of what the
     # labels leave (at 80 columns the bars had 18 and the info 41).
-    info_w = min(INFO_WIDTH, max(len(i) for i in infos), max(16, (width - label_w) * 2 // 5))
-    bar_w = max(10, width - label_w - info_w - 2)
+    info_w = min(INFO_WIDTH, max(cell_len(i) for i in infos), max(16, (width - label_w) * 2 // 5))
+    bar_w = max(MIN_BAR, width - label_w - info_w - len(EDGES))
+    info_w = max(1, min(info_w, width - label_w - bar_w - len(EDGES)))
     lines = [_axis(label_w, bar_w, model)]
 
     overview = _Canvas(bar_w, model)
@@ -121,6 +129,8 @@ def render_lines(model: Trace, *, width: int) -> list[Text]:
         else:
             canvas.segment(lane.segments[0], WAIT, WAIT_STYLES.get(lane.kind, ""), label=lane.kind)
         lines.append(_row(_label(lane), label_w, canvas.text(), info, info_w))
+    for line in lines:
+        line.no_wrap, line.overflow = True, "ellipsis"  # one row each, whatever was miscounted
     return lines
 
 
@@ -130,13 +140,21 @@ def _label(lane: Lane) -> str:
     return WAIT_MARKS.get(lane.kind, "☾ ") + visible(lane.step_id)
 
 
+def _fit(text: str, width: int, style: str = "", *, pad: bool = False) -> Text:
+    """``text`` in at most ``width`` cells, cut with an ellipsis (padded to ``width``); its
+    control characters as escapes (literally shown, as everywhere)."""
+    out = literal(text, style=style)
+    out.truncate(width, overflow="ellipsis", pad=pad)
+    return out
+
+
 def _row(label: str, label_w: int, bar: Text, info: str, info_w: int = INFO_WIDTH, *,
          bold: bool = False) -> Text:
-    line = Text(fmt.cut(label, label_w).ljust(label_w), style="bold" if bold else "")
+    line = _fit(label, label_w, "bold" if bold else "", pad=True)
     line.append("│", style="dim")
     line.append_text(bar)
     line.append("│ ", style="dim")
-    line.append(fmt.cut(info, info_w), style="bold" if bold else "")
+    line.append_text(_fit(info, info_w, "bold" if bold else ""))
     return line
 
 

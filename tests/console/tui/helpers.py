@@ -140,3 +140,13 @@ async def says_more_columns(pilot: Any, summary: Any, narrow: bool) -> str:
     await wait_for(pilot, lambda: (MORE_COLUMNS in text_of(summary)) == narrow,
                    what="the more-columns sign to follow the width")
     return "\n".join(screen_lines(pilot.app))
+
+
+async def give_reason(pilot: Any, reason: str = "") -> None:
+    """Answer the comment prompt every action asks first (its reason, for the audit table)."""
+    from kestrel_console.tui.widgets.comment import CommentModal
+
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, CommentModal), what="the comment prompt")
+    if reason:
+        await pilot.press(*reason)
+    await pilot.press("enter")

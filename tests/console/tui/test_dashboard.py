@@ -73,7 +73,7 @@ async def test_refresh_presets_and_pause(dsn, db):
         assert "refresh 30 s" in tui.sub_title
 
         tui.set_refresh(0.5)
-        await pilot.press("space")  # pause on the dashboard
+        await pilot.press("p")  # pause on the dashboard
         assert tui.paused and "PAUSED" in tui.sub_title
         await pilot.pause(0.3)
         loads = screen.loads

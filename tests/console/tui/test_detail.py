@@ -10,7 +10,7 @@ from kestrel_console.tui.widgets.live_table import LiveTable
 from kestrel_console.tui.widgets.timeline import Timeline
 from tests.seed import cancelled_mid_step, seed_history
 
-from .helpers import ACTIONS, OPERATOR, SIZE, WAIT_OF, console, fresh, rows, statuses, text_of, wait_for
+from .helpers import ACTIONS, OPERATOR, SIZE, WAIT_OF, console, fresh, give_reason, rows, statuses, text_of, wait_for
 
 
 async def open_detail(pilot, execution_id: int) -> DetailScreen:
@@ -109,6 +109,7 @@ async def test_approve_and_requeue_from_the_detail(dsn, db):
         await pilot.press("q")
         screen = await open_detail(pilot, stuck)
         await pilot.press("e")
+        await give_reason(pilot)
         await wait_for(pilot, lambda: isinstance(tui.screen, ConfirmModal))
         assert f"Re-enqueue execution {stuck} (billing-sync), now running?" in tui.screen.question
         await pilot.press("y")

@@ -8,7 +8,7 @@ from kestrel_console.tui.screens.executions import PAGE_SIZE, ExecutionsScreen
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 from tests.seed import seed_bulk_finished, seed_history
 
-from .helpers import ACTIONS, OPERATOR, SIZE, actions_settled, console, fresh, open_screen, record_actions, rows, statuses, wait_for
+from .helpers import ACTIONS, OPERATOR, SIZE, actions_settled, console, fresh, give_reason, open_screen, record_actions, rows, statuses, wait_for
 
 
 async def put_cursor(pilot, screen: ExecutionsScreen, execution_id: int) -> None:
@@ -84,6 +84,7 @@ async def test_mark_several_and_cancel_all(dsn, db):
         before = statuses(db)
 
         await pilot.press("c")
+        await give_reason(pilot)
         await wait_for(pilot, lambda: isinstance(tui.screen, ConfirmModal))
         question = tui.screen.question
         assert question.startswith("Cancel 3 executions?")
@@ -110,6 +111,7 @@ async def test_requeue_and_refusals(dsn, db):
         failed = facts.id("failed_recent")
         await put_cursor(pilot, screen, failed)
         await pilot.press("e")
+        await give_reason(pilot)
         await wait_for(pilot, lambda: isinstance(tui.screen, ConfirmModal))
         assert f"Re-enqueue execution {failed} (remediate), now error?" in tui.screen.question
         await pilot.press("n")  # no: nothing changes
@@ -118,6 +120,7 @@ async def test_requeue_and_refusals(dsn, db):
         assert statuses(db)[failed] == "error" and rows(db, ACTIONS) == []
 
         await pilot.press("e")
+        await give_reason(pilot)
         await wait_for(pilot, lambda: isinstance(tui.screen, ConfirmModal))
         await pilot.press("y")
         await wait_for(pilot, lambda: statuses(db)[failed] == "enqueued", what="the requeue")

@@ -9,7 +9,7 @@ from textual.command import CommandPalette
 from kestrel_console.tui.commands import KestrelCommands
 from kestrel_console.tui.operator import ACTIONS
 from kestrel_console.tui.screens.approvals import ApprovalsScreen
-from kestrel_console.tui.screens.help import HelpScreen
+from kestrel_console.tui.screens.help import HelpScreen, key_label
 
 from tests.seed import seed_history
 
@@ -24,7 +24,7 @@ def declared_keys(node, *, read_only: bool) -> set[str]:
     for binding in Binding.make_bindings(node.BINDINGS):
         if binding.system or (read_only and binding.action in ACTIONS):
             continue
-        keys.add(binding.key_display or binding.key)
+        keys.add(key_label(binding))  # as the help writes it (esc, /, ^r)
     return keys
 
 

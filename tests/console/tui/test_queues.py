@@ -32,8 +32,8 @@ def seed_queues(dsn: str) -> None:
         app.enqueue_many("send", [1, 2, 3, 4])
 
 
-async def press_p(pilot, answer: str) -> str:
-    await pilot.press("p")
+async def press_h(pilot, answer: str) -> str:
+    await pilot.press("h")
     await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmModal), what="the confirmation")
     question = pilot.app.screen.question
     await pilot.press(answer)
@@ -55,19 +55,19 @@ async def test_queues_screen_shows_limits_and_pauses_with_confirmation(dsn, db):
 
         # `n`: nothing changes, once the dialog is gone and any action the console started is done.
         asked = record_pauses(tui)
-        question = await press_p(pilot, "n")
+        question = await press_h(pilot, "n")
         assert question.startswith("Pause queue 'emails'?") and f"Recorded as {OPERATOR!r}" in question
         await actions_settled(pilot, screen)
         assert asked == []
         assert rows(db, PAUSED) == [("bulk", False, None), ("emails", False, None)]
 
-        await press_p(pilot, "y")
+        await press_h(pilot, "y")
         await wait_for(pilot, lambda: rows(db, PAUSED)[1] == ("emails", True, OPERATOR), what="the pause")
         await fresh(pilot, screen)
         assert screen.table.shown("emails", "state") == f"paused by {OPERATOR}"
         assert "1 paused" in text_of(screen.query_one("#queues-summary"))
 
-        question = await press_p(pilot, "y")
+        question = await press_h(pilot, "y")
         assert question.startswith("Resume queue 'emails'?")
         await wait_for(pilot, lambda: rows(db, PAUSED)[1] == ("emails", False, None), what="the resume")
         assert rows(db, AUDIT) == [(OPERATOR, "pause_queue", "emails"), (OPERATOR, "resume_queue", "emails")]
@@ -100,7 +100,7 @@ async def test_read_only_refuses_pausing(dsn, db):
     async with tui.run_test(size=SIZE) as pilot:
         await open_screen(pilot, "6", QueuesScreen)
         asked = record_pauses(tui)
-        await pilot.press("p")
+        await pilot.press("h")
         await wait_for(pilot, lambda: any("read-only" in message for _, message in tui.notices),
                        what="the read-only notice")
         await actions_settled(pilot, tui.screen)

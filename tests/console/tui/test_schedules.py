@@ -30,7 +30,7 @@ def seed(db) -> int:
 
 
 async def confirm(pilot, answer: str) -> str:
-    await pilot.press("p")
+    await pilot.press("h")
     await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmModal), what="the confirmation")
     question = pilot.app.screen.question
     await pilot.press(answer)
@@ -95,7 +95,7 @@ async def test_read_only_refuses_p(dsn, db):
     tui = console(dsn, read_only=True)
     async with tui.run_test(size=SIZE) as pilot:
         await open_screen(pilot, "7", SchedulesScreen)
-        await pilot.press("p")
+        await pilot.press("h")
         await wait_for(pilot, lambda: any("read-only" in m for _, m in tui.notices), what="the refusal")
         assert not isinstance(tui.screen, ConfirmModal)
         assert rows(db, PAUSED) == [("hourly", False, None), ("nightly", True, "alice")]

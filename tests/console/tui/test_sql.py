@@ -109,7 +109,7 @@ async def test_an_attribute_call_is_refused_on_screen_and_the_reader_note_shows(
 
         message = await run(pilot, screen, "SELECT current_user::text")
         assert message.startswith("1 row")
-        assert screen.query_one(ResultsTable).get_row_at(0)[0] == "kestrel_reader"
+        assert str(screen.query_one(ResultsTable).get_row_at(0)[0]) == "kestrel_reader"
         assert screen.notice == ""  # a reader login: nothing weaker than promised to tell
 
 
@@ -139,4 +139,4 @@ async def test_an_admins_helper_in_public_is_not_reached_from_the_screen(dsn, re
         assert db.execute("SELECT 1").fetchone() == (1,)  # the victim session lives
         message = await run(pilot, screen, "SELECT current_setting('search_path')")
         assert message.startswith("1 row")
-        assert screen.query_one(ResultsTable).get_row_at(0)[0] == "pg_catalog, kestrel, pg_temp"
+        assert str(screen.query_one(ResultsTable).get_row_at(0)[0]) == "pg_catalog, kestrel, pg_temp"

@@ -67,7 +67,7 @@ async def test_schedules_why_line_confirmations_and_sql_errors_show_escapes(dsn,
         assert "nightly\\x1b]0;t\\x07: paused by mallory\\x1b[32m" in text_of(why)
         assert not any(has_raw_control(line) for line in screen_lines(tui))
 
-        await pilot.press("p")
+        await pilot.press("h")
         await wait_for(pilot, lambda: isinstance(tui.screen, ConfirmModal), what="the confirmation")
         modal = tui.screen
         assert "'0 3 * * *\\x1b[1m'" in modal.question and not has_raw_control(modal.question)

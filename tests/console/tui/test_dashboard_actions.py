@@ -1,0 +1,37 @@
+"""``e`` and ``c`` work on the dashboard's stuck-leases panel (issue 20): a stuck lease seen on
+the dashboard is re-enqueued there, named by its id, without going to the list first."""
+
+from __future__ import annotations
+
+import pytest
+
+from kestrel_console.tui.screens.dashboard import DashboardScreen
+from kestrel_console.tui.widgets.confirm import ConfirmModal
+from tests.seed import seed_history
+
+from .helpers import (ACTIONS, OPERATOR, actions_settled, console, give_reason, open_screen, record_actions, rows,
+                      statuses, wait_for)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+async def test_requeue_a_stuck_lease_from_the_dashboard(dsn, db, size):
+    facts = seed_history(db)
+    stuck = facts.id("stuck")
+    tui = console(dsn)
+    async with tui.run_test(size=size) as pilot:
+        asked = record_actions(tui)
+        screen = await open_screen(pilot, "1", DashboardScreen)
+        await pilot.press("e")  # the stuck-leases panel does not have the focus: nothing is asked
+        assert not isinstance(tui.screen, ConfirmModal)
+        await actions_settled(pilot, screen)
+        assert asked == []
+
+        screen.stuck.focus()
+        await wait_for(pilot, lambda: screen.stuck.cursor_key() == str(stuck), what="the stuck lease")
+        await pilot.press("e")
+        await give_reason(pilot, "worker gone")
+        await wait_for(pilot, lambda: isinstance(tui.screen, ConfirmModal), what="the confirmation")
+        assert f"Re-enqueue execution {stuck} (" in tui.screen.question
+        await pilot.press("y")
+        await wait_for(pilot, lambda: statuses(db)[stuck] == "enqueued", what="the requeue")
+        assert rows(db, ACTIONS) == [(OPERATOR, "requeue", stuck, None, "worker gone", "running")]

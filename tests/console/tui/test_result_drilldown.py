@@ -1,0 +1,54 @@
+"""``enter`` on a row of an SQL result or a report that names an execution opens it (issue 20:
+drill-down where an operator expects it)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kestrel_console.tui.screens.detail import DetailScreen
+from kestrel_console.tui.screens.reports import ReportsScreen
+from kestrel_console.tui.screens.sql import SqlScreen
+from kestrel_console.tui.widgets.results import ResultsTable
+from tests.seed import seed_history
+
+from .helpers import console, fresh, open_screen, wait_for
+from .test_reports import run_report
+from .test_sql import run
+
+
+async def enter_on_row(pilot, table: ResultsTable, row: int) -> DetailScreen:
+    table.focus()
+    table.move_cursor(row=row, column=0)
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, DetailScreen), what="the execution")
+    screen = pilot.app.screen
+    await fresh(pilot, screen)
+    return screen
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+async def test_enter_on_a_result_row_opens_its_execution(dsn, db, size):
+    facts = seed_history(db)
+    tui = console(dsn)
+    async with tui.run_test(size=size) as pilot:
+        sql = await open_screen(pilot, "4", SqlScreen)
+        await run(pilot, sql, "SELECT workflow_name, id FROM workflow_executions ORDER BY id DESC")
+        table = sql.query_one(ResultsTable)
+        wanted = int(table.result.rows[1][1])
+        detail = await enter_on_row(pilot, table, 1)
+        assert detail.execution_id == wanted and detail.execution["id"] == wanted
+        await pilot.press("escape")
+        assert tui.screen is sql
+
+        await run(pilot, sql, "SELECT count(*) FROM workflow_executions")  # no id: enter does nothing
+        table.focus()
+        await pilot.press("enter")
+        assert tui.screen is sql
+
+        await tui.open_report("stuck-leases")
+        report = tui.screen
+        assert isinstance(report, ReportsScreen)
+        await wait_for(pilot, lambda: report.report is not None and report.report.name == "stuck-leases")
+        await run_report(pilot, report)
+        detail = await enter_on_row(pilot, report.query_one(ResultsTable), 0)
+        assert detail.execution_id == facts.id("stuck")
