@@ -59,9 +59,9 @@ def shown_by_show_json(dsn: str, eid: int) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("size", [(200, 50)])
-async def test_random_texts_read_on_every_screen_as_show_json_returns_them(dsn, db, size):
+async def test_random_texts_read_on_every_screen_as_show_json_returns_them(dsn, reader_dsn, db, size):
     examples = [insert(db, random.Random(seed), seed) for seed in SEEDS]
-    tui = console(dsn)
+    tui = console(dsn, reader_dsn=reader_dsn)
     async with tui.run_test(size=size) as pilot:
         listing = await open_screen(pilot, "2", ExecutionsScreen)
         for example in examples:

@@ -43,9 +43,9 @@ async def finds(pilot, *texts: str) -> str:
 
 
 @pytest.mark.parametrize("size", [(200, 50)])
-async def test_every_screen_dialog_and_toast_shows_stored_text_literally(dsn, db, size):
+async def test_every_screen_dialog_and_toast_shows_stored_text_literally(dsn, reader_dsn, db, size):
     ids = markup_world(db)
-    tui = console(dsn)
+    tui = console(dsn, reader_dsn=reader_dsn)
     async with tui.run_test(size=size, notifications=True) as pilot:
         await open_screen(pilot, "1", DashboardScreen)
         await finds(pilot, MARKUP_NAME, MARKUP_WORKER, MARKUP_WIDE)

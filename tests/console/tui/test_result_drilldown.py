@@ -27,9 +27,9 @@ async def enter_on_row(pilot, table: ResultsTable, row: int) -> DetailScreen:
 
 
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
-async def test_enter_on_a_result_row_opens_its_execution(dsn, db, size):
+async def test_enter_on_a_result_row_opens_its_execution(dsn, reader_dsn, db, size):
     facts = seed_history(db)
-    tui = console(dsn)
+    tui = console(dsn, reader_dsn=reader_dsn)
     async with tui.run_test(size=size) as pilot:
         sql = await open_screen(pilot, "4", SqlScreen)
         await run(pilot, sql, "SELECT workflow_name, id FROM workflow_executions ORDER BY id DESC")
