@@ -107,6 +107,10 @@ class Worker:
         self._runnable: queue.Queue[Claimed | None] = queue.Queue()
         self._threads: list[threading.Thread] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        # The async loop's default executor: the blocking work of async workflows (engine
+        # writes, plain-function steps, a step's own asyncio.to_thread). Coroutine steps run on
+        # the loop and hold none of these threads while they await.
+        self.async_threads = 2 * concurrency + 4
         self._pool = make_pool(
             app.dsn, min_size=2, max_size=concurrency + 3, application_name="kestrel-worker",
             prepare=not app.transaction_pooling, name=f"kestrel-worker-{self.worker_id}",
@@ -164,7 +168,7 @@ class Worker:
         if any(wf.is_async for wf in self.registry.workflows.values()):
             self._loop = asyncio.new_event_loop()
             self._loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(
-                max_workers=2 * self.concurrency + 4, thread_name_prefix="kestrel-async"))
+                max_workers=self.async_threads, thread_name_prefix="kestrel-async"))
             self._spawn(self._loop.run_forever, "asyncio")
         self.log.info("event=worker_started worker=%s workflows=%s concurrency=%s lease_s=%s listen=%s "
                       "queues=%s", self.worker_id,
