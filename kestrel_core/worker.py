@@ -101,7 +101,10 @@ class Worker:
         self._stopped = threading.Event()    # threads exit
         self._wake = threading.Event()
         self._hurry = threading.Event()      # stop waiting for in-flight steps (second signal)
-        self._inflight: dict[int, Claimed] = {}
+        # Keyed by claim (execution id, claim epoch), not by execution: after a freeze this
+        # worker may claim an execution again while the older claim's thread still finishes
+        # its step; that thread's cleanup must not drop the newer claim from the heartbeat.
+        self._inflight: dict[tuple[int, int], Claimed] = {}
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._runnable: queue.Queue[Claimed | None] = queue.Queue()
@@ -337,7 +340,7 @@ class Worker:
     def _dispatch(self, item: claim_mod.Claim) -> None:
         held = Claimed(item)
         with self._lock:
-            self._inflight[item.execution_id] = held
+            self._inflight[(item.execution_id, item.epoch)] = held
         self.count("claimed")
         self.log.info("event=claimed worker=%s execution_id=%s workflow=%s epoch=%s",
                       self.worker_id, item.execution_id, item.workflow_name, item.epoch)
@@ -363,7 +366,7 @@ class Worker:
 
     def _done(self, held: Claimed) -> None:
         with self._idle:
-            self._inflight.pop(held.claim.execution_id, None)
+            self._inflight.pop((held.claim.execution_id, held.claim.epoch), None)
             self._idle.notify_all()
         self._wake.set()
 
@@ -399,18 +402,19 @@ class Worker:
             before = dict(self._inflight)
         try:
             held = self.db(lambda c: lease_mod.heartbeat(c, self.schema, self.worker_id, self.lease,
-                                                         list(before)), window=0)
+                                                         sorted({eid for eid, _ in before})), window=0)
         except psycopg.Error as exc:
             self.log.warning("event=heartbeat_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn))
             return
-        for eid, claimed in before.items():
-            if (eid, claimed.claim.epoch) not in held and not claimed.lost.is_set():
+        for key, claimed in before.items():
+            if key not in held and not claimed.lost.is_set():
                 with self._lock:
-                    still_running = eid in self._inflight
+                    still_running = key in self._inflight
                 if still_running:
                     claimed.lost.set()
-                    self.log.warning("event=claim_lost worker=%s execution_id=%s (swept, cancelled "
-                                     "or reclaimed; stopping at the next step)", self.worker_id, eid)
+                    self.log.warning("event=claim_lost worker=%s execution_id=%s epoch=%s (swept, "
+                                     "cancelled or reclaimed; stopping at the next step)", self.worker_id,
+                                     key[0], key[1])
 
     def _sweep(self) -> None:
         try:
