@@ -33,6 +33,7 @@ from . import queues as queues_mod
 from . import listener, runner, scheduler, schedules as schedules_mod
 from .backoff import Backoff
 from .connection import connect, first_line, make_pool, unavailable
+from .outage import is_conflict, is_outage
 from .boundary import Boundary, Outcome
 from .runtime import Claimed, Deployment, EngineSettings, Registry
 from .errors import DatabaseUnavailable, KestrelError
@@ -46,6 +47,8 @@ log = logging.getLogger("kestrel.worker")
 _RECONNECT = Backoff(0.1, cap=2.0)      # startup: registering the worker
 _DB_RETRY = Backoff(0.05, cap=2.0)      # one engine write (Worker.db)
 _CLAIM_RETRY = Backoff(0.2, cap=5.0)    # the claim loop
+_CONFLICT_RETRY = Backoff(0.01, cap=0.2)  # a statement rolled back by a deadlock (Worker.db)
+_CONFLICT_TRIES = 3
 
 
 class Worker:
@@ -101,6 +104,7 @@ class Worker:
         self._stopped = threading.Event()    # threads exit
         self._wake = threading.Event()
         self._hurry = threading.Event()      # stop waiting for in-flight steps (second signal)
+        self._give_up = threading.Event()    # retries waiting for the database stop waiting
         # Keyed by claim (execution id, claim epoch), not by execution: after a freeze this
         # worker may claim an execution again while the older claim's thread still finishes
         # its step; that thread's cleanup must not drop the newer claim from the heartbeat.
@@ -190,11 +194,13 @@ class Worker:
         with self._idle:
             while self._inflight and time.monotonic() < deadline and not self._hurry.is_set():
                 self._idle.wait(timeout=max(0.0, min(0.2, deadline - time.monotonic())))
+        self._give_up.set()  # past the grace: a write still waiting for the database fails now
         self._group.stop()
         try:
-            released = self.db(lambda c: lease_mod.release_all(c, self.schema, self.worker_id), window=5.0)
+            released = self.db(lambda c: lease_mod.release_all(c, self.schema, self.worker_id),
+                               window=5.0, interruptible=False)
             self.stats["released"] += len(released)
-            self.db(lambda c: lease_mod.retire(c, self.schema, self.worker_id), window=5.0)
+            self.db(lambda c: lease_mod.retire(c, self.schema, self.worker_id), window=5.0, interruptible=False)
         except psycopg.OperationalError as exc:
             released = []
             self.log.warning("event=release_failed worker=%s error=%r (leases will lapse and be swept)",
@@ -261,25 +267,40 @@ class Worker:
 
     # -- database access ---------------------------------------------------------------------
 
-    def db(self, fn: Callable[[psycopg.Connection], T], *, window: float | None = None) -> T:
-        """Run ``fn`` on a pooled connection, retrying while the database is unreachable.
+    def db(self, fn: Callable[[psycopg.Connection], T], *, window: float | None = None,
+           interruptible: bool = True) -> T:
+        """Run ``fn`` on a pooled connection, retrying while the database is unreachable
+        (``outage.is_outage``: a lost or refused connection, up to ``window`` seconds) and
+        a few times at once when the server rolled it back to end a deadlock. Anything else
+        the server answers (a statement timeout, a bad value) is raised at once: the same
+        statement would get the same answer. A stopping worker past its grace stops waiting
+        (unless not ``interruptible``: its own last writes).
 
         Every write passed here is safe to repeat (fenced, ON CONFLICT, or checked).
         """
         deadline = time.monotonic() + (self.db_retry_window if window is None else window)
-        retry = 0
+        retry = conflicts = 0
         while True:
-            delay = _DB_RETRY.delay(retry)
             try:
                 with self._pool.connection(timeout=max(1.0, min(10.0, deadline - time.monotonic()))) as conn:
                     return fn(conn)
-            except psycopg.OperationalError as exc:
-                if time.monotonic() + delay > deadline or self._stopped.is_set():
+            except psycopg.Error as exc:
+                if is_conflict(exc) and conflicts < _CONFLICT_TRIES - 1:
+                    delay = _CONFLICT_RETRY.delay(conflicts)
+                    conflicts += 1
+                    self.log.warning("event=db_conflict_retry worker=%s error=%r retry_in_s=%.2f",
+                                     self.worker_id, first_line(exc, self.settings.dsn), delay)
+                elif is_outage(exc):
+                    delay = _DB_RETRY.delay(retry)
+                    if time.monotonic() + delay > deadline or self._stopped.is_set():
+                        raise
+                    retry += 1
+                    self.log.warning("event=db_retry worker=%s error=%r retry_in_s=%.2f",
+                                     self.worker_id, first_line(exc, self.settings.dsn), delay)
+                else:
                     raise
-                self.log.warning("event=db_retry worker=%s error=%r retry_in_s=%.2f",
-                                 self.worker_id, first_line(exc, self.settings.dsn), delay)
-                time.sleep(delay)
-                retry += 1
+                if (self._give_up if interruptible else self._stopped).wait(delay):
+                    raise
 
     def commit(self, boundary: Boundary, *, after: LazyOpen | None = None) -> Outcome:
         """Write one step boundary with the next group commit (see group_commit.py)."""
