@@ -57,8 +57,11 @@ def test_checkpoint_written_once_first_result_wins(app: Kestrel, db: psycopg.Con
     eid = app.enqueue("w")
     (held,) = claim(db, S, owner="w1", names=["w"], n=1, lease=timedelta(seconds=30))
     one = opened(db, eid, "w1", held.epoch, "a")
-    two = opened(db, eid, "w1", held.epoch, "a")
     (first,) = boundary.write(db, S, [Boundary(eid, "w1", held.epoch, finish=Finish("a", one, Jsonb("first")))])
+    # A claim runs one attempt of a step at a time (opening it again while it runs returns it:
+    # a retried write, boundary.py), so the second writer's attempt opens after the first ended.
+    two = opened(db, eid, "w1", held.epoch, "a")
+    assert two.number == 2
     (second,) = boundary.write(db, S, [Boundary(eid, "w1", held.epoch, finish=Finish("a", two, Jsonb("second")))])
     assert first.written and first.checkpoint == ("first", None, 1)
     assert not second.written and second.held and second.checkpoint == ("first", None, 1)

@@ -46,3 +46,38 @@ def test_a_statement_timeout_on_the_write_path_is_not_logged_as_db_retry(
         done = wait_for(lambda: (e := app.get(eid)).done and e, timeout=30, what="the replay to finish")
         assert done.status == "success" and done.output == "b"
 
+
+def test_a_boundary_retried_after_its_commit_went_through_leaves_one_attempt_and_no_stall(
+        app: Kestrel, db: psycopg.Connection, ledger, start_worker, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_write = boundary.write
+    broken: list[int] = []
+
+    def write_then_lose_the_answer(conn, schema, batch):
+        outcomes = real_write(conn, schema, batch)  # committed (autocommit)
+        if not broken and any(b.finish is not None and b.finish.step_id == "a" and b.finish.keep for b in batch):
+            broken.append(len(batch))
+            conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")  # the answer never arrives
+        return outcomes
+
+    monkeypatch.setattr(boundary, "write", write_then_lose_the_answer)
+
+    def side_effect(eid: int, step: str) -> str:
+        ledger.execute("INSERT INTO public.ledger (execution_id, step_id) VALUES (%s, %s)", (eid, step))
+        return step
+
+    @app.workflow("two")
+    def two(ctx, _input):
+        return [ctx.step("a", side_effect, ctx.execution_id, "a"), ctx.step("b", side_effect, ctx.execution_id, "b")]
+
+    start_worker(app, lease=timedelta(seconds=30))  # a stall would wait out this lease
+    eid = app.enqueue("two")
+    done = wait_for(lambda: (e := app.get(eid)).done and e, timeout=20, what="the execution to finish")
+    assert broken, "the fault was injected"
+    assert done.status == "success" and done.output == ["a", "b"]
+    assert done.claims == 1  # never re-claimed: no lease waited out
+    attempts = db.execute("SELECT step_id, attempt, outcome FROM step_attempts WHERE execution_id = %s"
+                          " ORDER BY step_id, attempt", (eid,)).fetchall()
+    assert attempts == [("a", 1, "success"), ("b", 1, "success")]
+    assert db.execute("SELECT step_id, owner_id IS NOT NULL, claim_epoch FROM operation_outputs"
+                      " WHERE execution_id = %s ORDER BY step_id", (eid,)).fetchall() == [("a", True, 1), ("b", True, 1)]
+    assert sorted(step for _, step in ledger.execute("SELECT execution_id, step_id FROM public.ledger")) == ["a", "b"]
