@@ -18,15 +18,23 @@ from psycopg.types.json import Jsonb
 from .statements import render
 
 # On a replay: read every checkpoint once (this worker is the only writer while it holds the
-# claim, so the copy stays true), and close attempts a dead worker left open.
+# claim, so the copy stays true), and close attempts an earlier claim left open. Fenced: only
+# while the claim is current (a late worker must not close the new owner's running attempts,
+# nor read checkpoints as if it still held the execution); the row is locked meanwhile, as a
+# boundary write locks it. ``held`` false: nothing was closed, the rows mean nothing.
 LOAD = """
-WITH abandoned AS (
-    UPDATE {schema}.step_attempts
+WITH fence AS (
+    {lock_if_claim_is_current}
+), abandoned AS (
+    UPDATE {schema}.step_attempts a
        SET outcome = 'error', finished_at = clock_timestamp(),
            error = 'abandoned: its worker stopped before finishing (killed, lost its lease, or shut down)'
-     WHERE execution_id = %(eid)s AND outcome = 'running'
+      FROM fence
+     WHERE a.execution_id = fence.id AND a.outcome = 'running'
+       AND (a.owner_id, a.claim_epoch) IS DISTINCT FROM (%(owner)s::text, %(epoch)s::bigint)
 )
-SELECT step_id, output, error, attempts, seq FROM {schema}.operation_outputs WHERE execution_id = %(eid)s
+SELECT true, o.step_id, o.output, o.error, o.attempts, o.seq
+  FROM fence LEFT JOIN {schema}.operation_outputs o ON o.execution_id = fence.id
 """
 
 # A checkpoint that is not a step's (a child started, children awaited): fenced, written once.
@@ -52,10 +60,15 @@ class Checkpoint:
     seq: int | None = None  # its position among the execution's durable operations (1-based)
 
 
-def load(conn: psycopg.Connection, schema: str, execution_id: int) -> dict[str, Checkpoint]:
-    """Every checkpoint of an execution, by step id."""
-    rows = conn.execute(render(LOAD, schema), {"eid": execution_id}).fetchall()
-    return {step: Checkpoint(output, error, attempts, seq) for step, output, error, attempts, seq in rows}
+def load(conn: psycopg.Connection, schema: str, execution_id: int, *, owner: str,
+         epoch: int) -> dict[str, Checkpoint] | None:
+    """Every checkpoint of an execution, by step id, read under the claim (owner, epoch);
+    None when that claim is no longer current."""
+    rows = conn.execute(render(LOAD, schema), {"eid": execution_id, "owner": owner, "epoch": epoch}).fetchall()
+    if not rows:
+        return None
+    return {step: Checkpoint(output, error, attempts, seq)
+            for _, step, output, error, attempts, seq in rows if step is not None}
 
 
 def record(conn: psycopg.Connection, schema: str, *, execution_id: int, step_id: str, owner: str,

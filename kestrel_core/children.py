@@ -139,7 +139,7 @@ def start(conn: psycopg.Connection, schema: str, *, execution_id: int, owner: st
         "priority": priority, "channel": notify_channel(schema),
         "queue": queue, "ckey": concurrency_key, "version": version,
     }).fetchone()
-    assert row is not None
+    row = _one_row(row, "START_CHILD")
     return row[1] if row[0] else None
 
 
@@ -156,5 +156,13 @@ def park(conn: psycopg.Connection, schema: str, *, execution_id: int, owner: str
         "eid": execution_id, "owner": owner, "epoch": epoch, "step": step_id, "seq": seq,
         "ids": children, "details": Jsonb({"children": children}), "after": after,
     }).fetchone()
-    assert row is not None
+    row = _one_row(row, "PARK_ON_CHILDREN")
     return bool(row[0]), bool(row[1])
+
+
+def _one_row(row: tuple[Any, ...] | None, statement: str) -> tuple[Any, ...]:
+    """The row a statement ending in a FROM-less SELECT always returns. Missing, it is an
+    engine error (the caller unwinds and the execution is retried), checked also under -O."""
+    if row is None:
+        raise psycopg.InternalError(f"{statement} returned no row")
+    return row

@@ -15,6 +15,7 @@ import psycopg
 
 from . import checkpoint, deadlines
 from .boundary import Boundary, Completion
+from .checkpoint import Checkpoint
 from .connection import first_line
 from .context import AsyncWorkflowContext, WorkflowContext, describe_exception
 from .errors import NonDeterministicChange, NotSerializable
@@ -39,7 +40,13 @@ def prepare(worker: RunnerHost, held: Claimed) -> WorkflowContext:
     if timeout is not None:
         worker.db(lambda c: deadlines.stamp(c, worker.schema, execution_id=item.execution_id,
                                             owner=worker.worker_id, epoch=item.epoch, timeout=timeout))
-    stored = {} if item.first_run else worker.db(lambda c: checkpoint.load(c, worker.schema, item.execution_id))
+    stored: dict[str, Checkpoint] | None = {}
+    if not item.first_run:
+        stored = worker.db(lambda c: checkpoint.load(c, worker.schema, item.execution_id,
+                                                     owner=worker.worker_id, epoch=item.epoch))
+    if stored is None:
+        worker.refused(item.execution_id, "checkpoint load")
+        raise Unwind("lost")
     return WorkflowContext(worker, held, stored)
 
 

@@ -8,7 +8,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from kestrel_core import Kestrel
-from kestrel_core import boundary, lease, sweeper, waits
+from kestrel_core import boundary, checkpoint, lease, sweeper, waits
 from kestrel_core.boundary import Attempt, Boundary, Completion, Finish, Outcome
 from kestrel_core.claim import claim
 
@@ -115,3 +115,20 @@ def test_sweeper_is_idempotent_and_leaves_live_leases(app: Kestrel, db: psycopg.
     assert sweeper.sweep_leases(db, S) == [dead]
     assert sweeper.sweep_leases(db, S) == []
     assert app.get(live).status == "running" and app.get(dead).status == "enqueued"
+
+
+def test_a_stale_claim_loading_checkpoints_closes_none_of_the_new_claims_attempts(
+        app: Kestrel, db: psycopg.Connection) -> None:
+    eid = app.enqueue("w")
+    (old,) = claim(db, S, owner="w1", names=["w"], n=1, lease=timedelta(seconds=30))
+    left_open = opened(db, eid, "w1", old.epoch, "a")
+    expire(db, eid)
+    assert sweeper.sweep_leases(db, S) == [eid]
+    (new,) = claim(db, S, owner="w2", names=["w"], n=1, lease=timedelta(seconds=30))
+    assert checkpoint.load(db, S, eid, owner="w2", epoch=new.epoch) == {}  # closes the old claim's attempt
+    running = opened(db, eid, "w2", new.epoch, "a")
+    assert running.number == left_open.number + 1
+    # The first claim's worker comes back and replays: refused, and the new attempt stays running.
+    assert checkpoint.load(db, S, eid, owner="w1", epoch=old.epoch) is None
+    assert db.execute("SELECT attempt, owner_id, outcome FROM step_attempts ORDER BY attempt").fetchall() == [
+        (1, "w1", "error"), (2, "w2", "running")]
