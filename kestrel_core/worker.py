@@ -105,6 +105,8 @@ class Worker:
         self._wake = threading.Event()
         self._hurry = threading.Event()      # stop waiting for in-flight steps (second signal)
         self._give_up = threading.Event()    # retries waiting for the database stop waiting
+        self._quiet = threading.Event()      # the heartbeat and the sweeps end (before retiring)
+        self._maintenance: threading.Thread | None = None
         # Keyed by claim (execution id, claim epoch), not by execution: after a freeze this
         # worker may claim an execution again while the older claim's thread still finishes
         # its step; that thread's cleanup must not drop the newer claim from the heartbeat.
@@ -164,7 +166,7 @@ class Worker:
         self._pool.open()  # fills in the background; db() waits for a connection and retries
         self._group.start()
         self._spawn(self._claim_loop, "claim")
-        self._spawn(self._maintenance_loop, "maintenance")
+        self._maintenance = self._spawn(self._maintenance_loop, "maintenance")
         if self.listen:
             self._spawn(lambda: listener.listen(self.settings, set(self.names), self._wake, self._stopped,
                                                 self.log, self.worker_id), "listen")
@@ -196,6 +198,11 @@ class Worker:
                 self._idle.wait(timeout=max(0.0, min(0.2, deadline - time.monotonic())))
         self._give_up.set()  # past the grace: a write still waiting for the database fails now
         self._group.stop()
+        # No heartbeat may follow the retirement: its UPDATE of the workers row clears
+        # stopped_at, and one in flight when this process retires left the row looking live.
+        self._quiet.set()
+        if self._maintenance is not None:
+            self._maintenance.join(timeout=5.0)
         try:
             released = self.db(lambda c: lease_mod.release_all(c, self.schema, self.worker_id),
                                window=5.0, interruptible=False)
@@ -228,12 +235,15 @@ class Worker:
             try:
                 with connect(self.settings.dsn, application_name="kestrel-worker") as conn:
                     check_current(conn, self.schema)
-                    lease_mod.register(conn, self.schema, self.worker_id, self.names, self.concurrency,
-                                       self.versions, self.queues)
-                    queues_mod.declare(conn, self.schema, list(self.registry.queues.values()),
-                                       queues_mod.bindings(self.registry.workflows.values()))
-                    schedules_mod.declare(conn, self.schema, list(self.registry.schedules.values()),
-                                          by=f"worker:{self.worker_id}")
+                    # One transaction: a start that fails (or is stopped) half way leaves no
+                    # live workers row behind for a process that never served.
+                    with conn.transaction():
+                        lease_mod.register(conn, self.schema, self.worker_id, self.names, self.concurrency,
+                                           self.versions, self.queues)
+                        queues_mod.declare(conn, self.schema, list(self.registry.queues.values()),
+                                           queues_mod.bindings(self.registry.workflows.values()))
+                        schedules_mod.declare(conn, self.schema, list(self.registry.schedules.values()),
+                                              by=f"worker:{self.worker_id}")
                     unknown = queues_mod.undeclared(conn, self.schema, self.queues) if self.queues else []
                 if unknown:
                     self.log.warning("event=undeclared_queues worker=%s queues=%s (no code declares them or "
@@ -260,10 +270,11 @@ class Worker:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _spawn(self, target: Callable[[], Any], name: str) -> None:
+    def _spawn(self, target: Callable[[], Any], name: str) -> threading.Thread:
         thread = threading.Thread(target=target, name=f"kestrel-{name}", daemon=True)
         thread.start()
         self._threads.append(thread)
+        return thread
 
     # -- database access ---------------------------------------------------------------------
 
@@ -394,7 +405,7 @@ class Worker:
     def _maintenance_loop(self) -> None:
         beat_every = self.lease.total_seconds() / 3
         next_beat = next_sweep = time.monotonic()
-        while not self._stopped.is_set():
+        while not self._quiet.is_set():
             now = time.monotonic()
             if now >= next_beat:
                 next_beat = now + beat_every
@@ -403,7 +414,7 @@ class Worker:
                 next_sweep = now + self.sweep_interval * random.uniform(0.8, 1.2)
                 self._sweep()
                 self._tick_schedules()
-            self._stopped.wait(max(0.01, min(next_beat, next_sweep) - time.monotonic()))
+            self._quiet.wait(max(0.01, min(next_beat, next_sweep) - time.monotonic()))
 
     def _prune_loop(self) -> None:
         assert self.prune_older_than is not None
