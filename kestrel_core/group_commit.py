@@ -99,7 +99,8 @@ class GroupCommit:
                 raise psycopg.OperationalError("the worker is stopping: no more writes")
         if pending.error is not None:
             raise pending.error
-        assert pending.outcome is not None
+        if pending.outcome is None:  # _resolve sets one of the two; checked also under -O
+            raise psycopg.InternalError("group commit resolved a boundary with neither outcome nor error")
         return pending.outcome
 
     def open_lazily(self, b: Boundary) -> LazyOpen:
@@ -198,7 +199,8 @@ def _ended(b: Boundary, lazy: _Pending, *, merged: bool) -> Boundary:
     """``b``, whose finish ends the lazily started attempt ``lazy``: with the start's time once
     it was written, else (``merged``, or the start's write failed) written with its end."""
     f = b.finish
-    assert f is not None and f.attempt.started_at is None, "after= names the unwritten start this boundary ends"
+    if f is None or f.attempt.started_at is not None:
+        return b  # nothing of the lazy start to carry: it ends no unwritten attempt
     opened = lazy.outcome.opened if (not merged and lazy.outcome is not None) else None
     if opened is not None:
         attempt = Attempt(f.attempt.number, opened.started_at)
