@@ -21,7 +21,8 @@ from .statements import render
 # claim, so the copy stays true), and close attempts an earlier claim left open. Fenced: only
 # while the claim is current (a late worker must not close the new owner's running attempts,
 # nor read checkpoints as if it still held the execution); the row is locked meanwhile, as a
-# boundary write locks it. ``held`` false: nothing was closed, the rows mean nothing.
+# boundary write locks it. No row at all: the claim is not current (nothing was closed); one
+# row of NULLs: it is, and there is no checkpoint yet.
 LOAD = """
 WITH fence AS (
     {lock_if_claim_is_current}
@@ -33,7 +34,7 @@ WITH fence AS (
      WHERE a.execution_id = fence.id AND a.outcome = 'running'
        AND (a.owner_id, a.claim_epoch) IS DISTINCT FROM (%(owner)s::text, %(epoch)s::bigint)
 )
-SELECT true, o.step_id, o.output, o.error, o.attempts, o.seq
+SELECT o.step_id, o.output, o.error, o.attempts, o.seq
   FROM fence LEFT JOIN {schema}.operation_outputs o ON o.execution_id = fence.id
 """
 
@@ -68,7 +69,7 @@ def load(conn: psycopg.Connection, schema: str, execution_id: int, *, owner: str
     if not rows:
         return None
     return {step: Checkpoint(output, error, attempts, seq)
-            for _, step, output, error, attempts, seq in rows if step is not None}
+            for step, output, error, attempts, seq in rows if step is not None}
 
 
 def record(conn: psycopg.Connection, schema: str, *, execution_id: int, step_id: str, owner: str,

@@ -430,11 +430,6 @@ class _Strand:
         return pending
 
 
-@dataclass(frozen=True)
-class _Output:
-    value: Any
-
-
 class _TimedOut(Exception):
     """A step attempt outlived its timeout."""
 

@@ -60,7 +60,7 @@ GATES = "SELECT execution_id, decision, decided_by FROM kestrel.workflow_waits W
 # Seconds of slack around a disruption when explaining a duplicate (clock reads on one host).
 SLACK_S = 3.0
 # How long before a kill a run may have started and still be in flight (its work, at most
-# 0.6 s in the workload, and its boundary's commit): a kill explains nothing older.
+# 2.3 s in the workload, and its boundary's commit): a kill explains nothing older.
 IN_FLIGHT_S = 5.0
 # A freeze explains only runs its SIGSTOP cut off: started before it (this slack covers the
 # signal's delivery), not the runs the worker starts once resumed.

@@ -242,7 +242,9 @@ class ChaosRun:
         while not self.stop_feeding.is_set():
             i += 1
             key = f"chaos-{i}"
-            spec = {"steps": self.rng.randint(3, 5), "work_ms": self.rng.choice([20, 50, 120, 400]),
+            # now and then a long chain (about 5 s in one claim): still running a lease after a
+            # frozen worker claimed it again, when a lost heartbeat would let it be swept
+            spec = {"steps": self.rng.randint(3, 5), "work_ms": self.rng.choice([20, 50, 120, 400, 400, 1500]),
                     "nap": self.rng.choice([None, None, 0.3, 1.0]),
                     "gate": self.rng.choice([None, None, None, "approve", "approve", "reject", "timeout"])}
             # every third on the limited queue, every other one of those under one of 4 keys
