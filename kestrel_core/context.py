@@ -1,5 +1,6 @@
 """The ``ctx`` a workflow function receives: durable steps, sleeps and approval gates
-(child workflows and events are in flow_context.py).
+(child workflows and events are in flow_context.py; the ``ctx`` of an ``async def`` workflow
+is async_context.py).
 
 Replay is deterministic by construction: a step whose checkpoint exists returns the stored
 output without running; a sleep or gate whose checkpoint exists returns at once. Anything else
@@ -26,11 +27,11 @@ from .boundary import Attempt, Boundary, Finish, Outcome
 from .checkpoint import Checkpoint
 from .connection import first_line
 from .errors import DuplicateStepId, NonDeterministicChange, NotSerializable, StepFailed
-from .flow_context import AsyncFlowOperations, FlowOperations
+from .flow_context import FlowOperations
 from .runtime import Claimed, Unwind, WorkerRuntime
 from .serialization import as_stored, to_json
 
-__all__ = ["AsyncWorkflowContext", "Claimed", "Decision", "Unwind", "WorkflowContext", "describe_exception"]
+__all__ = ["Claimed", "Decision", "Unwind", "WorkflowContext", "describe_exception"]
 
 T = TypeVar("T")
 
@@ -86,7 +87,7 @@ class WorkflowContext(FlowOperations):
         # of an async workflow has its own (AsyncWorkflowContext.step): gathered steps never
         # share one. The lock guards what steps running at once share (the checkpoint map, the
         # positions, the children and events seen).
-        self._strand = _Strand(defer=True)
+        self._strand = Strand(defer=True)
         self._lock = threading.Lock()
 
     @property
@@ -261,7 +262,7 @@ class WorkflowContext(FlowOperations):
         return Unwind("engine_error")
 
     def _settle(self, step_id: str, attempt: Attempt, result: Any, position: int,
-                strand: _Strand) -> Checkpoint:
+                strand: Strand) -> Checkpoint:
         """Checkpoint an attempt that returned ``result``: its JSON, or the error that it is
         none (final: the same code would return the same type)."""
         try:
@@ -273,7 +274,7 @@ class WorkflowContext(FlowOperations):
     @staticmethod
     def _failed(step_id: str, number: int, timeout: float | None, exc: Exception) -> str:
         """The error text of an attempt that raised ``exc`` (or outlived its timeout)."""
-        if isinstance(exc, _TimedOut):
+        if isinstance(exc, AttemptTimedOut):
             return (f"StepTimeout: attempt {number} of step {step_id!r} timed out after {timeout:g}s "
                     "(a function still running goes on in its thread; its result is discarded)")
         return describe_exception(exc)
@@ -286,7 +287,7 @@ class WorkflowContext(FlowOperations):
             try:
                 return self._worker.await_on_loop(asyncio.wait_for(fn(*args, **kwargs), timeout))
             except asyncio.TimeoutError:
-                raise _TimedOut() from None
+                raise AttemptTimedOut() from None
         box: dict[str, Any] = {}
         done = threading.Event()
 
@@ -301,13 +302,13 @@ class WorkflowContext(FlowOperations):
 
         threading.Thread(target=run, name=f"kestrel-step-{self.execution_id}", daemon=True).start()
         if not done.wait(timeout):
-            raise _TimedOut()
+            raise AttemptTimedOut()
         if "error" in box:
             raise box["error"]
         return box["result"]
 
     def _checkpoint(self, step_id: str, attempt: Attempt, output: Any, error: str | None,
-                    position: int, strand: _Strand) -> Checkpoint:
+                    position: int, strand: Strand) -> Checkpoint:
         """The step's checkpoint. Deferred (a sync workflow's strand): it is written with the
         next boundary (the next step's start, a park, the completion), in the same round trip;
         only workflow code, which must be deterministic, runs in between, so a crash there
@@ -330,7 +331,7 @@ class WorkflowContext(FlowOperations):
         with self._lock:
             self._checkpoints[step_id] = stored
 
-    def _open(self, step_id: str, position: int, strand: _Strand) -> Attempt:
+    def _open(self, step_id: str, position: int, strand: Strand) -> Attempt:
         """Start an attempt of ``step_id``, writing the strand's pending end in the same statement.
 
         The first operation of a first claim does not wait: the claim just committed is its
@@ -351,7 +352,7 @@ class WorkflowContext(FlowOperations):
             raise Unwind("engine_error")
         return outcome.opened
 
-    def _flush(self, strand: _Strand | None = None) -> Checkpoint | None:
+    def _flush(self, strand: Strand | None = None) -> Checkpoint | None:
         """Write the strand's pending end now (by default the workflow's own strand: before a
         write of another kind); the checkpoint that stood first, when ours lost the race."""
         strand = self._strand if strand is None else strand
@@ -373,7 +374,7 @@ class WorkflowContext(FlowOperations):
         return self._commit(dataclasses.replace(done, finish=self._strand.take()), self._strand,
                             engine_errors=True)
 
-    def _check_raced(self, outcome: Outcome, strand: _Strand) -> None:
+    def _check_raced(self, outcome: Outcome, strand: Strand) -> None:
         # Another checkpoint of the same step stood first, though we held the claim: the value
         # the workflow went on with is not the recorded one. Replay from the record instead.
         # (A step written at once returns the stored value instead: nothing went on with ours.)
@@ -382,7 +383,7 @@ class WorkflowContext(FlowOperations):
                                    "stored checkpoint after the lease lapses)", self.execution_id)
             raise Unwind("engine_error")
 
-    def _commit(self, b: Boundary, strand: _Strand, *, engine_errors: bool = False) -> Outcome:
+    def _commit(self, b: Boundary, strand: Strand, *, engine_errors: bool = False) -> Outcome:
         """Write a boundary with the worker's next group commit (see ``_write`` for failures)."""
         after = None
         if b.finish is not None and b.finish.attempt.started_at is None:
@@ -410,7 +411,7 @@ class WorkflowContext(FlowOperations):
         raise Unwind("parked")
 
 
-class _Strand:
+class Strand:
     """The step-boundary state of one line of steps that run one after another: the end of
     its last step not written yet (``pending``) and the handle of a first attempt's unwritten
     start. A sync workflow has one (``defer``: the end waits for the next boundary); each step
@@ -430,112 +431,5 @@ class _Strand:
         return pending
 
 
-class _TimedOut(Exception):
+class AttemptTimedOut(Exception):
     """A step attempt outlived its timeout."""
-
-
-class AsyncWorkflowContext(AsyncFlowOperations):
-    """The ``ctx`` of an ``async def`` workflow: the same operations, awaitable.
-
-    Database work and blocking steps run in threads; coroutine steps run on the worker's loop.
-    Each operation takes its position before its first ``await``, so operations started
-    together (``asyncio.gather``) take the same positions on every replay.
-    """
-
-    def __init__(self, sync: WorkflowContext) -> None:
-        self._sync = sync
-
-    @property
-    def execution_id(self) -> int:
-        return self._sync.execution_id
-
-    @property
-    def workflow_name(self) -> str:
-        return self._sync.workflow_name
-
-    @property
-    def input(self) -> Any:
-        return self._sync.input
-
-    @property
-    def worker_id(self) -> str:
-        return self._sync.worker_id
-
-    @property
-    def claim_epoch(self) -> int:
-        return self._sync.claim_epoch
-
-    async def step(self, step_id: str, fn: Callable[..., Any], *args: Any, retries: int = 0,
-                   backoff: float = 1.0, max_backoff: float = 60.0,
-                   timeout: timedelta | float | None = None, **kwargs: Any) -> Any:
-        """See WorkflowContext.step; ``fn`` may be a coroutine function.
-
-        The step runs here, on the event loop: a coroutine step is awaited on it, a plain
-        function runs in a thread of its own. Each step has its own boundary state (steps
-        gathered with ``asyncio.gather`` write their own ends, each at once); only the writes,
-        which block, go to threads."""
-        sync = self._sync
-        position = sync._use(step_id)
-        stored = sync._stored(step_id)
-        if stored is not None:
-            return sync._result(step_id, stored)
-        if retries < 0:
-            raise ValueError(f"retries must be 0 or more, got {retries!r}")
-        limit = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
-        strand = _Strand(defer=False)
-        total = retries + 1
-        number = 0
-        while True:
-            number += 1
-            sync._boundary()
-            attempt = await asyncio.to_thread(sync._open, step_id, position, strand)
-            try:
-                result = await _call_async(fn, args, kwargs, limit)
-            except Exception as exc:
-                error = sync._failed(step_id, number, limit, exc)
-            else:  # serialised in the thread that writes it: a large output never holds the loop
-                return sync._result(step_id, await asyncio.to_thread(
-                    sync._settle, step_id, attempt, result, position, strand))
-            if number == total:
-                return sync._result(step_id, await asyncio.to_thread(
-                    sync._checkpoint, step_id, attempt, None, error, position, strand))
-            strand.pending = Finish(step_id, attempt, error=error, keep=False)
-            await asyncio.to_thread(sync._flush, strand)
-            delay = sync._retry_delay(step_id, attempt, number, backoff, max_backoff)
-            if await _set_within(sync._worker.draining, delay):
-                raise Unwind("shutdown")
-
-    async def sleep(self, step_id: str, duration: timedelta | float) -> None:
-        """See WorkflowContext.sleep."""
-        await asyncio.to_thread(self._sync._sleep, self._sync._use(step_id), step_id, duration)
-
-    async def wait_for_approval(self, step_id: str, *, timeout: timedelta | float | None = None,
-                                details: Any = None) -> Decision:
-        """See WorkflowContext.wait_for_approval."""
-        return await asyncio.to_thread(self._sync._approval, self._sync._use(step_id), step_id,
-                                       timeout, details)
-
-
-async def _call_async(fn: Callable[..., Any], args: tuple, kwargs: dict, timeout: float | None) -> Any:
-    """One attempt of an async workflow's step: a coroutine function on the loop, anything
-    else in a thread (an awaitable it returns is then awaited on the loop)."""
-    work = fn(*args, **kwargs) if inspect.iscoroutinefunction(fn) else asyncio.to_thread(fn, *args, **kwargs)
-    try:
-        result = await (work if timeout is None else asyncio.wait_for(work, timeout))
-        if inspect.isawaitable(result):
-            result = await (result if timeout is None else asyncio.wait_for(result, timeout))
-    except asyncio.TimeoutError:
-        raise _TimedOut() from None
-    return result
-
-
-async def _set_within(event: threading.Event, delay: float) -> bool:
-    """Whether ``event`` is set within ``delay`` seconds, waiting on the loop (no thread)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + delay
-    while not event.is_set():
-        left = deadline - loop.time()
-        if left <= 0:
-            return False
-        await asyncio.sleep(min(left, 0.1))
-    return True

@@ -17,7 +17,8 @@ from . import checkpoint, deadlines
 from .boundary import Boundary, Completion
 from .checkpoint import Checkpoint
 from .connection import first_line
-from .context import AsyncWorkflowContext, WorkflowContext, describe_exception
+from .async_context import AsyncWorkflowContext
+from .context import WorkflowContext, describe_exception
 from .errors import NonDeterministicChange, NotSerializable
 from .outage import is_outage
 from .runtime import Claimed, EngineSettings, Registry, Unwind, WorkerRuntime

@@ -27,16 +27,15 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from . import claim as claim_mod, deadlines, lease as lease_mod, sweeper
+from . import claim as claim_mod, deadlines, lease as lease_mod, registration, sweeper
 from . import prune as prune_mod
-from . import queues as queues_mod
-from . import listener, runner, scheduler, schedules as schedules_mod
+from . import listener, runner, scheduler
 from .backoff import Backoff
-from .connection import connect, first_line, make_pool, unavailable
+from .connection import first_line, make_pool
 from .outage import is_conflict, is_outage
 from .boundary import Boundary, Outcome
 from .runtime import Claimed, Deployment, EngineSettings, Registry
-from .errors import DatabaseUnavailable, KestrelError
+from .errors import KestrelError
 from .group_commit import GroupCommit, LazyOpen
 
 T = TypeVar("T")
@@ -44,7 +43,6 @@ T = TypeVar("T")
 log = logging.getLogger("kestrel.worker")
 
 # Retry policies of the worker's loops while the database is away.
-_RECONNECT = Backoff(0.1, cap=2.0)      # startup: registering the worker
 _DB_RETRY = Backoff(0.05, cap=2.0)      # one engine write (Worker.db)
 _CLAIM_RETRY = Backoff(0.2, cap=5.0)    # the claim loop
 _CONFLICT_RETRY = Backoff(0.01, cap=0.2)  # a statement rolled back by a deadlock (Worker.db)
@@ -161,7 +159,7 @@ class Worker:
         the claim loop, runners, listener and maintenance threads."""
         if not self.names:
             raise ValueError("this app registers no workflow: decorate functions with @app.workflow")
-        if not self._register():
+        if not registration.register(self):
             return self  # stopped while waiting for the database
         self._pool.open()  # fills in the background; db() waits for a connection and retries
         self._group.start()
@@ -223,46 +221,6 @@ class Worker:
         self._pool.close(timeout=2.0)
         self.log.info("event=worker_stopped worker=%s released=%s stats=%s", self.worker_id,
                       len(released), self.stats)
-
-    def _register(self) -> bool:
-        """Check the schema and register this worker's names, waiting up to ``startup_timeout``
-        while the database is unreachable. False if stopped meanwhile."""
-        from .migrate import check_current
-
-        deadline = time.monotonic() + self.startup_timeout
-        retry = 0
-        while True:
-            try:
-                with connect(self.settings.dsn, application_name="kestrel-worker") as conn:
-                    check_current(conn, self.schema)
-                    # One transaction: a start that fails (or is stopped) half way leaves no
-                    # live workers row behind for a process that never served.
-                    with conn.transaction():
-                        lease_mod.register(conn, self.schema, self.worker_id, self.names, self.concurrency,
-                                           self.versions, self.queues)
-                        queues_mod.declare(conn, self.schema, list(self.registry.queues.values()),
-                                           queues_mod.bindings(self.registry.workflows.values()))
-                        schedules_mod.declare(conn, self.schema, list(self.registry.schedules.values()),
-                                              by=f"worker:{self.worker_id}")
-                    unknown = queues_mod.undeclared(conn, self.schema, self.queues) if self.queues else []
-                if unknown:
-                    self.log.warning("event=undeclared_queues worker=%s queues=%s (no code declares them or "
-                                     "binds a workflow to them: this worker claims only executions enqueued "
-                                     "there with queue=...; check --queues for a typo)", self.worker_id,
-                                     ",".join(unknown))
-                return True
-            except (DatabaseUnavailable, psycopg.OperationalError) as exc:
-                failure = exc if isinstance(exc, DatabaseUnavailable) else unavailable(self.settings.dsn, exc)
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise failure from None
-                pause = min(_RECONNECT.delay(retry), remaining)
-                self.log.warning("event=waiting_for_database worker=%s error=%r retry_in_s=%.1f "
-                                 "gives_up_in_s=%.0f", self.worker_id, first_line(failure, self.settings.dsn),
-                                 pause, remaining)
-            if self.draining.wait(pause):
-                return False
-            retry += 1
 
     def __enter__(self) -> Worker:
         return self.start()

@@ -22,7 +22,8 @@ import pytest
 from kestrel_core.boundary import Attempt, Boundary, Outcome
 from kestrel_core.checkpoint import Checkpoint
 from kestrel_core.claim import Claim
-from kestrel_core.context import AsyncWorkflowContext, WorkflowContext
+from kestrel_core.async_context import AsyncWorkflowContext
+from kestrel_core.context import WorkflowContext
 from kestrel_core.runtime import Claimed, Registry
 from kestrel_core.serialization import as_stored
 
