@@ -163,6 +163,13 @@ class Worker:
             return self  # stopped while waiting for the database
         self._pool.open()  # fills in the background; db() waits for a connection and retries
         self._group.start()
+        # The loop before the claim loop: its first claim may be of an async workflow (one
+        # dispatched before the loop existed killed the claim thread, the claim left held).
+        if any(wf.is_async for wf in self.registry.workflows.values()):
+            self._loop = asyncio.new_event_loop()
+            self._loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(
+                max_workers=self.async_threads, thread_name_prefix="kestrel-async"))
+            self._spawn(self._loop.run_forever, "asyncio")
         self._spawn(self._claim_loop, "claim")
         self._maintenance = self._spawn(self._maintenance_loop, "maintenance")
         if self.listen:
@@ -172,11 +179,6 @@ class Worker:
             self._spawn(self._prune_loop, "prune")  # its own thread: never delays a heartbeat
         for i in range(self.concurrency):
             self._spawn(self._runner_loop, f"runner-{i}")
-        if any(wf.is_async for wf in self.registry.workflows.values()):
-            self._loop = asyncio.new_event_loop()
-            self._loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(
-                max_workers=self.async_threads, thread_name_prefix="kestrel-async"))
-            self._spawn(self._loop.run_forever, "asyncio")
         self.log.info("event=worker_started worker=%s workflows=%s concurrency=%s lease_s=%s listen=%s "
                       "queues=%s", self.worker_id,
                       ",".join(f"{n}@{v}" for n, v in zip(self.names, self.versions)), self.concurrency,
