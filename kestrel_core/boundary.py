@@ -70,15 +70,26 @@ WITH input AS (
            CASE WHEN i.error IS NULL THEN 'success' ELSE 'error' END, i.error
       FROM input i JOIN fence f ON f.id = i.eid
      WHERE i.fresh
+    ON CONFLICT DO NOTHING  -- this statement retried after its first try committed
 ), checkpoint AS (
     INSERT INTO {schema}.operation_outputs
-           (execution_id, step_id, output, error, started_at, attempts, owner_id, seq)
+           (execution_id, step_id, output, error, started_at, attempts, owner_id, claim_epoch, seq)
     SELECT i.eid, i.fstep, i.output, i.error,
-           coalesce(i.started, now() - make_interval(secs => i.elapsed)), i.attempt, i.owner, i.seq
+           coalesce(i.started, now() - make_interval(secs => i.elapsed)), i.attempt, i.owner, i.epoch, i.seq
       FROM input i JOIN fence f ON f.id = i.eid
      WHERE i.keep
     ON CONFLICT DO NOTHING
     RETURNING execution_id
+), reopened AS (
+    -- The attempt this claim already has running for the step to open: only a retry of this
+    -- statement whose first try committed finds one (a claim runs one attempt of a step at a
+    -- time; the attempt this very row closes is not it). It is returned, not opened again.
+    SELECT DISTINCT ON (i.eid) i.eid, a.attempt, a.started_at
+      FROM input i JOIN fence f ON f.id = i.eid
+      JOIN {schema}.step_attempts a ON a.execution_id = i.eid AND a.step_id = i.ostep
+     WHERE a.owner_id = i.owner AND a.claim_epoch = i.epoch AND a.outcome = 'running'
+       AND (i.fstep IS DISTINCT FROM i.ostep OR a.attempt IS DISTINCT FROM i.attempt)
+     ORDER BY i.eid, a.attempt DESC
 ), opened AS (
     INSERT INTO {schema}.step_attempts (execution_id, step_id, attempt, owner_id, claim_epoch)
     SELECT i.eid, i.ostep,
@@ -88,7 +99,8 @@ WITH input AS (
                     CASE WHEN i.fresh AND i.fstep = i.ostep THEN i.attempt END, 0) + 1,
            i.owner, i.epoch
       FROM input i JOIN fence f ON f.id = i.eid
-     WHERE i.ostep IS NOT NULL
+     WHERE i.ostep IS NOT NULL AND NOT EXISTS (SELECT 1 FROM reopened r WHERE r.eid = i.eid)
+    ON CONFLICT DO NOTHING
     RETURNING execution_id, attempt, started_at
 ), counters AS (
     -- The counters of finished executions the completions below bump (by a row trigger, at
@@ -105,18 +117,21 @@ WITH input AS (
      WHERE e.id = i.eid AND i.status IS NOT NULL
 )
 SELECT i.eid, f.id IS NOT NULL AS held, c.execution_id IS NOT NULL AS written,
-       o.attempt AS opened, o.started_at AS opened_at
+       coalesce(o.attempt, r.attempt) AS opened, coalesce(o.started_at, r.started_at) AS opened_at
   FROM input i
   LEFT JOIN fence f ON f.id = i.eid
   LEFT JOIN checkpoint c ON c.execution_id = i.eid
   LEFT JOIN opened o ON o.execution_id = i.eid
+  LEFT JOIN reopened r ON r.eid = i.eid
  CROSS JOIN commit_mode
  CROSS JOIN counters
 """
 
-# A checkpoint that lost the race (ON CONFLICT): the one that stands.
+# A checkpoint not written (ON CONFLICT): the one that stands, and whose it is (an earlier try
+# of this very write, retried after its commit went through, finds its own).
 READ_CHECKPOINT = """
-SELECT output, error, attempts FROM {schema}.operation_outputs WHERE execution_id = %(eid)s AND step_id = %(step)s
+SELECT output, error, attempts, owner_id, claim_epoch FROM {schema}.operation_outputs
+ WHERE execution_id = %(eid)s AND step_id = %(step)s
 """
 
 # A completion refused by the fence: did our own earlier try of it commit before its
@@ -181,7 +196,8 @@ class Outcome:
     """What one boundary of a batch did.
 
     ``held``: the claim was current, so everything asked was written (else nothing was).
-    ``written``: the checkpoint asked for is ours; else ``checkpoint`` is the one written first.
+    ``written``: the checkpoint asked for is ours (also when an earlier try of this write, whose
+    answer was lost with its connection, committed it); else ``checkpoint`` is the one written first.
     ``opened``: the attempt opened. ``completed``: the execution has the asked status under our
     claim (also true when an earlier try of this write committed).
     """
@@ -240,20 +256,27 @@ def _outcome(conn: psycopg.Connection, schema: str, b: Boundary, row: tuple[Any,
         return Outcome(held=False, completed=completed)
     existing = mine = None
     if b.finish is not None and b.finish.keep:
-        if written:
-            mine = b.finish
-        else:
+        if not written:
             found = conn.execute(render(READ_CHECKPOINT, schema),
                                  {"eid": b.execution_id, "step": b.finish.step_id}).fetchone()
-            assert found is not None, "ON CONFLICT means a checkpoint exists"
-            existing = tuple(found)
+            if found is None:
+                # Gone since the insert met it (a requeue deletes failed checkpoints): the record
+                # moved on without this claim; stop as if fenced out, the replay reads it afresh.
+                return Outcome(held=False)
+            output, error, attempts, owner, epoch = found
+            written = (owner, epoch, attempts) == (b.owner, b.epoch, b.finish.attempt.number)
+            if not written:
+                existing = (output, error, attempts)
+        if written:
+            mine = b.finish
     opened = Attempt(opened_number, opened_at) if opened_number is not None else None
     return Outcome(held=True, written=bool(written), opened=opened, completed=b.complete is not None,
                    existing=existing, mine=mine)
 
 
 def _completed_earlier(conn: psycopg.Connection, schema: str, b: Boundary) -> bool:
-    assert b.complete is not None
+    if b.complete is None:
+        return False
     row = conn.execute(render(COMPLETED_BY_US, schema),
                        {"eid": b.execution_id, "owner": b.owner, "epoch": b.epoch}).fetchone()
     return bool(row and row[0] == b.complete.status)

@@ -18,21 +18,28 @@ from psycopg.types.json import Jsonb
 from .statements import render
 
 # On a replay: read every checkpoint once (this worker is the only writer while it holds the
-# claim, so the copy stays true), and close attempts a dead worker left open. An approval
-# gate's checkpoint comes with its wait row's decision: only decide_approval and the sweep
-# write that (the worker role has no right to), so the replay trusts the checkpoint only where
-# the decision backs it (context.py).
+# claim, so the copy stays true), and close attempts an earlier claim left open. Fenced: only
+# while the claim is current (a late worker must not close the new owner's running attempts,
+# nor read checkpoints as if it still held the execution); the row is locked meanwhile, as a
+# boundary write locks it. No row at all: the claim is not current (nothing was closed); one
+# row of NULLs: it is, and there is no checkpoint yet. An approval gate's checkpoint comes
+# with its wait row's decision: only decide_approval and the sweep write that (the worker role
+# has no right to), so the replay trusts the checkpoint only where the decision backs it
+# (context.py).
 LOAD = """
-WITH abandoned AS (
-    UPDATE {schema}.step_attempts
+WITH fence AS (
+    {lock_if_claim_is_current}
+), abandoned AS (
+    UPDATE {schema}.step_attempts a
        SET outcome = 'error', finished_at = clock_timestamp(),
            error = 'abandoned: its worker stopped before finishing (killed, lost its lease, or shut down)'
-     WHERE execution_id = %(eid)s AND outcome = 'running'
+      FROM fence
+     WHERE a.execution_id = fence.id AND a.outcome = 'running'
+       AND (a.owner_id, a.claim_epoch) IS DISTINCT FROM (%(owner)s::text, %(epoch)s::bigint)
 )
 SELECT o.step_id, o.output, o.error, o.attempts, o.seq, w.kind, w.decision, w.decided_by
-  FROM {schema}.operation_outputs o
+  FROM fence LEFT JOIN {schema}.operation_outputs o ON o.execution_id = fence.id
   LEFT JOIN {schema}.workflow_waits w ON w.execution_id = o.execution_id AND w.step_id = o.step_id
- WHERE o.execution_id = %(eid)s
 """
 
 # A checkpoint that is not a step's (a child started, children awaited): fenced, written once.
@@ -70,10 +77,14 @@ class Checkpoint:
         return self.decision == ("approved" if approved else "rejected") and self.decided_by == by
 
 
-def load(conn: psycopg.Connection, schema: str, execution_id: int) -> dict[str, Checkpoint]:
-    """Every checkpoint of an execution, by step id."""
-    rows = conn.execute(render(LOAD, schema), {"eid": execution_id}).fetchall()
-    return {row[0]: Checkpoint(*row[1:]) for row in rows}
+def load(conn: psycopg.Connection, schema: str, execution_id: int, *, owner: str,
+         epoch: int) -> dict[str, Checkpoint] | None:
+    """Every checkpoint of an execution, by step id, read under the claim (owner, epoch);
+    None when that claim is no longer current."""
+    rows = conn.execute(render(LOAD, schema), {"eid": execution_id, "owner": owner, "epoch": epoch}).fetchall()
+    if not rows:
+        return None
+    return {row[0]: Checkpoint(*row[1:]) for row in rows if row[0] is not None}
 
 
 def record(conn: psycopg.Connection, schema: str, *, execution_id: int, step_id: str, owner: str,

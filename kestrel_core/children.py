@@ -23,7 +23,7 @@ from psycopg.types.json import Jsonb
 
 from . import keys
 from .enqueue import _PLACE
-from .statements import notify_channel, render
+from .statements import notify_channel, one_row, render
 
 LIVE = ("enqueued", "running", "waiting")
 
@@ -141,7 +141,7 @@ def start(conn: psycopg.Connection, schema: str, *, execution_id: int, owner: st
         "priority": priority, "channel": notify_channel(schema),
         "queue": queue, "ckey": concurrency_key, "version": version,
     }).fetchone()
-    assert row is not None
+    row = one_row(row, "START_CHILD")
     return row[1] if row[0] else None
 
 
@@ -158,5 +158,6 @@ def park(conn: psycopg.Connection, schema: str, *, execution_id: int, owner: str
         "eid": execution_id, "owner": owner, "epoch": epoch, "step": step_id, "seq": seq,
         "ids": children, "details": Jsonb({"children": children}), "after": after,
     }).fetchone()
-    assert row is not None
+    row = one_row(row, "PARK_ON_CHILDREN")
     return bool(row[0]), bool(row[1])
+

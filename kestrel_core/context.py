@@ -1,5 +1,6 @@
 """The ``ctx`` a workflow function receives: durable steps, sleeps and approval gates
-(child workflows and events are in flow_context.py).
+(child workflows and events are in flow_context.py; the ``ctx`` of an ``async def`` workflow
+is async_context.py).
 
 Replay is deterministic by construction: a step whose checkpoint exists returns the stored
 output without running; a sleep or gate whose checkpoint exists returns at once. Anything else
@@ -26,11 +27,11 @@ from .boundary import Attempt, Boundary, Finish, Outcome
 from .checkpoint import Checkpoint
 from .connection import first_line
 from .errors import DuplicateStepId, NonDeterministicChange, NotSerializable, StepFailed, UnauditedDecision
-from .flow_context import AsyncFlowOperations, FlowOperations
+from .flow_context import FlowOperations
 from .runtime import Claimed, Unwind, WorkerRuntime
 from .serialization import as_stored, to_json
 
-__all__ = ["AsyncWorkflowContext", "Claimed", "Decision", "Unwind", "WorkflowContext", "describe_exception"]
+__all__ = ["Claimed", "Decision", "Unwind", "WorkflowContext", "describe_exception"]
 
 T = TypeVar("T")
 
@@ -81,11 +82,13 @@ class WorkflowContext(FlowOperations):
         self._auto: dict[str, int] = {}
         self._children = None
         self._events_seen: dict[str, int] = {}
-        # The end of the last step, written with the next boundary. Async workflows may run
-        # steps concurrently, so they write each step's end at once (AsyncWorkflowContext).
-        self._pending: Finish | None = None
-        self._defer = True
-        self._lazy_open: Any = None  # the handle of a first attempt's unwritten start
+        # The boundary state of the workflow's own line of steps: a sync workflow's steps run
+        # one after another, so the end of the last one waits for the next boundary. Each step
+        # of an async workflow has its own (AsyncWorkflowContext.step): gathered steps never
+        # share one. The lock guards what steps running at once share (the checkpoint map, the
+        # positions, the children and events seen).
+        self._strand = Strand(defer=True)
+        self._lock = threading.Lock()
 
     @property
     def execution_id(self) -> int:
@@ -131,35 +134,46 @@ class WorkflowContext(FlowOperations):
               retries: int = 0, backoff: float = 1.0, max_backoff: float = 60.0,
               timeout: timedelta | float | None = None) -> T:
         limit = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
-        stored = self._checkpoints.get(step_id)
+        stored = self._stored(step_id)
         if stored is not None:
             return self._result(step_id, stored)
+        if retries < 0:
+            raise ValueError(f"retries must be 0 or more, got {retries!r}")
+        strand = self._strand
         total = retries + 1
-        for number in range(1, total + 1):
+        number = 0
+        while True:
+            number += 1
             self._boundary()
-            attempt = self._open(step_id, position)
-            error, final = self._attempt(step_id, fn, args, kwargs, limit, attempt.number)
-            if isinstance(error, _Output):
-                return self._result(step_id, self._checkpoint(step_id, attempt, error.value, None, position))
-            if final or number == total:
-                return self._result(step_id, self._checkpoint(step_id, attempt, None, error, position))
+            attempt = self._open(step_id, position, strand)
+            try:
+                result = self._call(fn, args, kwargs, limit)
+            except Exception as exc:
+                error = self._failed(step_id, number, limit, exc)
+            else:
+                return self._result(step_id, self._settle(step_id, attempt, result, position, strand))
+            if number == total:
+                return self._result(step_id, self._checkpoint(step_id, attempt, None, error, position, strand))
             # Closed with the retry's start (one round trip), or by a flush on shutdown.
-            self._pending = Finish(step_id, attempt, error=error, keep=False)
-            if not self._defer:
-                self._flush()
-            delay = Backoff(backoff, cap=max_backoff, jitter=0.5).delay(number - 1)
-            self._worker.log.info("event=step_retry execution_id=%s step=%s attempt=%s delay_s=%.2f",
-                                  self.execution_id, step_id, attempt.number, delay)
+            strand.pending = Finish(step_id, attempt, error=error, keep=False)
+            delay = self._retry_delay(step_id, attempt, number, backoff, max_backoff)
             if self._worker.draining.wait(delay):
                 raise Unwind("shutdown")
-        raise AssertionError("unreachable")
+
+    def _retry_delay(self, step_id: str, attempt: Attempt, number: int, backoff: float,
+                     max_backoff: float) -> float:
+        """The pause before attempt ``number + 1`` (logged)."""
+        delay = Backoff(backoff, cap=max_backoff, jitter=0.5).delay(number - 1)
+        self._worker.log.info("event=step_retry execution_id=%s step=%s attempt=%s delay_s=%.2f",
+                              self.execution_id, step_id, attempt.number, delay)
+        return delay
 
     def sleep(self, step_id: str, duration: timedelta | float) -> None:
         """Sleep durably: the execution parks (no thread waits) and resumes when due."""
         self._sleep(self._use(step_id), step_id, duration)
 
     def _sleep(self, position: int, step_id: str, duration: timedelta | float) -> None:
-        if step_id in self._checkpoints:
+        if self._stored(step_id) is not None:
             return
         after = duration if isinstance(duration, timedelta) else timedelta(seconds=duration)
         self._park(step_id, "sleep", after, None, position)
@@ -175,7 +189,7 @@ class WorkflowContext(FlowOperations):
 
     def _approval(self, position: int, step_id: str, timeout: timedelta | float | None,
                   details: Any) -> Decision:
-        stored = self._checkpoints.get(step_id)
+        stored = self._stored(step_id)
         if stored is not None:
             decision = Decision.from_checkpoint(stored.output or {})
             if not stored.backs(approved=decision.approved, by=decision.by, timed_out=decision.timed_out):
@@ -202,11 +216,12 @@ class WorkflowContext(FlowOperations):
                 f"{self.workflow_name!r}: give every step, sleep and approval gate a unique id "
                 "(e.g. add the loop index: f'fetch-{i}')"
             )
-        self._used.add(step_id)
-        self._position += 1
-        position = self._position
+        with self._lock:
+            self._used.add(step_id)
+            self._position += 1
+            position = self._position
+            stored = self._checkpoints.get(step_id)
         expected = self._recorded.get(position)
-        stored = self._checkpoints.get(step_id)
         if expected is not None and expected != step_id:
             self._nondeterministic(f"replay expected step {expected!r} at position {position}, "
                                    f"the code asked for {step_id!r}")
@@ -253,19 +268,23 @@ class WorkflowContext(FlowOperations):
                                first_line(exc))
         return Unwind("engine_error")
 
-    def _attempt(self, step_id: str, fn: Callable[..., Any], args: tuple, kwargs: dict,
-                 timeout: float | None, number: int) -> tuple[Any, bool]:
-        """Run one attempt: (_Output, _) on success, else (error text, is_final)."""
+    def _settle(self, step_id: str, attempt: Attempt, result: Any, position: int,
+                strand: Strand) -> Checkpoint:
+        """Checkpoint an attempt that returned ``result``: its JSON, or the error that it is
+        none (final: the same code would return the same type)."""
         try:
-            result = self._call(fn, args, kwargs, timeout)
-            return _Output(to_json(result, f"the output of step {step_id!r} (execution {self.execution_id})")), True
+            output = to_json(result, f"the output of step {step_id!r} (execution {self.execution_id})")
         except NotSerializable as exc:
-            return str(exc), True  # the same code would return the same type: no retry
-        except _TimedOut:
+            return self._checkpoint(step_id, attempt, None, str(exc), position, strand)
+        return self._checkpoint(step_id, attempt, output, None, position, strand)
+
+    @staticmethod
+    def _failed(step_id: str, number: int, timeout: float | None, exc: Exception) -> str:
+        """The error text of an attempt that raised ``exc`` (or outlived its timeout)."""
+        if isinstance(exc, AttemptTimedOut):
             return (f"StepTimeout: attempt {number} of step {step_id!r} timed out after {timeout:g}s "
-                    "(a function still running goes on in its thread; its result is discarded)"), False
-        except Exception as exc:
-            return describe_exception(exc), False
+                    "(a function still running goes on in its thread; its result is discarded)")
+        return describe_exception(exc)
 
     def _call(self, fn: Callable[..., Any], args: tuple, kwargs: dict, timeout: float | None) -> Any:
         if timeout is None:
@@ -275,7 +294,7 @@ class WorkflowContext(FlowOperations):
             try:
                 return self._worker.await_on_loop(asyncio.wait_for(fn(*args, **kwargs), timeout))
             except asyncio.TimeoutError:
-                raise _TimedOut() from None
+                raise AttemptTimedOut() from None
         box: dict[str, Any] = {}
         done = threading.Event()
 
@@ -290,53 +309,68 @@ class WorkflowContext(FlowOperations):
 
         threading.Thread(target=run, name=f"kestrel-step-{self.execution_id}", daemon=True).start()
         if not done.wait(timeout):
-            raise _TimedOut()
+            raise AttemptTimedOut()
         if "error" in box:
             raise box["error"]
         return box["result"]
 
     def _checkpoint(self, step_id: str, attempt: Attempt, output: Any, error: str | None,
-                    position: int) -> Checkpoint:
-        """The step's checkpoint. Deferred (sync workflows): it is written with the next
-        boundary (the next step's start, a park, the completion), in the same round trip; only
-        workflow code, which must be deterministic, runs in between, so a crash there re-runs
-        this step exactly as a crash before its checkpoint would."""
-        self._pending = Finish(step_id, attempt, output, error, keep=True, seq=position)
+                    position: int, strand: Strand) -> Checkpoint:
+        """The step's checkpoint. Deferred (a sync workflow's strand): it is written with the
+        next boundary (the next step's start, a park, the completion), in the same round trip;
+        only workflow code, which must be deterministic, runs in between, so a crash there
+        re-runs this step exactly as a crash before its checkpoint would. Otherwise (each async
+        step's own strand) it is written now."""
+        strand.pending = Finish(step_id, attempt, output, error, keep=True, seq=position)
         stored = Checkpoint(as_stored(output), error, attempt.number, position)
-        if not self._defer:
-            stored = self._flush() or stored
-        self._checkpoints[step_id] = stored
+        if not strand.defer:
+            stored = self._flush(strand) or stored
+        self._remember(step_id, stored)
         return stored
 
-    def _open(self, step_id: str, position: int) -> Attempt:
-        """Start an attempt of ``step_id``, writing the pending boundary in the same statement.
+    def _stored(self, step_id: str) -> Checkpoint | None:
+        """The checkpoint of ``step_id``, if it has one."""
+        with self._lock:
+            return self._checkpoints.get(step_id)
+
+    def _remember(self, step_id: str, stored: Checkpoint) -> None:
+        """Record a checkpoint this run wrote (or found) in the map every operation reads."""
+        with self._lock:
+            self._checkpoints[step_id] = stored
+
+    def _open(self, step_id: str, position: int, strand: Strand) -> Attempt:
+        """Start an attempt of ``step_id``, writing the strand's pending end in the same statement.
 
         The first operation of a first claim does not wait: the claim just committed is its
         fence, and its attempt 1 is written lazily, with its end if that comes soon enough."""
         epoch = self._held.claim.epoch
-        if self._defer and position == 1 and self._held.claim.first_run and self._pending is None:
-            self._lazy_open = self._worker.open_lazily(Boundary(self.execution_id, self._worker.worker_id, epoch,
-                                                                open_step=step_id))
+        if strand.defer and position == 1 and self._held.claim.first_run and strand.pending is None:
+            strand.lazy_open = self._worker.open_lazily(Boundary(self.execution_id, self._worker.worker_id, epoch,
+                                                                 open_step=step_id))
             return Attempt(1, None)
         outcome = self._commit(Boundary(self.execution_id, self._worker.worker_id, epoch,
-                                        finish=self._take_pending(), open_step=step_id))
+                                        finish=strand.take(), open_step=step_id), strand)
         if not outcome.held:
             self._lost(f"step {step_id!r} not started")
-        self._check_raced(outcome)
-        assert outcome.opened is not None
+        self._check_raced(outcome, strand)
+        if outcome.opened is None:
+            self._worker.log.error("event=attempt_not_opened execution_id=%s step=%s (replaying after "
+                                   "the lease lapses)", self.execution_id, step_id)
+            raise Unwind("engine_error")
         return outcome.opened
 
-    def _flush(self) -> Checkpoint | None:
-        """Write the pending boundary now (before a write of another kind); the checkpoint that
-        stood first, when ours lost the race."""
-        pending = self._take_pending()
+    def _flush(self, strand: Strand | None = None) -> Checkpoint | None:
+        """Write the strand's pending end now (by default the workflow's own strand: before a
+        write of another kind); the checkpoint that stood first, when ours lost the race."""
+        strand = self._strand if strand is None else strand
+        pending = strand.take()
         if pending is None:
             return None
         outcome = self._commit(Boundary(self.execution_id, self._worker.worker_id,
-                                        self._held.claim.epoch, finish=pending))
+                                        self._held.claim.epoch, finish=pending), strand)
         if not outcome.held:
             self._lost(f"checkpoint of step {pending.step_id!r} refused")
-        self._check_raced(outcome)
+        self._check_raced(outcome, strand)
         if outcome.existing is None:
             return None  # ours stands (the caller has it), or it was no checkpoint
         output, error, attempts = outcome.existing
@@ -344,26 +378,23 @@ class WorkflowContext(FlowOperations):
 
     def _commit_last(self, done: Boundary) -> Outcome:
         """Write the execution's completion ``done`` with the last step's end, in one boundary."""
-        return self._commit(dataclasses.replace(done, finish=self._take_pending()), engine_errors=True)
+        return self._commit(dataclasses.replace(done, finish=self._strand.take()), self._strand,
+                            engine_errors=True)
 
-    def _take_pending(self) -> Finish | None:
-        """The step end not written yet (handed to whoever writes next), or None."""
-        pending, self._pending = self._pending, None
-        return pending
-
-    def _check_raced(self, outcome: Outcome) -> None:
+    def _check_raced(self, outcome: Outcome, strand: Strand) -> None:
         # Another checkpoint of the same step stood first, though we held the claim: the value
         # the workflow went on with is not the recorded one. Replay from the record instead.
-        if outcome.existing is not None and self._defer:
+        # (A step written at once returns the stored value instead: nothing went on with ours.)
+        if outcome.existing is not None and strand.defer:
             self._worker.log.error("event=checkpoint_raced execution_id=%s (replaying from the "
                                    "stored checkpoint after the lease lapses)", self.execution_id)
             raise Unwind("engine_error")
 
-    def _commit(self, b: Boundary, *, engine_errors: bool = False) -> Outcome:
+    def _commit(self, b: Boundary, strand: Strand, *, engine_errors: bool = False) -> Outcome:
         """Write a boundary with the worker's next group commit (see ``_write`` for failures)."""
         after = None
         if b.finish is not None and b.finish.attempt.started_at is None:
-            after, self._lazy_open = self._lazy_open, None
+            after, strand.lazy_open = strand.lazy_open, None
         try:
             return self._worker.commit(b, after=after)
         except psycopg.Error as exc:
@@ -387,62 +418,25 @@ class WorkflowContext(FlowOperations):
         raise Unwind("parked")
 
 
-@dataclass(frozen=True)
-class _Output:
-    value: Any
+class Strand:
+    """The step-boundary state of one line of steps that run one after another: the end of
+    its last step not written yet (``pending``) and the handle of a first attempt's unwritten
+    start. A sync workflow has one (``defer``: the end waits for the next boundary); each step
+    of an async workflow has its own, written at once, so steps running at once never share
+    one."""
+
+    __slots__ = ("defer", "pending", "lazy_open")
+
+    def __init__(self, *, defer: bool) -> None:
+        self.defer = defer
+        self.pending: Finish | None = None
+        self.lazy_open: Any = None
+
+    def take(self) -> Finish | None:
+        """The step end not written yet (handed to whoever writes next), or None."""
+        pending, self.pending = self.pending, None
+        return pending
 
 
-class _TimedOut(Exception):
+class AttemptTimedOut(Exception):
     """A step attempt outlived its timeout."""
-
-
-class AsyncWorkflowContext(AsyncFlowOperations):
-    """The ``ctx`` of an ``async def`` workflow: the same operations, awaitable.
-
-    Database work and blocking steps run in threads; coroutine steps run on the worker's loop.
-    Each operation takes its position before its first ``await``, so operations started
-    together (``asyncio.gather``) take the same positions on every replay.
-    """
-
-    def __init__(self, sync: WorkflowContext) -> None:
-        self._sync = sync
-        sync._defer = False
-
-    @property
-    def execution_id(self) -> int:
-        return self._sync.execution_id
-
-    @property
-    def workflow_name(self) -> str:
-        return self._sync.workflow_name
-
-    @property
-    def input(self) -> Any:
-        return self._sync.input
-
-    @property
-    def worker_id(self) -> str:
-        return self._sync.worker_id
-
-    @property
-    def claim_epoch(self) -> int:
-        return self._sync.claim_epoch
-
-    async def step(self, step_id: str, fn: Callable[..., Any], *args: Any, retries: int = 0,
-                   backoff: float = 1.0, max_backoff: float = 60.0,
-                   timeout: timedelta | float | None = None, **kwargs: Any) -> Any:
-        """See WorkflowContext.step; ``fn`` may be a coroutine function."""
-        position = self._sync._use(step_id)
-        return await asyncio.to_thread(self._sync._step, position, step_id, fn, args, kwargs,
-                                       retries=retries, backoff=backoff, max_backoff=max_backoff,
-                                       timeout=timeout)
-
-    async def sleep(self, step_id: str, duration: timedelta | float) -> None:
-        """See WorkflowContext.sleep."""
-        await asyncio.to_thread(self._sync._sleep, self._sync._use(step_id), step_id, duration)
-
-    async def wait_for_approval(self, step_id: str, *, timeout: timedelta | float | None = None,
-                                details: Any = None) -> Decision:
-        """See WorkflowContext.wait_for_approval."""
-        return await asyncio.to_thread(self._sync._approval, self._sync._use(step_id), step_id,
-                                       timeout, details)

@@ -22,7 +22,7 @@ from psycopg.types.json import Jsonb
 from .errors import KestrelError, from_database
 from .keys import check_name
 from .serialization import to_json
-from .statements import render
+from .statements import one_row, render
 
 KEY_LOCK = "SELECT pg_advisory_xact_lock(hashtext('kestrel.event:' || %(key)s))"
 
@@ -91,7 +91,7 @@ def receive_or_park(conn: psycopg.Connection, schema: str, *, execution_id: int,
             "eid": execution_id, "owner": owner, "epoch": epoch, "step": step_id, "seq": seq,
             "key": key, "after_id": after_id, "after": after,
         }).fetchone()
-    assert row is not None
+    row = one_row(row, "RECEIVE_OR_PARK")
     return bool(row[0]), row[1]
 
 

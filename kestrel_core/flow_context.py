@@ -8,6 +8,7 @@ replay returns what the first run saw: the same child, the same outcome, the sam
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import dataclass
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
@@ -50,12 +51,18 @@ class FlowOperations:
     # Provided by WorkflowContext (context.py), which mixes these operations in.
     _worker: WorkerRuntime
     _held: Claimed
-    _checkpoints: dict[str, Checkpoint]
     _children: dict[int, ChildState] | None
     _events_seen: dict[str, int]
+    _lock: threading.Lock  # guards what async operations running at once share
     execution_id: int
 
     def _use(self, step_id: str) -> int:
+        raise NotImplementedError
+
+    def _stored(self, step_id: str) -> Checkpoint | None:
+        raise NotImplementedError
+
+    def _remember(self, step_id: str, stored: Checkpoint) -> None:
         raise NotImplementedError
 
     def _auto_id(self, base: str) -> str:
@@ -114,7 +121,7 @@ class FlowOperations:
 
     def _start_child(self, position: int, op: str, name: str, input: Any,
                      options: _ChildOptions) -> ChildHandle:
-        stored = self._checkpoints.get(op)
+        stored = self._stored(op)
         if stored is not None:
             return ChildHandle(stored.output["child_id"], stored.output["workflow"], op)
         run_at = options.run_at
@@ -135,7 +142,7 @@ class FlowOperations:
             run_at=run_at, priority=options.priority, **placement))
         if child_id is None:
             self._lost(f"child {op!r} not started")
-        self._checkpoints[op] = Checkpoint({"child_id": child_id, "workflow": name}, seq=position)
+        self._remember(op, Checkpoint({"child_id": child_id, "workflow": name}, seq=position))
         return ChildHandle(child_id, name, op)
 
     def _child_states(self, refresh: bool = False) -> dict[int, ChildState]:
@@ -145,7 +152,7 @@ class FlowOperations:
 
     def _wait_children(self, position: int, op: str, handles: list[ChildHandle],
                        timeout: timedelta | float | None) -> list[Any]:
-        stored = self._checkpoints.get(op)
+        stored = self._stored(op)
         if stored is not None and (stored.output or {}).get("timed_out"):
             states = self._child_states()
             late = next((h for h in handles if not (h.execution_id in states and states[h.execution_id].done)),
@@ -191,12 +198,12 @@ class FlowOperations:
                 owner=self._worker.worker_id, epoch=self._held.claim.epoch, seq=position,
                 output=Jsonb(output), error=error)):
             self._lost(f"wait {op!r} not checkpointed")
-        self._checkpoints[op] = Checkpoint(output, seq=position)
+        self._remember(op, Checkpoint(output, seq=position))
         return outcomes
 
     def _wait_event(self, position: int, op: str, key: str,
                     timeout: timedelta | float | None) -> Event:
-        stored = self._checkpoints.get(op)
+        stored = self._stored(op)
         if stored is None:
             self._boundary()
             owned, received = self._write(lambda c: events.receive_or_park(
@@ -207,10 +214,12 @@ class FlowOperations:
                 self._lost(f"event wait {op!r} not parked")
             if received is None:
                 raise Unwind("parked")
-            stored = self._checkpoints[op] = Checkpoint(received, seq=position)
+            stored = Checkpoint(received, seq=position)
+            self._remember(op, stored)
         event = Event.from_checkpoint(key, stored.output or {})
         if event.event_id is not None:
-            self._events_seen[key] = max(self._events_seen.get(key, 0), event.event_id)
+            with self._lock:
+                self._events_seen[key] = max(self._events_seen.get(key, 0), event.event_id)
         return event
 
 

@@ -14,8 +14,8 @@ written with its end), so a quick first step costs no write of its own. A longer
 start written when the wait is over, so the console shows it running.
 
 A batch the database refuses for a reason other than a lost connection (a bug, a value it
-will not store) is split and its boundaries written one by one, so one bad row fails only
-its own execution.
+will not store, a statement timeout, a deadlock that outlived its retries) is split and its
+boundaries written one by one, so one bad row fails only its own execution.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import psycopg
 
 from . import boundary
 from .boundary import Attempt, Boundary, Outcome
+from .outage import is_outage
 
 T = TypeVar("T")
 
@@ -98,7 +99,8 @@ class GroupCommit:
                 raise psycopg.OperationalError("the worker is stopping: no more writes")
         if pending.error is not None:
             raise pending.error
-        assert pending.outcome is not None
+        if pending.outcome is None:  # _resolve sets one of the two; checked also under -O
+            raise psycopg.InternalError("group commit resolved a boundary with neither outcome nor error")
         return pending.outcome
 
     def open_lazily(self, b: Boundary) -> LazyOpen:
@@ -168,13 +170,10 @@ class GroupCommit:
     def _write(self, batch: list[_Pending]) -> None:
         try:
             outcomes = self._run(lambda c: boundary.write(c, self._schema, [p.boundary for p in batch]))
-        except psycopg.OperationalError as exc:  # the database stayed away past the retry window
-            for p in batch:
-                self._resolve(p, error=exc)
-            return
         except Exception as exc:
-            if len(batch) == 1:
-                self._resolve(batch[0], error=exc)
+            if is_outage(exc) or len(batch) == 1:  # away past the retry window, or this row's own
+                for p in batch:
+                    self._resolve(p, error=exc)
                 return
             log.warning("event=batch_refused boundaries=%s error=%r (writing them one by one)",
                         len(batch), str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
@@ -200,7 +199,8 @@ def _ended(b: Boundary, lazy: _Pending, *, merged: bool) -> Boundary:
     """``b``, whose finish ends the lazily started attempt ``lazy``: with the start's time once
     it was written, else (``merged``, or the start's write failed) written with its end."""
     f = b.finish
-    assert f is not None and f.attempt.started_at is None, "after= names the unwritten start this boundary ends"
+    if f is None or f.attempt.started_at is not None:
+        return b  # nothing of the lazy start to carry: it ends no unwritten attempt
     opened = lazy.outcome.opened if (not merged and lazy.outcome is not None) else None
     if opened is not None:
         attempt = Attempt(f.attempt.number, opened.started_at)

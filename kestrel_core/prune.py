@@ -23,7 +23,7 @@ from typing import TypeVar
 import psycopg
 
 from .errors import from_database
-from .statements import render
+from .statements import one_row, render
 
 T = TypeVar("T")
 
@@ -92,7 +92,7 @@ def cutoff_for(conn: psycopg.Connection, older_than: timedelta) -> datetime:
     if older_than <= timedelta(0):
         raise ValueError("older_than must be more than zero")
     row = conn.execute(CUTOFF, (older_than,)).fetchone()
-    assert row is not None
+    row = one_row(row, "CUTOFF")
     return row[0]
 
 

@@ -15,9 +15,12 @@ import psycopg
 
 from . import checkpoint, deadlines
 from .boundary import Boundary, Completion
+from .checkpoint import Checkpoint
 from .connection import first_line
-from .context import AsyncWorkflowContext, WorkflowContext, describe_exception
+from .async_context import AsyncWorkflowContext
+from .context import WorkflowContext, describe_exception
 from .errors import NonDeterministicChange, NotSerializable
+from .outage import is_outage
 from .runtime import Claimed, EngineSettings, Registry, Unwind, WorkerRuntime
 from .serialization import to_json
 
@@ -38,7 +41,13 @@ def prepare(worker: RunnerHost, held: Claimed) -> WorkflowContext:
     if timeout is not None:
         worker.db(lambda c: deadlines.stamp(c, worker.schema, execution_id=item.execution_id,
                                             owner=worker.worker_id, epoch=item.epoch, timeout=timeout))
-    stored = {} if item.first_run else worker.db(lambda c: checkpoint.load(c, worker.schema, item.execution_id))
+    stored: dict[str, Checkpoint] | None = {}
+    if not item.first_run:
+        stored = worker.db(lambda c: checkpoint.load(c, worker.schema, item.execution_id,
+                                                     owner=worker.worker_id, epoch=item.epoch))
+    if stored is None:
+        worker.refused(item.execution_id, "checkpoint load")
+        raise Unwind("lost")
     return WorkflowContext(worker, held, stored)
 
 
@@ -62,7 +71,7 @@ def execute(worker: RunnerHost, held: Claimed) -> None:
             finish(worker, held, ctx, error=unwind.error, started=started)
         else:
             unwound(worker, held, ctx, unwind)
-    except psycopg.OperationalError as exc:
+    except psycopg.Error as exc:
         gave_up(worker, held, exc)
 
 
@@ -86,7 +95,7 @@ async def execute_async(worker: RunnerHost, held: Claimed) -> None:
             await asyncio.to_thread(finish, worker, held, ctx, error=unwind.error, started=started)
         else:
             unwound(worker, held, ctx, unwind)
-    except psycopg.OperationalError as exc:
+    except psycopg.Error as exc:
         gave_up(worker, held, exc)
     except Exception:
         worker.log.exception("event=execution_crashed worker=%s execution_id=%s (its lease "
@@ -136,7 +145,9 @@ def unwound(worker: RunnerHost, held: Claimed, ctx: WorkflowContext | None, unwi
 
 
 def gave_up(worker: RunnerHost, held: Claimed, exc: Exception) -> None:
-    """The database stayed away past the retry window: the lease lapses, another worker resumes."""
-    worker.log.error("event=db_unreachable worker=%s execution_id=%s error=%r (abandoned; its lease "
-                     "will lapse and another worker resumes it from its checkpoints)",
+    """An engine statement failed (the database stayed away past the retry window, or refused
+    it: a statement timeout, say): the lease lapses, and a worker resumes from the checkpoints."""
+    event = "db_unreachable" if is_outage(exc) else "engine_write_failed"
+    worker.log.error("event=%s worker=%s execution_id=%s error=%r (abandoned; its lease will lapse "
+                     "and a worker resumes it from its checkpoints)", event,
                      worker.worker_id, held.claim.execution_id, first_line(exc, worker.settings.dsn))

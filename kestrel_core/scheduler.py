@@ -31,7 +31,7 @@ from .enqueue import _PLACE
 from .keys import tick_key
 from .schedules import run_input
 from .serialization import to_json
-from .statements import notify_channel, render
+from .statements import notify_channel, one_row, render
 
 LATE_GRACE = timedelta(seconds=10)
 CATCH_UP_BATCH = 100
@@ -179,7 +179,7 @@ def _enqueue_tick(conn: psycopg.Connection, schema: str, workflow: str, input: d
     }).fetchone()
     if row is None:
         row = conn.execute(render(BY_ENGINE_KEY, schema), (key,)).fetchone()
-    assert row is not None, "an insert or an existing key always yields a row"
+    row = one_row(row, "ENQUEUE_TICK or BY_ENGINE_KEY")  # an insert or an existing key
     return row[0]
 
 

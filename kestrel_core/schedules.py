@@ -21,7 +21,7 @@ from . import cron
 from .enqueue import check_workflow_name
 from .errors import ActionRefused, from_database
 from .serialization import to_json
-from .statements import render
+from .statements import one_row, render
 
 # Keys every scheduled run's input carries; a schedule's own input may not use them.
 RESERVED_KEYS = ("schedule", "scheduled_at")
@@ -100,7 +100,7 @@ def run_input(name: str, tick: datetime, input: dict[str, Any] | None) -> dict[s
 def db_now(conn: psycopg.Connection) -> datetime:
     """The database's clock: every worker agrees on it, whatever their own clocks say."""
     row = conn.execute(NOW).fetchone()
-    assert row is not None
+    row = one_row(row, "NOW")
     return row[0]
 
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Any
 
+import psycopg
 from psycopg import sql
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
@@ -110,3 +112,12 @@ def render_migration(text: str, schema: str) -> sql.SQL:
 def notify_channel(schema: str) -> str:
     """The LISTEN/NOTIFY channel on which enqueues and wake-ups are announced."""
     return CHANNEL_PREFIX + check_schema_name(schema)
+
+
+def one_row(row: tuple[Any, ...] | None, statement: str) -> tuple[Any, ...]:
+    """The row a statement always returns (a FROM-less SELECT, an upsert, an aggregate).
+    Missing, it is an engine error (the caller unwinds and the execution is retried), checked
+    also under ``python -O``, where an ``assert`` would vanish."""
+    if row is None:
+        raise psycopg.InternalError(f"{statement} returned no row")
+    return row

@@ -27,15 +27,15 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from . import claim as claim_mod, deadlines, lease as lease_mod, sweeper
+from . import claim as claim_mod, deadlines, lease as lease_mod, registration, sweeper
 from . import prune as prune_mod
-from . import queues as queues_mod
-from . import listener, runner, scheduler, schedules as schedules_mod
+from . import listener, runner, scheduler
 from .backoff import Backoff
-from .connection import connect, first_line, make_pool, unavailable
+from .connection import first_line, make_pool
+from .outage import is_conflict, is_outage
 from .boundary import Boundary, Outcome
 from .runtime import Claimed, Deployment, EngineSettings, Registry
-from .errors import DatabaseUnavailable, KestrelError
+from .errors import KestrelError
 from .group_commit import GroupCommit, LazyOpen
 
 T = TypeVar("T")
@@ -43,9 +43,10 @@ T = TypeVar("T")
 log = logging.getLogger("kestrel.worker")
 
 # Retry policies of the worker's loops while the database is away.
-_RECONNECT = Backoff(0.1, cap=2.0)      # startup: registering the worker
 _DB_RETRY = Backoff(0.05, cap=2.0)      # one engine write (Worker.db)
 _CLAIM_RETRY = Backoff(0.2, cap=5.0)    # the claim loop
+_CONFLICT_RETRY = Backoff(0.01, cap=0.2)  # a statement rolled back by a deadlock (Worker.db)
+_CONFLICT_TRIES = 3
 
 
 class Worker:
@@ -101,12 +102,22 @@ class Worker:
         self._stopped = threading.Event()    # threads exit
         self._wake = threading.Event()
         self._hurry = threading.Event()      # stop waiting for in-flight steps (second signal)
-        self._inflight: dict[int, Claimed] = {}
+        self._give_up = threading.Event()    # retries waiting for the database stop waiting
+        self._quiet = threading.Event()      # the heartbeat and the sweeps end (before retiring)
+        self._maintenance: threading.Thread | None = None
+        # Keyed by claim (execution id, claim epoch), not by execution: after a freeze this
+        # worker may claim an execution again while the older claim's thread still finishes
+        # its step; that thread's cleanup must not drop the newer claim from the heartbeat.
+        self._inflight: dict[tuple[int, int], Claimed] = {}
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._runnable: queue.Queue[Claimed | None] = queue.Queue()
         self._threads: list[threading.Thread] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        # The async loop's default executor: the blocking work of async workflows (engine
+        # writes, plain-function steps, a step's own asyncio.to_thread). Coroutine steps run on
+        # the loop and hold none of these threads while they await.
+        self.async_threads = 2 * concurrency + 4
         self._pool = make_pool(
             app.dsn, min_size=2, max_size=concurrency + 3, application_name="kestrel-worker",
             prepare=not app.transaction_pooling, name=f"kestrel-worker-{self.worker_id}",
@@ -148,12 +159,19 @@ class Worker:
         the claim loop, runners, listener and maintenance threads."""
         if not self.names:
             raise ValueError("this app registers no workflow: decorate functions with @app.workflow")
-        if not self._register():
+        if not registration.register(self):
             return self  # stopped while waiting for the database
         self._pool.open()  # fills in the background; db() waits for a connection and retries
         self._group.start()
+        # The loop before the claim loop: its first claim may be of an async workflow (one
+        # dispatched before the loop existed killed the claim thread, the claim left held).
+        if any(wf.is_async for wf in self.registry.workflows.values()):
+            self._loop = asyncio.new_event_loop()
+            self._loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(
+                max_workers=self.async_threads, thread_name_prefix="kestrel-async"))
+            self._spawn(self._loop.run_forever, "asyncio")
         self._spawn(self._claim_loop, "claim")
-        self._spawn(self._maintenance_loop, "maintenance")
+        self._maintenance = self._spawn(self._maintenance_loop, "maintenance")
         if self.listen:
             self._spawn(lambda: listener.listen(self.settings, set(self.names), self._wake, self._stopped,
                                                 self.log, self.worker_id), "listen")
@@ -161,11 +179,6 @@ class Worker:
             self._spawn(self._prune_loop, "prune")  # its own thread: never delays a heartbeat
         for i in range(self.concurrency):
             self._spawn(self._runner_loop, f"runner-{i}")
-        if any(wf.is_async for wf in self.registry.workflows.values()):
-            self._loop = asyncio.new_event_loop()
-            self._loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(
-                max_workers=2 * self.concurrency + 4, thread_name_prefix="kestrel-async"))
-            self._spawn(self._loop.run_forever, "asyncio")
         self.log.info("event=worker_started worker=%s workflows=%s concurrency=%s lease_s=%s listen=%s "
                       "queues=%s", self.worker_id,
                       ",".join(f"{n}@{v}" for n, v in zip(self.names, self.versions)), self.concurrency,
@@ -183,11 +196,18 @@ class Worker:
         with self._idle:
             while self._inflight and time.monotonic() < deadline and not self._hurry.is_set():
                 self._idle.wait(timeout=max(0.0, min(0.2, deadline - time.monotonic())))
+        self._give_up.set()  # past the grace: a write still waiting for the database fails now
         self._group.stop()
+        # No heartbeat may follow the retirement: its UPDATE of the workers row clears
+        # stopped_at, and one in flight when this process retires left the row looking live.
+        self._quiet.set()
+        if self._maintenance is not None:
+            self._maintenance.join(timeout=5.0)
         try:
-            released = self.db(lambda c: lease_mod.release_all(c, self.schema, self.worker_id), window=5.0)
+            released = self.db(lambda c: lease_mod.release_all(c, self.schema, self.worker_id),
+                               window=5.0, interruptible=False)
             self.stats["released"] += len(released)
-            self.db(lambda c: lease_mod.retire(c, self.schema, self.worker_id), window=5.0)
+            self.db(lambda c: lease_mod.retire(c, self.schema, self.worker_id), window=5.0, interruptible=False)
         except psycopg.OperationalError as exc:
             released = []
             self.log.warning("event=release_failed worker=%s error=%r (leases will lapse and be swept)",
@@ -204,75 +224,54 @@ class Worker:
         self.log.info("event=worker_stopped worker=%s released=%s stats=%s", self.worker_id,
                       len(released), self.stats)
 
-    def _register(self) -> bool:
-        """Check the schema and register this worker's names, waiting up to ``startup_timeout``
-        while the database is unreachable. False if stopped meanwhile."""
-        from .migrate import check_current
-
-        deadline = time.monotonic() + self.startup_timeout
-        retry = 0
-        while True:
-            try:
-                with connect(self.settings.dsn, application_name="kestrel-worker") as conn:
-                    check_current(conn, self.schema)
-                    lease_mod.register(conn, self.schema, self.worker_id, self.names, self.concurrency,
-                                       self.versions, self.queues)
-                    queues_mod.declare(conn, self.schema, list(self.registry.queues.values()),
-                                       queues_mod.bindings(self.registry.workflows.values()))
-                    schedules_mod.declare(conn, self.schema, list(self.registry.schedules.values()),
-                                          by=f"worker:{self.worker_id}")
-                    unknown = queues_mod.undeclared(conn, self.schema, self.queues) if self.queues else []
-                if unknown:
-                    self.log.warning("event=undeclared_queues worker=%s queues=%s (no code declares them or "
-                                     "binds a workflow to them: this worker claims only executions enqueued "
-                                     "there with queue=...; check --queues for a typo)", self.worker_id,
-                                     ",".join(unknown))
-                return True
-            except (DatabaseUnavailable, psycopg.OperationalError) as exc:
-                failure = exc if isinstance(exc, DatabaseUnavailable) else unavailable(self.settings.dsn, exc)
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise failure from None
-                pause = min(_RECONNECT.delay(retry), remaining)
-                self.log.warning("event=waiting_for_database worker=%s error=%r retry_in_s=%.1f "
-                                 "gives_up_in_s=%.0f", self.worker_id, first_line(failure, self.settings.dsn),
-                                 pause, remaining)
-            if self.draining.wait(pause):
-                return False
-            retry += 1
-
     def __enter__(self) -> Worker:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _spawn(self, target: Callable[[], Any], name: str) -> None:
+    def _spawn(self, target: Callable[[], Any], name: str) -> threading.Thread:
         thread = threading.Thread(target=target, name=f"kestrel-{name}", daemon=True)
         thread.start()
         self._threads.append(thread)
+        return thread
 
     # -- database access ---------------------------------------------------------------------
 
-    def db(self, fn: Callable[[psycopg.Connection], T], *, window: float | None = None) -> T:
-        """Run ``fn`` on a pooled connection, retrying while the database is unreachable.
+    def db(self, fn: Callable[[psycopg.Connection], T], *, window: float | None = None,
+           interruptible: bool = True) -> T:
+        """Run ``fn`` on a pooled connection, retrying while the database is unreachable
+        (``outage.is_outage``: a lost or refused connection, up to ``window`` seconds) and
+        a few times at once when the server rolled it back to end a deadlock. Anything else
+        the server answers (a statement timeout, a bad value) is raised at once: the same
+        statement would get the same answer. A stopping worker past its grace stops waiting
+        (unless not ``interruptible``: its own last writes).
 
         Every write passed here is safe to repeat (fenced, ON CONFLICT, or checked).
         """
         deadline = time.monotonic() + (self.db_retry_window if window is None else window)
-        retry = 0
+        retry = conflicts = 0
         while True:
-            delay = _DB_RETRY.delay(retry)
             try:
                 with self._pool.connection(timeout=max(1.0, min(10.0, deadline - time.monotonic()))) as conn:
                     return fn(conn)
-            except psycopg.OperationalError as exc:
-                if time.monotonic() + delay > deadline or self._stopped.is_set():
+            except psycopg.Error as exc:
+                if is_conflict(exc) and conflicts < _CONFLICT_TRIES - 1:
+                    delay = _CONFLICT_RETRY.delay(conflicts)
+                    conflicts += 1
+                    self.log.warning("event=db_conflict_retry worker=%s error=%r retry_in_s=%.2f",
+                                     self.worker_id, first_line(exc, self.settings.dsn), delay)
+                elif is_outage(exc):
+                    delay = _DB_RETRY.delay(retry)
+                    if time.monotonic() + delay > deadline or self._stopped.is_set():
+                        raise
+                    retry += 1
+                    self.log.warning("event=db_retry worker=%s error=%r retry_in_s=%.2f",
+                                     self.worker_id, first_line(exc, self.settings.dsn), delay)
+                else:
                     raise
-                self.log.warning("event=db_retry worker=%s error=%r retry_in_s=%.2f",
-                                 self.worker_id, first_line(exc, self.settings.dsn), delay)
-                time.sleep(delay)
-                retry += 1
+                if (self._give_up if interruptible else self._stopped).wait(delay):
+                    raise
 
     def commit(self, boundary: Boundary, *, after: LazyOpen | None = None) -> Outcome:
         """Write one step boundary with the next group commit (see group_commit.py)."""
@@ -333,13 +332,14 @@ class Worker:
     def _dispatch(self, item: claim_mod.Claim) -> None:
         held = Claimed(item)
         with self._lock:
-            self._inflight[item.execution_id] = held
+            self._inflight[(item.execution_id, item.epoch)] = held
         self.count("claimed")
         self.log.info("event=claimed worker=%s execution_id=%s workflow=%s epoch=%s",
                       self.worker_id, item.execution_id, item.workflow_name, item.epoch)
         if self.registry.workflows[item.workflow_name].is_async:
-            assert self._loop is not None
-            asyncio.run_coroutine_threadsafe(self._run_async(held), self._loop)
+            if (loop := self._loop) is None:  # it starts before the claim loop: an engine bug
+                raise RuntimeError("an async workflow was claimed before the worker's event loop started")
+            asyncio.run_coroutine_threadsafe(self._run_async(held), loop)
         else:
             self._runnable.put(held)
 
@@ -359,14 +359,14 @@ class Worker:
 
     def _done(self, held: Claimed) -> None:
         with self._idle:
-            self._inflight.pop(held.claim.execution_id, None)
+            self._inflight.pop((held.claim.execution_id, held.claim.epoch), None)
             self._idle.notify_all()
         self._wake.set()
 
     def _maintenance_loop(self) -> None:
         beat_every = self.lease.total_seconds() / 3
         next_beat = next_sweep = time.monotonic()
-        while not self._stopped.is_set():
+        while not self._quiet.is_set():
             now = time.monotonic()
             if now >= next_beat:
                 next_beat = now + beat_every
@@ -375,14 +375,15 @@ class Worker:
                 next_sweep = now + self.sweep_interval * random.uniform(0.8, 1.2)
                 self._sweep()
                 self._tick_schedules()
-            self._stopped.wait(max(0.01, min(next_beat, next_sweep) - time.monotonic()))
+            self._quiet.wait(max(0.01, min(next_beat, next_sweep) - time.monotonic()))
 
     def _prune_loop(self) -> None:
-        assert self.prune_older_than is not None
+        if (older_than := self.prune_older_than) is None:  # started only when retention is on
+            return
         while not self._stopped.wait(self.prune_every * random.uniform(0.8, 1.2)):
             try:
                 result = prune_mod.prune(lambda fn: self.db(fn, window=0), self.schema,
-                                         older_than=self.prune_older_than, by=f"worker:{self.worker_id}",
+                                         older_than=older_than, by=f"worker:{self.worker_id}",
                                          max_batches=self.prune_max_batches)
             except (psycopg.Error, KestrelError) as exc:
                 self.log.warning("event=prune_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn))
@@ -395,18 +396,19 @@ class Worker:
             before = dict(self._inflight)
         try:
             held = self.db(lambda c: lease_mod.heartbeat(c, self.schema, self.worker_id, self.lease,
-                                                         list(before)), window=0)
+                                                         sorted({eid for eid, _ in before})), window=0)
         except psycopg.Error as exc:
             self.log.warning("event=heartbeat_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn))
             return
-        for eid, claimed in before.items():
-            if (eid, claimed.claim.epoch) not in held and not claimed.lost.is_set():
+        for key, claimed in before.items():
+            if key not in held and not claimed.lost.is_set():
                 with self._lock:
-                    still_running = eid in self._inflight
+                    still_running = key in self._inflight
                 if still_running:
                     claimed.lost.set()
-                    self.log.warning("event=claim_lost worker=%s execution_id=%s (swept, cancelled "
-                                     "or reclaimed; stopping at the next step)", self.worker_id, eid)
+                    self.log.warning("event=claim_lost worker=%s execution_id=%s epoch=%s (swept, "
+                                     "cancelled or reclaimed; stopping at the next step)", self.worker_id,
+                                     key[0], key[1])
 
     def _sweep(self) -> None:
         try:

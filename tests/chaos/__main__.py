@@ -37,7 +37,7 @@ def main() -> int:
     cfg = ChaosConfig(
         chaos_s=chaos_s, drain_s=120.0, workers=args.workers, concurrency=args.concurrency,
         rate=args.rate, seed=args.seed, restarts=max(2, int(chaos_s // 30)),
-        stops=max(2, int(chaos_s // 20)), worker_dsn=args.worker_dsn,
+        stops=max(2, int(chaos_s // 20)), freezes=max(2, int(chaos_s // 30)), worker_dsn=args.worker_dsn,
         transaction_pooling=args.transaction_pooling,
     )
     cluster = private_cluster()

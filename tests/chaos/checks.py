@@ -14,8 +14,10 @@
    - the successful attempt of the step, if any, is that same claim's (attempt rows are
      bookkeeping, committed asynchronously: a server crash may lose one, which is counted).
 5. Duplicated side effects (more than one ledger row for a step) are allowed only for a run
-   cut off by the chaos: its worker was SIGKILLed after the effect, or SIGSTOPped around it,
-   or the database was down around it (the lease could lapse meanwhile). They are counted.
+   cut off by the chaos: its worker was SIGKILLed while it ran (the effect at most
+   ``IN_FLIGHT_S`` before the kill), or SIGSTOPped around it, or frozen (SIGSTOP, operator
+   requeue, SIGCONT) while it ran: the effect before the freeze, never after the resume; or the
+   database was down around it (the lease could lapse meanwhile). They are counted.
 6. Schedules: every worker's scheduler ticks the one-second schedule; each tick was enqueued
    exactly once (no tick twice, none missing between the first and the last) and its run succeeded.
 7. Queue limits: the executions routed to the limited queue are the ones in it, and the running
@@ -32,7 +34,7 @@ from typing import Any, Sequence
 
 import psycopg
 
-from .workload import LIMITED_CONCURRENCY, LIMITED_PER_KEY, LIMITED_QUEUE, expected_steps
+from .workload import LIMITED_CONCURRENCY, LIMITED_PER_KEY, LIMITED_QUEUE, effect_steps, expected_steps
 
 EXECUTIONS = """
 SELECT id, coalesce(engine_key, idempotency_key), status, input, output, error, owner_id, claim_epoch
@@ -57,13 +59,19 @@ GATES = "SELECT execution_id, decision, decided_by FROM kestrel.workflow_waits W
 
 # Seconds of slack around a disruption when explaining a duplicate (clock reads on one host).
 SLACK_S = 3.0
+# How long before a kill a run may have started and still be in flight (its work, at most
+# 2.3 s in the workload, and its boundary's commit): a kill explains nothing older.
+IN_FLIGHT_S = 5.0
+# A freeze explains only runs its SIGSTOP cut off: started before it (this slack covers the
+# signal's delivery), not the runs the worker starts once resumed.
+FREEZE_SLACK_S = 0.5
 
 
 @dataclass(frozen=True)
 class Disruption:
     """Something the killer did: kill/stop name a worker; outage is the database being down."""
 
-    kind: str  # "kill", "stop", "outage"
+    kind: str  # "kill", "stop", "freeze" (stop, operator requeue, continue), "outage"
     worker: str | None
     start: float  # time.time()
     end: float
@@ -74,6 +82,7 @@ class Verdict:
     """What the checks found: counts to print and every violation (empty when all hold)."""
 
     executions: int = 0
+    fan_outs: int = 0  # of them, async fan-outs (gathered steps, then a sleep)
     statuses: Counter = field(default_factory=Counter)
     side_effects: int = 0
     duplicates: int = 0
@@ -137,6 +146,7 @@ def verify(conn: psycopg.Connection, expected_keys: set[str], disruptions: list[
     for eid, key, status, spec, output, error, owner_id, claim_epoch in executions:
         known.add(eid)
         v.statuses[status] += 1
+        v.fan_outs += isinstance(spec, dict) and "fan" in spec
         if status != "success":
             v.fail(f"execution {eid} ended {status}, not success: {(error or '').splitlines()[:1]}")
             continue
@@ -149,8 +159,7 @@ def verify(conn: psycopg.Connection, expected_keys: set[str], disruptions: list[
         if (output.get("owner"), output.get("epoch")) != (owner_id, claim_epoch):
             v.fail(f"execution {eid} was completed by {output.get('owner')} epoch {output.get('epoch')}, "
                    f"but its last claim is {owner_id} epoch {claim_epoch}: a stale worker completed it")
-        for i in range(spec["steps"]):
-            step = f"s{i}"
+        for step in effect_steps(spec):
             _check_step(v, eid, step, have[step], ledger.get((eid, step), []),
                         attempts.get((eid, step), []), claim_epoch, disruptions, lease_s)
     orphans = {eid for eid, _ in ledger} - known
@@ -202,7 +211,7 @@ def check_limits(v: Verdict, samples: Sequence[tuple[int, int]], concurrency: in
 
 def _check_output(v: Verdict, eid: int, spec: dict[str, Any], output: Any,
                   have: dict[str, tuple[Any, str | None, str | None]], gate: tuple | None) -> None:
-    nonces = [have[f"s{i}"][0] for i in range(spec["steps"])]
+    nonces = [have[step][0] for step in effect_steps(spec)]
     if not isinstance(output, dict) or output.get("nonces") != nonces or output.get("sum") != sum(nonces):
         v.fail(f"execution {eid}: output {output!r} does not match its checkpoints {nonces}")
         return
@@ -262,7 +271,10 @@ def explain_duplicate(run: tuple[str, int, int, float], disruptions: list[Disrup
         if d.kind == "stop" and d.worker == owner and d.start - SLACK_S <= at <= d.end + SLACK_S:
             return "stop"
     for d in disruptions:
-        if d.kind == "kill" and d.worker == owner and at <= d.start + SLACK_S:
+        if d.kind == "freeze" and d.worker == owner and d.start - IN_FLIGHT_S <= at <= d.start + FREEZE_SLACK_S:
+            return "freeze"
+    for d in disruptions:
+        if d.kind == "kill" and d.worker == owner and d.start - IN_FLIGHT_S <= at <= d.start + SLACK_S:
             return "kill"
     for d in disruptions:
         if d.kind == "outage" and d.start - lease_s - SLACK_S <= at <= d.end + lease_s + SLACK_S:

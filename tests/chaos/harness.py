@@ -1,9 +1,12 @@
 """The chaos run: worker processes, a producer, an approver, and a killer; then the checks.
 
-Phases: (1) chaos for ``chaos_s`` seconds: executions are enqueued steadily (every third one
-on a queue with limits, half of those under a concurrency key) while the killer
-SIGKILLs random workers (a replacement starts at once), SIGSTOPs one past its lease then
-SIGCONTs it, and restarts the PostgreSQL server (a clean restart, then a crash); (2) calm: the
+Phases: (1) chaos for ``chaos_s`` seconds: executions are enqueued steadily (chains of sync
+steps, every third one on a queue with limits, half of those under a concurrency key; and
+async fan-outs that gather steps, then sleep) while the killer SIGKILLs random workers (a
+replacement starts at once), SIGSTOPs one past its lease then SIGCONTs it, freezes every
+worker (SIGSTOP past the lease, the operator requeues what they held, SIGCONT: each may claim
+again what its own frozen threads still run), and restarts the PostgreSQL server (a clean
+restart, then a crash); (2) calm: the
 producer stops and the remaining work drains; (3) the workers get SIGTERM; (4) checks.py runs
 every invariant on what is left in the database, and on the running counts of the limited
 queue that a sampler thread read from the table every few milliseconds throughout.
@@ -59,6 +62,8 @@ class ChaosConfig:
     kill_every_s: tuple[float, float] = (2.0, 4.0)
     restarts: int = 2                # database restarts (alternating clean restart and crash)
     stops: int = 2                   # SIGSTOP/SIGCONT rounds
+    freezes: int = 2                 # SIGSTOP every worker / operator requeue / SIGCONT rounds
+    fan_every: int = 4               # every n-th execution is an async fan-out (0: none)
     seed: int | None = None
     worker_dsn: str | None = None    # where workers connect (PgBouncer); default: the cluster
     transaction_pooling: bool = False
@@ -72,6 +77,8 @@ class ChaosReport:
     kills: int = 0
     stops: int = 0
     busy_stops: int = 0              # stops that froze a worker in the middle of executions
+    freezes: int = 0
+    operator_requeues: int = 0       # executions a freeze's operator requeued
     restarts: int = 0
     enqueued: int = 0
     refused_writes: int = 0
@@ -83,7 +90,8 @@ class ChaosReport:
     def summary(self) -> str:
         v = self.verdict
         causes = ", ".join(f"{k} {n}" for k, n in sorted(v.duplicates_by_cause.items())) or "none"
-        return (f"executions {v.executions} ({dict(v.statuses)}), kills {self.kills}, stops {self.stops}, "
+        return (f"executions {v.executions} ({dict(v.statuses)}; async fan-outs {v.fan_outs}), kills {self.kills}, stops {self.stops}, "
+                f"freezes {self.freezes} (operator requeues {self.operator_requeues}), "
                 f"restarts {self.restarts}, side effects {v.side_effects}, duplicated side effects "
                 f"{v.duplicates} (by cause: {causes}), refused stale writes {self.refused_writes}, "
                 f"leases swept {self.leases_expired}, attempts left open {v.open_attempts} / lost {v.attempts_lost}, "
@@ -181,7 +189,9 @@ class ChaosRun:
             shutil.rmtree(self.log_dir, ignore_errors=True)
         return ChaosReport(
             verdict=verdict, kills=self.counts["kills"], stops=self.counts["stops"],
-            busy_stops=self.counts["busy_stops"], restarts=self.counts["restarts"], enqueued=len(self.keys),
+            busy_stops=self.counts["busy_stops"], freezes=self.counts["freezes"],
+            operator_requeues=self.counts["operator_requeues"], restarts=self.counts["restarts"],
+            enqueued=len(self.keys),
             refused_writes=logs.count("event=write_refused"), leases_expired=logs.count("event=leases_expired"),
             seconds=time.monotonic() - self.started, log_dir=self.log_dir, disruptions=self.disruptions,
         )
@@ -232,16 +242,23 @@ class ChaosRun:
         while not self.stop_feeding.is_set():
             i += 1
             key = f"chaos-{i}"
-            spec = {"steps": self.rng.randint(3, 5), "work_ms": self.rng.choice([20, 50, 120, 400]),
+            # now and then a long chain (about 5 s in one claim): still running a lease after a
+            # frozen worker claimed it again, when a lost heartbeat would let it be swept
+            spec = {"steps": self.rng.randint(3, 5), "work_ms": self.rng.choice([20, 50, 120, 400, 400, 1500]),
                     "nap": self.rng.choice([None, None, 0.3, 1.0]),
                     "gate": self.rng.choice([None, None, None, "approve", "approve", "reject", "timeout"])}
             # every third on the limited queue, every other one of those under one of 4 keys
             place = {} if i % 3 else {"queue": LIMITED_QUEUE,
                                       "concurrency_key": f"customer-{i // 6 % 4}" if i % 2 else None}
+            workflow = "chain"
+            if not place and self.cfg.fan_every and i % self.cfg.fan_every == 1:
+                workflow = "fan"
+                spec = {"fan": self.rng.randint(3, 6), "work_ms": self.rng.choice([20, 50, 120, 400]),
+                        "nap": self.rng.choice([0.3, 1.0])}
             deadline = time.monotonic() + 60
             while True:  # the idempotency key makes a retried enqueue insert at most once
                 try:
-                    self.app.enqueue("chain", spec, idempotency_key=key, **place)
+                    self.app.enqueue(workflow, spec, idempotency_key=key, **place)
                     break
                 except (KestrelError, psycopg.Error):
                     if time.monotonic() > deadline:
@@ -276,6 +293,7 @@ class ChaosRun:
         plan = sorted(
             [(cfg.chaos_s * (i + 1) / (cfg.restarts + 1), "restart", i % 2 == 1) for i in range(cfg.restarts)]
             + [(cfg.chaos_s * (0.15 + 0.6 * i / max(1, cfg.stops)), "stop", False) for i in range(cfg.stops)]
+            + [(cfg.chaos_s * (0.3 + 0.6 * i / max(1, cfg.freezes)), "freeze", False) for i in range(cfg.freezes)]
         )
         t_start = time.monotonic()
         next_kill = t_start + self.rng.uniform(*cfg.kill_every_s)
@@ -285,6 +303,10 @@ class ChaosRun:
                 _, what, crash = plan.pop(0)
                 if what == "restart":
                     self.restart_db(crash)
+                elif what == "freeze":
+                    if not self.freeze_all():  # every worker stopped or gone: again in a second
+                        plan.append((now - t_start + 1.0, what, crash))
+                        plan.sort()
                 elif not self.stop_one():  # too few workers right now: try again in a second
                     plan.append((now - t_start + 1.0, what, crash))
                     plan.sort()
@@ -356,6 +378,65 @@ class ChaosRun:
         self.pool.cont(wid)
         self.disruptions.append(Disruption("stop", wid, t0, time.time()))
         self.cfg.log(f"chaos: SIGCONT {wid} after {time.time() - t0:.1f} s")
+
+
+    def freeze_all(self) -> bool:
+        """SIGSTOP every running worker (the issue-17 sequence, on all of them at once): past
+        the lease, requeue what they held as an operator would, then SIGCONT. Each worker may
+        then claim again, under a newer epoch, what its own frozen threads are still running."""
+        wids = [w for w in self.pool.alive() if w not in self.pool.stopped]
+        if not wids:
+            return False
+        t0 = time.time()
+        for wid in wids:
+            self.pool.stop(wid)
+        self.counts["freezes"] += 1
+        self.cfg.log(f"chaos: SIGSTOP every worker ({', '.join(wids)})")
+        thaw = threading.Thread(target=self._thaw, args=(wids, t0), daemon=True)
+        thaw.start()
+        self.resumers.append(thaw)
+        return True
+
+    def _thaw(self, wids: list[str], t0: float) -> None:
+        """Past the lease of everything the frozen workers hold, requeue it through the operator
+        API (nobody else is awake to sweep it), then SIGCONT them all."""
+        try:
+            self.stop_chaos.wait(self.cfg.lease_s)
+            deadline = time.monotonic() + self.cfg.lease_s + 10.0
+            while not self.stop_chaos.is_set() and time.monotonic() < deadline:
+                expired, live = _frozen_claims(self.admin_dsn, wids)
+                for eid in expired or []:
+                    try:
+                        self.app.requeue(eid, by="chaos-operator", comment="worker frozen")
+                        self.counts["operator_requeues"] += 1
+                    except (KestrelError, psycopg.Error):
+                        pass  # an outage, or swept meanwhile by a worker started since
+                if expired is not None and not expired and not live:
+                    break
+                self.stop_chaos.wait(0.1)
+        finally:
+            for wid in wids:
+                self.pool.cont(wid)
+            t1 = time.time()
+            self.disruptions.extend(Disruption("freeze", wid, t0, t1) for wid in wids)
+            self.cfg.log(f"chaos: SIGCONT every frozen worker after {t1 - t0:.1f} s")
+
+
+FROZEN_CLAIMS = """
+SELECT id, lease_expires < now() FROM kestrel.workflow_executions
+ WHERE status = 'running' AND owner_id = ANY(%s)
+"""
+
+
+def _frozen_claims(dsn: str, wids: list[str]) -> tuple[list[int] | None, int]:
+    """(running executions of ``wids`` whose lease lapsed, how many are still leased);
+    (None, 0) when the database cannot be read."""
+    try:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=3) as conn:
+            rows = conn.execute(FROZEN_CLAIMS, (wids,)).fetchall()
+    except psycopg.Error:
+        return None, 0
+    return [eid for eid, lapsed in rows if lapsed], sum(not lapsed for _, lapsed in rows)
 
 
 def _all_reclaimed(dsn: str, wid: str, held: list[tuple[int, int]]) -> bool:

@@ -14,12 +14,12 @@ from .harness import ChaosConfig, run_chaos
 pytestmark = pytest.mark.slow
 
 
-def test_nothing_lost_or_doubled_under_kills_stops_and_restarts(
+def test_nothing_lost_or_doubled_under_kills_stops_freezes_and_restarts(
     private_cluster: LocalCluster, capsys: pytest.CaptureFixture[str],
 ) -> None:
     lines: list[str] = []
     cfg = ChaosConfig(chaos_s=40.0, drain_s=60.0, workers=3, concurrency=4, lease_s=4.0,
-                      rate=8.0, restarts=2, stops=2, log=lines.append)
+                      rate=8.0, restarts=2, stops=2, freezes=2, log=lines.append)
     report = run_chaos(private_cluster, cfg, database=f"chaos_{uuid.uuid4().hex[:8]}")
     with capsys.disabled():
         print(f"\nchaos: {report.summary()}")
@@ -28,7 +28,9 @@ def test_nothing_lost_or_doubled_under_kills_stops_and_restarts(
          f"worker logs: {report.log_dir}"])
     # The run did what it claims: every kind of disruption happened, on a real workload.
     assert report.kills >= 5 and report.stops == 2 and report.restarts == 2, report.summary()
+    assert report.freezes == 2, report.summary()  # requeues: only what the frozen workers held running
     assert report.enqueued >= 200 and report.verdict.statuses["success"] == report.enqueued
+    assert report.verdict.fan_outs >= report.enqueued // 8, report.summary()  # async fan-outs ran too
     assert report.verdict.ticks >= 20, report.summary()  # the schedule ticked through the chaos
     # the limited queue had work through the chaos, and its running count was read throughout
     assert report.verdict.limited >= report.enqueued // 3 - 1, report.summary()

@@ -175,3 +175,44 @@ def test_an_execution_not_in_the_queue_it_was_routed_to_is_caught(chaos_db: psyc
     assert verify(chaos_db, {"k1", "k2"}, [], LEASE, limited_keys={"k2"}).ok
     text = "\n".join(verify(chaos_db, {"k1", "k2"}, [], LEASE, limited_keys=set()).violations)
     assert f"execution k2 is in queue {LIMITED_QUEUE} but was not enqueued there" in text
+
+
+def test_a_freeze_explains_only_the_runs_it_cut_off(chaos_db: psycopg.Connection) -> None:
+    frozen_at = time.time() - 100
+    resumed_at = frozen_at + 6
+    eid = execution(chaos_db, "k1", owner="w1", epoch=3, nonces=[11, 12])
+    step(chaos_db, eid, "s0", nonce=10, owner="w1", epoch=1, at=frozen_at - 0.2, checkpoint=False)  # cut off
+    step(chaos_db, eid, "s0", nonce=11, owner="w1", epoch=2)
+    # the resumed worker ran s1 under its new claim, then again: a run the freeze cannot explain
+    step(chaos_db, eid, "s1", nonce=98, owner="w1", epoch=2, at=resumed_at + 0.5, checkpoint=False)
+    step(chaos_db, eid, "s1", nonce=12, owner="w1", epoch=3)
+    freeze = [Disruption("freeze", "w1", frozen_at, resumed_at)]
+    verdict = verify(chaos_db, {"k1"}, freeze, LEASE)
+    assert verdict.duplicates == 2 and verdict.duplicates_by_cause == {"freeze": 1}
+    assert [v for v in verdict.violations if "duplicate side effect" in v] == [
+        f"execution {eid} step s1: duplicate side effect by w1 epoch 2 at {resumed_at + 0.5:.3f} "
+        "that no kill, stop or outage explains"]
+
+
+def test_a_kill_explains_only_a_run_in_flight(chaos_db: psycopg.Connection) -> None:
+    eid = execution(chaos_db, "k1", owner="w2", epoch=2, nonces=[11, 12])
+    ran_at = time.time() - 100
+    step(chaos_db, eid, "s0", nonce=10, owner="w1", epoch=1, at=ran_at, checkpoint=False)
+    step(chaos_db, eid, "s0", nonce=11, owner="w2", epoch=2)
+    step(chaos_db, eid, "s1", nonce=12, owner="w2", epoch=2)
+    assert not verify(chaos_db, {"k1"}, [Disruption("kill", "w1", ran_at + 60, ran_at + 60)], LEASE).ok
+
+
+def test_an_async_fan_out_is_checked_step_by_step(chaos_db: psycopg.Connection) -> None:
+    spec = {"fan": 2, "work_ms": 10, "nap": 0.3}
+    eid = execution(chaos_db, "k1", owner="w1", epoch=2, nonces=[21, 22, 23], spec=spec)
+    step(chaos_db, eid, "f0", nonce=21, owner="w1", epoch=1)
+    step(chaos_db, eid, "f1", nonce=22, owner="w1", epoch=1)
+    chaos_db.execute("INSERT INTO kestrel.operation_outputs (execution_id, step_id, output) VALUES (%s, 'nap', '{}')",
+                     (eid,))
+    step(chaos_db, eid, "after", nonce=23, owner="w1", epoch=2)
+    clean = verify(chaos_db, {"k1"}, [], LEASE)
+    assert clean.ok and clean.fan_outs == 1, clean.violations
+    # a gathered step whose checkpoint was lost ran again on the replay: caught
+    step(chaos_db, eid, "f1", nonce=24, owner="w1", epoch=2, checkpoint=False)
+    assert any("duplicate side effect by w1 epoch 2" in v for v in verify(chaos_db, {"k1"}, [], LEASE).violations)

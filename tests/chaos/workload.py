@@ -14,6 +14,7 @@ and which run's result the checkpoint kept.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
 import random
@@ -151,6 +152,27 @@ def chain(ctx: Any, spec: dict[str, Any]) -> dict[str, Any]:
     return {"nonces": nonces, "sum": sum(nonces), "owner": owner, "epoch": epoch, "decision": decision}
 
 
+async def side_effect_async(execution_id: int, step_id: str, owner: str, epoch: int, work_ms: int) -> int:
+    """The same side effect as a coroutine step (its ledger INSERT in a thread, its work awaited)."""
+    nonce = await asyncio.to_thread(record, execution_id, step_id, owner, epoch)
+    await asyncio.sleep(work_ms / 1000.0 * random.uniform(0.5, 1.5))
+    return nonce
+
+
+@app.workflow("fan")
+async def fan(ctx: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec``: fan (int: steps gathered at once, plain and coroutine ones in turn), work_ms
+    (int), nap (seconds): gather the steps, sleep durably (the rest is a replay that must
+    return every gathered checkpoint), then one more step."""
+    owner, epoch = claim_of(ctx)
+    gathered = [ctx.step(f"f{i}", side_effect_async if i % 2 else side_effect, ctx.execution_id, f"f{i}",
+                         owner, epoch, spec["work_ms"]) for i in range(spec["fan"])]
+    nonces = list(await asyncio.gather(*gathered))
+    await ctx.sleep("nap", timedelta(seconds=spec["nap"]))
+    nonces.append(await ctx.step("after", side_effect, ctx.execution_id, "after", owner, epoch, spec["work_ms"]))
+    return {"nonces": nonces, "sum": sum(nonces), "owner": owner, "epoch": epoch, "decision": None}
+
+
 TICK_SCHEDULE = "chaos-tick"
 
 
@@ -161,9 +183,19 @@ def tick(ctx: Any, input: dict[str, Any]) -> str:
     return input["scheduled_at"]
 
 
+def effect_steps(spec: dict[str, Any]) -> list[str]:
+    """The steps of an execution of ``spec`` that leave a side effect, in the order of its
+    output's nonces (a ``fan`` spec is the async fan-out, else a chain)."""
+    if "fan" in spec:
+        return [f"f{i}" for i in range(spec["fan"])] + ["after"]
+    return [f"s{i}" for i in range(spec["steps"])]
+
+
 def expected_steps(spec: dict[str, Any]) -> set[str]:
     """Every checkpoint an execution of ``spec`` must end with."""
-    steps = {f"s{i}" for i in range(spec["steps"])}
+    steps = set(effect_steps(spec))
+    if "fan" in spec:
+        return steps | {"nap"}
     if spec.get("nap"):
         steps.add("nap")
     if spec.get("gate") and spec["steps"] >= 2:

@@ -8,7 +8,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from kestrel_core import Kestrel
-from kestrel_core import boundary, lease, sweeper, waits
+from kestrel_core import boundary, checkpoint, lease, sweeper, waits
 from kestrel_core.boundary import Attempt, Boundary, Completion, Finish, Outcome
 from kestrel_core.claim import claim
 
@@ -57,8 +57,11 @@ def test_checkpoint_written_once_first_result_wins(app: Kestrel, db: psycopg.Con
     eid = app.enqueue("w")
     (held,) = claim(db, S, owner="w1", names=["w"], n=1, lease=timedelta(seconds=30))
     one = opened(db, eid, "w1", held.epoch, "a")
-    two = opened(db, eid, "w1", held.epoch, "a")
     (first,) = boundary.write(db, S, [Boundary(eid, "w1", held.epoch, finish=Finish("a", one, Jsonb("first")))])
+    # A claim runs one attempt of a step at a time (opening it again while it runs returns it:
+    # a retried write, boundary.py), so the second writer's attempt opens after the first ended.
+    two = opened(db, eid, "w1", held.epoch, "a")
+    assert two.number == 2
     (second,) = boundary.write(db, S, [Boundary(eid, "w1", held.epoch, finish=Finish("a", two, Jsonb("second")))])
     assert first.written and first.checkpoint == ("first", None, 1)
     assert not second.written and second.held and second.checkpoint == ("first", None, 1)
@@ -112,3 +115,20 @@ def test_sweeper_is_idempotent_and_leaves_live_leases(app: Kestrel, db: psycopg.
     assert sweeper.sweep_leases(db, S) == [dead]
     assert sweeper.sweep_leases(db, S) == []
     assert app.get(live).status == "running" and app.get(dead).status == "enqueued"
+
+
+def test_a_stale_claim_loading_checkpoints_closes_none_of_the_new_claims_attempts(
+        app: Kestrel, db: psycopg.Connection) -> None:
+    eid = app.enqueue("w")
+    (old,) = claim(db, S, owner="w1", names=["w"], n=1, lease=timedelta(seconds=30))
+    left_open = opened(db, eid, "w1", old.epoch, "a")
+    expire(db, eid)
+    assert sweeper.sweep_leases(db, S) == [eid]
+    (new,) = claim(db, S, owner="w2", names=["w"], n=1, lease=timedelta(seconds=30))
+    assert checkpoint.load(db, S, eid, owner="w2", epoch=new.epoch) == {}  # closes the old claim's attempt
+    running = opened(db, eid, "w2", new.epoch, "a")
+    assert running.number == left_open.number + 1
+    # The first claim's worker comes back and replays: refused, and the new attempt stays running.
+    assert checkpoint.load(db, S, eid, owner="w1", epoch=old.epoch) is None
+    assert db.execute("SELECT attempt, owner_id, outcome FROM step_attempts ORDER BY attempt").fetchall() == [
+        (1, "w1", "error"), (2, "w2", "running")]

@@ -1,0 +1,34 @@
+"""Which database errors mean "the database is away" and which are its answer.
+
+psycopg raises ``OperationalError`` for a lost connection, but also for errors the server
+returns on a healthy one: ``QueryCanceled`` (a statement timeout or a cancel) and the
+transaction rollbacks (``DeadlockDetected``, ``SerializationFailure``) are subclasses. Only an
+outage is worth waiting out (the same statement succeeds once the server is back); a statement
+the server refused is refused again, and a deadlock is over the moment it is reported.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+# SQLSTATEs of a connection the server ended or would not accept: class 08 (connection
+# exception), 57P01..57P03 (admin or crash shutdown, not accepting connections yet) and 53300
+# (too many connections).
+_OUTAGE_STATES = frozenset({"57P01", "57P02", "57P03", "53300"})
+
+
+def is_outage(exc: BaseException) -> bool:
+    """True when ``exc`` says the database could not be reached (connection refused, broken,
+    closed by a restart, no pooled connection in time): the write may succeed once it is back."""
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    if state is None:  # raised by the client: the connection failed, broke, or none was free
+        return True
+    return state.startswith("08") or state in _OUTAGE_STATES
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """True when the server rolled the statement back to resolve a conflict with another one
+    (class 40: deadlock, serialization failure): running it again is the cure."""
+    return isinstance(exc, psycopg.Error) and (exc.sqlstate or "").startswith("40")
