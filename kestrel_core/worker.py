@@ -175,8 +175,8 @@ class Worker:
         if self.listen:
             self._spawn(lambda: listener.listen(self.settings, set(self.names), self._wake, self._stopped,
                                                 self.log, self.worker_id), "listen")
-        if self.prune_older_than is not None:
-            self._spawn(self._prune_loop, "prune")  # its own thread: never delays a heartbeat
+        if (older_than := self.prune_older_than) is not None:  # its own thread: never delays a heartbeat
+            self._spawn(lambda: self._prune_loop(older_than), "prune")
         for i in range(self.concurrency):
             self._spawn(self._runner_loop, f"runner-{i}")
         self.log.info("event=worker_started worker=%s workflows=%s concurrency=%s lease_s=%s listen=%s "
@@ -377,9 +377,7 @@ class Worker:
                 self._tick_schedules()
             self._quiet.wait(max(0.01, min(next_beat, next_sweep) - time.monotonic()))
 
-    def _prune_loop(self) -> None:
-        if (older_than := self.prune_older_than) is None:  # started only when retention is on
-            return
+    def _prune_loop(self, older_than: timedelta) -> None:
         while not self._stopped.wait(self.prune_every * random.uniform(0.8, 1.2)):
             try:
                 result = prune_mod.prune(lambda fn: self.db(fn, window=0), self.schema,
