@@ -24,13 +24,15 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("benchmarks", nargs="*", metavar="BENCHMARK",
-                   help=f"any of: {', '.join(BENCHMARKS)} (default: all)")
+    p = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("benchmarks", nargs="*", metavar="BENCHMARK", help=f"any of: {', '.join(BENCHMARKS)} (default: all)")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of a few seconds each")
-    p.add_argument("--admin-dsn", help="server where fresh databases are created "
-                   "(default $KESTREL_BENCH_DSN, else host=127.0.0.1 user=postgres)")
+    p.add_argument(
+        "--admin-dsn",
+        help="server where fresh databases are created (default $KESTREL_BENCH_DSN, else host=127.0.0.1 user=postgres)",
+    )
     p.add_argument("--results", type=Path, help="folder for the JSON files (default bench/results)")
     g = p.add_argument_group("throughput")
     g.add_argument("--workers", type=_ints, help="worker process counts, e.g. 1,2,4")
@@ -40,11 +42,19 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--no-ceiling", action="store_true", help="skip the pgbench ceiling")
     g.add_argument("--no-dbos", action="store_true", help="skip DBOS Transact")
     g.add_argument("--dbos-polling", type=float, help="DBOS queue polling interval, seconds")
-    g.add_argument("--feed-threads", type=int, help="threads of single enqueues feeding the one-step "
-                   "workload in the 'fed' table (0: no such table; default 8)")
-    g.add_argument("--profile", type=Path, metavar="DIR",
-                   help="run each Kestrel worker under cProfile: one .pstats per process in DIR, "
-                   "and the top 15 functions printed (profiled runs are slower: not for the figures)")
+    g.add_argument(
+        "--feed-threads",
+        type=int,
+        help="threads of single enqueues feeding the one-step "
+        "workload in the 'fed' table (0: no such table; default 8)",
+    )
+    g.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="run each Kestrel worker under cProfile: one .pstats per process in DIR, "
+        "and the top 15 functions printed (profiled runs are slower: not for the figures)",
+    )
     g = p.add_argument_group("latency, recovery, console, enqueue")
     g.add_argument("--samples", type=int, help="dispatch probes with NOTIFY")
     g.add_argument("--poll-samples", type=int, help="dispatch probes polling only")
@@ -63,14 +73,27 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser().error(f"unknown benchmark {unknown[0]!r}: choose from {', '.join(BENCHMARKS)}")
     overrides = {
-        key: value for key, value in {
-            "admin": args.admin_dsn, "results": args.results, "workers": args.workers,
-            "concurrency": args.concurrency, "n": args.n, "ceiling_seconds": args.ceiling_seconds,
-            "dbos_polling": args.dbos_polling, "profile": args.profile, "samples": args.samples, "poll_samples": args.poll_samples,
-            "poll_interval": args.poll_interval, "recovery_executions": args.recovery_executions,
-            "lease": args.lease, "finished": args.finished, "live": args.live,
-            "enqueue_rows": args.enqueue_rows, "feed_threads": args.feed_threads,
-        }.items() if value is not None
+        key: value
+        for key, value in {
+            "admin": args.admin_dsn,
+            "results": args.results,
+            "workers": args.workers,
+            "concurrency": args.concurrency,
+            "n": args.n,
+            "ceiling_seconds": args.ceiling_seconds,
+            "dbos_polling": args.dbos_polling,
+            "profile": args.profile,
+            "samples": args.samples,
+            "poll_samples": args.poll_samples,
+            "poll_interval": args.poll_interval,
+            "recovery_executions": args.recovery_executions,
+            "lease": args.lease,
+            "finished": args.finished,
+            "live": args.live,
+            "enqueue_rows": args.enqueue_rows,
+            "feed_threads": args.feed_threads,
+        }.items()
+        if value is not None
     }
     if args.no_ceiling:
         overrides["ceiling"] = False

@@ -109,40 +109,65 @@ def _boundary(steps_open: str, finish: str | None, done: bool, seq: int) -> dict
     the previous boundary, read by gset into ``o_``), open ``steps_open``, complete when ``done``."""
     none = {"text": "ARRAY[NULL]::text[]", "int": "ARRAY[NULL]::int[]", "jsonb": "ARRAY[NULL]::jsonb[]"}
     return {
-        "eids": "ARRAY[:c_id]", "owners": "ARRAY[:owner]", "epochs": "ARRAY[:c_claim_epoch]",
+        "eids": "ARRAY[:c_id]",
+        "owners": "ARRAY[:owner]",
+        "epochs": "ARRAY[:c_claim_epoch]",
         "finish_steps": f"ARRAY[:{finish}]" if finish else none["text"],
         "attempts": "ARRAY[:o_opened]" if finish else none["int"],
         "started": "ARRAY[:o_opened_at]" if finish else "ARRAY[NULL]::timestamptz[]",
-        "outputs": "ARRAY[:output]" if finish else none["jsonb"], "errors": none["text"],
-        "keeps": f"ARRAY[{'true' if finish else 'false'}]", "seqs": f"ARRAY[{seq}]" if finish else none["int"],
+        "outputs": "ARRAY[:output]" if finish else none["jsonb"],
+        "errors": none["text"],
+        "keeps": f"ARRAY[{'true' if finish else 'false'}]",
+        "seqs": f"ARRAY[{seq}]" if finish else none["int"],
         "open_steps": f"ARRAY[:{steps_open}]" if steps_open else none["text"],
         "statuses": "ARRAY[:status]" if done else none["text"],
-        "results": "ARRAY[:output]" if done else none["jsonb"], "failures": none["text"],
-        "fresh": "ARRAY[false]", "elapsed": "ARRAY[NULL]::float8[]",
+        "results": "ARRAY[:output]" if done else none["jsonb"],
+        "failures": none["text"],
+        "fresh": "ARRAY[false]",
+        "elapsed": "ARRAY[NULL]::float8[]",
         "sync": "'on'" if finish or done else "'off'",
     }
 
 
 def script(steps: int) -> str:
     """The pgbench script for one execution of a no-op workflow of ``steps`` steps."""
-    claim = {"names": ":names", "n": ":batch", "owner": ":owner", "lease": ":lease",
-             "versions": ":versions", "queues": "NULL"}
-    parts = ["-- claim (RETURNING id, ..., claim_epoch: c_id, c_claim_epoch)",
-             to_pgbench(CLAIM, claim, gset="c_"),
-             "-- open step s0 (opened, opened_at: o_opened, o_opened_at)",
-             to_pgbench(WRITE, _boundary("step0", None, False, 0), gset="o_")]
+    claim = {
+        "names": ":names",
+        "n": ":batch",
+        "owner": ":owner",
+        "lease": ":lease",
+        "versions": ":versions",
+        "queues": "NULL",
+    }
+    parts = [
+        "-- claim (RETURNING id, ..., claim_epoch: c_id, c_claim_epoch)",
+        to_pgbench(CLAIM, claim, gset="c_"),
+        "-- open step s0 (opened, opened_at: o_opened, o_opened_at)",
+        to_pgbench(WRITE, _boundary("step0", None, False, 0), gset="o_"),
+    ]
     for k in range(steps):
         last = k == steps - 1
         parts.append(f"-- checkpoint s{k}, then " + ("complete" if last else f"open s{k + 1}"))
-        parts.append(to_pgbench(WRITE, _boundary("" if last else f"step{k + 1}", f"step{k}", last, k + 1),
-                                gset=None if last else "o_"))
+        parts.append(
+            to_pgbench(
+                WRITE, _boundary("" if last else f"step{k + 1}", f"step{k}", last, k + 1), gset=None if last else "o_"
+            )
+        )
     return "\n".join(parts) + "\n"
 
 
 def _defines(workflow: str, steps: int) -> list[str]:
-    values = {"names": "{" + workflow + "}", "versions": "{NULL}", "batch": "1", "owner": OWNER, "lease": "30 seconds",
-              "output": "null", "outcome": "success", "status": "success",
-              **{f"step{k}": f"s{k}" for k in range(steps)}}
+    values = {
+        "names": "{" + workflow + "}",
+        "versions": "{NULL}",
+        "batch": "1",
+        "owner": OWNER,
+        "lease": "30 seconds",
+        "output": "null",
+        "outcome": "success",
+        "status": "success",
+        **{f"step{k}": f"s{k}" for k in range(steps)},
+    }
     out: list[str] = []
     for key, value in values.items():
         out += ["-D", f"{key}={value}"]
@@ -162,12 +187,15 @@ def _parse(output: str) -> dict[str, Any]:
     }
 
 
-def run_ceiling(admin: str, workflow: str, *, clients: int, threads: int, seconds: float,
-                seed_rows: int | None = None) -> dict[str, Any]:
+def run_ceiling(
+    admin: str, workflow: str, *, clients: int, threads: int, seconds: float, seed_rows: int | None = None
+) -> dict[str, Any]:
     """pgbench the engine's statements for ``workflow`` on a fresh database; executions/s."""
     binary = pgbench_binary()
     if binary is None:
-        raise FileNotFoundError("pgbench not found: install the PostgreSQL client tools (apt-get install postgresql-client)")
+        raise FileNotFoundError(
+            "pgbench not found: install the PostgreSQL client tools (apt-get install postgresql-client)"
+        )
     steps = STEPS[workflow]
     rows = seed_rows or max(20_000, int(seconds * 12_000 / (1 + steps // 2)))
     with fresh_database(admin) as dsn:
@@ -179,13 +207,30 @@ def run_ceiling(admin: str, workflow: str, *, clients: int, threads: int, second
             f.write(script(steps))
             path = f.name
         params = conninfo_to_dict(dsn)
-        cmd = [binary, "-n", "-M", "prepared", "-c", str(clients), "-j", str(max(1, min(threads, clients))),
-               "-T", str(max(1, round(seconds))), "-f", path, *_defines(workflow, steps),
-               "-h", params.get("host", "127.0.0.1"), "-p", str(params.get("port", 5432)),
-               "-U", params.get("user", "postgres"), params["dbname"]]
+        cmd = [
+            binary,
+            "-n",
+            "-M",
+            "prepared",
+            "-c",
+            str(clients),
+            "-j",
+            str(max(1, min(threads, clients))),
+            "-T",
+            str(max(1, round(seconds))),
+            "-f",
+            path,
+            *_defines(workflow, steps),
+            "-h",
+            params.get("host", "127.0.0.1"),
+            "-p",
+            str(params.get("port", 5432)),
+            "-U",
+            params.get("user", "postgres"),
+            params["dbname"],
+        ]
         started = time.monotonic()
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 120,
-                              env=_pgenv(params))
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 120, env=_pgenv(params))
         Path(path).unlink(missing_ok=True)
         out = proc.stdout + proc.stderr
         result = _parse(out)
@@ -196,10 +241,17 @@ def run_ceiling(admin: str, workflow: str, *, clients: int, threads: int, second
     if left == 0:
         raise RuntimeError(f"pgbench claimed all {rows} seeded rows before the end: seed more (seed_rows)")
     return {
-        "workflow": workflow, "steps": steps, "clients": clients, "threads": threads,
-        "seconds": round(time.monotonic() - started, 2), "seeded": rows, "aborted": proc.returncode != 0,
-        "workflows_per_s": round(result["tps"], 1), "steps_per_s": round(result["tps"] * steps, 1),
-        "executions": int(result["transactions"] or 0), "failed": int(result["failed"]),
+        "workflow": workflow,
+        "steps": steps,
+        "clients": clients,
+        "threads": threads,
+        "seconds": round(time.monotonic() - started, 2),
+        "seeded": rows,
+        "aborted": proc.returncode != 0,
+        "workflows_per_s": round(result["tps"], 1),
+        "steps_per_s": round(result["tps"] * steps, 1),
+        "executions": int(result["transactions"] or 0),
+        "failed": int(result["failed"]),
         "latency_avg_ms": result["latency_avg_ms"],
     }
 

@@ -46,7 +46,8 @@ INSERT INTO {schema}.workflow_executions
 SELECT (%(names)s::text[])[1 + i %% 4], kind,
        jsonb_build_object('n', i),
        CASE WHEN kind <> 'enqueued' THEN 'worker-' || (i %% 3) END,
-       CASE WHEN kind = 'running' THEN now() + CASE WHEN i %% 60 = 0 THEN interval '-1 minute' ELSE interval '30 seconds' END END,
+       CASE WHEN kind = 'running'
+            THEN now() + CASE WHEN i %% 60 = 0 THEN interval '-1 minute' ELSE interval '30 seconds' END END,
        CASE WHEN kind = 'enqueued' THEN 0 ELSE 1 END, CASE WHEN kind = 'enqueued' THEN 0 ELSE 1 END,
        now() - interval '1 second' * (i %% 600), now() - interval '1 second' * (i %% 600), now(),
        CASE WHEN kind <> 'enqueued' THEN now() - interval '1 second' * (i %% 300) END
@@ -91,8 +92,9 @@ def reader_available() -> str | None:
     return None
 
 
-def run_console(admin: str, *, finished: int, live: int, samples: int = 100,
-                query_samples: int = 30, spread_hours: float = 24 * 7) -> dict[str, Any]:
+def run_console(
+    admin: str, *, finished: int, live: int, samples: int = 100, query_samples: int = 30, spread_hours: float = 24 * 7
+) -> dict[str, Any]:
     """Seed ``finished`` + ``live`` executions, then time the dashboard refresh."""
     reason = reader_available()
     if reason:
@@ -122,5 +124,11 @@ def run_console(admin: str, *, finished: int, live: int, samples: int = 100,
                     conn.execute(query, params).fetchall()
                     q_times.append(time.perf_counter() - t)
                 per_query[key] = summary_ms(q_times)
-    return {"finished": finished, "live": live, "spread_hours": spread_hours, "seed_s": round(seed_s, 1),
-            "dashboard": summary_ms(times), "queries": per_query}
+    return {
+        "finished": finished,
+        "live": live,
+        "spread_hours": spread_hours,
+        "seed_s": round(seed_s, 1),
+        "dashboard": summary_ms(times),
+        "queries": per_query,
+    }

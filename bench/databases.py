@@ -68,8 +68,7 @@ def server_settings(dsn: str) -> dict[str, str]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         rows = conn.execute(
             "SELECT name, setting FROM pg_settings WHERE name = ANY(%s)",
-            (["synchronous_commit", "fsync", "wal_sync_method", "commit_delay", "shared_buffers",
-              "max_connections"],),
+            (["synchronous_commit", "fsync", "wal_sync_method", "commit_delay", "shared_buffers", "max_connections"],),
         ).fetchall()
     return dict(rows)
 
@@ -85,5 +84,8 @@ def checkpoint(conn: psycopg.Connection) -> None:
 
 def rates(n: int, steps: int, elapsed: float) -> dict[str, float]:
     """The common throughput fields of a run's result."""
-    return {"elapsed_s": round(elapsed, 3), "workflows_per_s": round(n / elapsed, 1),
-            "steps_per_s": round(n * steps / elapsed, 1)}
+    return {
+        "elapsed_s": round(elapsed, 3),
+        "workflows_per_s": round(n / elapsed, 1),
+        "steps_per_s": round(n * steps / elapsed, 1),
+    }

@@ -30,9 +30,14 @@ def run_enqueue(admin: str, *, rows: int, batch: int = 1000, singles: int = 1000
         for i in range(singles):
             app.enqueue(NOOP1, i)
         single_s = time.perf_counter() - started
-    return {"rows": rows, "batch": batch, "bulk_s": round(bulk_s, 3),
-            "bulk_rows_per_s": round(rows / bulk_s, 0), "singles": singles,
-            "single_rows_per_s": round(singles / single_s, 0)}
+    return {
+        "rows": rows,
+        "batch": batch,
+        "bulk_s": round(bulk_s, 3),
+        "bulk_rows_per_s": round(rows / bulk_s, 0),
+        "singles": singles,
+        "single_rows_per_s": round(singles / single_s, 0),
+    }
 
 
 def run_rss(admin: str, *, concurrency: int = 32, load: int = 2000) -> dict[str, Any]:
@@ -49,5 +54,10 @@ def run_rss(admin: str, *, concurrency: int = 32, load: int = 2000) -> dict[str,
             loaded = proc.rss_mib()
         finally:
             stop_all([proc])
-    return {"concurrency": concurrency, "load": load, "idle_rss_mib": idle["rss_mib"],
-            "rss_mib": loaded["rss_mib"], "peak_rss_mib": loaded["peak_rss_mib"]}
+    return {
+        "concurrency": concurrency,
+        "load": load,
+        "idle_rss_mib": idle["rss_mib"],
+        "rss_mib": loaded["rss_mib"],
+        "peak_rss_mib": loaded["peak_rss_mib"],
+    }

@@ -98,6 +98,7 @@ async def _async_rates(dsn: str, tasks: int, seconds: float, payload: Any) -> tu
     """(plain INSERT from ``tasks`` tasks, AsyncKestrel.enqueue from as many), calls/s."""
     conns = [await psycopg.AsyncConnection.connect(dsn, autocommit=True) for _ in range(tasks)]
     try:
+
         async def plain(t: int, i: int) -> None:
             await conns[t].execute(PLAIN_INSERT, (INGEST, Jsonb(payload)))
 
@@ -121,8 +122,16 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
-def run_ingest(admin: str, *, threads: tuple[int, ...] = (8, 64), tasks: tuple[int, ...] = (64,),
-               seconds: float = 5.0, rounds: int = 2, workers: int = 1, concurrency: int = 8) -> dict[str, Any]:
+def run_ingest(
+    admin: str,
+    *,
+    threads: tuple[int, ...] = (8, 64),
+    tasks: tuple[int, ...] = (64,),
+    seconds: float = 5.0,
+    rounds: int = 2,
+    workers: int = 1,
+    concurrency: int = 8,
+) -> dict[str, Any]:
     """Single-enqueue rates against a plain INSERT's, per source; see the module docstring.
     ``concurrency`` of the workers, which only listen: small, so that their pools (up to
     concurrency + 3 connections) leave the server's connections to the 64 plain INSERTs."""
@@ -158,7 +167,9 @@ def run_ingest(admin: str, *, threads: tuple[int, ...] = (8, 64), tasks: tuple[i
                         runs["kestrel"].append(_threads(count, seconds, lambda _t: None, grouped))
                         runs["per_call"].append(_threads(count, seconds, own_connection, per_call))
                     batches = batcher.stats["batches"] - before["batches"]
-                    rows.append(_row(f"{count} threads", runs, (batcher.stats["rows"] - before["rows"]) / max(1, batches)))
+                    rows.append(
+                        _row(f"{count} threads", runs, (batcher.stats["rows"] - before["rows"]) / max(1, batches))
+                    )
             for count in tasks:
                 runs = {"plain": [], "kestrel": []}
                 grouped_rows = grouped_batches = 0
@@ -173,15 +184,26 @@ def run_ingest(admin: str, *, threads: tuple[int, ...] = (8, 64), tasks: tuple[i
                 p.check_alive()
         finally:
             stop_all(procs)
-    return {"workers": workers, "concurrency": concurrency, "seconds": seconds, "rounds": rounds,
-            "workflow": INGEST, "rows": rows}
+    return {
+        "workers": workers,
+        "concurrency": concurrency,
+        "seconds": seconds,
+        "rounds": rounds,
+        "workflow": INGEST,
+        "rows": rows,
+    }
 
 
 def _row(source: str, runs: dict[str, list[float]], rows_per_batch: float) -> dict[str, Any]:
     plain = _mean(runs["plain"])
-    out = {"source": source, "plain_per_s": round(plain), "kestrel_per_s": round(_mean(runs["kestrel"])),
-           "kestrel_vs_plain": round(_mean(runs["kestrel"]) / plain, 2), "rows_per_batch": round(rows_per_batch, 1),
-           "runs": {k: [round(v) for v in vs] for k, vs in runs.items()}}
+    out = {
+        "source": source,
+        "plain_per_s": round(plain),
+        "kestrel_per_s": round(_mean(runs["kestrel"])),
+        "kestrel_vs_plain": round(_mean(runs["kestrel"]) / plain, 2),
+        "rows_per_batch": round(rows_per_batch, 1),
+        "runs": {k: [round(v) for v in vs] for k, vs in runs.items()},
+    }
     if runs.get("per_call"):
         out["per_call_per_s"] = round(_mean(runs["per_call"]))
         out["per_call_vs_plain"] = round(_mean(runs["per_call"]) / plain, 2)

@@ -28,8 +28,9 @@ SELECT id, (output->>'started')::float8 FROM {schema}.workflow_executions
 """
 
 
-def run_latency(admin: str, *, listen: bool, samples: int, poll_interval: float = 1.0,
-                gap: float = 0.05, concurrency: int = 8) -> dict[str, Any]:
+def run_latency(
+    admin: str, *, listen: bool, samples: int, poll_interval: float = 1.0, gap: float = 0.05, concurrency: int = 8
+) -> dict[str, Any]:
     """Enqueue ``samples`` probes, each after a random pause; p50/p99 enqueue-to-start.
 
     With NOTIFY the pause is ``gap`` (x0.5..1.5); polling only, it is 1-2 poll intervals, so
@@ -37,12 +38,15 @@ def run_latency(admin: str, *, listen: bool, samples: int, poll_interval: float 
     """
     rng = random.Random(5)
     with fresh_database(admin) as dsn:
-        procs = [kestrel_worker(dsn, worker_id="latency", concurrency=concurrency, listen=listen,
-                                poll_interval=poll_interval)]
+        procs = [
+            kestrel_worker(
+                dsn, worker_id="latency", concurrency=concurrency, listen=listen, poll_interval=poll_interval
+            )
+        ]
         try:
             wait_registered(dsn, procs, ["latency"])
             with Kestrel(dsn) as app:
-                for i in range(3):  # warm the worker's pool and our own
+                for _ in range(3):  # warm the worker's pool and our own
                     eid = app.enqueue(STAMP, -1)
                     with app.connection() as conn:
                         wait_done(conn, eid, eid, timeout=30, procs=procs, poll=0.01)
@@ -61,5 +65,9 @@ def run_latency(admin: str, *, listen: bool, samples: int, poll_interval: float 
     if len(starts) != samples:
         raise RuntimeError(f"only {len(starts)} of {samples} probes succeeded")
     delays = [starts[eid] - t for eid, t in enqueued.items()]
-    return {"mode": "notify" if listen else "polling", "listen": listen,
-            "poll_interval_s": poll_interval, **summary_ms(delays)}
+    return {
+        "mode": "notify" if listen else "polling",
+        "listen": listen,
+        "poll_interval_s": poll_interval,
+        **summary_ms(delays),
+    }

@@ -18,8 +18,8 @@ import psycopg
 
 from .cpu import CpuMeter
 from .databases import checkpoint, fresh_database, rates, sqlalchemy_url
-from .procs import Proc, stop_all
 from .pgstats import commits
+from .procs import Proc, stop_all
 from .workloads import STEPS
 
 DEFAULT_POLLING = 0.01
@@ -96,9 +96,17 @@ def _feed(client: Any, name: str, n: int, threads: int) -> tuple[float, float]:
     return t0, n / (time.perf_counter() - c0)
 
 
-def run_dbos(admin: str, workflow: str, *, workers: int, concurrency: int, n: int,
-             polling: float = DEFAULT_POLLING, timeout: float | None = None,
-             feed_threads: int = 0) -> dict[str, Any]:
+def run_dbos(
+    admin: str,
+    workflow: str,
+    *,
+    workers: int,
+    concurrency: int,
+    n: int,
+    polling: float = DEFAULT_POLLING,
+    timeout: float | None = None,
+    feed_threads: int = 0,
+) -> dict[str, Any]:
     """Run ``n`` DBOS workflows of the workload on ``workers`` DBOS processes; workflows/s.
     ``feed_threads``: enqueued by single calls from that many threads while they run."""
     reason = available()
@@ -111,11 +119,24 @@ def run_dbos(admin: str, workflow: str, *, workers: int, concurrency: int, n: in
     steps = STEPS[workflow]
     with fresh_database(admin, kestrel=False, prefix="dbos_bench") as dsn:
         url = sqlalchemy_url(dsn)
-        run_dbos_database_migrations(system_database_url=url, schema="dbos", application_role=None,
-                                     sharding=False)
-        procs = [Proc("bench.dbos_worker", ["--url", url, "--executor-id", f"dbos-w{i}",
-                                             "--concurrency", str(concurrency), "--polling", str(polling)],
-                      name=f"dbos-w{i}") for i in range(workers)]
+        run_dbos_database_migrations(system_database_url=url, schema="dbos", application_role=None, sharding=False)
+        procs = [
+            Proc(
+                "bench.dbos_worker",
+                [
+                    "--url",
+                    url,
+                    "--executor-id",
+                    f"dbos-w{i}",
+                    "--concurrency",
+                    str(concurrency),
+                    "--polling",
+                    str(polling),
+                ],
+                name=f"dbos-w{i}",
+            )
+            for i in range(workers)
+        ]
         client = engine = None
         try:
             for p in procs:
@@ -139,7 +160,7 @@ def run_dbos(admin: str, workflow: str, *, workers: int, concurrency: int, n: in
                 cpu = meter.stop()
                 time.sleep(0.6)
                 per_workflow = (commits(conn) - commits_before) / n
-                ok, total, t_end = conn.execute(OUTCOME, (workflow,)).fetchone()
+                ok, _total, t_end = conn.execute(OUTCOME, (workflow,)).fetchone()
                 per_worker = dict(conn.execute(BY_EXECUTOR, (workflow,)).fetchall())
         finally:
             stop_all(procs)
@@ -151,9 +172,17 @@ def run_dbos(admin: str, workflow: str, *, workers: int, concurrency: int, n: in
         raise RuntimeError(f"{n - ok} of {n} DBOS workflows did not succeed")
     elapsed = float(t_end) - t0
     return {
-        "engine": "dbos", "dbos_version": dbos_version(), "workflow": workflow, "steps": steps,
-        "workers": workers, "concurrency": concurrency, "polling_s": polling, "n": n,
-        **rates(n, steps, elapsed), "per_worker": per_worker,
-        "commits_per_workflow": round(per_workflow, 2), **cpu, **fed,
+        "engine": "dbos",
+        "dbos_version": dbos_version(),
+        "workflow": workflow,
+        "steps": steps,
+        "workers": workers,
+        "concurrency": concurrency,
+        "polling_s": polling,
+        "n": n,
+        **rates(n, steps, elapsed),
+        "per_worker": per_worker,
+        "commits_per_workflow": round(per_workflow, 2),
+        **cpu,
+        **fed,
     }
-

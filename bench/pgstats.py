@@ -45,10 +45,13 @@ SELECT count(*) FROM pg_stat_activity
 """
 
 SETTLE_S = 10.5
-HOW_TO_ENABLE = ("statements per workflow: pg_stat_statements is not loaded; to count them add it to "
-                 "shared_preload_libraries in postgresql.conf and restart Postgres")
-_TRANSACTION_CONTROL = re.compile(r"\s*(BEGIN|COMMIT|ROLLBACK|END|START\s+TRANSACTION|SAVEPOINT|RELEASE)\b",
-                                  re.IGNORECASE)
+HOW_TO_ENABLE = (
+    "statements per workflow: pg_stat_statements is not loaded; to count them add it to "
+    "shared_preload_libraries in postgresql.conf and restart Postgres"
+)
+_TRANSACTION_CONTROL = re.compile(
+    r"\s*(BEGIN|COMMIT|ROLLBACK|END|START\s+TRANSACTION|SAVEPOINT|RELEASE)\b", re.IGNORECASE
+)
 WRITES = ("inserts", "updates", "hot_updates", "deletes")
 
 
@@ -110,8 +113,11 @@ def delta(before: Snapshot, after: Snapshot, n: int) -> dict[str, Any]:
         old = before.tables.get(table, (0, 0, 0, 0))
         d = dict(zip(WRITES, (a - b for a, b in zip(counts, old))))
         if any(d.values()):
-            writes[table] = {**{f"{k}_per_workflow": round(v / n, 3) for k, v in d.items()}, **d,
-                             "hot_pct": round(100.0 * d["hot_updates"] / d["updates"], 1) if d["updates"] else None}
+            writes[table] = {
+                **{f"{k}_per_workflow": round(v / n, 3) for k, v in d.items()},
+                **d,
+                "hot_pct": round(100.0 * d["hot_updates"] / d["updates"], 1) if d["updates"] else None,
+            }
     out["writes"] = writes
     if after.statements is None or before.statements is None:
         out["statements_per_workflow"] = None
@@ -120,9 +126,14 @@ def delta(before: Snapshot, after: Snapshot, n: int) -> dict[str, Any]:
     for qid, (query, n_calls, total_ms) in after.statements.items():
         _, old_calls, old_ms = before.statements.get(qid, (query, 0, 0.0))
         if n_calls > old_calls:
-            calls.append({"query": " ".join(query.split())[:200], "calls": n_calls - old_calls,
-                          "total_ms": round(total_ms - old_ms, 1),
-                          "transaction_control": bool(_TRANSACTION_CONTROL.match(query))})
+            calls.append(
+                {
+                    "query": " ".join(query.split())[:200],
+                    "calls": n_calls - old_calls,
+                    "total_ms": round(total_ms - old_ms, 1),
+                    "transaction_control": bool(_TRANSACTION_CONTROL.match(query)),
+                }
+            )
     calls.sort(key=lambda c: c["total_ms"], reverse=True)
     work = sum(c["calls"] for c in calls if not c["transaction_control"])
     out["statements_per_workflow"] = round(work / n, 2)

@@ -8,8 +8,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import psycopg
 
@@ -28,8 +28,13 @@ class Proc:
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         with open(self.log, "wb") as out:
             self.popen = subprocess.Popen(
-                [sys.executable, "-m", module, *args], stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, cwd=REPO, env=env, start_new_session=True,
+                [sys.executable, "-m", module, *args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=REPO,
+                env=env,
+                start_new_session=True,
             )
 
     @property
@@ -88,17 +93,37 @@ class Proc:
             pass
 
 
-def kestrel_worker(dsn: str, *, worker_id: str, concurrency: int, lease: float = 30.0,
-                   listen: bool = True, poll_interval: float = 1.0, sweep_interval: float = 1.0,
-                   module: str = "bench.worker", profile: Path | None = None) -> Proc:
+def kestrel_worker(
+    dsn: str,
+    *,
+    worker_id: str,
+    concurrency: int,
+    lease: float = 30.0,
+    listen: bool = True,
+    poll_interval: float = 1.0,
+    sweep_interval: float = 1.0,
+    module: str = "bench.worker",
+    profile: Path | None = None,
+) -> Proc:
     """Start ``python -m bench.worker`` (the bench.workloads app) on ``dsn``.
 
     ``module``: another module taking the same options (to try an engine change in a copy);
     ``profile``: run it under cProfile, its statistics written to this file when it stops.
     """
-    args = ["--dsn", dsn, "--concurrency", str(concurrency), "--lease", str(lease),
-            "--worker-id", worker_id, "--poll-interval", str(poll_interval),
-            "--sweep-interval", str(sweep_interval)]
+    args = [
+        "--dsn",
+        dsn,
+        "--concurrency",
+        str(concurrency),
+        "--lease",
+        str(lease),
+        "--worker-id",
+        worker_id,
+        "--poll-interval",
+        str(poll_interval),
+        "--sweep-interval",
+        str(sweep_interval),
+    ]
     if not listen:
         args.append("--no-listen")
     if profile is not None:

@@ -50,8 +50,9 @@ def _wait_steps(conn: psycopg.Connection, owner: str, m: int, timeout: float, pr
         time.sleep(0.02)
 
 
-def run_recovery(admin: str, *, executions: int, lease: float = 5.0, sweep_interval: float = 1.0,
-                 timeout: float | None = None) -> dict[str, Any]:
+def run_recovery(
+    admin: str, *, executions: int, lease: float = 5.0, sweep_interval: float = 1.0, timeout: float | None = None
+) -> dict[str, Any]:
     """Kill a worker holding ``executions`` executions; seconds until all run again elsewhere."""
     m = executions
     hold_s = 6 * lease + 30
@@ -63,13 +64,12 @@ def run_recovery(admin: str, *, executions: int, lease: float = 5.0, sweep_inter
             with Kestrel(dsn) as app, app.connection() as conn:
                 app.enqueue_many(HOLD, [hold_s] * m)
                 _wait_steps(conn, "victim", m, 60, procs)
-                b = kestrel_worker(dsn, worker_id="rescuer", concurrency=m, lease=lease,
-                                   sweep_interval=sweep_interval)
+                b = kestrel_worker(dsn, worker_id="rescuer", concurrency=m, lease=lease, sweep_interval=sweep_interval)
                 procs.append(b)
                 wait_registered(dsn, [b], ["rescuer"])
                 # A random point of the heartbeat cycle, so the lease left at the kill is too.
                 time.sleep(random.uniform(0, lease / 3))
-                lease_max, lease_min = conn.execute(render(LEASE_LEFT, SCHEMA), {"owner": "victim"}).fetchone()
+                lease_max, _lease_min = conn.execute(render(LEASE_LEFT, SCHEMA), {"owner": "victim"}).fetchone()
                 t_kill = time.time()
                 a.kill()
                 _wait_steps(conn, "rescuer", m, timeout or (lease + 30), [b])
@@ -80,9 +80,15 @@ def run_recovery(admin: str, *, executions: int, lease: float = 5.0, sweep_inter
             stop_all(procs)
     recovered = last - t_kill
     return {
-        "executions": m, "lease_s": lease, "sweep_interval_s": sweep_interval,
+        "executions": m,
+        "lease_s": lease,
+        "sweep_interval_s": sweep_interval,
         "lease_left_at_kill_s": round(lease_max - t_kill, 3),
-        "first_resumed_s": round(first - t_kill, 3), "all_resumed_s": round(recovered, 3),
-        "resumed": n, "design_bound_s": round(lease + 1.2 * sweep_interval, 2), "target_s": lease + 2.0, "within_target": recovered <= lease + 2.0,
+        "first_resumed_s": round(first - t_kill, 3),
+        "all_resumed_s": round(recovered, 3),
+        "resumed": n,
+        "design_bound_s": round(lease + 1.2 * sweep_interval, 2),
+        "target_s": lease + 2.0,
+        "within_target": recovered <= lease + 2.0,
         "over_lease_left_s": round(recovered - (lease_max - t_kill), 3),
     }

@@ -8,8 +8,9 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -65,6 +66,7 @@ def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> 
     cells = [[fmt(c) for c in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
     line = "  ".join("-" * w for w in widths)
+
     def render_row(row: Sequence[str]) -> str:  # first column (the label) left, numbers right
         return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
 
@@ -90,8 +92,14 @@ def machine() -> dict[str, Any]:
         mem_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
     except (ValueError, OSError):
         pass
-    return {"cpus": os.cpu_count(), "cpu": cpu, "memory_gib": mem_gib, "python": sys.version.split()[0],
-            "platform": platform.platform(), "at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    return {
+        "cpus": os.cpu_count(),
+        "cpu": cpu,
+        "memory_gib": mem_gib,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
 
 
 def write_json(name: str, data: dict[str, Any], results_dir: Path | None = None) -> Path:

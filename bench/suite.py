@@ -5,9 +5,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import ceiling, peer, pgstats, profiling
 from .console import reader_available, run_console
@@ -69,11 +70,28 @@ class Options:
     @classmethod
     def quick(cls, **overrides: Any) -> Options:
         """Tiny sizes: every benchmark in a few seconds (what the smoke tests run)."""
-        small = dict(workers=(1,), concurrency=4, n=60, ceiling_seconds=1.0, samples=10,
-                     poll_samples=4, poll_interval=0.2, recovery_executions=2, lease=1.0,
-                     finished=20_000, live=500, dashboard_samples=5, enqueue_rows=5000,
-                     rss_concurrency=32, rss_load=100, stats_settle=0.6, ingest_threads=(8,),
-                     ingest_tasks=(8,), ingest_seconds=0.3, ingest_rounds=1)
+        small = dict(
+            workers=(1,),
+            concurrency=4,
+            n=60,
+            ceiling_seconds=1.0,
+            samples=10,
+            poll_samples=4,
+            poll_interval=0.2,
+            recovery_executions=2,
+            lease=1.0,
+            finished=20_000,
+            live=500,
+            dashboard_samples=5,
+            enqueue_rows=5000,
+            rss_concurrency=32,
+            rss_load=100,
+            stats_settle=0.6,
+            ingest_threads=(8,),
+            ingest_tasks=(8,),
+            ingest_seconds=0.3,
+            ingest_rounds=1,
+        )
         small.update(overrides)
         return cls(**small)
 
@@ -100,16 +118,26 @@ def throughput(opts: Options) -> dict[str, Any]:
     for workflow in opts.workloads:
         for w in opts.workers:
             opts.echo(f"  {workflow}: {w} worker(s) x concurrency {opts.concurrency}, N={opts.n} ...")
-            row: dict[str, Any] = {"kestrel": run_kestrel(
-                opts.admin, workflow, workers=w, concurrency=opts.concurrency, n=opts.n,
-                profile=opts.profile.resolve() if opts.profile else None, settle=opts.stats_settle)}
+            row: dict[str, Any] = {
+                "kestrel": run_kestrel(
+                    opts.admin,
+                    workflow,
+                    workers=w,
+                    concurrency=opts.concurrency,
+                    n=opts.n,
+                    profile=opts.profile.resolve() if opts.profile else None,
+                    settle=opts.stats_settle,
+                )
+            }
             if opts.ceiling and not ceiling_skipped:
                 clients = min(w * opts.concurrency, ceiling.MAX_CLIENTS)
-                row["ceiling"] = ceiling.run_ceiling(opts.admin, workflow, clients=clients, threads=w,
-                                                     seconds=opts.ceiling_seconds)
+                row["ceiling"] = ceiling.run_ceiling(
+                    opts.admin, workflow, clients=clients, threads=w, seconds=opts.ceiling_seconds
+                )
             if opts.dbos and not dbos_skipped:
-                row["dbos"] = peer.run_dbos(opts.admin, workflow, workers=w, concurrency=opts.concurrency,
-                                            n=opts.n, polling=opts.dbos_polling)
+                row["dbos"] = peer.run_dbos(
+                    opts.admin, workflow, workers=w, concurrency=opts.concurrency, n=opts.n, polling=opts.dbos_polling
+                )
             k = row["kestrel"]["workflows_per_s"]
             row["kestrel_vs_ceiling"] = ratio(k, row.get("ceiling", {}).get("workflows_per_s"))
             row["kestrel_vs_dbos"] = ratio(k, row.get("dbos", {}).get("workflows_per_s"))
@@ -126,9 +154,17 @@ def throughput(opts: Options) -> dict[str, Any]:
     if opts.profile:
         opts.echo(profiling.summary(profile_paths(opts.profile.resolve(), rows)))
         opts.echo(f"(profiles in {opts.profile}: open one with python -m pstats FILE; profiled runs are slower)")
-    data = {**_context(opts), "concurrency": opts.concurrency, "n": opts.n, "dbos_polling_s": opts.dbos_polling,
-            "dbos_version": peer.dbos_version(), "ceiling_skipped": ceiling_skipped,
-            "dbos_skipped": dbos_skipped, "rows": rows, "fed_rows": fed_rows}
+    data = {
+        **_context(opts),
+        "concurrency": opts.concurrency,
+        "n": opts.n,
+        "dbos_polling_s": opts.dbos_polling,
+        "dbos_version": peer.dbos_version(),
+        "ceiling_skipped": ceiling_skipped,
+        "dbos_skipped": dbos_skipped,
+        "rows": rows,
+        "fed_rows": fed_rows,
+    }
     return _save(opts, "throughput", data)
 
 
@@ -140,12 +176,27 @@ def _fed_rows(opts: Options, bulk: list[dict[str, Any]], *, dbos: bool) -> list[
         return out
     for w in opts.workers:
         opts.echo(f"  {NOOP1} fed by {opts.feed_threads} threads: {w} worker(s), N={opts.n} ...")
-        row: dict[str, Any] = {"kestrel": run_kestrel(
-            opts.admin, NOOP1, workers=w, concurrency=opts.concurrency, n=opts.n,
-            settle=opts.stats_settle, feed_threads=opts.feed_threads)}
+        row: dict[str, Any] = {
+            "kestrel": run_kestrel(
+                opts.admin,
+                NOOP1,
+                workers=w,
+                concurrency=opts.concurrency,
+                n=opts.n,
+                settle=opts.stats_settle,
+                feed_threads=opts.feed_threads,
+            )
+        }
         if dbos:
-            row["dbos"] = peer.run_dbos(opts.admin, NOOP1, workers=w, concurrency=opts.concurrency, n=opts.n,
-                                        polling=opts.dbos_polling, feed_threads=opts.feed_threads)
+            row["dbos"] = peer.run_dbos(
+                opts.admin,
+                NOOP1,
+                workers=w,
+                concurrency=opts.concurrency,
+                n=opts.n,
+                polling=opts.dbos_polling,
+                feed_threads=opts.feed_threads,
+            )
         same = next((r for r in bulk if r["kestrel"]["workflow"] == NOOP1 and r["kestrel"]["workers"] == w), None)
         row["bulk_workflows_per_s"] = same["kestrel"]["workflows_per_s"] if same else None
         row["kestrel_vs_dbos"] = ratio(row["kestrel"]["workflows_per_s"], row.get("dbos", {}).get("workflows_per_s"))
@@ -157,22 +208,58 @@ def latency(opts: Options) -> dict[str, Any]:
     """Enqueue-to-start on an idle worker, NOTIFY and polling only."""
     notify = run_latency(opts.admin, listen=True, samples=opts.samples)
     polling = run_latency(opts.admin, listen=False, samples=opts.poll_samples, poll_interval=opts.poll_interval)
-    opts.echo(table("Dispatch latency, enqueue to workflow start (idle worker)",
-                    ["mode", "samples", "poll interval s", "p50 ms", "p99 ms", "max ms"],
-                    [[r["mode"], r["n"], r["poll_interval_s"] if not r["listen"] else None,
-                      r["p50_ms"], r["p99_ms"], r["max_ms"]] for r in (notify, polling)]))
+    opts.echo(
+        table(
+            "Dispatch latency, enqueue to workflow start (idle worker)",
+            ["mode", "samples", "poll interval s", "p50 ms", "p99 ms", "max ms"],
+            [
+                [
+                    r["mode"],
+                    r["n"],
+                    r["poll_interval_s"] if not r["listen"] else None,
+                    r["p50_ms"],
+                    r["p99_ms"],
+                    r["max_ms"],
+                ]
+                for r in (notify, polling)
+            ],
+        )
+    )
     return _save(opts, "latency", {**_context(opts), "notify": notify, "polling": polling})
 
 
 def recovery(opts: Options) -> dict[str, Any]:
     """SIGKILL a worker holding M executions; time until all run again in another worker."""
     r = run_recovery(opts.admin, executions=opts.recovery_executions, lease=opts.lease)
-    opts.echo(table("Recovery after SIGKILL",
-                    ["executions", "lease s", "sweep every s", "lease + sweep s", "lease left at kill s",
-                     "first resumed s", "all resumed s", "target s", "met"],
-                    [[r["executions"], r["lease_s"], r["sweep_interval_s"], r["design_bound_s"],
-                      r["lease_left_at_kill_s"], r["first_resumed_s"], r["all_resumed_s"], r["target_s"],
-                      r["within_target"]]]))
+    opts.echo(
+        table(
+            "Recovery after SIGKILL",
+            [
+                "executions",
+                "lease s",
+                "sweep every s",
+                "lease + sweep s",
+                "lease left at kill s",
+                "first resumed s",
+                "all resumed s",
+                "target s",
+                "met",
+            ],
+            [
+                [
+                    r["executions"],
+                    r["lease_s"],
+                    r["sweep_interval_s"],
+                    r["design_bound_s"],
+                    r["lease_left_at_kill_s"],
+                    r["first_resumed_s"],
+                    r["all_resumed_s"],
+                    r["target_s"],
+                    r["within_target"],
+                ]
+            ],
+        )
+    )
     return _save(opts, "recovery", {**_context(opts), **r})
 
 
@@ -186,37 +273,79 @@ def console(opts: Options) -> dict[str, Any]:
     d = r["dashboard"]
     rows = [["dashboard() (all reads, one round trip)", d["p50_ms"], d["p95_ms"], d["max_ms"]]]
     rows += [[key, q["p50_ms"], q["p95_ms"], q["max_ms"]] for key, q in r["queries"].items()]
-    opts.echo(table(f"Console refresh at {r['finished']:,} finished + {r['live']:,} live executions "
-                    f"(seeded in {r['seed_s']} s)", ["query", "p50 ms", "p95 ms", "max ms"], rows))
+    opts.echo(
+        table(
+            f"Console refresh at {r['finished']:,} finished + {r['live']:,} live executions "
+            f"(seeded in {r['seed_s']} s)",
+            ["query", "p50 ms", "p95 ms", "max ms"],
+            rows,
+        )
+    )
     return _save(opts, "console", {**_context(opts), **r})
 
 
 def enqueue(opts: Options) -> dict[str, Any]:
     """Single enqueues against a plain INSERT (workers running), bulk enqueue rows/s, and a
     worker's memory at concurrency 32."""
-    ingest = run_ingest(opts.admin, threads=opts.ingest_threads, tasks=opts.ingest_tasks,
-                        seconds=opts.ingest_seconds, rounds=opts.ingest_rounds, workers=opts.ingest_workers)
-    opts.echo(table(f"Single enqueue calls, {ingest['workers']} worker process(es) running "
-                    f"({ingest['rounds']} x {ingest['seconds']:g} s each, alternated; ratios to the plain "
-                    "INSERT of the same run)",
-                    ["source", "plain INSERT/s", "enqueue/s", "enqueue/plain", "rows/batch",
-                     "one commit per call/s", "per call/plain"],
-                    [[r["source"], r["plain_per_s"], r["kestrel_per_s"], r["kestrel_vs_plain"], r["rows_per_batch"],
-                      r.get("per_call_per_s"), r.get("per_call_vs_plain")] for r in ingest["rows"]]))
+    ingest = run_ingest(
+        opts.admin,
+        threads=opts.ingest_threads,
+        tasks=opts.ingest_tasks,
+        seconds=opts.ingest_seconds,
+        rounds=opts.ingest_rounds,
+        workers=opts.ingest_workers,
+    )
+    opts.echo(
+        table(
+            f"Single enqueue calls, {ingest['workers']} worker process(es) running "
+            f"({ingest['rounds']} x {ingest['seconds']:g} s each, alternated; ratios to the plain "
+            "INSERT of the same run)",
+            [
+                "source",
+                "plain INSERT/s",
+                "enqueue/s",
+                "enqueue/plain",
+                "rows/batch",
+                "one commit per call/s",
+                "per call/plain",
+            ],
+            [
+                [
+                    r["source"],
+                    r["plain_per_s"],
+                    r["kestrel_per_s"],
+                    r["kestrel_vs_plain"],
+                    r["rows_per_batch"],
+                    r.get("per_call_per_s"),
+                    r.get("per_call_vs_plain"),
+                ]
+                for r in ingest["rows"]
+            ],
+        )
+    )
     e = run_enqueue(opts.admin, rows=opts.enqueue_rows, batch=opts.enqueue_batch)
     m = run_rss(opts.admin, concurrency=opts.rss_concurrency, load=opts.rss_load)
-    opts.echo(table("Enqueue and worker memory",
-                    ["measure", "value"],
-                    [[f"enqueue_many, batches of {e['batch']} (rows/s)", e["bulk_rows_per_s"]],
-                     ["enqueue one by one (rows/s)", e["single_rows_per_s"]],
-                     [f"worker RSS idle, concurrency {m['concurrency']} (MiB)", m["idle_rss_mib"]],
-                     [f"worker RSS after {m['load']} 5-step workflows (MiB)", m["rss_mib"]],
-                     ["worker peak RSS (MiB)", m["peak_rss_mib"]]]))
+    opts.echo(
+        table(
+            "Enqueue and worker memory",
+            ["measure", "value"],
+            [
+                [f"enqueue_many, batches of {e['batch']} (rows/s)", e["bulk_rows_per_s"]],
+                ["enqueue one by one (rows/s)", e["single_rows_per_s"]],
+                [f"worker RSS idle, concurrency {m['concurrency']} (MiB)", m["idle_rss_mib"]],
+                [f"worker RSS after {m['load']} 5-step workflows (MiB)", m["rss_mib"]],
+                ["worker peak RSS (MiB)", m["peak_rss_mib"]],
+            ],
+        )
+    )
     return _save(opts, "enqueue", {**_context(opts), "ingest": ingest, "enqueue": e, "memory": m})
 
 
 BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
-    "throughput": throughput, "latency": latency, "recovery": recovery, "console": console,
+    "throughput": throughput,
+    "latency": latency,
+    "recovery": recovery,
+    "console": console,
     "enqueue": enqueue,
 }
 
@@ -230,5 +359,7 @@ def run(names: list[str], opts: Options) -> dict[str, dict[str, Any]]:
     rows = targets(results)
     if rows:
         opts.echo(table("Targets (issue 10)", ["target", "measured", "met"], rows))
-        _save(opts, "summary", {**_context(opts), "targets": [dict(zip(("target", "measured", "met"), r)) for r in rows]})
+        _save(
+            opts, "summary", {**_context(opts), "targets": [dict(zip(("target", "measured", "met"), r)) for r in rows]}
+        )
     return results

@@ -28,19 +28,39 @@ def _throughput(tp: dict[str, Any]) -> list[list[Any]]:
         workflow, label = k["workflow"], f"{k['workflow']}, {k['workers']} worker(s)"
         if workflow in TARGET_WF_S:
             goal = TARGET_WF_S[workflow]
-            out.append([f"Kestrel >= {goal:,.0f} wf/s ({label})", f"{fmt(k['workflows_per_s'])} wf/s",
-                        k["workflows_per_s"] >= goal])
+            out.append(
+                [
+                    f"Kestrel >= {goal:,.0f} wf/s ({label})",
+                    f"{fmt(k['workflows_per_s'])} wf/s",
+                    k["workflows_per_s"] >= goal,
+                ]
+            )
         if workflow in TARGET_VS_CEILING and r.get("kestrel_vs_ceiling") is not None:
             goal = TARGET_VS_CEILING[workflow]
-            out.append([f"Kestrel >= {goal:g}x its pgbench ceiling ({label})", f"{r['kestrel_vs_ceiling']}x",
-                        r["kestrel_vs_ceiling"] >= goal])
+            out.append(
+                [
+                    f"Kestrel >= {goal:g}x its pgbench ceiling ({label})",
+                    f"{r['kestrel_vs_ceiling']}x",
+                    r["kestrel_vs_ceiling"] >= goal,
+                ]
+            )
         if r.get("kestrel_vs_dbos") is not None:
-            out.append([f"Kestrel >= {TARGET_VS_DBOS:g}x DBOS ({label})", f"{r['kestrel_vs_dbos']}x",
-                        r["kestrel_vs_dbos"] >= TARGET_VS_DBOS])
+            out.append(
+                [
+                    f"Kestrel >= {TARGET_VS_DBOS:g}x DBOS ({label})",
+                    f"{r['kestrel_vs_dbos']}x",
+                    r["kestrel_vs_dbos"] >= TARGET_VS_DBOS,
+                ]
+            )
         if workflow in TARGET_COMMITS_PER_WF and k.get("commits_per_workflow") is not None:
             goal = TARGET_COMMITS_PER_WF[workflow]
-            out.append([f"commits per workflow < {goal:g} ({label})", fmt(k["commits_per_workflow"]),
-                        k["commits_per_workflow"] < goal])
+            out.append(
+                [
+                    f"commits per workflow < {goal:g} ({label})",
+                    fmt(k["commits_per_workflow"]),
+                    k["commits_per_workflow"] < goal,
+                ]
+            )
     return out
 
 
@@ -52,20 +72,32 @@ def targets(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
     lat = results.get("latency")
     if lat:
         p50 = lat["notify"]["p50_ms"]
-        out.append([f"dispatch p50 < {TARGET_DISPATCH_P50_MS:g} ms with NOTIFY", f"{p50} ms",
-                    p50 < TARGET_DISPATCH_P50_MS])
+        out.append(
+            [f"dispatch p50 < {TARGET_DISPATCH_P50_MS:g} ms with NOTIFY", f"{p50} ms", p50 < TARGET_DISPATCH_P50_MS]
+        )
     rec = results.get("recovery")
     if rec:
-        out.append([f"recovery within lease + {TARGET_RECOVERY_OVER_LEASE_S:g} s ({rec['lease_s']:g} s lease)",
-                    f"{rec['all_resumed_s']} s", rec["within_target"]])
+        out.append(
+            [
+                f"recovery within lease + {TARGET_RECOVERY_OVER_LEASE_S:g} s ({rec['lease_s']:g} s lease)",
+                f"{rec['all_resumed_s']} s",
+                rec["within_target"],
+            ]
+        )
     con = results.get("console")
     if con and "dashboard" in con:
         p95 = con["dashboard"]["p95_ms"]
-        out.append([f"dashboard refresh p95 < {TARGET_DASHBOARD_P95_MS:g} ms ({con['finished']:,} finished)",
-                    f"{p95} ms", p95 < TARGET_DASHBOARD_P95_MS])
+        out.append(
+            [
+                f"dashboard refresh p95 < {TARGET_DASHBOARD_P95_MS:g} ms ({con['finished']:,} finished)",
+                f"{p95} ms",
+                p95 < TARGET_DASHBOARD_P95_MS,
+            ]
+        )
     enq = results.get("enqueue")
     if enq:
         rate = enq["enqueue"]["bulk_rows_per_s"]
-        out.append([f"bulk enqueue >= {TARGET_ENQUEUE_ROWS_S:,} rows/s", f"{fmt(rate)} rows/s",
-                    rate >= TARGET_ENQUEUE_ROWS_S])
+        out.append(
+            [f"bulk enqueue >= {TARGET_ENQUEUE_ROWS_S:,} rows/s", f"{fmt(rate)} rows/s", rate >= TARGET_ENQUEUE_ROWS_S]
+        )
     return out

@@ -19,8 +19,8 @@ from kestrel_core import Kestrel
 from kestrel_core import enqueue as engine_enqueue
 from kestrel_core.statements import render
 
-from .cpu import CpuMeter
 from . import pgstats
+from .cpu import CpuMeter
 from .databases import checkpoint, fresh_database, rates
 from .procs import Proc, kestrel_worker, stop_all, wait_registered
 from .workloads import STEPS, WARMUP
@@ -45,8 +45,11 @@ BY_WORKER = """
 SELECT owner_id, count(*) FROM {schema}.workflow_executions
  WHERE id BETWEEN %(first)s AND %(last)s GROUP BY owner_id ORDER BY owner_id
 """
-def enqueue_in_one_transaction(conn: psycopg.Connection, name: str, n: int, *, analyze: bool = True,
-                               batch: int = BATCH) -> tuple[list[int], float]:
+
+
+def enqueue_in_one_transaction(
+    conn: psycopg.Connection, name: str, n: int, *, analyze: bool = True, batch: int = BATCH
+) -> tuple[list[int], float]:
     """Insert ``n`` executions with enqueue_many batches in one transaction.
 
     Returns the ids and the wall-clock time (``time.time()``) taken just before COMMIT.
@@ -83,11 +86,22 @@ def feed(dsn: str, name: str, n: int, threads: int) -> tuple[list[int], float, d
             th.join()
         calls_s = time.perf_counter() - c0
         stats = dict(app._enqueue_batcher().stats)
-    return ids, t0, {"enqueue_calls_per_s": round(n / calls_s), "rows_per_batch": round(stats["rows"] / stats["batches"], 1)}
+    return (
+        ids,
+        t0,
+        {"enqueue_calls_per_s": round(n / calls_s), "rows_per_batch": round(stats["rows"] / stats["batches"], 1)},
+    )
 
 
-def wait_done(conn: psycopg.Connection, first: int, last: int, *, timeout: float,
-              procs: list[Proc] | None = None, poll: float = 0.05) -> None:
+def wait_done(
+    conn: psycopg.Connection,
+    first: int,
+    last: int,
+    *,
+    timeout: float,
+    procs: list[Proc] | None = None,
+    poll: float = 0.05,
+) -> None:
     """Block until no execution of the id range is enqueued or running."""
     deadline = time.monotonic() + timeout
     while conn.execute(render(LIVE, SCHEMA), {"first": first, "last": last}).fetchone()[0]:
@@ -103,10 +117,21 @@ def warm_up(conn: psycopg.Connection, procs: list[Proc], count: int) -> None:
     wait_done(conn, ids[0], ids[-1], timeout=120, procs=procs)
 
 
-def run_kestrel(admin: str, workflow: str, *, workers: int, concurrency: int, n: int,
-                listen: bool = True, analyze: bool = True, timeout: float | None = None,
-                module: str = "bench.worker", profile: Path | None = None,
-                settle: float = pgstats.SETTLE_S, feed_threads: int = 0) -> dict[str, Any]:
+def run_kestrel(
+    admin: str,
+    workflow: str,
+    *,
+    workers: int,
+    concurrency: int,
+    n: int,
+    listen: bool = True,
+    analyze: bool = True,
+    timeout: float | None = None,
+    module: str = "bench.worker",
+    profile: Path | None = None,
+    settle: float = pgstats.SETTLE_S,
+    feed_threads: int = 0,
+) -> dict[str, Any]:
     """Run ``n`` executions of ``workflow`` on ``workers`` fresh worker processes; workflows/s,
     and what Postgres did per workflow (bench.pgstats: commits, statements, writes per table).
 
@@ -119,9 +144,17 @@ def run_kestrel(admin: str, workflow: str, *, workers: int, concurrency: int, n:
     steps = STEPS[workflow]
     with fresh_database(admin) as dsn:
         ids = [f"bench-w{i}" for i in range(workers)]
-        procs = [kestrel_worker(dsn, worker_id=wid, concurrency=concurrency, listen=listen, module=module,
-                                profile=profile / f"{workflow}-{wid}.pstats" if profile else None)
-                 for wid in ids]
+        procs = [
+            kestrel_worker(
+                dsn,
+                worker_id=wid,
+                concurrency=concurrency,
+                listen=listen,
+                module=module,
+                profile=profile / f"{workflow}-{wid}.pstats" if profile else None,
+            )
+            for wid in ids
+        ]
         try:
             with psycopg.connect(dsn, autocommit=True) as conn:
                 skipped = pgstats.statements_unavailable(conn)
@@ -142,7 +175,7 @@ def run_kestrel(admin: str, workflow: str, *, workers: int, concurrency: int, n:
                 stop_all(procs)  # their backends flush their statistics as they exit
                 pgstats.wait_backends_gone(conn)
                 postgres = pgstats.delta(before, pgstats.snapshot(conn, SCHEMA, statements=skipped is None), n)
-                ok, total, t_end = conn.execute(render(OUTCOME, SCHEMA), {"first": first, "last": last}).fetchone()
+                ok, _total, t_end = conn.execute(render(OUTCOME, SCHEMA), {"first": first, "last": last}).fetchone()
                 per_worker = dict(conn.execute(render(BY_WORKER, SCHEMA), {"first": first, "last": last}).fetchall())
         finally:
             stop_all(procs)
@@ -150,12 +183,24 @@ def run_kestrel(admin: str, workflow: str, *, workers: int, concurrency: int, n:
         raise RuntimeError(f"{n - ok} of {n} executions did not succeed")
     elapsed = t_end - t0
     return {
-        "engine": "kestrel", "module": module, "workflow": workflow, "steps": steps, "workers": workers,
-        "concurrency": concurrency, "n": n, "listen": listen, "analyze": analyze, "profiled": bool(profile),
-        "feed_threads": feed_threads, **fed,
+        "engine": "kestrel",
+        "module": module,
+        "workflow": workflow,
+        "steps": steps,
+        "workers": workers,
+        "concurrency": concurrency,
+        "n": n,
+        "listen": listen,
+        "analyze": analyze,
+        "profiled": bool(profile),
+        "feed_threads": feed_threads,
+        **fed,
         "stats_settle_s": settle,
-        **rates(n, steps, elapsed), "per_worker": per_worker, **cpu,
+        **rates(n, steps, elapsed),
+        "per_worker": per_worker,
+        **cpu,
         "commits_per_workflow": postgres.pop("commits_per_workflow"),
-        "statements_per_workflow": postgres.pop("statements_per_workflow"), "statements_skipped": skipped,
+        "statements_per_workflow": postgres.pop("statements_per_workflow"),
+        "statements_skipped": skipped,
         "postgres": postgres,
     }

@@ -13,13 +13,36 @@ def throughput_table(rows: list[dict[str, Any]], concurrency: int, n: int) -> st
     commits and statements per workflow (statements: "-" without pg_stat_statements)."""
     return table(
         f"Throughput (no-op workflows, concurrency {concurrency} per worker process, N={n})",
-        ["workload", "workers", "Kestrel wf/s", "steps/s", "commits/wf", "stmts/wf", "ceiling wf/s",
-         "K/ceiling", "DBOS wf/s", "K/DBOS", "machine busy"],
-        [[r["kestrel"]["workflow"], r["kestrel"]["workers"], r["kestrel"]["workflows_per_s"],
-          r["kestrel"]["steps_per_s"], r["kestrel"].get("commits_per_workflow"),
-          r["kestrel"].get("statements_per_workflow"), r.get("ceiling", {}).get("workflows_per_s"),
-          r["kestrel_vs_ceiling"], r.get("dbos", {}).get("workflows_per_s"), r["kestrel_vs_dbos"],
-          f"{r['kestrel']['machine_busy']:.0%}"] for r in rows])
+        [
+            "workload",
+            "workers",
+            "Kestrel wf/s",
+            "steps/s",
+            "commits/wf",
+            "stmts/wf",
+            "ceiling wf/s",
+            "K/ceiling",
+            "DBOS wf/s",
+            "K/DBOS",
+            "machine busy",
+        ],
+        [
+            [
+                r["kestrel"]["workflow"],
+                r["kestrel"]["workers"],
+                r["kestrel"]["workflows_per_s"],
+                r["kestrel"]["steps_per_s"],
+                r["kestrel"].get("commits_per_workflow"),
+                r["kestrel"].get("statements_per_workflow"),
+                r.get("ceiling", {}).get("workflows_per_s"),
+                r["kestrel_vs_ceiling"],
+                r.get("dbos", {}).get("workflows_per_s"),
+                r["kestrel_vs_dbos"],
+                f"{r['kestrel']['machine_busy']:.0%}",
+            ]
+            for r in rows
+        ],
+    )
 
 
 def fed_table(rows: list[dict[str, Any]], threads: int, n: int) -> str:
@@ -27,12 +50,32 @@ def fed_table(rows: list[dict[str, Any]], threads: int, n: int) -> str:
     the calls' own rate, the bulk-fed rate of the same run, DBOS fed the same way."""
     return table(
         f"Fed by single enqueues from {threads} threads while the workers run (1 step, N={n})",
-        ["workload", "workers", "Kestrel wf/s", "enqueue calls/s", "rows/batch", "bulk-fed wf/s",
-         "DBOS wf/s", "DBOS calls/s", "K/DBOS"],
-        [[r["kestrel"]["workflow"], r["kestrel"]["workers"], r["kestrel"]["workflows_per_s"],
-          r["kestrel"].get("enqueue_calls_per_s"), r["kestrel"].get("rows_per_batch"), r["bulk_workflows_per_s"],
-          r.get("dbos", {}).get("workflows_per_s"), r.get("dbos", {}).get("enqueue_calls_per_s"),
-          r["kestrel_vs_dbos"]] for r in rows])
+        [
+            "workload",
+            "workers",
+            "Kestrel wf/s",
+            "enqueue calls/s",
+            "rows/batch",
+            "bulk-fed wf/s",
+            "DBOS wf/s",
+            "DBOS calls/s",
+            "K/DBOS",
+        ],
+        [
+            [
+                r["kestrel"]["workflow"],
+                r["kestrel"]["workers"],
+                r["kestrel"]["workflows_per_s"],
+                r["kestrel"].get("enqueue_calls_per_s"),
+                r["kestrel"].get("rows_per_batch"),
+                r["bulk_workflows_per_s"],
+                r.get("dbos", {}).get("workflows_per_s"),
+                r.get("dbos", {}).get("enqueue_calls_per_s"),
+                r["kestrel_vs_dbos"],
+            ]
+            for r in rows
+        ],
+    )
 
 
 def writes_table(rows: list[dict[str, Any]]) -> str:
@@ -42,14 +85,25 @@ def writes_table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         k = r["kestrel"]
         for name, w in k.get("postgres", {}).get("writes", {}).items():
-            lines.append([f"{k['workflow']} x{k['workers']}", name, w["inserts_per_workflow"],
-                          w["updates_per_workflow"], None if w["hot_pct"] is None else f"{w['hot_pct']:.0f}%",
-                          w["deletes_per_workflow"]])
-    return table("Postgres writes per workflow (rows, from pg_stat_user_tables)",
-                 ["run", "table", "inserts", "updates", "HOT %", "deletes"], lines)
+            lines.append(
+                [
+                    f"{k['workflow']} x{k['workers']}",
+                    name,
+                    w["inserts_per_workflow"],
+                    w["updates_per_workflow"],
+                    None if w["hot_pct"] is None else f"{w['hot_pct']:.0f}%",
+                    w["deletes_per_workflow"],
+                ]
+            )
+    return table(
+        "Postgres writes per workflow (rows, from pg_stat_user_tables)",
+        ["run", "table", "inserts", "updates", "HOT %", "deletes"],
+        lines,
+    )
 
 
 def profile_paths(folder: Path, rows: list[dict[str, Any]]) -> list[Path]:
     """The .pstats files the profiled workers of these rows wrote (missing ones left out)."""
-    return sorted(p for p in folder.glob("*.pstats")
-                  if any(p.name.startswith(f"{r['kestrel']['workflow']}-") for r in rows))
+    return sorted(
+        p for p in folder.glob("*.pstats") if any(p.name.startswith(f"{r['kestrel']['workflow']}-") for r in rows)
+    )

@@ -27,8 +27,11 @@ def main(argv: list[str] | None = None) -> None:
 
     def run() -> None:
         app.run_worker(
-            concurrency=args.concurrency, lease=timedelta(seconds=args.lease), worker_id=args.worker_id,
-            listen=not args.no_listen, poll_interval=args.poll_interval,
+            concurrency=args.concurrency,
+            lease=timedelta(seconds=args.lease),
+            worker_id=args.worker_id,
+            listen=not args.no_listen,
+            poll_interval=args.poll_interval,
             sweep_interval=args.sweep_interval,
         )
 

@@ -28,8 +28,10 @@ def main() -> None:
     """Check the console extra, then run the command."""
     absent = missing_library()
     if absent:
-        print(f"error: kestrel-console needs the console extra ({absent} is not installed): "
-              f"{INSTALL_HINT}", file=sys.stderr)
+        print(
+            f"error: kestrel-console needs the console extra ({absent} is not installed): {INSTALL_HINT}",
+            file=sys.stderr,
+        )
         sys.exit(2)
     from kestrel_console.cli import main as run
 

@@ -169,13 +169,20 @@ class CellFormat:
 
 
 # The CLI's tables: for the eye (durations human, statuses coloured, times in UTC).
-TABLE = CellFormat(null=Text("—", style="dim"), true="yes", false="no", timestamp=short_time,
-                   interval=human_duration, json_style="dim cyan",
-                   status_columns=frozenset({"status", "outcome", "decision", "from_status"}),
-                   duration_suffix="_s")
+TABLE = CellFormat(
+    null=Text("—", style="dim"),
+    true="yes",
+    false="no",
+    timestamp=short_time,
+    interval=human_duration,
+    json_style="dim cyan",
+    status_columns=frozenset({"status", "outcome", "decision", "from_status"}),
+    duration_suffix="_s",
+)
 # The TUI's result tables (SQL, reports): close to what Postgres returned, times local.
-RESULTS = CellFormat(null=Text("NULL", style="dim italic"), true="true", false="false",
-                     timestamp=stamp, interval=str, join_lines=False)
+RESULTS = CellFormat(
+    null=Text("NULL", style="dim italic"), true="true", false="false", timestamp=stamp, interval=str, join_lines=False
+)
 
 
 def cell(value: Any, how: CellFormat, *, column: str = "", limit: int = 80) -> Text | str:

@@ -93,9 +93,15 @@ def console_for(file: IO[str] | None = None) -> Console:
 
 
 def emit(
-    rows: Sequence[Any], columns: Sequence[str] | None = None, fmt: str = "table", *,
-    file: IO[str] | None = None, title: str | None = None, empty: str = "(no rows)",
-    console: Console | None = None, headers: Mapping[str, str] | None = None,
+    rows: Sequence[Any],
+    columns: Sequence[str] | None = None,
+    fmt: str = "table",
+    *,
+    file: IO[str] | None = None,
+    title: str | None = None,
+    empty: str = "(no rows)",
+    console: Console | None = None,
+    headers: Mapping[str, str] | None = None,
     max_cell: int = MAX_CELL,
 ) -> None:
     """Print ``rows`` (dicts, or tuples with ``columns``) as a table, JSON or CSV.
@@ -128,40 +134,64 @@ def emit(
             con.print(Text("  ".join((headers or {}).get(c) or _header(c) for c in columns), style="bold"))
         con.print(Text(empty, style="dim"))
         return
-    table = Table(title=title and visible(title), title_justify="left", title_style="bold", header_style="bold",
-                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    table = Table(
+        title=title and visible(title),
+        title_justify="left",
+        title_style="bold",
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
     # Text, never markup: a value holding "[/x]" is printed as it is.
     cells = [[_as_text(cell(v, TABLE, column=c, limit=max_cell)) for c, v in zip(columns, row)] for row in values]
     for i, column in enumerate(columns):
         present = [row[i] for row in values if row[i] is not None]
-        numeric = bool(present) and all(
-            isinstance(v, (int, float, Decimal)) and not isinstance(v, bool) for v in present
-        ) and not column.endswith(DURATION_SUFFIX)
+        numeric = (
+            bool(present)
+            and all(isinstance(v, (int, float, Decimal)) and not isinstance(v, bool) for v in present)
+            and not column.endswith(DURATION_SUFFIX)
+        )
         label = (headers or {}).get(column) or _header(column)
         longest = max([len(label)] + [len(row[i].plain) for row in cells])
         # Short columns (ids, names, statuses, times) keep their width; when the terminal is
         # too narrow the long ones (text, JSON) wrap.
         short = longest <= SHORT_COLUMN
-        table.add_column(Text(label), justify="right" if numeric else "left", overflow="fold",
-                         no_wrap=short, min_width=longest if short else min(longest, 16))
+        table.add_column(
+            Text(label),
+            justify="right" if numeric else "left",
+            overflow="fold",
+            no_wrap=short,
+            min_width=longest if short else min(longest, 16),
+        )
     for row in cells:
         table.add_row(*row)
     con.print(table)
     if Measurement.get(con, con.options.update_width(10**6), table).minimum > con.width:
-        sys.stderr.write(f"(the table is wider than the terminal's {con.width} columns and is cut "
-                         "on the right: widen it, or use --format csv or json)\n")
+        sys.stderr.write(
+            f"(the table is wider than the terminal's {con.width} columns and is cut "
+            "on the right: widen it, or use --format csv or json)\n"
+        )
 
 
 ACTION_COLUMNS = ["at", "actor", "db_user", "action", "step_id", "comment", "from_status"]
 
 
-def render_actions(actions: Sequence[Mapping[str, Any]], *, console: Console | None = None,
-                   file: IO[str] | None = None) -> None:
+def render_actions(
+    actions: Sequence[Mapping[str, Any]], *, console: Console | None = None, file: IO[str] | None = None
+) -> None:
     """The operator actions taken on one execution: the name each operator gave (actor) and
     the database role Postgres authenticated (db_user). Nothing is printed when there are none."""
     if not actions:
         return
     con = console or console_for(file)
     con.print()
-    emit(actions, ACTION_COLUMNS, "table", console=con, title="Operator actions",
-         headers={"actor": "name given", "db_user": "db role", "step_id": "step", "from_status": "was"})
+    emit(
+        actions,
+        ACTION_COLUMNS,
+        "table",
+        console=con,
+        title="Operator actions",
+        headers={"actor": "name given", "db_user": "db role", "step_id": "step", "from_status": "was"},
+    )

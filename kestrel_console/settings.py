@@ -53,8 +53,14 @@ def default_acting_operator() -> str:
     return os.environ.get("KESTREL_OPERATOR") or default_operator()
 
 
-def build_settings(dsn: str | None, schema: str, operator: str | None, queries: list[Path] | None,
-                   reader_dsn: str | None = None, allow_privileged_sql: bool = False) -> Settings:
+def build_settings(
+    dsn: str | None,
+    schema: str,
+    operator: str | None,
+    queries: list[Path] | None,
+    reader_dsn: str | None = None,
+    allow_privileged_sql: bool = False,
+) -> Settings:
     """The settings of the CLI's global options: ``$KESTREL_DSN``, ``$KESTREL_OPERATOR``,
     ``$KESTREL_QUERIES`` (the folders add to the ``--queries`` ones) and
     ``$KESTREL_READER_DSN`` fill in."""
@@ -74,9 +80,15 @@ def build_settings(dsn: str | None, schema: str, operator: str | None, queries: 
 
 
 def console_settings(
-    settings: Settings | str | None = None, *, dsn: str | None = None, schema: str | None = None,
-    operator: str | None = None, queries: list[Path] | None = None, read_only: bool = False,
-    refresh: float = DEFAULT_REFRESH, reader_dsn: str | None = None,
+    settings: Settings | str | None = None,
+    *,
+    dsn: str | None = None,
+    schema: str | None = None,
+    operator: str | None = None,
+    queries: list[Path] | None = None,
+    read_only: bool = False,
+    refresh: float = DEFAULT_REFRESH,
+    reader_dsn: str | None = None,
     allow_privileged_sql: bool | None = None,
 ) -> Settings:
     """The TUI's own settings, from the CLI's ``Settings`` (anything with .dsn/.schema/
@@ -94,6 +106,7 @@ def console_settings(
         read_only=read_only,
         refresh=float(refresh),
         reader_dsn=reader_dsn or getattr(base, "reader_dsn", None),
-        allow_privileged_sql=bool(allow_privileged_sql if allow_privileged_sql is not None
-                                  else getattr(base, "allow_privileged_sql", False)),
+        allow_privileged_sql=bool(
+            allow_privileged_sql if allow_privileged_sql is not None else getattr(base, "allow_privileged_sql", False)
+        ),
     )

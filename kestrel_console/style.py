@@ -23,11 +23,16 @@ COLOURS: dict[str, str] = {
 # Statuses that need the operator's eye are bold when written as words.
 EMPHASISED = ("enqueued", "running", "waiting", "error")
 # As words (a status column, a heading): colour, bold where it matters.
-STATUS_STYLES: dict[str, str] = {name: (f"bold {colour}" if name in EMPHASISED else colour)
-                                 for name, colour in COLOURS.items()}
+STATUS_STYLES: dict[str, str] = {
+    name: (f"bold {colour}" if name in EMPHASISED else colour) for name, colour in COLOURS.items()
+}
 # Waits drawn on a timeline: an approval waits like a waiting execution, a sleep wakes.
-WAIT_COLOURS: dict[str, str] = {"approval": COLOURS["waiting"], "sleep": COLOURS["woke"], "child": "cyan",
-                                "event": "yellow"}
+WAIT_COLOURS: dict[str, str] = {
+    "approval": COLOURS["waiting"],
+    "sleep": COLOURS["woke"],
+    "child": "cyan",
+    "event": "yellow",
+}
 
 
 def status_style(name: str | None) -> str:

@@ -42,8 +42,14 @@ def segment(entry: Mapping[str, Any]) -> Segment:
     """The segment of one timeline row."""
     end = entry.get("finished_at")
     due = entry.get("wake_at") if entry.get("kind") == "sleep" and end is None else None
-    return Segment(start=entry["started_at"], end=end, outcome=entry.get("outcome") or "",
-                   attempt=entry.get("attempt"), error=entry.get("error"), due=due)
+    return Segment(
+        start=entry["started_at"],
+        end=end,
+        outcome=entry.get("outcome") or "",
+        attempt=entry.get("attempt"),
+        error=entry.get("error"),
+        due=due,
+    )
 
 
 @dataclass
@@ -81,8 +87,9 @@ def build_lanes(entries: Sequence[Mapping[str, Any]]) -> list[Lane]:
     return list(lanes.values())
 
 
-def axis_span(execution: Mapping[str, Any], entries: Sequence[Mapping[str, Any]],
-              now: datetime) -> tuple[datetime, datetime]:
+def axis_span(
+    execution: Mapping[str, Any], entries: Sequence[Mapping[str, Any]], now: datetime
+) -> tuple[datetime, datetime]:
     """The time axis: from the execution's start (or first entry) to its end (or now, or
     when a pending sleep is due if that is later)."""
     segments = [segment(e) for e in entries]
@@ -157,8 +164,9 @@ class Trace:
 
     def attempts_of(self, step_id: str) -> int:
         """How many attempts a step has had (the N of "attempt n/N"); 0 if none."""
-        return max((e.get("attempt") or 0 for e in self.entries
-                    if e["kind"] == "step" and e["step_id"] == step_id), default=0)
+        return max(
+            (e.get("attempt") or 0 for e in self.entries if e["kind"] == "step" and e["step_id"] == step_id), default=0
+        )
 
     def offset_s(self, entry: Mapping[str, Any]) -> float:
         """Seconds from the axis start to the entry's start."""

@@ -2,6 +2,9 @@
 
 from .app import Kestrel, Workflow
 from .async_client import AsyncKestrel
+from .children import ChildHandle
+from .connection import first_line, mask_dsn
+from .enqueue import EnqueueFailed
 from .errors import (
     ActionRefused,
     ChildFailed,
@@ -16,14 +19,13 @@ from .errors import (
     SchemaTooNew,
     StepFailed,
 )
-from .execution import STATUSES, TERMINAL_STATUSES, Execution
-from .enqueue import EnqueueFailed
-from .connection import first_line, mask_dsn
-from .schedules import Schedule
-from .children import ChildHandle
 from .events import Event
+from .execution import STATUSES, TERMINAL_STATUSES, Execution
+from .schedules import Schedule
 
 __all__ = [
+    "STATUSES",
+    "TERMINAL_STATUSES",
     "ActionRefused",
     "AsyncKestrel",
     "ChildFailed",
@@ -31,20 +33,18 @@ __all__ = [
     "DatabaseUnavailable",
     "DuplicateStepId",
     "EnqueueFailed",
+    "Event",
     "Execution",
     "InvalidArgument",
     "Kestrel",
-    "Event",
     "KestrelError",
     "NonDeterministicChange",
     "NotFound",
     "NotSerializable",
-    "STATUSES",
     "Schedule",
     "SchemaOutdated",
     "SchemaTooNew",
     "StepFailed",
-    "TERMINAL_STATUSES",
     "Workflow",
     "first_line",
     "mask_dsn",

@@ -66,8 +66,12 @@ class Kestrel:
     """
 
     def __init__(
-        self, dsn: str | None = None, *, schema: str = "kestrel",
-        transaction_pooling: bool = False, application_name: str = "kestrel",
+        self,
+        dsn: str | None = None,
+        *,
+        schema: str = "kestrel",
+        transaction_pooling: bool = False,
+        application_name: str = "kestrel",
     ) -> None:
         from .connection import resolve_dsn
 
@@ -84,8 +88,14 @@ class Kestrel:
 
     # -- registry ---------------------------------------------------------------------------
 
-    def workflow(self, name: str | Callable[..., Any] | None = None, *, queue: str | None = None,
-                 version: str | None = None, timeout: timedelta | float | None = None) -> Any:
+    def workflow(
+        self,
+        name: str | Callable[..., Any] | None = None,
+        *,
+        queue: str | None = None,
+        version: str | None = None,
+        timeout: timedelta | float | None = None,
+    ) -> Any:
         """Register a workflow: ``@app.workflow``, ``@app.workflow()`` or ``@app.workflow("n")``.
 
         The function is called as ``fn(ctx, input)`` and may be ``async def``. ``queue`` binds
@@ -106,8 +116,13 @@ class Kestrel:
             if wf_name in self._workflows and self._workflows[wf_name].fn is not fn:
                 raise ValueError(f"workflow {wf_name!r} is registered twice")
             self._workflows[wf_name] = Workflow(
-                wf_name, fn, inspect.iscoroutinefunction(fn), queue or _queues.DEFAULT_QUEUE,
-                str(version) if version is not None else fingerprint(fn), timeout=timeout)
+                wf_name,
+                fn,
+                inspect.iscoroutinefunction(fn),
+                queue or _queues.DEFAULT_QUEUE,
+                str(version) if version is not None else fingerprint(fn),
+                timeout=timeout,
+            )
             return fn
 
         return register
@@ -117,9 +132,16 @@ class Kestrel:
         """The registered workflows by name."""
         return dict(self._workflows)
 
-    def queue(self, name: str, *, concurrency: int | None = None, per_worker: int | None = None,
-              rate: tuple[int, timedelta] | None = None, priority: int | None = None,
-              per_key: int = 1) -> _queues.Queue:
+    def queue(
+        self,
+        name: str,
+        *,
+        concurrency: int | None = None,
+        per_worker: int | None = None,
+        rate: tuple[int, timedelta] | None = None,
+        priority: int | None = None,
+        per_key: int = 1,
+    ) -> _queues.Queue:
         """Declare a queue and its limits, which hold across all workers (workers write the
         declaration to the ``queues`` table when they start).
 
@@ -135,13 +157,22 @@ class Kestrel:
     def queues(self) -> dict[str, _queues.Queue]:
         """The declared queues by name."""
         return dict(self._queues)
-    def schedule(self, cron: str, *, name: str | None = None, timezone: str = "UTC",
-                 catch_up: bool = False, input: dict[str, Any] | None = None) -> Callable[[F], F]:
+
+    def schedule(
+        self,
+        cron: str,
+        *,
+        name: str | None = None,
+        timezone: str = "UTC",
+        catch_up: bool = False,
+        input: dict[str, Any] | None = None,
+    ) -> Callable[[F], F]:
         """Enqueue the decorated workflow at every tick of ``cron`` (see kestrel_core.scheduler
         for ``catch_up``); registers it as a workflow unless ``@app.workflow`` did (put
         ``@app.schedule`` above it). Each run's input is ``input`` plus ``schedule`` and
         ``scheduled_at`` (the tick, ISO 8601 UTC). Workers write it to the schedules table.
         """
+
         def register(fn: F) -> F:
             known = next((w.name for w in self._workflows.values() if w.fn is fn), None)
             wf_name = known or fn.__name__
@@ -152,7 +183,8 @@ class Kestrel:
             if known is None:
                 self.workflow()(fn)
             self._schedules[schedule_name] = _schedules.Schedule(
-                schedule_name, expression, wf_name, timezone, catch_up, input)
+                schedule_name, expression, wf_name, timezone, catch_up, input
+            )
             return fn
 
         return register
@@ -171,8 +203,12 @@ class Kestrel:
                 with connect(self.dsn, application_name=self.application_name) as probe:
                     _migrate.check_current(probe, self.schema)
                 pool = make_pool(
-                    self.dsn, min_size=1, max_size=4, application_name=self.application_name,
-                    prepare=not self.transaction_pooling, name="kestrel-api",
+                    self.dsn,
+                    min_size=1,
+                    max_size=4,
+                    application_name=self.application_name,
+                    prepare=not self.transaction_pooling,
+                    name="kestrel-api",
                 )
                 pool.open(wait=False)
                 self._pool = pool
@@ -220,18 +256,29 @@ class Kestrel:
                 _roles.ensure_roles(conn, self.schema, roles if isinstance(roles, RoleNames) else None)
             return applied
 
-    def prune(self, older_than: timedelta, *, by: str | None = None,
-              batch_size: int = 1000) -> _prune.PruneResult:
+    def prune(self, older_than: timedelta, *, by: str | None = None, batch_size: int = 1000) -> _prune.PruneResult:
         """Delete executions that finished more than ``older_than`` ago, in short batches (audited)."""
-        return _prune.prune(_prune.connection_runner(self.connection), self.schema,
-                            older_than=older_than, by=by or default_operator(), batch_size=batch_size)
+        return _prune.prune(
+            _prune.connection_runner(self.connection),
+            self.schema,
+            older_than=older_than,
+            by=by or default_operator(),
+            batch_size=batch_size,
+        )
 
     # -- enqueue ----------------------------------------------------------------------------
 
     def enqueue(
-        self, name: str, input: Any = None, *, idempotency_key: str | None = None,
-        run_at: datetime | None = None, delay: timedelta | None = None, priority: int | None = None,
-        queue: str | None = None, concurrency_key: str | None = None,
+        self,
+        name: str,
+        input: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        run_at: datetime | None = None,
+        delay: timedelta | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        concurrency_key: str | None = None,
         conn: psycopg.Connection | None = None,
     ) -> int:
         """Enqueue workflow ``name`` with a JSON ``input``; returns the execution id.
@@ -247,23 +294,47 @@ class Kestrel:
         ``conn``: enqueue inside that psycopg connection's transaction instead: the execution
         exists if and only if it commits, and workers are woken at its commit.
         """
-        (row,) = _enqueue.rows(self._workflows, name, [input], single=True, idempotency_key=idempotency_key,
-                               run_at=run_at, delay=delay, priority=priority, queue=queue,
-                               concurrency_key=concurrency_key)
+        (row,) = _enqueue.rows(
+            self._workflows,
+            name,
+            [input],
+            single=True,
+            idempotency_key=idempotency_key,
+            run_at=run_at,
+            delay=delay,
+            priority=priority,
+            queue=queue,
+            concurrency_key=concurrency_key,
+        )
         with _needs_worker_role("enqueue"):
             if conn is not None:
                 return _enqueue.write(_caller_connection(conn), self.schema, [row], prepare=self._caller_prepare)[0]
             return self._enqueue_batcher().submit(row)
 
     def enqueue_many(
-        self, name: str, inputs: Sequence[Any], *, run_at: datetime | None = None,
-        delay: timedelta | None = None, priority: int | None = None, queue: str | None = None,
-        concurrency_key: str | None = None, conn: psycopg.Connection | None = None,
+        self,
+        name: str,
+        inputs: Sequence[Any],
+        *,
+        run_at: datetime | None = None,
+        delay: timedelta | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        concurrency_key: str | None = None,
+        conn: psycopg.Connection | None = None,
     ) -> list[int]:
         """Enqueue one execution per input in one statement; ids in input order. ``conn``: in
         that connection's transaction, as for ``enqueue``."""
-        rows = _enqueue.rows(self._workflows, name, inputs, run_at=run_at, delay=delay, priority=priority,
-                             queue=queue, concurrency_key=concurrency_key)
+        rows = _enqueue.rows(
+            self._workflows,
+            name,
+            inputs,
+            run_at=run_at,
+            delay=delay,
+            priority=priority,
+            queue=queue,
+            concurrency_key=concurrency_key,
+        )
         with _needs_worker_role("enqueue"):
             if conn is not None:
                 return _enqueue.write(_caller_connection(conn), self.schema, rows, prepare=self._caller_prepare)
@@ -307,31 +378,33 @@ class Kestrel:
 
     # -- operator actions -------------------------------------------------------------------
 
-    def approve(self, execution_id: int, step_id: str, *, by: str | None = None,
-                comment: str | None = None) -> dict[str, Any]:
+    def approve(
+        self, execution_id: int, step_id: str, *, by: str | None = None, comment: str | None = None
+    ) -> dict[str, Any]:
         """Approve a pending gate and re-enqueue the execution (audited)."""
         with self.connection() as conn:
-            return _operator.decide(conn, self.schema, execution_id, step_id, approved=True,
-                                    by=by or default_operator(), comment=comment)
+            return _operator.decide(
+                conn, self.schema, execution_id, step_id, approved=True, by=by or default_operator(), comment=comment
+            )
 
-    def reject(self, execution_id: int, step_id: str, *, by: str | None = None,
-               comment: str | None = None) -> dict[str, Any]:
+    def reject(
+        self, execution_id: int, step_id: str, *, by: str | None = None, comment: str | None = None
+    ) -> dict[str, Any]:
         """Reject a pending gate and re-enqueue the execution (audited)."""
         with self.connection() as conn:
-            return _operator.decide(conn, self.schema, execution_id, step_id, approved=False,
-                                    by=by or default_operator(), comment=comment)
+            return _operator.decide(
+                conn, self.schema, execution_id, step_id, approved=False, by=by or default_operator(), comment=comment
+            )
 
     def cancel(self, execution_id: int, *, by: str | None = None, comment: str | None = None) -> str:
         """Cancel an enqueued, running or waiting execution; returns its previous status."""
         with self.connection() as conn:
-            return _operator.cancel(conn, self.schema, execution_id,
-                                    by=by or default_operator(), comment=comment)
+            return _operator.cancel(conn, self.schema, execution_id, by=by or default_operator(), comment=comment)
 
     def requeue(self, execution_id: int, *, by: str | None = None, comment: str | None = None) -> str:
         """Re-enqueue an errored/cancelled execution or one with an expired lease."""
         with self.connection() as conn:
-            return _operator.requeue(conn, self.schema, execution_id,
-                                     by=by or default_operator(), comment=comment)
+            return _operator.requeue(conn, self.schema, execution_id, by=by or default_operator(), comment=comment)
 
     def pause_queue(self, name: str, *, by: str | None = None, comment: str | None = None) -> None:
         """Stop claiming from queue ``name`` (running executions finish); audited."""
@@ -342,16 +415,36 @@ class Kestrel:
         """Claim from a paused queue again; audited."""
         with self.connection() as conn:
             _queues.set_paused(conn, self.schema, name, False, by=by or default_operator(), comment=comment)
-    def add_schedule(self, name: str, cron: str, workflow: str, *, input: dict[str, Any] | None = None,
-                     timezone: str = "UTC", catch_up: bool = False, by: str | None = None,
-                     comment: str | None = None) -> datetime:
+
+    def add_schedule(
+        self,
+        name: str,
+        cron: str,
+        workflow: str,
+        *,
+        input: dict[str, Any] | None = None,
+        timezone: str = "UTC",
+        catch_up: bool = False,
+        by: str | None = None,
+        comment: str | None = None,
+    ) -> datetime:
         """Add a schedule (audited; any worker ticks it); returns its first tick. ValueError for
         a bad cron, timezone or input; ActionRefused if the name is taken, or if this login may
         not enqueue: a schedule enqueues its workflow at every tick, so adding one needs the
         worker role (the operator role pauses, resumes and removes schedules)."""
         with self.connection() as conn, _needs_worker_role("add a schedule"):
-            return _schedules.add(conn, self.schema, name, cron, workflow, input=input, timezone=timezone,
-                                  catch_up=catch_up, by=by or default_operator(), comment=comment)
+            return _schedules.add(
+                conn,
+                self.schema,
+                name,
+                cron,
+                workflow,
+                input=input,
+                timezone=timezone,
+                catch_up=catch_up,
+                by=by or default_operator(),
+                comment=comment,
+            )
 
     def pause_schedule(self, name: str, *, by: str | None = None, comment: str | None = None) -> None:
         """Stop a schedule's ticks until it is resumed (audited)."""
@@ -361,8 +454,7 @@ class Kestrel:
     def resume_schedule(self, name: str, *, by: str | None = None, comment: str | None = None) -> datetime:
         """Tick again from the first tick after now (none of the paused ticks); returns it (audited)."""
         with self.connection() as conn:
-            return _schedules.set_paused(conn, self.schema, name, False, by=by or default_operator(),
-                                         comment=comment)
+            return _schedules.set_paused(conn, self.schema, name, False, by=by or default_operator(), comment=comment)
 
     def remove_schedule(self, name: str, *, by: str | None = None, comment: str | None = None) -> str:
         """Delete a schedule (audited); returns its source: 'code' ones come back when a worker
@@ -372,15 +464,27 @@ class Kestrel:
 
     # -- workers ----------------------------------------------------------------------------
 
-    def worker(self, *, concurrency: int = 8, lease: timedelta = timedelta(seconds=30),
-               worker_id: str | None = None, **options: Any) -> Worker:
+    def worker(
+        self,
+        *,
+        concurrency: int = 8,
+        lease: timedelta = timedelta(seconds=30),
+        worker_id: str | None = None,
+        **options: Any,
+    ) -> Worker:
         """A Worker for this app's workflows (not started). See ``kestrel_core.worker.Worker``."""
         from .worker import Worker
 
         return Worker(self, concurrency=concurrency, lease=lease, worker_id=worker_id, **options)
 
-    def run_worker(self, *, concurrency: int = 8, lease: timedelta = timedelta(seconds=30),
-                   worker_id: str | None = None, **options: Any) -> None:
+    def run_worker(
+        self,
+        *,
+        concurrency: int = 8,
+        lease: timedelta = timedelta(seconds=30),
+        worker_id: str | None = None,
+        **options: Any,
+    ) -> None:
         """Run a worker in this thread until SIGINT/SIGTERM, then shut down gracefully."""
         self.worker(concurrency=concurrency, lease=lease, worker_id=worker_id, **options).run()
 

@@ -43,8 +43,16 @@ class AsyncKestrel:
     close()``.
     """
 
-    def __init__(self, dsn: str | None = None, *, schema: str = "kestrel", transaction_pooling: bool = False,
-                 application_name: str = "kestrel", app: Kestrel | None = None, max_connections: int = 4) -> None:
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        schema: str = "kestrel",
+        transaction_pooling: bool = False,
+        application_name: str = "kestrel",
+        app: Kestrel | None = None,
+        max_connections: int = 4,
+    ) -> None:
         self.dsn = resolve_dsn(dsn)
         self.schema = check_schema_name(schema)
         self.transaction_pooling = transaction_pooling
@@ -67,9 +75,14 @@ class AsyncKestrel:
                 # A direct first connection fails fast with libpq's reason and checks the schema
                 # with the sync code (once); the pool would retry.
                 await asyncio.to_thread(self._probe)
-                pool = make_async_pool(self.dsn, min_size=1, max_size=self._max_connections,
-                                       application_name=self.application_name,
-                                       prepare=not self.transaction_pooling, name="kestrel-async-api")
+                pool = make_async_pool(
+                    self.dsn,
+                    min_size=1,
+                    max_size=self._max_connections,
+                    application_name=self.application_name,
+                    prepare=not self.transaction_pooling,
+                    name="kestrel-async-api",
+                )
                 await pool.open(wait=False)
                 self._pool = pool
         return self._pool
@@ -112,32 +125,63 @@ class AsyncKestrel:
     # -- enqueue ----------------------------------------------------------------------------
 
     async def enqueue(
-        self, name: str, input: Any = None, *, idempotency_key: str | None = None,
-        run_at: datetime | None = None, delay: timedelta | None = None, priority: int | None = None,
-        queue: str | None = None, concurrency_key: str | None = None,
+        self,
+        name: str,
+        input: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        run_at: datetime | None = None,
+        delay: timedelta | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        concurrency_key: str | None = None,
         conn: psycopg.AsyncConnection | None = None,
     ) -> int:
         """``Kestrel.enqueue``, awaited: concurrent calls of this loop share one statement and
         one commit; ``conn`` enqueues in that AsyncConnection's transaction instead."""
-        (row,) = _enqueue.rows(self._workflows(), name, [input], single=True, idempotency_key=idempotency_key,
-                               run_at=run_at, delay=delay, priority=priority, queue=queue,
-                               concurrency_key=concurrency_key)
+        (row,) = _enqueue.rows(
+            self._workflows(),
+            name,
+            [input],
+            single=True,
+            idempotency_key=idempotency_key,
+            run_at=run_at,
+            delay=delay,
+            priority=priority,
+            queue=queue,
+            concurrency_key=concurrency_key,
+        )
         if conn is not None:
-            return (await _enqueue.write_async(_caller_connection(conn), self.schema, [row],
-                                               prepare=self._caller_prepare))[0]
+            return (
+                await _enqueue.write_async(_caller_connection(conn), self.schema, [row], prepare=self._caller_prepare)
+            )[0]
         return await self._batcher.submit(row)
 
     async def enqueue_many(
-        self, name: str, inputs: Sequence[Any], *, run_at: datetime | None = None,
-        delay: timedelta | None = None, priority: int | None = None, queue: str | None = None,
-        concurrency_key: str | None = None, conn: psycopg.AsyncConnection | None = None,
+        self,
+        name: str,
+        inputs: Sequence[Any],
+        *,
+        run_at: datetime | None = None,
+        delay: timedelta | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        concurrency_key: str | None = None,
+        conn: psycopg.AsyncConnection | None = None,
     ) -> list[int]:
         """``Kestrel.enqueue_many``, awaited: one statement; ids in input order."""
-        rows = _enqueue.rows(self._workflows(), name, inputs, run_at=run_at, delay=delay, priority=priority,
-                             queue=queue, concurrency_key=concurrency_key)
+        rows = _enqueue.rows(
+            self._workflows(),
+            name,
+            inputs,
+            run_at=run_at,
+            delay=delay,
+            priority=priority,
+            queue=queue,
+            concurrency_key=concurrency_key,
+        )
         if conn is not None:
-            return await _enqueue.write_async(_caller_connection(conn), self.schema, rows,
-                                              prepare=self._caller_prepare)
+            return await _enqueue.write_async(_caller_connection(conn), self.schema, rows, prepare=self._caller_prepare)
         return await self._write_rows(rows)
 
     def _workflows(self) -> dict[str, Any]:
@@ -155,8 +199,9 @@ class AsyncKestrel:
             await _enqueue.wake_async(conn, self.schema, rows)
             return ids
 
-    async def send_event(self, key: str, payload: Any = None, *, by: str | None = None,
-                         conn: psycopg.AsyncConnection | None = None) -> int:
+    async def send_event(
+        self, key: str, payload: Any = None, *, by: str | None = None, conn: psycopg.AsyncConnection | None = None
+    ) -> int:
         """``Kestrel.send_event``, awaited; returns the event's id."""
         value = _events.check_send(key, payload)
         async with self._on(conn) as c:
@@ -171,38 +216,70 @@ class AsyncKestrel:
 
     # -- operator actions -------------------------------------------------------------------
 
-    async def approve(self, execution_id: int, step_id: str, *, by: str | None = None,
-                      comment: str | None = None, conn: psycopg.AsyncConnection | None = None) -> dict[str, Any]:
+    async def approve(
+        self,
+        execution_id: int,
+        step_id: str,
+        *,
+        by: str | None = None,
+        comment: str | None = None,
+        conn: psycopg.AsyncConnection | None = None,
+    ) -> dict[str, Any]:
         """Approve a pending gate and re-enqueue the execution (audited)."""
         async with self._on(conn) as c:
-            return await _operator.decide_async(c, self.schema, execution_id, step_id, approved=True,
-                                                by=by or default_operator(), comment=comment)
+            return await _operator.decide_async(
+                c, self.schema, execution_id, step_id, approved=True, by=by or default_operator(), comment=comment
+            )
 
-    async def reject(self, execution_id: int, step_id: str, *, by: str | None = None,
-                     comment: str | None = None, conn: psycopg.AsyncConnection | None = None) -> dict[str, Any]:
+    async def reject(
+        self,
+        execution_id: int,
+        step_id: str,
+        *,
+        by: str | None = None,
+        comment: str | None = None,
+        conn: psycopg.AsyncConnection | None = None,
+    ) -> dict[str, Any]:
         """Reject a pending gate and re-enqueue the execution (audited)."""
         async with self._on(conn) as c:
-            return await _operator.decide_async(c, self.schema, execution_id, step_id, approved=False,
-                                                by=by or default_operator(), comment=comment)
+            return await _operator.decide_async(
+                c, self.schema, execution_id, step_id, approved=False, by=by or default_operator(), comment=comment
+            )
 
-    async def cancel(self, execution_id: int, *, by: str | None = None, comment: str | None = None,
-                     conn: psycopg.AsyncConnection | None = None) -> str:
+    async def cancel(
+        self,
+        execution_id: int,
+        *,
+        by: str | None = None,
+        comment: str | None = None,
+        conn: psycopg.AsyncConnection | None = None,
+    ) -> str:
         """Cancel an enqueued, running or waiting execution; returns its previous status."""
         async with self._on(conn) as c:
-            return await _operator.cancel_async(c, self.schema, execution_id,
-                                                by=by or default_operator(), comment=comment)
+            return await _operator.cancel_async(
+                c, self.schema, execution_id, by=by or default_operator(), comment=comment
+            )
 
-    async def requeue(self, execution_id: int, *, by: str | None = None, comment: str | None = None,
-                      conn: psycopg.AsyncConnection | None = None) -> str:
+    async def requeue(
+        self,
+        execution_id: int,
+        *,
+        by: str | None = None,
+        comment: str | None = None,
+        conn: psycopg.AsyncConnection | None = None,
+    ) -> str:
         """Re-enqueue an errored/cancelled execution or one with an expired lease."""
         async with self._on(conn) as c:
-            return await _operator.requeue_async(c, self.schema, execution_id,
-                                                 by=by or default_operator(), comment=comment)
+            return await _operator.requeue_async(
+                c, self.schema, execution_id, by=by or default_operator(), comment=comment
+            )
 
 
 def _caller_connection(conn: object) -> psycopg.AsyncConnection:
     """``conn`` if it is a psycopg AsyncConnection (the caller's, in its transaction)."""
     if not isinstance(conn, psycopg.AsyncConnection):
-        raise InvalidArgument(f"conn= must be a psycopg.AsyncConnection, not {type(conn).__name__}"
-                              + (": use Kestrel for a sync Connection" if isinstance(conn, psycopg.Connection) else ""))
+        raise InvalidArgument(
+            f"conn= must be a psycopg.AsyncConnection, not {type(conn).__name__}"
+            + (": use Kestrel for a sync Connection" if isinstance(conn, psycopg.Connection) else "")
+        )
     return conn

@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from .boundary import Finish
-from .context import Decision, WorkflowContext, Strand, AttemptTimedOut
+from .context import AttemptTimedOut, Decision, Strand, WorkflowContext
 from .flow_context import AsyncFlowOperations
 from .runtime import Unwind
 
@@ -54,9 +54,17 @@ class AsyncWorkflowContext(AsyncFlowOperations):
     def claim_epoch(self) -> int:
         return self._sync.claim_epoch
 
-    async def step(self, step_id: str, fn: Callable[..., Any], *args: Any, retries: int = 0,
-                   backoff: float = 1.0, max_backoff: float = 60.0,
-                   timeout: timedelta | float | None = None, **kwargs: Any) -> Any:
+    async def step(
+        self,
+        step_id: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        retries: int = 0,
+        backoff: float = 1.0,
+        max_backoff: float = 60.0,
+        timeout: timedelta | float | None = None,
+        **kwargs: Any,
+    ) -> Any:
         """See WorkflowContext.step; ``fn`` may be a coroutine function.
 
         The step runs here, on the event loop: a coroutine step is awaited on it, a plain
@@ -83,11 +91,13 @@ class AsyncWorkflowContext(AsyncFlowOperations):
             except Exception as exc:
                 error = sync._failed(step_id, number, limit, exc)
             else:  # serialised in the thread that writes it: a large output never holds the loop
-                return sync._result(step_id, await asyncio.to_thread(
-                    sync._settle, step_id, attempt, result, position, strand))
+                return sync._result(
+                    step_id, await asyncio.to_thread(sync._settle, step_id, attempt, result, position, strand)
+                )
             if number == total:
-                return sync._result(step_id, await asyncio.to_thread(
-                    sync._checkpoint, step_id, attempt, None, error, position, strand))
+                return sync._result(
+                    step_id, await asyncio.to_thread(sync._checkpoint, step_id, attempt, None, error, position, strand)
+                )
             strand.pending = Finish(step_id, attempt, error=error, keep=False)
             await asyncio.to_thread(sync._flush, strand)
             delay = sync._retry_delay(step_id, attempt, number, backoff, max_backoff)
@@ -98,11 +108,11 @@ class AsyncWorkflowContext(AsyncFlowOperations):
         """See WorkflowContext.sleep."""
         await asyncio.to_thread(self._sync._sleep, self._sync._use(step_id), step_id, duration)
 
-    async def wait_for_approval(self, step_id: str, *, timeout: timedelta | float | None = None,
-                                details: Any = None) -> Decision:
+    async def wait_for_approval(
+        self, step_id: str, *, timeout: timedelta | float | None = None, details: Any = None
+    ) -> Decision:
         """See WorkflowContext.wait_for_approval."""
-        return await asyncio.to_thread(self._sync._approval, self._sync._use(step_id), step_id,
-                                       timeout, details)
+        return await asyncio.to_thread(self._sync._approval, self._sync._use(step_id), step_id, timeout, details)
 
 
 async def _call_async(fn: Callable[..., Any], args: tuple, kwargs: dict, timeout: float | None) -> Any:
@@ -113,7 +123,7 @@ async def _call_async(fn: Callable[..., Any], args: tuple, kwargs: dict, timeout
         result = await (work if timeout is None else asyncio.wait_for(work, timeout))
         if inspect.isawaitable(result):
             result = await (result if timeout is None else asyncio.wait_for(result, timeout))
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise AttemptTimedOut() from None
     return result
 

@@ -18,9 +18,10 @@ or closes attempts (bookkeeping) commits without waiting for the WAL flush, like
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -223,16 +224,21 @@ def _params(batch: Sequence[Boundary]) -> dict[str, Any]:
     fin = [b.finish for b in batch]
     done = [b.complete for b in batch]
     return {
-        "eids": [b.execution_id for b in batch], "owners": [b.owner for b in batch],
-        "epochs": [b.epoch for b in batch], "open_steps": [b.open_step for b in batch],
+        "eids": [b.execution_id for b in batch],
+        "owners": [b.owner for b in batch],
+        "epochs": [b.epoch for b in batch],
+        "open_steps": [b.open_step for b in batch],
         "finish_steps": [f and f.step_id for f in fin],
         "attempts": [f and f.attempt.number for f in fin],
         "started": [f and f.attempt.started_at for f in fin],
         "fresh": [bool(f and f.attempt.started_at is None) for f in fin],
         "elapsed": [f and f.elapsed for f in fin],
-        "outputs": [f and f.output for f in fin], "errors": [f and f.error for f in fin],
-        "keeps": [bool(f and f.keep) for f in fin], "seqs": [f and f.seq for f in fin],
-        "statuses": [c and c.status for c in done], "results": [c and c.output for c in done],
+        "outputs": [f and f.output for f in fin],
+        "errors": [f and f.error for f in fin],
+        "keeps": [bool(f and f.keep) for f in fin],
+        "seqs": [f and f.seq for f in fin],
+        "statuses": [c and c.status for c in done],
+        "results": [c and c.output for c in done],
         "failures": [c and c.error for c in done],
         "sync": "on" if any(b.durable for b in batch) else "off",
     }
@@ -257,8 +263,9 @@ def _outcome(conn: psycopg.Connection, schema: str, b: Boundary, row: tuple[Any,
     existing = mine = None
     if b.finish is not None and b.finish.keep:
         if not written:
-            found = conn.execute(render(READ_CHECKPOINT, schema),
-                                 {"eid": b.execution_id, "step": b.finish.step_id}).fetchone()
+            found = conn.execute(
+                render(READ_CHECKPOINT, schema), {"eid": b.execution_id, "step": b.finish.step_id}
+            ).fetchone()
             if found is None:
                 # Gone since the insert met it (a requeue deletes failed checkpoints): the record
                 # moved on without this claim; stop as if fenced out, the replay reads it afresh.
@@ -270,13 +277,15 @@ def _outcome(conn: psycopg.Connection, schema: str, b: Boundary, row: tuple[Any,
         if written:
             mine = b.finish
     opened = Attempt(opened_number, opened_at) if opened_number is not None else None
-    return Outcome(held=True, written=bool(written), opened=opened, completed=b.complete is not None,
-                   existing=existing, mine=mine)
+    return Outcome(
+        held=True, written=bool(written), opened=opened, completed=b.complete is not None, existing=existing, mine=mine
+    )
 
 
 def _completed_earlier(conn: psycopg.Connection, schema: str, b: Boundary) -> bool:
     if b.complete is None:
         return False
-    row = conn.execute(render(COMPLETED_BY_US, schema),
-                       {"eid": b.execution_id, "owner": b.owner, "epoch": b.epoch}).fetchone()
+    row = conn.execute(
+        render(COMPLETED_BY_US, schema), {"eid": b.execution_id, "owner": b.owner, "epoch": b.epoch}
+    ).fetchone()
     return bool(row and row[0] == b.complete.status)

@@ -77,8 +77,9 @@ class Checkpoint:
         return self.decision == ("approved" if approved else "rejected") and self.decided_by == by
 
 
-def load(conn: psycopg.Connection, schema: str, execution_id: int, *, owner: str,
-         epoch: int) -> dict[str, Checkpoint] | None:
+def load(
+    conn: psycopg.Connection, schema: str, execution_id: int, *, owner: str, epoch: int
+) -> dict[str, Checkpoint] | None:
     """Every checkpoint of an execution, by step id, read under the claim (owner, epoch);
     None when that claim is no longer current."""
     rows = conn.execute(render(LOAD, schema), {"eid": execution_id, "owner": owner, "epoch": epoch}).fetchall()
@@ -87,13 +88,31 @@ def load(conn: psycopg.Connection, schema: str, execution_id: int, *, owner: str
     return {row[0]: Checkpoint(*row[1:]) for row in rows if row[0] is not None}
 
 
-def record(conn: psycopg.Connection, schema: str, *, execution_id: int, step_id: str, owner: str,
-           epoch: int, seq: int, output: Jsonb, error: str | None = None) -> bool:
+def record(
+    conn: psycopg.Connection,
+    schema: str,
+    *,
+    execution_id: int,
+    step_id: str,
+    owner: str,
+    epoch: int,
+    seq: int,
+    output: Jsonb,
+    error: str | None = None,
+) -> bool:
     """Write a checkpoint that is not a step's; False when the claim is no longer ours.
 
     With ``error`` it counts as failed: a requeue deletes it and the replay looks again."""
-    row = conn.execute(render(RECORD, schema), {
-        "eid": execution_id, "step": step_id, "owner": owner, "epoch": epoch, "seq": seq,
-        "output": output, "error": error,
-    }).fetchone()
+    row = conn.execute(
+        render(RECORD, schema),
+        {
+            "eid": execution_id,
+            "step": step_id,
+            "owner": owner,
+            "epoch": epoch,
+            "seq": seq,
+            "output": output,
+            "error": error,
+        },
+    ).fetchone()
     return bool(row and row[0])

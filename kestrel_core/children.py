@@ -29,7 +29,9 @@ LIVE = ("enqueued", "running", "waiting")
 
 # Placed like any enqueue (enqueue._PLACE: the given queue, else the workflow's bound queue,
 # else the default; priority defaults to the queue's; a keyed child marks its queue keyed).
-START_CHILD = _PLACE + """, fence AS (
+START_CHILD = (
+    _PLACE
+    + """, fence AS (
     {lock_if_claim_is_current}
 ), child AS (
     INSERT INTO {schema}.workflow_executions
@@ -57,6 +59,7 @@ START_CHILD = _PLACE + """, fence AS (
 )
 SELECT EXISTS (SELECT 1 FROM fence), (SELECT id FROM found), (SELECT count(*) FROM woke)
 """
+)
 
 CHILDREN = """
 SELECT id, workflow_name, status, output, error FROM {schema}.workflow_executions
@@ -123,24 +126,55 @@ class ChildState:
         return self.status not in LIVE
 
     def outcome(self) -> dict[str, Any]:
-        return {"child_id": self.id, "workflow": self.workflow_name, "status": self.status,
-                "output": self.output, "error": self.error}
+        return {
+            "child_id": self.id,
+            "workflow": self.workflow_name,
+            "status": self.status,
+            "output": self.output,
+            "error": self.error,
+        }
 
 
-def start(conn: psycopg.Connection, schema: str, *, execution_id: int, owner: str, epoch: int,
-          step_id: str, seq: int, name: str, input: Jsonb, run_at: Any, priority: int | None,
-          queue: str | None = None, concurrency_key: str | None = None,
-          version: str | None = None) -> int | None:
+def start(
+    conn: psycopg.Connection,
+    schema: str,
+    *,
+    execution_id: int,
+    owner: str,
+    epoch: int,
+    step_id: str,
+    seq: int,
+    name: str,
+    input: Jsonb,
+    run_at: Any,
+    priority: int | None,
+    queue: str | None = None,
+    concurrency_key: str | None = None,
+    version: str | None = None,
+) -> int | None:
     """Insert the child and the parent's checkpoint; the child's id, None if the claim is lost.
 
     ``queue``/``priority`` None: as for an enqueue (the bound queue, the queue's priority);
     ``version`` None: any worker with the child workflow may run it."""
-    row = conn.execute(render(START_CHILD, schema), {
-        "eid": execution_id, "owner": owner, "epoch": epoch, "step": step_id, "seq": seq,
-        "name": name, "input": input, "key": keys.child_key(execution_id, step_id), "run_at": run_at,
-        "priority": priority, "channel": notify_channel(schema),
-        "queue": queue, "ckey": concurrency_key, "version": version,
-    }).fetchone()
+    row = conn.execute(
+        render(START_CHILD, schema),
+        {
+            "eid": execution_id,
+            "owner": owner,
+            "epoch": epoch,
+            "step": step_id,
+            "seq": seq,
+            "name": name,
+            "input": input,
+            "key": keys.child_key(execution_id, step_id),
+            "run_at": run_at,
+            "priority": priority,
+            "channel": notify_channel(schema),
+            "queue": queue,
+            "ckey": concurrency_key,
+            "version": version,
+        },
+    ).fetchone()
     row = one_row(row, "START_CHILD")
     return row[1] if row[0] else None
 
@@ -151,13 +185,31 @@ def states(conn: psycopg.Connection, schema: str, execution_id: int) -> dict[int
     return {row[0]: ChildState(*row) for row in rows}
 
 
-def park(conn: psycopg.Connection, schema: str, *, execution_id: int, owner: str, epoch: int,
-         step_id: str, seq: int, children: list[int], after: timedelta | None) -> tuple[bool, bool]:
+def park(
+    conn: psycopg.Connection,
+    schema: str,
+    *,
+    execution_id: int,
+    owner: str,
+    epoch: int,
+    step_id: str,
+    seq: int,
+    children: list[int],
+    after: timedelta | None,
+) -> tuple[bool, bool]:
     """Park on ``children``: (claim still ours, parked). Not parked: they all finished."""
-    row = conn.execute(render(PARK_ON_CHILDREN, schema), {
-        "eid": execution_id, "owner": owner, "epoch": epoch, "step": step_id, "seq": seq,
-        "ids": children, "details": Jsonb({"children": children}), "after": after,
-    }).fetchone()
+    row = conn.execute(
+        render(PARK_ON_CHILDREN, schema),
+        {
+            "eid": execution_id,
+            "owner": owner,
+            "epoch": epoch,
+            "step": step_id,
+            "seq": seq,
+            "ids": children,
+            "details": Jsonb({"children": children}),
+            "after": after,
+        },
+    ).fetchone()
     row = one_row(row, "PARK_ON_CHILDREN")
     return bool(row[0]), bool(row[1])
-

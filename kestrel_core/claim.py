@@ -18,9 +18,10 @@ has: a row's ``version`` NULL means any, and the first claim stamps the claimer'
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Sequence
+from typing import Any
 
 import psycopg
 
@@ -76,8 +77,14 @@ class Claim:
 
 
 def claim(
-    conn: psycopg.Connection, schema: str, *, owner: str, names: Sequence[str], n: int,
-    lease: timedelta, versions: Sequence[str | None] | None = None,
+    conn: psycopg.Connection,
+    schema: str,
+    *,
+    owner: str,
+    names: Sequence[str],
+    n: int,
+    lease: timedelta,
+    versions: Sequence[str | None] | None = None,
     queues: Sequence[str] | None = None,
 ) -> list[Claim]:
     """Claim up to ``n`` due executions of the given workflow names for ``owner``.
@@ -85,14 +92,20 @@ def claim(
     ``versions[i]`` is the code version this worker has for ``names[i]`` (None: any);
     ``queues`` None serves every queue.
     """
-    return claim_batch(conn, schema, owner=owner, names=names, n=n, lease=lease, versions=versions,
-                       queues=queues)[0]
+    return claim_batch(conn, schema, owner=owner, names=names, n=n, lease=lease, versions=versions, queues=queues)[0]
 
 
 def claim_batch(
-    conn: psycopg.Connection, schema: str, *, owner: str, names: Sequence[str], n: int,
-    lease: timedelta, versions: Sequence[str | None] | None = None,
-    queues: Sequence[str] | None = None, check_limited: bool = True,
+    conn: psycopg.Connection,
+    schema: str,
+    *,
+    owner: str,
+    names: Sequence[str],
+    n: int,
+    lease: timedelta,
+    versions: Sequence[str | None] | None = None,
+    queues: Sequence[str] | None = None,
+    check_limited: bool = True,
 ) -> tuple[list[Claim], bool]:
     """``claim``, and whether limited queues had work for this worker.
 
@@ -102,9 +115,14 @@ def claim_batch(
     """
     if n <= 0 or not names:
         return [], False
-    params = {"names": list(names), "n": n, "owner": owner, "lease": lease,
-              "versions": list(versions) if versions is not None else [None] * len(names),
-              "queues": list(queues) if queues is not None else None}
+    params = {
+        "names": list(names),
+        "n": n,
+        "owner": owner,
+        "lease": lease,
+        "versions": list(versions) if versions is not None else [None] * len(names),
+        "queues": list(queues) if queues is not None else None,
+    }
     with conn.pipeline(), conn.transaction():
         conn.execute(ORDERED_PLAN)
         fast = conn.execute(render(CLAIM, schema), params)

@@ -28,8 +28,8 @@ _URL_PASSWORD = re.compile(r"(://[^:/@\s'\"]*:)([^\n]*?)(@)(?=[^@\s'\"]*(?:[\s'\
 # the end when it is unterminated), else the words up to the next "key=" (a password with an
 # unquoted space is still one secret).
 _KEYWORD_PASSWORD = re.compile(
-    r"(password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s&'\"]+(?:\s+(?![\w.-]+\s*=)[^\s&=]+)*)",
-    re.IGNORECASE)
+    r"(password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s&'\"]+(?:\s+(?![\w.-]+\s*=)[^\s&=]+)*)", re.IGNORECASE
+)
 _QUOTED = re.compile(r'"([^"]*)"')
 
 
@@ -55,7 +55,7 @@ def _secrets(dsn: str) -> list[str]:
     found = []
     start = dsn.find("://")
     if start >= 0:
-        rest = dsn[start + 3:]
+        rest = dsn[start + 3 :]
         userinfo = rest[: rest.rfind("@")] if "@" in rest else ""
         if ":" in userinfo:
             found.append(userinfo.split(":", 1)[1])
@@ -103,7 +103,8 @@ def invalid_dsn(dsn: str, exc: Exception) -> DatabaseUnavailable:
     return DatabaseUnavailable(
         f"invalid DSN {mask_dsn(dsn)!r}: {parser_reason(dsn, exc)}\n"
         "Check --dsn / $KESTREL_DSN (a password with spaces, '@' or '%' must be percent-encoded "
-        "in a URL, or quoted in the keyword form).")
+        "in a URL, or quoted in the keyword form)."
+    )
 
 
 def describe_target(dsn: str) -> str:
@@ -129,15 +130,17 @@ def check_dsn(dsn: str) -> None:
         shown = dsn.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
         raise DatabaseUnavailable(
             f"invalid DSN {mask_dsn(shown)!r}: it is not valid UTF-8\n"
-            "Check --dsn / $KESTREL_DSN (and the terminal's encoding).") from None
+            "Check --dsn / $KESTREL_DSN (and the terminal's encoding)."
+        ) from None
     start = dsn.find("://")
     if start < 0:
         return
-    authority = dsn[start + 3:].split("?", 1)[0]
+    authority = dsn[start + 3 :].split("?", 1)[0]
     if authority.count("@") > 1:
         raise DatabaseUnavailable(
             f"invalid DSN {mask_dsn(dsn)!r}: its user:password part holds '@'\n"
-            "Percent-encode it in the URL (%40), or use the keyword form: password='...'.")
+            "Percent-encode it in the URL (%40), or use the keyword form: password='...'."
+        )
 
 
 def unavailable(dsn: str, exc: Exception) -> DatabaseUnavailable:
@@ -164,8 +167,12 @@ def is_unreachable(exc: psycopg.OperationalError) -> bool:
 
 
 def connect(
-    dsn: str, *, autocommit: bool = True, application_name: str = APPLICATION_NAME,
-    connect_timeout: int = 10, prepare: bool = True,
+    dsn: str,
+    *,
+    autocommit: bool = True,
+    application_name: str = APPLICATION_NAME,
+    connect_timeout: int = 10,
+    prepare: bool = True,
 ) -> psycopg.Connection:
     """Open one connection, turning connection failures into DatabaseUnavailable."""
     check_dsn(dsn)
@@ -181,7 +188,6 @@ def connect(
     return conn
 
 
-
 def close_quietly(conn: psycopg.Connection | None) -> None:
     """Close a connection that may already be broken: an error while closing changes nothing."""
     if conn is not None:
@@ -192,8 +198,14 @@ def close_quietly(conn: psycopg.Connection | None) -> None:
 
 
 def make_pool(
-    dsn: str, *, min_size: int, max_size: int, application_name: str = APPLICATION_NAME,
-    prepare: bool = True, name: str = "kestrel", check: bool = True,
+    dsn: str,
+    *,
+    min_size: int,
+    max_size: int,
+    application_name: str = APPLICATION_NAME,
+    prepare: bool = True,
+    name: str = "kestrel",
+    check: bool = True,
 ) -> ConnectionPool:
     """A connection pool of autocommit connections.
 
@@ -202,6 +214,7 @@ def make_pool(
     broken connection is dropped when returned. ``prepare=False`` turns off server-side prepared
     statements (PgBouncer transaction pooling).
     """
+
     def configure(conn: psycopg.Connection) -> None:
         conn.autocommit = True
         if not prepare:
@@ -213,16 +226,28 @@ def make_pool(
     except psycopg.ProgrammingError as exc:
         raise invalid_dsn(dsn, exc) from None
     return ConnectionPool(
-        conninfo, min_size=min_size, max_size=max_size, configure=configure,
-        check=ConnectionPool.check_connection if check else None, open=False, name=name, timeout=30,
+        conninfo,
+        min_size=min_size,
+        max_size=max_size,
+        configure=configure,
+        check=ConnectionPool.check_connection if check else None,
+        open=False,
+        name=name,
+        timeout=30,
     )
 
 
 def make_async_pool(
-    dsn: str, *, min_size: int, max_size: int, application_name: str = APPLICATION_NAME,
-    prepare: bool = True, name: str = "kestrel-async",
+    dsn: str,
+    *,
+    min_size: int,
+    max_size: int,
+    application_name: str = APPLICATION_NAME,
+    prepare: bool = True,
+    name: str = "kestrel-async",
 ) -> AsyncConnectionPool:
     """``make_pool`` for asyncio: autocommit AsyncConnections, each pinged on checkout."""
+
     async def configure(conn: psycopg.AsyncConnection) -> None:
         await conn.set_autocommit(True)
         if not prepare:
@@ -234,6 +259,12 @@ def make_async_pool(
     except psycopg.ProgrammingError as exc:
         raise invalid_dsn(dsn, exc) from None
     return AsyncConnectionPool(
-        conninfo, min_size=min_size, max_size=max_size, configure=configure,
-        check=AsyncConnectionPool.check_connection, open=False, name=name, timeout=30,
+        conninfo,
+        min_size=min_size,
+        max_size=max_size,
+        configure=configure,
+        check=AsyncConnectionPool.check_connection,
+        open=False,
+        name=name,
+        timeout=30,
     )

@@ -49,8 +49,10 @@ class Decision:
     @classmethod
     def from_checkpoint(cls, output: dict[str, Any]) -> Decision:
         return cls(
-            approved=bool(output.get("approved")), by=output.get("by"),
-            comment=output.get("comment"), timed_out=bool(output.get("timed_out")),
+            approved=bool(output.get("approved")),
+            by=output.get("by"),
+            comment=output.get("comment"),
+            timed_out=bool(output.get("timed_out")),
             decided_at=output.get("decided_at"),
         )
 
@@ -114,9 +116,17 @@ class WorkflowContext(FlowOperations):
 
     # -- the durable operations -------------------------------------------------------------
 
-    def step(self, step_id: str, fn: Callable[..., T], *args: Any, retries: int = 0,
-             backoff: float = 1.0, max_backoff: float = 60.0,
-             timeout: timedelta | float | None = None, **kwargs: Any) -> T:
+    def step(
+        self,
+        step_id: str,
+        fn: Callable[..., T],
+        *args: Any,
+        retries: int = 0,
+        backoff: float = 1.0,
+        max_backoff: float = 60.0,
+        timeout: timedelta | float | None = None,
+        **kwargs: Any,
+    ) -> T:
         """Run ``fn(*args, **kwargs)`` once for this execution and checkpoint its JSON result.
 
         On replay the stored result is returned and ``fn`` is not called. An exception is
@@ -127,12 +137,31 @@ class WorkflowContext(FlowOperations):
         cannot be killed, so it runs on in its thread and its result is discarded, while a
         coroutine step is cancelled.
         """
-        return self._step(self._use(step_id), step_id, fn, args, kwargs, retries=retries,
-                          backoff=backoff, max_backoff=max_backoff, timeout=timeout)
+        return self._step(
+            self._use(step_id),
+            step_id,
+            fn,
+            args,
+            kwargs,
+            retries=retries,
+            backoff=backoff,
+            max_backoff=max_backoff,
+            timeout=timeout,
+        )
 
-    def _step(self, position: int, step_id: str, fn: Callable[..., T], args: tuple, kwargs: dict, *,
-              retries: int = 0, backoff: float = 1.0, max_backoff: float = 60.0,
-              timeout: timedelta | float | None = None) -> T:
+    def _step(
+        self,
+        position: int,
+        step_id: str,
+        fn: Callable[..., T],
+        args: tuple,
+        kwargs: dict,
+        *,
+        retries: int = 0,
+        backoff: float = 1.0,
+        max_backoff: float = 60.0,
+        timeout: timedelta | float | None = None,
+    ) -> T:
         limit = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
         stored = self._stored(step_id)
         if stored is not None:
@@ -160,12 +189,16 @@ class WorkflowContext(FlowOperations):
             if self._worker.draining.wait(delay):
                 raise Unwind("shutdown")
 
-    def _retry_delay(self, step_id: str, attempt: Attempt, number: int, backoff: float,
-                     max_backoff: float) -> float:
+    def _retry_delay(self, step_id: str, attempt: Attempt, number: int, backoff: float, max_backoff: float) -> float:
         """The pause before attempt ``number + 1`` (logged)."""
         delay = Backoff(backoff, cap=max_backoff, jitter=0.5).delay(number - 1)
-        self._worker.log.info("event=step_retry execution_id=%s step=%s attempt=%s delay_s=%.2f",
-                              self.execution_id, step_id, attempt.number, delay)
+        self._worker.log.info(
+            "event=step_retry execution_id=%s step=%s attempt=%s delay_s=%.2f",
+            self.execution_id,
+            step_id,
+            attempt.number,
+            delay,
+        )
         return delay
 
     def sleep(self, step_id: str, duration: timedelta | float) -> None:
@@ -178,8 +211,9 @@ class WorkflowContext(FlowOperations):
         after = duration if isinstance(duration, timedelta) else timedelta(seconds=duration)
         self._park(step_id, "sleep", after, None, position)
 
-    def wait_for_approval(self, step_id: str, *, timeout: timedelta | float | None = None,
-                          details: Any = None) -> Decision:
+    def wait_for_approval(
+        self, step_id: str, *, timeout: timedelta | float | None = None, details: Any = None
+    ) -> Decision:
         """Park until an operator approves or rejects gate ``step_id`` (or ``timeout`` passes).
 
         ``details`` (any JSON value) is shown to the approver. A timeout yields
@@ -187,17 +221,20 @@ class WorkflowContext(FlowOperations):
         """
         return self._approval(self._use(step_id), step_id, timeout, details)
 
-    def _approval(self, position: int, step_id: str, timeout: timedelta | float | None,
-                  details: Any) -> Decision:
+    def _approval(self, position: int, step_id: str, timeout: timedelta | float | None, details: Any) -> Decision:
         stored = self._stored(step_id)
         if stored is not None:
             decision = Decision.from_checkpoint(stored.output or {})
             if not stored.backs(approved=decision.approved, by=decision.by, timed_out=decision.timed_out):
-                raise Unwind("unaudited", UnauditedDecision(
-                    f"approval gate {step_id!r} of execution {self.execution_id} has a checkpoint "
-                    f"({'approved' if decision.approved else 'rejected'} by {decision.by!r}) that no "
-                    "recorded decision backs: it was written outside decide_approval, so it is not "
-                    "trusted; see the operator_actions audit"))
+                raise Unwind(
+                    "unaudited",
+                    UnauditedDecision(
+                        f"approval gate {step_id!r} of execution {self.execution_id} has a checkpoint "
+                        f"({'approved' if decision.approved else 'rejected'} by {decision.by!r}) that no "
+                        "recorded decision backs: it was written outside decide_approval, so it is not "
+                        "trusted; see the operator_actions audit"
+                    ),
+                )
             return decision
         payload = to_json(details, f"the details of approval gate {step_id!r}")
         after = timedelta(seconds=timeout) if isinstance(timeout, (int, float)) else timeout
@@ -223,11 +260,14 @@ class WorkflowContext(FlowOperations):
             stored = self._checkpoints.get(step_id)
         expected = self._recorded.get(position)
         if expected is not None and expected != step_id:
-            self._nondeterministic(f"replay expected step {expected!r} at position {position}, "
-                                   f"the code asked for {step_id!r}")
+            self._nondeterministic(
+                f"replay expected step {expected!r} at position {position}, the code asked for {step_id!r}"
+            )
         if stored is not None and stored.seq is not None and stored.seq != position:
-            self._nondeterministic(f"replay expected step {step_id!r} at position {stored.seq}, "
-                                   f"the code asked for it at position {position}")
+            self._nondeterministic(
+                f"replay expected step {step_id!r} at position {stored.seq}, "
+                f"the code asked for it at position {position}"
+            )
         return position
 
     def _auto_id(self, base: str) -> str:
@@ -236,10 +276,14 @@ class WorkflowContext(FlowOperations):
         return base if n == 1 else f"{base}#{n}"
 
     def _nondeterministic(self, what: str) -> None:
-        raise Unwind("nondeterministic", NonDeterministicChange(
-            f"non-deterministic change in workflow {self.workflow_name!r} (execution "
-            f"{self.execution_id}): {what} (was the workflow changed while executions were in "
-            "flight? use version=...)"))
+        raise Unwind(
+            "nondeterministic",
+            NonDeterministicChange(
+                f"non-deterministic change in workflow {self.workflow_name!r} (execution "
+                f"{self.execution_id}): {what} (was the workflow changed while executions were in "
+                "flight? use version=...)"
+            ),
+        )
 
     def _boundary(self) -> None:
         """Stop here if the claim was lost or the worker is shutting down."""
@@ -264,12 +308,10 @@ class WorkflowContext(FlowOperations):
 
     def _engine_write_failed(self, exc: psycopg.Error) -> Unwind:
         """Log an engine write that failed past the retry window; the Unwind to raise."""
-        self._worker.log.error("event=engine_write_failed execution_id=%s error=%r", self.execution_id,
-                               first_line(exc))
+        self._worker.log.error("event=engine_write_failed execution_id=%s error=%r", self.execution_id, first_line(exc))
         return Unwind("engine_error")
 
-    def _settle(self, step_id: str, attempt: Attempt, result: Any, position: int,
-                strand: Strand) -> Checkpoint:
+    def _settle(self, step_id: str, attempt: Attempt, result: Any, position: int, strand: Strand) -> Checkpoint:
         """Checkpoint an attempt that returned ``result``: its JSON, or the error that it is
         none (final: the same code would return the same type)."""
         try:
@@ -282,8 +324,10 @@ class WorkflowContext(FlowOperations):
     def _failed(step_id: str, number: int, timeout: float | None, exc: Exception) -> str:
         """The error text of an attempt that raised ``exc`` (or outlived its timeout)."""
         if isinstance(exc, AttemptTimedOut):
-            return (f"StepTimeout: attempt {number} of step {step_id!r} timed out after {timeout:g}s "
-                    "(a function still running goes on in its thread; its result is discarded)")
+            return (
+                f"StepTimeout: attempt {number} of step {step_id!r} timed out after {timeout:g}s "
+                "(a function still running goes on in its thread; its result is discarded)"
+            )
         return describe_exception(exc)
 
     def _call(self, fn: Callable[..., Any], args: tuple, kwargs: dict, timeout: float | None) -> Any:
@@ -293,7 +337,7 @@ class WorkflowContext(FlowOperations):
         if inspect.iscoroutinefunction(fn):
             try:
                 return self._worker.await_on_loop(asyncio.wait_for(fn(*args, **kwargs), timeout))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise AttemptTimedOut() from None
         box: dict[str, Any] = {}
         done = threading.Event()
@@ -314,8 +358,9 @@ class WorkflowContext(FlowOperations):
             raise box["error"]
         return box["result"]
 
-    def _checkpoint(self, step_id: str, attempt: Attempt, output: Any, error: str | None,
-                    position: int, strand: Strand) -> Checkpoint:
+    def _checkpoint(
+        self, step_id: str, attempt: Attempt, output: Any, error: str | None, position: int, strand: Strand
+    ) -> Checkpoint:
         """The step's checkpoint. Deferred (a sync workflow's strand): it is written with the
         next boundary (the next step's start, a park, the completion), in the same round trip;
         only workflow code, which must be deterministic, runs in between, so a crash there
@@ -345,17 +390,22 @@ class WorkflowContext(FlowOperations):
         fence, and its attempt 1 is written lazily, with its end if that comes soon enough."""
         epoch = self._held.claim.epoch
         if strand.defer and position == 1 and self._held.claim.first_run and strand.pending is None:
-            strand.lazy_open = self._worker.open_lazily(Boundary(self.execution_id, self._worker.worker_id, epoch,
-                                                                 open_step=step_id))
+            strand.lazy_open = self._worker.open_lazily(
+                Boundary(self.execution_id, self._worker.worker_id, epoch, open_step=step_id)
+            )
             return Attempt(1, None)
-        outcome = self._commit(Boundary(self.execution_id, self._worker.worker_id, epoch,
-                                        finish=strand.take(), open_step=step_id), strand)
+        outcome = self._commit(
+            Boundary(self.execution_id, self._worker.worker_id, epoch, finish=strand.take(), open_step=step_id), strand
+        )
         if not outcome.held:
             self._lost(f"step {step_id!r} not started")
         self._check_raced(outcome, strand)
         if outcome.opened is None:
-            self._worker.log.error("event=attempt_not_opened execution_id=%s step=%s (replaying after "
-                                   "the lease lapses)", self.execution_id, step_id)
+            self._worker.log.error(
+                "event=attempt_not_opened execution_id=%s step=%s (replaying after the lease lapses)",
+                self.execution_id,
+                step_id,
+            )
             raise Unwind("engine_error")
         return outcome.opened
 
@@ -366,8 +416,9 @@ class WorkflowContext(FlowOperations):
         pending = strand.take()
         if pending is None:
             return None
-        outcome = self._commit(Boundary(self.execution_id, self._worker.worker_id,
-                                        self._held.claim.epoch, finish=pending), strand)
+        outcome = self._commit(
+            Boundary(self.execution_id, self._worker.worker_id, self._held.claim.epoch, finish=pending), strand
+        )
         if not outcome.held:
             self._lost(f"checkpoint of step {pending.step_id!r} refused")
         self._check_raced(outcome, strand)
@@ -378,16 +429,17 @@ class WorkflowContext(FlowOperations):
 
     def _commit_last(self, done: Boundary) -> Outcome:
         """Write the execution's completion ``done`` with the last step's end, in one boundary."""
-        return self._commit(dataclasses.replace(done, finish=self._strand.take()), self._strand,
-                            engine_errors=True)
+        return self._commit(dataclasses.replace(done, finish=self._strand.take()), self._strand, engine_errors=True)
 
     def _check_raced(self, outcome: Outcome, strand: Strand) -> None:
         # Another checkpoint of the same step stood first, though we held the claim: the value
         # the workflow went on with is not the recorded one. Replay from the record instead.
         # (A step written at once returns the stored value instead: nothing went on with ours.)
         if outcome.existing is not None and strand.defer:
-            self._worker.log.error("event=checkpoint_raced execution_id=%s (replaying from the "
-                                   "stored checkpoint after the lease lapses)", self.execution_id)
+            self._worker.log.error(
+                "event=checkpoint_raced execution_id=%s (replaying from the stored checkpoint after the lease lapses)",
+                self.execution_id,
+            )
             raise Unwind("engine_error")
 
     def _commit(self, b: Boundary, strand: Strand, *, engine_errors: bool = False) -> Outcome:
@@ -409,10 +461,20 @@ class WorkflowContext(FlowOperations):
 
     def _park(self, step_id: str, kind: str, after: timedelta | None, details: Any, position: int) -> None:
         self._boundary()
-        parked = self._write(lambda c: waits.park(
-            c, self._worker.schema, execution_id=self.execution_id, owner=self._worker.worker_id,
-            epoch=self._held.claim.epoch, step_id=step_id, kind=kind, after=after, details=details,
-            seq=position))
+        parked = self._write(
+            lambda c: waits.park(
+                c,
+                self._worker.schema,
+                execution_id=self.execution_id,
+                owner=self._worker.worker_id,
+                epoch=self._held.claim.epoch,
+                step_id=step_id,
+                kind=kind,
+                after=after,
+                details=details,
+                seq=position,
+            )
+        )
         if not parked:
             self._lost(f"{kind} {step_id!r} not parked")
         raise Unwind("parked")
@@ -425,7 +487,7 @@ class Strand:
     of an async workflow has its own, written at once, so steps running at once never share
     one."""
 
-    __slots__ = ("defer", "pending", "lazy_open")
+    __slots__ = ("defer", "lazy_open", "pending")
 
     def __init__(self, *, defer: bool) -> None:
         self.defer = defer

@@ -7,14 +7,16 @@ Paris, summer and winter) and returned as UTC instants, which is how the databas
 
 from __future__ import annotations
 
-from datetime import datetime, timezone as _utc_tz
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, croniter
 
-UTC = _utc_tz.utc
-CRON_HELP = ("use 5 fields (minute hour day-of-month month day-of-week, e.g. '*/5 * * * *'), "
-             "6 with seconds last (e.g. '* * * * * */10' = every 10 s), or @hourly/@daily/@weekly/...")
+UTC = UTC
+CRON_HELP = (
+    "use 5 fields (minute hour day-of-month month day-of-week, e.g. '*/5 * * * *'), "
+    "6 with seconds last (e.g. '* * * * * */10' = every 10 s), or @hourly/@daily/@weekly/..."
+)
 
 
 # Any expression that ever fires does so within a few years of this instant (29 February:
@@ -34,8 +36,10 @@ def check_cron(expression: str) -> str:
     try:
         croniter(text, _PROBE_FROM).get_next(datetime)
     except CroniterBadDateError:
-        raise ValueError(f"cron expression {expression!r} never fires: no such date "
-                         "(day-of-month past the end of every month it names)") from None
+        raise ValueError(
+            f"cron expression {expression!r} never fires: no such date "
+            "(day-of-month past the end of every month it names)"
+        ) from None
     return text
 
 
@@ -46,8 +50,9 @@ def check_timezone(name: str) -> ZoneInfo:
             raise ZoneInfoNotFoundError(name)
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"unknown timezone {name!r}: use an IANA name such as 'UTC', "
-                         "'Europe/Paris' or 'America/New_York'") from None
+        raise ValueError(
+            f"unknown timezone {name!r}: use an IANA name such as 'UTC', 'Europe/Paris' or 'America/New_York'"
+        ) from None
 
 
 def next_after(expression: str, tz: str, after: datetime) -> datetime:

@@ -55,11 +55,11 @@ RETURNING e.id
 """
 
 
-def stamp(conn: psycopg.Connection, schema: str, *, execution_id: int, owner: str, epoch: int,
-          timeout: timedelta) -> None:
+def stamp(
+    conn: psycopg.Connection, schema: str, *, execution_id: int, owner: str, epoch: int, timeout: timedelta
+) -> None:
     """Set the execution's deadline if it has none yet (fenced by the claim)."""
-    conn.execute(render(STAMP, schema), {"eid": execution_id, "owner": owner, "epoch": epoch,
-                                         "timeout": timeout})
+    conn.execute(render(STAMP, schema), {"eid": execution_id, "owner": owner, "epoch": epoch, "timeout": timeout})
 
 
 def sweep_deadlines(conn: psycopg.Connection, schema: str, batch: int = 500) -> list[int]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -57,22 +57,28 @@ PLACE_ROWS = """, target AS (
 )"""
 
 # One execution placed from scalar parameters (children.START_CHILD builds on it).
-_PLACE = """WITH req AS (
+_PLACE = (
+    """WITH req AS (
     SELECT 1::bigint AS n, %(name)s::text AS name, %(queue)s::text AS queue,
            %(priority)s::int AS priority, %(ckey)s::text AS ckey
-)""" + PLACE_ROWS
+)"""
+    + PLACE_ROWS
+)
 
 # Rows in, one result row per execution that holds a key of the batch or was inserted now:
 # (id, idempotency_key). Rows are inserted in array order, so the new unkeyed ids, ascending,
 # are the unkeyed rows in order; a key is inserted by its first row and refused (DO NOTHING)
 # for later rows and for a key already taken, whose holder the last branch finds (the
 # statement's snapshot does not see the rows it inserts, so no key comes back twice).
-ENQUEUE = """WITH req AS (
+ENQUEUE = (
+    """WITH req AS (
     SELECT * FROM unnest(%(names)s::text[], %(inputs)s::jsonb[], %(keys)s::text[],
                          %(run_ats)s::timestamptz[], %(priorities)s::int[], %(queues)s::text[],
                          %(ckeys)s::text[], %(versions)s::text[])
            WITH ORDINALITY AS r(name, input, key, run_at, priority, queue, ckey, version, n)
-)""" + PLACE_ROWS + """, ins AS (
+)"""
+    + PLACE_ROWS
+    + """, ins AS (
     INSERT INTO {schema}.workflow_executions
            (workflow_name, input, idempotency_key, run_at, priority, queue, concurrency_key, version)
     SELECT r.name, r.input, r.key, coalesce(r.run_at, now()), p.priority, p.queue, r.ckey, r.version
@@ -89,6 +95,7 @@ UNION ALL
 SELECT id, idempotency_key FROM {schema}.workflow_executions
  WHERE idempotency_key = ANY(%(keys)s::text[])
 """
+)
 
 # The wake-up of a batch written without NOTIFY (``notify=False``), sent once it committed: a
 # transaction of its own that commits without waiting for the WAL flush, so it holds the
@@ -174,32 +181,51 @@ def resolve_run_at(run_at: datetime | None, delay: timedelta | None) -> datetime
         raise ValueError("give run_at or delay, not both")
     if delay is not None:
         if not isinstance(delay, timedelta):  # a bare number: seconds? minutes? say which type
-            raise InvalidArgument(f"delay must be a datetime.timedelta, not {type(delay).__name__} "
-                                  f"({delay!r}): e.g. delay=timedelta(seconds=30)")
+            raise InvalidArgument(
+                f"delay must be a datetime.timedelta, not {type(delay).__name__} "
+                f"({delay!r}): e.g. delay=timedelta(seconds=30)"
+            )
         if delay > MAX_DELAY:
-            raise InvalidArgument(f"delay too long ({delay.total_seconds():g} s; the limit is "
-                                  f"{MAX_DELAY.days} days = {MAX_DELAY.total_seconds():g} s)")
+            raise InvalidArgument(
+                f"delay too long ({delay.total_seconds():g} s; the limit is "
+                f"{MAX_DELAY.days} days = {MAX_DELAY.total_seconds():g} s)"
+            )
         if delay < -MAX_DELAY:  # now + delay would leave the datetime range (OverflowError)
-            raise InvalidArgument(f"delay too far in the past ({delay.total_seconds():g} s; at most "
-                                  f"{MAX_DELAY.days} days back)")
-        return datetime.now(timezone.utc) + delay
+            raise InvalidArgument(
+                f"delay too far in the past ({delay.total_seconds():g} s; at most {MAX_DELAY.days} days back)"
+            )
+        return datetime.now(UTC) + delay
     return check_run_at(run_at)
 
 
-def placement(workflows: Mapping[str, Any], name: str, queue: str | None,
-              concurrency_key: str | None) -> dict[str, Any]:
+def placement(
+    workflows: Mapping[str, Any], name: str, queue: str | None, concurrency_key: str | None
+) -> dict[str, Any]:
     """Queue and version for a new execution of ``name``: from this process's code when it
     registers the workflow; else NULL, resolved in the database (the workflow's bound queue)
     or left open (any version)."""
     wf = workflows.get(name)
-    return {"queue": queue or (wf.queue if wf else None), "concurrency_key": concurrency_key,
-            "version": wf.version if wf else None}
+    return {
+        "queue": queue or (wf.queue if wf else None),
+        "concurrency_key": concurrency_key,
+        "version": wf.version if wf else None,
+    }
 
 
-def rows(workflows: Mapping[str, Any], name: str, inputs: Sequence[Any], *, single: bool = False,
-         idempotency_key: str | None = None, run_at: datetime | None = None,
-         delay: timedelta | None = None, priority: int | None = None, queue: str | None = None,
-         concurrency_key: str | None = None, version: str | None = None) -> list[Row]:
+def rows(
+    workflows: Mapping[str, Any],
+    name: str,
+    inputs: Sequence[Any],
+    *,
+    single: bool = False,
+    idempotency_key: str | None = None,
+    run_at: datetime | None = None,
+    delay: timedelta | None = None,
+    priority: int | None = None,
+    queue: str | None = None,
+    concurrency_key: str | None = None,
+    version: str | None = None,
+) -> list[Row]:
     """The checked rows of an enqueue of ``inputs`` (one row when ``single``): every argument
     is refused here, before the database is asked, so a batch never meets a bad one.
     ``version`` None: this process's code of ``name`` (``placement``)."""
@@ -218,18 +244,34 @@ def rows(workflows: Mapping[str, Any], name: str, inputs: Sequence[Any], *, sing
         if isinstance(inputs, (str, bytes, Mapping)):  # iterable, but surely not meant as rows
             raise InvalidArgument(f"inputs must be a list of JSON values, not {type(inputs).__name__}")
         values = [to_json(v, f"input #{i} of workflow {name!r}") for i, v in enumerate(inputs)]
-    return [Row(name, value, idempotency_key, run_at, priority, placed["queue"], placed["concurrency_key"],
-                placed["version"]) for value in values]
+    return [
+        Row(
+            name,
+            value,
+            idempotency_key,
+            run_at,
+            priority,
+            placed["queue"],
+            placed["concurrency_key"],
+            placed["version"],
+        )
+        for value in values
+    ]
 
 
 def params(schema: str, batch: Sequence[Row], *, notify: bool = True) -> dict[str, Any]:
     """ENQUEUE's parameters for ``batch``: one array per column."""
     return {
-        "names": [r.name for r in batch], "inputs": [r.input for r in batch],
-        "keys": [r.key for r in batch], "run_ats": [r.run_at for r in batch],
-        "priorities": [r.priority for r in batch], "queues": [r.queue for r in batch],
-        "ckeys": [r.ckey for r in batch], "versions": [r.version for r in batch],
-        "channel": notify_channel(schema), "notify": notify,
+        "names": [r.name for r in batch],
+        "inputs": [r.input for r in batch],
+        "keys": [r.key for r in batch],
+        "run_ats": [r.run_at for r in batch],
+        "priorities": [r.priority for r in batch],
+        "queues": [r.queue for r in batch],
+        "ckeys": [r.ckey for r in batch],
+        "versions": [r.version for r in batch],
+        "channel": notify_channel(schema),
+        "notify": notify,
     }
 
 
@@ -250,8 +292,9 @@ def ids(batch: Sequence[Row], result: Sequence[tuple[int, str | None]]) -> tuple
             by_key[key] = eid
     fresh.sort()
     if len(fresh) != sum(1 for r in batch if r.key is None):
-        raise EnqueueFailed(f"the enqueue of {len(batch)} rows returned {len(fresh)} new ids for its "
-                            "rows without an idempotency key")
+        raise EnqueueFailed(
+            f"the enqueue of {len(batch)} rows returned {len(fresh)} new ids for its rows without an idempotency key"
+        )
     unkeyed = iter(fresh)
     out = [next(unkeyed) if r.key is None else by_key.get(r.key) for r in batch]
     missing = sorted({r.key for r, eid in zip(batch, out) if eid is None and r.key is not None})
@@ -268,21 +311,22 @@ def complete(batch: Sequence[Row], out: list[int | None], found: Mapping[str, in
             if eid is None:
                 raise EnqueueFailed(
                     f"idempotency key {row.key!r} is taken by an execution this transaction cannot "
-                    "see (committed after its snapshot): enqueue in a READ COMMITTED transaction")
+                    "see (committed after its snapshot): enqueue in a READ COMMITTED transaction"
+                )
         done.append(eid)
     return done
 
 
-def write(conn: psycopg.Connection, schema: str, batch: Sequence[Row], *,
-          prepare: bool | None = None, notify: bool = True) -> list[int]:
+def write(
+    conn: psycopg.Connection, schema: str, batch: Sequence[Row], *, prepare: bool | None = None, notify: bool = True
+) -> list[int]:
     """Insert ``batch`` with one statement on ``conn`` (in its transaction, if one is open);
     each row's id, the holder's id for a key already taken. ``notify``: wake workers with the
     transaction's commit (else send WAKE after it); ``prepare=False``: no server-side prepared
     statement (PgBouncer in transaction mode)."""
     if not batch:
         return []
-    result = conn.execute(render(ENQUEUE, schema), params(schema, batch, notify=notify),
-                          prepare=prepare).fetchall()
+    result = conn.execute(render(ENQUEUE, schema), params(schema, batch, notify=notify), prepare=prepare).fetchall()
     out, missing = ids(batch, result)
     found: dict[str, int] = {}
     if missing:
@@ -298,12 +342,21 @@ def wake(conn: psycopg.Connection, schema: str, batch: Sequence[Row]) -> None:
     try:
         conn.execute(render(WAKE, schema), wake_params(schema, batch))
     except psycopg.Error as exc:
-        log.warning("event=wake_failed workflows=%s error=%r (workers find the rows at their next poll)",
-                    ",".join(wake_params(schema, batch)["names"]), first_line(exc))
+        log.warning(
+            "event=wake_failed workflows=%s error=%r (workers find the rows at their next poll)",
+            ",".join(wake_params(schema, batch)["names"]),
+            first_line(exc),
+        )
 
 
-async def write_async(conn: psycopg.AsyncConnection, schema: str, batch: Sequence[Row], *,
-                      prepare: bool | None = None, notify: bool = True) -> list[int]:
+async def write_async(
+    conn: psycopg.AsyncConnection,
+    schema: str,
+    batch: Sequence[Row],
+    *,
+    prepare: bool | None = None,
+    notify: bool = True,
+) -> list[int]:
     """``write`` on an AsyncConnection: the same statements."""
     if not batch:
         return []
@@ -321,30 +374,70 @@ async def wake_async(conn: psycopg.AsyncConnection, schema: str, batch: Sequence
     try:
         await conn.execute(render(WAKE, schema), wake_params(schema, batch))
     except psycopg.Error as exc:
-        log.warning("event=wake_failed workflows=%s error=%r (workers find the rows at their next poll)",
-                    ",".join(wake_params(schema, batch)["names"]), first_line(exc))
+        log.warning(
+            "event=wake_failed workflows=%s error=%r (workers find the rows at their next poll)",
+            ",".join(wake_params(schema, batch)["names"]),
+            first_line(exc),
+        )
 
 
 def enqueue(
-    conn: psycopg.Connection, schema: str, name: str, input: Any = None, *,
-    idempotency_key: str | None = None, run_at: datetime | None = None, priority: int | None = None,
-    queue: str | None = None, concurrency_key: str | None = None, version: str | None = None,
+    conn: psycopg.Connection,
+    schema: str,
+    name: str,
+    input: Any = None,
+    *,
+    idempotency_key: str | None = None,
+    run_at: datetime | None = None,
+    priority: int | None = None,
+    queue: str | None = None,
+    concurrency_key: str | None = None,
+    version: str | None = None,
 ) -> int:
     """Insert one execution on ``conn`` and return its id (the existing id for a repeated key).
 
     ``queue`` None: the workflow's bound queue; ``priority`` None: the queue's; ``version``
     None: any worker that has the workflow may run it.
     """
-    (row,) = rows({}, name, [input], single=True, idempotency_key=idempotency_key, run_at=run_at,
-                  priority=priority, queue=queue, concurrency_key=concurrency_key, version=version)
+    (row,) = rows(
+        {},
+        name,
+        [input],
+        single=True,
+        idempotency_key=idempotency_key,
+        run_at=run_at,
+        priority=priority,
+        queue=queue,
+        concurrency_key=concurrency_key,
+        version=version,
+    )
     return write(conn, schema, [row])[0]
 
 
 def enqueue_many(
-    conn: psycopg.Connection, schema: str, name: str, inputs: Sequence[Any], *,
-    run_at: datetime | None = None, priority: int | None = None, queue: str | None = None,
-    concurrency_key: str | None = None, version: str | None = None,
+    conn: psycopg.Connection,
+    schema: str,
+    name: str,
+    inputs: Sequence[Any],
+    *,
+    run_at: datetime | None = None,
+    priority: int | None = None,
+    queue: str | None = None,
+    concurrency_key: str | None = None,
+    version: str | None = None,
 ) -> list[int]:
     """Insert one execution per input on ``conn`` in a single round trip; ids in input order."""
-    return write(conn, schema, rows({}, name, inputs, run_at=run_at, priority=priority, queue=queue,
-                                    concurrency_key=concurrency_key, version=version))
+    return write(
+        conn,
+        schema,
+        rows(
+            {},
+            name,
+            inputs,
+            run_at=run_at,
+            priority=priority,
+            queue=queue,
+            concurrency_key=concurrency_key,
+            version=version,
+        ),
+    )

@@ -42,7 +42,7 @@ _WHOLE_BATCH = (psycopg.OperationalError, DatabaseUnavailable, SchemaOutdated)
 class _Call:
     """One caller's row until its outcome is known (or it is handed the next batch)."""
 
-    __slots__ = ("row", "ready", "outcome", "lead")
+    __slots__ = ("lead", "outcome", "ready", "row")
 
     def __init__(self, row: Row) -> None:
         self.row = row
@@ -60,8 +60,9 @@ def _outcomes(write: Write, batch: Sequence[Row]) -> list[int | BaseException]:
     except Exception as exc:
         if len(batch) == 1:
             return [exc]
-        log.warning("event=enqueue_batch_refused rows=%s error=%r (writing them one by one)",
-                    len(batch), first_line(exc))
+        log.warning(
+            "event=enqueue_batch_refused rows=%s error=%r (writing them one by one)", len(batch), first_line(exc)
+        )
         return [outcome for row in batch for outcome in _outcomes(write, [row])]
 
 
@@ -129,8 +130,8 @@ class EnqueueBatcher:
     def _lead(self, call: _Call) -> None:
         """Write the waiting calls (``call`` is the oldest), then hand on to the oldest left."""
         with self._lock:
-            batch = self._waiting[:self.max_batch]
-            del self._waiting[:self.max_batch]
+            batch = self._waiting[: self.max_batch]
+            del self._waiting[: self.max_batch]
         outcomes: list[int | BaseException] = []
         try:
             outcomes = _outcomes(self._write, [c.row for c in batch])
@@ -200,8 +201,8 @@ class AsyncEnqueueBatcher:
         batch: list[tuple[Row, asyncio.Future[int]]] = []
         try:
             while self._waiting:
-                batch = self._waiting[:self.max_batch]
-                del self._waiting[:self.max_batch]
+                batch = self._waiting[: self.max_batch]
+                del self._waiting[: self.max_batch]
                 outcomes = await self._outcomes([row for row, _ in batch])
                 self.stats["batches"] += 1
                 self.stats["rows"] += len(batch)
@@ -226,8 +227,9 @@ class AsyncEnqueueBatcher:
         except Exception as exc:
             if len(batch) == 1:
                 return [exc]
-            log.warning("event=enqueue_batch_refused rows=%s error=%r (writing them one by one)",
-                        len(batch), first_line(exc))
+            log.warning(
+                "event=enqueue_batch_refused rows=%s error=%r (writing them one by one)", len(batch), first_line(exc)
+            )
             return [outcome for row in batch for outcome in await self._outcomes([row])]
 
 

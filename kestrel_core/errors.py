@@ -65,8 +65,9 @@ class ChildFailed(KestrelError):
     """A child workflow ended in error or was cancelled (or was not done within the wait's
     timeout); raised into the parent at ``ctx.wait_for``."""
 
-    def __init__(self, child_id: int, workflow_name: str, status: str, error: str | None,
-                 timed_out: bool = False) -> None:
+    def __init__(
+        self, child_id: int, workflow_name: str, status: str, error: str | None, timed_out: bool = False
+    ) -> None:
         self.child_id, self.workflow_name, self.status = child_id, workflow_name, status
         self.error, self.timed_out = error, timed_out
         first = (error or "").split("\n", 1)[0]

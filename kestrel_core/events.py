@@ -76,21 +76,45 @@ class Event:
 
     @classmethod
     def from_checkpoint(cls, key: str, output: dict[str, Any]) -> Event:
-        return cls(key=output.get("key") or key, payload=output.get("payload"),
-                   timed_out=bool(output.get("timed_out")), event_id=output.get("event_id"),
-                   sent_at=output.get("sent_at"), sent_by=output.get("sent_by"))
+        return cls(
+            key=output.get("key") or key,
+            payload=output.get("payload"),
+            timed_out=bool(output.get("timed_out")),
+            event_id=output.get("event_id"),
+            sent_at=output.get("sent_at"),
+            sent_by=output.get("sent_by"),
+        )
 
 
-def receive_or_park(conn: psycopg.Connection, schema: str, *, execution_id: int, owner: str,
-                    epoch: int, step_id: str, seq: int, key: str, after_id: int,
-                    after: timedelta | None) -> tuple[bool, Any]:
+def receive_or_park(
+    conn: psycopg.Connection,
+    schema: str,
+    *,
+    execution_id: int,
+    owner: str,
+    epoch: int,
+    step_id: str,
+    seq: int,
+    key: str,
+    after_id: int,
+    after: timedelta | None,
+) -> tuple[bool, Any]:
     """(claim still ours, the received event's checkpoint or None when parked)."""
     with conn.transaction():
         conn.execute(KEY_LOCK, {"key": key})
-        row = conn.execute(render(RECEIVE_OR_PARK, schema), {
-            "eid": execution_id, "owner": owner, "epoch": epoch, "step": step_id, "seq": seq,
-            "key": key, "after_id": after_id, "after": after,
-        }).fetchone()
+        row = conn.execute(
+            render(RECEIVE_OR_PARK, schema),
+            {
+                "eid": execution_id,
+                "owner": owner,
+                "epoch": epoch,
+                "step": step_id,
+                "seq": seq,
+                "key": key,
+                "after_id": after_id,
+                "after": after,
+            },
+        ).fetchone()
     row = one_row(row, "RECEIVE_OR_PARK")
     return bool(row[0]), row[1]
 
@@ -114,8 +138,9 @@ def send(conn: psycopg.Connection, schema: str, key: str, payload: Jsonb | None,
     return row[0]
 
 
-async def send_async(conn: psycopg.AsyncConnection, schema: str, key: str, payload: Jsonb | None,
-                     by: str | None) -> int:
+async def send_async(
+    conn: psycopg.AsyncConnection, schema: str, key: str, payload: Jsonb | None, by: str | None
+) -> int:
     """``send`` on an AsyncConnection: the same statement."""
     try:
         cur = await conn.execute(render(SEND, schema), (key, payload, by))

@@ -47,14 +47,14 @@ LAZY_OPEN_S = 0.02
 class _Pending:
     """One submitted boundary, until its outcome is known."""
 
-    __slots__ = ("boundary", "done", "outcome", "error", "lazy", "after", "at")
+    __slots__ = ("after", "at", "boundary", "done", "error", "lazy", "outcome")
 
     def __init__(self, b: Boundary, *, lazy: bool = False, after: _Pending | None = None) -> None:
         self.boundary = b
         self.done = threading.Event()
         self.outcome: Outcome | None = None
         self.error: BaseException | None = None
-        self.lazy = lazy    # an attempt's start that may wait for its end (open_lazily)
+        self.lazy = lazy  # an attempt's start that may wait for its end (open_lazily)
         self.after = after  # the lazy start this boundary ends
         self.at = time.monotonic()
 
@@ -151,8 +151,11 @@ class GroupCommit:
         if p.lazy:
             self._lazy[eid] = p
             return
-        if eid in taken or len(taken) >= self.max_batch or (p.after is not None and not p.after.done.is_set()
-                                                             and self._lazy.get(eid) is not p.after):
+        if (
+            eid in taken
+            or len(taken) >= self.max_batch
+            or (p.after is not None and not p.after.done.is_set() and self._lazy.get(eid) is not p.after)
+        ):
             self._carry.append(p)  # after the boundary of this execution already in the batch
             return
         lazy = self._lazy.pop(eid, None)
@@ -175,8 +178,11 @@ class GroupCommit:
                 for p in batch:
                     self._resolve(p, error=exc)
                 return
-            log.warning("event=batch_refused boundaries=%s error=%r (writing them one by one)",
-                        len(batch), str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            log.warning(
+                "event=batch_refused boundaries=%s error=%r (writing them one by one)",
+                len(batch),
+                str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+            )
             for p in batch:
                 self._write([p])
             return

@@ -12,7 +12,7 @@ most about 2,700 bytes), a permanent error that must not look like an unreachabl
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .errors import InvalidArgument
 
@@ -44,7 +44,8 @@ def check_idempotency_key(key: object) -> str | None:
         if key.startswith(prefix):
             raise InvalidArgument(
                 f"idempotency key {key[:60]!r} starts with {prefix!r}, a prefix reserved for the "
-                f"engine's own keys ({', '.join(RESERVED_PREFIXES)}): choose a key without it")
+                f"engine's own keys ({', '.join(RESERVED_PREFIXES)}): choose a key without it"
+            )
     return key
 
 
@@ -61,4 +62,4 @@ def child_key(parent_id: int, step_id: str) -> str:
 
 def tick_key(schedule: str, tick: datetime) -> str:
     """The engine key of a schedule's tick: one execution per (schedule, tick), ever."""
-    return f"schedule:{schedule}:{tick.astimezone(timezone.utc).isoformat()}"
+    return f"schedule:{schedule}:{tick.astimezone(UTC).isoformat()}"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Sequence
 
 import psycopg
 
@@ -65,26 +65,40 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
 
 
-def heartbeat(conn: psycopg.Connection, schema: str, owner: str, lease: timedelta,
-              execution_ids: Sequence[int]) -> set[tuple[int, int]]:
+def heartbeat(
+    conn: psycopg.Connection, schema: str, owner: str, lease: timedelta, execution_ids: Sequence[int]
+) -> set[tuple[int, int]]:
     """Renew the leases ``owner`` holds on ``execution_ids``; returns the (execution_id, epoch)
     pairs it still holds."""
-    rows = conn.execute(render(HEARTBEAT, schema),
-                        {"owner": owner, "lease": lease, "ids": list(execution_ids)}).fetchall()
+    rows = conn.execute(
+        render(HEARTBEAT, schema), {"owner": owner, "lease": lease, "ids": list(execution_ids)}
+    ).fetchall()
     return {(row[0], row[1]) for row in rows}
 
 
-def register(conn: psycopg.Connection, schema: str, owner: str, workflows: Sequence[str],
-             concurrency: int, versions: Sequence[str | None] | None = None,
-             queues: Sequence[str] | None = None) -> None:
+def register(
+    conn: psycopg.Connection,
+    schema: str,
+    owner: str,
+    workflows: Sequence[str],
+    concurrency: int,
+    versions: Sequence[str | None] | None = None,
+    queues: Sequence[str] | None = None,
+) -> None:
     """Announce this worker, the workflow names it runs and their versions (parallel lists),
     and the queues it serves (None: all); read by the console."""
-    conn.execute(render(REGISTER, schema), {
-        "owner": owner, "hostname": socket.gethostname(), "pid": os.getpid(),
-        "workflows": list(workflows), "concurrency": concurrency,
-        "versions": [v or "" for v in versions] if versions is not None else [""] * len(workflows),
-        "queues": list(queues) if queues is not None else None,
-    })
+    conn.execute(
+        render(REGISTER, schema),
+        {
+            "owner": owner,
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            "workflows": list(workflows),
+            "concurrency": concurrency,
+            "versions": [v or "" for v in versions] if versions is not None else [""] * len(workflows),
+            "queues": list(queues) if queues is not None else None,
+        },
+    )
 
 
 def release_all(conn: psycopg.Connection, schema: str, owner: str) -> list[int]:

@@ -31,7 +31,8 @@ SELECT limited.name FROM limited
         SELECT 1 FROM {schema}.workflow_executions e
          WHERE e.status = 'enqueued' AND e.queue = limited.name AND e.run_at <= now()
            AND e.workflow_name = ANY(%(names)s::text[])
-           AND (e.version IS NULL OR e.version = (%(versions)s::text[])[array_position(%(names)s::text[], e.workflow_name)])
+           AND (e.version IS NULL
+                OR e.version = (%(versions)s::text[])[array_position(%(names)s::text[], e.workflow_name)])
          ORDER BY e.priority DESC, e.run_at, e.id
          LIMIT 1) AS due
 """
@@ -83,7 +84,8 @@ WITH room AS MATERIALIZED (
               FROM {schema}.workflow_executions e
              WHERE e.status = 'enqueued' AND e.queue = room.name AND e.run_at <= now()
                AND e.workflow_name = ANY(%(names)s::text[])
-           AND (e.version IS NULL OR e.version = (%(versions)s::text[])[array_position(%(names)s::text[], e.workflow_name)])
+           AND (e.version IS NULL
+                OR e.version = (%(versions)s::text[])[array_position(%(names)s::text[], e.workflow_name)])
              ORDER BY e.priority DESC, e.run_at, e.id
              LIMIT %(scan)s) AS e
      WHERE room.free > 0
@@ -117,14 +119,13 @@ SELECT id, workflow_name, input, claim_epoch, claims FROM claimed
 """
 
 
-def claim_limited(conn: psycopg.Connection, schema: str, params: dict[str, Any],
-                  limited_queues: list[str]) -> list[tuple]:
+def claim_limited(
+    conn: psycopg.Connection, schema: str, params: dict[str, Any], limited_queues: list[str]
+) -> list[tuple]:
     """Lock the limited queues' rows, then count and claim under that lock (one transaction)."""
     with conn.transaction():
-        locked = [row[0] for row in conn.execute(render(LOCK_QUEUES, schema),
-                                                 {"queues": limited_queues}).fetchall()]
+        locked = [row[0] for row in conn.execute(render(LOCK_QUEUES, schema), {"queues": limited_queues}).fetchall()]
         if not locked:
             return []
         scan = max(500, 50 * params["n"])
-        return conn.execute(render(CLAIM_LIMITED, schema),
-                            {**params, "queues": locked, "scan": scan}).fetchall()
+        return conn.execute(render(CLAIM_LIMITED, schema), {**params, "queues": locked, "scan": scan}).fetchall()

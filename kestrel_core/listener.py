@@ -20,8 +20,14 @@ from .statements import notify_channel
 _RETRY = Backoff(0.1, cap=5.0)
 
 
-def listen(settings: EngineSettings, names: set[str], wake: threading.Event, stopped: threading.Event,
-           log: logging.Logger, worker_id: str) -> None:
+def listen(
+    settings: EngineSettings,
+    names: set[str],
+    wake: threading.Event,
+    stopped: threading.Event,
+    log: logging.Logger,
+    worker_id: str,
+) -> None:
     """LISTEN until ``stopped`` is set, setting ``wake`` for every notification naming ``names``."""
     channel = sql.SQL("LISTEN {}").format(sql.Identifier(notify_channel(settings.schema)))
     retry = 0
@@ -39,7 +45,11 @@ def listen(settings: EngineSettings, names: set[str], wake: threading.Event, sto
             if stopped.is_set():
                 return
             delay = _RETRY.delay(retry)
-            log.warning("event=listen_failed worker=%s error=%r retry_in_s=%.1f",
-                        worker_id, first_line(exc, settings.dsn), delay)
+            log.warning(
+                "event=listen_failed worker=%s error=%r retry_in_s=%.1f",
+                worker_id,
+                first_line(exc, settings.dsn),
+                delay,
+            )
             stopped.wait(delay)
             retry += 1

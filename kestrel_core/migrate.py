@@ -113,8 +113,9 @@ class Migration:
         """An outside-transaction migration's statements, one by one (each ends a line with
         ``;``); comment lines dropped. Dollar quoting is refused: no function belongs here."""
         if "$$" in self.text:
-            raise ValueError(f"migration {self.version} runs outside a transaction: it may not "
-                             "define functions or DO blocks")
+            raise ValueError(
+                f"migration {self.version} runs outside a transaction: it may not define functions or DO blocks"
+            )
         lines = [line for line in self.text.splitlines() if not line.lstrip().startswith("--")]
         parts = re.split(r";[ \t]*$", "\n".join(lines), flags=re.MULTILINE)
         return [part.strip() for part in parts if part.strip()]
@@ -156,8 +157,13 @@ def function_files() -> list[FunctionFile]:
 LATEST = available()[-1].version
 
 
-def migrate(conn: psycopg.Connection, schema: str, *, migrations: Sequence[Migration] | None = None,
-            functions: Sequence[FunctionFile] | None = None) -> list[int]:
+def migrate(
+    conn: psycopg.Connection,
+    schema: str,
+    *,
+    migrations: Sequence[Migration] | None = None,
+    functions: Sequence[FunctionFile] | None = None,
+) -> list[int]:
     """Bring ``schema`` up to date; return the versions applied now (empty if none).
 
     ``migrations`` and ``functions`` default to those shipped with this code.
@@ -174,8 +180,13 @@ def migrate(conn: psycopg.Connection, schema: str, *, migrations: Sequence[Migra
             applied_now.append(outside.version)
 
 
-def _apply_in_transaction(conn: psycopg.Connection, schema: str, migrations: Sequence[Migration],
-                          functions: Sequence[FunctionFile], applied_now: list[int]) -> Migration | None:
+def _apply_in_transaction(
+    conn: psycopg.Connection,
+    schema: str,
+    migrations: Sequence[Migration],
+    functions: Sequence[FunctionFile],
+    applied_now: list[int],
+) -> Migration | None:
     """Apply the pending migrations up to the first outside-transaction one (returned), or
     all of them and then the changed function files (None returned), in one transaction."""
     with conn.transaction():
@@ -204,8 +215,10 @@ def _refuse_unknown_versions(schema: str, done: set[int], known: set[int]) -> No
     latest = max(known, default=0)
     if max(done) > latest:
         raise SchemaTooNew(too_new_message(schema, max(done), latest))
-    raise SchemaTooNew(f"the Kestrel schema {schema!r} has migration(s) "
-                       f"{', '.join(map(str, sorted(unknown)))} that this code does not know: upgrade kestrel")
+    raise SchemaTooNew(
+        f"the Kestrel schema {schema!r} has migration(s) "
+        f"{', '.join(map(str, sorted(unknown)))} that this code does not know: upgrade kestrel"
+    )
 
 
 def _apply_functions(conn: psycopg.Connection, schema: str, functions: Sequence[FunctionFile]) -> None:
@@ -233,8 +246,10 @@ def _apply_outside_transaction(conn: psycopg.Connection, schema: str, migration:
     """Run ``migration`` statement by statement in autocommit, unless another process has
     meanwhile; True if this call applied it."""
     if not conn.autocommit:
-        raise ValueError(f"migration {migration.version} ({migration.name}) runs outside a "
-                         "transaction: migrate needs an autocommit connection")
+        raise ValueError(
+            f"migration {migration.version} ({migration.name}) runs outside a "
+            "transaction: migrate needs an autocommit connection"
+        )
     statements = migration.statements()
     while conn.execute(TRY_OUTSIDE_LOCK).fetchone() != (True,):
         time.sleep(OUTSIDE_POLL_S)
@@ -265,8 +280,7 @@ def schema_version(conn: psycopg.Connection, schema: str) -> int | None:
 
 
 def too_new_message(schema: str, version: int, latest: int) -> str:
-    return (f"the Kestrel schema {schema!r} is at version {version}, this code knows up to "
-            f"{latest}: upgrade kestrel")
+    return f"the Kestrel schema {schema!r} is at version {version}, this code knows up to {latest}: upgrade kestrel"
 
 
 def check_current(conn: psycopg.Connection, schema: str) -> None:

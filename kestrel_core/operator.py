@@ -63,38 +63,52 @@ async def _call_async(conn: psycopg.AsyncConnection, schema: str, statement: str
 
 
 def decide(
-    conn: psycopg.Connection, schema: str, execution_id: int, step_id: str, *,
-    approved: bool, by: str, comment: str | None = None,
+    conn: psycopg.Connection,
+    schema: str,
+    execution_id: int,
+    step_id: str,
+    *,
+    approved: bool,
+    by: str,
+    comment: str | None = None,
 ) -> dict[str, Any]:
     """Record an approval decision and re-enqueue the execution; returns the decision."""
     return _call(conn, schema, DECIDE, (execution_id, step_id, approved, by, comment))
 
 
-def cancel(conn: psycopg.Connection, schema: str, execution_id: int, *, by: str,
-           comment: str | None = None) -> str:
+def cancel(conn: psycopg.Connection, schema: str, execution_id: int, *, by: str, comment: str | None = None) -> str:
     """Cancel an enqueued, running or waiting execution; returns the status it had."""
     return _call(conn, schema, CANCEL, (execution_id, by, comment))
 
 
-def requeue(conn: psycopg.Connection, schema: str, execution_id: int, *, by: str,
-            comment: str | None = None) -> str:
+def requeue(conn: psycopg.Connection, schema: str, execution_id: int, *, by: str, comment: str | None = None) -> str:
     """Re-enqueue an errored or cancelled execution, or one whose lease expired."""
     return _call(conn, schema, REQUEUE, (execution_id, by, comment))
 
 
-async def decide_async(conn: psycopg.AsyncConnection, schema: str, execution_id: int, step_id: str, *,
-                       approved: bool, by: str, comment: str | None = None) -> dict[str, Any]:
+async def decide_async(
+    conn: psycopg.AsyncConnection,
+    schema: str,
+    execution_id: int,
+    step_id: str,
+    *,
+    approved: bool,
+    by: str,
+    comment: str | None = None,
+) -> dict[str, Any]:
     """``decide`` on an AsyncConnection."""
     return await _call_async(conn, schema, DECIDE, (execution_id, step_id, approved, by, comment))
 
 
-async def cancel_async(conn: psycopg.AsyncConnection, schema: str, execution_id: int, *, by: str,
-                       comment: str | None = None) -> str:
+async def cancel_async(
+    conn: psycopg.AsyncConnection, schema: str, execution_id: int, *, by: str, comment: str | None = None
+) -> str:
     """``cancel`` on an AsyncConnection."""
     return await _call_async(conn, schema, CANCEL, (execution_id, by, comment))
 
 
-async def requeue_async(conn: psycopg.AsyncConnection, schema: str, execution_id: int, *, by: str,
-                        comment: str | None = None) -> str:
+async def requeue_async(
+    conn: psycopg.AsyncConnection, schema: str, execution_id: int, *, by: str, comment: str | None = None
+) -> str:
     """``requeue`` on an AsyncConnection."""
     return await _call_async(conn, schema, REQUEUE, (execution_id, by, comment))

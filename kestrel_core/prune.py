@@ -102,8 +102,9 @@ def prunable(conn: psycopg.Connection, schema: str, cutoff: datetime) -> list[Pr
     return [PrunableGroup(*row) for row in rows]
 
 
-def prune_batch(conn: psycopg.Connection, schema: str, cutoff: datetime, *, by: str,
-                batch_size: int = DEFAULT_BATCH_SIZE) -> int:
+def prune_batch(
+    conn: psycopg.Connection, schema: str, cutoff: datetime, *, by: str, batch_size: int = DEFAULT_BATCH_SIZE
+) -> int:
     """Delete one batch of finished executions that finished before ``cutoff``; returns how many."""
     try:
         row = conn.execute(render(PRUNE_BATCH, schema), (cutoff, batch_size, by)).fetchone()
@@ -113,9 +114,15 @@ def prune_batch(conn: psycopg.Connection, schema: str, cutoff: datetime, *, by: 
 
 
 def prune(
-    run: Callable[[Callable[[psycopg.Connection], T]], T], schema: str, *, older_than: timedelta,
-    by: str, batch_size: int = DEFAULT_BATCH_SIZE, pause: float = 0.0,
-    max_batches: int | None = None, progress: Callable[[PruneResult], None] | None = None,
+    run: Callable[[Callable[[psycopg.Connection], T]], T],
+    schema: str,
+    *,
+    older_than: timedelta,
+    by: str,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    pause: float = 0.0,
+    max_batches: int | None = None,
+    progress: Callable[[PruneResult], None] | None = None,
 ) -> PruneResult:
     """Prune in batches until none is left (or ``max_batches`` ran).
 
@@ -148,7 +155,9 @@ def prune(
 
 def connection_runner(connect: Callable[[], object]) -> Callable[[Callable[[psycopg.Connection], T]], T]:
     """Adapt a context-manager factory such as ``Kestrel.connection`` to ``prune``'s ``run``."""
+
     def run(fn: Callable[[psycopg.Connection], T]) -> T:
         with connect() as conn:  # type: ignore[attr-defined]
             return fn(conn)
+
     return run

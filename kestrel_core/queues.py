@@ -7,10 +7,10 @@ operators: declaring never touches it. The claim (claim.py) enforces the limits.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from collections.abc import Iterable
-from typing import Any, Sequence
+from typing import Any
 
 import psycopg
 
@@ -71,16 +71,20 @@ class Queue:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise ValueError("a queue needs a non-empty name")
-        for label, value in (("concurrency", self.concurrency), ("per_worker", self.per_worker),
-                             ("per_key", self.per_key)):
+        for label, value in (
+            ("concurrency", self.concurrency),
+            ("per_worker", self.per_worker),
+            ("per_key", self.per_key),
+        ):
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"queue {self.name!r}: {label} must be a positive integer or None")
         if self.rate is not None:
             count, period = self.rate
-            if not isinstance(count, int) or count < 1 or not isinstance(period, timedelta) \
-                    or period <= timedelta(0):
-                raise ValueError(f"queue {self.name!r}: rate must be (N, timedelta), N >= 1, period > 0, "
-                                 "e.g. rate=(100, timedelta(minutes=1))")
+            if not isinstance(count, int) or count < 1 or not isinstance(period, timedelta) or period <= timedelta(0):
+                raise ValueError(
+                    f"queue {self.name!r}: rate must be (N, timedelta), N >= 1, period > 0, "
+                    "e.g. rate=(100, timedelta(minutes=1))"
+                )
 
     @property
     def limited(self) -> bool:
@@ -95,8 +99,7 @@ def bindings(workflows: Iterable[Any]) -> dict[str, list[str]]:
     return out
 
 
-def declare(conn: psycopg.Connection, schema: str, declared: Sequence[Queue],
-            bindings: dict[str, list[str]]) -> None:
+def declare(conn: psycopg.Connection, schema: str, declared: Sequence[Queue], bindings: dict[str, list[str]]) -> None:
     """Upsert the declared queues and the queues workflows are bound to, in one transaction."""
     by_name = {q.name: q for q in declared}
     with conn.transaction():
@@ -106,11 +109,19 @@ def declare(conn: psycopg.Connection, schema: str, declared: Sequence[Queue],
             if q is None:
                 conn.execute(render(BIND, schema), {"name": name, "workflows": workflows})
                 continue
-            conn.execute(render(DECLARE, schema), {
-                "name": q.name, "concurrency": q.concurrency, "per_worker": q.per_worker,
-                "rate_limit": q.rate[0] if q.rate else None, "rate_period": q.rate[1] if q.rate else None,
-                "per_key": q.per_key, "priority": q.priority, "workflows": workflows,
-            })
+            conn.execute(
+                render(DECLARE, schema),
+                {
+                    "name": q.name,
+                    "concurrency": q.concurrency,
+                    "per_worker": q.per_worker,
+                    "rate_limit": q.rate[0] if q.rate else None,
+                    "rate_period": q.rate[1] if q.rate else None,
+                    "per_key": q.per_key,
+                    "priority": q.priority,
+                    "workflows": workflows,
+                },
+            )
 
 
 def undeclared(conn: psycopg.Connection, schema: str, names: Sequence[str]) -> list[str]:
@@ -119,8 +130,9 @@ def undeclared(conn: psycopg.Connection, schema: str, names: Sequence[str]) -> l
     return [row[0] for row in conn.execute(render(UNDECLARED, schema), {"names": list(names)})]
 
 
-def set_paused(conn: psycopg.Connection, schema: str, name: str, paused: bool, *, by: str,
-               comment: str | None = None) -> None:
+def set_paused(
+    conn: psycopg.Connection, schema: str, name: str, paused: bool, *, by: str, comment: str | None = None
+) -> None:
     """Pause or resume a queue (audited; NotFound / ActionRefused when not allowed)."""
     try:
         conn.execute(render(SET_PAUSED, schema), (name, paused, by, comment))

@@ -51,18 +51,25 @@ def register(w: Registrant) -> bool:
                 # One transaction: a start that fails (or is stopped) half way leaves no
                 # live workers row behind for a process that never served.
                 with conn.transaction():
-                    lease_mod.register(conn, w.schema, w.worker_id, w.names, w.concurrency,
-                                       w.versions, w.queues)
-                    queues_mod.declare(conn, w.schema, list(w.registry.queues.values()),
-                                       queues_mod.bindings(w.registry.workflows.values()))
-                    schedules_mod.declare(conn, w.schema, list(w.registry.schedules.values()),
-                                          by=f"worker:{w.worker_id}")
+                    lease_mod.register(conn, w.schema, w.worker_id, w.names, w.concurrency, w.versions, w.queues)
+                    queues_mod.declare(
+                        conn,
+                        w.schema,
+                        list(w.registry.queues.values()),
+                        queues_mod.bindings(w.registry.workflows.values()),
+                    )
+                    schedules_mod.declare(
+                        conn, w.schema, list(w.registry.schedules.values()), by=f"worker:{w.worker_id}"
+                    )
                 unknown = queues_mod.undeclared(conn, w.schema, w.queues) if w.queues else []
             if unknown:
-                w.log.warning("event=undeclared_queues worker=%s queues=%s (no code declares them or "
-                              "binds a workflow to them: this worker claims only executions enqueued "
-                              "there with queue=...; check --queues for a typo)", w.worker_id,
-                              ",".join(unknown))
+                w.log.warning(
+                    "event=undeclared_queues worker=%s queues=%s (no code declares them or "
+                    "binds a workflow to them: this worker claims only executions enqueued "
+                    "there with queue=...; check --queues for a typo)",
+                    w.worker_id,
+                    ",".join(unknown),
+                )
             return True
         except (DatabaseUnavailable, psycopg.OperationalError) as exc:
             failure = exc if isinstance(exc, DatabaseUnavailable) else unavailable(w.settings.dsn, exc)
@@ -70,9 +77,13 @@ def register(w: Registrant) -> bool:
             if remaining <= 0:
                 raise failure from None
             pause = min(_RECONNECT.delay(retry), remaining)
-            w.log.warning("event=waiting_for_database worker=%s error=%r retry_in_s=%.1f "
-                          "gives_up_in_s=%.0f", w.worker_id, first_line(failure, w.settings.dsn),
-                          pause, remaining)
+            w.log.warning(
+                "event=waiting_for_database worker=%s error=%r retry_in_s=%.1f gives_up_in_s=%.0f",
+                w.worker_id,
+                first_line(failure, w.settings.dsn),
+                pause,
+                remaining,
+            )
         if w.draining.wait(pause):
             return False
         retry += 1

@@ -73,19 +73,25 @@ _QUEUE_DECLARED = "concurrency, per_worker, rate_limit, rate_period, per_key, pr
 _SCHEDULE_DECLARED = "cron, timezone, workflow_name, input, catch_up, next_tick, updated_at"
 WORKER_WRITES: dict[str, tuple[str, ...]] = {
     "workflow_executions": ("SELECT", "INSERT", "UPDATE"),  # enqueue, claim, lease, finish (guarded by a trigger)
-    "operation_outputs": ("SELECT", "INSERT"),               # checkpoints (ON CONFLICT DO NOTHING)
+    "operation_outputs": ("SELECT", "INSERT"),  # checkpoints (ON CONFLICT DO NOTHING)
     # park (insert), reopen or wake (resolved_at); decisions only through the functions
-    "workflow_waits": ("SELECT", "INSERT (execution_id, step_id, kind, wake_at, details, seq)",
-                       "UPDATE (resolved_at, details)"),
-    "step_attempts": ("SELECT", "INSERT", "UPDATE"),         # the per-step timeline
-    "workers": ("SELECT", "INSERT", "UPDATE"),               # register, heartbeat, retire
-    "schema_migrations": ("SELECT",),                        # the version check at start
+    "workflow_waits": (
+        "SELECT",
+        "INSERT (execution_id, step_id, kind, wake_at, details, seq)",
+        "UPDATE (resolved_at, details)",
+    ),
+    "step_attempts": ("SELECT", "INSERT", "UPDATE"),  # the per-step timeline
+    "workers": ("SELECT", "INSERT", "UPDATE"),  # register, heartbeat, retire
+    "schema_migrations": ("SELECT",),  # the version check at start
     # declare at start, mark keyed, claim (lock, rate window); never paused / paused_by
     "queues": ("SELECT", f"INSERT (name, {_QUEUE_DECLARED})", f"UPDATE ({_QUEUE_DECLARED}, rate_starts)"),
     # declare at start, advance ticks; never paused / paused_by
-    "schedules": ("SELECT", f"INSERT (name, {_SCHEDULE_DECLARED}, source, created_by)",
-                  f"UPDATE ({_SCHEDULE_DECLARED}, last_tick, last_execution_id)"),
-    "workflow_events": ("SELECT",),                          # wait_for_event (sent via send_event)
+    "schedules": (
+        "SELECT",
+        f"INSERT (name, {_SCHEDULE_DECLARED}, source, created_by)",
+        f"UPDATE ({_SCHEDULE_DECLARED}, last_tick, last_execution_id)",
+    ),
+    "workflow_events": ("SELECT",),  # wait_for_event (sent via send_event)
 }
 WORKER_FUNCTIONS = (
     "prune_finished(timestamptz, integer, text)",
@@ -210,14 +216,20 @@ def _grant(conn: psycopg.Connection, schema: str, names: RoleNames, tables: list
     ]
     for table, privileges in WORKER_WRITES.items():
         if table in tables:
-            statements.append(sql.SQL("GRANT {} ON TABLE {}.{} TO {}").format(
-                sql.SQL(", ").join(sql.SQL(p) for p in privileges), s, sql.Identifier(table), worker))
+            statements.append(
+                sql.SQL("GRANT {} ON TABLE {}.{} TO {}").format(
+                    sql.SQL(", ").join(sql.SQL(p) for p in privileges), s, sql.Identifier(table), worker
+                )
+            )
     for role, functions in ((worker, WORKER_FUNCTIONS), (operator, OPERATOR_FUNCTIONS)):
         for signature in functions:
             name, _, args = signature.partition("(")
             if _function_exists(conn, schema, name):
-                statements.append(sql.SQL("GRANT EXECUTE ON FUNCTION {}.{}({}) TO {}").format(
-                    s, sql.Identifier(name), sql.SQL(args.rstrip(")")), role))
+                statements.append(
+                    sql.SQL("GRANT EXECUTE ON FUNCTION {}.{}({}) TO {}").format(
+                        s, sql.Identifier(name), sql.SQL(args.rstrip(")")), role
+                    )
+                )
     for statement in statements:
         conn.execute(statement)
 
@@ -246,8 +258,11 @@ def _grant_reader_parameters(conn: psycopg.Connection, reader: str) -> None:
     for parameter in READER_PARAMETERS:
         try:
             with conn.transaction():  # a savepoint: a concurrent grant elsewhere must not abort ours
-                conn.execute(sql.SQL(GRANT_SET_PARAMETER).format(
-                    parameter=sql.Identifier(parameter), role=sql.Identifier(reader)))
+                conn.execute(
+                    sql.SQL(GRANT_SET_PARAMETER).format(
+                        parameter=sql.Identifier(parameter), role=sql.Identifier(reader)
+                    )
+                )
         except (psycopg.errors.UniqueViolation, psycopg.errors.InternalError_):  # tuple concurrently updated
             pass
 

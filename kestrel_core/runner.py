@@ -14,10 +14,10 @@ from typing import Any, Protocol
 import psycopg
 
 from . import checkpoint, deadlines
+from .async_context import AsyncWorkflowContext
 from .boundary import Boundary, Completion
 from .checkpoint import Checkpoint
 from .connection import first_line
-from .async_context import AsyncWorkflowContext
 from .context import WorkflowContext, describe_exception
 from .errors import NonDeterministicChange, NotSerializable
 from .outage import is_outage
@@ -39,12 +39,21 @@ def prepare(worker: RunnerHost, held: Claimed) -> WorkflowContext:
     item = held.claim
     timeout = worker.registry.workflows[item.workflow_name].timeout
     if timeout is not None:
-        worker.db(lambda c: deadlines.stamp(c, worker.schema, execution_id=item.execution_id,
-                                            owner=worker.worker_id, epoch=item.epoch, timeout=timeout))
+        worker.db(
+            lambda c: deadlines.stamp(
+                c,
+                worker.schema,
+                execution_id=item.execution_id,
+                owner=worker.worker_id,
+                epoch=item.epoch,
+                timeout=timeout,
+            )
+        )
     stored: dict[str, Checkpoint] | None = {}
     if not item.first_run:
-        stored = worker.db(lambda c: checkpoint.load(c, worker.schema, item.execution_id,
-                                                     owner=worker.worker_id, epoch=item.epoch))
+        stored = worker.db(
+            lambda c: checkpoint.load(c, worker.schema, item.execution_id, owner=worker.worker_id, epoch=item.epoch)
+        )
     if stored is None:
         worker.refused(item.execution_id, "checkpoint load")
         raise Unwind("lost")
@@ -98,13 +107,22 @@ async def execute_async(worker: RunnerHost, held: Claimed) -> None:
     except psycopg.Error as exc:
         gave_up(worker, held, exc)
     except Exception:
-        worker.log.exception("event=execution_crashed worker=%s execution_id=%s (its lease "
-                             "will lapse and it will be retried)", worker.worker_id,
-                             held.claim.execution_id)
+        worker.log.exception(
+            "event=execution_crashed worker=%s execution_id=%s (its lease will lapse and it will be retried)",
+            worker.worker_id,
+            held.claim.execution_id,
+        )
 
 
-def finish(worker: RunnerHost, held: Claimed, ctx: WorkflowContext | None, *, started: float,
-           result: Any = None, error: BaseException | None = None) -> None:
+def finish(
+    worker: RunnerHost,
+    held: Claimed,
+    ctx: WorkflowContext | None,
+    *,
+    started: float,
+    result: Any = None,
+    error: BaseException | None = None,
+) -> None:
     """Record the execution's outcome, fenced by the claim, with the last step's checkpoint in
     the same statement."""
     item = held.claim
@@ -123,10 +141,15 @@ def finish(worker: RunnerHost, held: Claimed, ctx: WorkflowContext | None, *, st
         worker.refused(item.execution_id, f"completion ({status})")
         return
     worker.count("succeeded" if status == "success" else "failed")
-    worker.log.info("event=finished worker=%s execution_id=%s workflow=%s status=%s duration_s=%.3f%s",
-                    worker.worker_id, item.execution_id, item.workflow_name, status,
-                    time.monotonic() - started,
-                    "" if text is None else f" error={first_line(text)!r}")
+    worker.log.info(
+        "event=finished worker=%s execution_id=%s workflow=%s status=%s duration_s=%.3f%s",
+        worker.worker_id,
+        item.execution_id,
+        item.workflow_name,
+        status,
+        time.monotonic() - started,
+        "" if text is None else f" error={first_line(text)!r}",
+    )
 
 
 def unwound(worker: RunnerHost, held: Claimed, ctx: WorkflowContext | None, unwind: Unwind) -> None:
@@ -140,14 +163,24 @@ def unwound(worker: RunnerHost, held: Claimed, ctx: WorkflowContext | None, unwi
     key = {"parked": "parked", "lost": "lost"}.get(unwind.reason)
     if key:
         worker.count(key)
-    worker.log.info("event=%s worker=%s execution_id=%s workflow=%s", unwind.reason,
-                    worker.worker_id, held.claim.execution_id, held.claim.workflow_name)
+    worker.log.info(
+        "event=%s worker=%s execution_id=%s workflow=%s",
+        unwind.reason,
+        worker.worker_id,
+        held.claim.execution_id,
+        held.claim.workflow_name,
+    )
 
 
 def gave_up(worker: RunnerHost, held: Claimed, exc: Exception) -> None:
     """An engine statement failed (the database stayed away past the retry window, or refused
     it: a statement timeout, say): the lease lapses, and a worker resumes from the checkpoints."""
     event = "db_unreachable" if is_outage(exc) else "engine_write_failed"
-    worker.log.error("event=%s worker=%s execution_id=%s error=%r (abandoned; its lease will lapse "
-                     "and a worker resumes it from its checkpoints)", event,
-                     worker.worker_id, held.claim.execution_id, first_line(exc, worker.settings.dsn))
+    worker.log.error(
+        "event=%s worker=%s execution_id=%s error=%r (abandoned; its lease will lapse "
+        "and a worker resumes it from its checkpoints)",
+        event,
+        worker.worker_id,
+        held.claim.execution_id,
+        first_line(exc, worker.settings.dsn),
+    )

@@ -58,7 +58,9 @@ SELECT 1 FROM {schema}.schedules WHERE NOT paused AND next_tick <= coalesce(%(no
 
 # A tick's execution, placed like any enqueue (enqueue._PLACE) and keyed by its engine key; a
 # tick already enqueued yields the execution it has.
-ENQUEUE_TICK = _PLACE + """, ins AS (
+ENQUEUE_TICK = (
+    _PLACE
+    + """, ins AS (
     INSERT INTO {schema}.workflow_executions (workflow_name, input, engine_key, priority, queue)
     SELECT %(name)s, %(input)s, %(key)s, p.priority, p.queue FROM placed p
     ON CONFLICT (engine_key) DO NOTHING
@@ -69,6 +71,7 @@ UNION ALL
 SELECT id, NULL FROM {schema}.workflow_executions
  WHERE engine_key = %(key)s AND NOT EXISTS (SELECT 1 FROM ins)
 """
+)
 
 # A tick enqueued by a transaction that committed after our statement's snapshot: read it now.
 BY_ENGINE_KEY = "SELECT id FROM {schema}.workflow_executions WHERE engine_key = %s"
@@ -91,8 +94,9 @@ class Pass:
     failed: dict[str, str] = field(default_factory=dict)
 
 
-def plan(expression: str, tz: str, next_tick: datetime, now: datetime, catch_up: bool
-         ) -> tuple[list[datetime], datetime, int]:
+def plan(
+    expression: str, tz: str, next_tick: datetime, now: datetime, catch_up: bool
+) -> tuple[list[datetime], datetime, int]:
     """The ticks to enqueue now, the next tick to wait for, and how many missed ticks the
     policy skips (a count, or -1 when too many to count cheaply)."""
     if catch_up:
@@ -111,13 +115,13 @@ def plan(expression: str, tz: str, next_tick: datetime, now: datetime, catch_up:
     if recent > now:
         recent = cron.latest_at_or_before(expression, tz, now)
     ticks, following = cron.ticks_due(expression, tz, recent, now, CATCH_UP_BATCH)
-    skipped, _ = cron.ticks_due(expression, tz, next_tick, min(recent - timedelta(microseconds=1), now),
-                                CATCH_UP_BATCH)
+    skipped, _ = cron.ticks_due(expression, tz, next_tick, min(recent - timedelta(microseconds=1), now), CATCH_UP_BATCH)
     return ticks, following, len(skipped) if len(skipped) < CATCH_UP_BATCH else -1
 
 
-def tick_due(conn: psycopg.Connection, schema: str, now: datetime | None = None,
-             limit: int = 100, worker: str | None = None) -> Pass:
+def tick_due(
+    conn: psycopg.Connection, schema: str, now: datetime | None = None, limit: int = 100, worker: str | None = None
+) -> Pass:
     """Enqueue the due ticks of up to ``limit`` schedules; ``now`` defaults to the database's
     clock (tests pass one). Safe to run from every worker at once; ``worker`` names the caller
     in the log."""
@@ -130,17 +134,27 @@ def tick_due(conn: psycopg.Connection, schema: str, now: datetime | None = None,
         if not _advance_one(conn, schema, now, tried, done, worker):
             break
         for name, tick, execution_id in done.enqueued[before:]:  # committed: say so
-            log.info("event=scheduled worker=%s schedule=%s tick=%s execution_id=%s",
-                     worker, name, tick.isoformat(), execution_id)
+            log.info(
+                "event=scheduled worker=%s schedule=%s tick=%s execution_id=%s",
+                worker,
+                name,
+                tick.isoformat(),
+                execution_id,
+            )
     for name, count in done.skipped.items():
-        log.warning("event=schedule_ticks_skipped worker=%s schedule=%s skipped=%s (missed while no "
-                    "worker ran or the database was down; skipped by the schedule's catch_up policy)",
-                    worker, name, "many" if count < 0 else count)
+        log.warning(
+            "event=schedule_ticks_skipped worker=%s schedule=%s skipped=%s (missed while no "
+            "worker ran or the database was down; skipped by the schedule's catch_up policy)",
+            worker,
+            name,
+            "many" if count < 0 else count,
+        )
     return done
 
 
-def _advance_one(conn: psycopg.Connection, schema: str, now: datetime | None, tried: list[str],
-                 done: Pass, worker: str | None) -> bool:
+def _advance_one(
+    conn: psycopg.Connection, schema: str, now: datetime | None, tried: list[str], done: Pass, worker: str | None
+) -> bool:
     """One due schedule in one transaction: lock, enqueue its ticks, move on. False if none is due."""
     with conn.transaction():
         row = conn.execute(render(NEXT_DUE, schema), {"now": now, "tried": tried}).fetchone()
@@ -152,31 +166,44 @@ def _advance_one(conn: psycopg.Connection, schema: str, now: datetime | None, tr
             ticks, following, skipped = plan(expression, tz, next_tick, at, catch_up)
         except (ValueError, KeyError) as exc:  # a row edited by hand into nonsense
             done.failed[name] = str(exc)
-            log.error("event=schedule_failed worker=%s schedule=%s error=%r (fix or remove it)",
-                      worker, name, str(exc))
+            log.error("event=schedule_failed worker=%s schedule=%s error=%r (fix or remove it)", worker, name, str(exc))
             return True
         execution_id = None
         enqueued = []
         for tick in ticks:
-            execution_id = _enqueue_tick(conn, schema, workflow, run_input(name, tick, _as_dict(input)),
-                                         tick_key(name, tick))
+            execution_id = _enqueue_tick(
+                conn, schema, workflow, run_input(name, tick, _as_dict(input)), tick_key(name, tick)
+            )
             enqueued.append((name, tick, execution_id))
-        conn.execute(render(ADVANCE, schema), {
-            "name": name, "next_tick": following, "last_tick": ticks[-1] if ticks else None,
-            "execution_id": execution_id})
+        conn.execute(
+            render(ADVANCE, schema),
+            {
+                "name": name,
+                "next_tick": following,
+                "last_tick": ticks[-1] if ticks else None,
+                "execution_id": execution_id,
+            },
+        )
     done.enqueued.extend(enqueued)
     if skipped:
         done.skipped[name] = skipped
     return True
 
 
-def _enqueue_tick(conn: psycopg.Connection, schema: str, workflow: str, input: dict[str, Any],
-                  key: str) -> int:
+def _enqueue_tick(conn: psycopg.Connection, schema: str, workflow: str, input: dict[str, Any], key: str) -> int:
     """Insert a tick's execution (or find the one its key already has); returns its id."""
-    row = conn.execute(render(ENQUEUE_TICK, schema), {
-        "queue": None, "priority": None, "ckey": None, "name": workflow, "key": key,
-        "input": to_json(input, f"the input of workflow {workflow!r}"), "channel": notify_channel(schema),
-    }).fetchone()
+    row = conn.execute(
+        render(ENQUEUE_TICK, schema),
+        {
+            "queue": None,
+            "priority": None,
+            "ckey": None,
+            "name": workflow,
+            "key": key,
+            "input": to_json(input, f"the input of workflow {workflow!r}"),
+            "channel": notify_channel(schema),
+        },
+    ).fetchone()
     if row is None:
         row = conn.execute(render(BY_ENGINE_KEY, schema), (key,)).fetchone()
     row = one_row(row, "ENQUEUE_TICK or BY_ENGINE_KEY")  # an insert or an existing key

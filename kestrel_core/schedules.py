@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 import psycopg
 
@@ -75,20 +76,26 @@ def check(name: str, expression: str, workflow: str, timezone: str, input: Any) 
     """Validate a schedule's parts; returns (normalised cron, input as JSON text). ValueError
     says what is wrong and how to write it."""
     if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(f"invalid schedule name {name!r}: use letters, digits, '_', '.', ':' or '-' "
-                         "(starting with a letter or digit, at most 100 characters)")
+        raise ValueError(
+            f"invalid schedule name {name!r}: use letters, digits, '_', '.', ':' or '-' "
+            "(starting with a letter or digit, at most 100 characters)"
+        )
     if not isinstance(workflow, str) or not workflow.strip():
         raise ValueError("give the name of the workflow the schedule enqueues")
     check_workflow_name(workflow)  # every tick enqueues it: refuse now what enqueue would refuse then
     expression = cron.check_cron(expression)
     cron.check_timezone(timezone)
     if input is not None and not isinstance(input, dict):
-        raise ValueError(f"the input of schedule {name!r} must be a JSON object (its keys are passed "
-                         f"to every run beside 'scheduled_at'), not {type(input).__name__}")
+        raise ValueError(
+            f"the input of schedule {name!r} must be a JSON object (its keys are passed "
+            f"to every run beside 'scheduled_at'), not {type(input).__name__}"
+        )
     clash = [k for k in RESERVED_KEYS if input and k in input]
     if clash:
-        raise ValueError(f"the input of schedule {name!r} may not use the key(s) {', '.join(clash)}: "
-                         "every scheduled run gets them from the schedule")
+        raise ValueError(
+            f"the input of schedule {name!r} may not use the key(s) {', '.join(clash)}: "
+            "every scheduled run gets them from the schedule"
+        )
     return expression, (to_json(input, f"the input of schedule {name!r}") if input is not None else None)
 
 
@@ -113,15 +120,26 @@ def declare(conn: psycopg.Connection, schema: str, schedules: Sequence[Schedule]
     with conn.transaction():
         for s in schedules:
             expression, input_json = check(s.name, s.cron, s.workflow, s.timezone, s.input)
-            conn.execute(render(DECLARE, schema), {
-                "name": s.name, "cron": expression, "timezone": s.timezone, "workflow": s.workflow,
-                "input": input_json, "catch_up": s.catch_up, "by": by,
-                "next_tick": cron.next_after(expression, s.timezone, now),
-            })
+            conn.execute(
+                render(DECLARE, schema),
+                {
+                    "name": s.name,
+                    "cron": expression,
+                    "timezone": s.timezone,
+                    "workflow": s.workflow,
+                    "input": input_json,
+                    "catch_up": s.catch_up,
+                    "by": by,
+                    "next_tick": cron.next_after(expression, s.timezone, now),
+                },
+            )
         kept = [r[0] for r in conn.execute(render(OPERATOR_OWNED, schema), ([s.name for s in schedules],))]
     for name in kept:
-        log.warning("event=schedule_not_declared schedule=%s (an operator added a schedule of that "
-                    "name: it wins; remove it to let the code's declaration take over)", name)
+        log.warning(
+            "event=schedule_not_declared schedule=%s (an operator added a schedule of that "
+            "name: it wins; remove it to let the code's declaration take over)",
+            name,
+        )
     return kept
 
 
@@ -133,18 +151,28 @@ def _call(conn: psycopg.Connection, schema: str, statement: str, params: tuple) 
     return row[0] if row else None
 
 
-def add(conn: psycopg.Connection, schema: str, name: str, expression: str, workflow: str, *,
-        input: dict[str, Any] | None = None, timezone: str = "UTC", catch_up: bool = False,
-        by: str, comment: str | None = None) -> datetime:
+def add(
+    conn: psycopg.Connection,
+    schema: str,
+    name: str,
+    expression: str,
+    workflow: str,
+    *,
+    input: dict[str, Any] | None = None,
+    timezone: str = "UTC",
+    catch_up: bool = False,
+    by: str,
+    comment: str | None = None,
+) -> datetime:
     """Add an operator schedule (audited); returns its first tick. ValueError for a bad part."""
     expression, input_json = check(name, expression, workflow, timezone, input)
     first = cron.next_after(expression, timezone, db_now(conn))
-    return _call(conn, schema, ADD, (name, expression, timezone, workflow, input_json, catch_up,
-                                     first, by, comment))
+    return _call(conn, schema, ADD, (name, expression, timezone, workflow, input_json, catch_up, first, by, comment))
 
 
-def set_paused(conn: psycopg.Connection, schema: str, name: str, paused: bool, *, by: str,
-               comment: str | None = None) -> datetime | None:
+def set_paused(
+    conn: psycopg.Connection, schema: str, name: str, paused: bool, *, by: str, comment: str | None = None
+) -> datetime | None:
     """Pause or resume (audited). Resuming starts at the first tick after now, so the ticks
     missed while paused are not enqueued; returns that tick (None when pausing)."""
     next_tick = None
@@ -154,13 +182,13 @@ def set_paused(conn: psycopg.Connection, schema: str, name: str, paused: bool, *
             try:
                 next_tick = cron.next_after(cron.check_cron(row[0]), row[1], db_now(conn))
             except (ValueError, KeyError) as exc:  # a row edited by hand into nonsense
-                raise ActionRefused(f"schedule {name!r} cannot resume: {exc}; remove it and add it "
-                                    "again with a valid expression") from None
+                raise ActionRefused(
+                    f"schedule {name!r} cannot resume: {exc}; remove it and add it again with a valid expression"
+                ) from None
     return _call(conn, schema, SET_PAUSED, (name, paused, next_tick, by, comment))
 
 
-def remove(conn: psycopg.Connection, schema: str, name: str, *, by: str,
-           comment: str | None = None) -> str:
+def remove(conn: psycopg.Connection, schema: str, name: str, *, by: str, comment: str | None = None) -> str:
     """Delete a schedule (audited); returns its source, 'code' or 'cli'. Executions it already
     enqueued are left alone."""
     return _call(conn, schema, REMOVE, (name, by, comment))

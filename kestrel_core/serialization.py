@@ -59,16 +59,21 @@ def to_json(value: Any, what: str) -> Jsonb:
         raise NotSerializable(f"{what} is not JSON-serializable: {description}{where}")
     text = json.dumps(value, allow_nan=False, ensure_ascii=False)
     if "\\u0000" in text:
-        raise NotSerializable(f"{what} is not storable: it contains a NUL character (\\u0000), which Postgres jsonb refuses")
+        raise NotSerializable(
+            f"{what} is not storable: it contains a NUL character (\\u0000), which Postgres jsonb refuses"
+        )
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise NotSerializable(
             f"{what} is not storable: it contains a lone surrogate ({text[exc.start]!r}), which is not "
-            "valid Unicode (write the character itself, or a surrogate pair)") from None
+            "valid Unicode (write the character itself, or a surrogate pair)"
+        ) from None
     if len(data) > MAX_JSON_BYTES:
-        raise TooLarge(f"{what} is too large ({megabytes(len(data))}; the limit is "
-                       f"{megabytes(MAX_JSON_BYTES)}): store big data elsewhere and pass a reference")
+        raise TooLarge(
+            f"{what} is too large ({megabytes(len(data))}; the limit is "
+            f"{megabytes(MAX_JSON_BYTES)}): store big data elsewhere and pass a reference"
+        )
     return Jsonb(value, dumps=lambda _v, _d=data: _d)
 
 

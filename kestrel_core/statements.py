@@ -50,9 +50,7 @@ ASYNC_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true)) AS async_
 CLAIM_IS_CURRENT = "id = %(eid)s AND owner_id = %(owner)s AND claim_epoch = %(epoch)s AND status = 'running'"
 # Pasted as {lock_if_claim_is_current}, a CTE body: also locks the row for the statement, so a
 # concurrent sweep or cancel either waits for the write or wins first.
-LOCK_IF_CLAIM_IS_CURRENT = (
-    "SELECT id FROM {schema}.workflow_executions WHERE {claim_is_current} FOR NO KEY UPDATE"
-)
+LOCK_IF_CLAIM_IS_CURRENT = "SELECT id FROM {schema}.workflow_executions WHERE {claim_is_current} FOR NO KEY UPDATE"
 
 # Pasted as {take_claim}: the SET list of both claims (claim.py, limited_claim.py), on the
 # executions table aliased ``e``. Every claim bumps claim_epoch (the fence above), and stamps

@@ -77,8 +77,9 @@ def adopt() -> bool:
         return False
     _fd = fd
     if _prctl() is None and supervisor is not None and supervisor.isdigit():
-        threading.Thread(target=_watch_parent, args=(int(supervisor),), name="kestrel-supervisor-watch",
-                         daemon=True).start()
+        threading.Thread(
+            target=_watch_parent, args=(int(supervisor),), name="kestrel-supervisor-watch", daemon=True
+        ).start()
     return True
 
 

@@ -33,9 +33,9 @@ from .errors import KestrelError
 log = logging.getLogger("kestrel.supervisor")
 
 RESTART = Backoff(0.5, cap=30.0)
-STABLE_AFTER = 60.0     # seconds a child must live for its next restart to wait the shortest
-MAX_FAILED_STARTS = 3   # failed starts in a row (once some child was ready) before giving up
-TICK = 0.2              # seconds between looks at the children when nothing happens
+STABLE_AFTER = 60.0  # seconds a child must live for its next restart to wait the shortest
+MAX_FAILED_STARTS = 3  # failed starts in a row (once some child was ready) before giving up
+TICK = 0.2  # seconds between looks at the children when nothing happens
 
 
 class SupervisorGaveUp(KestrelError):
@@ -69,25 +69,32 @@ def exit_status(code: int) -> int:
 
 @dataclass(eq=False)
 class _Child:
-    slot: int                                   # 1..N, stable across restarts
+    slot: int  # 1..N, stable across restarts
     proc: subprocess.Popen | None = None
-    status_fd: int | None = None                # read end of its status pipe
+    status_fd: int | None = None  # read end of its status pipe
     pending: bytes = b""
     started: float = 0.0
     ready: bool = False
-    reason: str | None = None                   # what it said when it gave up
-    quick_exits: int = 0                        # exits in a row within STABLE_AFTER of a start
+    reason: str | None = None  # what it said when it gave up
+    quick_exits: int = 0  # exits in a row within STABLE_AFTER of a start
     restart_at: float | None = None
-    final: int | None = None                    # its return code once stopping
+    final: int | None = None  # its return code once stopping
 
 
 class Supervisor:
     """Runs ``command(slot)`` for slots 1..``processes`` and keeps them running; see the module."""
 
-    def __init__(self, command: Callable[[int], Sequence[str]], processes: int, *,
-                 what: str = "worker process", env: Mapping[str, str] | None = None,
-                 restart: Backoff = RESTART, stable_after: float = STABLE_AFTER,
-                 max_failed_starts: int = MAX_FAILED_STARTS) -> None:
+    def __init__(
+        self,
+        command: Callable[[int], Sequence[str]],
+        processes: int,
+        *,
+        what: str = "worker process",
+        env: Mapping[str, str] | None = None,
+        restart: Backoff = RESTART,
+        stable_after: float = STABLE_AFTER,
+        max_failed_starts: int = MAX_FAILED_STARTS,
+    ) -> None:
         if processes < 1:
             raise ValueError("processes must be at least 1")
         if os.name != "posix":
@@ -100,7 +107,7 @@ class Supervisor:
         self.max_failed_starts = max_failed_starts
         self.children = [_Child(slot) for slot in range(1, processes + 1)]
         self._selector = selectors.DefaultSelector()
-        self._signals: list[int] = []     # received, not yet logged
+        self._signals: list[int] = []  # received, not yet logged
         self._stopping = False
         self._gave_up: str | None = None
         self._any_ready = False
@@ -185,8 +192,12 @@ class Supervisor:
         env = dict(self.env, **{supervised.STATUS_FD: str(write_end), supervised.SUPERVISOR_PID: str(os.getpid())})
         try:
             child.proc = subprocess.Popen(
-                list(self.command(child.slot)), env=env, pass_fds=(write_end,), stdin=subprocess.DEVNULL,
-                process_group=0, preexec_fn=supervised.die_with_parent(),
+                list(self.command(child.slot)),
+                env=env,
+                pass_fds=(write_end,),
+                stdin=subprocess.DEVNULL,
+                process_group=0,
+                preexec_fn=supervised.die_with_parent(),
             )
         except BaseException:
             os.close(read_end)
@@ -221,8 +232,11 @@ class Supervisor:
             kind, _, text = raw.decode("utf-8", "replace").partition(" ")
             if kind == "ready" and not child.ready:
                 child.ready, self._any_ready, self._failed_starts = True, True, 0
-                log.info("event=process_ready process=%s pid=%s", self._label(child),
-                         child.proc.pid if child.proc is not None else None)
+                log.info(
+                    "event=process_ready process=%s pid=%s",
+                    self._label(child),
+                    child.proc.pid if child.proc is not None else None,
+                )
             elif kind == "failed":
                 child.reason = text
 
@@ -235,9 +249,14 @@ class Supervisor:
         if self._stopping:
             child.final = code
             level = logging.INFO if code in (0, -signal.SIGTERM, -signal.SIGINT) else logging.WARNING
-            log.log(level, "event=process_stopped process=%s pid=%s %s%s", self._label(child),
-                    child.proc.pid if child.proc else None, describe_status(code).replace(" ", "="),
-                    f" error={child.reason!r}" if child.reason and child.reason not in (self._gave_up or "") else "")
+            log.log(
+                level,
+                "event=process_stopped process=%s pid=%s %s%s",
+                self._label(child),
+                child.proc.pid if child.proc else None,
+                describe_status(code).replace(" ", "="),
+                f" error={child.reason!r}" if child.reason and child.reason not in (self._gave_up or "") else "",
+            )
             return
         if not child.ready and code != 0:
             self._failed_start(child, code)
@@ -247,22 +266,30 @@ class Supervisor:
         child.quick_exits = child.quick_exits + 1 if lived < self.stable_after else 1
         pause = self.restart.delay(child.quick_exits - 1)
         child.restart_at = now + pause
-        log.warning("event=process_exited process=%s pid=%s %s ready=%s lived_s=%.1f restart_in_s=%.1f%s",
-                    self._label(child), child.proc.pid if child.proc else None,
-                    describe_status(code).replace(" ", "="), child.ready, lived, pause,
-                    f" error={child.reason!r}" if child.reason else "")
+        log.warning(
+            "event=process_exited process=%s pid=%s %s ready=%s lived_s=%.1f restart_in_s=%.1f%s",
+            self._label(child),
+            child.proc.pid if child.proc else None,
+            describe_status(code).replace(" ", "="),
+            child.ready,
+            lived,
+            pause,
+            f" error={child.reason!r}" if child.reason else "",
+        )
 
     def _failed_start(self, child: _Child, code: int) -> None:
         """A child exited before it was ready: give up if the app cannot start."""
-        reason = child.reason or (f"it exited with {describe_status(code)} before it was ready "
-                                  "(its output above says why)")
+        reason = child.reason or (
+            f"it exited with {describe_status(code)} before it was ready (its output above says why)"
+        )
         if not self._any_ready:
             self._give_up(f"{self.what} {self._label(child)} could not start: {reason}")
             return
         self._failed_starts += 1
         if self._failed_starts >= self.max_failed_starts:
-            self._give_up(f"{self.what} {self._label(child)} could not start, {self._failed_starts} "
-                          f"times in a row: {reason}")
+            self._give_up(
+                f"{self.what} {self._label(child)} could not start, {self._failed_starts} times in a row: {reason}"
+            )
 
     def _give_up(self, message: str) -> None:
         """Remember why, and stop the other children: ``run`` raises once they exited."""

@@ -2,7 +2,8 @@
 
 It re-enqueues executions whose lease lapsed (their worker died or froze), and wakes waits that
 are due: sleeps whose ``wake_at`` passed and approvals, child and event waits whose deadline
-passed (``timed_out``). Workflow deadlines are swept by ``deadlines.sweep_deadlines``. Decided approvals need no sweep: the decision re-enqueues at once.
+passed (``timed_out``). Workflow deadlines are swept by ``deadlines.sweep_deadlines``. Decided
+approvals need no sweep: the decision re-enqueues at once.
 SKIP LOCKED lets many workers sweep at once without blocking each other.
 """
 

@@ -33,13 +33,30 @@ SELECT EXISTS (SELECT 1 FROM fence)
 
 
 def park(
-    conn: psycopg.Connection, schema: str, *, execution_id: int, owner: str, epoch: int,
-    step_id: str, kind: str, after: timedelta | None, details: Jsonb | None = None,
+    conn: psycopg.Connection,
+    schema: str,
+    *,
+    execution_id: int,
+    owner: str,
+    epoch: int,
+    step_id: str,
+    kind: str,
+    after: timedelta | None,
+    details: Jsonb | None = None,
     seq: int | None = None,
 ) -> bool:
     """Create the wait and set the execution ``waiting``; False when the claim is no longer ours."""
-    row = conn.execute(render(PARK, schema), {
-        "eid": execution_id, "owner": owner, "epoch": epoch, "step": step_id, "kind": kind,
-        "after": after, "details": details, "seq": seq,
-    }).fetchone()
+    row = conn.execute(
+        render(PARK, schema),
+        {
+            "eid": execution_id,
+            "owner": owner,
+            "epoch": epoch,
+            "step": step_id,
+            "kind": kind,
+            "after": after,
+            "details": details,
+            "seq": seq,
+        },
+    ).fetchone()
     return bool(row and row[0])

@@ -27,24 +27,25 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from . import claim as claim_mod, deadlines, lease as lease_mod, registration, sweeper
+from . import claim as claim_mod
+from . import deadlines, listener, registration, runner, scheduler, sweeper
+from . import lease as lease_mod
 from . import prune as prune_mod
-from . import listener, runner, scheduler
 from .backoff import Backoff
-from .connection import first_line, make_pool
-from .outage import is_conflict, is_outage
 from .boundary import Boundary, Outcome
-from .runtime import Claimed, Deployment, EngineSettings, Registry
+from .connection import first_line, make_pool
 from .errors import KestrelError
 from .group_commit import GroupCommit, LazyOpen
+from .outage import is_conflict, is_outage
+from .runtime import Claimed, Deployment, EngineSettings, Registry
 
 T = TypeVar("T")
 
 log = logging.getLogger("kestrel.worker")
 
 # Retry policies of the worker's loops while the database is away.
-_DB_RETRY = Backoff(0.05, cap=2.0)      # one engine write (Worker.db)
-_CLAIM_RETRY = Backoff(0.2, cap=5.0)    # the claim loop
+_DB_RETRY = Backoff(0.05, cap=2.0)  # one engine write (Worker.db)
+_CLAIM_RETRY = Backoff(0.2, cap=5.0)  # the claim loop
 _CONFLICT_RETRY = Backoff(0.01, cap=0.2)  # a statement rolled back by a deadlock (Worker.db)
 _CONFLICT_TRIES = 3
 
@@ -54,12 +55,22 @@ class Worker:
     SIGINT/SIGTERM) or ``start()`` / ``stop()``."""
 
     def __init__(
-        self, app: Deployment, *, concurrency: int = 8, lease: timedelta = timedelta(seconds=30),
-        worker_id: str | None = None, listen: bool | None = None, poll_interval: float = 1.0,
-        sweep_interval: float = 1.0, grace: timedelta | None = None,
-        db_retry_window: float | None = None, startup_timeout: float | None = None,
-        prune_older_than: timedelta | None = None, prune_every: float = 600.0,
-        prune_max_batches: int = 10, queues: list[str] | None = None,
+        self,
+        app: Deployment,
+        *,
+        concurrency: int = 8,
+        lease: timedelta = timedelta(seconds=30),
+        worker_id: str | None = None,
+        listen: bool | None = None,
+        poll_interval: float = 1.0,
+        sweep_interval: float = 1.0,
+        grace: timedelta | None = None,
+        db_retry_window: float | None = None,
+        startup_timeout: float | None = None,
+        prune_older_than: timedelta | None = None,
+        prune_every: float = 600.0,
+        prune_max_batches: int = 10,
+        queues: list[str] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -67,8 +78,7 @@ class Worker:
             raise ValueError("the lease must be at least 1 second")
         # Only what the worker uses of the app: its registrations and its connection settings.
         self.registry = Registry(workflows=app.workflows, queues=app.queues, schedules=app.schedules)
-        self.settings = EngineSettings(dsn=app.dsn, schema=app.schema,
-                                       transaction_pooling=app.transaction_pooling)
+        self.settings = EngineSettings(dsn=app.dsn, schema=app.schema, transaction_pooling=app.transaction_pooling)
         self.schema = app.schema
         self.concurrency = concurrency
         self.lease = lease
@@ -95,15 +105,22 @@ class Worker:
         self._limited_declared = any(q.limited for q in app.queues.values())
         self._limited_seen = False
         self._next_limited_check = 0.0
-        self.stats = {"claimed": 0, "succeeded": 0, "failed": 0, "parked": 0, "lost": 0,
-                      "refused_writes": 0, "released": 0}
+        self.stats = {
+            "claimed": 0,
+            "succeeded": 0,
+            "failed": 0,
+            "parked": 0,
+            "lost": 0,
+            "refused_writes": 0,
+            "released": 0,
+        }
 
-        self.draining = threading.Event()   # no more claims; executions stop at their next boundary
-        self._stopped = threading.Event()    # threads exit
+        self.draining = threading.Event()  # no more claims; executions stop at their next boundary
+        self._stopped = threading.Event()  # threads exit
         self._wake = threading.Event()
-        self._hurry = threading.Event()      # stop waiting for in-flight steps (second signal)
-        self._give_up = threading.Event()    # retries waiting for the database stop waiting
-        self._quiet = threading.Event()      # the heartbeat and the sweeps end (before retiring)
+        self._hurry = threading.Event()  # stop waiting for in-flight steps (second signal)
+        self._give_up = threading.Event()  # retries waiting for the database stop waiting
+        self._quiet = threading.Event()  # the heartbeat and the sweeps end (before retiring)
         self._maintenance: threading.Thread | None = None
         # Keyed by claim (execution id, claim epoch), not by execution: after a freeze this
         # worker may claim an execution again while the older claim's thread still finishes
@@ -119,8 +136,12 @@ class Worker:
         # the loop and hold none of these threads while they await.
         self.async_threads = 2 * concurrency + 4
         self._pool = make_pool(
-            app.dsn, min_size=2, max_size=concurrency + 3, application_name="kestrel-worker",
-            prepare=not app.transaction_pooling, name=f"kestrel-worker-{self.worker_id}",
+            app.dsn,
+            min_size=2,
+            max_size=concurrency + 3,
+            application_name="kestrel-worker",
+            prepare=not app.transaction_pooling,
+            name=f"kestrel-worker-{self.worker_id}",
             check=False,  # db() retries; checking would add a round trip to every step
         )
         # Step boundaries of all running executions, written in batches (group_commit.py).
@@ -134,11 +155,13 @@ class Worker:
         stop = threading.Event()
         previous = {}
         if threading.current_thread() is threading.main_thread():
+
             def on_signal(signum: int, _frame: Any) -> None:
                 if stop.is_set():  # second signal: stop waiting for running steps
                     self._hurry.set()
                 stop.set()
                 self.draining.set()  # also ends a start() still waiting for the database
+
             for sig in (signal.SIGINT, signal.SIGTERM):
                 previous[sig] = signal.signal(sig, on_signal)
         try:
@@ -147,8 +170,12 @@ class Worker:
                 on_started()
             while not stop.wait(0.5):
                 pass
-            self.log.info("event=shutdown_requested worker=%s in_flight=%s grace_s=%s",
-                          self.worker_id, len(self._inflight), self.grace.total_seconds())
+            self.log.info(
+                "event=shutdown_requested worker=%s in_flight=%s grace_s=%s",
+                self.worker_id,
+                len(self._inflight),
+                self.grace.total_seconds(),
+            )
         finally:
             self.stop()
             for sig, handler in previous.items():
@@ -167,22 +194,34 @@ class Worker:
         # dispatched before the loop existed killed the claim thread, the claim left held).
         if any(wf.is_async for wf in self.registry.workflows.values()):
             self._loop = asyncio.new_event_loop()
-            self._loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(
-                max_workers=self.async_threads, thread_name_prefix="kestrel-async"))
+            self._loop.set_default_executor(
+                concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self.async_threads, thread_name_prefix="kestrel-async"
+                )
+            )
             self._spawn(self._loop.run_forever, "asyncio")
         self._spawn(self._claim_loop, "claim")
         self._maintenance = self._spawn(self._maintenance_loop, "maintenance")
         if self.listen:
-            self._spawn(lambda: listener.listen(self.settings, set(self.names), self._wake, self._stopped,
-                                                self.log, self.worker_id), "listen")
+            self._spawn(
+                lambda: listener.listen(
+                    self.settings, set(self.names), self._wake, self._stopped, self.log, self.worker_id
+                ),
+                "listen",
+            )
         if (older_than := self.prune_older_than) is not None:  # its own thread: never delays a heartbeat
             self._spawn(lambda: self._prune_loop(older_than), "prune")
         for i in range(self.concurrency):
             self._spawn(self._runner_loop, f"runner-{i}")
-        self.log.info("event=worker_started worker=%s workflows=%s concurrency=%s lease_s=%s listen=%s "
-                      "queues=%s", self.worker_id,
-                      ",".join(f"{n}@{v}" for n, v in zip(self.names, self.versions)), self.concurrency,
-                      self.lease.total_seconds(), self.listen, ",".join(self.queues or ["*"]))
+        self.log.info(
+            "event=worker_started worker=%s workflows=%s concurrency=%s lease_s=%s listen=%s queues=%s",
+            self.worker_id,
+            ",".join(f"{n}@{v}" for n, v in zip(self.names, self.versions)),
+            self.concurrency,
+            self.lease.total_seconds(),
+            self.listen,
+            ",".join(self.queues or ["*"]),
+        )
         return self
 
     def stop(self, grace: timedelta | None = None) -> None:
@@ -204,14 +243,18 @@ class Worker:
         if self._maintenance is not None:
             self._maintenance.join(timeout=5.0)
         try:
-            released = self.db(lambda c: lease_mod.release_all(c, self.schema, self.worker_id),
-                               window=5.0, interruptible=False)
+            released = self.db(
+                lambda c: lease_mod.release_all(c, self.schema, self.worker_id), window=5.0, interruptible=False
+            )
             self.stats["released"] += len(released)
             self.db(lambda c: lease_mod.retire(c, self.schema, self.worker_id), window=5.0, interruptible=False)
         except psycopg.OperationalError as exc:
             released = []
-            self.log.warning("event=release_failed worker=%s error=%r (leases will lapse and be swept)",
-                             self.worker_id, first_line(exc, self.settings.dsn))
+            self.log.warning(
+                "event=release_failed worker=%s error=%r (leases will lapse and be swept)",
+                self.worker_id,
+                first_line(exc, self.settings.dsn),
+            )
         self._stopped.set()
         for _ in range(self.concurrency):
             self._runnable.put(None)
@@ -221,8 +264,7 @@ class Worker:
             if thread is not threading.current_thread():
                 thread.join(timeout=2.0)
         self._pool.close(timeout=2.0)
-        self.log.info("event=worker_stopped worker=%s released=%s stats=%s", self.worker_id,
-                      len(released), self.stats)
+        self.log.info("event=worker_stopped worker=%s released=%s stats=%s", self.worker_id, len(released), self.stats)
 
     def __enter__(self) -> Worker:
         return self.start()
@@ -238,8 +280,9 @@ class Worker:
 
     # -- database access ---------------------------------------------------------------------
 
-    def db(self, fn: Callable[[psycopg.Connection], T], *, window: float | None = None,
-           interruptible: bool = True) -> T:
+    def db(
+        self, fn: Callable[[psycopg.Connection], T], *, window: float | None = None, interruptible: bool = True
+    ) -> T:
         """Run ``fn`` on a pooled connection, retrying while the database is unreachable
         (``outage.is_outage``: a lost or refused connection, up to ``window`` seconds) and
         a few times at once when the server rolled it back to end a deadlock. Anything else
@@ -259,15 +302,23 @@ class Worker:
                 if is_conflict(exc) and conflicts < _CONFLICT_TRIES - 1:
                     delay = _CONFLICT_RETRY.delay(conflicts)
                     conflicts += 1
-                    self.log.warning("event=db_conflict_retry worker=%s error=%r retry_in_s=%.2f",
-                                     self.worker_id, first_line(exc, self.settings.dsn), delay)
+                    self.log.warning(
+                        "event=db_conflict_retry worker=%s error=%r retry_in_s=%.2f",
+                        self.worker_id,
+                        first_line(exc, self.settings.dsn),
+                        delay,
+                    )
                 elif is_outage(exc):
                     delay = _DB_RETRY.delay(retry)
                     if time.monotonic() + delay > deadline or self._stopped.is_set():
                         raise
                     retry += 1
-                    self.log.warning("event=db_retry worker=%s error=%r retry_in_s=%.2f",
-                                     self.worker_id, first_line(exc, self.settings.dsn), delay)
+                    self.log.warning(
+                        "event=db_retry worker=%s error=%r retry_in_s=%.2f",
+                        self.worker_id,
+                        first_line(exc, self.settings.dsn),
+                        delay,
+                    )
                 else:
                     raise
                 if (self._give_up if interruptible else self._stopped).wait(delay):
@@ -284,9 +335,13 @@ class Worker:
     def refused(self, execution_id: int, what: str) -> None:
         """Count and log a fenced write refused: this worker no longer holds the execution."""
         self.count("refused_writes")
-        self.log.warning("event=write_refused worker=%s execution_id=%s what=%r "
-                         "(no longer the owner: swept, cancelled or reclaimed)", self.worker_id,
-                         execution_id, what)
+        self.log.warning(
+            "event=write_refused worker=%s execution_id=%s what=%r "
+            "(no longer the owner: swept, cancelled or reclaimed)",
+            self.worker_id,
+            execution_id,
+            what,
+        )
 
     def await_on_loop(self, awaitable: Any) -> Any:
         """Run a coroutine step on the worker's event loop from a runner thread."""
@@ -311,17 +366,28 @@ class Worker:
                 now = time.monotonic()
                 check = self._limited_declared or self._limited_seen or now >= self._next_limited_check
                 try:
-                    claimed, self._limited_seen = self.db(lambda c: claim_mod.claim_batch(
-                        c, self.schema, owner=self.worker_id, names=self.names, n=free,
-                        lease=self.lease, versions=self.versions, queues=self.queues,
-                        check_limited=check), window=0)
+                    claimed, self._limited_seen = self.db(
+                        lambda c, free=free, check=check: claim_mod.claim_batch(
+                            c,
+                            self.schema,
+                            owner=self.worker_id,
+                            names=self.names,
+                            n=free,
+                            lease=self.lease,
+                            versions=self.versions,
+                            queues=self.queues,
+                            check_limited=check,
+                        ),
+                        window=0,
+                    )
                     errors = 0
                     if check:
                         self._next_limited_check = now + self.poll_interval
                 except psycopg.Error as exc:  # keep claiming once the database is back
                     errors += 1
-                    self.log.warning("event=claim_failed worker=%s error=%r", self.worker_id,
-                                     first_line(exc, self.settings.dsn))
+                    self.log.warning(
+                        "event=claim_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
+                    )
                     self.draining.wait(_CLAIM_RETRY.delay(errors - 1))
                     continue
                 for item in claimed:
@@ -334,8 +400,13 @@ class Worker:
         with self._lock:
             self._inflight[(item.execution_id, item.epoch)] = held
         self.count("claimed")
-        self.log.info("event=claimed worker=%s execution_id=%s workflow=%s epoch=%s",
-                      self.worker_id, item.execution_id, item.workflow_name, item.epoch)
+        self.log.info(
+            "event=claimed worker=%s execution_id=%s workflow=%s epoch=%s",
+            self.worker_id,
+            item.execution_id,
+            item.workflow_name,
+            item.epoch,
+        )
         if self.registry.workflows[item.workflow_name].is_async:
             if (loop := self._loop) is None:  # it starts before the claim loop: an engine bug
                 raise RuntimeError("an async workflow was claimed before the worker's event loop started")
@@ -351,9 +422,11 @@ class Worker:
             try:
                 runner.execute(self, held)
             except Exception:  # a bug or an unexpected database error: never lose the thread
-                self.log.exception("event=execution_crashed worker=%s execution_id=%s (its lease "
-                                   "will lapse and it will be retried)", self.worker_id,
-                                   held.claim.execution_id)
+                self.log.exception(
+                    "event=execution_crashed worker=%s execution_id=%s (its lease will lapse and it will be retried)",
+                    self.worker_id,
+                    held.claim.execution_id,
+                )
             finally:
                 self._done(held)
 
@@ -380,11 +453,17 @@ class Worker:
     def _prune_loop(self, older_than: timedelta) -> None:
         while not self._stopped.wait(self.prune_every * random.uniform(0.8, 1.2)):
             try:
-                result = prune_mod.prune(lambda fn: self.db(fn, window=0), self.schema,
-                                         older_than=older_than, by=f"worker:{self.worker_id}",
-                                         max_batches=self.prune_max_batches)
+                result = prune_mod.prune(
+                    lambda fn: self.db(fn, window=0),
+                    self.schema,
+                    older_than=older_than,
+                    by=f"worker:{self.worker_id}",
+                    max_batches=self.prune_max_batches,
+                )
             except (psycopg.Error, KestrelError) as exc:
-                self.log.warning("event=prune_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn))
+                self.log.warning(
+                    "event=prune_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
+                )
                 continue
             if result.deleted:
                 self.log.info("event=pruned worker=%s deleted=%s", self.worker_id, result.deleted)
@@ -393,10 +472,16 @@ class Worker:
         with self._lock:
             before = dict(self._inflight)
         try:
-            held = self.db(lambda c: lease_mod.heartbeat(c, self.schema, self.worker_id, self.lease,
-                                                         sorted({eid for eid, _ in before})), window=0)
+            held = self.db(
+                lambda c: lease_mod.heartbeat(
+                    c, self.schema, self.worker_id, self.lease, sorted({eid for eid, _ in before})
+                ),
+                window=0,
+            )
         except psycopg.Error as exc:
-            self.log.warning("event=heartbeat_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn))
+            self.log.warning(
+                "event=heartbeat_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
+            )
             return
         for key, claimed in before.items():
             if key not in held and not claimed.lost.is_set():
@@ -404,16 +489,22 @@ class Worker:
                     still_running = key in self._inflight
                 if still_running:
                     claimed.lost.set()
-                    self.log.warning("event=claim_lost worker=%s execution_id=%s epoch=%s (swept, "
-                                     "cancelled or reclaimed; stopping at the next step)", self.worker_id,
-                                     key[0], key[1])
+                    self.log.warning(
+                        "event=claim_lost worker=%s execution_id=%s epoch=%s (swept, "
+                        "cancelled or reclaimed; stopping at the next step)",
+                        self.worker_id,
+                        key[0],
+                        key[1],
+                    )
 
     def _sweep(self) -> None:
         try:
             expired, woken = self.db(lambda c: sweeper.sweep(c, self.schema), window=0)
             late = self.db(lambda c: deadlines.sweep_deadlines(c, self.schema), window=0)
         except psycopg.Error as exc:
-            self.log.warning("event=sweep_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn))
+            self.log.warning(
+                "event=sweep_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
+            )
             return
         if late:
             self.log.warning("event=deadline_passed worker=%s ended=%s", self.worker_id, late)
@@ -431,7 +522,9 @@ class Worker:
             if self.db(lambda c: scheduler.tick_due(c, self.schema, worker=self.worker_id), window=0).enqueued:
                 self._wake.set()
         except psycopg.Error as exc:
-            self.log.warning("event=schedule_tick_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn))
+            self.log.warning(
+                "event=schedule_tick_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
+            )
 
     def count(self, key: str) -> None:
         """Add one to ``stats[key]``."""

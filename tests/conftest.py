@@ -77,7 +77,9 @@ def migrated(database: str) -> str:
 def dsn(migrated: str) -> Iterator[str]:
     """DSN of a migrated database whose Kestrel tables are empty when the test starts."""
     with psycopg.connect(migrated, autocommit=True) as conn:
-        conn.execute(f"TRUNCATE {', '.join('kestrel.' + t.strip() for t in KESTREL_TABLES.split(','))} RESTART IDENTITY CASCADE")
+        conn.execute(
+            f"TRUNCATE {', '.join('kestrel.' + t.strip() for t in KESTREL_TABLES.split(','))} RESTART IDENTITY CASCADE"
+        )
     yield migrated
 
 
@@ -98,10 +100,10 @@ def db(dsn: str) -> Iterator[psycopg.Connection]:
 # -- Private PostgreSQL servers (tests/private_pg.py) ------------------------------------------
 # For tests that stop, restart or crash the server: the shared server above must stay up.
 
-import tempfile  # noqa: E402
-from pathlib import Path  # noqa: E402
+import tempfile
+from pathlib import Path
 
-from tests.private_pg import PrivateServer, new_private_server  # noqa: E402
+from tests.private_pg import PrivateServer, new_private_server
 
 
 @pytest.fixture(scope="module")

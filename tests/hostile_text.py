@@ -21,14 +21,20 @@ def hostile_execution(db: psycopg.Connection) -> int:
     eid = db.execute(
         "INSERT INTO workflow_executions (workflow_name, status, input, error, started_at, finished_at) "
         "VALUES (%s, 'error', %s, %s, now() - interval '3 s', now()) RETURNING id",
-        (ESC_NAME, Jsonb(ESC_INPUT), ESC_ERROR)).fetchone()[0]
-    db.execute("INSERT INTO step_attempts (execution_id, step_id, attempt, owner_id, started_at, finished_at, "
-               "outcome, error) VALUES (%s, %s, 1, %s, now() - interval '2 s', now() - interval '1 s', "
-               "'error', %s)", (eid, ESC_STEP, "w\x1b[0m1", ESC_ERROR))
-    db.execute("INSERT INTO workflow_waits (execution_id, step_id, kind, created_at, resolved_at, decision, "
-               "decided_by, comment, decided_at) VALUES (%s, %s, 'approval', now() - interval '3 s', "
-               "now() - interval '2 s', 'approved', %s, %s, now() - interval '2 s')",
-               (eid, "gate\x07", "eve\x1b[31m", ESC_COMMENT))
+        (ESC_NAME, Jsonb(ESC_INPUT), ESC_ERROR),
+    ).fetchone()[0]
+    db.execute(
+        "INSERT INTO step_attempts (execution_id, step_id, attempt, owner_id, started_at, finished_at, "
+        "outcome, error) VALUES (%s, %s, 1, %s, now() - interval '2 s', now() - interval '1 s', "
+        "'error', %s)",
+        (eid, ESC_STEP, "w\x1b[0m1", ESC_ERROR),
+    )
+    db.execute(
+        "INSERT INTO workflow_waits (execution_id, step_id, kind, created_at, resolved_at, decision, "
+        "decided_by, comment, decided_at) VALUES (%s, %s, 'approval', now() - interval '3 s', "
+        "now() - interval '2 s', 'approved', %s, %s, now() - interval '2 s')",
+        (eid, "gate\x07", "eve\x1b[31m", ESC_COMMENT),
+    )
     return eid
 
 
@@ -44,25 +50,32 @@ ESC_OPERATOR = "mallory\x1b[32m"
 def hostile_paused_things(db: psycopg.Connection) -> None:
     """A paused queue holding an enqueued execution and a paused schedule, with hostile names,
     pausers, workflow and cron text; and an execution that finished 60 days ago (for prune)."""
-    db.execute("INSERT INTO queues (name, paused, paused_by, paused_at) VALUES (%s, true, %s, now())",
-               (ESC_QUEUE, ESC_OPERATOR))
+    db.execute(
+        "INSERT INTO queues (name, paused, paused_by, paused_at) VALUES (%s, true, %s, now())",
+        (ESC_QUEUE, ESC_OPERATOR),
+    )
     db.execute("INSERT INTO workflow_executions (workflow_name, queue) VALUES (%s, %s)", (ESC_NAME, ESC_QUEUE))
-    db.execute("INSERT INTO schedules (name, cron, workflow_name, next_tick, source, paused, paused_by) "
-               "VALUES (%s, %s, %s, now(), 'cli', true, %s)",
-               (ESC_SCHEDULE, "0 3 * * *\x1b[1m", ESC_NAME, ESC_OPERATOR))
-    db.execute("INSERT INTO workflow_executions (workflow_name, status, finished_at) "
-               "VALUES (%s, 'success', now() - interval '60 days')", (ESC_NAME,))
+    db.execute(
+        "INSERT INTO schedules (name, cron, workflow_name, next_tick, source, paused, paused_by) "
+        "VALUES (%s, %s, %s, now(), 'cli', true, %s)",
+        (ESC_SCHEDULE, "0 3 * * *\x1b[1m", ESC_NAME, ESC_OPERATOR),
+    )
+    db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status, finished_at) "
+        "VALUES (%s, 'success', now() - interval '60 days')",
+        (ESC_NAME,),
+    )
 
 
 # A password and DSNs that hold it malformed, each the way a parser would quote back.
 SECRET = "Sx9zq"
 MALFORMED_DSNS = (
-    f"postgresql://bob:{SECRET}%zz@127.0.0.1:5432/app",            # bad percent-escape
-    f"postgresql://bob:{SECRET} {SECRET}@127.0.0.1:5432/app",      # a space
-    f"postgresql://bob:{SECRET}@{SECRET}@127.0.0.1:5432/app",      # an '@'
-    f"host=127.0.0.1 port=5432 password='{SECRET} user=bob",        # unterminated quote
-    f"host=127.0.0.1 port=5432 password=x {SECRET} user=bob",       # an unquoted space
-    f"postgresql://bob@127.0.0.1:5432/app?password={SECRET}%zz",   # query form
+    f"postgresql://bob:{SECRET}%zz@127.0.0.1:5432/app",  # bad percent-escape
+    f"postgresql://bob:{SECRET} {SECRET}@127.0.0.1:5432/app",  # a space
+    f"postgresql://bob:{SECRET}@{SECRET}@127.0.0.1:5432/app",  # an '@'
+    f"host=127.0.0.1 port=5432 password='{SECRET} user=bob",  # unterminated quote
+    f"host=127.0.0.1 port=5432 password=x {SECRET} user=bob",  # an unquoted space
+    f"postgresql://bob@127.0.0.1:5432/app?password={SECRET}%zz",  # query form
 )
 # The same password holding a byte that is not UTF-8 (\xff, as a Latin-1 terminal sends it;
 # Python keeps it as the lone surrogate \udcff, and passes it on to a child process as \xff).
@@ -95,32 +108,47 @@ def markup_world(db: psycopg.Connection) -> dict[str, int]:
     ids["waiting"] = db.execute(
         "INSERT INTO workflow_executions (workflow_name, status, input, started_at, owner_id, queue) "
         "VALUES (%s, 'waiting', %s, now() - interval '9 s', %s, %s) RETURNING id",
-        (MARKUP_NAME, Jsonb({"note": MARKUP_COMMENT, "wide": MARKUP_WIDE}), MARKUP_WORKER, MARKUP_QUEUE)).fetchone()[0]
+        (MARKUP_NAME, Jsonb({"note": MARKUP_COMMENT, "wide": MARKUP_WIDE}), MARKUP_WORKER, MARKUP_QUEUE),
+    ).fetchone()[0]
     eid = ids["waiting"]
-    db.execute("INSERT INTO step_attempts (execution_id, step_id, attempt, owner_id, started_at, finished_at, "
-               "outcome) VALUES (%s, %s, 1, %s, now() - interval '8 s', now() - interval '7 s', 'success')",
-               (eid, MARKUP_STEP, MARKUP_WORKER))
-    db.execute("INSERT INTO workflow_waits (execution_id, step_id, kind, created_at, resolved_at, decision, "
-               "decided_by, comment, decided_at) VALUES (%s, %s, 'approval', now() - interval '7 s', "
-               "now() - interval '6 s', 'approved', %s, %s, now() - interval '6 s')",
-               (eid, "first-gate", "alice", MARKUP_COMMENT))
-    db.execute("INSERT INTO workflow_waits (execution_id, step_id, kind, created_at, details) "
-               "VALUES (%s, %s, 'approval', now() - interval '5 s', %s)",
-               (eid, MARKUP_GATE, Jsonb({"risk": MARKUP_COMMENT})))
+    db.execute(
+        "INSERT INTO step_attempts (execution_id, step_id, attempt, owner_id, started_at, finished_at, "
+        "outcome) VALUES (%s, %s, 1, %s, now() - interval '8 s', now() - interval '7 s', 'success')",
+        (eid, MARKUP_STEP, MARKUP_WORKER),
+    )
+    db.execute(
+        "INSERT INTO workflow_waits (execution_id, step_id, kind, created_at, resolved_at, decision, "
+        "decided_by, comment, decided_at) VALUES (%s, %s, 'approval', now() - interval '7 s', "
+        "now() - interval '6 s', 'approved', %s, %s, now() - interval '6 s')",
+        (eid, "first-gate", "alice", MARKUP_COMMENT),
+    )
+    db.execute(
+        "INSERT INTO workflow_waits (execution_id, step_id, kind, created_at, details) "
+        "VALUES (%s, %s, 'approval', now() - interval '5 s', %s)",
+        (eid, MARKUP_GATE, Jsonb({"risk": MARKUP_COMMENT})),
+    )
     ids["error"] = db.execute(
         "INSERT INTO workflow_executions (workflow_name, status, error, started_at, finished_at) "
         "VALUES (%s, 'error', %s, now() - interval '3 s', now()) RETURNING id",
-        (MARKUP_WIDE, MARKUP_CONTROL)).fetchone()[0]
+        (MARKUP_WIDE, MARKUP_CONTROL),
+    ).fetchone()[0]
     ids["stuck"] = db.execute(
         "INSERT INTO workflow_executions (workflow_name, status, started_at, owner_id, lease_expires) "
         "VALUES (%s, 'running', now() - interval '90 s', %s, now() - interval '60 s') RETURNING id",
-        (MARKUP_NAME, MARKUP_WORKER)).fetchone()[0]
-    db.execute("INSERT INTO workers (worker_id, hostname, pid, workflows, concurrency, started_at, "
-               "last_heartbeat) VALUES (%s, %s, 1, %s, 4, now() - interval '1 min', now())",
-               (MARKUP_WORKER, MARKUP_WIDE, [MARKUP_NAME]))
-    db.execute("INSERT INTO queues (name, paused, paused_by, paused_at, workflows) "
-               "VALUES (%s, true, %s, now(), %s)", (MARKUP_QUEUE, MARKUP_WORKER, [MARKUP_NAME]))
-    db.execute("INSERT INTO schedules (name, cron, workflow_name, next_tick, source, paused, paused_by) "
-               "VALUES (%s, '0 3 * * *', %s, now(), 'cli', true, %s)",
-               (MARKUP_SCHEDULE, MARKUP_NAME, MARKUP_WORKER))
+        (MARKUP_NAME, MARKUP_WORKER),
+    ).fetchone()[0]
+    db.execute(
+        "INSERT INTO workers (worker_id, hostname, pid, workflows, concurrency, started_at, "
+        "last_heartbeat) VALUES (%s, %s, 1, %s, 4, now() - interval '1 min', now())",
+        (MARKUP_WORKER, MARKUP_WIDE, [MARKUP_NAME]),
+    )
+    db.execute(
+        "INSERT INTO queues (name, paused, paused_by, paused_at, workflows) VALUES (%s, true, %s, now(), %s)",
+        (MARKUP_QUEUE, MARKUP_WORKER, [MARKUP_NAME]),
+    )
+    db.execute(
+        "INSERT INTO schedules (name, cron, workflow_name, next_tick, source, paused, paused_by) "
+        "VALUES (%s, '0 3 * * *', %s, now(), 'cli', true, %s)",
+        (MARKUP_SCHEDULE, MARKUP_NAME, MARKUP_WORKER),
+    )
     return ids

@@ -14,7 +14,7 @@ def blocks(section: str, language: str) -> list[str]:
     text = README.read_text(encoding="utf-8")
     start = text.index(f"\n## {section}\n")
     end = text.find("\n## ", start + 1)
-    body = text[start:end if end != -1 else len(text)]
+    body = text[start : end if end != -1 else len(text)]
     return [code for lang, code in _BLOCK.findall(body) if lang == language]
 
 

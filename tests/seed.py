@@ -199,64 +199,173 @@ BILLING = "billing-sync"
 # priority, claims, input, output, error.
 HISTORY: dict[str, dict[str, Any]] = {
     # Full happy path: fix retried twice, approved by alice, slept, opened a PR. Last hour.
-    "approved": dict(workflow=REMEDIATE, status="success", created=-_m(50), started=-_m(50),
-                     finished=-_m(44), owner="worker-a", claims=2, input={"pod": "api-1"},
-                     output={"pr": 101}),
+    "approved": dict(
+        workflow=REMEDIATE,
+        status="success",
+        created=-_m(50),
+        started=-_m(50),
+        finished=-_m(44),
+        owner="worker-a",
+        claims=2,
+        input={"pod": "api-1"},
+        output={"pr": 101},
+    ),
     # Bob rejected the fix; the workflow returned normally. Last hour.
-    "rejected": dict(workflow=REMEDIATE, status="success", created=-_m(35), started=-_m(35),
-                     finished=-_m(30), owner="worker-b", claims=2, input={"pod": "api-2"},
-                     output={"rejected_by": "bob"}),
+    "rejected": dict(
+        workflow=REMEDIATE,
+        status="success",
+        created=-_m(35),
+        started=-_m(35),
+        finished=-_m(30),
+        owner="worker-b",
+        claims=2,
+        input={"pod": "api-2"},
+        output={"rejected_by": "bob"},
+    ),
     # Waiting on an approval gate opened 10 minutes ago, 2-day deadline.
-    "pending_approval": dict(workflow=REMEDIATE, status="waiting", created=-_m(12), started=-_m(12),
-                             owner="worker-a", claims=1, input={"pod": "api-3"}),
+    "pending_approval": dict(
+        workflow=REMEDIATE,
+        status="waiting",
+        created=-_m(12),
+        started=-_m(12),
+        owner="worker-a",
+        claims=1,
+        input={"pod": "api-3"},
+    ),
     # Waiting on an approval gate opened almost 3 hours ago, no deadline.
-    "pending_approval_old": dict(workflow=REMEDIATE, status="waiting", created=-_h(3),
-                                 started=-_h(3), owner="worker-b", claims=1, input={"pod": "db-1"}),
+    "pending_approval_old": dict(
+        workflow=REMEDIATE,
+        status="waiting",
+        created=-_h(3),
+        started=-_h(3),
+        owner="worker-b",
+        claims=1,
+        input={"pod": "db-1"},
+    ),
     # Approved by carol, now in its durable cool-down sleep (wakes in a minute).
-    "sleeping": dict(workflow=REMEDIATE, status="waiting", created=-_m(8), started=-_m(8),
-                     owner="worker-a", claims=2, input={"pod": "api-4"}),
+    "sleeping": dict(
+        workflow=REMEDIATE,
+        status="waiting",
+        created=-_m(8),
+        started=-_m(8),
+        owner="worker-a",
+        claims=2,
+        input={"pod": "api-4"},
+    ),
     # Nobody decided within the 2-hour deadline.
-    "timed_out": dict(workflow=REMEDIATE, status="success", created=-_h(5), started=-_h(5),
-                      finished=-_h(3), owner="worker-b", claims=2, input={"pod": "cache-1"},
-                      output={"rejected_by": None}),
+    "timed_out": dict(
+        workflow=REMEDIATE,
+        status="success",
+        created=-_h(5),
+        started=-_h(5),
+        finished=-_h(3),
+        owner="worker-b",
+        claims=2,
+        input={"pod": "cache-1"},
+        output={"rejected_by": None},
+    ),
     # Failed for good 3 days ago: fix failed 3 times.
-    "failed_recent": dict(workflow=REMEDIATE, status="error", created=-_d(3), started=-_d(3),
-                          finished=-_d(3) + _m(1), owner="worker-a", claims=1, input={"pod": "api-5"},
-                          error="step 'fix' failed 3 times: PermissionError: forbidden"),
+    "failed_recent": dict(
+        workflow=REMEDIATE,
+        status="error",
+        created=-_d(3),
+        started=-_d(3),
+        finished=-_d(3) + _m(1),
+        owner="worker-a",
+        claims=1,
+        input={"pod": "api-5"},
+        error="step 'fix' failed 3 times: PermissionError: forbidden",
+    ),
     # Failed 20 minutes ago: fetch failed twice.
-    "failed_last_hour": dict(workflow=BILLING, status="error", created=-_m(25), started=-_m(25),
-                             finished=-_m(20), owner="worker-b", claims=1, input={"account": 7},
-                             error="step 'fetch' failed 2 times: ConnectionError: upstream 502"),
+    "failed_last_hour": dict(
+        workflow=BILLING,
+        status="error",
+        created=-_m(25),
+        started=-_m(25),
+        finished=-_m(20),
+        owner="worker-b",
+        claims=1,
+        input={"account": 7},
+        error="step 'fetch' failed 2 times: ConnectionError: upstream 502",
+    ),
     # Failed 40 days ago (outside "this month").
-    "failed_old": dict(workflow=BILLING, status="error", created=-_d(40), started=-_d(40),
-                       finished=-_d(40) + _s(30), owner="worker-old", claims=1, input={"account": 1},
-                       error="step 'fetch' failed once: KeyError: 'amount'"),
+    "failed_old": dict(
+        workflow=BILLING,
+        status="error",
+        created=-_d(40),
+        started=-_d(40),
+        finished=-_d(40) + _s(30),
+        owner="worker-old",
+        claims=1,
+        input={"account": 1},
+        error="step 'fetch' failed once: KeyError: 'amount'",
+    ),
     # Running now on worker-a, lease live.
-    "running": dict(workflow=BILLING, status="running", created=-_s(45), started=-_s(40),
-                    owner="worker-a", lease=_s(25), claims=1, input={"account": 8}),
+    "running": dict(
+        workflow=BILLING,
+        status="running",
+        created=-_s(45),
+        started=-_s(40),
+        owner="worker-a",
+        lease=_s(25),
+        claims=1,
+        input={"account": 8},
+    ),
     # Running on a worker that went silent: lease expired 5 minutes ago.
-    "stuck": dict(workflow=BILLING, status="running", created=-_m(7), started=-_m(6),
-                  owner="worker-dead", lease=-_m(5), claims=1, input={"account": 9}),
+    "stuck": dict(
+        workflow=BILLING,
+        status="running",
+        created=-_m(7),
+        started=-_m(6),
+        owner="worker-dead",
+        lease=-_m(5),
+        claims=1,
+        input={"account": 9},
+    ),
     # Queued and due.
     "enqueued": dict(workflow=BILLING, status="enqueued", created=-_m(2), input={"account": 10}),
     # Queued, not due for an hour.
-    "delayed": dict(workflow=BILLING, status="enqueued", created=-_m(1), run_at=_h(1),
-                    input={"account": 11}),
+    "delayed": dict(workflow=BILLING, status="enqueued", created=-_m(1), run_at=_h(1), input={"account": 11}),
     # Queued, high priority.
-    "enqueued_remediate": dict(workflow=REMEDIATE, status="enqueued", created=-_s(30), priority=5,
-                               input={"pod": "api-6"}),
+    "enqueued_remediate": dict(
+        workflow=REMEDIATE, status="enqueued", created=-_s(30), priority=5, input={"pod": "api-6"}
+    ),
     # Cancelled by alice while waiting for approval.
-    "cancelled": dict(workflow=REMEDIATE, status="cancelled", created=-_m(20), started=-_m(20),
-                      finished=-_m(15), owner="worker-a", claims=1, input={"pod": "api-7"},
-                      error="wrong pod"),
+    "cancelled": dict(
+        workflow=REMEDIATE,
+        status="cancelled",
+        created=-_m(20),
+        started=-_m(20),
+        finished=-_m(15),
+        owner="worker-a",
+        claims=1,
+        input={"pod": "api-7"},
+        error="wrong pod",
+    ),
     # Errored 2 hours ago, re-enqueued by carol, then succeeded. Last hour.
-    "requeued": dict(workflow=BILLING, status="success", created=-_h(2), started=-_h(2),
-                     finished=-_m(55), owner="worker-b", claims=2, input={"account": 12},
-                     output={"posted": 3}),
+    "requeued": dict(
+        workflow=BILLING,
+        status="success",
+        created=-_h(2),
+        started=-_h(2),
+        finished=-_m(55),
+        owner="worker-b",
+        claims=2,
+        input={"account": 12},
+        output={"posted": 3},
+    ),
     # Quick success finishing at the very same instant as failed_last_hour.
-    "quick": dict(workflow=BILLING, status="success", created=-_m(21), started=-_m(21),
-                  finished=-_m(20), owner="worker-b", claims=1, input={"account": 13},
-                  output={"posted": 1}),
+    "quick": dict(
+        workflow=BILLING,
+        status="success",
+        created=-_m(21),
+        started=-_m(21),
+        finished=-_m(20),
+        owner="worker-b",
+        claims=1,
+        input={"account": 13},
+        output={"posted": 1},
+    ),
 }
 
 # label, step, attempt, owner, started (offset), duration in ms (None = still running), error.
@@ -297,22 +406,92 @@ ATTEMPTS: list[tuple[str, str, int, str, timedelta, int | None, str | None]] = [
 
 # label, step, kind, created, wake_at, resolved, decision, decided_by, comment, details.
 WAITS: list[tuple] = [
-    ("approved", "approve-fix", "approval", -_m(49), -_m(49) + _d(2), -_m(45), "approved", "alice",
-     "lgtm", {"patch": "restart api-1"}),
+    (
+        "approved",
+        "approve-fix",
+        "approval",
+        -_m(49),
+        -_m(49) + _d(2),
+        -_m(45),
+        "approved",
+        "alice",
+        "lgtm",
+        {"patch": "restart api-1"},
+    ),
     ("approved", "cool-down", "sleep", -_m(45), -_m(44) - _s(30), -_m(44) - _s(30), None, None, None, None),
-    ("rejected", "approve-fix", "approval", -_m(34), -_m(34) + _d(2), -_m(31), "rejected", "bob",
-     "too risky: it's prod", {"patch": "drop index on api-2"}),
-    ("pending_approval", "approve-fix", "approval", -_m(10), -_m(10) + _d(2), None, None, None, None,
-     {"patch": "scale api-3 to 3"}),
-    ("pending_approval_old", "approve-fix", "approval", -_h(3) + _m(1), None, None, None, None, None,
-     {"patch": "failover db-1"}),
-    ("sleeping", "approve-fix", "approval", -_m(7), -_m(7) + _d(2), -_m(6), "approved", "carol", "ok",
-     {"patch": "restart api-4"}),
+    (
+        "rejected",
+        "approve-fix",
+        "approval",
+        -_m(34),
+        -_m(34) + _d(2),
+        -_m(31),
+        "rejected",
+        "bob",
+        "too risky: it's prod",
+        {"patch": "drop index on api-2"},
+    ),
+    (
+        "pending_approval",
+        "approve-fix",
+        "approval",
+        -_m(10),
+        -_m(10) + _d(2),
+        None,
+        None,
+        None,
+        None,
+        {"patch": "scale api-3 to 3"},
+    ),
+    (
+        "pending_approval_old",
+        "approve-fix",
+        "approval",
+        -_h(3) + _m(1),
+        None,
+        None,
+        None,
+        None,
+        None,
+        {"patch": "failover db-1"},
+    ),
+    (
+        "sleeping",
+        "approve-fix",
+        "approval",
+        -_m(7),
+        -_m(7) + _d(2),
+        -_m(6),
+        "approved",
+        "carol",
+        "ok",
+        {"patch": "restart api-4"},
+    ),
     ("sleeping", "cool-down", "sleep", -_m(6), _m(1), None, None, None, None, None),
-    ("timed_out", "approve-fix", "approval", -_h(5) + _m(1), -_h(3), -_h(3), "timed_out", None, None,
-     {"patch": "flush cache-1"}),
-    ("cancelled", "approve-fix", "approval", -_m(18), -_m(18) + _d(2), -_m(15), None, None, None,
-     {"patch": "restart api-7"}),
+    (
+        "timed_out",
+        "approve-fix",
+        "approval",
+        -_h(5) + _m(1),
+        -_h(3),
+        -_h(3),
+        "timed_out",
+        None,
+        None,
+        {"patch": "flush cache-1"},
+    ),
+    (
+        "cancelled",
+        "approve-fix",
+        "approval",
+        -_m(18),
+        -_m(18) + _d(2),
+        -_m(15),
+        None,
+        None,
+        None,
+        {"patch": "restart api-7"},
+    ),
 ]
 
 # Who did what: decisions (as decide_approval records them), a cancel and a requeue.
@@ -432,10 +611,19 @@ def _insert_execution(conn: psycopg.Connection, now: datetime, label: str, spec:
     run_at = now + spec["run_at"] if "run_at" in spec else created
     updated = finished or started or created
     values = dict(
-        workflow_name=spec["workflow"], status=spec["status"], input=spec.get("input"),
-        output=spec.get("output"), error=spec.get("error"), owner_id=spec.get("owner"),
-        lease_expires=lease, priority=spec.get("priority", 0), run_at=run_at,
-        claims=spec.get("claims", 0), created_at=created, updated_at=updated, started_at=started,
+        workflow_name=spec["workflow"],
+        status=spec["status"],
+        input=spec.get("input"),
+        output=spec.get("output"),
+        error=spec.get("error"),
+        owner_id=spec.get("owner"),
+        lease_expires=lease,
+        priority=spec.get("priority", 0),
+        run_at=run_at,
+        claims=spec.get("claims", 0),
+        created_at=created,
+        updated_at=updated,
+        started_at=started,
         finished_at=finished,
     )
     params = {**values, "input": _json(values["input"]), "output": _json(values["output"])}
@@ -443,30 +631,60 @@ def _insert_execution(conn: psycopg.Connection, now: datetime, label: str, spec:
     return SeededExecution(id=execution_id, label=label, **values)
 
 
-def _insert_attempt(conn: psycopg.Connection, now: datetime, facts: SeedFacts, label: str, step_id: str,
-                    attempt: int, owner: str, started: timedelta, duration_ms: int | None,
-                    error: str | None) -> SeededAttempt:
+def _insert_attempt(
+    conn: psycopg.Connection,
+    now: datetime,
+    facts: SeedFacts,
+    label: str,
+    step_id: str,
+    attempt: int,
+    owner: str,
+    started: timedelta,
+    duration_ms: int | None,
+    error: str | None,
+) -> SeededAttempt:
     execution = facts.executions[label]
     started_at = now + started
     finished_at = None if duration_ms is None else started_at + timedelta(milliseconds=duration_ms)
     outcome = "running" if finished_at is None else ("error" if error else "success")
-    row = SeededAttempt(execution.id, label, execution.workflow_name, step_id, attempt, owner,
-                        started_at, finished_at, outcome, error)
+    row = SeededAttempt(
+        execution.id, label, execution.workflow_name, step_id, attempt, owner, started_at, finished_at, outcome, error
+    )
     conn.execute(INSERT_ATTEMPT, {k: v for k, v in row.__dict__.items() if k not in ("label", "workflow_name")})
     return row
 
 
-def _insert_wait(conn: psycopg.Connection, now: datetime, facts: SeedFacts, label: str, step_id: str,
-                 kind: str, created: timedelta, wake_at: timedelta | None, resolved: timedelta | None,
-                 decision: str | None, decided_by: str | None, comment: str | None,
-                 details: Any) -> SeededWait:
+def _insert_wait(
+    conn: psycopg.Connection,
+    now: datetime,
+    facts: SeedFacts,
+    label: str,
+    step_id: str,
+    kind: str,
+    created: timedelta,
+    wake_at: timedelta | None,
+    resolved: timedelta | None,
+    decision: str | None,
+    decided_by: str | None,
+    comment: str | None,
+    details: Any,
+) -> SeededWait:
     execution = facts.executions[label]
     resolved_at = None if resolved is None else now + resolved
     row = SeededWait(
-        execution_id=execution.id, label=label, workflow_name=execution.workflow_name, step_id=step_id,
-        kind=kind, created_at=now + created, wake_at=None if wake_at is None else now + wake_at,
-        resolved_at=resolved_at, decision=decision, decided_by=decided_by, comment=comment,
-        decided_at=resolved_at if decision else None, details=details,
+        execution_id=execution.id,
+        label=label,
+        workflow_name=execution.workflow_name,
+        step_id=step_id,
+        kind=kind,
+        created_at=now + created,
+        wake_at=None if wake_at is None else now + wake_at,
+        resolved_at=resolved_at,
+        decision=decision,
+        decided_by=decided_by,
+        comment=comment,
+        decided_at=resolved_at if decision else None,
+        details=details,
     )
     params = {k: v for k, v in row.__dict__.items() if k not in ("label", "workflow_name")}
     conn.execute(INSERT_WAIT, {**params, "details": _json(details)})
@@ -485,40 +703,86 @@ def _derive_outputs(facts: SeedFacts) -> list[SeededOutput]:
         failed_for_good = last.outcome == "error" and execution.status == "error"
         if last.outcome != "success" and not failed_for_good:
             continue
-        outputs.append(SeededOutput(
-            execution_id=execution.id, label=label, step_id=step_id,
-            output=STEP_OUTPUTS.get((label, step_id), {"step": step_id}) if not failed_for_good else None,
-            error=last.error if failed_for_good else None, started_at=attempts[0].started_at,
-            created_at=last.finished_at, attempts=len(attempts), owner_id=last.owner_id,
-        ))
+        outputs.append(
+            SeededOutput(
+                execution_id=execution.id,
+                label=label,
+                step_id=step_id,
+                output=STEP_OUTPUTS.get((label, step_id), {"step": step_id}) if not failed_for_good else None,
+                error=last.error if failed_for_good else None,
+                started_at=attempts[0].started_at,
+                created_at=last.finished_at,
+                attempts=len(attempts),
+                owner_id=last.owner_id,
+            )
+        )
     for w in facts.waits:
         if w.kind == "approval" and w.decision:
-            value = {"approved": w.decision == "approved", "by": w.decided_by, "comment": w.comment,
-                     "timed_out": w.decision == "timed_out", "decided_at": w.decided_at.isoformat()}
+            value = {
+                "approved": w.decision == "approved",
+                "by": w.decided_by,
+                "comment": w.comment,
+                "timed_out": w.decision == "timed_out",
+                "decided_at": w.decided_at.isoformat(),
+            }
         elif w.kind == "sleep" and w.resolved_at is not None:
             value = None
         else:
             continue
-        outputs.append(SeededOutput(
-            execution_id=w.execution_id, label=w.label, step_id=w.step_id, output=value, error=None,
-            started_at=w.created_at, created_at=w.resolved_at, attempts=1,
-            owner_id=facts.executions[w.label].owner_id,
-        ))
+        outputs.append(
+            SeededOutput(
+                execution_id=w.execution_id,
+                label=w.label,
+                step_id=w.step_id,
+                output=value,
+                error=None,
+                started_at=w.created_at,
+                created_at=w.resolved_at,
+                attempts=1,
+                owner_id=facts.executions[w.label].owner_id,
+            )
+        )
     return outputs
 
 
-def _insert_worker(conn: psycopg.Connection, now: datetime, worker_id: str, hostname: str, pid: int,
-                   workflows: list[str], concurrency: int, started: timedelta, heartbeat: timedelta,
-                   stopped: timedelta | None) -> SeededWorker:
-    row = SeededWorker(worker_id, hostname, pid, workflows, concurrency, now + started, now + heartbeat,
-                       None if stopped is None else now + stopped)
+def _insert_worker(
+    conn: psycopg.Connection,
+    now: datetime,
+    worker_id: str,
+    hostname: str,
+    pid: int,
+    workflows: list[str],
+    concurrency: int,
+    started: timedelta,
+    heartbeat: timedelta,
+    stopped: timedelta | None,
+) -> SeededWorker:
+    row = SeededWorker(
+        worker_id,
+        hostname,
+        pid,
+        workflows,
+        concurrency,
+        now + started,
+        now + heartbeat,
+        None if stopped is None else now + stopped,
+    )
     conn.execute(INSERT_WORKER, row.__dict__)
     return row
 
 
-def _insert_action(conn: psycopg.Connection, now: datetime, facts: SeedFacts, at: timedelta, actor: str,
-                   action: str, label: str, step_id: str | None, comment: str | None,
-                   from_status: str | None) -> SeededAction:
+def _insert_action(
+    conn: psycopg.Connection,
+    now: datetime,
+    facts: SeedFacts,
+    at: timedelta,
+    actor: str,
+    action: str,
+    label: str,
+    step_id: str | None,
+    comment: str | None,
+    from_status: str | None,
+) -> SeededAction:
     row = SeededAction(now + at, actor, action, facts.id(label), label, step_id, comment, from_status)
     conn.execute(INSERT_ACTION, {k: v for k, v in row.__dict__.items() if k != "label"})
     return row
@@ -569,8 +833,15 @@ SELECT id, 'work', '{"ok": true}', started_at, finished_at - interval '100 milli
 
 
 def seed_bulk_finished(
-    conn: psycopg.Connection, n: int, *, workflow_name: str = "bulk", spread: timedelta = timedelta(days=30),
-    with_steps: bool = False, with_errors: bool = True, owner_id: str = "worker-bulk", analyze: bool = True,
+    conn: psycopg.Connection,
+    n: int,
+    *,
+    workflow_name: str = "bulk",
+    spread: timedelta = timedelta(days=30),
+    with_steps: bool = False,
+    with_errors: bool = True,
+    owner_id: str = "worker-bulk",
+    analyze: bool = True,
 ) -> BulkFacts:
     """Insert ``n`` finished executions with one INSERT ... SELECT generate_series.
 
@@ -579,8 +850,14 @@ def seed_bulk_finished(
     step attempt and checkpoint per execution. ANALYZE runs afterwards so plans are realistic.
     """
     now = conn.execute(NOW).fetchone()[0]
-    params = {"workflow_name": workflow_name, "n": n, "now": now, "spread": spread,
-              "with_errors": with_errors, "owner_id": owner_id}
+    params = {
+        "workflow_name": workflow_name,
+        "n": n,
+        "now": now,
+        "spread": spread,
+        "with_errors": with_errors,
+        "owner_id": owner_id,
+    }
     with conn.transaction():
         ids = [r[0] for r in conn.execute(BULK_EXECUTIONS, params).fetchall()]
         if not ids:
@@ -599,12 +876,21 @@ def seed_bulk_finished(
 def cancelled_mid_step(app: Any, db: psycopg.Connection) -> int:
     """An execution claimed by a worker, one step finished and one running, then cancelled."""
     eid = app.enqueue("deploy", {"env": "prod"})
-    db.execute("UPDATE workflow_executions SET status = 'running', owner_id = 'w1', claim_epoch = 1, "
-               "lease_expires = now() + interval '30 s', started_at = now() - interval '10 s' WHERE id = %s", (eid,))
-    db.execute("INSERT INTO step_attempts (execution_id, step_id, attempt, owner_id, claim_epoch, started_at, "
-               "finished_at, outcome) VALUES (%s, 'build', 1, 'w1', 1, now() - interval '9 s', "
-               "now() - interval '6 s', 'success')", (eid,))
-    db.execute("INSERT INTO step_attempts (execution_id, step_id, attempt, owner_id, claim_epoch, started_at) "
-               "VALUES (%s, 'rollout', 1, 'w1', 1, now() - interval '5 s')", (eid,))
+    db.execute(
+        "UPDATE workflow_executions SET status = 'running', owner_id = 'w1', claim_epoch = 1, "
+        "lease_expires = now() + interval '30 s', started_at = now() - interval '10 s' WHERE id = %s",
+        (eid,),
+    )
+    db.execute(
+        "INSERT INTO step_attempts (execution_id, step_id, attempt, owner_id, claim_epoch, started_at, "
+        "finished_at, outcome) VALUES (%s, 'build', 1, 'w1', 1, now() - interval '9 s', "
+        "now() - interval '6 s', 'success')",
+        (eid,),
+    )
+    db.execute(
+        "INSERT INTO step_attempts (execution_id, step_id, attempt, owner_id, claim_epoch, started_at) "
+        "VALUES (%s, 'rollout', 1, 'w1', 1, now() - interval '5 s')",
+        (eid,),
+    )
     app.cancel(eid, by="alice", comment="wrong cluster")
     return eid

@@ -10,10 +10,18 @@ ROOT = Path(__file__).resolve().parent.parent
 SKIP_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache", "results", "build", "dist"}
 TEXT = {".py", ".md", ".sql", ".txt", ".toml", ".tcss", ".sh", ".svg", ".cfg", ".ini", ".yml", ".yaml", ".json", ""}
 # Spelled in pieces so that this file does not match itself.
-MACHINE = re.compile("|".join([
-    "/" + "work/", "/" + "root/", "/" + "home/[A-Za-z0-9_.-]+/", "/" + "Users/[A-Za-z0-9_.-]+/",
-    r"[A-Za-z0-9_/.-]*/" + r"\.venv/(bin|lib)/", "site" + "-packages/",
-]))
+MACHINE = re.compile(
+    "|".join(
+        [
+            "/" + "work/",
+            "/" + "root/",
+            "/" + "home/[A-Za-z0-9_.-]+/",
+            "/" + "Users/[A-Za-z0-9_.-]+/",
+            r"[A-Za-z0-9_/.-]*/" + r"\.venv/(bin|lib)/",
+            "site" + "-packages/",
+        ]
+    )
+)
 
 
 def project_files() -> list[Path]:

@@ -76,19 +76,24 @@ def test_the_script_guard_checks_the_console_extras_libraries() -> None:
 
 
 def test_without_the_console_extra_the_script_says_how_to_install_it(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setitem(sys.modules, "textual", None)  # `import textual` fails as if not installed
     with pytest.raises(SystemExit) as exited:
         entry.main()
     assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert err == ("error: kestrel-console needs the console extra (textual is not installed): "
-                   "pip install 'kestrel[console]'\n")
+    assert err == (
+        "error: kestrel-console needs the console extra (textual is not installed): pip install 'kestrel[console]'\n"
+    )
 
 
 def test_ci_installs_from_constraints_that_pin_every_declared_dependency() -> None:
-    pins = {_name(line): line for line in (ROOT / "constraints.txt").read_text().splitlines()
-            if line.strip() and not line.startswith("#")}
+    pins = {
+        _name(line): line
+        for line in (ROOT / "constraints.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
     assert all("==" in line for line in pins.values())
     extras = PROJECT["optional-dependencies"]
     declared = {_name(r) for r in [*PROJECT["dependencies"], *extras["console"], *extras["binary"], *extras["dev"]]}

@@ -34,6 +34,7 @@ def wait_until_blocked(conn: Any, application_name: str, timeout: float = 15.0) 
     """The pid of a backend of ``application_name`` once it waits for a lock (pg_stat_activity
     says wait_event_type 'Lock' and pg_locks holds its ungranted request); ``conn`` is an
     autocommit connection to the same database, not the blocker."""
+
     def blocked() -> int | None:
         row = conn.execute(BLOCKED_ON_A_LOCK, (application_name,)).fetchone()
         return row[0] if row else None
@@ -43,5 +44,6 @@ def wait_until_blocked(conn: Any, application_name: str, timeout: float = 15.0) 
 
 def wait_until_gone(conn: Any, pid: int, timeout: float = 15.0) -> None:
     """Until backend ``pid`` has exited (after pg_terminate_backend)."""
-    wait_for(lambda: conn.execute(BACKEND_ALIVE, (pid,)).fetchone() is None, timeout=timeout,
-             what=f"backend {pid} to exit")
+    wait_for(
+        lambda: conn.execute(BACKEND_ALIVE, (pid,)).fetchone() is None, timeout=timeout, what=f"backend {pid} to exit"
+    )

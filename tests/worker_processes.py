@@ -15,15 +15,21 @@ from typing import IO, Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def start_worker_process(dsn: str, target: str, *args: str, out: IO[Any] | int = subprocess.PIPE,
-                         env: dict[str, str] | None = None) -> subprocess.Popen:
+def start_worker_process(
+    dsn: str, target: str, *args: str, out: IO[Any] | int = subprocess.PIPE, env: dict[str, str] | None = None
+) -> subprocess.Popen:
     """A worker for the app at ``target`` (``tests.core.x:app``) on ``dsn``; its output to ``out``.
     Pass ``"--processes", "1"`` for one worker whose pid and id are the ones given (the default
     is one process per core, under a supervisor)."""
     environment = dict(os.environ, KESTREL_DSN=dsn, PYTHONPATH=str(ROOT), **(env or {}))
-    return subprocess.Popen([sys.executable, "-m", "kestrel_console", "worker", target, *args],
-                            env=environment, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                            text=out is subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "kestrel_console", "worker", target, *args],
+        env=environment,
+        cwd=ROOT,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        text=out is subprocess.PIPE,
+    )
 
 
 def stop_worker_processes(procs: Iterable[subprocess.Popen], timeout: float = 20) -> None:

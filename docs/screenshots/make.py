@@ -120,11 +120,22 @@ def make_history(dsn: str) -> dict[str, int]:
     """Run the workflows for real; returns ids worth showing."""
     k = build_app(dsn)
     k.migrate()
-    alerts = [{"pod": p, "severity": s} for p, s in
-              [("api-1", "high"), ("db-1", "critical"), ("api-2", "high"), ("cache-1", "medium"),
-               ("api-3", "high"), ("api-4", "low"), ("db-2", "high"), ("api-5", "medium")]]
-    worker = k.worker(concurrency=6, lease=timedelta(seconds=5), worker_id="worker-1",
-                      poll_interval=0.2, sweep_interval=0.5).start()
+    alerts = [
+        {"pod": p, "severity": s}
+        for p, s in [
+            ("api-1", "high"),
+            ("db-1", "critical"),
+            ("api-2", "high"),
+            ("cache-1", "medium"),
+            ("api-3", "high"),
+            ("api-4", "low"),
+            ("db-2", "high"),
+            ("api-5", "medium"),
+        ]
+    ]
+    worker = k.worker(
+        concurrency=6, lease=timedelta(seconds=5), worker_id="worker-1", poll_interval=0.2, sweep_interval=0.5
+    ).start()
     try:
         incidents = [k.enqueue("remediate", a) for a in alerts]
         billing = k.enqueue_many("billing-sync", list(range(1, 15)))
@@ -135,8 +146,7 @@ def make_history(dsn: str) -> dict[str, int]:
         k.reject(incidents[3], "approve-fix", by="bob", comment="too risky on a Friday")
         for eid in incidents[4:5]:
             k.approve(eid, "approve-fix", by="carol", comment="ok")
-        wait_until("the decided incidents", lambda: all(
-            s == "success" for s in statuses(k, incidents[:5])))
+        wait_until("the decided incidents", lambda: all(s == "success" for s in statuses(k, incidents[:5])))
         wait_until("billing", lambda: all(s in ("success", "error") for s in statuses(k, billing)))
         k.enqueue_many("nightly-report", [{"day": d} for d in ("mon", "tue")])  # no worker serves it
         k.enqueue_many("billing-sync", list(range(20, 23)), delay=timedelta(minutes=30))
@@ -153,8 +163,9 @@ def make_history(dsn: str) -> dict[str, int]:
     doomed.send_signal(signal.SIGKILL)
     doomed.wait()
     incidents_only = build_app(dsn, ("remediate",))
-    live = incidents_only.worker(concurrency=2, lease=timedelta(seconds=30), worker_id="worker-2",
-                                 poll_interval=0.2, sweep_interval=600.0).start()
+    live = incidents_only.worker(
+        concurrency=2, lease=timedelta(seconds=30), worker_id="worker-2", poll_interval=0.2, sweep_interval=600.0
+    ).start()
     fresh = k.enqueue("remediate", {"pod": "api-9", "severity": "high"})
     wait_until("the new incident's gate", lambda: k.get(fresh).status == "waiting")
     time.sleep(3.5)  # the doomed worker's 3 s lease has lapsed
@@ -176,6 +187,7 @@ async def shoot(dsn: str, ids: dict, size: tuple[int, int], suffix: str) -> None
 
     tui = KestrelConsole(dsn=dsn, operator=OPERATOR, refresh=1.0)
     async with tui.run_test(size=size) as pilot:
+
         async def settle(screen) -> None:
             loads = screen.loads
             screen.refresh_data(force=True)

@@ -15,23 +15,29 @@ from importlib import resources
 
 from .allowlist_build import excluded
 
-__all__ = ["allowed_names", "allowed_operators", "attribute_refusal", "call_refusal", "catalog_names",
-           "catalog_types", "operator_refusal", "relation_refusal", "type_refusal"]
+__all__ = [
+    "allowed_names",
+    "allowed_operators",
+    "attribute_refusal",
+    "call_refusal",
+    "catalog_names",
+    "catalog_types",
+    "operator_refusal",
+    "relation_refusal",
+    "type_refusal",
+]
 
-KESTREL_ACTIONS = frozenset({"decide_approval", "cancel_execution", "requeue_execution",
-                             "prune_finished"})
+KESTREL_ACTIONS = frozenset({"decide_approval", "cancel_execution", "requeue_execution", "prune_finished"})
 # Catalog views over the functions that read the server's files (excluded from the allowlist):
 # reading one is calling them.
-FILE_VIEWS = frozenset({"pg_file_settings", "pg_hba_file_rules", "pg_ident_file_mappings",
-                        "pg_config"})
+FILE_VIEWS = frozenset({"pg_file_settings", "pg_hba_file_rules", "pg_ident_file_mappings", "pg_config"})
 
 
 @cache
 def _load(filename: str) -> frozenset[str]:
     text = resources.files(__package__).joinpath(filename).read_text(encoding="utf-8")
     # Header lines start with "# ": the operators "#", "#>", ... are names.
-    return frozenset(line.strip() for line in text.splitlines()
-                     if line.strip() and not line.startswith("# "))
+    return frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("# "))
 
 
 def allowed_names() -> frozenset[str]:
@@ -93,8 +99,10 @@ def catalog_types() -> frozenset[str]:
 
 def _schema_refusal(kind: str, name: str) -> str:
     runs = "its function" if kind == "operator" else "a domain's CHECK or the type's functions"
-    return (f"{kind} {name}: only pg_catalog {kind}s may be named with a schema ({runs} would "
-            "run unchecked); write it unqualified")
+    return (
+        f"{kind} {name}: only pg_catalog {kind}s may be named with a schema ({runs} would "
+        "run unchecked); write it unqualified"
+    )
 
 
 def operator_refusal(names: list[str]) -> str | None:
@@ -104,8 +112,10 @@ def operator_refusal(names: list[str]) -> str | None:
         return _schema_refusal("operator", ".".join(names))
     if name in allowed_operators():
         return None
-    return (f"operator {name}: not a built-in operator whose functions are all on the allowlist "
-            "(an operator runs its function)")
+    return (
+        f"operator {name}: not a built-in operator whose functions are all on the allowlist "
+        "(an operator runs its function)"
+    )
 
 
 def type_refusal(names: list[str]) -> str | None:
@@ -115,8 +125,7 @@ def type_refusal(names: list[str]) -> str | None:
         return _schema_refusal("type", ".".join(names))
     if name in catalog_types():
         return None
-    return (f"type {name}: not a built-in type (a domain's CHECK or a type's functions would run "
-            "unchecked)")
+    return f"type {name}: not a built-in type (a domain's CHECK or a type's functions would run unchecked)"
 
 
 def relation_refusal(database: str | None, schema: str | None, name: str) -> str | None:

@@ -66,23 +66,33 @@ TYPES = "SELECT typname FROM pg_type WHERE typnamespace = 'pg_catalog'::regnames
 # Reviewed exclusions: (why, pattern). A name matching any pattern is never allowed, whatever
 # its volatility says.
 EXCLUDED: tuple[tuple[str, str], ...] = (
-    ("runs SQL given as text",
-     r"^(query|cursor|table|schema|database)_to_xml|^ts_stat$|^ts_rewrite$"),
-    ("reads the server's files or directories",
-     r"^pg_(read_file|read_binary_file|stat_file|ls_|file_|current_logfile|hba_file_rules"
-     r"|ident_file_mappings|show_all_file_settings|tablespace_location|config$)"),
+    ("runs SQL given as text", r"^(query|cursor|table|schema|database)_to_xml|^ts_stat$|^ts_rewrite$"),
+    (
+        "reads the server's files or directories",
+        r"^pg_(read_file|read_binary_file|stat_file|ls_|file_|current_logfile|hba_file_rules"
+        r"|ident_file_mappings|show_all_file_settings|tablespace_location|config$)",
+    ),
     # Named one by one: a bare "lock" also caught clock_timestamp and the block counters.
-    ("takes or inspects locks",
-     r"^pg_(try_)?advisory_|^pg_(safe_snapshot_)?blocking_pids$|^pg_lock_status$"
-     r"|^pg_isolation_test_session_is_blocked$"),
+    (
+        "takes or inspects locks",
+        r"^pg_(try_)?advisory_|^pg_(safe_snapshot_)?blocking_pids$|^pg_lock_status$"
+        r"|^pg_isolation_test_session_is_blocked$",
+    ),
     ("changes settings", r"^set_config$|^pg_reload_conf$|^pg_settings_"),
-    ("signals or inspects other sessions",
-     r"^pg_(terminate|cancel|signal)_backend$|^pg_log_backend_memory_contexts$|^pg_stat_reset"),
-    ("administers replication, WAL or backups",
-     r"replication|_slot|^pg_(create|copy|drop)_|backup|promote|wal_replay|switch_wal"
-     r"|logical_emit|^pg_import_system_collations$|^pg_rotate_logfile"),
-    ("works on large objects", r"^lo_|^lo(read|write|open|close|creat|import|export|unlink|tell"
-     r"|tell64|lseek|lseek64|truncate|truncate64|get|put|from_bytea)$"),
+    (
+        "signals or inspects other sessions",
+        r"^pg_(terminate|cancel|signal)_backend$|^pg_log_backend_memory_contexts$|^pg_stat_reset",
+    ),
+    (
+        "administers replication, WAL or backups",
+        r"replication|_slot|^pg_(create|copy|drop)_|backup|promote|wal_replay|switch_wal"
+        r"|logical_emit|^pg_import_system_collations$|^pg_rotate_logfile",
+    ),
+    (
+        "works on large objects",
+        r"^lo_|^lo(read|write|open|close|creat|import|export|unlink|tell"
+        r"|tell64|lseek|lseek64|truncate|truncate64|get|put|from_bytea)$",
+    ),
     ("changes a sequence", r"^(nextval|setval)$"),
     ("sends notifications", r"^pg_notify$"),
     ("assigns a transaction id", r"^(txid_current|pg_current_xact_id)$"),
@@ -91,11 +101,21 @@ EXCLUDED: tuple[tuple[str, str], ...] = (
 
 # VOLATILE functions that only read or wait; reviewed one by one.
 REVIEWED_VOLATILE = (
-    "pg_sleep", "pg_sleep_for", "pg_sleep_until",     # bounded by statement_timeout
-    "currval", "lastval",                              # read this session's sequence state
-    "random", "gen_random_uuid", "clock_timestamp", "timeofday",
-    "pg_relation_size", "pg_total_relation_size", "pg_table_size", "pg_indexes_size",
-    "pg_database_size", "pg_tablespace_size",
+    "pg_sleep",
+    "pg_sleep_for",
+    "pg_sleep_until",  # bounded by statement_timeout
+    "currval",
+    "lastval",  # read this session's sequence state
+    "random",
+    "gen_random_uuid",
+    "clock_timestamp",
+    "timeofday",
+    "pg_relation_size",
+    "pg_total_relation_size",
+    "pg_table_size",
+    "pg_indexes_size",
+    "pg_database_size",
+    "pg_tablespace_size",
 )
 
 
@@ -115,7 +135,8 @@ def build(conn: psycopg.Connection) -> tuple[list[str], list[str], list[str], li
     rows = conn.execute(CATALOG).fetchall()
     catalog = [name for name, _, _ in rows]
     allowed = [
-        name for name, safe_kind, takes_sql in rows
+        name
+        for name, safe_kind, takes_sql in rows
         if (safe_kind or name in REVIEWED_VOLATILE) and not takes_sql and excluded(name) is None
     ]
     allowed_set = set(allowed)
@@ -150,14 +171,22 @@ def main(argv: list[str]) -> int:
         allowed, catalog, operators, types, version = build(conn)
     if not version.startswith("15"):
         print(f"warning: built from PostgreSQL {version}, Kestrel is tested on 15", file=sys.stderr)
-    ALLOWED_FILE.write_text(header("Functions an ad-hoc query may call, one name per line.", ALLOWED_HOW, version)
-                            + "\n".join(allowed) + "\n")
-    CATALOG_FILE.write_text(header("Every pg_catalog function name (for attribute notation).", CATALOG_HOW, version)
-                            + "\n".join(catalog) + "\n")
-    OPERATORS_FILE.write_text(header("Operators an ad-hoc query may use, one per line.", OPERATORS_HOW, version)
-                              + "\n".join(operators) + "\n")
-    TYPES_FILE.write_text(header("Every pg_catalog type name (a query may name no other).", TYPES_HOW, version)
-                          + "\n".join(types) + "\n")
+    ALLOWED_FILE.write_text(
+        header("Functions an ad-hoc query may call, one name per line.", ALLOWED_HOW, version)
+        + "\n".join(allowed)
+        + "\n"
+    )
+    CATALOG_FILE.write_text(
+        header("Every pg_catalog function name (for attribute notation).", CATALOG_HOW, version)
+        + "\n".join(catalog)
+        + "\n"
+    )
+    OPERATORS_FILE.write_text(
+        header("Operators an ad-hoc query may use, one per line.", OPERATORS_HOW, version) + "\n".join(operators) + "\n"
+    )
+    TYPES_FILE.write_text(
+        header("Every pg_catalog type name (a query may name no other).", TYPES_HOW, version) + "\n".join(types) + "\n"
+    )
     print(f"{len(allowed)} allowed of {len(catalog)} catalog function names (PostgreSQL {version})")
     return 0
 

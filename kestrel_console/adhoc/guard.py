@@ -46,7 +46,11 @@ from pglast.parser import ParseError
 from kestrel_core import KestrelError
 
 from .allowlist import (
-    attribute_refusal, call_refusal, operator_refusal, relation_refusal, type_refusal,
+    attribute_refusal,
+    call_refusal,
+    operator_refusal,
+    relation_refusal,
+    type_refusal,
 )
 
 __all__ = ["QueryRefused", "check_read_only", "walk"]
@@ -66,21 +70,74 @@ _PLACEHOLDER = re.compile(r"%(?:\((?P<name>[^)]*)\))?(?P<format>[sbt%])")
 _ADHOC_PLACEHOLDER = re.compile(r"%\((?P<name>[A-Za-z_]\w*)\)s")
 
 # Every node kind a read query's raw parse tree is made of. Anything else is refused by name.
-_NODES = frozenset({
-    "RawStmt", "SelectStmt", "ExplainStmt", "VariableShowStmt", "DefElem",
-    "ResTarget", "ColumnRef", "A_Star", "A_Const", "String", "Integer", "Float", "Boolean",
-    "BitString", "ParamRef", "FuncCall", "NamedArgExpr", "A_Expr", "BoolExpr", "NullTest",
-    "BooleanTest", "TypeCast", "TypeName", "CollateClause", "SubLink", "CaseExpr", "CaseWhen",
-    "CoalesceExpr", "MinMaxExpr", "RowExpr", "A_ArrayExpr", "A_Indirection", "A_Indices",
-    "SQLValueFunction", "GroupingFunc", "GroupingSet", "SortBy", "WindowDef", "RangeVar",
-    "RangeSubselect", "RangeFunction", "RangeTableSample", "RangeTableFunc",
-    "RangeTableFuncCol", "JoinExpr", "Alias", "ColumnDef", "WithClause", "CommonTableExpr",
-    "CTESearchClause", "CTECycleClause", "XmlExpr", "XmlSerialize", "List",
-    # The grammar's own nodes in a SELECT: IntoClause and LockingClause, refused with a reason.
-    "IntoClause", "LockingClause",
-})
-_WRITES = {"InsertStmt": "INSERT", "UpdateStmt": "UPDATE", "DeleteStmt": "DELETE",
-           "MergeStmt": "MERGE", "CreateTableAsStmt": "CREATE"}
+_NODES = frozenset(
+    {
+        "RawStmt",
+        "SelectStmt",
+        "ExplainStmt",
+        "VariableShowStmt",
+        "DefElem",
+        "ResTarget",
+        "ColumnRef",
+        "A_Star",
+        "A_Const",
+        "String",
+        "Integer",
+        "Float",
+        "Boolean",
+        "BitString",
+        "ParamRef",
+        "FuncCall",
+        "NamedArgExpr",
+        "A_Expr",
+        "BoolExpr",
+        "NullTest",
+        "BooleanTest",
+        "TypeCast",
+        "TypeName",
+        "CollateClause",
+        "SubLink",
+        "CaseExpr",
+        "CaseWhen",
+        "CoalesceExpr",
+        "MinMaxExpr",
+        "RowExpr",
+        "A_ArrayExpr",
+        "A_Indirection",
+        "A_Indices",
+        "SQLValueFunction",
+        "GroupingFunc",
+        "GroupingSet",
+        "SortBy",
+        "WindowDef",
+        "RangeVar",
+        "RangeSubselect",
+        "RangeFunction",
+        "RangeTableSample",
+        "RangeTableFunc",
+        "RangeTableFuncCol",
+        "JoinExpr",
+        "Alias",
+        "ColumnDef",
+        "WithClause",
+        "CommonTableExpr",
+        "CTESearchClause",
+        "CTECycleClause",
+        "XmlExpr",
+        "XmlSerialize",
+        "List",
+        # The grammar's own nodes in a SELECT: IntoClause and LockingClause, refused with a reason.
+        "IntoClause",
+        "LockingClause",
+    }
+)
+_WRITES = {
+    "InsertStmt": "INSERT",
+    "UpdateStmt": "UPDATE",
+    "DeleteStmt": "DELETE",
+    "MergeStmt": "MERGE",
+    "CreateTableAsStmt": "CREATE",
+}
 _LOCKS = {
     LockClauseStrength.LCS_FORUPDATE: "FOR UPDATE",
     LockClauseStrength.LCS_FORNOKEYUPDATE: "FOR NO KEY UPDATE",
@@ -88,8 +145,12 @@ _LOCKS = {
     LockClauseStrength.LCS_FORKEYSHARE: "FOR KEY SHARE",
 }
 # A_Expr kinds whose name is grammar (BETWEEN), not an operator: their operators are <= and >=.
-_NOT_OPERATORS = {A_Expr_Kind.AEXPR_BETWEEN, A_Expr_Kind.AEXPR_NOT_BETWEEN,
-                  A_Expr_Kind.AEXPR_BETWEEN_SYM, A_Expr_Kind.AEXPR_NOT_BETWEEN_SYM}
+_NOT_OPERATORS = {
+    A_Expr_Kind.AEXPR_BETWEEN,
+    A_Expr_Kind.AEXPR_NOT_BETWEEN,
+    A_Expr_Kind.AEXPR_BETWEEN_SYM,
+    A_Expr_Kind.AEXPR_NOT_BETWEEN_SYM,
+}
 _TABLESAMPLE_METHODS = frozenset({"system", "bernoulli"})
 
 
@@ -156,7 +217,7 @@ def _parse(text: str, *, placeholders: bool) -> tuple[ast.RawStmt, ...]:
 def _tokens(text: str) -> list[tuple[str, str]]:
     """(token kind, text) by Postgres's own lexer; empty if it cannot lex the text."""
     try:
-        return [(t.name, text[t.start:t.end + 1]) for t in pglast.parser.scan(text)]
+        return [(t.name, text[t.start : t.end + 1]) for t in pglast.parser.scan(text)]
     except ParseError:
         return []
 
@@ -165,10 +226,9 @@ def _refuse_adhoc_placeholder(text: str) -> None:
     """``%(name)s`` outside strings and comments (as the lexer sees them) in ad-hoc SQL."""
     tokens = _tokens(text)
     for i in range(len(tokens) - 4):
-        spelled = "".join(token for _, token in tokens[i:i + 5])
+        spelled = "".join(token for _, token in tokens[i : i + 5])
         if tokens[i][1] == "%" and _ADHOC_PLACEHOLDER.fullmatch(spelled):
-            raise QueryRefused(
-                f"query parameter {spelled}: ad-hoc SQL takes no parameters (saved reports do)")
+            raise QueryRefused(f"query parameter {spelled}: ad-hoc SQL takes no parameters (saved reports do)")
 
 
 def _only_explain(text: str) -> bool:
@@ -213,8 +273,9 @@ def _check_select(node: ast.SelectStmt) -> None:
     if node.intoClause is not None:
         raise QueryRefused("SELECT ... INTO creates a table")
     for lock in node.lockingClause or ():
-        raise QueryRefused(f"locking clause {_LOCKS.get(lock.strength, 'FOR UPDATE')}: "
-                           "row locks need a writable transaction")
+        raise QueryRefused(
+            f"locking clause {_LOCKS.get(lock.strength, 'FOR UPDATE')}: row locks need a writable transaction"
+        )
 
 
 def _check_cte(node: ast.CommonTableExpr) -> None:
@@ -226,8 +287,7 @@ def _check_cte(node: ast.CommonTableExpr) -> None:
 def _check_call(node: ast.FuncCall) -> None:
     names = _names(node.funcname)
     if len(names) > 2:
-        raise QueryRefused(f"function {'.'.join(names)}: only pg_catalog functions on the "
-                           "allowlist may be called")
+        raise QueryRefused(f"function {'.'.join(names)}: only pg_catalog functions on the allowlist may be called")
     _refuse(call_refusal(names[-1], names[0] if len(names) == 2 else None))
 
 
@@ -288,11 +348,9 @@ def _check_node(node: ast.Node, *, placeholders: bool) -> None:
     if kind not in _NODES:
         if kind in _WRITES:
             raise QueryRefused(f"data-modifying statement inside the query: {_WRITES[kind]}")
-        raise QueryRefused(f"{kind} is not part of a read query: only SELECT, VALUES, "
-                           "EXPLAIN and SHOW may run here")
+        raise QueryRefused(f"{kind} is not part of a read query: only SELECT, VALUES, EXPLAIN and SHOW may run here")
     if kind == "ParamRef" and not placeholders:
-        raise QueryRefused(f"query parameter ${node.number}: ad-hoc SQL takes no parameters "
-                           "(saved reports do)")
+        raise QueryRefused(f"query parameter ${node.number}: ad-hoc SQL takes no parameters (saved reports do)")
     check = _CHECKS.get(kind)
     if check is not None:
         check(node)

@@ -2,11 +2,11 @@
 role, and nothing session-level it could leave behind survives it.
 
 Inside the read-only transaction, ``assume_reader`` switches to ``kestrel_reader``
-(``set_config('role', ..., true)``, i.e. ``SET LOCAL ROLE``; created by ``kestrel_core.roles``: USAGE on the schema, SELECT on its
-tables, nothing else) when the login may assume it. Postgres then refuses, whatever the text,
-writes, other sessions' signals, server files, and Kestrel's functions. Where it cannot (no
-such role, login not a member, no rights on the schema), ``ReaderStatus.notice`` says so in
-one line.
+(``set_config('role', ..., true)``, i.e. ``SET LOCAL ROLE``; created by ``kestrel_core.roles``:
+USAGE on the schema, SELECT on its tables, nothing else) when the login may assume it. Postgres
+then refuses, whatever the text, writes, other sessions' signals, server files, and Kestrel's
+functions. Where it cannot (no such role, login not a member, no rights on the schema),
+``ReaderStatus.notice`` says so in one line.
 
 ``privilege`` finds what no role switch can take away: a login that is a superuser, has
 BYPASSRLS or CREATEROLE, or may become a role that has (``SET ROLE`` needs only membership).
@@ -81,9 +81,11 @@ class ReaderStatus:
         if self.assumed and not self.privileged:
             return None
         if self.assumed:
-            return (f"note: {self.privileged} (ad-hoc SQL allowed on it by --allow-privileged-sql): "
-                    f"queries run as {self.role}, but such a session can switch back, so only "
-                    "the guard's allowlist stops what the role would; use --reader-dsn instead")
+            return (
+                f"note: {self.privileged} (ad-hoc SQL allowed on it by --allow-privileged-sql): "
+                f"queries run as {self.role}, but such a session can switch back, so only "
+                "the guard's allowlist stops what the role would; use --reader-dsn instead"
+            )
         who = f"login {self.login}" + (" (a superuser)" if self.superuser else "")
         return f"note: {self.problem}: queries run with the rights of {who}"
 

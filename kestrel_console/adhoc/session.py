@@ -40,8 +40,15 @@ from ..settings import DEFAULT_MAX_BYTES
 from .guard import QueryRefused, check_read_only
 from .reader import DEFAULT_READER_ROLE, ReaderStatus, assume_reader, privilege, release_session_state
 
-__all__ = ["DEFAULT_MAX_BYTES", "QueryFailed", "QueryResult", "QueryTimeout", "ReaderStatus",
-           "run_read_only", "timeout_ms"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "QueryFailed",
+    "QueryResult",
+    "QueryTimeout",
+    "ReaderStatus",
+    "run_read_only",
+    "timeout_ms",
+]
 
 # Ten minutes: an ad-hoc query or a report is for a console; longer work belongs elsewhere.
 MAX_TIMEOUT_MS = 10 * 60 * 1000
@@ -164,8 +171,9 @@ def run_read_only(
             _rollback(conn)
     finally:
         _release(conn)
-    return QueryResult(columns, rows[:max_rows], cut or len(rows) > max_rows, elapsed_ms,
-                       max_bytes if cut else None, reader)
+    return QueryResult(
+        columns, rows[:max_rows], cut or len(rows) > max_rows, elapsed_ms, max_bytes if cut else None, reader
+    )
 
 
 def timeout_ms(seconds: float) -> int:
@@ -180,8 +188,10 @@ def _checked_timeout(ms: float) -> int:
     if ms < 1:
         raise ValueError(f"timeout of {ms:g} ms: it must be at least 1 ms (0 would mean no timeout)")
     if ms > MAX_TIMEOUT_MS:
-        raise ValueError(f"timeout of {ms:g} ms: it must be at most {MAX_TIMEOUT_MS} ms (10 minutes: "
-                         "ad-hoc SQL and reports are for a console)")
+        raise ValueError(
+            f"timeout of {ms:g} ms: it must be at most {MAX_TIMEOUT_MS} ms (10 minutes: "
+            "ad-hoc SQL and reports are for a console)"
+        )
     return math.ceil(ms)
 
 
@@ -203,7 +213,10 @@ def _require_idle(conn: psycopg.Connection) -> None:
 
 
 def _begin(
-    conn: psycopg.Connection, schema: str, timeout_ms: int, reader_role: str | None,
+    conn: psycopg.Connection,
+    schema: str,
+    timeout_ms: int,
+    reader_role: str | None,
     allow_privileged: bool,
 ) -> ReaderStatus | None:
     conn.execute(BEGIN_READ_ONLY if conn.autocommit else SET_TRANSACTION_READ_ONLY)
@@ -212,22 +225,24 @@ def _begin(
         raise QueryRefused(
             f"{privileged}: ad-hoc SQL does not run on such a login (its session can undo the "
             "read-only role); give the console a read-only login with --reader-dsn (or "
-            "$KESTREL_READER_DSN), or pass --allow-privileged-sql")
+            "$KESTREL_READER_DSN), or pass --allow-privileged-sql"
+        )
     conn.execute(
         SET_LIMITS,
-        {"statement_timeout": str(timeout_ms), "idle_timeout": str(max(timeout_ms, 1000)),
-         "schema": schema},
+        {"statement_timeout": str(timeout_ms), "idle_timeout": str(max(timeout_ms, 1000)), "schema": schema},
     )
     reader = assume_reader(conn, reader_role, schema) if reader_role else None
-    conn.execute(SET_MEMORY_LIMITS, {"work_mem": READER_WORK_MEM,
-                                     "temp_file_limit": READER_TEMP_FILE_LIMIT})
+    conn.execute(SET_MEMORY_LIMITS, {"work_mem": READER_WORK_MEM, "temp_file_limit": READER_TEMP_FILE_LIMIT})
     if reader is not None and privileged:
         reader = dataclasses.replace(reader, privileged=privileged)
     return reader
 
 
 def _fetch(
-    conn: psycopg.Connection, query: str, params: Mapping[str, Any] | None, limit: int,
+    conn: psycopg.Connection,
+    query: str,
+    params: Mapping[str, Any] | None,
+    limit: int,
     max_bytes: int,
 ) -> tuple[list[str], list[tuple], bool]:
     """At most ``limit`` rows and ``max_bytes`` bytes (as text), streamed: the server stops
@@ -287,8 +302,7 @@ def _cancelled(exc: psycopg.errors.QueryCanceled, timeout_ms: float) -> KestrelE
     primary = exc.diag.message_primary or str(exc)
     if "statement timeout" in primary:
         return QueryTimeout(
-            f"query cancelled after {timeout_ms / 1000:.1f} s (statement_timeout); "
-            "narrow it or add a LIMIT"
+            f"query cancelled after {timeout_ms / 1000:.1f} s (statement_timeout); narrow it or add a LIMIT"
         )
     return QueryFailed(primary, sqlstate=exc.sqlstate)
 

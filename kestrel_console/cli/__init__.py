@@ -8,14 +8,21 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from kestrel_core import mask_dsn
 
-from . import demo_command, engine_commands, event_command, prune_command, queue_commands, read_commands, schedule_commands
 from ..settings import build_settings
+from . import (
+    demo_command,
+    engine_commands,
+    event_command,
+    prune_command,
+    queue_commands,
+    read_commands,
+    schedule_commands,
+)
 from .help_format import tidy_help
 
 app = typer.Typer(
@@ -33,26 +40,40 @@ app = typer.Typer(
 @app.callback(invoke_without_command=True)
 def root(
     ctx: typer.Context,
-    dsn: Optional[str] = typer.Option(
-        None, "--dsn", help="PostgreSQL DSN (else $KESTREL_DSN, else libpq defaults: PGHOST, ...).",
+    dsn: str | None = typer.Option(
+        None,
+        "--dsn",
+        help="PostgreSQL DSN (else $KESTREL_DSN, else libpq defaults: PGHOST, ...).",
         show_default=False,
     ),
     schema: str = typer.Option("kestrel", "--schema", help="Schema holding Kestrel's tables."),
-    operator: Optional[str] = typer.Option(
-        None, "--operator", help="Who is acting, recorded in the audit table (default $KESTREL_OPERATOR, then $USER); acting commands also take it after their name.",
+    operator: str | None = typer.Option(
+        None,
+        "--operator",
+        help=(
+            "Who is acting, recorded in the audit table (default $KESTREL_OPERATOR, then $USER); "
+            "acting commands also take it after their name."
+        ),
         show_default=False,
     ),
-    queries: Optional[list[Path]] = typer.Option(
-        None, "--queries", help="Extra folder of saved reports (repeatable; also $KESTREL_QUERIES).",
+    queries: list[Path] | None = typer.Option(
+        None,
+        "--queries",
+        help="Extra folder of saved reports (repeatable; also $KESTREL_QUERIES).",
         show_default=False,
     ),
     read_only: bool = typer.Option(False, "--read-only", help="TUI: hide and refuse every action."),
-    reader_dsn: Optional[str] = typer.Option(
-        None, "--reader-dsn", help="A read-only login for ad-hoc SQL and reports (also $KESTREL_READER_DSN); "
-        "needed when the console's login is a superuser.", show_default=False,
+    reader_dsn: str | None = typer.Option(
+        None,
+        "--reader-dsn",
+        help="A read-only login for ad-hoc SQL and reports (also $KESTREL_READER_DSN); "
+        "needed when the console's login is a superuser.",
+        show_default=False,
     ),
     allow_privileged_sql: bool = typer.Option(
-        False, "--allow-privileged-sql", help="Run ad-hoc SQL and user reports on a superuser (BYPASSRLS, "
+        False,
+        "--allow-privileged-sql",
+        help="Run ad-hoc SQL and user reports on a superuser (BYPASSRLS, "
         "CREATEROLE) login anyway; marked on every result. Prefer --reader-dsn.",
     ),
 ) -> None:
@@ -69,8 +90,15 @@ def root(
         open_tui(ctx.obj, read_only=read_only)
 
 
-for _commands in (engine_commands, read_commands, prune_command, demo_command, queue_commands,
-                  schedule_commands, event_command):
+for _commands in (
+    engine_commands,
+    read_commands,
+    prune_command,
+    demo_command,
+    queue_commands,
+    schedule_commands,
+    event_command,
+):
     _commands.register(app)
 tidy_help(app)
 
@@ -96,7 +124,6 @@ def main() -> None:
     2): they would reach the database only to fail there with a traceback."""
     problem = not_utf8(sys.argv[1:], dict(os.environ))
     if problem:
-        print(f"error: {problem}: Postgres text is UTF-8; check the terminal's encoding (locale)",
-              file=sys.stderr)
+        print(f"error: {problem}: Postgres text is UTF-8; check the terminal's encoding (locale)", file=sys.stderr)
         sys.exit(2)
     app()

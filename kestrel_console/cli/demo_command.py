@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from .errors import handles_errors
@@ -27,21 +25,43 @@ def demo(
     no_tui: bool = typer.Option(False, "--no-tui", help="Run headless: print the DSN, events and a summary."),
     workers: int = typer.Option(2, "--workers", min=1, max=16, help="Demo workers to run (threads in this process)."),
     concurrency: int = typer.Option(4, "--concurrency", min=1, max=64, help="Executions each worker runs at once."),
-    rate: float = typer.Option(30.0, "--rate", min=0.0, max=6000.0, metavar="PER_MIN",
-                               help="New workflows enqueued per minute after the seed burst (0: none)."),
-    duration: Optional[float] = typer.Option(None, "--duration", min=0.1, metavar="SECONDS",
-                                             help="Stop after this long (headless; default: until Ctrl-C).",
-                                             show_default=False),
+    rate: float = typer.Option(
+        30.0,
+        "--rate",
+        min=0.0,
+        max=6000.0,
+        metavar="PER_MIN",
+        help="New workflows enqueued per minute after the seed burst (0: none).",
+    ),
+    duration: float | None = typer.Option(
+        None,
+        "--duration",
+        min=0.1,
+        metavar="SECONDS",
+        help="Stop after this long (headless; default: until Ctrl-C).",
+        show_default=False,
+    ),
     no_seed: bool = typer.Option(False, "--no-seed", help="Do not enqueue the burst of quick workflows at start."),
-    fresh: bool = typer.Option(False, "--fresh", help="Start from empty: drop and recreate the demo's database "
-                               "(with --dsn: its --schema) and every execution, approval and worker in it."),
+    fresh: bool = typer.Option(
+        False,
+        "--fresh",
+        help="Start from empty: drop and recreate the demo's database "
+        "(with --dsn: its --schema) and every execution, approval and worker in it.",
+    ),
     no_bot: bool = typer.Option(False, "--no-bot", help="No bot operator: every approval waits for you."),
 ) -> None:
     from kestrel_console.demo.runner import DemoOptions, run_demo
 
-    options = DemoOptions(tui=not no_tui, workers=workers, concurrency=concurrency,
-                          rate_per_min=rate, duration=duration, seed_history=not no_seed,
-                          fresh=fresh, bot=not no_bot)
+    options = DemoOptions(
+        tui=not no_tui,
+        workers=workers,
+        concurrency=concurrency,
+        rate_per_min=rate,
+        duration=duration,
+        seed_history=not no_seed,
+        fresh=fresh,
+        bot=not no_bot,
+    )
     handles_errors(run_demo)(settings(ctx), options)
 
 

@@ -8,15 +8,15 @@ from __future__ import annotations
 import json
 import math
 from datetime import timedelta
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
 from kestrel_core import NotSerializable
-from kestrel_core.app import MAX_DELAY
-from kestrel_core.serialization import to_json
 from kestrel_core import roles as roles_mod
+from kestrel_core.app import MAX_DELAY
 from kestrel_core.connection import describe_target
+from kestrel_core.serialization import to_json
 
 from ..safe_text import visible
 from .errors import fail, handles_errors
@@ -29,8 +29,9 @@ def _parse_json(text: str, option: str) -> Any:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise typer.BadParameter(f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
-                                 param_hint=option) from None
+        raise typer.BadParameter(
+            f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})", param_hint=option
+        ) from None
     except RecursionError:
         fail(f"{option}: the JSON is nested too deeply (the limit is 500 levels)", code=2)
     try:
@@ -49,17 +50,25 @@ def _delay(value: float | None) -> float | None:
 
 def migrate(
     ctx: typer.Context,
-    roles: Optional[bool] = typer.Option(
-        None, "--roles/--no-roles", show_default=False,
-        help="Create/re-grant the least-privilege roles (default: when this user may create roles)."),
+    roles: bool | None = typer.Option(
+        None,
+        "--roles/--no-roles",
+        show_default=False,
+        help="Create/re-grant the least-privilege roles (default: when this user may create roles).",
+    ),
     worker_role: str = typer.Option(roles_mod.DEFAULT_WORKER_ROLE, "--worker-role", help="Name of the worker role."),
-    operator_role: str = typer.Option(roles_mod.DEFAULT_OPERATOR_ROLE, "--operator-role", help="Name of the operator role."),
+    operator_role: str = typer.Option(
+        roles_mod.DEFAULT_OPERATOR_ROLE, "--operator-role", help="Name of the operator role."
+    ),
 ) -> None:
     """Create or upgrade the Kestrel schema (idempotent; safe from many processes at once),
     and the NOLOGIN roles kestrel_worker / kestrel_operator to grant to login users."""
     s = settings(ctx)
     names: roles_mod.RoleNames | bool | None = roles
-    if roles is not False and (worker_role, operator_role) != (roles_mod.DEFAULT_WORKER_ROLE, roles_mod.DEFAULT_OPERATOR_ROLE):
+    if roles is not False and (worker_role, operator_role) != (
+        roles_mod.DEFAULT_WORKER_ROLE,
+        roles_mod.DEFAULT_OPERATOR_ROLE,
+    ):
         names = roles_mod.RoleNames(worker=worker_role, operator=operator_role)
     elif roles:
         names = roles_mod.RoleNames()
@@ -75,12 +84,31 @@ def migrate(
 def enqueue(
     ctx: typer.Context,
     name: str = typer.Argument(..., help="Workflow name."),
-    input: Optional[str] = typer.Option(None, "--input", help="Input as JSON (default null).", show_default=False),
-    idempotency_key: Optional[str] = typer.Option(None, "--idempotency-key", help="Enqueue at most once per key: a repeat prints the first id.", show_default=False),
-    delay: Optional[float] = typer.Option(None, "--delay", callback=_delay, help="Seconds before it may start (at most ten years).", show_default=False),
-    priority: Optional[int] = typer.Option(None, "--priority", help="Higher runs first (default: the queue's priority, else 0).", show_default=False),
-    queue: Optional[str] = typer.Option(None, "--queue", help="Queue (default: the one the workers' code binds NAME to, else 'default').", show_default=False),
-    concurrency_key: Optional[str] = typer.Option(None, "--concurrency-key", help="At most the queue's per_key (default 1) executions with this key run at once.", show_default=False),
+    input: str | None = typer.Option(None, "--input", help="Input as JSON (default null).", show_default=False),
+    idempotency_key: str | None = typer.Option(
+        None,
+        "--idempotency-key",
+        help="Enqueue at most once per key: a repeat prints the first id.",
+        show_default=False,
+    ),
+    delay: float | None = typer.Option(
+        None, "--delay", callback=_delay, help="Seconds before it may start (at most ten years).", show_default=False
+    ),
+    priority: int | None = typer.Option(
+        None, "--priority", help="Higher runs first (default: the queue's priority, else 0).", show_default=False
+    ),
+    queue: str | None = typer.Option(
+        None,
+        "--queue",
+        help="Queue (default: the one the workers' code binds NAME to, else 'default').",
+        show_default=False,
+    ),
+    concurrency_key: str | None = typer.Option(
+        None,
+        "--concurrency-key",
+        help="At most the queue's per_key (default 1) executions with this key run at once.",
+        show_default=False,
+    ),
 ) -> None:
     """Enqueue workflow NAME and print the new execution id.
 
@@ -92,8 +120,13 @@ def enqueue(
     s = settings(ctx)
     with s.kestrel() as app:
         eid = handles_errors(app.enqueue)(
-            name, value, idempotency_key=idempotency_key, priority=priority,
-            delay=timedelta(seconds=delay) if delay else None, queue=queue, concurrency_key=concurrency_key,
+            name,
+            value,
+            idempotency_key=idempotency_key,
+            priority=priority,
+            delay=timedelta(seconds=delay) if delay else None,
+            queue=queue,
+            concurrency_key=concurrency_key,
         )
     typer.echo(eid)
     warning = _unserved_warning(s, name, eid)
@@ -112,16 +145,25 @@ def _unserved_warning(s: Any, name: str, eid: int) -> str | None:
         unserved = {u["workflow_name"] for u in handles_errors(reader.unserved_workflows)()}
         if name not in unserved:
             return None
-        served = sorted({w for r in handles_errors(reader.workers)() if r["alive"] and r["stopped_at"] is None
-                         for w in (r["workflows"] or [])})
+        served = sorted(
+            {
+                w
+                for r in handles_errors(reader.workers)()
+                if r["alive"] and r["stopped_at"] is None
+                for w in (r["workflows"] or [])
+            }
+        )
     close = difflib.get_close_matches(name, served, n=3, cutoff=0.5)
     hint = f" (did you mean {' or '.join(visible(c) for c in close)}?)" if close else ""
-    return (f"warning: no live worker has registered workflow {visible(repr(name))}{hint}; execution {eid} "
-            "waits in the queue until a worker with its code starts")
+    return (
+        f"warning: no live worker has registered workflow {visible(repr(name))}{hint}; execution {eid} "
+        "waits in the queue until a worker with its code starts"
+    )
 
 
-def _decide(ctx: typer.Context, execution_id: int, step: str, comment: Optional[str], approved: bool,
-            operator: Optional[str]) -> None:
+def _decide(
+    ctx: typer.Context, execution_id: int, step: str, comment: str | None, approved: bool, operator: str | None
+) -> None:
     s = acting(ctx, operator)
     with s.kestrel() as app:
         action = app.approve if approved else app.reject
@@ -134,8 +176,8 @@ def approve(
     ctx: typer.Context,
     execution_id: int = execution_id_argument(),
     step: str = typer.Argument(..., metavar="STEP", help="Approval gate id."),
-    comment: Optional[str] = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
-    operator: Optional[str] = operator_option(),
+    comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
+    operator: str | None = operator_option(),
 ) -> None:
     """Approve the pending approval gate STEP of execution ID."""
     _decide(ctx, execution_id, step, comment, approved=True, operator=operator)
@@ -145,8 +187,8 @@ def reject(
     ctx: typer.Context,
     execution_id: int = execution_id_argument(),
     step: str = typer.Argument(..., metavar="STEP", help="Approval gate id."),
-    comment: Optional[str] = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
-    operator: Optional[str] = operator_option(),
+    comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
+    operator: str | None = operator_option(),
 ) -> None:
     """Reject the pending approval gate STEP of execution ID."""
     _decide(ctx, execution_id, step, comment, approved=False, operator=operator)
@@ -155,8 +197,8 @@ def reject(
 def requeue(
     ctx: typer.Context,
     execution_id: int = execution_id_argument(),
-    comment: Optional[str] = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
-    operator: Optional[str] = operator_option(),
+    comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
+    operator: str | None = operator_option(),
 ) -> None:
     """Re-enqueue an execution that errored, was cancelled, or holds an expired lease.
 
@@ -171,8 +213,8 @@ def requeue(
 def cancel(
     ctx: typer.Context,
     execution_id: int = execution_id_argument(),
-    comment: Optional[str] = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
-    operator: Optional[str] = operator_option(),
+    comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
+    operator: str | None = operator_option(),
 ) -> None:
     """Cancel an enqueued, running or waiting execution (a running one stops at its next step)."""
     s = acting(ctx, operator)

@@ -6,8 +6,6 @@ itself records who sent it (``sent_by``, the operator) and when.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from .engine_commands import _parse_json
@@ -18,8 +16,8 @@ from .options import acting, operator_option
 def send_event(
     ctx: typer.Context,
     key: str = typer.Argument(..., help="Event key, e.g. payment:A-17."),
-    payload: Optional[str] = typer.Option(None, "--payload", help="Payload as JSON (default null).", show_default=False),
-    operator: Optional[str] = operator_option(),
+    payload: str | None = typer.Option(None, "--payload", help="Payload as JSON (default null).", show_default=False),
+    operator: str | None = operator_option(),
 ) -> None:
     """Send event KEY: every execution waiting for it (ctx.wait_for_event) resumes."""
     if not key.strip():

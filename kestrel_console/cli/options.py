@@ -9,7 +9,6 @@ import typer
 
 from ..settings import Settings, build_settings
 
-
 # Every command that acts takes --operator too (after the command name), so that
 # `approve 7 gate --operator alice` works as well as `--operator alice approve 7 gate`.
 OPERATOR_HELP = "Who is acting, recorded in the audit table (default: the global --operator, $KESTREL_OPERATOR, $USER)."

@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 import time
 from datetime import datetime, timedelta
-from typing import Optional
 
 import typer
 
@@ -32,16 +31,22 @@ def _age(text: str) -> str:
 def prune(
     ctx: typer.Context,
     older_than: str = typer.Option(
-        ..., "--older-than", callback=_age, metavar="AGE",
+        ...,
+        "--older-than",
+        callback=_age,
+        metavar="AGE",
         help="Delete executions that finished more than AGE ago: 30d, 12h, 90m, 45s or 2w.",
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only print what would be deleted."),
     batch_size: int = typer.Option(
-        prune_mod.DEFAULT_BATCH_SIZE, "--batch-size", min=1, max=100_000,
+        prune_mod.DEFAULT_BATCH_SIZE,
+        "--batch-size",
+        min=1,
+        max=100_000,
         help="Executions deleted per transaction (each batch is short and skips locked rows).",
     ),
     pause: float = typer.Option(0.0, "--pause", min=0.0, help="Seconds to wait between batches."),
-    operator: Optional[str] = operator_option(),
+    operator: str | None = operator_option(),
 ) -> None:
     """Delete finished executions older than AGE, in short batches.
 
@@ -66,39 +71,46 @@ def _dry_run(app: Kestrel, schema: str, age: timedelta, label: str) -> None:
 
     cutoff, groups = handles_errors(look)()
     total = sum(g.count for g in groups)
-    typer.echo(f"dry run: {total} finished execution(s) finished more than {label} ago "
-               f"(before {cutoff:%Y-%m-%d %H:%M:%S %Z}) would be deleted")
+    typer.echo(
+        f"dry run: {total} finished execution(s) finished more than {label} ago "
+        f"(before {cutoff:%Y-%m-%d %H:%M:%S %Z}) would be deleted"
+    )
     for g in groups:
-        typer.echo(f"  {visible(g.workflow_name):<30} {g.status:<9} {g.count:>10}  "
-                   f"finished {g.oldest:%Y-%m-%d %H:%M} .. {g.newest:%Y-%m-%d %H:%M}")
+        typer.echo(
+            f"  {visible(g.workflow_name):<30} {g.status:<9} {g.count:>10}  "
+            f"finished {g.oldest:%Y-%m-%d %H:%M} .. {g.newest:%Y-%m-%d %H:%M}"
+        )
 
 
-def _prune(app: Kestrel, schema: str, age: timedelta, label: str, by: str, batch_size: int,
-           pause: float) -> None:
+def _prune(app: Kestrel, schema: str, age: timedelta, label: str, by: str, batch_size: int, pause: float) -> None:
     last = [time.monotonic()]
 
     def progress(result: prune_mod.PruneResult) -> None:
         now = time.monotonic()
         if now - last[0] >= PROGRESS_EVERY_S:
             last[0] = now
-            typer.echo(f"... {result.deleted} deleted in {result.batches} batch(es), "
-                       f"{result.seconds:.0f} s", err=True)
+            typer.echo(f"... {result.deleted} deleted in {result.batches} batch(es), {result.seconds:.0f} s", err=True)
 
     run = prune_mod.connection_runner(app.connection)
     try:
         result = handles_errors(prune_mod.prune)(
-            run, schema, older_than=age, by=by, batch_size=batch_size, pause=pause, progress=progress)
+            run, schema, older_than=age, by=by, batch_size=batch_size, pause=pause, progress=progress
+        )
     except KeyboardInterrupt:
         typer.echo("interrupted: the batches already done stay deleted; run it again to go on", err=True)
         sys.exit(130)
-    typer.echo(f"pruned {result.deleted} finished execution(s) that finished more than {label} ago "
-               f"(before {result.cutoff:%Y-%m-%d %H:%M:%S %Z}) in {result.seconds:.1f} s")
+    typer.echo(
+        f"pruned {result.deleted} finished execution(s) that finished more than {label} ago "
+        f"(before {result.cutoff:%Y-%m-%d %H:%M:%S %Z}) in {result.seconds:.1f} s"
+    )
 
 
 def roles(
     ctx: typer.Context,
     worker_role: str = typer.Option(roles_mod.DEFAULT_WORKER_ROLE, "--worker-role", help="Name of the worker role."),
-    operator_role: str = typer.Option(roles_mod.DEFAULT_OPERATOR_ROLE, "--operator-role", help="Name of the operator role."),
+    operator_role: str = typer.Option(
+        roles_mod.DEFAULT_OPERATOR_ROLE, "--operator-role", help="Name of the operator role."
+    ),
 ) -> None:
     """Create the NOLOGIN roles for workers and operators, or update their grants.
 
@@ -123,8 +135,9 @@ def roles(
         typer.echo(f"created role {role} on {target}")
     for role in report.existing:
         typer.echo(f"role {role} exists on {target}: grants updated")
-    typer.echo(f"grants on schema {s.schema!r} applied; grant the roles to login users, e.g. "
-               f"GRANT {names.operator} TO alice")
+    typer.echo(
+        f"grants on schema {s.schema!r} applied; grant the roles to login users, e.g. GRANT {names.operator} TO alice"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -3,7 +3,7 @@ operator's pause switch (through kestrel_core's audited functions)."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -11,32 +11,59 @@ from .. import render
 from ..read.queue_view import limit_text, rate_text
 from ..safe_text import visible
 from .errors import handles_errors
-from .read_commands import _reader, format_option
 from .options import acting, operator_option, settings
+from .read_commands import _reader, format_option
 
 queue_app = typer.Typer(
-    name="queue", no_args_is_help=True,
+    name="queue",
+    no_args_is_help=True,
     help="Queues: list them (depth, running vs limit, rate, paused), pause or resume one.",
 )
 
-QUEUE_COLUMNS = ["name", "paused", "paused_by", "paused_at", "enqueued", "running", "concurrency",
-                 "per_worker", "rate_limit", "rate_period_s", "rate_used", "per_key", "priority",
-                 "workflows", "live_workers"]
-TABLE_COLUMNS = ["name", "state", "enqueued", "running", "per_worker", "rate", "per_key", "priority",
-                 "live_workers", "workflows"]
-HEADERS = {"live_workers": "workers", "per_worker": "per worker", "per_key": "per key",
-           "running": "running/limit"}
+QUEUE_COLUMNS = [
+    "name",
+    "paused",
+    "paused_by",
+    "paused_at",
+    "enqueued",
+    "running",
+    "concurrency",
+    "per_worker",
+    "rate_limit",
+    "rate_period_s",
+    "rate_used",
+    "per_key",
+    "priority",
+    "workflows",
+    "live_workers",
+]
+TABLE_COLUMNS = [
+    "name",
+    "state",
+    "enqueued",
+    "running",
+    "per_worker",
+    "rate",
+    "per_key",
+    "priority",
+    "live_workers",
+    "workflows",
+]
+HEADERS = {"live_workers": "workers", "per_worker": "per worker", "per_key": "per key", "running": "running/limit"}
 
 
 def table_rows(queues: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{
-        **q,
-        "state": f"paused by {q['paused_by'] or '?'}" if q["paused"] else "active",
-        "running": limit_text(q["running"], q["concurrency"]),
-        "per_worker": q["per_worker"] if q["per_worker"] is not None else "-",
-        "rate": rate_text(q),
-        "workflows": ", ".join(q["workflows"] or []),
-    } for q in queues]
+    return [
+        {
+            **q,
+            "state": f"paused by {q['paused_by'] or '?'}" if q["paused"] else "active",
+            "running": limit_text(q["running"], q["concurrency"]),
+            "per_worker": q["per_worker"] if q["per_worker"] is not None else "-",
+            "rate": rate_text(q),
+            "workflows": ", ".join(q["workflows"] or []),
+        }
+        for q in queues
+    ]
 
 
 @queue_app.command("list")
@@ -50,21 +77,27 @@ def list_queues(ctx: typer.Context, fmt: str = format_option()) -> None:
     with _reader(s) as reader:
         queues = handles_errors(reader.queues)()
     if fmt == "table":
-        render.emit(table_rows(queues), TABLE_COLUMNS, "table", headers=HEADERS,
-                    empty="no queues yet (a worker declares them when it starts)")
+        render.emit(
+            table_rows(queues),
+            TABLE_COLUMNS,
+            "table",
+            headers=HEADERS,
+            empty="no queues yet (a worker declares them when it starts)",
+        )
     else:
         render.emit(queues, QUEUE_COLUMNS, fmt)
 
 
-def _set_paused(ctx: typer.Context, name: str, paused: bool, comment: Optional[str],
-                operator: Optional[str]) -> None:
+def _set_paused(ctx: typer.Context, name: str, paused: bool, comment: str | None, operator: str | None) -> None:
     s = acting(ctx, operator)
     with s.kestrel() as app:
         action = app.pause_queue if paused else app.resume_queue
         handles_errors(action)(name, by=s.operator, comment=comment)
     if paused:
-        typer.echo(f"paused queue {name!r} as {visible(s.operator)}: nothing more is claimed from it "
-                   "(running executions finish)")
+        typer.echo(
+            f"paused queue {name!r} as {visible(s.operator)}: nothing more is claimed from it "
+            "(running executions finish)"
+        )
     else:
         typer.echo(f"resumed queue {name!r} as {visible(s.operator)}")
 
@@ -73,8 +106,8 @@ def _set_paused(ctx: typer.Context, name: str, paused: bool, comment: Optional[s
 def pause(
     ctx: typer.Context,
     name: str = typer.Argument(..., metavar="NAME", help="Queue name."),
-    comment: Optional[str] = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
-    operator: Optional[str] = operator_option(),
+    comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
+    operator: str | None = operator_option(),
 ) -> None:
     """Stop claiming from queue NAME, for every worker (audited). Running executions finish."""
     _set_paused(ctx, name, True, comment, operator)
@@ -84,8 +117,8 @@ def pause(
 def resume(
     ctx: typer.Context,
     name: str = typer.Argument(..., metavar="NAME", help="Queue name."),
-    comment: Optional[str] = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
-    operator: Optional[str] = operator_option(),
+    comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
+    operator: str | None = operator_option(),
 ) -> None:
     """Claim from the paused queue NAME again (audited)."""
     _set_paused(ctx, name, False, comment, operator)

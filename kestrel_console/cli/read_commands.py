@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Optional
+from typing import Any
 
 import psycopg
 import typer
@@ -21,12 +21,12 @@ from kestrel_core.connection import connect
 from kestrel_core.execution import STATUSES
 
 from .. import formatting, render
-from ..safe_text import visible
-from ..read import schedules as schedule_queries
 from ..read import APPLICATION_NAME, Reader
+from ..read import schedules as schedule_queries
 from ..read.workers import live_versions_text
-from .errors import fail, handles_errors
+from ..safe_text import visible
 from ..settings import DEFAULT_MAX_BYTES, Settings
+from .errors import fail, handles_errors
 from .options import execution_id_argument, settings
 from .summaries import print_decisions, print_pending_approvals, print_workers
 from .timeline_view import render_timeline
@@ -42,19 +42,58 @@ def _max_rows(value: int) -> int:
         fail(f"--max-rows {value}: give a number of rows from 1 to {MAX_ROWS_LIMIT:,}", code=2)
     return value
 
-STATUS_COLUMNS = ["workflow_name", *STATUSES, "total", "stuck_leases", "pending_approvals", "live_workers",
-                  "cannot_run"]
-LIST_COLUMNS = ["id", "workflow_name", "status", "created_at", "started_at", "finished_at", "age_s",
-                "duration_s", "owner_id", "current_step", "error"]
-LIST_TABLE_COLUMNS = ["id", "workflow_name", "status", "age_s", "duration_s", "owner_id",
-                      "current_step", "error"]
-TIMELINE_COLUMNS = ["execution_id", "kind", "step_id", "attempt", "started_at", "finished_at",
-                    "duration_s", "outcome", "error", "owner_id", "wake_at", "decision",
-                    "decided_by", "decided_by_db_user", "comment", "audited"]
+
+STATUS_COLUMNS = [
+    "workflow_name",
+    *STATUSES,
+    "total",
+    "stuck_leases",
+    "pending_approvals",
+    "live_workers",
+    "cannot_run",
+]
+LIST_COLUMNS = [
+    "id",
+    "workflow_name",
+    "status",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "age_s",
+    "duration_s",
+    "owner_id",
+    "current_step",
+    "error",
+]
+LIST_TABLE_COLUMNS = ["id", "workflow_name", "status", "age_s", "duration_s", "owner_id", "current_step", "error"]
+TIMELINE_COLUMNS = [
+    "execution_id",
+    "kind",
+    "step_id",
+    "attempt",
+    "started_at",
+    "finished_at",
+    "duration_s",
+    "outcome",
+    "error",
+    "owner_id",
+    "wake_at",
+    "decision",
+    "decided_by",
+    "decided_by_db_user",
+    "comment",
+    "audited",
+]
 REPORT_LIST_COLUMNS = ["name", "description", "params", "path", "shipped", "overrides"]
 # Shorter labels for the status table (json/csv keep the column names).
-STATUS_HEADERS = {"workflow_name": "workflow", "stuck_leases": "stuck", "pending_approvals": "approvals",
-                  "live_workers": "workers", "cancelled": "cancel", "cannot_run": "no version"}
+STATUS_HEADERS = {
+    "workflow_name": "workflow",
+    "stuck_leases": "stuck",
+    "pending_approvals": "approvals",
+    "live_workers": "workers",
+    "cancelled": "cancel",
+    "cannot_run": "no version",
+}
 
 
 def _choice(allowed: tuple[str, ...], option: str) -> Any:
@@ -62,12 +101,16 @@ def _choice(allowed: tuple[str, ...], option: str) -> Any:
         if value is not None and value not in allowed:
             raise typer.BadParameter(f"{value!r} is not one of {', '.join(allowed)}", param_hint=option)
         return value
+
     return check
 
 
 def format_option() -> Any:
     return typer.Option(
-        "table", "--format", "-f", callback=_choice(render.FORMATS, "--format"),
+        "table",
+        "--format",
+        "-f",
+        callback=_choice(render.FORMATS, "--format"),
         help="Output: table (for people), json (array of objects), csv (with a header row).",
     )
 
@@ -131,39 +174,71 @@ def _status_table(overview: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     if rows:
         totals = {c: sum(r[c] for r in rows) for c in STATUS_COLUMNS if c != "workflow_name"}
         totals["live_workers"] = sum(1 for w in overview["workers"] if w["alive"])
-        render.emit([*rows, {"workflow_name": "(all)", **totals}], STATUS_COLUMNS, "table",
-                    title="Queue depth by workflow and status", console=con, headers=STATUS_HEADERS)
+        render.emit(
+            [*rows, {"workflow_name": "(all)", **totals}],
+            STATUS_COLUMNS,
+            "table",
+            title="Queue depth by workflow and status",
+            console=con,
+            headers=STATUS_HEADERS,
+        )
     else:
-        render.emit([], STATUS_COLUMNS, "table", title="Queue depth by workflow and status",
-                    empty="no executions yet", console=con)
+        render.emit(
+            [],
+            STATUS_COLUMNS,
+            "table",
+            title="Queue depth by workflow and status",
+            empty="no executions yet",
+            console=con,
+        )
     for u in overview["unserved_workflows"]:
-        con.print(Text("no worker registered: ", style="bold yellow") + Text(
-            f"workflow {u['workflow_name']!r} has {u['enqueued']} enqueued (oldest "
-            f"{formatting.human_duration(u['oldest_age_s'])} ago) but no live worker runs it"))
+        con.print(
+            Text("no worker registered: ", style="bold yellow")
+            + Text(
+                f"workflow {u['workflow_name']!r} has {u['enqueued']} enqueued (oldest "
+                f"{formatting.human_duration(u['oldest_age_s'])} ago) but no live worker runs it"
+            )
+        )
     for line in cannot_run_lines(overview):
         con.print(Text("cannot run: ", style="bold yellow") + Text(line))
     con.print()
-    render.emit(overview["stuck_leases"], ["id", "workflow_name", "owner_id", "expired_for_s", "owner_heartbeat_age_s"],
-                "table", title="Stuck leases (running, lease expired)", empty="none", console=con,
-                headers={"workflow_name": "workflow", "owner_id": "owner", "expired_for_s": "lease expired",
-                         "owner_heartbeat_age_s": "owner's last heartbeat"})
+    render.emit(
+        overview["stuck_leases"],
+        ["id", "workflow_name", "owner_id", "expired_for_s", "owner_heartbeat_age_s"],
+        "table",
+        title="Stuck leases (running, lease expired)",
+        empty="none",
+        console=con,
+        headers={
+            "workflow_name": "workflow",
+            "owner_id": "owner",
+            "expired_for_s": "lease expired",
+            "owner_heartbeat_age_s": "owner's last heartbeat",
+        },
+    )
     con.print()
     summary = (overview.get("approvals_summary") or [{}])[0]
-    print_pending_approvals(con, overview["pending_approvals"], int(summary.get("count") or 0),
-                            summary.get("oldest_age_s"))
+    print_pending_approvals(
+        con, overview["pending_approvals"], int(summary.get("count") or 0), summary.get("oldest_age_s")
+    )
     con.print()
     print_workers(con, overview["workers"])
 
 
 def cannot_run_lines(overview: dict[str, Any]) -> list[str]:
     """Enqueued executions no live worker can run now: wrong version, or a paused queue."""
-    lines = [f"{u['enqueued']} enqueued {u['workflow_name']!r} {'needs' if u['enqueued'] == 1 else 'need'} version "
-             f"{visible(str(u['version']))}, "
-             f"live workers have {visible(live_versions_text(u['live_versions']))}"
-             for u in overview.get("unrunnable", [])]
-    lines += [f"queue {q['name']!r} is paused (by {visible(q['paused_by'] or '?')}) with {q['enqueued']} "
-              f"enqueued: kestrel-console queue resume {visible(q['name'])}"
-              for q in overview.get("queues", []) if q["paused"] and q["enqueued"]]
+    lines = [
+        f"{u['enqueued']} enqueued {u['workflow_name']!r} {'needs' if u['enqueued'] == 1 else 'need'} version "
+        f"{visible(str(u['version']))}, "
+        f"live workers have {visible(live_versions_text(u['live_versions']))}"
+        for u in overview.get("unrunnable", [])
+    ]
+    lines += [
+        f"queue {q['name']!r} is paused (by {visible(q['paused_by'] or '?')}) with {q['enqueued']} "
+        f"enqueued: kestrel-console queue resume {visible(q['name'])}"
+        for q in overview.get("queues", [])
+        if q["paused"] and q["enqueued"]
+    ]
     return lines
 
 
@@ -172,9 +247,13 @@ def _schedule_notes(stalled: list[tuple[dict[str, Any], str]]) -> None:
     con = render.console_for()
     for row, reason in stalled:
         label = "paused schedule: " if row["paused"] else "schedule not running: "
-        con.print(Text(label, style="bold yellow") + Text(
-            f"{row['name']!r} ({visible(row['workflow_name'])}, '{visible(row['cron'])}' "
-            f"{visible(row['timezone'])}) {reason}"))
+        con.print(
+            Text(label, style="bold yellow")
+            + Text(
+                f"{row['name']!r} ({visible(row['workflow_name'])}, '{visible(row['cron'])}' "
+                f"{visible(row['timezone'])}) {reason}"
+            )
+        )
 
 
 def status(ctx: typer.Context, fmt: str = format_option()) -> None:
@@ -205,12 +284,20 @@ def status(ctx: typer.Context, fmt: str = format_option()) -> None:
 
 def list_(
     ctx: typer.Context,
-    status: Optional[str] = typer.Option(None, "--status", callback=_choice(STATUSES, "--status"),
-                                         help=f"Only executions in this status ({', '.join(STATUSES)}).",
-                                         show_default=False),
-    workflow: Optional[str] = typer.Option(None, "--workflow", metavar="PREFIX",
-                                           help="Only workflows whose name starts with this (case-sensitive).",
-                                           show_default=False),
+    status: str | None = typer.Option(
+        None,
+        "--status",
+        callback=_choice(STATUSES, "--status"),
+        help=f"Only executions in this status ({', '.join(STATUSES)}).",
+        show_default=False,
+    ),
+    workflow: str | None = typer.Option(
+        None,
+        "--workflow",
+        metavar="PREFIX",
+        help="Only workflows whose name starts with this (case-sensitive).",
+        show_default=False,
+    ),
     limit: int = typer.Option(50, "--limit", min=1, max=10_000, help="At most this many rows."),
     fmt: str = format_option(),
 ) -> None:
@@ -231,12 +318,19 @@ def list_(
 # -- show ------------------------------------------------------------------------------------
 
 
-def _show_data(reader: Reader, execution_id: int) -> tuple[dict[str, Any], list[dict], list[dict], str | None, list[dict]]:
+def _show_data(
+    reader: Reader, execution_id: int
+) -> tuple[dict[str, Any], list[dict], list[dict], str | None, list[dict]]:
     execution = reader.execution(execution_id)
     if execution is None:
         fail(f"no execution with id {execution_id}\nList executions with: kestrel-console list")
-    return (execution, reader.timeline(execution_id), reader.steps(execution_id),
-            reader.blocker(execution_id, cli=True), reader.actions(execution_id))
+    return (
+        execution,
+        reader.timeline(execution_id),
+        reader.steps(execution_id),
+        reader.blocker(execution_id, cli=True),
+        reader.actions(execution_id),
+    )
 
 
 def show(
@@ -262,8 +356,9 @@ def show(
         print_decisions(con, timeline)
         render.render_actions(actions, console=con)
     elif fmt == "json":
-        render.emit([{**execution, "blocker": blocker, "steps": steps, "timeline": timeline,
-                      "actions": actions}], None, "json")
+        render.emit(
+            [{**execution, "blocker": blocker, "steps": steps, "timeline": timeline, "actions": actions}], None, "json"
+        )
     else:
         render.emit([{"execution_id": execution["id"], **t} for t in timeline], TIMELINE_COLUMNS, "csv")
 
@@ -287,33 +382,44 @@ def _parse_params(values: list[str]) -> dict[str, str]:
 def _report_listing(reports: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for report in reports.values():
-        rows.append({
-            "name": report.name,
-            "description": report.description,
-            "params": [{"name": p.name, "type": p.type, "default": p.default_text} for p in report.params],
-            "path": str(report.path),
-            "shipped": report.shipped,
-            "overrides": [str(p) for p in report.overrides],
-        })
+        rows.append(
+            {
+                "name": report.name,
+                "description": report.description,
+                "params": [{"name": p.name, "type": p.type, "default": p.default_text} for p in report.params],
+                "path": str(report.path),
+                "shipped": report.shipped,
+                "overrides": [str(p) for p in report.overrides],
+            }
+        )
     return rows
 
 
 def _params_text(params: list[dict[str, Any]]) -> str:
-    return ", ".join(p["name"] + " " + p["type"] + ("" if p["default"] is None else f" = {p['default']}")
-                     for p in params)
+    return ", ".join(
+        p["name"] + " " + p["type"] + ("" if p["default"] is None else f" = {p['default']}") for p in params
+    )
 
 
-def _run_report(s: Settings, name: str, given: dict[str, str], max_rows: int, timeout_s: float,
-                max_bytes: int) -> tuple[Any, Any]:
+def _run_report(
+    s: Settings, name: str, given: dict[str, str], max_rows: int, timeout_s: float, max_bytes: int
+) -> tuple[Any, Any]:
     from ..reports import bind_params, find_report, run_report
 
     timeout_ms = _timeout_ms(timeout_s)
     report = find_report(name, s.queries)
     values = bind_params(report, given)
     with _connection(s) as conn:
-        result = run_report(conn, report, values, schema=s.schema, timeout_ms=timeout_ms,
-                            max_rows=max_rows, max_bytes=max_bytes,
-                            allow_privileged=s.allow_privileged_sql)
+        result = run_report(
+            conn,
+            report,
+            values,
+            schema=s.schema,
+            timeout_ms=timeout_ms,
+            max_rows=max_rows,
+            max_bytes=max_bytes,
+            allow_privileged=s.allow_privileged_sql,
+        )
     return report, result
 
 
@@ -329,8 +435,13 @@ def _timeout_ms(seconds: float) -> int:
 
 
 def max_bytes_option() -> Any:
-    return typer.Option(DEFAULT_MAX_BYTES, "--max-bytes", min=1, max=2**62,
-                        help="Cut the result once its values hold this many bytes (as text).")
+    return typer.Option(
+        DEFAULT_MAX_BYTES,
+        "--max-bytes",
+        min=1,
+        max=2**62,
+        help="Cut the result once its values hold this many bytes (as text).",
+    )
 
 
 def _result_notes(result: Any, max_rows: int) -> None:
@@ -338,8 +449,10 @@ def _result_notes(result: Any, max_rows: int) -> None:
     if result.notice:
         _note(result.notice)
     if result.cut_at_bytes:
-        _note(f"result cut at {_megabytes(result.cut_at_bytes)} ({len(result.rows)} rows): "
-              "narrow the query or raise --max-bytes")
+        _note(
+            f"result cut at {_megabytes(result.cut_at_bytes)} ({len(result.rows)} rows): "
+            "narrow the query or raise --max-bytes"
+        )
     elif result.truncated:
         _note(f"only the first {max_rows} rows are shown: raise --max-rows to see more")
 
@@ -350,11 +463,16 @@ def _megabytes(count: int) -> str:
 
 def report(
     ctx: typer.Context,
-    name: Optional[str] = typer.Argument(None, metavar="[NAME]", help="Report to run; none: list them."),
-    param: Optional[list[str]] = typer.Option(None, "--param", "-p", metavar="KEY=VALUE",
-                                              help="A report parameter (repeatable).", show_default=False),
-    max_rows: int = typer.Option(DEFAULT_MAX_ROWS, "--max-rows", callback=_max_rows, help="Print at most this many rows."),
-    timeout: float = typer.Option(CLI_TIMEOUT_MS / 1000, "--timeout", min=0.1, help="Seconds before the query is cancelled."),
+    name: str | None = typer.Argument(None, metavar="[NAME]", help="Report to run; none: list them."),
+    param: list[str] | None = typer.Option(
+        None, "--param", "-p", metavar="KEY=VALUE", help="A report parameter (repeatable).", show_default=False
+    ),
+    max_rows: int = typer.Option(
+        DEFAULT_MAX_ROWS, "--max-rows", callback=_max_rows, help="Print at most this many rows."
+    ),
+    timeout: float = typer.Option(
+        CLI_TIMEOUT_MS / 1000, "--timeout", min=0.1, help="Seconds before the query is cancelled."
+    ),
     max_bytes: int = max_bytes_option(),
     fmt: str = format_option(),
 ) -> None:
@@ -367,12 +485,19 @@ def report(
             fail("--param needs a report NAME: kestrel-console report NAME --param KEY=VALUE", code=2)
         rows = _report_listing(handles_errors(discover)(s.queries))
         if fmt == "table":
-            table_rows = [{**r, "params": _params_text(r["params"]),
-                           "path": "shipped" if r["shipped"] else
-                           r["path"] + (" (overrides the shipped one)" if r["overrides"] else "")}
-                          for r in rows]
-            render.emit(table_rows, ["name", "description", "params", "path"], "table",
-                        empty="no reports found", max_cell=400)
+            table_rows = [
+                {
+                    **r,
+                    "params": _params_text(r["params"]),
+                    "path": "shipped"
+                    if r["shipped"]
+                    else r["path"] + (" (overrides the shipped one)" if r["overrides"] else ""),
+                }
+                for r in rows
+            ]
+            render.emit(
+                table_rows, ["name", "description", "params", "path"], "table", empty="no reports found", max_cell=400
+            )
         else:
             render.emit(rows, REPORT_LIST_COLUMNS, fmt)
         return
@@ -392,16 +517,28 @@ def _run_sql(s: Settings, query: str, max_rows: int, timeout_s: float, max_bytes
 
     timeout_ms = _timeout_ms(timeout_s)
     with _connection(s) as conn:
-        return run_read_only(conn, query, schema=s.schema, timeout_ms=timeout_ms,
-                             max_rows=max_rows, max_bytes=max_bytes,
-                             allow_privileged=s.allow_privileged_sql)
+        return run_read_only(
+            conn,
+            query,
+            schema=s.schema,
+            timeout_ms=timeout_ms,
+            max_rows=max_rows,
+            max_bytes=max_bytes,
+            allow_privileged=s.allow_privileged_sql,
+        )
 
 
 def sql(
     ctx: typer.Context,
-    query: str = typer.Argument(..., metavar="QUERY", help="One read-only statement (SELECT, WITH, VALUES, EXPLAIN); '-' reads it from stdin."),
-    max_rows: int = typer.Option(DEFAULT_MAX_ROWS, "--max-rows", callback=_max_rows, help="Print at most this many rows."),
-    timeout: float = typer.Option(CLI_TIMEOUT_MS / 1000, "--timeout", min=0.1, help="Seconds before the query is cancelled."),
+    query: str = typer.Argument(
+        ..., metavar="QUERY", help="One read-only statement (SELECT, WITH, VALUES, EXPLAIN); '-' reads it from stdin."
+    ),
+    max_rows: int = typer.Option(
+        DEFAULT_MAX_ROWS, "--max-rows", callback=_max_rows, help="Print at most this many rows."
+    ),
+    timeout: float = typer.Option(
+        CLI_TIMEOUT_MS / 1000, "--timeout", min=0.1, help="Seconds before the query is cancelled."
+    ),
     max_bytes: int = max_bytes_option(),
     fmt: str = format_option(),
 ) -> None:

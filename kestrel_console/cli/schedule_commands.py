@@ -7,7 +7,7 @@ expression, timezone or input is bad usage (exit 2) and writes nothing.
 from __future__ import annotations
 
 import difflib
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.text import Text
@@ -21,14 +21,31 @@ from ..read.schedules import schedules as read_schedules
 from ..safe_text import visible
 from .engine_commands import _parse_json
 from .errors import handles_errors
-from .read_commands import _reader, format_option
 from .options import acting, operator_option, settings
+from .read_commands import _reader, format_option
 
-app = typer.Typer(name="schedule", help="Cron schedules: list, add, pause, resume, remove.",
-                  no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
+app = typer.Typer(
+    name="schedule",
+    help="Cron schedules: list, add, pause, resume, remove.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 
-LIST_COLUMNS = ["name", "cron", "timezone", "workflow_name", "next_tick", "last_tick",
-                "last_execution_id", "last_status", "paused", "paused_by", "catch_up", "source", "input"]
+LIST_COLUMNS = [
+    "name",
+    "cron",
+    "timezone",
+    "workflow_name",
+    "next_tick",
+    "last_tick",
+    "last_execution_id",
+    "last_status",
+    "paused",
+    "paused_by",
+    "catch_up",
+    "source",
+    "input",
+]
 TABLE_COLUMNS = ["name", "cron", "timezone", "workflow_name", "next", "last_run", "state", "source"]
 TABLE_HEADERS = {"workflow_name": "workflow", "next": "next tick", "last_run": "last run"}
 
@@ -46,8 +63,13 @@ def list_(ctx: typer.Context, fmt: str = format_option()) -> None:
     if fmt != "table":
         render.emit(rows, LIST_COLUMNS, fmt)
         return
-    render.emit([_table_row(r) for r in rows], TABLE_COLUMNS, "table", headers=TABLE_HEADERS,
-                empty="no schedules (add one: kestrel-console schedule add NAME CRON WORKFLOW)")
+    render.emit(
+        [_table_row(r) for r in rows],
+        TABLE_COLUMNS,
+        "table",
+        headers=TABLE_HEADERS,
+        empty="no schedules (add one: kestrel-console schedule add NAME CRON WORKFLOW)",
+    )
 
 
 def _table_row(r: dict[str, Any]) -> dict[str, Any]:
@@ -55,7 +77,11 @@ def _table_row(r: dict[str, Any]) -> dict[str, Any]:
     if r["last_tick"] is not None:
         last = f"{formatting.short_time(r['last_tick'])} #{r['last_execution_id']} {r['last_status'] or 'pruned'}"
     state = Text("paused by " + (r["paused_by"] or "?"), style="bold yellow") if r["paused"] else "active"
-    nxt = "—" if r["paused"] else f"{formatting.short_time(r['next_tick'])} (in {formatting.human_duration(max(0.0, r['next_in_s']))})"
+    nxt = (
+        "—"
+        if r["paused"]
+        else f"{formatting.short_time(r['next_tick'])} (in {formatting.human_duration(max(0.0, r['next_in_s']))})"
+    )
     return {**r, "next": nxt, "last_run": last, "state": state}
 
 
@@ -65,19 +91,25 @@ def add(
     name: str = typer.Argument(..., metavar="NAME", help="Schedule name (letters, digits, _ . : -)."),
     cron: str = typer.Argument(..., metavar="CRON", help="Cron expression, 5 fields (or 6 with seconds last), quoted."),
     workflow: str = typer.Argument(..., metavar="WORKFLOW", help="Workflow name to enqueue at every tick."),
-    input: Optional[str] = typer.Option(None, "--input", help="A JSON object passed to every run (beside scheduled_at).", show_default=False),
+    input: str | None = typer.Option(
+        None, "--input", help="A JSON object passed to every run (beside scheduled_at).", show_default=False
+    ),
     timezone: str = typer.Option("UTC", "--timezone", help="IANA timezone the cron is read in (Europe/Paris, ...)."),
-    catch_up: bool = typer.Option(False, "--catch-up", help="After an outage, enqueue every missed tick (default: only the latest)."),
-    comment: Optional[str] = _comment(),
-    operator: Optional[str] = operator_option(),
+    catch_up: bool = typer.Option(
+        False, "--catch-up", help="After an outage, enqueue every missed tick (default: only the latest)."
+    ),
+    comment: str | None = _comment(),
+    operator: str | None = operator_option(),
 ) -> None:
     """Add a schedule that enqueues WORKFLOW at every tick of CRON (any worker ticks it)."""
     value = _parse_input(input)
-    checks = ((lambda: schedules_mod.check(name, "* * * * *", "w", "UTC", None), "NAME"),
-              (lambda: cron_mod.check_cron(cron), "CRON"),
-              (lambda: cron_mod.check_timezone(timezone), "--timezone"),
-              (lambda: schedules_mod.check(name, "* * * * *", workflow, "UTC", None), "WORKFLOW"),
-              (lambda: schedules_mod.check(name, cron, workflow, timezone, value), "--input"))
+    checks = (
+        (lambda: schedules_mod.check(name, "* * * * *", "w", "UTC", None), "NAME"),
+        (lambda: cron_mod.check_cron(cron), "CRON"),
+        (lambda: cron_mod.check_timezone(timezone), "--timezone"),
+        (lambda: schedules_mod.check(name, "* * * * *", workflow, "UTC", None), "WORKFLOW"),
+        (lambda: schedules_mod.check(name, cron, workflow, timezone, value), "--input"),
+    )
     for check, hint in checks:
         try:
             check()
@@ -85,10 +117,13 @@ def add(
             raise typer.BadParameter(str(exc), param_hint=hint) from None
     s = acting(ctx, operator)
     with s.kestrel() as kestrel:
-        first = handles_errors(kestrel.add_schedule)(name, cron, workflow, input=value, timezone=timezone,
-                                                     catch_up=catch_up, by=s.operator, comment=comment)
-    typer.echo(f"added schedule {name!r}: workflow {workflow!r} at {cron!r} ({timezone}) as {visible(s.operator)}; "
-               f"first tick {first.isoformat()}")
+        first = handles_errors(kestrel.add_schedule)(
+            name, cron, workflow, input=value, timezone=timezone, catch_up=catch_up, by=s.operator, comment=comment
+        )
+    typer.echo(
+        f"added schedule {name!r}: workflow {workflow!r} at {cron!r} ({timezone}) as {visible(s.operator)}; "
+        f"first tick {first.isoformat()}"
+    )
     with _reader(s) as reader:
         warning = unknown_workflow_warning(workflow, handles_errors(reader.workflow_names)())
     if warning:
@@ -102,9 +137,11 @@ def unknown_workflow_warning(workflow: str, known: list[str]) -> str | None:
         return None
     close = difflib.get_close_matches(workflow, known, n=3, cutoff=0.5)
     hint = f" (did you mean {' or '.join(close)}?)" if close else ""
-    return (f"warning: no worker has registered workflow {workflow!r} and it has no executions{hint}; "
-            "its runs wait in the queue until a worker with its code starts (remove the schedule "
-            "if the name is wrong)")
+    return (
+        f"warning: no worker has registered workflow {workflow!r} and it has no executions{hint}; "
+        "its runs wait in the queue until a worker with its code starts (remove the schedule "
+        "if the name is wrong)"
+    )
 
 
 def _parse_input(text: str | None) -> Any:
@@ -114,18 +151,29 @@ def _parse_input(text: str | None) -> Any:
 
 
 @app.command("pause")
-def pause(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME", help="Schedule name."),
-          comment: Optional[str] = _comment(), operator: Optional[str] = operator_option()) -> None:
+def pause(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., metavar="NAME", help="Schedule name."),
+    comment: str | None = _comment(),
+    operator: str | None = operator_option(),
+) -> None:
     """Stop a schedule's ticks until it is resumed (runs already enqueued are left alone)."""
     s = acting(ctx, operator)
     with s.kestrel() as kestrel:
         handles_errors(kestrel.pause_schedule)(name, by=s.operator, comment=comment)
-    typer.echo(f"paused schedule {name!r} as {visible(s.operator)}; resume it with: kestrel-console schedule resume {visible(name)}")
+    typer.echo(
+        f"paused schedule {name!r} as {visible(s.operator)}; "
+        f"resume it with: kestrel-console schedule resume {visible(name)}"
+    )
 
 
 @app.command("resume")
-def resume(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME", help="Schedule name."),
-           comment: Optional[str] = _comment(), operator: Optional[str] = operator_option()) -> None:
+def resume(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., metavar="NAME", help="Schedule name."),
+    comment: str | None = _comment(),
+    operator: str | None = operator_option(),
+) -> None:
     """Tick again, from the first tick after now (the ticks missed while paused are not run)."""
     s = acting(ctx, operator)
     with s.kestrel() as kestrel:
@@ -134,16 +182,22 @@ def resume(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME", h
 
 
 @app.command("remove")
-def remove(ctx: typer.Context, name: str = typer.Argument(..., metavar="NAME", help="Schedule name."),
-           comment: Optional[str] = _comment(), operator: Optional[str] = operator_option()) -> None:
+def remove(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., metavar="NAME", help="Schedule name."),
+    comment: str | None = _comment(),
+    operator: str | None = operator_option(),
+) -> None:
     """Delete a schedule (runs already enqueued are left alone)."""
     s = acting(ctx, operator)
     with s.kestrel() as kestrel:
         source = handles_errors(kestrel.remove_schedule)(name, by=s.operator, comment=comment)
     typer.echo(f"removed schedule {name!r} as {visible(s.operator)}")
     if source == "code":
-        typer.echo("note: it is declared in code and comes back when a worker with that code starts; "
-                   "pause it to keep it off", err=True)
+        typer.echo(
+            "note: it is declared in code and comes back when a worker with that code starts; pause it to keep it off",
+            err=True,
+        )
 
 
 def register(root: typer.Typer) -> None:

@@ -48,13 +48,15 @@ def print_decisions(con: Console, timeline: Sequence[Mapping[str, Any]]) -> None
             if gate.get("finished_at") is not None:
                 line.append(f" at {formatting.short_time(gate['finished_at'])}")
             comment = gate.get("comment")
-            line.append(": " + formatting.json_line(comment) if comment else ": (no comment)",
-                        style="" if comment else "dim")
+            line.append(
+                ": " + formatting.json_line(comment) if comment else ": (no comment)", style="" if comment else "dim"
+            )
         con.print(line)
 
 
-def print_pending_approvals(con: Console, pending: Sequence[Mapping[str, Any]], count: int,
-                            oldest_age_s: float | None) -> None:
+def print_pending_approvals(
+    con: Console, pending: Sequence[Mapping[str, Any]], count: int, oldest_age_s: float | None
+) -> None:
     """The pending approvals in a few lines: how many, the oldest, the few oldest one line each,
     and the command that lists them all."""
     title = Text("Pending approvals", style="bold")
@@ -65,8 +67,10 @@ def print_pending_approvals(con: Console, pending: Sequence[Mapping[str, Any]], 
     con.print(title)
     for row in pending[:PENDING_SHOWN]:
         details = "" if row.get("details") is None else formatting.json_line(row["details"])
-        line = Text(f"  #{row['execution_id']}  {visible(str(row['workflow_name']))}  {visible(str(row['step_id']))}  "
-                    f"waiting {formatting.human_duration(row['waiting_s'])}")
+        line = Text(
+            f"  #{row['execution_id']}  {visible(str(row['workflow_name']))}  {visible(str(row['step_id']))}  "
+            f"waiting {formatting.human_duration(row['waiting_s'])}"
+        )
         if row.get("deadline") is not None:
             line.append(f"  deadline {formatting.short_time(row['deadline'])}")
         if details:
@@ -83,12 +87,26 @@ def print_workers(con: Console, workers: Sequence[Mapping[str, Any]]) -> None:
     line after it, unless they still hold executions."""
     shown = [w for w in workers if w["alive"] or w["held"]]
     gone = [w for w in workers if not (w["alive"] or w["held"])]
-    render.emit(shown, ["worker_id", "hostname", "pid", "state", "held", "concurrency", "heartbeat_age_s", "workflows"],
-                "table", title="Workers", empty="no live worker", console=con,
-                headers={"worker_id": "worker", "hostname": "host", "concurrency": "slots",
-                         "heartbeat_age_s": "last heartbeat"})
+    render.emit(
+        shown,
+        ["worker_id", "hostname", "pid", "state", "held", "concurrency", "heartbeat_age_s", "workflows"],
+        "table",
+        title="Workers",
+        empty="no live worker",
+        console=con,
+        headers={
+            "worker_id": "worker",
+            "hostname": "host",
+            "concurrency": "slots",
+            "heartbeat_age_s": "last heartbeat",
+        },
+    )
     if gone:
         names = ", ".join(visible(str(w["worker_id"])) for w in gone[:STOPPED_NAMED])
         more = f" and {len(gone) - STOPPED_NAMED} more" if len(gone) > STOPPED_NAMED else ""
-        con.print(Text(f"{len(gone)} stopped or silent in the last hour: {names}{more}", style="dim"),
-                  no_wrap=True, overflow="ellipsis", crop=True)
+        con.print(
+            Text(f"{len(gone)} stopped or silent in the last hour: {names}{more}", style="dim"),
+            no_wrap=True,
+            overflow="ellipsis",
+            crop=True,
+        )

@@ -8,7 +8,7 @@ module only writes the columns around them. The TUI draws the same model as lane
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import IO, Any
 
 from rich.console import Console
@@ -25,9 +25,14 @@ COLUMNS = ("step", "kind", "attempt", "start", "duration", "outcome")
 
 
 def render_timeline(
-    execution: Mapping[str, Any], timeline: Sequence[Mapping[str, Any]], *,
-    now: datetime | None = None, width: int | None = None, console: Console | None = None,
-    file: IO[str] | None = None, blocker: str | None = None,
+    execution: Mapping[str, Any],
+    timeline: Sequence[Mapping[str, Any]],
+    *,
+    now: datetime | None = None,
+    width: int | None = None,
+    console: Console | None = None,
+    file: IO[str] | None = None,
+    blocker: str | None = None,
 ) -> None:
     """Print one execution: its header, then every attempt and wait on one time axis.
 
@@ -39,7 +44,7 @@ def render_timeline(
     if not timeline:
         con.print(Text("no steps yet", style="dim"))
         return
-    model = trace(execution, timeline, now or datetime.now(timezone.utc))
+    model = trace(execution, timeline, now or datetime.now(UTC))
     lines = [_cells(model, entry) for entry in model.entries]
     if width is None:
         # The bar takes what the other columns leave (two spaces between columns, two edges).
@@ -47,15 +52,19 @@ def render_timeline(
         width = max(10, min(BAR_WIDTH * 2, con.width - used - 2 * len(COLUMNS) - 2))
     table = Table(header_style="bold", box=None, pad_edge=False, show_edge=False)
     for name in COLUMNS:
-        table.add_column(name, justify="right" if name in ("attempt", "start", "duration") else "left",
-                         no_wrap=True)
+        table.add_column(name, justify="right" if name in ("attempt", "start", "duration") else "left", no_wrap=True)
     table.add_column(f"{human_duration(model.span_s)} span", no_wrap=True)
     for entry, cells in zip(model.entries, lines):
         left, right = model.cols(segment(entry), width)
         style = STATUS_STYLES.get(entry.get("outcome") or "", "")
         glyph = "█" if entry["kind"] == "step" else "░"
-        bar = (Text("▕", style="dim") + Text(" " * left) + Text(glyph * (right - left), style=style)
-               + Text(" " * (width - right)) + Text("▏", style="dim"))
+        bar = (
+            Text("▕", style="dim")
+            + Text(" " * left)
+            + Text(glyph * (right - left), style=style)
+            + Text(" " * (width - right))
+            + Text("▏", style="dim")
+        )
         table.add_row(*(Text(c) for c in cells[:5]), Text(cells[5], style=style), bar)
         if entry.get("error"):
             # Under the bar, cut to its width: the table keeps its shape.
@@ -96,8 +105,9 @@ def _print_header(con: Console, execution: Mapping[str, Any], blocker: str | Non
 
 def _cells(model: Trace, entry: Mapping[str, Any]) -> list[str]:
     """step, kind, attempt (n/N), start (+offset), duration, outcome of one timeline entry."""
-    attempt = (f"{entry.get('attempt') or '?'}/{model.attempts_of(entry['step_id']) or '?'}"
-               if entry["kind"] == "step" else "")
+    attempt = (
+        f"{entry.get('attempt') or '?'}/{model.attempts_of(entry['step_id']) or '?'}" if entry["kind"] == "step" else ""
+    )
     if entry.get("finished_at") is None:
         duration = human_duration((model.now - entry["started_at"]).total_seconds()) + "…"
     else:
@@ -106,5 +116,11 @@ def _cells(model: Trace, entry: Mapping[str, Any]) -> list[str]:
     if entry["kind"] == "approval" and (entry.get("decided_by") or entry.get("audited") is False):
         outcome = f"{outcome} by {decider(entry)}"
     since_start = model.offset_s(entry)
-    return [visible(entry["step_id"]), entry["kind"], attempt,
-            ("+" if since_start >= 0 else "") + human_duration(since_start), duration, outcome]
+    return [
+        visible(entry["step_id"]),
+        entry["kind"],
+        attempt,
+        ("+" if since_start >= 0 else "") + human_duration(since_start),
+        duration,
+        outcome,
+    ]

@@ -36,10 +36,13 @@ def open_tui(settings: Any, read_only: bool) -> None:
     """
     missing = not_terminals()
     if missing:
-        fail(f"the console needs a terminal, but {', '.join(missing)} "
-             f"{'is' if len(missing) == 1 else 'are'} not one (piped or redirected): run "
-             "kestrel-console in a terminal, or use a command (status, list, show, sql) "
-             "whose output can be piped", code=2)
+        fail(
+            f"the console needs a terminal, but {', '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not one (piped or redirected): run "
+            "kestrel-console in a terminal, or use a command (status, list, show, sql) "
+            "whose output can be piped",
+            code=2,
+        )
     from kestrel_console.tui import KestrelConsole
 
     try:

@@ -14,13 +14,12 @@ import math
 import sys
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
-from kestrel_core import Kestrel
+from kestrel_core import Kestrel, supervised
 from kestrel_core import prune as prune_mod
-from kestrel_core import supervised
 from kestrel_core.supervisor import Supervisor, default_processes
 
 from .errors import fail, handles_errors
@@ -29,7 +28,8 @@ from .options import settings
 PROCESSES_HELP = (
     "Worker processes to run, each with its own `workers` row and --concurrency slots "
     f"(default: one per core, {default_processes()} here). Above 1, this process supervises them: restarts "
-    "one that dies, passes SIGINT/SIGTERM on, stops them all and exits 1 if they cannot start.")
+    "one that dies, passes SIGINT/SIGTERM on, stops them all and exits 1 if they cannot start."
+)
 
 
 def load_app(target: str) -> Kestrel:
@@ -42,7 +42,10 @@ def load_app(target: str) -> Kestrel:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):
-            fail(f"cannot import module {module_name!r}: no such module (run from the folder that holds it, or fix PYTHONPATH)")
+            fail(
+                f"cannot import module {module_name!r}: no such module "
+                "(run from the folder that holds it, or fix PYTHONPATH)"
+            )
         raise
     obj = getattr(module, attr, None)
     if obj is None:
@@ -64,28 +67,54 @@ def _lease(value: float) -> float:
 
 def worker(
     ctx: typer.Context,
-    target: str = typer.Argument(..., metavar="MODULE[:ATTR]", help="Where the Kestrel app is (ATTR defaults to 'app')."),
-    concurrency: int = typer.Option(8, "--concurrency", min=1, max=1024, help="Executions run at once (by each process)."),
-    lease: float = typer.Option(30.0, "--lease", callback=_lease, help="Lease length in seconds (1 to 86400); renewed every third of it."),
-    worker_id: Optional[str] = typer.Option(
-        None, "--worker-id", show_default=False,
-        help="Owner id written on claimed rows (default host:pid:random; with --processes N: ID-1 .. ID-N)."),
+    target: str = typer.Argument(
+        ..., metavar="MODULE[:ATTR]", help="Where the Kestrel app is (ATTR defaults to 'app')."
+    ),
+    concurrency: int = typer.Option(
+        8, "--concurrency", min=1, max=1024, help="Executions run at once (by each process)."
+    ),
+    lease: float = typer.Option(
+        30.0, "--lease", callback=_lease, help="Lease length in seconds (1 to 86400); renewed every third of it."
+    ),
+    worker_id: str | None = typer.Option(
+        None,
+        "--worker-id",
+        show_default=False,
+        help="Owner id written on claimed rows (default host:pid:random; with --processes N: ID-1 .. ID-N).",
+    ),
     no_listen: bool = typer.Option(False, "--no-listen", help="Poll only, no LISTEN/NOTIFY."),
     transaction_pooling: bool = typer.Option(
-        False, "--transaction-pooling",
-        help="The DSN goes through PgBouncer in transaction mode: no LISTEN (poll), no server-side prepared statements."),
+        False,
+        "--transaction-pooling",
+        help=(
+            "The DSN goes through PgBouncer in transaction mode: no LISTEN (poll), no server-side prepared statements."
+        ),
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
     startup_timeout: float = typer.Option(
-        60.0, "--startup-timeout", min=0.0, metavar="SECONDS",
-        help="How long to wait for an unreachable database at startup (retrying, logging each try) before exiting 1."),
-    prune_older_than: Optional[str] = typer.Option(
-        None, "--prune-older-than", metavar="AGE", show_default=False,
-        help="Also delete executions finished more than AGE ago (30d, 12h, ...), every 10 minutes."),
-    queues: Optional[str] = typer.Option(
-        None, "--queues", metavar="A,B", show_default=False,
-        help="Claim only from these queues (comma-separated; default: every queue)."),
-    processes: Optional[int] = typer.Option(
-        None, "--processes", min=1, max=256, metavar="N", show_default=False, help=PROCESSES_HELP),
+        60.0,
+        "--startup-timeout",
+        min=0.0,
+        metavar="SECONDS",
+        help="How long to wait for an unreachable database at startup (retrying, logging each try) before exiting 1.",
+    ),
+    prune_older_than: str | None = typer.Option(
+        None,
+        "--prune-older-than",
+        metavar="AGE",
+        show_default=False,
+        help="Also delete executions finished more than AGE ago (30d, 12h, ...), every 10 minutes.",
+    ),
+    queues: str | None = typer.Option(
+        None,
+        "--queues",
+        metavar="A,B",
+        show_default=False,
+        help="Claim only from these queues (comma-separated; default: every queue).",
+    ),
+    processes: int | None = typer.Option(
+        None, "--processes", min=1, max=256, metavar="N", show_default=False, help=PROCESSES_HELP
+    ),
 ) -> None:
     """Run a worker for the workflows registered on the app at MODULE[:ATTR], until SIGINT/SIGTERM.
 
@@ -98,8 +127,7 @@ def worker(
     level = logging.getLevelName(log_level.upper())
     if not isinstance(level, int):
         raise typer.BadParameter("use debug, info, warning or error", param_hint="--log-level")
-    logging.basicConfig(level=level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     retention = None
     if prune_older_than is not None:
         try:
@@ -127,9 +155,13 @@ def worker(
         supervisor = handles_errors(Supervisor)(_child_command(ctx, target, worker_id), count)
         raise typer.Exit(handles_errors(supervisor.run)())
     w = handles_errors(user_app.worker)(
-        concurrency=concurrency, lease=timedelta(seconds=lease), worker_id=worker_id,
-        listen=not (no_listen or transaction_pooling), prune_older_than=retention,
-        startup_timeout=startup_timeout, queues=served,
+        concurrency=concurrency,
+        lease=timedelta(seconds=lease),
+        worker_id=worker_id,
+        listen=not (no_listen or transaction_pooling),
+        prune_older_than=retention,
+        startup_timeout=startup_timeout,
+        queues=served,
     )
     # Under a supervisor, an exit before the worker serves is a failed start.
     handles_errors(w.run)(on_started=supervised.ready if under_supervisor else None)
@@ -138,8 +170,16 @@ def worker(
 def _child_command(ctx: typer.Context, target: str, worker_id: str | None) -> Callable[[int], list[str]]:
     """``slot -> argv``: this command line again (the options given on it, --dsn included if it
     was; the environment is inherited), run by this interpreter, as one process."""
-    base = [sys.executable, "-m", "kestrel_console", *_given_options(ctx.find_root()), "worker",
-            *_given_options(ctx, skip={"processes", "worker_id"}), "--processes", "1"]
+    base = [
+        sys.executable,
+        "-m",
+        "kestrel_console",
+        *_given_options(ctx.find_root()),
+        "worker",
+        *_given_options(ctx, skip={"processes", "worker_id"}),
+        "--processes",
+        "1",
+    ]
 
     def command(slot: int) -> list[str]:
         named = ["--worker-id", f"{worker_id}-{slot}"] if worker_id is not None else []

@@ -14,7 +14,7 @@ class BackgroundLoop:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
 
-    def start(self):  # noqa: ANN201 - returns the subclass
+    def start(self):
         self._thread.start()
         return self
 

@@ -41,8 +41,15 @@ class BotOperator(BackgroundLoop):
 
     thread_name = "kestrel-demo-bot"
 
-    def __init__(self, app: Kestrel, workflow: str, on_event: Callable[[str], None], *,
-                 min_age: float = 4.0, interval: float = 1.0) -> None:
+    def __init__(
+        self,
+        app: Kestrel,
+        workflow: str,
+        on_event: Callable[[str], None],
+        *,
+        min_age: float = 4.0,
+        interval: float = 1.0,
+    ) -> None:
         super().__init__()
         self.app = app
         self.workflow = workflow
@@ -54,22 +61,31 @@ class BotOperator(BackgroundLoop):
     def decide_due(self) -> int:
         """Decide every gate due now; returns how many were decided."""
         with self.app.connection() as conn:
-            gates = conn.execute(render(PENDING_GATES, self.app.schema), {
-                "workflow": self.workflow, "left_for_humans": LEFT_FOR_HUMANS,
-                "min_age": timedelta(seconds=self.min_age),
-            }).fetchall()
+            gates = conn.execute(
+                render(PENDING_GATES, self.app.schema),
+                {
+                    "workflow": self.workflow,
+                    "left_for_humans": LEFT_FOR_HUMANS,
+                    "min_age": timedelta(seconds=self.min_age),
+                },
+            ).fetchall()
         count = 0
         for execution_id, step_id, risk in gates:
             if self._stop.is_set():
                 break
             try:
                 if risk == "high":
-                    self.app.reject(execution_id, step_id, by=BOT_NAME,
-                                    comment="high-risk change: needs a change-advisory review")
+                    self.app.reject(
+                        execution_id, step_id, by=BOT_NAME, comment="high-risk change: needs a change-advisory review"
+                    )
                     verb = "rejected"
                 else:
-                    self.app.approve(execution_id, step_id, by=BOT_NAME,
-                                     comment=f"{risk or 'unknown'} risk, dry run clean: auto-approved")
+                    self.app.approve(
+                        execution_id,
+                        step_id,
+                        by=BOT_NAME,
+                        comment=f"{risk or 'unknown'} risk, dry run clean: auto-approved",
+                    )
                     verb = "approved"
             except KestrelError:
                 continue  # decided meanwhile (by you, or cancelled): nothing to do

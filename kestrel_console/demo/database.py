@@ -51,21 +51,27 @@ class DemoDatabase:
 
 
 @contextmanager
-def demo_database(dsn: str | None, schema: str, fresh: bool,
-                  progress: Callable[[str], None],
-                  spinning: Callable[[str], AbstractContextManager[None]]) -> Iterator[DemoDatabase]:
+def demo_database(
+    dsn: str | None,
+    schema: str,
+    fresh: bool,
+    progress: Callable[[str], None],
+    spinning: Callable[[str], AbstractContextManager[None]],
+) -> Iterator[DemoDatabase]:
     """Yield the demo's database; a private server started here is stopped on the way out."""
     if dsn is not None:
         if fresh:
             drop_schema(dsn, schema)
-            progress(f"--fresh: dropped schema {schema!r} in {describe_target(dsn)}; "
-                     "migrate recreates it empty")
+            progress(f"--fresh: dropped schema {schema!r} in {describe_target(dsn)}; migrate recreates it empty")
         yield DemoDatabase(dsn, describe_target(dsn))
         return
     data_dir = default_data_dir()
     cluster_exists = (data_dir / "PG_VERSION").is_file()
-    progress(f"reusing the private PostgreSQL in {data_dir} (the demo's data folder)" if cluster_exists
-             else f"initialising a private PostgreSQL in {data_dir}, the demo's data folder (first run only)")
+    progress(
+        f"reusing the private PostgreSQL in {data_dir} (the demo's data folder)"
+        if cluster_exists
+        else f"initialising a private PostgreSQL in {data_dir}, the demo's data folder (first run only)"
+    )
     cluster = LocalCluster(data_dir, log=progress)
     started_here = not cluster.is_running()
     if not started_here:
@@ -77,8 +83,10 @@ def demo_database(dsn: str | None, schema: str, fresh: bool,
                 _pid_file(data_dir).write_text(f"{os.getpid()}\n")
             if fresh:
                 cluster.drop_database(DEMO_DATABASE)
-                progress(f"--fresh: dropped database {DEMO_DATABASE!r} (every execution, approval and "
-                         "worker of earlier runs) and created it empty")
+                progress(
+                    f"--fresh: dropped database {DEMO_DATABASE!r} (every execution, approval and "
+                    "worker of earlier runs) and created it empty"
+                )
             demo_dsn = cluster.create_database(DEMO_DATABASE)
         yield DemoDatabase(demo_dsn, f"the private PostgreSQL in {data_dir}", data_dir)
     finally:
@@ -131,11 +139,14 @@ def _say_attaching(cluster: LocalCluster, fresh: bool, progress: Callable[[str],
                 f"another demo is running on this data (pid {other}): --fresh would empty it under "
                 f"that demo; stop it first (kill {other}), or run without --fresh"
             )
-        progress(f"a demo is already running (pid {other}), attaching to it at {where}: "
-                 "this demo adds its own workers; the server stops when that demo exits")
+        progress(
+            f"a demo is already running (pid {other}), attaching to it at {where}: "
+            "this demo adds its own workers; the server stops when that demo exits"
+        )
     else:
-        progress(f"a PostgreSQL (pid {cluster.server_pid}) is already running at {where}: "
-                 "using it, and leaving it running")
+        progress(
+            f"a PostgreSQL (pid {cluster.server_pid}) is already running at {where}: using it, and leaving it running"
+        )
 
 
 def _pid_file(data_dir: Path) -> Path:

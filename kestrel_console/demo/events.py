@@ -79,8 +79,9 @@ class WorkerEventHandler(logging.Handler):
             self.printer(line)
 
 
-def describe_worker_event(message: str, level: int = logging.INFO,
-                          run_time: Callable[[int], float | None] | None = None) -> str | None:
+def describe_worker_event(
+    message: str, level: int = logging.INFO, run_time: Callable[[int], float | None] | None = None
+) -> str | None:
     """A short line for one worker log message, or None for routine ones.
 
     A finished execution's time is its whole run (``run_time``: start to finish, waits
@@ -100,8 +101,10 @@ def describe_worker_event(message: str, level: int = logging.INFO,
     if event == "parked":
         return f"waiting #{eid} {workflow} (durable sleep or approval gate)"
     if event == "step_retry":
-        return f"retry   #{eid} step {fields.get('step')} attempt {fields.get('attempt')} failed, " \
-               f"retrying in {float(fields.get('delay_s', 0)):.1f}s"
+        return (
+            f"retry   #{eid} step {fields.get('step')} attempt {fields.get('attempt')} failed, "
+            f"retrying in {float(fields.get('delay_s', 0)):.1f}s"
+        )
     return message if level >= logging.WARNING else None
 
 
@@ -115,8 +118,10 @@ def worker_events_printed(printer: EventPrinter) -> Iterator[None]:
 @contextmanager
 def silence_engine_logs() -> Iterator[None]:
     """Keep engine and driver log lines off the terminal while inside (the TUI owns the screen)."""
-    with _engine_logger(logging.NullHandler(), logging.CRITICAL), \
-            _engine_logger(logging.NullHandler(), logging.CRITICAL, DRIVER_LOGGER):
+    with (
+        _engine_logger(logging.NullHandler(), logging.CRITICAL),
+        _engine_logger(logging.NullHandler(), logging.CRITICAL, DRIVER_LOGGER),
+    ):
         yield
 
 

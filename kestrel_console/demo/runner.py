@@ -129,20 +129,24 @@ def run_demo(settings: Settings, options: DemoOptions) -> None:
     stop = StopSignals()
     stop.install()
     try:
-        with demo_database(settings.dsn if settings.dsn_given else None, settings.schema, options.fresh,
-                           progress, progress.spinning) as database:
+        with demo_database(
+            settings.dsn if settings.dsn_given else None, settings.schema, options.fresh, progress, progress.spinning
+        ) as database:
             dsn = database.dsn
             stop.checkpoint()
-            with _logging_for(open_tui is None, printer), \
-                    DemoServices(dsn, settings.schema, options, progress, on_event, stop) as services:
+            with (
+                _logging_for(open_tui is None, printer),
+                DemoServices(dsn, settings.schema, options, progress, on_event, stop) as services,
+            ):
                 printer.run_time = services.run_time
                 # The private server's login is a superuser: ad-hoc SQL gets its own reader login.
                 reader_dsn = settings.reader_dsn or (reader_login(dsn) if database.data_dir else None)
                 if open_tui is not None:
                     stop.interrupt = True  # SIGTERM while the TUI runs: leave it and shut down
                     stop.checkpoint()
-                    open_tui(dataclasses.replace(settings, dsn=dsn, dsn_given=True, reader_dsn=reader_dsn),
-                             read_only=False)
+                    open_tui(
+                        dataclasses.replace(settings, dsn=dsn, dsn_given=True, reader_dsn=reader_dsn), read_only=False
+                    )
                     return
                 _announce(database, options, settings.dsn_given, reader_dsn)
                 _run_headless(services, options, printer, stop)
@@ -159,8 +163,15 @@ def run_demo(settings: Settings, options: DemoOptions) -> None:
 class DemoServices:
     """The demo's app, workers, seed burst, trickle and bot operator, started and stopped together."""
 
-    def __init__(self, dsn: str, schema: str, options: DemoOptions, progress: Progress,
-                 on_event: Callable[[str], None], stop: StopSignals) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        schema: str,
+        options: DemoOptions,
+        progress: Progress,
+        on_event: Callable[[str], None],
+        stop: StopSignals,
+    ) -> None:
         self.options = options
         self.progress = progress
         self.on_event = on_event
@@ -192,8 +203,9 @@ class DemoServices:
         with self.progress.spinning("starting workers"):
             host, pid = socket.gethostname(), os.getpid()
             for n in range(1, options.workers + 1):
-                worker = self.app.worker(concurrency=options.concurrency, lease=WORKER_LEASE,
-                                         worker_id=f"demo-{n}@{host}:{pid}")
+                worker = self.app.worker(
+                    concurrency=options.concurrency, lease=WORKER_LEASE, worker_id=f"demo-{n}@{host}:{pid}"
+                )
                 worker.start()
                 self.workers.append(worker)  # only started ones are stopped
                 self.stop_signals.checkpoint()
@@ -204,8 +216,9 @@ class DemoServices:
         self.trickle = Trickle(self.app, options.rate_per_min, self.rng, self.on_event).start()
         if options.bot:
             self.bot = BotOperator(self.app, REMEDIATE, self.on_event).start()
-            self.progress("demo-bot decides non-critical approvals about 4 s after they open "
-                          "(--no-bot leaves them all to you)")
+            self.progress(
+                "demo-bot decides non-critical approvals about 4 s after they open (--no-bot leaves them all to you)"
+            )
         else:
             self.progress("--no-bot: every approval waits for you")
 
@@ -264,30 +277,45 @@ def _announce(database: DemoDatabase, options: DemoOptions, dsn_given: bool, rea
     """Say where the demo runs, where its data is, and how to reach it from another terminal
     (no password shown)."""
     dsn = database.dsn
-    rate = (f"about {options.rate_per_min:g} new workflows a minute" if options.rate_per_min > 0
-            else "no new workflows after the seed")
-    lines = [f"Kestrel demo running on {database.where}: {options.workers} workers, {rate}.",
-             f"DSN: {mask_dsn(dsn)}"]
+    rate = (
+        f"about {options.rate_per_min:g} new workflows a minute"
+        if options.rate_per_min > 0
+        else "no new workflows after the seed"
+    )
+    lines = [f"Kestrel demo running on {database.where}: {options.workers} workers, {rate}.", f"DSN: {mask_dsn(dsn)}"]
     if database.data_dir is not None:
         lines.append(f"Data: {database.data_dir} (kept for the next run; --fresh starts from empty)")
-    lines.append("Approvals: demo-bot decides non-critical ones within seconds; critical ones wait for you."
-                 if options.bot else "Approvals: all wait for you (--no-bot).")
+    lines.append(
+        "Approvals: demo-bot decides non-critical ones within seconds; critical ones wait for you."
+        if options.bot
+        else "Approvals: all wait for you (--no-bot)."
+    )
     if dsn_given:
-        lines += ["In another terminal, every command works with the same --dsn or $KESTREL_DSN, e.g.:",
-                  "  kestrel-console status", "  kestrel-console",
-                  "Ctrl-C stops the demo."]
+        lines += [
+            "In another terminal, every command works with the same --dsn or $KESTREL_DSN, e.g.:",
+            "  kestrel-console status",
+            "  kestrel-console",
+            "Ctrl-C stops the demo.",
+        ]
     else:
-        lines += ["In another terminal, every command works against it, e.g.:",
-                  f"  KESTREL_DSN='{dsn}' kestrel-console status",
-                  f"  KESTREL_DSN='{dsn}' kestrel-console",
-                  *([f"  KESTREL_DSN='{dsn}' KESTREL_READER_DSN='{reader_dsn}' kestrel-console sql "
-                     "\"SELECT status, count(*) FROM workflow_executions GROUP BY 1\""] if reader_dsn else []),
-                  "Ctrl-C stops the demo and its PostgreSQL (the data stays for the next run)."]
+        lines += [
+            "In another terminal, every command works against it, e.g.:",
+            f"  KESTREL_DSN='{dsn}' kestrel-console status",
+            f"  KESTREL_DSN='{dsn}' kestrel-console",
+            *(
+                [
+                    f"  KESTREL_DSN='{dsn}' KESTREL_READER_DSN='{reader_dsn}' kestrel-console sql "
+                    '"SELECT status, count(*) FROM workflow_executions GROUP BY 1"'
+                ]
+                if reader_dsn
+                else []
+            ),
+            "Ctrl-C stops the demo and its PostgreSQL (the data stays for the next run).",
+        ]
     print("\n".join(lines), flush=True)
 
 
-def _run_headless(services: DemoServices, options: DemoOptions, printer: EventPrinter,
-                  stop: StopSignals) -> None:
+def _run_headless(services: DemoServices, options: DemoOptions, printer: EventPrinter, stop: StopSignals) -> None:
     stop.interrupt = False  # from here a signal only ends the loop below
     deadline = None if options.duration is None else time.monotonic() + options.duration
     next_summary = time.monotonic() + options.summary_every

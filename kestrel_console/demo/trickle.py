@@ -25,8 +25,7 @@ WEIGHTS = {REMEDIATE: 3, PROVISION: 3, CI_PIPELINE: 4}
 _SERVICES = ("checkout", "payments-api", "search", "image-resizer", "auth", "notifications")
 _CLUSTERS = ("prod-eu-1", "prod-us-2", "prod-ap-1")
 _TEAMS = ("payments", "search", "identity", "data-platform", "growth")
-_KINDS = (("postgres", "db.m6g.large"), ("redis", "cache.r6g.large"), ("vm", "m6i.xlarge"),
-          ("kafka", "kafka.m5.large"))
+_KINDS = (("postgres", "db.m6g.large"), ("redis", "cache.r6g.large"), ("vm", "m6i.xlarge"), ("kafka", "kafka.m5.large"))
 _REPOS = ("platform/api", "platform/web", "payments/ledger", "search/indexer")
 _AUTHORS = ("alice", "bob", "chen", "dara", "emeka", "farah")
 _BRANCHES = ("main", "main", "feature/faster-search", "fix/refund-rounding", "deps/bump-psycopg")
@@ -96,8 +95,13 @@ def seed(app: Kestrel, rng: random.Random, on_event: Event) -> list[int]:
     """
     ids: list[int] = []
     batches: list[tuple[str, list[dict[str, Any]]]] = [
-        (REMEDIATE, [incident_input(rng, SEED_PACE, severity) for severity in
-                     ("critical", "critical", "critical", "warning", "warning", "major", "major")]),
+        (
+            REMEDIATE,
+            [
+                incident_input(rng, SEED_PACE, severity)
+                for severity in ("critical", "critical", "critical", "warning", "warning", "major", "major")
+            ],
+        ),
         (PROVISION, [provisioning_input(rng, SEED_PACE) for _ in range(5)]),
         (CI_PIPELINE, [ci_input(rng, SEED_PACE) for _ in range(8)]),
     ]

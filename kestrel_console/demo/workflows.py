@@ -114,19 +114,26 @@ def open_pull_request(alert: dict[str, Any], fix: dict[str, Any]) -> dict[str, A
 def remediate_incident(ctx: Any, alert: dict[str, Any]) -> dict[str, Any]:
     rca = ctx.step("rca", analyse_incident, alert)
     fix = ctx.step("fix", prepare_fix, alert, rca, retries=2, backoff=0.5)
-    decision = ctx.wait_for_approval(APPROVAL_STEP, timeout=APPROVAL_TIMEOUT, details={
-        "alert": alert["alert_id"],
-        "severity": alert["severity"],
-        "service": alert["service"],
-        "summary": rca["root_cause"],
-        "action": fix["action"],
-        "change": fix["change"],
-        "risk": fix["risk"],
-        "confidence": rca["confidence"],
-    })
+    decision = ctx.wait_for_approval(
+        APPROVAL_STEP,
+        timeout=APPROVAL_TIMEOUT,
+        details={
+            "alert": alert["alert_id"],
+            "severity": alert["severity"],
+            "service": alert["service"],
+            "summary": rca["root_cause"],
+            "action": fix["action"],
+            "change": fix["change"],
+            "risk": fix["risk"],
+            "confidence": rca["confidence"],
+        },
+    )
     if not decision.approved:
-        return {"outcome": "timed out" if decision.timed_out else "rejected",
-                "by": decision.by, "comment": decision.comment}
+        return {
+            "outcome": "timed out" if decision.timed_out else "rejected",
+            "by": decision.by,
+            "comment": decision.comment,
+        }
     ctx.sleep("cool-down", timedelta(seconds=float(alert.get("cooldown_s", 5))))
     pr = ctx.step("open-pr", open_pull_request, alert, fix)
     return {"outcome": "fixed", "approved_by": decision.by, "pr": pr["url"], "action": fix["action"]}
@@ -174,8 +181,12 @@ def provision_resource(ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
     config = ctx.step("configure", configure, request, instance, retries=3, backoff=0.5)
     ctx.sleep("await-dns", timedelta(seconds=float(request.get("dns_wait_s", 4))))
     health = ctx.step("health-check", health_check, request, config)
-    return {"instance_id": instance["instance_id"], "hostname": config["hostname"],
-            "zone": instance["zone"], "health": health["status"]}
+    return {
+        "instance_id": instance["instance_id"],
+        "hostname": config["hostname"],
+        "zone": instance["zone"],
+        "health": health["status"],
+    }
 
 
 # -- CI pipeline ---------------------------------------------------------------------------
@@ -188,8 +199,11 @@ def checkout(build: dict[str, Any]) -> dict[str, Any]:
 
 def compile_artifact(build: dict[str, Any]) -> dict[str, Any]:
     spent = _work(_pace(build), 1.0, 3.0)
-    return {"artifact": f"registry.example.com/{build['repo']}:{build['commit']}",
-            "size_mb": round(random.uniform(40, 420), 1), "build_s": spent}
+    return {
+        "artifact": f"registry.example.com/{build['repo']}:{build['commit']}",
+        "size_mb": round(random.uniform(40, 420), 1),
+        "build_s": spent,
+    }
 
 
 def run_tests(build: dict[str, Any]) -> dict[str, Any]:
@@ -197,11 +211,23 @@ def run_tests(build: dict[str, Any]) -> dict[str, Any]:
     total = random.randint(180, 900)
     if random.random() < TEST_FAILURE_RATE:
         failed = random.randint(1, 4)
-        names = random.sample(["test_refund_rounding", "test_login_rate_limit", "test_invoice_pdf",
-                               "test_webhook_retry", "test_currency_conversion"], failed)
+        names = random.sample(
+            [
+                "test_refund_rounding",
+                "test_login_rate_limit",
+                "test_invoice_pdf",
+                "test_webhook_retry",
+                "test_currency_conversion",
+            ],
+            failed,
+        )
         raise AssertionError(f"{failed} of {total} tests failed: {', '.join(names)}")
-    return {"passed": total, "failed": 0, "skipped": random.randint(0, 12),
-            "coverage": round(random.uniform(71, 93), 1)}
+    return {
+        "passed": total,
+        "failed": 0,
+        "skipped": random.randint(0, 12),
+        "coverage": round(random.uniform(71, 93), 1),
+    }
 
 
 def deploy(build: dict[str, Any], artifact: dict[str, Any]) -> dict[str, Any]:

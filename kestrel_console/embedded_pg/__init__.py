@@ -29,6 +29,15 @@ from .config import Setting
 from .errors import EmbeddedPostgresError
 
 __all__ = [
-    "BIN_ENV", "DEMO_DIR_ENV", "HOST", "INSTALL_HINT", "ROOT_DEMO_DIR", "SUPERUSER", "EmbeddedPostgresError",
-    "LocalCluster", "Setting", "default_data_dir", "find_bin_dir",
+    "BIN_ENV",
+    "DEMO_DIR_ENV",
+    "HOST",
+    "INSTALL_HINT",
+    "ROOT_DEMO_DIR",
+    "SUPERUSER",
+    "EmbeddedPostgresError",
+    "LocalCluster",
+    "Setting",
+    "default_data_dir",
+    "find_bin_dir",
 ]

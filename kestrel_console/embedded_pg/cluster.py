@@ -21,7 +21,14 @@ from .binaries import BIN_ENV, find_bin_dir, pgserver_bin_dir
 from .config import CONF_NAME, INCLUDE_LINE, Setting, setting_value, settings_file
 from .errors import EmbeddedPostgresError, program_output
 from .process import (
-    HOST, child_pids, clear_zombie_locks, free_port, looks_like_postgres, port_free, process_alive, send_signal,
+    HOST,
+    child_pids,
+    clear_zombie_locks,
+    free_port,
+    looks_like_postgres,
+    port_free,
+    process_alive,
+    send_signal,
 )
 
 SUPERUSER = "postgres"
@@ -305,8 +312,10 @@ class LocalCluster:
         if len(os.path.join(socket_dir, f".s.PGSQL.{port}")) > MAX_SOCKET_PATH:
             self._log(f"{self.data_dir} is too long a path for a Unix socket: TCP only")
             socket_dir = ""
-        self._write_owned(self.data_dir / CONF_NAME,
-                          settings_file(HOST, port, socket_dir, durable=self.durable, settings=self.settings))
+        self._write_owned(
+            self.data_dir / CONF_NAME,
+            settings_file(HOST, port, socket_dir, durable=self.durable, settings=self.settings),
+        )
         main_conf = self.data_dir / "postgresql.conf"
         text = main_conf.read_text()
         if INCLUDE_LINE not in text.splitlines():

@@ -9,6 +9,11 @@ from .session import APPLICATION_NAME, DEFAULT_DEAD_AFTER_S, ReadTimeout
 from .workflow_match import describe_unknown_workflow
 
 __all__ = [
-    "APPLICATION_NAME", "DEFAULT_DEAD_AFTER_S", "ReadTimeout", "Reader", "describe_blocker",
-    "describe_queue_blocker", "describe_unknown_workflow",
+    "APPLICATION_NAME",
+    "DEFAULT_DEAD_AFTER_S",
+    "ReadTimeout",
+    "Reader",
+    "describe_blocker",
+    "describe_queue_blocker",
+    "describe_unknown_workflow",
 ]

@@ -88,8 +88,7 @@ def _decide_hint(f: dict[str, Any], cli: bool) -> str:
     return "approve (a) or reject (x)"
 
 
-def describe_blocker(f: dict[str, Any], *, dead_after_s: float = DEFAULT_DEAD_AFTER_S,
-                     cli: bool = False) -> str | None:
+def describe_blocker(f: dict[str, Any], *, dead_after_s: float = DEFAULT_DEAD_AFTER_S, cli: bool = False) -> str | None:
     """The one sentence that says why an execution is not moving, from BLOCKER_FACTS' row.
 
     What fixes it is named as the TUI's key (``(e)``), or with ``cli`` as the command to run
@@ -110,43 +109,58 @@ def describe_blocker(f: dict[str, Any], *, dead_after_s: float = DEFAULT_DEAD_AF
         if queue_reason:
             return queue_reason
         if f["live_slots"] and f["live_held"] >= f["live_slots"]:
-            return (f"every slot of the {f['live_workers']} live worker(s) running {name!r} is busy "
-                    f"({f['live_held']}/{f['live_slots']}): it waits for a free one")
+            return (
+                f"every slot of the {f['live_workers']} live worker(s) running {name!r} is busy "
+                f"({f['live_held']}/{f['live_slots']}): it waits for a free one"
+            )
         return None
     if status == "running":
         owner = f["owner_id"]
         expired = f["lease_expired_for_s"] is not None and f["lease_expired_for_s"] > 0
         if not f["owner_known"]:
             if expired:
-                return (f"its lease is held by {owner!r}, which is not a registered worker, and "
-                        f"expired {_seconds(f['lease_expired_for_s'])} ago: re-enqueue it {_requeue_hint(f, cli)}")
+                return (
+                    f"its lease is held by {owner!r}, which is not a registered worker, and "
+                    f"expired {_seconds(f['lease_expired_for_s'])} ago: re-enqueue it {_requeue_hint(f, cli)}"
+                )
             return None
         hb_age = f["owner_heartbeat_age_s"]
         if f["owner_stopped_at"] is not None or (hb_age is not None and hb_age > dead_after_s) or expired:
-            lease = (f"its lease expired {_seconds(f['lease_expired_for_s'])} ago" if expired
-                     else f"its lease runs until {_when(f['lease_expires'])}")
-            stopped = ("stopped" if f["owner_stopped_at"] is not None else "whose heartbeat stopped")
-            return (f"the lease is held by worker {owner!r} {stopped} {_seconds(hb_age)} ago; "
-                    f"{lease}: a live worker's sweeper re-enqueues it, or re-enqueue it now {_requeue_hint(f, cli)}")
+            lease = (
+                f"its lease expired {_seconds(f['lease_expired_for_s'])} ago"
+                if expired
+                else f"its lease runs until {_when(f['lease_expires'])}"
+            )
+            stopped = "stopped" if f["owner_stopped_at"] is not None else "whose heartbeat stopped"
+            return (
+                f"the lease is held by worker {owner!r} {stopped} {_seconds(hb_age)} ago; "
+                f"{lease}: a live worker's sweeper re-enqueues it, or re-enqueue it now {_requeue_hint(f, cli)}"
+            )
         return None
     if status == "waiting":
         kind = f["wait_kind"]
         if kind == "approval":
             deadline = f" (deadline {_when(f['wait_until'])})" if f["wait_until"] is not None else ""
-            return (f"it waits for approval {f['wait_step']!r} since {_when(f['wait_since'])}"
-                    f"{deadline}: {_decide_hint(f, cli)}")
+            return (
+                f"it waits for approval {f['wait_step']!r} since {_when(f['wait_since'])}"
+                f"{deadline}: {_decide_hint(f, cli)}"
+            )
         if kind == "sleep":
             if f["wait_until_in_s"] is not None and f["wait_until_in_s"] > 0:
-                return (f"it sleeps ({f['wait_step']!r}) until {_when(f['wait_until'])} "
-                        f"(in {_seconds(f['wait_until_in_s'])})")
+                return (
+                    f"it sleeps ({f['wait_step']!r}) until {_when(f['wait_until'])} "
+                    f"(in {_seconds(f['wait_until_in_s'])})"
+                )
             if not f["live_workers"]:
                 return no_worker
             return None
         if kind == "child":
             return f"it waits for its child execution(s) to finish ({f['wait_step']!r}, since {_when(f['wait_since'])})"
         if kind == "event":
-            return (f"it waits for an event ({f['wait_step']!r}, since {_when(f['wait_since'])}): "
-                    "app.send_event(KEY, payload) wakes it")
+            return (
+                f"it waits for an event ({f['wait_step']!r}, since {_when(f['wait_since'])}): "
+                "app.send_event(KEY, payload) wakes it"
+            )
         if not f["live_workers"]:
             return no_worker
         return None
@@ -159,32 +173,43 @@ def describe_queue_blocker(f: dict[str, Any]) -> str | None:
     name, queue = f["workflow_name"], f.get("queue")
     have = sorted(v for v in (f.get("live_versions") or []) if v)
     if f.get("version") and f["version"] not in have:
-        return (f"it needs version {f['version']} of {name!r}, live workers have "
-                f"{live_versions_text(have)}: start a worker with that code "
-                "(executions drain on the version they started under)")
+        return (
+            f"it needs version {f['version']} of {name!r}, live workers have "
+            f"{live_versions_text(have)}: start a worker with that code "
+            "(executions drain on the version they started under)"
+        )
     if queue is None:
         return None
     if f.get("queue_paused"):
-        return (f"its queue {queue!r} is paused (by {f['queue_paused_by'] or '?'} at "
-                f"{_when(f['queue_paused_at'])}): resume it (kestrel-console queue resume {queue})")
+        return (
+            f"its queue {queue!r} is paused (by {f['queue_paused_by'] or '?'} at "
+            f"{_when(f['queue_paused_at'])}): resume it (kestrel-console queue resume {queue})"
+        )
     if not f.get("queue_workers"):
-        return (f"no live worker serves queue {queue!r} (workers started with --queues leave it out): "
-                "start one that serves it")
+        return (
+            f"no live worker serves queue {queue!r} (workers started with --queues leave it out): "
+            "start one that serves it"
+        )
     limit, running = f.get("queue_concurrency"), f.get("queue_running") or 0
     if limit is not None and running >= limit:
-        return (f"queue {queue!r} is at its concurrency limit ({running}/{limit} running across all "
-                "workers): it waits for one to finish")
+        return (
+            f"queue {queue!r} is at its concurrency limit ({running}/{limit} running across all "
+            "workers): it waits for one to finish"
+        )
     rate, used = f.get("queue_rate_limit"), f.get("queue_rate_used") or 0
     if rate is not None and used >= rate:
-        return (f"queue {queue!r} reached its rate limit ({used} started in the last "
-                f"{_seconds(f['queue_rate_period_s'])}, limit {rate}): the next start is possible "
-                f"in {_seconds(f['queue_rate_frees_in_s'])}")
+        return (
+            f"queue {queue!r} reached its rate limit ({used} started in the last "
+            f"{_seconds(f['queue_rate_period_s'])}, limit {rate}): the next start is possible "
+            f"in {_seconds(f['queue_rate_frees_in_s'])}"
+        )
     per_key = f.get("queue_per_key") or 1
     if f.get("concurrency_key") is not None and (f.get("key_running") or 0) >= per_key:
-        return (f"{f['key_running']} execution(s) with concurrency key {f['concurrency_key']!r} already "
-                f"run in queue {queue!r} (limit {per_key} per key): it waits for them to finish")
+        return (
+            f"{f['key_running']} execution(s) with concurrency key {f['concurrency_key']!r} already "
+            f"run in queue {queue!r} (limit {per_key} per key): it waits for them to finish"
+        )
     return None
-
 
 
 class BlockerReads(ReaderSession):

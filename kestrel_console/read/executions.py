@@ -88,13 +88,19 @@ SELECT step_id, output, error, started_at, created_at AS finished_at,
 """
 
 
-
 class ExecutionReads(ReaderSession):
     """The list, workflow names, one execution and its steps."""
 
     def list_executions(
-        self, *, status: str | None = None, workflow: str | None = None, text: str | None = None,
-        limit: int = 50, offset: int = 0, before_id: int | None = None, since_s: float | None = None,
+        self,
+        *,
+        status: str | None = None,
+        workflow: str | None = None,
+        text: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        before_id: int | None = None,
+        since_s: float | None = None,
     ) -> list[dict[str, Any]]:
         """Executions newest first, filtered by status, workflow name, free text (which
         matches the workflow name, owner, error text, input, step, gate and sleep ids, or the
@@ -105,8 +111,12 @@ class ExecutionReads(ReaderSession):
         if status is not None and status not in STATUSES:
             raise ValueError(f"unknown status {status!r}: use one of {', '.join(STATUSES)}")
         params = {
-            "status": status, **prefix_params(workflow or None), "text": (text or None),
-            "before_id": before_id, "since_s": since_s, "limit": max(0, min(int(limit), MAX_LIMIT)),
+            "status": status,
+            **prefix_params(workflow or None),
+            "text": (text or None),
+            "before_id": before_id,
+            "since_s": since_s,
+            "limit": max(0, min(int(limit), MAX_LIMIT)),
             "offset": max(0, int(offset)),
         }
         return self._rows("list_executions", LIST_EXECUTIONS, params)

@@ -20,7 +20,13 @@ from kestrel_core.execution import STATUSES
 from .blockers import BlockerReads
 from .executions import LIST_EXECUTIONS, WORKFLOW_NAMES, ExecutionReads
 from .overview import (
-    ACTIVITY, APPROVALS_SUMMARY, ERRORS_SINCE, PENDING_APPROVALS, QUEUE_DEPTH, STATUS_COUNTS, OverviewReads,
+    ACTIVITY,
+    APPROVALS_SUMMARY,
+    ERRORS_SINCE,
+    PENDING_APPROVALS,
+    QUEUE_DEPTH,
+    STATUS_COUNTS,
+    OverviewReads,
     _activity_params,
 )
 from .timeline import TimelineReads
@@ -40,16 +46,24 @@ class Reader(OverviewReads, WorkerReads, ExecutionReads, TimelineReads, BlockerR
 
     # -- for tests and EXPLAIN -------------------------------------------------------------
 
-    def refresh_statements(self, *, workflow: str = "remediate", text: str = "upstream"
-                           ) -> dict[str, tuple[str, dict[str, Any] | None]]:
+    def refresh_statements(
+        self, *, workflow: str = "remediate", text: str = "upstream"
+    ) -> dict[str, tuple[str, dict[str, Any] | None]]:
         """Every query a refresh path runs, with typical parameters (EXPLAIN-checked in tests).
 
         The free-text filter is the one exception to "O(live rows)": it walks the primary key
         newest first until a page is full (an index scan, never a sequential one).
         """
         live = {"dead_after": self.dead_after_s}
-        first_page = {"status": None, **prefix_params(None), "text": None, "before_id": None, "since_s": None,
-                      "limit": 50, "offset": 0}
+        first_page = {
+            "status": None,
+            **prefix_params(None),
+            "text": None,
+            "before_id": None,
+            "since_s": None,
+            "limit": 50,
+            "offset": 0,
+        }
         return {
             "status_counts": (STATUS_COUNTS, None),
             "queue_depth": (QUEUE_DEPTH, None),
@@ -63,8 +77,7 @@ class Reader(OverviewReads, WorkerReads, ExecutionReads, TimelineReads, BlockerR
             "errors_since": (ERRORS_SINCE, {"seconds": 3600}),
             "activity": (ACTIVITY, _activity_params(15, 60)),
             "list_executions": (LIST_EXECUTIONS, first_page),
-            **{f"list_executions[status={s}]": (LIST_EXECUTIONS, {**first_page, "status": s})
-               for s in STATUSES},
+            **{f"list_executions[status={s}]": (LIST_EXECUTIONS, {**first_page, "status": s}) for s in STATUSES},
             "list_executions[workflow]": (LIST_EXECUTIONS, {**first_page, **prefix_params(workflow)}),
             "workflow_names": (WORKFLOW_NAMES, None),
             "list_executions[text]": (LIST_EXECUTIONS, {**first_page, "text": text}),

@@ -27,9 +27,25 @@ SELECT s.name, s.cron, s.timezone, s.workflow_name, s.next_tick,
  ORDER BY s.name
 """
 
-COLUMNS = ["name", "cron", "timezone", "workflow_name", "next_tick", "last_tick", "last_execution_id",
-           "last_status", "paused", "paused_by", "paused_at", "catch_up", "source", "input", "created_by",
-           "created_at", "served"]
+COLUMNS = [
+    "name",
+    "cron",
+    "timezone",
+    "workflow_name",
+    "next_tick",
+    "last_tick",
+    "last_execution_id",
+    "last_status",
+    "paused",
+    "paused_by",
+    "paused_at",
+    "catch_up",
+    "source",
+    "input",
+    "created_by",
+    "created_at",
+    "served",
+]
 
 
 def schedules(reader: Reader) -> list[dict[str, Any]]:
@@ -41,13 +57,17 @@ def why_not_ticking(row: dict[str, Any]) -> str | None:
     """Why a schedule is not enqueuing runs (or its runs would not start), in one sentence for
     a terminal (what it quotes from the database is escaped); None when nothing stands in its way."""
     if row["paused"]:
-        return (f"paused by {visible(row['paused_by'] or '?')}: no ticks until "
-                f"`kestrel-console schedule resume {visible(row['name'])}`")
+        return (
+            f"paused by {visible(row['paused_by'] or '?')}: no ticks until "
+            f"`kestrel-console schedule resume {visible(row['name'])}`"
+        )
     if not row["ticking"]:
         return "no live worker: ticks are enqueued by workers' maintenance loops (start one)"
     if not row["served"]:
-        return (f"no live worker runs workflow {row['workflow_name']!r}: its runs are enqueued "
-                "but wait for a worker that has its code")
+        return (
+            f"no live worker runs workflow {row['workflow_name']!r}: its runs are enqueued "
+            "but wait for a worker that has its code"
+        )
     return None
 
 

@@ -49,8 +49,13 @@ class ReaderSession:
     DatabaseUnavailable."""
 
     def __init__(
-        self, dsn: str, *, schema: str = "kestrel", statement_timeout_ms: int = 2000,
-        dead_after_s: float = DEFAULT_DEAD_AFTER_S, connect_timeout: int = 5,
+        self,
+        dsn: str,
+        *,
+        schema: str = "kestrel",
+        statement_timeout_ms: int = 2000,
+        dead_after_s: float = DEFAULT_DEAD_AFTER_S,
+        connect_timeout: int = 5,
     ) -> None:
         self.dsn = dsn
         self.schema = check_schema_name(schema)
@@ -65,8 +70,7 @@ class ReaderSession:
     def _open(self) -> psycopg.Connection:
         # Never prepared: each statement is planned with its values, so NULL filters fold away
         # and a status literal meets its partial index.
-        conn = connect(self.dsn, application_name=APPLICATION_NAME,
-                       connect_timeout=self.connect_timeout, prepare=False)
+        conn = connect(self.dsn, application_name=APPLICATION_NAME, connect_timeout=self.connect_timeout, prepare=False)
         try:
             conn.execute(SET_SESSION, {"timeout": f"{self.statement_timeout_ms}ms"})
             check_current(conn, self.schema)
@@ -144,7 +148,6 @@ class ReaderSession:
                 return cur.fetchall()
 
         return self._call(what, run)
-
 
     def now(self) -> datetime:
         """The database's clock (ages and bars are measured against it, not the local one)."""

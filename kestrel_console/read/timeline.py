@@ -72,7 +72,6 @@ SELECT at, actor, db_user, action, step_id, comment, from_status
 """
 
 
-
 class TimelineReads(ReaderSession):
     """An execution's timeline and audit rows."""
 

@@ -139,8 +139,9 @@ class WorkerReads(ReaderSession):
 
     def workers(self, recent_s: float = 3600.0) -> list[dict[str, Any]]:
         """Workers seen within ``recent_s`` or holding executions, alive ones first."""
-        rows = self._rows("workers", WORKERS, {"dead_after": self.dead_after_s, "recent": recent_s,
-                                               "beat": DEFAULT_BEAT_S})
+        rows = self._rows(
+            "workers", WORKERS, {"dead_after": self.dead_after_s, "recent": recent_s, "beat": DEFAULT_BEAT_S}
+        )
         for row in rows:
             row["state"] = worker_state(row)
         return rows

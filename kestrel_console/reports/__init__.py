@@ -13,7 +13,23 @@ from .run import bind_params, describe_params, run_report
 from .values import PARAM_TYPES, convert_value
 
 __all__ = [
-    "KNOWN_KEYS", "PARAM_SYNTAX", "PARAM_TYPES", "REPORT_SUFFIX", "SHIPPED_PACKAGE_DIR", "Report",
-    "ReportError", "ReportNotFound", "ReportParam", "bind_params", "convert_value", "csv_cell",
-    "describe_params", "discover", "find_report", "load_report", "run_report", "shipped_dir", "write_csv",
+    "KNOWN_KEYS",
+    "PARAM_SYNTAX",
+    "PARAM_TYPES",
+    "REPORT_SUFFIX",
+    "SHIPPED_PACKAGE_DIR",
+    "Report",
+    "ReportError",
+    "ReportNotFound",
+    "ReportParam",
+    "bind_params",
+    "convert_value",
+    "csv_cell",
+    "describe_params",
+    "discover",
+    "find_report",
+    "load_report",
+    "run_report",
+    "shipped_dir",
+    "write_csv",
 ]

@@ -8,6 +8,7 @@ from datetime import date, datetime, time, timedelta
 from pathlib import Path
 from typing import IO, Any
 
+
 def csv_cell(value: Any) -> str:
     """One value as CSV text: NULL empty, JSON as JSON, times in ISO 8601."""
     if value is None:
@@ -31,7 +32,9 @@ def _interval_text(value: timedelta) -> str:
     value = abs(value)
     hours, rest = divmod(value.seconds, 3600)
     minutes, seconds = divmod(rest, 60)
-    clock = f"{hours:02d}:{minutes:02d}:{seconds:02d}" + (f".{value.microseconds:06d}".rstrip("0") if value.microseconds else "")
+    clock = f"{hours:02d}:{minutes:02d}:{seconds:02d}" + (
+        f".{value.microseconds:06d}".rstrip("0") if value.microseconds else ""
+    )
     days = f"{value.days} day{'s' if value.days != 1 else ''} " if value.days else ""
     return f"{sign}{days}{clock}"
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from .model import REPORT_SUFFIX, SHIPPED_PACKAGE_DIR, Report, ReportError, ReportNotFound
 from .parse import load_report
 
+
 def shipped_dir() -> Path | None:
     """The folder of reports shipped with Kestrel: in the wheel, else the repo's ``queries/``."""
     try:
@@ -38,8 +39,9 @@ def discover(extra_dirs: Sequence[Path] = (), *, broken: list[ReportError] | Non
     for folder in extra_dirs:
         folder = Path(folder).expanduser()
         if not folder.is_dir():
-            raise ReportError(f"reports folder {folder} does not exist or is not a folder "
-                              "(given with --queries or $KESTREL_QUERIES)")
+            raise ReportError(
+                f"reports folder {folder} does not exist or is not a folder (given with --queries or $KESTREL_QUERIES)"
+            )
         for path in _report_files(folder):
             candidates.setdefault(path.stem, []).append((path, False))
     shipped = shipped_dir()
@@ -69,8 +71,7 @@ def find_report(name: str, extra_dirs: Sequence[Path] = ()) -> Report:
     if name in reports:
         return reports[name]
     available = ", ".join(reports) or "none"
-    raise ReportNotFound(f"no report named {name!r}; available: {available}\n"
-                         "List them with: kestrel-console report")
+    raise ReportNotFound(f"no report named {name!r}; available: {available}\nList them with: kestrel-console report")
 
 
 # ---------------------------------------------------------------------------------------------

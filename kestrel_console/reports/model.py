@@ -32,7 +32,6 @@ REPORT_SUFFIX = ".sql"
 _QUOTED = re.compile(r"^'((?:[^']|'')*)'$")
 
 
-
 class ReportError(KestrelError):
     """A report file is malformed, or its parameters were given wrongly."""
 
@@ -44,7 +43,9 @@ class ReportNotFound(NotFound):
 @dataclass(frozen=True)
 class ReportParam:
     name: str
-    type: str  # canonical: text, integer, bigint, numeric, float, boolean, interval, timestamptz, timestamp, date, jsonb
+    type: (
+        str  # canonical: text, integer, bigint, numeric, float, boolean, interval, timestamptz, timestamp, date, jsonb
+    )
     default: str | None  # the SQL literal as written ('1 month', 60, null); None = required
 
     @property

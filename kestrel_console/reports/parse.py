@@ -4,8 +4,8 @@ named placeholders; anything malformed is a ReportError naming the file and line
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .model import _QUOTED, Report, ReportError, ReportParam
 from .values import _TYPES, PARAM_TYPES, convert_value
@@ -16,6 +16,7 @@ _PLACEHOLDER = re.compile(r"%%|%\((?P<name>[^)]*)\)(?P<fmt>.?)|%(?P<bare>.?)")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 KNOWN_KEYS = ("description", "param")
 PARAM_SYNTAX = "-- param: NAME TYPE [= DEFAULT]"
+
 
 def load_report(path: Path, shipped: bool = False) -> Report:
     """Parse one report file; ReportError names the file and line of anything malformed."""
@@ -47,11 +48,12 @@ def load_report(path: Path, shipped: bool = False) -> Report:
         if key == "description":
             description.append(value)
         elif key == "param":
-            param = _parse_param(value, lambda msg: fail(lineno, msg))
+            param = _parse_param(value, lambda msg, lineno=lineno: fail(lineno, msg))
             if param.name in param_lines:
-                raise fail(lineno, f"parameter {param.name!r} is declared twice "
-                                   f"(first on line {param_lines[param.name]})")
-            _check_default(name, param, lambda msg: fail(lineno, msg))
+                raise fail(
+                    lineno, f"parameter {param.name!r} is declared twice (first on line {param_lines[param.name]})"
+                )
+            _check_default(name, param, lambda msg, lineno=lineno: fail(lineno, msg))
             params.append(param)
             param_lines[param.name] = lineno
         else:
@@ -63,14 +65,18 @@ def load_report(path: Path, shipped: bool = False) -> Report:
     used = _placeholders(body, body_start, fail)
     for param_name, lineno in used.items():
         if param_name not in param_lines:
-            raise fail(lineno, f"placeholder %({param_name})s has no '-- param: {param_name} TYPE' line "
-                               "in the header")
+            raise fail(lineno, f"placeholder %({param_name})s has no '-- param: {param_name} TYPE' line in the header")
     for param_name, lineno in param_lines.items():
         if param_name not in used:
-            raise fail(lineno, f"parameter {param_name!r} is declared but the SQL never uses "
-                               f"%({param_name})s")
-    return Report(name=name, description=" ".join(d for d in description if d), params=params,
-                  sql=body, path=path, shipped=shipped)
+            raise fail(lineno, f"parameter {param_name!r} is declared but the SQL never uses %({param_name})s")
+    return Report(
+        name=name,
+        description=" ".join(d for d in description if d),
+        params=params,
+        sql=body,
+        path=path,
+        shipped=shipped,
+    )
 
 
 def _parse_param(value: str, fail: Callable[[str], ReportError]) -> ReportParam:
@@ -79,8 +85,7 @@ def _parse_param(value: str, fail: Callable[[str], ReportError]) -> ReportParam:
         raise fail(f"expected '{PARAM_SYNTAX}', got '-- param: {value}'")
     name, type_name, default = match.group(1), match.group(2).lower(), match.group(3)
     if type_name not in _TYPES:
-        raise fail(f"unknown type {match.group(2)!r} for parameter {name!r}: use one of "
-                   f"{', '.join(PARAM_TYPES)}")
+        raise fail(f"unknown type {match.group(2)!r} for parameter {name!r}: use one of {', '.join(PARAM_TYPES)}")
     if default is not None:
         if default == "":
             raise fail(f"parameter {name!r} has '=' but no default: expected '{PARAM_SYNTAX}'")
@@ -93,8 +98,7 @@ def _check_default(report_name: str, param: ReportParam, fail: Callable[[str], R
     try:
         convert_value(report_name, param, param.default_text)
     except ReportError:
-        raise fail(f"the default {param.default} of parameter {param.name!r} is not "
-                   f"{_TYPES[param.type][1]}") from None
+        raise fail(f"the default {param.default} of parameter {param.name!r} is not {_TYPES[param.type][1]}") from None
 
 
 def _placeholders(body: str, first_line: int, fail: Callable[[int, str], ReportError]) -> dict[str, int]:
@@ -107,8 +111,9 @@ def _placeholders(body: str, first_line: int, fail: Callable[[int, str], ReportE
         name = match.group("name")
         if name is None:
             if match.group("bare") in ("s", "b", "t"):
-                raise fail(lineno, "positional placeholder %s: name it, like %(since)s, and declare "
-                                   "it with a '-- param:' line")
+                raise fail(
+                    lineno, "positional placeholder %s: name it, like %(since)s, and declare it with a '-- param:' line"
+                )
             raise fail(lineno, "a lone '%': write a literal percent sign as %%")
         if not _IDENT.match(name) or match.group("fmt") not in ("s", "b", "t"):
             raise fail(lineno, f"malformed placeholder {match.group(0)!r}: expected %(name)s")

@@ -8,12 +8,12 @@ from typing import Any
 from .model import Report, ReportError
 from .values import _wrong_type, convert_value
 
+
 def describe_params(report: Report) -> str:
     """``since (interval, default '1 month'), limit (integer, required)``."""
     if not report.params:
         return "it takes no parameters"
-    parts = [f"{p.name} ({p.type}, " + ("required)" if p.required else f"default {p.default})")
-             for p in report.params]
+    parts = [f"{p.name} ({p.type}, " + ("required)" if p.required else f"default {p.default})") for p in report.params]
     return "its parameters: " + ", ".join(parts)
 
 
@@ -28,8 +28,10 @@ def bind_params(report: Report, given: Mapping[str, str]) -> dict[str, Any]:
             text = given[param.name]
             values[param.name] = convert_value(report.name, param, None if text is None else str(text))
         elif param.required:
-            raise ReportError(f"report {report.name!r} needs parameter {param.name!r} ({param.type}): "
-                              f"give it as --param {param.name}=VALUE")
+            raise ReportError(
+                f"report {report.name!r} needs parameter {param.name!r} ({param.type}): "
+                f"give it as --param {param.name}=VALUE"
+            )
         else:
             values[param.name] = convert_value(report.name, param, param.default_text)
     return values
@@ -40,8 +42,14 @@ _CAST_SQLSTATES = {"22P02", "22007", "22008", "22015", "22003"}
 
 
 def run_report(
-    conn: Any, report: Report, params: Mapping[str, Any], *, schema: str = "kestrel",
-    timeout_ms: float = 10_000, max_rows: int = 1000, max_bytes: int | None = None,
+    conn: Any,
+    report: Report,
+    params: Mapping[str, Any],
+    *,
+    schema: str = "kestrel",
+    timeout_ms: float = 10_000,
+    max_rows: int = 1000,
+    max_bytes: int | None = None,
     allow_privileged: bool = False,
 ) -> Any:
     """Run the report read-only (``adhoc.run_read_only``) with its bound parameters.
@@ -58,12 +66,20 @@ def run_report(
 
     missing = [p.name for p in report.params if p.name not in params]
     if missing:
-        raise ReportError(f"report {report.name!r}: no value bound for {', '.join(missing)} "
-                          "(use bind_params)")
+        raise ReportError(f"report {report.name!r}: no value bound for {', '.join(missing)} (use bind_params)")
     try:
-        return run_read_only(conn, report.sql, dict(params), schema=schema, timeout_ms=timeout_ms,
-                             max_rows=max_rows, max_bytes=max_bytes or DEFAULT_MAX_BYTES, check=True,
-                             placeholders=True, allow_privileged=allow_privileged or report.shipped)
+        return run_read_only(
+            conn,
+            report.sql,
+            dict(params),
+            schema=schema,
+            timeout_ms=timeout_ms,
+            max_rows=max_rows,
+            max_bytes=max_bytes or DEFAULT_MAX_BYTES,
+            check=True,
+            placeholders=True,
+            allow_privileged=allow_privileged or report.shipped,
+        )
     except QueryFailed as exc:
         bad = _cast_failure(report, params, exc)
         if bad is not None:

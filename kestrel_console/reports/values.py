@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
-from typing import Any, Callable
+from typing import Any
 
 from psycopg.types.json import Jsonb
 
@@ -42,6 +43,7 @@ def _to_int(kind: str) -> Callable[[str], int]:
         if not -_INT_RANGES[kind] <= value < _INT_RANGES[kind]:
             raise ValueError(text)
         return value
+
     return convert
 
 
@@ -97,7 +99,7 @@ _TYPES: dict[str, tuple[str, str, str, Callable[[str], Any]]] = {
     "timestamptz": ("timestamptz", "a timestamp", "like '2024-05-01 12:00+00' or 'today'", _to_timestamp),
     "timestamp": ("timestamp", "a timestamp", "like '2024-05-01 12:00' or 'today'", _to_timestamp),
     "date": ("date", "a date", "like '2024-05-01' or 'today'", _to_date),
-    "jsonb": ("jsonb", "a JSON value", "like '{\"pod\": \"api-1\"}'", _to_jsonb),
+    "jsonb": ("jsonb", "a JSON value", 'like \'{"pod": "api-1"}\'', _to_jsonb),
 }
 PARAM_TYPES = tuple(sorted(_TYPES))
 

@@ -31,8 +31,9 @@ class AdhocSession:
             self.running = True
             try:
                 if self._conn is None or self._conn.closed:
-                    self._conn = connect(self.config.adhoc_dsn, application_name=self.application_name,
-                                         connect_timeout=5)
+                    self._conn = connect(
+                        self.config.adhoc_dsn, application_name=self.application_name, connect_timeout=5
+                    )
                 conn = self._conn
                 try:
                     return fn(conn)

@@ -58,13 +58,30 @@ class KestrelConsole(App[None]):
     paused: reactive[bool] = reactive(False)
     refresh_interval: reactive[float] = reactive(DEFAULT_REFRESH)
 
-    def __init__(self, settings: Any = None, *, dsn: str | None = None, schema: str | None = None,
-                 operator: str | None = None, queries: list[Path] | None = None,
-                 read_only: bool = False, refresh: float = DEFAULT_REFRESH,
-                 reader_dsn: str | None = None, allow_privileged_sql: bool | None = None) -> None:
-        self.config = console_settings(settings, dsn=dsn, schema=schema, operator=operator,
-                                       queries=queries, read_only=read_only, refresh=refresh,
-                                       reader_dsn=reader_dsn, allow_privileged_sql=allow_privileged_sql)
+    def __init__(
+        self,
+        settings: Any = None,
+        *,
+        dsn: str | None = None,
+        schema: str | None = None,
+        operator: str | None = None,
+        queries: list[Path] | None = None,
+        read_only: bool = False,
+        refresh: float = DEFAULT_REFRESH,
+        reader_dsn: str | None = None,
+        allow_privileged_sql: bool | None = None,
+    ) -> None:
+        self.config = console_settings(
+            settings,
+            dsn=dsn,
+            schema=schema,
+            operator=operator,
+            queries=queries,
+            read_only=read_only,
+            refresh=refresh,
+            reader_dsn=reader_dsn,
+            allow_privileged_sql=allow_privileged_sql,
+        )
         super().__init__()
         use_whole_cell_scrollbars()
         self.read_only = self.config.read_only
@@ -165,8 +182,14 @@ class KestrelConsole(App[None]):
     def _subtitle(self, width: int | None = None) -> None:
         """Title and sub-title, the longest form that fits the header at this width."""
         self.title, self.sub_title = header_text(
-            self.config.dsn, self.config.schema, self.config.operator, self.refresh_interval,
-            paused=self.paused, read_only=self.read_only, width=width or self.size.width)
+            self.config.dsn,
+            self.config.schema,
+            self.config.operator,
+            self.refresh_interval,
+            paused=self.paused,
+            read_only=self.read_only,
+            width=width or self.size.width,
+        )
 
     # -- database health --------------------------------------------------------------------------------
 
@@ -189,9 +212,12 @@ class KestrelConsole(App[None]):
             if self._down_since is None:
                 self._down_since = time.monotonic()
             down_for = time.monotonic() - self._down_since
-            self.db_problem = ("down", f"⚠ database unreachable: {message}\n"
-                               f"retrying every {RETRY_S:g} s (attempt {self._failures}, down {down_for:.0f} s); "
-                               "the screen keeps the data it last read")
+            self.db_problem = (
+                "down",
+                f"⚠ database unreachable: {message}\n"
+                f"retrying every {RETRY_S:g} s (attempt {self._failures}, down {down_for:.0f} s); "
+                "the screen keeps the data it last read",
+            )
         elif isinstance(exc, ReadTimeout):
             self.db_problem = ("slow", f"⚠ {message}; showing the last data read")
         elif isinstance(exc, SchemaOutdated):
@@ -231,8 +257,10 @@ class KestrelConsole(App[None]):
     # -- actions ------------------------------------------------------------------------------------------
 
     def refuse_read_only(self, action: str) -> None:
-        self.tell(f"read-only mode: {VERBS[action][0].lower()} refused "
-                  "(the console was started with --read-only)", severity="warning")
+        self.tell(
+            f"read-only mode: {VERBS[action][0].lower()} refused (the console was started with --read-only)",
+            severity="warning",
+        )
 
     def action_done(self, outcome: Outcome) -> None:
         self.tell(outcome.summary(), severity="warning" if outcome.refused else "information")

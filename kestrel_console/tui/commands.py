@@ -30,8 +30,7 @@ class KestrelCommands(Provider):
         for entry in SCREENS:
             out.append((f"Go to {entry.label}", partial(app.action_show, entry.mode), f"screen {entry.key}"))
         for name, report in sorted(app.report_index.items()):
-            out.append((f"Report: {name}", partial(app.open_report, name),
-                        report.description or "saved report"))
+            out.append((f"Report: {name}", partial(app.open_report, name), report.description or "saved report"))
         out.append(("Refresh now", app.action_refresh_now, "re-read the current screen"))
         out.append(("Pause / resume refresh", app.action_toggle_pause, "p"))
         for preset in REFRESH_PRESETS:

@@ -40,5 +40,7 @@ def export_result(screen: Screen, result: Any, stem: str) -> None:
 
         screen.run_worker(job, thread=True, group="export", exit_on_error=False)
 
-    app.push_screen(CommentModal("Export to CSV", f"Write the {len(result.rows)} rows shown to:",
-                                 value=str(default_path(stem))), write)
+    app.push_screen(
+        CommentModal("Export to CSV", f"Write the {len(result.rows)} rows shown to:", value=str(default_path(stem))),
+        write,
+    )

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 
 from kestrel_core import STATUSES
 
-KEYS = {"status": "status", "s": "status", "workflow": "workflow", "wf": "workflow", "w": "workflow",
-        "since": "since"}
+KEYS = {"status": "status", "s": "status", "workflow": "workflow", "wf": "workflow", "w": "workflow", "since": "since"}
 _SPAN = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 

@@ -20,8 +20,14 @@ def _text(value: Any) -> str:
 def gate_matches(row: dict[str, Any], words: list[str]) -> bool:
     """Whether the pending-gate ``row`` matches every one of ``words``."""
     details = row.get("details")
-    everything = " ".join([str(row.get("execution_id", "")), _text(row.get("workflow_name") or ""),
-                           _text(row.get("step_id") or ""), _text(details) if details is not None else ""])
+    everything = " ".join(
+        [
+            str(row.get("execution_id", "")),
+            _text(row.get("workflow_name") or ""),
+            _text(row.get("step_id") or ""),
+            _text(details) if details is not None else "",
+        ]
+    )
     for word in words:
         key, sep, wanted = word.partition(":")
         wanted = wanted.lower()

@@ -9,8 +9,16 @@ from kestrel_core.connection import describe_target
 HEADER_MARGIN = 18
 
 
-def header_text(dsn: str, schema: str, operator: str, refresh: float, *, paused: bool = False,
-                read_only: bool = False, width: int = 200) -> tuple[str, str]:
+def header_text(
+    dsn: str,
+    schema: str,
+    operator: str,
+    refresh: float,
+    *,
+    paused: bool = False,
+    read_only: bool = False,
+    width: int = 200,
+) -> tuple[str, str]:
     """(title, sub_title): the first candidate, longest first, whose "title — sub" fits."""
     target = describe_target(dsn)
     database = target.rsplit("/", 1)[-1]

@@ -44,7 +44,7 @@ class QueryHistory:
         if not query:
             return
         self.entries = [query] + [q for q in self.entries if q != query]
-        del self.entries[self.limit:]
+        del self.entries[self.limit :]
         self._save()
 
     def _save(self) -> None:

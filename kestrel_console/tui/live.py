@@ -21,8 +21,8 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Input, TextArea
 
-from kestrel_core import first_line
 from kestrel_console.read import Reader
+from kestrel_core import first_line
 
 from .allowed import allows, why_not
 from .config import statement_timeout_ms
@@ -141,8 +141,9 @@ class LiveScreen(Screen):
         return self.has_class("-stale")
 
     def on_screen_resume(self) -> None:
-        if self.REFRESHES and (self.last_loaded is None
-                               or time.monotonic() - self.last_loaded > self.kapp.refresh_interval):
+        if self.REFRESHES and (
+            self.last_loaded is None or time.monotonic() - self.last_loaded > self.kapp.refresh_interval
+        ):
             self.set_class(True, "-stale")
             self.stale_changed()
         self.refresh_data(force=True)
@@ -237,10 +238,15 @@ class LiveScreen(Screen):
             return False
         lost, table.cursor_lost = table.cursor_lost, None
         now = table.cursor_key()
-        where = f"the cursor is now on {self.describe_row(now)}: press the key again to act on it" if now \
+        where = (
+            f"the cursor is now on {self.describe_row(now)}: press the key again to act on it"
+            if now
             else "the list is empty"
-        self.kapp.tell(f"nothing done: {self.describe_row(lost)}, under the cursor, left the list "
-                       f"(changed elsewhere); {where}", severity="warning")
+        )
+        self.kapp.tell(
+            f"nothing done: {self.describe_row(lost)}, under the cursor, left the list (changed elsewhere); {where}",
+            severity="warning",
+        )
         return True
 
     def act(self, action: str, targets: list[Target]) -> None:
@@ -265,8 +271,9 @@ class LiveScreen(Screen):
             self._confirm(action, targets, comment or None)
 
         self.app.push_screen(
-            CommentModal(_title(action, targets), f"{_reason_prompt(action, targets)} (optional):",
-                         placeholder="why"), confirm)
+            CommentModal(_title(action, targets), f"{_reason_prompt(action, targets)} (optional):", placeholder="why"),
+            confirm,
+        )
 
     def _confirm(self, action: str, targets: list[Target], comment: str | None, changed: str = "") -> None:
         question = changed + confirmation(action, targets, self.kapp.config.operator, comment)
@@ -277,9 +284,12 @@ class LiveScreen(Screen):
             now = {t: self.current_status(t) for t in targets}
             gone = [t for t in targets if now[t] is None]
             if gone:
-                self.kapp.tell(f"{VERBS[action][0].lower()} refused, nothing done: "
-                               + ", ".join(_named(t) for t in gone)
-                               + " left the list while you were asked (changed elsewhere)", severity="warning")
+                self.kapp.tell(
+                    f"{VERBS[action][0].lower()} refused, nothing done: "
+                    + ", ".join(_named(t) for t in gone)
+                    + " left the list while you were asked (changed elsewhere)",
+                    severity="warning",
+                )
                 return
             moved = [t for t in targets if now[t] != t.status]
             if moved:
@@ -311,8 +321,10 @@ class LiveScreen(Screen):
     def pause_refused(self, kind: str) -> bool:
         """In --read-only mode, say that pausing a queue or schedule is refused; True then."""
         if self.kapp.read_only:
-            self.kapp.tell(f"read-only mode: pausing or resuming a {kind} is refused "
-                           "(the console was started with --read-only)", severity="warning")
+            self.kapp.tell(
+                f"read-only mode: pausing or resuming a {kind} is refused (the console was started with --read-only)",
+                severity="warning",
+            )
         return self.kapp.read_only
 
     def confirm_pause(self, kind: str, name: str, pause: bool, question: str) -> None:
@@ -337,8 +349,7 @@ class LiveScreen(Screen):
         except DatabaseUnavailable as exc:
             self._to_ui(self.kapp.db_failed, exc)
         except Exception as exc:
-            self._to_ui(self.kapp.tell, f"{'pause' if pause else 'resume'} failed: {first_line(exc)}",
-                        severity="error")
+            self._to_ui(self.kapp.tell, f"{'pause' if pause else 'resume'} failed: {first_line(exc)}", severity="error")
         else:
             self._to_ui(self.kapp.tell, said)
         self._to_ui(self.refresh_data, force=True)
@@ -354,8 +365,7 @@ def _reason_prompt(action: str, targets: list[Target]) -> str:
     """What the comment prompt asks: every action records a reason in the audit table."""
     one = targets[0]
     if action in ("approve", "reject"):
-        noun = (f"gate {one.step_id!r} of execution {one.execution_id}" if len(targets) == 1
-                else f"{len(targets)} gates")
+        noun = f"gate {one.step_id!r} of execution {one.execution_id}" if len(targets) == 1 else f"{len(targets)} gates"
         return f"Comment for the decision on {noun}"
     noun = f"execution {one.execution_id}" if len(targets) == 1 else f"{len(targets)} executions"
     return f"Reason to {VERBS[action][0].lower()} {noun}"

@@ -13,13 +13,17 @@ from typing import Any
 
 from kestrel_core import Kestrel, KestrelError, first_line
 
-from ..settings import Settings
 from ..formatting import when
+from ..settings import Settings
 
 ACTIONS = ("approve", "reject", "requeue", "cancel")
 # How an action is said in a confirmation and in the result.
-VERBS = {"approve": ("Approve", "approved"), "reject": ("Reject", "rejected"),
-         "requeue": ("Re-enqueue", "re-enqueued"), "cancel": ("Cancel", "cancelled")}
+VERBS = {
+    "approve": ("Approve", "approved"),
+    "reject": ("Reject", "rejected"),
+    "requeue": ("Re-enqueue", "re-enqueued"),
+    "cancel": ("Cancel", "cancelled"),
+}
 
 
 class ReadOnlyRefused(KestrelError):
@@ -54,8 +58,10 @@ class Outcome:
         past = VERBS[self.action][1]
         parts = []
         if self.done:
-            parts.append(f"{past} {_plural(len(self.done), 'approval gate' if self.done[0].step_id else 'execution')}: "
-                         + ", ".join(str(t.execution_id) for t in self.done))
+            parts.append(
+                f"{past} {_plural(len(self.done), 'approval gate' if self.done[0].step_id else 'execution')}: "
+                + ", ".join(str(t.execution_id) for t in self.done)
+            )
         for target, reason in self.refused:
             parts.append(f"{target.execution_id}: {reason}")
         return "\n".join(parts) or "nothing to do"
@@ -98,8 +104,7 @@ class Operator:
             raise ReadOnlyRefused("the console runs with --read-only: actions are disabled")
         with self._lock:
             if self._kestrel is None:
-                self._kestrel = Kestrel(self.config.dsn, schema=self.config.schema,
-                                        application_name="kestrel-console")
+                self._kestrel = Kestrel(self.config.dsn, schema=self.config.schema, application_name="kestrel-console")
             return self._kestrel
 
     def run(self, action: str, targets: Iterable[Target], comment: str | None = None) -> Outcome:

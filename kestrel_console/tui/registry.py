@@ -45,9 +45,16 @@ def screen_bindings() -> list[Binding]:
     """One binding per number key; the footer shows them as one hint (``1-5 Screens``) so it
     fits 80 columns, the help lists each."""
     keys = f"{SCREENS[0].key}-{SCREENS[-1].key}"
-    return [Binding(entry.key, f"show('{entry.mode}')", "Screens" if i == 0 else entry.label,
-                    show=i == 0, key_display=keys if i == 0 else None)
-            for i, entry in enumerate(SCREENS)]
+    return [
+        Binding(
+            entry.key,
+            f"show('{entry.mode}')",
+            "Screens" if i == 0 else entry.label,
+            show=i == 0,
+            key_display=keys if i == 0 else None,
+        )
+        for i, entry in enumerate(SCREENS)
+    ]
 
 
 def help_rows() -> list[tuple[str, str]]:

@@ -12,9 +12,8 @@ import pstats
 import re
 from pathlib import Path
 
-import pytest
-
 import psycopg
+import pytest
 
 from bench import ceiling, pgstats, suite
 from bench.__main__ import main
@@ -22,7 +21,6 @@ from bench.databases import fresh_database
 from bench.workloads import NOOP1, NOOP5
 from kestrel_core.claim import CLAIM
 from kestrel_core.statements import render
-
 from tests.conftest import ADMIN_DSN
 
 
@@ -50,7 +48,9 @@ def test_throughput_runs_every_execution_on_kestrel(opts: suite.Options, printed
         k = row["kestrel"]
         assert sum(k["per_worker"].values()) == opts.n  # every execution ran, all on our workers
         assert set(k["per_worker"]) == {"bench-w0"}
-        assert k["workflows_per_s"] > 0 and k["steps_per_s"] == pytest.approx(k["workflows_per_s"] * k["steps"], rel=0.01)
+        assert k["workflows_per_s"] > 0 and k["steps_per_s"] == pytest.approx(
+            k["workflows_per_s"] * k["steps"], rel=0.01
+        )
         # What Postgres wrote for it (the quick run's short settle may add the warm-up's writes).
         writes = k["postgres"]["writes"]
         assert writes["operation_outputs"]["inserts"] >= opts.n * k["steps"]
@@ -92,7 +92,7 @@ def test_ceiling_script_uses_the_engine_statements_for_each_step() -> None:
     assert "%(" not in text
     # claim, open s0, then per step one boundary (each one opens the next; the last completes)
     assert text.count("\\gset c_") == 1 and text.count("\\gset o_") == 5
-    assert text.count("INSERT INTO \"kestrel\".operation_outputs") == 6
+    assert text.count('INSERT INTO "kestrel".operation_outputs') == 6
     assert len(set(re.findall(r":step\d", text))) == 5
 
 
@@ -106,10 +106,12 @@ def test_ceiling_claim_walks_the_enqueued_index_as_pgbench_runs_it() -> None:
         with psycopg.connect(dsn, autocommit=True, options=ceiling.PGOPTIONS) as conn:
             conn.execute(render(ceiling.SEED, ceiling.SCHEMA), {"name": NOOP1, "n": 5000})
             conn.execute(render(ceiling.ANALYZE, ceiling.SCHEMA))
-            params = {"names": [NOOP1], "versions": [None], "queues": None, "n": 1, "owner": "o",
-                      "lease": "30 seconds"}
-            plan = json.dumps(conn.execute(b"EXPLAIN (FORMAT JSON) " + render(CLAIM, ceiling.SCHEMA).as_bytes(conn),
-                                           params).fetchone()[0])
+            params = {"names": [NOOP1], "versions": [None], "queues": None, "n": 1, "owner": "o", "lease": "30 seconds"}
+            plan = json.dumps(
+                conn.execute(
+                    b"EXPLAIN (FORMAT JSON) " + render(CLAIM, ceiling.SCHEMA).as_bytes(conn), params
+                ).fetchone()[0]
+            )
     assert "workflow_executions_enqueued_idx" in plan and '"Sort"' not in plan
 
 
@@ -126,7 +128,9 @@ def test_pgstats_counts_writes_and_says_how_to_count_statements() -> None:
                 conn.execute(pgstats.CREATE_EXTENSION)  # the view exists even when not loaded:
                 conn.execute("EXPLAIN " + pgstats.STATEMENTS)  # its columns are the ones we read
             before = pgstats.snapshot(conn, "kestrel", statements=loaded)
-            conn.execute("INSERT INTO kestrel.workflow_executions (workflow_name) SELECT 'x' FROM generate_series(1, 4)")
+            conn.execute(
+                "INSERT INTO kestrel.workflow_executions (workflow_name) SELECT 'x' FROM generate_series(1, 4)"
+            )
             conn.execute("UPDATE kestrel.workflow_executions SET updated_at = now()")  # no index on it
         with psycopg.connect(dsn, autocommit=True) as conn:
             pgstats.wait_backends_gone(conn)  # the session that wrote has published its counters
@@ -186,7 +190,9 @@ def test_enqueue_and_memory(opts: suite.Options, printed: list[str]) -> None:
     assert [r["source"] for r in ingest] == ["8 threads", "8 asyncio tasks"]
     for r in ingest:
         assert r["plain_per_s"] > 0 and r["kestrel_per_s"] > 0 and r["rows_per_batch"] >= 1
-        assert r["kestrel_vs_plain"] == pytest.approx(r["kestrel_per_s"] / r["plain_per_s"], abs=0.01)  # rounded to 2 places
+        assert r["kestrel_vs_plain"] == pytest.approx(
+            r["kestrel_per_s"] / r["plain_per_s"], abs=0.01
+        )  # rounded to 2 places
     assert ingest[0]["per_call_per_s"] > 0  # the one-commit-per-call path, measured alongside
     assert any("Single enqueue calls" in text and "enqueue/plain" in text for text in printed)
     mem = data["memory"]
@@ -205,10 +211,16 @@ def test_cli_runs_a_benchmark_and_refuses_unknown_names(tmp_path: Path, capsys: 
 def test_targets_are_issue_10s() -> None:
     from bench.targets import targets
 
-    row1 = {"kestrel": {"workflow": NOOP1, "workers": 2, "workflows_per_s": 3100.0, "commits_per_workflow": 0.8},
-            "kestrel_vs_ceiling": 1.4, "kestrel_vs_dbos": 12.0}
-    row5 = {"kestrel": {"workflow": NOOP5, "workers": 2, "workflows_per_s": 900.0, "commits_per_workflow": 3.0},
-            "kestrel_vs_ceiling": 2.0, "kestrel_vs_dbos": None}
+    row1 = {
+        "kestrel": {"workflow": NOOP1, "workers": 2, "workflows_per_s": 3100.0, "commits_per_workflow": 0.8},
+        "kestrel_vs_ceiling": 1.4,
+        "kestrel_vs_dbos": 12.0,
+    }
+    row5 = {
+        "kestrel": {"workflow": NOOP5, "workers": 2, "workflows_per_s": 900.0, "commits_per_workflow": 3.0},
+        "kestrel_vs_ceiling": 2.0,
+        "kestrel_vs_dbos": None,
+    }
     met = {target: ok for target, _, ok in targets({"throughput": {"rows": [row1, row5]}})}
     assert met == {
         "Kestrel >= 3,000 wf/s (noop1, 2 worker(s))": True,

@@ -28,9 +28,10 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Sequence
+from typing import Any
 
 import psycopg
 
@@ -104,9 +105,15 @@ class Verdict:
         self.violations.append(message)
 
 
-def verify(conn: psycopg.Connection, expected_keys: set[str], disruptions: list[Disruption],
-           lease_s: float, *, limited_keys: set[str] | None = None,
-           samples: Sequence[tuple[int, int]] | None = None) -> Verdict:
+def verify(
+    conn: psycopg.Connection,
+    expected_keys: set[str],
+    disruptions: list[Disruption],
+    lease_s: float,
+    *,
+    limited_keys: set[str] | None = None,
+    samples: Sequence[tuple[int, int]] | None = None,
+) -> Verdict:
     """Check every invariant on the database a chaos run left; ``conn`` is an admin connection.
     ``limited_keys``: the executions routed to the limited queue; ``samples``: the sampler's
     (running, most running under one key) reads of it."""
@@ -157,11 +164,22 @@ def verify(conn: psycopg.Connection, expected_keys: set[str], disruptions: list[
             continue
         _check_output(v, eid, spec, output, have, gates.get(eid))
         if (output.get("owner"), output.get("epoch")) != (owner_id, claim_epoch):
-            v.fail(f"execution {eid} was completed by {output.get('owner')} epoch {output.get('epoch')}, "
-                   f"but its last claim is {owner_id} epoch {claim_epoch}: a stale worker completed it")
+            v.fail(
+                f"execution {eid} was completed by {output.get('owner')} epoch {output.get('epoch')}, "
+                f"but its last claim is {owner_id} epoch {claim_epoch}: a stale worker completed it"
+            )
         for step in effect_steps(spec):
-            _check_step(v, eid, step, have[step], ledger.get((eid, step), []),
-                        attempts.get((eid, step), []), claim_epoch, disruptions, lease_s)
+            _check_step(
+                v,
+                eid,
+                step,
+                have[step],
+                ledger.get((eid, step), []),
+                attempts.get((eid, step), []),
+                claim_epoch,
+                disruptions,
+                lease_s,
+            )
     orphans = {eid for eid, _ in ledger} - known
     if orphans:
         v.fail(f"side effects recorded for executions that do not exist: {sorted(orphans)[:10]}")
@@ -201,16 +219,26 @@ def check_limits(v: Verdict, samples: Sequence[tuple[int, int]], concurrency: in
     v.max_per_key = max(keyed for _, keyed in samples)
     over = sum(running > concurrency for running, _ in samples)
     if over:
-        v.fail(f"queue {LIMITED_QUEUE}: {v.max_running} running at once (limit {concurrency}), "
-               f"over the limit in {over} of {len(samples)} samples")
+        v.fail(
+            f"queue {LIMITED_QUEUE}: {v.max_running} running at once (limit {concurrency}), "
+            f"over the limit in {over} of {len(samples)} samples"
+        )
     over_key = sum(keyed > per_key for _, keyed in samples)
     if over_key:
-        v.fail(f"queue {LIMITED_QUEUE}: {v.max_per_key} running under one concurrency key (limit "
-               f"{per_key}), over the limit in {over_key} of {len(samples)} samples")
+        v.fail(
+            f"queue {LIMITED_QUEUE}: {v.max_per_key} running under one concurrency key (limit "
+            f"{per_key}), over the limit in {over_key} of {len(samples)} samples"
+        )
 
 
-def _check_output(v: Verdict, eid: int, spec: dict[str, Any], output: Any,
-                  have: dict[str, tuple[Any, str | None, str | None]], gate: tuple | None) -> None:
+def _check_output(
+    v: Verdict,
+    eid: int,
+    spec: dict[str, Any],
+    output: Any,
+    have: dict[str, tuple[Any, str | None, str | None]],
+    gate: tuple | None,
+) -> None:
     nonces = [have[step][0] for step in effect_steps(spec)]
     if not isinstance(output, dict) or output.get("nonces") != nonces or output.get("sum") != sum(nonces):
         v.fail(f"execution {eid}: output {output!r} does not match its checkpoints {nonces}")
@@ -225,23 +253,35 @@ def _check_output(v: Verdict, eid: int, spec: dict[str, Any], output: Any,
             v.fail(f"execution {eid}: gate decided {gate}, expected {want}")
 
 
-def _check_step(v: Verdict, eid: int, step: str, checkpoint: tuple[Any, str | None, str | None],
-                runs: list[tuple[str, int, int, float]], success: list[tuple[str, int]],
-                last_epoch: int, disruptions: list[Disruption], lease_s: float) -> None:
+def _check_step(
+    v: Verdict,
+    eid: int,
+    step: str,
+    checkpoint: tuple[Any, str | None, str | None],
+    runs: list[tuple[str, int, int, float]],
+    success: list[tuple[str, int]],
+    last_epoch: int,
+    disruptions: list[Disruption],
+    lease_s: float,
+) -> None:
     output, error, cp_owner = checkpoint
     if error is not None:
         v.fail(f"execution {eid} step {step}: failed for good: {error.splitlines()[0]}")
         return
     winners = [run for run in runs if run[2] == output]
     if len(winners) != 1:
-        v.fail(f"execution {eid} step {step}: checkpoint {output} matches {len(winners)} side effects "
-               f"(the kept result must come from exactly one real run)")
+        v.fail(
+            f"execution {eid} step {step}: checkpoint {output} matches {len(winners)} side effects "
+            f"(the kept result must come from exactly one real run)"
+        )
         return
     w_owner, w_epoch, _, _ = winners[0]
     newest = max(epoch for _, epoch, _, _ in runs)
     if w_epoch != newest:
-        v.fail(f"execution {eid} step {step}: the checkpoint kept the run of epoch {w_epoch} ({w_owner}) "
-               f"though epoch {newest} ran the step later: a stale claim checkpointed")
+        v.fail(
+            f"execution {eid} step {step}: the checkpoint kept the run of epoch {w_epoch} ({w_owner}) "
+            f"though epoch {newest} ran the step later: a stale claim checkpointed"
+        )
     if cp_owner != w_owner:
         v.fail(f"execution {eid} step {step}: checkpoint written by {cp_owner}, result from {w_owner}")
     if success == []:
@@ -257,14 +297,15 @@ def _check_step(v: Verdict, eid: int, step: str, checkpoint: tuple[Any, str | No
         cause = explain_duplicate(run, disruptions, lease_s)
         if cause is None:
             owner, epoch, _, at = run
-            v.fail(f"execution {eid} step {step}: duplicate side effect by {owner} epoch {epoch} at "
-                   f"{at:.3f} that no kill, stop or outage explains")
+            v.fail(
+                f"execution {eid} step {step}: duplicate side effect by {owner} epoch {epoch} at "
+                f"{at:.3f} that no kill, stop or outage explains"
+            )
         else:
             v.duplicates_by_cause[cause] += 1
 
 
-def explain_duplicate(run: tuple[str, int, int, float], disruptions: list[Disruption],
-                      lease_s: float) -> str | None:
+def explain_duplicate(run: tuple[str, int, int, float], disruptions: list[Disruption], lease_s: float) -> str | None:
     """The disruption that cut this run off before its checkpoint, or None."""
     owner, _, _, at = run
     for d in disruptions:

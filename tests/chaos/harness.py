@@ -22,9 +22,9 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import psycopg
 
@@ -53,21 +53,21 @@ UNFINISHED = "SELECT count(*) FROM kestrel.workflow_executions WHERE status IN (
 
 @dataclass
 class ChaosConfig:
-    chaos_s: float = 35.0            # how long the killer and the producer run
-    drain_s: float = 60.0            # then at most this long for the rest to finish
+    chaos_s: float = 35.0  # how long the killer and the producer run
+    drain_s: float = 60.0  # then at most this long for the rest to finish
     workers: int = 3
     concurrency: int = 4
     lease_s: float = 4.0
-    rate: float = 8.0                # executions enqueued per second during chaos
+    rate: float = 8.0  # executions enqueued per second during chaos
     kill_every_s: tuple[float, float] = (2.0, 4.0)
-    restarts: int = 2                # database restarts (alternating clean restart and crash)
-    stops: int = 2                   # SIGSTOP/SIGCONT rounds
-    freezes: int = 2                 # SIGSTOP every worker / operator requeue / SIGCONT rounds
-    fan_every: int = 4               # every n-th execution is an async fan-out (0: none)
+    restarts: int = 2  # database restarts (alternating clean restart and crash)
+    stops: int = 2  # SIGSTOP/SIGCONT rounds
+    freezes: int = 2  # SIGSTOP every worker / operator requeue / SIGCONT rounds
+    fan_every: int = 4  # every n-th execution is an async fan-out (0: none)
     seed: int | None = None
-    worker_dsn: str | None = None    # where workers connect (PgBouncer); default: the cluster
+    worker_dsn: str | None = None  # where workers connect (PgBouncer); default: the cluster
     transaction_pooling: bool = False
-    keep_logs: bool = False          # worker logs are kept anyway when a check fails
+    keep_logs: bool = False  # worker logs are kept anyway when a check fails
     log: Callable[[str], None] = print
 
 
@@ -76,29 +76,32 @@ class ChaosReport:
     verdict: Verdict
     kills: int = 0
     stops: int = 0
-    busy_stops: int = 0              # stops that froze a worker in the middle of executions
+    busy_stops: int = 0  # stops that froze a worker in the middle of executions
     freezes: int = 0
-    operator_requeues: int = 0       # executions a freeze's operator requeued
+    operator_requeues: int = 0  # executions a freeze's operator requeued
     restarts: int = 0
     enqueued: int = 0
     refused_writes: int = 0
     leases_expired: int = 0
     seconds: float = 0.0
-    log_dir: Path | None = None      # the worker logs (deleted after a clean run)
+    log_dir: Path | None = None  # the worker logs (deleted after a clean run)
     disruptions: list[Disruption] = field(default_factory=list)
 
     def summary(self) -> str:
         v = self.verdict
         causes = ", ".join(f"{k} {n}" for k, n in sorted(v.duplicates_by_cause.items())) or "none"
-        return (f"executions {v.executions} ({dict(v.statuses)}; async fan-outs {v.fan_outs}), kills {self.kills}, stops {self.stops}, "
-                f"freezes {self.freezes} (operator requeues {self.operator_requeues}), "
-                f"restarts {self.restarts}, side effects {v.side_effects}, duplicated side effects "
-                f"{v.duplicates} (by cause: {causes}), refused stale writes {self.refused_writes}, "
-                f"leases swept {self.leases_expired}, attempts left open {v.open_attempts} / lost {v.attempts_lost}, "
-                f"schedule ticks {v.ticks}, limited queue: {v.limited} executions, most running "
-                f"{v.max_running} (limit {LIMITED_CONCURRENCY}) / per key {v.max_per_key} in "
-                f"{v.limit_samples} samples, {self.seconds:.0f} s, "
-                f"{'OK' if v.ok else f'{len(v.violations)} VIOLATION(S)'}")
+        return (
+            f"executions {v.executions} ({dict(v.statuses)}; async fan-outs {v.fan_outs}), "
+            f"kills {self.kills}, stops {self.stops}, "
+            f"freezes {self.freezes} (operator requeues {self.operator_requeues}), "
+            f"restarts {self.restarts}, side effects {v.side_effects}, duplicated side effects "
+            f"{v.duplicates} (by cause: {causes}), refused stale writes {self.refused_writes}, "
+            f"leases swept {self.leases_expired}, attempts left open {v.open_attempts} / lost {v.attempts_lost}, "
+            f"schedule ticks {v.ticks}, limited queue: {v.limited} executions, most running "
+            f"{v.max_running} (limit {LIMITED_CONCURRENCY}) / per key {v.max_per_key} in "
+            f"{v.limit_samples} samples, {self.seconds:.0f} s, "
+            f"{'OK' if v.ok else f'{len(v.violations)} VIOLATION(S)'}"
+        )
 
 
 def prepare_database(cluster: LocalCluster, name: str) -> str:
@@ -129,12 +132,16 @@ class ChaosRun:
         # A fixed-port handle: a restart must come back where every DSN points.
         self.server = LocalCluster(cluster.data_dir, port=cluster.port, durable=cluster.durable)
         self.log_dir = Path(tempfile.mkdtemp(prefix="kestrel-chaos-logs-"))
-        env = {**os.environ, "KESTREL_CHAOS_DSN": worker_dsn,
-               "KESTREL_CHAOS_POOLING": "1" if cfg.transaction_pooling else "0",
-               "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        env = {
+            **os.environ,
+            "KESTREL_CHAOS_DSN": worker_dsn,
+            "KESTREL_CHAOS_POOLING": "1" if cfg.transaction_pooling else "0",
+            "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        }
         self.pool = WorkerPool(env, self.log_dir, concurrency=cfg.concurrency, lease_s=cfg.lease_s)
-        self.app = Kestrel(worker_dsn, transaction_pooling=cfg.transaction_pooling,
-                           application_name="kestrel-chaos-harness")
+        self.app = Kestrel(
+            worker_dsn, transaction_pooling=cfg.transaction_pooling, application_name="kestrel-chaos-harness"
+        )
         self.disruptions: list[Disruption] = []
         self.keys: set[str] = set()
         self.limited_keys: set[str] = set()  # those enqueued on the limited queue
@@ -178,22 +185,33 @@ class ChaosRun:
         if self.errors:
             raise RuntimeError(f"the chaos harness itself failed: {self.errors[0]!r}") from self.errors[0]
         with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
-            verdict = verify(conn, self.keys, self.disruptions, cfg.lease_s,
-                             limited_keys=self.limited_keys, samples=samples)
+            verdict = verify(
+                conn, self.keys, self.disruptions, cfg.lease_s, limited_keys=self.limited_keys, samples=samples
+            )
         for wid, code in sorted(exited.items(), reverse=True):  # first: they explain the rest
             lines = (self.log_dir / f"{wid}.log").read_text(errors="replace").strip().splitlines()
-            verdict.violations.insert(0, f"worker {wid} exited by itself (exit code {code}); its last "
-                                         f"line: {lines[-1] if lines else '(no output)'}")
+            verdict.violations.insert(
+                0,
+                f"worker {wid} exited by itself (exit code {code}); its last "
+                f"line: {lines[-1] if lines else '(no output)'}",
+            )
         logs = "".join((self.log_dir / f).read_text(errors="replace") for f in sorted(os.listdir(self.log_dir)))
         if verdict.ok and not cfg.keep_logs:
             shutil.rmtree(self.log_dir, ignore_errors=True)
         return ChaosReport(
-            verdict=verdict, kills=self.counts["kills"], stops=self.counts["stops"],
-            busy_stops=self.counts["busy_stops"], freezes=self.counts["freezes"],
-            operator_requeues=self.counts["operator_requeues"], restarts=self.counts["restarts"],
+            verdict=verdict,
+            kills=self.counts["kills"],
+            stops=self.counts["stops"],
+            busy_stops=self.counts["busy_stops"],
+            freezes=self.counts["freezes"],
+            operator_requeues=self.counts["operator_requeues"],
+            restarts=self.counts["restarts"],
             enqueued=len(self.keys),
-            refused_writes=logs.count("event=write_refused"), leases_expired=logs.count("event=leases_expired"),
-            seconds=time.monotonic() - self.started, log_dir=self.log_dir, disruptions=self.disruptions,
+            refused_writes=logs.count("event=write_refused"),
+            leases_expired=logs.count("event=leases_expired"),
+            seconds=time.monotonic() - self.started,
+            log_dir=self.log_dir,
+            disruptions=self.disruptions,
         )
 
     def _await_declared(self) -> None:
@@ -222,6 +240,7 @@ class ChaosRun:
 
     def _thread(self, fn: Callable[[], None]) -> threading.Thread:
         """Start ``fn`` in a thread; an exception in it stops the run and is raised at the end."""
+
         def guarded() -> None:
             try:
                 fn()
@@ -229,6 +248,7 @@ class ChaosRun:
                 self.errors.append(exc)
                 self.stop_chaos.set()
                 self.stop_feeding.set()
+
         thread = threading.Thread(target=guarded, daemon=True, name=fn.__name__)
         thread.start()
         return thread
@@ -244,17 +264,26 @@ class ChaosRun:
             key = f"chaos-{i}"
             # now and then a long chain (about 5 s in one claim): still running a lease after a
             # frozen worker claimed it again, when a lost heartbeat would let it be swept
-            spec = {"steps": self.rng.randint(3, 5), "work_ms": self.rng.choice([20, 50, 120, 400, 400, 1500]),
-                    "nap": self.rng.choice([None, None, 0.3, 1.0]),
-                    "gate": self.rng.choice([None, None, None, "approve", "approve", "reject", "timeout"])}
+            spec = {
+                "steps": self.rng.randint(3, 5),
+                "work_ms": self.rng.choice([20, 50, 120, 400, 400, 1500]),
+                "nap": self.rng.choice([None, None, 0.3, 1.0]),
+                "gate": self.rng.choice([None, None, None, "approve", "approve", "reject", "timeout"]),
+            }
             # every third on the limited queue, every other one of those under one of 4 keys
-            place = {} if i % 3 else {"queue": LIMITED_QUEUE,
-                                      "concurrency_key": f"customer-{i // 6 % 4}" if i % 2 else None}
+            place = (
+                {}
+                if i % 3
+                else {"queue": LIMITED_QUEUE, "concurrency_key": f"customer-{i // 6 % 4}" if i % 2 else None}
+            )
             workflow = "chain"
             if not place and self.cfg.fan_every and i % self.cfg.fan_every == 1:
                 workflow = "fan"
-                spec = {"fan": self.rng.randint(3, 6), "work_ms": self.rng.choice([20, 50, 120, 400]),
-                        "nap": self.rng.choice([0.3, 1.0])}
+                spec = {
+                    "fan": self.rng.randint(3, 6),
+                    "work_ms": self.rng.choice([20, 50, 120, 400]),
+                    "nap": self.rng.choice([0.3, 1.0]),
+                }
             deadline = time.monotonic() + 60
             while True:  # the idempotency key makes a retried enqueue insert at most once
                 try:
@@ -326,8 +355,7 @@ class ChaosRun:
             self.server.restart()
         self.disruptions.append(Disruption("outage", None, t0, time.time()))
         self.counts["restarts"] += 1
-        self.cfg.log(f"chaos: database {'crashed and restarted' if crash else 'restarted'} "
-                     f"in {time.time() - t0:.1f} s")
+        self.cfg.log(f"chaos: database {'crashed and restarted' if crash else 'restarted'} in {time.time() - t0:.1f} s")
 
     def kill_one(self) -> None:
         """SIGKILL a random running worker and start a replacement."""
@@ -378,7 +406,6 @@ class ChaosRun:
         self.pool.cont(wid)
         self.disruptions.append(Disruption("stop", wid, t0, time.time()))
         self.cfg.log(f"chaos: SIGCONT {wid} after {time.time() - t0:.1f} s")
-
 
     def freeze_all(self) -> bool:
         """SIGSTOP every running worker (the issue-17 sequence, on all of them at once): past

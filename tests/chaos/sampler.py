@@ -41,8 +41,9 @@ class LimitSampler(threading.Thread):
     def run(self) -> None:
         while not self._done.is_set():
             try:
-                with psycopg.connect(self.dsn, autocommit=True, connect_timeout=3,
-                                     application_name="kestrel-chaos-sampler") as conn:
+                with psycopg.connect(
+                    self.dsn, autocommit=True, connect_timeout=3, application_name="kestrel-chaos-sampler"
+                ) as conn:
                     while not self._done.wait(self.every_s):
                         row = conn.execute(SAMPLE, (LIMITED_QUEUE,)).fetchone()
                         self.samples.append((row[0], row[1]))

@@ -15,17 +15,28 @@ pytestmark = pytest.mark.slow
 
 
 def test_nothing_lost_or_doubled_under_kills_stops_freezes_and_restarts(
-    private_cluster: LocalCluster, capsys: pytest.CaptureFixture[str],
+    private_cluster: LocalCluster,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     lines: list[str] = []
-    cfg = ChaosConfig(chaos_s=40.0, drain_s=60.0, workers=3, concurrency=4, lease_s=4.0,
-                      rate=8.0, restarts=2, stops=2, freezes=2, log=lines.append)
+    cfg = ChaosConfig(
+        chaos_s=40.0,
+        drain_s=60.0,
+        workers=3,
+        concurrency=4,
+        lease_s=4.0,
+        rate=8.0,
+        restarts=2,
+        stops=2,
+        freezes=2,
+        log=lines.append,
+    )
     report = run_chaos(private_cluster, cfg, database=f"chaos_{uuid.uuid4().hex[:8]}")
     with capsys.disabled():
         print(f"\nchaos: {report.summary()}")
     assert report.verdict.ok, "\n".join(
-        ["chaos run broke invariants:", *report.verdict.violations[:30], *lines,
-         f"worker logs: {report.log_dir}"])
+        ["chaos run broke invariants:", *report.verdict.violations[:30], *lines, f"worker logs: {report.log_dir}"]
+    )
     # The run did what it claims: every kind of disruption happened, on a real workload.
     assert report.kills >= 5 and report.stops == 2 and report.restarts == 2, report.summary()
     assert report.freezes == 2, report.summary()  # requeues: only what the frozen workers held running

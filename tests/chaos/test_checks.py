@@ -25,28 +25,60 @@ def chaos_db(db: psycopg.Connection) -> psycopg.Connection:
     return db
 
 
-def execution(db: psycopg.Connection, key: str, *, owner: str, epoch: int, nonces: list[int],
-              out_owner: str | None = None, out_epoch: int | None = None,
-              status: str = "success", spec: dict[str, Any] = SPEC) -> int:
-    output = {"nonces": nonces, "sum": sum(nonces), "owner": out_owner or owner,
-              "epoch": out_epoch or epoch, "decision": None}
+def execution(
+    db: psycopg.Connection,
+    key: str,
+    *,
+    owner: str,
+    epoch: int,
+    nonces: list[int],
+    out_owner: str | None = None,
+    out_epoch: int | None = None,
+    status: str = "success",
+    spec: dict[str, Any] = SPEC,
+) -> int:
+    output = {
+        "nonces": nonces,
+        "sum": sum(nonces),
+        "owner": out_owner or owner,
+        "epoch": out_epoch or epoch,
+        "decision": None,
+    }
     return db.execute(
         "INSERT INTO kestrel.workflow_executions (workflow_name, status, input, output, owner_id,"
         " claim_epoch, idempotency_key, finished_at) VALUES ('chain', %s, %s, %s, %s, %s, %s, now())"
-        " RETURNING id", (status, Jsonb(spec), Jsonb(output), owner, epoch, key)).fetchone()[0]
+        " RETURNING id",
+        (status, Jsonb(spec), Jsonb(output), owner, epoch, key),
+    ).fetchone()[0]
 
 
-def step(db: psycopg.Connection, eid: int, step_id: str, *, nonce: int, owner: str, epoch: int,
-         at: float | None = None, checkpoint: bool = True) -> None:
+def step(
+    db: psycopg.Connection,
+    eid: int,
+    step_id: str,
+    *,
+    nonce: int,
+    owner: str,
+    epoch: int,
+    at: float | None = None,
+    checkpoint: bool = True,
+) -> None:
     """A real run of a step (ledger row); with ``checkpoint`` it is the one the checkpoint kept."""
-    db.execute("INSERT INTO public.chaos_ledger (nonce, execution_id, step_id, owner_id, claim_epoch, pid, at)"
-               " VALUES (%s, %s, %s, %s, %s, 1, to_timestamp(%s))",
-               (nonce, eid, step_id, owner, epoch, at if at is not None else time.time()))
+    db.execute(
+        "INSERT INTO public.chaos_ledger (nonce, execution_id, step_id, owner_id, claim_epoch, pid, at)"
+        " VALUES (%s, %s, %s, %s, %s, 1, to_timestamp(%s))",
+        (nonce, eid, step_id, owner, epoch, at if at is not None else time.time()),
+    )
     if checkpoint:
-        db.execute("INSERT INTO kestrel.operation_outputs (execution_id, step_id, output, owner_id)"
-                   " VALUES (%s, %s, %s, %s)", (eid, step_id, Jsonb(nonce), owner))
-        db.execute("INSERT INTO kestrel.step_attempts (execution_id, step_id, attempt, owner_id, claim_epoch,"
-                   " outcome) VALUES (%s, %s, 1, %s, %s, 'success')", (eid, step_id, owner, epoch))
+        db.execute(
+            "INSERT INTO kestrel.operation_outputs (execution_id, step_id, output, owner_id) VALUES (%s, %s, %s, %s)",
+            (eid, step_id, Jsonb(nonce), owner),
+        )
+        db.execute(
+            "INSERT INTO kestrel.step_attempts (execution_id, step_id, attempt, owner_id, claim_epoch,"
+            " outcome) VALUES (%s, %s, 1, %s, %s, 'success')",
+            (eid, step_id, owner, epoch),
+        )
 
 
 def clean_execution(db: psycopg.Connection, key: str = "k1") -> int:
@@ -125,9 +157,11 @@ def test_missing_checkpoints_lost_and_unfinished_executions_are_caught(chaos_db:
 def tick_run(db: psycopg.Connection, second: int, *, key_second: int | None = None, status: str = "success") -> None:
     tick = f"2026-01-05T12:00:{second:02d}+00:00"
     key = f"schedule:chaos-tick:2026-01-05T12:00:{(second if key_second is None else key_second):02d}+00:00"
-    db.execute("INSERT INTO kestrel.workflow_executions (workflow_name, status, input, output, engine_key)"
-               " VALUES ('tick', %s, %s, %s, %s)",
-               (status, Jsonb({"schedule": "chaos-tick", "scheduled_at": tick}), Jsonb(tick), key))
+    db.execute(
+        "INSERT INTO kestrel.workflow_executions (workflow_name, status, input, output, engine_key)"
+        " VALUES ('tick', %s, %s, %s, %s)",
+        (status, Jsonb({"schedule": "chaos-tick", "scheduled_at": tick}), Jsonb(tick), key),
+    )
 
 
 def test_schedule_ticks_once_each_without_gaps(chaos_db: psycopg.Connection) -> None:
@@ -155,10 +189,14 @@ def test_queue_limits_exceeded_in_any_sample_are_caught(chaos_db: psycopg.Connec
 
     over = [*within, (LIMITED_CONCURRENCY + 1, 1), (2, LIMITED_PER_KEY + 1), (1, 0)]
     text = "\n".join(verify(chaos_db, {"k1"}, [], LEASE, samples=over).violations)
-    assert (f"queue {LIMITED_QUEUE}: {LIMITED_CONCURRENCY + 1} running at once (limit {LIMITED_CONCURRENCY}), "
-            f"over the limit in 1 of 7 samples") in text
-    assert (f"queue {LIMITED_QUEUE}: {LIMITED_PER_KEY + 1} running under one concurrency key "
-            f"(limit {LIMITED_PER_KEY}), over the limit in 1 of 7 samples") in text
+    assert (
+        f"queue {LIMITED_QUEUE}: {LIMITED_CONCURRENCY + 1} running at once (limit {LIMITED_CONCURRENCY}), "
+        f"over the limit in 1 of 7 samples"
+    ) in text
+    assert (
+        f"queue {LIMITED_QUEUE}: {LIMITED_PER_KEY + 1} running under one concurrency key "
+        f"(limit {LIMITED_PER_KEY}), over the limit in 1 of 7 samples"
+    ) in text
     # a sampler that read nothing proves nothing
     assert any("its limits went unchecked" in v for v in verify(chaos_db, {"k1"}, [], LEASE, samples=[]).violations)
 
@@ -191,7 +229,8 @@ def test_a_freeze_explains_only_the_runs_it_cut_off(chaos_db: psycopg.Connection
     assert verdict.duplicates == 2 and verdict.duplicates_by_cause == {"freeze": 1}
     assert [v for v in verdict.violations if "duplicate side effect" in v] == [
         f"execution {eid} step s1: duplicate side effect by w1 epoch 2 at {resumed_at + 0.5:.3f} "
-        "that no kill, stop or outage explains"]
+        "that no kill, stop or outage explains"
+    ]
 
 
 def test_a_kill_explains_only_a_run_in_flight(chaos_db: psycopg.Connection) -> None:
@@ -208,8 +247,9 @@ def test_an_async_fan_out_is_checked_step_by_step(chaos_db: psycopg.Connection) 
     eid = execution(chaos_db, "k1", owner="w1", epoch=2, nonces=[21, 22, 23], spec=spec)
     step(chaos_db, eid, "f0", nonce=21, owner="w1", epoch=1)
     step(chaos_db, eid, "f1", nonce=22, owner="w1", epoch=1)
-    chaos_db.execute("INSERT INTO kestrel.operation_outputs (execution_id, step_id, output) VALUES (%s, 'nap', '{}')",
-                     (eid,))
+    chaos_db.execute(
+        "INSERT INTO kestrel.operation_outputs (execution_id, step_id, output) VALUES (%s, 'nap', '{}')", (eid,)
+    )
     step(chaos_db, eid, "after", nonce=23, owner="w1", epoch=2)
     clean = verify(chaos_db, {"k1"}, [], LEASE)
     assert clean.ok and clean.fan_outs == 1, clean.violations

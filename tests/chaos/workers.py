@@ -29,9 +29,21 @@ class WorkerPool:
             wid = f"w{self._n}"
         out = open(self.log_dir / f"{wid}.log", "w")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.chaos.workload", "--worker-id", wid,
-             "--concurrency", str(self.concurrency), "--lease", str(self.lease_s)],
-            cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "tests.chaos.workload",
+                "--worker-id",
+                wid,
+                "--concurrency",
+                str(self.concurrency),
+                "--lease",
+                str(self.lease_s),
+            ],
+            cwd=REPO,
+            env=self.env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
         out.close()
         with self._lock:

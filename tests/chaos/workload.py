@@ -46,8 +46,7 @@ VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (nonce) DO NOTHING
 """
 
 POOLING = os.environ.get("KESTREL_CHAOS_POOLING") == "1"
-app = Kestrel(os.environ.get("KESTREL_CHAOS_DSN"), transaction_pooling=POOLING,
-              application_name="kestrel-chaos")
+app = Kestrel(os.environ.get("KESTREL_CHAOS_DSN"), transaction_pooling=POOLING, application_name="kestrel-chaos")
 LEDGER_RETRY_S = 120.0
 
 # Part of the chains run in a queue with limits (the harness routes them there at enqueue):
@@ -92,8 +91,7 @@ _local = threading.local()
 def _ledger_connection() -> psycopg.Connection:
     conn = getattr(_local, "conn", None)
     if conn is None or conn.closed:
-        conn = psycopg.connect(app.dsn, autocommit=True, connect_timeout=5,
-                               application_name="kestrel-chaos-ledger")
+        conn = psycopg.connect(app.dsn, autocommit=True, connect_timeout=5, application_name="kestrel-chaos-ledger")
         if POOLING:
             conn.prepare_threshold = None
         _local.conn = conn
@@ -110,8 +108,7 @@ def record(execution_id: int, step_id: str, owner: str, epoch: int) -> int:
     deadline = time.monotonic() + LEDGER_RETRY_S
     while True:
         try:
-            _ledger_connection().execute(
-                RECORD, (nonce, execution_id, step_id, owner, epoch, os.getpid()))
+            _ledger_connection().execute(RECORD, (nonce, execution_id, step_id, owner, epoch, os.getpid()))
             return nonce
         except psycopg.OperationalError:
             conn = getattr(_local, "conn", None)
@@ -141,8 +138,7 @@ def chain(ctx: Any, spec: dict[str, Any]) -> dict[str, Any]:
     decision = None
     for i in range(spec["steps"]):
         step_id = f"s{i}"
-        nonces.append(ctx.step(step_id, side_effect, ctx.execution_id, step_id, owner, epoch,
-                               spec["work_ms"]))
+        nonces.append(ctx.step(step_id, side_effect, ctx.execution_id, step_id, owner, epoch, spec["work_ms"]))
         if i == 0 and spec.get("nap"):
             ctx.sleep("nap", timedelta(seconds=spec["nap"]))
         if i == 1 and spec.get("gate"):
@@ -165,8 +161,18 @@ async def fan(ctx: Any, spec: dict[str, Any]) -> dict[str, Any]:
     (int), nap (seconds): gather the steps, sleep durably (the rest is a replay that must
     return every gathered checkpoint), then one more step."""
     owner, epoch = claim_of(ctx)
-    gathered = [ctx.step(f"f{i}", side_effect_async if i % 2 else side_effect, ctx.execution_id, f"f{i}",
-                         owner, epoch, spec["work_ms"]) for i in range(spec["fan"])]
+    gathered = [
+        ctx.step(
+            f"f{i}",
+            side_effect_async if i % 2 else side_effect,
+            ctx.execution_id,
+            f"f{i}",
+            owner,
+            epoch,
+            spec["work_ms"],
+        )
+        for i in range(spec["fan"])
+    ]
     nonces = list(await asyncio.gather(*gathered))
     await ctx.sleep("nap", timedelta(seconds=spec["nap"]))
     nonces.append(await ctx.step("after", side_effect, ctx.execution_id, "after", owner, epoch, spec["work_ms"]))
@@ -211,8 +217,12 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     app.run_worker(
-        concurrency=args.concurrency, lease=timedelta(seconds=args.lease), worker_id=args.worker_id,
-        poll_interval=0.3, sweep_interval=0.3, grace=timedelta(seconds=2),
+        concurrency=args.concurrency,
+        lease=timedelta(seconds=args.lease),
+        worker_id=args.worker_id,
+        poll_interval=0.3,
+        sweep_interval=0.3,
+        grace=timedelta(seconds=2),
     )
 
 

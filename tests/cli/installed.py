@@ -11,12 +11,23 @@ from pathlib import Path
 SCRIPT = Path(sys.executable).parent / "kestrel-console"
 # Variables that would point the command elsewhere than the test says.
 # Without a dsn the command finds no database configured (the demo then starts its own).
-UNSET = ("KESTREL_DSN", "KESTREL_QUERIES", "KESTREL_OPERATOR", "KESTREL_DEMO_DIR", "PGHOST", "PGPORT",
-         "PGHOSTADDR", "PGDATABASE", "PGUSER", "PGSERVICE")
+UNSET = (
+    "KESTREL_DSN",
+    "KESTREL_QUERIES",
+    "KESTREL_OPERATOR",
+    "KESTREL_DEMO_DIR",
+    "PGHOST",
+    "PGPORT",
+    "PGHOSTADDR",
+    "PGDATABASE",
+    "PGUSER",
+    "PGSERVICE",
+)
 
 
-def kestrel_console(*args: str, dsn: str | None = None, env: dict[str, str] | None = None,
-                    timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def kestrel_console(
+    *args: str, dsn: str | None = None, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     """Run ``kestrel-console ARGS`` with ``$KESTREL_DSN`` = ``dsn``; returns the finished process."""
     assert SCRIPT.exists(), f"no kestrel-console beside {sys.executable}: install the project (pip install -e .)"
     full_env = {key: value for key, value in os.environ.items() if key not in UNSET}

@@ -10,8 +10,9 @@ from pathlib import Path
 SCRIPT = Path(sys.executable).parent / "kestrel-console"
 
 
-def console(*args: str, dsn: str | None = None, stdin: str | None = None,
-            env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def console(
+    *args: str, dsn: str | None = None, stdin: str | None = None, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     """``kestrel-console [--dsn DSN] ARGS...``: exit code, stdout and stderr as text."""
     assert SCRIPT.exists(), f"no kestrel-console beside {sys.executable}: pip install -e ."
     full_env = {k: v for k, v in os.environ.items() if k != "KESTREL_DSN"}

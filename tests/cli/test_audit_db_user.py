@@ -32,8 +32,9 @@ def ops_login(dsn: str, db: psycopg.Connection) -> Iterator[tuple[str, str]]:
 
 
 def waiting_on_gate(db: psycopg.Connection, gate: str = "approve-fix") -> int:
-    eid = db.execute("INSERT INTO workflow_executions (workflow_name, status) VALUES ('remediate', 'waiting') "
-                     "RETURNING id").fetchone()[0]
+    eid = db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status) VALUES ('remediate', 'waiting') RETURNING id"
+    ).fetchone()[0]
     db.execute("INSERT INTO workflow_waits (execution_id, step_id, kind) VALUES (%s, %s, 'approval')", (eid, gate))
     return eid
 
@@ -65,18 +66,26 @@ def test_cancel_requeue_and_prune_record_the_login_role(dsn: str, db: psycopg.Co
     with Kestrel(ops_dsn) as ops:
         ops.cancel(eid, by="mallory-claims-to-be-bob")
         ops.requeue(eid, by="bob")
-    db.execute("UPDATE workflow_executions SET status = 'success', finished_at = now() - interval '40 days' "
-               "WHERE id = %s", (eid,))
+    db.execute(
+        "UPDATE workflow_executions SET status = 'success', finished_at = now() - interval '40 days' WHERE id = %s",
+        (eid,),
+    )
     pruned = console("prune", "--older-than", "30d", "--operator", "carol", dsn=ops_dsn)
     assert pruned.returncode == 0, pruned.stderr
     assert db.execute("SELECT action, actor, db_user FROM operator_actions ORDER BY id").fetchall() == [
-        ("cancel", "mallory-claims-to-be-bob", role), ("requeue", "bob", role), ("prune", "carol", role)]
+        ("cancel", "mallory-claims-to-be-bob", role),
+        ("requeue", "bob", role),
+        ("prune", "carol", role),
+    ]
 
     report = console("report", "operator-actions", "--format", "json", dsn=ops_dsn)
     assert report.returncode == 0, report.stderr
     rows = json.loads(report.stdout)
     assert {(r["action"], r["actor"], r["db_user"]) for r in rows} == {
-        ("cancel", "mallory-claims-to-be-bob", role), ("requeue", "bob", role), ("prune", "carol", role)}
+        ("cancel", "mallory-claims-to-be-bob", role),
+        ("requeue", "bob", role),
+        ("prune", "carol", role),
+    }
 
 
 def test_the_caller_cannot_choose_the_recorded_role(db: psycopg.Connection, ops_login) -> None:
@@ -90,14 +99,18 @@ def test_the_caller_cannot_choose_the_recorded_role(db: psycopg.Connection, ops_
 
 
 def test_a_decision_written_outside_decide_approval_is_shown_as_unaudited(
-    db: psycopg.Connection, ops_login,
+    db: psycopg.Connection,
+    ops_login,
 ) -> None:
     """Issue 18: a decision no operator action records (here written by hand, as the schema's
     owner; a worker login may no longer write one) is marked, whatever names it carries."""
     role, ops_dsn = ops_login
     forged, audited = waiting_on_gate(db), waiting_on_gate(db)
-    db.execute("UPDATE workflow_waits SET decision = 'approved', decided_by = 'alice', decided_by_db_user = %s,"
-               " decided_at = now(), resolved_at = now() WHERE execution_id = %s", (role, forged))
+    db.execute(
+        "UPDATE workflow_waits SET decision = 'approved', decided_by = 'alice', decided_by_db_user = %s,"
+        " decided_at = now(), resolved_at = now() WHERE execution_id = %s",
+        (role, forged),
+    )
     with Kestrel(ops_dsn) as ops:
         ops.approve(audited, "approve-fix", by="alice")
 

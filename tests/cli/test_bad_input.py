@@ -17,17 +17,20 @@ def executions(db: psycopg.Connection) -> int:
     return db.execute("SELECT count(*) FROM workflow_executions").fetchone()[0]
 
 
-@pytest.mark.parametrize("args, needles", [
-    (["enqueue", "x", "--input", '"\\ud800"'], ["--input", "lone surrogate"]),
-    (["enqueue", "x", "--input", '{"a": "\\u0000"}'], ["--input", "NUL"]),
-    (["enqueue", "x", "--input", "[" * 60_000 + "]" * 60_000], ["--input", "nested too deeply"]),
-    (["enqueue", "x", "--delay", "1e12"], ["--delay", "3650 days"]),
-    (["enqueue", "x", "--delay", "nan"], ["--delay"]),
-    (["enqueue", "x", "--priority", "99999999999"], ["priority", "2147483647"]),
-    (["enqueue", ""], ["workflow name", "non-empty"]),
-    (["enqueue", "   "], ["workflow name", "non-empty"]),
-    (["enqueue", "w" * 10_000], ["workflow name too long", "10000 characters", "limit is 200"]),
-])
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["enqueue", "x", "--input", '"\\ud800"'], ["--input", "lone surrogate"]),
+        (["enqueue", "x", "--input", '{"a": "\\u0000"}'], ["--input", "NUL"]),
+        (["enqueue", "x", "--input", "[" * 60_000 + "]" * 60_000], ["--input", "nested too deeply"]),
+        (["enqueue", "x", "--delay", "1e12"], ["--delay", "3650 days"]),
+        (["enqueue", "x", "--delay", "nan"], ["--delay"]),
+        (["enqueue", "x", "--priority", "99999999999"], ["priority", "2147483647"]),
+        (["enqueue", ""], ["workflow name", "non-empty"]),
+        (["enqueue", "   "], ["workflow name", "non-empty"]),
+        (["enqueue", "w" * 10_000], ["workflow name too long", "10000 characters", "limit is 200"]),
+    ],
+)
 def test_enqueue_refuses_bad_input_and_writes_nothing(dsn: str, db: psycopg.Connection, args, needles) -> None:
     done = console(*args, dsn=dsn)
     message = one_clear_line(done, 2, *needles)
@@ -36,10 +39,19 @@ def test_enqueue_refuses_bad_input_and_writes_nothing(dsn: str, db: psycopg.Conn
     assert executions(db) == 0
 
 
-@pytest.mark.parametrize("option, what", [("--idempotency-key", "an idempotency key"), ("--queue", "a queue name"),
-                                          ("--concurrency-key", "a concurrency key")])
+@pytest.mark.parametrize(
+    "option, what",
+    [
+        ("--idempotency-key", "an idempotency key"),
+        ("--queue", "a queue name"),
+        ("--concurrency-key", "a concurrency key"),
+    ],
+)
 def test_an_over_long_key_or_queue_name_is_bad_usage_not_an_unreachable_database(
-    dsn: str, db: psycopg.Connection, option: str, what: str,
+    dsn: str,
+    db: psycopg.Connection,
+    option: str,
+    what: str,
 ) -> None:
     """Issue 18: 10,000 characters overflowed a btree entry, and the error read 'cannot connect
     to PostgreSQL' (DatabaseUnavailable, which a caller retries forever)."""
@@ -49,27 +61,41 @@ def test_an_over_long_key_or_queue_name_is_bad_usage_not_an_unreachable_database
     assert executions(db) == 0
 
 
-@pytest.mark.parametrize("args, needles", [
-    (["prune", "--older-than", "99999999999d"], ["--older-than", "too long", "36500 days"]),
-    (["prune", "--older-than", "99999999999d", "--dry-run"], ["--older-than", "too long"]),
-    (["worker", "tests.core.crash_app", "--lease", "inf"], ["--lease inf", "from 1 to 86400"]),
-    (["worker", "tests.core.crash_app", "--lease", "nan"], ["--lease nan", "from 1 to 86400"]),
-    (["worker", "tests.core.crash_app", "--prune-older-than", "99999999999d"], ["--prune-older-than", "too long"]),
-])
-def test_an_age_or_lease_out_of_range_is_one_line_and_bad_usage(dsn: str, db: psycopg.Connection, args, needles) -> None:
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["prune", "--older-than", "99999999999d"], ["--older-than", "too long", "36500 days"]),
+        (["prune", "--older-than", "99999999999d", "--dry-run"], ["--older-than", "too long"]),
+        (["worker", "tests.core.crash_app", "--lease", "inf"], ["--lease inf", "from 1 to 86400"]),
+        (["worker", "tests.core.crash_app", "--lease", "nan"], ["--lease nan", "from 1 to 86400"]),
+        (["worker", "tests.core.crash_app", "--prune-older-than", "99999999999d"], ["--prune-older-than", "too long"]),
+    ],
+)
+def test_an_age_or_lease_out_of_range_is_one_line_and_bad_usage(
+    dsn: str, db: psycopg.Connection, args, needles
+) -> None:
     """Issue 18: these were OverflowError tracebacks."""
-    db.execute("INSERT INTO workflow_executions (workflow_name, status, finished_at)"
-               " VALUES ('w', 'success', now() - interval '60 days')")
+    db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status, finished_at)"
+        " VALUES ('w', 'success', now() - interval '60 days')"
+    )
     done = console(*args, dsn=dsn)
     message = one_clear_line(done, 2, *needles)
     assert message.count("\n") == 1, message
     assert db.execute("SELECT count(*) FROM workflow_executions").fetchone() == (1,)
 
 
-@pytest.mark.parametrize("args", [
-    ["show", HUGE], ["approve", HUGE, "gate"], ["reject", HUGE, "gate"], ["cancel", HUGE], ["requeue", HUGE],
-    ["cancel", "0"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["show", HUGE],
+        ["approve", HUGE, "gate"],
+        ["reject", HUGE, "gate"],
+        ["cancel", HUGE],
+        ["requeue", HUGE],
+        ["cancel", "0"],
+    ],
+)
 def test_an_id_beyond_bigint_is_bad_usage(dsn: str, db: psycopg.Connection, args) -> None:
     db.execute("INSERT INTO workflow_executions (workflow_name, status) VALUES ('w', 'error')")
     done = console(*args, dsn=dsn)
@@ -79,10 +105,14 @@ def test_an_id_beyond_bigint_is_bad_usage(dsn: str, db: psycopg.Connection, args
     assert db.execute("SELECT status FROM workflow_executions").fetchall() == [("error",)]
 
 
-@pytest.mark.parametrize("args", [
-    ["sql", "SELECT 1", "--max-rows", HUGE], ["report", "queue-depth", "--max-rows", HUGE],
-    ["sql", "SELECT 1", "--max-rows", "0"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sql", "SELECT 1", "--max-rows", HUGE],
+        ["report", "queue-depth", "--max-rows", HUGE],
+        ["sql", "SELECT 1", "--max-rows", "0"],
+    ],
+)
 def test_max_rows_out_of_range_is_bad_usage(dsn: str, args) -> None:
     done = console(*args, dsn=dsn)
     one_clear_line(done, 2, "--max-rows", "1,000,000")
@@ -90,9 +120,18 @@ def test_max_rows_out_of_range_is_bad_usage(dsn: str, args) -> None:
 
 
 @pytest.mark.parametrize("command", [["sql", "SELECT 1"], ["report", "queue-depth"]], ids=["sql", "report"])
-@pytest.mark.parametrize("limit", [["--timeout", "0.0005"], ["--timeout", "0"], ["--timeout", "nan"],
-                                   ["--timeout", "inf"], ["--max-bytes", "0"], ["--max-bytes", "-1"]],
-                         ids=lambda a: " ".join(a))
+@pytest.mark.parametrize(
+    "limit",
+    [
+        ["--timeout", "0.0005"],
+        ["--timeout", "0"],
+        ["--timeout", "nan"],
+        ["--timeout", "inf"],
+        ["--max-bytes", "0"],
+        ["--max-bytes", "-1"],
+    ],
+    ids=lambda a: " ".join(a),
+)
 def test_a_limit_that_would_mean_no_limit_is_bad_usage(dsn: str, command: list[str], limit: list[str]) -> None:
     # A timeout below 1 ms would become statement_timeout 0 (none); a byte bound of 0 none.
     done = console(*command, *limit, dsn=dsn)
@@ -104,11 +143,14 @@ def schedules(db: psycopg.Connection) -> int:
     return db.execute("SELECT count(*) FROM schedules").fetchone()[0]
 
 
-@pytest.mark.parametrize("args, needles", [
-    (["--input", '{"a": "\\ud800"}'], ["--input", "lone surrogate"]),
-    (["--input", '{"a": ' + "[" * 60_000 + "]" * 60_000 + "}"], ["--input", "nested too deeply"]),
-    (["--input", '{"a": "\\u0000"}'], ["--input", "NUL"]),
-])
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["--input", '{"a": "\\ud800"}'], ["--input", "lone surrogate"]),
+        (["--input", '{"a": ' + "[" * 60_000 + "]" * 60_000 + "}"], ["--input", "nested too deeply"]),
+        (["--input", '{"a": "\\u0000"}'], ["--input", "NUL"]),
+    ],
+)
 def test_schedule_add_refuses_bad_input_and_writes_nothing(dsn: str, db: psycopg.Connection, args, needles) -> None:
     # The same --input checks as enqueue (they were a traceback here).
     done = console("schedule", "add", "nightly", "0 3 * * *", "report", *args, dsn=dsn)
@@ -118,8 +160,9 @@ def test_schedule_add_refuses_bad_input_and_writes_nothing(dsn: str, db: psycopg
 
 
 @pytest.mark.parametrize("workflow, needle", [("w" * 10_000, "workflow name too long"), ("", "workflow")])
-def test_schedule_add_refuses_a_workflow_name_enqueue_would_refuse(dsn: str, db: psycopg.Connection,
-                                                                   workflow: str, needle: str) -> None:
+def test_schedule_add_refuses_a_workflow_name_enqueue_would_refuse(
+    dsn: str, db: psycopg.Connection, workflow: str, needle: str
+) -> None:
     # Accepted, every tick would fail to enqueue it.
     done = console("schedule", "add", "nightly", "0 3 * * *", workflow, dsn=dsn)
     one_clear_line(done, 2, needle, "WORKFLOW")
@@ -129,12 +172,20 @@ def test_schedule_add_refuses_a_workflow_name_enqueue_would_refuse(dsn: str, db:
 NOT_UTF8 = "x\udcff"  # the byte 0xff as Python keeps it from argv (surrogateescape)
 
 
-@pytest.mark.parametrize("args, env", [
-    (["enqueue", NOT_UTF8], {}), (["enqueue", "w", "--queue", NOT_UTF8], {}),
-    (["enqueue", "w", "--idempotency-key", NOT_UTF8], {}), (["cancel", "1", "--comment", NOT_UTF8], {}),
-    (["list", "--workflow", NOT_UTF8], {}), (["sql", f"SELECT '{NOT_UTF8}'"], {}), (["send-event", NOT_UTF8], {}),
-    (["cancel", "1"], {"KESTREL_OPERATOR": NOT_UTF8}),
-], ids=["name", "queue", "idempotency-key", "comment", "list", "sql", "event", "operator-env"])
+@pytest.mark.parametrize(
+    "args, env",
+    [
+        (["enqueue", NOT_UTF8], {}),
+        (["enqueue", "w", "--queue", NOT_UTF8], {}),
+        (["enqueue", "w", "--idempotency-key", NOT_UTF8], {}),
+        (["cancel", "1", "--comment", NOT_UTF8], {}),
+        (["list", "--workflow", NOT_UTF8], {}),
+        (["sql", f"SELECT '{NOT_UTF8}'"], {}),
+        (["send-event", NOT_UTF8], {}),
+        (["cancel", "1"], {"KESTREL_OPERATOR": NOT_UTF8}),
+    ],
+    ids=["name", "queue", "idempotency-key", "comment", "list", "sql", "event", "operator-env"],
+)
 def test_an_argument_that_is_not_utf8_is_bad_usage(dsn: str, db: psycopg.Connection, args, env) -> None:
     # Was: a UnicodeEncodeError traceback from psycopg, after connecting.
     db.execute("INSERT INTO workflow_executions (workflow_name) VALUES ('w')")
@@ -145,11 +196,14 @@ def test_an_argument_that_is_not_utf8_is_bad_usage(dsn: str, db: psycopg.Connect
     assert db.execute("SELECT count(*) FROM operator_actions").fetchone() == (0,)
 
 
-@pytest.mark.parametrize("args, needles", [
-    (["enqueue", "x", "--priority", "99999999999"], ["priority", "2147483647"]),
-    (["enqueue", ""], ["workflow name", "non-empty"]),
-    (["enqueue", "w" * 10_000], ["workflow name too long"]),
-])
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["enqueue", "x", "--priority", "99999999999"], ["priority", "2147483647"]),
+        (["enqueue", ""], ["workflow name", "non-empty"]),
+        (["enqueue", "w" * 10_000], ["workflow name too long"]),
+    ],
+)
 def test_bad_enqueue_arguments_are_named_before_the_database_is_asked(dsn: str, args, needles) -> None:
     # A schema that was never migrated: the bad argument is still what the user hears (exit 2),
     # not "the Kestrel schema does not exist" (exit 1).

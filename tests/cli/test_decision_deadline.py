@@ -11,8 +11,8 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from kestrel_core import ActionRefused, Kestrel
 from kestrel_console.cli import app as cli
+from kestrel_core import ActionRefused, Kestrel
 from tests.core.test_roles import Logins, as_user, logins  # noqa: F401 (fixture)
 
 runner = CliRunner()
@@ -27,24 +27,31 @@ SELECT e.status, w.decision, w.resolved_at IS NULL,
 
 def gate(db: psycopg.Connection, deadline: str | None) -> int:
     """A waiting execution parked on gate 'ship' whose deadline is ``deadline`` from now."""
-    eid = db.execute("INSERT INTO workflow_executions (workflow_name, status) VALUES ('w', 'waiting')"
-                     " RETURNING id").fetchone()[0]
-    db.execute("INSERT INTO workflow_waits (execution_id, step_id, kind, wake_at, created_at)"
-               " VALUES (%s, 'ship', 'approval', now() + %s::interval, now() - interval '1 minute')",
-               (eid, deadline))
+    eid = db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status) VALUES ('w', 'waiting') RETURNING id"
+    ).fetchone()[0]
+    db.execute(
+        "INSERT INTO workflow_waits (execution_id, step_id, kind, wake_at, created_at)"
+        " VALUES (%s, 'ship', 'approval', now() + %s::interval, now() - interval '1 minute')",
+        (eid, deadline),
+    )
     return eid
 
 
 @pytest.mark.parametrize("verb", ["approve", "reject"])
 def test_a_gate_past_its_deadline_cannot_be_decided_though_no_sweeper_ran(
-    dsn: str, db: psycopg.Connection, verb: str,
+    dsn: str,
+    db: psycopg.Connection,
+    verb: str,
 ) -> None:
     eid = gate(db, "-4 seconds")
     before = db.execute(STATE, (eid,)).fetchone()
     result = runner.invoke(cli, ["--dsn", dsn, "--operator", "alice", verb, str(eid), "ship"])
     assert result.exit_code == 1, result.output
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: cannot {verb}: approval \"ship\" of execution {eid} timed out at ")
+    assert len(lines) == 1 and lines[0].startswith(
+        f'error: cannot {verb}: approval "ship" of execution {eid} timed out at '
+    )
     assert db.execute(STATE, (eid,)).fetchone() == before == ("waiting", None, True, 0, 0)
     with Kestrel(dsn) as app, pytest.raises(ActionRefused, match="timed out"):
         app.approve(eid, "ship", by="alice")

@@ -68,7 +68,11 @@ class Demo:
         self.stderr = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kestrel_console", "demo", "--no-tui", "--duration", str(duration)],
-            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
         )
         self.lines: list[str] = []
         self._queue: queue.Queue[str | None] = queue.Queue()
@@ -90,7 +94,7 @@ class Demo:
                 break
             self.lines.append(line)
             if line.startswith("DSN: "):
-                return line[len("DSN: "):]
+                return line[len("DSN: ") :]
         pytest.fail(f"the demo printed no DSN line; output:\n{self.output()}")
 
     def finish(self, timeout: float = 60) -> int:
@@ -108,8 +112,14 @@ class Demo:
         return "\n".join(self.lines) + "\n--- stderr ---\n" + self.stderr.read()
 
     def cli(self, *args: str, dsn: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "kestrel_console", *args], cwd=REPO,
-                              env={**self.env, "KESTREL_DSN": dsn}, capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "kestrel_console", *args],
+            cwd=REPO,
+            env={**self.env, "KESTREL_DSN": dsn},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
 
 def wait_for_activity(dsn: str, timeout: float = 20) -> tuple[dict[str, int], int, int]:
@@ -170,8 +180,9 @@ def test_demo_runs_on_its_own_server_and_keeps_its_data(demo_dir: Path) -> None:
             # (the one its SQL screen uses) and says how to use it (issue 18).
             assert demo.cli("sql", "SELECT 1", dsn=dsn).returncode == 1
             reader = make_conninfo(dsn, user=DEMO_READER_LOGIN)
-            mine = demo.cli("--reader-dsn", reader, "sql", "--format", "csv", "SELECT current_user::text AS who",
-                            dsn=dsn)
+            mine = demo.cli(
+                "--reader-dsn", reader, "sql", "--format", "csv", "SELECT current_user::text AS who", dsn=dsn
+            )
             assert (mine.returncode, mine.stdout) == (0, "who\nkestrel_reader\n"), mine.stderr
 
         decisions = wait_for_bot(dsn)

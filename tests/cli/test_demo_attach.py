@@ -36,7 +36,7 @@ def wait_for_dsn(log: Path, proc: subprocess.Popen, timeout: float = 90) -> str:
     while time.monotonic() < deadline and proc.poll() is None:
         for line in log.read_text().splitlines():
             if line.startswith("DSN: "):
-                return line[len("DSN: "):]
+                return line[len("DSN: ") :]
         time.sleep(0.2)
     pytest.fail(f"the first demo printed no DSN:\n{log.read_text()}")
 
@@ -46,23 +46,44 @@ def test_a_second_demo_says_it_attaches_and_refuses_fresh(demo_dir: Path, tmp_pa
     env.update(KESTREL_DEMO_DIR=str(demo_dir), COLUMNS="400", PYTHONUNBUFFERED="1")
     log = tmp_path / "first.out"
     with log.open("w") as out:
-        first = subprocess.Popen([str(SCRIPT), "demo", "--no-tui", "--no-seed", "--rate", "0",
-                                  "--duration", "60"], env=env, stdout=out, stderr=subprocess.STDOUT)
+        first = subprocess.Popen(
+            [str(SCRIPT), "demo", "--no-tui", "--no-seed", "--rate", "0", "--duration", "60"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         dsn = wait_for_dsn(log, first)
-        second = kestrel_console("demo", "--no-tui", "--no-seed", "--rate", "0", "--duration", "1",
-                                 env={"KESTREL_DEMO_DIR": str(demo_dir), "COLUMNS": "400"}, timeout=90)
+        second = kestrel_console(
+            "demo",
+            "--no-tui",
+            "--no-seed",
+            "--rate",
+            "0",
+            "--duration",
+            "1",
+            env={"KESTREL_DEMO_DIR": str(demo_dir), "COLUMNS": "400"},
+            timeout=90,
+        )
         assert second.returncode == 0, second.stderr
         assert f"a demo is already running (pid {first.pid}), attaching to it at {demo_dir} " in second.stderr
         assert "the server stops when that demo exits" in second.stderr
         with psycopg.connect(dsn, connect_timeout=5) as conn:  # still up after the second one left
             assert conn.execute("SELECT 1").fetchone() == (1,)
 
-        refused = kestrel_console("demo", "--no-tui", "--fresh", "--duration", "1",
-                                  env={"KESTREL_DEMO_DIR": str(demo_dir), "COLUMNS": "400"}, timeout=90)
+        refused = kestrel_console(
+            "demo",
+            "--no-tui",
+            "--fresh",
+            "--duration",
+            "1",
+            env={"KESTREL_DEMO_DIR": str(demo_dir), "COLUMNS": "400"},
+            timeout=90,
+        )
         assert refused.returncode == 1, refused.stdout + refused.stderr
-        assert f"error: another demo is running on this data (pid {first.pid}): --fresh would empty it" \
-            in refused.stderr
+        assert (
+            f"error: another demo is running on this data (pid {first.pid}): --fresh would empty it" in refused.stderr
+        )
         with psycopg.connect(dsn, connect_timeout=5) as conn:
             assert conn.execute("SELECT count(*) FROM kestrel.workers").fetchone()[0] == 4  # 2 + 2, kept
     finally:

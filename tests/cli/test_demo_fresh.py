@@ -50,7 +50,9 @@ def demo_dir() -> Iterator[Path]:
 
 def demo(data_dir: Path, *args: str) -> tuple[str, str]:
     """Run `demo --no-tui ARGS` to its end on the private server in ``data_dir``; (stdout, stderr)."""
-    done = kestrel_console("demo", "--no-tui", *args, env={"KESTREL_DEMO_DIR": str(data_dir), "COLUMNS": "400"}, timeout=120)
+    done = kestrel_console(
+        "demo", "--no-tui", *args, env={"KESTREL_DEMO_DIR": str(data_dir), "COLUMNS": "400"}, timeout=120
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout, done.stderr
 
@@ -102,14 +104,27 @@ def test_no_bot_run_times_and_fresh(demo_dir: Path) -> None:
 
 def test_fresh_on_a_configured_database_empties_the_demos_schema(dsn: str) -> None:
     schema = "demo_fresh"
-    first = kestrel_console("--schema", schema, "demo", "--no-tui", "--no-bot", "--rate", "0", "--duration", "1",
-                            dsn=dsn, timeout=120)
+    first = kestrel_console(
+        "--schema", schema, "demo", "--no-tui", "--no-bot", "--rate", "0", "--duration", "1", dsn=dsn, timeout=120
+    )
     assert first.returncode == 0, first.stderr
     with psycopg.connect(dsn) as conn:
         seeded = conn.execute(f"SELECT count(*) FROM {schema}.workflow_executions").fetchone()[0]
         assert conn.execute("SELECT count(*) FROM kestrel.workflow_executions").fetchone()[0] == 0
-    again = kestrel_console("--schema", schema, "demo", "--no-tui", "--fresh", "--no-seed", "--rate", "0",
-                            "--duration", "0.5", dsn=dsn, timeout=120)
+    again = kestrel_console(
+        "--schema",
+        schema,
+        "demo",
+        "--no-tui",
+        "--fresh",
+        "--no-seed",
+        "--rate",
+        "0",
+        "--duration",
+        "0.5",
+        dsn=dsn,
+        timeout=120,
+    )
     assert again.returncode == 0, again.stderr
     assert f"--fresh: dropped schema '{schema}'" in " ".join(again.stderr.split())
     with psycopg.connect(dsn) as conn:

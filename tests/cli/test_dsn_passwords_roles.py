@@ -16,11 +16,24 @@ from kestrel_console.cli import app as cli
 ROOT = Path(__file__).resolve().parents[2]
 
 SECRET = "s3cr3t-Pa55"
-CLOSED = [f"postgresql://kestrel:{SECRET}@127.0.0.1:1/kestrel",
-          f"host=127.0.0.1 port=1 user=kestrel password={SECRET} dbname=kestrel"]
-COMMANDS = [["migrate"], ["roles"], ["prune", "--older-than", "30d"], ["prune", "--older-than", "1d", "--dry-run"],
-            ["enqueue", "w"], ["approve", "1", "gate"], ["cancel", "1"], ["requeue", "1"], ["status"],
-            ["list"], ["show", "1"], ["sql", "SELECT 1"]]
+CLOSED = [
+    f"postgresql://kestrel:{SECRET}@127.0.0.1:1/kestrel",
+    f"host=127.0.0.1 port=1 user=kestrel password={SECRET} dbname=kestrel",
+]
+COMMANDS = [
+    ["migrate"],
+    ["roles"],
+    ["prune", "--older-than", "30d"],
+    ["prune", "--older-than", "1d", "--dry-run"],
+    ["enqueue", "w"],
+    ["approve", "1", "gate"],
+    ["cancel", "1"],
+    ["requeue", "1"],
+    ["status"],
+    ["list"],
+    ["show", "1"],
+    ["sql", "SELECT 1"],
+]
 
 
 @pytest.mark.parametrize("target", CLOSED, ids=["url", "keywords"])

@@ -8,7 +8,6 @@ import pytest
 from typer.testing import CliRunner
 
 from kestrel_console.cli import app as cli
-
 from tests.cli.script import console
 from tests.hostile_text import MALFORMED_DSNS, NOT_UTF8_DSNS, SECRET
 
@@ -42,12 +41,30 @@ def test_a_dsn_that_is_not_utf8_is_one_line_without_its_password(dsn: str, where
 
 
 # Every command that takes --dsn / $KESTREL_DSN (the TUI and the worker's logs are below).
-EVERY_COMMAND = [["migrate"], ["roles"], ["enqueue", "w"], ["approve", "1", "gate"], ["reject", "1", "gate"],
-                 ["requeue", "1"], ["cancel", "1"], ["status"], ["list"], ["show", "1"], ["report", "queue-depth"],
-                 ["sql", "SELECT 1"], ["prune", "--older-than", "30d"], ["prune", "--older-than", "30d", "--dry-run"],
-                 ["send-event", "k"], ["queue", "list"], ["queue", "pause", "q"], ["schedule", "list"],
-                 ["schedule", "pause", "s"], ["schedule", "remove", "s"], ["queue", "resume", "q"],
-                 ["demo", "--no-tui", "--no-bot", "--duration", "1"]]
+EVERY_COMMAND = [
+    ["migrate"],
+    ["roles"],
+    ["enqueue", "w"],
+    ["approve", "1", "gate"],
+    ["reject", "1", "gate"],
+    ["requeue", "1"],
+    ["cancel", "1"],
+    ["status"],
+    ["list"],
+    ["show", "1"],
+    ["report", "queue-depth"],
+    ["sql", "SELECT 1"],
+    ["prune", "--older-than", "30d"],
+    ["prune", "--older-than", "30d", "--dry-run"],
+    ["send-event", "k"],
+    ["queue", "list"],
+    ["queue", "pause", "q"],
+    ["schedule", "list"],
+    ["schedule", "pause", "s"],
+    ["schedule", "remove", "s"],
+    ["queue", "resume", "q"],
+    ["demo", "--no-tui", "--no-bot", "--duration", "1"],
+]
 
 
 @pytest.mark.parametrize("args", EVERY_COMMAND, ids=lambda a: "-".join(a[:2]))
@@ -64,17 +81,28 @@ def test_every_command_refuses_a_malformed_dsn_without_its_password(args: list[s
 
 def test_the_worker_and_its_logs_never_show_the_password(tmp_path: Path) -> None:
     """A worker waiting for a database that is down logs each try; a malformed DSN is refused."""
-    (tmp_path / "oneapp.py").write_text("from kestrel_core import Kestrel\napp = Kestrel()\n"
-                                        "app.workflow('noop')(lambda ctx, _: None)\n")
+    (tmp_path / "oneapp.py").write_text(
+        "from kestrel_core import Kestrel\napp = Kestrel()\napp.workflow('noop')(lambda ctx, _: None)\n"
+    )
     env = {"PYTHONPATH": str(tmp_path)}
-    down = console("--dsn", f"postgresql://bob:{SECRET}@127.0.0.1:1/app", "worker", "oneapp", "--processes", "1",
-                   "--startup-timeout", "1", env=env)
+    down = console(
+        "--dsn",
+        f"postgresql://bob:{SECRET}@127.0.0.1:1/app",
+        "worker",
+        "oneapp",
+        "--processes",
+        "1",
+        "--startup-timeout",
+        "1",
+        env=env,
+    )
     assert down.returncode == 1, down.stderr
     assert "event=waiting_for_database" in down.stderr and "bob@127.0.0.1:1/app" in down.stderr
     assert SECRET not in down.stderr + down.stdout
     for dsn in (f"postgresql://bob:{SECRET} x@127.0.0.1:1/app", f"host=127.0.0.1 port=1 password='{SECRET}"):
         for processes in ("1", "2"):
-            done = console("--dsn", dsn, "worker", "oneapp", "--processes", processes, "--startup-timeout", "1",
-                           env=env)
+            done = console(
+                "--dsn", dsn, "worker", "oneapp", "--processes", processes, "--startup-timeout", "1", env=env
+            )
             assert done.returncode == 1, done.stderr
             assert "invalid DSN" in done.stderr and SECRET not in done.stderr + done.stdout

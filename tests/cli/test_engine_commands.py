@@ -40,7 +40,9 @@ def test_enqueue_prints_the_id(dsn: str, db: psycopg.Connection) -> None:
     assert result.exit_code == 0, result.output
     eid = int(result.stdout.strip())
     assert db.execute("SELECT workflow_name, input FROM workflow_executions WHERE id = %s", (eid,)).fetchone() == (
-        "remediate", {"pod": "api-1"})
+        "remediate",
+        {"pod": "api-1"},
+    )
     again = run(dsn, "enqueue", "remediate", "--idempotency-key", "k1")
     same = run(dsn, "enqueue", "remediate", "--idempotency-key", "k1")
     assert again.stdout == same.stdout
@@ -53,12 +55,15 @@ def test_enqueue_bad_json_is_usage_error_nothing_inserted(dsn: str, db: psycopg.
     assert db.execute("SELECT count(*) FROM workflow_executions").fetchone() == (0,)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["approve", "999", "gate"], "cannot approve: no execution with id 999"),
-    (["reject", "999", "gate"], "cannot reject: no execution with id 999"),
-    (["cancel", "999"], "cannot cancel: no execution with id 999"),
-    (["requeue", "999"], "cannot requeue: no execution with id 999"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["approve", "999", "gate"], "cannot approve: no execution with id 999"),
+        (["reject", "999", "gate"], "cannot reject: no execution with id 999"),
+        (["cancel", "999"], "cannot cancel: no execution with id 999"),
+        (["requeue", "999"], "cannot requeue: no execution with id 999"),
+    ],
+)
 def test_actions_on_unknown_ids_exit_1(dsn: str, args: list[str], message: str) -> None:
     result = run(dsn, *args)
     assert result.exit_code == 1
@@ -113,18 +118,21 @@ def test_worker_command_errors(dsn: str, tmp_path: Path, monkeypatch) -> None:
     assert empty.exit_code == 1 and "registers no workflow" in empty.stderr
 
 
-
 def test_worker_gives_up_on_an_unreachable_database_after_startup_timeout(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "oneapp.py").write_text("from kestrel_core import Kestrel\napp = Kestrel()\n"
-                                        "app.workflow('noop')(lambda ctx, _: None)\n")
-    result = runner.invoke(cli, ["--dsn", "postgresql://kestrel:s3cret@127.0.0.1:1/nowhere",
-                                 "worker", "oneapp", "--startup-timeout", "0.5"])
+    (tmp_path / "oneapp.py").write_text(
+        "from kestrel_core import Kestrel\napp = Kestrel()\napp.workflow('noop')(lambda ctx, _: None)\n"
+    )
+    result = runner.invoke(
+        cli,
+        ["--dsn", "postgresql://kestrel:s3cret@127.0.0.1:1/nowhere", "worker", "oneapp", "--startup-timeout", "0.5"],
+    )
     assert result.exit_code == 1
     assert "cannot connect to PostgreSQL at kestrel@127.0.0.1:1/nowhere" in result.stderr
     assert "s3cret" not in result.output and "Traceback" not in result.output
 
-README_APP = textwrap.dedent('''
+
+README_APP = textwrap.dedent("""
     from datetime import timedelta
     from kestrel_core import Kestrel
 
@@ -148,7 +156,7 @@ README_APP = textwrap.dedent('''
             return {"rejected_by": d.by}
         ctx.sleep("cool-down", timedelta(seconds=1))
         return {"pr": ctx.step("open-pr", open_pr, fix)}
-''')
+""")
 
 
 def test_readme_worked_example_end_to_end(dsn: str, tmp_path: Path) -> None:
@@ -157,28 +165,51 @@ def test_readme_worked_example_end_to_end(dsn: str, tmp_path: Path) -> None:
     env = dict(os.environ, KESTREL_DSN=dsn, USER="not-alice")
     env.pop("KESTREL_OPERATOR", None)
     cmd = [sys.executable, "-m", "kestrel_console"]
-    worker = subprocess.Popen(cmd + ["worker", "remediate_app", "--concurrency", "2"], cwd=tmp_path, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    worker = subprocess.Popen(
+        cmd + ["worker", "remediate_app", "--concurrency", "2"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
-        enq = subprocess.run(cmd + ["enqueue", "remediate", "--input", '{"pod": "api-1"}'], cwd=tmp_path, env=env,
-                             capture_output=True, text=True, check=True)
+        enq = subprocess.run(
+            cmd + ["enqueue", "remediate", "--input", '{"pod": "api-1"}'],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         eid = enq.stdout.strip()
 
         def status() -> str:
             with psycopg.connect(dsn) as conn:
-                return conn.execute("SELECT status FROM kestrel.workflow_executions WHERE id = %s", (int(eid),)).fetchone()[0]
+                return conn.execute(
+                    "SELECT status FROM kestrel.workflow_executions WHERE id = %s", (int(eid),)
+                ).fetchone()[0]
 
         wait_for(lambda: status() == "waiting", timeout=20, what="the approval gate")
         # The README's line, as written: --operator after the command name.
-        approve = subprocess.run(cmd + ["approve", eid, "approve-fix", "--comment", "lgtm", "--operator", "alice"], cwd=tmp_path, env=env,
-                                 capture_output=True, text=True)
+        approve = subprocess.run(
+            cmd + ["approve", eid, "approve-fix", "--comment", "lgtm", "--operator", "alice"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         assert approve.returncode == 0, approve.stderr
         assert f"approved 'approve-fix' of execution {eid} as alice" in approve.stdout
-        again = subprocess.run(cmd + ["approve", eid, "approve-fix"], cwd=tmp_path, env=env, capture_output=True, text=True)
+        again = subprocess.run(
+            cmd + ["approve", eid, "approve-fix"], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
         assert again.returncode == 1 and "already decided (approved by alice" in again.stderr
         wait_for(lambda: status() == "success", timeout=20, what="the workflow to finish")
         with psycopg.connect(dsn) as conn:
-            output = conn.execute("SELECT output FROM kestrel.workflow_executions WHERE id = %s", (int(eid),)).fetchone()[0]
+            output = conn.execute(
+                "SELECT output FROM kestrel.workflow_executions WHERE id = %s", (int(eid),)
+            ).fetchone()[0]
         assert output == {"pr": "https://git.example.com/infra/pull/42"}
     finally:
         worker.send_signal(signal.SIGINT)

@@ -7,8 +7,10 @@ from typer.testing import CliRunner
 
 from kestrel_console.cli import app as cli
 
-LIVE_WORKER = ("INSERT INTO workers (worker_id, hostname, pid, workflows, concurrency, started_at, last_heartbeat) "
-               "VALUES ('w-1', 'h', 1, ARRAY['remediate'], 2, now(), now())")
+LIVE_WORKER = (
+    "INSERT INTO workers (worker_id, hostname, pid, workflows, concurrency, started_at, last_heartbeat) "
+    "VALUES ('w-1', 'h', 1, ARRAY['remediate'], 2, now(), now())"
+)
 
 
 def enqueue(dsn: str, name: str):
@@ -20,11 +22,15 @@ def test_enqueue_warns_when_no_live_worker_runs_the_workflow(dsn, db):
     done = enqueue(dsn, "remediat")
     assert done.exit_code == 0
     eid = int(done.stdout.strip())
-    assert db.execute("SELECT workflow_name, status FROM workflow_executions WHERE id = %s", (eid,)).fetchone() \
-        == ("remediat", "enqueued")
-    assert done.stderr.strip() == (f"warning: no live worker has registered workflow 'remediat' (did you mean "
-                                   f"remediate?); execution {eid} waits in the queue until a worker with its "
-                                   "code starts")
+    assert db.execute("SELECT workflow_name, status FROM workflow_executions WHERE id = %s", (eid,)).fetchone() == (
+        "remediat",
+        "enqueued",
+    )
+    assert done.stderr.strip() == (
+        f"warning: no live worker has registered workflow 'remediat' (did you mean "
+        f"remediate?); execution {eid} waits in the queue until a worker with its "
+        "code starts"
+    )
 
     served = enqueue(dsn, "remediate")
     assert served.exit_code == 0 and served.stderr == ""

@@ -11,9 +11,30 @@ from typer.testing import CliRunner
 
 from kestrel_console.cli import app as cli
 
-COMMANDS = ["migrate", "worker", "enqueue", "approve", "reject", "requeue", "cancel", "status", "list", "show",
-            "report", "sql", "prune", "roles", "demo", "send-event", "queue", "schedule", "queue list",
-            "queue pause", "schedule add", "schedule list"]
+COMMANDS = [
+    "migrate",
+    "worker",
+    "enqueue",
+    "approve",
+    "reject",
+    "requeue",
+    "cancel",
+    "status",
+    "list",
+    "show",
+    "report",
+    "sql",
+    "prune",
+    "roles",
+    "demo",
+    "send-event",
+    "queue",
+    "schedule",
+    "queue list",
+    "queue pause",
+    "schedule add",
+    "schedule list",
+]
 
 
 def help_of(*words: str) -> str:
@@ -31,7 +52,7 @@ def test_no_flag_shows_a_bool_value(command):
 
 def test_the_commands_list_wraps_whole_sentences():
     text = help_of()
-    panel = text[text.index("Commands"):]
+    panel = text[text.index("Commands") :]
     rows: list[str] = []
     for line in panel.splitlines()[1:]:
         body = line.strip("│ ╰─╯")

@@ -13,8 +13,9 @@ runner = CliRunner()
 
 def waiting_on_gate(db: psycopg.Connection, gate: str = "approve-fix") -> int:
     """An execution parked on an undecided approval gate, as a worker leaves it."""
-    eid = db.execute("INSERT INTO workflow_executions (workflow_name, status) VALUES ('remediate', 'waiting') "
-                     "RETURNING id").fetchone()[0]
+    eid = db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status) VALUES ('remediate', 'waiting') RETURNING id"
+    ).fetchone()[0]
     db.execute("INSERT INTO workflow_waits (execution_id, step_id, kind) VALUES (%s, %s, 'approval')", (eid, gate))
     return eid
 
@@ -25,13 +26,17 @@ def actors(db: psycopg.Connection) -> list[tuple[str, str]]:
 
 def test_operator_after_the_command_name_is_accepted_and_recorded(dsn: str, db: psycopg.Connection) -> None:
     first, second, third = (waiting_on_gate(db) for _ in range(3))
-    done = runner.invoke(cli, ["--dsn", dsn, "approve", str(first), "approve-fix", "--comment", "lgtm",
-                               "--operator", "bob"], env={"KESTREL_OPERATOR": "ignored"})
+    done = runner.invoke(
+        cli,
+        ["--dsn", dsn, "approve", str(first), "approve-fix", "--comment", "lgtm", "--operator", "bob"],
+        env={"KESTREL_OPERATOR": "ignored"},
+    )
     assert done.exit_code == 0, done.output
     assert "as bob" in done.stdout
     # The command's own --operator wins over the global one.
-    done = runner.invoke(cli, ["--dsn", dsn, "--operator", "global", "reject", str(second), "approve-fix",
-                               "--operator", "carol"])
+    done = runner.invoke(
+        cli, ["--dsn", dsn, "--operator", "global", "reject", str(second), "approve-fix", "--operator", "carol"]
+    )
     assert done.exit_code == 0, done.output
     done = runner.invoke(cli, ["--dsn", dsn, "cancel", str(third), "--operator", "dave"])
     assert done.exit_code == 0, done.output
@@ -42,14 +47,25 @@ def test_operator_after_the_command_name_is_accepted_and_recorded(dsn: str, db: 
 
 def test_kestrel_operator_environment_variable_names_the_actor(dsn: str, db: psycopg.Connection) -> None:
     eid = waiting_on_gate(db)
-    done = runner.invoke(cli, ["--dsn", dsn, "approve", str(eid), "approve-fix"],
-                         env={"KESTREL_OPERATOR": "frank", "USER": "someone-else"})
+    done = runner.invoke(
+        cli,
+        ["--dsn", dsn, "approve", str(eid), "approve-fix"],
+        env={"KESTREL_OPERATOR": "frank", "USER": "someone-else"},
+    )
     assert done.exit_code == 0, done.output
     assert actors(db) == [("approve", "frank")]
 
 
-@pytest.mark.parametrize("command", [["approve", "1", "gate"], ["reject", "1", "gate"], ["cancel", "1"],
-                                     ["requeue", "1"], ["prune", "--older-than", "30d"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["approve", "1", "gate"],
+        ["reject", "1", "gate"],
+        ["cancel", "1"],
+        ["requeue", "1"],
+        ["prune", "--older-than", "30d"],
+    ],
+)
 def test_every_acting_command_documents_operator(command: list[str]) -> None:
     shown = runner.invoke(cli, [command[0], "--help"])
     assert shown.exit_code == 0

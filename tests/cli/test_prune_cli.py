@@ -36,8 +36,15 @@ def test_cli_prunes_and_audits_under_the_operator_name(dsn: str, db: psycopg.Con
     assert again.exit_code == 0 and "pruned 3" in again.stdout
 
 
-@pytest.mark.parametrize("args", [["prune"], ["prune", "--older-than", "30"], ["prune", "--older-than", "0d"],
-                                  ["prune", "--older-than", "30d", "--batch-size", "0"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["prune"],
+        ["prune", "--older-than", "30"],
+        ["prune", "--older-than", "0d"],
+        ["prune", "--older-than", "30d", "--batch-size", "0"],
+    ],
+)
 def test_cli_bad_usage_exits_2_and_deletes_nothing(dsn: str, db: psycopg.Connection, args: list[str]) -> None:
     seed_finished(db, 1, "40 days")
     result = cli_run(dsn, *args)

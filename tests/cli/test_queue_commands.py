@@ -33,8 +33,7 @@ def cli(dsn: str):
     env.pop("KESTREL_OPERATOR", None)
 
     def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run([KESTREL_CONSOLE, *args], env=env, cwd=cwd, capture_output=True, text=True,
-                              timeout=60)
+        return subprocess.run([KESTREL_CONSOLE, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
 
     run.env = env
     return run
@@ -60,8 +59,13 @@ def test_queue_list_in_every_format(cli, dsn: str) -> None:
     rows = {r["name"]: r for r in json.loads(cli("queue", "list", "--format", "json").stdout)}
     assert set(rows) == {"emails", "bulk"}
     assert set(rows["emails"]) == set(QUEUE_COLUMNS)
-    assert (rows["emails"]["concurrency"], rows["emails"]["rate_limit"], rows["emails"]["rate_period_s"],
-            rows["emails"]["enqueued"], rows["emails"]["paused"]) == (3, 10, 30.0, 2, False)
+    assert (
+        rows["emails"]["concurrency"],
+        rows["emails"]["rate_limit"],
+        rows["emails"]["rate_period_s"],
+        rows["emails"]["enqueued"],
+        rows["emails"]["paused"],
+    ) == (3, 10, 30.0, 2, False)
     assert (rows["bulk"]["per_worker"], rows["bulk"]["priority"], rows["bulk"]["concurrency"]) == (2, -1, None)
     out = cli("queue", "list", "--format", "csv").stdout
     reader = csv.DictReader(io.StringIO(out))
@@ -76,7 +80,7 @@ def test_pause_and_resume_are_audited_and_refused_when_pointless(cli, dsn: str, 
     assert paused.returncode == 0, paused.stderr
     assert "paused queue 'emails' as alice" in paused.stdout
     again = cli("queue", "pause", "emails", "--operator", "bob")
-    assert again.returncode == 1 and "queue \"emails\" is already paused (by alice)" in again.stderr
+    assert again.returncode == 1 and 'queue "emails" is already paused (by alice)' in again.stderr
     listed = {r["name"]: r for r in json.loads(cli("queue", "list", "--format", "json").stdout)}
     assert listed["emails"]["paused"] is True and listed["emails"]["paused_by"] == "alice"
     status = cli("status")
@@ -86,8 +90,9 @@ def test_pause_and_resume_are_audited_and_refused_when_pointless(cli, dsn: str, 
     missing = cli("queue", "resume", "nope")
     assert missing.returncode == 1 and 'no queue named "nope"' in missing.stderr
     assert "kestrel-console queue list" in missing.stderr
-    assert db.execute("SELECT actor, action, comment, details->>'queue' FROM operator_actions ORDER BY id").fetchall() == [
-        ("alice", "pause_queue", "provider outage", "emails"), ("alice", "resume_queue", None, "emails")]
+    assert db.execute(
+        "SELECT actor, action, comment, details->>'queue' FROM operator_actions ORDER BY id"
+    ).fetchall() == [("alice", "pause_queue", "provider outage", "emails"), ("alice", "resume_queue", None, "emails")]
     usage = cli("queue", "pause")
     assert usage.returncode == 2
 
@@ -115,11 +120,23 @@ def test_readme_queues_example_as_written(cli, dsn: str, db: psycopg.Connection,
     (tmp_path / "mail_app.py").write_text(app_code)
     lines = [shlex.split(line) for line in commands(shell)]
     assert lines[0][:2] == ["kestrel-console", "worker"]
-    worker = subprocess.Popen([KESTREL_CONSOLE, *lines[0][1:]], cwd=tmp_path, env=cli.env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    worker = subprocess.Popen(
+        [KESTREL_CONSOLE, *lines[0][1:]],
+        cwd=tmp_path,
+        env=cli.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
-        wait_for(lambda: db.execute("SELECT count(*) FROM queues WHERE name IN ('emails', 'exports')").fetchone()[0] == 2
-                 or worker.poll() is not None, timeout=30, what="the worker to declare its queues")
+        wait_for(
+            lambda: (
+                db.execute("SELECT count(*) FROM queues WHERE name IN ('emails', 'exports')").fetchone()[0] == 2
+                or worker.poll() is not None
+            ),
+            timeout=30,
+            what="the worker to declare its queues",
+        )
         assert worker.poll() is None
         outputs = []
         for argv in lines[1:]:
@@ -128,17 +145,26 @@ def test_readme_queues_example_as_written(cli, dsn: str, db: psycopg.Connection,
             assert done.returncode == 0, (argv, done.stderr)
             outputs.append(done.stdout)
         eid = int(outputs[0])
-        wait_for(lambda: db.execute("SELECT status FROM workflow_executions WHERE id = %s", (eid,)).fetchone()[0]
-                 == "success", timeout=30, what="the export to run")
-        row = db.execute("SELECT queue, concurrency_key, version, output FROM workflow_executions WHERE id = %s",
-                         (eid,)).fetchone()
+        wait_for(
+            lambda: (
+                db.execute("SELECT status FROM workflow_executions WHERE id = %s", (eid,)).fetchone()[0] == "success"
+            ),
+            timeout=30,
+            what="the export to run",
+        )
+        row = db.execute(
+            "SELECT queue, concurrency_key, version, output FROM workflow_executions WHERE id = %s", (eid,)
+        ).fetchone()
         assert row == ("exports", "acme", "2", "export of acme")
         assert "emails" in outputs[1] and "exports" in outputs[1]
-        limits = db.execute("SELECT name, concurrency, per_worker, rate_limit, per_key, priority, paused "
-                            "FROM queues ORDER BY name").fetchall()
+        limits = db.execute(
+            "SELECT name, concurrency, per_worker, rate_limit, per_key, priority, paused FROM queues ORDER BY name"
+        ).fetchall()
         assert limits == [("emails", 20, 4, 100, 1, 5, False), ("exports", 2, None, None, 1, 0, False)]
         assert [r[0] for r in db.execute("SELECT action FROM operator_actions ORDER BY id")] == [
-            "pause_queue", "resume_queue"]
+            "pause_queue",
+            "resume_queue",
+        ]
         registered = db.execute("SELECT queues FROM workers").fetchone()[0]
         assert registered == ["emails", "exports"]
     finally:

@@ -10,8 +10,10 @@ from typer.testing import CliRunner
 
 from kestrel_console.cli import app as cli
 
-WORKER = ("INSERT INTO workers (worker_id, hostname, pid, workflows, concurrency, started_at, last_heartbeat, "
-          "queues) VALUES (%s, 'h', 1, %s, 2, now(), now(), %s)")
+WORKER = (
+    "INSERT INTO workers (worker_id, hostname, pid, workflows, concurrency, started_at, last_heartbeat, "
+    "queues) VALUES (%s, 'h', 1, %s, 2, now(), now(), %s)"
+)
 
 
 def test_queue_list_counts_the_workers_that_can_run_its_workflows(dsn, db):

@@ -24,8 +24,17 @@ from kestrel_core.execution import STATUSES
 from tests.seed import SeedFacts, seed_history
 
 UNREACHABLE = "host=127.0.0.1 port=1 user=postgres dbname=postgres connect_timeout=2"
-SHIPPED_REPORTS = {"queue-depth", "stuck-leases", "pending-approvals", "errors-this-month",
-                   "rejected-fixes", "slowest-steps", "throughput", "worker-activity", "retries"}
+SHIPPED_REPORTS = {
+    "queue-depth",
+    "stuck-leases",
+    "pending-approvals",
+    "errors-this-month",
+    "rejected-fixes",
+    "slowest-steps",
+    "throughput",
+    "worker-activity",
+    "retries",
+}
 
 
 @pytest.fixture
@@ -97,7 +106,9 @@ def test_every_command_on_a_fresh_database(run) -> None:
 
     assert as_json(run("sql", "SELECT 1 AS one, 'x' AS two", "--format", "json")) == [{"one": 1, "two": "x"}]
     assert as_csv(run("sql", "SELECT count(*) AS n FROM workflow_executions", "--format", "csv")) == (
-        ["n"], [{"n": "0"}])
+        ["n"],
+        [{"n": "0"}],
+    )
 
 
 # -- status --------------------------------------------------------------------------------------
@@ -113,11 +124,16 @@ def test_status_on_seeded_history(run, db, facts: SeedFacts) -> None:
         assert {s: row[s] for s in STATUSES} == {s: per_status.get(s, 0) for s in STATUSES}
         assert row["total"] == len(mine)
         assert row["stuck_leases"] == sum(1 for e in mine if e.status == "running" and e.lease_expires < now)
-        assert row["pending_approvals"] == sum(1 for w in facts.pending_approvals()
-                                               if w.workflow_name == row["workflow_name"])
+        assert row["pending_approvals"] == sum(
+            1 for w in facts.pending_approvals() if w.workflow_name == row["workflow_name"]
+        )
         assert row["live_workers"] == sum(
-            1 for w in facts.workers if row["workflow_name"] in w.workflows and w.stopped_at is None
-            and now - w.last_heartbeat < timedelta(seconds=30))
+            1
+            for w in facts.workers
+            if row["workflow_name"] in w.workflows
+            and w.stopped_at is None
+            and now - w.last_heartbeat < timedelta(seconds=30)
+        )
         assert set(row) == set(STATUS_COLUMNS)
 
     header, csv_rows = as_csv(run("status", "--format", "csv"))
@@ -126,7 +142,7 @@ def test_status_on_seeded_history(run, db, facts: SeedFacts) -> None:
 
     table = run("status").stdout
     assert "Queue depth by workflow and status" in table
-    assert "worker-dead" in table                        # the stuck lease and the silent worker
+    assert "worker-dead" in table  # the stuck lease and the silent worker
     assert str(facts.id("pending_approval")) in table and "approve-fix" in table
     assert "no worker registered" not in table
 
@@ -135,8 +151,9 @@ def test_status_names_workflows_no_live_worker_registered(run, app, facts: SeedF
     app.enqueue("orphan", {"x": 1})
     table = run("status")
     assert table.exit_code == 0
-    assert re.search(r"no worker registered: workflow 'orphan' has 1 enqueued .* but no live worker runs it",
-                     table.stdout)
+    assert re.search(
+        r"no worker registered: workflow 'orphan' has 1 enqueued .* but no live worker runs it", table.stdout
+    )
     rows = {r["workflow_name"]: r for r in as_json(run("status", "--format", "json"))}
     assert rows["orphan"]["enqueued"] == 1 and rows["orphan"]["live_workers"] == 0
 
@@ -184,8 +201,10 @@ def test_show_prints_the_timeline_scaled_to_the_span(run, facts: SeedFacts) -> N
     out = result.stdout
     assert out.startswith(f"execution {eid}  remediate  success  6 m 00 s")
     lines = [line for line in out.splitlines() if "▕" in line]
-    expected = sorted([(a.started_at, a.step_id) for a in facts.attempts_of("approved")]
-                      + [(w.created_at, w.step_id) for w in facts.waits_of("approved")])
+    expected = sorted(
+        [(a.started_at, a.step_id) for a in facts.attempts_of("approved")]
+        + [(w.created_at, w.step_id) for w in facts.waits_of("approved")]
+    )
     assert [line.split()[0] for line in lines] == [step for _, step in expected]
     fix = [line for line in lines if line.startswith("fix ")]
     assert [re.search(r"\s(\d/\d)\s", line).group(1) for line in fix] == ["1/3", "2/3", "3/3"]
@@ -209,13 +228,17 @@ def test_show_json_and_csv(run, facts: SeedFacts) -> None:
     assert doc["blocker"].startswith("it waits for approval 'approve-fix' since")
     assert [s["step_id"] for s in doc["steps"]] == ["rca", "fix"]
     assert [(t["kind"], t["step_id"], t["outcome"]) for t in doc["timeline"]] == [
-        ("step", "rca", "success"), ("step", "fix", "success"), ("approval", "approve-fix", "waiting")]
+        ("step", "rca", "success"),
+        ("step", "fix", "success"),
+        ("approval", "approve-fix", "waiting"),
+    ]
 
     header, rows = as_csv(run("show", str(facts.id("failed_last_hour")), "--format", "csv"))
     assert header == TIMELINE_COLUMNS
     attempts = facts.attempts_of("failed_last_hour")
     assert [(r["step_id"], r["attempt"], r["outcome"], r["error"]) for r in rows] == [
-        (a.step_id, str(a.attempt), a.outcome, a.error) for a in attempts]
+        (a.step_id, str(a.attempt), a.outcome, a.error) for a in attempts
+    ]
     assert {r["execution_id"] for r in rows} == {str(facts.id("failed_last_hour"))}
     assert [float(r["duration_s"]) for r in rows] == [a.seconds for a in attempts]
 
@@ -239,9 +262,9 @@ def test_report_lists_and_runs_and_says_which_file(run, db, facts: SeedFacts) ->
     result = run("report", "errors-this-month", "--param", "since=7 days", "--format", "json")
     now = db_now(db)
     assert sorted(r["id"] for r in as_json(result)) == sorted(
-        e.id for e in facts.with_status("error") if e.finished_at > now - timedelta(days=7))
+        e.id for e in facts.with_status("error") if e.finished_at > now - timedelta(days=7)
+    )
     assert re.search(r"report errors-this-month: ran \S+queries.*errors-this-month\.sql \(shipped\)", result.stderr)
-
 
 
 def test_user_report_overrides_the_shipped_one(dsn: str, reader_dsn: str, tmp_path: Path, monkeypatch) -> None:
@@ -249,15 +272,29 @@ def test_user_report_overrides_the_shipped_one(dsn: str, reader_dsn: str, tmp_pa
     monkeypatch.setenv("COLUMNS", "400")
     (tmp_path / "errors-this-month.sql").write_text("-- description: mine\nSELECT 42 AS answer\n")
     runner = CliRunner()
-    result = runner.invoke(cli, ["--dsn", dsn, "--reader-dsn", reader_dsn, "--queries", str(tmp_path), "report",
-                                 "errors-this-month", "--format", "csv"])
+    result = runner.invoke(
+        cli,
+        [
+            "--dsn",
+            dsn,
+            "--reader-dsn",
+            reader_dsn,
+            "--queries",
+            str(tmp_path),
+            "report",
+            "errors-this-month",
+            "--format",
+            "csv",
+        ],
+    )
     assert as_csv(result) == (["answer"], [{"answer": "42"}])
     assert f"ran {tmp_path / 'errors-this-month.sql'} (user)" in result.stderr
     listing = runner.invoke(cli, ["--dsn", dsn, "--queries", str(tmp_path), "report"])
     assert "(overrides the shipped one)" in listing.stdout
     monkeypatch.setenv("KESTREL_QUERIES", str(tmp_path))
-    from_env = runner.invoke(cli, ["--dsn", dsn, "--reader-dsn", reader_dsn, "report", "errors-this-month",
-                                   "--format", "json"])
+    from_env = runner.invoke(
+        cli, ["--dsn", dsn, "--reader-dsn", reader_dsn, "report", "errors-this-month", "--format", "json"]
+    )
     assert as_json(from_env) == [{"answer": 42}]
 
 
@@ -277,7 +314,8 @@ def test_sql_formats_and_row_limit(run, facts: SeedFacts) -> None:
     rows = as_json(run("sql", query, "--format", "json"))
     by_id = sorted(facts.executions.values(), key=lambda e: e.id)
     assert [(r["id"], r["status"], r["input"], r["created_at"]) for r in rows] == [
-        (e.id, e.status, e.input, e.created_at.isoformat()) for e in by_id]
+        (e.id, e.status, e.input, e.created_at.isoformat()) for e in by_id
+    ]
     header, csv_rows = as_csv(run("sql", query, "--format", "csv"))
     assert header == ["id", "workflow_name", "status", "input", "created_at"]
     assert [json.loads(r["input"]) for r in csv_rows] == [e.input for e in by_id]
@@ -306,8 +344,10 @@ def test_sql_timeout(run) -> None:
 
 def test_refused_sql_prints_the_reason_and_changes_nothing(run, db, facts: SeedFacts) -> None:
     before = db.execute("SELECT count(*) FROM workers").fetchone()[0]
-    failed(run("sql", "WITH gone AS (DELETE FROM workers RETURNING *) SELECT * FROM gone"),
-           "refused: data-modifying CTE: DELETE")
+    failed(
+        run("sql", "WITH gone AS (DELETE FROM workers RETURNING *) SELECT * FROM gone"),
+        "refused: data-modifying CTE: DELETE",
+    )
     failed(run("sql", "DELETE FROM workers"), "refused:")
     failed(run("sql", "SELECT pg_terminate_backend(1)"), "pg_terminate_backend")
     assert db.execute("SELECT count(*) FROM workers").fetchone()[0] == before
@@ -318,29 +358,48 @@ def test_unknown_execution_and_report_and_bad_params(run, facts: SeedFacts) -> N
     failed(run("show", "99999"), "no execution with id 99999")
     result = run("report", "nope")
     failed(result, "no report named 'nope'")
-    assert "errors-this-month" in result.stderr          # lists what exists
-    failed(run("report", "errors-this-month", "--param", "bogus=1"),
-           "report 'errors-this-month' has no parameter 'bogus'")
-    failed(run("report", "errors-this-month", "--param", "since=soon"),
-           "parameter 'since' of report 'errors-this-month' expects an interval, got 'soon'")
+    assert "errors-this-month" in result.stderr  # lists what exists
+    failed(
+        run("report", "errors-this-month", "--param", "bogus=1"), "report 'errors-this-month' has no parameter 'bogus'"
+    )
+    failed(
+        run("report", "errors-this-month", "--param", "since=soon"),
+        "parameter 'since' of report 'errors-this-month' expects an interval, got 'soon'",
+    )
     failed(run("report", "errors-this-month", "--param", "since"), "bad --param 'since': write it as KEY=VALUE")
     failed(run("report", "throughput", "--param", "minutes=1", "--param", "minutes=2"), "given twice")
 
 
-@pytest.mark.parametrize("args", [
-    ("status",), ("list",), ("show", "1"), ("report", "queue-depth"), ("sql", "SELECT 1"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("status",),
+        ("list",),
+        ("show", "1"),
+        ("report", "queue-depth"),
+        ("sql", "SELECT 1"),
+    ],
+)
 def test_unreachable_database(run, args: tuple[str, ...]) -> None:
     result = run(*args, target=UNREACHABLE)
     failed(result, "cannot connect to PostgreSQL at postgres@127.0.0.1:1/postgres")
     assert "Check --dsn / $KESTREL_DSN" in result.stderr
 
 
-@pytest.mark.parametrize("args", [
-    ("status", "--format", "xml"), ("list", "--format", "yaml"), ("show", "1", "--format", "html"),
-    ("report", "--format", "tsv"), ("sql", "SELECT 1", "--format", "text"),
-    ("list", "--status", "done"), ("list", "--limit", "0"), ("show", "abc"), ("sql",),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("status", "--format", "xml"),
+        ("list", "--format", "yaml"),
+        ("show", "1", "--format", "html"),
+        ("report", "--format", "tsv"),
+        ("sql", "SELECT 1", "--format", "text"),
+        ("list", "--status", "done"),
+        ("list", "--limit", "0"),
+        ("show", "abc"),
+        ("sql",),
+    ],
+)
 def test_bad_usage_exits_2(run, args: tuple[str, ...]) -> None:
     result = run(*args)
     assert result.exit_code == 2, result.output
@@ -361,12 +420,19 @@ def test_installed_script_runs(dsn: str, facts: SeedFacts, tmp_path: Path) -> No
     assert script.exists(), f"no kestrel-console beside {sys.executable}: install the project (pip install -e .)"
     env = {**os.environ, "KESTREL_DSN": dsn}
     env.pop("KESTREL_QUERIES", None)
-    done = subprocess.run([str(script), "list", "--status", "error", "--format", "json"], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [str(script), "list", "--status", "error", "--format", "json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert [r["id"] for r in json.loads(done.stdout)] == [e.id for e in reversed(facts.with_status("error"))]
-    down = subprocess.run([str(script), "--dsn", UNREACHABLE, "status"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=60)
+    down = subprocess.run(
+        [str(script), "--dsn", UNREACHABLE, "status"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
     assert down.returncode == 1 and down.stdout == ""
     assert down.stderr.startswith("error: cannot connect to PostgreSQL") and "Traceback" not in down.stderr
 

@@ -32,7 +32,7 @@ def section(title: str) -> str:
     text = README.read_text()
     start = text.index(f"\n## {title}\n")
     end = text.find("\n## ", start + 1)
-    return text[start: end if end != -1 else len(text)]
+    return text[start : end if end != -1 else len(text)]
 
 
 def example_commands() -> list[str]:
@@ -44,7 +44,7 @@ def example_commands() -> list[str]:
         for line in text.splitlines():
             line = line.strip()
             if line.startswith("$ kestrel-console"):
-                found.append(line[len("$ kestrel-console"):].split("[exit")[0].strip())
+                found.append(line[len("$ kestrel-console") :].split("[exit")[0].strip())
             elif line.startswith("kestrel-console ") or "bin/kestrel-console " in line:
                 found.append(line.split("kestrel-console", 1)[1].split("#")[0].strip())
             elif line.startswith("| `") and title == "Command line":
@@ -85,8 +85,18 @@ def subcommand(words: list[str]) -> str | None:
 def test_the_readme_has_examples_to_check() -> None:
     commands = example_commands()
     subcommands = {subcommand(c.split()) for c in commands}
-    assert {"demo", "status", "list", "show", "approve", "report", "sql", "enqueue", "migrate",
-            "worker"} <= subcommands, subcommands
+    assert {
+        "demo",
+        "status",
+        "list",
+        "show",
+        "approve",
+        "report",
+        "sql",
+        "enqueue",
+        "migrate",
+        "worker",
+    } <= subcommands, subcommands
 
 
 @pytest.mark.parametrize("command", example_commands(), ids=lambda c: c[:70] or "(no subcommand)")
@@ -101,8 +111,9 @@ def test_every_readme_command_uses_options_the_program_has(command: str) -> None
     if name:
         assert f"kestrel-console {name}" in listed, f"no subcommand {name!r} ({command})"
     for option in _OPTION.findall(command):
-        assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", everything), \
+        assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", everything), (
             f"`{command}` in the README uses {option}, which `kestrel-console {name or ''} --help` does not list"
+        )
 
 
 def transcripts() -> list[tuple[str, int]]:
@@ -111,9 +122,9 @@ def transcripts() -> list[tuple[str, int]]:
     lines = section("Command line").splitlines()
     for i, line in enumerate(lines):
         if line.startswith("$ kestrel-console"):
-            shown = "\n".join(lines[i: i + 3])
+            shown = "\n".join(lines[i : i + 3])
             code = 1 if "[exit 1]" in shown else 0
-            found.append((line[len("$ kestrel-console"):].strip(), code))
+            found.append((line[len("$ kestrel-console") :].strip(), code))
     return found
 
 

@@ -13,7 +13,6 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,8 +22,8 @@ SCRIPT = Path(sys.executable).parent / "kestrel-console"
 def readme_example() -> tuple[str, list[str], list[str]]:
     """(schedules_app.py, terminal 1's commands, terminal 2's commands) from the README."""
     text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Schedules"):]
-    section = section[:section.index("\n## ")]
+    section = text[text.index("## Schedules") :]
+    section = section[: section.index("\n## ")]
     app = re.search(r"`schedules_app.py`:\n\n```python\n(.*?)```", section, re.S).group(1)
     blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
     commands = [[line.split("  #")[0].strip() for line in block.splitlines() if line.strip()] for block in blocks]
@@ -40,18 +39,29 @@ def test_readme_schedules_example(dsn: str, db, tmp_path: Path) -> None:
     def run(line: str) -> subprocess.CompletedProcess:
         args = shlex.split(line)
         assert args[0] == "kestrel-console", line
-        done = subprocess.run([str(SCRIPT), *args[1:]], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=60)
+        done = subprocess.run(
+            [str(SCRIPT), *args[1:]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+        )
         assert done.returncode == 0, (line, done.stderr)
         return done
 
     assert terminal1 == ["kestrel-console worker schedules_app"]
-    worker = subprocess.Popen([str(SCRIPT), *shlex.split(terminal1[0])[1:]], cwd=tmp_path, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    worker = subprocess.Popen(
+        [str(SCRIPT), *shlex.split(terminal1[0])[1:]],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
-        wait_for(lambda: db.execute("SELECT cron, timezone, workflow_name, source FROM schedules"
-                                    " WHERE name = 'weekday-digest'").fetchone(), timeout=30,
-                 what="the worker to declare weekday-digest")
+        wait_for(
+            lambda: db.execute(
+                "SELECT cron, timezone, workflow_name, source FROM schedules WHERE name = 'weekday-digest'"
+            ).fetchone(),
+            timeout=30,
+            what="the worker to declare weekday-digest",
+        )
         add, listing, pause, status, resume, remove = terminal2
 
         run(add)
@@ -60,28 +70,45 @@ def test_readme_schedules_example(dsn: str, db, tmp_path: Path) -> None:
         first = db.execute(runs).fetchall()[0]
         assert first[0]["target"] == "db-1" and first[0]["schedule"] == "ping-db"
         assert first[2] == {"pinged": "db-1", "at": first[0]["scheduled_at"]}
-        wait_for(lambda: "ping-db" in run(listing).stdout and "success" in run(listing).stdout,
-                 what="the list to show the last run")
+        wait_for(
+            lambda: "ping-db" in run(listing).stdout and "success" in run(listing).stdout,
+            what="the list to show the last run",
+        )
 
         run(pause)
         paused_at = db.execute("SELECT paused_at FROM schedules WHERE name = 'ping-db'").fetchone()[0]
         assert "paused schedule: 'ping-db'" in run(status).stdout
         # Stay paused across at least one tick (5 s), then resume: that tick never runs.
-        wait_for(lambda: db.execute("SELECT now() > %s", (paused_at + timedelta(seconds=6),)).fetchone()[0],
-                 timeout=20, interval=0.5, what="a tick to pass while paused")
+        wait_for(
+            lambda: db.execute("SELECT now() > %s", (paused_at + timedelta(seconds=6),)).fetchone()[0],
+            timeout=20,
+            interval=0.5,
+            what="a tick to pass while paused",
+        )
         resumed_at = db.execute("SELECT now()").fetchone()[0]
         run(resume)
-        wait_for(lambda: db.execute("SELECT count(*) FROM workflow_executions WHERE workflow_name = 'ping'"
-                                    " AND (input->>'scheduled_at')::timestamptz > %s", (resumed_at,)).fetchone()[0],
-                 timeout=30, what="a tick after the resume")
-        assert db.execute("SELECT count(*) FROM workflow_executions WHERE workflow_name = 'ping' AND"
-                          " (input->>'scheduled_at')::timestamptz BETWEEN %s AND %s",
-                          (paused_at + timedelta(seconds=1), resumed_at)).fetchone() == (0,)
+        wait_for(
+            lambda: db.execute(
+                "SELECT count(*) FROM workflow_executions WHERE workflow_name = 'ping'"
+                " AND (input->>'scheduled_at')::timestamptz > %s",
+                (resumed_at,),
+            ).fetchone()[0],
+            timeout=30,
+            what="a tick after the resume",
+        )
+        assert db.execute(
+            "SELECT count(*) FROM workflow_executions WHERE workflow_name = 'ping' AND"
+            " (input->>'scheduled_at')::timestamptz BETWEEN %s AND %s",
+            (paused_at + timedelta(seconds=1), resumed_at),
+        ).fetchone() == (0,)
         run(remove)
         assert db.execute("SELECT name FROM schedules").fetchall() == [("weekday-digest",)]
         assert db.execute("SELECT actor, action, comment FROM operator_actions ORDER BY id").fetchall() == [
-            ("not-alice", "add_schedule", None), ("alice", "pause_schedule", "db maintenance"),
-            ("alice", "resume_schedule", None), ("alice", "remove_schedule", None)]
+            ("not-alice", "add_schedule", None),
+            ("alice", "pause_schedule", "db maintenance"),
+            ("alice", "resume_schedule", None),
+            ("alice", "remove_schedule", None),
+        ]
     finally:
         worker.send_signal(signal.SIGINT)
         log = worker.communicate(timeout=30)[0]

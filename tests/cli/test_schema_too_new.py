@@ -22,13 +22,16 @@ def newer(migrated: str) -> str:
     return migrated
 
 
-@pytest.mark.parametrize("command", [["status"], ["list"], ["migrate"], ["enqueue", "w"],
-                                     ["worker", "oneapp", "--processes", "1"]])
-def test_each_command_refuses_a_newer_schema_in_one_line(newer: str, command: list[str], tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "command", [["status"], ["list"], ["migrate"], ["enqueue", "w"], ["worker", "oneapp", "--processes", "1"]]
+)
+def test_each_command_refuses_a_newer_schema_in_one_line(
+    newer: str, command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "oneapp.py").write_text("from kestrel_core import Kestrel\napp = Kestrel()\n"
-                                        "app.workflow('noop')(lambda ctx, _: None)\n")
+    (tmp_path / "oneapp.py").write_text(
+        "from kestrel_core import Kestrel\napp = Kestrel()\napp.workflow('noop')(lambda ctx, _: None)\n"
+    )
     result = CliRunner().invoke(cli, ["--dsn", newer, *command])
     assert result.exit_code == 1, result.output
     assert LINE in result.stderr and "Traceback" not in result.output

@@ -15,8 +15,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def cli(dsn: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kestrel_console", "--dsn", dsn, *args],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "kestrel_console", "--dsn", dsn, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_send_event_wakes_the_waiting_execution(dsn: str, db: psycopg.Connection) -> None:
@@ -37,7 +42,8 @@ def test_send_event_wakes_the_waiting_execution(dsn: str, db: psycopg.Connection
         wait_for(lambda: app.get(eid).done)
         assert app.get(eid).output == {"amount": 30}
         assert db.execute("SELECT key, payload, sent_by FROM workflow_events").fetchall() == [
-            ("payment:A-17", {"amount": 30}, "alice")]
+            ("payment:A-17", {"amount": 30}, "alice")
+        ]
     finally:
         worker.stop()
         app.close()

@@ -15,12 +15,13 @@ from tests.seed import cancelled_mid_step
 runner = CliRunner()
 
 
-def test_show_closes_the_running_step_of_a_cancelled_execution(app: Kestrel, dsn: str,
-                                                               db: psycopg.Connection) -> None:
+def test_show_closes_the_running_step_of_a_cancelled_execution(app: Kestrel, dsn: str, db: psycopg.Connection) -> None:
     eid = cancelled_mid_step(app, db)
     finished_at, ran_for = db.execute(
         "SELECT e.finished_at, extract(epoch FROM e.finished_at - a.started_at)::float FROM workflow_executions e "
-        "JOIN step_attempts a ON a.execution_id = e.id AND a.step_id = 'rollout' WHERE e.id = %s", (eid,)).fetchone()
+        "JOIN step_attempts a ON a.execution_id = e.id AND a.step_id = 'rollout' WHERE e.id = %s",
+        (eid,),
+    ).fetchone()
     shown = runner.invoke(cli, ["--dsn", dsn, "show", str(eid), "--format", "json"])
     assert shown.exit_code == 0, shown.output
     doc = json.loads(shown.stdout)

@@ -13,16 +13,27 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def family(db: psycopg.Connection) -> tuple[int, list[int]]:
-    parent = db.execute("INSERT INTO workflow_executions (workflow_name, status) VALUES ('fan', 'waiting')"
-                        " RETURNING id").fetchone()[0]
-    kids = [db.execute("INSERT INTO workflow_executions (workflow_name, status, parent_id) VALUES ('leaf', %s, %s)"
-                       " RETURNING id", (status, parent)).fetchone()[0] for status in ("success", "running")]
+    parent = db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status) VALUES ('fan', 'waiting') RETURNING id"
+    ).fetchone()[0]
+    kids = [
+        db.execute(
+            "INSERT INTO workflow_executions (workflow_name, status, parent_id) VALUES ('leaf', %s, %s) RETURNING id",
+            (status, parent),
+        ).fetchone()[0]
+        for status in ("success", "running")
+    ]
     return parent, kids
 
 
 def show(dsn: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kestrel_console", "--dsn", dsn, "show", *args],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "kestrel_console", "--dsn", dsn, "show", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_show_lists_children_and_parent_in_text_and_json(dsn: str, db: psycopg.Connection) -> None:
@@ -32,8 +43,10 @@ def test_show_lists_children_and_parent_in_text_and_json(dsn: str, db: psycopg.C
     assert f"children (2): #{done} success, #{running} running" in text.stdout
     doc = json.loads(show(dsn, str(parent), "--format", "json").stdout)[0]
     assert doc["parent_id"] is None
-    assert doc["children"] == [{"id": done, "workflow": "leaf", "status": "success"},
-                               {"id": running, "workflow": "leaf", "status": "running"}]
+    assert doc["children"] == [
+        {"id": done, "workflow": "leaf", "status": "success"},
+        {"id": running, "workflow": "leaf", "status": "running"},
+    ]
     child = show(dsn, str(running))
     assert child.returncode == 0, child.stderr
     assert f"parent #{parent}" in child.stdout

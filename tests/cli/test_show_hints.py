@@ -20,8 +20,10 @@ def show(dsn: str, eid: int, *args: str) -> str:
 def test_show_names_cli_commands_in_its_why_line(dsn, db):
     facts = seed_history(db)
     stuck, gate = facts.id("stuck"), facts.id("pending_approval")
-    for eid, command in ((stuck, f"kestrel-console requeue {stuck}"),
-                         (gate, f"kestrel-console approve {gate} approve-fix, or reject")):
+    for eid, command in (
+        (stuck, f"kestrel-console requeue {stuck}"),
+        (gate, f"kestrel-console approve {gate} approve-fix, or reject"),
+    ):
         table = show(dsn, eid)
         [blocker] = [json.loads(show(dsn, eid, "--format", "json"))[0]["blocker"]]
         for text in (table, blocker):

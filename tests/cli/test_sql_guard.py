@@ -23,8 +23,9 @@ def sql(dsn: str, *args: str, cwd: Path, opt_in: bool = False) -> subprocess.Com
     env.pop("KESTREL_QUERIES", None)
     env.pop("KESTREL_READER_DSN", None)
     privileged = ["--allow-privileged-sql"] if opt_in else []
-    return subprocess.run([str(SCRIPT), *privileged, "sql", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [str(SCRIPT), *privileged, "sql", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 @pytest.fixture
@@ -33,11 +34,15 @@ def victim(dsn: str):
         yield conn
 
 
-def test_an_attribute_call_is_refused_with_the_function_named(dsn: str, victim: psycopg.Connection,
-                                                              tmp_path: Path) -> None:
+def test_an_attribute_call_is_refused_with_the_function_named(
+    dsn: str, victim: psycopg.Connection, tmp_path: Path
+) -> None:
     pid = victim.info.backend_pid
-    done = sql(dsn, f"SELECT 1 FROM workflow_executions e RIGHT JOIN (SELECT 1) s ON true "
-                    f"WHERE ({pid}).pg_terminate_backend", cwd=tmp_path)
+    done = sql(
+        dsn,
+        f"SELECT 1 FROM workflow_executions e RIGHT JOIN (SELECT 1) s ON true WHERE ({pid}).pg_terminate_backend",
+        cwd=tmp_path,
+    )
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.startswith("error: refused: function pg_terminate_backend: "), done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
@@ -49,21 +54,34 @@ def test_an_attribute_call_is_refused_with_the_function_named(dsn: str, victim: 
 
 def test_the_superuser_note_and_the_byte_cut_go_to_stderr_and_json_stays_clean(dsn: str, tmp_path: Path) -> None:
     # Only with the opt-in does a superuser login run ad-hoc SQL (issue 18); the note marks it.
-    done = sql(dsn, "--format", "json", "--max-bytes", "3000",
-               "SELECT g, repeat('x', 1000) AS pad FROM generate_series(1, 10) g", cwd=tmp_path,
-               opt_in=True)
+    done = sql(
+        dsn,
+        "--format",
+        "json",
+        "--max-bytes",
+        "3000",
+        "SELECT g, repeat('x', 1000) AS pad FROM generate_series(1, 10) g",
+        cwd=tmp_path,
+        opt_in=True,
+    )
     assert done.returncode == 0, done.stderr
     assert [row["g"] for row in json.loads(done.stdout)] == [1, 2]
     notes = done.stderr.splitlines()
-    assert notes[0].startswith("note: login ") and \
-        " is a superuser (ad-hoc SQL allowed on it by --allow-privileged-sql): queries run as kestrel_reader" in notes[0]
+    assert (
+        notes[0].startswith("note: login ")
+        and " is a superuser (ad-hoc SQL allowed on it by --allow-privileged-sql): queries run as kestrel_reader"
+        in notes[0]
+    )
     assert notes[1] == "result cut at 3000 bytes (2 rows): narrow the query or raise --max-bytes"
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--timeout", "inf"], "error: --timeout inf: it must be a finite number"),
-    (["--max-bytes", "0"], "--max-bytes"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--timeout", "inf"], "error: --timeout inf: it must be a finite number"),
+        (["--max-bytes", "0"], "--max-bytes"),
+    ],
+)
 def test_bad_limits_are_bad_usage(dsn: str, tmp_path: Path, args: list[str], message: str) -> None:
     done = sql(dsn, *args, "SELECT 1", cwd=tmp_path)
     assert done.returncode == 2 and done.stdout == ""
@@ -98,15 +116,17 @@ def operator_login(dsn: str) -> Iterator[str]:
 
 
 def test_an_operator_login_cannot_reach_an_admins_helper_in_public(
-    operator_login: str, victim: psycopg.Connection, tmp_path: Path,
+    operator_login: str,
+    victim: psycopg.Connection,
+    tmp_path: Path,
 ) -> None:
     pid = victim.info.backend_pid
     attribute = sql(operator_login, f"SELECT ({pid}).kt_kill", cwd=tmp_path)
     assert (attribute.returncode, attribute.stdout) == (1, "")
     assert attribute.stderr.strip() == (
-        "error: column notation .kt_kill applied to type integer, which is not a composite type")
+        "error: column notation .kt_kill applied to type integer, which is not a composite type"
+    )
     operator = sql(operator_login, f"SELECT {pid} OPERATOR(public.===) 0", cwd=tmp_path)
     assert (operator.returncode, operator.stdout) == (1, "")
-    assert operator.stderr.startswith("error: refused: operator public.===: only pg_catalog operators"), \
-        operator.stderr
+    assert operator.stderr.startswith("error: refused: operator public.===: only pg_catalog operators"), operator.stderr
     assert victim.execute("SELECT 1").fetchone() == (1,)  # not terminated

@@ -22,9 +22,11 @@ QUERY = "SELECT current_user::text AS who, count(*) AS n FROM workflow_execution
 
 
 def refusal_line(user: str) -> str:
-    return (f"error: refused: login {user} is a superuser: ad-hoc SQL does not run on such a login (its "
-            "session can undo the read-only role); give the console a read-only login with --reader-dsn "
-            "(or $KESTREL_READER_DSN), or pass --allow-privileged-sql")
+    return (
+        f"error: refused: login {user} is a superuser: ad-hoc SQL does not run on such a login (its "
+        "session can undo the read-only role); give the console a read-only login with --reader-dsn "
+        "(or $KESTREL_READER_DSN), or pass --allow-privileged-sql"
+    )
 
 
 @pytest.fixture
@@ -35,19 +37,22 @@ def my_reports(tmp_path: Path) -> Path:
 
 def test_a_superuser_console_refuses_sql_and_user_reports_in_one_line(dsn: str, my_reports: Path) -> None:
     user = conninfo_to_dict(dsn)["user"]
-    for done in (console("sql", QUERY, dsn=dsn),
-                 console("--queries", str(my_reports), "report", "mine", dsn=dsn),
-                 console("report", "mine", dsn=dsn, env={"KESTREL_QUERIES": str(my_reports)})):
+    for done in (
+        console("sql", QUERY, dsn=dsn),
+        console("--queries", str(my_reports), "report", "mine", dsn=dsn),
+        console("report", "mine", dsn=dsn, env={"KESTREL_QUERIES": str(my_reports)}),
+    ):
         assert (done.returncode, done.stdout, done.stderr) == (1, "", refusal_line(user) + "\n")
     shipped = console("report", "queue-depth", "--format", "json", dsn=dsn)  # the package's own: runs
     assert shipped.returncode == 0 and shipped.stdout.startswith("["), shipped.stderr
 
 
 def test_with_a_reader_login_sql_and_reports_run_as_the_reader(dsn: str, reader_dsn: str, my_reports: Path) -> None:
-    for done in (console("--reader-dsn", reader_dsn, "sql", "--format", "csv", QUERY, dsn=dsn),
-                 console("sql", "--format", "csv", QUERY, dsn=dsn, env={"KESTREL_READER_DSN": reader_dsn}),
-                 console("--reader-dsn", reader_dsn, "--queries", str(my_reports), "report", "mine",
-                         "--format", "csv", dsn=dsn)):
+    for done in (
+        console("--reader-dsn", reader_dsn, "sql", "--format", "csv", QUERY, dsn=dsn),
+        console("sql", "--format", "csv", QUERY, dsn=dsn, env={"KESTREL_READER_DSN": reader_dsn}),
+        console("--reader-dsn", reader_dsn, "--queries", str(my_reports), "report", "mine", "--format", "csv", dsn=dsn),
+    ):
         assert (done.returncode, done.stdout) == (0, "who,n\nkestrel_reader,0\n"), done.stderr
         assert "note:" not in done.stderr
 
@@ -62,8 +67,9 @@ def test_the_opt_in_runs_and_marks_the_result(dsn: str) -> None:
 def test_a_timeout_beyond_ten_minutes_is_bad_usage(dsn: str, command: list[str]) -> None:
     done = console(*command, "--timeout", "601", dsn=dsn)
     assert (done.returncode, done.stdout) == (2, ""), done.stderr
-    assert done.stderr.strip() == ("error: --timeout 601: it must be at most 600000 ms (10 minutes: ad-hoc "
-                                   "SQL and reports are for a console)")
+    assert done.stderr.strip() == (
+        "error: --timeout 601: it must be at most 600000 ms (10 minutes: ad-hoc SQL and reports are for a console)"
+    )
     assert console("--allow-privileged-sql", *command, "--timeout", "600", dsn=dsn).returncode == 0
 
 
@@ -72,7 +78,11 @@ NO_SLOT = "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'kt_slot'
 
 @pytest.mark.parametrize("who", ["superuser", "operator"])
 def test_the_string_continuation_shapes_are_refused_by_sql_and_reports(
-    who: str, dsn: str, operator_dsn: str, tmp_path: Path, db: psycopg.Connection,
+    who: str,
+    dsn: str,
+    operator_dsn: str,
+    tmp_path: Path,
+    db: psycopg.Connection,
 ) -> None:
     # The superuser opts in, so that only the guard stands between the shape and its code.
     args = ["--dsn", dsn, "--allow-privileged-sql"] if who == "superuser" else ["--dsn", operator_dsn]
@@ -83,7 +93,9 @@ def test_the_string_continuation_shapes_are_refused_by_sql_and_reports(
         for command in (["sql", query], ["--queries", str(tmp_path), "report", f"shape-{n}"]):
             done = runner.invoke(cli, [*args, *command])
             assert (done.exit_code, done.stdout) == (1, ""), (query, done.stdout, done.stderr)
-            assert done.stderr.startswith((f"error: refused: function {name}: ", "error: refused: cannot parse: ")), \
-                (query, done.stderr)
+            assert done.stderr.startswith((f"error: refused: function {name}: ", "error: refused: cannot parse: ")), (
+                query,
+                done.stderr,
+            )
             assert len(done.stderr.strip().splitlines()) == 1
     assert db.execute(NO_SLOT).fetchone() == (0,)

@@ -11,20 +11,32 @@ import subprocess
 import psycopg
 
 from tests.cli.script import SCRIPT, console
-from tests.hostile_text import (ESC_INPUT, ESC_NAME, ESC_OPERATOR, ESC_QUEUE, has_raw_control,
-                                hostile_execution, hostile_paused_things)
+from tests.hostile_text import (
+    ESC_INPUT,
+    ESC_NAME,
+    ESC_OPERATOR,
+    ESC_QUEUE,
+    has_raw_control,
+    hostile_execution,
+    hostile_paused_things,
+)
 
 
-def test_list_show_status_and_sql_tables_show_escapes_not_controls(dsn: str, reader_dsn: str,
-                                                                 db: psycopg.Connection) -> None:
+def test_list_show_status_and_sql_tables_show_escapes_not_controls(
+    dsn: str, reader_dsn: str, db: psycopg.Connection
+) -> None:
     eid = hostile_execution(db)
     outputs = {
         "list": console("list", dsn=dsn),
         "show": console("show", str(eid), dsn=dsn),
         "status": console("status", dsn=dsn),
-        "sql": console("--reader-dsn", reader_dsn, "sql",
-                       "SELECT workflow_name, input, error, E'\\x1b[31m' AS \"col\x1b[1m\" FROM workflow_executions",
-                       dsn=dsn),
+        "sql": console(
+            "--reader-dsn",
+            reader_dsn,
+            "sql",
+            "SELECT workflow_name, input, error, E'\\x1b[31m' AS \"col\x1b[1m\" FROM workflow_executions",
+            dsn=dsn,
+        ),
         "report": console("report", "errors-this-month", dsn=dsn),
     }
     for name, done in outputs.items():
@@ -39,9 +51,11 @@ def test_list_show_status_and_sql_tables_show_escapes_not_controls(dsn: str, rea
 
 def test_json_escapes_controls_and_keeps_the_values(dsn: str, reader_dsn: str, db: psycopg.Connection) -> None:
     eid = hostile_execution(db)
-    for args in (("show", str(eid), "--format", "json"), ("list", "--format", "json"),
-                 ("--reader-dsn", reader_dsn, "sql", "SELECT workflow_name, input FROM workflow_executions",
-                  "--format", "json")):
+    for args in (
+        ("show", str(eid), "--format", "json"),
+        ("list", "--format", "json"),
+        ("--reader-dsn", reader_dsn, "sql", "SELECT workflow_name, input FROM workflow_executions", "--format", "json"),
+    ):
         done = console(*args, dsn=dsn)
         assert done.returncode == 0, done.stderr
         assert not has_raw_control(done.stdout), (args, repr(done.stdout))
@@ -50,8 +64,9 @@ def test_json_escapes_controls_and_keeps_the_values(dsn: str, reader_dsn: str, d
     shown = json.loads(console("show", str(eid), "--format", "json", dsn=dsn).stdout)[0]
     assert shown["input"] == ESC_INPUT
     # CSV is data (redirected to files): exact when stdout is not a terminal.
-    done = console("--reader-dsn", reader_dsn, "sql", "SELECT workflow_name FROM workflow_executions", "--format",
-                   "csv", dsn=dsn)
+    done = console(
+        "--reader-dsn", reader_dsn, "sql", "SELECT workflow_name FROM workflow_executions", "--format", "csv", dsn=dsn
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[1] == ESC_NAME
 
@@ -89,8 +104,13 @@ def test_csv_on_a_terminal_is_escaped(dsn: str, db: psycopg.Connection) -> None:
     hostile_execution(db)
     master, slave = pty.openpty()
     try:
-        proc = subprocess.Popen([str(SCRIPT), "--dsn", dsn, "list", "--format", "csv"], stdin=subprocess.DEVNULL,
-                                stdout=slave, stderr=slave, env={**os.environ, "COLUMNS": "200"})
+        proc = subprocess.Popen(
+            [str(SCRIPT), "--dsn", dsn, "list", "--format", "csv"],
+            stdin=subprocess.DEVNULL,
+            stdout=slave,
+            stderr=slave,
+            env={**os.environ, "COLUMNS": "200"},
+        )
         os.close(slave)
         said = b""
         while True:

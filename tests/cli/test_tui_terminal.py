@@ -15,8 +15,14 @@ SCRIPT = Path(sys.executable).parent / "kestrel-console"
 def test_stdout_piped_is_refused_with_exit_2(dsn):
     master, slave = pty.openpty()  # stdin and stderr on a terminal, stdout into a pipe
     try:
-        proc = subprocess.run([str(SCRIPT), "--dsn", dsn], stdin=slave, stderr=slave,
-                              stdout=subprocess.PIPE, timeout=60, env={**os.environ, "TERM": "xterm"})
+        proc = subprocess.run(
+            [str(SCRIPT), "--dsn", dsn],
+            stdin=slave,
+            stderr=slave,
+            stdout=subprocess.PIPE,
+            timeout=60,
+            env={**os.environ, "TERM": "xterm"},
+        )
         os.close(slave)
         said = b""
         while True:
@@ -36,8 +42,9 @@ def test_stdout_piped_is_refused_with_exit_2(dsn):
 
 
 def test_every_stream_piped_names_them_all(dsn):
-    proc = subprocess.run([str(SCRIPT), "--dsn", dsn], stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [str(SCRIPT), "--dsn", dsn], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2
     assert "stdin, stdout, stderr are not one" in proc.stderr
     assert proc.stdout == ""

@@ -22,7 +22,7 @@ from tests.waiting import wait_for
 # Steps that say which process ran them. `meet` returns only once `n` processes are in it at
 # the same time: with --concurrency 1, n executions of it can only finish if n processes each
 # claimed one.
-APP = textwrap.dedent('''
+APP = textwrap.dedent("""
     import os, time
     from pathlib import Path
     from kestrel_core import Kestrel
@@ -46,7 +46,7 @@ APP = textwrap.dedent('''
     @app.workflow("hang")
     def hang(ctx, _):
         return ctx.step("hang", time.sleep, 600)
-''')
+""")
 
 LIVE = "SELECT worker_id, pid, concurrency FROM workers WHERE stopped_at IS NULL ORDER BY worker_id"
 
@@ -63,7 +63,12 @@ class Supervisor:
         with open(self.log, "w") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "kestrel_console", "--dsn", dsn, "worker", "procs_app", *args],
-                cwd=folder, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                cwd=folder,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
 
     @property
     def output(self) -> str:
@@ -113,6 +118,7 @@ def parent_of(pid: int) -> int:
 def live_workers(db: psycopg.Connection, sup: Supervisor, n: int, ids: list[str] | None = None) -> dict[str, int]:
     """Wait until ``n`` live `workers` rows (named ``ids``, when given) belong to running children
     of ``sup``; returns worker id -> pid."""
+
     def ready() -> dict[str, int] | None:
         assert sup.proc.poll() is None, sup.output
         rows = {wid: pid for wid, pid, _ in db.execute(LIVE) if alive(pid) and parent_of(pid) == sup.proc.pid}
@@ -130,8 +136,9 @@ def meet(app: Kestrel, db: psycopg.Connection, folder: Path, n: int) -> dict[int
     return dict(db.execute(done, (ids,)).fetchall())
 
 
-def two_workers(supervisors, db: psycopg.Connection, dsn: str, folder: Path,
-                lease: str = "5") -> tuple[Supervisor, dict[str, int]]:
+def two_workers(
+    supervisors, db: psycopg.Connection, dsn: str, folder: Path, lease: str = "5"
+) -> tuple[Supervisor, dict[str, int]]:
     """A supervisor of two processes wp-1 and wp-2 (one slot each), both registered and ready."""
     sup = supervisors(folder, dsn, "--processes", "2", "--worker-id", "wp", "--concurrency", "1", "--lease", lease)
     pids = live_workers(db, sup, 2, ["wp-1", "wp-2"])
@@ -156,8 +163,9 @@ def test_two_processes_register_two_workers_that_both_claim_work(supervisors, ap
     assert stopped(sup) == 0, sup.output
 
 
-def test_a_killed_process_is_replaced_and_the_replacement_claims_work(supervisors, app: Kestrel, db,
-                                                                     tmp_path: Path) -> None:
+def test_a_killed_process_is_replaced_and_the_replacement_claims_work(
+    supervisors, app: Kestrel, db, tmp_path: Path
+) -> None:
     sup, pids = two_workers(supervisors, db, app.dsn, tmp_path)
     os.kill(pids["wp-1"], signal.SIGKILL)
 
@@ -173,8 +181,9 @@ def test_a_killed_process_is_replaced_and_the_replacement_claims_work(supervisor
     assert stopped(sup) == 0, sup.output
 
 
-def test_sigterm_reaches_every_process_and_a_second_one_stops_their_wait(supervisors, app: Kestrel, db,
-                                                                         tmp_path: Path) -> None:
+def test_sigterm_reaches_every_process_and_a_second_one_stops_their_wait(
+    supervisors, app: Kestrel, db, tmp_path: Path
+) -> None:
     sup, pids = two_workers(supervisors, db, app.dsn, tmp_path, lease="600")
     ids = [app.enqueue("hang", None) for _ in range(2)]
     running = "SELECT owner_id FROM workflow_executions WHERE status = 'running' ORDER BY owner_id"
@@ -189,8 +198,9 @@ def test_sigterm_reaches_every_process_and_a_second_one_stops_their_wait(supervi
 
     assert not any(alive(pid) for pid in pids.values())
     assert db.execute("SELECT count(*) FROM workers WHERE stopped_at IS NULL").fetchone() == (0,)
-    assert db.execute("SELECT array_agg(DISTINCT status) FROM workflow_executions WHERE id = ANY(%s)",
-                      (ids,)).fetchone() == (["enqueued"],)
+    assert db.execute(
+        "SELECT array_agg(DISTINCT status) FROM workflow_executions WHERE id = ANY(%s)", (ids,)
+    ).fetchone() == (["enqueued"],)
 
 
 def test_the_processes_die_with_a_killed_supervisor(supervisors, app: Kestrel, db, tmp_path: Path) -> None:
@@ -204,8 +214,9 @@ def test_the_processes_die_with_a_killed_supervisor(supervisors, app: Kestrel, d
 
 
 def test_processes_that_cannot_reach_the_database_end_the_supervisor(supervisors, tmp_path: Path) -> None:
-    sup = supervisors(tmp_path, "postgresql://kestrel:s3cret@127.0.0.1:1/nowhere",
-                      "--processes", "2", "--startup-timeout", "0.5")
+    sup = supervisors(
+        tmp_path, "postgresql://kestrel:s3cret@127.0.0.1:1/nowhere", "--processes", "2", "--startup-timeout", "0.5"
+    )
     assert sup.wait() == 1, sup.output
     errors = [line for line in sup.output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, sup.output
@@ -221,8 +232,10 @@ def test_a_process_that_keeps_failing_to_start_is_given_up_on(supervisors, app: 
 
     assert sup.wait() == 1, sup.output
     errors = [line for line in sup.output.splitlines() if line.startswith("error:")]
-    assert errors == ["error: worker process 1/2 could not start, 3 times in a row: it exited with status 1 "
-                      "before it was ready (its output above says why)"]
+    assert errors == [
+        "error: worker process 1/2 could not start, 3 times in a row: it exited with status 1 "
+        "before it was ready (its output above says why)"
+    ]
     assert "RuntimeError: procs_app is broken on purpose" in sup.output
     assert sup.output.count("event=process_started") == 2 + 3
     # The one still serving was stopped gracefully.
@@ -230,11 +243,15 @@ def test_a_process_that_keeps_failing_to_start_is_given_up_on(supervisors, app: 
     assert db.execute("SELECT stopped_at IS NOT NULL FROM workers WHERE worker_id = 'wp-2'").fetchone() == (True,)
 
 
-def test_one_process_is_this_process_and_the_default_is_one_per_core(supervisors, app: Kestrel, db,
-                                                                      tmp_path: Path) -> None:
+def test_one_process_is_this_process_and_the_default_is_one_per_core(
+    supervisors, app: Kestrel, db, tmp_path: Path
+) -> None:
     one = supervisors(tmp_path, app.dsn, "--processes", "1", "--worker-id", "solo")
-    wait_for(lambda: db.execute(LIVE).fetchall() == [("solo", one.proc.pid, 8)], timeout=60,
-             what="the worker to register with the command's own pid")
+    wait_for(
+        lambda: db.execute(LIVE).fetchall() == [("solo", one.proc.pid, 8)],
+        timeout=60,
+        what="the worker to register with the command's own pid",
+    )
     one.proc.send_signal(signal.SIGINT)
     assert one.wait() == 0, one.output
     assert "kestrel.supervisor" not in one.output
@@ -247,17 +264,29 @@ def test_one_process_is_this_process_and_the_default_is_one_per_core(supervisors
 
 def test_errors_found_before_any_process_starts_fail_at_once(supervisors, app: Kestrel, tmp_path: Path) -> None:
     (tmp_path / "noflows.py").write_text("from kestrel_core import Kestrel\napp = Kestrel()\n")
-    for target, message in [("no_such_module_here", "cannot import module 'no_such_module_here'"),
-                            ("noflows", "noflows registers no workflow")]:
-        done = subprocess.run([sys.executable, "-m", "kestrel_console", "--dsn", app.dsn, "worker", target,
-                               "--processes", "3"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    for target, message in [
+        ("no_such_module_here", "cannot import module 'no_such_module_here'"),
+        ("noflows", "noflows registers no workflow"),
+    ]:
+        done = subprocess.run(
+            [sys.executable, "-m", "kestrel_console", "--dsn", app.dsn, "worker", target, "--processes", "3"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 1 and message in done.stderr, done.stderr
         assert "event=supervisor_started" not in done.stderr
 
 
 def test_help_explains_processes() -> None:
-    done = subprocess.run([sys.executable, "-m", "kestrel_console", "worker", "--help"], capture_output=True,
-                          text=True, env=dict(os.environ, COLUMNS="250"), timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "kestrel_console", "worker", "--help"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, COLUMNS="250"),
+        timeout=60,
+    )
     assert done.returncode == 0
     text = " ".join(done.stdout.split())
     assert "--processes" in text and "(default: one per core," in text

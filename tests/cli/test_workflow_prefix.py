@@ -13,8 +13,10 @@ NAMES = ["remediate-incident", "remediate-incident", "ci-pipeline", "provision-r
 
 
 def insert(db: psycopg.Connection, names: list[str]) -> list[int]:
-    return [db.execute("INSERT INTO workflow_executions (workflow_name) VALUES (%s) RETURNING id",
-                       (name,)).fetchone()[0] for name in names]
+    return [
+        db.execute("INSERT INTO workflow_executions (workflow_name) VALUES (%s) RETURNING id", (name,)).fetchone()[0]
+        for name in names
+    ]
 
 
 def listed(dsn: str, *args: str) -> list[tuple[int, str]]:
@@ -27,8 +29,10 @@ def test_workflow_filter_matches_a_prefix(dsn: str, db: psycopg.Connection) -> N
     ids = insert(db, NAMES)
     assert listed(dsn, "--workflow", "remediate") == [(ids[1], "remediate-incident"), (ids[0], "remediate-incident")]
     assert listed(dsn, "--workflow", "ci") == [(ids[2], "ci-pipeline")]
-    assert listed(dsn, "--workflow", "remediate-incident") == [(ids[1], "remediate-incident"),
-                                                               (ids[0], "remediate-incident")]
+    assert listed(dsn, "--workflow", "remediate-incident") == [
+        (ids[1], "remediate-incident"),
+        (ids[0], "remediate-incident"),
+    ]
     # Case-sensitive, and % and _ are literal characters, not wildcards.
     assert [i for i, _ in listed(dsn, "--workflow", "a_b%")] == [ids[4]]
     db.execute("INSERT INTO workflow_executions (workflow_name) VALUES ('axbyc')")
@@ -46,13 +50,17 @@ def test_a_workflow_nothing_starts_with_suggests_the_closest(dsn: str, db: psyco
         assert done.stderr.strip() == f"error: no workflow named {typed!r}; did you mean remediate-incident?"
     done = kestrel_console("list", "--workflow", "zzz", "--format", "json", dsn=dsn)
     assert done.returncode == 1 and done.stdout == ""
-    assert "no workflow named 'zzz'; known workflows: a_b%c, ci-pipeline, provision-resource, remediate-incident" \
+    assert (
+        "no workflow named 'zzz'; known workflows: a_b%c, ci-pipeline, provision-resource, remediate-incident"
         in done.stderr
+    )
 
 
 def test_a_workflow_only_a_worker_registered_is_known(dsn: str, db: psycopg.Connection) -> None:
-    db.execute("INSERT INTO workers (worker_id, hostname, pid, workflows, concurrency) "
-               "VALUES ('w1', 'h', 1, ARRAY['nightly-report'], 1)")
+    db.execute(
+        "INSERT INTO workers (worker_id, hostname, pid, workflows, concurrency) "
+        "VALUES ('w1', 'h', 1, ARRAY['nightly-report'], 1)"
+    )
     done = kestrel_console("list", "--workflow", "nightly", dsn=dsn)
     assert done.returncode == 0, done.stderr
     assert "no executions match" in done.stdout

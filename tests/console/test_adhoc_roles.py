@@ -21,10 +21,12 @@ def test_console_adhoc_sql_works_under_the_operator_role(logins: Logins, app: Ke
         with pytest.raises(QueryFailed, match="permission denied"):
             run_read_only(conn, "SELECT * FROM public.payroll", schema="kestrel")
         # An operator login may assume the reader role (its role is a member): no note then.
-        as_reader = run_read_only(conn, "SELECT current_user::text, count(*) FROM workflow_executions",
-                                  reader_role=logins.names.reader)
+        as_reader = run_read_only(
+            conn, "SELECT current_user::text, count(*) FROM workflow_executions", reader_role=logins.names.reader
+        )
         assert as_reader.rows == [(logins.names.reader, 1)] and as_reader.notice is None
         with pytest.raises(QueryFailed) as failed:  # layer 1 bypassed: the reader may not act
-            run_read_only(conn, "SELECT kestrel.cancel_execution(1, 'mallory', 'x')", check=False,
-                          reader_role=logins.names.reader)
+            run_read_only(
+                conn, "SELECT kestrel.cancel_execution(1, 'mallory', 'x')", check=False, reader_role=logins.names.reader
+            )
         assert failed.value.sqlstate == "42501"

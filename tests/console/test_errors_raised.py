@@ -17,8 +17,10 @@ def test_every_console_error_is_raised_somewhere():
         if info.name.endswith("__main__"):
             continue
         module = importlib.import_module(info.name)
-        errors.update(obj for obj in vars(module).values()
-                      if inspect.isclass(obj) and issubclass(obj, BaseException)
-                      and obj.__module__.startswith("kestrel_console."))
+        errors.update(
+            obj
+            for obj in vars(module).values()
+            if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__.startswith("kestrel_console.")
+        )
     assert len(errors) >= 8
     assert unraised(sorted(errors, key=lambda e: e.__name__), Path(kestrel_console.__file__).parent) == []

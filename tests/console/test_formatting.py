@@ -4,17 +4,25 @@ between a CLI table and a TUI result table is a CellFormat and a width, not a se
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from uuid import UUID
 
 from rich.text import Text
 
 from kestrel_console.formatting import (
-    RESULTS, TABLE, cell, cut, json_line, short_json, short_time, stamp, status,
+    RESULTS,
+    TABLE,
+    cell,
+    cut,
+    json_line,
+    short_json,
+    short_time,
+    stamp,
+    status,
 )
 
-AT = datetime(2026, 5, 1, 12, 0, 3, 250000, tzinfo=timezone.utc)
+AT = datetime(2026, 5, 1, 12, 0, 3, 250000, tzinfo=UTC)
 
 
 def plain(value: Text | str) -> str:
@@ -22,8 +30,14 @@ def plain(value: Text | str) -> str:
 
 
 def test_the_cli_table_and_the_tui_results_differ_only_where_their_format_says():
-    same = {Decimal("1.50"): "1.50", 42: "42", 3.5: "3.5", "plain": "plain", date(2026, 5, 1): "2026-05-01",
-            UUID(int=1): "00000000-0000-0000-0000-000000000001"}
+    same = {
+        Decimal("1.50"): "1.50",
+        42: "42",
+        3.5: "3.5",
+        "plain": "plain",
+        date(2026, 5, 1): "2026-05-01",
+        UUID(int=1): "00000000-0000-0000-0000-000000000001",
+    }
     for value, text in same.items():
         assert cell(value, TABLE) == cell(value, RESULTS) == text
     # NULL, booleans, times and intervals: each output's own reading.
@@ -32,7 +46,9 @@ def test_the_cli_table_and_the_tui_results_differ_only_where_their_format_says()
     assert (cell(True, TABLE), cell(False, RESULTS)) == ("yes", "false")
     assert (cell(AT, TABLE), cell(AT, RESULTS)) == (short_time(AT), stamp(AT)) == ("2026-05-01 12:00:03Z", stamp(AT))
     assert (cell(timedelta(minutes=3, seconds=4), TABLE), cell(timedelta(minutes=3, seconds=4), RESULTS)) == (
-        "3 m 04 s", "0:03:04")
+        "3 m 04 s",
+        "0:03:04",
+    )
     # Column names matter to the CLI's tables only: statuses coloured, *_s columns as durations.
     assert cell("running", TABLE, column="status").style == "bold yellow" == status("running").style
     assert cell("running", RESULTS, column="status") == "running"

@@ -8,8 +8,10 @@ from kestrel_console.safe_text import json_safe, visible
 
 
 def test_visible_escapes_c0_c1_del_and_bidi() -> None:
-    assert visible("a\x1b[31mb\x07c\rd\x00e\x7ff\x9bg\u202eh\u2066i") == \
-        "a\\x1b[31mb\\x07c\\rd\\x00e\\x7ff\\x9bg\\u202eh\\u2066i"
+    assert (
+        visible("a\x1b[31mb\x07c\rd\x00e\x7ff\x9bg\u202eh\u2066i")
+        == "a\\x1b[31mb\\x07c\\rd\\x00e\\x7ff\\x9bg\\u202eh\\u2066i"
+    )
     assert visible("one\ntwo\tthree") == "one\\ntwo\\tthree"
     assert visible("one\r\ntwo\tthree\x1b", newlines=True) == "one\ntwo\tthree\\x1b"
     assert visible("plain é ✓ 中") == "plain é ✓ 中"

@@ -14,8 +14,13 @@ def test_the_tui_gets_the_cli_settings_with_its_own_options(monkeypatch, tmp_pat
     monkeypatch.setenv("KESTREL_QUERIES", os.pathsep.join([str(tmp_path / "a"), str(tmp_path / "b")]))
     monkeypatch.setenv("KESTREL_OPERATOR", "oncall")
     cli = build_settings("postgresql://u@127.0.0.1/db", "ops", None, [tmp_path / "mine"])
-    assert cli == Settings(dsn="postgresql://u@127.0.0.1/db", schema="ops", operator="oncall",
-                           queries=[tmp_path / "mine", tmp_path / "a", tmp_path / "b"], dsn_given=True)
+    assert cli == Settings(
+        dsn="postgresql://u@127.0.0.1/db",
+        schema="ops",
+        operator="oncall",
+        queries=[tmp_path / "mine", tmp_path / "a", tmp_path / "b"],
+        dsn_given=True,
+    )
 
     tui = console_settings(cli, read_only=True, refresh=5)
     assert isinstance(tui, Settings) and tui is not cli

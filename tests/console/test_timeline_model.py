@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from kestrel_console.timeline_model import (
-    Segment, axis_span, bar_cols, build_lanes, decider, family_line, segment, trace,
+    Segment,
+    axis_span,
+    bar_cols,
+    build_lanes,
+    decider,
+    family_line,
+    segment,
+    trace,
 )
 
-T0 = datetime(2026, 5, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
 
 def at(seconds: float) -> datetime:
@@ -19,30 +26,57 @@ def at(seconds: float) -> datetime:
 
 
 def step(step_id: str, attempt: int, start: float, end: float | None, outcome: str, error: str | None = None) -> dict:
-    return {"kind": "step", "step_id": step_id, "attempt": attempt, "started_at": at(start),
-            "finished_at": None if end is None else at(end), "outcome": outcome, "error": error}
+    return {
+        "kind": "step",
+        "step_id": step_id,
+        "attempt": attempt,
+        "started_at": at(start),
+        "finished_at": None if end is None else at(end),
+        "outcome": outcome,
+        "error": error,
+    }
 
 
 def wait(kind: str, step_id: str, start: float, end: float | None, outcome: str, **more) -> dict:
-    return {"kind": kind, "step_id": step_id, "attempt": None, "started_at": at(start),
-            "finished_at": None if end is None else at(end), "outcome": outcome, **more}
+    return {
+        "kind": kind,
+        "step_id": step_id,
+        "attempt": None,
+        "started_at": at(start),
+        "finished_at": None if end is None else at(end),
+        "outcome": outcome,
+        **more,
+    }
 
 
 def execution(end: float | None = None, **more) -> dict:
-    return {"id": 7, "status": "success" if end is not None else "running", "created_at": T0,
-            "started_at": T0, "finished_at": None if end is None else at(end), **more}
+    return {
+        "id": 7,
+        "status": "success" if end is not None else "running",
+        "created_at": T0,
+        "started_at": T0,
+        "finished_at": None if end is None else at(end),
+        **more,
+    }
 
 
-RETRIED = [step("rca", 1, 0, 10, "success"),
-           step("fix", 1, 10, 20, "error", "boom"), step("fix", 2, 30, 40, "success"),
-           wait("approval", "approve-fix", 40, 100, "approved", decided_by="alice"),
-           wait("sleep", "cool-down", 100, 110, "woke", wake_at=at(110))]
+RETRIED = [
+    step("rca", 1, 0, 10, "success"),
+    step("fix", 1, 10, 20, "error", "boom"),
+    step("fix", 2, 30, 40, "success"),
+    wait("approval", "approve-fix", 40, 100, "approved", decided_by="alice"),
+    wait("sleep", "cool-down", 100, 110, "woke", wake_at=at(110)),
+]
 
 
 def test_a_step_is_one_lane_of_its_attempts_and_each_wait_its_own_lane():
     lanes = build_lanes(RETRIED)
     assert [(lane.step_id, lane.kind) for lane in lanes] == [
-        ("rca", "step"), ("fix", "step"), ("approve-fix", "approval"), ("cool-down", "sleep")]
+        ("rca", "step"),
+        ("fix", "step"),
+        ("approve-fix", "approval"),
+        ("cool-down", "sleep"),
+    ]
     fix = lanes[1]
     assert (fix.attempts, fix.failed, fix.took(at(999))) == (2, 1, 30.0)
     assert [s.attempt for s in fix.segments] == [1, 2] and fix.segments[0].error == "boom"
@@ -95,14 +129,17 @@ def test_who_decided_and_the_family_line_are_plain_escaped_text():
     assert decider({"decided_by": "alice"}) == "alice"
     assert decider({"decided_by": "eve\x1b[31m", "decided_by_db_user": "ops"}) == "eve\\x1b[31m (db role ops)"
     assert family_line({"parent_id": 3, "children": [{"id": 8, "status": "success"}]}) == (
-        "parent #3 · children (1): #8 success")
+        "parent #3 · children (1): #8 success"
+    )
     many = family_line({"children": [{"id": i, "status": "running"} for i in range(25)]}, limit=2)
     assert many == "children (25): #0 running, #1 running, … 23 more"
     assert family_line({}) == ""
 
 
 def test_the_model_imports_neither_rich_nor_textual():
-    code = ("import sys, kestrel_console.timeline_model; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'rich', 'textual'}))")
+    code = (
+        "import sys, kestrel_console.timeline_model; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'rich', 'textual'}))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

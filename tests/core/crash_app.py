@@ -30,9 +30,11 @@ def record(execution_id: int, step_id: str) -> str:
 def slow(ctx, input):
     results = []
     for i in range(input.get("steps", 4)):
+
         def work(i=i):
             time.sleep(STEP_SECONDS)
             return record(ctx.execution_id, f"s{i}")
+
         results.append(ctx.step(f"s{i}", work))
     return results
 
@@ -55,6 +57,7 @@ def leaf(ctx, i):
     def work():
         time.sleep(STEP_SECONDS)
         return record(ctx.execution_id, f"leaf-{i}")
+
     return ctx.step("work", work)
 
 

@@ -20,8 +20,10 @@ TICKS = int(os.environ.get("FROZEN_STEP_TICKS", "15"))  # of 0.1 s each
 
 def work(execution_id: int, step_id: str) -> str:
     with psycopg.connect(app.dsn, autocommit=True) as conn:
-        conn.execute("INSERT INTO public.ledger (execution_id, step_id, worker) VALUES (%s, %s, %s)",
-                     (execution_id, step_id, str(os.getpid())))
+        conn.execute(
+            "INSERT INTO public.ledger (execution_id, step_id, worker) VALUES (%s, %s, %s)",
+            (execution_id, step_id, str(os.getpid())),
+        )
     for _ in range(TICKS):
         time.sleep(0.1)
     return f"{step_id}-done"

@@ -80,8 +80,7 @@ def snapshot(conn: psycopg.Connection, schema: str = SCHEMA) -> str:
 
     def acl(items: list[str] | None) -> str:
         # Sorted after the owner's name is replaced: the order is the same whoever built it.
-        named = (item.replace(f"{owner}=", f"{OWNER}=").replace(f"/{owner}", f"/{OWNER}")
-                 for item in items or [])
+        named = (item.replace(f"{owner}=", f"{OWNER}=").replace(f"/{owner}", f"/{OWNER}") for item in items or [])
         return " ".join(sorted(named)) or "-"
 
     name, schema_acl = conn.execute(SCHEMA_ACL, {"schema": schema}).fetchone()
@@ -97,10 +96,13 @@ def snapshot(conn: psycopg.Connection, schema: str = SCHEMA) -> str:
         if kind in ("v", "m"):
             out.append("  as " + conn.execute(VIEW, {"oid": oid}).fetchone()[0].strip())
         for column, type_, not_null, default, identity, generated in conn.execute(COLUMNS, {"oid": oid}):
-            out.append(f"  column {column} {type_}" + (" NOT NULL" if not_null else "")
-                       + (f" DEFAULT {default}" if default and not generated else "")
-                       + (f" GENERATED ALWAYS AS ({default}) STORED" if generated else "")
-                       + ({"a": " IDENTITY ALWAYS", "d": " IDENTITY BY DEFAULT"}.get(identity, "")))
+            out.append(
+                f"  column {column} {type_}"
+                + (" NOT NULL" if not_null else "")
+                + (f" DEFAULT {default}" if default and not generated else "")
+                + (f" GENERATED ALWAYS AS ({default}) STORED" if generated else "")
+                + ({"a": " IDENTITY ALWAYS", "d": " IDENTITY BY DEFAULT"}.get(identity, ""))
+            )
         for constraint, definition in conn.execute(CONSTRAINTS, {"oid": oid}):
             out.append(f"  constraint {constraint} {definition}")
         for definition, valid in conn.execute(INDEXES, {"oid": oid}):

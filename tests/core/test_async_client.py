@@ -8,9 +8,7 @@ from collections.abc import AsyncIterator
 import psycopg
 import pytest
 
-from kestrel_core import (ActionRefused, AsyncKestrel, InvalidArgument, Kestrel, NotFound,
-                          NotSerializable)
-
+from kestrel_core import ActionRefused, AsyncKestrel, InvalidArgument, Kestrel, NotFound, NotSerializable
 from tests.waiting import wait_for
 
 
@@ -75,8 +73,13 @@ async def test_operator_actions(app: Kestrel, client: AsyncKestrel, db: psycopg.
     assert (decision["approved"], decision["by"], decision["comment"]) == (True, "alice", "lgtm")
     with pytest.raises(ActionRefused):
         await client.reject(eid, "ok", by="bob")  # decided already
-    wait_for(lambda: db.execute("SELECT count(*) FROM workflow_waits WHERE execution_id = %s AND kind = 'event'"
-                                " AND resolved_at IS NULL", (eid,)).fetchone()[0], what="the event wait")
+    wait_for(
+        lambda: db.execute(
+            "SELECT count(*) FROM workflow_waits WHERE execution_id = %s AND kind = 'event' AND resolved_at IS NULL",
+            (eid,),
+        ).fetchone()[0],
+        what="the event wait",
+    )
     assert isinstance(await client.send_event("go", {"n": 1}, by="ci"), int)
     wait_for(lambda: app.get(eid).status == "success", what="the gate to finish")
     assert app.get(eid).output == {"approved": True, "by": "alice", "event": {"n": 1}}
@@ -84,8 +87,9 @@ async def test_operator_actions(app: Kestrel, client: AsyncKestrel, db: psycopg.
     other = await client.enqueue("gate", None)
     wait_for(lambda: app.get(other).status == "waiting", what="the second gate")
     await client.reject(other, "ok", by="bob")
-    assert db.execute("SELECT decision, decided_by FROM workflow_waits WHERE execution_id = %s AND step_id = 'ok'",
-                      (other,)).fetchone() == ("rejected", "bob")
+    assert db.execute(
+        "SELECT decision, decided_by FROM workflow_waits WHERE execution_id = %s AND step_id = 'ok'", (other,)
+    ).fetchone() == ("rejected", "bob")
     assert await client.cancel(other, by="carol") in ("enqueued", "running", "waiting")
     with pytest.raises(ActionRefused):
         await client.cancel(other, by="carol")
@@ -97,11 +101,13 @@ async def test_operator_actions(app: Kestrel, client: AsyncKestrel, db: psycopg.
     assert [a for a, _ in audit][:2] == ["approve", "reject"] and ("requeue", "dave") in audit
 
 
-async def test_actions_inside_the_callers_transaction(client: AsyncKestrel, app: Kestrel,
-                                                      db: psycopg.Connection) -> None:
+async def test_actions_inside_the_callers_transaction(
+    client: AsyncKestrel, app: Kestrel, db: psycopg.Connection
+) -> None:
     eid = await client.enqueue("w", None)
     async with await psycopg.AsyncConnection.connect(
-            app.dsn, prepare_threshold=None if app.transaction_pooling else 5) as conn:
+        app.dsn, prepare_threshold=None if app.transaction_pooling else 5
+    ) as conn:
         async with conn.transaction():
             await client.cancel(eid, by="alice", conn=conn)
             assert (await client.get(eid, conn=conn)).status == "cancelled"  # its own transaction sees it
@@ -109,10 +115,13 @@ async def test_actions_inside_the_callers_transaction(client: AsyncKestrel, app:
         assert app.get(eid).status == "cancelled"
 
 
-async def test_a_refused_row_fails_only_its_task(client: AsyncKestrel, db: psycopg.Connection,
-                                                 caplog: pytest.LogCaptureFixture) -> None:
-    db.execute("ALTER TABLE workflow_executions ADD CONSTRAINT no_poison"
-               " CHECK (input IS DISTINCT FROM '\"poison\"'::jsonb) NOT VALID")
+async def test_a_refused_row_fails_only_its_task(
+    client: AsyncKestrel, db: psycopg.Connection, caplog: pytest.LogCaptureFixture
+) -> None:
+    db.execute(
+        "ALTER TABLE workflow_executions ADD CONSTRAINT no_poison"
+        " CHECK (input IS DISTINCT FROM '\"poison\"'::jsonb) NOT VALID"
+    )
     try:
         inputs = [{"i": i} for i in range(19)] + ["poison"]
         results = await asyncio.gather(*(client.enqueue("w", v) for v in inputs), return_exceptions=True)

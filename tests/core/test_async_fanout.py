@@ -44,8 +44,9 @@ def test_gathered_steps_with_large_outputs_run_once_across_a_replay(app: Kestrel
     wait_for(lambda: all(app.get(i).done for i in ids), timeout=120, what="every fan-out to finish")
     assert [app.get(i).status for i in ids] == ["success"] * EXECUTIONS
     assert all(app.get(i).output == [KEYS] * GATHERED for i in ids)
-    twice = ledger.execute("SELECT execution_id, step_id, count(*) FROM public.ledger"
-                           " GROUP BY 1, 2 HAVING count(*) <> 1 ORDER BY 1, 2").fetchall()
+    twice = ledger.execute(
+        "SELECT execution_id, step_id, count(*) FROM public.ledger GROUP BY 1, 2 HAVING count(*) <> 1 ORDER BY 1, 2"
+    ).fetchall()
     assert twice == []
     assert ledger.execute("SELECT count(*) FROM public.ledger").fetchone() == (EXECUTIONS * GATHERED,)
     checkpoints = ledger.execute("SELECT count(*) FROM kestrel.operation_outputs WHERE step_id <> 'nap'").fetchone()
@@ -55,21 +56,26 @@ def test_gathered_steps_with_large_outputs_run_once_across_a_replay(app: Kestrel
 
 
 def test_more_gathered_coroutine_steps_than_threads_each_using_to_thread_complete(
-        app: Kestrel, ledger, start_worker) -> None:
+    app: Kestrel, ledger, start_worker
+) -> None:
     async def uses_a_thread(eid: int, step: str) -> str:
         await asyncio.to_thread(record, ledger, eid, step)
         return step
 
     @app.workflow("many")
     async def many(ctx, _input):
-        return list(await asyncio.gather(*(ctx.step(f"c{i}", uses_a_thread, ctx.execution_id, f"c{i}")
-                                            for i in range(gathered))))
+        return list(
+            await asyncio.gather(
+                *(ctx.step(f"c{i}", uses_a_thread, ctx.execution_id, f"c{i}") for i in range(gathered))
+            )
+        )
 
     worker = start_worker(app, concurrency=1)
     gathered = worker.async_threads + 1
     eid = app.enqueue("many")
-    done = wait_for(lambda: (e := app.get(eid)).done and e, timeout=30,
-                    what=f"{gathered} gathered coroutine steps to finish")
+    done = wait_for(
+        lambda: (e := app.get(eid)).done and e, timeout=30, what=f"{gathered} gathered coroutine steps to finish"
+    )
     assert done.status == "success"
     assert done.output == [f"c{i}" for i in range(gathered)]
     assert ledger.execute("SELECT count(*) FROM public.ledger").fetchone() == (gathered,)

@@ -14,15 +14,15 @@ import sys
 import threading
 import time
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from kestrel_core.async_context import AsyncWorkflowContext
 from kestrel_core.boundary import Attempt, Boundary, Outcome
 from kestrel_core.checkpoint import Checkpoint
 from kestrel_core.claim import Claim
-from kestrel_core.async_context import AsyncWorkflowContext
 from kestrel_core.context import WorkflowContext
 from kestrel_core.runtime import Claimed, Registry
 from kestrel_core.serialization import as_stored
@@ -57,16 +57,23 @@ class FakeRuntime:
                 stored = self.checkpoints.get(b.finish.step_id)
                 if stored is None:
                     self.checkpoints[b.finish.step_id] = Checkpoint(
-                        as_stored(b.finish.output), b.finish.error, b.finish.attempt.number, b.finish.seq)
+                        as_stored(b.finish.output), b.finish.error, b.finish.attempt.number, b.finish.seq
+                    )
                     written = True
                 else:
                     existing = (stored.output, stored.error, stored.attempts)
             opened = None
             if b.open_step is not None:
                 self.attempts[b.open_step] += 1
-                opened = Attempt(self.attempts[b.open_step], datetime.now(timezone.utc))
-        return Outcome(held=True, written=written, opened=opened, completed=b.complete is not None,
-                       existing=existing, mine=b.finish if written else None)
+                opened = Attempt(self.attempts[b.open_step], datetime.now(UTC))
+        return Outcome(
+            held=True,
+            written=written,
+            opened=opened,
+            completed=b.complete is not None,
+            existing=existing,
+            mine=b.finish if written else None,
+        )
 
     def open_lazily(self, b: Boundary) -> Any:
         return None
@@ -99,8 +106,13 @@ async def fan_out(ctx: AsyncWorkflowContext, ledger: Counter[str], lock: threadi
     return list(await asyncio.gather(*steps))
 
 
-async def run_once(checkpoints: dict[str, Checkpoint], runtime_of: list[FakeRuntime],
-                   ledger: Counter[str], lock: threading.Lock, claims: int) -> list[Any]:
+async def run_once(
+    checkpoints: dict[str, Checkpoint],
+    runtime_of: list[FakeRuntime],
+    ledger: Counter[str],
+    lock: threading.Lock,
+    claims: int,
+) -> list[Any]:
     runtime = FakeRuntime(asyncio.get_running_loop())
     runtime.checkpoints.update(checkpoints)
     runtime_of.append(runtime)
@@ -131,5 +143,7 @@ def test_gathered_steps_each_run_once_across_a_replay(tiny_switch_interval) -> N
         twice = sorted(step for step, n in ledger.items() if n != 1)
         if twice or len(ledger) != STEPS:
             lost_runs.append((run, twice, len(stored)))
-    assert lost_runs == [], (f"{len(lost_runs)} of {RUNS} runs ran a step twice (checkpoint lost "
-                             f"before the replay) in {time.monotonic() - started:.1f} s: {lost_runs[:5]}")
+    assert lost_runs == [], (
+        f"{len(lost_runs)} of {RUNS} runs ran a step twice (checkpoint lost "
+        f"before the replay) in {time.monotonic() - started:.1f} s: {lost_runs[:5]}"
+    )

@@ -23,13 +23,18 @@ def test_backoff_jitter_only_shrinks_the_delay_within_its_fraction() -> None:
     assert len(set(delays)) > 1
 
 
-@pytest.mark.parametrize("exc, line", [
-    (RuntimeError(f"connection to postgresql://bob:{SECRET}@db/app failed\nDETAIL: more"),
-     "connection to postgresql://bob:****@db/app failed"),
-    (RuntimeError(f"  bad host=db password={SECRET} user=bob  \n"), "bad host=db password=**** user=bob"),
-    (TimeoutError(), "TimeoutError"),
-    (RuntimeError("   "), "RuntimeError"),
-])
+@pytest.mark.parametrize(
+    "exc, line",
+    [
+        (
+            RuntimeError(f"connection to postgresql://bob:{SECRET}@db/app failed\nDETAIL: more"),
+            "connection to postgresql://bob:****@db/app failed",
+        ),
+        (RuntimeError(f"  bad host=db password={SECRET} user=bob  \n"), "bad host=db password=**** user=bob"),
+        (TimeoutError(), "TimeoutError"),
+        (RuntimeError("   "), "RuntimeError"),
+    ],
+)
 def test_first_line_is_one_masked_line(exc: BaseException, line: str) -> None:
     assert first_line(exc) == line
 

@@ -32,11 +32,13 @@ def test_wait_for_returns_the_child_output(app: Kestrel, db: psycopg.Connection,
     assert final.status == "success", final.error
     child = final.output["child"]
     assert final.output["result"] == 42
-    assert db.execute("SELECT parent_id, status, engine_key FROM workflow_executions WHERE id = %s",
-                      (child,)).fetchone() == (eid, "success", f"child:{eid}:child:double")
+    assert db.execute(
+        "SELECT parent_id, status, engine_key FROM workflow_executions WHERE id = %s", (child,)
+    ).fetchone() == (eid, "success", f"child:{eid}:child:double")
     # the parent parked on the child (no thread held) and was woken by its completion
-    wait = db.execute("SELECT kind, details, resolved_at IS NOT NULL FROM workflow_waits WHERE execution_id = %s",
-                      (eid,)).fetchall()
+    wait = db.execute(
+        "SELECT kind, details, resolved_at IS NOT NULL FROM workflow_waits WHERE execution_id = %s", (eid,)
+    ).fetchall()
     assert wait in ([], [("child", {"children": [child]}, True)])
 
 
@@ -51,8 +53,7 @@ def test_a_failed_child_raises_child_failed_in_the_parent(app: Kestrel, start_wo
         try:
             ctx.wait_for(handle)
         except ChildFailed as exc:
-            return {"id": exc.child_id, "status": exc.status, "error": exc.error.splitlines()[0],
-                    "message": str(exc)}
+            return {"id": exc.child_id, "status": exc.status, "error": exc.error.splitlines()[0], "message": str(exc)}
         return "unreachable"
 
     start_worker(app)
@@ -90,8 +91,7 @@ def test_a_replay_starts_no_second_child(app: Kestrel, db: psycopg.Connection, s
     assert db.execute("SELECT claims > 1 FROM workflow_executions WHERE id = %s", (eid,)).fetchone() == (True,)
 
 
-def test_fan_in_of_children_already_finished_does_not_park(app: Kestrel, db: psycopg.Connection,
-                                                           start_worker) -> None:
+def test_fan_in_of_children_already_finished_does_not_park(app: Kestrel, db: psycopg.Connection, start_worker) -> None:
     release = threading.Event()
 
     @app.workflow("leaf")
@@ -106,8 +106,16 @@ def test_fan_in_of_children_already_finished_does_not_park(app: Kestrel, db: psy
 
     start_worker(app, concurrency=4)
     eid = app.enqueue("fan", 20)
-    wait_for(lambda: db.execute("SELECT count(*) FROM workflow_executions WHERE parent_id = %s AND status = 'success'",
-                                (eid,)).fetchone()[0] == 20, timeout=30, what="every child to finish")
+    wait_for(
+        lambda: (
+            db.execute(
+                "SELECT count(*) FROM workflow_executions WHERE parent_id = %s AND status = 'success'", (eid,)
+            ).fetchone()[0]
+            == 20
+        ),
+        timeout=30,
+        what="every child to finish",
+    )
     release.set()
     final = done(app, eid)
     assert final.output == [i + 100 for i in range(20)]
@@ -134,8 +142,9 @@ def test_wait_for_all_parks_once(app: Kestrel, db: psycopg.Connection, start_wor
     assert db.execute("SELECT claims FROM workflow_executions WHERE id = %s", (eid,)).fetchone() == (2,)
 
 
-def test_cancel_of_a_parent_cancels_its_children_recursively(app: Kestrel, db: psycopg.Connection,
-                                                             start_worker) -> None:
+def test_cancel_of_a_parent_cancels_its_children_recursively(
+    app: Kestrel, db: psycopg.Connection, start_worker
+) -> None:
     started = threading.Event()
     stop = threading.Event()
 
@@ -156,28 +165,41 @@ def test_cancel_of_a_parent_cancels_its_children_recursively(app: Kestrel, db: p
 
     @app.workflow("top")
     def top(ctx, _):
-        handles = [ctx.start_child("busy"), ctx.start_child("middle"),
-                   ctx.start_child("never-registered")]
+        handles = [ctx.start_child("busy"), ctx.start_child("middle"), ctx.start_child("never-registered")]
         return ctx.wait_for_all(handles)
 
     worker = start_worker(app, concurrency=4)
     eid = app.enqueue("top")
-    wait_for(lambda: started.is_set() and db.execute(
-        "SELECT count(*) FROM workflow_waits WHERE kind = 'approval' AND resolved_at IS NULL").fetchone()[0] == 2,
-        timeout=20, what="the running child and the two gated grandchildren")
-    tree = dict(db.execute(
-        "WITH RECURSIVE t AS (SELECT id, workflow_name FROM workflow_executions WHERE id = %s"
-        " UNION ALL SELECT e.id, e.workflow_name FROM workflow_executions e JOIN t ON e.parent_id = t.id)"
-        " SELECT id, workflow_name FROM t", (eid,)).fetchall())
+    wait_for(
+        lambda: (
+            started.is_set()
+            and db.execute(
+                "SELECT count(*) FROM workflow_waits WHERE kind = 'approval' AND resolved_at IS NULL"
+            ).fetchone()[0]
+            == 2
+        ),
+        timeout=20,
+        what="the running child and the two gated grandchildren",
+    )
+    tree = dict(
+        db.execute(
+            "WITH RECURSIVE t AS (SELECT id, workflow_name FROM workflow_executions WHERE id = %s"
+            " UNION ALL SELECT e.id, e.workflow_name FROM workflow_executions e JOIN t ON e.parent_id = t.id)"
+            " SELECT id, workflow_name FROM t",
+            (eid,),
+        ).fetchall()
+    )
     assert sorted(tree.values()) == ["busy", "gated", "gated", "middle", "never-registered", "top"]
-    statuses = dict(db.execute("SELECT workflow_name, status FROM workflow_executions WHERE id = ANY(%s)",
-                               (list(tree),)).fetchall())
+    statuses = dict(
+        db.execute("SELECT workflow_name, status FROM workflow_executions WHERE id = ANY(%s)", (list(tree),)).fetchall()
+    )
     assert statuses["busy"] == "running" and statuses["never-registered"] == "enqueued"
 
     app.cancel(eid, by="alice", comment="wrong target")
     stop.set()
-    rows = db.execute("SELECT id, status, error, finished_at IS NOT NULL FROM workflow_executions WHERE id = ANY(%s)",
-                      (list(tree),)).fetchall()
+    rows = db.execute(
+        "SELECT id, status, error, finished_at IS NOT NULL FROM workflow_executions WHERE id = ANY(%s)", (list(tree),)
+    ).fetchall()
     assert {r[1] for r in rows} == {"cancelled"}
     assert all(r[3] for r in rows)
     by_id = {r[0]: r[2] for r in rows}
@@ -188,8 +210,9 @@ def test_cancel_of_a_parent_cancels_its_children_recursively(app: Kestrel, db: p
     # the running child is fenced out: its next step never runs
     busy_id = next(i for i, n in tree.items() if n == "busy")
     wait_for(lambda: worker.stats["refused_writes"] >= 1, what="the busy child's checkpoint to be refused")
-    assert db.execute("SELECT count(*) FROM operation_outputs WHERE execution_id = %s AND step_id = 'after'",
-                      (busy_id,)).fetchone() == (0,)
+    assert db.execute(
+        "SELECT count(*) FROM operation_outputs WHERE execution_id = %s AND step_id = 'after'", (busy_id,)
+    ).fetchone() == (0,)
     assert db.execute("SELECT status FROM workflow_executions WHERE id = %s", (busy_id,)).fetchone() == ("cancelled",)
     audit = db.execute("SELECT actor, action, execution_id FROM operator_actions").fetchall()
     assert audit == [("alice", "cancel", eid)]
@@ -209,15 +232,20 @@ def test_a_cancelled_child_fails_the_waiting_parent(app: Kestrel, db: psycopg.Co
 
     start_worker(app)
     eid = app.enqueue("parent")
-    child = wait_for(lambda: db.execute("SELECT id FROM workflow_executions WHERE parent_id = %s AND status = 'waiting'",
-                                        (eid,)).fetchone(), what="the child to park")[0]
+    child = wait_for(
+        lambda: db.execute(
+            "SELECT id FROM workflow_executions WHERE parent_id = %s AND status = 'waiting'", (eid,)
+        ).fetchone(),
+        what="the child to park",
+    )[0]
     wait_for(lambda: app.get(eid).status == "waiting", what="the parent to park")
     app.cancel(child, by="bob")
     assert (done(app, eid).status, app.get(eid).output) == ("success", "cancelled")
 
 
-def test_wait_for_with_a_timeout_raises_child_failed_timed_out(app: Kestrel, db: psycopg.Connection,
-                                                               start_worker) -> None:
+def test_wait_for_with_a_timeout_raises_child_failed_timed_out(
+    app: Kestrel, db: psycopg.Connection, start_worker
+) -> None:
     @app.workflow("gated")
     def gated(ctx, _):
         ctx.wait_for_approval("ok")
@@ -240,7 +268,8 @@ def test_wait_for_with_a_timeout_raises_child_failed_timed_out(app: Kestrel, db:
 
 
 def test_requeue_of_the_parent_after_requeue_of_its_failed_child_waits_again(
-        app: Kestrel, db: psycopg.Connection, start_worker) -> None:
+    app: Kestrel, db: psycopg.Connection, start_worker
+) -> None:
     fail = threading.Event()
     fail.set()
 

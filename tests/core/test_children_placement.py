@@ -20,7 +20,8 @@ def done(app: Kestrel, eid: int, timeout: float = 20.0):
 
 
 def test_a_child_started_with_queue_and_concurrency_key_lands_there_and_runs(
-        app: Kestrel, db: psycopg.Connection, start_worker) -> None:
+    app: Kestrel, db: psycopg.Connection, start_worker
+) -> None:
     app.queue("q", concurrency=2, priority=7)
 
     @app.workflow("leaf", version="leaf-v3")
@@ -44,7 +45,8 @@ def test_a_child_started_with_queue_and_concurrency_key_lands_there_and_runs(
 
 
 def test_a_child_goes_to_its_workflows_queue_and_an_unknown_child_has_no_version(
-        app: Kestrel, db: psycopg.Connection, start_worker) -> None:
+    app: Kestrel, db: psycopg.Connection, start_worker
+) -> None:
     app.queue("bound", concurrency=5)
 
     @app.workflow("bound_leaf", queue="bound", version="b1")
@@ -55,8 +57,7 @@ def test_a_child_goes_to_its_workflows_queue_and_an_unknown_child_has_no_version
     def parent(ctx, _):
         bound = ctx.start_child("bound_leaf", priority=3)
         elsewhere = ctx.start_child("not_here")  # code only another deployment has
-        return {"bound": bound.execution_id, "result": ctx.wait_for(bound),
-                "elsewhere": elsewhere.execution_id}
+        return {"bound": bound.execution_id, "result": ctx.wait_for(bound), "elsewhere": elsewhere.execution_id}
 
     start_worker(app)
     eid = app.enqueue("parent")
@@ -65,5 +66,4 @@ def test_a_child_goes_to_its_workflows_queue_and_an_unknown_child_has_no_version
     assert final.output["result"] == "ran in bound"
     assert db.execute(CHILD_ROW, (final.output["bound"],)).fetchone() == (eid, "success", "bound", None, "b1", 3)
     # not known here: default queue, any version, left for a worker that has it
-    assert db.execute(CHILD_ROW, (final.output["elsewhere"],)).fetchone() == (
-        eid, "enqueued", "default", None, None, 0)
+    assert db.execute(CHILD_ROW, (final.output["elsewhere"],)).fetchone() == (eid, "enqueued", "default", None, None, 0)

@@ -31,18 +31,47 @@ class Workers:
         self.procs: list[subprocess.Popen] = []
 
     def start(self, name: str, step_seconds: float = 0.5, lease: float = LEASE) -> subprocess.Popen:
-        env = dict(os.environ, KESTREL_DSN=self.dsn, WORKER_NAME=name, CRASH_STEP_SECONDS=str(step_seconds),
-                   PYTHONPATH=str(ROOT))
+        env = dict(
+            os.environ,
+            KESTREL_DSN=self.dsn,
+            WORKER_NAME=name,
+            CRASH_STEP_SECONDS=str(step_seconds),
+            PYTHONPATH=str(ROOT),
+        )
         proc = subprocess.Popen(
-            [sys.executable, "-m", "kestrel_console", "worker", "tests.core.crash_app:app",
-             "--concurrency", "4", "--lease", str(lease), "--worker-id", name, "--processes", "1"],
-            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            [
+                sys.executable,
+                "-m",
+                "kestrel_console",
+                "worker",
+                "tests.core.crash_app:app",
+                "--concurrency",
+                "4",
+                "--lease",
+                str(lease),
+                "--worker-id",
+                name,
+                "--processes",
+                "1",
+            ],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         self.procs.append(proc)
         with psycopg.connect(self.dsn, autocommit=True) as conn:
-            wait_for(lambda: conn.execute("SELECT 1 FROM kestrel.workers WHERE worker_id = %s AND stopped_at IS NULL",
-                                          (name,)).fetchone() or proc.poll() is not None,
-                     timeout=20, what=f"worker {name} to register")
+            wait_for(
+                lambda: (
+                    conn.execute(
+                        "SELECT 1 FROM kestrel.workers WHERE worker_id = %s AND stopped_at IS NULL", (name,)
+                    ).fetchone()
+                    or proc.poll() is not None
+                ),
+                timeout=20,
+                what=f"worker {name} to register",
+            )
         assert proc.poll() is None, proc.stdout.read()
         return proc
 
@@ -65,12 +94,16 @@ def workers(dsn: str, ledger) -> Iterator[Workers]:
 
 
 def checkpoints(db: psycopg.Connection, eid: int) -> list[str]:
-    return [r[0] for r in db.execute(
-        "SELECT step_id FROM operation_outputs WHERE execution_id = %s ORDER BY step_id", (eid,))]
+    return [
+        r[0]
+        for r in db.execute("SELECT step_id FROM operation_outputs WHERE execution_id = %s ORDER BY step_id", (eid,))
+    ]
 
 
 def ran(db: psycopg.Connection, eid: int) -> dict[str, int]:
-    return dict(db.execute("SELECT step_id, count(*) FROM public.ledger WHERE execution_id = %s GROUP BY 1", (eid,)).fetchall())
+    return dict(
+        db.execute("SELECT step_id, count(*) FROM public.ledger WHERE execution_id = %s GROUP BY 1", (eid,)).fetchall()
+    )
 
 
 def test_sigkilled_worker_is_recovered_and_checkpointed_steps_not_rerun(app: Kestrel, db, workers: Workers) -> None:
@@ -82,9 +115,17 @@ def test_sigkilled_worker_is_recovered_and_checkpointed_steps_not_rerun(app: Kes
     a.wait()
     killed_at = time.monotonic()
     workers.start("worker-b")
-    wait_for(lambda: db.execute("SELECT owner_id = 'worker-b' AND status = 'running' FROM workflow_executions"
-                                " WHERE id = %s", (eid,)).fetchone()[0] or app.get(eid).done,
-             timeout=15, interval=0.02, what="worker-b to take over")
+    wait_for(
+        lambda: (
+            db.execute(
+                "SELECT owner_id = 'worker-b' AND status = 'running' FROM workflow_executions WHERE id = %s", (eid,)
+            ).fetchone()[0]
+            or app.get(eid).done
+        ),
+        timeout=15,
+        interval=0.02,
+        what="worker-b to take over",
+    )
     recovered_in = time.monotonic() - killed_at
     assert recovered_in < LEASE + SWEEP * 1.2 + 1.5, f"recovery took {recovered_in:.2f} s"
     wait_for(lambda: app.get(eid).done, timeout=20)
@@ -94,27 +135,45 @@ def test_sigkilled_worker_is_recovered_and_checkpointed_steps_not_rerun(app: Kes
     for step in done_before_kill:
         assert counts[step] == 1, f"checkpointed step {step} ran again"
     assert sum(c - 1 for c in counts.values()) <= 1  # at most the step in flight at the kill re-ran
-    print(f"\nrecovered in {recovered_in:.2f} s (lease {LEASE} s, sweep {SWEEP} s); re-run steps: "
-          f"{[s for s, c in counts.items() if c > 1]}")
+    print(
+        f"\nrecovered in {recovered_in:.2f} s (lease {LEASE} s, sweep {SWEEP} s); re-run steps: "
+        f"{[s for s, c in counts.items() if c > 1]}"
+    )
 
 
 def test_sigstopped_worker_loses_execution_and_cannot_complete_it(app: Kestrel, db, workers: Workers) -> None:
     a = workers.start("worker-a", step_seconds=1.0)
     eid = app.enqueue("slow", {"steps": 3})
-    wait_for(lambda: db.execute("SELECT count(*) FROM public.ledger WHERE execution_id = %s", (eid,)).fetchone()[0] >= 1
-             or db.execute("SELECT count(*) FROM step_attempts WHERE execution_id = %s AND step_id = 's1'",
-                           (eid,)).fetchone()[0] >= 1, what="worker-a to be in a step")
+    wait_for(
+        lambda: (
+            db.execute("SELECT count(*) FROM public.ledger WHERE execution_id = %s", (eid,)).fetchone()[0] >= 1
+            or db.execute(
+                "SELECT count(*) FROM step_attempts WHERE execution_id = %s AND step_id = 's1'", (eid,)
+            ).fetchone()[0]
+            >= 1
+        ),
+        what="worker-a to be in a step",
+    )
     os.kill(a.pid, signal.SIGSTOP)
     workers.start("worker-b", step_seconds=0.2)
     wait_for(lambda: app.get(eid).done, timeout=20, what="worker-b to finish the execution")
-    final = db.execute("SELECT status, owner_id, output, updated_at FROM workflow_executions WHERE id = %s", (eid,)).fetchone()
+    final = db.execute(
+        "SELECT status, owner_id, output, updated_at FROM workflow_executions WHERE id = %s", (eid,)
+    ).fetchone()
     assert final[:2] == ("success", "worker-b")
-    outputs = dict(db.execute("SELECT step_id, output FROM operation_outputs WHERE execution_id = %s", (eid,)).fetchall())
+    outputs = dict(
+        db.execute("SELECT step_id, output FROM operation_outputs WHERE execution_id = %s", (eid,)).fetchall()
+    )
     os.kill(a.pid, signal.SIGCONT)
     time.sleep(LEASE + 0.5)  # worker-a wakes up mid-step and tries to write
-    after = db.execute("SELECT status, owner_id, output, updated_at FROM workflow_executions WHERE id = %s", (eid,)).fetchone()
+    after = db.execute(
+        "SELECT status, owner_id, output, updated_at FROM workflow_executions WHERE id = %s", (eid,)
+    ).fetchone()
     assert after == final
-    assert dict(db.execute("SELECT step_id, output FROM operation_outputs WHERE execution_id = %s", (eid,)).fetchall()) == outputs
+    assert (
+        dict(db.execute("SELECT step_id, output FROM operation_outputs WHERE execution_id = %s", (eid,)).fetchall())
+        == outputs
+    )
     assert final[2] == [outputs[f"s{i}"] for i in range(3)]
     a.terminate()
     try:
@@ -129,7 +188,9 @@ def test_sigstopped_worker_loses_execution_and_cannot_complete_it(app: Kestrel, 
 def test_sigterm_finishes_the_step_then_releases_the_lease(app: Kestrel, db, workers: Workers) -> None:
     a = workers.start("worker-a", step_seconds=1.0, lease=30)
     eid = app.enqueue("slow", {"steps": 5})
-    wait_for(lambda: db.execute("SELECT count(*) FROM step_attempts WHERE execution_id = %s", (eid,)).fetchone()[0] >= 1)
+    wait_for(
+        lambda: db.execute("SELECT count(*) FROM step_attempts WHERE execution_id = %s", (eid,)).fetchone()[0] >= 1
+    )
     a.send_signal(signal.SIGTERM)
     out = a.communicate(timeout=40)[0]
     assert a.returncode == 0, out
@@ -171,8 +232,12 @@ def test_postgres_restart_mid_run(private_cluster) -> None:
         ids = app.enqueue_many("chain", list(range(20)))
         wait_for(lambda: len(progress) >= 3, timeout=20, what="some executions to finish")
         private_cluster.restart()
-        wait_for(lambda: all(app.get(i).done for i in ids), timeout=60, interval=0.2,
-                 what="every execution to finish after the restart")
+        wait_for(
+            lambda: all(app.get(i).done for i in ids),
+            timeout=60,
+            interval=0.2,
+            what="every execution to finish after the restart",
+        )
         assert {app.get(i).status for i in ids} == {"success"}
         assert {app.get(i).output for i in ids} == {10}
     finally:
@@ -196,7 +261,9 @@ def test_a_worker_started_while_postgres_is_down_waits_for_it(private_cluster, c
     caplog.set_level("WARNING", logger="kestrel.worker")
     try:
         starting.start()
-        wait_for(lambda: "event=waiting_for_database" in caplog.text, timeout=15, what="the worker to wait for the database")
+        wait_for(
+            lambda: "event=waiting_for_database" in caplog.text, timeout=15, what="the worker to wait for the database"
+        )
         assert starting.is_alive(), "start() should still be waiting for the database"
         private_cluster.start()
         starting.join(timeout=30)
@@ -214,7 +281,9 @@ def test_a_worker_gives_up_on_an_unreachable_database_after_its_startup_timeout(
     app.workflow("noop")(lambda ctx, _: None)
     worker = app.worker(startup_timeout=1.0)
     t0 = time.monotonic()
-    with pytest.raises(DatabaseUnavailable, match="cannot connect to PostgreSQL at kestrel@127.0.0.1:1/nowhere") as info:
+    with pytest.raises(
+        DatabaseUnavailable, match="cannot connect to PostgreSQL at kestrel@127.0.0.1:1/nowhere"
+    ) as info:
         worker.start()
     assert 0.8 < time.monotonic() - t0 < 5
     assert "s3cret" not in str(info.value)
@@ -227,7 +296,9 @@ def test_stopping_a_worker_that_waits_for_the_database_ends_the_wait(caplog: pyt
     starting = threading.Thread(target=worker.start)
     caplog.set_level("WARNING", logger="kestrel.worker")
     starting.start()
-    wait_for(lambda: "event=waiting_for_database" in caplog.text, timeout=15, what="the worker to wait for the database")
+    wait_for(
+        lambda: "event=waiting_for_database" in caplog.text, timeout=15, what="the worker to wait for the database"
+    )
     t0 = time.monotonic()
     worker.stop()
     starting.join(timeout=10)

@@ -16,8 +16,9 @@ def finished(app: Kestrel, eid: int, timeout: float = 20.0):
     return app.get(eid)
 
 
-def test_a_deadline_ends_a_waiting_execution_and_closes_its_waits(app: Kestrel, db: psycopg.Connection,
-                                                                  start_worker) -> None:
+def test_a_deadline_ends_a_waiting_execution_and_closes_its_waits(
+    app: Kestrel, db: psycopg.Connection, start_worker
+) -> None:
     @app.workflow("slow-approval", timeout=1)
     def slow_approval(ctx, _):
         ctx.wait_for_approval("ok")
@@ -27,11 +28,13 @@ def test_a_deadline_ends_a_waiting_execution_and_closes_its_waits(app: Kestrel, 
     eid = app.enqueue("slow-approval")
     final = finished(app, eid)
     assert (final.status, final.error) == ("error", "timed out after 1s (deadline from start)")
-    row = db.execute("SELECT deadline_at - started_at, finished_at IS NOT NULL FROM workflow_executions WHERE id = %s",
-                     (eid,)).fetchone()
+    row = db.execute(
+        "SELECT deadline_at - started_at, finished_at IS NOT NULL FROM workflow_executions WHERE id = %s", (eid,)
+    ).fetchone()
     assert row[0].total_seconds() == 1 and row[1]
-    assert db.execute("SELECT resolved_at IS NOT NULL, decision FROM workflow_waits WHERE execution_id = %s",
-                      (eid,)).fetchone() == (True, None)
+    assert db.execute(
+        "SELECT resolved_at IS NOT NULL, decision FROM workflow_waits WHERE execution_id = %s", (eid,)
+    ).fetchone() == (True, None)
 
 
 def test_a_deadline_fences_out_a_running_execution(app: Kestrel, db: psycopg.Connection, start_worker) -> None:
@@ -53,8 +56,9 @@ def test_a_deadline_fences_out_a_running_execution(app: Kestrel, db: psycopg.Con
     assert app.get(eid).status == "error"
 
 
-def test_a_requeued_timed_out_execution_gets_a_fresh_deadline(app: Kestrel, db: psycopg.Connection,
-                                                              start_worker) -> None:
+def test_a_requeued_timed_out_execution_gets_a_fresh_deadline(
+    app: Kestrel, db: psycopg.Connection, start_worker
+) -> None:
     runs = []
 
     @app.workflow("flaky", timeout=1)
@@ -90,8 +94,9 @@ def test_a_step_attempt_that_times_out_is_retried(app: Kestrel, db: psycopg.Conn
     eid = app.enqueue("fetch")
     final = finished(app, eid)
     assert (final.status, final.output) == ("success", "fast")
-    attempts = db.execute("SELECT attempt, outcome, error FROM step_attempts WHERE execution_id = %s ORDER BY attempt",
-                          (eid,)).fetchall()
+    attempts = db.execute(
+        "SELECT attempt, outcome, error FROM step_attempts WHERE execution_id = %s ORDER BY attempt", (eid,)
+    ).fetchall()
     assert attempts[0][:2] == (1, "error")
     assert attempts[0][2].startswith("StepTimeout: attempt 1 of step 'call-api' timed out after 0.3s")
     assert attempts[1] == (2, "success", None)
@@ -136,8 +141,9 @@ def test_an_async_step_is_cancelled_at_its_timeout(app: Kestrel, start_worker) -
     assert cancelled.is_set()
 
 
-def test_a_deadline_ends_an_enqueued_execution_swept_by_any_worker(app: Kestrel, dsn: str,
-                                                                    db: psycopg.Connection, start_worker) -> None:
+def test_a_deadline_ends_an_enqueued_execution_swept_by_any_worker(
+    app: Kestrel, dsn: str, db: psycopg.Connection, start_worker
+) -> None:
     @app.workflow("gated", timeout=1.5)
     def gated(ctx, _):
         ctx.wait_for_approval("ok")

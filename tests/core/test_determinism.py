@@ -9,7 +9,8 @@ from tests.waiting import wait_for
 
 
 def test_a_changed_workflow_fails_its_replay_instead_of_running_the_wrong_step(
-        app: Kestrel, dsn: str, db: psycopg.Connection, start_worker) -> None:
+    app: Kestrel, dsn: str, db: psycopg.Connection, start_worker
+) -> None:
     @app.workflow("deploy", version="1")  # changed below without a version bump
     def deploy_v1(ctx, _):
         ctx.step("build", lambda: "image:1")
@@ -21,14 +22,17 @@ def test_a_changed_workflow_fails_its_replay_instead_of_running_the_wrong_step(
     eid = app.enqueue("deploy")
     wait_for(lambda: app.get(eid).status == "waiting", what="the first version to park at its gate")
     worker.stop()
-    assert db.execute("SELECT step_id, seq FROM operation_outputs WHERE execution_id = %s ORDER BY seq",
-                      (eid,)).fetchall() == [("build", 1), ("test", 2)]
-    assert db.execute("SELECT step_id, seq FROM workflow_waits WHERE execution_id = %s",
-                      (eid,)).fetchall() == [("ship", 3)]
+    assert db.execute(
+        "SELECT step_id, seq FROM operation_outputs WHERE execution_id = %s ORDER BY seq", (eid,)
+    ).fetchall() == [("build", 1), ("test", 2)]
+    assert db.execute("SELECT step_id, seq FROM workflow_waits WHERE execution_id = %s", (eid,)).fetchall() == [
+        ("ship", 3)
+    ]
 
     ran = []
     changed = Kestrel(dsn)
     try:
+
         @changed.workflow("deploy", version="1")
         def deploy_v2(ctx, _):
             ctx.step("build", lambda: "image:1")
@@ -38,8 +42,9 @@ def test_a_changed_workflow_fails_its_replay_instead_of_running_the_wrong_step(
             return ctx.step("release", lambda: ran.append("release"))
 
         app.approve(eid, "ship", by="alice")
-        assert db.execute("SELECT seq FROM operation_outputs WHERE execution_id = %s AND step_id = 'ship'",
-                          (eid,)).fetchone() == (3,)  # the decision took the gate's position
+        assert db.execute(
+            "SELECT seq FROM operation_outputs WHERE execution_id = %s AND step_id = 'ship'", (eid,)
+        ).fetchone() == (3,)  # the decision took the gate's position
         start_worker(changed)
         wait_for(lambda: changed.get(eid).done, what="the replay to end")
         final = changed.get(eid)
@@ -47,16 +52,17 @@ def test_a_changed_workflow_fails_its_replay_instead_of_running_the_wrong_step(
         assert final.error == (
             f"non-deterministic change in workflow 'deploy' (execution {eid}): replay expected step "
             "'test' at position 2, the code asked for 'lint' (was the workflow changed while "
-            "executions were in flight? use version=...)")
+            "executions were in flight? use version=...)"
+        )
         assert ran == []  # the wrong step never ran
-        assert db.execute("SELECT count(*) FROM operation_outputs WHERE execution_id = %s AND step_id = 'lint'",
-                          (eid,)).fetchone() == (0,)
+        assert db.execute(
+            "SELECT count(*) FROM operation_outputs WHERE execution_id = %s AND step_id = 'lint'", (eid,)
+        ).fetchone() == (0,)
     finally:
         changed.close()
 
 
-def test_a_workflow_catching_exceptions_cannot_swallow_the_change(app: Kestrel, dsn: str,
-                                                                   start_worker) -> None:
+def test_a_workflow_catching_exceptions_cannot_swallow_the_change(app: Kestrel, dsn: str, start_worker) -> None:
     @app.workflow("careful", version="1")
     def careful_v1(ctx, _):
         ctx.step("a", lambda: 1)
@@ -69,6 +75,7 @@ def test_a_workflow_catching_exceptions_cannot_swallow_the_change(app: Kestrel, 
 
     changed = Kestrel(dsn)
     try:
+
         @changed.workflow("careful", version="1")
         def careful_v2(ctx, _):
             try:

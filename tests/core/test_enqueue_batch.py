@@ -14,7 +14,6 @@ from psycopg import sql
 
 from kestrel_core import Kestrel
 from kestrel_core.statements import notify_channel
-
 from tests.waiting import wait_for
 
 # A backend of this database waiting for a lock (the blocked batch), whatever pool or bouncer
@@ -31,8 +30,10 @@ def batch_in_flight(app: Kestrel, dsn: str) -> Iterator[Callable[[], None]]:
     transaction left open, so its statement waits. Yields ``release`` (rolls that back: the
     held batch then inserts its row)."""
     holder = psycopg.connect(dsn)
-    holder.execute("INSERT INTO kestrel.workflow_executions (workflow_name, input, idempotency_key)"
-                   " VALUES ('held', '0', 'held-key')")
+    holder.execute(
+        "INSERT INTO kestrel.workflow_executions (workflow_name, input, idempotency_key)"
+        " VALUES ('held', '0', 'held-key')"
+    )
     held: dict[str, Any] = {}
     first = threading.Thread(target=lambda: held.update(id=app.enqueue("held", 0, idempotency_key="held-key")))
     first.start()
@@ -71,14 +72,17 @@ def enqueue_from_threads(app: Kestrel, calls: list[dict[str, Any]]) -> tuple[lis
     return threads, results
 
 
-def test_calls_waiting_for_a_batch_are_one_statement_with_an_outcome_each(app: Kestrel, dsn: str,
-                                                                       db: psycopg.Connection) -> None:
+def test_calls_waiting_for_a_batch_are_one_statement_with_an_outcome_each(
+    app: Kestrel, dsn: str, db: psycopg.Connection
+) -> None:
     taken = app.enqueue("w", "first holder", idempotency_key="taken")
     calls = [{"name": "w", "input": {"n": i}} for i in range(5)]
-    calls += [{"name": "w", "input": "dup-a", "idempotency_key": "dup"},
-              {"name": "w", "input": "dup-b", "idempotency_key": "dup"},
-              {"name": "w", "input": "again", "idempotency_key": "taken"},
-              {"name": "other", "input": "another workflow", "priority": 5}]
+    calls += [
+        {"name": "w", "input": "dup-a", "idempotency_key": "dup"},
+        {"name": "w", "input": "dup-b", "idempotency_key": "dup"},
+        {"name": "w", "input": "again", "idempotency_key": "taken"},
+        {"name": "other", "input": "another workflow", "priority": 5},
+    ]
     batcher = app._enqueue_batcher()
     listener = psycopg.connect(dsn, autocommit=True)
     listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(notify_channel("kestrel"))))
@@ -104,19 +108,28 @@ def test_calls_waiting_for_a_batch_are_one_statement_with_an_outcome_each(app: K
     assert stored[ids[5]] == "dup-a" or stored[ids[5]] == "dup-b"
     assert stored[taken] == "first holder"
     assert db.execute("SELECT count(*) FROM workflow_executions WHERE idempotency_key = 'dup'").fetchone()[0] == 1
-    assert db.execute("SELECT workflow_name, priority FROM workflow_executions WHERE id = %s",
-                      (ids[8],)).fetchone() == ("other", 5)
+    assert db.execute(
+        "SELECT workflow_name, priority FROM workflow_executions WHERE id = %s", (ids[8],)
+    ).fetchone() == ("other", 5)
     # One transaction wrote them all: now() is the same for every row of it.
-    assert db.execute("SELECT count(DISTINCT created_at) FROM workflow_executions WHERE id = ANY(%s)",
-                      ([i for i in ids if i != taken],)).fetchone()[0] == 1
+    assert (
+        db.execute(
+            "SELECT count(DISTINCT created_at) FROM workflow_executions WHERE id = ANY(%s)",
+            ([i for i in ids if i != taken],),
+        ).fetchone()[0]
+        == 1
+    )
 
 
-def test_a_row_the_database_refuses_fails_only_its_caller(app: Kestrel, dsn: str, db: psycopg.Connection,
-                                                         caplog: pytest.LogCaptureFixture) -> None:
+def test_a_row_the_database_refuses_fails_only_its_caller(
+    app: Kestrel, dsn: str, db: psycopg.Connection, caplog: pytest.LogCaptureFixture
+) -> None:
     # A rule of the user's own schema (a CHECK constraint): the rows are valid JSON, so only
     # the database can refuse this one.
-    db.execute("ALTER TABLE workflow_executions ADD CONSTRAINT no_poison"
-               " CHECK (input IS DISTINCT FROM '\"poison\"'::jsonb) NOT VALID")
+    db.execute(
+        "ALTER TABLE workflow_executions ADD CONSTRAINT no_poison"
+        " CHECK (input IS DISTINCT FROM '\"poison\"'::jsonb) NOT VALID"
+    )
     try:
         calls = [{"name": "w", "input": i} for i in range(4)] + [{"name": "w", "input": "poison"}]
         batcher = app._enqueue_batcher()
@@ -171,8 +184,9 @@ def listening_app(app: Kestrel) -> Kestrel:
     return app
 
 
-def test_a_lone_enqueue_wakes_an_idle_worker_without_a_poll(listening_app: Kestrel, db: psycopg.Connection,
-                                                          start_worker) -> None:
+def test_a_lone_enqueue_wakes_an_idle_worker_without_a_poll(
+    listening_app: Kestrel, db: psycopg.Connection, start_worker
+) -> None:
     app = listening_app
 
     @app.workflow("ping")
@@ -227,7 +241,9 @@ def test_a_caller_interrupted_while_queued_leaves_the_queue(app: Kestrel, dsn: s
     after = threading.Thread(target=lambda: later.append(app.enqueue("w", "after")))
     after.start()
     after.join(15)
-    assert later and db.execute("SELECT input FROM workflow_executions WHERE id = %s", (later[0],)).fetchone() == ("after",)
+    assert later and db.execute("SELECT input FROM workflow_executions WHERE id = %s", (later[0],)).fetchone() == (
+        "after",
+    )
     assert db.execute("SELECT count(*) FROM workflow_executions WHERE input = '\"interrupted\"'").fetchone()[0] == 0
 
 

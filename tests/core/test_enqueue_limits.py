@@ -31,9 +31,18 @@ def test_a_name_of_200_characters_is_fine(app: Kestrel, db: psycopg.Connection) 
     assert executions(db) == 1
 
 
-@pytest.mark.parametrize("options", [{"priority": 2**31}, {"priority": -(2**31) - 1}, {"priority": 1.5},
-                                     {"delay": timedelta(days=3651)}, {"delay": 1e12}, {"delay": 30},
-                                     {"delay": timedelta(days=-999_999_999)}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"priority": 2**31},
+        {"priority": -(2**31) - 1},
+        {"priority": 1.5},
+        {"delay": timedelta(days=3651)},
+        {"delay": 1e12},
+        {"delay": 30},
+        {"delay": timedelta(days=-999_999_999)},
+    ],
+)
 def test_priority_and_delay_out_of_range(app: Kestrel, db: psycopg.Connection, options) -> None:
     with pytest.raises(InvalidArgument):
         app.enqueue("w", None, **options)
@@ -57,15 +66,26 @@ def test_an_input_over_the_limit_is_refused_before_sending(app: Kestrel, db: psy
 
 @pytest.mark.parametrize("eid", [2**63, 0, -1])
 def test_operator_actions_refuse_ids_no_execution_can_have(app: Kestrel, db: psycopg.Connection, eid) -> None:
-    for act in (lambda: app.cancel(eid, by="a"), lambda: app.requeue(eid, by="a"),
-                lambda: app.approve(eid, "g", by="a"), lambda: app.reject(eid, "g", by="a")):
+    for act in (
+        lambda: app.cancel(eid, by="a"),
+        lambda: app.requeue(eid, by="a"),
+        lambda: app.approve(eid, "g", by="a"),
+        lambda: app.reject(eid, "g", by="a"),
+    ):
         with pytest.raises(InvalidArgument, match="no execution can have id"):
             act()
     assert db.execute("SELECT count(*) FROM operator_actions").fetchone() == (0,)
 
 
-@pytest.mark.parametrize("options", [{"idempotency_key": "k" * 501}, {"queue": "q" * 501},
-                                     {"concurrency_key": "c" * 501}, {"idempotency_key": "\ud800"}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"idempotency_key": "k" * 501},
+        {"queue": "q" * 501},
+        {"concurrency_key": "c" * 501},
+        {"idempotency_key": "\ud800"},
+    ],
+)
 def test_keys_and_queue_names_are_bounded(app: Kestrel, db: psycopg.Connection, options) -> None:
     with pytest.raises(InvalidArgument):
         app.enqueue("w", **options)

@@ -29,13 +29,17 @@ def test_an_event_sent_after_the_wait_parks_wakes_it(app: Kestrel, db: psycopg.C
     eid = app.enqueue("payment", "A-1")
     other = app.enqueue("payment", "B-2")
     wait_for(lambda: app.get(eid).status == "waiting" and app.get(other).status == "waiting")
-    assert db.execute("SELECT kind, details ->> 'key' FROM workflow_waits WHERE execution_id = %s",
-                      (eid,)).fetchone() == ("event", "paid:A-1")
+    assert db.execute(
+        "SELECT kind, details ->> 'key' FROM workflow_waits WHERE execution_id = %s", (eid,)
+    ).fetchone() == ("event", "paid:A-1")
     event_id = app.send_event("paid:A-1", {"amount": 12}, by="billing")
     assert finished(app, eid).output == {"amount": 12, "by": "billing"}
     assert app.get(other).status == "waiting"  # another key: still waiting
-    assert db.execute("SELECT key, payload, sent_by FROM workflow_events WHERE id = %s",
-                      (event_id,)).fetchone() == ("paid:A-1", {"amount": 12}, "billing")
+    assert db.execute("SELECT key, payload, sent_by FROM workflow_events WHERE id = %s", (event_id,)).fetchone() == (
+        "paid:A-1",
+        {"amount": 12},
+        "billing",
+    )
 
 
 def test_an_event_sent_before_the_wait_is_not_lost(app: Kestrel, db: psycopg.Connection, start_worker) -> None:
@@ -75,8 +79,9 @@ def test_a_wait_for_event_times_out(app: Kestrel, db: psycopg.Connection, start_
     start_worker(app)
     eid = app.enqueue("payment", "E-5")
     assert finished(app, eid).output == {"timed_out": True}
-    assert db.execute("SELECT resolved_at IS NOT NULL FROM workflow_waits WHERE execution_id = %s",
-                      (eid,)).fetchone() == (True,)
+    assert db.execute(
+        "SELECT resolved_at IS NOT NULL FROM workflow_waits WHERE execution_id = %s", (eid,)
+    ).fetchone() == (True,)
     app.send_event("paid:E-5", {"amount": 9})  # too late: changes nothing
     assert app.get(eid).output == {"timed_out": True}
 

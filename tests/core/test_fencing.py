@@ -7,8 +7,7 @@ from datetime import timedelta
 import psycopg
 from psycopg.types.json import Jsonb
 
-from kestrel_core import Kestrel
-from kestrel_core import boundary, checkpoint, lease, sweeper, waits
+from kestrel_core import Kestrel, boundary, checkpoint, lease, sweeper, waits
 from kestrel_core.boundary import Attempt, Boundary, Completion, Finish, Outcome
 from kestrel_core.claim import claim
 
@@ -35,9 +34,20 @@ def test_stale_claim_cannot_checkpoint_park_or_complete(app: Kestrel, db: psycop
     (new,) = claim(db, S, owner="w1", names=["w"], n=1, lease=timedelta(seconds=30))
     assert new.epoch == old.epoch + 1
     stale = dict(execution_id=eid, owner="w1", epoch=old.epoch)
-    refused = boundary.write(db, S, [
-        Boundary(eid, "w1", old.epoch, finish=Finish("a", attempt, Jsonb(1)), open_step="b",
-                 complete=Completion("success", Jsonb("zombie")))])
+    refused = boundary.write(
+        db,
+        S,
+        [
+            Boundary(
+                eid,
+                "w1",
+                old.epoch,
+                finish=Finish("a", attempt, Jsonb(1)),
+                open_step="b",
+                complete=Completion("success", Jsonb("zombie")),
+            )
+        ],
+    )
     assert refused == [Outcome(held=False)]
     assert waits.park(db, S, step_id="nap", kind="sleep", after=timedelta(seconds=1), **stale) is False
     assert db.execute("SELECT count(*) FROM operation_outputs").fetchone() == (0,)
@@ -47,8 +57,15 @@ def test_stale_claim_cannot_checkpoint_park_or_complete(app: Kestrel, db: psycop
     # The current claim writes fine.
     fresh = opened(db, eid, "w1", new.epoch, "a")
     assert fresh.number == 2  # the stale claim's attempt 1 is still there
-    (done,) = boundary.write(db, S, [Boundary(eid, "w1", new.epoch, finish=Finish("a", fresh, Jsonb(2)),
-                                              complete=Completion("success", Jsonb("real")))])
+    (done,) = boundary.write(
+        db,
+        S,
+        [
+            Boundary(
+                eid, "w1", new.epoch, finish=Finish("a", fresh, Jsonb(2)), complete=Completion("success", Jsonb("real"))
+            )
+        ],
+    )
     assert done.held and done.written and done.completed and done.checkpoint == (2, None, 2)
     assert app.get(eid).output == "real"
 
@@ -78,20 +95,31 @@ def test_one_batch_two_executions_one_fenced_out(app: Kestrel, db: psycopg.Conne
     assert sweeper.sweep_leases(db, S) == [swept]
     (other,) = claim(db, S, owner="w2", names=["w"], n=1, lease=timedelta(seconds=30))
     assert other.execution_id == swept
-    batch = [Boundary(eid, "w1", claims[eid].epoch, finish=Finish("a", started[eid], Jsonb(f"out-{eid}"), seq=1),
-                      open_step="b") for eid in (kept, swept)]
+    batch = [
+        Boundary(
+            eid, "w1", claims[eid].epoch, finish=Finish("a", started[eid], Jsonb(f"out-{eid}"), seq=1), open_step="b"
+        )
+        for eid in (kept, swept)
+    ]
     outcomes = boundary.write(db, S, batch)
     assert outcomes[0].held and outcomes[0].written and outcomes[0].opened.number == 1
     assert outcomes[1] == Outcome(held=False)
     assert db.execute("SELECT execution_id, step_id, output FROM operation_outputs").fetchall() == [
-        (kept, "a", f"out-{kept}")]
+        (kept, "a", f"out-{kept}")
+    ]
     attempts = db.execute("SELECT execution_id, step_id, outcome FROM step_attempts ORDER BY id").fetchall()
     assert attempts == [(kept, "a", "success"), (swept, "a", "running"), (kept, "b", "running")]
     assert [app.get(kept).status, app.get(swept).status] == ["running", "running"]
     assert db.execute("SELECT owner_id FROM workflow_executions WHERE id = %s", (swept,)).fetchone() == ("w2",)
     # Completions batched the same way: only the holder's lands.
-    done = boundary.write(db, S, [Boundary(kept, "w1", claims[kept].epoch, complete=Completion("success", Jsonb(1))),
-                                  Boundary(swept, "w1", claims[swept].epoch, complete=Completion("success", Jsonb(2)))])
+    done = boundary.write(
+        db,
+        S,
+        [
+            Boundary(kept, "w1", claims[kept].epoch, complete=Completion("success", Jsonb(1))),
+            Boundary(swept, "w1", claims[swept].epoch, complete=Completion("success", Jsonb(2))),
+        ],
+    )
     assert [o.completed for o in done] == [True, False]
     assert [app.get(kept).status, app.get(swept).status] == ["success", "running"]
 
@@ -103,8 +131,9 @@ def test_heartbeat_renews_only_current_claims(app: Kestrel, db: psycopg.Connecti
     held = lease.heartbeat(db, S, "w1", timedelta(seconds=60), [a, b])
     epochs = {c.execution_id: c.epoch for c in claimed}
     assert held == {(a, epochs[a])}
-    remaining = db.execute("SELECT lease_expires - now() > interval '50 seconds' FROM workflow_executions"
-                           " WHERE id = %s", (a,)).fetchone()[0]
+    remaining = db.execute(
+        "SELECT lease_expires - now() > interval '50 seconds' FROM workflow_executions WHERE id = %s", (a,)
+    ).fetchone()[0]
     assert remaining
 
 
@@ -118,7 +147,8 @@ def test_sweeper_is_idempotent_and_leaves_live_leases(app: Kestrel, db: psycopg.
 
 
 def test_a_stale_claim_loading_checkpoints_closes_none_of_the_new_claims_attempts(
-        app: Kestrel, db: psycopg.Connection) -> None:
+    app: Kestrel, db: psycopg.Connection
+) -> None:
     eid = app.enqueue("w")
     (old,) = claim(db, S, owner="w1", names=["w"], n=1, lease=timedelta(seconds=30))
     left_open = opened(db, eid, "w1", old.epoch, "a")
@@ -131,4 +161,6 @@ def test_a_stale_claim_loading_checkpoints_closes_none_of_the_new_claims_attempt
     # The first claim's worker comes back and replays: refused, and the new attempt stays running.
     assert checkpoint.load(db, S, eid, owner="w1", epoch=old.epoch) is None
     assert db.execute("SELECT attempt, owner_id, outcome FROM step_attempts ORDER BY attempt").fetchall() == [
-        (1, "w1", "error"), (2, "w2", "running")]
+        (1, "w1", "error"),
+        (2, "w2", "running"),
+    ]

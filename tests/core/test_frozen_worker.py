@@ -35,12 +35,30 @@ LEASE = 3
 def frozen_worker(dsn: str, ledger, tmp_path: Path) -> Iterator[tuple[subprocess.Popen, Path]]:
     log = tmp_path / "worker.log"
     with log.open("w") as out:
-        proc = start_worker_process(dsn, "tests.core.frozen_app:app", "--processes", "1", "--lease", str(LEASE),
-                                    "--concurrency", str(2 * EXECUTIONS), "--worker-id", "frozen", out=out)
+        proc = start_worker_process(
+            dsn,
+            "tests.core.frozen_app:app",
+            "--processes",
+            "1",
+            "--lease",
+            str(LEASE),
+            "--concurrency",
+            str(2 * EXECUTIONS),
+            "--worker-id",
+            "frozen",
+            out=out,
+        )
     try:
-        wait_for(lambda: ledger.execute("SELECT 1 FROM kestrel.workers WHERE worker_id = 'frozen'"
-                                        " AND stopped_at IS NULL").fetchone() or proc.poll() is not None,
-                 timeout=30, what="the worker to register")
+        wait_for(
+            lambda: (
+                ledger.execute(
+                    "SELECT 1 FROM kestrel.workers WHERE worker_id = 'frozen' AND stopped_at IS NULL"
+                ).fetchone()
+                or proc.poll() is not None
+            ),
+            timeout=30,
+            what="the worker to register",
+        )
         assert proc.poll() is None, log.read_text()
         yield proc, log
     finally:
@@ -51,13 +69,16 @@ def frozen_worker(dsn: str, ledger, tmp_path: Path) -> Iterator[tuple[subprocess
 
 
 def _started_in(db: psycopg.Connection, ids: list[int], step: str) -> bool:
-    row = db.execute("SELECT count(DISTINCT execution_id) FROM public.ledger WHERE step_id = %s"
-                     " AND execution_id = ANY(%s)", (step, ids)).fetchone()
+    row = db.execute(
+        "SELECT count(DISTINCT execution_id) FROM public.ledger WHERE step_id = %s AND execution_id = ANY(%s)",
+        (step, ids),
+    ).fetchone()
     return row[0] == len(ids)
 
 
 def test_a_frozen_worker_requeued_then_resumed_runs_no_step_twice_after_the_resume(
-        app: Kestrel, ledger: psycopg.Connection, frozen_worker) -> None:
+    app: Kestrel, ledger: psycopg.Connection, frozen_worker
+) -> None:
     proc, log = frozen_worker
     twice: list[tuple[int, int, str, int]] = []
     for attempt in range(TRIES):
@@ -65,21 +86,36 @@ def test_a_frozen_worker_requeued_then_resumed_runs_no_step_twice_after_the_resu
         wait_for(lambda: _started_in(ledger, ids, "s0"), timeout=30, what="every execution to start s0")
         os.kill(proc.pid, signal.SIGSTOP)
         try:
-            wait_for(lambda: ledger.execute(
-                "SELECT bool_and(lease_expires < now()) FROM kestrel.workflow_executions WHERE id = ANY(%s)",
-                (ids,)).fetchone()[0], timeout=30, interval=0.2, what="the frozen worker's leases to lapse")
+            wait_for(
+                lambda: ledger.execute(
+                    "SELECT bool_and(lease_expires < now()) FROM kestrel.workflow_executions WHERE id = ANY(%s)", (ids,)
+                ).fetchone()[0],
+                timeout=30,
+                interval=0.2,
+                what="the frozen worker's leases to lapse",
+            )
             for eid in ids:
                 app.requeue(eid, by="operator", comment="worker frozen")
             resumed_at = ledger.execute("SELECT clock_timestamp()").fetchone()[0]
         finally:
             os.kill(proc.pid, signal.SIGCONT)
-        wait_for(lambda: all(app.get(eid).done for eid in ids), timeout=60,
-                 what=f"try {attempt + 1}: every execution to finish")
+        wait_for(
+            lambda: all(app.get(eid).done for eid in ids),
+            timeout=60,
+            what=f"try {attempt + 1}: every execution to finish",
+        )
         assert [app.get(eid).status for eid in ids] == ["success"] * EXECUTIONS, log.read_text()[-3000:]
-        twice += [(attempt + 1, *row) for row in ledger.execute(
-            "SELECT execution_id, step_id, count(*) FROM public.ledger WHERE at > %s AND execution_id = ANY(%s)"
-            " GROUP BY 1, 2 HAVING count(*) > 1 ORDER BY 1, 2", (resumed_at, ids)).fetchall()]
+        twice += [
+            (attempt + 1, *row)
+            for row in ledger.execute(
+                "SELECT execution_id, step_id, count(*) FROM public.ledger WHERE at > %s AND execution_id = ANY(%s)"
+                " GROUP BY 1, 2 HAVING count(*) > 1 ORDER BY 1, 2",
+                (resumed_at, ids),
+            ).fetchall()
+        ]
     text = log.read_text()
-    assert twice == [], (f"steps started after the resume ran twice (try, execution, step, runs): {twice}; "
-                         f"leases_expired lines: {[l for l in text.splitlines() if 'leases_expired' in l][:5]}")
+    assert twice == [], (
+        f"steps started after the resume ran twice (try, execution, step, runs): {twice}; "
+        f"leases_expired lines: {[l for l in text.splitlines() if 'leases_expired' in l][:5]}"
+    )
     assert "event=write_refused" in text or "event=claim_lost" in text  # the frozen claims were fenced

@@ -67,8 +67,9 @@ def submit_in_thread(group: GroupCommit, b: Boundary, after: Any = None) -> tupl
 Submitted = tuple[threading.Thread, dict[str, Any]]
 
 
-def behind_a_held_batch(writer: HeldWriter, group: GroupCommit, first: Boundary,
-                        queue_up: Callable[[], list[Submitted]], queued: int) -> list[dict[str, Any]]:
+def behind_a_held_batch(
+    writer: HeldWriter, group: GroupCommit, first: Boundary, queue_up: Callable[[], list[Submitted]], queued: int
+) -> list[dict[str, Any]]:
     """Submit ``first`` and hold its batch in the writer; ``queue_up()`` then queues boundaries
     behind it; once ``queued`` items wait, release the writer. The boxes, ``first``'s first."""
     submitted = [submit_in_thread(group, first)]
@@ -82,7 +83,8 @@ def behind_a_held_batch(writer: HeldWriter, group: GroupCommit, first: Boundary,
 
 
 def test_boundaries_queued_behind_a_batch_go_together_and_each_gets_its_outcome(
-        app: Kestrel, db: psycopg.Connection, writer: HeldWriter) -> None:
+    app: Kestrel, db: psycopg.Connection, writer: HeldWriter
+) -> None:
     first, kept, fenced = (app.enqueue("w") for _ in range(3))
     held = {c.execution_id: c for c in claim(db, S, owner="w1", names=["w"], n=3, lease=timedelta(seconds=30))}
     # `fenced` is swept and reclaimed by another worker: w1's claim on it is stale.
@@ -94,10 +96,15 @@ def test_boundaries_queued_behind_a_batch_go_together_and_each_gets_its_outcome(
     group = GroupCommit(writer.run, S).start()
     try:
         box1, box2, box3 = behind_a_held_batch(
-            writer, group, Boundary(first, "w1", held[first].epoch, open_step="a"),
-            lambda: [submit_in_thread(group, Boundary(kept, "w1", held[kept].epoch, complete=done)),
-                     submit_in_thread(group, Boundary(fenced, "w1", held[fenced].epoch, complete=done))],
-            queued=2)
+            writer,
+            group,
+            Boundary(first, "w1", held[first].epoch, open_step="a"),
+            lambda: [
+                submit_in_thread(group, Boundary(kept, "w1", held[kept].epoch, complete=done)),
+                submit_in_thread(group, Boundary(fenced, "w1", held[fenced].epoch, complete=done)),
+            ],
+            queued=2,
+        )
     finally:
         group.stop()
     assert group.stats == {"batches": 2, "boundaries": 3, "largest": 2}
@@ -110,19 +117,27 @@ def test_boundaries_queued_behind_a_batch_go_together_and_each_gets_its_outcome(
 
 
 def test_a_row_the_database_refuses_fails_only_its_own_execution(
-        app: Kestrel, db: psycopg.Connection, writer: HeldWriter) -> None:
+    app: Kestrel, db: psycopg.Connection, writer: HeldWriter
+) -> None:
     blocker, good, bad = (app.enqueue("w") for _ in range(3))
     held = {c.execution_id: c for c in claim(db, S, owner="w1", names=["w"], n=3, lease=timedelta(seconds=30))}
     group = GroupCommit(writer.run, S).start()
     try:
         _, ok, ko = behind_a_held_batch(
-            writer, group, Boundary(blocker, "w1", held[blocker].epoch, open_step="a"),
-            lambda: [submit_in_thread(group, Boundary(good, "w1", held[good].epoch,
-                                                      complete=Completion("error", error="plain error"))),
-                     # Postgres text cannot hold NUL: this row makes the whole statement fail.
-                     submit_in_thread(group, Boundary(bad, "w1", held[bad].epoch,
-                                                      complete=Completion("error", error="bad \x00 byte")))],
-            queued=2)
+            writer,
+            group,
+            Boundary(blocker, "w1", held[blocker].epoch, open_step="a"),
+            lambda: [
+                submit_in_thread(
+                    group, Boundary(good, "w1", held[good].epoch, complete=Completion("error", error="plain error"))
+                ),
+                # Postgres text cannot hold NUL: this row makes the whole statement fail.
+                submit_in_thread(
+                    group, Boundary(bad, "w1", held[bad].epoch, complete=Completion("error", error="bad \x00 byte"))
+                ),
+            ],
+            queued=2,
+        )
     finally:
         group.stop()
     assert ok["outcome"].completed
@@ -130,8 +145,9 @@ def test_a_row_the_database_refuses_fails_only_its_own_execution(
     assert [app.get(good).status, app.get(bad).status] == ["error", "running"]
 
 
-def test_batches_form_under_load_and_every_execution_completes(app: Kestrel, db: psycopg.Connection,
-                                                               start_worker: Any, ledger: Any) -> None:
+def test_batches_form_under_load_and_every_execution_completes(
+    app: Kestrel, db: psycopg.Connection, start_worker: Any, ledger: Any
+) -> None:
     def record(eid: int, step: str) -> str:
         db_conn = psycopg.connect(app.dsn, autocommit=True)
         with db_conn:
@@ -144,20 +160,31 @@ def test_batches_form_under_load_and_every_execution_completes(app: Kestrel, db:
 
     ids = [app.enqueue("three") for _ in range(60)]
     worker = start_worker(app, concurrency=12)
-    wait_for(lambda: db.execute("SELECT count(*) FROM workflow_executions WHERE status = 'success'").fetchone()[0] == 60,
-             timeout=60, what="all 60 executions to succeed")
+    wait_for(
+        lambda: db.execute("SELECT count(*) FROM workflow_executions WHERE status = 'success'").fetchone()[0] == 60,
+        timeout=60,
+        what="all 60 executions to succeed",
+    )
     # open a (lazily: with a's end when that comes first); a + open b; b + open c; c + complete
     assert 60 * 3 <= worker._group.stats["boundaries"] <= 60 * 4
     assert worker._group.stats["batches"] < worker._group.stats["boundaries"]
     assert db.execute("SELECT count(*) FROM operation_outputs").fetchone()[0] == 180
-    assert db.execute("SELECT count(*), max(attempt) FROM step_attempts WHERE outcome = 'success'").fetchone() == (180, 1)
-    assert db.execute("SELECT count(*) FROM step_attempts WHERE finished_at < started_at OR outcome <> 'success'"
-                      ).fetchone()[0] == 0
+    assert db.execute("SELECT count(*), max(attempt) FROM step_attempts WHERE outcome = 'success'").fetchone() == (
+        180,
+        1,
+    )
+    assert (
+        db.execute(
+            "SELECT count(*) FROM step_attempts WHERE finished_at < started_at OR outcome <> 'success'"
+        ).fetchone()[0]
+        == 0
+    )
     assert len(ledger_rows(db)) == 180 and {app.get(i).output == ["a", "b", "c"] for i in ids} == {True}
 
 
-def test_a_graceful_shutdown_writes_the_last_steps_checkpoint(app: Kestrel, db: psycopg.Connection,
-                                                               start_worker: Any, ledger: Any) -> None:
+def test_a_graceful_shutdown_writes_the_last_steps_checkpoint(
+    app: Kestrel, db: psycopg.Connection, start_worker: Any, ledger: Any
+) -> None:
     between = threading.Event()
     go_on = threading.Event()
 
@@ -196,22 +223,29 @@ def test_a_step_output_reads_the_same_on_its_first_run_as_on_a_replay(db: psycop
     assert list(as_stored(to_json(value, "test"))["bb"]) == list(stored["bb"])
 
 
-def test_a_quick_first_step_is_written_start_and_end_in_one_row(app: Kestrel, db: psycopg.Connection,
-                                                                 writer: HeldWriter) -> None:
+def test_a_quick_first_step_is_written_start_and_end_in_one_row(
+    app: Kestrel, db: psycopg.Connection, writer: HeldWriter
+) -> None:
     blocker, eid = app.enqueue("w"), app.enqueue("w")
     held = {c.execution_id: c for c in claim(db, S, owner="w1", names=["w"], n=2, lease=timedelta(seconds=30))}
     lazy: list[Any] = []
 
     def start_and_end() -> list[Submitted]:  # a quick step: its start and its end queue up together
         lazy.append(group.open_lazily(Boundary(eid, "w1", held[eid].epoch, open_step="a")))
-        end = Boundary(eid, "w1", held[eid].epoch, finish=Finish("a", Attempt(1, None), Jsonb("x"), seq=1),
-                       complete=Completion("success", Jsonb("done")))
+        end = Boundary(
+            eid,
+            "w1",
+            held[eid].epoch,
+            finish=Finish("a", Attempt(1, None), Jsonb("x"), seq=1),
+            complete=Completion("success", Jsonb("done")),
+        )
         return [submit_in_thread(group, end, after=lazy[0])]
 
     group = GroupCommit(writer.run, S).start()
     try:
-        _, box = behind_a_held_batch(writer, group, Boundary(blocker, "w1", held[blocker].epoch, open_step="a"),
-                                     start_and_end, queued=2)
+        _, box = behind_a_held_batch(
+            writer, group, Boundary(blocker, "w1", held[blocker].epoch, open_step="a"), start_and_end, queued=2
+        )
     finally:
         group.stop()
     assert "error" not in box, box
@@ -219,14 +253,16 @@ def test_a_quick_first_step_is_written_start_and_end_in_one_row(app: Kestrel, db
     assert outcome.held and outcome.completed and outcome.checkpoint == ("x", None, 1)
     assert lazy[0].done.is_set() and lazy[0].outcome == outcome
     assert group.stats == {"batches": 2, "boundaries": 2, "largest": 1}  # start + end: one row
-    rows = db.execute("SELECT attempt, outcome, started_at <= finished_at FROM step_attempts"
-                      " WHERE execution_id = %s", (eid,)).fetchall()
+    rows = db.execute(
+        "SELECT attempt, outcome, started_at <= finished_at FROM step_attempts WHERE execution_id = %s", (eid,)
+    ).fetchall()
     assert rows == [(1, "success", True)]
     assert app.get(eid).status == "success"
 
 
-def test_a_slow_first_step_shows_as_running_then_ends_in_the_same_row(app: Kestrel, db: psycopg.Connection,
-                                                                       start_worker: Any) -> None:
+def test_a_slow_first_step_shows_as_running_then_ends_in_the_same_row(
+    app: Kestrel, db: psycopg.Connection, start_worker: Any
+) -> None:
     release = threading.Event()
     calls = {"flaky": 0}
 
@@ -247,11 +283,18 @@ def test_a_slow_first_step_shows_as_running_then_ends_in_the_same_row(app: Kestr
 
     slow, retried = app.enqueue("slow-first"), app.enqueue("flaky-first")
     start_worker(app)
-    wait_for(lambda: db.execute("SELECT 1 FROM step_attempts WHERE execution_id = %s AND outcome = 'running'",
-                                (slow,)).fetchone(), what="the slow first step's start to be written while it runs")
+    wait_for(
+        lambda: db.execute(
+            "SELECT 1 FROM step_attempts WHERE execution_id = %s AND outcome = 'running'", (slow,)
+        ).fetchone(),
+        what="the slow first step's start to be written while it runs",
+    )
     release.set()
     wait_for(lambda: app.get(slow).done and app.get(retried).done, what="both executions to finish")
     assert [app.get(slow).status, app.get(retried).output] == ["success", "ok"]
-    attempts = db.execute("SELECT execution_id, step_id, attempt, outcome FROM step_attempts ORDER BY started_at, id").fetchall()
-    assert sorted(attempts) == sorted([(slow, "wait", 1, "success"), (retried, "flaky", 1, "error"),
-                                       (retried, "flaky", 2, "success")])
+    attempts = db.execute(
+        "SELECT execution_id, step_id, attempt, outcome FROM step_attempts ORDER BY started_at, id"
+    ).fetchall()
+    assert sorted(attempts) == sorted(
+        [(slow, "wait", 1, "success"), (retried, "flaky", 1, "error"), (retried, "flaky", 2, "success")]
+    )

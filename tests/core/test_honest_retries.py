@@ -17,7 +17,8 @@ from tests.waiting import wait_for
 
 
 def test_a_statement_timeout_on_the_write_path_is_not_logged_as_db_retry(
-        dsn: str, db: psycopg.Connection, start_worker, caplog: pytest.LogCaptureFixture) -> None:
+    dsn: str, db: psycopg.Connection, start_worker, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, logger="kestrel")
     app = Kestrel(make_conninfo(dsn, options="-c statement_timeout=300"))
     go = threading.Event()
@@ -30,13 +31,20 @@ def test_a_statement_timeout_on_the_write_path_is_not_logged_as_db_retry(
     with app:
         start_worker(app, lease=timedelta(seconds=2))
         eid = app.enqueue("held-up")
-        wait_for(lambda: db.execute("SELECT 1 FROM step_attempts WHERE execution_id = %s AND step_id = 'a'",
-                                    (eid,)).fetchone(), what="step a to start")
+        wait_for(
+            lambda: db.execute(
+                "SELECT 1 FROM step_attempts WHERE execution_id = %s AND step_id = 'a'", (eid,)
+            ).fetchone(),
+            what="step a to start",
+        )
         with psycopg.connect(dsn) as blocker:  # a transaction holding the execution's row
             blocker.execute("SELECT 1 FROM kestrel.workflow_executions WHERE id = %s FOR UPDATE", (eid,))
             go.set()  # a ends: its boundary (a's checkpoint, b's start) waits for the lock, times out
-            wait_for(lambda: any(m in caplog.text for m in ("event=db_retry", "event=engine_write_failed")),
-                     timeout=30, what="the boundary write to time out")
+            wait_for(
+                lambda: any(m in caplog.text for m in ("event=db_retry", "event=engine_write_failed")),
+                timeout=30,
+                what="the boundary write to time out",
+            )
             blocker.rollback()
         retried = [r.getMessage() for r in caplog.records if "event=db_retry" in r.getMessage()]
         assert retried == []
@@ -48,7 +56,8 @@ def test_a_statement_timeout_on_the_write_path_is_not_logged_as_db_retry(
 
 
 def test_a_boundary_retried_after_its_commit_went_through_leaves_one_attempt_and_no_stall(
-        app: Kestrel, db: psycopg.Connection, ledger, start_worker, monkeypatch: pytest.MonkeyPatch) -> None:
+    app: Kestrel, db: psycopg.Connection, ledger, start_worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real_write = boundary.write
     broken: list[int] = []
 
@@ -75,9 +84,13 @@ def test_a_boundary_retried_after_its_commit_went_through_leaves_one_attempt_and
     assert broken, "the fault was injected"
     assert done.status == "success" and done.output == ["a", "b"]
     assert done.claims == 1  # never re-claimed: no lease waited out
-    attempts = db.execute("SELECT step_id, attempt, outcome FROM step_attempts WHERE execution_id = %s"
-                          " ORDER BY step_id, attempt", (eid,)).fetchall()
+    attempts = db.execute(
+        "SELECT step_id, attempt, outcome FROM step_attempts WHERE execution_id = %s ORDER BY step_id, attempt", (eid,)
+    ).fetchall()
     assert attempts == [("a", 1, "success"), ("b", 1, "success")]
-    assert db.execute("SELECT step_id, owner_id IS NOT NULL, claim_epoch FROM operation_outputs"
-                      " WHERE execution_id = %s ORDER BY step_id", (eid,)).fetchall() == [("a", True, 1), ("b", True, 1)]
+    assert db.execute(
+        "SELECT step_id, owner_id IS NOT NULL, claim_epoch FROM operation_outputs"
+        " WHERE execution_id = %s ORDER BY step_id",
+        (eid,),
+    ).fetchall() == [("a", True, 1), ("b", True, 1)]
     assert sorted(step for _, step in ledger.execute("SELECT execution_id, step_id FROM public.ledger")) == ["a", "b"]

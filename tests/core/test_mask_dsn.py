@@ -11,20 +11,25 @@ from tests.hostile_text import NOT_UTF8_DSNS
 SECRET = "Sx9zq"
 
 
-@pytest.mark.parametrize("dsn, masked", [
-    (f"postgresql://bob:{SECRET}@db.example/app", "postgresql://bob:****@db.example/app"),
-    (f"postgresql://bob:{SECRET}%zz@db.example/app", "postgresql://bob:****@db.example/app"),   # bad escape
-    (f"postgresql://bob:{SECRET} more@db.example/app", "postgresql://bob:****@db.example/app"),  # space
-    (f"postgresql://bob:{SECRET}@at@db.example/app", "postgresql://bob:****@db.example/app"),    # '@'
-    (f'postgresql://bob:{SECRET}"q@db.example/app', "postgresql://bob:****@db.example/app"),    # quote
-    (f"postgresql://bob@db.example/app?password={SECRET}&sslmode=disable",
-     "postgresql://bob@db.example/app?password=****&sslmode=disable"),
-    (f"host=db.example password={SECRET} user=bob", "host=db.example password=**** user=bob"),
-    (f"host=db.example password='{SECRET} x' user=bob", "host=db.example password=**** user=bob"),
-    (f"host=db.example password = {SECRET} more user=bob", "host=db.example password = **** user=bob"),
-    (f"host=db.example password='{SECRET} user=bob", "host=db.example password=****"),        # unterminated
-    (f"host=db.example PASSWORD={SECRET}", "host=db.example PASSWORD=****"),
-])
+@pytest.mark.parametrize(
+    "dsn, masked",
+    [
+        (f"postgresql://bob:{SECRET}@db.example/app", "postgresql://bob:****@db.example/app"),
+        (f"postgresql://bob:{SECRET}%zz@db.example/app", "postgresql://bob:****@db.example/app"),  # bad escape
+        (f"postgresql://bob:{SECRET} more@db.example/app", "postgresql://bob:****@db.example/app"),  # space
+        (f"postgresql://bob:{SECRET}@at@db.example/app", "postgresql://bob:****@db.example/app"),  # '@'
+        (f'postgresql://bob:{SECRET}"q@db.example/app', "postgresql://bob:****@db.example/app"),  # quote
+        (
+            f"postgresql://bob@db.example/app?password={SECRET}&sslmode=disable",
+            "postgresql://bob@db.example/app?password=****&sslmode=disable",
+        ),
+        (f"host=db.example password={SECRET} user=bob", "host=db.example password=**** user=bob"),
+        (f"host=db.example password='{SECRET} x' user=bob", "host=db.example password=**** user=bob"),
+        (f"host=db.example password = {SECRET} more user=bob", "host=db.example password = **** user=bob"),
+        (f"host=db.example password='{SECRET} user=bob", "host=db.example password=****"),  # unterminated
+        (f"host=db.example PASSWORD={SECRET}", "host=db.example PASSWORD=****"),
+    ],
+)
 def test_mask_dsn_hides_the_password_of_every_form(dsn: str, masked: str) -> None:
     assert mask_dsn(dsn) == masked
     assert SECRET not in mask_dsn(dsn)

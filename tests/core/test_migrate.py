@@ -79,22 +79,32 @@ def test_migrate_creates_the_least_privilege_roles(database: str) -> None:
     with Kestrel(database, schema="mig_roles") as app:
         app.migrate(roles=names)
     with psycopg.connect(database, autocommit=True) as conn:
-        found = {r[0]: r[1] for r in conn.execute(
-            "SELECT rolname, rolcanlogin FROM pg_roles WHERE rolname IN ('kt_mig_worker', 'kt_mig_operator')")}
+        found = {
+            r[0]: r[1]
+            for r in conn.execute(
+                "SELECT rolname, rolcanlogin FROM pg_roles WHERE rolname IN ('kt_mig_worker', 'kt_mig_operator')"
+            )
+        }
         can_update = conn.execute(
             "SELECT has_table_privilege('kt_mig_operator', 'mig_roles.workflow_executions', 'UPDATE'),"
-            "       has_table_privilege('kt_mig_worker', 'mig_roles.workflow_executions', 'UPDATE')").fetchone()
+            "       has_table_privilege('kt_mig_worker', 'mig_roles.workflow_executions', 'UPDATE')"
+        ).fetchone()
     assert found == {"kt_mig_worker": False, "kt_mig_operator": False}
     assert can_update == (False, True)
 
 
 # -- a database newer than the code -------------------------------------------------------------
 
+
 def _record_future_version(database: str, schema: str) -> int:
     future = LATEST + 1
     with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(sql.SQL("INSERT INTO {}.schema_migrations (version, name) VALUES (%s, 'from_the_future')")
-                     .format(sql.Identifier(schema)), (future,))
+        conn.execute(
+            sql.SQL("INSERT INTO {}.schema_migrations (version, name) VALUES (%s, 'from_the_future')").format(
+                sql.Identifier(schema)
+            ),
+            (future,),
+        )
     return future
 
 
@@ -142,8 +152,13 @@ def test_each_function_file_defines_its_own_function_once() -> None:
 
 def _redefinitions(migrations: list[Migration]) -> list[tuple[int, str]]:
     """(version, function) for each CREATE OR REPLACE FUNCTION in a migration after 0010."""
-    return [(m.version, name) for m in migrations if m.version > LAST_MIGRATION_WITH_FUNCTIONS
-            for replace, name in CREATES_FUNCTION.findall(m.text) if replace]
+    return [
+        (m.version, name)
+        for m in migrations
+        if m.version > LAST_MIGRATION_WITH_FUNCTIONS
+        for replace, name in CREATES_FUNCTION.findall(m.text)
+        if replace
+    ]
 
 
 def test_no_migration_after_0010_redefines_a_function_that_has_a_file() -> None:
@@ -156,17 +171,22 @@ def test_no_migration_after_0010_redefines_a_function_that_has_a_file() -> None:
 
 
 def test_the_check_catches_a_migration_that_redefines_a_function() -> None:
-    later = [*available(),
-             Migration(11, "redefines", "ALTER TABLE {schema}.workers ADD COLUMN x int;\n"
-                                        "create or replace function {schema}.decide_approval(p bigint)"),
-             Migration(12, "new_trigger", "CREATE FUNCTION {schema}.on_x() RETURNS trigger")]
+    later = [
+        *available(),
+        Migration(
+            11,
+            "redefines",
+            "ALTER TABLE {schema}.workers ADD COLUMN x int;\n"
+            "create or replace function {schema}.decide_approval(p bigint)",
+        ),
+        Migration(12, "new_trigger", "CREATE FUNCTION {schema}.on_x() RETURNS trigger"),
+    ]
     assert _redefinitions(later) == [(11, "decide_approval")]
 
 
 def test_every_function_of_the_schema_has_its_file(migrated: str) -> None:
     with psycopg.connect(migrated, autocommit=True) as conn:
-        live = {r[0] for r in conn.execute(
-            "SELECT proname FROM pg_proc WHERE pronamespace = 'kestrel'::regnamespace")}
+        live = {r[0] for r in conn.execute("SELECT proname FROM pg_proc WHERE pronamespace = 'kestrel'::regnamespace")}
     assert live == set(FUNCTION_FILES)
 
 
@@ -176,13 +196,15 @@ FUNCTION_BODY = """SELECT p.prosrc FROM pg_proc p
 
 def _notify_channel_file(returns: str) -> FunctionFile:
     text = FUNCTION_FILES["notify_channel"].text.replace(
-        "SELECT 'kestrel:' || current_schema()", f"SELECT 'kestrel:' || current_schema() || '{returns}'")
+        "SELECT 'kestrel:' || current_schema()", f"SELECT 'kestrel:' || current_schema() || '{returns}'"
+    )
     assert text != FUNCTION_FILES["notify_channel"].text
     return FunctionFile("notify_channel", text)
 
 
 def test_a_changed_function_file_is_applied_once_and_an_older_one_refused(
-        database: str, caplog: pytest.LogCaptureFixture) -> None:
+    database: str, caplog: pytest.LogCaptureFixture
+) -> None:
     others = [f for f in FUNCTION_FILES.values() if f.name != "notify_channel"]
     with psycopg.connect(database, autocommit=True) as conn:
         migrate(conn, "mig_fn")
@@ -195,8 +217,9 @@ def test_a_changed_function_file_is_applied_once_and_an_older_one_refused(
         assert "'-v2'" in conn.execute(FUNCTION_BODY, ("mig_fn",)).fetchone()[0]
         assert caplog.messages == ["event=function_applied schema=mig_fn function=notify_channel"]
         migrate(conn, "mig_fn", functions=newer)
-        rows = conn.execute("SELECT name, count(*) FROM mig_fn.schema_functions GROUP BY 1 "
-                            "HAVING count(*) > 1").fetchall()
+        rows = conn.execute(
+            "SELECT name, count(*) FROM mig_fn.schema_functions GROUP BY 1 HAVING count(*) > 1"
+        ).fetchall()
         assert rows == [("notify_channel", 2)]  # applied once at first, once when it changed
         with pytest.raises(SchemaTooNew, match=r"newer definition of the function notify_channel\(\)"):
             migrate(conn, "mig_fn")  # this code's file is the older text: never written back
@@ -204,8 +227,11 @@ def test_a_changed_function_file_is_applied_once_and_an_older_one_refused(
 
 
 def test_a_failing_function_file_rolls_back_the_migrations_of_the_same_run(database: str) -> None:
-    broken = FunctionFile("zz_broken", "CREATE OR REPLACE FUNCTION {schema}.zz_broken() RETURNS int "
-                                       "LANGUAGE sql AS $$ SELECT no_such_column FROM workflow_executions $$;")
+    broken = FunctionFile(
+        "zz_broken",
+        "CREATE OR REPLACE FUNCTION {schema}.zz_broken() RETURNS int "
+        "LANGUAGE sql AS $$ SELECT no_such_column FROM workflow_executions $$;",
+    )
     with psycopg.connect(database, autocommit=True) as conn:
         with pytest.raises(psycopg.errors.UndefinedTable):
             migrate(conn, "mig_fn_fail", functions=[*FUNCTION_FILES.values(), broken])
@@ -227,8 +253,11 @@ INDEXES = """SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c
 
 
 def _with_concurrent_step() -> list[Migration]:
-    return [*available(), Migration(LATEST + 1, "test_concurrent", CONCURRENT_TEXT),
-            Migration(LATEST + 2, "test_after", AFTER_TEXT)]
+    return [
+        *available(),
+        Migration(LATEST + 1, "test_concurrent", CONCURRENT_TEXT),
+        Migration(LATEST + 2, "test_after", AFTER_TEXT),
+    ]
 
 
 def test_an_outside_transaction_step_builds_its_indexes_concurrently_from_many_processes(database: str) -> None:
@@ -253,7 +282,9 @@ def test_an_outside_transaction_step_builds_its_indexes_concurrently_from_many_p
     assert sorted(v for r in results for v in r) == [m.version for m in migrations]  # each once
     with psycopg.connect(database, autocommit=True) as conn:
         assert conn.execute(INDEXES, ("mig_cic",)).fetchall() == [
-            ("workflow_executions_test_cic_idx", True), ("workflow_executions_test_unique_idx", True)]
+            ("workflow_executions_test_cic_idx", True),
+            ("workflow_executions_test_unique_idx", True),
+        ]
         assert conn.execute("SELECT to_regclass('mig_cic.test_after_concurrent') IS NOT NULL").fetchone() == (True,)
 
 
@@ -265,12 +296,16 @@ def test_an_interrupted_concurrent_build_is_redone_by_the_next_migrate(database:
         with pytest.raises(psycopg.errors.UniqueViolation):
             migrate(conn, "mig_cic_retry", migrations=migrations)
         assert conn.execute(INDEXES, ("mig_cic_retry",)).fetchall() == [
-            ("workflow_executions_test_cic_idx", True), ("workflow_executions_test_unique_idx", False)]
+            ("workflow_executions_test_cic_idx", True),
+            ("workflow_executions_test_unique_idx", False),
+        ]
         assert schema_version(conn, "mig_cic_retry") == LATEST  # not recorded, nothing after it ran
         conn.execute("DELETE FROM mig_cic_retry.workflow_executions")
         assert migrate(conn, "mig_cic_retry", migrations=migrations) == [LATEST + 1, LATEST + 2]
         assert conn.execute(INDEXES, ("mig_cic_retry",)).fetchall() == [
-            ("workflow_executions_test_cic_idx", True), ("workflow_executions_test_unique_idx", True)]
+            ("workflow_executions_test_cic_idx", True),
+            ("workflow_executions_test_unique_idx", True),
+        ]
 
 
 def test_an_outside_transaction_step_may_not_hide_a_function() -> None:
@@ -283,8 +318,7 @@ def test_migrate_refuses_a_version_it_does_not_know_below_its_latest(database: s
     # Version numbers have gaps: a database may hold one this code skipped (another release's).
     with psycopg.connect(database, autocommit=True) as conn:
         migrate(conn, "mig_gap")
-        conn.execute("INSERT INTO mig_gap.schema_migrations (version, name) VALUES (%s, 'elsewhere')",
-                     (LATEST + 1,))
+        conn.execute("INSERT INTO mig_gap.schema_migrations (version, name) VALUES (%s, 'elsewhere')", (LATEST + 1,))
         shipped = [*available(), Migration(LATEST + 2, "later", "SELECT 1")]
         with pytest.raises(SchemaTooNew, match=f"has migration\\(s\\) {LATEST + 1} that this code does not know"):
             migrate(conn, "mig_gap", migrations=shipped)
@@ -320,4 +354,6 @@ def test_writes_to_the_hot_table_go_on_while_its_index_is_built(database: str) -
     assert errors == [] and not builder.is_alive()
     with psycopg.connect(database, autocommit=True) as conn:
         assert conn.execute(INDEXES, ("mig_cic_writes",)).fetchall() == [
-            ("workflow_executions_test_cic_idx", True), ("workflow_executions_test_unique_idx", True)]
+            ("workflow_executions_test_cic_idx", True),
+            ("workflow_executions_test_unique_idx", True),
+        ]

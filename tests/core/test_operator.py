@@ -12,8 +12,11 @@ from tests.waiting import wait_for
 
 
 def set_status(db: psycopg.Connection, eid: int, status: str, lease: str | None = None) -> None:
-    db.execute("UPDATE workflow_executions SET status = %s, owner_id = 'w1', lease_expires = now() + %s::interval"
-               " WHERE id = %s", (status, lease, eid))
+    db.execute(
+        "UPDATE workflow_executions SET status = %s, owner_id = 'w1', lease_expires = now() + %s::interval"
+        " WHERE id = %s",
+        (status, lease, eid),
+    )
 
 
 @pytest.mark.parametrize("status", ["enqueued", "running", "waiting"])
@@ -21,11 +24,13 @@ def test_cancel_allowed_from_live_states(app: Kestrel, db, status: str) -> None:
     eid = app.enqueue("w")
     set_status(db, eid, status, "30 seconds" if status == "running" else None)
     assert app.cancel(eid, by="alice", comment="wrong target") == status
-    row = db.execute("SELECT status, lease_expires, finished_at IS NOT NULL, error FROM workflow_executions"
-                     " WHERE id = %s", (eid,)).fetchone()
+    row = db.execute(
+        "SELECT status, lease_expires, finished_at IS NOT NULL, error FROM workflow_executions WHERE id = %s", (eid,)
+    ).fetchone()
     assert row == ("cancelled", None, True, "wrong target")
     assert db.execute("SELECT actor, action, from_status, comment FROM operator_actions").fetchall() == [
-        ("alice", "cancel", status, "wrong target")]
+        ("alice", "cancel", status, "wrong target")
+    ]
 
 
 @pytest.mark.parametrize("status", ["success", "error", "cancelled"])
@@ -43,9 +48,12 @@ def test_requeue_allowed_after_error_or_cancel(app: Kestrel, db, status: str) ->
     eid = app.enqueue("w")
     set_status(db, eid, status)
     assert app.requeue(eid, by="bob") == status
-    assert db.execute("SELECT status, error, finished_at FROM workflow_executions WHERE id = %s",
-                      (eid,)).fetchone() == ("enqueued", None, None)
-    assert db.execute("SELECT actor, action, from_status FROM operator_actions").fetchall() == [("bob", "requeue", status)]
+    assert db.execute(
+        "SELECT status, error, finished_at FROM workflow_executions WHERE id = %s", (eid,)
+    ).fetchone() == ("enqueued", None, None)
+    assert db.execute("SELECT actor, action, from_status FROM operator_actions").fetchall() == [
+        ("bob", "requeue", status)
+    ]
 
 
 def test_requeue_of_expired_lease_is_allowed_of_live_lease_refused(app: Kestrel, db) -> None:
@@ -89,9 +97,13 @@ def test_cancel_reaches_a_running_execution_at_its_next_step(app: Kestrel, ledge
     @app.workflow
     def long(ctx, _):
         ctx.step("first", slow_first)
-        ctx.step("second", lambda: ledger.execute(
-            "INSERT INTO public.ledger (execution_id, step_id) VALUES (%s, 'second') RETURNING id",
-            (ctx.execution_id,)).fetchone()[0])
+        ctx.step(
+            "second",
+            lambda: ledger.execute(
+                "INSERT INTO public.ledger (execution_id, step_id) VALUES (%s, 'second') RETURNING id",
+                (ctx.execution_id,),
+            ).fetchone()[0],
+        )
         return "finished"
 
     worker = start_worker(app)

@@ -47,8 +47,9 @@ def unavailable(reason: str) -> NoReturn:
 def start_bouncer(**env: str) -> str:
     """Run .ci/pgbouncer.sh with these settings; the DSN through it, or skip (fail in CI) saying why."""
     try:
-        done = subprocess.run(["bash", str(SCRIPT), "start"], env={**os.environ, **env},
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            ["bash", str(SCRIPT), "start"], env={**os.environ, **env}, capture_output=True, text=True, timeout=300
+        )
     except subprocess.TimeoutExpired:
         unavailable("PgBouncer could not be installed or started: .ci/pgbouncer.sh timed out")
     if done.returncode != 0:
@@ -59,8 +60,9 @@ def start_bouncer(**env: str) -> str:
 def admin_console(bouncer_dsn: str, command: str) -> list[list[str]]:
     """Rows of a PgBouncer admin command (its console speaks only the simple protocol: psql)."""
     target = make_conninfo(bouncer_dsn, dbname="pgbouncer")
-    done = subprocess.run(["psql", target, "-AtF", "\t", "-c", command], capture_output=True,
-                          text=True, timeout=30, check=True)
+    done = subprocess.run(
+        ["psql", target, "-AtF", "\t", "-c", command], capture_output=True, text=True, timeout=30, check=True
+    )
     return [line.split("\t") for line in done.stdout.splitlines()]
 
 
@@ -70,7 +72,9 @@ def bouncer() -> str:
     if shutil.which("psql") is None:
         unavailable("psql is not installed: needed to talk to PgBouncer's admin console")
     upstream = conninfo_to_dict(ADMIN_DSN)
-    return start_bouncer(KESTREL_PGBOUNCER_UPSTREAM=f"{upstream.get('host', '127.0.0.1')}:{upstream.get('port', '5432')}")
+    return start_bouncer(
+        KESTREL_PGBOUNCER_UPSTREAM=f"{upstream.get('host', '127.0.0.1')}:{upstream.get('port', '5432')}"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +132,9 @@ def test_workflows_with_steps_sleeps_and_approvals_run_through_the_bouncer(poole
     ids = app.enqueue_many("pooled", specs)
     doomed = app.enqueue("pooled", {"i": 999, "gate": True})
     gated = [eid for eid, spec in zip(ids, specs) if spec["gate"]] + [doomed]
-    pending = "SELECT count(*) FROM workflow_waits WHERE step_id = 'gate' AND resolved_at IS NULL AND execution_id = ANY(%s)"
+    pending = (
+        "SELECT count(*) FROM workflow_waits WHERE step_id = 'gate' AND resolved_at IS NULL AND execution_id = ANY(%s)"
+    )
     wait_for(lambda: db.execute(pending, (gated,)).fetchone()[0] == len(gated), timeout=30, what="the gates")
     for eid in gated[:-1]:
         app.approve(eid, "gate", by="alice", comment="via pgbouncer")
@@ -142,7 +148,8 @@ def test_workflows_with_steps_sleeps_and_approvals_run_through_the_bouncer(poole
         assert app.get(eid).output == {"a": i * 10, "b": i * 10 + 1, "approved": True if spec["gate"] else None}
     assert app.get(doomed).status == "cancelled"
     assert db.execute("SELECT count(*) FROM operation_outputs WHERE execution_id = ANY(%s)", (ids,)).fetchone()[0] == (
-        2 * 60 + sum(s["nap"] for s in specs) + sum(s["gate"] for s in specs))
+        2 * 60 + sum(s["nap"] for s in specs) + sum(s["gate"] for s in specs)
+    )
     assert db.execute("SELECT count(*) FROM operator_actions").fetchone()[0] == len(gated)
 
 
@@ -152,8 +159,11 @@ def cluster_bouncer(private_cluster: PrivateServer) -> Iterator[str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = str(probe.getsockname()[1])
-    env = {"KESTREL_PGBOUNCER_PORT": port, "KESTREL_PGBOUNCER_UPSTREAM": f"127.0.0.1:{private_cluster.port}",
-           "KESTREL_PGBOUNCER_POOL_SIZE": "40"}
+    env = {
+        "KESTREL_PGBOUNCER_PORT": port,
+        "KESTREL_PGBOUNCER_UPSTREAM": f"127.0.0.1:{private_cluster.port}",
+        "KESTREL_PGBOUNCER_POOL_SIZE": "40",
+    }
     dsn = start_bouncer(**env)
     try:
         yield dsn
@@ -162,17 +172,30 @@ def cluster_bouncer(private_cluster: PrivateServer) -> Iterator[str]:
 
 
 @pytest.mark.slow
-def test_short_chaos_run_through_the_bouncer(private_cluster: PrivateServer, cluster_bouncer: str,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_short_chaos_run_through_the_bouncer(
+    private_cluster: PrivateServer, cluster_bouncer: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     database = f"chaos_bouncer_{uuid.uuid4().hex[:8]}"
     lines: list[str] = []
-    cfg = ChaosConfig(chaos_s=20.0, drain_s=60.0, workers=2, concurrency=4, lease_s=4.0, rate=6.0,
-                      restarts=2, stops=1, kill_every_s=(2.0, 4.0), log=lines.append,
-                      worker_dsn=make_conninfo(cluster_bouncer, dbname=database), transaction_pooling=True)
+    cfg = ChaosConfig(
+        chaos_s=20.0,
+        drain_s=60.0,
+        workers=2,
+        concurrency=4,
+        lease_s=4.0,
+        rate=6.0,
+        restarts=2,
+        stops=1,
+        kill_every_s=(2.0, 4.0),
+        log=lines.append,
+        worker_dsn=make_conninfo(cluster_bouncer, dbname=database),
+        transaction_pooling=True,
+    )
     report = run_chaos(private_cluster, cfg, database=database)
     with capsys.disabled():
         print(f"\nchaos through pgbouncer: {report.summary()}")
-    assert report.verdict.ok, "\n".join(["chaos run broke invariants:", *report.verdict.violations[:30], *lines,
-                                        f"worker logs: {report.log_dir}"])
+    assert report.verdict.ok, "\n".join(
+        ["chaos run broke invariants:", *report.verdict.violations[:30], *lines, f"worker logs: {report.log_dir}"]
+    )
     assert report.kills >= 2 and report.stops == 1 and report.restarts == 2, report.summary()
     assert report.enqueued >= 80 and report.verdict.statuses["success"] == report.enqueued

@@ -19,8 +19,14 @@ def run_without_psql(ci: str | None) -> subprocess.CompletedProcess[str]:
     env["PATH"] = str(Path(sys.executable).parent)  # no psql, no bash
     if ci is not None:
         env["CI"] = ci
-    return subprocess.run([sys.executable, "-m", "pytest", TEST, "-n", "0", "-q", "-p", "no:cacheprovider", "-rs"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", TEST, "-n", "0", "-q", "-p", "no:cacheprovider", "-rs"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("ci", ["true", "1"])

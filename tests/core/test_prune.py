@@ -52,10 +52,17 @@ def run_prune(app: Kestrel, older_than: timedelta, **options):
     return prune(connection_runner(app.connection), S, older_than=older_than, by="tester", **options)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("30d", timedelta(days=30)), ("12h", timedelta(hours=12)), ("90m", timedelta(minutes=90)),
-    ("45s", timedelta(seconds=45)), ("2w", timedelta(weeks=2)), (" 7D ", timedelta(days=7)),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("30d", timedelta(days=30)),
+        ("12h", timedelta(hours=12)),
+        ("90m", timedelta(minutes=90)),
+        ("45s", timedelta(seconds=45)),
+        ("2w", timedelta(weeks=2)),
+        (" 7D ", timedelta(days=7)),
+    ],
+)
 def test_parse_age(text: str, expected: timedelta) -> None:
     assert parse_age(text) == expected
 
@@ -67,23 +74,36 @@ def test_parse_age_refuses_what_it_cannot_read(text: str) -> None:
 
 
 def test_prunes_old_finished_executions_with_everything_they_own(app: Kestrel, db: psycopg.Connection) -> None:
-    seed_finished(db, 4, "40 days")                 # 12 old finished: go
-    seed_finished(db, 1, "10 days")                 # 3 recent finished: stay
+    seed_finished(db, 4, "40 days")  # 12 old finished: go
+    seed_finished(db, 1, "10 days")  # 3 recent finished: stay
     live = [app.enqueue("live", i) for i in range(3)]
     # Live rows stay however old, even one whose finished_at is (wrongly) set.
-    db.execute("UPDATE workflow_executions SET created_at = now() - interval '400 days',"
-               " updated_at = now() - interval '400 days' WHERE id = ANY(%s)", (live,))
-    db.execute("UPDATE workflow_executions SET status = 'waiting', finished_at = now() - interval '400 days'"
-               " WHERE id = %s", (live[0],))
-    db.execute("UPDATE workflow_executions SET status = 'running', owner_id = 'w', lease_expires = now()"
-               " WHERE id = %s", (live[1],))
+    db.execute(
+        "UPDATE workflow_executions SET created_at = now() - interval '400 days',"
+        " updated_at = now() - interval '400 days' WHERE id = ANY(%s)",
+        (live,),
+    )
+    db.execute(
+        "UPDATE workflow_executions SET status = 'waiting', finished_at = now() - interval '400 days' WHERE id = %s",
+        (live[0],),
+    )
+    db.execute(
+        "UPDATE workflow_executions SET status = 'running', owner_id = 'w', lease_expires = now() WHERE id = %s",
+        (live[1],),
+    )
 
     result = run_prune(app, timedelta(days=30))
 
     assert result.deleted == 12 and result.complete
     assert count(db, "workflow_executions", "workflow_name = 'old'") == 3
-    assert count(db, "workflow_executions", "finished_at < now() - interval '30 days' AND status IN"
-                 " ('success', 'error', 'cancelled')") == 0
+    assert (
+        count(
+            db,
+            "workflow_executions",
+            "finished_at < now() - interval '30 days' AND status IN ('success', 'error', 'cancelled')",
+        )
+        == 0
+    )
     assert sorted(r[0] for r in db.execute("SELECT id FROM workflow_executions WHERE workflow_name = 'live'")) == live
     for table in ("operation_outputs", "step_attempts", "workflow_waits"):  # nothing orphaned
         assert count(db, table) == 3 * 2 if table != "workflow_waits" else count(db, table) == 3
@@ -99,7 +119,11 @@ def test_prunes_in_batches_and_reports_progress(app: Kestrel, db: psycopg.Connec
     seen: list[int] = []
     result = run_prune(app, timedelta(days=1), batch_size=5, progress=lambda r: seen.append(r.deleted))
     assert result.history == [5, 5, 2, 0] and seen == [5, 10, 12, 12]
-    assert [r[0] for r in db.execute("SELECT (details->>'deleted')::int FROM operator_actions ORDER BY id")] == [5, 5, 2]
+    assert [r[0] for r in db.execute("SELECT (details->>'deleted')::int FROM operator_actions ORDER BY id")] == [
+        5,
+        5,
+        2,
+    ]
 
     seed_finished(db, 4, "2 days")
     partial = run_prune(app, timedelta(days=1), batch_size=5, max_batches=1)
@@ -122,7 +146,9 @@ def test_never_waits_for_a_locked_row(app: Kestrel, dsn: str, db: psycopg.Connec
 
 
 def test_pruning_during_a_load_loses_no_live_execution(
-    app: Kestrel, db: psycopg.Connection, start_worker,
+    app: Kestrel,
+    db: psycopg.Connection,
+    start_worker,
 ) -> None:
     @app.workflow("busy")
     def busy(ctx, i):
@@ -156,8 +182,11 @@ def test_pruning_during_a_load_loses_no_live_execution(
 
     assert result.deleted == old and result.batches >= old // 200
     assert count(db, "workflow_executions", "workflow_name = 'old'") == 0
-    wait_for(lambda: count(db, "workflow_executions", "status <> 'success'") == 0, timeout=60,
-             what="every enqueued execution to finish")
+    wait_for(
+        lambda: count(db, "workflow_executions", "status <> 'success'") == 0,
+        timeout=60,
+        what="every enqueued execution to finish",
+    )
     rows = dict(db.execute("SELECT id, output FROM workflow_executions").fetchall())
     assert sorted(rows) == sorted(enqueued)  # none lost, none extra
     inputs = dict(db.execute("SELECT id, input FROM workflow_executions").fetchall())
@@ -178,12 +207,16 @@ def test_worker_prunes_on_a_schedule(app, db, start_worker) -> None:
         return 1
 
     old = app.enqueue("quick")
-    db.execute("UPDATE workflow_executions SET status = 'success', finished_at = now() - interval '40 days'"
-               " WHERE id = %s", (old,))
+    db.execute(
+        "UPDATE workflow_executions SET status = 'success', finished_at = now() - interval '40 days' WHERE id = %s",
+        (old,),
+    )
     live = app.enqueue("nobody-runs-this")
     start_worker(app, prune_older_than=timedelta(days=30), prune_every=0.2)
-    wait_for(lambda: db.execute("SELECT count(*) = 0 FROM workflow_executions WHERE id = %s", (old,)).fetchone()[0],
-             what="the scheduled prune")
+    wait_for(
+        lambda: db.execute("SELECT count(*) = 0 FROM workflow_executions WHERE id = %s", (old,)).fetchone()[0],
+        what="the scheduled prune",
+    )
     assert app.get(live).status == "enqueued"
     actor = db.execute("SELECT actor FROM operator_actions WHERE action = 'prune'").fetchone()[0]
     assert actor.startswith("worker:")

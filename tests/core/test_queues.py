@@ -1,7 +1,7 @@
 """Queues with limits, held across three worker processes (tests/core/queues_app.py):
 a global concurrency of 3, a rate of 5 per 2 s, one running execution per key; sampled from
-the table every few milliseconds while they run; then a rate of 4 per minute. Then pause/resume and a worker that serves a
-subset of queues (in-process workers)."""
+the table every few milliseconds while they run; then a rate of 4 per minute. Then pause/resume
+and a worker that serves a subset of queues (in-process workers)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ import pytest
 from kestrel_core import ActionRefused, Kestrel, NotFound
 from tests.conftest import KESTREL_TABLES
 from tests.waiting import wait_for
-from tests.worker_processes import start_worker_process as start_worker, stop_worker_processes
+from tests.worker_processes import start_worker_process as start_worker
+from tests.worker_processes import stop_worker_processes
 
 QUICK, RATED, KEYED = 2000, 20, 12
 RATE, WINDOW_S = 5, 2.0
@@ -34,9 +35,22 @@ UNFINISHED = "SELECT count(*) FROM kestrel.workflow_executions WHERE status <> '
 
 
 def start_worker_process(dsn: str, name: str, n: int, *extra: str) -> subprocess.Popen:
-    return start_worker(dsn, "tests.core.queues_app:app", "--concurrency", "4", "--lease", "5",
-                        "--worker-id", name, "--processes", "1", "--log-level", "warning", *extra,
-                        env={"QUEUES_APP_N": str(n)})
+    return start_worker(
+        dsn,
+        "tests.core.queues_app:app",
+        "--concurrency",
+        "4",
+        "--lease",
+        "5",
+        "--worker-id",
+        name,
+        "--processes",
+        "1",
+        "--log-level",
+        "warning",
+        *extra,
+        env={"QUEUES_APP_N": str(n)},
+    )
 
 
 def share(total: int, i: int) -> int:
@@ -66,15 +80,21 @@ def limited_run(migrated: str) -> Iterator[dict]:
     registers the workflows ending in N."""
     dsn = migrated
     with psycopg.connect(dsn, autocommit=True) as db:
-        db.execute(f"TRUNCATE {', '.join('kestrel.' + t.strip() for t in KESTREL_TABLES.split(','))} "
-                   "RESTART IDENTITY CASCADE")
+        db.execute(
+            f"TRUNCATE {', '.join('kestrel.' + t.strip() for t in KESTREL_TABLES.split(','))} RESTART IDENTITY CASCADE"
+        )
     procs = [start_worker_process(dsn, f"queue-worker-{i}", i) for i in range(3)]
     sampler = Sampler(dsn)
     try:
         with psycopg.connect(dsn, autocommit=True) as db:
-            wait_for(lambda: db.execute("SELECT count(*) = 3 FROM kestrel.workers WHERE stopped_at IS NULL")
-                     .fetchone()[0] or any(p.poll() is not None for p in procs),
-                     timeout=30, what="three workers to register")
+            wait_for(
+                lambda: (
+                    db.execute("SELECT count(*) = 3 FROM kestrel.workers WHERE stopped_at IS NULL").fetchone()[0]
+                    or any(p.poll() is not None for p in procs)
+                ),
+                timeout=30,
+                what="three workers to register",
+            )
             assert all(p.poll() is None for p in procs), [p.stdout.read() for p in procs if p.poll() is not None]
             sampler.start()
             with Kestrel(dsn) as app:
@@ -83,14 +103,25 @@ def limited_run(migrated: str) -> Iterator[dict]:
                     app.enqueue_many(f"rated-{i}", [{}] * share(RATED, i))
                 for i in range(KEYED):  # every key in every worker's share
                     app.enqueue(f"keyed-{i % 3}", {"s": 0.1}, concurrency_key=f"customer-{i // 3 % 3}")
-            wait_for(lambda: db.execute(UNFINISHED).fetchone()[0] == 0, timeout=50, interval=0.2,
-                     what="every execution to succeed")
+            wait_for(
+                lambda: db.execute(UNFINISHED).fetchone()[0] == 0,
+                timeout=50,
+                interval=0.2,
+                what="every execution to succeed",
+            )
             sampler.done.set()
             sampler.join()
-            rated = [r[0] for r in db.execute(
-                "SELECT started_at FROM kestrel.workflow_executions WHERE queue = 'rated' ORDER BY started_at")]
-            queues = dict(db.execute(
-                "SELECT left(workflow_name, -2), queue FROM kestrel.workflow_executions GROUP BY 1, 2").fetchall())
+            rated = [
+                r[0]
+                for r in db.execute(
+                    "SELECT started_at FROM kestrel.workflow_executions WHERE queue = 'rated' ORDER BY started_at"
+                )
+            ]
+            queues = dict(
+                db.execute(
+                    "SELECT left(workflow_name, -2), queue FROM kestrel.workflow_executions GROUP BY 1, 2"
+                ).fetchall()
+            )
             per_minute = rate_per_minute_phase(dsn, db)
         yield {"samples": sampler.samples, "rated_starts": rated, "queues": queues, "per_minute": per_minute}
     finally:
@@ -106,18 +137,35 @@ def rate_per_minute_phase(dsn: str, db: psycopg.Connection) -> dict:
     with Kestrel(dsn) as app:
         for i in range(3):
             app.enqueue_many(f"minute-{i}", [{}] * (MINUTE_JOBS // 3))
-        wait_for(lambda: db.execute("SELECT count(*) FROM kestrel.workflow_executions"
-                                    " WHERE queue = 'per-minute' AND status = 'success'").fetchone()[0] >= PER_MINUTE,
-                 timeout=30, what=f"{PER_MINUTE} per-minute executions to run")
+        wait_for(
+            lambda: (
+                db.execute(
+                    "SELECT count(*) FROM kestrel.workflow_executions WHERE queue = 'per-minute' AND status = 'success'"
+                ).fetchone()[0]
+                >= PER_MINUTE
+            ),
+            timeout=30,
+            what=f"{PER_MINUTE} per-minute executions to run",
+        )
         probes = [app.enqueue(f"probe-{i}", {}) for i in range(3)]
-    wait_for(lambda: db.execute("SELECT bool_and(status = 'success') FROM kestrel.workflow_executions"
-                                " WHERE id = ANY(%s)", (probes,)).fetchone()[0],
-             timeout=30, what="one probe per worker to run")
-    starts = [r[0] for r in db.execute(
-        "SELECT started_at FROM kestrel.workflow_executions WHERE queue = 'per-minute'"
-        " AND started_at IS NOT NULL ORDER BY started_at")]
-    probed = db.execute("SELECT max(started_at), count(DISTINCT owner_id) FROM kestrel.workflow_executions"
-                        " WHERE id = ANY(%s)", (probes,)).fetchone()
+    wait_for(
+        lambda: db.execute(
+            "SELECT bool_and(status = 'success') FROM kestrel.workflow_executions WHERE id = ANY(%s)", (probes,)
+        ).fetchone()[0],
+        timeout=30,
+        what="one probe per worker to run",
+    )
+    starts = [
+        r[0]
+        for r in db.execute(
+            "SELECT started_at FROM kestrel.workflow_executions WHERE queue = 'per-minute'"
+            " AND started_at IS NOT NULL ORDER BY started_at"
+        )
+    ]
+    probed = db.execute(
+        "SELECT max(started_at), count(DISTINCT owner_id) FROM kestrel.workflow_executions WHERE id = ANY(%s)",
+        (probes,),
+    ).fetchone()
     return {"starts": starts, "last_probe": probed[0], "probe_workers": probed[1]}
 
 
@@ -145,7 +193,8 @@ def test_a_rate_per_minute_holds_across_processes(limited_run: dict) -> None:
     assert run["last_probe"] < first + timedelta(minutes=1), "the probes ran inside the first minute"
     in_first_minute = [t for t in run["starts"] if t < first + timedelta(minutes=1)]
     assert len(in_first_minute) == PER_MINUTE, (
-        f"{len(in_first_minute)} of {MINUTE_JOBS} claimed within a minute by 3 workers (rate {PER_MINUTE} a minute)")
+        f"{len(in_first_minute)} of {MINUTE_JOBS} claimed within a minute by 3 workers (rate {PER_MINUTE} a minute)"
+    )
 
 
 def test_one_running_execution_per_key(limited_run: dict) -> None:
@@ -206,8 +255,9 @@ def test_worker_serves_only_its_queues(dsn: str, db: psycopg.Connection, start_w
         wait_for(lambda: status_of(db, held) == "success", what="a worker for 'held' to run it")
 
 
-def test_a_worker_told_to_serve_an_undeclared_queue_says_so(dsn: str, start_worker,
-                                                            caplog: pytest.LogCaptureFixture) -> None:
+def test_a_worker_told_to_serve_an_undeclared_queue_says_so(
+    dsn: str, start_worker, caplog: pytest.LogCaptureFixture
+) -> None:
     with held_app(dsn) as app, caplog.at_level("WARNING", logger="kestrel.worker"):
         start_worker(app, queues=["held", "default"])
         assert "undeclared_queues" not in caplog.text

@@ -24,8 +24,17 @@ from tests.conftest import create_database, drop_database
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-TABLES = ("workflow_executions", "operation_outputs", "workflow_waits", "step_attempts", "workers",
-          "operator_actions", "schema_migrations", "execution_counts", "queues")
+TABLES = (
+    "workflow_executions",
+    "operation_outputs",
+    "workflow_waits",
+    "step_attempts",
+    "workers",
+    "operator_actions",
+    "schema_migrations",
+    "execution_counts",
+    "queues",
+)
 
 
 class Logins:
@@ -33,16 +42,16 @@ class Logins:
 
     def __init__(self, dsn: str) -> None:
         suffix = uuid.uuid4().hex[:8]
-        self.names = RoleNames(worker=f"kt_worker_{suffix}", operator=f"kt_operator_{suffix}",
-                               reader=f"kt_reader_{suffix}")
+        self.names = RoleNames(
+            worker=f"kt_worker_{suffix}", operator=f"kt_operator_{suffix}", reader=f"kt_reader_{suffix}"
+        )
         self.worker_user, self.operator_user = f"kt_wlogin_{suffix}", f"kt_ologin_{suffix}"
         self.worker_dsn = make_conninfo(dsn, user=self.worker_user)
         self.operator_dsn = make_conninfo(dsn, user=self.operator_user)
 
     @property
     def all_roles(self) -> tuple[str, ...]:
-        return (self.worker_user, self.operator_user, self.names.worker, self.names.operator,
-                self.names.reader)
+        return (self.worker_user, self.operator_user, self.names.worker, self.names.operator, self.names.reader)
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +64,9 @@ def logins(migrated: str) -> Iterator[Logins]:
             conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(role), sql.Identifier(user)))
     yield who
     with psycopg.connect(migrated, autocommit=True) as conn:
-        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ANY(%s)",
-                     (list(who.all_roles),))
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ANY(%s)", (list(who.all_roles),)
+        )
         for role in who.all_roles:
             conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
             conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
@@ -76,22 +86,29 @@ def refused(conn: psycopg.Connection, statement: str, params: tuple = ()) -> boo
 
 # -- the roles themselves -------------------------------------------------------------------
 
+
 def test_roles_are_nologin_groups_and_ensure_roles_is_idempotent(logins: Logins, dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         again = ensure_roles(conn, "kestrel", logins.names)
-        rows = conn.execute("SELECT rolname, rolcanlogin, rolsuper, rolcreaterole, rolcreatedb FROM pg_roles"
-                            " WHERE rolname = ANY(%s) ORDER BY rolname",
-                            ([logins.names.worker, logins.names.operator, logins.names.reader],)).fetchall()
+        rows = conn.execute(
+            "SELECT rolname, rolcanlogin, rolsuper, rolcreaterole, rolcreatedb FROM pg_roles"
+            " WHERE rolname = ANY(%s) ORDER BY rolname",
+            ([logins.names.worker, logins.names.operator, logins.names.reader],),
+        ).fetchall()
     assert again.created == [] and sorted(again.existing) == sorted(
-        [logins.names.worker, logins.names.operator, logins.names.reader])
+        [logins.names.worker, logins.names.operator, logins.names.reader]
+    )
     assert [r[1:] for r in rows] == [(False, False, False, False)] * 3
     assert RoleNames() == RoleNames("kestrel_worker", "kestrel_operator")
 
 
 def test_ensure_roles_from_many_processes_at_once(migrated: str) -> None:
     """Concurrent callers in one database and in another (roles are cluster-wide) all succeed."""
-    names = RoleNames(worker=f"kt_cw_{uuid.uuid4().hex[:8]}", operator=f"kt_co_{uuid.uuid4().hex[:8]}",
-                      reader=f"kt_cr_{uuid.uuid4().hex[:8]}")
+    names = RoleNames(
+        worker=f"kt_cw_{uuid.uuid4().hex[:8]}",
+        operator=f"kt_co_{uuid.uuid4().hex[:8]}",
+        reader=f"kt_cr_{uuid.uuid4().hex[:8]}",
+    )
     other = create_database()
     try:
         with Kestrel(other) as app:
@@ -117,10 +134,12 @@ def test_ensure_roles_from_many_processes_at_once(migrated: str) -> None:
         assert sorted(created) == sorted([names.worker, names.operator, names.reader])  # each once
         for target in (migrated, other):
             with psycopg.connect(target, autocommit=True) as conn:
-                assert conn.execute("SELECT has_table_privilege(%s, 'kestrel.workflow_executions', 'SELECT')",
-                                    (names.operator,)).fetchone() == (True,)
-                assert conn.execute("SELECT has_table_privilege(%s, 'kestrel.workflow_executions', 'SELECT')",
-                                    (names.reader,)).fetchone() == (True,)
+                assert conn.execute(
+                    "SELECT has_table_privilege(%s, 'kestrel.workflow_executions', 'SELECT')", (names.operator,)
+                ).fetchone() == (True,)
+                assert conn.execute(
+                    "SELECT has_table_privilege(%s, 'kestrel.workflow_executions', 'SELECT')", (names.reader,)
+                ).fetchone() == (True,)
     finally:
         drop_database(other)
         with psycopg.connect(migrated, autocommit=True) as conn:
@@ -142,6 +161,7 @@ def test_a_login_role_of_the_same_name_is_refused(dsn: str) -> None:
 
 
 # -- the operator ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("table", TABLES)
 def test_operator_reads_but_cannot_write_any_table(logins: Logins, dsn: str, table: str) -> None:
@@ -167,7 +187,10 @@ def test_operator_cannot_create_or_read_outside_the_schema(logins: Logins, dsn: 
 
 
 def test_operator_acts_only_through_kestrel_and_every_action_is_audited(
-    logins: Logins, app: Kestrel, db: psycopg.Connection, start_worker,
+    logins: Logins,
+    app: Kestrel,
+    db: psycopg.Connection,
+    start_worker,
 ) -> None:
     admin = app
 
@@ -185,19 +208,28 @@ def test_operator_acts_only_through_kestrel_and_every_action_is_audited(
         assert op.cancel(doomed_id, by="bob", comment="nobody runs it") == "enqueued"
         assert op.requeue(doomed_id, by="bob") == "cancelled"
         with op.connection() as conn:  # the functions are the only way in
-            assert refused(conn, "UPDATE kestrel.workflow_executions SET status = 'success' WHERE id = %s", (doomed_id,))
+            assert refused(
+                conn, "UPDATE kestrel.workflow_executions SET status = 'success' WHERE id = %s", (doomed_id,)
+            )
     wait_for(lambda: admin.get(gated_id).status == "success", what="the approved execution")
     assert admin.get(gated_id).output == {"approved": True, "by": "alice"}
     assert admin.get(doomed_id).status == "enqueued"
     audit = db.execute("SELECT actor, action, execution_id, comment FROM operator_actions ORDER BY id").fetchall()
-    assert audit == [("alice", "approve", gated_id, "lgtm"), ("bob", "cancel", doomed_id, "nobody runs it"),
-                     ("bob", "requeue", doomed_id, None)]
+    assert audit == [
+        ("alice", "approve", gated_id, "lgtm"),
+        ("bob", "cancel", doomed_id, "nobody runs it"),
+        ("bob", "requeue", doomed_id, None),
+    ]
 
 
 # -- the worker -----------------------------------------------------------------------------
 
+
 def test_worker_role_runs_workflows_with_steps_sleeps_and_gates(
-    logins: Logins, dsn: str, db: psycopg.Connection, start_worker,
+    logins: Logins,
+    dsn: str,
+    db: psycopg.Connection,
+    start_worker,
 ) -> None:
     app = Kestrel(logins.worker_dsn)
 
@@ -220,20 +252,29 @@ def test_worker_role_runs_workflows_with_steps_sleeps_and_gates(
     try:
         start_worker(app)
         eid = app.enqueue("full", 21)  # the worker role enqueues too (the application's role)
-        wait_for(lambda: app.get(eid).status == "waiting" and db.execute(
-            "SELECT 1 FROM workflow_waits WHERE execution_id = %s AND step_id = 'go'", (eid,)).fetchone(),
-            what="the gate")
+        wait_for(
+            lambda: (
+                app.get(eid).status == "waiting"
+                and db.execute(
+                    "SELECT 1 FROM workflow_waits WHERE execution_id = %s AND step_id = 'go'", (eid,)
+                ).fetchone()
+            ),
+            what="the gate",
+        )
         with Kestrel(logins.operator_dsn) as op:
             op.approve(eid, "go", by="carol")
         wait_for(lambda: app.get(eid).done, what="the execution to finish")
         assert (app.get(eid).status, app.get(eid).output) == ("success", {"a": 42, "b": "ok", "approved": True})
-        assert db.execute("SELECT count(*) FROM step_attempts WHERE execution_id = %s AND step_id = 'fails-once'",
-                          (eid,)).fetchone() == (2,)
+        assert db.execute(
+            "SELECT count(*) FROM step_attempts WHERE execution_id = %s AND step_id = 'fails-once'", (eid,)
+        ).fetchone() == (2,)
     finally:
         app.close()
 
 
-def test_worker_role_cannot_delete_decide_or_read_the_audit(logins: Logins, app: Kestrel, db: psycopg.Connection) -> None:
+def test_worker_role_cannot_delete_decide_or_read_the_audit(
+    logins: Logins, app: Kestrel, db: psycopg.Connection
+) -> None:
     eid = app.enqueue("x")
     with as_user(logins.worker_dsn) as conn:
         assert refused(conn, "DELETE FROM workflow_executions WHERE id = %s", (eid,))
@@ -256,15 +297,19 @@ def test_worker_role_prunes_through_the_function(logins: Logins, app: Kestrel, d
     old = app.enqueue("x")
     db.execute("UPDATE workflow_executions SET status = 'success', finished_at = now() - interval '2 days'")
     with Kestrel(logins.worker_dsn) as app:
-        result = prune.prune(prune.connection_runner(app.connection), "kestrel",
-                             older_than=timedelta(days=1), by="worker:w1")
+        result = prune.prune(
+            prune.connection_runner(app.connection), "kestrel", older_than=timedelta(days=1), by="worker:w1"
+        )
     assert result.deleted == 1
     assert db.execute("SELECT count(*) FROM workflow_executions WHERE id = %s", (old,)).fetchone() == (0,)
 
 
 def _first_column(conn: psycopg.Connection, table: str) -> str:
-    row = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = 'kestrel'"
-                       " AND table_name = %s AND is_identity = 'NO' ORDER BY ordinal_position LIMIT 1", (table,)).fetchone()
+    row = conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = 'kestrel'"
+        " AND table_name = %s AND is_identity = 'NO' ORDER BY ordinal_position LIMIT 1",
+        (table,),
+    ).fetchone()
     assert row is not None, f"{table}: no visible column"
     return row[0]
 
@@ -291,4 +336,6 @@ def test_limited_queues_under_the_roles(logins: Logins, dsn: str, db: psycopg.Co
     finally:
         app.close()
     assert db.execute("SELECT actor, action FROM operator_actions ORDER BY id").fetchall() == [
-        ("carol", "pause_queue"), ("carol", "resume_queue")]
+        ("carol", "pause_queue"),
+        ("carol", "resume_queue"),
+    ]

@@ -3,34 +3,42 @@ up after an outage), with real Postgres and in-process workers."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
 
-from kestrel_core import ActionRefused, Kestrel, NotFound
-from kestrel_core import scheduler
+from kestrel_core import ActionRefused, Kestrel, NotFound, scheduler
 from tests.waiting import wait_for
 
-UTC = timezone.utc
+UTC = UTC
 T0 = datetime(2026, 1, 5, 12, 0, 0, tzinfo=UTC)  # on every 10-second tick
 
 
 def scheduled_runs(db: psycopg.Connection, name: str) -> list[str]:
     """The scheduled_at of every execution the schedule enqueued, in tick order."""
-    return [r[0] for r in db.execute(
-        "SELECT input->>'scheduled_at' FROM workflow_executions WHERE input->>'schedule' = %s"
-        " ORDER BY input->>'scheduled_at'", (name,))]
+    return [
+        r[0]
+        for r in db.execute(
+            "SELECT input->>'scheduled_at' FROM workflow_executions WHERE input->>'schedule' = %s"
+            " ORDER BY input->>'scheduled_at'",
+            (name,),
+        )
+    ]
 
 
 def at(seconds: int) -> str:
     return (T0 + timedelta(seconds=seconds)).isoformat()
 
 
-def put_schedule(db: psycopg.Connection, name: str, cron: str, next_tick: datetime, *,
-                 catch_up: bool = False, paused: bool = False) -> None:
-    db.execute("INSERT INTO schedules (name, cron, workflow_name, catch_up, paused, next_tick, source)"
-               " VALUES (%s, %s, 'report', %s, %s, %s, 'cli')", (name, cron, catch_up, paused, next_tick))
+def put_schedule(
+    db: psycopg.Connection, name: str, cron: str, next_tick: datetime, *, catch_up: bool = False, paused: bool = False
+) -> None:
+    db.execute(
+        "INSERT INTO schedules (name, cron, workflow_name, catch_up, paused, next_tick, source)"
+        " VALUES (%s, %s, 'report', %s, %s, %s, 'cli')",
+        (name, cron, catch_up, paused, next_tick),
+    )
 
 
 # -- declaring in code -------------------------------------------------------------------------
@@ -81,14 +89,17 @@ def test_worker_declares_code_schedules_and_keeps_their_place(dsn: str, db, star
     put_schedule(db, "operator-owned", "* * * * *", T0)
     with app:
         start_worker(app).stop()
-        row = db.execute("SELECT cron, workflow_name, source, next_tick, paused FROM schedules"
-                         " WHERE name = 'yearly'").fetchone()
+        row = db.execute(
+            "SELECT cron, workflow_name, source, next_tick, paused FROM schedules WHERE name = 'yearly'"
+        ).fetchone()
         assert row[:3] == ("0 0 1 1 *", "yearly", "code") and row[3].month == 1 and row[4] is False
         db.execute("UPDATE schedules SET paused = true, next_tick = %s WHERE name = 'yearly'", (T0,))
         start_worker(app, sweep_interval=60).stop()  # redeclared unchanged: place and pause kept
         assert db.execute("SELECT next_tick, paused FROM schedules WHERE name = 'yearly'").fetchone() == (T0, True)
     assert db.execute("SELECT cron, source FROM schedules WHERE name = 'operator-owned'").fetchone() == (
-        "* * * * *", "cli")
+        "* * * * *",
+        "cli",
+    )
 
 
 # -- operator actions ----------------------------------------------------------------------------
@@ -97,7 +108,7 @@ def test_worker_declares_code_schedules_and_keeps_their_place(dsn: str, db, star
 def test_add_pause_resume_remove_are_audited(app: Kestrel, db) -> None:
     first = app.add_schedule("hourly", "0 * * * *", "report", input={"k": 1}, by="alice")
     assert first.minute == 0 and first > datetime.now(UTC)
-    with pytest.raises(ActionRefused, match='a schedule with that name exists'):
+    with pytest.raises(ActionRefused, match="a schedule with that name exists"):
         app.add_schedule("hourly", "*/5 * * * *", "report", by="bob")
     with pytest.raises(ValueError, match="invalid cron expression"):
         app.add_schedule("bad", "every day", "report", by="bob")
@@ -106,7 +117,7 @@ def test_add_pause_resume_remove_are_audited(app: Kestrel, db) -> None:
     with pytest.raises(ValueError, match="workflow name too long"):  # every tick would fail to enqueue it
         app.add_schedule("bad", "* * * * *", "w" * 201, by="bob")
     app.pause_schedule("hourly", by="carol", comment="maintenance")
-    with pytest.raises(ActionRefused, match='already paused \\(by carol'):
+    with pytest.raises(ActionRefused, match="already paused \\(by carol"):
         app.pause_schedule("hourly", by="carol")
     assert app.resume_schedule("hourly", by="dave") == first
     with pytest.raises(ActionRefused, match="already running"):
@@ -114,10 +125,14 @@ def test_add_pause_resume_remove_are_audited(app: Kestrel, db) -> None:
     assert app.remove_schedule("hourly", by="erin") == "cli"
     with pytest.raises(NotFound, match='no schedule named "hourly"'):
         app.remove_schedule("hourly", by="erin")
-    assert db.execute("SELECT actor, action, comment, details->>'schedule' FROM operator_actions ORDER BY id"
-                      ).fetchall() == [
-        ("alice", "add_schedule", None, "hourly"), ("carol", "pause_schedule", "maintenance", "hourly"),
-        ("dave", "resume_schedule", None, "hourly"), ("erin", "remove_schedule", None, "hourly")]
+    assert db.execute(
+        "SELECT actor, action, comment, details->>'schedule' FROM operator_actions ORDER BY id"
+    ).fetchall() == [
+        ("alice", "add_schedule", None, "hourly"),
+        ("carol", "pause_schedule", "maintenance", "hourly"),
+        ("dave", "resume_schedule", None, "hourly"),
+        ("erin", "remove_schedule", None, "hourly"),
+    ]
     assert db.execute("SELECT count(*) FROM schedules").fetchone() == (0,)
 
 
@@ -133,11 +148,15 @@ def test_each_tick_once_with_its_time_in_the_input(app: Kestrel, db) -> None:
     assert [(n, t) for n, t, _ in done.enqueued] == [("s", T0)] and again.enqueued == []
     assert len(later.enqueued) == 1
     assert scheduled_runs(db, "s") == [at(0), at(10)]
-    row = db.execute("SELECT input, engine_key, workflow_name, status FROM workflow_executions"
-                     " ORDER BY id LIMIT 1").fetchone()
+    row = db.execute(
+        "SELECT input, engine_key, workflow_name, status FROM workflow_executions ORDER BY id LIMIT 1"
+    ).fetchone()
     assert row == ({"schedule": "s", "scheduled_at": at(0)}, f"schedule:s:{at(0)}", "report", "enqueued")
     assert db.execute("SELECT next_tick, last_tick, last_execution_id FROM schedules").fetchone() == (
-        T0 + timedelta(seconds=20), T0 + timedelta(seconds=10), later.enqueued[0][2])
+        T0 + timedelta(seconds=20),
+        T0 + timedelta(seconds=10),
+        later.enqueued[0][2],
+    )
 
 
 def test_after_an_outage_skip_enqueues_the_latest_and_catch_up_every_missed_tick(app: Kestrel, db) -> None:
@@ -150,7 +169,9 @@ def test_after_an_outage_skip_enqueues_the_latest_and_catch_up_every_missed_tick
     assert done.skipped == {"skip": 12}
     assert scheduled_runs(db, "catch") == [at(s) for s in range(0, 121, 10)]
     assert db.execute("SELECT name, next_tick FROM schedules ORDER BY name").fetchall() == [
-        ("catch", T0 + timedelta(seconds=130)), ("skip", T0 + timedelta(seconds=130))]
+        ("catch", T0 + timedelta(seconds=130)),
+        ("skip", T0 + timedelta(seconds=130)),
+    ]
 
 
 def test_late_ticks_within_the_grace_are_not_skipped(app: Kestrel, db) -> None:
@@ -200,12 +221,16 @@ def test_a_worker_enqueues_missed_ticks_by_policy_and_runs_them(app: Kestrel, db
     put_schedule(db, "skip", "* * * * * */10", now - timedelta(minutes=5))
     put_schedule(db, "catch", "* * * * * */10", now - timedelta(minutes=1), catch_up=True)
     start_worker(app)
-    wait_for(lambda: len(scheduled_runs(db, "catch")) >= 7 and scheduled_runs(db, "skip"),
-             what="the worker to enqueue the missed ticks")
+    wait_for(
+        lambda: len(scheduled_runs(db, "catch")) >= 7 and scheduled_runs(db, "skip"),
+        what="the worker to enqueue the missed ticks",
+    )
     catch = scheduled_runs(db, "catch")
     assert catch[:7] == [(now - timedelta(minutes=1) + timedelta(seconds=s)).isoformat() for s in range(0, 61, 10)]
     skip = scheduled_runs(db, "skip")
     assert skip[0] >= (now - timedelta(seconds=10)).isoformat()  # the 30 older missed ticks skipped
-    wait_for(lambda: db.execute("SELECT count(*) = 0 FROM workflow_executions WHERE status <> 'success'"
-                                ).fetchone()[0], what="the scheduled runs to finish")
+    wait_for(
+        lambda: db.execute("SELECT count(*) = 0 FROM workflow_executions WHERE status <> 'success'").fetchone()[0],
+        what="the scheduled runs to finish",
+    )
     assert set(catch) <= set(ran)

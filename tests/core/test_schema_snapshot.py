@@ -37,10 +37,14 @@ def _same_as_committed(text: str) -> None:
     if made_on != built_on:  # CI's server is the snapshot's; another major deparses differently
         pytest.skip(f"the snapshot was {made_on}, this server is {built_on.removeprefix(MADE_ON)}")
     if text != committed:
-        diff = "\n".join(difflib.unified_diff(committed.splitlines(), text.splitlines(),
-                                              "committed snapshot", "schema built now", lineterm=""))
-        pytest.fail(f"the schema drifted from {SNAPSHOT.name}; if that is on purpose, {REGENERATE}:\n{diff}",
-                    pytrace=False)
+        diff = "\n".join(
+            difflib.unified_diff(
+                committed.splitlines(), text.splitlines(), "committed snapshot", "schema built now", lineterm=""
+            )
+        )
+        pytest.fail(
+            f"the schema drifted from {SNAPSHOT.name}; if that is on purpose, {REGENERATE}:\n{diff}", pytrace=False
+        )
 
 
 def test_a_fresh_schema_is_the_committed_snapshot(empty_database: str) -> None:
@@ -62,8 +66,10 @@ def test_a_schema_from_before_the_function_files_upgrades_to_the_snapshot(empty_
 def test_the_snapshot_sees_a_changed_function_body_column_and_grant(empty_database: str) -> None:
     before = build(empty_database)
     with psycopg.connect(empty_database, autocommit=True) as conn:
-        conn.execute("CREATE OR REPLACE FUNCTION kestrel.notify_channel() RETURNS text LANGUAGE sql "
-                     "STABLE SET search_path = kestrel, pg_temp AS $$ SELECT 'drifted' $$")
+        conn.execute(
+            "CREATE OR REPLACE FUNCTION kestrel.notify_channel() RETURNS text LANGUAGE sql "
+            "STABLE SET search_path = kestrel, pg_temp AS $$ SELECT 'drifted' $$"
+        )
         conn.execute("ALTER TABLE kestrel.workers ADD COLUMN drifted int")
         conn.execute("GRANT SELECT ON kestrel.operator_actions TO kestrel_worker")
         after = snapshot(conn)

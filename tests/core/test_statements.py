@@ -87,15 +87,23 @@ def test_the_sql_notify_channel_is_the_python_one(migrated: str) -> None:
             channel = conn.execute(sql.SQL("SELECT {}.notify_channel()").format(sql.Identifier(schema))).fetchone()[0]
             assert channel == notify_channel(schema) == CHANNEL_PREFIX + schema
             live = dict(conn.execute(NOTIFYING_FUNCTIONS, (schema,)).fetchall())
-            assert set(live) == {"decide_approval", "requeue_execution", "set_queue_paused",
-                                 "execution_finished", "send_event", "sweep_waits"}
+            assert set(live) == {
+                "decide_approval",
+                "requeue_execution",
+                "set_queue_paused",
+                "execution_finished",
+                "send_event",
+                "sweep_waits",
+            }
             for name, source in live.items():
                 assert "notify_channel()" in source and "current_schema()" not in source, name
 
 
 def test_an_operator_function_notifies_on_the_python_channel(app: Kestrel, dsn: str, db: psycopg.Connection) -> None:
-    eid = db.execute("INSERT INTO workflow_executions (workflow_name, status, error, finished_at) "
-                     "VALUES ('remediate', 'error', 'boom', now()) RETURNING id").fetchone()[0]
+    eid = db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status, error, finished_at) "
+        "VALUES ('remediate', 'error', 'boom', now()) RETURNING id"
+    ).fetchone()[0]
     with psycopg.connect(dsn, autocommit=True) as listener:
         listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(notify_channel("kestrel"))))
         app.requeue(eid, by="t")  # requeue_execution(), re-created by migration 0009

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-
 from kestrel_core import Kestrel, StepFailed
 from kestrel_core.worker import Worker
 from tests.core.conftest import ledger_rows
@@ -35,7 +34,9 @@ def test_steps_run_once_and_output_is_checkpointed(app: Kestrel, ledger, start_w
     assert ledger_rows(ledger, eid) == [(eid, "a"), (eid, "b")]
     rows = ledger.execute(
         "SELECT step_id, output, attempts, started_at <= created_at FROM operation_outputs"
-        " WHERE execution_id = %s ORDER BY created_at", (eid,)).fetchall()
+        " WHERE execution_id = %s ORDER BY created_at",
+        (eid,),
+    ).fetchall()
     assert rows == [("a", 42, 1, True), ("b", {"a": 42, "t": [1, 2]}, 1, True)]
 
 
@@ -51,9 +52,12 @@ def test_replay_returns_checkpoints_without_running(app: Kestrel, ledger, start_
 
     @app.workflow("replay")
     def replay(ctx, _):
-        a = ctx.step("a", lambda: ledger.execute(
-            "INSERT INTO public.ledger (execution_id, step_id) VALUES (%s, 'a') RETURNING id",
-            (ctx.execution_id,)).fetchone()[0])
+        a = ctx.step(
+            "a",
+            lambda: ledger.execute(
+                "INSERT INTO public.ledger (execution_id, step_id) VALUES (%s, 'a') RETURNING id", (ctx.execution_id,)
+            ).fetchone()[0],
+        )
         return [a, ctx.step("b", flaky_b)]
 
     start_worker(app)
@@ -66,7 +70,8 @@ def test_replay_returns_checkpoints_without_running(app: Kestrel, ledger, start_
     assert second.output[1] == "b-ok"
     assert ledger_rows(ledger, eid) == [(eid, "a")]  # a was not run again
     attempts = ledger.execute(
-        "SELECT step_id, attempt, outcome FROM step_attempts WHERE execution_id = %s ORDER BY started_at, id", (eid,)).fetchall()
+        "SELECT step_id, attempt, outcome FROM step_attempts WHERE execution_id = %s ORDER BY started_at, id", (eid,)
+    ).fetchall()
     assert attempts == [("a", 1, "success"), ("b", 1, "error"), ("b", 2, "success")]
 
 
@@ -87,9 +92,15 @@ def test_retries_with_backoff_then_success(app: Kestrel, db, start_worker) -> No
     eid = app.enqueue("retrying")
     assert finished(app, eid).output == "ok"
     rows = db.execute(
-        "SELECT attempt, outcome, split_part(error, E'\\n', 1) FROM step_attempts WHERE execution_id = %s ORDER BY attempt",
-        (eid,)).fetchall()
-    assert rows == [(1, "error", "ConnectionError: try 1"), (2, "error", "ConnectionError: try 2"), (3, "success", None)]
+        "SELECT attempt, outcome, split_part(error, E'\\n', 1) FROM step_attempts"
+        " WHERE execution_id = %s ORDER BY attempt",
+        (eid,),
+    ).fetchall()
+    assert rows == [
+        (1, "error", "ConnectionError: try 1"),
+        (2, "error", "ConnectionError: try 2"),
+        (3, "success", None),
+    ]
     assert db.execute("SELECT attempts FROM operation_outputs WHERE execution_id = %s", (eid,)).fetchone() == (3,)
 
 
@@ -206,26 +217,37 @@ def test_concurrent_workers_never_run_the_same_execution(dsn: str, ledger) -> No
     workers: list[Worker] = []
     apps = [Kestrel(dsn) for _ in range(3)]
     for i, app in enumerate(apps):
+
         @app.workflow("count")
         def count(ctx, _, i=i):
-            return ctx.step("hit", lambda: ledger.execute(
-                "INSERT INTO public.ledger (execution_id, step_id, worker) VALUES (%s, 'hit', %s) RETURNING id",
-                (ctx.execution_id, f"w{i}")).fetchone()[0])
+            return ctx.step(
+                "hit",
+                lambda: ledger.execute(
+                    "INSERT INTO public.ledger (execution_id, step_id, worker) VALUES (%s, 'hit', %s) RETURNING id",
+                    (ctx.execution_id, f"w{i}"),
+                ).fetchone()[0],
+            )
+
         workers.append(app.worker(concurrency=4, poll_interval=0.05, listen=False, lease=timedelta(seconds=10)))
     try:
         for w in workers:
             w.start()
         ids = apps[0].enqueue_many("count", [None] * 300)
-        wait_for(lambda: ledger.execute(
-            "SELECT count(*) = 300 FROM workflow_executions WHERE status = 'success'").fetchone()[0], timeout=60,
-            what="300 executions to succeed")
+        wait_for(
+            lambda: ledger.execute(
+                "SELECT count(*) = 300 FROM workflow_executions WHERE status = 'success'"
+            ).fetchone()[0],
+            timeout=60,
+            what="300 executions to succeed",
+        )
     finally:
         for w in workers:
             w.stop(grace=timedelta(0))
         for app in apps:
             app.close()
     per_execution = ledger.execute(
-        "SELECT execution_id, count(*) FROM public.ledger GROUP BY 1 HAVING count(*) > 1").fetchall()
+        "SELECT execution_id, count(*) FROM public.ledger GROUP BY 1 HAVING count(*) > 1"
+    ).fetchall()
     assert per_execution == []
     assert ledger.execute("SELECT count(DISTINCT execution_id) FROM public.ledger").fetchone()[0] == len(ids)
     used = ledger.execute("SELECT count(DISTINCT worker) FROM public.ledger").fetchone()[0]

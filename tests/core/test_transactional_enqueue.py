@@ -8,7 +8,6 @@ import psycopg
 import pytest
 
 from kestrel_core import AsyncKestrel, InvalidArgument, Kestrel
-
 from tests.waiting import wait_for
 
 

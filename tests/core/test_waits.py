@@ -34,15 +34,18 @@ def test_sleep_parks_then_resumes(app: Kestrel, db: psycopg.Connection, start_wo
     start_worker(app)
     eid = app.enqueue("napper")
     status(app, eid, "waiting")
-    wait = db.execute("SELECT kind, resolved_at IS NULL, wake_at > now() FROM workflow_waits WHERE execution_id = %s",
-                      (eid,)).fetchone()
+    wait = db.execute(
+        "SELECT kind, resolved_at IS NULL, wake_at > now() FROM workflow_waits WHERE execution_id = %s", (eid,)
+    ).fetchone()
     assert wait == ("sleep", True, True)
-    assert db.execute("SELECT owner_id IS NOT NULL, lease_expires FROM workflow_executions WHERE id = %s",
-                      (eid,)).fetchone() == (True, None)  # lease released while waiting
+    assert db.execute(
+        "SELECT owner_id IS NOT NULL, lease_expires FROM workflow_executions WHERE id = %s", (eid,)
+    ).fetchone() == (True, None)  # lease released while waiting
     status(app, eid, "success")
     assert app.get(eid).output >= 1.0
-    assert db.execute("SELECT resolved_at IS NOT NULL FROM workflow_waits WHERE execution_id = %s",
-                      (eid,)).fetchone() == (True,)
+    assert db.execute(
+        "SELECT resolved_at IS NOT NULL FROM workflow_waits WHERE execution_id = %s", (eid,)
+    ).fetchone() == (True,)
 
 
 def test_approve_records_decision_audit_and_resumes(app: Kestrel, db: psycopg.Connection, start_worker) -> None:
@@ -55,10 +58,14 @@ def test_approve_records_decision_audit_and_resumes(app: Kestrel, db: psycopg.Co
     app.approve(eid, "approve-fix", by="alice", comment="lgtm")
     status(app, eid, "success")
     assert app.get(eid).output == {"approved": True, "by": "alice", "comment": "lgtm", "timed_out": False}
-    wait = db.execute("SELECT decision, decided_by, comment, decided_at IS NOT NULL FROM workflow_waits"
-                      " WHERE execution_id = %s", (eid,)).fetchone()
+    wait = db.execute(
+        "SELECT decision, decided_by, comment, decided_at IS NOT NULL FROM workflow_waits WHERE execution_id = %s",
+        (eid,),
+    ).fetchone()
     assert wait == ("approved", "alice", "lgtm", True)
-    audit = db.execute("SELECT actor, action, execution_id, step_id, comment, from_status FROM operator_actions").fetchall()
+    audit = db.execute(
+        "SELECT actor, action, execution_id, step_id, comment, from_status FROM operator_actions"
+    ).fetchall()
     assert audit == [("alice", "approve", eid, "approve-fix", "lgtm", "waiting")]
 
 
@@ -91,7 +98,9 @@ def test_approval_timeout_yields_timed_out_decision(app: Kestrel, db, start_work
     eid = app.enqueue("gate", "slow humans")
     status(app, eid, "success")
     assert app.get(eid).output == {"approved": False, "by": None, "comment": None, "timed_out": True}
-    assert db.execute("SELECT decision FROM workflow_waits WHERE execution_id = %s", (eid,)).fetchone() == ("timed_out",)
+    assert db.execute("SELECT decision FROM workflow_waits WHERE execution_id = %s", (eid,)).fetchone() == (
+        "timed_out",
+    )
     with pytest.raises(ActionRefused, match="already decided \\(timed_out by the timeout"):
         app.approve(eid, "approve-fix", by="late")
 
@@ -103,10 +112,16 @@ def test_deciding_twice_is_refused_and_changes_nothing(app: Kestrel, db, start_w
     status(app, eid, "waiting")
     worker.stop()
     app.approve(eid, "approve-fix", by="alice")
-    before = db.execute("SELECT * FROM workflow_waits").fetchall(), db.execute("SELECT count(*) FROM operator_actions").fetchone()
+    before = (
+        db.execute("SELECT * FROM workflow_waits").fetchall(),
+        db.execute("SELECT count(*) FROM operator_actions").fetchone(),
+    )
     with pytest.raises(ActionRefused, match="already decided \\(approved by alice"):
         app.reject(eid, "approve-fix", by="bob")
-    after = db.execute("SELECT * FROM workflow_waits").fetchall(), db.execute("SELECT count(*) FROM operator_actions").fetchone()
+    after = (
+        db.execute("SELECT * FROM workflow_waits").fetchall(),
+        db.execute("SELECT count(*) FROM operator_actions").fetchone(),
+    )
     assert before == after
 
 
@@ -172,8 +187,9 @@ def test_sleep_survives_restart_of_every_worker(app: Kestrel, db: psycopg.Connec
     first.stop()
     # No worker at all while the sleep is pending: the first one has retired, the nap not due.
     assert db.execute("SELECT count(*) FROM workers WHERE stopped_at IS NULL").fetchone() == (0,)
-    assert db.execute("SELECT wake_at > now() FROM workflow_waits WHERE execution_id = %s AND step_id = 'nap'",
-                      (eid,)).fetchone() == (True,)
+    assert db.execute(
+        "SELECT wake_at > now() FROM workflow_waits WHERE execution_id = %s AND step_id = 'nap'", (eid,)
+    ).fetchone() == (True,)
     start_worker(app, worker_id="second")
     status(app, eid, "success", timeout=10)
     assert app.get(eid).owner_id == "second"

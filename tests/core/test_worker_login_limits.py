@@ -21,13 +21,18 @@ from tests.waiting import wait_for
 def _seed(db: psycopg.Connection) -> dict[str, int]:
     ids = {}
     for label, status in (("gated", "waiting"), ("live", "enqueued"), ("done", "success"), ("failed", "error")):
-        ids[label] = db.execute("INSERT INTO workflow_executions (workflow_name, status, output) VALUES"
-                                " ('w', %s, %s) RETURNING id", (status, Jsonb({"was": status}))).fetchone()[0]
-    db.execute("INSERT INTO workflow_waits (execution_id, step_id, kind) VALUES (%s, 'ship', 'approval')",
-               (ids["gated"],))
+        ids[label] = db.execute(
+            "INSERT INTO workflow_executions (workflow_name, status, output) VALUES ('w', %s, %s) RETURNING id",
+            (status, Jsonb({"was": status})),
+        ).fetchone()[0]
+    db.execute(
+        "INSERT INTO workflow_waits (execution_id, step_id, kind) VALUES (%s, 'ship', 'approval')", (ids["gated"],)
+    )
     db.execute("INSERT INTO queues (name) VALUES ('q')")
-    db.execute("INSERT INTO schedules (name, cron, workflow_name, next_tick, source)"
-               " VALUES ('s', '* * * * *', 'w', now(), 'code')")
+    db.execute(
+        "INSERT INTO schedules (name, cron, workflow_name, next_tick, source)"
+        " VALUES ('s', '* * * * *', 'w', now(), 'code')"
+    )
     return ids
 
 
@@ -41,24 +46,40 @@ SELECT (SELECT array_agg(status || ':' || output::text ORDER BY id) FROM workflo
 
 
 def test_plain_updates_by_a_worker_login_cannot_decide_cancel_requeue_or_pause(
-    logins: Logins, dsn: str, db: psycopg.Connection,
+    logins: Logins,
+    dsn: str,
+    db: psycopg.Connection,
 ) -> None:
     ids = _seed(db)
     before = db.execute(STATE).fetchone()
     with as_user(logins.worker_dsn) as conn:
         # approve (or reject) a gate: the decision columns are not the worker's
-        assert refused(conn, "UPDATE workflow_waits SET decision = 'approved', decided_by = 'alice',"
-                             " decided_at = now(), resolved_at = now() WHERE execution_id = %s", (ids["gated"],))
+        assert refused(
+            conn,
+            "UPDATE workflow_waits SET decision = 'approved', decided_by = 'alice',"
+            " decided_at = now(), resolved_at = now() WHERE execution_id = %s",
+            (ids["gated"],),
+        )
         assert refused(conn, "UPDATE workflow_waits SET decided_by_db_user = 'ops_alice'")
-        assert refused(conn, "INSERT INTO workflow_waits (execution_id, step_id, kind, decision, decided_by)"
-                             " VALUES (%s, 'other', 'approval', 'approved', 'alice')", (ids["gated"],))
+        assert refused(
+            conn,
+            "INSERT INTO workflow_waits (execution_id, step_id, kind, decision, decided_by)"
+            " VALUES (%s, 'other', 'approval', 'approved', 'alice')",
+            (ids["gated"],),
+        )
         # cancel
-        assert refused(conn, "UPDATE workflow_executions SET status = 'cancelled', finished_at = now()"
-                             " WHERE id = %s", (ids["live"],))
+        assert refused(
+            conn,
+            "UPDATE workflow_executions SET status = 'cancelled', finished_at = now() WHERE id = %s",
+            (ids["live"],),
+        )
         # requeue / bring back a finished execution, or rewrite its result
         for label in ("done", "failed"):
-            assert refused(conn, "UPDATE workflow_executions SET status = 'enqueued', finished_at = NULL"
-                                 " WHERE id = %s", (ids[label],))
+            assert refused(
+                conn,
+                "UPDATE workflow_executions SET status = 'enqueued', finished_at = NULL WHERE id = %s",
+                (ids[label],),
+            )
         assert refused(conn, "UPDATE workflow_executions SET output = '{\"forged\": 1}' WHERE id = %s", (ids["done"],))
         # pause a queue or a schedule
         assert refused(conn, "UPDATE queues SET paused = true, paused_by = 'alice'")
@@ -71,7 +92,10 @@ def test_plain_updates_by_a_worker_login_cannot_decide_cancel_requeue_or_pause(
 
 
 def test_a_checkpoint_forged_for_a_gate_is_not_a_decision(
-    logins: Logins, app: Kestrel, db: psycopg.Connection, start_worker,
+    logins: Logins,
+    app: Kestrel,
+    db: psycopg.Connection,
+    start_worker,
 ) -> None:
     @app.workflow("gated")
     def gated(ctx, _):
@@ -82,8 +106,10 @@ def test_a_checkpoint_forged_for_a_gate_is_not_a_decision(
     eid = app.enqueue("gated")
     wait_for(lambda: app.get(eid).status == "waiting", what="the gate")
     with as_user(logins.worker_dsn) as conn:  # what a worker login may write: a checkpoint, a wake-up
-        conn.execute("INSERT INTO operation_outputs (execution_id, step_id, output) VALUES (%s, 'ship', %s)",
-                     (eid, Jsonb({"approved": True, "by": "alice", "comment": None, "timed_out": False})))
+        conn.execute(
+            "INSERT INTO operation_outputs (execution_id, step_id, output) VALUES (%s, 'ship', %s)",
+            (eid, Jsonb({"approved": True, "by": "alice", "comment": None, "timed_out": False})),
+        )
         conn.execute("UPDATE workflow_executions SET status = 'enqueued', run_at = now() WHERE id = %s", (eid,))
     wait_for(lambda: app.get(eid).done, what="the replay")
     done = app.get(eid)
@@ -93,7 +119,10 @@ def test_a_checkpoint_forged_for_a_gate_is_not_a_decision(
 
 
 def test_the_worker_role_still_runs_children_and_events(
-    logins: Logins, dsn: str, db: psycopg.Connection, start_worker,
+    logins: Logins,
+    dsn: str,
+    db: psycopg.Connection,
+    start_worker,
 ) -> None:
     """What the column privileges leave the worker: parking on children and on events, and the
     sweep of a wait's timeout (sweep_waits), as a kestrel_worker login."""
@@ -113,11 +142,17 @@ def test_the_worker_role_still_runs_children_and_events(
     try:
         start_worker(app)
         eid = app.enqueue("parent", 21)
-        wait_for(lambda: db.execute("SELECT 1 FROM workflow_waits WHERE execution_id = %s AND kind = 'event'",
-                                    (eid,)).fetchone(), what="the event wait")
+        wait_for(
+            lambda: db.execute(
+                "SELECT 1 FROM workflow_waits WHERE execution_id = %s AND kind = 'event'", (eid,)
+            ).fetchone(),
+            what="the event wait",
+        )
         app.send_event("paid", {"amount": 30})
         wait_for(lambda: app.get(eid).done, what="the parent")
         assert (app.get(eid).status, app.get(eid).output) == (
-            "success", {"child": 42, "paid": {"amount": 30}, "late": True})
+            "success",
+            {"child": 42, "paid": {"amount": 30}, "late": True},
+        )
     finally:
         app.close()

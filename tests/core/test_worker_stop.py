@@ -26,8 +26,12 @@ def test_no_heartbeat_follows_the_retirement(app: Kestrel, dsn: str, db: psycopg
 
     worker = start_worker(app, lease=timedelta(seconds=3), worker_id="retiring")  # a heartbeat a second
     beat = db.execute("SELECT last_heartbeat FROM workers WHERE worker_id = 'retiring'").fetchone()[0]
-    wait_for(lambda: db.execute("SELECT last_heartbeat > %s FROM workers WHERE worker_id = 'retiring'",
-                                (beat,)).fetchone()[0], what="a heartbeat")
+    wait_for(
+        lambda: db.execute("SELECT last_heartbeat > %s FROM workers WHERE worker_id = 'retiring'", (beat,)).fetchone()[
+            0
+        ],
+        what="a heartbeat",
+    )
     with psycopg.connect(dsn) as blocker:  # the workers row, locked just after a heartbeat
         blocker.execute("SELECT 1 FROM kestrel.workers WHERE worker_id = 'retiring' FOR UPDATE")
         stopping = threading.Thread(target=worker.stop, kwargs={"grace": timedelta(0)})
@@ -36,12 +40,16 @@ def test_no_heartbeat_follows_the_retirement(app: Kestrel, dsn: str, db: psycopg
         def retire_waits_and_no_heartbeat_can_come() -> bool:
             blocked = db.execute(BLOCKED).fetchall()
             retire = [start for query, start in blocked if "stopped_at = now()" in query]
-            later_beats = [start for query, start in blocked if "last_heartbeat = now()" in query
-                           and retire and start > retire[0]]
+            later_beats = [
+                start for query, start in blocked if "last_heartbeat = now()" in query and retire and start > retire[0]
+            ]
             return bool(retire) and (bool(later_beats) or not worker._maintenance.is_alive())
 
-        wait_for(retire_waits_and_no_heartbeat_can_come, timeout=15,
-                 what="the retirement to wait for the lock (and the heartbeat thread to end or queue behind it)")
+        wait_for(
+            retire_waits_and_no_heartbeat_can_come,
+            timeout=15,
+            what="the retirement to wait for the lock (and the heartbeat thread to end or queue behind it)",
+        )
         blocker.rollback()
     stopping.join(timeout=15)
     assert db.execute("SELECT stopped_at IS NOT NULL FROM workers WHERE worker_id = 'retiring'").fetchone() == (True,)

@@ -15,8 +15,8 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Header, Input, Static
 
-from ...safe_text import visible
 from ... import formatting as fmt
+from ...safe_text import visible
 from ..gate_filter import gate_matches, words_of
 from ..live import LiveScreen
 from ..operator import Outcome, Target
@@ -24,8 +24,15 @@ from ..widgets.banner import Banner
 from ..widgets.footer import KeyFooter
 from ..widgets.live_table import LiveTable
 
-COLUMNS = [("execution", "execution"), ("workflow", "workflow"), ("step", "gate"),
-           ("waiting", "waiting"), ("since", "since"), ("deadline", "deadline"), ("details", "details")]
+COLUMNS = [
+    ("execution", "execution"),
+    ("workflow", "workflow"),
+    ("step", "gate"),
+    ("waiting", "waiting"),
+    ("since", "since"),
+    ("deadline", "deadline"),
+    ("details", "details"),
+]
 
 
 class ApprovalsScreen(LiveScreen):
@@ -36,12 +43,15 @@ class ApprovalsScreen(LiveScreen):
         Binding("slash", "filter", "Filter"),
         Binding("a", "approve", "Approve"),
         Binding("x", "reject", "Reject"),
-        Binding("space", "mark", "Mark",
-                tooltip="mark or unmark the row, then move down; actions apply to every marked row"),
+        Binding(
+            "space", "mark", "Mark", tooltip="mark or unmark the row, then move down; actions apply to every marked row"
+        ),
         Binding("escape", "clear", "Clear marks/filter", show=False),
     ]
-    HELP_EXTRA = [("enter", "open the execution of the gate under the cursor"),
-                  ("↑ ↓", "move; the gate's details show below")]
+    HELP_EXTRA = [
+        ("enter", "open the execution of the gate under the cursor"),
+        ("↑ ↓", "move; the gate's details show below"),
+    ]
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -51,8 +61,10 @@ class ApprovalsScreen(LiveScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Banner()
-        yield Input(placeholder="risk:high workflow:remediate gate:approve free text   (enter applies, esc closes)",
-                    id="appr-filter")
+        yield Input(
+            placeholder="risk:high workflow:remediate gate:approve free text   (enter applies, esc closes)",
+            id="appr-filter",
+        )
         yield Static("", id="appr-summary")
         yield LiveTable(COLUMNS, markable=True, id="approvals")
         with VerticalScroll(id="appr-details-box"):
@@ -90,13 +102,17 @@ class ApprovalsScreen(LiveScreen):
         rows = self.shown_rows()
         n = len(rows)
         oldest = f" · oldest waiting {fmt.seconds(rows[0]['waiting_s'])}" if n else ""
-        where = (f" matching {' '.join(self.filter_words)} (of {len(self.rows)}; esc clears)"
-                 if self.filter_words else "")
+        where = (
+            f" matching {' '.join(self.filter_words)} (of {len(self.rows)}; esc clears)" if self.filter_words else ""
+        )
         marked = f" · {len(self.table.marks)} marked" if self.table.marks else ""
         more = self.table.more_hint()
-        self.query_one("#appr-summary", Static).update(Text(
-            f"{n} approval gate{'s' if n != 1 else ''} waiting for a decision{where}{oldest}{marked}{more}",
-            style="bold magenta" if n else "dim"))
+        self.query_one("#appr-summary", Static).update(
+            Text(
+                f"{n} approval gate{'s' if n != 1 else ''} waiting for a decision{where}{oldest}{marked}{more}",
+                style="bold magenta" if n else "dim",
+            )
+        )
 
     def on_live_table_clipped(self, event: LiveTable.Clipped) -> None:
         self._summary()
@@ -108,8 +124,10 @@ class ApprovalsScreen(LiveScreen):
         if row is None:
             box.update(Text("no gate selected", style="dim"))
             return
-        head = Text(f"execution {row['execution_id']} · {visible(row['workflow_name'])} · gate {row['step_id']!r}\n",
-                    style="bold")
+        head = Text(
+            f"execution {row['execution_id']} · {visible(row['workflow_name'])} · gate {row['step_id']!r}\n",
+            style="bold",
+        )
         body = fmt.json_view(row["details"]) if row["details"] is not None else Text("no details", style="dim")
         box.update(Group(head, body))
 
@@ -118,8 +136,10 @@ class ApprovalsScreen(LiveScreen):
         self.selection_changed()
 
     def action_rows(self) -> list[dict[str, Any]]:
-        return [{"id": r["execution_id"], "status": "waiting", "pending_gate": r["step_id"]}
-                for r in (self.table.rows_data[k] for k in self.table.chosen() if k in self.table.rows_data)]
+        return [
+            {"id": r["execution_id"], "status": "waiting", "pending_gate": r["step_id"]}
+            for r in (self.table.rows_data[k] for k in self.table.chosen() if k in self.table.rows_data)
+        ]
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         from .detail import DetailScreen

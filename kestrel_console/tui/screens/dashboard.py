@@ -32,8 +32,7 @@ COUNTS_MIN_WIDTH = {1: 42, 2: 30}
 COUNTS_FRAME = 4
 COUNTS_GAP = 1
 WORKER_STYLES = {"alive": "green", "late": "bold yellow", "silent": "bold red"}
-ACTIVITY_SERIES = (("enqueued", "enqueued"), ("started", "started"), ("completed", "completed"),
-                   ("failed", "failed"))
+ACTIVITY_SERIES = (("enqueued", "enqueued"), ("started", "started"), ("completed", "completed"), ("failed", "failed"))
 
 
 class DashboardScreen(LiveScreen):
@@ -46,8 +45,10 @@ class DashboardScreen(LiveScreen):
         Binding("e", "requeue", "Re-enqueue"),
         Binding("c", "cancel", "Cancel"),
     ]
-    HELP_EXTRA = [("enter", "open the execution under the cursor (stuck leases)"),
-                  ("tab / shift+tab", "move between the tables")]
+    HELP_EXTRA = [
+        ("enter", "open the execution under the cursor (stuck leases)"),
+        ("tab / shift+tab", "move between the tables"),
+    ]
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -72,12 +73,29 @@ class DashboardScreen(LiveScreen):
                         yield Static("", id=f"spark-total-{key}", classes="spark-total")
         yield LiveTable([("workflow", "workflow"), *[(s, s) for s in STATUSES]], id="dash-depth")
         with Horizontal(id="dash-bottom"):
-            yield LiveTable([("id", "id"), ("workflow", "workflow"), ("owner", "owner"),
-                             ("expired", "lease expired"), ("heartbeat", "owner heartbeat")],
-                            narrow=("id", "owner", "expired"), id="dash-stuck")
-            yield LiveTable([("worker", "worker"), ("host", "host"), ("held", "held/slots"),
-                             ("heartbeat", "heartbeat"), ("state", "state"), ("workflows", "workflows")],
-                            narrow=("worker", "held", "state"), id="dash-workers")
+            yield LiveTable(
+                [
+                    ("id", "id"),
+                    ("workflow", "workflow"),
+                    ("owner", "owner"),
+                    ("expired", "lease expired"),
+                    ("heartbeat", "owner heartbeat"),
+                ],
+                narrow=("id", "owner", "expired"),
+                id="dash-stuck",
+            )
+            yield LiveTable(
+                [
+                    ("worker", "worker"),
+                    ("host", "host"),
+                    ("held", "held/slots"),
+                    ("heartbeat", "heartbeat"),
+                    ("state", "state"),
+                    ("workflows", "workflows"),
+                ],
+                narrow=("worker", "held", "state"),
+                id="dash-workers",
+            )
         yield Static("", id="dash-unserved")
         yield Static("", id="dash-stats")
         yield KeyFooter()
@@ -120,10 +138,12 @@ class DashboardScreen(LiveScreen):
         pending = int(approvals["count"] or 0)
         oldest = f" · oldest waiting {fmt.seconds(approvals['oldest_age_s'])}" if pending else ""
         self.query_one("#dash-approvals", Static).update(
-            Text(f"approvals pending {pending}{oldest}", style="bold magenta" if pending else "dim"))
+            Text(f"approvals pending {pending}{oldest}", style="bold magenta" if pending else "dim")
+        )
         errors = int(data["errors_last_hour"])
         self.query_one("#dash-errors", Static).update(
-            Text(f"errors in the last hour {errors}", style="bold red" if errors else "dim"))
+            Text(f"errors in the last hour {errors}", style="bold red" if errors else "dim")
+        )
         self._show_activity(data["activity"])
         self._show_depth(data["queue_depth"])
         self._show_stuck(data["stuck_leases"])
@@ -131,14 +151,27 @@ class DashboardScreen(LiveScreen):
         unserved = data.get("unserved_workflows") or []
         unrunnable = data.get("unrunnable") or []
         self.query_one("#dash-unserved").display = bool(unserved or unrunnable)  # no blank line when all is served
-        self.query_one("#dash-unserved", Static).update(Text(
-            "\n".join([f"⚠ {u['enqueued']} enqueued {u['workflow_name']!r} for {fmt.seconds(u['oldest_age_s'])}: "
-                       "no live worker has registered this workflow" for u in unserved]
-                      + [f"⚠ {u['enqueued']} enqueued {u['workflow_name']!r} cannot run: needs version "
-                         f"{visible(str(u['version']))}, live workers have {visible(live_versions_text(u['live_versions']))}"
-                         for u in unrunnable]), style="yellow"))
-        self.query_one("#dash-stats", Static).update(Text(
-            f"refresh: {len(self.elapsed_ms)} · queries took {data['elapsed_ms']:.1f} ms", style="dim"))
+        self.query_one("#dash-unserved", Static).update(
+            Text(
+                "\n".join(
+                    [
+                        f"⚠ {u['enqueued']} enqueued {u['workflow_name']!r} for {fmt.seconds(u['oldest_age_s'])}: "
+                        "no live worker has registered this workflow"
+                        for u in unserved
+                    ]
+                    + [
+                        f"⚠ {u['enqueued']} enqueued {u['workflow_name']!r} cannot run: needs version "
+                        f"{visible(str(u['version']))}, "
+                        f"live workers have {visible(live_versions_text(u['live_versions']))}"
+                        for u in unrunnable
+                    ]
+                ),
+                style="yellow",
+            )
+        )
+        self.query_one("#dash-stats", Static).update(
+            Text(f"refresh: {len(self.elapsed_ms)} · queries took {data['elapsed_ms']:.1f} ms", style="dim")
+        )
 
     def _fit_counts(self, cell: int) -> None:
         """The counts panel as wide as its longest "status count" line needs (two per row when
@@ -154,8 +187,7 @@ class DashboardScreen(LiveScreen):
             series = [float(b[key]) for b in buckets]
             self.query_one(f"#spark-{key}", Sparkline).data = series
             last = int(series[-1]) if series else 0
-            self.query_one(f"#spark-total-{key}", Static).update(
-                f"{int(sum(series)):>6} · {last} now")
+            self.query_one(f"#spark-total-{key}", Static).update(f"{int(sum(series)):>6} · {last} now")
 
     def _show_depth(self, rows: list[dict[str, Any]]) -> None:
         pivot: dict[str, dict[str, int]] = {}
@@ -163,35 +195,59 @@ class DashboardScreen(LiveScreen):
             pivot.setdefault(row["workflow_name"], {})[row["status"]] = int(row["count"])
         table = self.query_one("#dash-depth", LiveTable)
         table.sync(
-            ((name, {"workflow": name, **{s: _num(counts.get(s, 0), s) for s in STATUSES}}, counts)
-             for name, counts in sorted(pivot.items())),
-            sort_column="workflow")
+            (
+                (name, {"workflow": name, **{s: _num(counts.get(s, 0), s) for s in STATUSES}}, counts)
+                for name, counts in sorted(pivot.items())
+            ),
+            sort_column="workflow",
+        )
 
     def _show_stuck(self, rows: list[dict[str, Any]]) -> None:
         self.query_one("#dash-stuck", LiveTable).sync(
-            (str(r["id"]), {
-                "id": str(r["id"]), "workflow": r["workflow_name"], "owner": r["owner_id"] or "",
-                "expired": fmt.seconds(r["expired_for_s"]) + " ago",
-                "heartbeat": (fmt.seconds(r["owner_heartbeat_age_s"]) + " ago")
-                if r["owner_heartbeat_age_s"] is not None else "unknown worker",
-            }, r) for r in rows)
+            (
+                str(r["id"]),
+                {
+                    "id": str(r["id"]),
+                    "workflow": r["workflow_name"],
+                    "owner": r["owner_id"] or "",
+                    "expired": fmt.seconds(r["expired_for_s"]) + " ago",
+                    "heartbeat": (fmt.seconds(r["owner_heartbeat_age_s"]) + " ago")
+                    if r["owner_heartbeat_age_s"] is not None
+                    else "unknown worker",
+                },
+                r,
+            )
+            for r in rows
+        )
 
     def _show_workers(self, rows: list[dict[str, Any]]) -> None:
         """Live workers first (alive, then silent), then one row counting the stopped ones: a
         demo restarted ten times must not push the running workers out of the panel."""
-        running = sorted((r for r in rows if r["stopped_at"] is None),
-                         key=lambda r: (not r["alive"], r["worker_id"]))
+        running = sorted((r for r in rows if r["stopped_at"] is None), key=lambda r: (not r["alive"], r["worker_id"]))
         stopped = [r for r in rows if r["stopped_at"] is not None]
-        wanted = [(r["worker_id"], {
-            "worker": r["worker_id"], "host": r["hostname"] or "",
-            "held": f"{r['held']}/{r['concurrency'] or '?'}",
-            "heartbeat": fmt.seconds(r["heartbeat_age_s"]) + " ago",
-            "state": Text(r["state"], style=WORKER_STYLES.get(r["state"], "")),
-            "workflows": ", ".join(r["workflows"] or []),
-        }, r) for r in running]
+        wanted = [
+            (
+                r["worker_id"],
+                {
+                    "worker": r["worker_id"],
+                    "host": r["hostname"] or "",
+                    "held": f"{r['held']}/{r['concurrency'] or '?'}",
+                    "heartbeat": fmt.seconds(r["heartbeat_age_s"]) + " ago",
+                    "state": Text(r["state"], style=WORKER_STYLES.get(r["state"], "")),
+                    "workflows": ", ".join(r["workflows"] or []),
+                },
+                r,
+            )
+            for r in running
+        ]
         if stopped:
-            wanted.append((STOPPED_ROW, {"worker": Text(f"+ {len(stopped)} stopped", style="dim"),
-                                         "state": Text("stopped", style="dim")}, {"stopped": stopped}))
+            wanted.append(
+                (
+                    STOPPED_ROW,
+                    {"worker": Text(f"+ {len(stopped)} stopped", style="dim"), "state": Text("stopped", style="dim")},
+                    {"stopped": stopped},
+                )
+            )
         table = self.query_one("#dash-workers", LiveTable)
         table.sync(wanted)
         if table.keys() != [key for key, _, _ in wanted]:  # a worker started or stopped: re-order
@@ -213,15 +269,21 @@ class DashboardScreen(LiveScreen):
     def action_rows(self) -> list[dict[str, Any]]:
         if not self.stuck.has_focus:
             return []  # e and c act on the stuck-leases panel only
-        return [{"id": r["id"], "status": "running", "lease_expired": True}
-                for r in (self.stuck.rows_data.get(k) for k in self.stuck.chosen()) if r is not None]
+        return [
+            {"id": r["id"], "status": "running", "lease_expired": True}
+            for r in (self.stuck.rows_data.get(k) for k in self.stuck.chosen())
+            if r is not None
+        ]
 
     def current_status(self, target: Target) -> str | None:
         return "running" if str(target.execution_id) in self.stuck.rows_data else None
 
     def targets(self) -> list[Target]:
-        return [Target(int(r["id"]), r["workflow_name"], "running")
-                for r in (self.stuck.rows_data.get(k) for k in self.stuck.chosen()) if r is not None]
+        return [
+            Target(int(r["id"]), r["workflow_name"], "running")
+            for r in (self.stuck.rows_data.get(k) for k in self.stuck.chosen())
+            if r is not None
+        ]
 
     def action_requeue(self) -> None:
         self.act("requeue", self.targets())

@@ -14,10 +14,10 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Header, Static, TabbedContent, TabPane
 
-from ...timeline_model import decider, family_line
-from ...safe_text import visible
-from ... import style
 from ... import formatting as fmt
+from ... import style
+from ...safe_text import visible
+from ...timeline_model import decider, family_line
 from ..live import LiveScreen
 from ..operator import Target
 from ..widgets.banner import Banner
@@ -25,9 +25,17 @@ from ..widgets.footer import KeyFooter
 from ..widgets.live_table import LiveTable
 from ..widgets.timeline import Timeline
 
-ATTEMPT_COLUMNS = [("n", "#"), ("step", "step"), ("kind", "kind"), ("attempt", "attempt"),
-                   ("start", "start"), ("duration", "duration"), ("outcome", "outcome"),
-                   ("worker", "worker / decided by"), ("error", "error / comment")]
+ATTEMPT_COLUMNS = [
+    ("n", "#"),
+    ("step", "step"),
+    ("kind", "kind"),
+    ("attempt", "attempt"),
+    ("start", "start"),
+    ("duration", "duration"),
+    ("outcome", "outcome"),
+    ("worker", "worker / decided by"),
+    ("error", "error / comment"),
+]
 OUTCOME_STYLES = style.STATUS_STYLES  # one palette (style.py)
 
 
@@ -45,8 +53,10 @@ class DetailScreen(LiveScreen):
         # so what is typed next is filter text, never this screen's action keys.
         Binding("slash", "filter_list", "Filter the list", show=False, key_display="/"),
     ]
-    HELP_EXTRA = [("tab / shift+tab", "move between the trace, the tabs and the tables"),
-                  ("← →", "switch tab (attempts, input, output, error, steps)")]
+    HELP_EXTRA = [
+        ("tab / shift+tab", "move between the trace, the tabs and the tables"),
+        ("← →", "switch tab (attempts, input, output, error, steps)"),
+    ]
 
     def __init__(self, execution_id: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -114,8 +124,10 @@ class DetailScreen(LiveScreen):
         self._show_attempts(execution, entries)
         self.query_one("#detail-input", Static).update(fmt.json_view(execution["input"]))
         self.query_one("#detail-output", Static).update(
-            fmt.json_view(execution["output"]) if execution["output"] is not None
-            else Text("no output yet" if execution["status"] != "success" else "null", style="dim"))
+            fmt.json_view(execution["output"])
+            if execution["output"] is not None
+            else Text("no output yet" if execution["status"] != "success" else "null", style="dim")
+        )
         self.query_one("#detail-error", Static).update(fmt.error_view(execution["error"]))
         self.query_one("#detail-steps", Static).update(_steps_view(steps))
         self.selection_changed()
@@ -126,16 +138,25 @@ class DetailScreen(LiveScreen):
         for n, e in enumerate(entries, 1):
             step = e["kind"] == "step"
             took = e["duration_s"]
-            rows.append((f"{e['kind']}:{e['step_id']}:{e['attempt'] or 0}", {
-                "n": str(n), "step": e["step_id"], "kind": e["kind"],
-                "attempt": str(e["attempt"]) if step else "",
-                "start": "+" + fmt.seconds((e["started_at"] - t0).total_seconds()),
-                "duration": fmt.seconds(took) if took is not None else "…",
-                "outcome": Text(e["outcome"] or "", style=OUTCOME_STYLES.get(e["outcome"] or "", "")),
-                "worker": (e["owner_id"] if step else decider(e)) or "",
-                "error": ((e["error"] or "").splitlines()[-1][:100] if e["error"] else "") if step
-                else (e["comment"] or ""),
-            }, e))
+            rows.append(
+                (
+                    f"{e['kind']}:{e['step_id']}:{e['attempt'] or 0}",
+                    {
+                        "n": str(n),
+                        "step": e["step_id"],
+                        "kind": e["kind"],
+                        "attempt": str(e["attempt"]) if step else "",
+                        "start": "+" + fmt.seconds((e["started_at"] - t0).total_seconds()),
+                        "duration": fmt.seconds(took) if took is not None else "…",
+                        "outcome": Text(e["outcome"] or "", style=OUTCOME_STYLES.get(e["outcome"] or "", "")),
+                        "worker": (e["owner_id"] if step else decider(e)) or "",
+                        "error": ((e["error"] or "").splitlines()[-1][:100] if e["error"] else "")
+                        if step
+                        else (e["comment"] or ""),
+                    },
+                    e,
+                )
+            )
         self.query_one("#detail-attempts", LiveTable).sync(rows, sort_column="n", sort_value=int)
 
     # -- actions ------------------------------------------------------------------------------
@@ -158,10 +179,19 @@ class DetailScreen(LiveScreen):
         e = self.execution
         if e is None:
             return []
-        expired = (e["status"] == "running" and e["lease_expires"] is not None
-                   and e["lease_expires"] < e["created_at"] + timedelta(seconds=e["age_s"] or 0))
-        return [{"id": self.execution_id, "status": e["status"], "lease_expired": expired,
-                 "pending_gate": self.pending_gate()}]
+        expired = (
+            e["status"] == "running"
+            and e["lease_expires"] is not None
+            and e["lease_expires"] < e["created_at"] + timedelta(seconds=e["age_s"] or 0)
+        )
+        return [
+            {
+                "id": self.execution_id,
+                "status": e["status"],
+                "lease_expired": expired,
+                "pending_gate": self.pending_gate(),
+            }
+        ]
 
     def pending_gate(self) -> str | None:
         for e in self.entries:
@@ -178,8 +208,9 @@ class DetailScreen(LiveScreen):
     def _decide(self, action: str) -> None:
         gate = self.pending_gate()
         if gate is None:
-            self.kapp.tell(f"execution {self.execution_id} has no approval gate waiting for a decision",
-                           severity="warning")
+            self.kapp.tell(
+                f"execution {self.execution_id} has no approval gate waiting for a decision", severity="warning"
+            )
             return
         self.act(action, self._target(gate))
 
@@ -234,8 +265,11 @@ def _steps_view(steps: list[dict[str, Any]]) -> Group | Text:
     parts: list[Any] = []
     for s in steps:
         head = Text(visible(s["step_id"]), style="bold")
-        head.append(f"  {s['attempts']} attempt{'s' if s['attempts'] != 1 else ''} · "
-                    f"{fmt.seconds(s['duration_s'])} · {visible(s['owner_id'] or '')}", style="dim")
+        head.append(
+            f"  {s['attempts']} attempt{'s' if s['attempts'] != 1 else ''} · "
+            f"{fmt.seconds(s['duration_s'])} · {visible(s['owner_id'] or '')}",
+            style="dim",
+        )
         parts.append(head)
         parts.append(fmt.error_view(s["error"]) if s["error"] else fmt.json_view(s["output"]))
         parts.append(Text(""))

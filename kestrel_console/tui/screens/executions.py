@@ -11,9 +11,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Header, Input, Static
 
-from ...read import Reader
-
 from ... import formatting as fmt
+from ...read import Reader
 from ...safe_text import visible
 from ..filters import ExecutionFilter, parse_filter
 from ..live import LiveScreen
@@ -23,8 +22,16 @@ from ..widgets.footer import KeyFooter
 from ..widgets.live_table import LiveTable
 
 PAGE_SIZE = 100
-COLUMNS = [("id", "id"), ("workflow", "workflow"), ("status", "status"), ("age", "age"),
-           ("duration", "duration"), ("owner", "owner"), ("step", "current step"), ("error", "error")]
+COLUMNS = [
+    ("id", "id"),
+    ("workflow", "workflow"),
+    ("status", "status"),
+    ("age", "age"),
+    ("duration", "duration"),
+    ("owner", "owner"),
+    ("step", "current step"),
+    ("error", "error"),
+]
 
 
 class ExecutionsScreen(LiveScreen):
@@ -33,8 +40,9 @@ class ExecutionsScreen(LiveScreen):
     CSS_PATH = "executions.tcss"
     BINDINGS: ClassVar[list[Any]] = [
         Binding("slash", "filter", "Filter"),
-        Binding("space", "mark", "Mark",
-                tooltip="mark or unmark the row, then move down; actions apply to every marked row"),
+        Binding(
+            "space", "mark", "Mark", tooltip="mark or unmark the row, then move down; actions apply to every marked row"
+        ),
         Binding("e", "requeue", "Re-enqueue"),
         Binding("c", "cancel", "Cancel"),
         # Paging is hinted on the line above the table, keeping the footer inside 80 columns.
@@ -42,8 +50,10 @@ class ExecutionsScreen(LiveScreen):
         Binding("left_square_bracket", "page(-1)", "Newer", key_display="[", show=False),
         Binding("escape", "clear", "Clear marks/filter", show=False),
     ]
-    HELP_EXTRA = [("enter", "open the execution: timeline, input, output, error"),
-                  ("↑ ↓ pgup pgdn", "move in the list")]
+    HELP_EXTRA = [
+        ("enter", "open the execution: timeline, input, output, error"),
+        ("↑ ↓ pgup pgdn", "move in the list"),
+    ]
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -55,8 +65,10 @@ class ExecutionsScreen(LiveScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Banner()
-        yield Input(placeholder="status:error workflow:remediate since:2h free text   (enter applies, esc closes)",
-                    id="exec-filter")
+        yield Input(
+            placeholder="status:error workflow:remediate since:2h free text   (enter applies, esc closes)",
+            id="exec-filter",
+        )
         yield Static("", id="exec-where")
         yield LiveTable(COLUMNS, markable=True, id="executions")
         yield KeyFooter()
@@ -75,8 +87,9 @@ class ExecutionsScreen(LiveScreen):
         f, before = self.filter, self.page_starts[-1]
 
         def read(r: Reader) -> tuple[list[dict[str, Any]], str | None]:
-            rows = r.list_executions(status=f.status, workflow=f.workflow, text=f.text,
-                                     limit=PAGE_SIZE, before_id=before, since_s=f.since_s)
+            rows = r.list_executions(
+                status=f.status, workflow=f.workflow, text=f.text, limit=PAGE_SIZE, before_id=before, since_s=f.since_s
+            )
             # An empty first page under workflow:X may be a typo: say so (read here, off the UI thread).
             unknown = r.unknown_workflow(f.workflow) if f.workflow and not rows and before is None else None
             return rows, unknown
@@ -86,8 +99,7 @@ class ExecutionsScreen(LiveScreen):
     def show(self, page: tuple[list[dict[str, Any]], str | None]) -> None:
         rows, self.unknown = page
         self.rows = rows
-        self.table.sync(((str(r["id"]), _cells(r), r) for r in rows),
-                        sort_column="id", sort_value=int, reverse=True)
+        self.table.sync(((str(r["id"]), _cells(r), r) for r in rows), sort_column="id", sort_value=int, reverse=True)
         self._describe()
         self.selection_changed()
 
@@ -192,8 +204,10 @@ class ExecutionsScreen(LiveScreen):
         return row["status"] if row is not None else None
 
     def targets(self) -> list[Target]:
-        return [Target(int(k), self.table.rows_data[k]["workflow_name"], self.table.rows_data[k]["status"])
-                for k in self.table.chosen()]
+        return [
+            Target(int(k), self.table.rows_data[k]["workflow_name"], self.table.rows_data[k]["status"])
+            for k in self.table.chosen()
+        ]
 
     def action_requeue(self) -> None:
         self.act("requeue", self.targets())

@@ -18,8 +18,16 @@ ALWAYS = [("ctrl+p", "command palette: screens, reports, actions"), ("ctrl+q", "
 
 
 # How a key is written in the help, the footer and the README: as on the keyboard.
-KEY_NAMES = {"escape": "esc", "slash": "/", "question_mark": "?", "space": "space",
-             "right_square_bracket": "]", "left_square_bracket": "[", "plus": "+", "minus": "-"}
+KEY_NAMES = {
+    "escape": "esc",
+    "slash": "/",
+    "question_mark": "?",
+    "space": "space",
+    "right_square_bracket": "]",
+    "left_square_bracket": "[",
+    "plus": "+",
+    "minus": "-",
+}
 
 
 def key_label(binding: Binding) -> str:
@@ -76,8 +84,7 @@ class HelpScreen(ModalScreen[None]):
                 table.add_row(key, what)
             table.add_row("", "")
         if getattr(self.app, "read_only", False):
-            table.add_row(Text("read-only", style="bold yellow"),
-                          "approve, reject, re-enqueue and cancel are disabled")
+            table.add_row(Text("read-only", style="bold yellow"), "approve, reject, re-enqueue and cancel are disabled")
         with VerticalScroll(id="help-body"):
             yield Static(table, id="help-keys")
         yield Static("esc, q or ? closes", id="help-foot")

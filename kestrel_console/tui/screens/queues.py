@@ -18,9 +18,18 @@ from ..live import PAUSE_KEY, LiveScreen
 from ..widgets.banner import Banner
 from ..widgets.live_table import LiveTable
 
-COLUMNS = [("queue", "queue"), ("state", "state"), ("enqueued", "enqueued"), ("running", "running/limit"),
-           ("per_worker", "per worker"), ("rate", "rate (window)"), ("per_key", "per key"),
-           ("priority", "priority"), ("workers", "workers"), ("workflows", "workflows")]
+COLUMNS = [
+    ("queue", "queue"),
+    ("state", "state"),
+    ("enqueued", "enqueued"),
+    ("running", "running/limit"),
+    ("per_worker", "per worker"),
+    ("rate", "rate (window)"),
+    ("per_key", "per key"),
+    ("priority", "priority"),
+    ("workers", "workers"),
+    ("workflows", "workflows"),
+]
 
 
 class QueuesScreen(LiveScreen):
@@ -62,10 +71,15 @@ class QueuesScreen(LiveScreen):
     def _summary(self) -> None:
         rows = self.rows
         paused = sum(1 for r in rows if r["paused"])
-        self.query_one("#queues-summary", Static).update(Text(
-            f"{len(rows)} queue{'s' if len(rows) != 1 else ''}" + (f" · {paused} paused" if paused else "")
-            + " · limits hold across all workers" + self.table.more_hint(),
-            style="bold yellow" if paused else "dim"))
+        self.query_one("#queues-summary", Static).update(
+            Text(
+                f"{len(rows)} queue{'s' if len(rows) != 1 else ''}"
+                + (f" · {paused} paused" if paused else "")
+                + " · limits hold across all workers"
+                + self.table.more_hint(),
+                style="bold yellow" if paused else "dim",
+            )
+        )
 
     def on_live_table_clipped(self, event: LiveTable.Clipped) -> None:
         self._summary()
@@ -79,17 +93,23 @@ class QueuesScreen(LiveScreen):
             self.kapp.tell("no queue selected", severity="warning")
             return
         name, pause = row["name"], not row["paused"]
-        effect = ("Workers stop claiming from it; running executions finish." if pause
-                  else "Workers claim from it again.")
-        self.confirm_pause("queue", name, pause, f"{'Pause' if pause else 'Resume'} queue {name!r}?\n"
-                           f"{effect} Recorded as {self.kapp.config.operator!r}.")
+        effect = (
+            "Workers stop claiming from it; running executions finish." if pause else "Workers claim from it again."
+        )
+        self.confirm_pause(
+            "queue",
+            name,
+            pause,
+            f"{'Pause' if pause else 'Resume'} queue {name!r}?\n{effect} Recorded as {self.kapp.config.operator!r}.",
+        )
 
 
 def _cells(r: dict[str, Any]) -> dict[str, Any]:
     at_limit = r["concurrency"] is not None and r["running"] >= r["concurrency"]
     return {
         "queue": r["name"],
-        "state": Text(f"paused by {r['paused_by'] or '?'}", style="bold yellow") if r["paused"]
+        "state": Text(f"paused by {r['paused_by'] or '?'}", style="bold yellow")
+        if r["paused"]
         else Text("active", style="green"),
         "enqueued": str(r["enqueued"]),
         "running": Text(limit_text(r["running"], r["concurrency"]), style="bold red" if at_limit else ""),

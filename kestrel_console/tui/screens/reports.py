@@ -35,10 +35,12 @@ class ReportsScreen(LiveScreen):
         Binding("ctrl+s", "export", "Export", priority=True, key_display="^s"),
         Binding("ctrl+l", "reload", "Reload", key_display="^l"),
     ]
-    HELP_EXTRA = [("enter (list)", "choose the report and fill in its parameters"),
-                  ("enter (last parameter)", "run the report"),
-                  ("enter (result row)", "open the execution its execution_id or id column names"),
-                  ("tab / shift+tab", "move between the list, the parameters and the result")]
+    HELP_EXTRA = [
+        ("enter (list)", "choose the report and fill in its parameters"),
+        ("enter (last parameter)", "run the report"),
+        ("enter (result row)", "open the execution its execution_id or id column names"),
+        ("tab / shift+tab", "move between the list, the parameters and the result"),
+    ]
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -143,8 +145,12 @@ class ReportsScreen(LiveScreen):
             # One row per parameter (label, then the value, pre-filled with the default), so
             # every declared parameter stays in sight at 80x24.
             label = f"{p.name} ({p.type}{', required' if p.required else ''})"
-            box = Input(value=p.default_text or "", placeholder="null" if p.default is None and not p.required else p.type,
-                        classes="rep-param", compact=True)
+            box = Input(
+                value=p.default_text or "",
+                placeholder="null" if p.default is None and not p.required else p.type,
+                classes="rep-param",
+                compact=True,
+            )
             self.param_inputs[p.name] = box
             widgets.append(Horizontal(Label(literal(label)), box, classes="rep-row"))
         form.mount_all(widgets)
@@ -202,9 +208,17 @@ class ReportsScreen(LiveScreen):
         cfg = self.kapp.config
         assert self.session is not None
         try:
-            result = self.session.run(lambda conn: run_report(
-                conn, report, params, schema=cfg.schema, timeout_ms=ADHOC_TIMEOUT_MS, max_rows=ADHOC_MAX_ROWS,
-                allow_privileged=cfg.allow_privileged_sql))
+            result = self.session.run(
+                lambda conn: run_report(
+                    conn,
+                    report,
+                    params,
+                    schema=cfg.schema,
+                    timeout_ms=ADHOC_TIMEOUT_MS,
+                    max_rows=ADHOC_MAX_ROWS,
+                    allow_privileged=cfg.allow_privileged_sql,
+                )
+            )
         except Exception as exc:
             self._to_ui(self._failed_report, exc)
             return
@@ -232,8 +246,7 @@ class ReportsScreen(LiveScreen):
         if isinstance(exc, DatabaseUnavailable):
             self.kapp.db_failed(exc)
         reason = getattr(exc, "reason", None)
-        self._say(f"refused: {reason}" if reason else f"error: {first_line(exc)}",
-                  "bold red")
+        self._say(f"refused: {reason}" if reason else f"error: {first_line(exc)}", "bold red")
 
     def on_results_table_open_execution(self, event: ResultsTable.OpenExecution) -> None:
         from .detail import DetailScreen

@@ -20,8 +20,16 @@ from ..live import PAUSE_KEY, LiveScreen
 from ..widgets.banner import Banner
 from ..widgets.live_table import LiveTable
 
-COLUMNS = [("name", "schedule"), ("cron", "cron"), ("timezone", "timezone"), ("workflow", "workflow"),
-           ("next", "next tick"), ("last", "last run"), ("status", "status"), ("state", "state")]
+COLUMNS = [
+    ("name", "schedule"),
+    ("cron", "cron"),
+    ("timezone", "timezone"),
+    ("workflow", "workflow"),
+    ("next", "next tick"),
+    ("last", "last run"),
+    ("status", "status"),
+    ("state", "state"),
+]
 
 
 class SchedulesScreen(LiveScreen):
@@ -65,11 +73,16 @@ class SchedulesScreen(LiveScreen):
     def _summary(self) -> None:
         rows = self.rows
         paused = sum(1 for r in rows if r["paused"])
-        self.query_one("#sched-summary", Static).update(Text(
-            f"{len(rows)} schedule{'s' if len(rows) != 1 else ''}" + (f" · {paused} paused" if paused else "")
-            + self.table.more_hint()
-            if rows else "no schedules: declare one with @app.schedule or add one with "
-            "kestrel-console schedule add", style="bold" if rows else "dim"))
+        self.query_one("#sched-summary", Static).update(
+            Text(
+                f"{len(rows)} schedule{'s' if len(rows) != 1 else ''}"
+                + (f" · {paused} paused" if paused else "")
+                + self.table.more_hint()
+                if rows
+                else "no schedules: declare one with @app.schedule or add one with kestrel-console schedule add",
+                style="bold" if rows else "dim",
+            )
+        )
 
     def on_live_table_clipped(self, event: LiveTable.Clipped) -> None:
         self._summary()
@@ -82,7 +95,8 @@ class SchedulesScreen(LiveScreen):
         row = self.selected()
         reason = why_not_ticking(row) if row else None
         self.query_one("#sched-why", Static).update(
-            Text(f"{visible(row['name'])}: {reason}", style="yellow") if row and reason else Text(""))
+            Text(f"{visible(row['name'])}: {reason}", style="yellow") if row and reason else Text("")
+        )
 
     def on_data_table_row_highlighted(self, event: Any) -> None:
         self._why()
@@ -97,13 +111,19 @@ class SchedulesScreen(LiveScreen):
             self.kapp.tell("no schedule selected", severity="warning")
             return
         pausing = not row["paused"]
-        effect = ("No tick is enqueued until it is resumed; runs already enqueued are left alone."
-                  if pausing else "It ticks again from the first tick after now; the ticks missed "
-                  "while it was paused are not run.")
-        self.confirm_pause("schedule", row["name"], pausing,
-                           f"{'Pause' if pausing else 'Resume'} schedule {row['name']!r} "
-                           f"({row['workflow_name']}, '{row['cron']}' {row['timezone']})?\n"
-                           f"{effect} Recorded as {self.kapp.config.operator!r}.")
+        effect = (
+            "No tick is enqueued until it is resumed; runs already enqueued are left alone."
+            if pausing
+            else "It ticks again from the first tick after now; the ticks missed while it was paused are not run."
+        )
+        self.confirm_pause(
+            "schedule",
+            row["name"],
+            pausing,
+            f"{'Pause' if pausing else 'Resume'} schedule {row['name']!r} "
+            f"({row['workflow_name']}, '{row['cron']}' {row['timezone']})?\n"
+            f"{effect} Recorded as {self.kapp.config.operator!r}.",
+        )
 
 
 def _cells(r: dict[str, Any]) -> dict[str, Any]:
@@ -118,5 +138,13 @@ def _cells(r: dict[str, Any]) -> dict[str, Any]:
     else:
         state = Text("active", style="green") if why_not_ticking(r) is None else Text("stalled", style="bold red")
         nxt = f"{fmt.when(r['next_tick'])} (in {fmt.seconds(max(0.0, r['next_in_s']))})"
-    return {"name": r["name"], "cron": r["cron"], "timezone": r["timezone"], "workflow": r["workflow_name"],
-            "next": nxt, "last": last, "status": status, "state": state}
+    return {
+        "name": r["name"],
+        "cron": r["cron"],
+        "timezone": r["timezone"],
+        "workflow": r["workflow_name"],
+        "next": nxt,
+        "last": last,
+        "status": status,
+        "state": state,
+    }

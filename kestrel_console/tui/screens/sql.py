@@ -29,8 +29,10 @@ from ..widgets.footer import KeyFooter
 from ..widgets.results import ResultsTable, summary
 
 EXAMPLE = "SELECT status, count(*)\n  FROM workflow_executions\n GROUP BY status\n ORDER BY 2 DESC;\n"
-HINT = ("ctrl+r runs the query (typing replaces the selected sample) · ↑ on the first line, ↓ on the last: "
-        "history · esc leaves the editor; esc again cancels a running query; i edits again")
+HINT = (
+    "ctrl+r runs the query (typing replaces the selected sample) · ↑ on the first line, ↓ on the last: "
+    "history · esc leaves the editor; esc again cancels a running query; i edits again"
+)
 
 
 def sql_language() -> str | None:
@@ -64,12 +66,14 @@ class SqlScreen(LiveScreen):
         Binding("i", "edit", "Edit (back into the editor)", show=False),
         Binding("ctrl+s", "export", "Export", priority=True, key_display="^s"),
     ]
-    HELP_EXTRA = [("ctrl+enter, f5", "run the query, as ctrl+r does"),
-                  ("↑ / ↓ (first / last line)", "older / newer query from the history"),
-                  ("esc (outside the editor)", "cancel the running query"),
-                  ("enter (history)", "load the selected past query into the editor"),
-                  ("enter (result row)", "open the execution its execution_id or id column names"),
-                  ("tab (outside the editor)", "move between results and history")]
+    HELP_EXTRA = [
+        ("ctrl+enter, f5", "run the query, as ctrl+r does"),
+        ("↑ / ↓ (first / last line)", "older / newer query from the history"),
+        ("esc (outside the editor)", "cancel the running query"),
+        ("enter (history)", "load the selected past query into the editor"),
+        ("enter (result row)", "open the execution its execution_id or id column names"),
+        ("tab (outside the editor)", "move between results and history"),
+    ]
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -138,9 +142,16 @@ class SqlScreen(LiveScreen):
         cfg = self.kapp.config
         assert self.session is not None
         try:
-            result = self.session.run(lambda conn: run_read_only(
-                conn, query, schema=cfg.schema, timeout_ms=ADHOC_TIMEOUT_MS, max_rows=ADHOC_MAX_ROWS,
-                allow_privileged=cfg.allow_privileged_sql))
+            result = self.session.run(
+                lambda conn: run_read_only(
+                    conn,
+                    query,
+                    schema=cfg.schema,
+                    timeout_ms=ADHOC_TIMEOUT_MS,
+                    max_rows=ADHOC_MAX_ROWS,
+                    allow_privileged=cfg.allow_privileged_sql,
+                )
+            )
         except Exception as exc:
             self._to_ui(self._failed_query, exc)
             return

@@ -33,8 +33,9 @@ class LiveTable(DataTable):
     LiveTable { height: 1fr; }
     """
 
-    def __init__(self, columns: Sequence[tuple[str, str]], *, markable: bool = False,
-                 narrow: Sequence[str] = (), **kwargs: Any) -> None:
+    def __init__(
+        self, columns: Sequence[tuple[str, str]], *, markable: bool = False, narrow: Sequence[str] = (), **kwargs: Any
+    ) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self.all_columns = list(columns)
         self.narrow_keys = list(narrow)  # the columns kept when the terminal is narrow
@@ -90,8 +91,11 @@ class LiveTable(DataTable):
     def set_narrow(self, narrow: bool) -> bool:
         """Show only the ``narrow`` columns (or all again). True if that changed: the rows are
         then dropped and the caller syncs them again."""
-        spec = [c for c in self.all_columns if c[0] in self.narrow_keys] if narrow and self.narrow_keys \
+        spec = (
+            [c for c in self.all_columns if c[0] in self.narrow_keys]
+            if narrow and self.narrow_keys
             else list(self.all_columns)
+        )
         if spec == self.column_spec:
             return False
         self.column_spec = spec
@@ -107,9 +111,14 @@ class LiveTable(DataTable):
 
     # -- rows --------------------------------------------------------------------------------
 
-    def sync(self, rows: Iterable[tuple[str, dict[str, Any], dict[str, Any]]], *,
-             sort_column: str | None = None, sort_value: Callable[[str], Any] = str,
-             reverse: bool = False) -> None:
+    def sync(
+        self,
+        rows: Iterable[tuple[str, dict[str, Any], dict[str, Any]]],
+        *,
+        sort_column: str | None = None,
+        sort_value: Callable[[str], Any] = str,
+        reverse: bool = False,
+    ) -> None:
         """Make the table show exactly ``rows`` (key, cells, source row), in place.
 
         New rows are added at the end; then, if ``sort_column`` is given and the order is off,
@@ -117,7 +126,8 @@ class LiveTable(DataTable):
         """
         current_key = self.cursor_key()
         wanted: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
-            k: ({column: _safe(v) for column, v in c.items()}, src) for k, c, src in rows}
+            k: ({column: _safe(v) for column, v in c.items()}, src) for k, c, src in rows
+        }
         for key in [k for k in self._cells if k not in wanted]:
             self.remove_row(key)
             del self._cells[key]
@@ -127,7 +137,9 @@ class LiveTable(DataTable):
             self.rows_data[key] = source
             shown = self._cells.get(key)
             if shown is None:
-                values = ([self._mark_cell(key)] if self.markable else []) + [cells.get(c, "") for c, _ in self.column_spec]
+                values = ([self._mark_cell(key)] if self.markable else []) + [
+                    cells.get(c, "") for c, _ in self.column_spec
+                ]
                 self.add_row(*values, key=key)
                 self.rows_added += 1
                 self._cells[key] = {c: _plain(cells.get(c, "")) for c, _ in self.column_spec}
@@ -260,4 +272,4 @@ def _style_changed(table: LiveTable, key: str, column: str, value: Any) -> bool:
     return not isinstance(old, Text) or old.style != value.style or old.spans != value.spans
 
 
-__all__ = ["LiveTable", "MARK", "MORE_COLUMNS"]
+__all__ = ["MARK", "MORE_COLUMNS", "LiveTable"]

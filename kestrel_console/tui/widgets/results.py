@@ -9,9 +9,8 @@ from typing import Any
 from textual.message import Message
 from textual.widgets import DataTable
 
-from ...safe_text import literal
 from ... import formatting as fmt
-
+from ...safe_text import literal
 
 # The columns that name an execution, in the order they are looked for.
 ID_COLUMNS = ("execution_id", "id")

@@ -19,10 +19,10 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 from textual.widget import Widget
 
+from ... import formatting as fmt
 from ... import style
 from ...safe_text import literal, visible
 from ...timeline_model import Lane, Segment, Trace, bar_cols, decider, trace
-from ... import formatting as fmt
 
 STEP_STYLES = style.COLOURS  # one palette with the CLI and the rest of the TUI
 WAIT_STYLES = style.WAIT_COLOURS
@@ -67,8 +67,9 @@ class _Canvas:
         self.chars = [" "] * width
         self.styles = [""] * width
 
-    def fill(self, start: datetime, end: datetime, char: str, style: str, *, label: str = "",
-             under: bool = False) -> None:
+    def fill(
+        self, start: datetime, end: datetime, char: str, style: str, *, label: str = "", under: bool = False
+    ) -> None:
         left, right = bar_cols(start, end, self.model.t0, self.model.t1, self.width)
         for i in range(left, right):
             if under and self.chars[i] != " ":
@@ -148,8 +149,7 @@ def _fit(text: str, width: int, style: str = "", *, pad: bool = False) -> Text:
     return out
 
 
-def _row(label: str, label_w: int, bar: Text, info: str, info_w: int = INFO_WIDTH, *,
-         bold: bool = False) -> Text:
+def _row(label: str, label_w: int, bar: Text, info: str, info_w: int = INFO_WIDTH, *, bold: bool = False) -> Text:
     line = _fit(label, label_w, "bold" if bold else "", pad=True)
     line.append("│", style="dim")
     line.append_text(bar)
@@ -164,11 +164,11 @@ def _axis(label_w: int, bar_w: int, model: Trace) -> Text:
     for frac in (0.0, 0.25, 0.5, 0.75):
         text = "+" + fmt.seconds(span * frac) if frac else fmt.when(model.t0)
         at = int(frac * bar_w)
-        if all(c == " " for c in marks[max(0, at - 1): at + len(text) + 1]) and at + len(text) <= bar_w:
-            marks[at: at + len(text)] = list(text)
+        if all(c == " " for c in marks[max(0, at - 1) : at + len(text) + 1]) and at + len(text) <= bar_w:
+            marks[at : at + len(text)] = list(text)
     end = "+" + fmt.seconds(span)
-    if all(c == " " for c in marks[bar_w - len(end) - 1:]):
-        marks[bar_w - len(end):] = list(end)
+    if all(c == " " for c in marks[bar_w - len(end) - 1 :]):
+        marks[bar_w - len(end) :] = list(end)
     line = Text(" " * label_w, style="dim")
     line.append("│" + "".join(marks) + "│", style="dim")
     return line

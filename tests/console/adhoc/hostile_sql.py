@@ -33,8 +33,7 @@ CODES = [
     ("lo_from_bytea(0, $$x$$::bytea)", "lo_from_bytea"),
     ("query_to_xml($$SELECT pg_ls_dir($x$.$x$)$$, true, true, $$$$)", "query_to_xml"),
     ("pg_terminate_backend(pg_backend_pid())", "pg_terminate_backend"),
-    ("pg_create_logical_replication_slot($$kt_slot$$, $$test_decoding$$)",
-     "pg_create_logical_replication_slot"),
+    ("pg_create_logical_replication_slot($$kt_slot$$, $$test_decoding$$)", "pg_create_logical_replication_slot"),
     ("pg_read_file($$PG_VERSION$$)", "pg_read_file"),
 ]
 

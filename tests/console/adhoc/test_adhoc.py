@@ -22,8 +22,7 @@ from kestrel_console.adhoc import run_read_only as _run_read_only
 from kestrel_console.adhoc.guard import QueryRefused
 from kestrel_core import DatabaseUnavailable
 
-TABLES = ("workflow_executions", "operation_outputs", "workflow_waits", "step_attempts", "workers",
-          "operator_actions")
+TABLES = ("workflow_executions", "operation_outputs", "workflow_waits", "step_attempts", "workers", "operator_actions")
 
 SEED = """
 -- ids 1..5: the dsn fixture restarts identities
@@ -132,28 +131,32 @@ def session_state(conn: psycopg.Connection) -> tuple:
 
 # --- hostile queries ---------------------------------------------------------------------------
 
-SKIP = None          # layer (b) cannot stop it alone (or running it would harm the test server)
+SKIP = None  # layer (b) cannot stop it alone (or running it would harm the test server)
 NO_TRACE = "no trace"  # the read-only transaction may let it run, but the rollback undoes it
 
 
 @dataclass(frozen=True)
 class Hostile:
     query: str
-    reason: str      # the guard's reason must start with this
+    reason: str  # the guard's reason must start with this
     bypass: str | None  # SQLSTATE layer (b) must fail with, NO_TRACE, or SKIP (with why)
 
 
-READ_ONLY = "25006"      # read_only_sql_transaction
+READ_ONLY = "25006"  # read_only_sql_transaction
 IN_TRANSACTION = "25001"  # active_sql_transaction: cannot run inside a transaction block
-MULTIPLE = "42601"       # cannot insert multiple commands into a prepared statement
+MULTIPLE = "42601"  # cannot insert multiple commands into a prepared statement
 NOT_SUPPORTED = "0A000"  # feature_not_supported
 
 HOSTILE = {
     "delete": Hostile("DELETE FROM workflow_executions", "not a read: DELETE", READ_ONLY),
     "update": Hostile("UPDATE workflow_executions SET status = 'cancelled'", "not a read: UPDATE", READ_ONLY),
     "insert": Hostile("INSERT INTO workers (worker_id) VALUES ('evil')", "not a read: INSERT", READ_ONLY),
-    "merge": Hostile("MERGE INTO workers w USING (SELECT 'evil' AS id) s ON w.worker_id = s.id "
-                     "WHEN NOT MATCHED THEN INSERT (worker_id) VALUES (s.id)", "not a read: MERGE", READ_ONLY),
+    "merge": Hostile(
+        "MERGE INTO workers w USING (SELECT 'evil' AS id) s ON w.worker_id = s.id "
+        "WHEN NOT MATCHED THEN INSERT (worker_id) VALUES (s.id)",
+        "not a read: MERGE",
+        READ_ONLY,
+    ),
     "drop": Hostile("DROP TABLE operator_actions", "not a read: DROP", READ_ONLY),
     "truncate": Hostile("TRUNCATE workflow_executions CASCADE", "not a read: TRUNCATE", READ_ONLY),
     "create": Hostile("CREATE TABLE evil (a int)", "not a read: CREATE", READ_ONLY),
@@ -161,43 +164,51 @@ HOSTILE = {
     "create-role": Hostile("CREATE ROLE kestrel_evil SUPERUSER", "not a read: CREATE", READ_ONLY),
     "alter": Hostile("ALTER TABLE workers ADD COLUMN evil int", "not a read: ALTER", READ_ONLY),
     "grant": Hostile("GRANT ALL ON workflow_executions TO PUBLIC", "not a read: GRANT", READ_ONLY),
-    "cte-delete": Hostile("WITH d AS (DELETE FROM workflow_executions RETURNING id) SELECT count(*) FROM d",
-                          "data-modifying CTE: DELETE", READ_ONLY),
+    "cte-delete": Hostile(
+        "WITH d AS (DELETE FROM workflow_executions RETURNING id) SELECT count(*) FROM d",
+        "data-modifying CTE: DELETE",
+        READ_ONLY,
+    ),
     # Postgres itself refuses a data-modifying CTE below the top level.
     "cte-in-subquery": Hostile(
         "SELECT * FROM (WITH u AS (UPDATE workflow_executions SET status = 'error' RETURNING id) "
-        "SELECT id FROM u) AS s", "data-modifying CTE: UPDATE", NOT_SUPPORTED),
-    "cte-second": Hostile("WITH a AS (SELECT 1), b AS (INSERT INTO workers (worker_id) VALUES ('evil') "
-                          "RETURNING *) SELECT * FROM a", "data-modifying CTE: INSERT", READ_ONLY),
-    "cte-then-delete": Hostile("WITH x AS (SELECT 1) DELETE FROM workflow_executions", "not a read: DELETE",
-                               READ_ONLY),
+        "SELECT id FROM u) AS s",
+        "data-modifying CTE: UPDATE",
+        NOT_SUPPORTED,
+    ),
+    "cte-second": Hostile(
+        "WITH a AS (SELECT 1), b AS (INSERT INTO workers (worker_id) VALUES ('evil') RETURNING *) SELECT * FROM a",
+        "data-modifying CTE: INSERT",
+        READ_ONLY,
+    ),
+    "cte-then-delete": Hostile("WITH x AS (SELECT 1) DELETE FROM workflow_executions", "not a read: DELETE", READ_ONLY),
     "select-into": Hostile("SELECT * INTO evil FROM workflow_executions", "SELECT ... INTO", READ_ONLY),
-    "for-update": Hostile("SELECT * FROM workflow_executions FOR UPDATE", "locking clause FOR UPDATE",
-                          READ_ONLY),
-    "for-no-key-update": Hostile("SELECT id FROM workflow_executions FOR NO KEY UPDATE SKIP LOCKED",
-                                 "locking clause FOR NO KEY UPDATE", READ_ONLY),
+    "for-update": Hostile("SELECT * FROM workflow_executions FOR UPDATE", "locking clause FOR UPDATE", READ_ONLY),
+    "for-no-key-update": Hostile(
+        "SELECT id FROM workflow_executions FOR NO KEY UPDATE SKIP LOCKED",
+        "locking clause FOR NO KEY UPDATE",
+        READ_ONLY,
+    ),
     "for-key-share": Hostile("SELECT 1 FROM workers FOR KEY SHARE", "locking clause FOR KEY SHARE", READ_ONLY),
     # Signals work in a read-only transaction: only the guard stops them.
     "terminate": Hostile("SELECT pg_terminate_backend({pid})", "function pg_terminate_backend", SKIP),
     "cancel-qualified": Hostile("select PG_CATALOG.pg_cancel_backend({pid})", "function pg_cancel_backend", SKIP),
-    "terminate-in-from": Hostile("SELECT * FROM pg_terminate_backend({pid})", "function pg_terminate_backend",
-                                 SKIP),
-    "terminate-union": Hostile("(SELECT true) UNION (SELECT pg_terminate_backend({pid}))",
-                               "function pg_terminate_backend", SKIP),
+    "terminate-in-from": Hostile("SELECT * FROM pg_terminate_backend({pid})", "function pg_terminate_backend", SKIP),
+    "terminate-union": Hostile(
+        "(SELECT true) UNION (SELECT pg_terminate_backend({pid}))", "function pg_terminate_backend", SKIP
+    ),
     "set-config": Hostile("SELECT set_config('search_path', 'public', false)", "function set_config", NO_TRACE),
     # Reads a server file: allowed by a read-only transaction, so only the guard stops it.
     "read-file": Hostile("SELECT pg_read_file('/etc/hostname')", "function pg_read_file", SKIP),
     "lo-import": Hostile("SELECT lo_import('/etc/hostname')", "function lo_import", SKIP),
-    "dblink": Hostile("SELECT * FROM dblink('dbname=postgres', 'DELETE FROM x') AS t(a int)", "function dblink",
-                      SKIP),
+    "dblink": Hostile("SELECT * FROM dblink('dbname=postgres', 'DELETE FROM x') AS t(a int)", "function dblink", SKIP),
     "two-statements": Hostile("SELECT 1; DROP TABLE workers", "2 statements: run one at a time", MULTIPLE),
     "comment-trick": Hostile("SELECT 1 /* ; */; DELETE FROM workflow_executions", "2 statements", MULTIPLE),
-    "nested-comment-trick": Hostile("/* /* */ SELECT 'x */ DELETE FROM workflow_executions --'",
-                                    "not a read: DELETE", READ_ONLY),
-    "backslash-trick": Hostile("SELECT 'a\\', pg_terminate_backend({pid}) --'", "function pg_terminate_backend",
-                               SKIP),
-    "copy-program": Hostile("COPY workflow_executions TO PROGRAM 'touch /tmp/kestrel-pwned'", "not a read: COPY",
-                            SKIP),
+    "nested-comment-trick": Hostile(
+        "/* /* */ SELECT 'x */ DELETE FROM workflow_executions --'", "not a read: DELETE", READ_ONLY
+    ),
+    "backslash-trick": Hostile("SELECT 'a\\', pg_terminate_backend({pid}) --'", "function pg_terminate_backend", SKIP),
+    "copy-program": Hostile("COPY workflow_executions TO PROGRAM 'touch /tmp/kestrel-pwned'", "not a read: COPY", SKIP),
     "copy-from": Hostile("COPY workers FROM STDIN", "not a read: COPY", READ_ONLY),
     # Past the guard, COPY's data is not read and the connection is brought out of COPY mode.
     "copy-to-stdout": Hostile("COPY workflow_executions TO STDOUT", "not a read: COPY", NO_TRACE),
@@ -206,8 +217,7 @@ HOSTILE = {
     "lock": Hostile("LOCK TABLE workflow_executions IN ACCESS EXCLUSIVE MODE", "not a read: LOCK", NO_TRACE),
     "vacuum": Hostile("VACUUM workflow_executions", "not a read: VACUUM", IN_TRANSACTION),
     "set-role": Hostile("SET ROLE pg_monitor", "not a read: SET", NO_TRACE),
-    "set-session-rw": Hostile("SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE", "not a read: SET",
-                              NO_TRACE),
+    "set-session-rw": Hostile("SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE", "not a read: SET", NO_TRACE),
     "commit": Hostile("COMMIT", "not a read: COMMIT", NO_TRACE),
     "listen": Hostile("LISTEN kestrel", "not a read: LISTEN", NO_TRACE),
     "notify": Hostile("NOTIFY kestrel", "not a read: NOTIFY", NO_TRACE),
@@ -221,33 +231,42 @@ HOSTILE = {
     "notify-function": Hostile("SELECT pg_notify('kestrel', 'x')", "function pg_notify", NO_TRACE),
     "txid": Hostile("SELECT txid_current()", "function txid_current", NO_TRACE),
     # SQL inside a string is out of the guard's sight: the function running it is refused.
-    "query-to-xml": Hostile("SELECT query_to_xml('SELECT pg_cancel_backend({pid})', true, true, '')",
-                            "function query_to_xml", SKIP),
-    "operator-function": Hostile("SELECT decide_approval(3, 'approve-import', true, 'mallory', 'x')",
-                                 "function decide_approval", READ_ONLY),
-    "explain-analyze-delete": Hostile("EXPLAIN ANALYZE DELETE FROM workflow_executions",
-                                      "EXPLAIN of a write: DELETE", READ_ONLY),
-    "explain-analyze-cte": Hostile("EXPLAIN (ANALYZE, COSTS OFF) WITH d AS (DELETE FROM workflow_executions "
-                                   "RETURNING id) SELECT * FROM d", "data-modifying CTE: DELETE", READ_ONLY),
+    "query-to-xml": Hostile(
+        "SELECT query_to_xml('SELECT pg_cancel_backend({pid})', true, true, '')", "function query_to_xml", SKIP
+    ),
+    "operator-function": Hostile(
+        "SELECT decide_approval(3, 'approve-import', true, 'mallory', 'x')", "function decide_approval", READ_ONLY
+    ),
+    "explain-analyze-delete": Hostile(
+        "EXPLAIN ANALYZE DELETE FROM workflow_executions", "EXPLAIN of a write: DELETE", READ_ONLY
+    ),
+    "explain-analyze-cte": Hostile(
+        "EXPLAIN (ANALYZE, COSTS OFF) WITH d AS (DELETE FROM workflow_executions RETURNING id) SELECT * FROM d",
+        "data-modifying CTE: DELETE",
+        READ_ONLY,
+    ),
     "garbage": Hostile("this is not sql ((", "cannot parse: ", "42601"),
     "empty": Hostile("", "empty query", SKIP),  # nothing to run
     "only-comment": Hostile("  -- nothing here\n", "empty query", SKIP),
-    "unicode-identifier": Hostile('SELECT U&"pg_\\0074erminate_backend"({pid})', "function pg_terminate_backend: ",
-                                  SKIP),
+    "unicode-identifier": Hostile(
+        'SELECT U&"pg_\\0074erminate_backend"({pid})', "function pg_terminate_backend: ", SKIP
+    ),
     # Red team (issue 9): statements that would leave something in the session, or change the
     # transaction's mode, and row locks below the top level.
-    "declare-with-hold": Hostile("DECLARE c CURSOR WITH HOLD FOR SELECT * FROM workers", "not a read: DECLARE",
-                                 NO_TRACE),  # a WITH HOLD cursor dies with the rolled-back transaction
-    "explain-declare": Hostile("EXPLAIN DECLARE c CURSOR WITH HOLD FOR SELECT 1", "EXPLAIN of a non-read: DECLARE",
-                               NO_TRACE),
+    "declare-with-hold": Hostile(
+        "DECLARE c CURSOR WITH HOLD FOR SELECT * FROM workers", "not a read: DECLARE", NO_TRACE
+    ),  # a WITH HOLD cursor dies with the rolled-back transaction
+    "explain-declare": Hostile(
+        "EXPLAIN DECLARE c CURSOR WITH HOLD FOR SELECT 1", "EXPLAIN of a non-read: DECLARE", NO_TRACE
+    ),
     "explain-execute": Hostile("EXPLAIN EXECUTE evil", "EXPLAIN of a non-read: EXECUTE", "26000"),
     "reset-role": Hostile("RESET ROLE", "not a read: RESET", NO_TRACE),
     "start-read-write": Hostile("START TRANSACTION READ WRITE", "not a read: START", IN_TRANSACTION),
     "alter-system": Hostile("ALTER SYSTEM SET work_mem = '1MB'", "not a read: ALTER", IN_TRANSACTION),
-    "for-share-in-subquery": Hostile("SELECT (SELECT 1 FROM workers FOR SHARE)", "locking clause FOR SHARE",
-                                     READ_ONLY),
-    "for-update-in-cte": Hostile("WITH w AS (SELECT * FROM workers FOR UPDATE) SELECT * FROM w",
-                                 "locking clause FOR UPDATE", READ_ONLY),
+    "for-share-in-subquery": Hostile("SELECT (SELECT 1 FROM workers FOR SHARE)", "locking clause FOR SHARE", READ_ONLY),
+    "for-update-in-cte": Hostile(
+        "WITH w AS (SELECT * FROM workers FOR UPDATE) SELECT * FROM w", "locking clause FOR UPDATE", READ_ONLY
+    ),
     # A superuser session loads a library for good (LOAD works in a read-only transaction).
     "load": Hostile("LOAD 'auto_explain'", "not a read: LOAD", SKIP),
     # Would drop psycopg's own prepared statements.
@@ -335,7 +354,9 @@ def test_unqualified_tables_resolve_to_the_kestrel_schema_and_the_session_keeps_
 
 
 def test_like_with_percent_needs_no_escaping(plain: psycopg.Connection) -> None:
-    result = run_read_only(plain, "SELECT DISTINCT workflow_name FROM workflow_executions WHERE workflow_name LIKE '%port%' ORDER BY 1")
+    result = run_read_only(
+        plain, "SELECT DISTINCT workflow_name FROM workflow_executions WHERE workflow_name LIKE '%port%' ORDER BY 1"
+    )
     assert result.rows == [("export",), ("import",), ("report",)]
 
 
@@ -369,14 +390,16 @@ def test_report_parameters_are_bound(plain: psycopg.Connection, observer: psycop
     assert result.rows == [(3,), (5,)]
     empty = run_read_only(plain, report, {"since": "1 day", "name": "nope"}, placeholders=True)
     assert empty.columns == ["id"] and empty.rows == []
-    assert run_read_only(plain, "SELECT count(*) FROM workers WHERE worker_id LIKE 'w%%'",
-                         placeholders=True).rows == [(1,)]
+    assert run_read_only(plain, "SELECT count(*) FROM workers WHERE worker_id LIKE 'w%%'", placeholders=True).rows == [
+        (1,)
+    ]
 
 
 def test_bound_values_are_never_sql(plain: psycopg.Connection, observer: psycopg.Connection) -> None:
     before = database_state(observer)
-    result = run_read_only(plain, "SELECT %(name)s AS name", {"name": "x'; DELETE FROM workflow_executions; --"},
-                           placeholders=True)
+    result = run_read_only(
+        plain, "SELECT %(name)s AS name", {"name": "x'; DELETE FROM workflow_executions; --"}, placeholders=True
+    )
     assert result.rows == [("x'; DELETE FROM workflow_executions; --",)]
     assert database_state(observer) == before
 

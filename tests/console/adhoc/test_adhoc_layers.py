@@ -37,9 +37,11 @@ SELECT (SELECT md5(string_agg(e::text, '|' ORDER BY id)) FROM kestrel.workflow_e
 """
 # What one session holds, seen from another connection.
 LOCKS_OF = "SELECT locktype, mode FROM pg_locks WHERE pid = %s AND locktype = 'advisory'"
-SETTINGS = ("SELECT current_setting('work_mem'), current_setting('search_path'), current_user, "
-            "current_setting('statement_timeout'), "
-            "(SELECT count(*) FROM pg_prepared_statements WHERE name NOT LIKE '\\_pg3\\_%%')")
+SETTINGS = (
+    "SELECT current_setting('work_mem'), current_setting('search_path'), current_user, "
+    "current_setting('statement_timeout'), "
+    "(SELECT count(*) FROM pg_prepared_statements WHERE name NOT LIKE '\\_pg3\\_%%')"
+)
 
 # These tests run as the test server's superuser on purpose (the layers under the strongest
 # login), so they opt in as the console's --allow-privileged-sql does.
@@ -74,9 +76,11 @@ def victim(seeded: str) -> Iterator[psycopg.Connection]:
 
 
 def snapshot(session: psycopg.Connection, observer: psycopg.Connection) -> tuple:
-    return (observer.execute(ROWS).fetchone(),
-            observer.execute(LOCKS_OF, (session.info.backend_pid,)).fetchall(),
-            session.execute(SETTINGS).fetchone())
+    return (
+        observer.execute(ROWS).fetchone(),
+        observer.execute(LOCKS_OF, (session.info.backend_pid,)).fetchall(),
+        session.execute(SETTINGS).fetchone(),
+    )
 
 
 # (query, the function the reason must name). {pid} is the victim's backend pid.
@@ -84,19 +88,17 @@ HOSTILE = {
     # attribute notation, in every position
     "attr-select": ("SELECT ({pid}).pg_terminate_backend", "pg_terminate_backend"),
     "attr-where": ("SELECT 1 FROM workers WHERE ({pid}).pg_cancel_backend", "pg_cancel_backend"),
-    "attr-order-by": ("SELECT id FROM workflow_executions ORDER BY ({pid}).pg_terminate_backend",
-                      "pg_terminate_backend"),
-    "attr-group-by": ("SELECT count(*) FROM workers GROUP BY ({pid}).pg_terminate_backend",
-                      "pg_terminate_backend"),
+    "attr-order-by": (
+        "SELECT id FROM workflow_executions ORDER BY ({pid}).pg_terminate_backend",
+        "pg_terminate_backend",
+    ),
+    "attr-group-by": ("SELECT count(*) FROM workers GROUP BY ({pid}).pg_terminate_backend", "pg_terminate_backend"),
     "attr-having": ("SELECT 1 FROM workers GROUP BY 1 HAVING ({pid}).pg_cancel_backend", "pg_cancel_backend"),
-    "attr-lateral": ("SELECT * FROM workers, LATERAL (SELECT ({pid}).pg_terminate_backend) s",
-                     "pg_terminate_backend"),
+    "attr-lateral": ("SELECT * FROM workers, LATERAL (SELECT ({pid}).pg_terminate_backend) s", "pg_terminate_backend"),
     "attr-cte": ("WITH x AS (SELECT ('/etc/hostname'::text).pg_read_file) SELECT * FROM x", "pg_read_file"),
     "attr-subquery": ("SELECT * FROM (SELECT (42::bigint).pg_advisory_lock) s", "pg_advisory_lock"),
-    "attr-in-exists": ("SELECT 1 WHERE EXISTS (SELECT (7::bigint).pg_advisory_lock_shared)",
-                       "pg_advisory_lock_shared"),
-    "attr-join-on": ("SELECT 1 FROM workers a JOIN workers b ON ({pid}).pg_terminate_backend",
-                     "pg_terminate_backend"),
+    "attr-in-exists": ("SELECT 1 WHERE EXISTS (SELECT (7::bigint).pg_advisory_lock_shared)", "pg_advisory_lock_shared"),
+    "attr-join-on": ("SELECT 1 FROM workers a JOIN workers b ON ({pid}).pg_terminate_backend", "pg_terminate_backend"),
     "attr-table-dot": ("SELECT w.pg_advisory_lock FROM workers w", "pg_advisory_lock"),
     "attr-nested": ("SELECT ((({pid}))).pg_terminate_backend", "pg_terminate_backend"),
     "attr-quoted": ('SELECT ({pid})."pg_terminate_backend"', "pg_terminate_backend"),
@@ -106,15 +108,19 @@ HOSTILE = {
     # Red team (issue 9): the positions the first list did not have.
     "attr-values": ("SELECT * FROM (VALUES (({pid}).pg_terminate_backend)) v", "pg_terminate_backend"),
     "attr-window": ("SELECT count(*) OVER (ORDER BY ({pid}).pg_cancel_backend) FROM workers", "pg_cancel_backend"),
-    "attr-subscript": ("SELECT a[((42::bigint).pg_try_advisory_lock)::int] FROM (SELECT ARRAY[1] AS a) s",
-                       "pg_try_advisory_lock"),
+    "attr-subscript": (
+        "SELECT a[((42::bigint).pg_try_advisory_lock)::int] FROM (SELECT ARRAY[1] AS a) s",
+        "pg_try_advisory_lock",
+    ),
     "attr-argument": ("SELECT coalesce(({pid}).pg_terminate_backend, false)", "pg_terminate_backend"),
     "attr-case": ("SELECT CASE WHEN ({pid}).pg_cancel_backend THEN 1 END", "pg_cancel_backend"),
     "attr-whole-row": ("SELECT (w.*).pg_terminate_backend FROM workers w", "pg_terminate_backend"),
     "attr-explain-analyze": ("EXPLAIN ANALYZE SELECT (42::bigint).pg_advisory_lock", "pg_advisory_lock"),
     # functions that run SQL given as text
-    "ts-rewrite": ("SELECT ts_rewrite('a'::tsquery, 'SELECT pg_terminate_backend({pid})::text::tsquery, "
-                   "''b''::tsquery')", "ts_rewrite"),
+    "ts-rewrite": (
+        "SELECT ts_rewrite('a'::tsquery, 'SELECT pg_terminate_backend({pid})::text::tsquery, ''b''::tsquery')",
+        "ts_rewrite",
+    ),
     "ts-stat": ("SELECT * FROM ts_stat('SELECT to_tsvector(pg_cancel_backend({pid})::text)')", "ts_stat"),
     "query-to-xml": ("SELECT query_to_xml('SELECT pg_cancel_backend({pid})', true, true, '')", "query_to_xml"),
     "query-to-xmlschema": ("SELECT query_to_xmlschema('SELECT 1', true, true, '')", "query_to_xmlschema"),
@@ -132,8 +138,7 @@ HOSTILE = {
     "advisory-session": ("SELECT pg_advisory_lock(hashtext('kestrel.migrate'))", "pg_advisory_lock"),
     "advisory-xact": ("SELECT pg_advisory_xact_lock(42)", "pg_advisory_xact_lock"),
     "advisory-try": ("SELECT pg_try_advisory_lock(42)", "pg_try_advisory_lock"),
-    "advisory-in-where": ("SELECT id FROM workflow_executions WHERE pg_try_advisory_lock(id)",
-                          "pg_try_advisory_lock"),
+    "advisory-in-where": ("SELECT id FROM workflow_executions WHERE pg_try_advisory_lock(id)", "pg_try_advisory_lock"),
     # settings, sessions, sequences, elsewhere, not ours to call
     "set-config": ("SELECT set_config('work_mem', '1MB', false)", "set_config"),
     "terminate": ("SELECT pg_terminate_backend({pid})", "pg_terminate_backend"),
@@ -150,7 +155,9 @@ HOSTILE = {
 
 @pytest.mark.parametrize("case", HOSTILE.values(), ids=HOSTILE.keys())
 def test_layer_one_refuses_naming_the_function_and_nothing_changes(
-    case: tuple[str, str], session: psycopg.Connection, observer: psycopg.Connection,
+    case: tuple[str, str],
+    session: psycopg.Connection,
+    observer: psycopg.Connection,
     victim: psycopg.Connection,
 ) -> None:
     query, function = case
@@ -163,18 +170,21 @@ def test_layer_one_refuses_naming_the_function_and_nothing_changes(
     assert victim.execute("SELECT 1").fetchone() == (1,)
 
 
-@pytest.mark.parametrize("query", [
-    "SELECT w.worker_id, w.hostname FROM workers w ORDER BY w.worker_id",
-    "SELECT (w).worker_id, (s).x, s.x FROM workers w, LATERAL (SELECT 1 AS x) s",
-    "SELECT e.input->>'pod', upper(e.workflow_name), e.created_at::date FROM workflow_executions e",
-    "SELECT * FROM pg_catalog.pg_locks l WHERE l.pid = pg_backend_pid()",
-    "SELECT a.pid, a.state FROM pg_stat_activity a WHERE a.datname = current_database()",
-    "SELECT count(*) FILTER (WHERE status = 'error') OVER (PARTITION BY workflow_name) FROM workflow_executions",
-    "WITH n(i) AS (SELECT 1) SELECT g.i, n.i FROM generate_series(1, 2) g(i), n",
-    "SELECT coalesce(NULL, 1), greatest(1, 2), extract(epoch FROM now()) > 0, '1.50'::numeric(10, 2)",
-    "SELECT * FROM workers TABLESAMPLE BERNOULLI (100)",
-    "SELECT pg_size_pretty(pg_total_relation_size('workflow_executions'))",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT w.worker_id, w.hostname FROM workers w ORDER BY w.worker_id",
+        "SELECT (w).worker_id, (s).x, s.x FROM workers w, LATERAL (SELECT 1 AS x) s",
+        "SELECT e.input->>'pod', upper(e.workflow_name), e.created_at::date FROM workflow_executions e",
+        "SELECT * FROM pg_catalog.pg_locks l WHERE l.pid = pg_backend_pid()",
+        "SELECT a.pid, a.state FROM pg_stat_activity a WHERE a.datname = current_database()",
+        "SELECT count(*) FILTER (WHERE status = 'error') OVER (PARTITION BY workflow_name) FROM workflow_executions",
+        "WITH n(i) AS (SELECT 1) SELECT g.i, n.i FROM generate_series(1, 2) g(i), n",
+        "SELECT coalesce(NULL, 1), greatest(1, 2), extract(epoch FROM now()) > 0, '1.50'::numeric(10, 2)",
+        "SELECT * FROM workers TABLESAMPLE BERNOULLI (100)",
+        "SELECT pg_size_pretty(pg_total_relation_size('workflow_executions'))",
+    ],
+)
 def test_ordinary_reads_with_dots_and_keywords_still_run(query: str, session: psycopg.Connection) -> None:
     assert run_read_only(session, query).columns
 
@@ -183,14 +193,20 @@ def test_ordinary_reads_with_dots_and_keywords_still_run(query: str, session: ps
 
 
 def test_layer_three_alone_refuses_signals_files_functions_and_writes(
-    session: psycopg.Connection, observer: psycopg.Connection, victim: psycopg.Connection,
+    session: psycopg.Connection,
+    observer: psycopg.Connection,
+    victim: psycopg.Connection,
 ) -> None:
     pid = victim.info.backend_pid
     before = snapshot(session, observer)
-    for query in (f"SELECT pg_terminate_backend({pid})", f"SELECT ({pid}).pg_cancel_backend",
-                  "SELECT pg_read_file('/etc/hostname')", "SELECT * FROM pg_ls_dir('.')",
-                  "SELECT kestrel.cancel_execution(1, 'mallory', 'x')",
-                  "SELECT nextval('workflow_executions_id_seq')"):
+    for query in (
+        f"SELECT pg_terminate_backend({pid})",
+        f"SELECT ({pid}).pg_cancel_backend",
+        "SELECT pg_read_file('/etc/hostname')",
+        "SELECT * FROM pg_ls_dir('.')",
+        "SELECT kestrel.cancel_execution(1, 'mallory', 'x')",
+        "SELECT nextval('workflow_executions_id_seq')",
+    ):
         with pytest.raises(QueryFailed) as failed:
             run_read_only(session, query, check=False)
         assert failed.value.sqlstate == "42501", (query, str(failed.value))  # insufficient privilege
@@ -204,14 +220,18 @@ def test_layer_three_alone_refuses_signals_files_functions_and_writes(
 
 
 def test_layer_three_alone_releases_locks_and_settings_after_every_query(
-    session: psycopg.Connection, observer: psycopg.Connection,
+    session: psycopg.Connection,
+    observer: psycopg.Connection,
 ) -> None:
     before = snapshot(session, observer)
     # Past layer 1 these run: the session lock must not outlive the query (issue 9: it made
     # `migrate` hang), nor the setting, nor a prepared statement.
-    taken = run_read_only(session, "SELECT pg_advisory_lock(hashtext('kestrel.migrate')), "
-                                   "pg_advisory_lock_shared(7), pg_try_advisory_lock(8)", check=False)
-    assert taken.rows == [('', '', True)]  # void, as text
+    taken = run_read_only(
+        session,
+        "SELECT pg_advisory_lock(hashtext('kestrel.migrate')), pg_advisory_lock_shared(7), pg_try_advisory_lock(8)",
+        check=False,
+    )
+    assert taken.rows == [("", "", True)]  # void, as text
     run_read_only(session, "SELECT set_config('work_mem', '1MB', false)", check=False)
     with pytest.raises(QueryFailed, match="returned no rows"):  # it ran, and returned nothing
         run_read_only(session, "PREPARE kestrel_evil AS SELECT 1", check=False)
@@ -251,8 +271,10 @@ def test_a_plain_login_is_told_until_granted_the_reader_role(seeded: str, plain_
     with psycopg.connect(login_dsn, autocommit=True) as conn:
         alone = run_read_only(conn, "SELECT current_user::text, count(*) FROM workers")
         assert alone.rows == [(name, 1)]
-        assert alone.notice == (f"note: login {name} may not assume role kestrel_reader "
-                                f"(GRANT kestrel_reader TO {name}): queries run with the rights of login {name}")
+        assert alone.notice == (
+            f"note: login {name} may not assume role kestrel_reader "
+            f"(GRANT kestrel_reader TO {name}): queries run with the rights of login {name}"
+        )
         with psycopg.connect(seeded, autocommit=True) as admin:
             admin.execute(sql.SQL("GRANT kestrel_reader TO {}").format(sql.Identifier(name)))
         granted = run_read_only(conn, "SELECT current_user::text, count(*) FROM workflow_executions")
@@ -267,7 +289,8 @@ def test_a_missing_reader_role_is_said(session: psycopg.Connection) -> None:
     assert result.rows == [(session.info.user,)]
     assert result.notice is not None and result.notice.startswith(
         "note: role kt_no_such_reader does not exist (`kestrel-console migrate` creates it): "
-        f"queries run with the rights of login {session.info.user} (a superuser)")
+        f"queries run with the rights of login {session.info.user} (a superuser)"
+    )
 
 
 # --- bytes and timeouts -------------------------------------------------------------------------
@@ -301,24 +324,57 @@ def test_the_shipped_allowlist_is_what_the_generator_builds_from_this_catalog(ds
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         allowed, catalog, operators, types, _ = build(conn)
-        volatile = {name for (name,) in conn.execute(
-            "SELECT DISTINCT proname FROM pg_proc WHERE pronamespace = 'pg_catalog'::regnamespace "
-            "AND provolatile = 'v' AND proname = ANY(%s)", (allowed,))}
-        runs_sql_text = {name for (name,) in conn.execute(
-            "SELECT DISTINCT proname FROM pg_proc WHERE pronamespace = 'pg_catalog'::regnamespace "
-            "AND ('refcursor'::regtype = ANY(proargtypes::oid[]) "
-            "     OR array_to_string(proargnames, ' ') ~* '\\m(query|sql)\\M')")}
+        volatile = {
+            name
+            for (name,) in conn.execute(
+                "SELECT DISTINCT proname FROM pg_proc WHERE pronamespace = 'pg_catalog'::regnamespace "
+                "AND provolatile = 'v' AND proname = ANY(%s)",
+                (allowed,),
+            )
+        }
+        runs_sql_text = {
+            name
+            for (name,) in conn.execute(
+                "SELECT DISTINCT proname FROM pg_proc WHERE pronamespace = 'pg_catalog'::regnamespace "
+                "AND ('refcursor'::regtype = ANY(proargtypes::oid[]) "
+                "     OR array_to_string(proargnames, ' ') ~* '\\m(query|sql)\\M')"
+            )
+        }
     assert set(allowed) == allowed_names() and set(catalog) == catalog_names()
     assert set(operators) == allowed_operators() and set(types) == catalog_types()
     assert {"#", "#>>", "=", "@>", "||"} <= allowed_operators() and {"int4", "text", "jsonb"} <= catalog_types()
     assert volatile <= set(REVIEWED_VOLATILE)  # only the reviewed volatile readers
     assert runs_sql_text and not runs_sql_text & allowed_names()
-    assert {"ts_rewrite", "ts_stat", "query_to_xml", "cursor_to_xml", "table_to_xml", "schema_to_xml",
-            "database_to_xml", "pg_read_file", "pg_ls_dir", "pg_stat_file", "pg_advisory_lock",
-            "pg_advisory_xact_lock", "set_config", "pg_terminate_backend", "pg_cancel_backend",
-            "nextval", "setval", "pg_notify", "lo_import"}.isdisjoint(allowed_names())
-    assert {"lower", "count", "now", "jsonb_build_object", "pg_sleep", "current_setting",
-            "generate_series"} <= allowed_names()
+    assert {
+        "ts_rewrite",
+        "ts_stat",
+        "query_to_xml",
+        "cursor_to_xml",
+        "table_to_xml",
+        "schema_to_xml",
+        "database_to_xml",
+        "pg_read_file",
+        "pg_ls_dir",
+        "pg_stat_file",
+        "pg_advisory_lock",
+        "pg_advisory_xact_lock",
+        "set_config",
+        "pg_terminate_backend",
+        "pg_cancel_backend",
+        "nextval",
+        "setval",
+        "pg_notify",
+        "lo_import",
+    }.isdisjoint(allowed_names())
+    assert {
+        "lower",
+        "count",
+        "now",
+        "jsonb_build_object",
+        "pg_sleep",
+        "current_setting",
+        "generate_series",
+    } <= allowed_names()
 
 
 # --- an admin's helpers in `public`: code the query does not name as a function ------------------
@@ -373,14 +429,20 @@ UNQUALIFIED_REFUSED = {
     "operator": ("SELECT {pid} OPERATOR(===) 0", NO_FUNCTION, "operator ===: not a built-in operator"),
     "operator-infix": ("SELECT {pid} === 0", NO_FUNCTION, "operator ===: not a built-in operator"),
     "domain-cast": ("SELECT {pid}::kt_dom", NO_TYPE, "type kt_dom: not a built-in type"),
-    "domain-column-list": ("SELECT * FROM json_to_record('{{\"a\": {pid}}}') AS t(a kt_dom)", NO_TYPE,
-                           "type kt_dom: not a built-in type"),
+    "domain-column-list": (
+        "SELECT * FROM json_to_record('{{\"a\": {pid}}}') AS t(a kt_dom)",
+        NO_TYPE,
+        "type kt_dom: not a built-in type",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", UNQUALIFIED_REFUSED.values(), ids=UNQUALIFIED_REFUSED.keys())
 def test_an_admins_operator_or_domain_unqualified_is_refused_and_not_found_past_the_guard(
-    case: tuple[str, str, str], admin_helpers: None, session: psycopg.Connection, observer: psycopg.Connection,
+    case: tuple[str, str, str],
+    admin_helpers: None,
+    session: psycopg.Connection,
+    observer: psycopg.Connection,
     victim: psycopg.Connection,
 ) -> None:
     query, sqlstate, reason = case
@@ -398,7 +460,10 @@ def test_an_admins_operator_or_domain_unqualified_is_refused_and_not_found_past_
 
 @pytest.mark.parametrize("case", UNQUALIFIED.values(), ids=UNQUALIFIED.keys())
 def test_an_admins_helper_in_public_is_not_found_unqualified(
-    case: tuple[str, str], admin_helpers: None, session: psycopg.Connection, observer: psycopg.Connection,
+    case: tuple[str, str],
+    admin_helpers: None,
+    session: psycopg.Connection,
+    observer: psycopg.Connection,
     victim: psycopg.Connection,
 ) -> None:
     query, sqlstate = case
@@ -419,15 +484,20 @@ QUALIFIED = {
     "domain-cast": ("SELECT {pid}::public.kt_dom", "type public.kt_dom: "),
     "domain-cast-function": ("SELECT CAST({pid} AS public.kt_dom)", "type public.kt_dom: "),
     "domain-array": ("SELECT ARRAY[{pid}]::public.kt_dom[]", "type public.kt_dom: "),
-    "domain-column-list": ("SELECT * FROM json_to_record('{{\"a\": {pid}}}') AS t(a public.kt_dom)",
-                           "type public.kt_dom: "),
+    "domain-column-list": (
+        "SELECT * FROM json_to_record('{{\"a\": {pid}}}') AS t(a public.kt_dom)",
+        "type public.kt_dom: ",
+    ),
     "function": ("SELECT public.kt_kill({pid})", "function public.kt_kill: "),
 }
 
 
 @pytest.mark.parametrize("case", QUALIFIED.values(), ids=QUALIFIED.keys())
 def test_an_admins_helper_named_with_its_schema_is_refused(
-    case: tuple[str, str], admin_helpers: None, session: psycopg.Connection, observer: psycopg.Connection,
+    case: tuple[str, str],
+    admin_helpers: None,
+    session: psycopg.Connection,
+    observer: psycopg.Connection,
     victim: psycopg.Connection,
 ) -> None:
     query, reason = case

@@ -74,34 +74,44 @@ REFUSALS = [
     ("COMMIT", "not a read: COMMIT"),
     ("SHOW x; SHOW y", "2 statements: run one at a time"),
     ("WITH d AS (DELETE FROM x RETURNING *) SELECT * FROM d", "data-modifying CTE: DELETE"),
-    ("SELECT * FROM (WITH u AS (UPDATE x SET a = 1 RETURNING a) SELECT a FROM u) s",
-     "data-modifying CTE: UPDATE"),
+    ("SELECT * FROM (WITH u AS (UPDATE x SET a = 1 RETURNING a) SELECT a FROM u) s", "data-modifying CTE: UPDATE"),
     ("SELECT * INTO evil FROM workers", "SELECT ... INTO creates a table"),
     ("SELECT * FROM workers FOR UPDATE", "locking clause FOR UPDATE: row locks need a writable transaction"),
-    ("SELECT * FROM workers FOR NO KEY UPDATE SKIP LOCKED", "locking clause FOR NO KEY UPDATE: row locks need a writable transaction"),
+    (
+        "SELECT * FROM workers FOR NO KEY UPDATE SKIP LOCKED",
+        "locking clause FOR NO KEY UPDATE: row locks need a writable transaction",
+    ),
     ("SELECT * FROM workers FOR SHARE", "locking clause FOR SHARE: row locks need a writable transaction"),
     ("SELECT * FROM workers FOR KEY SHARE", "locking clause FOR KEY SHARE: row locks need a writable transaction"),
-    ("SELECT 1 WHERE EXISTS (SELECT 1 FROM workers FOR UPDATE)", "locking clause FOR UPDATE: row locks need a writable transaction"),
+    (
+        "SELECT 1 WHERE EXISTS (SELECT 1 FROM workers FOR UPDATE)",
+        "locking clause FOR UPDATE: row locks need a writable transaction",
+    ),
     ("EXPLAIN ANALYZE DELETE FROM workflow_executions", "EXPLAIN of a write: DELETE"),
     ("EXPLAIN (ANALYZE) UPDATE x SET a = 1", "EXPLAIN of a write: UPDATE"),
     ("EXPLAIN ANALYZE WITH d AS (DELETE FROM x RETURNING *) SELECT * FROM d", "data-modifying CTE: DELETE"),
     ("EXPLAIN", "EXPLAIN of nothing: give it a query"),
     ("SELECT pg_terminate_backend(1)", "function pg_terminate_backend: signals or inspects other sessions"),
     ("select PG_CATALOG.PG_CANCEL_BACKEND(1)", "function pg_cancel_backend: signals or inspects other sessions"),
-    ('SELECT "pg_catalog"."pg_terminate_backend"(1)', "function pg_terminate_backend: signals or inspects other sessions"),
+    (
+        'SELECT "pg_catalog"."pg_terminate_backend"(1)',
+        "function pg_terminate_backend: signals or inspects other sessions",
+    ),
     ("SELECT * FROM pg_terminate_backend(1)", "function pg_terminate_backend: signals or inspects other sessions"),
     ("SELECT set_config('search_path', 'public', false)", "function set_config: changes settings"),
     ("SELECT nextval('s')", "function nextval: changes a sequence"),
     ("SELECT pg_advisory_xact_lock(1)", "function pg_advisory_xact_lock: takes or inspects locks"),
     ("SELECT lo_unlink(1)", "function lo_unlink: works on large objects"),
-    ("SELECT kestrel.decide_approval(1, 'gate', true, 'me', NULL)",
-     "function decide_approval: is a Kestrel operator action: use the approve/reject/cancel/requeue commands"),
+    (
+        "SELECT kestrel.decide_approval(1, 'gate', true, 'me', NULL)",
+        "function decide_approval: is a Kestrel operator action: use the approve/reject/cancel/requeue commands",
+    ),
     ("SELECT %(since)s::interval", "query parameter %(since)s: ad-hoc SQL takes no parameters (saved reports do)"),
     # Postgres's own lexer says what is unterminated (libpg_query's message and position).
-    ("SELECT 'abc", "cannot parse: unterminated quoted string at or near \"'abc\" (at character 8)"),
-    ("SELECT 1 /* open", "cannot parse: unterminated /* comment at or near \"/* open\" (at character 10)"),
-    ("SELECT $q$ abc", "cannot parse: unterminated dollar-quoted string at or near \"$q$ abc\" (at character 8)"),
-    ('SELECT "abc', "cannot parse: unterminated quoted identifier at or near \"\"abc\" (at character 8)"),
+    ("SELECT 'abc", 'cannot parse: unterminated quoted string at or near "\'abc" (at character 8)'),
+    ("SELECT 1 /* open", 'cannot parse: unterminated /* comment at or near "/* open" (at character 10)'),
+    ("SELECT $q$ abc", 'cannot parse: unterminated dollar-quoted string at or near "$q$ abc" (at character 8)'),
+    ('SELECT "abc', 'cannot parse: unterminated quoted identifier at or near ""abc" (at character 8)'),
 ]
 
 
@@ -145,15 +155,27 @@ REFUSED_CALLS = [
 
 @pytest.mark.parametrize(("name", "why"), REFUSED_CALLS)
 def test_every_refused_function_is_refused_in_every_spelling(name: str, why: str) -> None:
-    for spelling in (f"SELECT {name}(1)", f"select pg_catalog.{name.upper()} (1)",
-                     f'SELECT 1 FROM "{name}"(1) AS f', f"SELECT * FROM workers WHERE 1 = {name}(2)"):
+    for spelling in (
+        f"SELECT {name}(1)",
+        f"select pg_catalog.{name.upper()} (1)",
+        f'SELECT 1 FROM "{name}"(1) AS f',
+        f"SELECT * FROM workers WHERE 1 = {name}(2)",
+    ):
         assert refusal(spelling) == f"function {name}: {why}", spelling
 
 
-@pytest.mark.parametrize("query", [
-    "SELECT pg_sleep(0.01)", "SELECT pg_sleep_until(now())", "SELECT currval('s')", "SELECT lastval()",
-    "SELECT txid_current_if_assigned()", "SELECT pg_current_xact_id_if_assigned()", "SELECT lower('x')",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT pg_sleep(0.01)",
+        "SELECT pg_sleep_until(now())",
+        "SELECT currval('s')",
+        "SELECT lastval()",
+        "SELECT txid_current_if_assigned()",
+        "SELECT pg_current_xact_id_if_assigned()",
+        "SELECT lower('x')",
+    ],
+)
 def test_harmless_functions_next_to_refused_ones_are_allowed(query: str) -> None:
     check_read_only(query)
 
@@ -162,16 +184,23 @@ def test_harmless_functions_next_to_refused_ones_are_allowed(query: str) -> None
 LEXING_TRICKS = [
     # Postgres nests block comments: it sees "DELETE FROM workflow_executions".
     ("/* /* */ SELECT 'x */ DELETE FROM workflow_executions --'", "not a read: DELETE"),
-    ("/* /* */ SELECT 'x */ SELECT pg_terminate_backend(1) --'",
-     "function pg_terminate_backend: signals or inspects other sessions"),
+    (
+        "/* /* */ SELECT 'x */ SELECT pg_terminate_backend(1) --'",
+        "function pg_terminate_backend: signals or inspects other sessions",
+    ),
     # standard_conforming_strings: a backslash does not escape the quote.
     ("SELECT 'a\\', pg_terminate_backend(1) --'", "function pg_terminate_backend: signals or inspects other sessions"),
     # $ inside identifiers does not start a dollar quote.
-    ("SELECT 1 AS x$q$, pg_cancel_backend(1) AS y$q$", "function pg_cancel_backend: signals or inspects other sessions"),
+    (
+        "SELECT 1 AS x$q$, pg_cancel_backend(1) AS y$q$",
+        "function pg_cancel_backend: signals or inspects other sessions",
+    ),
     # The escapes of a U& identifier spell a refused name: the parser decodes them.
     ('SELECT U&"pg_\\0074erminate_backend"(1)', "function pg_terminate_backend: signals or inspects other sessions"),
-    ("SELECT U&'a' UESCAPE '!', U&\"pg_!0074erminate_backend\" UESCAPE '!' (1)",
-     "function pg_terminate_backend: signals or inspects other sessions"),
+    (
+        "SELECT U&'a' UESCAPE '!', U&\"pg_!0074erminate_backend\" UESCAPE '!' (1)",
+        "function pg_terminate_backend: signals or inspects other sessions",
+    ),
     # '#' is an operator in Postgres, not a comment.
     ("SELECT 1 # pg_terminate_backend(1)", "function pg_terminate_backend: signals or inspects other sessions"),
     # A comment between the name and its parenthesis.
@@ -207,11 +236,14 @@ def test_placeholders_inside_ad_hoc_strings_are_just_text() -> None:
     check_read_only("SELECT '%(since)s' AS literal, 'x%%' AS percent")
 
 
-@pytest.mark.parametrize("query", [
-    "SELECT generate_series(now() - interval '1 hour', now(), interval '1 minute')",
-    "SELECT date '2024-01-01', timestamptz '2024-01-01 00:00', now() - interval '2 days'",
-    "SELECT count(*) FROM workflow_executions WHERE created_at > now() - '1 month'::interval",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT generate_series(now() - interval '1 hour', now(), interval '1 minute')",
+        "SELECT date '2024-01-01', timestamptz '2024-01-01 00:00', now() - interval '2 days'",
+        "SELECT count(*) FROM workflow_executions WHERE created_at > now() - '1 month'::interval",
+    ],
+)
 def test_typed_literals_are_accepted(query: str) -> None:
     check_read_only(query)
 
@@ -223,11 +255,13 @@ ALLOWLIST_REFUSALS = [
     ("SELECT ifnull(a, b) FROM (VALUES (1, 2)) AS ifnull(a, b)", "function ifnull: "),
     ("SELECT (1).pg_config FROM pg_catalog.pg_config", "function pg_config: "),
     # Quoted names keep their case: "Lower" is not pg_catalog.lower.
-    ('SELECT "Lower"(\'x\')', "function Lower: not a built-in function"),
+    ("SELECT \"Lower\"('x')", "function Lower: not a built-in function"),
     ("SELECT public.lower('x')", "function public.lower: only pg_catalog functions"),
     ("SELECT kestrel.prune_finished(now(), 10, 'me')", "function prune_finished: is a Kestrel operator action"),
-    ("SELECT x FROM (SELECT 1 AS x) s WHERE s.x = (s).pg_terminate_backend",
-     "function pg_terminate_backend: signals or inspects other sessions (attribute notation"),
+    (
+        "SELECT x FROM (SELECT 1 AS x) s WHERE s.x = (s).pg_terminate_backend",
+        "function pg_terminate_backend: signals or inspects other sessions (attribute notation",
+    ),
     ("SELECT ({pid}) . /* hidden */ pg_cancel_backend".replace("{pid}", "1"), "function pg_cancel_backend: "),
     ("SELECT (arr)[1].pg_terminate_backend FROM (SELECT ARRAY[1] AS arr) s", "function pg_terminate_backend: "),
     ("SELECT ts_rewrite('a'::tsquery, 'SELECT 1')", "function ts_rewrite: runs SQL given as text"),
@@ -267,8 +301,10 @@ def test_types_and_operators_of_other_schemas_are_refused(query: str, reason: st
 
 
 def test_catalog_types_and_operators_may_be_qualified() -> None:
-    check_read_only("SELECT 1::pg_catalog.int4, CAST(2 AS PG_CATALOG.int8), 3 OPERATOR(pg_catalog.+) 4, "
-                    "'{}'::pg_catalog.jsonb, 1::int, w.hostname FROM public.workers w")
+    check_read_only(
+        "SELECT 1::pg_catalog.int4, CAST(2 AS PG_CATALOG.int8), 3 OPERATOR(pg_catalog.+) 4, "
+        "'{}'::pg_catalog.jsonb, 1::int, w.hostname FROM public.workers w"
+    )
 
 
 def test_every_reviewed_volatile_reader_is_allowed_and_no_exclusion_swallows_one() -> None:
@@ -279,10 +315,14 @@ def test_every_reviewed_volatile_reader_is_allowed_and_no_exclusion_swallows_one
 
     assert {name: excluded(name) for name in REVIEWED_VOLATILE if excluded(name)} == {}
     assert set(REVIEWED_VOLATILE) <= allowed_names()
-    check_read_only("SELECT clock_timestamp(), timeofday(), random(), gen_random_uuid(), "
-                    "pg_stat_get_db_deadlocks(1)")
-    for name in ("pg_advisory_lock", "pg_try_advisory_xact_lock_shared", "pg_advisory_unlock_all",
-                 "pg_lock_status", "pg_blocking_pids"):
+    check_read_only("SELECT clock_timestamp(), timeofday(), random(), gen_random_uuid(), pg_stat_get_db_deadlocks(1)")
+    for name in (
+        "pg_advisory_lock",
+        "pg_try_advisory_xact_lock_shared",
+        "pg_advisory_unlock_all",
+        "pg_lock_status",
+        "pg_blocking_pids",
+    ):
         assert refusal(f"SELECT {name}(1)") == f"function {name}: takes or inspects locks"
 
 
@@ -303,20 +343,25 @@ def test_the_continuation_is_one_literal_to_the_guard() -> None:
     assert (second.name, second.val.funcname[-1].sval) == ("y", "lower")
 
 
-@pytest.mark.parametrize(("query", "reason"), [
-    ("SELECT * FROM workers TABLESAMPLE system_rows(10)", "TABLESAMPLE system_rows: only SYSTEM and BERNOULLI"),
-    ("SELECT * FROM pg_file_settings", "relation pg_file_settings: reads the server's files"),
-    ("SELECT * FROM pg_catalog.pg_hba_file_rules", "relation pg_hba_file_rules: reads the server's files"),
-    ("SELECT * FROM otherdb.kestrel.workers", "relation otherdb.kestrel.workers: relations of another database"),
-    ("SELECT lo_from_bytea(0, 'x')", "function lo_from_bytea: works on large objects"),
-    ("SELECT pg_create_logical_replication_slot('s', 'test_decoding')",
-     "function pg_create_logical_replication_slot: administers replication"),
-    ("SELECT a.b.c.d()", "function a.b.c.d: only pg_catalog functions"),
-    ("SELECT $1", "query parameter $1: ad-hoc SQL takes no parameters"),
-    ("SELECT extract(epoch FROM now()), now() AT TIME ZONE 'UTC', trim(' x '), 1 IS DISTINCT FROM 2", None),
-    ("SELECT x FROM generate_series(1, 3) TABLESAMPLE BERNOULLI (50) AS g(x)", "cannot parse: "),
-    ("SELECT * FROM workers TABLESAMPLE BERNOULLI (50) REPEATABLE (1)", None),
-])
+@pytest.mark.parametrize(
+    ("query", "reason"),
+    [
+        ("SELECT * FROM workers TABLESAMPLE system_rows(10)", "TABLESAMPLE system_rows: only SYSTEM and BERNOULLI"),
+        ("SELECT * FROM pg_file_settings", "relation pg_file_settings: reads the server's files"),
+        ("SELECT * FROM pg_catalog.pg_hba_file_rules", "relation pg_hba_file_rules: reads the server's files"),
+        ("SELECT * FROM otherdb.kestrel.workers", "relation otherdb.kestrel.workers: relations of another database"),
+        ("SELECT lo_from_bytea(0, 'x')", "function lo_from_bytea: works on large objects"),
+        (
+            "SELECT pg_create_logical_replication_slot('s', 'test_decoding')",
+            "function pg_create_logical_replication_slot: administers replication",
+        ),
+        ("SELECT a.b.c.d()", "function a.b.c.d: only pg_catalog functions"),
+        ("SELECT $1", "query parameter $1: ad-hoc SQL takes no parameters"),
+        ("SELECT extract(epoch FROM now()), now() AT TIME ZONE 'UTC', trim(' x '), 1 IS DISTINCT FROM 2", None),
+        ("SELECT x FROM generate_series(1, 3) TABLESAMPLE BERNOULLI (50) AS g(x)", "cannot parse: "),
+        ("SELECT * FROM workers TABLESAMPLE BERNOULLI (50) REPEATABLE (1)", None),
+    ],
+)
 def test_every_node_of_the_tree_is_checked(query: str, reason: str | None) -> None:
     if reason is None:
         check_read_only(query)

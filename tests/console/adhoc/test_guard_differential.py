@@ -62,6 +62,7 @@ def as_reader(dsn: str) -> Iterator[Any]:
     """Run a query as kestrel_reader, read-only, rolled back: (column names, first row) or the
     error."""
     with psycopg.connect(dsn, autocommit=True) as conn:
+
         def run(query: str) -> tuple[list[str], tuple] | psycopg.Error:
             try:
                 with conn.transaction(force_rollback=True):
@@ -72,6 +73,7 @@ def as_reader(dsn: str) -> Iterator[Any]:
                     return [c.name for c in cur.description], cur.fetchone()
             except psycopg.Error as exc:
                 return exc
+
         yield run
 
 
@@ -99,9 +101,36 @@ def test_the_issue_shapes_mean_to_the_guard_what_they_mean_to_the_server(opener:
 
 # -- the fuzzer ---------------------------------------------------------------------------------
 
-PIECES = ["a", "b", " ", "\\", "\\\\", "\\'", "''", "'", "$", "$$", "--", "/*", "*/", "\n", "\r\n",
-          "\t", ",", " AS ", "x", ";", '"', "\\x41", "\\101", "\\u0041", "lower($$q$$) AS smuggled",
-          " --", "E", "U&"]
+PIECES = [
+    "a",
+    "b",
+    " ",
+    "\\",
+    "\\\\",
+    "\\'",
+    "''",
+    "'",
+    "$",
+    "$$",
+    "--",
+    "/*",
+    "*/",
+    "\n",
+    "\r\n",
+    "\t",
+    ",",
+    " AS ",
+    "x",
+    ";",
+    '"',
+    "\\x41",
+    "\\101",
+    "\\u0041",
+    "lower($$q$$) AS smuggled",
+    " --",
+    "E",
+    "U&",
+]
 SPACES = [" ", "\n", "  \n  ", "\r", "\n-- c\n", " /* c */ ", "/* /* nested */ */", "\t\n\t", ""]
 
 
@@ -132,13 +161,13 @@ def _literal(rng: random.Random) -> str:
 
 
 def _identifier(rng: random.Random) -> str:
-    return rng.choice([f"c{rng.randrange(100)}", f'"{_text(rng).replace(chr(34), chr(34) * 2)}"',
-                       'U&"\\0041b"', '"a""b"', "x"])
+    return rng.choice(
+        [f"c{rng.randrange(100)}", f'"{_text(rng).replace(chr(34), chr(34) * 2)}"', 'U&"\\0041b"', '"a""b"', "x"]
+    )
 
 
 def _query(rng: random.Random) -> str:
-    items = [f"{_literal(rng)}{rng.choice(SPACES) or ' '}AS {_identifier(rng)}"
-             for _ in range(rng.randint(1, 3))]
+    items = [f"{_literal(rng)}{rng.choice(SPACES) or ' '}AS {_identifier(rng)}" for _ in range(rng.randint(1, 3))]
     return "SELECT " + ", ".join(items) + rng.choice(["", " --'", "\n", " /* ' */"])
 
 

@@ -51,9 +51,11 @@ def refused(dsn: str, query: str = "SELECT count(*) FROM workflow_executions") -
 def test_a_superuser_login_is_refused_with_one_line_that_says_what_to_do(dsn: str) -> None:
     user = psycopg.conninfo.conninfo_to_dict(dsn)["user"]
     reason = refused(dsn)
-    assert reason == (f"login {user} is a superuser: ad-hoc SQL does not run on such a login (its session "
-                      "can undo the read-only role); give the console a read-only login with --reader-dsn "
-                      "(or $KESTREL_READER_DSN), or pass --allow-privileged-sql")
+    assert reason == (
+        f"login {user} is a superuser: ad-hoc SQL does not run on such a login (its session "
+        "can undo the read-only role); give the console a read-only login with --reader-dsn "
+        "(or $KESTREL_READER_DSN), or pass --allow-privileged-sql"
+    )
 
 
 @pytest.mark.parametrize(("attributes", "what"), [("CREATEROLE", "has CREATEROLE"), ("BYPASSRLS", "has BYPASSRLS")])
@@ -74,8 +76,10 @@ def test_the_opt_in_runs_and_says_so(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         result = run_read_only(conn, "SELECT current_user::text", allow_privileged=True)
     assert result.rows == [("kestrel_reader",)]
-    assert result.notice is not None and "is a superuser (ad-hoc SQL allowed on it by --allow-privileged-sql)" \
-        in result.notice
+    assert (
+        result.notice is not None
+        and "is a superuser (ad-hoc SQL allowed on it by --allow-privileged-sql)" in result.notice
+    )
 
 
 def test_an_operator_login_runs_without_a_note(operator_dsn: str, dsn: str) -> None:

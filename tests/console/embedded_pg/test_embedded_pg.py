@@ -19,8 +19,14 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from kestrel_console.embedded_pg import account, binaries
-from kestrel_console.embedded_pg import EmbeddedPostgresError, LocalCluster, default_data_dir, find_bin_dir
+from kestrel_console.embedded_pg import (
+    EmbeddedPostgresError,
+    LocalCluster,
+    account,
+    binaries,
+    default_data_dir,
+    find_bin_dir,
+)
 from kestrel_core import KestrelError
 
 AS_ROOT = os.geteuid() == 0
@@ -127,9 +133,7 @@ def test_restart_keeps_committed_data(private_cluster: LocalCluster, table: str)
         assert conn.execute("SELECT pg_postmaster_start_time()").fetchone() != started
 
 
-def test_kill_crashes_the_server_and_start_recovers_committed_data(
-    private_cluster: LocalCluster, table: str
-) -> None:
+def test_kill_crashes_the_server_and_start_recovers_committed_data(private_cluster: LocalCluster, table: str) -> None:
     with psycopg.connect(private_cluster.dsn, autocommit=True) as conn:
         conn.execute(f"INSERT INTO {table} VALUES (2)")  # committed just before the crash
         private_cluster.kill()
@@ -177,9 +181,7 @@ def test_reusing_a_data_dir_keeps_its_data_and_port(private_cluster: LocalCluste
     assert private_cluster.is_running()  # both objects see the same server
 
 
-def test_reused_data_dir_moves_to_a_free_port_when_its_own_is_taken(
-    private_cluster: LocalCluster, table: str
-) -> None:
+def test_reused_data_dir_moves_to_a_free_port_when_its_own_is_taken(private_cluster: LocalCluster, table: str) -> None:
     old_port = private_cluster.port
     private_cluster.stop()
     messages: list[str] = []
@@ -333,6 +335,8 @@ def test_a_cluster_of_another_major_version_is_refused(scratch_dir: Path) -> Non
     with pytest.raises(EmbeddedPostgresError) as failure:
         cluster.start()
     message = str(failure.value)
-    assert f"created by PostgreSQL 9.6 but the binaries in {cluster.bin_dir} are PostgreSQL {cluster.version}" in message
+    assert (
+        f"created by PostgreSQL 9.6 but the binaries in {cluster.bin_dir} are PostgreSQL {cluster.version}" in message
+    )
     assert "KESTREL_PG_BIN" in message
     assert sorted(path.name for path in scratch_dir.iterdir()) == ["PG_VERSION"]  # left untouched

@@ -1,4 +1,4 @@
-""""Why isn't it running?" for enqueued executions held back by their queue or version:
+""" "Why isn't it running?" for enqueued executions held back by their queue or version:
 paused queue, concurrency limit, rate limit, per-key limit, no worker serving the queue,
 missing version. Rows are set up directly; the Reader explains them."""
 
@@ -23,8 +23,7 @@ VALUES ('job', 'q', %s, %s, %s, %s) RETURNING id
 """
 
 
-def add(db: psycopg.Connection, status: str = "enqueued", key: str | None = None,
-        version: str | None = None) -> int:
+def add(db: psycopg.Connection, status: str = "enqueued", key: str | None = None, version: str | None = None) -> int:
     return db.execute(EXECUTION, (status, key, version, "w1" if status == "running" else None)).fetchone()[0]
 
 
@@ -54,8 +53,9 @@ def test_concurrency_limit(dsn: str, live) -> None:
     queue(live, concurrency=2)
     add(live, "running"), add(live, "running")
     eid = add(live)
-    assert blocker(dsn, eid) == ("queue 'q' is at its concurrency limit (2/2 running across all workers): "
-                                 "it waits for one to finish")
+    assert blocker(dsn, eid) == (
+        "queue 'q' is at its concurrency limit (2/2 running across all workers): it waits for one to finish"
+    )
 
 
 def test_rate_limit(dsn: str, live) -> None:
@@ -63,8 +63,9 @@ def test_rate_limit(dsn: str, live) -> None:
     live.execute("UPDATE queues SET rate_starts = ARRAY[now() - interval '10 s', now() - interval '5 s']")
     eid = add(live)
     text = blocker(dsn, eid)
-    assert text.startswith("queue 'q' reached its rate limit (2 started in the last 1 m 00 s, limit 2): "
-                           "the next start is possible in "), text
+    assert text.startswith(
+        "queue 'q' reached its rate limit (2 started in the last 1 m 00 s, limit 2): the next start is possible in "
+    ), text
 
 
 def test_per_key_limit(dsn: str, live) -> None:
@@ -72,8 +73,10 @@ def test_per_key_limit(dsn: str, live) -> None:
     add(live, "running", key="acme")
     eid = add(live, key="acme")
     other = add(live, key="globex")
-    assert blocker(dsn, eid) == ("1 execution(s) with concurrency key 'acme' already run in queue 'q' "
-                                 "(limit 1 per key): it waits for them to finish")
+    assert blocker(dsn, eid) == (
+        "1 execution(s) with concurrency key 'acme' already run in queue 'q' "
+        "(limit 1 per key): it waits for them to finish"
+    )
     assert blocker(dsn, other) is None
 
 

@@ -11,7 +11,7 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
@@ -102,7 +102,8 @@ def test_status_counts_and_queue_depth_match_the_seed(reader: Reader, db, facts:
     per_workflow = Counter((e.workflow_name, e.status) for e in facts.executions.values())
     order = {s: i for i, s in enumerate(STATUSES)}
     assert [(r["workflow_name"], r["status"], r["count"]) for r in reader.queue_depth()] == sorted(
-        ((w, s, n) for (w, s), n in per_workflow.items()), key=lambda r: (r[0], order[r[1]]))
+        ((w, s, n) for (w, s), n in per_workflow.items()), key=lambda r: (r[0], order[r[1]])
+    )
     assert_counts_exact(reader, db)
 
 
@@ -110,20 +111,23 @@ def test_counts_stay_exact_through_every_transition(reader: Reader, db, app: Kes
     assert_counts_exact(reader, db)
     new = app.enqueue_many("billing-sync", [{"n": i} for i in range(5)])
     assert_counts_exact(reader, db)
-    app.cancel(new[0], by="t")                                          # enqueued -> cancelled
+    app.cancel(new[0], by="t")  # enqueued -> cancelled
     db.execute("UPDATE workflow_executions SET status = 'success', finished_at = now() WHERE id = %s", (new[1],))
     db.execute("UPDATE workflow_executions SET status = 'error', finished_at = now() WHERE id = %s", (new[2],))
     assert_counts_exact(reader, db)
-    app.requeue(new[2], by="t")                                         # error -> enqueued
-    app.requeue(facts.id("cancelled"), by="t")                          # cancelled -> enqueued
+    app.requeue(new[2], by="t")  # error -> enqueued
+    app.requeue(facts.id("cancelled"), by="t")  # cancelled -> enqueued
     assert_counts_exact(reader, db)
     db.execute("UPDATE workflow_executions SET workflow_name = 'renamed' WHERE id = %s", (new[1],))
     assert_counts_exact(reader, db)
-    db.execute("DELETE FROM workflow_executions WHERE status IN ('success', 'error') AND id <> %s",
-               (facts.id("approved"),))                                 # pruning
+    db.execute(
+        "DELETE FROM workflow_executions WHERE status IN ('success', 'error') AND id <> %s", (facts.id("approved"),)
+    )  # pruning
     assert_counts_exact(reader, db)
-    db.execute("INSERT INTO workflow_executions (workflow_name, status, finished_at) "
-               "SELECT 'imported', 'success', now() FROM generate_series(1, 30)")
+    db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status, finished_at) "
+        "SELECT 'imported', 'success', now() FROM generate_series(1, 30)"
+    )
     assert_counts_exact(reader, db)
     db.execute("TRUNCATE workflow_executions CASCADE")
     assert_counts_exact(reader, db)
@@ -138,8 +142,10 @@ def test_counts_stay_exact_under_concurrent_finishes(reader: Reader, db, dsn: st
         try:
             with psycopg.connect(dsn, autocommit=True) as conn:
                 for i, eid in enumerate(part):
-                    conn.execute("UPDATE kestrel.workflow_executions SET status = %s, finished_at = now() "
-                                 "WHERE id = %s", (FINISHED[i % 3], eid))
+                    conn.execute(
+                        "UPDATE kestrel.workflow_executions SET status = %s, finished_at = now() WHERE id = %s",
+                        (FINISHED[i % 3], eid),
+                    )
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -159,8 +165,7 @@ def test_counts_stay_exact_under_concurrent_finishes(reader: Reader, db, dsn: st
 def test_stuck_leases(reader: Reader, db, facts: SeedFacts) -> None:
     rows = reader.stuck_leases()
     now = db_now(db)
-    expected = sorted((e for e in facts.with_status("running") if e.lease_expires < now),
-                      key=lambda e: e.lease_expires)
+    expected = sorted((e for e in facts.with_status("running") if e.lease_expires < now), key=lambda e: e.lease_expires)
     assert [r["id"] for r in rows] == [e.id for e in expected]
     stuck = next(r for r in rows if r["id"] == facts.id("stuck"))
     assert stuck["workflow_name"] == "billing-sync" and stuck["owner_id"] == "worker-dead"
@@ -174,7 +179,7 @@ def test_workers(reader: Reader, db, facts: SeedFacts) -> None:
     rows = {w["worker_id"]: w for w in reader.workers()}
     now = db_now(db)
     seen = [w for w in facts.workers if w.last_heartbeat > now - timedelta(hours=1)]
-    assert set(rows) == {w.worker_id for w in seen}     # worker-old stopped a day ago: hidden
+    assert set(rows) == {w.worker_id for w in seen}  # worker-old stopped a day ago: hidden
     held = Counter(e.owner_id for e in facts.with_status("running"))
     for w in seen:
         row = rows[w.worker_id]
@@ -188,7 +193,7 @@ def test_workers(reader: Reader, db, facts: SeedFacts) -> None:
 
 
 def test_unserved_workflows(reader: Reader, db, app: Kestrel, facts: SeedFacts) -> None:
-    assert reader.unserved_workflows() == []     # worker-a and worker-b run both workflows
+    assert reader.unserved_workflows() == []  # worker-a and worker-b run both workflows
     app.enqueue("orphan", {"x": 1})
     app.enqueue("orphan", {"x": 2})
     rows = reader.unserved_workflows()
@@ -219,7 +224,7 @@ def test_errors_since(reader: Reader, db, facts: SeedFacts) -> None:
     for seconds in (3600, 86400 * 4, 86400 * 60):
         expected = sum(1 for e in facts.with_status("error") if e.finished_at >= now - timedelta(seconds=seconds))
         assert reader.errors_since(seconds) == expected
-    assert reader.errors_since(3600) == 1   # failed_last_hour only: the rows differ per window
+    assert reader.errors_since(3600) == 1  # failed_last_hour only: the rows differ per window
 
 
 def test_activity_buckets_match_the_seed(reader: Reader, db, facts: SeedFacts) -> None:
@@ -252,7 +257,11 @@ def test_list_executions_newest_first_with_filters(reader: Reader, db, facts: Se
     for e in everything:
         row = by_id[e.id]
         assert (row["workflow_name"], row["status"], row["owner_id"], row["error"]) == (
-            e.workflow_name, e.status, e.owner_id, e.error)
+            e.workflow_name,
+            e.status,
+            e.owner_id,
+            e.error,
+        )
         assert row["created_at"] == e.created_at and row["finished_at"] == e.finished_at
         if e.finished_at and e.started_at:
             assert row["duration_s"] == pytest.approx((e.finished_at - e.started_at).total_seconds())
@@ -267,16 +276,19 @@ def test_list_executions_newest_first_with_filters(reader: Reader, db, facts: Se
 
     for status in STATUSES:
         assert [r["id"] for r in reader.list_executions(status=status)] == [
-            e.id for e in everything if e.status == status]
+            e.id for e in everything if e.status == status
+        ]
     assert [r["id"] for r in reader.list_executions(workflow="billing-sync", status="error")] == [
-        e.id for e in everything if e.workflow_name == "billing-sync" and e.status == "error"]
+        e.id for e in everything if e.workflow_name == "billing-sync" and e.status == "error"
+    ]
     # free text: workflow, owner, error text (case-insensitive), or the id
     assert [r["id"] for r in reader.list_executions(text="UPSTREAM 502")] == [facts.id("failed_last_hour")]
     assert [r["id"] for r in reader.list_executions(text="worker-dead")] == [facts.id("stuck")]
     assert [r["id"] for r in reader.list_executions(text=str(facts.id("quick")))][0] == facts.id("quick")
     assert [r["id"] for r in reader.list_executions(text="billing")] == [
-        e.id for e in everything if "billing" in e.workflow_name]
-    assert reader.list_executions(text="%") == []    # no LIKE wildcards
+        e.id for e in everything if "billing" in e.workflow_name
+    ]
+    assert reader.list_executions(text="%") == []  # no LIKE wildcards
     # paging
     page1 = reader.list_executions(limit=5)
     page2 = reader.list_executions(limit=5, before_id=page1[-1]["id"])
@@ -291,27 +303,54 @@ def test_execution_steps_and_timeline(reader: Reader, facts: SeedFacts) -> None:
     seeded = facts.executions["approved"]
     row = reader.execution(eid)
     assert row is not None
-    for key in ("id", "workflow_name", "status", "input", "output", "error", "owner_id", "claims",
-                "created_at", "started_at", "finished_at", "run_at", "priority"):
+    for key in (
+        "id",
+        "workflow_name",
+        "status",
+        "input",
+        "output",
+        "error",
+        "owner_id",
+        "claims",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "run_at",
+        "priority",
+    ):
         assert row[key] == getattr(seeded, key), key
     assert reader.execution(10_000) is None
 
     steps = reader.steps(eid)
     outputs = sorted((o for o in facts.outputs if o.label == "approved"), key=lambda o: o.started_at)
     assert [(s["step_id"], s["output"], s["attempts"], s["started_at"], s["finished_at"]) for s in steps] == [
-        (o.step_id, o.output, o.attempts, o.started_at, o.created_at) for o in outputs]
+        (o.step_id, o.output, o.attempts, o.started_at, o.created_at) for o in outputs
+    ]
 
     timeline = reader.timeline(eid)
     expected = sorted(
-        [("step", a.step_id, a.attempt, a.started_at, a.finished_at, a.outcome, a.error)
-         for a in facts.attempts_of("approved")]
-        + [(w.kind, w.step_id, None, w.created_at, w.resolved_at,
-            w.decision or ("woke" if w.kind == "sleep" else "waiting"), None)
-           for w in facts.waits_of("approved")],
+        [
+            ("step", a.step_id, a.attempt, a.started_at, a.finished_at, a.outcome, a.error)
+            for a in facts.attempts_of("approved")
+        ]
+        + [
+            (
+                w.kind,
+                w.step_id,
+                None,
+                w.created_at,
+                w.resolved_at,
+                w.decision or ("woke" if w.kind == "sleep" else "waiting"),
+                None,
+            )
+            for w in facts.waits_of("approved")
+        ],
         key=lambda t: t[3],
     )
-    assert [(t["kind"], t["step_id"], t["attempt"], t["started_at"], t["finished_at"], t["outcome"], t["error"])
-            for t in timeline] == expected
+    assert [
+        (t["kind"], t["step_id"], t["attempt"], t["started_at"], t["finished_at"], t["outcome"], t["error"])
+        for t in timeline
+    ] == expected
     gate = next(t for t in timeline if t["kind"] == "approval")
     assert (gate["decided_by"], gate["comment"]) == ("alice", "lgtm")
     # failed attempts are there, with their errors
@@ -335,7 +374,7 @@ def test_blocker_for_every_seeded_execution(reader: Reader, facts: SeedFacts) ->
     b = {label: reader.blocker(facts.id(label)) for label in facts.labels}
     gate = facts.wait("pending_approval", "approve-fix")
     assert b["pending_approval"].startswith("it waits for approval 'approve-fix' since ")
-    since = gate.created_at.astimezone(timezone.utc).isoformat(sep=" ", timespec="seconds")
+    since = gate.created_at.astimezone(UTC).isoformat(sep=" ", timespec="seconds")
     assert since.replace("+00:00", "Z") in b["pending_approval"]
     assert "deadline" in b["pending_approval"] and "deadline" not in b["pending_approval_old"]
     assert b["sleeping"].startswith("it sleeps ('cool-down') until ")
@@ -352,22 +391,32 @@ def test_blocker_no_worker_and_busy_workers(reader: Reader, db, app: Kestrel, fa
     orphan = app.enqueue("orphan")
     assert reader.blocker(orphan) == (
         "no live worker has registered workflow 'orphan' (no worker ever did): "
-        "start one that runs it (kestrel-console worker MODULE)")
+        "start one that runs it (kestrel-console worker MODULE)"
+    )
     db.execute("UPDATE workers SET stopped_at = now() WHERE worker_id IN ('worker-a', 'worker-b')")
     assert reader.blocker(facts.id("enqueued")).startswith(
-        "no live worker has registered workflow 'billing-sync': start one")
+        "no live worker has registered workflow 'billing-sync': start one"
+    )
     db.execute("UPDATE workers SET stopped_at = NULL, concurrency = 1 WHERE worker_id = 'worker-a'")
     # worker-a holds 'running' with its only slot
     assert reader.blocker(facts.id("enqueued")) == (
-        "every slot of the 1 live worker(s) running 'billing-sync' is busy (1/1): it waits for a free one")
+        "every slot of the 1 live worker(s) running 'billing-sync' is busy (1/1): it waits for a free one"
+    )
 
 
 def test_describe_blocker_running_on_an_unknown_owner() -> None:
-    facts = dict(status="running", workflow_name="w", owner_id="ghost", owner_known=False,
-                 lease_expired_for_s=12.0, any_workers=0, live_workers=0)
+    facts = dict(
+        status="running",
+        workflow_name="w",
+        owner_id="ghost",
+        owner_known=False,
+        lease_expired_for_s=12.0,
+        any_workers=0,
+        live_workers=0,
+    )
     assert describe_blocker(facts) == (
-        "its lease is held by 'ghost', which is not a registered worker, and expired 12 s ago: "
-        "re-enqueue it (e)")
+        "its lease is held by 'ghost', which is not a registered worker, and expired 12 s ago: re-enqueue it (e)"
+    )
     assert describe_blocker({**facts, "lease_expired_for_s": -3.0}) is None
 
 
@@ -392,7 +441,8 @@ def test_overview_is_one_snapshot_of_the_status_parts(reader: Reader, facts: See
     o = reader.overview()
     assert o["queue_depth"] == reader.queue_depth()
     assert [(a["execution_id"], a["step_id"]) for a in o["pending_approvals"]] == [
-        (a["execution_id"], a["step_id"]) for a in reader.pending_approvals()]
+        (a["execution_id"], a["step_id"]) for a in reader.pending_approvals()
+    ]
     assert [s["id"] for s in o["stuck_leases"]] == [s["id"] for s in reader.stuck_leases()]
 
 
@@ -401,27 +451,29 @@ def test_overview_is_one_snapshot_of_the_status_parts(reader: Reader, facts: See
 
 def test_connection_settings_and_reconnect_after_the_server_dropped_it(reader: Reader, db) -> None:
     assert reader.status_counts()["enqueued"] == 0
-    rows = db.execute("SELECT pid FROM pg_stat_activity WHERE application_name = 'kestrel-console' "
-                      "AND datname = current_database()").fetchall()
+    rows = db.execute(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = 'kestrel-console' AND datname = current_database()"
+    ).fetchall()
     assert len(rows) == 1
     db.execute("SELECT pg_terminate_backend(%s)", (rows[0][0],))
     wait_until_gone(db, rows[0][0])
-    assert reader.status_counts()["enqueued"] == 0   # dropped, reopened, answered
-    after = db.execute("SELECT pid FROM pg_stat_activity WHERE application_name = 'kestrel-console' "
-                       "AND datname = current_database()").fetchall()
+    assert reader.status_counts()["enqueued"] == 0  # dropped, reopened, answered
+    after = db.execute(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = 'kestrel-console' AND datname = current_database()"
+    ).fetchall()
     assert len(after) == 1 and after[0][0] != rows[0][0]
 
 
 def test_statement_timeout_cancels_a_blocked_query(dsn: str, db) -> None:
     with Reader(dsn, statement_timeout_ms=200) as reader:
         reader.status_counts()
-        with psycopg.connect(dsn) as locker:        # a transaction holding a conflicting lock
+        with psycopg.connect(dsn) as locker:  # a transaction holding a conflicting lock
             locker.execute("LOCK TABLE kestrel.workflow_executions IN ACCESS EXCLUSIVE MODE")
             # The lock is held throughout: only the statement timeout can end the query.
             with pytest.raises(ReadTimeout, match="took longer than 200 ms"):
                 reader.status_counts()
             locker.rollback()
-        assert reader.status_counts()["enqueued"] == 0   # same Reader, usable again
+        assert reader.status_counts()["enqueued"] == 0  # same Reader, usable again
 
 
 def test_cancel_from_another_thread(dsn: str, db) -> None:
@@ -432,7 +484,7 @@ def test_cancel_from_another_thread(dsn: str, db) -> None:
             locker.execute("LOCK TABLE kestrel.workflow_executions IN ACCESS EXCLUSIVE MODE")
             worker = threading.Thread(target=lambda: outcome.append(_capture(reader.status_counts)))
             worker.start()
-            wait_until_blocked(db, "kestrel-console")   # it is blocked on the lock now
+            wait_until_blocked(db, "kestrel-console")  # it is blocked on the lock now
             reader.cancel()
             worker.join(timeout=10)  # the lock is still held: only the cancel can end the query
             assert not worker.is_alive()
@@ -444,12 +496,12 @@ def test_cancel_from_another_thread(dsn: str, db) -> None:
 def _capture(fn):
     try:
         return fn()
-    except BaseException as exc:  # noqa: BLE001 - handed back to the test
+    except BaseException as exc:
         return exc
 
 
 def test_reader_session_is_read_only(reader: Reader) -> None:
-    conn = reader._call("probe", lambda c: c)   # the Reader's own connection
+    conn = reader._call("probe", lambda c: c)  # the Reader's own connection
     assert conn.execute("SHOW statement_timeout").fetchone()[0] == "2s"
     assert conn.execute("SHOW default_transaction_read_only").fetchone()[0] == "on"
     with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
@@ -460,7 +512,7 @@ def test_unreachable_database_raises_database_unavailable() -> None:
     reader = Reader("host=127.0.0.1 port=1 user=postgres dbname=postgres connect_timeout=2")
     with pytest.raises(DatabaseUnavailable, match="cannot connect to PostgreSQL at postgres@127.0.0.1:1/postgres"):
         reader.status_counts()
-    with pytest.raises(DatabaseUnavailable):   # and again: nothing cached
+    with pytest.raises(DatabaseUnavailable):  # and again: nothing cached
         reader.dashboard()
 
 

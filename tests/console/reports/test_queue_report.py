@@ -36,15 +36,35 @@ def test_queues_report(dsn: str, db) -> None:
         app.enqueue_many("send", [1, 2, 3, 4])
         app.enqueue("export", 1)
         with app.connection() as conn:  # one worker's claim: per_worker=2 lets it take 2 of 4
-            taken = claim(conn, app.schema, owner="w1", names=["send"], n=4, lease=timedelta(seconds=30),
-                          versions=[app.workflows["send"].version], queues=["emails"])
+            taken = claim(
+                conn,
+                app.schema,
+                owner="w1",
+                names=["send"],
+                n=4,
+                lease=timedelta(seconds=30),
+                versions=[app.workflows["send"].version],
+                queues=["emails"],
+            )
         app.pause_queue("exports", by="bob")
     assert len(taken) == 2
     rows = run(db)
     emails, exports = rows["emails"], rows["exports"]
     assert (emails["paused"], emails["enqueued"], emails["running"], emails["started_in_window"]) == (False, 2, 2, 2)
-    assert (emails["concurrency"], emails["per_worker"], emails["rate_limit"], emails["rate_period"],
-            emails["priority"], emails["workflows"]) == (3, 2, 5, timedelta(minutes=1), 4, ["send"])
-    assert (exports["paused"], exports["paused_by"], exports["enqueued"], exports["running"],
-            exports["concurrency"], exports["started_in_window"]) == (True, "bob", 1, 0, None, 0)
+    assert (
+        emails["concurrency"],
+        emails["per_worker"],
+        emails["rate_limit"],
+        emails["rate_period"],
+        emails["priority"],
+        emails["workflows"],
+    ) == (3, 2, 5, timedelta(minutes=1), 4, ["send"])
+    assert (
+        exports["paused"],
+        exports["paused_by"],
+        exports["enqueued"],
+        exports["running"],
+        exports["concurrency"],
+        exports["started_in_window"],
+    ) == (True, "bob", 1, 0, None, 0)
     assert list(rows) == ["emails", "exports"]  # by priority, then name

@@ -17,13 +17,13 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from kestrel_console import reports
-from kestrel_console.reports import discovery
 from kestrel_console.reports import (
     Report,
     ReportError,
     ReportNotFound,
     bind_params,
     discover,
+    discovery,
     find_report,
     load_report,
     shipped_dir,
@@ -34,9 +34,19 @@ from tests.seed import SeedFacts, seed_history
 
 REPO = Path(__file__).resolve().parents[3]
 SHIPPED = {
-    "queue-depth", "stuck-leases", "pending-approvals", "errors-this-month", "rejected-fixes",
-    "slowest-steps", "throughput", "worker-activity", "retries", "approval-latency",
-    "operator-actions", "queues", "schedules",
+    "queue-depth",
+    "stuck-leases",
+    "pending-approvals",
+    "errors-this-month",
+    "rejected-fixes",
+    "slowest-steps",
+    "throughput",
+    "worker-activity",
+    "retries",
+    "approval-latency",
+    "operator-actions",
+    "queues",
+    "schedules",
 }
 from kestrel_console.reports import run_report as _run_report
 
@@ -116,7 +126,11 @@ def test_queue_depth(db, facts):
     for row in rows:
         want = expected[row["workflow_name"]]
         assert (row["due"], row["delayed"], row["running"], row["waiting"]) == (
-            want["due"], want["delayed"], want["running"], want["waiting"])
+            want["due"],
+            want["delayed"],
+            want["running"],
+            want["waiting"],
+        )
         age = truncated(facts.now - want["oldest"])
         assert age <= row["oldest_due_for"] <= age + timedelta(seconds=5)
     # the seed has both kinds of queue row for billing-sync
@@ -136,7 +150,10 @@ def test_stuck_leases(db, facts):
     assert row["owner_id"] == "worker-dead"
     assert row["lease_expires"] == stuck.lease_expires
     assert (row["current_step"], row["attempt"], row["step_started_at"]) == (
-        attempt.step_id, attempt.attempt, attempt.started_at)
+        attempt.step_id,
+        attempt.attempt,
+        attempt.started_at,
+    )
     assert row["owner_last_heartbeat"] == worker.last_heartbeat
     # Seeded 5 minutes lapsed; the report read it before this statement's now(), whatever the load.
     upper = db.execute("SELECT date_trunc('second', now() - %s)", (stuck.lease_expires,)).fetchone()[0]
@@ -156,26 +173,35 @@ def test_pending_approvals(db, facts):
         assert row["deadline"] == wait.wake_at
         assert row["details"] == wait.details
     assert [r["execution_id"] for r in run(db, "pending-approvals", older_than="1 hour")] == [
-        facts.id("pending_approval_old")]
+        facts.id("pending_approval_old")
+    ]
     assert run(db, "pending-approvals", workflow="billing-sync") == []
 
 
 def test_errors_this_month(db, facts):
     rows = run(db, "errors-this-month")
-    in_month = sorted((e for e in facts.with_status("error") if e.finished_at > facts.now - timedelta(days=28)),
-                      key=lambda e: e.finished_at, reverse=True)
+    in_month = sorted(
+        (e for e in facts.with_status("error") if e.finished_at > facts.now - timedelta(days=28)),
+        key=lambda e: e.finished_at,
+        reverse=True,
+    )
     assert [r["id"] for r in rows] == [e.id for e in in_month]
     assert [r["id"] for r in rows] == [facts.id("failed_last_hour"), facts.id("failed_recent")]
     for row, e in zip(rows, in_month):
         failed = next(o for o in facts.outputs if o.execution_id == e.id and o.error)
         assert (row["workflow_name"], row["finished_at"], row["error"], row["owner_id"]) == (
-            e.workflow_name, e.finished_at, e.error, e.owner_id)
+            e.workflow_name,
+            e.finished_at,
+            e.error,
+            e.owner_id,
+        )
         assert (row["failed_step"], row["attempts"]) == (failed.step_id, failed.attempts)
     assert (rows[1]["failed_step"], rows[1]["attempts"]) == ("fix", 3)
 
     year = run(db, "errors-this-month", since="1 year")
-    assert [r["id"] for r in year] == [e.id for e in sorted(facts.with_status("error"),
-                                                             key=lambda e: e.finished_at, reverse=True)]
+    assert [r["id"] for r in year] == [
+        e.id for e in sorted(facts.with_status("error"), key=lambda e: e.finished_at, reverse=True)
+    ]
     assert year[-1]["id"] == facts.id("failed_old")
 
 
@@ -186,13 +212,19 @@ def test_rejected_fixes(db, facts):
     row = rows[0]
     assert (row["execution_id"], row["gate"], row["proposed_by_step"]) == (rejected.execution_id, "approve-fix", "fix")
     assert (row["decision"], row["decided_by"], row["comment"], row["decided_at"]) == (
-        "rejected", "bob", "too risky: it's prod", rejected.decided_at)
+        "rejected",
+        "bob",
+        "too risky: it's prod",
+        rejected.decided_at,
+    )
     assert row["proposed"] == rejected.details
 
     with_timeouts = run(db, "rejected-fixes", include_timeouts="true")
     timed_out = facts.wait("timed_out", "approve-fix")
     assert [(r["execution_id"], r["decision"], r["decided_by"]) for r in with_timeouts] == [
-        (rejected.execution_id, "rejected", "bob"), (timed_out.execution_id, "timed_out", None)]
+        (rejected.execution_id, "rejected", "bob"),
+        (timed_out.execution_id, "timed_out", None),
+    ]
     assert run(db, "rejected-fixes", since="10 minutes") == []
 
 
@@ -205,8 +237,17 @@ def _expected_slowest(facts: SeedFacts, since: timedelta, workflow: str | None =
     rows = []
     for (wf, step), attempts in groups.items():
         seconds = [a.seconds for a in attempts]
-        rows.append((wf, step, len(attempts), sum(a.outcome == "error" for a in attempts),
-                     rounded(percentile(seconds, 0.5)), rounded(percentile(seconds, 0.95)), rounded(max(seconds))))
+        rows.append(
+            (
+                wf,
+                step,
+                len(attempts),
+                sum(a.outcome == "error" for a in attempts),
+                rounded(percentile(seconds, 0.5)),
+                rounded(percentile(seconds, 0.95)),
+                rounded(max(seconds)),
+            )
+        )
     return sorted(rows, key=lambda r: (-r[5], r[0], r[1]))
 
 
@@ -238,7 +279,11 @@ def test_throughput(db, facts):
     for row in rows:
         want = expected.get(row["minute"], {})
         assert (row["finished"], row["succeeded"], row["failed"], row["cancelled"]) == (
-            sum(want.values()), want.get("success", 0), want.get("error", 0), want.get("cancelled", 0))
+            sum(want.values()),
+            want.get("success", 0),
+            want.get("error", 0),
+            want.get("cancelled", 0),
+        )
     assert sum(r["finished"] for r in rows) == 6  # approved, rejected, requeued, quick, failed_last_hour, cancelled
     assert max(r["finished"] for r in rows) == 2  # quick and failed_last_hour finished together
     assert sum(r["finished"] == 0 for r in rows) == 55
@@ -251,19 +296,30 @@ def test_worker_activity(db, facts):
     assert set(rows) == {w.worker_id for w in facts.workers}
     for worker in facts.workers:
         mine = [e for e in facts.executions.values() if e.owner_id == worker.worker_id]
-        finished = [e for e in mine if e.status in ("success", "error")
-                    and e.finished_at > facts.now - timedelta(hours=1)]
+        finished = [
+            e for e in mine if e.status in ("success", "error") and e.finished_at > facts.now - timedelta(hours=1)
+        ]
         row = rows[worker.worker_id]
-        assert (row["hostname"], row["pid"], row["last_heartbeat"]) == (worker.hostname, worker.pid, worker.last_heartbeat)
+        assert (row["hostname"], row["pid"], row["last_heartbeat"]) == (
+            worker.hostname,
+            worker.pid,
+            worker.last_heartbeat,
+        )
         assert row["running_now"] == sum(e.status == "running" for e in mine)
         assert row["finished"] == len(finished)
         assert row["failed"] == sum(e.status == "error" for e in finished)
     assert {k: r["state"] for k, r in rows.items()} == {
-        "worker-a": "alive", "worker-b": "alive", "worker-dead": "silent", "worker-old": "stopped"}
+        "worker-a": "alive",
+        "worker-b": "alive",
+        "worker-dead": "silent",
+        "worker-old": "stopped",
+    }
     assert (rows["worker-b"]["finished"], rows["worker-b"]["failed"]) == (4, 1)
 
-    db.execute("INSERT INTO workflow_executions (workflow_name, status, owner_id, lease_expires) "
-               "VALUES ('x', 'running', 'ghost', now() + interval '1 minute')")
+    db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status, owner_id, lease_expires) "
+        "VALUES ('x', 'running', 'ghost', now() + interval '1 minute')"
+    )
     rows = {r["worker_id"]: r for r in run(db, "worker-activity", silent_after="20 minutes")}
     assert (rows["ghost"]["state"], rows["ghost"]["running_now"]) == ("unknown", 1)
     assert rows["worker-dead"]["state"] == "alive"
@@ -279,8 +335,17 @@ def _expected_retries(facts: SeedFacts, since: timedelta, min_attempts: int) -> 
         if len(attempts) >= min_attempts:
             last = max(attempts, key=lambda a: a.attempt)
             errors = [a for a in sorted(attempts, key=lambda a: a.attempt) if a.error]
-            rows.append((max(a.started_at for a in attempts), execution_id, step, len(attempts),
-                         len(errors), last.outcome, errors[-1].error if errors else None))
+            rows.append(
+                (
+                    max(a.started_at for a in attempts),
+                    execution_id,
+                    step,
+                    len(attempts),
+                    len(errors),
+                    last.outcome,
+                    errors[-1].error if errors else None,
+                )
+            )
     rows.sort(key=lambda r: (r[0], r[1]), reverse=True)
     return [r[1:] for r in rows]
 
@@ -290,7 +355,11 @@ def test_retries(db, facts):
     rows = [tuple(r[k] for k in keys) for r in run(db, "retries")]
     assert rows == _expected_retries(facts, timedelta(days=7), 2)
     assert {(facts.execution(r[0]).label, r[1]) for r in rows} == {
-        ("approved", "fix"), ("failed_recent", "fix"), ("failed_last_hour", "fetch"), ("requeued", "fetch")}
+        ("approved", "fix"),
+        ("failed_recent", "fix"),
+        ("failed_last_hour", "fetch"),
+        ("requeued", "fetch"),
+    }
     approved_fix = next(r for r in rows if r[0] == facts.id("approved"))
     assert approved_fix[2:] == (3, 2, "success", "TimeoutError: kubectl timed out")
 
@@ -308,8 +377,11 @@ def test_approval_latency(db, facts):
     row = rows[0]
     assert (row["workflow_name"], row["gate"]) == ("remediate", "approve-fix")
     assert (row["decided"], row["approved"], row["rejected"], row["timed_out"]) == (
-        len(decided), sum(w.decision == "approved" for w in decided),
-        sum(w.decision == "rejected" for w in decided), sum(w.decision == "timed_out" for w in decided))
+        len(decided),
+        sum(w.decision == "approved" for w in decided),
+        sum(w.decision == "rejected" for w in decided),
+        sum(w.decision == "timed_out" for w in decided),
+    )
     assert row["p50_wait"] == truncated(timedelta(seconds=percentile(seconds, 0.5)))
     assert row["p95_wait"] == truncated(timedelta(seconds=percentile(seconds, 0.95)))
     assert row["max_wait"] == max(human)
@@ -319,9 +391,10 @@ def test_approval_latency(db, facts):
 def test_operator_actions(db, facts):
     rows = run(db, "operator-actions")
     ordered = sorted(facts.actions, key=lambda a: a.at, reverse=True)
-    assert [(r["at"], r["actor"], r["action"], r["execution_id"], r["step_id"], r["comment"], r["from_status"])
-            for r in rows] == [(a.at, a.actor, a.action, a.execution_id, a.step_id, a.comment, a.from_status)
-                               for a in ordered]
+    assert [
+        (r["at"], r["actor"], r["action"], r["execution_id"], r["step_id"], r["comment"], r["from_status"])
+        for r in rows
+    ] == [(a.at, a.actor, a.action, a.execution_id, a.step_id, a.comment, a.from_status) for a in ordered]
     assert [r["action"] for r in run(db, "operator-actions", actor="alice")] == ["cancel", "approve"]
 
 
@@ -407,25 +480,43 @@ def test_shipped_folder_found_inside_an_installed_package(tmp_path, monkeypatch)
 # ---------------------------------------------------------------------------------------------
 
 MALFORMED = {
-    "unknown-key": ("-- description: d\n-- descripton: typo\nSELECT 1\n",
-                    "line 2: unknown header key 'descripton': use one of description, param"),
-    "param-syntax": ("-- description: d\n-- param: since\nSELECT %(since)s::interval\n",
-                     "line 2: expected '-- param: NAME TYPE [= DEFAULT]', got '-- param: since'"),
+    "unknown-key": (
+        "-- description: d\n-- descripton: typo\nSELECT 1\n",
+        "line 2: unknown header key 'descripton': use one of description, param",
+    ),
+    "param-syntax": (
+        "-- description: d\n-- param: since\nSELECT %(since)s::interval\n",
+        "line 2: expected '-- param: NAME TYPE [= DEFAULT]', got '-- param: since'",
+    ),
     "param-bad-name": ("-- param: 1since interval\nSELECT 1\n", "line 1: expected '-- param: NAME TYPE"),
-    "unknown-type": ("-- param: since intervall = '1 day'\nSELECT %(since)s::interval\n",
-                     "line 1: unknown type 'intervall' for parameter 'since': use one of"),
-    "duplicate": ("-- param: n integer = 1\n-- param: n integer = 2\nSELECT %(n)s::int\n",
-                  "line 2: parameter 'n' is declared twice (first on line 1)"),
-    "undeclared": ("-- description: d\n\nSELECT 1\n WHERE x > %(since)s::interval\n",
-                   "line 4: placeholder %(since)s has no '-- param: since TYPE' line"),
-    "unused": ("-- param: since interval = '1 day'\n-- param: n integer = 5\nSELECT %(since)s::interval\n",
-               "line 2: parameter 'n' is declared but the SQL never uses %(n)s"),
-    "empty-body": ("-- description: nothing here\n-- param: n integer\n\n-- just a comment\n",
-                   "the report has no SQL after its header"),
-    "bad-default": ("-- param: n integer = 'ten'\nSELECT %(n)s::int\n",
-                    "line 1: the default 'ten' of parameter 'n' is not an integer"),
-    "unterminated-default": ("-- param: s text = 'abc\nSELECT %(s)s::text\n",
-                             "line 1: the default of parameter 's' is not a valid SQL literal"),
+    "unknown-type": (
+        "-- param: since intervall = '1 day'\nSELECT %(since)s::interval\n",
+        "line 1: unknown type 'intervall' for parameter 'since': use one of",
+    ),
+    "duplicate": (
+        "-- param: n integer = 1\n-- param: n integer = 2\nSELECT %(n)s::int\n",
+        "line 2: parameter 'n' is declared twice (first on line 1)",
+    ),
+    "undeclared": (
+        "-- description: d\n\nSELECT 1\n WHERE x > %(since)s::interval\n",
+        "line 4: placeholder %(since)s has no '-- param: since TYPE' line",
+    ),
+    "unused": (
+        "-- param: since interval = '1 day'\n-- param: n integer = 5\nSELECT %(since)s::interval\n",
+        "line 2: parameter 'n' is declared but the SQL never uses %(n)s",
+    ),
+    "empty-body": (
+        "-- description: nothing here\n-- param: n integer\n\n-- just a comment\n",
+        "the report has no SQL after its header",
+    ),
+    "bad-default": (
+        "-- param: n integer = 'ten'\nSELECT %(n)s::int\n",
+        "line 1: the default 'ten' of parameter 'n' is not an integer",
+    ),
+    "unterminated-default": (
+        "-- param: s text = 'abc\nSELECT %(s)s::text\n",
+        "line 1: the default of parameter 's' is not a valid SQL literal",
+    ),
     "positional": ("SELECT 1\n WHERE x = %s\n", "line 2: positional placeholder %s: name it"),
     "lone-percent": ("SELECT 10 % 3\n", "line 1: a lone '%': write a literal percent sign as %%"),
 }
@@ -443,26 +534,34 @@ def test_malformed_header_names_file_and_line(tmp_path, case):
 
 
 def test_header_parsing(tmp_path):
-    path = write(tmp_path, "full", (
-        "-- description: First part,\n"
-        "-- Some free comment explaining things.\n"
-        "--\n"
-        "-- description: second part.\n"
-        "-- param: since interval = '1 month'\n"
-        "-- param: who text = 'o''brien'\n"
-        "-- param: n int = 60\n"
-        "-- param: flag bool = null\n"
-        "-- param: day date\n"
-        "\n"
-        "-- free header comments are not sent, so 100% here is fine\n"
-        "SELECT %(since)s::interval, %(who)s::text, %(n)s::int, %(flag)s::boolean, %(day)s::date,\n"
-        "       10 %% 3 AS modulo, %(n)s::int AS again\n"
-    ))
+    path = write(
+        tmp_path,
+        "full",
+        (
+            "-- description: First part,\n"
+            "-- Some free comment explaining things.\n"
+            "--\n"
+            "-- description: second part.\n"
+            "-- param: since interval = '1 month'\n"
+            "-- param: who text = 'o''brien'\n"
+            "-- param: n int = 60\n"
+            "-- param: flag bool = null\n"
+            "-- param: day date\n"
+            "\n"
+            "-- free header comments are not sent, so 100% here is fine\n"
+            "SELECT %(since)s::interval, %(who)s::text, %(n)s::int, %(flag)s::boolean, %(day)s::date,\n"
+            "       10 %% 3 AS modulo, %(n)s::int AS again\n"
+        ),
+    )
     report = load_report(path)
     assert report.name == "full" and report.description == "First part, second part."
     assert [(p.name, p.type, p.default) for p in report.params] == [
-        ("since", "interval", "'1 month'"), ("who", "text", "'o''brien'"), ("n", "integer", "60"),
-        ("flag", "boolean", "null"), ("day", "date", None)]
+        ("since", "interval", "'1 month'"),
+        ("who", "text", "'o''brien'"),
+        ("n", "integer", "60"),
+        ("flag", "boolean", "null"),
+        ("day", "date", None),
+    ]
     assert [p.default_text for p in report.params] == ["1 month", "o'brien", "60", None, None]
     assert report.sql.startswith("SELECT %(since)s::interval") and "--" not in report.sql
 
@@ -474,38 +573,64 @@ def test_header_parsing(tmp_path):
 
 @pytest.fixture
 def typed(tmp_path) -> Report:
-    return load_report(write(tmp_path, "typed", (
-        "-- description: every type\n"
-        "-- param: since interval = '1 month'\n"
-        "-- param: n integer = 60\n"
-        "-- param: big bigint = 5\n"
-        "-- param: x numeric = 1.5\n"
-        "-- param: f float = 0.25\n"
-        "-- param: ok boolean = true\n"
-        "-- param: at timestamptz = 'today'\n"
-        "-- param: day date = '2024-05-01'\n"
-        "-- param: doc jsonb = '{\"a\": [1, 2]}'\n"
-        "-- param: who text = null\n"
-        "-- param: need text\n"
-        "SELECT %(since)s::interval AS since, %(n)s::integer AS n, %(big)s::bigint AS big,\n"
-        "       %(x)s::numeric AS x, %(f)s::float8 AS f, %(ok)s::boolean AS ok,\n"
-        "       %(at)s::timestamptz AS at, %(day)s::date AS day, %(doc)s::jsonb AS doc,\n"
-        "       %(who)s::text AS who, %(need)s::text AS need\n"
-    )))
+    return load_report(
+        write(
+            tmp_path,
+            "typed",
+            (
+                "-- description: every type\n"
+                "-- param: since interval = '1 month'\n"
+                "-- param: n integer = 60\n"
+                "-- param: big bigint = 5\n"
+                "-- param: x numeric = 1.5\n"
+                "-- param: f float = 0.25\n"
+                "-- param: ok boolean = true\n"
+                "-- param: at timestamptz = 'today'\n"
+                "-- param: day date = '2024-05-01'\n"
+                "-- param: doc jsonb = '{\"a\": [1, 2]}'\n"
+                "-- param: who text = null\n"
+                "-- param: need text\n"
+                "SELECT %(since)s::interval AS since, %(n)s::integer AS n, %(big)s::bigint AS big,\n"
+                "       %(x)s::numeric AS x, %(f)s::float8 AS f, %(ok)s::boolean AS ok,\n"
+                "       %(at)s::timestamptz AS at, %(day)s::date AS day, %(doc)s::jsonb AS doc,\n"
+                "       %(who)s::text AS who, %(need)s::text AS need\n"
+            ),
+        )
+    )
 
 
 def test_defaults_are_applied_and_converted(typed):
     values = bind_params(typed, {"need": "it"})
     doc = values.pop("doc")
     assert isinstance(doc, Jsonb) and doc.obj == {"a": [1, 2]}
-    assert values == {"since": "1 month", "n": 60, "big": 5, "x": Decimal("1.5"), "f": 0.25, "ok": True,
-                      "at": "today", "day": date(2024, 5, 1), "who": None, "need": "it"}
+    assert values == {
+        "since": "1 month",
+        "n": 60,
+        "big": 5,
+        "x": Decimal("1.5"),
+        "f": 0.25,
+        "ok": True,
+        "at": "today",
+        "day": date(2024, 5, 1),
+        "who": None,
+        "need": "it",
+    }
 
 
 def test_given_values_are_converted_to_their_types(db, typed):
-    given = {"since": "90 min", "n": "-7", "big": "9000000000", "x": "2.50", "f": "1e3", "ok": "no",
-             "at": "2024-05-01T12:00:00+02:00", "day": "2024-02-29", "doc": '{"pod": "api-1"}',
-             "who": "", "need": "x"}
+    given = {
+        "since": "90 min",
+        "n": "-7",
+        "big": "9000000000",
+        "x": "2.50",
+        "f": "1e3",
+        "ok": "no",
+        "at": "2024-05-01T12:00:00+02:00",
+        "day": "2024-02-29",
+        "doc": '{"pod": "api-1"}',
+        "who": "",
+        "need": "x",
+    }
     result = run_report(db, typed, bind_params(typed, given))
     row = dict(zip(columns(result), result.rows[0]))
     assert row["since"] == timedelta(minutes=90)
@@ -525,7 +650,8 @@ def test_unknown_parameter_lists_the_known_ones():
         bind_params(report, {"sinse": "1 day"})
     assert str(info.value) == (
         "report 'errors-this-month' has no parameter 'sinse'; its parameters: "
-        "since (interval, default '1 month'), workflow (text, default null)")
+        "since (interval, default '1 month'), workflow (text, default null)"
+    )
     with pytest.raises(ReportError, match="report 'queue-depth' has no parameter 'x'"):
         bind_params(find_report("queue-depth"), {"x": "1"})
 
@@ -536,19 +662,22 @@ def test_missing_required_parameter(typed):
     assert str(info.value) == "report 'typed' needs parameter 'need' (text): give it as --param need=VALUE"
 
 
-@pytest.mark.parametrize("name, value, expects", [
-    ("since", "abc", "an interval"),
-    ("since", "1 fortnight", "an interval"),
-    ("n", "ten", "an integer"),
-    ("n", "1.5", "an integer"),
-    ("n", "99999999999", "an integer"),
-    ("x", "1,5", "a number"),
-    ("f", "fast", "a number"),
-    ("ok", "maybe", "a boolean"),
-    ("at", "noonish", "a timestamp"),
-    ("day", "2024-02-30", "a date"),
-    ("doc", "{pod: 1}", "a JSON value"),
-])
+@pytest.mark.parametrize(
+    "name, value, expects",
+    [
+        ("since", "abc", "an interval"),
+        ("since", "1 fortnight", "an interval"),
+        ("n", "ten", "an integer"),
+        ("n", "1.5", "an integer"),
+        ("n", "99999999999", "an integer"),
+        ("x", "1,5", "a number"),
+        ("f", "fast", "a number"),
+        ("ok", "maybe", "a boolean"),
+        ("at", "noonish", "a timestamp"),
+        ("day", "2024-02-30", "a date"),
+        ("doc", "{pod: 1}", "a JSON value"),
+    ],
+)
 def test_wrong_type_is_refused_with_a_clear_message(typed, name, value, expects):
     with pytest.raises(ReportError) as info:
         bind_params(typed, {"need": "x", name: value})
@@ -561,11 +690,25 @@ def test_interval_postgres_refuses_is_reported_like_the_others(db):
     with pytest.raises(ReportError) as info:
         run_report(db, report, values)
     assert str(info.value).startswith(
-        "parameter 'since' of report 'errors-this-month' expects an interval, got '99999999999 years'")
+        "parameter 'since' of report 'errors-this-month' expects an interval, got '99999999999 years'"
+    )
 
 
-@pytest.mark.parametrize("text", ["1 month", "2 days 3 hours", "90min", "01:30:00", "1 day 02:00",
-                                  "@ 1 hour ago", "P1DT2H", "-5 minutes", "1.5 weeks", "3 mons"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1 month",
+        "2 days 3 hours",
+        "90min",
+        "01:30:00",
+        "1 day 02:00",
+        "@ 1 hour ago",
+        "P1DT2H",
+        "-5 minutes",
+        "1.5 weeks",
+        "3 mons",
+    ],
+)
 def test_intervals_postgres_accepts_pass_and_mean_the_same(db, text):
     report = find_report("errors-this-month")
     values = bind_params(report, {"since": text})
@@ -577,8 +720,9 @@ def test_intervals_postgres_accepts_pass_and_mean_the_same(db, text):
 
 def test_values_are_bound_never_pasted(db, facts):
     # A quote in a value is data: it can neither break the SQL nor inject into it.
-    db.execute("INSERT INTO operator_actions (actor, action, execution_id, comment) "
-               "VALUES ('o''brien', 'cancel', 1, 'quoted')")
+    db.execute(
+        "INSERT INTO operator_actions (actor, action, execution_id, comment) VALUES ('o''brien', 'cancel', 1, 'quoted')"
+    )
     assert [r["comment"] for r in run(db, "operator-actions", actor="o'brien")] == ["quoted"]
     assert run(db, "operator-actions", actor="x' OR '1'='1") == []
     assert run(db, "errors-this-month", workflow="'; DELETE FROM workflow_executions; --") == []

@@ -3,12 +3,12 @@ each schedule enqueued in the period, on real ticks."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from kestrel_console.reports import bind_params, find_report, run_report
 from kestrel_core import Kestrel, scheduler
 
-T0 = datetime(2026, 1, 5, 12, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 5, 12, 0, 0, tzinfo=UTC)
 
 
 def run(db, **given: str) -> list[dict]:
@@ -26,14 +26,20 @@ def test_schedules_report(dsn: str, db) -> None:
         db.execute("UPDATE schedules SET next_tick = %s WHERE name = 'often'", (T0,))
         with app.connection() as conn:
             scheduler.tick_due(conn, "kestrel", T0 + timedelta(seconds=25))  # ticks 0, 10, 20
-    db.execute("UPDATE workflow_executions SET status = 'error' WHERE input->>'scheduled_at' = %s",
-               ((T0 + timedelta(seconds=20)).isoformat(),))
+    db.execute(
+        "UPDATE workflow_executions SET status = 'error' WHERE input->>'scheduled_at' = %s",
+        ((T0 + timedelta(seconds=20)).isoformat(),),
+    )
     rows = {r["name"]: r for r in run(db)}
     often, nightly = rows["often"], rows["nightly"]
     assert (often["state"], often["workflow"], often["runs"], often["errors"]) == ("active", "report", 3, 1)
     assert often["next_tick"] == T0 + timedelta(seconds=30)
     assert often["last_tick"] == T0 + timedelta(seconds=20) and often["last_status"] == "error"
     assert (nightly["state"], nightly["next_tick"], nightly["last_tick"], nightly["runs"]) == (
-        "paused by bob", None, None, 0)
+        "paused by bob",
+        None,
+        None,
+        0,
+    )
     db.execute("UPDATE workflow_executions SET created_at = now() - interval '2 days'")
     assert run(db, since="1 day")[1]["runs"] == 0

@@ -17,11 +17,15 @@ SIZE = (160, 50)
 COUNT_BY_STATUS = "SELECT status, count(*) FROM workflow_executions GROUP BY status"
 COUNT_BY_WORKFLOW_STATUS = "SELECT workflow_name, status, count(*) FROM workflow_executions GROUP BY 1, 2"
 # The audit rows the console wrote (seed_history writes some of its own, by other actors).
-ACTIONS = ("SELECT actor, action, execution_id, step_id, comment, from_status "
-           "FROM operator_actions WHERE actor = 'tui-tester' ORDER BY id")
+ACTIONS = (
+    "SELECT actor, action, execution_id, step_id, comment, from_status "
+    "FROM operator_actions WHERE actor = 'tui-tester' ORDER BY id"
+)
 STATUS_OF = "SELECT id, status FROM workflow_executions ORDER BY id"
-WAIT_OF = ("SELECT decision, decided_by, comment, resolved_at IS NOT NULL "
-           "FROM workflow_waits WHERE execution_id = %s AND step_id = %s")
+WAIT_OF = (
+    "SELECT decision, decided_by, comment, resolved_at IS NOT NULL "
+    "FROM workflow_waits WHERE execution_id = %s AND step_id = %s"
+)
 
 
 S = TypeVar("S")
@@ -121,6 +125,8 @@ async def actions_settled(pilot: Any, screen: Any) -> None:
     if running:
         await pilot.app.workers.wait_for_complete(running)
     await pilot.pause()
+
+
 def screen_lines(app: Any) -> list[str]:
     """What the terminal shows now, one string per row (rendered by the compositor)."""
     return [strip.text for strip in app.screen._compositor.render_strips()]
@@ -137,8 +143,9 @@ MORE_COLUMNS = "→ more columns"
 async def says_more_columns(pilot: Any, summary: Any, narrow: bool) -> str:
     """Wait until ``summary`` shows the more-columns sign exactly when the terminal is narrow
     (80 columns cut a wide table's last columns); returns what the terminal shows then."""
-    await wait_for(pilot, lambda: (MORE_COLUMNS in text_of(summary)) == narrow,
-                   what="the more-columns sign to follow the width")
+    await wait_for(
+        pilot, lambda: (MORE_COLUMNS in text_of(summary)) == narrow, what="the more-columns sign to follow the width"
+    )
     return "\n".join(screen_lines(pilot.app))
 
 

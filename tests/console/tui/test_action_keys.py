@@ -11,8 +11,19 @@ from kestrel_console.tui.widgets.comment import CommentModal
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 from tests.seed import seed_history
 
-from .helpers import (ACTIONS, SIZE, actions_settled, console, fresh, footer_text, open_screen, record_actions,
-                      rows, statuses, wait_for)
+from .helpers import (
+    ACTIONS,
+    SIZE,
+    actions_settled,
+    console,
+    footer_text,
+    fresh,
+    open_screen,
+    record_actions,
+    rows,
+    statuses,
+    wait_for,
+)
 
 HINTS = {"requeue": "e Re-enqueue", "cancel": "c Cancel", "approve": "a Approve", "reject": "x Reject"}
 
@@ -28,8 +39,13 @@ async def test_the_list_offers_only_what_the_row_allows(dsn, db):
     tui = console(dsn)
     async with tui.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot, "2", ExecutionsScreen)
-        expected = {"quick": set(), "failed_recent": {"requeue"}, "running": {"cancel"},
-                    "stuck": {"requeue", "cancel"}, "enqueued": {"cancel"}}
+        expected = {
+            "quick": set(),
+            "failed_recent": {"requeue"},
+            "running": {"cancel"},
+            "stuck": {"requeue", "cancel"},
+            "enqueued": {"cancel"},
+        }
         for label, actions in expected.items():
             screen.table.move_cursor(row=screen.table.get_row_index(str(facts.id(label))))
             await wait_for(pilot, lambda: offered(tui) == actions, what=f"the footer of {label}")
@@ -45,8 +61,9 @@ async def test_the_list_offers_only_what_the_row_allows(dsn, db):
         screen.table.move_cursor(row=screen.table.get_row_index(str(done)))
         await pilot.pause()
         await pilot.press("c")
-        await wait_for(pilot, lambda: any(f"execution {done} is success" in m for _, m in tui.notices),
-                       what="the refusal")
+        await wait_for(
+            pilot, lambda: any(f"execution {done} is success" in m for _, m in tui.notices), what="the refusal"
+        )
         assert tui.screen is screen
         assert statuses(db)[done] == "success" and rows(db, ACTIONS) == []
 
@@ -80,7 +97,8 @@ async def test_the_comment_prompt_names_the_gate(dsn, db):
         first = facts.pending_approvals()[0]
         await pilot.press("a")
         await wait_for(pilot, lambda: isinstance(tui.screen, CommentModal))
-        assert tui.screen.prompt == (f"Comment for the decision on gate {first.step_id!r} of execution "
-                                     f"{first.execution_id} (optional):")
+        assert tui.screen.prompt == (
+            f"Comment for the decision on gate {first.step_id!r} of execution {first.execution_id} (optional):"
+        )
         await pilot.press("escape")
         assert not isinstance(tui.screen, (CommentModal, ConfirmModal))

@@ -8,7 +8,20 @@ from kestrel_console.tui.widgets.comment import CommentModal
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 from tests.seed import seed_history
 
-from .helpers import ACTIONS, OPERATOR, SIZE, WAIT_OF, actions_settled, console, open_screen, record_actions, rows, statuses, text_of, wait_for
+from .helpers import (
+    ACTIONS,
+    OPERATOR,
+    SIZE,
+    WAIT_OF,
+    actions_settled,
+    console,
+    open_screen,
+    record_actions,
+    rows,
+    statuses,
+    text_of,
+    wait_for,
+)
 
 
 async def decide(pilot, key: str, comment: str, answer: str = "y") -> str:
@@ -66,8 +79,9 @@ async def test_approve_and_reject_through_keys(dsn, db):
         assert rows(db, ACTIONS) == [(OPERATOR, "approve", old.execution_id, "approve-fix", "lgtm", "waiting")]
         after = statuses(db)
         assert after[old.execution_id] == "enqueued"
-        assert {i: s for i, s in after.items() if i != old.execution_id} == \
-            {i: s for i, s in before.items() if i != old.execution_id}
+        assert {i: s for i, s in after.items() if i != old.execution_id} == {
+            i: s for i, s in before.items() if i != old.execution_id
+        }
 
         await wait_for(pilot, lambda: screen.table.keys() == [f"{new.execution_id}:{new.step_id}"])
         await decide(pilot, "x", "too risky")
@@ -100,8 +114,9 @@ async def test_read_only_refuses_decisions(dsn, db):
         screen = await open_screen(pilot, "3", ApprovalsScreen)
         for n, key in enumerate(("a", "x"), 1):
             await pilot.press(key)
-            await wait_for(pilot, lambda n=n: sum("read-only mode" in m for _, m in tui.notices) == n,
-                           what="the read-only refusal")
+            await wait_for(
+                pilot, lambda n=n: sum("read-only mode" in m for _, m in tui.notices) == n, what="the read-only refusal"
+            )
             assert tui.screen is screen
         await actions_settled(pilot, screen)
         assert actions == []

@@ -11,21 +11,28 @@ from kestrel_console.tui.screens.approvals import ApprovalsScreen
 from kestrel_console.tui.widgets.comment import CommentModal
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 
-from .helpers import actions_settled, console, fresh, open_screen, record_actions, text_of, wait_for
+from .helpers import actions_settled, console, fresh, open_screen, record_actions, text_of
 
-GATES = [("remediate", "approve-fix", {"risk": "high", "severity": "sev1", "patch": "failover db-1"}),
-         ("remediate", "approve-fix", {"risk": "low", "severity": "sev3", "patch": "restart api-2"}),
-         ("rollout", "approve-deploy", {"risk": "high", "severity": "sev2", "service": "payments"})]
+GATES = [
+    ("remediate", "approve-fix", {"risk": "high", "severity": "sev1", "patch": "failover db-1"}),
+    ("remediate", "approve-fix", {"risk": "low", "severity": "sev3", "patch": "restart api-2"}),
+    ("rollout", "approve-deploy", {"risk": "high", "severity": "sev2", "service": "payments"}),
+]
 
 
 def pending(db) -> list[int]:
     ids = []
     for i, (workflow, gate, details) in enumerate(GATES):
-        eid = db.execute("INSERT INTO workflow_executions (workflow_name, status, started_at) "
-                         "VALUES (%s, 'waiting', now()) RETURNING id", (workflow,)).fetchone()[0]
-        db.execute("INSERT INTO workflow_waits (execution_id, step_id, kind, created_at, details) "
-                   "VALUES (%s, %s, 'approval', now() - make_interval(mins => %s), %s)",
-                   (eid, gate, 10 - i, Jsonb(details)))
+        eid = db.execute(
+            "INSERT INTO workflow_executions (workflow_name, status, started_at) "
+            "VALUES (%s, 'waiting', now()) RETURNING id",
+            (workflow,),
+        ).fetchone()[0]
+        db.execute(
+            "INSERT INTO workflow_waits (execution_id, step_id, kind, created_at, details) "
+            "VALUES (%s, %s, 'approval', now() - make_interval(mins => %s), %s)",
+            (eid, gate, 10 - i, Jsonb(details)),
+        )
         ids.append(eid)
     return ids
 

@@ -3,16 +3,16 @@ that acted (issue 9)."""
 
 from __future__ import annotations
 
-from kestrel_core import Kestrel
 from kestrel_console.tui.screens.detail import DetailScreen
 from kestrel_console.tui.widgets.live_table import LiveTable
 from kestrel_console.tui.widgets.timeline import Timeline
+from kestrel_core import Kestrel
 from tests.cli.test_audit_db_user import ops_login, waiting_on_gate  # noqa: F401  (fixture)
 
 from .helpers import SIZE, console, fresh
 
 
-async def test_detail_shows_the_name_given_and_the_database_role(dsn, db, ops_login):  # noqa: F811
+async def test_detail_shows_the_name_given_and_the_database_role(dsn, db, ops_login):
     role, ops_dsn = ops_login
     eid = waiting_on_gate(db)
     with Kestrel(ops_dsn) as ops:
@@ -29,11 +29,14 @@ async def test_detail_shows_the_name_given_and_the_database_role(dsn, db, ops_lo
         assert [attempts.shown(k, "worker") for k in attempts.keys()] == [f"alice (db role {role})"]
 
 
-async def test_detail_marks_a_decision_no_operator_action_records(dsn, db, ops_login):  # noqa: F811
+async def test_detail_marks_a_decision_no_operator_action_records(dsn, db, ops_login):
     """Issue 18: written outside decide_approval (by hand, as the owner), it says so."""
     eid = waiting_on_gate(db)
-    db.execute("UPDATE workflow_waits SET decision = 'approved', decided_by = 'alice', decided_at = now(),"
-               " resolved_at = now() WHERE execution_id = %s", (eid,))
+    db.execute(
+        "UPDATE workflow_waits SET decision = 'approved', decided_by = 'alice', decided_at = now(),"
+        " resolved_at = now() WHERE execution_id = %s",
+        (eid,),
+    )
     tui = console(dsn)
     async with tui.run_test(size=SIZE) as pilot:
         screen = DetailScreen(eid)
@@ -41,4 +44,5 @@ async def test_detail_marks_a_decision_no_operator_action_records(dsn, db, ops_l
         await fresh(pilot, screen)
         attempts = screen.query_one("#detail-attempts", LiveTable)
         assert [attempts.shown(k, "worker") for k in attempts.keys()] == [
-            "alice [UNAUDITED: no operator action records this decision]"]
+            "alice [UNAUDITED: no operator action records this decision]"
+        ]

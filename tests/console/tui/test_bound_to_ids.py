@@ -13,25 +13,44 @@ from kestrel_console.tui.screens.executions import ExecutionsScreen
 from kestrel_console.tui.widgets.comment import CommentModal
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 
-from .helpers import (ACTIONS, OPERATOR, actions_settled, console, fresh, give_reason, open_screen,
-                      record_actions, rows, statuses, wait_for)
+from .helpers import (
+    ACTIONS,
+    OPERATOR,
+    actions_settled,
+    console,
+    fresh,
+    give_reason,
+    open_screen,
+    record_actions,
+    rows,
+    statuses,
+    wait_for,
+)
 
 
 def gates(db, n: int = 3) -> list[int]:
     """``n`` executions, each waiting on its gate 'approve-fix', oldest first."""
     ids = []
     for i in range(n):
-        eid = db.execute("INSERT INTO workflow_executions (workflow_name, status, started_at) "
-                         "VALUES ('remediate', 'waiting', now()) RETURNING id").fetchone()[0]
-        db.execute("INSERT INTO workflow_waits (execution_id, step_id, kind, created_at) "
-                   "VALUES (%s, 'approve-fix', 'approval', now() - make_interval(mins => %s))", (eid, 10 - i))
+        eid = db.execute(
+            "INSERT INTO workflow_executions (workflow_name, status, started_at) "
+            "VALUES ('remediate', 'waiting', now()) RETURNING id"
+        ).fetchone()[0]
+        db.execute(
+            "INSERT INTO workflow_waits (execution_id, step_id, kind, created_at) "
+            "VALUES (%s, 'approve-fix', 'approval', now() - make_interval(mins => %s))",
+            (eid, 10 - i),
+        )
         ids.append(eid)
     return ids
 
 
 def decide_elsewhere(db, eid: int) -> None:
-    db.execute("UPDATE workflow_waits SET resolved_at = now(), decision = 'approved', decided_by = 'bob', "
-               "decided_at = now() WHERE execution_id = %s", (eid,))
+    db.execute(
+        "UPDATE workflow_waits SET resolved_at = now(), decision = 'approved', decided_by = 'bob', "
+        "decided_at = now() WHERE execution_id = %s",
+        (eid,),
+    )
     db.execute("UPDATE workflow_executions SET status = 'enqueued' WHERE id = %s", (eid,))
 
 
@@ -55,8 +74,11 @@ async def test_a_row_that_left_under_the_cursor_is_never_replaced_by_its_neighbo
         await fresh(pilot, screen)
         assert f"{second}:approve-fix" not in table.keys()
         await pilot.press("a")  # meant for the gate that left: refused, the neighbour named
-        await wait_for(pilot, lambda: f"gate 'approve-fix' of execution {second}, under the cursor, left" in notices(tui),
-                       what="the refusal")
+        await wait_for(
+            pilot,
+            lambda: f"gate 'approve-fix' of execution {second}, under the cursor, left" in notices(tui),
+            what="the refusal",
+        )
         assert f"now on gate 'approve-fix' of execution {table.cursor_key().split(':')[0]}" in notices(tui)
         assert not isinstance(tui.screen, (CommentModal, ConfirmModal))
 
@@ -84,8 +106,9 @@ async def test_a_row_that_changes_while_asked_is_refused_or_asked_again(dsn, db,
         decide_elsewhere(db, first)  # decided by someone else while the question is on screen
         await fresh(pilot, screen)
         await pilot.press("y")
-        await wait_for(pilot, lambda: f"execution {first} left the list while you were asked" in notices(tui),
-                       what="the refusal")
+        await wait_for(
+            pilot, lambda: f"execution {first} left the list while you were asked" in notices(tui), what="the refusal"
+        )
         await actions_settled(pilot, screen)
         assert asked == []
 
@@ -98,8 +121,11 @@ async def test_a_row_that_changes_while_asked_is_refused_or_asked_again(dsn, db,
         db.execute("UPDATE workflow_executions SET status = 'running' WHERE id = %s", (second,))
         await fresh(pilot, listing)
         await pilot.press("y")  # asked again, naming the new state
-        await wait_for(pilot, lambda: isinstance(tui.screen, ConfirmModal)
-                       and "is now running (was waiting)" in tui.screen.question, what="the new question")
+        await wait_for(
+            pilot,
+            lambda: isinstance(tui.screen, ConfirmModal) and "is now running (was waiting)" in tui.screen.question,
+            what="the new question",
+        )
         assert asked == []
         await pilot.press("y")
         await wait_for(pilot, lambda: statuses(db)[second] == "cancelled", what="the cancel")

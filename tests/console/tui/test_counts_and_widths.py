@@ -19,25 +19,40 @@ MANY = 123_456
 
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_six_digit_counts_are_all_visible_on_the_dashboard(dsn, db, size):
-    db.execute("INSERT INTO workflow_executions (workflow_name, status, finished_at) "
-               "SELECT 'bulk', 'cancelled', now() FROM generate_series(1, %s)", (MANY,))
-    db.execute("INSERT INTO workflow_executions (workflow_name, status) "
-               "SELECT 'bulk', 'enqueued' FROM generate_series(1, 100000)")
+    db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status, finished_at) "
+        "SELECT 'bulk', 'cancelled', now() FROM generate_series(1, %s)",
+        (MANY,),
+    )
+    db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status) "
+        "SELECT 'bulk', 'enqueued' FROM generate_series(1, 100000)"
+    )
     tui = console(dsn)
     async with tui.run_test(size=size) as pilot:
         await open_screen(pilot, "1", DashboardScreen)
         shown = "\n".join(screen_lines(tui))
-        for status, n in [("cancelled", "123,456"), ("enqueued", "100,000"), ("running", "0"),
-                          ("waiting", "0"), ("success", "0"), ("error", "0")]:
+        for status, n in [
+            ("cancelled", "123,456"),
+            ("enqueued", "100,000"),
+            ("running", "0"),
+            ("waiting", "0"),
+            ("success", "0"),
+            ("error", "0"),
+        ]:
             assert re.search(rf"\b{status} +{n}\b", shown), (status, shown)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_a_value_that_grows_widens_its_column(dsn, db, size):
-    eid = db.execute("INSERT INTO workflow_executions (workflow_name, status, started_at) "
-                     "VALUES ('w', 'running', now()) RETURNING id").fetchone()[0]
-    db.execute("INSERT INTO workers (worker_id, hostname, pid, workflows, concurrency, started_at, "
-               "last_heartbeat) VALUES ('w-1', 'h', 1, ARRAY['w'], 2, now(), now())")
+    eid = db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status, started_at) "
+        "VALUES ('w', 'running', now()) RETURNING id"
+    ).fetchone()[0]
+    db.execute(
+        "INSERT INTO workers (worker_id, hostname, pid, workflows, concurrency, started_at, "
+        "last_heartbeat) VALUES ('w-1', 'h', 1, ARRAY['w'], 2, now(), now())"
+    )
     tui = console(dsn)
     async with tui.run_test(size=size) as pilot:
         listing = await open_screen(pilot, "2", ExecutionsScreen)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from kestrel_core import STATUSES
 from kestrel_console.tui.config import REFRESH_PRESETS
 from kestrel_console.tui.screens.dashboard import DashboardScreen
 from kestrel_console.tui.widgets.live_table import LiveTable
+from kestrel_core import STATUSES
 from tests.seed import seed_bulk_finished, seed_history
 
 from .helpers import COUNT_BY_STATUS, COUNT_BY_WORKFLOW_STATUS, SIZE, console, fresh, rows, text_of, wait_for

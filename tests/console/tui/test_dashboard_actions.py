@@ -9,8 +9,18 @@ from kestrel_console.tui.screens.dashboard import DashboardScreen
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 from tests.seed import seed_history
 
-from .helpers import (ACTIONS, OPERATOR, actions_settled, console, give_reason, open_screen, record_actions, rows,
-                      statuses, wait_for)
+from .helpers import (
+    ACTIONS,
+    OPERATOR,
+    actions_settled,
+    console,
+    give_reason,
+    open_screen,
+    record_actions,
+    rows,
+    statuses,
+    wait_for,
+)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])

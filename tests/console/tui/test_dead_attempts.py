@@ -15,18 +15,22 @@ from kestrel_console.tui.widgets.timeline import Timeline
 
 from .helpers import console, fresh
 
-ATTEMPT = ("INSERT INTO step_attempts (execution_id, step_id, attempt, owner_id, claim_epoch, started_at, outcome) "
-           "VALUES (%s, 'fix', %s, %s, %s, now() - %s::interval, 'running')")
+ATTEMPT = (
+    "INSERT INTO step_attempts (execution_id, step_id, attempt, owner_id, claim_epoch, started_at, outcome) "
+    "VALUES (%s, 'fix', %s, %s, %s, now() - %s::interval, 'running')"
+)
 
 
 def requeued(db, *, claimed_again: bool) -> int:
     """An execution whose worker died mid-step (attempt 1 of claim 1 left 'running'), then
     re-enqueued; ``claimed_again``: claim 2 runs attempt 2 now."""
     status, epoch = ("running", 2) if claimed_again else ("enqueued", 1)
-    eid = db.execute("INSERT INTO workflow_executions (workflow_name, status, claim_epoch, started_at, owner_id, "
-                     "lease_expires, updated_at) VALUES ('remediate', %s, %s, now() - interval '60 s', %s, "
-                     "now() + interval '30 s', now() - interval '5 s') RETURNING id",
-                     (status, epoch, "w-2" if claimed_again else None)).fetchone()[0]
+    eid = db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status, claim_epoch, started_at, owner_id, "
+        "lease_expires, updated_at) VALUES ('remediate', %s, %s, now() - interval '60 s', %s, "
+        "now() + interval '30 s', now() - interval '5 s') RETURNING id",
+        (status, epoch, "w-2" if claimed_again else None),
+    ).fetchone()[0]
     db.execute(ATTEMPT, (eid, 1, "w-1", 1, "50 s"))
     if claimed_again:
         db.execute(ATTEMPT, (eid, 2, "w-2", 2, "10 s"))

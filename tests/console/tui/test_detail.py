@@ -28,9 +28,11 @@ async def test_timeline_shows_every_step_in_order_with_attempts(dsn, db):
         screen = await open_detail(pilot, eid)
 
         # Expected: every attempt and wait of the execution, by start time.
-        entries = sorted([("step", a.step_id, a.attempt, a.started_at, a.outcome) for a in facts.attempts_of("approved")]
-                         + [(w.kind, w.step_id, None, w.created_at, w.decision or "woke") for w in facts.waits_of("approved")],
-                         key=lambda e: e[3])
+        entries = sorted(
+            [("step", a.step_id, a.attempt, a.started_at, a.outcome) for a in facts.attempts_of("approved")]
+            + [(w.kind, w.step_id, None, w.created_at, w.decision or "woke") for w in facts.waits_of("approved")],
+            key=lambda e: e[3],
+        )
         lanes_expected: list[str] = []
         for _, step_id, *_ in entries:
             if step_id not in lanes_expected:
@@ -41,7 +43,8 @@ async def test_timeline_shows_every_step_in_order_with_attempts(dsn, db):
         assert [lane.step_id for lane in timeline.lanes] == lanes_expected
         fix = next(lane for lane in timeline.lanes if lane.step_id == "fix")
         assert [(s.attempt, s.outcome) for s in fix.segments] == [
-            (a.attempt, a.outcome) for a in facts.attempts_of("approved", "fix")]
+            (a.attempt, a.outcome) for a in facts.attempts_of("approved", "fix")
+        ]
         assert (fix.attempts, fix.failed) == (3, 2)
         kinds = {lane.step_id: lane.kind for lane in timeline.lanes}
         assert kinds["approve-fix"] == "approval" and kinds["cool-down"] == "sleep"
@@ -58,15 +61,18 @@ async def test_timeline_shows_every_step_in_order_with_attempts(dsn, db):
 
         # The attempts table lists each attempt and wait, in start order.
         table = screen.query_one("#detail-attempts", LiveTable)
-        shown = [(table.shown(k, "kind"), table.shown(k, "step"), table.shown(k, "attempt"), table.shown(k, "outcome"))
-                 for k in table.keys()]
-        assert shown == [(kind, step, str(attempt) if attempt else "", outcome)
-                         for kind, step, attempt, _, outcome in entries]
+        shown = [
+            (table.shown(k, "kind"), table.shown(k, "step"), table.shown(k, "attempt"), table.shown(k, "outcome"))
+            for k in table.keys()
+        ]
+        assert shown == [
+            (kind, step, str(attempt) if attempt else "", outcome) for kind, step, attempt, _, outcome in entries
+        ]
         assert table.shown(table.keys()[1], "error") == "TimeoutError: kubectl timed out"
 
         assert "api-1" in screen.query_one("#detail-input").content.code
         assert '"pr": 101' in screen.query_one("#detail-output").content.code
-        assert "execution {}".format(eid) in text_of(screen.query_one("#detail-head"))
+        assert f"execution {eid}" in text_of(screen.query_one("#detail-head"))
         assert not screen.query_one("#detail-blocker").display  # finished: nothing blocks it
 
 
@@ -119,8 +125,7 @@ async def test_approve_and_requeue_from_the_detail(dsn, db):
 
         # `a` where no gate waits: said, nothing changes.
         await pilot.press("a")
-        await wait_for(pilot, lambda: any("no approval gate waiting" in m for _, m in tui.notices),
-                       what="the notice")
+        await wait_for(pilot, lambda: any("no approval gate waiting" in m for _, m in tui.notices), what="the notice")
         assert tui.screen is screen
 
 
@@ -130,7 +135,9 @@ async def test_a_cancelled_executions_running_step_is_closed_at_the_cancel(app, 
     async with tui.run_test(size=SIZE) as pilot:
         screen = await open_detail(pilot, eid)
         timeline = screen.query_one(Timeline)
-        await wait_for(pilot, lambda: any(lane.step_id == "rollout" for lane in timeline.lanes), what="the rollout lane")
+        await wait_for(
+            pilot, lambda: any(lane.step_id == "rollout" for lane in timeline.lanes), what="the rollout lane"
+        )
         rollout = next(lane for lane in timeline.lanes if lane.step_id == "rollout")
         assert [(s.outcome, s.end is not None) for s in rollout.segments] == [("cancelled", True)]
         line = next(line.plain for line in timeline.lines(140) if line.plain.startswith("rollout"))

@@ -9,12 +9,18 @@ from .helpers import SIZE, console, fresh, text_of
 
 
 async def test_detail_head_links_parent_and_children(dsn, db):
-    parent = db.execute("INSERT INTO workflow_executions (workflow_name, status) VALUES ('fan', 'waiting')"
-                        " RETURNING id").fetchone()[0]
-    child = db.execute("INSERT INTO workflow_executions (workflow_name, status, parent_id)"
-                       " VALUES ('leaf', 'error', %s) RETURNING id", (parent,)).fetchone()[0]
-    db.execute("INSERT INTO workflow_waits (execution_id, step_id, kind, details) VALUES (%s, 'wait:child:leaf',"
-               " 'child', jsonb_build_object('children', jsonb_build_array(%s::bigint)))", (parent, child))
+    parent = db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status) VALUES ('fan', 'waiting') RETURNING id"
+    ).fetchone()[0]
+    child = db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status, parent_id) VALUES ('leaf', 'error', %s) RETURNING id",
+        (parent,),
+    ).fetchone()[0]
+    db.execute(
+        "INSERT INTO workflow_waits (execution_id, step_id, kind, details) VALUES (%s, 'wait:child:leaf',"
+        " 'child', jsonb_build_object('children', jsonb_build_array(%s::bigint)))",
+        (parent, child),
+    )
     tui = console(dsn)
     async with tui.run_test(size=SIZE) as pilot:
         screen = DetailScreen(parent)

@@ -10,10 +10,13 @@ from tests.hostile_text import MALFORMED_DSNS, SECRET
 from .helpers import SIZE, console, screen_lines, wait_for
 
 
-@pytest.mark.parametrize("dsn", [
-    *MALFORMED_DSNS,
-    f"host=127.0.0.1 port=1 user=bob password={SECRET}",            # well formed, server down
-])
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        *MALFORMED_DSNS,
+        f"host=127.0.0.1 port=1 user=bob password={SECRET}",  # well formed, server down
+    ],
+)
 async def test_the_tui_never_shows_the_password(dsn: str) -> None:
     tui = console(dsn)
     async with tui.run_test(size=SIZE) as pilot:

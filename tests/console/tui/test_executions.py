@@ -8,7 +8,20 @@ from kestrel_console.tui.screens.executions import PAGE_SIZE, ExecutionsScreen
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 from tests.seed import seed_bulk_finished, seed_history
 
-from .helpers import ACTIONS, OPERATOR, SIZE, actions_settled, console, fresh, give_reason, open_screen, record_actions, rows, statuses, wait_for
+from .helpers import (
+    ACTIONS,
+    OPERATOR,
+    SIZE,
+    actions_settled,
+    console,
+    fresh,
+    give_reason,
+    open_screen,
+    record_actions,
+    rows,
+    statuses,
+    wait_for,
+)
 
 
 async def put_cursor(pilot, screen: ExecutionsScreen, execution_id: int) -> None:
@@ -48,8 +61,10 @@ async def test_list_filter_and_in_place_updates(dsn, db, app):
         await pilot.press("slash", "ctrl+u")
         await pilot.press(*"workflow:remediate worker-b", "enter")  # free text matches the owner
         await fresh(pilot, screen)
-        expected = sorted((e.id for e in facts.executions.values()
-                           if e.workflow_name == "remediate" and e.owner_id == "worker-b"), reverse=True)
+        expected = sorted(
+            (e.id for e in facts.executions.values() if e.workflow_name == "remediate" and e.owner_id == "worker-b"),
+            reverse=True,
+        )
         assert expected and table.keys() == [str(i) for i in expected]
         await pilot.press("slash", "ctrl+u")
         await pilot.press(*"upstream", "enter")
@@ -95,9 +110,12 @@ async def test_mark_several_and_cancel_all(dsn, db):
 
         await wait_for(pilot, lambda: all(statuses(db)[i] == "cancelled" for i in chosen), what="the cancels")
         after = statuses(db)
-        assert {i: s for i, s in after.items() if i not in chosen} == {i: s for i, s in before.items() if i not in chosen}
+        assert {i: s for i, s in after.items() if i not in chosen} == {
+            i: s for i, s in before.items() if i not in chosen
+        }
         assert sorted(rows(db, ACTIONS), key=lambda r: r[2]) == [
-            (OPERATOR, "cancel", eid, None, None, before[eid]) for eid in sorted(chosen)]
+            (OPERATOR, "cancel", eid, None, None, before[eid]) for eid in sorted(chosen)
+        ]
         await wait_for(pilot, lambda: not screen.table.marks)
         await wait_for(pilot, lambda: all(screen.table.shown(str(i), "status") == "cancelled" for i in chosen))
 
@@ -150,13 +168,15 @@ async def test_read_only_refuses_actions(dsn, db):
         for n, (key, eid) in enumerate((("c", facts.id("running")), ("e", facts.id("failed_recent"))), 1):
             await put_cursor(pilot, screen, eid)
             await pilot.press(key)
-            await wait_for(pilot, lambda n=n: sum("read-only mode" in m for _, m in tui.notices) == n,
-                           what="the read-only refusal")
+            await wait_for(
+                pilot, lambda n=n: sum("read-only mode" in m for _, m in tui.notices) == n, what="the read-only refusal"
+            )
             assert tui.screen is screen  # no confirmation opened
         # Even called directly (command palette, a bug), the action is refused.
         screen.act("cancel", screen.targets())
-        await wait_for(pilot, lambda: sum("read-only mode" in m for _, m in tui.notices) == 3,
-                       what="the read-only refusal")
+        await wait_for(
+            pilot, lambda: sum("read-only mode" in m for _, m in tui.notices) == 3, what="the read-only refusal"
+        )
         await actions_settled(pilot, screen)
         assert actions == []
         assert statuses(db) == before and rows(db, ACTIONS) == []
@@ -172,7 +192,7 @@ async def test_pages_of_a_long_history(dsn, db):
         for page in (1, 2):
             await pilot.press("right_square_bracket")
             await fresh(pilot, screen)
-            assert screen.table.keys() == [str(i) for i in newest_first[page * PAGE_SIZE:(page + 1) * PAGE_SIZE]]
+            assert screen.table.keys() == [str(i) for i in newest_first[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]]
         await pilot.press("right_square_bracket")  # no older page: stays
         assert any("no older executions" in m for _, m in tui.notices)
         await pilot.press("left_square_bracket", "left_square_bracket")

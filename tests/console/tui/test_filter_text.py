@@ -36,8 +36,12 @@ async def test_free_text_finds_step_ids_gate_ids_and_input(dsn, db, size):
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_since_keeps_the_executions_created_in_that_span(dsn, db, size):
     seed_history(db)
-    recent = {r[0] for r in db.execute("SELECT id FROM workflow_executions WHERE created_at > now() - interval '1 hour'")}
-    older = {r[0] for r in db.execute("SELECT id FROM workflow_executions WHERE created_at < now() - interval '70 minutes'")}
+    recent = {
+        r[0] for r in db.execute("SELECT id FROM workflow_executions WHERE created_at > now() - interval '1 hour'")
+    }
+    older = {
+        r[0] for r in db.execute("SELECT id FROM workflow_executions WHERE created_at < now() - interval '70 minutes'")
+    }
     assert recent and older
     tui = console(dsn)
     async with tui.run_test(size=size) as pilot:

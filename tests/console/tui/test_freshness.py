@@ -13,8 +13,9 @@ from tests.seed import seed_history
 
 from .helpers import SIZE, console, fresh, open_screen, text_of, wait_for
 
-NEW_WAITING = ("INSERT INTO workflow_executions (workflow_name, status, input) "
-               "VALUES ('remediate', 'waiting', '{}') RETURNING id")
+NEW_WAITING = (
+    "INSERT INTO workflow_executions (workflow_name, status, input) VALUES ('remediate', 'waiting', '{}') RETURNING id"
+)
 
 
 def where(screen: ExecutionsScreen) -> str:
@@ -102,8 +103,7 @@ async def test_a_list_switched_back_to_says_it_is_refreshing_until_it_is(dsn, db
             locker.execute("LOCK TABLE kestrel.workflow_executions IN ACCESS EXCLUSIVE MODE")
             await pilot.press("2")
             assert tui.screen is screen
-            await wait_for(pilot, lambda: screen.stale and "refreshing…" in where(screen),
-                           what="the stale mark")
+            await wait_for(pilot, lambda: screen.stale and "refreshing…" in where(screen), what="the stale mark")
             before = screen.loads
         await wait_for(pilot, lambda: screen.loads > before and not screen.stale, what="the refresh")
         assert "refreshing…" not in where(screen)

@@ -10,13 +10,17 @@ from kestrel_console.tui.commands import KestrelCommands
 from kestrel_console.tui.operator import ACTIONS
 from kestrel_console.tui.screens.approvals import ApprovalsScreen
 from kestrel_console.tui.screens.help import HelpScreen, key_label
-
 from tests.seed import seed_history
 
 from .helpers import SIZE, console, fresh, wait_for
 
-SCREEN_KEYS = {"1": "DashboardScreen", "2": "ExecutionsScreen", "3": "ApprovalsScreen", "4": "SqlScreen",
-               "5": "ReportsScreen"}
+SCREEN_KEYS = {
+    "1": "DashboardScreen",
+    "2": "ExecutionsScreen",
+    "3": "ApprovalsScreen",
+    "4": "SqlScreen",
+    "5": "ReportsScreen",
+}
 
 
 def declared_keys(node, *, read_only: bool) -> set[str]:
@@ -91,8 +95,14 @@ async def test_command_palette(dsn, db):
         await pilot.press(*"report: queue-depth")
         await pilot.pause(0.5)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: type(tui.screen).__name__ == "ReportsScreen"
-                       and tui.screen.report is not None and tui.screen.report.name == "queue-depth")
+        await wait_for(
+            pilot,
+            lambda: (
+                type(tui.screen).__name__ == "ReportsScreen"
+                and tui.screen.report is not None
+                and tui.screen.report.name == "queue-depth"
+            ),
+        )
 
 
 async def test_command_palette_in_read_only_mode_has_no_actions(dsn):

@@ -14,10 +14,14 @@ from kestrel_console.tui.screens.dashboard import DashboardScreen
 
 from .helpers import console, open_screen, screen_lines
 
-WORKER = ("INSERT INTO workers (worker_id, hostname, pid, workflows, concurrency, started_at, last_heartbeat) "
-          "VALUES (%s, 'h', 1, ARRAY['w'], 2, now() - interval '1 hour', now() - %s::interval)")
-HELD = ("INSERT INTO workflow_executions (workflow_name, status, owner_id, started_at, lease_expires) "
-        "VALUES ('w', 'running', %s, now() - interval '1 min', now() + %s::interval)")
+WORKER = (
+    "INSERT INTO workers (worker_id, hostname, pid, workflows, concurrency, started_at, last_heartbeat) "
+    "VALUES (%s, 'h', 1, ARRAY['w'], 2, now() - interval '1 hour', now() - %s::interval)"
+)
+HELD = (
+    "INSERT INTO workflow_executions (workflow_name, status, owner_id, started_at, lease_expires) "
+    "VALUES ('w', 'running', %s, now() - interval '1 min', now() + %s::interval)"
+)
 
 
 def workers(db) -> dict[str, str]:

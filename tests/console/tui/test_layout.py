@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from kestrel_console.tui.registry import SCREENS
 from kestrel_console.tui.screens.approvals import ApprovalsScreen
 from kestrel_console.tui.screens.dashboard import DashboardScreen
 from kestrel_console.tui.screens.detail import DetailScreen
-from kestrel_console.tui.registry import SCREENS
 from kestrel_console.tui.screens.executions import ExecutionsScreen
 from kestrel_console.tui.screens.queues import QueuesScreen
 from kestrel_console.tui.screens.reports import ReportsScreen
@@ -43,7 +43,7 @@ async def check_screen(pilot, name: str, *, chart: bool = False) -> list[str]:
         assert hint in footer, (name, tui.size, hint, footer)
     assert "…" not in lines[0], (name, lines[0])  # the title is whole
     for row in lines[:-1]:  # the footer draws "▏" before the palette hint on purpose
-        assert not (set(row[width - 2:]) & BLOCKS), (name, row)  # nothing stray at the right edge
+        assert not (set(row[width - 2 :]) & BLOCKS), (name, row)  # nothing stray at the right edge
         if not chart:
             assert not (set(row) & BLOCKS), (name, row)
     return lines
@@ -67,13 +67,19 @@ async def test_every_screen_fits(dsn, db, size):
         assert dashboard.max_scroll_y == 0  # the whole dashboard is in sight, nothing scrolls
 
         executions = await open_screen(pilot, "2", ExecutionsScreen)
-        await wait_for(pilot, lambda: ("→ more columns" in text_of(executions.query_one("#exec-where"))) == narrow,
-                       what="the more-columns sign")
+        await wait_for(
+            pilot,
+            lambda: ("→ more columns" in text_of(executions.query_one("#exec-where"))) == narrow,
+            what="the more-columns sign",
+        )
         await check_screen(pilot, "executions")
 
         approvals = await open_screen(pilot, "3", ApprovalsScreen)
-        await wait_for(pilot, lambda: ("→ more columns" in text_of(approvals.query_one("#appr-summary"))) == narrow,
-                       what="the more-columns sign of the approvals")
+        await wait_for(
+            pilot,
+            lambda: ("→ more columns" in text_of(approvals.query_one("#appr-summary"))) == narrow,
+            what="the more-columns sign of the approvals",
+        )
         await check_screen(pilot, "approvals")
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(tui.screen, DetailScreen))

@@ -23,9 +23,38 @@ from kestrel_console.tui.widgets.results import ResultsTable
 from .helpers import console, fresh, open_screen, screen_lines, wait_for
 from .test_sql import run
 
-PIECES = ["[", "]", "[b]", "[/b]", "[/]", "[link=http://x]", "[@click=app.quit]", ":fire:", ":child:",
-          ":rocket:", "\\", "\x1b[31m", "\x07", "\r", "\t", "\u202e", "名", "前", "🔥", "ｗ", "a", "b", "-",
-          "+", ":", "=", "'", '"', "x", "1"]
+PIECES = [
+    "[",
+    "]",
+    "[b]",
+    "[/b]",
+    "[/]",
+    "[link=http://x]",
+    "[@click=app.quit]",
+    ":fire:",
+    ":child:",
+    ":rocket:",
+    "\\",
+    "\x1b[31m",
+    "\x07",
+    "\r",
+    "\t",
+    "\u202e",
+    "名",
+    "前",
+    "🔥",
+    "ｗ",
+    "a",
+    "b",
+    "-",
+    "+",
+    ":",
+    "=",
+    "'",
+    '"',
+    "x",
+    "1",
+]
 SEEDS = range(8)
 
 
@@ -35,16 +64,28 @@ def hostile(rng: random.Random, prefix: str) -> str:
 
 
 def insert(db, rng: random.Random, n: int) -> dict[str, str | int]:
-    name, step, gate, comment = (hostile(rng, f"w{n}"), hostile(rng, f"s{n}"), hostile(rng, f"g{n}"),
-                                 hostile(rng, f"c{n}"))
-    eid = db.execute("INSERT INTO workflow_executions (workflow_name, status, started_at, finished_at) "
-                     "VALUES (%s, 'success', now() - interval '5 s', now()) RETURNING id", (name,)).fetchone()[0]
-    db.execute("INSERT INTO step_attempts (execution_id, step_id, attempt, owner_id, started_at, finished_at, "
-               "outcome) VALUES (%s, %s, 1, 'w1', now() - interval '4 s', now() - interval '3 s', 'success')",
-               (eid, step))
-    db.execute("INSERT INTO workflow_waits (execution_id, step_id, kind, created_at, resolved_at, decision, "
-               "decided_by, comment, decided_at) VALUES (%s, %s, 'approval', now() - interval '3 s', "
-               "now() - interval '2 s', 'approved', 'alice', %s, now() - interval '2 s')", (eid, gate, comment))
+    name, step, gate, comment = (
+        hostile(rng, f"w{n}"),
+        hostile(rng, f"s{n}"),
+        hostile(rng, f"g{n}"),
+        hostile(rng, f"c{n}"),
+    )
+    eid = db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status, started_at, finished_at) "
+        "VALUES (%s, 'success', now() - interval '5 s', now()) RETURNING id",
+        (name,),
+    ).fetchone()[0]
+    db.execute(
+        "INSERT INTO step_attempts (execution_id, step_id, attempt, owner_id, started_at, finished_at, "
+        "outcome) VALUES (%s, %s, 1, 'w1', now() - interval '4 s', now() - interval '3 s', 'success')",
+        (eid, step),
+    )
+    db.execute(
+        "INSERT INTO workflow_waits (execution_id, step_id, kind, created_at, resolved_at, decision, "
+        "decided_by, comment, decided_at) VALUES (%s, %s, 'approval', now() - interval '3 s', "
+        "now() - interval '2 s', 'approved', 'alice', %s, now() - interval '2 s')",
+        (eid, gate, comment),
+    )
     return {"id": eid, "name": name, "step": step, "gate": gate, "comment": comment}
 
 
@@ -54,8 +95,12 @@ def shown_by_show_json(dsn: str, eid: int) -> dict[str, str]:
     assert done.exit_code == 0, done.output
     [execution] = json.loads(done.stdout)
     by_kind = {t["kind"]: t for t in execution["timeline"]}
-    return {"name": execution["workflow_name"], "step": by_kind["step"]["step_id"],
-            "gate": by_kind["approval"]["step_id"], "comment": by_kind["approval"]["comment"]}
+    return {
+        "name": execution["workflow_name"],
+        "step": by_kind["step"]["step_id"],
+        "gate": by_kind["approval"]["step_id"],
+        "comment": by_kind["approval"]["comment"],
+    }
 
 
 @pytest.mark.parametrize("size", [(200, 50)])
@@ -74,8 +119,11 @@ async def test_random_texts_read_on_every_screen_as_show_json_returns_them(dsn, 
             await pilot.app.push_screen(detail)
             await fresh(pilot, detail)
             wanted = [visible(stored[key]) for key in ("name", "step", "gate", "comment")]
-            await wait_for(pilot, lambda: all(w in "\n".join(screen_lines(tui)) for w in wanted),
-                           what=f"{wanted} on the detail screen (it shows:\n" + "\n".join(screen_lines(tui)))
+            await wait_for(
+                pilot,
+                lambda: all(w in "\n".join(screen_lines(tui)) for w in wanted),
+                what=f"{wanted} on the detail screen (it shows:\n" + "\n".join(screen_lines(tui)),
+            )
             await pilot.press("q")
             await wait_for(pilot, lambda: tui.screen is listing, what="back to the list")
 

@@ -18,8 +18,18 @@ from kestrel_console.tui.screens.schedules import SchedulesScreen
 from kestrel_console.tui.screens.sql import SqlScreen
 from kestrel_console.tui.widgets.comment import CommentModal
 from kestrel_console.tui.widgets.confirm import ConfirmModal
-from tests.hostile_text import (MARKUP_COMMENT, MARKUP_CONTROL_SHOWN, MARKUP_GATE, MARKUP_NAME, MARKUP_QUEUE,
-                                MARKUP_SCHEDULE, MARKUP_STEP, MARKUP_WIDE, MARKUP_WORKER, markup_world)
+from tests.hostile_text import (
+    MARKUP_COMMENT,
+    MARKUP_CONTROL_SHOWN,
+    MARKUP_GATE,
+    MARKUP_NAME,
+    MARKUP_QUEUE,
+    MARKUP_SCHEDULE,
+    MARKUP_STEP,
+    MARKUP_WIDE,
+    MARKUP_WORKER,
+    markup_world,
+)
 
 from .helpers import console, fresh, give_reason, open_screen, screen_lines, wait_for
 from .test_reports import run_report
@@ -35,8 +45,11 @@ def shown(app) -> str:
 
 async def finds(pilot, *texts: str) -> str:
     """Wait until the terminal shows every one of ``texts`` literally; returns the screen."""
-    await wait_for(pilot, lambda: all(t in shown(pilot.app) for t in texts),
-                   what=f"{texts} on the screen, literally (it shows:\n{shown(pilot.app)})")
+    await wait_for(
+        pilot,
+        lambda: all(t in shown(pilot.app) for t in texts),
+        what=f"{texts} on the screen, literally (it shows:\n{shown(pilot.app)})",
+    )
     screen = shown(pilot.app)
     assert not any(e in screen for e in OBEYED), screen
     return screen
@@ -74,7 +87,7 @@ async def test_every_screen_dialog_and_toast_shows_stored_text_literally(dsn, re
         await pilot.press("q")
 
         sql = await open_screen(pilot, "4", SqlScreen)
-        await run(pilot, sql, "SELECT comment AS \"[b]c:fire:\", step_id FROM workflow_waits ORDER BY step_id")
+        await run(pilot, sql, 'SELECT comment AS "[b]c:fire:", step_id FROM workflow_waits ORDER BY step_id')
         await finds(pilot, "[b]c:fire:", MARKUP_COMMENT, MARKUP_GATE)
 
         await tui.open_report("pending-approvals")

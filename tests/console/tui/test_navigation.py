@@ -21,12 +21,17 @@ from .helpers import actions_settled, console, fresh, open_screen, record_action
 
 def errored_and_waiting(db) -> tuple[int, int]:
     """An errored execution (e would re-enqueue it) and one waiting on a gate (a would approve)."""
-    err = db.execute("INSERT INTO workflow_executions (workflow_name, status, error, finished_at) "
-                     "VALUES ('remediate', 'error', 'boom', now()) RETURNING id").fetchone()[0]
-    wait = db.execute("INSERT INTO workflow_executions (workflow_name, status, started_at) "
-                      "VALUES ('remediate', 'waiting', now()) RETURNING id").fetchone()[0]
-    db.execute("INSERT INTO workflow_waits (execution_id, step_id, kind) VALUES (%s, 'approve-fix', 'approval')",
-               (wait,))
+    err = db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status, error, finished_at) "
+        "VALUES ('remediate', 'error', 'boom', now()) RETURNING id"
+    ).fetchone()[0]
+    wait = db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status, started_at) "
+        "VALUES ('remediate', 'waiting', now()) RETURNING id"
+    ).fetchone()[0]
+    db.execute(
+        "INSERT INTO workflow_waits (execution_id, step_id, kind) VALUES (%s, 'approve-fix', 'approval')", (wait,)
+    )
     return err, wait
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import psycopg
 
-from kestrel_core import Kestrel
 from kestrel_console.tui.screens.executions import ExecutionsScreen
 from kestrel_console.tui.widgets.banner import Banner
+from kestrel_core import Kestrel
 from tests.seed import seed_history
 
 from .helpers import SIZE, console, fresh, wait_for

@@ -14,8 +14,19 @@ from kestrel_core import Kestrel
 from kestrel_core.queues import declare
 
 from .helpers import (
-    MORE_COLUMNS, OPERATOR, SIZE, actions_settled, console, fresh, open_screen, record_pauses, rows,
-    says_more_columns, screen_lines, text_of, wait_for,
+    MORE_COLUMNS,
+    OPERATOR,
+    SIZE,
+    actions_settled,
+    console,
+    fresh,
+    open_screen,
+    record_pauses,
+    rows,
+    says_more_columns,
+    screen_lines,
+    text_of,
+    wait_for,
 )
 
 PAUSED = "SELECT name, paused, paused_by FROM queues ORDER BY name"
@@ -87,8 +98,11 @@ async def test_hidden_columns_are_announced(dsn, db, size):
         assert text_of(summary).startswith("2 queues") and ("workflows" in shown) != narrow
         if narrow:
             screen.table.scroll_x = screen.table.max_scroll_x
-            await wait_for(pilot, lambda: MORE_COLUMNS not in text_of(summary),
-                           what="the sign to go once the last column is in sight")
+            await wait_for(
+                pilot,
+                lambda: MORE_COLUMNS not in text_of(summary),
+                what="the sign to go once the last column is in sight",
+            )
             assert "workflows" in "\n".join(screen_lines(tui))
             await fresh(pilot, screen)  # a refresh keeps the sign in step with the scroll
             assert MORE_COLUMNS not in text_of(summary)
@@ -101,8 +115,9 @@ async def test_read_only_refuses_pausing(dsn, db):
         await open_screen(pilot, "6", QueuesScreen)
         asked = record_pauses(tui)
         await pilot.press("h")
-        await wait_for(pilot, lambda: any("read-only" in message for _, message in tui.notices),
-                       what="the read-only notice")
+        await wait_for(
+            pilot, lambda: any("read-only" in message for _, message in tui.notices), what="the read-only notice"
+        )
         await actions_settled(pilot, tui.screen)
         assert not isinstance(tui.screen, ConfirmModal) and asked == []
         assert rows(db, PAUSED) == [("bulk", False, None), ("emails", False, None)]
@@ -117,4 +132,5 @@ async def test_dashboard_names_executions_no_live_worker_can_run(dsn, db):
     async with tui.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot, "1", DashboardScreen)
         assert text_of(screen.query_one("#dash-unserved")) == (
-            "⚠ 2 enqueued 'export' cannot run: needs version 1, live workers have 2")
+            "⚠ 2 enqueued 'export' cannot run: needs version 1, live workers have 2"
+        )

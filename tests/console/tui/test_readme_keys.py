@@ -24,13 +24,16 @@ from .helpers import console, footer_text
 README = Path(__file__).resolve().parents[3] / "README.md"
 # The README's names for the places that have keys: each screen by its NAME, the dialogs.
 PLACES = {entry.screen.NAME: entry.screen for entry in SCREENS} | {
-    DetailScreen.NAME: DetailScreen, "confirmation": ConfirmModal, "comment prompt": CommentModal}
+    DetailScreen.NAME: DetailScreen,
+    "confirmation": ConfirmModal,
+    "comment prompt": CommentModal,
+}
 
 
 def console_section() -> str:
     text = README.read_text(encoding="utf-8")
     start = text.index("\n## The console\n")
-    return text[start:text.index("\n## ", start + 1)]
+    return text[start : text.index("\n## ", start + 1)]
 
 
 def readme_pairs() -> set[tuple[str, str]]:

@@ -33,8 +33,7 @@ async def test_palette_runs_the_report_with_every_parameter_shown(dsn, db):
         await pilot.press(*"errors-this-month")
         await pilot.pause(0.5)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: screen.message.startswith("errors-this-month:"),
-                       what="errors-this-month to run")
+        await wait_for(pilot, lambda: screen.message.startswith("errors-this-month:"), what="errors-this-month to run")
         table = screen.query_one(ResultsTable)
         assert table.result is screen.result and "failed_step" in table.result.columns
 

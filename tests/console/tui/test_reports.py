@@ -25,8 +25,9 @@ EXPECTED = "SELECT id, status FROM workflow_executions WHERE workflow_name = %s 
 async def run_report(pilot, screen: ReportsScreen, key: str = "ctrl+r") -> str:
     before = screen.message
     await pilot.press(key)
-    await wait_for(pilot, lambda: screen.message != before and not screen.message.startswith("running"),
-                   what="the report's result")
+    await wait_for(
+        pilot, lambda: screen.message != before and not screen.message.startswith("running"), what="the report's result"
+    )
     return screen.message
 
 
@@ -42,7 +43,9 @@ async def test_list_form_run_and_export(dsn, reader_dsn, db, tmp_path):
         assert isinstance(screen, ReportsScreen)
         await wait_for(pilot, lambda: "my-report" in screen.reports, what="the report list")
         assert not screen.reports["my-report"].shipped
-        assert {"queue-depth", "stuck-leases", "pending-approvals"} <= {n for n, r in screen.reports.items() if r.shipped}
+        assert {"queue-depth", "stuck-leases", "pending-approvals"} <= {
+            n for n, r in screen.reports.items() if r.shipped
+        }
 
         screen.select_report("my-report")
         # The list's own first highlight may still be on its way: wait for the form to settle.
@@ -53,8 +56,9 @@ async def test_list_form_run_and_export(dsn, reader_dsn, db, tmp_path):
         table = screen.query_one(ResultsTable)
         expected = rows(db, EXPECTED, ("remediate", 3))
         assert message.startswith("my-report: 3 rows · ")
-        assert [tuple(str(v) for v in table.get_row_at(i)) for i in range(table.row_count)] == \
-            [(str(i), s) for i, s in expected]
+        assert [tuple(str(v) for v in table.get_row_at(i)) for i in range(table.row_count)] == [
+            (str(i), s) for i, s in expected
+        ]
 
         # Change a parameter in the form; enter in the last field runs the report.
         screen.param_inputs["workflow"].value = "billing-sync"

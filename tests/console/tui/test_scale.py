@@ -67,9 +67,11 @@ async def test_dashboard_refresh_under_budget_on_a_big_history(dsn, reader_dsn, 
             await fresh(pilot, screen)
         timed = screen.elapsed_ms[1:]
         assert sum(screen.counts.values()) == FINISHED + LIVE
-        print(f"\nseeded {FINISHED:,} finished + {LIVE:,} live in {seeded_s:.1f} s; dashboard refresh "
-              f"queries took median {statistics.median(timed):.1f} ms, max {max(timed):.1f} ms "
-              f"over {len(timed)} refreshes: {[round(t, 1) for t in timed]}")
+        print(
+            f"\nseeded {FINISHED:,} finished + {LIVE:,} live in {seeded_s:.1f} s; dashboard refresh "
+            f"queries took median {statistics.median(timed):.1f} ms, max {max(timed):.1f} ms "
+            f"over {len(timed)} refreshes: {[round(t, 1) for t in timed]}"
+        )
 
         # A slow ad-hoc query runs; keys are handled and the dashboard keeps refreshing.
         await pilot.press("4")
@@ -86,5 +88,7 @@ async def test_dashboard_refresh_under_budget_on_a_big_history(dsn, reader_dsn, 
         loads = screen.loads
         await wait_for(pilot, lambda: screen.loads >= loads + 2, timeout=30.0, what="dashboard refreshes")
         assert sql.session.running  # the keys and the refreshes did not wait for the query
-        print(f"while pg_sleep(60) ran: escape + '1' handled in {key_ms:.0f} ms; the dashboard refreshed "
-              f"{screen.loads - loads} times")
+        print(
+            f"while pg_sleep(60) ran: escape + '1' handled in {key_ms:.0f} ms; the dashboard refreshed "
+            f"{screen.loads - loads} times"
+        )

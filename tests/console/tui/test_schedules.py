@@ -10,22 +10,38 @@ import pytest
 from kestrel_console.tui.screens.schedules import SchedulesScreen
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 
-from .helpers import (OPERATOR, SIZE, actions_settled, console, fresh, open_screen, record_pauses, rows,
-                      says_more_columns, text_of, wait_for)
+from .helpers import (
+    OPERATOR,
+    SIZE,
+    actions_settled,
+    console,
+    fresh,
+    open_screen,
+    record_pauses,
+    rows,
+    says_more_columns,
+    text_of,
+    wait_for,
+)
 
 PAUSED = "SELECT name, paused, paused_by FROM schedules ORDER BY name"
-AUDIT = ("SELECT actor, action, details->>'schedule' FROM operator_actions"
-         " WHERE action LIKE '%%_schedule' ORDER BY id")
+AUDIT = "SELECT actor, action, details->>'schedule' FROM operator_actions WHERE action LIKE '%%_schedule' ORDER BY id"
 
 
 def seed(db) -> int:
-    eid = db.execute("INSERT INTO workflow_executions (workflow_name, status, input) VALUES"
-                     " ('report', 'success', '{}') RETURNING id").fetchone()[0]
-    db.execute("INSERT INTO schedules (name, cron, timezone, workflow_name, next_tick, last_tick,"
-               " last_execution_id, source) VALUES ('hourly', '0 * * * *', 'Europe/Paris', 'report',"
-               " now() + interval '10 minutes', now() - interval '50 minutes', %s, 'code')", (eid,))
-    db.execute("INSERT INTO schedules (name, cron, workflow_name, next_tick, paused, paused_by, source)"
-               " VALUES ('nightly', '0 2 * * *', 'digest', now() + interval '1 hour', true, 'alice', 'cli')")
+    eid = db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status, input) VALUES ('report', 'success', '{}') RETURNING id"
+    ).fetchone()[0]
+    db.execute(
+        "INSERT INTO schedules (name, cron, timezone, workflow_name, next_tick, last_tick,"
+        " last_execution_id, source) VALUES ('hourly', '0 * * * *', 'Europe/Paris', 'report',"
+        " now() + interval '10 minutes', now() - interval '50 minutes', %s, 'code')",
+        (eid,),
+    )
+    db.execute(
+        "INSERT INTO schedules (name, cron, workflow_name, next_tick, paused, paused_by, source)"
+        " VALUES ('nightly', '0 2 * * *', 'digest', now() + interval '1 hour', true, 'alice', 'cli')"
+    )
     return eid
 
 

@@ -20,8 +20,11 @@ async def run(pilot, screen: SqlScreen, query: str, key: str = "ctrl+r") -> str:
     screen.editor.focus()
     before = screen.message
     await pilot.press(key)
-    await wait_for(pilot, lambda: screen.message != before and not screen.message.startswith("running"),
-                   what=f"the result of {query!r}")
+    await wait_for(
+        pilot,
+        lambda: screen.message != before and not screen.message.startswith("running"),
+        what=f"the result of {query!r}",
+    )
     return screen.message
 
 
@@ -32,13 +35,16 @@ async def test_query_results_refusals_errors_history(dsn, reader_dsn, db):
         screen = await open_screen(pilot, "4", SqlScreen)
         assert screen.editor.language == sql_language()
 
-        message = await run(pilot, screen, "SELECT status, count(*) AS n FROM workflow_executions GROUP BY status ORDER BY status")
+        message = await run(
+            pilot, screen, "SELECT status, count(*) AS n FROM workflow_executions GROUP BY status ORDER BY status"
+        )
         expected = rows(db, "SELECT status, count(*) FROM workflow_executions GROUP BY status ORDER BY status")
         assert message.startswith(f"{len(expected)} rows · ") and message.endswith(" ms")
         table = screen.query_one(ResultsTable)
         assert [c.label.plain for c in table.columns.values()] == ["status", "n"]
-        assert [tuple(str(v) for v in table.get_row_at(i)) for i in range(table.row_count)] == \
-            [(s, str(n)) for s, n in expected]
+        assert [tuple(str(v) for v in table.get_row_at(i)) for i in range(table.row_count)] == [
+            (s, str(n)) for s, n in expected
+        ]
 
         before = rows(db, COUNT)
         message = await run(pilot, screen, "DELETE FROM workflow_executions", key="f5")
@@ -85,8 +91,10 @@ async def test_keys_are_handled_while_a_slow_query_runs(dsn, reader_dsn, db):
         assert isinstance(tui.screen, DashboardScreen)
         switch_s = time.monotonic() - started
         assert screen.session.running  # the keys did not wait for the 60 s query
-        print(f"\nwhile pg_sleep(60) ran: slowest key press {slowest * 1000:.0f} ms, "
-              f"leaving the editor and switching screens {switch_s * 1000:.0f} ms")
+        print(
+            f"\nwhile pg_sleep(60) ran: slowest key press {slowest * 1000:.0f} ms, "
+            f"leaving the editor and switching screens {switch_s * 1000:.0f} ms"
+        )
 
         await pilot.press("4", "escape")  # back, and esc outside the editor cancels the query
         await wait_for(pilot, lambda: screen.message == "cancelled", timeout=4.0, what=f"the cancel ({screen.message})")
@@ -103,7 +111,9 @@ async def test_an_attribute_call_is_refused_on_screen_and_the_reader_note_shows(
     tui = console(dsn, reader_dsn=reader_dsn)
     async with tui.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot, "4", SqlScreen)
-        message = await run(pilot, screen, f"SELECT id FROM workflow_executions ORDER BY ({victim}).pg_terminate_backend")
+        message = await run(
+            pilot, screen, f"SELECT id FROM workflow_executions ORDER BY ({victim}).pg_terminate_backend"
+        )
         assert message.startswith("refused: function pg_terminate_backend: "), message
         assert db.execute("SELECT 1").fetchone() == (1,)  # the victim session lives
 
@@ -130,8 +140,9 @@ async def test_an_admins_helper_in_public_is_not_reached_from_the_screen(dsn, re
     async with tui.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot, "4", SqlScreen)
         message = await run(pilot, screen, f"SELECT ({victim}).kt_kill")
-        assert message == ("error (at character 9): column notation .kt_kill applied to type integer, "
-                           "which is not a composite type"), message
+        assert message == (
+            "error (at character 9): column notation .kt_kill applied to type integer, which is not a composite type"
+        ), message
         message = await run(pilot, screen, f"SELECT {victim}::kt_dom")
         assert message.startswith("refused: type kt_dom: not a built-in type"), message
         message = await run(pilot, screen, f"SELECT {victim}::public.kt_dom")

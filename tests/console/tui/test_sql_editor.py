@@ -19,8 +19,9 @@ README = Path(__file__).resolve().parents[3] / "README.md"
 async def ran(pilot, screen: SqlScreen) -> str:
     screen.message = ""  # two results may read the same ("1 row · 0.4 ms"): wait for a new one
     await pilot.press("ctrl+r")
-    await wait_for(pilot, lambda: screen.message and not screen.message.startswith("running"),
-                   what="the query's result")
+    await wait_for(
+        pilot, lambda: screen.message and not screen.message.startswith("running"), what="the query's result"
+    )
     return screen.message
 
 

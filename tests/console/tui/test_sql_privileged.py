@@ -21,8 +21,9 @@ from .test_reports import run_report
 from .test_sql import run
 
 # One shape per opener and one per code: every variant of the lexing, every kind of code.
-SCREEN_SHAPES = ([(shape(CODES[0][0], opener), CODES[0][1]) for opener in OPENERS]
-                 + [(shape(code), name) for code, name in CODES[1:]])
+SCREEN_SHAPES = [(shape(CODES[0][0], opener), CODES[0][1]) for opener in OPENERS] + [
+    (shape(code), name) for code, name in CODES[1:]
+]
 
 
 async def test_a_superuser_console_refuses_sql_and_user_reports_without_a_reader(dsn, db, tmp_path: Path):
@@ -32,8 +33,9 @@ async def test_a_superuser_console_refuses_sql_and_user_reports_without_a_reader
     async with tui.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot, "4", SqlScreen)
         message = await run(pilot, screen, "SELECT 1 AS one")
-        assert message.startswith(f"refused: login {user} is a superuser: ad-hoc SQL does not run on such a "
-                                  "login"), message
+        assert message.startswith(f"refused: login {user} is a superuser: ad-hoc SQL does not run on such a login"), (
+            message
+        )
         assert "--reader-dsn" in message and "\n" not in message
         await pilot.press("escape")  # out of the editor, so that 5 switches screens
         reports = await open_screen(pilot, "5", ReportsScreen)

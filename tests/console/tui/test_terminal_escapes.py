@@ -41,7 +41,9 @@ async def test_detail_list_and_sql_show_escaped_text(dsn, reader_dsn, db):
         assert not any(has_raw_control(line) for line in lines)
         attempts = screen.query_one("#detail-attempts", LiveTable)
         cells = [plain(attempts.get_cell(k, c)) for k in attempts.keys() for c in ("step", "worker", "error")]
-        assert "rca\\x1b[1A" in cells and "ok\\x1b[5m" in [plain(attempts.get_cell(k, "error")) for k in attempts.keys()]
+        assert "rca\\x1b[1A" in cells and "ok\\x1b[5m" in [
+            plain(attempts.get_cell(k, "error")) for k in attempts.keys()
+        ]
         assert not any(has_raw_control(c) for c in cells)
         code = screen.query_one("#detail-input").content.code
         assert not has_raw_control(code) and "\\u202e" in code and "\\u009b" in code
@@ -49,7 +51,7 @@ async def test_detail_list_and_sql_show_escaped_text(dsn, reader_dsn, db):
         await pilot.press("q")
 
         sql = await open_screen(pilot, "4", SqlScreen)
-        await run(pilot, sql, "SELECT workflow_name AS \"n\x1b[1m\" FROM workflow_executions")
+        await run(pilot, sql, 'SELECT workflow_name AS "n\x1b[1m" FROM workflow_executions')
         results = sql.query_one(ResultsTable)
         assert [c.label.plain for c in results.columns.values()] == ["n\\x1b[1m"]
         assert plain(results.get_row_at(0)[0]) == "pay\\x1b[2J\\x1b[31mroll"

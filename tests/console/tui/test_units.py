@@ -33,8 +33,9 @@ def test_confirmation_names_what_changes():
     one = confirmation("cancel", [Target(7, "billing-sync", "running")], "alice")
     assert one.startswith("Cancel execution 7 (billing-sync), now running?")
     assert "Recorded as 'alice'" in one
-    many = confirmation("approve", [Target(i, "remediate", "waiting", "approve-fix") for i in range(1, 11)],
-                        "bob", "lgtm")
+    many = confirmation(
+        "approve", [Target(i, "remediate", "waiting", "approve-fix") for i in range(1, 11)], "bob", "lgtm"
+    )
     assert many.startswith("Approve 10 approval gates?")
     assert "gate 'approve-fix' of execution 8 (remediate)" in many and "… and 2 more" in many
     assert "Comment: 'lgtm'" in many

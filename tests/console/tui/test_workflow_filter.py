@@ -9,9 +9,12 @@ from .helpers import SIZE, console, fresh, open_screen, text_of, wait_for
 
 
 async def test_workflow_filter_matches_a_prefix(dsn, db):
-    ids = {name: db.execute("INSERT INTO workflow_executions (workflow_name) VALUES (%s) RETURNING id",
-                            (name,)).fetchone()[0]
-           for name in ("remediate-incident", "ci-pipeline", "provision-resource")}
+    ids = {
+        name: db.execute(
+            "INSERT INTO workflow_executions (workflow_name) VALUES (%s) RETURNING id", (name,)
+        ).fetchone()[0]
+        for name in ("remediate-incident", "ci-pipeline", "provision-resource")
+    }
     async with console(dsn).run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot, "2", ExecutionsScreen)
         for typed, expected in (("workflow:remediate", "remediate-incident"), ("wf:ci", "ci-pipeline")):
