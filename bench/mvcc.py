@@ -63,11 +63,32 @@ SELECT c.relname, pg_relation_size(c.oid)
  ORDER BY pg_relation_size(c.oid) DESC
 """
 DATABASE_SIZE = "SELECT pg_database_size(current_database())"
+# Statistics are cached per transaction; clear, so each sample reads the current counters.
+CLEAR_STATS = "SELECT pg_stat_clear_snapshot()"
 HOLD_BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ"
 # Any read takes the transaction's snapshot; its xmin then pins the vacuum horizon.
 HOLD_TAKE = "SELECT count(*) FROM {schema}.workers"
 HOLD_XMIN = "SELECT backend_xmin IS NOT NULL FROM pg_stat_activity WHERE pid = %s"
+HOLD_END = "ROLLBACK"
 HOT_TABLE = "workflow_executions"
+# Exact index entries (heap TIDs on btree leaf pages, posting lists expanded), by index, with
+# pageinspect. Counted when the hold starts and before it ends: while the snapshot is held
+# nothing may remove an entry (vacuum, LP_DEAD marking and bottom-up deletion all respect the
+# horizon), so the difference is what was written. Seconds per count on a few hundred MiB.
+PAGEINSPECT = "CREATE EXTENSION IF NOT EXISTS pageinspect"
+INDEX_ENTRIES = """
+SELECT p.relname, count(*) FILTER (WHERE i.tids IS NULL) + coalesce(sum(cardinality(i.tids)), 0)
+  FROM (SELECT c.oid::regclass::text AS rel, c.relname, b.blkno, s.btpo_next <> 0 AS has_high_key
+          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_am a ON a.oid = c.relam
+         CROSS JOIN LATERAL generate_series(1, pg_relation_size(c.oid) / current_setting('block_size')::int - 1)
+               AS b(blkno)
+         CROSS JOIN LATERAL bt_page_stats(c.oid::regclass::text, b.blkno) s
+         WHERE n.nspname = %(schema)s AND c.relkind = 'i' AND a.amname = 'btree' AND s.type = 'l'
+        OFFSET 0) p
+ CROSS JOIN LATERAL bt_page_items(p.rel, p.blkno) i
+ WHERE i.htid IS NOT NULL AND NOT (p.has_high_key AND i.itemoffset = 1)  -- a page's high key
+ GROUP BY p.relname
+"""
 MIB = 1024.0 * 1024.0
 
 
@@ -127,7 +148,7 @@ class Feeder:
 
 def sample(conn: psycopg.Connection, phase: str, feeder: Feeder) -> Sample:
     """Read every counter the report needs (one round trip each, autocommit)."""
-    conn.execute("SELECT pg_stat_clear_snapshot()")  # fresh statistics, not this session's cache
+    conn.execute(CLEAR_STATS)
     tables = {r[0]: tuple(int(v) for v in r[1:]) for r in conn.execute(TABLES, {"schema": SCHEMA})}
     indexes = {r[0]: int(r[1]) for r in conn.execute(INDEXES, {"schema": SCHEMA})}
     return Sample(time.monotonic(), phase, feeder.finished, int(conn.execute(COMMITS).fetchone()[0]),
@@ -216,7 +237,7 @@ def fmt_rate(value: float | None) -> str:
 
 
 def interval_table(title: str, rows: list[dict[str, Any]]) -> str:
-    return table(title, ["t s", "phase", "wf/s", f"{HOT_TABLE} MiB", "its indexes MiB", "schema MiB",
+    return table(title, ["t s", "phase", "wf/s", f"{HOT_TABLE} MiB (all)", "its indexes MiB", "schema MiB",
                          "dead tuples", "HOT %", "index entries/wf", "commits/wf"],
                  [[r["t_s"], r["phase"], r["workflows_per_s"], r["hot_table_mib"], r["hot_table_indexes_mib"],
                    r["schema_mib"], r["dead_tuples"], r["hot_pct"], r["index_entries_per_workflow"],
@@ -240,6 +261,23 @@ def rate_over(rows: list[dict[str, Any]]) -> float | None:
     """Total finished / total seconds of these intervals."""
     span = sum(r["dt_s"] for r in rows)
     return round(sum(r["finished"] for r in rows) / span, 1) if span > 0 else None
+
+
+def count_index_entries(conn: psycopg.Connection, feeder: Feeder) -> tuple[dict[str, int], float]:
+    """Heap TIDs per btree index of the schema, and the workflows finished meanwhile (midpoint)."""
+    before = feeder.finished
+    counts = {r[0]: int(r[1]) for r in conn.execute(INDEX_ENTRIES, {"schema": SCHEMA})}
+    return counts, (before + feeder.finished) / 2.0
+
+
+def entries_written(start: tuple[dict[str, int], float], end: tuple[dict[str, int], float]) -> dict[str, Any]:
+    """Index entries per workflow between two counts, in total and by index (largest first)."""
+    done = end[1] - start[1]
+    if done <= 0:
+        return {"workflows": 0, "per_workflow": None, "by_index": {}}
+    by = {k: round((v - start[0].get(k, 0)) / done, 2) for k, v in end[0].items()}
+    by = {k: v for k, v in sorted(by.items(), key=lambda kv: -kv[1]) if v}
+    return {"workflows": int(done), "per_workflow": round(sum(by.values()), 1), "by_index": by}
 
 
 def load_average() -> list[float]:
@@ -267,15 +305,29 @@ def run_mvcc(admin: str, *, workers: int = 2, concurrency: int = 64, backlog: in
                 conn.execute(render(HOLD_TAKE, SCHEMA))
                 if not holds_snapshot(conn):
                     raise RuntimeError("the REPEATABLE READ session holds no snapshot")
+                if counter is not None:
+                    counts.append(count_index_entries(counter, feeder))
             elif holder:
+                if counter is not None:
+                    counts.append(count_index_entries(counter, feeder))
                 checks.append(holds_snapshot(holder[0]))  # still held at the end of the hold
                 release(holder)
 
+        counts: list[tuple[dict[str, int], float]] = []
+        counter: psycopg.Connection | None = psycopg.connect(dsn, autocommit=True)
+        try:
+            counter.execute(PAGEINSPECT)
+        except psycopg.Error as exc:  # not installed, or not allowed: the upper bound stays
+            echo(f"exact index entries skipped: {str(exc).strip()}")
+            counter.close()
+            counter = None
         try:
             rows = _run_phases(dsn, feeder, procs, [("warmup", warmup), ("baseline", baseline), ("hold", hold),
                                                     ("after", after)], interval, on_phase, echo)
         finally:
             release(holder)
+            if counter is not None:
+                counter.close()
     base = [r for r in rows if r["phase"] == "baseline"]
     held = [r for r in rows if r["phase"] == "hold"]
     hold_end = held[-1]["t_s"] if held else 0.0
@@ -288,11 +340,17 @@ def run_mvcc(admin: str, *, workers: int = 2, concurrency: int = 64, backlog: in
         "baseline_wf_per_s": rate_over(base), "hold_last_minute_wf_per_s": rate_over(last_minute),
         "last_minute_s": round(sum(r["dt_s"] for r in last_minute), 1),
         "after_wf_per_s": rate_over([r for r in rows if r["phase"] == "after"]), "intervals": rows,
+        "index_entries_in_hold": entries_written(counts[0], counts[1]) if len(counts) == 2 else None,
     }
     result["ratio"] = ratio(result["hold_last_minute_wf_per_s"], result["baseline_wf_per_s"])
     echo(interval_table(f"Held snapshot: {workers} worker(s) x concurrency {concurrency}, backlog {backlog:,}, "
                         f"hold {hold:.0f} s", rows))
     echo(index_table(rows))
+    exact = result["index_entries_in_hold"]
+    if exact and exact["per_workflow"] is not None:
+        echo(table(f"Index entries written per workflow during the hold (exact, pageinspect; "
+                   f"{exact['workflows']:,} workflows): {exact['per_workflow']}",
+                   ["index", "entries/wf"], list(exact["by_index"].items())))
     echo(f"load average before {load_before}, after {result['load_average_after']}")
     echo(f"last {result['last_minute_s']:.0f} s of the hold / baseline: {fmt_rate(result['hold_last_minute_wf_per_s'])}"
          f" / {fmt_rate(result['baseline_wf_per_s'])} wf/s = {result['ratio']}x (target >= 0.8x)")
@@ -304,7 +362,7 @@ def release(holder: list[psycopg.Connection]) -> None:
     while holder:
         conn = holder.pop()
         try:
-            conn.execute("ROLLBACK")
+            conn.execute(HOLD_END)
         finally:
             conn.close()
 

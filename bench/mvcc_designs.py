@@ -8,7 +8,8 @@ run per design: client threads claim and complete as fast as they can while a fe
 steady backlog; after a baseline one ``REPEATABLE READ`` session holds its snapshot. Printed
 per design: completed workflows (= claims) per second in the baseline and over the last third
 of the hold, their ratio, the HOT ratio of the updates, index entries written per workflow
-(upper bound: inserts and non-HOT updates x the table's indexes) and the tables' size.
+(exact, counted with pageinspect when the hold starts and ends: see bench.mvcc; the per-phase
+lines print the upper bound from row writes) and the tables' size.
 
 - ``a``: today's shape: one table holds every state; the claim walks the partial index of
   enqueued rows from its start; input and output JSON in the row.
@@ -20,9 +21,10 @@ of the hold, their ratio, the HOT ratio of the updates, index entries written pe
 - ``bc``: ``b`` with ``c``'s high-water mark.
 - ``d``: rotation: K hot tables; enqueue writes the current one, claims drain the oldest; an
   empty, no-longer-current table is TRUNCATEd (PgQ rotates its event tables the same way),
-  which drops its dead tuples whatever the vacuum horizon.
+  which drops its dead tuples whatever the vacuum horizon (tables found drained are skipped
+  for a second, rotation every second).
 
-Payloads stay out of the hot row in ``a-split``, ``b``, ``c`` is today's row, ``bc``, ``d``.
+Payloads live in side tables in ``a-split``, ``b``, ``bc`` and ``d``; ``a`` and ``c`` keep them in the row.
 FIFO by id only (no priority or run_at in the walk): the point is what the walk crosses.
 """
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import threading
 import time
@@ -41,6 +44,7 @@ import psycopg
 from psycopg import sql
 
 from .databases import admin_dsn, fresh_database
+from .mvcc import CLEAR_STATS, HOLD_END, INDEX_ENTRIES, PAGEINSPECT
 from .report import ratio, table
 
 PAYLOAD = '{"alert": {"pod": "api-1", "namespace": "prod", "labels": {"team": "sre", "tier": "web"}}, ' \
@@ -112,6 +116,7 @@ CREATE INDEX history_finished ON history (finished_at);
 CREATE TABLE inputs (id bigint PRIMARY KEY, input jsonb);
 CREATE TABLE outputs (id bigint PRIMARY KEY, output jsonb);
 """
+READY_DDL = "CREATE TABLE {ready} (id bigint PRIMARY KEY, workflow_name text NOT NULL)"
 HOT_ENQUEUE = """
 WITH r AS (INSERT INTO {ready} (id, workflow_name)
            SELECT nextval('execution_ids'), 'w' FROM generate_series(1, %(n)s) RETURNING id)
@@ -137,8 +142,11 @@ IS_EMPTY = "SELECT NOT EXISTS (SELECT 1 FROM {ready})"
 TRUNCATE = "TRUNCATE {ready}"
 LOCK_TIMEOUT = "SET lock_timeout = '200ms'"
 ROTATE_TABLES = 3
-ROTATE_EVERY_S = 5.0
+ROTATE_EVERY_S = 1.0
 RESCAN_EVERY_S = 1.0
+# Rotation: a table found empty is skipped this long (re-read after: a row whose claim rolled
+# back would be found again), so claims do not walk its dead index until it is truncated.
+DRAINED_FOR_S = 1.0
 
 HOLD_BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ"
 HOLD_TAKE = "SELECT txid_current_snapshot()"
@@ -169,6 +177,7 @@ class Design:
     hwm: int = 0
     last_rescan: float = 0.0
     current: int = 0  # rotation: the table enqueue writes
+    drained: dict[str, float] = field(default_factory=dict)  # rotation: found empty at (monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def ready_tables(self) -> list[str]:
@@ -181,7 +190,7 @@ class Design:
         first, *rest = self.ready_tables()
         conn.execute(q(HOT_DDL, first))
         for name in rest:
-            conn.execute(q("CREATE TABLE {ready} (id bigint PRIMARY KEY, workflow_name text NOT NULL)", name))
+            conn.execute(q(READY_DDL, name))
 
     def enqueue(self, conn: psycopg.Connection, n: int) -> None:
         params = {"n": n, "payload": PAYLOAD}
@@ -211,11 +220,16 @@ class Design:
         elif self.rotate:
             rows = []
             k = len(self.ready_tables())
+            current = self.current
             for j in range(1, k + 1):  # the oldest table first, the one being written last
-                name = self.ready_tables()[(self.current + j) % k]
+                name = self.ready_tables()[(current + j) % k]
+                if j < k and time.monotonic() - self.drained.get(name, -1e9) < DRAINED_FOR_S:
+                    continue  # drained, not truncated yet: its index is all dead entries
                 rows = conn.execute(q(HOT_CLAIM, name), {**params, "after": 0}).fetchall()
                 if rows:
                     break
+                if j < k:
+                    self.drained[name] = time.monotonic()
         else:
             after = self._after()
             rows = conn.execute(q(HOT_CLAIM), {**params, "after": after}).fetchall()
@@ -254,6 +268,7 @@ class Design:
         except psycopg.errors.LockNotAvailable:
             return
         self.current = nxt
+        self.drained.pop(name, None)
 
 
 DESIGNS: dict[str, Callable[[], Design]] = {
@@ -326,7 +341,7 @@ def _feeder(dsn: str, design: Design, backlog: int, stop: threading.Event, c: Co
 
 def _writes(conn: psycopg.Connection) -> dict[str, tuple[int, ...]]:
     conn.execute(FLUSH)
-    conn.execute("SELECT pg_stat_clear_snapshot()")
+    conn.execute(CLEAR_STATS)
     return {r[0]: tuple(int(v) for v in r[1:]) for r in conn.execute(WRITES)}
 
 
@@ -343,6 +358,13 @@ def _write_figures(a: dict[str, tuple[int, ...]], b: dict[str, tuple[int, ...]],
             "mib": round(sum(v[0] for v in b.values()) / 1048576.0, 1)}
 
 
+def _entries(conn: psycopg.Connection, c: Counters) -> tuple[dict[str, int], float]:
+    """Exact index entries by index (pageinspect) and the workflows completed meanwhile."""
+    before = c.completed
+    counts = {r[0]: int(r[1]) for r in conn.execute(INDEX_ENTRIES, {"schema": "public"})}
+    return counts, (before + c.completed) / 2.0
+
+
 def run_design(admin: str, key: str, *, clients: int = 4, batch: int = 16, backlog: int = 5000,
                warmup: float = 5.0, baseline: float = 30.0, hold: float = 90.0,
                echo: Callable[[str], None] = print) -> dict[str, Any]:
@@ -354,7 +376,7 @@ def run_design(admin: str, key: str, *, clients: int = 4, batch: int = 16, backl
         c = Counters()
         stop = threading.Event()
         threads = [threading.Thread(target=_feeder, args=(dsn, design, backlog, stop, c), daemon=True)]
-        threads += [threading.Thread(target=_client, args=(dsn, design, f"w{i % 2}", batch, stop, c), daemon=True)
+        threads += [threading.Thread(target=_client, args=(dsn, design, f"w{i}", batch, stop, c), daemon=True)
                     for i in range(clients)]
         holder = psycopg.connect(dsn, autocommit=True)
         try:
@@ -383,25 +405,36 @@ def run_design(admin: str, key: str, *, clients: int = 4, batch: int = 16, backl
                          f"idx/wf {out['index_entries_per_workflow']}  {out['mib']} MiB")
                     return out
 
+                conn.execute(PAGEINSPECT)
                 measure(warmup, "warmup")
                 base = measure(baseline, "baseline")
                 holder.execute(HOLD_BEGIN)
                 holder.execute(HOLD_TAKE)
+                first = _entries(conn, c)
                 held = measure(hold, "hold")
+                last = _entries(conn, c)  # nothing removed an entry while the snapshot was held
         finally:
             try:
-                holder.execute("ROLLBACK")
+                holder.execute(HOLD_END)
             finally:
                 holder.close()
             stop.set()
             for t in threads:
                 t.join(timeout=30)
+    done = last[1] - first[1]
+    by_index = {k: round((v - first[0].get(k, 0)) / done, 2) for k, v in last[0].items()} if done > 0 else {}
     return {"design": key, "title": design.title, "clients": clients, "batch": batch, "backlog": backlog,
-            "baseline": base, "hold": held,
+            "baseline": base, "hold": held, "index_entries_in_hold": {k: v for k, v in by_index.items() if v},
+            "index_entries_per_workflow": round(sum(by_index.values()), 1) if done > 0 else None,
             "ratio": ratio(held["last_third_wf_per_s"], base["wf_per_s"])}
 
 
+def _interrupt(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt  # SIGTERM unwinds like ^C: the design's database is dropped
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _interrupt)
     p = argparse.ArgumentParser(prog="python -m bench.mvcc_designs", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--admin-dsn", default=admin_dsn())
@@ -423,11 +456,13 @@ def main(argv: list[str] | None = None) -> int:
     print(table(f"Claim designs under a held snapshot ({args.hold:g} s; ratio = last third of the hold / baseline; "
                 f"{args.clients} clients x {args.batch} rows, backlog {args.backlog:,})",
                 ["design", "baseline wf/s", "hold last third wf/s", "ratio", "claim ms base / hold",
-                 "HOT % base / hold", "index entries/wf", "MiB after hold"],
+                 "HOT % base / hold", "index entries/wf (exact)", "MiB after hold"],
                 [[f"{r['design']}: {r['title']}", r["baseline"]["wf_per_s"], r["hold"]["last_third_wf_per_s"],
                   r["ratio"], f"{r['baseline']['claim_ms']} / {r['hold']['claim_ms']}",
-                  f"{r['baseline']['hot_pct']} / {r['hold']['hot_pct']}", r["baseline"]["index_entries_per_workflow"],
+                  f"{r['baseline']['hot_pct']} / {r['hold']['hot_pct']}", r["index_entries_per_workflow"],
                   r["hold"]["mib"]] for r in results]))
+    for r in results:
+        print(f"{r['design']}: index entries per workflow by index: {r['index_entries_in_hold']}")
     print(f"load average before {load}, after {[round(v, 2) for v in os.getloadavg()]}")
     return 0
 
