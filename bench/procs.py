@@ -93,22 +93,15 @@ class Proc:
             pass
 
 
-def kestrel_worker(
-    dsn: str,
-    *,
-    worker_id: str,
-    concurrency: int,
-    lease: float = 30.0,
-    listen: bool = True,
-    poll_interval: float = 1.0,
-    sweep_interval: float = 1.0,
-    module: str = "bench.worker",
-    profile: Path | None = None,
-) -> Proc:
+def kestrel_worker(dsn: str, *, worker_id: str, concurrency: int, lease: float = 30.0,
+                   listen: bool = True, poll_interval: float = 1.0, sweep_interval: float = 1.0,
+                   module: str = "bench.worker", profile: Path | None = None,
+                   prune_older_than: float | None = None, prune_every: float = 600.0) -> Proc:
     """Start ``python -m bench.worker`` (the bench.workloads app) on ``dsn``.
 
     ``module``: another module taking the same options (to try an engine change in a copy);
-    ``profile``: run it under cProfile, its statistics written to this file when it stops.
+    ``profile``: run it under cProfile, its statistics written to this file when it stops;
+    ``prune_older_than``: retention on (seconds), pruning every ``prune_every`` seconds.
     """
     args = [
         "--dsn",
@@ -128,6 +121,8 @@ def kestrel_worker(
         args.append("--no-listen")
     if profile is not None:
         args += ["--profile", str(profile)]
+    if prune_older_than is not None:
+        args += ["--prune-older-than", str(prune_older_than), "--prune-every", str(prune_every)]
     return Proc(module, args, name=worker_id)
 
 

@@ -19,6 +19,8 @@ TARGET_DISPATCH_P50_MS = 10.0
 TARGET_RECOVERY_OVER_LEASE_S = 2.0
 TARGET_DASHBOARD_P95_MS = 20.0
 TARGET_ENQUEUE_ROWS_S = 20_000
+TARGET_HOLD_RATIO = 0.8  # issue 22: last minute of a held snapshot / baseline of the same run
+TARGET_SOAK_RATIO = 0.9  # issue 22: last 5 minutes / first 5 with retention on
 
 
 def _throughput(tp: dict[str, Any]) -> list[list[Any]]:
@@ -97,7 +99,14 @@ def targets(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
     enq = results.get("enqueue")
     if enq:
         rate = enq["enqueue"]["bulk_rows_per_s"]
-        out.append(
-            [f"bulk enqueue >= {TARGET_ENQUEUE_ROWS_S:,} rows/s", f"{fmt(rate)} rows/s", rate >= TARGET_ENQUEUE_ROWS_S]
-        )
+        out.append([f"bulk enqueue >= {TARGET_ENQUEUE_ROWS_S:,} rows/s", f"{fmt(rate)} rows/s",
+                    rate >= TARGET_ENQUEUE_ROWS_S])
+    mv = results.get("mvcc")
+    if mv and mv.get("ratio") is not None:
+        out.append([f"held snapshot ({mv['hold_s']:g} s): last minute >= {TARGET_HOLD_RATIO:g}x the baseline",
+                    f"{mv['ratio']}x", mv["ratio"] >= TARGET_HOLD_RATIO])
+    soak = results.get("soak")
+    if soak and soak.get("ratio") is not None:
+        out.append([f"soak ({soak['minutes']:g} min, retention on): last window >= {TARGET_SOAK_RATIO:g}x the first",
+                    f"{soak['ratio']}x", soak["ratio"] >= TARGET_SOAK_RATIO])
     return out
