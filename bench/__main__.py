@@ -25,10 +25,15 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("benchmarks", nargs="*", metavar="BENCHMARK",
-                   help=f"any of: {', '.join(BENCHMARKS)} (default: all but {', '.join(ON_REQUEST)})")
+    p = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "benchmarks",
+        nargs="*",
+        metavar="BENCHMARK",
+        help=f"any of: {', '.join(BENCHMARKS)} (default: all but {', '.join(ON_REQUEST)})",
+    )
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of a few seconds each")
     p.add_argument(
         "--admin-dsn",
@@ -69,14 +74,19 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--load-workers", type=int, help="worker processes (default 2)")
     g.add_argument("--backlog", type=int, help="live executions the feeder keeps (default 8000)")
     g.add_argument("--baseline", type=float, metavar="SECONDS", help="baseline phase (default 60)")
-    g.add_argument("--hold", type=float, metavar="SECONDS", help="how long the REPEATABLE READ snapshot is held "
-                   "(default 300)")
+    g.add_argument(
+        "--hold", type=float, metavar="SECONDS", help="how long the REPEATABLE READ snapshot is held (default 300)"
+    )
     g.add_argument("--after", type=float, metavar="SECONDS", help="phase after the release (default 30)")
     g.add_argument("--interval", type=float, metavar="SECONDS", help="mvcc sampling interval (default 10)")
     g.add_argument("--minutes", type=float, help="soak duration (default 30)")
     g.add_argument("--soak-interval", type=float, metavar="SECONDS", help="soak sampling interval (default 60)")
-    g.add_argument("--retention", type=float, metavar="SECONDS",
-                   help="soak: prune finished executions older than this (default 120)")
+    g.add_argument(
+        "--retention",
+        type=float,
+        metavar="SECONDS",
+        help="soak: prune finished executions older than this (default 120)",
+    )
     return p
 
 
@@ -86,17 +96,36 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser().error(f"unknown benchmark {unknown[0]!r}: choose from {', '.join(BENCHMARKS)}")
     overrides = {
-        key: value for key, value in {
-            "admin": args.admin_dsn, "results": args.results, "workers": args.workers,
-            "concurrency": args.concurrency, "n": args.n, "ceiling_seconds": args.ceiling_seconds,
-            "dbos_polling": args.dbos_polling, "profile": args.profile, "samples": args.samples, "poll_samples": args.poll_samples,
-            "poll_interval": args.poll_interval, "recovery_executions": args.recovery_executions,
-            "lease": args.lease, "finished": args.finished, "live": args.live,
-            "enqueue_rows": args.enqueue_rows, "feed_threads": args.feed_threads,
-            "load_workers": args.load_workers, "backlog": args.backlog,
-            "baseline": args.baseline, "hold": args.hold, "after": args.after, "interval": args.interval,
-            "minutes": args.minutes, "soak_interval": args.soak_interval, "retention": args.retention,
-        }.items() if value is not None
+        key: value
+        for key, value in {
+            "admin": args.admin_dsn,
+            "results": args.results,
+            "workers": args.workers,
+            "concurrency": args.concurrency,
+            "n": args.n,
+            "ceiling_seconds": args.ceiling_seconds,
+            "dbos_polling": args.dbos_polling,
+            "profile": args.profile,
+            "samples": args.samples,
+            "poll_samples": args.poll_samples,
+            "poll_interval": args.poll_interval,
+            "recovery_executions": args.recovery_executions,
+            "lease": args.lease,
+            "finished": args.finished,
+            "live": args.live,
+            "enqueue_rows": args.enqueue_rows,
+            "feed_threads": args.feed_threads,
+            "load_workers": args.load_workers,
+            "backlog": args.backlog,
+            "baseline": args.baseline,
+            "hold": args.hold,
+            "after": args.after,
+            "interval": args.interval,
+            "minutes": args.minutes,
+            "soak_interval": args.soak_interval,
+            "retention": args.retention,
+        }.items()
+        if value is not None
     }
     if args.no_ceiling:
         overrides["ceiling"] = False

@@ -137,8 +137,9 @@ class Feeder:
                     missing = self.backlog - live
                     while missing > 0 and not self._stop.is_set():
                         k = min(missing, FEED_BATCH)
-                        engine_enqueue.enqueue_many(conn, SCHEMA, self.workflow,
-                                                    [{"i": self.inserted + i} for i in range(k)])
+                        engine_enqueue.enqueue_many(
+                            conn, SCHEMA, self.workflow, [{"i": self.inserted + i} for i in range(k)]
+                        )
                         self.inserted += k
                         missing -= k
                     self._stop.wait(FEED_POLL_S)
@@ -151,8 +152,15 @@ def sample(conn: psycopg.Connection, phase: str, feeder: Feeder) -> Sample:
     conn.execute(CLEAR_STATS)
     tables = {r[0]: tuple(int(v) for v in r[1:]) for r in conn.execute(TABLES, {"schema": SCHEMA})}
     indexes = {r[0]: int(r[1]) for r in conn.execute(INDEXES, {"schema": SCHEMA})}
-    return Sample(time.monotonic(), phase, feeder.finished, int(conn.execute(COMMITS).fetchone()[0]),
-                  tables, indexes, int(conn.execute(DATABASE_SIZE).fetchone()[0]))  # type: ignore[arg-type]
+    return Sample(
+        time.monotonic(),
+        phase,
+        feeder.finished,
+        int(conn.execute(COMMITS).fetchone()[0]),
+        tables,
+        indexes,
+        int(conn.execute(DATABASE_SIZE).fetchone()[0]),
+    )  # type: ignore[arg-type]
 
 
 def interval_row(a: Sample, b: Sample, t0: float) -> dict[str, Any]:
@@ -168,14 +176,18 @@ def interval_row(a: Sample, b: Sample, t0: float) -> dict[str, Any]:
             upd, hot, deleted = d_upd, d_hot, dels - old[5]
     hot_table = b.tables.get(HOT_TABLE, (0, 0, 0, 0, 0, 0, 0))
     return {
-        "t_s": round(b.t - t0, 1), "phase": b.phase, "finished": done,
+        "t_s": round(b.t - t0, 1),
+        "phase": b.phase,
+        "finished": done,
         "workflows_per_s": round(done / dt, 1) if dt > 0 else None,
         "hot_table_mib": round(hot_table[0] / MIB, 1),
         "hot_table_indexes_mib": round(sum(v for k, v in b.indexes.items() if k.startswith(HOT_TABLE)) / MIB, 1),
         "schema_mib": round(sum(v[0] for v in b.tables.values()) / MIB, 1),
         "database_mib": round(b.database_bytes / MIB, 1),
-        "dead_tuples": sum(v[1] for v in b.tables.values()), "hot_table_dead_tuples": hot_table[1],
-        "hot_pct": round(100.0 * hot / upd, 1) if upd else None, "deleted": deleted,
+        "dead_tuples": sum(v[1] for v in b.tables.values()),
+        "hot_table_dead_tuples": hot_table[1],
+        "hot_pct": round(100.0 * hot / upd, 1) if upd else None,
+        "deleted": deleted,
         "index_entries_per_workflow": round(entries / done, 1) if done else None,
         "commits_per_workflow": round((b.commits - a.commits) / done, 2) if done else None,
         "indexes_mib": {k: round(v / MIB, 2) for k, v in b.indexes.items()},
@@ -183,8 +195,9 @@ def interval_row(a: Sample, b: Sample, t0: float) -> dict[str, Any]:
 
 
 @contextmanager
-def full_load(admin: str, *, workers: int, concurrency: int, backlog: int,
-              worker_args: dict[str, Any] | None = None) -> Iterator[tuple[str, Feeder, list[Proc]]]:
+def full_load(
+    admin: str, *, workers: int, concurrency: int, backlog: int, worker_args: dict[str, Any] | None = None
+) -> Iterator[tuple[str, Feeder, list[Proc]]]:
     """A fresh database, warmed workers and a running feeder; everything stopped on exit."""
     with fresh_database(admin) as dsn:
         ids = [f"mvcc-w{i}" for i in range(workers)]
@@ -201,8 +214,15 @@ def full_load(admin: str, *, workers: int, concurrency: int, backlog: int,
             stop_all(procs)
 
 
-def _run_phases(dsn: str, feeder: Feeder, procs: list[Proc], phases: list[tuple[str, float]], interval: float,
-                on_phase: Callable[[str], None], echo: Callable[[str], None]) -> list[dict[str, Any]]:
+def _run_phases(
+    dsn: str,
+    feeder: Feeder,
+    procs: list[Proc],
+    phases: list[tuple[str, float]],
+    interval: float,
+    on_phase: Callable[[str], None],
+    echo: Callable[[str], None],
+) -> list[dict[str, Any]]:
     """Sample every ``interval`` s through the phases (name, seconds); ``on_phase`` at each start."""
     rows: list[dict[str, Any]] = []
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -223,11 +243,13 @@ def _run_phases(dsn: str, feeder: Feeder, procs: list[Proc], phases: list[tuple[
                 row = interval_row(last, cur, t0)
                 row["dt_s"] = round(cur.t - last.t, 2)
                 rows.append(row)
-                echo(f"  {row['t_s']:>7.1f}s {name:<9} {fmt_rate(row['workflows_per_s']):>8} wf/s  "
-                     f"{HOT_TABLE} {row['hot_table_mib']:,.1f} MiB (indexes {row['hot_table_indexes_mib']:,.1f})  "
-                     f"dead {row['dead_tuples']:,}  HOT {fmt_rate(row['hot_pct'])}%  "
-                     f"idx/wf {fmt_rate(row['index_entries_per_workflow'])}  "
-                     f"commits/wf {fmt_rate(row['commits_per_workflow'])}")
+                echo(
+                    f"  {row['t_s']:>7.1f}s {name:<9} {fmt_rate(row['workflows_per_s']):>8} wf/s  "
+                    f"{HOT_TABLE} {row['hot_table_mib']:,.1f} MiB (indexes {row['hot_table_indexes_mib']:,.1f})  "
+                    f"dead {row['dead_tuples']:,}  HOT {fmt_rate(row['hot_pct'])}%  "
+                    f"idx/wf {fmt_rate(row['index_entries_per_workflow'])}  "
+                    f"commits/wf {fmt_rate(row['commits_per_workflow'])}"
+                )
                 last = cur
     return rows
 
@@ -237,11 +259,36 @@ def fmt_rate(value: float | None) -> str:
 
 
 def interval_table(title: str, rows: list[dict[str, Any]]) -> str:
-    return table(title, ["t s", "phase", "wf/s", f"{HOT_TABLE} MiB (all)", "its indexes MiB", "schema MiB",
-                         "dead tuples", "HOT %", "index entries/wf", "commits/wf"],
-                 [[r["t_s"], r["phase"], r["workflows_per_s"], r["hot_table_mib"], r["hot_table_indexes_mib"],
-                   r["schema_mib"], r["dead_tuples"], r["hot_pct"], r["index_entries_per_workflow"],
-                   r["commits_per_workflow"]] for r in rows])
+    return table(
+        title,
+        [
+            "t s",
+            "phase",
+            "wf/s",
+            f"{HOT_TABLE} MiB (all)",
+            "its indexes MiB",
+            "schema MiB",
+            "dead tuples",
+            "HOT %",
+            "index entries/wf",
+            "commits/wf",
+        ],
+        [
+            [
+                r["t_s"],
+                r["phase"],
+                r["workflows_per_s"],
+                r["hot_table_mib"],
+                r["hot_table_indexes_mib"],
+                r["schema_mib"],
+                r["dead_tuples"],
+                r["hot_pct"],
+                r["index_entries_per_workflow"],
+                r["commits_per_workflow"],
+            ]
+            for r in rows
+        ],
+    )
 
 
 def index_table(rows: list[dict[str, Any]], columns: int = 8) -> str:
@@ -249,12 +296,15 @@ def index_table(rows: list[dict[str, Any]], columns: int = 8) -> str:
     if not rows:
         return "no samples"
     step = max(1, len(rows) // columns)
-    picked = rows[step - 1::step][-columns:]
+    picked = rows[step - 1 :: step][-columns:]
     if picked[-1] is not rows[-1]:
         picked = [*picked[1:], rows[-1]]
     names = sorted(rows[-1]["indexes_mib"], key=lambda k: -rows[-1]["indexes_mib"][k])
-    return table("Index sizes, MiB (at t s)", ["index", *[f"{r['t_s']:.0f} {r['phase']}" for r in picked]],
-                 [[n, *[r["indexes_mib"].get(n) for r in picked]] for n in names])
+    return table(
+        "Index sizes, MiB (at t s)",
+        ["index", *[f"{r['t_s']:.0f} {r['phase']}" for r in picked]],
+        [[n, *[r["indexes_mib"].get(n) for r in picked]] for n in names],
+    )
 
 
 def rate_over(rows: list[dict[str, Any]]) -> float | None:
@@ -284,9 +334,19 @@ def load_average() -> list[float]:
     return [round(v, 2) for v in os.getloadavg()]
 
 
-def run_mvcc(admin: str, *, workers: int = 2, concurrency: int = 64, backlog: int = 8000, warmup: float = 10.0,
-             baseline: float = 60.0, hold: float = 300.0, after: float = 30.0, interval: float = 10.0,
-             echo: Callable[[str], None] = print) -> dict[str, Any]:
+def run_mvcc(
+    admin: str,
+    *,
+    workers: int = 2,
+    concurrency: int = 64,
+    backlog: int = 8000,
+    warmup: float = 10.0,
+    baseline: float = 60.0,
+    hold: float = 300.0,
+    after: float = 30.0,
+    interval: float = 10.0,
+    echo: Callable[[str], None] = print,
+) -> dict[str, Any]:
     """Baseline, then a held REPEATABLE READ snapshot, then released: rates and sizes per interval."""
     holder: list[psycopg.Connection] = []
     checks: list[bool] = []
@@ -322,8 +382,15 @@ def run_mvcc(admin: str, *, workers: int = 2, concurrency: int = 64, backlog: in
             counter.close()
             counter = None
         try:
-            rows = _run_phases(dsn, feeder, procs, [("warmup", warmup), ("baseline", baseline), ("hold", hold),
-                                                    ("after", after)], interval, on_phase, echo)
+            rows = _run_phases(
+                dsn,
+                feeder,
+                procs,
+                [("warmup", warmup), ("baseline", baseline), ("hold", hold), ("after", after)],
+                interval,
+                on_phase,
+                echo,
+            )
         finally:
             release(holder)
             if counter is not None:
@@ -333,27 +400,47 @@ def run_mvcc(admin: str, *, workers: int = 2, concurrency: int = 64, backlog: in
     hold_end = held[-1]["t_s"] if held else 0.0
     last_minute = [r for r in held if r["t_s"] > hold_end - min(60.0, hold) + 0.5] or held[-1:]
     result = {
-        "workers": workers, "concurrency": concurrency, "backlog": backlog, "warmup_s": warmup,
-        "baseline_s": baseline, "hold_s": hold, "held_to_the_end": checks == [True], "after_s": after,
+        "workers": workers,
+        "concurrency": concurrency,
+        "backlog": backlog,
+        "warmup_s": warmup,
+        "baseline_s": baseline,
+        "hold_s": hold,
+        "held_to_the_end": checks == [True],
+        "after_s": after,
         "interval_s": interval,
-        "load_average_before": load_before, "load_average_after": load_average(),
-        "baseline_wf_per_s": rate_over(base), "hold_last_minute_wf_per_s": rate_over(last_minute),
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+        "baseline_wf_per_s": rate_over(base),
+        "hold_last_minute_wf_per_s": rate_over(last_minute),
         "last_minute_s": round(sum(r["dt_s"] for r in last_minute), 1),
-        "after_wf_per_s": rate_over([r for r in rows if r["phase"] == "after"]), "intervals": rows,
+        "after_wf_per_s": rate_over([r for r in rows if r["phase"] == "after"]),
+        "intervals": rows,
         "index_entries_in_hold": entries_written(counts[0], counts[1]) if len(counts) == 2 else None,
     }
     result["ratio"] = ratio(result["hold_last_minute_wf_per_s"], result["baseline_wf_per_s"])
-    echo(interval_table(f"Held snapshot: {workers} worker(s) x concurrency {concurrency}, backlog {backlog:,}, "
-                        f"hold {hold:.0f} s", rows))
+    echo(
+        interval_table(
+            f"Held snapshot: {workers} worker(s) x concurrency {concurrency}, backlog {backlog:,}, hold {hold:.0f} s",
+            rows,
+        )
+    )
     echo(index_table(rows))
     exact = result["index_entries_in_hold"]
     if exact and exact["per_workflow"] is not None:
-        echo(table(f"Index entries written per workflow during the hold (exact, pageinspect; "
-                   f"{exact['workflows']:,} workflows): {exact['per_workflow']}",
-                   ["index", "entries/wf"], list(exact["by_index"].items())))
+        echo(
+            table(
+                f"Index entries written per workflow during the hold (exact, pageinspect; "
+                f"{exact['workflows']:,} workflows): {exact['per_workflow']}",
+                ["index", "entries/wf"],
+                list(exact["by_index"].items()),
+            )
+        )
     echo(f"load average before {load_before}, after {result['load_average_after']}")
-    echo(f"last {result['last_minute_s']:.0f} s of the hold / baseline: {fmt_rate(result['hold_last_minute_wf_per_s'])}"
-         f" / {fmt_rate(result['baseline_wf_per_s'])} wf/s = {result['ratio']}x (target >= 0.8x)")
+    echo(
+        f"last {result['last_minute_s']:.0f} s of the hold / baseline: {fmt_rate(result['hold_last_minute_wf_per_s'])}"
+        f" / {fmt_rate(result['baseline_wf_per_s'])} wf/s = {result['ratio']}x (target >= 0.8x)"
+    )
     return result
 
 
@@ -367,14 +454,27 @@ def release(holder: list[psycopg.Connection]) -> None:
             conn.close()
 
 
-def run_soak(admin: str, *, minutes: float = 30.0, workers: int = 2, concurrency: int = 64, backlog: int = 8000,
-             retention: float = 120.0, prune_every: float = 10.0, interval: float = 60.0, window: float = 300.0,
-             echo: Callable[[str], None] = print) -> dict[str, Any]:
+def run_soak(
+    admin: str,
+    *,
+    minutes: float = 30.0,
+    workers: int = 2,
+    concurrency: int = 64,
+    backlog: int = 8000,
+    retention: float = 120.0,
+    prune_every: float = 10.0,
+    interval: float = 60.0,
+    window: float = 300.0,
+    echo: Callable[[str], None] = print,
+) -> dict[str, Any]:
     """Full load with retention on for ``minutes``: rate and size per interval, first vs last window."""
     load_before = load_average()
     worker_args = {"prune_older_than": retention, "prune_every": prune_every}
-    with full_load(admin, workers=workers, concurrency=concurrency, backlog=backlog,
-                   worker_args=worker_args) as (dsn, feeder, procs):
+    with full_load(admin, workers=workers, concurrency=concurrency, backlog=backlog, worker_args=worker_args) as (
+        dsn,
+        feeder,
+        procs,
+    ):
         rows = _run_phases(dsn, feeder, procs, [("soak", minutes * 60.0)], interval, lambda _: None, echo)
     total = sum(r["dt_s"] for r in rows)
     window = min(window, total / 2.0)
@@ -391,18 +491,38 @@ def run_soak(admin: str, *, minutes: float = 30.0, workers: int = 2, concurrency
         last.insert(0, r)
         acc += r["dt_s"]
     result = {
-        "minutes": minutes, "workers": workers, "concurrency": concurrency, "backlog": backlog,
-        "retention_s": retention, "prune_every_s": prune_every, "interval_s": interval, "window_s": round(window, 1),
-        "load_average_before": load_before, "load_average_after": load_average(),
-        "first_wf_per_s": rate_over(first), "last_wf_per_s": rate_over(last), "intervals": rows,
+        "minutes": minutes,
+        "workers": workers,
+        "concurrency": concurrency,
+        "backlog": backlog,
+        "retention_s": retention,
+        "prune_every_s": prune_every,
+        "interval_s": interval,
+        "window_s": round(window, 1),
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+        "first_wf_per_s": rate_over(first),
+        "last_wf_per_s": rate_over(last),
+        "intervals": rows,
     }
     result["ratio"] = ratio(result["last_wf_per_s"], result["first_wf_per_s"])
-    echo(interval_table(f"Soak: {workers} worker(s) x concurrency {concurrency}, backlog {backlog:,}, "
-                        f"retention {retention:.0f} s, {minutes:g} min", rows))
-    echo(table("On-disk size per interval", ["t s", "database MiB", "schema MiB", f"{HOT_TABLE} MiB"],
-               [[r["t_s"], r["database_mib"], r["schema_mib"], r["hot_table_mib"]] for r in rows]))
+    echo(
+        interval_table(
+            f"Soak: {workers} worker(s) x concurrency {concurrency}, backlog {backlog:,}, "
+            f"retention {retention:.0f} s, {minutes:g} min",
+            rows,
+        )
+    )
+    echo(
+        table(
+            "On-disk size per interval",
+            ["t s", "database MiB", "schema MiB", f"{HOT_TABLE} MiB"],
+            [[r["t_s"], r["database_mib"], r["schema_mib"], r["hot_table_mib"]] for r in rows],
+        )
+    )
     echo(f"load average before {load_before}, after {result['load_average_after']}")
-    echo(f"last {window:.0f} s / first {window:.0f} s: {fmt_rate(result['last_wf_per_s'])} / "
-         f"{fmt_rate(result['first_wf_per_s'])} wf/s = {result['ratio']}x (target >= 0.9x)")
+    echo(
+        f"last {window:.0f} s / first {window:.0f} s: {fmt_rate(result['last_wf_per_s'])} / "
+        f"{fmt_rate(result['first_wf_per_s'])} wf/s = {result['ratio']}x (target >= 0.9x)"
+    )
     return result
-

@@ -47,8 +47,10 @@ from .databases import admin_dsn, fresh_database
 from .mvcc import CLEAR_STATS, HOLD_END, INDEX_ENTRIES, PAGEINSPECT
 from .report import ratio, table
 
-PAYLOAD = '{"alert": {"pod": "api-1", "namespace": "prod", "labels": {"team": "sre", "tier": "web"}}, ' \
-          '"note": "' + "x" * 160 + '"}'
+PAYLOAD = (
+    '{"alert": {"pod": "api-1", "namespace": "prod", "labels": {"team": "sre", "tier": "web"}}, '
+    '"note": "' + "x" * 160 + '"}'
+)
 OUTPUT = '{"ok": true, "pr": "https://example.invalid/pr/1", "detail": "' + "y" * 160 + '"}'
 LEASE = "30 seconds"
 
@@ -272,15 +274,12 @@ class Design:
 
 
 DESIGNS: dict[str, Callable[[], Design]] = {
-    "a": lambda: Design("a", "today: one table, walk from the start, payload in the row", "today",
-                        split_payload=False),
+    "a": lambda: Design("a", "today: one table, walk from the start, payload in the row", "today", split_payload=False),
     "a-split": lambda: Design("a-split", "today, payloads in a side table", "today"),
     "b": lambda: Design("b", "hot table of claimable work (delete on claim), history apart", "hot"),
-    "c": lambda: Design("c", "today's table, walk past a high-water mark", "today", split_payload=False,
-                        cursor=True),
+    "c": lambda: Design("c", "today's table, walk past a high-water mark", "today", split_payload=False, cursor=True),
     "bc": lambda: Design("bc", "hot table + high-water mark", "hot", cursor=True),
-    "d": lambda: Design("d", f"rotation of {ROTATE_TABLES} hot tables (TRUNCATE when drained)", "hot",
-                        rotate=True),
+    "d": lambda: Design("d", f"rotation of {ROTATE_TABLES} hot tables (TRUNCATE when drained)", "hot", rotate=True),
 }
 
 
@@ -352,10 +351,12 @@ def _write_figures(a: dict[str, tuple[int, ...]], b: dict[str, tuple[int, ...]],
         upd += u - old[2]
         hot += h - old[3]
         entries += ((ins - old[1]) + (u - old[2]) - (h - old[3])) * nidx
-    return {"hot_pct": round(100.0 * hot / upd, 1) if upd else None,
-            "index_entries_per_workflow": round(entries / done, 1) if done else None,
-            "updates_per_workflow": round(upd / done, 2) if done else None,
-            "mib": round(sum(v[0] for v in b.values()) / 1048576.0, 1)}
+    return {
+        "hot_pct": round(100.0 * hot / upd, 1) if upd else None,
+        "index_entries_per_workflow": round(entries / done, 1) if done else None,
+        "updates_per_workflow": round(upd / done, 2) if done else None,
+        "mib": round(sum(v[0] for v in b.values()) / 1048576.0, 1),
+    }
 
 
 def _entries(conn: psycopg.Connection, c: Counters) -> tuple[dict[str, int], float]:
@@ -365,9 +366,18 @@ def _entries(conn: psycopg.Connection, c: Counters) -> tuple[dict[str, int], flo
     return counts, (before + c.completed) / 2.0
 
 
-def run_design(admin: str, key: str, *, clients: int = 4, batch: int = 16, backlog: int = 5000,
-               warmup: float = 5.0, baseline: float = 30.0, hold: float = 90.0,
-               echo: Callable[[str], None] = print) -> dict[str, Any]:
+def run_design(
+    admin: str,
+    key: str,
+    *,
+    clients: int = 4,
+    batch: int = 16,
+    backlog: int = 5000,
+    warmup: float = 5.0,
+    baseline: float = 30.0,
+    hold: float = 90.0,
+    echo: Callable[[str], None] = print,
+) -> dict[str, Any]:
     """One design, one database: baseline, then a held snapshot; claims/s and writes of each."""
     design = DESIGNS[key]()
     with fresh_database(admin, kestrel=False, prefix="kestrel_mvcc_design") as dsn:
@@ -376,13 +386,16 @@ def run_design(admin: str, key: str, *, clients: int = 4, batch: int = 16, backl
         c = Counters()
         stop = threading.Event()
         threads = [threading.Thread(target=_feeder, args=(dsn, design, backlog, stop, c), daemon=True)]
-        threads += [threading.Thread(target=_client, args=(dsn, design, f"w{i}", batch, stop, c), daemon=True)
-                    for i in range(clients)]
+        threads += [
+            threading.Thread(target=_client, args=(dsn, design, f"w{i}", batch, stop, c), daemon=True)
+            for i in range(clients)
+        ]
         holder = psycopg.connect(dsn, autocommit=True)
         try:
             for t in threads:
                 t.start()
             with psycopg.connect(dsn, autocommit=True) as conn:
+
                 def measure(seconds: float, phase: str) -> dict[str, Any]:
                     w0, n0, k0, s0, t0 = _writes(conn), c.completed, c.claims, c.claim_s, time.monotonic()
                     end = t0 + seconds
@@ -395,14 +408,19 @@ def run_design(admin: str, key: str, *, clients: int = 4, batch: int = 16, backl
                     done = c.completed - n0
                     last_third = [m for m in marks if m[0] >= end - seconds / 3.0]
                     (ta, na), (tb, nb) = last_third[0], marks[-1]
-                    out = {"phase": phase, "seconds": round(marks[-1][0] - t0, 1),
-                           "wf_per_s": round(done / (marks[-1][0] - t0), 1),
-                           "last_third_wf_per_s": round((nb - na) / (tb - ta), 1) if tb > ta else None,
-                           "claim_ms": round(1000.0 * (c.claim_s - s0) / (c.claims - k0), 2) if c.claims > k0 else None,
-                           **_write_figures(w0, _writes(conn), done)}
-                    echo(f"  {key:<8} {phase:<8} {out['wf_per_s']:>9,.1f} wf/s (last third "
-                         f"{out['last_third_wf_per_s'] or 0:,.1f})  claim {out['claim_ms']} ms  HOT {out['hot_pct']}%  "
-                         f"idx/wf {out['index_entries_per_workflow']}  {out['mib']} MiB")
+                    out = {
+                        "phase": phase,
+                        "seconds": round(marks[-1][0] - t0, 1),
+                        "wf_per_s": round(done / (marks[-1][0] - t0), 1),
+                        "last_third_wf_per_s": round((nb - na) / (tb - ta), 1) if tb > ta else None,
+                        "claim_ms": round(1000.0 * (c.claim_s - s0) / (c.claims - k0), 2) if c.claims > k0 else None,
+                        **_write_figures(w0, _writes(conn), done),
+                    }
+                    echo(
+                        f"  {key:<8} {phase:<8} {out['wf_per_s']:>9,.1f} wf/s (last third "
+                        f"{out['last_third_wf_per_s'] or 0:,.1f})  claim {out['claim_ms']} ms  HOT {out['hot_pct']}%  "
+                        f"idx/wf {out['index_entries_per_workflow']}  {out['mib']} MiB"
+                    )
                     return out
 
                 conn.execute(PAGEINSPECT)
@@ -423,10 +441,18 @@ def run_design(admin: str, key: str, *, clients: int = 4, batch: int = 16, backl
                 t.join(timeout=30)
     done = last[1] - first[1]
     by_index = {k: round((v - first[0].get(k, 0)) / done, 2) for k, v in last[0].items()} if done > 0 else {}
-    return {"design": key, "title": design.title, "clients": clients, "batch": batch, "backlog": backlog,
-            "baseline": base, "hold": held, "index_entries_in_hold": {k: v for k, v in by_index.items() if v},
-            "index_entries_per_workflow": round(sum(by_index.values()), 1) if done > 0 else None,
-            "ratio": ratio(held["last_third_wf_per_s"], base["wf_per_s"])}
+    return {
+        "design": key,
+        "title": design.title,
+        "clients": clients,
+        "batch": batch,
+        "backlog": backlog,
+        "baseline": base,
+        "hold": held,
+        "index_entries_in_hold": {k: v for k, v in by_index.items() if v},
+        "index_entries_per_workflow": round(sum(by_index.values()), 1) if done > 0 else None,
+        "ratio": ratio(held["last_third_wf_per_s"], base["wf_per_s"]),
+    }
 
 
 def _interrupt(_signum: int, _frame: Any) -> None:
@@ -435,8 +461,9 @@ def _interrupt(_signum: int, _frame: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
-    p = argparse.ArgumentParser(prog="python -m bench.mvcc_designs", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m bench.mvcc_designs", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--admin-dsn", default=admin_dsn())
     p.add_argument("--designs", default=",".join(DESIGNS), help=f"any of {', '.join(DESIGNS)}")
     p.add_argument("--clients", type=int, default=4, help="claiming threads (one connection each)")
@@ -451,16 +478,48 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown design {unknown[0]!r}")
     load = [round(v, 2) for v in os.getloadavg()]
-    results = [run_design(args.admin_dsn, k, clients=args.clients, batch=args.batch, backlog=args.backlog,
-                          warmup=args.warmup, baseline=args.baseline, hold=args.hold) for k in keys]
-    print(table(f"Claim designs under a held snapshot ({args.hold:g} s; ratio = last third of the hold / baseline; "
-                f"{args.clients} clients x {args.batch} rows, backlog {args.backlog:,})",
-                ["design", "baseline wf/s", "hold last third wf/s", "ratio", "claim ms base / hold",
-                 "HOT % base / hold", "index entries/wf (exact)", "MiB after hold"],
-                [[f"{r['design']}: {r['title']}", r["baseline"]["wf_per_s"], r["hold"]["last_third_wf_per_s"],
-                  r["ratio"], f"{r['baseline']['claim_ms']} / {r['hold']['claim_ms']}",
-                  f"{r['baseline']['hot_pct']} / {r['hold']['hot_pct']}", r["index_entries_per_workflow"],
-                  r["hold"]["mib"]] for r in results]))
+    results = [
+        run_design(
+            args.admin_dsn,
+            k,
+            clients=args.clients,
+            batch=args.batch,
+            backlog=args.backlog,
+            warmup=args.warmup,
+            baseline=args.baseline,
+            hold=args.hold,
+        )
+        for k in keys
+    ]
+    print(
+        table(
+            f"Claim designs under a held snapshot ({args.hold:g} s; ratio = last third of the hold / baseline; "
+            f"{args.clients} clients x {args.batch} rows, backlog {args.backlog:,})",
+            [
+                "design",
+                "baseline wf/s",
+                "hold last third wf/s",
+                "ratio",
+                "claim ms base / hold",
+                "HOT % base / hold",
+                "index entries/wf (exact)",
+                "MiB after hold",
+            ],
+            [
+                [
+                    f"{r['design']}: {r['title']}",
+                    r["baseline"]["wf_per_s"],
+                    r["hold"]["last_third_wf_per_s"],
+                    r["ratio"],
+                    f"{r['baseline']['claim_ms']} / {r['hold']['claim_ms']}",
+                    f"{r['baseline']['hot_pct']} / {r['hold']['hot_pct']}",
+                    r["index_entries_per_workflow"],
+                    r["hold"]["mib"],
+                ]
+                for r in results
+            ],
+        )
+    )
     for r in results:
         print(f"{r['design']}: index entries per workflow by index: {r['index_entries_in_hold']}")
     print(f"load average before {load}, after {[round(v, 2) for v in os.getloadavg()]}")

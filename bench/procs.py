@@ -93,10 +93,20 @@ class Proc:
             pass
 
 
-def kestrel_worker(dsn: str, *, worker_id: str, concurrency: int, lease: float = 30.0,
-                   listen: bool = True, poll_interval: float = 1.0, sweep_interval: float = 1.0,
-                   module: str = "bench.worker", profile: Path | None = None,
-                   prune_older_than: float | None = None, prune_every: float = 600.0) -> Proc:
+def kestrel_worker(
+    dsn: str,
+    *,
+    worker_id: str,
+    concurrency: int,
+    lease: float = 30.0,
+    listen: bool = True,
+    poll_interval: float = 1.0,
+    sweep_interval: float = 1.0,
+    module: str = "bench.worker",
+    profile: Path | None = None,
+    prune_older_than: float | None = None,
+    prune_every: float = 600.0,
+) -> Proc:
     """Start ``python -m bench.worker`` (the bench.workloads app) on ``dsn``.
 
     ``module``: another module taking the same options (to try an engine change in a copy);

@@ -83,13 +83,39 @@ class Options:
     @classmethod
     def quick(cls, **overrides: Any) -> Options:
         """Tiny sizes: every benchmark in a few seconds (what the smoke tests run)."""
-        small = dict(workers=(1,), concurrency=4, n=60, ceiling_seconds=1.0, samples=10,
-                     poll_samples=4, poll_interval=0.2, recovery_executions=2, lease=1.0,
-                     finished=20_000, live=500, dashboard_samples=5, enqueue_rows=5000,
-                     rss_concurrency=32, rss_load=100, stats_settle=0.6, ingest_threads=(8,),
-                     ingest_tasks=(8,), ingest_seconds=0.3, ingest_rounds=1, load_workers=1, backlog=300,
-                     warmup=1.0, baseline=3.0, hold=4.0, after=2.0, interval=1.0, minutes=0.1,
-                     soak_interval=1.5, retention=2.0, prune_every=1.0)
+        small = dict(
+            workers=(1,),
+            concurrency=4,
+            n=60,
+            ceiling_seconds=1.0,
+            samples=10,
+            poll_samples=4,
+            poll_interval=0.2,
+            recovery_executions=2,
+            lease=1.0,
+            finished=20_000,
+            live=500,
+            dashboard_samples=5,
+            enqueue_rows=5000,
+            rss_concurrency=32,
+            rss_load=100,
+            stats_settle=0.6,
+            ingest_threads=(8,),
+            ingest_tasks=(8,),
+            ingest_seconds=0.3,
+            ingest_rounds=1,
+            load_workers=1,
+            backlog=300,
+            warmup=1.0,
+            baseline=3.0,
+            hold=4.0,
+            after=2.0,
+            interval=1.0,
+            minutes=0.1,
+            soak_interval=1.5,
+            retention=2.0,
+            prune_every=1.0,
+        )
         small.update(overrides)
         return cls(**small)
 
@@ -341,23 +367,45 @@ def enqueue(opts: Options) -> dict[str, Any]:
 
 def mvcc(opts: Options) -> dict[str, Any]:
     """Full load, then one REPEATABLE READ snapshot held: last minute of the hold / baseline."""
-    r = run_mvcc(opts.admin, workers=opts.load_workers, concurrency=opts.concurrency, backlog=opts.backlog,
-                 warmup=opts.warmup, baseline=opts.baseline, hold=opts.hold, after=opts.after,
-                 interval=opts.interval, echo=opts.echo)
+    r = run_mvcc(
+        opts.admin,
+        workers=opts.load_workers,
+        concurrency=opts.concurrency,
+        backlog=opts.backlog,
+        warmup=opts.warmup,
+        baseline=opts.baseline,
+        hold=opts.hold,
+        after=opts.after,
+        interval=opts.interval,
+        echo=opts.echo,
+    )
     return _save(opts, "mvcc", {**_context(opts), **r})
 
 
 def soak(opts: Options) -> dict[str, Any]:
     """Full load with retention on: first vs last minutes, on-disk size per interval."""
-    r = run_soak(opts.admin, minutes=opts.minutes, workers=opts.load_workers, concurrency=opts.concurrency,
-                 backlog=opts.backlog, retention=opts.retention, prune_every=opts.prune_every,
-                 interval=opts.soak_interval, echo=opts.echo)
+    r = run_soak(
+        opts.admin,
+        minutes=opts.minutes,
+        workers=opts.load_workers,
+        concurrency=opts.concurrency,
+        backlog=opts.backlog,
+        retention=opts.retention,
+        prune_every=opts.prune_every,
+        interval=opts.soak_interval,
+        echo=opts.echo,
+    )
     return _save(opts, "soak", {**_context(opts), **r})
 
 
 BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
-    "throughput": throughput, "latency": latency, "recovery": recovery, "console": console,
-    "enqueue": enqueue, "mvcc": mvcc, "soak": soak,
+    "throughput": throughput,
+    "latency": latency,
+    "recovery": recovery,
+    "console": console,
+    "enqueue": enqueue,
+    "mvcc": mvcc,
+    "soak": soak,
 }
 # Long runs (minutes at full load): only when named.
 ON_REQUEST = ("mvcc", "soak")
@@ -373,5 +421,7 @@ def run(names: list[str], opts: Options) -> dict[str, dict[str, Any]]:
     rows = targets(results)
     if rows:
         opts.echo(table("Targets (issues 10, 22)", ["target", "measured", "met"], rows))
-        _save(opts, "summary", {**_context(opts), "targets": [dict(zip(("target", "measured", "met"), r)) for r in rows]})
+        _save(
+            opts, "summary", {**_context(opts), "targets": [dict(zip(("target", "measured", "met"), r)) for r in rows]}
+        )
     return results

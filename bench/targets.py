@@ -99,14 +99,25 @@ def targets(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
     enq = results.get("enqueue")
     if enq:
         rate = enq["enqueue"]["bulk_rows_per_s"]
-        out.append([f"bulk enqueue >= {TARGET_ENQUEUE_ROWS_S:,} rows/s", f"{fmt(rate)} rows/s",
-                    rate >= TARGET_ENQUEUE_ROWS_S])
+        out.append(
+            [f"bulk enqueue >= {TARGET_ENQUEUE_ROWS_S:,} rows/s", f"{fmt(rate)} rows/s", rate >= TARGET_ENQUEUE_ROWS_S]
+        )
     mv = results.get("mvcc")
     if mv and mv.get("ratio") is not None:
-        out.append([f"held snapshot ({mv['hold_s']:g} s): last minute >= {TARGET_HOLD_RATIO:g}x the baseline",
-                    f"{mv['ratio']}x", mv["ratio"] >= TARGET_HOLD_RATIO])
+        out.append(
+            [
+                f"held snapshot ({mv['hold_s']:g} s): last minute >= {TARGET_HOLD_RATIO:g}x the baseline",
+                f"{mv['ratio']}x",
+                mv["ratio"] >= TARGET_HOLD_RATIO,
+            ]
+        )
     soak = results.get("soak")
     if soak and soak.get("ratio") is not None:
-        out.append([f"soak ({soak['minutes']:g} min, retention on): last window >= {TARGET_SOAK_RATIO:g}x the first",
-                    f"{soak['ratio']}x", soak["ratio"] >= TARGET_SOAK_RATIO])
+        out.append(
+            [
+                f"soak ({soak['minutes']:g} min, retention on): last window >= {TARGET_SOAK_RATIO:g}x the first",
+                f"{soak['ratio']}x",
+                soak["ratio"] >= TARGET_SOAK_RATIO,
+            ]
+        )
     return out

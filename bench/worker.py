@@ -20,22 +20,33 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-listen", action="store_true", help="poll only (Worker listen=False)")
     parser.add_argument("--poll-interval", type=float, default=1.0, help="seconds")
     parser.add_argument("--sweep-interval", type=float, default=1.0, help="seconds")
-    parser.add_argument("--prune-older-than", type=float, help="retention on: prune finished executions "
-                        "older than this many seconds")
+    parser.add_argument(
+        "--prune-older-than", type=float, help="retention on: prune finished executions older than this many seconds"
+    )
     parser.add_argument("--prune-every", type=float, default=600.0, help="seconds between prune runs")
     parser.add_argument("--profile", type=Path, help="run under cProfile, write the stats to this .pstats file")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     app.dsn = args.dsn
-    retention = {} if args.prune_older_than is None else {
-        "prune_older_than": timedelta(seconds=args.prune_older_than), "prune_every": args.prune_every,
-        "prune_max_batches": 1000}
+    retention = (
+        {}
+        if args.prune_older_than is None
+        else {
+            "prune_older_than": timedelta(seconds=args.prune_older_than),
+            "prune_every": args.prune_every,
+            "prune_max_batches": 1000,
+        }
+    )
 
     def run() -> None:
         app.run_worker(
-            concurrency=args.concurrency, lease=timedelta(seconds=args.lease), worker_id=args.worker_id,
-            listen=not args.no_listen, poll_interval=args.poll_interval,
-            sweep_interval=args.sweep_interval, **retention,
+            concurrency=args.concurrency,
+            lease=timedelta(seconds=args.lease),
+            worker_id=args.worker_id,
+            listen=not args.no_listen,
+            poll_interval=args.poll_interval,
+            sweep_interval=args.sweep_interval,
+            **retention,
         )
 
     if args.profile:

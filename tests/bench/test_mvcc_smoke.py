@@ -17,9 +17,23 @@ from bench.__main__ import main
 from bench.mvcc_designs import DESIGNS, run_design
 from tests.conftest import ADMIN_DSN
 
-INTERVAL_KEYS = {"t_s", "phase", "finished", "workflows_per_s", "hot_table_mib", "hot_table_indexes_mib",
-                 "schema_mib", "database_mib", "dead_tuples", "hot_pct", "index_entries_per_workflow",
-                 "commits_per_workflow", "indexes_mib", "dt_s", "deleted"}
+INTERVAL_KEYS = {
+    "t_s",
+    "phase",
+    "finished",
+    "workflows_per_s",
+    "hot_table_mib",
+    "hot_table_indexes_mib",
+    "schema_mib",
+    "database_mib",
+    "dead_tuples",
+    "hot_pct",
+    "index_entries_per_workflow",
+    "commits_per_workflow",
+    "indexes_mib",
+    "dt_s",
+    "deleted",
+}
 
 
 def test_mvcc_holds_a_snapshot_between_a_baseline_and_a_release(tmp_path: Path) -> None:
@@ -44,8 +58,12 @@ def test_mvcc_holds_a_snapshot_between_a_baseline_and_a_release(tmp_path: Path) 
 
 
 def test_soak_runs_from_the_command_line_with_retention(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--quick", "--admin-dsn", ADMIN_DSN, "--results", str(tmp_path), "--minutes", "0.1",
-                 "--hold", "3", "soak"]) == 0
+    assert (
+        main(
+            ["--quick", "--admin-dsn", ADMIN_DSN, "--results", str(tmp_path), "--minutes", "0.1", "--hold", "3", "soak"]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "On-disk size per interval" in out and "database MiB" in out
     assert re.search(r"last [\d.]+ s / first [\d.]+ s: [\d,.]+ / [\d,.]+ wf/s = [\d.]+x \(target >= 0\.9x\)", out)
@@ -63,11 +81,13 @@ def test_long_runs_only_when_named() -> None:
 @pytest.mark.parametrize("key", list(DESIGNS))
 def test_each_claim_design_runs_a_baseline_and_a_hold(key: str) -> None:
     printed: list[str] = []
-    r = run_design(ADMIN_DSN, key, clients=2, batch=4, backlog=200, warmup=0.5, baseline=1.0, hold=1.5,
-                   echo=printed.append)
+    r = run_design(
+        ADMIN_DSN, key, clients=2, batch=4, backlog=200, warmup=0.5, baseline=1.0, hold=1.5, echo=printed.append
+    )
     assert r["design"] == key and [line.split()[1] for line in printed] == ["warmup", "baseline", "hold"]
     for phase in (r["baseline"], r["hold"]):
-        assert {"wf_per_s", "last_third_wf_per_s", "claim_ms", "hot_pct", "index_entries_per_workflow",
-                "mib"} <= set(phase)
+        assert {"wf_per_s", "last_third_wf_per_s", "claim_ms", "hot_pct", "index_entries_per_workflow", "mib"} <= set(
+            phase
+        )
     assert r["baseline"]["wf_per_s"] > 0  # claims and completions went through
     assert r["index_entries_per_workflow"] is None or r["index_entries_per_workflow"] >= 0
