@@ -336,6 +336,7 @@ KNOWN_INTERNAL_IMPORTS: dict[str, set[str]] = {
     "bench.console": {"kestrel_core.statements"},
     "bench.ingest": {"kestrel_core.statements"},
     "bench.latency": {"kestrel_core.statements"},
+    "bench.mvcc": {"kestrel_core.enqueue", "kestrel_core.statements"},
     "bench.recovery": {"kestrel_core.statements"},
     "bench.throughput": {"kestrel_core.enqueue", "kestrel_core.statements"},
 }
