@@ -166,6 +166,16 @@ def is_unreachable(exc: psycopg.OperationalError) -> bool:
     return state is None or state.startswith("08") or state in _GOING_AWAY
 
 
+def _conninfo(dsn: str, application_name: str, *, connect_timeout: int) -> str:
+    """``dsn`` checked and completed with the application name and timeout; a malformed one is
+    DatabaseUnavailable naming it without its password."""
+    check_dsn(dsn)
+    try:
+        return make_conninfo(dsn, application_name=application_name, connect_timeout=connect_timeout)
+    except psycopg.ProgrammingError as exc:
+        raise invalid_dsn(dsn, exc) from None
+
+
 def connect(
     dsn: str,
     *,
@@ -175,9 +185,8 @@ def connect(
     prepare: bool = True,
 ) -> psycopg.Connection:
     """Open one connection, turning connection failures into DatabaseUnavailable."""
-    check_dsn(dsn)
+    conninfo = _conninfo(dsn, application_name, connect_timeout=connect_timeout)
     try:
-        conninfo = make_conninfo(dsn, application_name=application_name, connect_timeout=connect_timeout)
         conn = psycopg.connect(conninfo, autocommit=autocommit)
     except psycopg.ProgrammingError as exc:  # malformed DSN
         raise invalid_dsn(dsn, exc) from None
@@ -220,11 +229,7 @@ def make_pool(
         if not prepare:
             conn.prepare_threshold = None
 
-    check_dsn(dsn)
-    try:
-        conninfo = make_conninfo(dsn, application_name=application_name, connect_timeout=10)
-    except psycopg.ProgrammingError as exc:
-        raise invalid_dsn(dsn, exc) from None
+    conninfo = _conninfo(dsn, application_name, connect_timeout=10)
     return ConnectionPool(
         conninfo,
         min_size=min_size,
@@ -253,11 +258,7 @@ def make_async_pool(
         if not prepare:
             conn.prepare_threshold = None
 
-    check_dsn(dsn)
-    try:
-        conninfo = make_conninfo(dsn, application_name=application_name, connect_timeout=10)
-    except psycopg.ProgrammingError as exc:
-        raise invalid_dsn(dsn, exc) from None
+    conninfo = _conninfo(dsn, application_name, connect_timeout=10)
     return AsyncConnectionPool(
         conninfo,
         min_size=min_size,
