@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from .errors import KestrelError, from_database
+from .errors import from_database
 from .keys import check_name
 from .serialization import to_json
 from .statements import one_row, render
@@ -119,11 +119,16 @@ def receive_or_park(
     return bool(row[0]), row[1]
 
 
-def check_send(key: object, payload: Any) -> Jsonb:
-    """The payload of an event to send under ``key``, checked (ValueError, NotSerializable)."""
+def check_key(key: object) -> str:
+    """``key`` if it can name an event (sent or waited for), else ValueError."""
     if not isinstance(key, str) or not key:
         raise ValueError(f"an event key must be a non-empty string, got {key!r}")
-    check_name(key, "an event key")  # indexed: bounded like a queue name
+    return key
+
+
+def check_send(key: object, payload: Any) -> Jsonb:
+    """The payload of an event to send under ``key``, checked (ValueError, NotSerializable)."""
+    check_name(check_key(key), "an event key")  # indexed: bounded like a queue name
     return to_json(payload, f"the payload of event {key!r}")
 
 
@@ -133,9 +138,7 @@ def send(conn: psycopg.Connection, schema: str, key: str, payload: Jsonb | None,
         row = conn.execute(render(SEND, schema), (key, payload, by)).fetchone()
     except psycopg.Error as exc:
         raise from_database(exc) from None
-    if row is None:
-        raise KestrelError(f"sending event {key!r} returned no row")
-    return row[0]
+    return one_row(row, "SEND")[0]
 
 
 async def send_async(
@@ -147,6 +150,4 @@ async def send_async(
         row = await cur.fetchone()
     except psycopg.Error as exc:
         raise from_database(exc) from None
-    if row is None:
-        raise KestrelError(f"send_event({key!r}) returned no event id")
-    return row[0]
+    return one_row(row, "SEND")[0]

@@ -131,8 +131,7 @@ class FlowOperations:
         """Park until ``app.send_event(key, ...)``; an Event (``.payload``), or one with
         ``timed_out=True`` once ``timeout`` passes. Events sent since this execution was
         enqueued count, also before the wait is reached (see events.py)."""
-        if not isinstance(key, str) or not key:
-            raise ValueError(f"an event key must be a non-empty string, got {key!r}")
+        events.check_key(key)
         op = step_id or self._auto_id(f"event:{key}")
         return self._wait_event(self._use(op), op, key, timeout)
 
@@ -348,7 +347,6 @@ class AsyncFlowOperations:
         self, key: str, timeout: timedelta | float | None = None, *, step_id: str | None = None
     ) -> Event:
         """See WorkflowContext.wait_for_event."""
-        if not isinstance(key, str) or not key:
-            raise ValueError(f"an event key must be a non-empty string, got {key!r}")
+        events.check_key(key)
         op = step_id or self._sync._auto_id(f"event:{key}")
         return await asyncio.to_thread(self._sync._wait_event, self._sync._use(op), op, key, timeout)
