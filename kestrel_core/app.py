@@ -24,10 +24,10 @@ from . import prune as _prune
 from . import queues as _queues
 from . import roles as _roles
 from . import schedules as _schedules
-from .connection import connect, first_line, is_unreachable, make_pool, unavailable
+from .connection import connect, is_unreachable, make_pool, unavailable
 from .enqueue import MAX_DELAY  # noqa: F401  (the CLI's --delay bound reads it here)
 from .enqueue_batch import EnqueueBatcher
-from .errors import ActionRefused, InvalidArgument
+from .errors import InvalidArgument
 from .roles import RoleNames
 from .statements import check_schema_name
 from .versions import fingerprint
@@ -306,7 +306,7 @@ class Kestrel:
             queue=queue,
             concurrency_key=concurrency_key,
         )
-        with _needs_worker_role("enqueue"):
+        with _roles.needs_worker_role("enqueue"):
             if conn is not None:
                 return _enqueue.write(_caller_connection(conn), self.schema, [row], prepare=self._caller_prepare)[0]
             return self._enqueue_batcher().submit(row)
@@ -335,7 +335,7 @@ class Kestrel:
             queue=queue,
             concurrency_key=concurrency_key,
         )
-        with _needs_worker_role("enqueue"):
+        with _roles.needs_worker_role("enqueue"):
             if conn is not None:
                 return _enqueue.write(_caller_connection(conn), self.schema, rows, prepare=self._caller_prepare)
             return self._write_rows(rows)
@@ -432,7 +432,7 @@ class Kestrel:
         a bad cron, timezone or input; ActionRefused if the name is taken, or if this login may
         not enqueue: a schedule enqueues its workflow at every tick, so adding one needs the
         worker role (the operator role pauses, resumes and removes schedules)."""
-        with self.connection() as conn, _needs_worker_role("add a schedule"):
+        with self.connection() as conn, _roles.needs_worker_role("add a schedule"):
             return _schedules.add(
                 conn,
                 self.schema,
@@ -487,20 +487,6 @@ class Kestrel:
     ) -> None:
         """Run a worker in this thread until SIGINT/SIGTERM, then shut down gracefully."""
         self.worker(concurrency=concurrency, lease=lease, worker_id=worker_id, **options).run()
-
-
-@contextmanager
-def _needs_worker_role(action: str) -> Iterator[None]:
-    """Say which role an action needs when Postgres refuses it for lack of privilege (it says
-    only 'permission denied for table queues')."""
-    try:
-        yield
-    except psycopg.errors.InsufficientPrivilege as exc:
-        raise ActionRefused(
-            f"cannot {action}: this login may not ({first_line(exc)}). Enqueuing, and adding a "
-            f"schedule (which enqueues at every tick), needs the worker role ({_roles.DEFAULT_WORKER_ROLE} "
-            "unless renamed); the operator role decides, cancels, requeues and pauses, but does not enqueue"
-        ) from None
 
 
 def _caller_connection(conn: object) -> psycopg.Connection:

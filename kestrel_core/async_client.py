@@ -23,6 +23,7 @@ from . import events as _events
 from . import execution as _execution
 from . import migrate as _migrate
 from . import operator as _operator
+from . import roles as _roles
 from .app import default_operator
 from .connection import connect, make_async_pool, resolve_dsn, unavailable
 from .enqueue_batch import AsyncEnqueueBatcher
@@ -151,11 +152,11 @@ class AsyncKestrel:
             queue=queue,
             concurrency_key=concurrency_key,
         )
-        if conn is not None:
-            return (
-                await _enqueue.write_async(_caller_connection(conn), self.schema, [row], prepare=self._caller_prepare)
-            )[0]
-        return await self._batcher.submit(row)
+        with _roles.needs_worker_role("enqueue"):
+            if conn is not None:
+                caller = _caller_connection(conn)
+                return (await _enqueue.write_async(caller, self.schema, [row], prepare=self._caller_prepare))[0]
+            return await self._batcher.submit(row)
 
     async def enqueue_many(
         self,
@@ -180,9 +181,11 @@ class AsyncKestrel:
             queue=queue,
             concurrency_key=concurrency_key,
         )
-        if conn is not None:
-            return await _enqueue.write_async(_caller_connection(conn), self.schema, rows, prepare=self._caller_prepare)
-        return await self._write_rows(rows)
+        with _roles.needs_worker_role("enqueue"):
+            if conn is not None:
+                caller = _caller_connection(conn)
+                return await _enqueue.write_async(caller, self.schema, rows, prepare=self._caller_prepare)
+            return await self._write_rows(rows)
 
     def _workflows(self) -> dict[str, Any]:
         return self._app.workflows if self._app is not None else {}

@@ -39,12 +39,15 @@ counts as created.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import psycopg
 from psycopg import sql
 
-from .errors import SchemaOutdated
+from .connection import first_line
+from .errors import ActionRefused, SchemaOutdated
 from .statements import check_schema_name
 
 DEFAULT_WORKER_ROLE = "kestrel_worker"
@@ -275,3 +278,17 @@ SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
 
 def _function_exists(conn: psycopg.Connection, schema: str, name: str) -> bool:
     return conn.execute(FUNCTION_EXISTS, (schema, name)).fetchone() is not None
+
+
+@contextmanager
+def needs_worker_role(action: str) -> Iterator[None]:
+    """Say which role an action needs when Postgres refuses it for lack of privilege (it says
+    only 'permission denied for table queues')."""
+    try:
+        yield
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise ActionRefused(
+            f"cannot {action}: this login may not ({first_line(exc)}). Enqueuing, and adding a "
+            f"schedule (which enqueues at every tick), needs the worker role ({DEFAULT_WORKER_ROLE} "
+            "unless renamed); the operator role decides, cancels, requeues and pauses, but does not enqueue"
+        ) from None

@@ -55,6 +55,18 @@ async def test_same_checks_and_errors_as_the_sync_api(client: AsyncKestrel, db: 
     assert db.execute("SELECT count(*) FROM workflow_executions").fetchone()[0] == 0
 
 
+async def test_an_operator_login_is_told_enqueuing_needs_the_worker_role(
+    operator_dsn: str, db: psycopg.Connection
+) -> None:
+    # As Kestrel.enqueue says it (tests/core/test_schedule_roles.py), not a bare
+    # 'permission denied for table queues'.
+    async with AsyncKestrel(operator_dsn) as operator:
+        for attempt in (operator.enqueue("w", 1), operator.enqueue_many("w", [1, 2])):
+            with pytest.raises(ActionRefused, match="cannot enqueue: .*needs the worker role"):
+                await attempt
+    assert db.execute("SELECT count(*) FROM workflow_executions").fetchone()[0] == 0
+
+
 async def test_operator_actions(app: Kestrel, client: AsyncKestrel, db: psycopg.Connection, start_worker) -> None:
     @app.workflow("gate")
     def gate(ctx, _):
