@@ -119,11 +119,7 @@ class EnqueueBatcher:
             self._waiting.remove(call)
             if not call.lead:
                 return
-            following = self._waiting[0] if self._waiting else None
-            if following is None:
-                self._busy = False
-            else:
-                following.lead = True
+            following = self._hand_on()
         if following is not None:
             following.ready.set()
 
@@ -149,13 +145,19 @@ class EnqueueBatcher:
                 c.ready.set()
             self._let_callers_return(len(batch))
             with self._lock:
-                following = self._waiting[0] if self._waiting else None
-                if following is None:
-                    self._busy = False
-                else:
-                    following.lead = True
+                following = self._hand_on()
             if following is not None:
                 following.ready.set()
+
+    def _hand_on(self) -> _Call | None:
+        """Under the lock: make the oldest waiting call the next batch's writer (the caller
+        wakes it once the lock is released), or mark the batcher idle."""
+        following = self._waiting[0] if self._waiting else None
+        if following is None:
+            self._busy = False
+        else:
+            following.lead = True
+        return following
 
     def _let_callers_return(self, released: int) -> None:
         """Yield the GIL while the queue still grows (at most ``released`` times) before the
