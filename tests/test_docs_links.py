@@ -1,4 +1,4 @@
-"""Every relative link of the user docs (README.md, docs/*.md) reaches an existing file, and an
+"""Every relative link of the user docs (README.md, docs/*.md, bench/README.md) reaches an existing file, and an
 existing heading when it names one (issue 19: the README was split into docs/ pages, whose
 links must not drift as text moves); links are relative, and the README links every page."""
 
@@ -16,6 +16,7 @@ _FENCED = re.compile(r"^```.*?^```", re.S | re.M)
 _CODE_SPAN = re.compile(r"`[^`]*`")
 _LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*:", re.I)
+CHECKED = [*doc_files(), ROOT / "bench" / "README.md"]
 
 
 def slug(title: str) -> str:
@@ -55,7 +56,7 @@ def problem(doc: Path, target: str) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("doc", doc_files(), ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("doc", CHECKED, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_relative_link_resolves(doc: Path) -> None:
     found = links(doc)
     assert found, f"{doc.relative_to(ROOT)} links nothing"

@@ -1,4 +1,4 @@
-"""Bad input the README promises a clear answer for: one `error:` line, exit 2 (bad usage),
+"""Bad input docs/guarantees.md promises a clear answer for: one `error:` line, exit 2 (bad usage),
 no traceback, nothing written (issue 9)."""
 
 from __future__ import annotations
