@@ -22,13 +22,13 @@ from tests.seed import seed_history
 
 from .installed import kestrel_console
 
-# (file, heading) of every section whose commands are checked.
+# (heading, file) of every section whose commands are checked.
 SECTIONS = (
-    ("README.md", "Quick start"),
-    ("README.md", "A worked example"),
-    ("docs/console.md", "The demo"),
-    ("docs/command-line.md", "Command line"),
-    ("docs/operations.md", "Ad-hoc SQL is read-only, in three layers"),
+    ("Quick start", "README.md"),
+    ("A worked example", "README.md"),
+    ("The demo", "docs/console.md"),
+    ("Command line", "docs/command-line.md"),
+    ("Ad-hoc SQL is read-only, in three layers", "docs/operations.md"),
 )
 COMMAND_LINE = ("Command line", "docs/command-line.md")
 GLOBAL_OPTIONS_WITH_VALUE = {"--dsn", "--schema", "--operator", "--queries"}
@@ -39,7 +39,7 @@ def example_commands() -> list[str]:
     """Every `kestrel-console ...` (or `demo ...` / table row) command of the sections, as the
     words after `kestrel-console`."""
     found: list[str] = []
-    for doc, title in SECTIONS:
+    for title, doc in SECTIONS:
         text = section(title, doc)
         for line in text.splitlines():
             line = line.strip()

@@ -1,6 +1,6 @@
-"""The "Schedules" example of docs/flow-control.md, app and commands exactly as written there: a worker
-declares the code schedule, the CLI adds, lists, pauses, resumes and removes another, whose
-runs carry their tick and input."""
+"""The "Schedules" example of docs/flow-control.md, app and commands exactly as written there:
+a worker declares the code schedule, the CLI adds, lists, pauses, resumes and removes another,
+whose runs carry their tick and input."""
 
 from __future__ import annotations
 
