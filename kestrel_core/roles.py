@@ -24,8 +24,8 @@ Three NOLOGIN group roles, meant to be granted to login users (``GRANT kestrel_w
   superuser-only setting, unlimited by default), so the console can lower it for each query.
 
 Column privileges are checked once per statement and the trigger's WHEN clause is a
-comparison of the old and new status: the worker's hot path pays nothing it would notice (the
-README's "Least privilege" has the figures).
+comparison of the old and new status: the worker's hot path pays nothing it would notice
+("Least privilege" in docs/operations.md has the figures).
 
 ``EXECUTE`` on the schema's functions is revoked from PUBLIC, so holding USAGE on the schema
 is not enough to call them. Roles are cluster-wide; privileges are per database and schema, so

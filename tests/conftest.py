@@ -152,8 +152,8 @@ def reader_dsn(migrated: str) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def operator_dsn(migrated: str) -> Iterator[str]:
-    """DSN of a login granted kestrel_operator (so a member of kestrel_reader), as the README
-    recommends; unique name, dropped afterwards."""
+    """DSN of a login granted kestrel_operator (so a member of kestrel_reader), as
+    docs/operations.md recommends; unique name, dropped afterwards."""
     name = f"kt_oplogin_{uuid.uuid4().hex[:10]}"
     with _admin() as conn:
         conn.execute(f'CREATE ROLE "{name}" LOGIN IN ROLE kestrel_operator')

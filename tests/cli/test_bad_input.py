@@ -1,5 +1,5 @@
-"""Bad input the README promises a clear answer for: one `error:` line, exit 2 (bad usage),
-no traceback, nothing written (issue 9)."""
+"""Bad input docs/guarantees.md promises a clear answer for: one `error:` line, exit 2 (bad
+usage), no traceback, nothing written (issue 9)."""
 
 from __future__ import annotations
 

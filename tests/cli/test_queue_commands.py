@@ -115,8 +115,8 @@ def test_status_names_executions_no_live_worker_can_run(cli, dsn: str, db: psyco
 
 
 def test_readme_queues_example_as_written(cli, dsn: str, db: psycopg.Connection, tmp_path: Path) -> None:
-    (app_code,) = blocks("Queues", "python")
-    (shell,) = blocks("Queues", "bash")
+    (app_code,) = blocks("Queues", "python", doc="docs/flow-control.md")
+    (shell,) = blocks("Queues", "bash", doc="docs/flow-control.md")
     (tmp_path / "mail_app.py").write_text(app_code)
     lines = [shlex.split(line) for line in commands(shell)]
     assert lines[0][:2] == ["kestrel-console", "worker"]

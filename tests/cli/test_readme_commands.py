@@ -1,10 +1,11 @@
-"""The README's `kestrel-console` examples match what the program does.
+"""The docs' `kestrel-console` examples match what the program does.
 
-Every command in the Quick start, the worked example and the Command line sections (code
+Every command in the README's Quick start and worked example, the demo's section of the
+console page, the Command line page and the ad-hoc SQL section of the operations page (code
 blocks, inline code and the command table) is checked against the installed script: each
 subcommand exists and each option it uses is one `--help` lists. The `$ kestrel-console ...`
-transcripts of the Command line section run for real on a seeded database, with the exit
-status the README shows (`[exit 1]` where it shows one, else 0).
+transcripts of the Command line page run for real on a seeded database, with the exit status
+the page shows (`[exit 1]` where it shows one, else 0).
 """
 
 from __future__ import annotations
@@ -12,42 +13,41 @@ from __future__ import annotations
 import re
 import shlex
 from functools import cache
-from pathlib import Path
 
 import psycopg
 import pytest
 
+from tests.readme_blocks import section
 from tests.seed import seed_history
 
 from .installed import kestrel_console
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-SECTIONS = ("Quick start", "A worked example", "Command line")
+# (heading, file) of every section whose commands are checked.
+SECTIONS = (
+    ("Quick start", "README.md"),
+    ("A worked example", "README.md"),
+    ("The demo", "docs/console.md"),
+    ("Command line", "docs/command-line.md"),
+    ("Ad-hoc SQL is read-only, in three layers", "docs/operations.md"),
+)
+COMMAND_LINE = ("Command line", "docs/command-line.md")
 GLOBAL_OPTIONS_WITH_VALUE = {"--dsn", "--schema", "--operator", "--queries"}
 _OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z-]*)")
 
 
-def section(title: str) -> str:
-    """The README text under ``## title``, up to the next ``## `` heading."""
-    text = README.read_text()
-    start = text.index(f"\n## {title}\n")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end != -1 else len(text)]
-
-
 def example_commands() -> list[str]:
-    """Every `kestrel-console ...` (or `demo ...` / table row) command of the three sections,
-    as the words after `kestrel-console`."""
+    """Every `kestrel-console ...` (or `demo ...` / table row) command of the sections, as the
+    words after `kestrel-console`."""
     found: list[str] = []
-    for title in SECTIONS:
-        text = section(title)
+    for title, doc in SECTIONS:
+        text = section(title, doc)
         for line in text.splitlines():
             line = line.strip()
             if line.startswith("$ kestrel-console"):
                 found.append(line[len("$ kestrel-console") :].split("[exit")[0].strip())
             elif line.startswith("kestrel-console ") or "bin/kestrel-console " in line:
                 found.append(line.split("kestrel-console", 1)[1].split("#")[0].strip())
-            elif line.startswith("| `") and title == "Command line":
+            elif line.startswith("| `") and (title, doc) == COMMAND_LINE:
                 for cell in re.findall(r"`([a-z][^`]*)`", line.split("|")[1]):
                     found.append(cell.replace("kestrel-console", "").strip())
         for inline in re.findall(r"`((?:kestrel-console |demo |list |status |show )[^`]*)`", text):
@@ -112,14 +112,14 @@ def test_every_readme_command_uses_options_the_program_has(command: str) -> None
         assert f"kestrel-console {name}" in listed, f"no subcommand {name!r} ({command})"
     for option in _OPTION.findall(command):
         assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", everything), (
-            f"`{command}` in the README uses {option}, which `kestrel-console {name or ''} --help` does not list"
+            f"`{command}` in the docs uses {option}, which `kestrel-console {name or ''} --help` does not list"
         )
 
 
 def transcripts() -> list[tuple[str, int]]:
-    """The `$ kestrel-console ...` lines of the Command line section and the exit status shown."""
+    """The `$ kestrel-console ...` lines of the Command line page and the exit status shown."""
     found = []
-    lines = section("Command line").splitlines()
+    lines = section(*COMMAND_LINE).splitlines()
     for i, line in enumerate(lines):
         if line.startswith("$ kestrel-console"):
             shown = "\n".join(lines[i : i + 3])
@@ -132,7 +132,7 @@ def test_the_command_line_transcripts_run_as_shown(dsn: str, reader_dsn: str, db
     seed_history(db)
     assert len(transcripts()) >= 7
     for command, expected in transcripts():
-        # The tests' login is a superuser: `sql` runs on a reader login, as the README says.
+        # The tests' login is a superuser: `sql` runs on a reader login, as the docs say.
         done = kestrel_console(*shlex.split(command), dsn=dsn, env={"KESTREL_READER_DSN": reader_dsn})
         assert done.returncode == expected, f"kestrel-console {command}: exit {done.returncode}\n{done.stderr}"
         if expected:

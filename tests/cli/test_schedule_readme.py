@@ -1,6 +1,6 @@
-"""The README's "Schedules" example, app and commands exactly as written there: a worker
-declares the code schedule, the CLI adds, lists, pauses, resumes and removes another, whose
-runs carry their tick and input."""
+"""The "Schedules" example of docs/flow-control.md, app and commands exactly as written there:
+a worker declares the code schedule, the CLI adds, lists, pauses, resumes and removes another,
+whose runs carry their tick and input."""
 
 from __future__ import annotations
 
@@ -13,19 +13,17 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
+from tests.readme_blocks import section
 from tests.waiting import wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(sys.executable).parent / "kestrel-console"
 
 
 def readme_example() -> tuple[str, list[str], list[str]]:
-    """(schedules_app.py, terminal 1's commands, terminal 2's commands) from the README."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Schedules") :]
-    section = section[: section.index("\n## ")]
-    app = re.search(r"`schedules_app.py`:\n\n```python\n(.*?)```", section, re.S).group(1)
-    blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
+    """(schedules_app.py, terminal 1's commands, terminal 2's commands) from the docs."""
+    text = section("Schedules", doc="docs/flow-control.md")
+    app = re.search(r"`schedules_app.py`:\n\n```python\n(.*?)```", text, re.S).group(1)
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
     commands = [[line.split("  #")[0].strip() for line in block.splitlines() if line.strip()] for block in blocks]
     return app, commands[0], commands[1]
 

@@ -103,8 +103,8 @@ CREATE OPERATOR public.=== (LEFTARG = integer, RIGHTARG = integer, FUNCTION = pu
 
 @pytest.fixture
 def operator_login(dsn: str) -> Iterator[str]:
-    """DSN of a LOGIN granted kestrel_operator, as the README recommends (roles are cluster-wide:
-    random name, dropped)."""
+    """DSN of a LOGIN granted kestrel_operator, as docs/operations.md recommends (roles are
+    cluster-wide: random name, dropped)."""
     name = f"kt_op_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(dsn, autocommit=True) as admin:
         admin.execute(ADMIN_HELPER)

@@ -1,4 +1,4 @@
-"""`list --workflow` matches a prefix of the workflow name (the README's `workflow:remediate`
+"""`list --workflow` matches a prefix of the workflow name (the console docs' `workflow:remediate`
 finds remediate-incident), and a name nothing starts with says which names exist."""
 
 from __future__ import annotations

@@ -1,21 +1,22 @@
-"""The README's examples for child workflows, events and deadlines, run as written."""
+"""The examples of docs/flow-control.md for child workflows, events and deadlines, run as written."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
+from tests.readme_blocks import ROOT
 from tests.waiting import wait_for
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+DOC = "docs/flow-control.md"
 
 
 def example(name: str) -> str:
-    """The ```python block right after ``<!-- example: NAME -->`` in the README."""
-    match = re.search(rf"<!-- example: {re.escape(name)} -->\n```python\n(.*?)```", README.read_text(), re.S)
-    assert match, f"README example {name!r} not found"
+    """The ```python block right after ``<!-- example: NAME -->`` in the flow-control page."""
+    text = (ROOT / DOC).read_text(encoding="utf-8")
+    match = re.search(rf"<!-- example: {re.escape(name)} -->\n```python\n(.*?)```", text, re.S)
+    assert match, f"{DOC}: example {name!r} not found"
     return match.group(1)
 
 
@@ -23,7 +24,7 @@ def test_readme_examples_run_as_written(dsn: str, start_worker, monkeypatch: pyt
     monkeypatch.setenv("KESTREL_DSN", dsn)
     ns: dict = {}
     for name in ("children", "events", "deadlines"):
-        exec(compile(example(name), f"README:{name}", "exec"), ns)
+        exec(compile(example(name), f"{DOC}:{name}", "exec"), ns)
     app = ns["app"]
     try:
         start_worker(app)
@@ -31,7 +32,7 @@ def test_readme_examples_run_as_written(dsn: str, start_worker, monkeypatch: pyt
         checkout = app.enqueue("checkout", "A-17")
         report = app.enqueue("nightly-report", "2026-12-02")
         wait_for(lambda: app.get(checkout).status == "waiting", what="checkout to wait for its payment")
-        exec(compile(example("events-send"), "README:events-send", "exec"), ns)
+        exec(compile(example("events-send"), f"{DOC}:events-send", "exec"), ns)
         for eid in (album, checkout, report):
             wait_for(lambda: app.get(eid).done, timeout=30, what=f"execution {eid}")
         assert app.get(album).output == {"thumbs": ["a.png@256px", "b.png@256px"], "cover": "cover.png@256px"}

@@ -115,8 +115,8 @@ def test_default_version_is_a_fingerprint_of_the_source(dsn: str) -> None:
 def test_readme_versions_example_as_written(dsn: str, monkeypatch, capsys) -> None:
     from tests.readme_blocks import blocks
 
-    (example,) = blocks("Versions", "python")
+    (example,) = blocks("Versions", "python", doc="docs/flow-control.md")
     monkeypatch.setenv("KESTREL_DSN", dsn)
-    exec(compile(example, "README.md (Versions)", "exec"), {"__name__": "readme_versions"})
+    exec(compile(example, "docs/flow-control.md (Versions)", "exec"), {"__name__": "readme_versions"})
     printed = capsys.readouterr().out.splitlines()
     assert printed == ["enqueued", "{'customer': 'acme', 'ran_under': '1'}"]

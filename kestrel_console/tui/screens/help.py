@@ -17,7 +17,7 @@ from textual.widgets import Static
 ALWAYS = [("ctrl+p", "command palette: screens, reports, actions"), ("ctrl+q", "quit at once")]
 
 
-# How a key is written in the help, the footer and the README: as on the keyboard.
+# How a key is written in the help, the footer and docs/console.md: as on the keyboard.
 KEY_NAMES = {
     "escape": "esc",
     "slash": "/",

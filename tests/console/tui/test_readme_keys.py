@@ -1,13 +1,13 @@
-"""README's console key table is the help's, screen by screen, and names the footer's hints
-(issue 20): the README said ``1-5 Screens`` while the footer said ``1-7``, and ``p`` for a queue.
+"""The console page's key table (docs/console.md) is the help's, screen by screen, and names the
+footer's hints (issue 20): the README said ``1-5 Screens`` while the footer said ``1-7``, and ``p``
+for a queue.
 
-Every (key, screen) the help lists from a screen's bindings is a README row, and every README
-row is a binding of that screen or one of the keys its help lists besides (enter, arrows)."""
+Every (key, screen) the help lists from a screen's bindings is a row of the table, and every row
+is a binding of that screen or one of the keys its help lists besides (enter, arrows)."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from textual.binding import Binding
@@ -18,11 +18,11 @@ from kestrel_console.tui.screens.detail import DetailScreen
 from kestrel_console.tui.screens.help import key_label
 from kestrel_console.tui.widgets.comment import CommentModal
 from kestrel_console.tui.widgets.confirm import ConfirmModal
+from tests.readme_blocks import section
 
 from .helpers import console, footer_text
 
-README = Path(__file__).resolve().parents[3] / "README.md"
-# The README's names for the places that have keys: each screen by its NAME, the dialogs.
+# The docs' names for the places that have keys: each screen by its NAME, the dialogs.
 PLACES = {entry.screen.NAME: entry.screen for entry in SCREENS} | {
     DetailScreen.NAME: DetailScreen,
     "confirmation": ConfirmModal,
@@ -31,13 +31,11 @@ PLACES = {entry.screen.NAME: entry.screen for entry in SCREENS} | {
 
 
 def console_section() -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index("\n## The console\n")
-    return text[start : text.index("\n## ", start + 1)]
+    return section("The console", doc="docs/console.md")
 
 
 def readme_pairs() -> set[tuple[str, str]]:
-    """(key, where) of every row of the console section's key table."""
+    """(key, where) of every row of the console page's key table."""
     pairs = set()
     for line in console_section().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -72,9 +70,9 @@ def extra_keys(where: str) -> set[str]:
 
 def test_the_readme_key_table_is_the_help_screen_by_screen():
     readme, helped = readme_pairs(), help_pairs()
-    assert helped - readme == set(), "keys the help lists that the README's table does not"
+    assert helped - readme == set(), "keys the help lists that the docs' table does not"
     unknown = {(k, w) for k, w in readme - helped if k not in extra_keys(w)}
-    assert unknown == set(), "README rows that are no key of that screen"
+    assert unknown == set(), "rows of the docs' table that are no key of that screen"
     assert {w for _, w in readme} <= set(PLACES) | {"anywhere"}
 
 

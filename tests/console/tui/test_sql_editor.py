@@ -13,7 +13,7 @@ from tests.seed import seed_history
 
 from .helpers import SIZE, console, open_screen, wait_for
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+CONSOLE_DOC = Path(__file__).resolve().parents[3] / "docs" / "console.md"
 
 
 async def ran(pilot, screen: SqlScreen) -> str:
@@ -44,9 +44,9 @@ async def test_typing_replaces_the_sample_and_refusals_clear_the_result(dsn, rea
         await pilot.press("ctrl+l")
         assert screen.editor.text == ""
 
-        # The hint and the README name the same key for leaving the editor.
+        # The hint and the console's docs name the same key for leaving the editor.
         assert "esc leaves the editor" in HINT
-        assert "esc leaves the editor" in README.read_text()
+        assert "esc leaves the editor" in CONSOLE_DOC.read_text()
 
 
 async def test_history_is_kept_between_sessions(dsn, reader_dsn, db, private_state_home):

@@ -1,4 +1,4 @@
-"""The executions filter's ``workflow:`` matches a prefix: the README's own example,
+"""The executions filter's ``workflow:`` matches a prefix: docs/console.md's own example,
 ``workflow:remediate``, finds the demo's remediate-incident executions."""
 
 from __future__ import annotations
