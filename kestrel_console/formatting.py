@@ -196,7 +196,7 @@ def cell(value: Any, how: CellFormat, *, column: str = "", limit: int = 80) -> T
     if isinstance(value, timedelta):
         return how.interval(value)
     if how.duration_suffix and column.endswith(how.duration_suffix) and isinstance(value, (int, float, Decimal)):
-        return human_duration(value)
+        return human_duration(float(value))
     if isinstance(value, datetime):
         return how.timestamp(value)
     if isinstance(value, (dict, list)):

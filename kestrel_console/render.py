@@ -165,8 +165,8 @@ def emit(
             no_wrap=short,
             min_width=longest if short else min(longest, 16),
         )
-    for row in cells:
-        table.add_row(*row)
+    for texts in cells:
+        table.add_row(*texts)
     con.print(table)
     if Measurement.get(con, con.options.update_width(10**6), table).minimum > con.width:
         sys.stderr.write(

@@ -31,6 +31,8 @@ class AsyncWorkflowContext(AsyncFlowOperations):
     together (``asyncio.gather``) take the same positions on every replay.
     """
 
+    _sync: WorkflowContext  # the sync ctx whose internals every operation uses
+
     def __init__(self, sync: WorkflowContext) -> None:
         self._sync = sync
 
@@ -115,7 +117,9 @@ class AsyncWorkflowContext(AsyncFlowOperations):
         return await asyncio.to_thread(self._sync._approval, self._sync._use(step_id), step_id, timeout, details)
 
 
-async def _call_async(fn: Callable[..., Any], args: tuple, kwargs: dict, timeout: float | None) -> Any:
+async def _call_async(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float | None
+) -> Any:
     """One attempt of an async workflow's step: a coroutine function on the loop, anything
     else in a thread (an awaitable it returns is then awaited on the loop)."""
     work = fn(*args, **kwargs) if inspect.iscoroutinefunction(fn) else asyncio.to_thread(fn, *args, **kwargs)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -12,6 +14,8 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from .errors import DatabaseUnavailable
 
 APPLICATION_NAME = "kestrel"
+
+T = TypeVar("T")
 
 
 def resolve_dsn(dsn: str | None) -> str:
@@ -115,7 +119,7 @@ def describe_target(dsn: str) -> str:
         return mask_dsn(dsn.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"))
     host = params.get("host") or os.environ.get("PGHOST") or "local socket"
     port = params.get("port") or os.environ.get("PGPORT") or "5432"
-    user = params.get("user") or os.environ.get("PGUSER") or ""
+    user = str(params.get("user") or os.environ.get("PGUSER") or "")
     dbname = params.get("dbname") or os.environ.get("PGDATABASE") or user
     return _hide_secrets(f"{user + '@' if user else ''}{host}:{port}/{dbname}", dsn)
 
@@ -269,3 +273,10 @@ def make_async_pool(
         name=name,
         timeout=30,
     )
+
+
+class ConnectionRunner(Protocol):
+    """``run(fn)``: ``fn``'s result, ``fn`` called with a connection. A worker's ``db`` (which
+    retries while the database restarts) is one; ``prune.connection_runner`` makes one."""
+
+    def __call__(self, fn: Callable[[psycopg.Connection], T], /) -> T: ...

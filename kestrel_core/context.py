@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import psycopg
 
@@ -137,7 +137,8 @@ class WorkflowContext(FlowOperations):
         cannot be killed, so it runs on in its thread and its result is discarded, while a
         coroutine step is cancelled.
         """
-        return self._step(
+        # What comes back is fn's result as stored: its JSON form (a tuple comes back a list).
+        result: T = self._step(
             self._use(step_id),
             step_id,
             fn,
@@ -148,20 +149,21 @@ class WorkflowContext(FlowOperations):
             max_backoff=max_backoff,
             timeout=timeout,
         )
+        return result
 
     def _step(
         self,
         position: int,
         step_id: str,
-        fn: Callable[..., T],
-        args: tuple,
-        kwargs: dict,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
         *,
         retries: int = 0,
         backoff: float = 1.0,
         max_backoff: float = 60.0,
         timeout: timedelta | float | None = None,
-    ) -> T:
+    ) -> Any:
         limit = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
         stored = self._stored(step_id)
         if stored is not None:
@@ -292,7 +294,7 @@ class WorkflowContext(FlowOperations):
         if self._worker.draining.is_set():
             raise Unwind("shutdown")
 
-    def _lost(self, what: str) -> None:
+    def _lost(self, what: str) -> NoReturn:
         self._worker.refused(self.execution_id, what)
         raise Unwind("lost")
 
@@ -330,7 +332,9 @@ class WorkflowContext(FlowOperations):
             )
         return describe_exception(exc)
 
-    def _call(self, fn: Callable[..., Any], args: tuple, kwargs: dict, timeout: float | None) -> Any:
+    def _call(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float | None
+    ) -> Any:
         if timeout is None:
             result = fn(*args, **kwargs)
             return self._worker.await_on_loop(result) if inspect.isawaitable(result) else result

@@ -12,7 +12,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, croniter
 
-UTC = UTC
 CRON_HELP = (
     "use 5 fields (minute hour day-of-month month day-of-week, e.g. '*/5 * * * *'), "
     "6 with seconds last (e.g. '* * * * * */10' = every 10 s), or @hourly/@daily/@weekly/..."
@@ -58,7 +57,8 @@ def check_timezone(name: str) -> ZoneInfo:
 def next_after(expression: str, tz: str, after: datetime) -> datetime:
     """The first tick strictly after ``after`` (an aware datetime), as a UTC instant."""
     start = after.astimezone(check_timezone(tz))
-    return croniter(expression, start).get_next(datetime).astimezone(UTC)
+    tick: datetime = croniter(expression, start).get_next(datetime)
+    return tick.astimezone(UTC)
 
 
 def ticks_due(expression: str, tz: str, first: datetime, now: datetime, limit: int) -> tuple[list[datetime], datetime]:
@@ -76,7 +76,8 @@ def ticks_due(expression: str, tz: str, first: datetime, now: datetime, limit: i
 def latest_at_or_before(expression: str, tz: str, now: datetime) -> datetime:
     """The most recent tick at or before ``now``."""
     after = next_after(expression, tz, now)
-    return croniter(expression, after.astimezone(check_timezone(tz))).get_prev(datetime).astimezone(UTC)
+    tick: datetime = croniter(expression, after.astimezone(check_timezone(tz))).get_prev(datetime)
+    return tick.astimezone(UTC)
 
 
 def nth_latest(expression: str, tz: str, now: datetime, n: int) -> datetime:

@@ -138,7 +138,8 @@ def send(conn: psycopg.Connection, schema: str, key: str, payload: Jsonb | None,
         row = conn.execute(render(SEND, schema), (key, payload, by)).fetchone()
     except psycopg.Error as exc:
         raise from_database(exc) from None
-    return one_row(row, "SEND")[0]
+    event_id: int = one_row(row, "SEND")[0]
+    return event_id
 
 
 async def send_async(
@@ -150,4 +151,5 @@ async def send_async(
         row = await cur.fetchone()
     except psycopg.Error as exc:
         raise from_database(exc) from None
-    return one_row(row, "SEND")[0]
+    event_id: int = one_row(row, "SEND")[0]
+    return event_id

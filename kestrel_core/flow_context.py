@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from psycopg.types.json import Jsonb
 
@@ -53,7 +53,10 @@ class FlowOperations:
     _children: dict[int, ChildState] | None
     _events_seen: dict[str, int]
     _lock: threading.Lock  # guards what async operations running at once share
-    execution_id: int
+
+    @property
+    def execution_id(self) -> int:
+        raise NotImplementedError
 
     def _use(self, step_id: str) -> int:
         raise NotImplementedError
@@ -70,7 +73,7 @@ class FlowOperations:
     def _boundary(self) -> None:
         raise NotImplementedError
 
-    def _lost(self, what: str) -> None:
+    def _lost(self, what: str) -> NoReturn:
         raise NotImplementedError
 
     def _write(self, fn: Callable[[Any], T]) -> T:

@@ -25,20 +25,17 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
-from typing import TypeVar
 
 import psycopg
 
 from . import boundary
 from .boundary import Attempt, Boundary, Outcome
+from .connection import ConnectionRunner
 from .outage import is_outage
-
-T = TypeVar("T")
 
 log = logging.getLogger("kestrel.group_commit")
 
-Run = Callable[[Callable[[psycopg.Connection], T]], T]
+Run = ConnectionRunner  # the worker's ``db``
 
 # How long a lazily opened attempt waits for its own end before its start is written alone.
 LAZY_OPEN_S = 0.02

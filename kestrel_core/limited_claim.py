@@ -121,7 +121,7 @@ SELECT id, workflow_name, input, claim_epoch, claims FROM claimed
 
 def claim_limited(
     conn: psycopg.Connection, schema: str, params: dict[str, Any], limited_queues: list[str]
-) -> list[tuple]:
+) -> list[tuple[Any, ...]]:
     """Lock the limited queues' rows, then count and claim under that lock (one transaction)."""
     with conn.transaction():
         locked = [row[0] for row in conn.execute(render(LOCK_QUEUES, schema), {"queues": limited_queues}).fetchall()]

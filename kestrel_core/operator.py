@@ -30,7 +30,7 @@ def check_execution_id(execution_id: object) -> int:
     return execution_id
 
 
-def _call(conn: psycopg.Connection, schema: str, statement: str, params: tuple) -> Any:
+def _call(conn: psycopg.Connection, schema: str, statement: str, params: tuple[Any, ...]) -> Any:
     check_execution_id(params[0])
     for attempt in range(3):
         try:
@@ -46,7 +46,7 @@ def _call(conn: psycopg.Connection, schema: str, statement: str, params: tuple) 
     return row[0] if row else None
 
 
-async def _call_async(conn: psycopg.AsyncConnection, schema: str, statement: str, params: tuple) -> Any:
+async def _call_async(conn: psycopg.AsyncConnection, schema: str, statement: str, params: tuple[Any, ...]) -> Any:
     """``_call`` on an AsyncConnection: the same statements, checks and retries."""
     check_execution_id(params[0])
     for attempt in range(3):
@@ -73,17 +73,20 @@ def decide(
     comment: str | None = None,
 ) -> dict[str, Any]:
     """Record an approval decision and re-enqueue the execution; returns the decision."""
-    return _call(conn, schema, DECIDE, (execution_id, step_id, approved, by, comment))
+    decision: dict[str, Any] = _call(conn, schema, DECIDE, (execution_id, step_id, approved, by, comment))
+    return decision
 
 
 def cancel(conn: psycopg.Connection, schema: str, execution_id: int, *, by: str, comment: str | None = None) -> str:
     """Cancel an enqueued, running or waiting execution; returns the status it had."""
-    return _call(conn, schema, CANCEL, (execution_id, by, comment))
+    status: str = _call(conn, schema, CANCEL, (execution_id, by, comment))
+    return status
 
 
 def requeue(conn: psycopg.Connection, schema: str, execution_id: int, *, by: str, comment: str | None = None) -> str:
     """Re-enqueue an errored or cancelled execution, or one whose lease expired."""
-    return _call(conn, schema, REQUEUE, (execution_id, by, comment))
+    status: str = _call(conn, schema, REQUEUE, (execution_id, by, comment))
+    return status
 
 
 async def decide_async(
@@ -97,18 +100,21 @@ async def decide_async(
     comment: str | None = None,
 ) -> dict[str, Any]:
     """``decide`` on an AsyncConnection."""
-    return await _call_async(conn, schema, DECIDE, (execution_id, step_id, approved, by, comment))
+    decision: dict[str, Any] = await _call_async(conn, schema, DECIDE, (execution_id, step_id, approved, by, comment))
+    return decision
 
 
 async def cancel_async(
     conn: psycopg.AsyncConnection, schema: str, execution_id: int, *, by: str, comment: str | None = None
 ) -> str:
     """``cancel`` on an AsyncConnection."""
-    return await _call_async(conn, schema, CANCEL, (execution_id, by, comment))
+    status: str = await _call_async(conn, schema, CANCEL, (execution_id, by, comment))
+    return status
 
 
 async def requeue_async(
     conn: psycopg.AsyncConnection, schema: str, execution_id: int, *, by: str, comment: str | None = None
 ) -> str:
     """``requeue`` on an AsyncConnection."""
-    return await _call_async(conn, schema, REQUEUE, (execution_id, by, comment))
+    status: str = await _call_async(conn, schema, REQUEUE, (execution_id, by, comment))
+    return status

@@ -16,12 +16,14 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TypeVar
 
 import psycopg
 
+from .connection import ConnectionRunner
 from .errors import from_database
 from .statements import one_row, render
 
@@ -93,7 +95,8 @@ def cutoff_for(conn: psycopg.Connection, older_than: timedelta) -> datetime:
         raise ValueError("older_than must be more than zero")
     row = conn.execute(CUTOFF, (older_than,)).fetchone()
     row = one_row(row, "CUTOFF")
-    return row[0]
+    cutoff: datetime = row[0]
+    return cutoff
 
 
 def prunable(conn: psycopg.Connection, schema: str, cutoff: datetime) -> list[PrunableGroup]:
@@ -114,7 +117,7 @@ def prune_batch(
 
 
 def prune(
-    run: Callable[[Callable[[psycopg.Connection], T]], T],
+    run: ConnectionRunner,
     schema: str,
     *,
     older_than: timedelta,
@@ -153,11 +156,11 @@ def prune(
     return result
 
 
-def connection_runner(connect: Callable[[], object]) -> Callable[[Callable[[psycopg.Connection], T]], T]:
+def connection_runner(connect: Callable[[], AbstractContextManager[psycopg.Connection]]) -> ConnectionRunner:
     """Adapt a context-manager factory such as ``Kestrel.connection`` to ``prune``'s ``run``."""
 
     def run(fn: Callable[[psycopg.Connection], T]) -> T:
-        with connect() as conn:  # type: ignore[attr-defined]
+        with connect() as conn:
             return fn(conn)
 
     return run

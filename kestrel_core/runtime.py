@@ -72,9 +72,13 @@ class Deployment(Protocol):
     dsn: str
     schema: str
     transaction_pooling: bool
-    workflows: Mapping[str, Any]
-    queues: Mapping[str, Any]
-    schedules: Mapping[str, Any]
+
+    @property
+    def workflows(self) -> Mapping[str, Any]: ...
+    @property
+    def queues(self) -> Mapping[str, Any]: ...
+    @property
+    def schedules(self) -> Mapping[str, Any]: ...
 
 
 @dataclass(frozen=True)

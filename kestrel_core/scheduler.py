@@ -207,7 +207,8 @@ def _enqueue_tick(conn: psycopg.Connection, schema: str, workflow: str, input: d
     if row is None:
         row = conn.execute(render(BY_ENGINE_KEY, schema), (key,)).fetchone()
     row = one_row(row, "ENQUEUE_TICK or BY_ENGINE_KEY")  # an insert or an existing key
-    return row[0]
+    execution_id: int = row[0]
+    return execution_id
 
 
 def _as_dict(value: Any) -> dict[str, Any] | None:

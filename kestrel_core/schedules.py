@@ -13,10 +13,11 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Literal, overload
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from . import cron
 from .enqueue import check_workflow_name
@@ -72,8 +73,8 @@ class Schedule:
     input: dict[str, Any] | None = None
 
 
-def check(name: str, expression: str, workflow: str, timezone: str, input: Any) -> tuple[str, str | None]:
-    """Validate a schedule's parts; returns (normalised cron, input as JSON text). ValueError
+def check(name: str, expression: str, workflow: str, timezone: str, input: Any) -> tuple[str, Jsonb | None]:
+    """Validate a schedule's parts; returns (normalised cron, input as jsonb). ValueError
     says what is wrong and how to write it."""
     if not isinstance(name, str) or not _NAME.match(name):
         raise ValueError(
@@ -101,14 +102,15 @@ def check(name: str, expression: str, workflow: str, timezone: str, input: Any) 
 
 def run_input(name: str, tick: datetime, input: dict[str, Any] | None) -> dict[str, Any]:
     """The input of the run a tick enqueues."""
-    return {**(input or {}), "schedule": name, "scheduled_at": tick.astimezone(cron.UTC).isoformat()}
+    return {**(input or {}), "schedule": name, "scheduled_at": tick.astimezone(UTC).isoformat()}
 
 
 def db_now(conn: psycopg.Connection) -> datetime:
     """The database's clock: every worker agrees on it, whatever their own clocks say."""
     row = conn.execute(NOW).fetchone()
     row = one_row(row, "NOW")
-    return row[0]
+    now: datetime = row[0]
+    return now
 
 
 def declare(conn: psycopg.Connection, schema: str, schedules: Sequence[Schedule], by: str) -> list[str]:
@@ -143,7 +145,7 @@ def declare(conn: psycopg.Connection, schema: str, schedules: Sequence[Schedule]
     return kept
 
 
-def _call(conn: psycopg.Connection, schema: str, statement: str, params: tuple) -> Any:
+def _call(conn: psycopg.Connection, schema: str, statement: str, params: tuple[Any, ...]) -> Any:
     try:
         row = conn.execute(render(statement, schema), params).fetchone()
     except psycopg.Error as exc:
@@ -167,9 +169,24 @@ def add(
     """Add an operator schedule (audited); returns its first tick. ValueError for a bad part."""
     expression, input_json = check(name, expression, workflow, timezone, input)
     first = cron.next_after(expression, timezone, db_now(conn))
-    return _call(conn, schema, ADD, (name, expression, timezone, workflow, input_json, catch_up, first, by, comment))
+    tick: datetime = _call(
+        conn, schema, ADD, (name, expression, timezone, workflow, input_json, catch_up, first, by, comment)
+    )
+    return tick
 
 
+@overload
+def set_paused(
+    conn: psycopg.Connection, schema: str, name: str, paused: Literal[True], *, by: str, comment: str | None = None
+) -> None: ...
+@overload
+def set_paused(
+    conn: psycopg.Connection, schema: str, name: str, paused: Literal[False], *, by: str, comment: str | None = None
+) -> datetime: ...
+@overload
+def set_paused(
+    conn: psycopg.Connection, schema: str, name: str, paused: bool, *, by: str, comment: str | None = None
+) -> datetime | None: ...
 def set_paused(
     conn: psycopg.Connection, schema: str, name: str, paused: bool, *, by: str, comment: str | None = None
 ) -> datetime | None:
@@ -185,10 +202,12 @@ def set_paused(
                 raise ActionRefused(
                     f"schedule {name!r} cannot resume: {exc}; remove it and add it again with a valid expression"
                 ) from None
-    return _call(conn, schema, SET_PAUSED, (name, paused, next_tick, by, comment))
+    resumed_at: datetime | None = _call(conn, schema, SET_PAUSED, (name, paused, next_tick, by, comment))
+    return resumed_at
 
 
 def remove(conn: psycopg.Connection, schema: str, name: str, *, by: str, comment: str | None = None) -> str:
     """Delete a schedule (audited); returns its source, 'code' or 'cli'. Executions it already
     enqueued are left alone."""
-    return _call(conn, schema, REMOVE, (name, by, comment))
+    source: str = _call(conn, schema, REMOVE, (name, by, comment))
+    return source

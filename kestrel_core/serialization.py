@@ -74,7 +74,7 @@ def to_json(value: Any, what: str) -> Jsonb:
             f"{what} is too large ({megabytes(len(data))}; the limit is "
             f"{megabytes(MAX_JSON_BYTES)}): store big data elsewhere and pass a reference"
         )
-    return Jsonb(value, dumps=lambda _v, _d=data: _d)
+    return Jsonb(value, dumps=lambda _v: data)
 
 
 def as_stored(value: Jsonb | None) -> Any:

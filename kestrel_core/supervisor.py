@@ -70,7 +70,7 @@ def exit_status(code: int) -> int:
 @dataclass(eq=False)
 class _Child:
     slot: int  # 1..N, stable across restarts
-    proc: subprocess.Popen | None = None
+    proc: subprocess.Popen[bytes] | None = None
     status_fd: int | None = None  # read end of its status pipe
     pending: bytes = b""
     started: float = 0.0
@@ -122,7 +122,7 @@ class Supervisor:
         ``SupervisorGaveUp`` when the children cannot start. Signal handling needs the main
         thread; elsewhere call ``stop()`` to end it.
         """
-        previous: dict[int, Any] = {}
+        previous: dict[signal.Signals, Any] = {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 previous[sig] = signal.signal(sig, self._on_signal)

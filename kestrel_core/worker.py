@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
 import queue
 import random
@@ -367,9 +368,9 @@ class Worker:
                 check = self._limited_declared or self._limited_seen or now >= self._next_limited_check
                 try:
                     claimed, self._limited_seen = self.db(
-                        lambda c, free=free, check=check: claim_mod.claim_batch(
-                            c,
-                            self.schema,
+                        functools.partial(
+                            claim_mod.claim_batch,
+                            schema=self.schema,
                             owner=self.worker_id,
                             names=self.names,
                             n=free,

@@ -99,3 +99,11 @@ def test_ci_installs_from_constraints_that_pin_every_declared_dependency() -> No
     declared = {_name(r) for r in [*PROJECT["dependencies"], *extras["console"], *extras["binary"], *extras["dev"]]}
     assert declared - {"kestrel"} <= set(pins)
     assert "pip install -q -c constraints.txt -e '.[dev]'" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_ci_checks_lint_format_and_types_before_the_tests() -> None:
+    # A drift (a lint, a reformat, a type error) fails CI in seconds, before the long suite.
+    lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    tests = lines.index(".venv/bin/python -m pytest")
+    for check in (".venv/bin/ruff check .", ".venv/bin/ruff format --check .", ".venv/bin/mypy"):
+        assert check in lines[:tests], f"{check} must run in .ci/run before the tests"

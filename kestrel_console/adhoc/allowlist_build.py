@@ -130,7 +130,9 @@ def excluded(name: str) -> str | None:
 def build(conn: psycopg.Connection) -> tuple[list[str], list[str], list[str], list[str], str]:
     """(allowed function names, all catalog function names, allowed operators, catalog types,
     server version) from ``conn``'s catalog."""
-    version = conn.execute(VERSION).fetchone()[0]
+    row = conn.execute(VERSION).fetchone()
+    assert row is not None  # a FROM-less SELECT returns one row
+    version = row[0]
     types = [name for (name,) in conn.execute(TYPES)]
     rows = conn.execute(CATALOG).fetchall()
     catalog = [name for name, _, _ in rows]

@@ -253,7 +253,7 @@ def _fetch(
     rows: list[tuple] = []
     size, cut = 0, False
     with conn.cursor(row_factory=tuple_row) as cur:
-        stream = cur.stream(sql.SQL(query), params)  # type: ignore[arg-type]
+        stream = cur.stream(sql.SQL(query), params)  # the operator's own query, passed by the guard
         try:
             for row in stream if limit > 0 else ():
                 size += sum(_size(value) for value in row)
@@ -264,7 +264,8 @@ def _fetch(
                 if len(rows) >= limit:
                     break
         finally:
-            stream.close()  # cancels the rest of a truncated result
+            # Cancels the rest of a truncated result: stream() is a generator, typed as an Iterator.
+            stream.close()  # type: ignore[attr-defined]
         if cur.description is not None:
             return [column.name for column in cur.description], rows, cut
         return _describe_columns(conn, cur), rows, cut

@@ -19,7 +19,7 @@ from typing import TextIO
 import psycopg
 
 from kestrel_core import Kestrel, KestrelError, mask_dsn
-from kestrel_core.statements import render
+from kestrel_core.statements import one_row, render
 
 ENGINE_LOGGER = "kestrel"
 DRIVER_LOGGER = "psycopg"  # the pools warn there when the database goes away
@@ -55,7 +55,8 @@ class EventPrinter:
         try:
             with app.connection() as conn:
                 counts = dict(conn.execute(render(STATUS_COUNTS, app.schema)).fetchall())
-                pending = conn.execute(render(PENDING_APPROVALS, app.schema)).fetchone()[0]
+                row = conn.execute(render(PENDING_APPROVALS, app.schema)).fetchone()
+                pending = one_row(row, "PENDING_APPROVALS")[0]
         except (KestrelError, psycopg.Error) as exc:
             self(f"summary unavailable: {str(exc).strip()}")
             return

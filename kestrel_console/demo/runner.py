@@ -26,7 +26,7 @@ from rich.status import Status
 
 from kestrel_console.settings import Settings
 from kestrel_core import Kestrel, KestrelError, mask_dsn
-from kestrel_core.statements import render
+from kestrel_core.statements import one_row, render
 from kestrel_core.worker import Worker
 
 from .bot import BotOperator
@@ -197,7 +197,7 @@ class DemoServices:
             self.app.migrate()
         self.stop_signals.checkpoint()
         with self.app.connection() as conn:
-            earlier = conn.execute(render(EARLIER_RUNS, self.app.schema)).fetchone()[0]
+            earlier = one_row(conn.execute(render(EARLIER_RUNS, self.app.schema)).fetchone(), "EARLIER_RUNS")[0]
         if earlier:
             self.progress(f"{earlier} executions of earlier runs are kept (--fresh starts from empty)")
         with self.progress.spinning("starting workers"):

@@ -376,11 +376,13 @@ class LocalCluster:
         """Run a PostgreSQL program, as the server's OS user when we are root."""
         env = {key: value for key, value in os.environ.items() if not key.startswith("PG")}
         env["LC_ALL"] = "C"  # English messages, which the errors we raise quote
-        as_user: dict[str, object] = {}
+        user: int | None = None
+        group: int | None = None
+        extra_groups: list[int] | None = None
         account = self._server_account()
         if account is not None:
             env.update(HOME=account.pw_dir, USER=account.pw_name, LOGNAME=account.pw_name)
-            as_user = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
+            user, group, extra_groups = account.pw_uid, account.pw_gid, []
         try:
             return subprocess.run(
                 command,
@@ -390,7 +392,9 @@ class LocalCluster:
                 capture_output=True,
                 text=True,
                 timeout=timeout,
-                **as_user,  # type: ignore[arg-type]
+                user=user,
+                group=group,
+                extra_groups=extra_groups,
             )
         except subprocess.TimeoutExpired as exc:
             raise EmbeddedPostgresError(

@@ -118,6 +118,7 @@ class ReaderSession:
                     self._drop()
                     self._conn = self._open()
                 conn = self._conn
+                assert conn is not None  # opened just above when there was none
                 try:
                     return fn(conn)
                 except psycopg.errors.QueryCanceled as exc:

@@ -3,6 +3,7 @@ named placeholders; anything malformed is a ReportError naming the file and line
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -48,12 +49,12 @@ def load_report(path: Path, shipped: bool = False) -> Report:
         if key == "description":
             description.append(value)
         elif key == "param":
-            param = _parse_param(value, lambda msg, lineno=lineno: fail(lineno, msg))
+            param = _parse_param(value, functools.partial(fail, lineno))
             if param.name in param_lines:
                 raise fail(
                     lineno, f"parameter {param.name!r} is declared twice (first on line {param_lines[param.name]})"
                 )
-            _check_default(name, param, lambda msg, lineno=lineno: fail(lineno, msg))
+            _check_default(name, param, functools.partial(fail, lineno))
             params.append(param)
             param_lines[param.name] = lineno
         else:

@@ -235,7 +235,7 @@ class KestrelConsole(App[None]):
         while len(self.screen_stack) > 1:
             await self.pop_screen()
 
-    def action_back(self) -> None:
+    def action_back(self) -> None:  # type: ignore[override]  # Textual's is async; it runs a sync action too
         """``q``: back to the previous screen, or quit from a top screen."""
         if len(self.screen_stack) > 1:
             self.pop_screen()

@@ -100,7 +100,8 @@ class LiveScreen(Screen):
         self._load_started = now
         self.load(self._seq)
 
-    def load(self, seq: int) -> None:  # pragma: no cover - every screen overrides
+    def load(self, seq: int) -> object:  # pragma: no cover - every screen overrides
+        """Start reading refresh ``seq``'s data (a screen's ``@work`` load returns its Worker)."""
         raise NotImplementedError
 
     def fetch(self, seq: int, read: Callable[[Reader], T], apply: Callable[[T], None]) -> None:
@@ -211,8 +212,8 @@ class LiveScreen(Screen):
             self.kapp.refuse_read_only(action)
         elif not self.offers(action):
             event.stop()
-            rows = self.action_rows() or [None]
-            self.kapp.tell(why_not(action, rows[0]), severity="warning")
+            rows = self.action_rows()
+            self.kapp.tell(why_not(action, rows[0] if rows else None), severity="warning")
 
     # -- what an action applies to: ids, never a cursor position --------------------------------
 

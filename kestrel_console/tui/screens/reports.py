@@ -87,9 +87,9 @@ class ReportsScreen(LiveScreen):
 
     @work(thread=True, exclusive=True, group="reports-discover", exit_on_error=False)
     def discover_reports(self) -> None:
-        from kestrel_console.reports import discover
+        from kestrel_console.reports import ReportError, discover
 
-        broken: list[Exception] = []
+        broken: list[ReportError] = []
         try:
             found = discover(self.kapp.config.queries, broken=broken)
         except Exception as exc:  # a --queries folder that does not exist

@@ -127,6 +127,7 @@ class SchedulesScreen(LiveScreen):
 
 
 def _cells(r: dict[str, Any]) -> dict[str, Any]:
+    last: Text | str
     if r["last_tick"] is None:
         last, status = Text("never", style="dim"), Text("")
     else:

@@ -251,8 +251,8 @@ class LiveTable(DataTable):
         return self._cells[key][column]
 
     def keys(self) -> list[str]:
-        """Row keys in display order."""
-        return [row.key.value for row in self.ordered_rows]
+        """Row keys in display order (``sync`` adds every row with its key)."""
+        return [row.key.value for row in self.ordered_rows if row.key.value is not None]
 
 
 def _safe(value: Any) -> Text:
