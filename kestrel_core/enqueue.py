@@ -70,11 +70,13 @@ _PLACE = (
 # are the unkeyed rows in order; a key is inserted by its first row and refused (DO NOTHING)
 # for later rows and for a key already taken, whose holder the last branch finds (the
 # statement's snapshot does not see the rows it inserts, so no key comes back twice).
-# The holders are looked up one key at a time (an equality on the unique index), and not at all
-# for a batch without keys. ``idempotency_key = ANY(keys)`` instead was a sequential scan in the
-# generic plan a pooled connection caches at its fifth call, when the table was small: until
-# the next ANALYZE every batch read the whole table (one 1-row enqueue: 0.4 ms at 0 rows, 5 ms
-# at 10,000, 22 ms at 30,000; bench/README.md, "Ingestion").
+# The holders are not looked up at all for a batch without keys (``keyed`` false: a one-time
+# filter, even in a cached plan). Without that gate the lookup was a sequential scan in the
+# generic plan a pooled connection caches at its fifth call while the table is small, and until
+# the next ANALYZE every batch read the whole table (one 1-row enqueue: 0.4 ms at 0 rows, 5 ms at
+# 10,000, 22 ms at 30,000; bench/README.md, "Ingestion"). A keyed batch may still meet such a
+# plan until that ANALYZE; a lookup per key (a scalar subquery) avoided it but made Postgres
+# plan the statement anew at every call, which cost more.
 ENQUEUE = (
     """WITH req AS (
     SELECT * FROM unnest(%(names)s::text[], %(inputs)s::jsonb[], %(keys)s::text[],
@@ -97,10 +99,8 @@ ENQUEUE = (
 )
 SELECT id, idempotency_key FROM ins, (SELECT count(*) FROM woke) AS notified
 UNION ALL
-SELECT id, key FROM (
-    SELECT (SELECT e.id FROM {schema}.workflow_executions e WHERE e.idempotency_key = k.key) AS id, k.key
-      FROM (SELECT DISTINCT key FROM req WHERE key IS NOT NULL) k
-) held WHERE id IS NOT NULL
+SELECT id, idempotency_key FROM {schema}.workflow_executions
+ WHERE %(keyed)s AND idempotency_key = ANY(%(keys)s::text[])
 """
 )
 
@@ -275,6 +275,7 @@ def params(schema: str, batch: Sequence[Row], *, notify: bool = True) -> dict[st
         "names": [r.name for r in batch],
         "inputs": [r.input for r in batch],
         "keys": [r.key for r in batch],
+        "keyed": any(r.key is not None for r in batch),
         "run_ats": [r.run_at for r in batch],
         "priorities": [r.priority for r in batch],
         "queues": [r.queue for r in batch],

@@ -124,7 +124,7 @@ def test_a_batch_without_keys_reads_no_key_holders_in_a_cached_plan(dsn: str) ->
                 sql.SQL(
                     "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {}('{{w,w}}', ARRAY['1'::jsonb, '2'], '{{NULL,NULL}}',"
                     " '{{NULL,NULL}}', '{{NULL,NULL}}', '{{NULL,NULL}}', '{{NULL,NULL}}', '{{NULL,NULL}}',"
-                    " 'unused', false)"
+                    " 'unused', false, false)"
                 ).format(sql.Identifier(name))
             ).fetchall()
         assert _scans_run(plan[0]["Plan"], "workflow_executions") == []
