@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
 from .connection import first_line
@@ -110,6 +111,11 @@ SELECT id, idempotency_key FROM {schema}.workflow_executions
 # not for the batch's flush, and batches' commits can share flushes. Losing it in a crash
 # loses nothing: listeners reconnect and claim.
 WAKE = "SELECT {async_commit}, pg_notify(%(channel)s, name) FROM unnest(%(names)s::text[]) AS name"
+
+# A batch of the group commit in one round trip, pipelined on an autocommit connection: its
+# own transaction (BEGIN, ENQUEUE without NOTIFY, COMMIT), then WAKE in a transaction of its own.
+BEGIN = "BEGIN"
+COMMIT = "COMMIT"
 
 # Keys an enqueue with the same key committed after our snapshot (our insert saw the row, our
 # read did not): read them now, one index lookup per key (as in ENQUEUE).
@@ -358,6 +364,49 @@ def wake(conn: psycopg.Connection, schema: str, batch: Sequence[Row]) -> None:
             ",".join(wake_params(schema, batch)["names"]),
             first_line(exc),
         )
+
+
+def write_and_wake(conn: psycopg.Connection, schema: str, batch: Sequence[Row]) -> list[int]:
+    """``write`` (``notify=False``) and then ``wake`` in one round trip on the autocommit
+    ``conn``: the statements are pipelined and their results read once. The rows are
+    committed when COMMIT answered, whatever WAKE did (its failure is logged, as in ``wake``);
+    a failure before is raised and leaves ``conn`` out of any transaction."""
+    if not batch:
+        return []
+    inserted, committed = conn.cursor(), conn.cursor()
+    try:
+        with conn.pipeline():
+            conn.execute(BEGIN)
+            inserted.execute(render(ENQUEUE, schema), params(schema, batch, notify=False))
+            committed.execute(COMMIT)
+            conn.execute(render(WAKE, schema), wake_params(schema, batch))
+    except psycopg.Error as exc:
+        if committed.statusmessage != COMMIT:
+            _end_failed_transaction(conn)
+            raise
+        _wake_failed(batch, exc)
+    out, missing = ids(batch, inserted.fetchall())
+    found: dict[str, int] = {}
+    if missing:
+        found = dict(conn.execute(render(BY_KEYS, schema), (missing,)).fetchall())
+    return complete(batch, out, found)
+
+
+def _end_failed_transaction(conn: psycopg.Connection) -> None:
+    """Roll back what a failed pipeline left open (its BEGIN), unless the connection is lost."""
+    if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+        try:
+            conn.rollback()
+        except psycopg.Error:
+            conn.close()  # the pool replaces it
+
+
+def _wake_failed(batch: Sequence[Row], exc: BaseException) -> None:
+    log.warning(
+        "event=wake_failed workflows=%s error=%r (workers find the rows at their next poll)",
+        ",".join(sorted({r.name for r in batch})),
+        first_line(exc),
+    )
 
 
 async def write_async(

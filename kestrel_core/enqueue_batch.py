@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import select
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import psycopg
+from psycopg.pq import TransactionStatus
 
-from .connection import first_line
+from .connection import close_quietly, first_line
 from .enqueue import EnqueueFailed, Row
 from .errors import DatabaseUnavailable, SchemaOutdated
 
@@ -49,6 +52,49 @@ class _Call:
         self.ready = threading.Event()
         self.outcome: int | BaseException | None = None
         self.lead = False
+
+
+class WriterConnection:
+    """The sync batcher's own connection: one batch in flight needs one, and none is pinged.
+
+    A pool pings the connection it lends (a round trip per batch); this one is checked without
+    one: an idle autocommit connection has nothing to read unless the server ended the session
+    (a restart or a terminated backend sends an error and closes the socket), so a readable
+    socket means a new connection. Used by one batch writer at a time."""
+
+    def __init__(self, connect: Callable[[], psycopg.Connection]) -> None:
+        self._connect = connect
+        self._conn: psycopg.Connection | None = None
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def use(self) -> Iterator[psycopg.Connection]:
+        """The connection, opened again if the server ended it; dropped after a lost connection."""
+        with self._lock:
+            conn = self._conn
+            if conn is None or not _quiet(conn):
+                close_quietly(conn)
+                conn = self._conn = self._connect()
+            try:
+                yield conn
+            except BaseException:
+                if conn.closed or conn.info.transaction_status != TransactionStatus.IDLE:
+                    close_quietly(conn)
+                    self._conn = None
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            close_quietly(self._conn)
+            self._conn = None
+
+
+def _quiet(conn: psycopg.Connection) -> bool:
+    """True if ``conn`` is open, idle and has nothing waiting to be read."""
+    if conn.closed or conn.info.transaction_status != TransactionStatus.IDLE:
+        return False
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    return not readable
 
 
 def _outcomes(write: Write, batch: Sequence[Row]) -> list[int | BaseException]:
