@@ -66,6 +66,9 @@ _PLACE = (
     + PLACE_ROWS
 )
 
+# The inputs (and names) travel in binary: psycopg writes a text array in Python, quoting and
+# escaping every JSON element with a regular expression; binary, it copies them (client CPU for
+# a 64-row batch: 14-17 us a row in text, 7.5-10 in binary).
 # Rows in, one result row per execution that holds a key of the batch or was inserted now:
 # (id, idempotency_key). Rows are inserted in array order, so the new unkeyed ids, ascending,
 # are the unkeyed rows in order; a key is inserted by its first row and refused (DO NOTHING)
@@ -80,7 +83,7 @@ _PLACE = (
 # plan the statement anew at every call, which cost more.
 ENQUEUE = (
     """WITH req AS (
-    SELECT * FROM unnest(%(names)s::text[], %(inputs)s::jsonb[], %(keys)s::text[],
+    SELECT * FROM unnest(%(names)b::text[], %(inputs)b::jsonb[], %(keys)s::text[],
                          %(run_ats)s::timestamptz[], %(priorities)s::int[], %(queues)s::text[],
                          %(ckeys)s::text[], %(versions)s::text[])
            WITH ORDINALITY AS r(name, input, key, run_at, priority, queue, ckey, version, n)
