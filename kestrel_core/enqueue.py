@@ -66,9 +66,6 @@ _PLACE = (
     + PLACE_ROWS
 )
 
-# The inputs (and names) travel in binary: psycopg writes a text array in Python, quoting and
-# escaping every JSON element with a regular expression; binary, it copies them (client CPU for
-# a 64-row batch: 14-17 us a row in text, 7.5-10 in binary).
 # Rows in, one result row per execution that holds a key of the batch or was inserted now:
 # (id, idempotency_key). Rows are inserted in array order, so the new unkeyed ids, ascending,
 # are the unkeyed rows in order; a key is inserted by its first row and refused (DO NOTHING)
@@ -77,10 +74,13 @@ _PLACE = (
 # The holders are not looked up at all for a batch without keys (``keyed`` false: a one-time
 # filter, even in a cached plan). Without that gate the lookup was a sequential scan in the
 # generic plan a pooled connection caches at its fifth call while the table is small, and until
-# the next ANALYZE every batch read the whole table (one 1-row enqueue: 0.4 ms at 0 rows, 5 ms at
-# 10,000, 22 ms at 30,000; bench/README.md, "Ingestion"). A keyed batch may still meet such a
-# plan until that ANALYZE; a lookup per key (a scalar subquery) avoided it but made Postgres
+# the next ANALYZE every batch read the whole table (one 1-row enqueue: 1.4 ms at 0 rows, 7.3 ms
+# at 10,000, 21.7 ms at 30,000; bench/README.md, "Ingestion"). A keyed batch may still meet such
+# a plan until that ANALYZE; a lookup per key (a scalar subquery) avoided it but made Postgres
 # plan the statement anew at every call, which cost more.
+# The inputs and names travel as binary arrays: psycopg writes a text array in Python, quoting
+# and escaping every JSON element with a regular expression, and copies a binary one (client
+# CPU for a 64-row batch: 14-17 us a row in text, 7.5-10 in binary).
 ENQUEUE = (
     """WITH req AS (
     SELECT * FROM unnest(%(names)b::text[], %(inputs)b::jsonb[], %(keys)s::text[],
@@ -121,11 +121,8 @@ BEGIN = "BEGIN"
 COMMIT = "COMMIT"
 
 # Keys an enqueue with the same key committed after our snapshot (our insert saw the row, our
-# read did not): read them now, one index lookup per key (as in ENQUEUE).
-BY_KEYS = """SELECT key, id FROM (
-    SELECT k.key, (SELECT e.id FROM {schema}.workflow_executions e WHERE e.idempotency_key = k.key) AS id
-      FROM unnest(%s::text[]) AS k(key)
-) held WHERE id IS NOT NULL"""
+# read did not): read them now.
+BY_KEYS = "SELECT idempotency_key, id FROM {schema}.workflow_executions WHERE idempotency_key = ANY(%s::text[])"
 
 
 # A workflow name is NOTIFY's payload (at most 8000 bytes) and is shown in every list: bounded.
@@ -401,7 +398,7 @@ def _end_failed_transaction(conn: psycopg.Connection) -> None:
         try:
             conn.rollback()
         except psycopg.Error:
-            conn.close()  # the pool replaces it
+            conn.close()  # its owner opens a new one
 
 
 def _wake_failed(batch: Sequence[Row], exc: BaseException) -> None:

@@ -6,9 +6,10 @@ at once (a lone call adds no wait); calls that arrive meanwhile queue up, and wh
 done its writer releases its callers, yields the GIL while they come back with their next
 calls, and hands the queue to the oldest waiting caller, who writes all of it (up to
 ``max_batch``) as the next batch. So the batch grows with the load, one round trip and one
-commit serve all of it (the sync batcher's own connection, ``WriterConnection``; the async one
-checks a connection out of its pool), and no caller writes other callers' rows for long. The async batcher
-does the same on its event loop, with one writing task instead of a handed-on caller.
+commit serve all of it (on the sync batcher's own connection, ``WriterConnection``; the async
+one checks a connection out of its pool), and no caller writes other callers' rows for long.
+The async batcher does the same on its event loop, with one writing task instead of a
+handed-on caller.
 
 Each caller gets its own id or its own error: rows keep their order and their idempotency
 keys (``enqueue.write``); a batch the database refuses for a reason other than a lost
