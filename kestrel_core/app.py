@@ -26,7 +26,7 @@ from . import roles as _roles
 from . import schedules as _schedules
 from .connection import connect, is_unreachable, make_pool, unavailable
 from .enqueue import MAX_DELAY as MAX_DELAY  # the CLI's --delay bound reads it here
-from .enqueue_batch import EnqueueBatcher
+from .enqueue_batch import EnqueueBatcher, WriterConnection
 from .errors import InvalidArgument
 from .roles import RoleNames
 from .statements import check_schema_name
@@ -85,6 +85,7 @@ class Kestrel:
         self._pool: ConnectionPool | None = None
         self._pool_lock = threading.Lock()
         self._batcher: EnqueueBatcher | None = None
+        self._writer = WriterConnection(lambda: connect(self.dsn, application_name=self.application_name))
 
     # -- registry ---------------------------------------------------------------------------
 
@@ -229,11 +230,12 @@ class Kestrel:
             raise
 
     def close(self) -> None:
-        """Close the connection pool (workers have their own)."""
+        """Close the connection pool and the enqueue batches' connection (workers have their own)."""
         with self._pool_lock:
             if self._pool is not None:
                 self._pool.close()
                 self._pool = None
+        self._writer.close()
 
     def __enter__(self) -> Kestrel:
         return self
@@ -353,12 +355,27 @@ class Kestrel:
             _enqueue.wake(conn, self.schema, rows)
             return ids
 
+    def _write_batch(self, rows: Sequence[_enqueue.Row]) -> list[int]:
+        """A batch of the group commit: on the batcher's own connection, insert and wake in one
+        round trip (through PgBouncer, whose transaction mode does not take a pipeline of two
+        transactions, as ``enqueue_many`` does)."""
+        if self.transaction_pooling:
+            return self._write_rows(rows)
+        self._ensure_pool()  # the schema check, once
+        try:
+            with self._writer.use() as conn:
+                return _enqueue.write_and_wake(conn, self.schema, rows)
+        except psycopg.OperationalError as exc:
+            if is_unreachable(exc):
+                raise unavailable(self.dsn, exc) from None
+            raise
+
     def _enqueue_batcher(self) -> EnqueueBatcher:
         batcher = self._batcher
         if batcher is None:
             with self._pool_lock:
                 if self._batcher is None:
-                    self._batcher = EnqueueBatcher(self._write_rows)
+                    self._batcher = EnqueueBatcher(self._write_batch)
                 batcher = self._batcher
         return batcher
 

@@ -5,9 +5,11 @@ No timer and no writer thread (sync): the first caller that finds no batch in fl
 at once (a lone call adds no wait); calls that arrive meanwhile queue up, and when a batch is
 done its writer releases its callers, yields the GIL while they come back with their next
 calls, and hands the queue to the oldest waiting caller, who writes all of it (up to
-``max_batch``) as the next batch. So the batch grows with the load, one pool checkout and one
-commit serve all of it, and no caller writes other callers' rows for long. The async batcher
-does the same on its event loop, with one writing task instead of a handed-on caller.
+``max_batch``) as the next batch. So the batch grows with the load, one round trip and one
+commit serve all of it (on the sync batcher's own connection, ``WriterConnection``; the async
+one checks a connection out of its pool), and no caller writes other callers' rows for long.
+The async batcher does the same on its event loop, with one writing task instead of a
+handed-on caller.
 
 Each caller gets its own id or its own error: rows keep their order and their idempotency
 keys (``enqueue.write``); a batch the database refuses for a reason other than a lost
@@ -18,13 +20,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import select
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import psycopg
+from psycopg.pq import TransactionStatus
 
-from .connection import first_line
+from .connection import close_quietly, first_line
 from .enqueue import EnqueueFailed, Row
 from .errors import DatabaseUnavailable, SchemaOutdated
 
@@ -49,6 +54,49 @@ class _Call:
         self.ready = threading.Event()
         self.outcome: int | BaseException | None = None
         self.lead = False
+
+
+class WriterConnection:
+    """The sync batcher's own connection: one batch in flight needs one, and none is pinged.
+
+    A pool pings the connection it lends (a round trip per batch); this one is checked without
+    one: an idle autocommit connection has nothing to read unless the server ended the session
+    (a restart or a terminated backend sends an error and closes the socket), so a readable
+    socket means a new connection. Used by one batch writer at a time."""
+
+    def __init__(self, connect: Callable[[], psycopg.Connection]) -> None:
+        self._connect = connect
+        self._conn: psycopg.Connection | None = None
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def use(self) -> Iterator[psycopg.Connection]:
+        """The connection, opened again if the server ended it; dropped after a lost connection."""
+        with self._lock:
+            conn = self._conn
+            if conn is None or not _quiet(conn):
+                close_quietly(conn)
+                conn = self._conn = self._connect()
+            try:
+                yield conn
+            except BaseException:
+                if conn.closed or conn.info.transaction_status != TransactionStatus.IDLE:
+                    close_quietly(conn)
+                    self._conn = None
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            close_quietly(self._conn)
+            self._conn = None
+
+
+def _quiet(conn: psycopg.Connection) -> bool:
+    """True if ``conn`` is open, idle and has nothing waiting to be read."""
+    if conn.closed or conn.info.transaction_status != TransactionStatus.IDLE:
+        return False
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    return not readable
 
 
 def _outcomes(write: Write, batch: Sequence[Row]) -> list[int | BaseException]:

@@ -7,9 +7,12 @@ from datetime import timedelta
 
 import psycopg
 import pytest
+from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from kestrel_core import Kestrel, NotSerializable
 from kestrel_core.claim import claim
+from kestrel_core.enqueue import Row, write
 from kestrel_core.statements import notify_channel
 
 
@@ -92,3 +95,40 @@ def test_priority_orders_claims(app: Kestrel, db: psycopg.Connection) -> None:
     claimed = claim(db, "kestrel", owner="t", names=["w"], n=1, lease=timedelta(seconds=30))
     assert [c.execution_id for c in claimed] == [high]
     assert app.get(low).status == "enqueued"
+
+
+def _scans_run(plan: dict, relation: str) -> list[str]:
+    """The scan nodes of ``relation`` in an EXPLAIN ANALYZE JSON plan that ran at least once."""
+    ran = []
+    if plan.get("Relation Name") == relation and plan["Node Type"] != "ModifyTable" and plan["Actual Loops"]:
+        ran.append(plan["Node Type"])
+    for child in plan.get("Plans", []):
+        ran += _scans_run(child, relation)
+    return ran
+
+
+def test_a_batch_without_keys_reads_no_key_holders_in_a_cached_plan(dsn: str) -> None:
+    """The cached (generic) plan of a pooled connection, made while the table was small, must
+    not read the table for a batch without idempotency keys: written as
+    ``idempotency_key = ANY(keys)`` it was a sequential scan of the whole table at every batch
+    until the next ANALYZE (bench/README.md, "Ingestion")."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        write(conn, "kestrel", [Row("w", Jsonb(i)) for i in range(100)])
+        conn.execute("ANALYZE kestrel.workflow_executions")  # small: a scan is the planner's pick
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        write(conn, "kestrel", [Row("w", Jsonb(0), "a key")], prepare=True)
+        write(conn, "kestrel", [Row("w", Jsonb(0))], prepare=True)
+        (name,) = conn.execute("SELECT name FROM pg_prepared_statements WHERE statement LIKE 'WITH req%'").fetchone()
+        with conn.transaction(force_rollback=True):
+            ((plan,),) = conn.execute(
+                sql.SQL(
+                    "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {}('{{w,w}}', ARRAY['1'::jsonb, '2'], '{{NULL,NULL}}',"
+                    " '{{NULL,NULL}}', '{{NULL,NULL}}', '{{NULL,NULL}}', '{{NULL,NULL}}', '{{NULL,NULL}}',"
+                    " 'unused', false, false)"
+                ).format(sql.Identifier(name))
+            ).fetchall()
+        assert _scans_run(plan[0]["Plan"], "workflow_executions") == []
+        (holder,) = conn.execute(
+            "SELECT id FROM kestrel.workflow_executions WHERE idempotency_key = 'a key'"
+        ).fetchone()
+        assert write(conn, "kestrel", [Row("w", Jsonb(1), "a key"), Row("w", Jsonb(2))])[0] == holder

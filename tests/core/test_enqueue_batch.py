@@ -3,6 +3,7 @@ commit, and each caller still gets its own id or its own error (issue 21)."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -258,3 +259,20 @@ def test_a_failed_wake_up_does_not_fail_rows_already_committed(dsn: str, caplog:
             conn.execute("SELECT 1 / 0")
         engine_enqueue.wake(conn, "kestrel", rows)
     assert "event=wake_failed workflows=w" in caplog.text
+
+
+def test_the_first_enqueue_after_a_server_restart_succeeds(private_cluster) -> None:
+    """The batches' own connection is not pinged before a batch (that was a round trip each):
+    the session a restart ended is seen on its socket, and the batch goes on a new one."""
+    dsn = private_cluster.create_database(f"writer_restart_{os.getpid()}")
+    app = Kestrel(dsn)
+    app.migrate()
+    try:
+        before = app.enqueue("w", "before the restart")
+        private_cluster.restart()
+        after = app.enqueue("w", "after the restart")
+        with psycopg.connect(dsn) as conn:
+            stored = conn.execute("SELECT id, input FROM kestrel.workflow_executions ORDER BY id").fetchall()
+        assert stored == [(before, "before the restart"), (after, "after the restart")]
+    finally:
+        app.close()
