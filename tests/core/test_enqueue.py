@@ -9,8 +9,8 @@ import psycopg
 import pytest
 
 from kestrel_core import Kestrel, NotSerializable
-from kestrel_core.claim import claim
-from kestrel_core.statements import notify_channel
+from kestrel_core.db.statements import notify_channel
+from kestrel_core.dispatch.claim import claim
 
 
 def count(db: psycopg.Connection) -> int:
