@@ -149,8 +149,9 @@ def test_the_engine_tests_do_not_import_the_console() -> None:
 
 # -- layers (issue 19) ---------------------------------------------------------------------------
 # The engine: a module's layer is its package (kestrel_core.<package>.<module>). Each package may
-# import its own modules and the packages it lists here, each listed one above it: so the packages
-# form layers, bottom first, with no upward (nor sideways: durable and admin are siblings) edge.
+# import its own modules and the packages it lists here, all of them earlier in the table: so the
+# packages form layers, bottom first, with no upward (nor sideways: durable and admin are
+# siblings) edge.
 # Its __init__ docstring says the same in its "May import:" line (checked). A new module goes in
 # the package of its concern; a new package needs a line here and a docstring.
 CORE_PACKAGES: dict[str, tuple[str, ...]] = {
@@ -279,7 +280,7 @@ def test_no_import_goes_up_a_layer() -> None:
 
 
 def test_the_engine_packages_are_layers() -> None:
-    # Each package lists only packages above it in the table: the table itself has no circle.
+    # Each package lists only packages earlier in the table (below it): the table has no circle.
     order = list(CORE_PACKAGES)
     assert {p: [d for d in deps if order.index(d) >= order.index(p)] for p, deps in CORE_PACKAGES.items()} == {
         p: [] for p in CORE_PACKAGES
