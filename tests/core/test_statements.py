@@ -17,7 +17,7 @@ from kestrel_core import Kestrel
 from kestrel_core.db.migrate import migrate
 from kestrel_core.db.statements import CHANNEL_PREFIX, notify_channel, render, render_migration
 
-MIGRATIONS = Path(kestrel_core.__file__).parent / "migrations"
+MIGRATIONS = Path(kestrel_core.__file__).parent / "db" / "migrations"
 
 
 def _statements(package: Any = kestrel_core) -> list[tuple[str, str, str]]:
