@@ -38,9 +38,9 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from kestrel_core.boundary import WRITE
-from kestrel_core.claim import CLAIM, ORDERED_PLAN
-from kestrel_core.statements import render
+from kestrel_core.db.statements import render
+from kestrel_core.dispatch.claim import CLAIM, ORDERED_PLAN
+from kestrel_core.durable.boundary import WRITE
 
 from .databases import fresh_database
 from .workloads import STEPS

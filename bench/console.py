@@ -12,7 +12,7 @@ from typing import Any
 
 import psycopg
 
-from kestrel_core.statements import render
+from kestrel_core.db.statements import render
 
 from .databases import fresh_database
 from .report import summary_ms

@@ -31,7 +31,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from kestrel_core import AsyncKestrel, Kestrel
-from kestrel_core.statements import render
+from kestrel_core.db.statements import render
 
 from .databases import fresh_database
 from .procs import kestrel_worker, stop_all, wait_registered

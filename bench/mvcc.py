@@ -30,8 +30,8 @@ from typing import Any
 
 import psycopg
 
-from kestrel_core import enqueue as engine_enqueue
-from kestrel_core.statements import render
+from kestrel_core.db.statements import render
+from kestrel_core.dispatch import enqueue as engine_enqueue
 
 from .databases import fresh_database
 from .procs import Proc, kestrel_worker, stop_all, wait_registered

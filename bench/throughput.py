@@ -16,8 +16,8 @@ from typing import Any
 import psycopg
 
 from kestrel_core import Kestrel
-from kestrel_core import enqueue as engine_enqueue
-from kestrel_core.statements import render
+from kestrel_core.db.statements import render
+from kestrel_core.dispatch import enqueue as engine_enqueue
 
 from . import pgstats
 from .cpu import CpuMeter

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from kestrel_core import Kestrel
-from kestrel_core.app import default_operator
-from kestrel_core.connection import resolve_dsn
-from kestrel_core.statements import check_schema_name
+from kestrel_core.api.app import default_operator
+from kestrel_core.db.connection import resolve_dsn
+from kestrel_core.db.statements import check_schema_name
 
 # The TUI's refresh interval in seconds until `+`/`-` change it.
 DEFAULT_REFRESH = 2.0

@@ -1,11 +1,25 @@
-"""Kestrel: durable workflows with PostgreSQL as the only orchestrator."""
+"""Kestrel: durable workflows with PostgreSQL as the only orchestrator.
 
-from .app import Kestrel, Workflow
-from .async_client import AsyncKestrel
-from .children import ChildHandle
-from .connection import first_line, mask_dsn
-from .enqueue import EnqueueFailed
-from .errors import (
+This module is the engine's public surface: import from ``kestrel_core`` (its ``__all__``), not
+from the packages below it, whose modules may move. The packages, bottom first; each imports
+only packages before it (each package's docstring says which; tests/test_architecture.py checks):
+
+- ``base``: the exceptions, JSON checks, the backoff policy;
+- ``db``: connections, the engine's SQL, migrations and the schema's functions, roles;
+- ``dispatch``: enqueue, claim, leases, the sweeps;
+- ``durable``: what a running execution writes under its claim (boundaries, checkpoints, waits,
+  events, children);
+- ``admin``: reading an execution back, operator actions, schedules, retention;
+- ``workflow``: the ``ctx`` of a workflow and running one execution;
+- ``engine``: the worker process and its supervisor;
+- ``api``: ``Kestrel`` and ``AsyncKestrel``.
+"""
+
+from kestrel_core.admin.execution import STATUSES, TERMINAL_STATUSES, Execution
+from kestrel_core.admin.schedules import Schedule
+from kestrel_core.api.app import Kestrel, Workflow
+from kestrel_core.api.async_client import AsyncKestrel
+from kestrel_core.base.errors import (
     ActionRefused,
     ChildFailed,
     DatabaseUnavailable,
@@ -19,9 +33,10 @@ from .errors import (
     SchemaTooNew,
     StepFailed,
 )
-from .events import Event
-from .execution import STATUSES, TERMINAL_STATUSES, Execution
-from .schedules import Schedule
+from kestrel_core.db.connection import first_line, mask_dsn
+from kestrel_core.dispatch.enqueue import EnqueueFailed
+from kestrel_core.durable.children import ChildHandle
+from kestrel_core.durable.events import Event
 
 __all__ = [
     "STATUSES",

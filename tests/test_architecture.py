@@ -106,7 +106,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_import_graph_has_no_circles() -> None:
     graph = _graph()
-    assert "kestrel_core.worker" in graph and "kestrel_console.tui.live" in graph
+    assert "kestrel_core.engine.worker" in graph and "kestrel_console.tui.live" in graph
     assert _cycles(graph) == []
 
 
@@ -114,7 +114,7 @@ def test_the_graph_sees_type_checking_and_local_imports() -> None:
     # The checker itself: a circle through a TYPE_CHECKING import is found.
     graph = {"a": {"b"}, "b": {"a"}, "c": set()}
     assert _cycles(graph) == [["a", "b"]]
-    assert "kestrel_core.worker" in _graph()["kestrel_core.app"]  # app.worker() imports it locally
+    assert "kestrel_core.engine.worker" in _graph()["kestrel_core.api.app"]  # app.worker() imports it locally
 
 
 def test_kestrel_core_imports_nothing_of_kestrel_console() -> None:
@@ -148,50 +148,26 @@ def test_the_engine_tests_do_not_import_the_console() -> None:
 
 
 # -- layers (issue 19) ---------------------------------------------------------------------------
-# Bottom first. A module may import modules of its own layer or of layers below, never above.
-# A new module needs a line here: say where it sits.
-CORE_LAYERS: dict[str, tuple[str, ...]] = {
-    "foundation": (
-        "errors",
-        "statements",
-        "serialization",
-        "backoff",
-        "cron",
-        "supervised",
-        "versions",
-        "migrations",
-        "keys",
-        "outage",
-    ),
-    "database": (
-        "connection",
-        "migrate",
-        "roles",
-        "execution",
-        "enqueue",
-        "checkpoint",
-        "waits",
-        "enqueue_batch",
-        "lease",
-        "claim",
-        "limited_claim",
-        "boundary",
-        "group_commit",
-        "deadlines",
-        "sweeper",
-        "events",
-        "children",
-        "queues",
-        "schedules",
-        "scheduler",
-        "prune",
-        "operator",
-    ),
-    "contracts": ("runtime",),
-    "workflow context": ("context", "async_context", "flow_context"),
-    "worker engine": ("runner", "listener", "registration", "worker", "supervisor"),
-    "public API": ("app", "async_client", ""),
+# The engine: a module's layer is its package (kestrel_core.<package>.<module>). Each package may
+# import its own modules and the packages it lists here, all of them earlier in the table: so the
+# packages form layers, bottom first, with no upward (nor sideways: durable and admin are
+# siblings) edge.
+# Its __init__ docstring says the same in its "May import:" line (checked). A new module goes in
+# the package of its concern; a new package needs a line here and a docstring.
+CORE_PACKAGES: dict[str, tuple[str, ...]] = {
+    "base": (),
+    "db": ("base",),
+    "dispatch": ("base", "db"),
+    "durable": ("base", "db", "dispatch"),
+    "admin": ("base", "db", "dispatch"),
+    "workflow": ("base", "db", "dispatch", "durable"),
+    "engine": ("base", "db", "dispatch", "durable", "admin", "workflow"),
+    "api": ("base", "db", "dispatch", "durable", "admin", "workflow", "engine"),
 }
+# kestrel_core itself (its __init__, the public surface) re-exports from any of them.
+SURFACE = "public surface"
+# The console: layers of its top-level modules and packages, bottom first; a module may import
+# its own layer or those below.
 CONSOLE_LAYERS: dict[str, tuple[str, ...]] = {
     "basics": ("safe_text", "humanize", "style", "settings", "timeline_model"),
     "data": ("adhoc", "reports", "read", "embedded_pg"),
@@ -201,13 +177,13 @@ CONSOLE_LAYERS: dict[str, tuple[str, ...]] = {
 }
 # Rules written in the modules' docstrings, checked as direct imports whatever the layers say.
 STATED_RULES = [
-    # kestrel_core/runtime.py: context and worker depend on the contracts, not on each other,
-    # and the worker not on the app.
-    ("kestrel_core.context", "kestrel_core.worker"),
-    ("kestrel_core.worker", "kestrel_core.context"),
-    ("kestrel_core.async_context", "kestrel_core.worker"),
-    ("kestrel_core.worker", "kestrel_core.async_context"),
-    ("kestrel_core.worker", "kestrel_core.app"),
+    # kestrel_core/workflow/contracts.py: context and worker depend on the contracts, not on
+    # each other, and the worker not on the app.
+    ("kestrel_core.workflow.context", "kestrel_core.engine.worker"),
+    ("kestrel_core.engine.worker", "kestrel_core.workflow.context"),
+    ("kestrel_core.workflow.async_context", "kestrel_core.engine.worker"),
+    ("kestrel_core.engine.worker", "kestrel_core.workflow.async_context"),
+    ("kestrel_core.engine.worker", "kestrel_core.api.app"),
     # kestrel_console/tui/host.py: live.py must not import app.py (which imports every screen).
     ("kestrel_console.tui.live", "kestrel_console.tui.app"),
     # kestrel_console/settings.py: the CLI's options must not import the SQL guard (pglast).
@@ -218,22 +194,55 @@ STATED_RULES = [
 def _layer_of(module: str) -> tuple[str, int, str]:
     """(package, layer index, layer name) of one of our modules; KeyError names the module."""
     package, _, rest = module.partition(".")
-    layers = CORE_LAYERS if package == "kestrel_core" else CONSOLE_LAYERS
     part = rest.split(".")[0]
-    for index, (name, members) in enumerate(layers.items()):
+    if package == "kestrel_core":
+        if not rest:
+            return package, len(CORE_PACKAGES), SURFACE
+        if part in CORE_PACKAGES:
+            return package, list(CORE_PACKAGES).index(part), part
+        raise KeyError(
+            f"{module} is in no package of tests/test_architecture.py's CORE_PACKAGES: move it into "
+            "the package of its concern (kestrel_core/<package>/), or add the new package there"
+        )
+    for index, (name, members) in enumerate(CONSOLE_LAYERS.items()):
         if part in members:
             return package, index, name
     raise KeyError(f"{module} is in no layer of tests/test_architecture.py: add it where it belongs")
 
 
+def _may_import(package: str, name: str, dep_name: str, level: int, dep_level: int) -> bool:
+    if package != "kestrel_core":
+        return dep_level <= level
+    return name in (SURFACE, dep_name) or dep_name in CORE_PACKAGES[name]
+
+
+def _package_edges(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The engine's packages and the other packages they import."""
+    edges: dict[str, set[str]] = {name: set() for name in CORE_PACKAGES}
+    for module, deps in graph.items():
+        if module.startswith("kestrel_core."):
+            name = _layer_of(module)[2]
+            edges[name] |= {
+                d for d in (_layer_of(dep)[2] for dep in deps if dep.startswith("kestrel_core.")) if d != name
+            }
+    return edges
+
+
 def render_graph(graph: dict[str, set[str]] | None = None) -> str:
     """The import graph, one line per module, grouped by package and layer (bottom first)."""
     graph = graph or _graph()
-    lines: list[str] = []
-    for package, layers in (("kestrel_core", CORE_LAYERS), ("kestrel_console", CONSOLE_LAYERS)):
+    lines = ["kestrel_core: packages, bottom first (imports / may import)"]
+    edges = _package_edges(graph)
+    used = {name: ", ".join(p for p in CORE_PACKAGES if p in edges[name]) or "-" for name in CORE_PACKAGES}
+    width = max(len(u) for u in used.values())
+    for name, allowed in CORE_PACKAGES.items():
+        lines.append(f"  {name:<9} imports {used[name]:<{width}}  may import {', '.join(allowed) or 'nothing of ours'}")
+    layers = [(n, n) for n in CORE_PACKAGES] + [(SURFACE, "kestrel_core (__init__: the public names)")]
+    sections = [("kestrel_core", layers), ("kestrel_console", [(n, n) for n in CONSOLE_LAYERS])]
+    for package, names in sections:
         lines.append(f"{package}")
-        for index, name in enumerate(layers):
-            lines.append(f"  [{index}] {name}")
+        for index, (name, title) in enumerate(names):
+            lines.append(f"  [{index}] {title}")
             for module in sorted(m for m in graph if m.split(".")[0] == package and _layer_of(m)[1] == index):
                 deps = sorted(graph[module])
                 lines.append(f"      {module} -> {', '.join(deps) if deps else '(nothing of ours)'}")
@@ -251,13 +260,13 @@ def test_every_module_has_a_layer() -> None:
 
 
 def _upward(graph: dict[str, set[str]]) -> list[str]:
-    """Each edge from a module to a higher layer of its own package."""
+    """Each edge from a module to a package (engine) or layer (console) it may not import."""
     upward = []
     for module, deps in sorted(graph.items()):
         package, level, name = _layer_of(module)
         for dep in sorted(deps):
             dep_package, dep_level, dep_name = _layer_of(dep)
-            if dep_package == package and dep_level > level:
+            if dep_package == package and not _may_import(package, name, dep_name, level, dep_level):
                 upward.append(f"{module} ({name}) -> {dep} ({dep_name})")
     return upward
 
@@ -270,6 +279,27 @@ def test_no_import_goes_up_a_layer() -> None:
     assert _upward(_graph()) == []
 
 
+def test_the_engine_packages_are_layers() -> None:
+    # Each package lists only packages earlier in the table (below it): the table has no circle.
+    order = list(CORE_PACKAGES)
+    assert {p: [d for d in deps if order.index(d) >= order.index(p)] for p, deps in CORE_PACKAGES.items()} == {
+        p: [] for p in CORE_PACKAGES
+    }
+    assert sorted(p.name for p in (ROOT / "kestrel_core").iterdir() if (p / "__init__.py").exists()) == sorted(order), (
+        "every subpackage of kestrel_core has a line in CORE_PACKAGES"
+    )
+    assert sorted(p.name for p in (ROOT / "kestrel_core").glob("*.py")) == ["__init__.py"]
+
+
+def test_each_package_docstring_states_what_it_may_import() -> None:
+    stated = {}
+    for name in CORE_PACKAGES:
+        doc = ast.get_docstring(ast.parse((ROOT / "kestrel_core" / name / "__init__.py").read_text())) or ""
+        line = doc.partition("May import:")[2].strip().split(".")[0]
+        stated[name] = () if line.startswith("nothing") else tuple(p.strip() for p in line.split(","))
+    assert stated == CORE_PACKAGES
+
+
 def test_the_rules_stated_in_the_docstrings_hold() -> None:
     graph = _graph()
     assert _broken_rules(graph) == []
@@ -278,26 +308,37 @@ def test_the_rules_stated_in_the_docstrings_hold() -> None:
 
 def test_the_layer_checks_catch_an_upward_import_and_a_broken_rule() -> None:
     graph = {
-        "kestrel_core.errors": {"kestrel_core.worker"},
-        "kestrel_core.worker": set(),
-        "kestrel_core.context": {"kestrel_core.worker"},
-        "kestrel_console.settings": {"kestrel_console.adhoc.guard", "kestrel_core.app"},
+        "kestrel_core.base.errors": {"kestrel_core.engine.worker"},
+        "kestrel_core.engine.worker": set(),
+        "kestrel_core.workflow.context": {"kestrel_core.engine.worker"},
+        "kestrel_core.admin.prune": {"kestrel_core.durable.waits"},  # siblings: sideways
+        "kestrel_core.durable.waits": {"kestrel_core.db.statements"},  # down: allowed
+        "kestrel_core.db.statements": set(),
+        "kestrel_console.settings": {"kestrel_console.adhoc.guard", "kestrel_core.api.app"},
     }
     assert _upward(graph) == [
         "kestrel_console.settings (basics) -> kestrel_console.adhoc.guard (data)",
-        "kestrel_core.context (workflow context) -> kestrel_core.worker (worker engine)",
-        "kestrel_core.errors (foundation) -> kestrel_core.worker (worker engine)",
+        "kestrel_core.admin.prune (admin) -> kestrel_core.durable.waits (durable)",
+        "kestrel_core.base.errors (base) -> kestrel_core.engine.worker (engine)",
+        "kestrel_core.workflow.context (workflow) -> kestrel_core.engine.worker (engine)",
     ]
     assert _broken_rules(graph) == [
-        ("kestrel_core.context", "kestrel_core.worker"),
+        ("kestrel_core.workflow.context", "kestrel_core.engine.worker"),
         ("kestrel_console.settings", "kestrel_console.adhoc"),
     ]
+    try:
+        _layer_of("kestrel_core.newthing")
+    except KeyError as exc:
+        assert "kestrel_core.newthing is in no package" in str(exc)
+    else:
+        raise AssertionError("a module outside the packages must have no layer")
 
 
 def test_prints_the_import_graph_by_layer() -> None:
     text = render_graph()
     print(text)
-    assert "[0] foundation" in text and "kestrel_core.worker -> " in text and "[3] front ends" in text
+    assert "[0] base" in text and "kestrel_core.engine.worker -> " in text and "[3] front ends" in text
+    assert "  engine    imports " in text
 
 
 # -- the engine's public surface (issue 19) ------------------------------------------------------
@@ -307,58 +348,75 @@ def test_prints_the_import_graph_by_layer() -> None:
 # public names instead.
 PUBLIC = set(kestrel_core.__all__)
 KNOWN_INTERNAL_IMPORTS: dict[str, set[str]] = {
-    "kestrel_console.adhoc.reader": {"kestrel_core.roles"},
-    "kestrel_console.cli": {"kestrel_core.statements"},
+    "kestrel_console.adhoc.reader": {"kestrel_core.db.roles"},
+    "kestrel_console.cli": {"kestrel_core.db.statements"},
     "kestrel_console.cli.engine_commands": {
-        "kestrel_core.app",
-        "kestrel_core.connection",
-        "kestrel_core.roles",
-        "kestrel_core.serialization",
+        "kestrel_core.api.app",
+        "kestrel_core.db.connection",
+        "kestrel_core.db.roles",
+        "kestrel_core.base.serialization",
     },
-    "kestrel_console.cli.errors": {"kestrel_core.supervised"},
-    "kestrel_console.cli.options": {"kestrel_core.operator"},
-    "kestrel_console.cli.prune_command": {"kestrel_core.connection", "kestrel_core.prune", "kestrel_core.roles"},
-    "kestrel_console.cli.read_commands": {"kestrel_core.connection", "kestrel_core.execution"},
-    "kestrel_console.cli.schedule_commands": {"kestrel_core.cron", "kestrel_core.schedules"},
-    "kestrel_console.cli.worker_command": {"kestrel_core.prune", "kestrel_core.supervised", "kestrel_core.supervisor"},
-    "kestrel_console.demo.bot": {"kestrel_core.statements"},
-    "kestrel_console.demo.database": {"kestrel_core.connection", "kestrel_core.roles"},
-    "kestrel_console.demo.events": {"kestrel_core.statements"},
-    "kestrel_console.demo.runner": {"kestrel_core.statements", "kestrel_core.worker"},
-    "kestrel_console.read.executions": {"kestrel_core.execution"},
-    "kestrel_console.read.overview": {"kestrel_core.execution"},
-    "kestrel_console.read.reader": {"kestrel_core.execution"},
-    "kestrel_console.read.session": {"kestrel_core.connection", "kestrel_core.migrate", "kestrel_core.statements"},
-    "kestrel_console.settings": {"kestrel_core.app", "kestrel_core.connection", "kestrel_core.statements"},
-    "kestrel_console.tui.adhoc_session": {"kestrel_core.connection"},
-    "kestrel_console.tui.header": {"kestrel_core.connection"},
-    "bench.ceiling": {"kestrel_core.boundary", "kestrel_core.claim", "kestrel_core.statements"},
-    "bench.console": {"kestrel_core.statements"},
-    "bench.ingest": {"kestrel_core.statements"},
-    "bench.latency": {"kestrel_core.statements"},
-    "bench.mvcc": {"kestrel_core.enqueue", "kestrel_core.statements"},
-    "bench.recovery": {"kestrel_core.statements"},
-    "bench.throughput": {"kestrel_core.enqueue", "kestrel_core.statements"},
+    "kestrel_console.cli.errors": {"kestrel_core.engine.supervised"},
+    "kestrel_console.cli.options": {"kestrel_core.admin.actions"},
+    "kestrel_console.cli.prune_command": {
+        "kestrel_core.db.connection",
+        "kestrel_core.admin.prune",
+        "kestrel_core.db.roles",
+    },
+    "kestrel_console.cli.read_commands": {"kestrel_core.db.connection", "kestrel_core.admin.execution"},
+    "kestrel_console.cli.schedule_commands": {"kestrel_core.admin.cron", "kestrel_core.admin.schedules"},
+    "kestrel_console.cli.worker_command": {
+        "kestrel_core.admin.prune",
+        "kestrel_core.engine.supervised",
+        "kestrel_core.engine.supervisor",
+    },
+    "kestrel_console.demo.bot": {"kestrel_core.db.statements"},
+    "kestrel_console.demo.database": {"kestrel_core.db.connection", "kestrel_core.db.roles"},
+    "kestrel_console.demo.events": {"kestrel_core.db.statements"},
+    "kestrel_console.demo.runner": {"kestrel_core.db.statements", "kestrel_core.engine.worker"},
+    "kestrel_console.read.executions": {"kestrel_core.admin.execution"},
+    "kestrel_console.read.overview": {"kestrel_core.admin.execution"},
+    "kestrel_console.read.reader": {"kestrel_core.admin.execution"},
+    "kestrel_console.read.session": {
+        "kestrel_core.db.connection",
+        "kestrel_core.db.migrate",
+        "kestrel_core.db.statements",
+    },
+    "kestrel_console.settings": {"kestrel_core.api.app", "kestrel_core.db.connection", "kestrel_core.db.statements"},
+    "kestrel_console.tui.adhoc_session": {"kestrel_core.db.connection"},
+    "kestrel_console.tui.header": {"kestrel_core.db.connection"},
+    "bench.ceiling": {"kestrel_core.durable.boundary", "kestrel_core.dispatch.claim", "kestrel_core.db.statements"},
+    "bench.console": {"kestrel_core.db.statements"},
+    "bench.ingest": {"kestrel_core.db.statements"},
+    "bench.latency": {"kestrel_core.db.statements"},
+    "bench.mvcc": {"kestrel_core.dispatch.enqueue", "kestrel_core.db.statements"},
+    "bench.recovery": {"kestrel_core.db.statements"},
+    "bench.throughput": {"kestrel_core.dispatch.enqueue", "kestrel_core.db.statements"},
 }
 
 
 def _core_imports(path: Path) -> set[str]:
-    """What ``path`` takes from kestrel_core beyond its public names: internal modules, and
-    ``kestrel_core:Name`` for a name the package does not export."""
-    core = ROOT / "kestrel_core"
+    """What ``path`` takes from kestrel_core beyond its public names: internal modules (or
+    packages), and ``kestrel_core:Name`` for a name the package does not export."""
     found: set[str] = set()
+
+    def is_module(name: str) -> bool:
+        where = ROOT.joinpath(*name.split("."))
+        return where.with_suffix(".py").exists() or where.is_dir()
+
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.startswith("kestrel_core.")}
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            if node.module == "kestrel_core":
-                for alias in node.names:
-                    if (core / f"{alias.name}.py").exists() or (core / alias.name).is_dir():
-                        found.add(f"kestrel_core.{alias.name}")
-                    elif alias.name not in PUBLIC:
-                        found.add(f"kestrel_core:{alias.name}")
-            elif node.module.startswith("kestrel_core."):
-                found.add(node.module)
+            if node.module != "kestrel_core" and not node.module.startswith("kestrel_core."):
+                continue
+            for alias in node.names:
+                if is_module(f"{node.module}.{alias.name}"):
+                    found.add(f"{node.module}.{alias.name}")
+                elif node.module != "kestrel_core":
+                    found.add(node.module)
+                elif alias.name not in PUBLIC:
+                    found.add(f"kestrel_core:{alias.name}")
     return found
 
 
@@ -386,14 +444,15 @@ def test_the_allowlist_of_internal_imports_only_shrinks() -> None:
 def test_the_surface_check_sees_internal_modules_and_unexported_names(tmp_path: Path) -> None:
     user = tmp_path / "user.py"
     user.write_text(
-        "from kestrel_core import Kestrel, statements, _private_name\n"
-        "from kestrel_core.claim import CLAIM\nimport kestrel_core.worker\n"
+        "from kestrel_core import Kestrel, db, _private_name\nfrom kestrel_core.admin import prune as p\n"
+        "from kestrel_core.dispatch.claim import CLAIM\nimport kestrel_core.engine.worker\n"
     )
     assert _core_imports(user) == {
-        "kestrel_core.statements",
+        "kestrel_core.db",
+        "kestrel_core.admin.prune",
         "kestrel_core:_private_name",
-        "kestrel_core.claim",
-        "kestrel_core.worker",
+        "kestrel_core.dispatch.claim",
+        "kestrel_core.engine.worker",
     }
 
 

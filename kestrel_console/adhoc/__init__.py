@@ -3,13 +3,13 @@
 - ``guard``: layer 1, before anything reaches Postgres: the text parsed by Postgres's own grammar
   (libpg_query), exactly one read statement, every function, operator and type in its tree on
   an allowlist (``allowlist``, built from the catalog by ``allowlist_build``).
-- ``session``: layer 2, a READ ONLY transaction with a statement timeout, always rolled back,
+- ``read_only``: layer 2, a READ ONLY transaction with a statement timeout, always rolled back,
   results bounded by rows and bytes; and layer 3, the same transaction run as the read-only
   role (``SET LOCAL ROLE kestrel_reader``) and everything session-level released after it.
 """
 
 from .guard import QueryRefused, check_read_only
-from .session import (
+from .read_only import (
     DEFAULT_MAX_BYTES,
     QueryFailed,
     QueryResult,

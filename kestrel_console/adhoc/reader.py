@@ -2,7 +2,7 @@
 role, and nothing session-level it could leave behind survives it.
 
 Inside the read-only transaction, ``assume_reader`` switches to ``kestrel_reader``
-(``set_config('role', ..., true)``, i.e. ``SET LOCAL ROLE``; created by ``kestrel_core.roles``:
+(``set_config('role', ..., true)``, i.e. ``SET LOCAL ROLE``; created by ``kestrel_core.db.roles``:
 USAGE on the schema, SELECT on its tables, nothing else) when the login may assume it. Postgres
 then refuses, whatever the text, writes, other sessions' signals, server files, and Kestrel's
 functions. Where it cannot (no such role, login not a member, no rights on the schema),
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from kestrel_core.roles import DEFAULT_READER_ROLE
+from kestrel_core.db.roles import DEFAULT_READER_ROLE
 
 __all__ = ["DEFAULT_READER_ROLE", "ReaderStatus", "assume_reader", "privilege", "release_session_state"]
 

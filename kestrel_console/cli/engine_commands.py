@@ -13,10 +13,10 @@ from typing import Any
 import typer
 
 from kestrel_core import NotSerializable
-from kestrel_core import roles as roles_mod
-from kestrel_core.app import MAX_DELAY
-from kestrel_core.connection import describe_target
-from kestrel_core.serialization import to_json
+from kestrel_core.api.app import MAX_DELAY
+from kestrel_core.base.serialization import to_json
+from kestrel_core.db import roles as roles_mod
+from kestrel_core.db.connection import describe_target
 
 from ..safe_text import visible
 from .errors import fail, handles_errors

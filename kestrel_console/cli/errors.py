@@ -10,7 +10,8 @@ from typing import Any, NoReturn, TypeVar
 import psycopg
 import typer
 
-from kestrel_core import InvalidArgument, KestrelError, mask_dsn, supervised
+from kestrel_core import InvalidArgument, KestrelError, mask_dsn
+from kestrel_core.engine import supervised
 
 from ..safe_text import visible
 

@@ -9,9 +9,9 @@ from datetime import datetime, timedelta
 import typer
 
 from kestrel_core import Kestrel
-from kestrel_core import prune as prune_mod
-from kestrel_core import roles as roles_mod
-from kestrel_core.connection import connect, describe_target
+from kestrel_core.admin import prune as prune_mod
+from kestrel_core.db import roles as roles_mod
+from kestrel_core.db.connection import connect, describe_target
 
 from ..safe_text import visible
 from .errors import fail, handles_errors

@@ -17,8 +17,8 @@ import psycopg
 import typer
 from rich.text import Text
 
-from kestrel_core.connection import connect
-from kestrel_core.execution import STATUSES
+from kestrel_core.admin.execution import STATUSES
+from kestrel_core.db.connection import connect
 
 from .. import formatting, render
 from ..read import APPLICATION_NAME, Reader

@@ -13,8 +13,8 @@ import typer
 from rich.text import Text
 
 from kestrel_core import NotSerializable
-from kestrel_core import cron as cron_mod
-from kestrel_core import schedules as schedules_mod
+from kestrel_core.admin import cron as cron_mod
+from kestrel_core.admin import schedules as schedules_mod
 
 from .. import formatting, render
 from ..read.schedules import schedules as read_schedules

@@ -3,7 +3,7 @@
 With ``--processes 1`` the worker runs in this process (its pid is the command's). Above 1 this
 process checks what it can (the module, its workflows, the options), then supervises N copies
 of the same command line with ``--processes 1 [--worker-id ID-i]``, each registering its own
-``workers`` row; the supervising is ``kestrel_core.supervisor``'s job.
+``workers`` row; the supervising is ``kestrel_core.engine.supervisor``'s job.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from typing import Any
 
 import typer
 
-from kestrel_core import Kestrel, supervised
-from kestrel_core import prune as prune_mod
-from kestrel_core.supervisor import Supervisor, default_processes
+from kestrel_core import Kestrel
+from kestrel_core.admin import prune as prune_mod
+from kestrel_core.engine import supervised
+from kestrel_core.engine.supervisor import Supervisor, default_processes
 
 from .errors import fail, handles_errors
 from .options import settings

@@ -19,7 +19,7 @@ from typing import TextIO
 import psycopg
 
 from kestrel_core import Kestrel, KestrelError, mask_dsn
-from kestrel_core.statements import one_row, render
+from kestrel_core.db.statements import one_row, render
 
 ENGINE_LOGGER = "kestrel"
 DRIVER_LOGGER = "psycopg"  # the pools warn there when the database goes away

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kestrel_core.execution import STATUSES
+from kestrel_core.admin.execution import STATUSES
 
 from .session import ReaderSession
 from .workflow_match import describe_unknown_workflow, prefix_params

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kestrel_core.execution import STATUSES
+from kestrel_core.admin.execution import STATUSES
 
 from .session import Part, ReaderSession
 from .workers import DEFAULT_BEAT_S, QUEUES, STUCK_LEASES, UNRUNNABLE, UNSERVED, WORKERS, worker_state

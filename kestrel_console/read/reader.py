@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kestrel_core.execution import STATUSES
+from kestrel_core.admin.execution import STATUSES
 
 from .blockers import BlockerReads
 from .executions import LIST_EXECUTIONS, WORKFLOW_NAMES, ExecutionReads

@@ -15,9 +15,9 @@ import psycopg
 from psycopg.rows import dict_row
 
 from kestrel_core import KestrelError
-from kestrel_core.connection import close_quietly, connect, unavailable
-from kestrel_core.migrate import check_current
-from kestrel_core.statements import check_schema_name, render
+from kestrel_core.db.connection import close_quietly, connect, unavailable
+from kestrel_core.db.migrate import check_current
+from kestrel_core.db.statements import check_schema_name, render
 
 T = TypeVar("T")
 

@@ -40,7 +40,7 @@ SELECT e.id, e.workflow_name, e.owner_id, e.lease_expires,
  LIMIT %(limit)s
 """
 
-# A worker beats every lease/3 (kestrel_core.worker) and renews the leases of what it holds to
+# A worker beats every lease/3 (kestrel_core.engine.worker) and renews the leases of what it holds to
 # now() + lease at each beat, so its lease is the earliest of those leases minus its last beat;
 # a worker holding nothing is assumed to run with the default lease (30 s: a beat every 10 s).
 DEFAULT_BEAT_S = 10.0

@@ -19,8 +19,8 @@ from bench import ceiling, pgstats, suite
 from bench.__main__ import main
 from bench.databases import fresh_database
 from bench.workloads import NOOP1, NOOP5
-from kestrel_core.claim import CLAIM
-from kestrel_core.statements import render
+from kestrel_core.db.statements import render
+from kestrel_core.dispatch.claim import CLAIM
 from tests.conftest import ADMIN_DSN
 
 

@@ -62,7 +62,8 @@ def break_fences() -> None:
     """Mutation test of the checks (``KESTREL_CHAOS_BREAK_FENCE=1``): drop the claim from every
     fenced write (the row must still be running, by anyone), so a stale worker may checkpoint
     and complete. A chaos run must then report violations."""
-    from kestrel_core import boundary, statements
+    from kestrel_core.db import statements
+    from kestrel_core.durable import boundary
 
     # Every fenced write pastes {claim_is_current} (or its locking form); the batched step
     # boundaries spell the fence per row.
@@ -72,7 +73,7 @@ def break_fences() -> None:
     statements.render.cache_clear()
     # The heartbeat would also stop a stale run at its next step: turn that off too, so only
     # the (broken) database fences stand between a stale worker and the data.
-    from kestrel_core.context import Unwind, WorkflowContext
+    from kestrel_core.workflow.context import Unwind, WorkflowContext
 
     def boundary(self: WorkflowContext) -> None:
         if self._worker.draining.is_set():

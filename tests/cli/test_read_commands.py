@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from kestrel_console.cli import app as cli
 from kestrel_console.cli.read_commands import LIST_COLUMNS, STATUS_COLUMNS, TIMELINE_COLUMNS
-from kestrel_core.execution import STATUSES
+from kestrel_core.admin.execution import STATUSES
 from tests.seed import SeedFacts, seed_history
 
 UNREACHABLE = "host=127.0.0.1 port=1 user=postgres dbname=postgres connect_timeout=2"

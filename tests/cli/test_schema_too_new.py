@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kestrel_console.cli import app as cli
-from kestrel_core.migrate import LATEST
+from kestrel_core.db.migrate import LATEST
 
 LINE = f"is at version {LATEST + 1}, this code knows up to {LATEST}: upgrade kestrel"
 

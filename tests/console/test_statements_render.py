@@ -1,10 +1,10 @@
-"""The console renders its statements through kestrel_core.statements.render, whose format
+"""The console renders its statements through kestrel_core.db.statements.render, whose format
 rules (psycopg.sql) want a literal brace written twice ('{{}}' for an empty array) (issue 11)."""
 
 from __future__ import annotations
 
 import kestrel_console
-from kestrel_core.statements import render
+from kestrel_core.db.statements import render
 from tests.core.test_statements import _statements
 
 

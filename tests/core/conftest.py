@@ -12,7 +12,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from kestrel_core import Kestrel
-from kestrel_core.worker import Worker
+from kestrel_core.engine.worker import Worker
 
 # .ci/run starts PgBouncer (transaction pooling) and exports its DSN: then every engine test
 # that uses `app` runs twice, directly and through the bouncer (no LISTEN, no prepared

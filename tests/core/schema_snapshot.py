@@ -20,7 +20,7 @@ from pathlib import Path
 import psycopg
 
 from kestrel_core import Kestrel
-from kestrel_core.roles import RoleNames
+from kestrel_core.db.roles import RoleNames
 
 SNAPSHOT = Path(__file__).with_name("schema_snapshot.txt")
 SCHEMA = "kestrel"

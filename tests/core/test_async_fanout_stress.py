@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
-from kestrel_core.async_context import AsyncWorkflowContext
-from kestrel_core.boundary import Attempt, Boundary, Outcome
-from kestrel_core.checkpoint import Checkpoint
-from kestrel_core.claim import Claim
-from kestrel_core.context import WorkflowContext
-from kestrel_core.runtime import Claimed, Registry
-from kestrel_core.serialization import as_stored
+from kestrel_core.base.serialization import as_stored
+from kestrel_core.dispatch.claim import Claim
+from kestrel_core.durable.boundary import Attempt, Boundary, Outcome
+from kestrel_core.durable.checkpoint import Checkpoint
+from kestrel_core.workflow.async_context import AsyncWorkflowContext
+from kestrel_core.workflow.context import WorkflowContext
+from kestrel_core.workflow.contracts import Claimed, Registry
 
 STEPS = 8
 RUNS = 1000

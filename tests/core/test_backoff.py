@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kestrel_core import first_line
-from kestrel_core.backoff import Backoff
+from kestrel_core.base.backoff import Backoff
 
 SECRET = "Sx9zq"
 

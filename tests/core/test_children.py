@@ -7,7 +7,7 @@ import threading
 import psycopg
 
 from kestrel_core import ChildFailed, Kestrel
-from kestrel_core.context import Unwind
+from kestrel_core.workflow.context import Unwind
 from tests.waiting import wait_for
 
 

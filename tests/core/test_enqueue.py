@@ -11,9 +11,9 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from kestrel_core import Kestrel, NotSerializable
-from kestrel_core.claim import claim
-from kestrel_core.enqueue import Row, write
-from kestrel_core.statements import notify_channel
+from kestrel_core.db.statements import notify_channel
+from kestrel_core.dispatch.claim import claim
+from kestrel_core.dispatch.enqueue import Row, write
 
 
 def count(db: psycopg.Connection) -> int:

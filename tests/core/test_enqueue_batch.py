@@ -14,7 +14,7 @@ import pytest
 from psycopg import sql
 
 from kestrel_core import Kestrel
-from kestrel_core.statements import notify_channel
+from kestrel_core.db.statements import notify_channel
 from tests.waiting import wait_for
 
 # A backend of this database waiting for a lock (the blocked batch), whatever pool or bouncer
@@ -251,7 +251,7 @@ def test_a_caller_interrupted_while_queued_leaves_the_queue(app: Kestrel, dsn: s
 def test_a_failed_wake_up_does_not_fail_rows_already_committed(dsn: str, caplog: pytest.LogCaptureFixture) -> None:
     """The batch's rows commit before its wake-up is sent: an error there must not reach their
     callers (they would retry and insert twice); it is logged and polling covers it."""
-    from kestrel_core import enqueue as engine_enqueue
+    from kestrel_core.dispatch import enqueue as engine_enqueue
 
     rows = engine_enqueue.rows({}, "w", [1], single=True)
     with psycopg.connect(dsn) as conn:  # a transaction left aborted: every statement fails

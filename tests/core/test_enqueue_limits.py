@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from kestrel_core import InvalidArgument, Kestrel, NotSerializable
-from kestrel_core.serialization import MAX_JSON_BYTES
+from kestrel_core.base.serialization import MAX_JSON_BYTES
 
 
 def executions(db: psycopg.Connection) -> int:

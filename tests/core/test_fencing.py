@@ -7,9 +7,11 @@ from datetime import timedelta
 import psycopg
 from psycopg.types.json import Jsonb
 
-from kestrel_core import Kestrel, boundary, checkpoint, lease, sweeper, waits
-from kestrel_core.boundary import Attempt, Boundary, Completion, Finish, Outcome
-from kestrel_core.claim import claim
+from kestrel_core import Kestrel
+from kestrel_core.dispatch import lease, sweeper
+from kestrel_core.dispatch.claim import claim
+from kestrel_core.durable import boundary, checkpoint, waits
+from kestrel_core.durable.boundary import Attempt, Boundary, Completion, Finish, Outcome
 
 S = "kestrel"
 

@@ -14,11 +14,11 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from kestrel_core import Kestrel
-from kestrel_core.boundary import Attempt, Boundary, Completion, Finish, Outcome
-from kestrel_core.claim import claim
-from kestrel_core.group_commit import GroupCommit
-from kestrel_core.serialization import as_stored, to_json
-from kestrel_core.sweeper import sweep_leases
+from kestrel_core.base.serialization import as_stored, to_json
+from kestrel_core.dispatch.claim import claim
+from kestrel_core.dispatch.sweeper import sweep_leases
+from kestrel_core.durable.boundary import Attempt, Boundary, Completion, Finish, Outcome
+from kestrel_core.durable.group_commit import GroupCommit
 
 from ..waiting import wait_for
 from .conftest import ledger_rows

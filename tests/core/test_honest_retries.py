@@ -12,7 +12,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from kestrel_core import Kestrel, boundary
+from kestrel_core import Kestrel
+from kestrel_core.durable import boundary
 from tests.waiting import wait_for
 
 

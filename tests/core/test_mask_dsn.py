@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kestrel_core import DatabaseUnavailable, mask_dsn
-from kestrel_core.connection import connect, describe_target, make_pool, unavailable
+from kestrel_core.db.connection import connect, describe_target, make_pool, unavailable
 from tests.hostile_text import NOT_UTF8_DSNS
 
 SECRET = "Sx9zq"

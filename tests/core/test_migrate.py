@@ -12,7 +12,7 @@ import pytest
 from psycopg import sql
 
 from kestrel_core import Kestrel, SchemaOutdated, SchemaTooNew
-from kestrel_core.migrate import LATEST, FunctionFile, Migration, available, function_files, migrate, schema_version
+from kestrel_core.db.migrate import LATEST, FunctionFile, Migration, available, function_files, migrate, schema_version
 from tests.waiting import wait_until_blocked
 
 # Version numbers may have gaps (each engineer gets a number): compare with what ships.
@@ -73,7 +73,7 @@ def test_schema_name_is_validated() -> None:
 
 
 def test_migrate_creates_the_least_privilege_roles(database: str) -> None:
-    from kestrel_core.roles import RoleNames
+    from kestrel_core.db.roles import RoleNames
 
     names = RoleNames(worker="kt_mig_worker", operator="kt_mig_operator")
     with Kestrel(database, schema="mig_roles") as app:

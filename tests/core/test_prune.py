@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from kestrel_core import Kestrel
-from kestrel_core.prune import connection_runner, parse_age, prune, prune_batch
+from kestrel_core.admin.prune import connection_runner, parse_age, prune, prune_batch
 from tests.waiting import wait_for
 
 S = "kestrel"

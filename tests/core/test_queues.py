@@ -274,7 +274,7 @@ def test_explicit_queue_and_queue_priority(dsn: str, db: psycopg.Connection) -> 
         def job(ctx, input):
             return input
 
-        from kestrel_core.queues import declare
+        from kestrel_core.dispatch.queues import declare
 
         with app.connection() as conn:
             declare(conn, app.schema, list(app.queues.values()), {"urgent": ["job"]})

@@ -13,8 +13,9 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from kestrel_core import InvalidArgument, Kestrel, scheduler
-from kestrel_core.keys import tick_key
+from kestrel_core import InvalidArgument, Kestrel
+from kestrel_core.dispatch.keys import tick_key
+from kestrel_core.engine import scheduler
 from tests.cli.script import console, one_clear_line
 from tests.core.test_roles import Logins, as_user, logins  # noqa: F401 (fixture)
 

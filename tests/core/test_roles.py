@@ -18,8 +18,9 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from kestrel_core import Kestrel, prune
-from kestrel_core.roles import RoleNames, ensure_roles
+from kestrel_core import Kestrel
+from kestrel_core.admin import prune
+from kestrel_core.db.roles import RoleNames, ensure_roles
 from tests.conftest import create_database, drop_database
 from tests.waiting import wait_for
 

@@ -10,7 +10,9 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from kestrel_core import ActionRefused, Kestrel, scheduler, schedules
+from kestrel_core import ActionRefused, Kestrel
+from kestrel_core.admin import schedules
+from kestrel_core.engine import scheduler
 from tests.cli.script import console, one_clear_line
 from tests.core.test_roles import Logins, as_user, logins, refused  # noqa: F401 (fixture)
 

@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from kestrel_core import ActionRefused, Kestrel, NotFound, scheduler
+from kestrel_core import ActionRefused, Kestrel, NotFound
+from kestrel_core.engine import scheduler
 from tests.waiting import wait_for
 
 UTC = UTC

@@ -14,8 +14,8 @@ import psycopg
 import pytest
 
 from kestrel_core import Kestrel
-from kestrel_core.migrate import migrate
-from kestrel_core.roles import RoleNames
+from kestrel_core.db.migrate import migrate
+from kestrel_core.db.roles import RoleNames
 from tests.conftest import create_database, drop_database
 from tests.core.schema_snapshot import MADE_ON, SCHEMA, SNAPSHOT, build, snapshot
 

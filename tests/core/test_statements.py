@@ -14,10 +14,10 @@ from psycopg import sql
 
 import kestrel_core
 from kestrel_core import Kestrel
-from kestrel_core.migrate import migrate
-from kestrel_core.statements import CHANNEL_PREFIX, notify_channel, render, render_migration
+from kestrel_core.db.migrate import migrate
+from kestrel_core.db.statements import CHANNEL_PREFIX, notify_channel, render, render_migration
 
-MIGRATIONS = Path(kestrel_core.__file__).parent / "migrations"
+MIGRATIONS = Path(kestrel_core.__file__).parent / "db" / "migrations"
 
 
 def _statements(package: Any = kestrel_core) -> list[tuple[str, str, str]]:
@@ -44,7 +44,7 @@ def test_every_statement_renders_with_named_fragments_and_no_placeholder_left() 
 
 
 def test_fence_fragment_is_filled_inside_the_lock_fragment() -> None:
-    from kestrel_core.checkpoint import RECORD
+    from kestrel_core.durable.checkpoint import RECORD
 
     rendered = render(RECORD, "s1").as_string(None)
     assert 'SELECT id FROM "s1".workflow_executions WHERE id = %(eid)s AND owner_id = %(owner)s' in rendered
@@ -52,7 +52,7 @@ def test_fence_fragment_is_filled_inside_the_lock_fragment() -> None:
 
 
 def test_rendering_is_cached_per_schema() -> None:
-    from kestrel_core.claim import CLAIM
+    from kestrel_core.dispatch.claim import CLAIM
 
     assert render(CLAIM, "s1") is render(CLAIM, "s1")
     assert render(CLAIM, "s1") is not render(CLAIM, "s2")

@@ -6,7 +6,7 @@ import asyncio
 from datetime import timedelta
 
 from kestrel_core import Kestrel, StepFailed
-from kestrel_core.worker import Worker
+from kestrel_core.engine.worker import Worker
 from tests.core.conftest import ledger_rows
 from tests.waiting import wait_for
 

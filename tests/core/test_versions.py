@@ -7,7 +7,7 @@ from __future__ import annotations
 import psycopg
 
 from kestrel_core import Kestrel
-from kestrel_core.versions import fingerprint
+from kestrel_core.workflow.versions import fingerprint
 from tests.waiting import wait_for
 from tests.worker_processes import start_worker_process, stop_worker_processes
 

@@ -17,7 +17,7 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from kestrel_console.adhoc import QueryFailed, QueryRefused, run_read_only, session
+from kestrel_console.adhoc import QueryFailed, QueryRefused, read_only, run_read_only
 from kestrel_console.reports import bind_params, find_report, run_report
 
 
@@ -106,15 +106,15 @@ def test_each_query_runs_with_the_memory_and_temp_file_limits(operator_dsn: str)
     # migrate ran as a superuser (the test server's), so the reader role may set temp_file_limit.
     with psycopg.connect(operator_dsn, autocommit=True) as conn:
         result = run_read_only(conn, "SELECT current_setting('work_mem'), current_setting('temp_file_limit')")
-        assert result.rows == [(session.READER_WORK_MEM, session.READER_TEMP_FILE_LIMIT)]
+        assert result.rows == [(read_only.READER_WORK_MEM, read_only.READER_TEMP_FILE_LIMIT)]
         # Undone with the transaction: the login's own session keeps its settings.
         assert conn.execute("SELECT current_setting('temp_file_limit')").fetchone() == ("-1",)
 
 
 def test_a_query_past_the_temp_file_limit_is_stopped_by_the_server(operator_dsn: str, monkeypatch) -> None:
     # Small limits so a modest sort spills to disk and hits the limit quickly.
-    monkeypatch.setattr(session, "READER_WORK_MEM", "64kB")
-    monkeypatch.setattr(session, "READER_TEMP_FILE_LIMIT", "1MB")
+    monkeypatch.setattr(read_only, "READER_WORK_MEM", "64kB")
+    monkeypatch.setattr(read_only, "READER_TEMP_FILE_LIMIT", "1MB")
     with psycopg.connect(operator_dsn, autocommit=True) as conn, pytest.raises(QueryFailed) as failed:
         run_read_only(conn, "SELECT g, md5(g::text) FROM generate_series(1, 200000) g ORDER BY 2")
     assert failed.value.sqlstate == "53400" and "temp_file_limit" in str(failed.value)

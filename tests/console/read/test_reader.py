@@ -19,8 +19,8 @@ from psycopg import sql
 
 from kestrel_console.read import Reader, ReadTimeout, describe_blocker
 from kestrel_core import DatabaseUnavailable, Kestrel, SchemaOutdated
-from kestrel_core.execution import STATUSES
-from kestrel_core.statements import render
+from kestrel_core.admin.execution import STATUSES
+from kestrel_core.db.statements import render
 from tests.conftest import create_database, drop_database
 from tests.seed import SeedFacts, seed_bulk_finished, seed_history
 from tests.waiting import wait_until_blocked, wait_until_gone

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 from kestrel_console.reports import bind_params, find_report, run_report
 from kestrel_core import Kestrel
-from kestrel_core.claim import claim
-from kestrel_core.queues import declare
+from kestrel_core.dispatch.claim import claim
+from kestrel_core.dispatch.queues import declare
 
 
 def run(db) -> dict[str, dict]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from kestrel_console.reports import bind_params, find_report, run_report
-from kestrel_core import Kestrel, scheduler
+from kestrel_core import Kestrel
+from kestrel_core.engine import scheduler
 
 T0 = datetime(2026, 1, 5, 12, 0, 0, tzinfo=UTC)
 

@@ -11,7 +11,7 @@ import pytest
 from kestrel_console.tui.screens.queues import QueuesScreen
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 from kestrel_core import Kestrel
-from kestrel_core.queues import declare
+from kestrel_core.dispatch.queues import declare
 
 from .helpers import (
     MORE_COLUMNS,

@@ -1,0 +1,7 @@
+"""What the app and operators do to executions besides running them: read one back
+(``execution``), the audited actions approve, reject, cancel and requeue (``actions``),
+schedules as rows and their cron arithmetic (``schedules``, ``cron``; the worker ticks them:
+``kestrel_core.engine.scheduler``), and retention (``prune``).
+
+May import: base, db, dispatch.
+"""

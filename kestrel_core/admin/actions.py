@@ -1,0 +1,120 @@
+"""Operator actions: approve, reject, cancel, requeue.
+
+Each is one call to a SECURITY DEFINER function of the schema (migration 0002), which checks
+the allowed states, writes the audit row and applies the change in one transaction. A refusal
+changes nothing and surfaces as NotFound or ActionRefused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from kestrel_core.base.errors import InvalidArgument, from_database
+from kestrel_core.db.statements import render
+
+DECIDE = "SELECT {schema}.decide_approval(%s, %s, %s, %s, %s)"
+CANCEL = "SELECT {schema}.cancel_execution(%s, %s, %s)"
+REQUEUE = "SELECT {schema}.requeue_execution(%s, %s, %s)"
+
+
+BIGINT_MAX = 2**63 - 1
+
+
+def check_execution_id(execution_id: object) -> int:
+    """``execution_id`` if it can be an execution id (a positive 64-bit integer), else
+    InvalidArgument: an id past bigint would reach Postgres as numeric and match no function."""
+    if not isinstance(execution_id, int) or isinstance(execution_id, bool) or not 1 <= execution_id <= BIGINT_MAX:
+        raise InvalidArgument(f"no execution can have id {execution_id!r}: ids are integers from 1 to {BIGINT_MAX}")
+    return execution_id
+
+
+def _call(conn: psycopg.Connection, schema: str, statement: str, params: tuple[Any, ...]) -> Any:
+    check_execution_id(params[0])
+    for attempt in range(3):
+        try:
+            row = conn.execute(render(statement, schema), params).fetchone()
+            break
+        except psycopg.errors.DeadlockDetected:
+            # A cancel cascading to children can meet a child finishing at that instant (which
+            # locks in the other order); Postgres aborts one side, changing nothing: try again.
+            if attempt == 2:
+                raise
+        except psycopg.Error as exc:
+            raise from_database(exc) from None
+    return row[0] if row else None
+
+
+async def _call_async(conn: psycopg.AsyncConnection, schema: str, statement: str, params: tuple[Any, ...]) -> Any:
+    """``_call`` on an AsyncConnection: the same statements, checks and retries."""
+    check_execution_id(params[0])
+    for attempt in range(3):
+        try:
+            cur = await conn.execute(render(statement, schema), params)
+            row = await cur.fetchone()
+            break
+        except psycopg.errors.DeadlockDetected:
+            if attempt == 2:
+                raise
+        except psycopg.Error as exc:
+            raise from_database(exc) from None
+    return row[0] if row else None
+
+
+def decide(
+    conn: psycopg.Connection,
+    schema: str,
+    execution_id: int,
+    step_id: str,
+    *,
+    approved: bool,
+    by: str,
+    comment: str | None = None,
+) -> dict[str, Any]:
+    """Record an approval decision and re-enqueue the execution; returns the decision."""
+    decision: dict[str, Any] = _call(conn, schema, DECIDE, (execution_id, step_id, approved, by, comment))
+    return decision
+
+
+def cancel(conn: psycopg.Connection, schema: str, execution_id: int, *, by: str, comment: str | None = None) -> str:
+    """Cancel an enqueued, running or waiting execution; returns the status it had."""
+    status: str = _call(conn, schema, CANCEL, (execution_id, by, comment))
+    return status
+
+
+def requeue(conn: psycopg.Connection, schema: str, execution_id: int, *, by: str, comment: str | None = None) -> str:
+    """Re-enqueue an errored or cancelled execution, or one whose lease expired."""
+    status: str = _call(conn, schema, REQUEUE, (execution_id, by, comment))
+    return status
+
+
+async def decide_async(
+    conn: psycopg.AsyncConnection,
+    schema: str,
+    execution_id: int,
+    step_id: str,
+    *,
+    approved: bool,
+    by: str,
+    comment: str | None = None,
+) -> dict[str, Any]:
+    """``decide`` on an AsyncConnection."""
+    decision: dict[str, Any] = await _call_async(conn, schema, DECIDE, (execution_id, step_id, approved, by, comment))
+    return decision
+
+
+async def cancel_async(
+    conn: psycopg.AsyncConnection, schema: str, execution_id: int, *, by: str, comment: str | None = None
+) -> str:
+    """``cancel`` on an AsyncConnection."""
+    status: str = await _call_async(conn, schema, CANCEL, (execution_id, by, comment))
+    return status
+
+
+async def requeue_async(
+    conn: psycopg.AsyncConnection, schema: str, execution_id: int, *, by: str, comment: str | None = None
+) -> str:
+    """``requeue`` on an AsyncConnection."""
+    status: str = await _call_async(conn, schema, REQUEUE, (execution_id, by, comment))
+    return status

@@ -1,0 +1,213 @@
+"""Schedules as rows: declared in code (``@app.schedule``, upserted by every worker at start)
+or added by an operator (``kestrel-console schedule add``), paused, resumed and removed through
+the audited SECURITY DEFINER functions of migration 0007.
+
+What a scheduled run receives as input: the schedule's ``input`` object (if any) plus
+``schedule`` (its name) and ``scheduled_at`` (the tick, ISO 8601 in UTC). Ticks are advanced by
+``kestrel_core.engine.scheduler``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal, overload
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from kestrel_core.admin import cron
+from kestrel_core.base.errors import ActionRefused, from_database
+from kestrel_core.base.serialization import to_json
+from kestrel_core.db.statements import one_row, render
+from kestrel_core.dispatch.enqueue import check_workflow_name
+
+# Keys every scheduled run's input carries; a schedule's own input may not use them.
+RESERVED_KEYS = ("schedule", "scheduled_at")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
+
+NOW = "SELECT now()"
+
+# A worker (re)declares its code's schedules. Only rows that code owns are updated, and only
+# when something changed; a changed cron or timezone starts from the next tick after now, an
+# unchanged one keeps its place (restarting workers neither skip nor repeat a tick). Pausing
+# is the operator's: a redeclaration never unpauses.
+DECLARE = """
+INSERT INTO {schema}.schedules AS s (name, cron, timezone, workflow_name, input, catch_up,
+                                     next_tick, source, created_by)
+VALUES (%(name)s, %(cron)s, %(timezone)s, %(workflow)s, %(input)s, %(catch_up)s, %(next_tick)s,
+        'code', %(by)s)
+ON CONFLICT (name) DO UPDATE
+   SET cron = EXCLUDED.cron, timezone = EXCLUDED.timezone, workflow_name = EXCLUDED.workflow_name,
+       input = EXCLUDED.input, catch_up = EXCLUDED.catch_up,
+       next_tick = CASE WHEN (s.cron, s.timezone) IS DISTINCT FROM (EXCLUDED.cron, EXCLUDED.timezone)
+                        THEN EXCLUDED.next_tick ELSE s.next_tick END,
+       updated_at = now()
+ WHERE s.source = 'code'
+   AND (s.cron, s.timezone, s.workflow_name, s.input, s.catch_up)
+       IS DISTINCT FROM (EXCLUDED.cron, EXCLUDED.timezone, EXCLUDED.workflow_name,
+                         EXCLUDED.input, EXCLUDED.catch_up)
+"""
+OPERATOR_OWNED = "SELECT name FROM {schema}.schedules WHERE name = ANY(%s) AND source = 'cli'"
+CRON_OF = "SELECT cron, timezone FROM {schema}.schedules WHERE name = %s"
+
+ADD = "SELECT {schema}.add_schedule(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+SET_PAUSED = "SELECT {schema}.set_schedule_paused(%s, %s, %s, %s, %s)"
+REMOVE = "SELECT {schema}.remove_schedule(%s, %s, %s)"
+
+log = logging.getLogger("kestrel.schedules")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A schedule declared in code: enqueue ``workflow`` at every tick of ``cron`` in ``timezone``."""
+
+    name: str
+    cron: str
+    workflow: str
+    timezone: str = "UTC"
+    catch_up: bool = False
+    input: dict[str, Any] | None = None
+
+
+def check(name: str, expression: str, workflow: str, timezone: str, input: Any) -> tuple[str, Jsonb | None]:
+    """Validate a schedule's parts; returns (normalised cron, input as jsonb). ValueError
+    says what is wrong and how to write it."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(
+            f"invalid schedule name {name!r}: use letters, digits, '_', '.', ':' or '-' "
+            "(starting with a letter or digit, at most 100 characters)"
+        )
+    if not isinstance(workflow, str) or not workflow.strip():
+        raise ValueError("give the name of the workflow the schedule enqueues")
+    check_workflow_name(workflow)  # every tick enqueues it: refuse now what enqueue would refuse then
+    expression = cron.check_cron(expression)
+    cron.check_timezone(timezone)
+    if input is not None and not isinstance(input, dict):
+        raise ValueError(
+            f"the input of schedule {name!r} must be a JSON object (its keys are passed "
+            f"to every run beside 'scheduled_at'), not {type(input).__name__}"
+        )
+    clash = [k for k in RESERVED_KEYS if input and k in input]
+    if clash:
+        raise ValueError(
+            f"the input of schedule {name!r} may not use the key(s) {', '.join(clash)}: "
+            "every scheduled run gets them from the schedule"
+        )
+    return expression, (to_json(input, f"the input of schedule {name!r}") if input is not None else None)
+
+
+def run_input(name: str, tick: datetime, input: dict[str, Any] | None) -> dict[str, Any]:
+    """The input of the run a tick enqueues."""
+    return {**(input or {}), "schedule": name, "scheduled_at": tick.astimezone(UTC).isoformat()}
+
+
+def db_now(conn: psycopg.Connection) -> datetime:
+    """The database's clock: every worker agrees on it, whatever their own clocks say."""
+    row = conn.execute(NOW).fetchone()
+    row = one_row(row, "NOW")
+    now: datetime = row[0]
+    return now
+
+
+def declare(conn: psycopg.Connection, schema: str, schedules: Sequence[Schedule], by: str) -> list[str]:
+    """Upsert the schedules declared in code; returns the names left alone because an operator
+    added a schedule of that name (the operator's row wins; a warning is logged)."""
+    if not schedules:
+        return []
+    now = db_now(conn)
+    with conn.transaction():
+        for s in schedules:
+            expression, input_json = check(s.name, s.cron, s.workflow, s.timezone, s.input)
+            conn.execute(
+                render(DECLARE, schema),
+                {
+                    "name": s.name,
+                    "cron": expression,
+                    "timezone": s.timezone,
+                    "workflow": s.workflow,
+                    "input": input_json,
+                    "catch_up": s.catch_up,
+                    "by": by,
+                    "next_tick": cron.next_after(expression, s.timezone, now),
+                },
+            )
+        kept = [r[0] for r in conn.execute(render(OPERATOR_OWNED, schema), ([s.name for s in schedules],))]
+    for name in kept:
+        log.warning(
+            "event=schedule_not_declared schedule=%s (an operator added a schedule of that "
+            "name: it wins; remove it to let the code's declaration take over)",
+            name,
+        )
+    return kept
+
+
+def _call(conn: psycopg.Connection, schema: str, statement: str, params: tuple[Any, ...]) -> Any:
+    try:
+        row = conn.execute(render(statement, schema), params).fetchone()
+    except psycopg.Error as exc:
+        raise from_database(exc) from None
+    return row[0] if row else None
+
+
+def add(
+    conn: psycopg.Connection,
+    schema: str,
+    name: str,
+    expression: str,
+    workflow: str,
+    *,
+    input: dict[str, Any] | None = None,
+    timezone: str = "UTC",
+    catch_up: bool = False,
+    by: str,
+    comment: str | None = None,
+) -> datetime:
+    """Add an operator schedule (audited); returns its first tick. ValueError for a bad part."""
+    expression, input_json = check(name, expression, workflow, timezone, input)
+    first = cron.next_after(expression, timezone, db_now(conn))
+    tick: datetime = _call(
+        conn, schema, ADD, (name, expression, timezone, workflow, input_json, catch_up, first, by, comment)
+    )
+    return tick
+
+
+@overload
+def set_paused(
+    conn: psycopg.Connection, schema: str, name: str, paused: Literal[True], *, by: str, comment: str | None = None
+) -> None: ...
+@overload
+def set_paused(
+    conn: psycopg.Connection, schema: str, name: str, paused: Literal[False], *, by: str, comment: str | None = None
+) -> datetime: ...
+@overload
+def set_paused(
+    conn: psycopg.Connection, schema: str, name: str, paused: bool, *, by: str, comment: str | None = None
+) -> datetime | None: ...
+def set_paused(
+    conn: psycopg.Connection, schema: str, name: str, paused: bool, *, by: str, comment: str | None = None
+) -> datetime | None:
+    """Pause or resume (audited). Resuming starts at the first tick after now, so the ticks
+    missed while paused are not enqueued; returns that tick (None when pausing)."""
+    next_tick = None
+    if not paused:
+        row = conn.execute(render(CRON_OF, schema), (name,)).fetchone()
+        if row is not None:  # else the function says there is no such schedule
+            try:
+                next_tick = cron.next_after(cron.check_cron(row[0]), row[1], db_now(conn))
+            except (ValueError, KeyError) as exc:  # a row edited by hand into nonsense
+                raise ActionRefused(
+                    f"schedule {name!r} cannot resume: {exc}; remove it and add it again with a valid expression"
+                ) from None
+    resumed_at: datetime | None = _call(conn, schema, SET_PAUSED, (name, paused, next_tick, by, comment))
+    return resumed_at
+
+
+def remove(conn: psycopg.Connection, schema: str, name: str, *, by: str, comment: str | None = None) -> str:
+    """Delete a schedule (audited); returns its source, 'code' or 'cli'. Executions it already
+    enqueued are left alone."""
+    source: str = _call(conn, schema, REMOVE, (name, by, comment))
+    return source

@@ -1,0 +1,282 @@
+"""Connecting to Postgres: DSN resolution, pools, and errors a person can read."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from typing import Protocol, TypeVar
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from kestrel_core.base.errors import DatabaseUnavailable
+
+APPLICATION_NAME = "kestrel"
+
+T = TypeVar("T")
+
+
+def resolve_dsn(dsn: str | None) -> str:
+    """The DSN to use: the argument, else ``$KESTREL_DSN``, else libpq defaults (PGHOST, ...)."""
+    if dsn is None:
+        dsn = os.environ.get("KESTREL_DSN", "")
+    return dsn
+
+
+# user:password@ of a URL. A malformed URL may hold spaces, quotes or '@' in its password: the
+# password runs to the '@' after which the host holds no other '@'.
+_URL_PASSWORD = re.compile(r"(://[^:/@\s'\"]*:)([^\n]*?)(@)(?=[^@\s'\"]*(?:[\s'\"]|$))")
+# password=... in the keyword form or a URL's query: a quoted value (to its closing quote, or to
+# the end when it is unterminated), else the words up to the next "key=" (a password with an
+# unquoted space is still one secret).
+_KEYWORD_PASSWORD = re.compile(
+    r"(password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s&'\"]+(?:\s+(?![\w.-]+\s*=)[^\s&=]+)*)", re.IGNORECASE
+)
+_QUOTED = re.compile(r'"([^"]*)"')
+
+
+def mask_dsn(text: str) -> str:
+    """Hide every password in a DSN or in a message that quotes one (URL and keyword forms,
+    malformed ones included)."""
+    text = _URL_PASSWORD.sub(r"\1****\3", text)
+    return _KEYWORD_PASSWORD.sub(r"\1****", text)
+
+
+def first_line(exc: BaseException | str, dsn: str | None = None) -> str:
+    """The first line of an error (its type name when it has no text), passwords masked: the
+    form every log line and message quotes an exception in."""
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    if dsn:
+        line = _hide_secrets(line, dsn)
+    return mask_dsn(line)
+
+
+def _secrets(dsn: str) -> list[str]:
+    """Every password ``dsn`` may hold, read generously (a malformed DSN has no exact parse)."""
+    found = []
+    start = dsn.find("://")
+    if start >= 0:
+        rest = dsn[start + 3 :]
+        userinfo = rest[: rest.rfind("@")] if "@" in rest else ""
+        if ":" in userinfo:
+            found.append(userinfo.split(":", 1)[1])
+    for match in _KEYWORD_PASSWORD.finditer(dsn):
+        found.append(match.group(2).strip("'"))
+    try:
+        password = conninfo_to_dict(dsn).get("password")
+    except psycopg.Error:
+        password = None
+    if password:
+        found.append(str(password))
+    return [s for s in found if s]
+
+
+def _hide_secrets(text: str, dsn: str) -> str:
+    """``text`` with every password of ``dsn`` (and each '@'-separated piece of one: libpq
+    reads 'user:pa@ss@host' as password 'pa' and host 'ss@host') replaced by ****, where it
+    stands as a token of its own."""
+    pieces = set()
+    for secret in _secrets(dsn):
+        pieces.add(secret)
+        pieces.update(p for p in secret.split("@") if len(p) >= 3)
+    for piece in sorted(pieces, key=len, reverse=True):
+        text = re.sub(r"(?<![\w%])" + re.escape(piece) + r"(?![\w%])", "****", text)
+    return text
+
+
+def parser_reason(dsn: str, exc: Exception) -> str:
+    """libpq's complaint about ``dsn``, without any secret: its messages quote the offending
+    token ('invalid percent-encoded token: "s3cr%zz"'), which may be (part of) the password."""
+    text = first_line(exc)
+    secrets = _secrets(dsn)
+
+    def hide(match: re.Match[str]) -> str:
+        quoted = match.group(1)
+        if any(quoted and (quoted in s or s in quoted) for s in secrets):
+            return '"****"'
+        return match.group(0)
+
+    return mask_dsn(_hide_secrets(_QUOTED.sub(hide, text), dsn))
+
+
+def invalid_dsn(dsn: str, exc: Exception) -> DatabaseUnavailable:
+    """A DatabaseUnavailable for a DSN libpq cannot parse, built from masked parts only."""
+    return DatabaseUnavailable(
+        f"invalid DSN {mask_dsn(dsn)!r}: {parser_reason(dsn, exc)}\n"
+        "Check --dsn / $KESTREL_DSN (a password with spaces, '@' or '%' must be percent-encoded "
+        "in a URL, or quoted in the keyword form)."
+    )
+
+
+def describe_target(dsn: str) -> str:
+    """A short 'user@host:port/db' naming where a DSN points, without its password."""
+    try:
+        params = conninfo_to_dict(dsn)
+    except (psycopg.ProgrammingError, UnicodeEncodeError):
+        return mask_dsn(dsn.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"))
+    host = params.get("host") or os.environ.get("PGHOST") or "local socket"
+    port = params.get("port") or os.environ.get("PGPORT") or "5432"
+    user = str(params.get("user") or os.environ.get("PGUSER") or "")
+    dbname = params.get("dbname") or os.environ.get("PGDATABASE") or user
+    return _hide_secrets(f"{user + '@' if user else ''}{host}:{port}/{dbname}", dsn)
+
+
+def check_dsn(dsn: str) -> None:
+    """Refuse a DSN that is not valid UTF-8 (libpq's parser would fail on its encoding, with a
+    traceback quoting it) and a URL whose password holds a raw '@': libpq would cut the password
+    at the first one and try to reach a host named after the rest of it."""
+    try:
+        dsn.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = dsn.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise DatabaseUnavailable(
+            f"invalid DSN {mask_dsn(shown)!r}: it is not valid UTF-8\n"
+            "Check --dsn / $KESTREL_DSN (and the terminal's encoding)."
+        ) from None
+    start = dsn.find("://")
+    if start < 0:
+        return
+    authority = dsn[start + 3 :].split("?", 1)[0]
+    if authority.count("@") > 1:
+        raise DatabaseUnavailable(
+            f"invalid DSN {mask_dsn(dsn)!r}: its user:password part holds '@'\n"
+            "Percent-encode it in the URL (%40), or use the keyword form: password='...'."
+        )
+
+
+def unavailable(dsn: str, exc: Exception) -> DatabaseUnavailable:
+    """A DatabaseUnavailable naming the target and libpq's reason, password masked."""
+    reason = parser_reason(dsn, exc)
+    return DatabaseUnavailable(
+        f"cannot connect to PostgreSQL at {describe_target(dsn)}: {reason}\n"
+        "Check --dsn / $KESTREL_DSN and that the server is running."
+    )
+
+
+# SQLSTATEs of a server that is going away or not taking connections (admin_shutdown,
+# crash_shutdown, cannot_connect_now); class 08 is the connection exception class.
+_GOING_AWAY = ("57P01", "57P02", "57P03")
+
+
+def is_unreachable(exc: psycopg.OperationalError) -> bool:
+    """Whether ``exc`` means the server could not be reached or went away (trying again later
+    may work), as opposed to a refusal of the statement itself that psycopg also files under
+    OperationalError (an index row too large, out of disk, a statement timeout): those are
+    reported as what they are, never as 'cannot connect'."""
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in _GOING_AWAY
+
+
+def _conninfo(dsn: str, application_name: str, *, connect_timeout: int) -> str:
+    """``dsn`` checked and completed with the application name and timeout; a malformed one is
+    DatabaseUnavailable naming it without its password."""
+    check_dsn(dsn)
+    try:
+        return make_conninfo(dsn, application_name=application_name, connect_timeout=connect_timeout)
+    except psycopg.ProgrammingError as exc:
+        raise invalid_dsn(dsn, exc) from None
+
+
+def connect(
+    dsn: str,
+    *,
+    autocommit: bool = True,
+    application_name: str = APPLICATION_NAME,
+    connect_timeout: int = 10,
+    prepare: bool = True,
+) -> psycopg.Connection:
+    """Open one connection, turning connection failures into DatabaseUnavailable."""
+    conninfo = _conninfo(dsn, application_name, connect_timeout=connect_timeout)
+    try:
+        conn = psycopg.connect(conninfo, autocommit=autocommit)
+    except psycopg.ProgrammingError as exc:  # malformed DSN
+        raise invalid_dsn(dsn, exc) from None
+    except psycopg.OperationalError as exc:
+        raise unavailable(dsn, exc) from None
+    if not prepare:
+        conn.prepare_threshold = None
+    return conn
+
+
+def close_quietly(conn: psycopg.Connection | None) -> None:
+    """Close a connection that may already be broken: an error while closing changes nothing."""
+    if conn is not None:
+        try:
+            conn.close()
+        except Exception:
+            pass
+
+
+def make_pool(
+    dsn: str,
+    *,
+    min_size: int,
+    max_size: int,
+    application_name: str = APPLICATION_NAME,
+    prepare: bool = True,
+    name: str = "kestrel",
+    check: bool = True,
+) -> ConnectionPool:
+    """A connection pool of autocommit connections.
+
+    ``check=True`` pings a connection on checkout (one round trip) so a caller never gets one a
+    server restart broke; the worker turns it off because it retries failed calls itself, and a
+    broken connection is dropped when returned. ``prepare=False`` turns off server-side prepared
+    statements (PgBouncer transaction pooling).
+    """
+
+    def configure(conn: psycopg.Connection) -> None:
+        conn.autocommit = True
+        if not prepare:
+            conn.prepare_threshold = None
+
+    conninfo = _conninfo(dsn, application_name, connect_timeout=10)
+    return ConnectionPool(
+        conninfo,
+        min_size=min_size,
+        max_size=max_size,
+        configure=configure,
+        check=ConnectionPool.check_connection if check else None,
+        open=False,
+        name=name,
+        timeout=30,
+    )
+
+
+def make_async_pool(
+    dsn: str,
+    *,
+    min_size: int,
+    max_size: int,
+    application_name: str = APPLICATION_NAME,
+    prepare: bool = True,
+    name: str = "kestrel-async",
+) -> AsyncConnectionPool:
+    """``make_pool`` for asyncio: autocommit AsyncConnections, each pinged on checkout."""
+
+    async def configure(conn: psycopg.AsyncConnection) -> None:
+        await conn.set_autocommit(True)
+        if not prepare:
+            conn.prepare_threshold = None
+
+    conninfo = _conninfo(dsn, application_name, connect_timeout=10)
+    return AsyncConnectionPool(
+        conninfo,
+        min_size=min_size,
+        max_size=max_size,
+        configure=configure,
+        check=AsyncConnectionPool.check_connection,
+        open=False,
+        name=name,
+        timeout=30,
+    )
+
+
+class ConnectionRunner(Protocol):
+    """``run(fn)``: ``fn``'s result, ``fn`` called with a connection. A worker's ``db`` (which
+    retries while the database restarts) is one; ``prune.connection_runner`` makes one."""
+
+    def __call__(self, fn: Callable[[psycopg.Connection], T], /) -> T: ...

@@ -1,0 +1,301 @@
+"""Versioned schema migrations, and the schema's functions kept as code.
+
+Two kinds of files build the schema:
+
+- ``migrations/NNNN_name.sql``: tables, indexes, constraints, triggers and data. Each is one
+  version, applied once, in order, and recorded in ``schema_migrations``; never edited once
+  released. Migrations 0001-0010 also created and re-created functions: that is history, kept
+  for existing databases.
+- ``schema/functions/<name>.sql``: the current definition of one database function
+  (``CREATE OR REPLACE FUNCTION`` and its ``REVOKE ... FROM PUBLIC``). A function changes in its
+  file, never in a new migration. The files are applied after the migrations, in the same
+  transaction, whenever a file's text differs from the one last applied: ``schema_functions``
+  records each text's checksum.
+
+``migrate`` does its work in one transaction under a transaction-scoped advisory lock: many
+processes may run it at once, exactly one does the work and the others find nothing left to do.
+
+A migration marked with the line ``-- kestrel: outside transaction`` runs outside that
+transaction, one statement at a time: ``CREATE INDEX CONCURRENTLY IF NOT EXISTS`` on the hot
+``workflow_executions`` table, which a plain ``CREATE INDEX`` would block for writes for the
+whole build. The migrations before it commit first, those after it wait until it is recorded.
+Its builder holds a session advisory lock of its own; the others poll for it instead of
+waiting on it, because a waiting statement holds a snapshot and a concurrent index build
+waits for every older snapshot (it would deadlock with its waiters). An interrupted build
+leaves an invalid index: the next run drops the schema's invalid indexes before building.
+That step keeps a session lock, so ``migrate`` runs on a direct connection, not through a
+transaction-pooling PgBouncer.
+
+A database newer than this code (a version this code does not know, or a function file this
+code holds an older text of) is refused with ``SchemaTooNew``, by ``migrate`` and by every
+process that checks the schema (workers, the API, the console): old code must not run on, or
+write its functions over, a schema a newer release migrated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+
+import psycopg
+from psycopg import sql
+
+from kestrel_core.base.errors import SchemaOutdated, SchemaTooNew
+from kestrel_core.db.statements import check_schema_name, render, render_migration
+
+# A changed function is no version: its (re)application is logged, not returned.
+log = logging.getLogger("kestrel.migrate")
+
+_FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
+_FUNCTION_FILE = re.compile(r"^(\w+)\.sql$")
+OUTSIDE_TRANSACTION = re.compile(r"^-- kestrel: outside transaction\s*$", re.MULTILINE)
+# The function files, inside the package: applied after every migration, so that a function
+# may use the columns the migrations add.
+FUNCTIONS_DIR = ("schema", "functions")
+
+CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"
+CREATE_VERSIONS = """
+CREATE TABLE IF NOT EXISTS {schema}.schema_migrations (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)"""
+# Every function text ever applied (id orders them): the latest row per name is what the
+# database holds; an older one means a newer release has been here.
+CREATE_FUNCTIONS = """
+CREATE TABLE IF NOT EXISTS {schema}.schema_functions (
+    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name       text NOT NULL,
+    checksum   text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (name, checksum)
+)"""
+# One lock for every schema in the database: migrations are rare, so no need to be finer.
+LOCK = "SELECT pg_advisory_xact_lock(hashtext('kestrel.migrate'))"
+# The outside-transaction step's own lock (session level, taken with try and polled).
+TRY_OUTSIDE_LOCK = "SELECT pg_try_advisory_lock(hashtext('kestrel.migrate.outside'))"
+OUTSIDE_UNLOCK = "SELECT pg_advisory_unlock(hashtext('kestrel.migrate.outside'))"
+OUTSIDE_POLL_S = 0.2
+APPLIED = "SELECT version FROM {schema}.schema_migrations"
+IS_APPLIED = "SELECT 1 FROM {schema}.schema_migrations WHERE version = %s"
+RECORD = "INSERT INTO {schema}.schema_migrations (version, name) VALUES (%s, %s)"
+VERSIONS_EXIST = "SELECT to_regclass(%s) IS NOT NULL"
+CURRENT_VERSION = "SELECT coalesce(max(version), 0) FROM {schema}.schema_migrations"
+FUNCTIONS_APPLIED = "SELECT name, checksum FROM {schema}.schema_functions ORDER BY id"
+RECORD_FUNCTION = "INSERT INTO {schema}.schema_functions (name, checksum) VALUES (%s, %s)"
+INVALID_INDEXES = """
+SELECT c.relname FROM pg_index i
+  JOIN pg_class c ON c.oid = i.indexrelid
+  JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = %s AND NOT i.indisvalid
+ ORDER BY 1
+"""
+DROP_INDEX_CONCURRENTLY = "DROP INDEX CONCURRENTLY IF EXISTS {index}"
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    text: str
+
+    @property
+    def outside_transaction(self) -> bool:
+        """Marked to run outside the migration transaction (CREATE INDEX CONCURRENTLY)."""
+        return bool(OUTSIDE_TRANSACTION.search(self.text))
+
+    def statements(self) -> list[str]:
+        """An outside-transaction migration's statements, one by one (each ends a line with
+        ``;``); comment lines dropped. Dollar quoting is refused: no function belongs here."""
+        if "$$" in self.text:
+            raise ValueError(
+                f"migration {self.version} runs outside a transaction: it may not define functions or DO blocks"
+            )
+        lines = [line for line in self.text.splitlines() if not line.lstrip().startswith("--")]
+        parts = re.split(r";[ \t]*$", "\n".join(lines), flags=re.MULTILINE)
+        return [part.strip() for part in parts if part.strip()]
+
+
+@dataclass(frozen=True)
+class FunctionFile:
+    """``schema/functions/<name>.sql``: the current definition of the function ``name``."""
+
+    name: str
+    text: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+
+def available() -> list[Migration]:
+    """Every migration shipped with this code, in version order."""
+    found = []
+    for entry in resources.files("kestrel_core.db.migrations").iterdir():
+        match = _FILE.match(entry.name)
+        if match:
+            found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
+    return sorted(found, key=lambda m: m.version)
+
+
+def function_files() -> list[FunctionFile]:
+    """Every function file shipped with this code, by name."""
+    folder = resources.files("kestrel_core.db").joinpath(*FUNCTIONS_DIR)
+    found = []
+    for entry in folder.iterdir():
+        match = _FUNCTION_FILE.match(entry.name)
+        if match:
+            found.append(FunctionFile(match[1], entry.read_text(encoding="utf-8")))
+    return sorted(found, key=lambda f: f.name)
+
+
+LATEST = available()[-1].version
+
+
+def migrate(
+    conn: psycopg.Connection,
+    schema: str,
+    *,
+    migrations: Sequence[Migration] | None = None,
+    functions: Sequence[FunctionFile] | None = None,
+) -> list[int]:
+    """Bring ``schema`` up to date; return the versions applied now (empty if none).
+
+    ``migrations`` and ``functions`` default to those shipped with this code.
+    """
+    check_schema_name(schema)
+    migrations = available() if migrations is None else sorted(migrations, key=lambda m: m.version)
+    functions = function_files() if functions is None else list(functions)
+    applied_now: list[int] = []
+    while True:
+        outside = _apply_in_transaction(conn, schema, migrations, functions, applied_now)
+        if outside is None:
+            return applied_now
+        if _apply_outside_transaction(conn, schema, outside):
+            applied_now.append(outside.version)
+
+
+def _apply_in_transaction(
+    conn: psycopg.Connection,
+    schema: str,
+    migrations: Sequence[Migration],
+    functions: Sequence[FunctionFile],
+    applied_now: list[int],
+) -> Migration | None:
+    """Apply the pending migrations up to the first outside-transaction one (returned), or
+    all of them and then the changed function files (None returned), in one transaction."""
+    with conn.transaction():
+        conn.execute(LOCK)
+        conn.execute(render(CREATE_SCHEMA, schema))
+        conn.execute(render(CREATE_VERSIONS, schema))
+        conn.execute(render(CREATE_FUNCTIONS, schema))
+        done = {row[0] for row in conn.execute(render(APPLIED, schema))}
+        _refuse_unknown_versions(schema, done, {m.version for m in migrations})
+        for migration in migrations:
+            if migration.version in done:
+                continue
+            if migration.outside_transaction:
+                return migration
+            conn.execute(render_migration(migration.text, schema))
+            conn.execute(render(RECORD, schema), (migration.version, migration.name))
+            applied_now.append(migration.version)
+        _apply_functions(conn, schema, functions)
+    return None
+
+
+def _refuse_unknown_versions(schema: str, done: set[int], known: set[int]) -> None:
+    unknown = done - known
+    if not unknown:
+        return
+    latest = max(known, default=0)
+    if max(done) > latest:
+        raise SchemaTooNew(too_new_message(schema, max(done), latest))
+    raise SchemaTooNew(
+        f"the Kestrel schema {schema!r} has migration(s) "
+        f"{', '.join(map(str, sorted(unknown)))} that this code does not know: upgrade kestrel"
+    )
+
+
+def _apply_functions(conn: psycopg.Connection, schema: str, functions: Sequence[FunctionFile]) -> None:
+    """(Re)apply each function file whose text is not the latest one applied."""
+    latest: dict[str, str] = {}
+    seen: set[tuple[str, str]] = set()
+    for name, checksum in conn.execute(render(FUNCTIONS_APPLIED, schema)):
+        latest[name] = checksum
+        seen.add((name, checksum))
+    for function in functions:
+        checksum = function.checksum
+        if latest.get(function.name) == checksum:
+            continue
+        if (function.name, checksum) in seen:
+            raise SchemaTooNew(
+                f"the Kestrel schema {schema!r} holds a newer definition of the function "
+                f"{function.name}() than this code's: upgrade kestrel"
+            )
+        conn.execute(render_migration(function.text, schema))
+        conn.execute(render(RECORD_FUNCTION, schema), (function.name, checksum))
+        log.info("event=function_applied schema=%s function=%s", schema, function.name)
+
+
+def _apply_outside_transaction(conn: psycopg.Connection, schema: str, migration: Migration) -> bool:
+    """Run ``migration`` statement by statement in autocommit, unless another process has
+    meanwhile; True if this call applied it."""
+    if not conn.autocommit:
+        raise ValueError(
+            f"migration {migration.version} ({migration.name}) runs outside a "
+            "transaction: migrate needs an autocommit connection"
+        )
+    statements = migration.statements()
+    while conn.execute(TRY_OUTSIDE_LOCK).fetchone() != (True,):
+        time.sleep(OUTSIDE_POLL_S)
+    try:
+        if conn.execute(render(IS_APPLIED, schema), (migration.version,)).fetchone():
+            return False
+        for (index,) in conn.execute(INVALID_INDEXES, (schema,)).fetchall():
+            conn.execute(_drop_index(schema, index))
+        for statement in statements:
+            conn.execute(render_migration(statement, schema))
+        conn.execute(render(RECORD, schema), (migration.version, migration.name))
+        return True
+    finally:
+        conn.execute(OUTSIDE_UNLOCK)
+
+
+def _drop_index(schema: str, index: str) -> sql.Composed:
+    return sql.SQL(DROP_INDEX_CONCURRENTLY).format(index=sql.Identifier(schema, index))
+
+
+def schema_version(conn: psycopg.Connection, schema: str) -> int | None:
+    """The version the database is at, or None when the schema was never migrated."""
+    exists = conn.execute(VERSIONS_EXIST, (f'"{schema}".schema_migrations',)).fetchone()
+    if not (exists and exists[0]):
+        return None
+    row = conn.execute(render(CURRENT_VERSION, schema)).fetchone()
+    return row[0] if row else 0
+
+
+def too_new_message(schema: str, version: int, latest: int) -> str:
+    return f"the Kestrel schema {schema!r} is at version {version}, this code knows up to {latest}: upgrade kestrel"
+
+
+def check_current(conn: psycopg.Connection, schema: str) -> None:
+    """Raise SchemaOutdated unless the schema is at the version this code expects
+    (SchemaTooNew, a kind of it, when a newer release migrated it)."""
+    version = schema_version(conn, schema)
+    if version is None:
+        raise SchemaOutdated(
+            f"the Kestrel schema {schema!r} does not exist in this database: "
+            "run `kestrel-console migrate` (or Kestrel.migrate()) first"
+        )
+    if version < LATEST:
+        raise SchemaOutdated(
+            f"the Kestrel schema {schema!r} is at version {version}, this code needs "
+            f"{LATEST}: run `kestrel-console migrate` to upgrade it"
+        )
+    if version > LATEST:
+        raise SchemaTooNew(too_new_message(schema, version, LATEST))

@@ -1,0 +1,294 @@
+"""Least-privilege roles: one for workers, one for operators, one for the console's ad-hoc SQL.
+
+Three NOLOGIN group roles, meant to be granted to login users (``GRANT kestrel_worker TO app``):
+
+- the worker role runs workflows and enqueues them: it reads the tables and inserts and
+  updates what the engine writes (claims, checkpoints, attempts, parked waits, its ``workers``
+  row, queue and schedule declarations), uses the schema's identity sequences, and calls the
+  engine's SECURITY DEFINER functions (the wait sweep, pruning, events, adding a schedule:
+  a schedule enqueues any workflow with any input at every tick). What only
+  operators decide is out of its reach, by the database itself: no column of a decision
+  (``workflow_waits.decision``, ``decided_by``, ...) and no ``paused`` column of a queue or
+  schedule is granted to it (column privileges), and the trigger
+  ``guard_finished_executions`` (migration 0013) refuses its plain UPDATEs that cancel an
+  execution or change a finished one. It deletes nothing directly, creates nothing.
+- the operator role reads every table of the schema, and changes things only through the
+  SECURITY DEFINER functions that check the allowed states and write the audit row
+  (``OPERATOR_FUNCTIONS``). It cannot INSERT, UPDATE or DELETE any table directly, nor
+  enqueue, nor add a schedule (the worker role's: see above).
+- the reader role (``kestrel_reader``) has USAGE on the schema and SELECT on its tables, and
+  nothing else: no sequence, no function of ours. The console's ad-hoc SQL and saved reports
+  run as it (``SET LOCAL ROLE``) when the login may assume it (layer 3 of the SQL guard).
+  The operator role is a member of it, so every operator login may. When a superuser runs
+  ``ensure_roles``, the reader role is also granted ``SET`` on ``temp_file_limit`` (a
+  superuser-only setting, unlimited by default), so the console can lower it for each query.
+
+Column privileges are checked once per statement and the trigger's WHEN clause is a
+comparison of the old and new status: the worker's hot path pays nothing it would notice
+("Least privilege" in docs/operations.md has the figures).
+
+``EXECUTE`` on the schema's functions is revoked from PUBLIC, so holding USAGE on the schema
+is not enough to call them. Roles are cluster-wide; privileges are per database and schema, so
+run ``ensure_roles`` (``migrate`` does) in every database and schema Kestrel uses, and again
+after every migration (new tables get their grants then).
+
+Idempotent and safe to run from many processes at once: the grants run under the migration
+advisory lock, and a role created by a concurrent process between our check and our CREATE
+counts as created.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import psycopg
+from psycopg import sql
+
+from kestrel_core.base.errors import ActionRefused, SchemaOutdated
+from kestrel_core.db.connection import first_line
+from kestrel_core.db.statements import check_schema_name
+
+DEFAULT_WORKER_ROLE = "kestrel_worker"
+DEFAULT_OPERATOR_ROLE = "kestrel_operator"
+DEFAULT_READER_ROLE = "kestrel_reader"
+
+# Same lock as migrate.py: grants and schema changes never interleave.
+LOCK = "SELECT pg_advisory_xact_lock(hashtext('kestrel.migrate'))"
+ROLE_EXISTS = "SELECT rolcanlogin FROM pg_roles WHERE rolname = %s"
+CREATE_ROLE = "CREATE ROLE {role} NOLOGIN"
+SCHEMA_EXISTS = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
+CAN_CREATE_ROLES = "SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user"
+IS_SUPERUSER = "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
+# Parameter privileges are cluster-wide (PostgreSQL 15+); only a superuser may grant them.
+READER_PARAMETERS = ("temp_file_limit",)
+GRANT_SET_PARAMETER = "GRANT SET ON PARAMETER {parameter} TO {role}"
+SCHEMA_TABLES = """
+SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm') ORDER BY c.relname
+"""
+
+# What the worker role may do, table by table: privileges, with a column list where the
+# engine writes only some columns. Tables not listed (the audit table, the console's counters,
+# tables later migrations add) get no privilege at all.
+_QUEUE_DECLARED = "concurrency, per_worker, rate_limit, rate_period, per_key, priority, workflows, keyed, declared_at"
+_SCHEDULE_DECLARED = "cron, timezone, workflow_name, input, catch_up, next_tick, updated_at"
+WORKER_WRITES: dict[str, tuple[str, ...]] = {
+    "workflow_executions": ("SELECT", "INSERT", "UPDATE"),  # enqueue, claim, lease, finish (guarded by a trigger)
+    "operation_outputs": ("SELECT", "INSERT"),  # checkpoints (ON CONFLICT DO NOTHING)
+    # park (insert), reopen or wake (resolved_at); decisions only through the functions
+    "workflow_waits": (
+        "SELECT",
+        "INSERT (execution_id, step_id, kind, wake_at, details, seq)",
+        "UPDATE (resolved_at, details)",
+    ),
+    "step_attempts": ("SELECT", "INSERT", "UPDATE"),  # the per-step timeline
+    "workers": ("SELECT", "INSERT", "UPDATE"),  # register, heartbeat, retire
+    "schema_migrations": ("SELECT",),  # the version check at start
+    # declare at start, mark keyed, claim (lock, rate window); never paused / paused_by
+    "queues": ("SELECT", f"INSERT (name, {_QUEUE_DECLARED})", f"UPDATE ({_QUEUE_DECLARED}, rate_starts)"),
+    # declare at start, advance ticks; never paused / paused_by
+    "schedules": (
+        "SELECT",
+        f"INSERT (name, {_SCHEDULE_DECLARED}, source, created_by)",
+        f"UPDATE ({_SCHEDULE_DECLARED}, last_tick, last_execution_id)",
+    ),
+    "workflow_events": ("SELECT",),  # wait_for_event (sent via send_event)
+}
+WORKER_FUNCTIONS = (
+    "prune_finished(timestamptz, integer, text)",
+    "send_event(text, jsonb, text)",
+    "lock_finished_counters(text[], text[], smallint[])",
+    "sweep_waits(integer)",
+    # A schedule enqueues its workflow at every tick: adding one needs the right to enqueue.
+    "add_schedule(text, text, text, text, jsonb, boolean, timestamptz, text, text)",
+)
+OPERATOR_FUNCTIONS = (
+    "decide_approval(bigint, text, boolean, text, text)",
+    "cancel_execution(bigint, text, text)",
+    "requeue_execution(bigint, text, text)",
+    "prune_finished(timestamptz, integer, text)",
+    "set_queue_paused(text, boolean, text, text)",
+    "set_schedule_paused(text, boolean, timestamptz, text, text)",
+    "remove_schedule(text, text, text)",
+    "send_event(text, jsonb, text)",
+)
+
+
+@dataclass(frozen=True)
+class RoleNames:
+    """The role names (configurable: several installations may share one cluster)."""
+
+    worker: str = DEFAULT_WORKER_ROLE
+    operator: str = DEFAULT_OPERATOR_ROLE
+    reader: str = DEFAULT_READER_ROLE
+
+    def __post_init__(self) -> None:
+        for name in (self.worker, self.operator, self.reader):
+            check_role_name(name)
+        if len({self.worker, self.operator, self.reader}) != 3:
+            raise ValueError("the worker, operator and reader roles must have different names")
+
+
+@dataclass
+class RolesReport:
+    """What ``ensure_roles`` did."""
+
+    created: list[str] = field(default_factory=list)
+    existing: list[str] = field(default_factory=list)
+    tables: list[str] = field(default_factory=list)
+
+
+def check_role_name(name: str) -> str:
+    """Return ``name`` if it is a plain identifier usable as a role name, else ValueError."""
+    try:
+        return check_schema_name(name)
+    except ValueError:
+        raise ValueError(
+            f"invalid role name {name!r}: use letters, digits and underscores, starting with a "
+            "letter or underscore (at most 63 characters)"
+        ) from None
+
+
+def can_create_roles(conn: psycopg.Connection) -> bool:
+    """Whether the connected user may create roles (superuser or CREATEROLE)."""
+    row = conn.execute(CAN_CREATE_ROLES).fetchone()
+    return bool(row and row[0])
+
+
+def ensure_roles(conn: psycopg.Connection, schema: str, names: RoleNames | None = None) -> RolesReport:
+    """Create the three roles if missing and (re)grant exactly their privileges on ``schema``.
+
+    Runs in one transaction on ``conn`` (which must be in autocommit mode, as Kestrel's are).
+    Needs a user that may create roles and owns the schema (the one that ran ``migrate``).
+    """
+    names = names or RoleNames()
+    check_schema_name(schema)
+    report = RolesReport()
+    with conn.transaction():
+        conn.execute(LOCK)
+        if conn.execute(SCHEMA_EXISTS, (schema,)).fetchone() is None:
+            raise SchemaOutdated(
+                f"the Kestrel schema {schema!r} does not exist in this database: "
+                "run `kestrel-console migrate` first, then create the roles"
+            )
+        for role in (names.worker, names.operator, names.reader):
+            (report.created if _create_role(conn, role) else report.existing).append(role)
+        tables = [row[0] for row in conn.execute(SCHEMA_TABLES, (schema,))]
+        report.tables = tables
+        _grant(conn, schema, names, tables)
+        _grant_membership(conn, names.reader, names.operator)
+        _grant_reader_parameters(conn, names.reader)
+    return report
+
+
+def _create_role(conn: psycopg.Connection, role: str) -> bool:
+    """CREATE ROLE unless it exists; True if created here."""
+    row = conn.execute(ROLE_EXISTS, (role,)).fetchone()
+    if row is not None:
+        if row[0]:
+            raise ValueError(
+                f"role {role!r} exists and can log in: Kestrel's roles are NOLOGIN groups granted "
+                "to login users; choose other role names or make it NOLOGIN"
+            )
+        return False
+    try:
+        with conn.transaction():  # a savepoint: a concurrent CREATE ROLE must not abort ours
+            conn.execute(sql.SQL(CREATE_ROLE).format(role=sql.Identifier(role)))
+    except (psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
+        return False  # created by another process meanwhile
+    return True
+
+
+def _grant(conn: psycopg.Connection, schema: str, names: RoleNames, tables: list[str]) -> None:
+    s = sql.Identifier(schema)
+    worker, operator = sql.Identifier(names.worker), sql.Identifier(names.operator)
+    reader = sql.Identifier(names.reader)
+    every = sql.SQL("{}, {}, {}").format(worker, operator, reader)
+    statements = [
+        # Start from nothing, so a rerun also takes back what an older version granted.
+        sql.SQL("REVOKE ALL ON ALL TABLES IN SCHEMA {} FROM {}").format(s, every),
+        sql.SQL("REVOKE ALL ON ALL SEQUENCES IN SCHEMA {} FROM {}").format(s, every),
+        sql.SQL("REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {} FROM PUBLIC, {}").format(s, every),
+        sql.SQL("REVOKE ALL ON SCHEMA {} FROM {}").format(s, every),
+        sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(s, every),
+        sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(s, operator),
+        sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(s, reader),
+        sql.SQL("GRANT USAGE ON ALL SEQUENCES IN SCHEMA {} TO {}").format(s, worker),
+    ]
+    for table, privileges in WORKER_WRITES.items():
+        if table in tables:
+            statements.append(
+                sql.SQL("GRANT {} ON TABLE {}.{} TO {}").format(
+                    sql.SQL(", ").join(sql.SQL(p) for p in privileges), s, sql.Identifier(table), worker
+                )
+            )
+    for role, functions in ((worker, WORKER_FUNCTIONS), (operator, OPERATOR_FUNCTIONS)):
+        for signature in functions:
+            name, _, args = signature.partition("(")
+            if _function_exists(conn, schema, name):
+                statements.append(
+                    sql.SQL("GRANT EXECUTE ON FUNCTION {}.{}({}) TO {}").format(
+                        s, sql.Identifier(name), sql.SQL(args.rstrip(")")), role
+                    )
+                )
+    for statement in statements:
+        conn.execute(statement)
+
+
+IS_MEMBER = "SELECT pg_has_role(%s, %s, 'MEMBER')"
+GRANT_ROLE = "GRANT {role} TO {member}"
+
+
+def _grant_membership(conn: psycopg.Connection, role: str, member: str) -> None:
+    """GRANT role TO member unless it holds; memberships are cluster-wide, so a concurrent
+    ``ensure_roles`` in another database may grant it meanwhile: that counts as granted."""
+    if conn.execute(IS_MEMBER, (member, role)).fetchone() == (True,):
+        return
+    try:
+        with conn.transaction():  # a savepoint, as in _create_role
+            conn.execute(sql.SQL(GRANT_ROLE).format(role=sql.Identifier(role), member=sql.Identifier(member)))
+    except (psycopg.errors.UniqueViolation, psycopg.errors.InternalError_):  # tuple concurrently updated
+        pass
+
+
+def _grant_reader_parameters(conn: psycopg.Connection, reader: str) -> None:
+    """Let the reader role lower the settings the console bounds each query with; skipped
+    unless a superuser runs this (then the console can set only what any role may)."""
+    if conn.execute(IS_SUPERUSER).fetchone() != (True,):
+        return
+    for parameter in READER_PARAMETERS:
+        try:
+            with conn.transaction():  # a savepoint: a concurrent grant elsewhere must not abort ours
+                conn.execute(
+                    sql.SQL(GRANT_SET_PARAMETER).format(
+                        parameter=sql.Identifier(parameter), role=sql.Identifier(reader)
+                    )
+                )
+        except (psycopg.errors.UniqueViolation, psycopg.errors.InternalError_):  # tuple concurrently updated
+            pass
+
+
+FUNCTION_EXISTS = """
+SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname = %s AND p.proname = %s
+"""
+
+
+def _function_exists(conn: psycopg.Connection, schema: str, name: str) -> bool:
+    return conn.execute(FUNCTION_EXISTS, (schema, name)).fetchone() is not None
+
+
+@contextmanager
+def needs_worker_role(action: str) -> Iterator[None]:
+    """Say which role an action needs when Postgres refuses it for lack of privilege (it says
+    only 'permission denied for table queues')."""
+    try:
+        yield
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise ActionRefused(
+            f"cannot {action}: this login may not ({first_line(exc)}). Enqueuing, and adding a "
+            f"schedule (which enqueues at every tick), needs the worker role ({DEFAULT_WORKER_ROLE} "
+            "unless renamed); the operator role decides, cancels, requeues and pauses, but does not enqueue"
+        ) from None

@@ -1,0 +1,70 @@
+"""Workflow deadlines: ``@app.workflow(timeout=...)``, measured from the execution's start.
+
+The worker stamps ``deadline_at`` under its claim when it starts a workflow that has a
+timeout (the first claim: ``started_at + timeout``; after a requeue, which clears it, from
+that claim). The sweeper, leaderless like the other sweeps (SKIP LOCKED), ends every live execution past its
+deadline as ``error``, whether it is enqueued, running or parked; the trigger
+``execution_finished`` closes its waits, and a worker still running it is fenced out at its
+next step boundary.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import psycopg
+
+from kestrel_core.db.statements import render
+
+STAMP = """
+UPDATE {schema}.workflow_executions
+   SET timeout = %(timeout)s,
+       deadline_at = CASE WHEN claims = 1 THEN started_at ELSE now() END + %(timeout)s
+ WHERE {claim_is_current} AND deadline_at IS NULL
+"""
+
+# Lock order everywhere: wait rows, then executions (sweeper.py, the operator functions,
+# send_event). A parked execution's open waits are locked first, in their own statement; one
+# whose wait someone else holds (being decided, sent to, woken) is left for the next sweep.
+LOCK_DUE_WAITS = """
+SELECT w.execution_id FROM {schema}.workflow_waits w
+  JOIN {schema}.workflow_executions e ON e.id = w.execution_id
+ WHERE e.deadline_at <= now() AND e.status = 'waiting' AND w.resolved_at IS NULL
+ ORDER BY e.deadline_at
+ LIMIT %(batch)s
+   FOR UPDATE OF w SKIP LOCKED
+"""
+
+# The trigger execution_finished (migration 0008) closes the waits and wakes a waiting parent.
+SWEEP_DEADLINES = """
+WITH due AS (
+    SELECT id FROM {schema}.workflow_executions
+     WHERE deadline_at <= now()
+       AND (status IN ('enqueued', 'running') OR (status = 'waiting' AND id = ANY(%(parked)s)))
+     ORDER BY deadline_at
+     LIMIT %(batch)s
+     FOR UPDATE SKIP LOCKED
+)
+UPDATE {schema}.workflow_executions e
+   SET status = 'error', lease_expires = NULL, finished_at = now(), updated_at = now(),
+       error = 'timed out after ' || trim_scale(extract(epoch FROM e.timeout))::text
+               || 's (deadline from start)'
+  FROM due
+ WHERE e.id = due.id
+RETURNING e.id
+"""
+
+
+def stamp(
+    conn: psycopg.Connection, schema: str, *, execution_id: int, owner: str, epoch: int, timeout: timedelta
+) -> None:
+    """Set the execution's deadline if it has none yet (fenced by the claim)."""
+    conn.execute(render(STAMP, schema), {"eid": execution_id, "owner": owner, "epoch": epoch, "timeout": timeout})
+
+
+def sweep_deadlines(conn: psycopg.Connection, schema: str, batch: int = 500) -> list[int]:
+    """End live executions past their deadline as error; returns their ids."""
+    with conn.transaction():
+        parked = [row[0] for row in conn.execute(render(LOCK_DUE_WAITS, schema), {"batch": batch})]
+        rows = conn.execute(render(SWEEP_DEADLINES, schema), {"batch": batch, "parked": parked})
+        return [row[0] for row in rows]

@@ -1,0 +1,503 @@
+"""Enqueue: insert ``enqueued`` rows and wake idle workers with NOTIFY.
+
+Every enqueue, one call or many, sync or async, batched by ``enqueue_batch`` or run on the
+caller's own connection, is rows of ONE statement (``ENQUEUE``): arrays, one element per row.
+
+Wake-ups: Postgres commits the transactions that NOTIFY one at a time (a lock per database,
+held through the commit's WAL flush), so a NOTIFY in every enqueue transaction also
+serialised their flushes (bench/README.md, "Ingestion"). A batch of the group commit writes
+its rows without NOTIFY and then sends one WAKE, a transaction of its own that does not wait
+for a flush; an enqueue in the caller's transaction notifies in it, so workers wake at its
+commit, and never before.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg.pq import TransactionStatus
+from psycopg.types.json import Jsonb
+
+from kestrel_core.base.errors import InvalidArgument, KestrelError
+from kestrel_core.base.serialization import to_json
+from kestrel_core.db.connection import first_line
+from kestrel_core.db.statements import notify_channel, render
+from kestrel_core.dispatch.keys import check_idempotency_key, check_name
+
+log = logging.getLogger("kestrel.enqueue")
+
+# The placement of new executions, after a CTE ``req(n, name, queue, priority, ckey)``; defines
+# ``placed(n, queue, priority)``. The queue: the one given, else the one the workflow is bound
+# to in the code of the workers (queues.workflows), else the default; the priority defaults to
+# the queue's. A keyed execution marks its queue keyed (claimed under the queue's lock, see
+# claim.py) in the same statement; the check first keeps the common case from touching the
+# queue's row. Placed once per (name, queue) of the batch, not once per row.
+PLACE_ROWS = """, target AS (
+    SELECT g.name, g.queue AS given,
+           coalesce(g.queue,
+                    (SELECT q.name FROM {schema}.queues q WHERE g.name = ANY(q.workflows)
+                      ORDER BY q.declared_at DESC NULLS LAST, q.name LIMIT 1),
+                    'default') AS queue
+      FROM (SELECT DISTINCT name, queue FROM req) g
+), placed AS (
+    SELECT r.n, t.queue, coalesce(r.priority, q.priority, 0) AS priority, r.ckey
+      FROM req r
+      JOIN target t ON t.name = r.name AND t.given IS NOT DISTINCT FROM r.queue
+      LEFT JOIN {schema}.queues q ON q.name = t.queue
+), keyed AS (
+    INSERT INTO {schema}.queues AS q (name, keyed)
+    SELECT DISTINCT p.queue, true FROM placed p
+     WHERE p.ckey IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM {schema}.queues k WHERE k.name = p.queue AND k.keyed)
+    ON CONFLICT (name) DO UPDATE SET keyed = true
+)"""
+
+# One execution placed from scalar parameters (children.START_CHILD builds on it).
+_PLACE = (
+    """WITH req AS (
+    SELECT 1::bigint AS n, %(name)s::text AS name, %(queue)s::text AS queue,
+           %(priority)s::int AS priority, %(ckey)s::text AS ckey
+)"""
+    + PLACE_ROWS
+)
+
+# Rows in, one result row per execution that holds a key of the batch or was inserted now:
+# (id, idempotency_key). Rows are inserted in array order, so the new unkeyed ids, ascending,
+# are the unkeyed rows in order; a key is inserted by its first row and refused (DO NOTHING)
+# for later rows and for a key already taken, whose holder the last branch finds (the
+# statement's snapshot does not see the rows it inserts, so no key comes back twice).
+# The holders are not looked up at all for a batch without keys (``keyed`` false: a one-time
+# filter, even in a cached plan). Without that gate the lookup was a sequential scan in the
+# generic plan a pooled connection caches at its fifth call while the table is small, and until
+# the next ANALYZE every batch read the whole table (one 1-row enqueue: 1.4 ms at 0 rows, 7.3 ms
+# at 10,000, 21.7 ms at 30,000; bench/README.md, "Ingestion"). A keyed batch may still meet such
+# a plan until that ANALYZE; a lookup per key (a scalar subquery) avoided it but made Postgres
+# plan the statement anew at every call, which cost more.
+# The inputs and names travel as binary arrays: psycopg writes a text array in Python, quoting
+# and escaping every JSON element with a regular expression, and copies a binary one (client
+# CPU for a 64-row batch: 14-17 us a row in text, 7.5-10 in binary).
+ENQUEUE = (
+    """WITH req AS (
+    SELECT * FROM unnest(%(names)b::text[], %(inputs)b::jsonb[], %(keys)s::text[],
+                         %(run_ats)s::timestamptz[], %(priorities)s::int[], %(queues)s::text[],
+                         %(ckeys)s::text[], %(versions)s::text[])
+           WITH ORDINALITY AS r(name, input, key, run_at, priority, queue, ckey, version, n)
+)"""
+    + PLACE_ROWS
+    + """, ins AS (
+    INSERT INTO {schema}.workflow_executions
+           (workflow_name, input, idempotency_key, run_at, priority, queue, concurrency_key, version)
+    SELECT r.name, r.input, r.key, coalesce(r.run_at, now()), p.priority, p.queue, r.ckey, r.version
+      FROM req r JOIN placed p ON p.n = r.n
+     ORDER BY r.n
+    ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING id, idempotency_key, workflow_name
+), woke AS (
+    SELECT pg_notify(%(channel)s, w.name) FROM (SELECT DISTINCT workflow_name AS name FROM ins) w
+     WHERE %(notify)s
+)
+SELECT id, idempotency_key FROM ins, (SELECT count(*) FROM woke) AS notified
+UNION ALL
+SELECT id, idempotency_key FROM {schema}.workflow_executions
+ WHERE %(keyed)s AND idempotency_key = ANY(%(keys)s::text[])
+"""
+)
+
+# The wake-up of a batch written without NOTIFY (``notify=False``), sent once it committed: a
+# transaction of its own that commits without waiting for the WAL flush, so it holds the
+# notify lock (Postgres's one per database, up to the end of the commit) for microseconds,
+# not for the batch's flush, and batches' commits can share flushes. Losing it in a crash
+# loses nothing: listeners reconnect and claim.
+WAKE = "SELECT {async_commit}, pg_notify(%(channel)s, name) FROM unnest(%(names)s::text[]) AS name"
+
+# A batch of the group commit in one round trip, pipelined on an autocommit connection: its
+# own transaction (BEGIN, ENQUEUE without NOTIFY, COMMIT), then WAKE in a transaction of its own.
+BEGIN = "BEGIN"
+COMMIT = "COMMIT"
+
+# Keys an enqueue with the same key committed after our snapshot (our insert saw the row, our
+# read did not): read them now.
+BY_KEYS = "SELECT idempotency_key, id FROM {schema}.workflow_executions WHERE idempotency_key = ANY(%s::text[])"
+
+
+# A workflow name is NOTIFY's payload (at most 8000 bytes) and is shown in every list: bounded.
+MAX_NAME_LENGTH = 200
+PRIORITY_RANGE = (-(2**31), 2**31 - 1)  # the column is an integer
+MAX_DELAY = timedelta(days=3650)  # ten years: a later start is a mistake, not a schedule
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One execution to insert, checked: what every enqueue path hands to ``write``."""
+
+    name: str
+    input: Jsonb
+    key: str | None = None
+    run_at: datetime | None = None
+    priority: int | None = None
+    queue: str | None = None
+    ckey: str | None = None
+    version: str | None = None
+
+
+class EnqueueFailed(KestrelError):
+    """The database answered an enqueue without the execution's id (see ``ids``)."""
+
+
+def check_workflow_name(name: object) -> str:
+    """``name`` if it can name a workflow: a non-empty string of at most MAX_NAME_LENGTH
+    characters, no NUL; else InvalidArgument (a ValueError)."""
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidArgument(f"a workflow name must be a non-empty string, not {name!r}")
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidArgument(f"workflow name too long ({len(name)} characters; the limit is {MAX_NAME_LENGTH})")
+    if "\x00" in name:
+        raise InvalidArgument("a workflow name cannot contain a NUL character")
+    return name
+
+
+def check_priority(priority: object) -> int | None:
+    """``priority`` if it fits the column (a 32-bit integer) or is None (the queue's default),
+    else InvalidArgument."""
+    if priority is None:
+        return None
+    low, high = PRIORITY_RANGE
+    if not isinstance(priority, int) or isinstance(priority, bool) or not low <= priority <= high:
+        raise InvalidArgument(f"priority must be an integer from {low} to {high}, not {priority!r}")
+    return priority
+
+
+def check_text(value: object, what: str) -> str | None:
+    """``value`` if it is None or a string Postgres can store (no NUL), else InvalidArgument:
+    in a batch, a value psycopg cannot send would fail the statement of every row in it."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{what} must be a string, not {type(value).__name__} ({value!r})")
+    if "\x00" in value:
+        raise InvalidArgument(f"{what} cannot contain a NUL character")
+    return value
+
+
+def check_run_at(run_at: object) -> datetime | None:
+    """``run_at`` if it is None or a datetime, else InvalidArgument."""
+    if run_at is not None and not isinstance(run_at, datetime):
+        raise InvalidArgument(f"run_at must be a datetime.datetime, not {type(run_at).__name__} ({run_at!r})")
+    return run_at
+
+
+def resolve_run_at(run_at: datetime | None, delay: timedelta | None) -> datetime | None:
+    """The first claim's earliest time from ``run_at`` or ``delay`` (not both), checked."""
+    if run_at is not None and delay is not None:
+        raise ValueError("give run_at or delay, not both")
+    if delay is not None:
+        if not isinstance(delay, timedelta):  # a bare number: seconds? minutes? say which type
+            raise InvalidArgument(
+                f"delay must be a datetime.timedelta, not {type(delay).__name__} "
+                f"({delay!r}): e.g. delay=timedelta(seconds=30)"
+            )
+        if delay > MAX_DELAY:
+            raise InvalidArgument(
+                f"delay too long ({delay.total_seconds():g} s; the limit is "
+                f"{MAX_DELAY.days} days = {MAX_DELAY.total_seconds():g} s)"
+            )
+        if delay < -MAX_DELAY:  # now + delay would leave the datetime range (OverflowError)
+            raise InvalidArgument(
+                f"delay too far in the past ({delay.total_seconds():g} s; at most {MAX_DELAY.days} days back)"
+            )
+        return datetime.now(UTC) + delay
+    return check_run_at(run_at)
+
+
+def placement(
+    workflows: Mapping[str, Any], name: str, queue: str | None, concurrency_key: str | None
+) -> dict[str, Any]:
+    """Queue and version for a new execution of ``name``: from this process's code when it
+    registers the workflow; else NULL, resolved in the database (the workflow's bound queue)
+    or left open (any version)."""
+    wf = workflows.get(name)
+    return {
+        "queue": queue or (wf.queue if wf else None),
+        "concurrency_key": concurrency_key,
+        "version": wf.version if wf else None,
+    }
+
+
+def rows(
+    workflows: Mapping[str, Any],
+    name: str,
+    inputs: Sequence[Any],
+    *,
+    single: bool = False,
+    idempotency_key: str | None = None,
+    run_at: datetime | None = None,
+    delay: timedelta | None = None,
+    priority: int | None = None,
+    queue: str | None = None,
+    concurrency_key: str | None = None,
+    version: str | None = None,
+) -> list[Row]:
+    """The checked rows of an enqueue of ``inputs`` (one row when ``single``): every argument
+    is refused here, before the database is asked, so a batch never meets a bad one.
+    ``version`` None: this process's code of ``name`` (``placement``)."""
+    run_at = resolve_run_at(run_at, delay)
+    check_workflow_name(name)
+    check_priority(priority)
+    check_idempotency_key(idempotency_key)
+    check_name(queue, "a queue name")
+    check_name(concurrency_key, "a concurrency key")
+    placed = placement(workflows, name, queue, concurrency_key)
+    if version is not None:
+        placed["version"] = check_text(version, "a version")
+    if single:
+        values = [to_json(inputs[0], f"the input of workflow {name!r}")]
+    else:
+        if isinstance(inputs, (str, bytes, Mapping)):  # iterable, but surely not meant as rows
+            raise InvalidArgument(f"inputs must be a list of JSON values, not {type(inputs).__name__}")
+        values = [to_json(v, f"input #{i} of workflow {name!r}") for i, v in enumerate(inputs)]
+    return [
+        Row(
+            name,
+            value,
+            idempotency_key,
+            run_at,
+            priority,
+            placed["queue"],
+            placed["concurrency_key"],
+            placed["version"],
+        )
+        for value in values
+    ]
+
+
+def params(schema: str, batch: Sequence[Row], *, notify: bool = True) -> dict[str, Any]:
+    """ENQUEUE's parameters for ``batch``: one array per column."""
+    return {
+        "names": [r.name for r in batch],
+        "inputs": [r.input for r in batch],
+        "keys": [r.key for r in batch],
+        "keyed": any(r.key is not None for r in batch),
+        "run_ats": [r.run_at for r in batch],
+        "priorities": [r.priority for r in batch],
+        "queues": [r.queue for r in batch],
+        "ckeys": [r.ckey for r in batch],
+        "versions": [r.version for r in batch],
+        "channel": notify_channel(schema),
+        "notify": notify,
+    }
+
+
+def wake_params(schema: str, batch: Sequence[Row]) -> dict[str, Any]:
+    """WAKE's parameters: the workflow names of ``batch``, once each."""
+    return {"channel": notify_channel(schema), "names": sorted({r.name for r in batch})}
+
+
+def ids(batch: Sequence[Row], result: Sequence[tuple[int, str | None]]) -> tuple[list[int | None], list[str]]:
+    """Each row's id from ENQUEUE's result, in row order; and the keys it did not answer for
+    (taken by a commit the statement's snapshot missed: read them with BY_KEYS)."""
+    by_key: dict[str, int] = {}
+    fresh: list[int] = []
+    for eid, key in result:
+        if key is None:
+            fresh.append(eid)
+        else:
+            by_key[key] = eid
+    fresh.sort()
+    if len(fresh) != sum(1 for r in batch if r.key is None):
+        raise EnqueueFailed(
+            f"the enqueue of {len(batch)} rows returned {len(fresh)} new ids for its rows without an idempotency key"
+        )
+    unkeyed = iter(fresh)
+    out = [next(unkeyed) if r.key is None else by_key.get(r.key) for r in batch]
+    missing = sorted({r.key for r, eid in zip(batch, out) if eid is None and r.key is not None})
+    return out, missing
+
+
+def complete(batch: Sequence[Row], out: list[int | None], found: Mapping[str, int]) -> list[int]:
+    """``out`` with the ids BY_KEYS found; EnqueueFailed if a key is still unanswered (its
+    holder is invisible to this transaction: REPEATABLE READ or above, started before it)."""
+    done: list[int] = []
+    for row, eid in zip(batch, out):
+        if eid is None:
+            eid = found.get(row.key or "")
+            if eid is None:
+                raise EnqueueFailed(
+                    f"idempotency key {row.key!r} is taken by an execution this transaction cannot "
+                    "see (committed after its snapshot): enqueue in a READ COMMITTED transaction"
+                )
+        done.append(eid)
+    return done
+
+
+def write(
+    conn: psycopg.Connection, schema: str, batch: Sequence[Row], *, prepare: bool | None = None, notify: bool = True
+) -> list[int]:
+    """Insert ``batch`` with one statement on ``conn`` (in its transaction, if one is open);
+    each row's id, the holder's id for a key already taken. ``notify``: wake workers with the
+    transaction's commit (else send WAKE after it); ``prepare=False``: no server-side prepared
+    statement (PgBouncer in transaction mode)."""
+    if not batch:
+        return []
+    result = conn.execute(render(ENQUEUE, schema), params(schema, batch, notify=notify), prepare=prepare).fetchall()
+    out, missing = ids(batch, result)
+    found: dict[str, int] = {}
+    if missing:
+        found = dict(conn.execute(render(BY_KEYS, schema), (missing,), prepare=prepare).fetchall())
+    return complete(batch, out, found)
+
+
+def wake(conn: psycopg.Connection, schema: str, batch: Sequence[Row]) -> None:
+    """Wake the workers of ``batch``'s workflows (autocommit ``conn``: a transaction of its own).
+    The rows are committed already: a failure here is logged, never raised (that would tell
+    their callers the enqueue failed, and a retry would insert them twice); workers' polling
+    covers a lost wake-up."""
+    try:
+        conn.execute(render(WAKE, schema), wake_params(schema, batch))
+    except psycopg.Error as exc:
+        log.warning(
+            "event=wake_failed workflows=%s error=%r (workers find the rows at their next poll)",
+            ",".join(wake_params(schema, batch)["names"]),
+            first_line(exc),
+        )
+
+
+def write_and_wake(conn: psycopg.Connection, schema: str, batch: Sequence[Row]) -> list[int]:
+    """``write`` (``notify=False``) and then ``wake`` in one round trip on the autocommit
+    ``conn``: the statements are pipelined and their results read once. The rows are
+    committed when COMMIT answered, whatever WAKE did (its failure is logged, as in ``wake``);
+    a failure before is raised and leaves ``conn`` out of any transaction."""
+    if not batch:
+        return []
+    inserted, committed = conn.cursor(), conn.cursor()
+    try:
+        with conn.pipeline():
+            conn.execute(BEGIN)
+            inserted.execute(render(ENQUEUE, schema), params(schema, batch, notify=False))
+            committed.execute(COMMIT)
+            conn.execute(render(WAKE, schema), wake_params(schema, batch))
+    except psycopg.Error as exc:
+        if committed.statusmessage != COMMIT:
+            _end_failed_transaction(conn)
+            raise
+        _wake_failed(batch, exc)
+    out, missing = ids(batch, inserted.fetchall())
+    found: dict[str, int] = {}
+    if missing:
+        found = dict(conn.execute(render(BY_KEYS, schema), (missing,)).fetchall())
+    return complete(batch, out, found)
+
+
+def _end_failed_transaction(conn: psycopg.Connection) -> None:
+    """Roll back what a failed pipeline left open (its BEGIN), unless the connection is lost."""
+    if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+        try:
+            conn.rollback()
+        except psycopg.Error:
+            conn.close()  # its owner opens a new one
+
+
+def _wake_failed(batch: Sequence[Row], exc: BaseException) -> None:
+    log.warning(
+        "event=wake_failed workflows=%s error=%r (workers find the rows at their next poll)",
+        ",".join(sorted({r.name for r in batch})),
+        first_line(exc),
+    )
+
+
+async def write_async(
+    conn: psycopg.AsyncConnection,
+    schema: str,
+    batch: Sequence[Row],
+    *,
+    prepare: bool | None = None,
+    notify: bool = True,
+) -> list[int]:
+    """``write`` on an AsyncConnection: the same statements."""
+    if not batch:
+        return []
+    cur = await conn.execute(render(ENQUEUE, schema), params(schema, batch, notify=notify), prepare=prepare)
+    out, missing = ids(batch, await cur.fetchall())
+    found: dict[str, int] = {}
+    if missing:
+        cur = await conn.execute(render(BY_KEYS, schema), (missing,), prepare=prepare)
+        found = dict(await cur.fetchall())
+    return complete(batch, out, found)
+
+
+async def wake_async(conn: psycopg.AsyncConnection, schema: str, batch: Sequence[Row]) -> None:
+    """``wake`` on an AsyncConnection (a failure logged, never raised, likewise)."""
+    try:
+        await conn.execute(render(WAKE, schema), wake_params(schema, batch))
+    except psycopg.Error as exc:
+        log.warning(
+            "event=wake_failed workflows=%s error=%r (workers find the rows at their next poll)",
+            ",".join(wake_params(schema, batch)["names"]),
+            first_line(exc),
+        )
+
+
+def enqueue(
+    conn: psycopg.Connection,
+    schema: str,
+    name: str,
+    input: Any = None,
+    *,
+    idempotency_key: str | None = None,
+    run_at: datetime | None = None,
+    priority: int | None = None,
+    queue: str | None = None,
+    concurrency_key: str | None = None,
+    version: str | None = None,
+) -> int:
+    """Insert one execution on ``conn`` and return its id (the existing id for a repeated key).
+
+    ``queue`` None: the workflow's bound queue; ``priority`` None: the queue's; ``version``
+    None: any worker that has the workflow may run it.
+    """
+    (row,) = rows(
+        {},
+        name,
+        [input],
+        single=True,
+        idempotency_key=idempotency_key,
+        run_at=run_at,
+        priority=priority,
+        queue=queue,
+        concurrency_key=concurrency_key,
+        version=version,
+    )
+    return write(conn, schema, [row])[0]
+
+
+def enqueue_many(
+    conn: psycopg.Connection,
+    schema: str,
+    name: str,
+    inputs: Sequence[Any],
+    *,
+    run_at: datetime | None = None,
+    priority: int | None = None,
+    queue: str | None = None,
+    concurrency_key: str | None = None,
+    version: str | None = None,
+) -> list[int]:
+    """Insert one execution per input on ``conn`` in a single round trip; ids in input order."""
+    return write(
+        conn,
+        schema,
+        rows(
+            {},
+            name,
+            inputs,
+            run_at=run_at,
+            priority=priority,
+            queue=queue,
+            concurrency_key=concurrency_key,
+            version=version,
+        ),
+    )

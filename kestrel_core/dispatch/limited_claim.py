@@ -1,0 +1,131 @@
+"""The limited claim: queues with a concurrency, per-worker or rate limit, or keyed executions.
+
+Claims of one limited queue serialise on its row: the claimer locks the queues' rows
+``FOR UPDATE`` (LOCK_QUEUES), then counts and claims in a second statement (CLAIM_LIMITED)
+whose snapshot is taken after the lock, so it sees every claim committed before it. Two
+workers that each see 2 of 3 running cannot both take the last slot: the second waits for the
+first's commit, then counts 3. The fast path (claim.py) never touches these queues.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from kestrel_core.db.statements import render
+
+# Run in the fast path's transaction (same round trip) while limited queues exist: those
+# this worker serves that hold due work it can run. Empty: no second transaction.
+LIMITED_WITH_WORK = """
+WITH limited AS MATERIALIZED (
+    SELECT q.name FROM {schema}.queues q
+     WHERE NOT q.paused
+       AND (q.keyed OR q.concurrency IS NOT NULL OR q.per_worker IS NOT NULL OR q.rate_limit IS NOT NULL)
+       AND (%(queues)s::text[] IS NULL OR q.name = ANY(%(queues)s::text[]))
+)
+SELECT limited.name FROM limited
+ CROSS JOIN LATERAL (
+        -- One probe per limited queue, walking its backlog index in claim order (the ORDER BY
+        -- keeps the planner on that index rather than a scan of the table).
+        SELECT 1 FROM {schema}.workflow_executions e
+         WHERE e.status = 'enqueued' AND e.queue = limited.name AND e.run_at <= now()
+           AND e.workflow_name = ANY(%(names)s::text[])
+           AND (e.version IS NULL
+                OR e.version = (%(versions)s::text[])[array_position(%(names)s::text[], e.workflow_name)])
+         ORDER BY e.priority DESC, e.run_at, e.id
+         LIMIT 1) AS due
+"""
+
+# The first statement: serialise with every other claimer of these queues. A queue paused
+# (or no longer limited) since LIMITED_WITH_WORK is not locked, hence not claimed here.
+LOCK_QUEUES = """
+SELECT q.name FROM {schema}.queues q
+ WHERE q.name = ANY(%(queues)s::text[]) AND NOT q.paused
+   AND (q.keyed OR q.concurrency IS NOT NULL OR q.per_worker IS NOT NULL OR q.rate_limit IS NOT NULL)
+ ORDER BY q.name
+   FOR UPDATE
+"""
+
+# The second statement (its snapshot is newer than the locks): room left per queue = the least
+# of concurrency - running, per_worker - running here, rate - claims in the window; per key at
+# most per_key running; then claim in priority order and record the claim times for the rate
+# window (kept in the queue's row, at most rate_limit of them: an exact sliding window). Only
+# the head of each backlog is looked at (%(scan)s rows): keys further back wait until it drains.
+# The rate window is read and stamped at this statement's start, after the queue locks were
+# won: the transaction's now() would be older by the lock wait, and a claim stamped early
+# leaves the window early.
+CLAIM_LIMITED = """
+WITH room AS MATERIALIZED (
+    SELECT q.name, q.per_key,
+           least(coalesce(q.concurrency - r.running, 2147483647),
+                 coalesce(q.per_worker - r.mine, 2147483647),
+                 coalesce(q.rate_limit - (SELECT count(*) FROM unnest(q.rate_starts) AS s(at)
+                                           WHERE s.at > statement_timestamp() - q.rate_period), 2147483647)) AS free
+      FROM {schema}.queues q
+      CROSS JOIN LATERAL (
+            SELECT count(*) AS running, count(*) FILTER (WHERE r.owner_id = %(owner)s) AS mine
+              FROM {schema}.workflow_executions r
+             WHERE r.status = 'running' AND r.queue = q.name) AS r
+     WHERE q.name = ANY(%(queues)s::text[])
+), busy_keys AS MATERIALIZED (
+    SELECT r.queue, r.concurrency_key, count(*) AS running
+      FROM {schema}.workflow_executions r
+     WHERE r.status = 'running' AND r.queue = ANY(%(queues)s::text[]) AND r.concurrency_key IS NOT NULL
+     GROUP BY 1, 2
+), head AS MATERIALIZED (
+    -- Per queue with room, the head of its backlog in claim order (an ordered index walk).
+    SELECT e.id, e.queue, e.concurrency_key, e.priority, e.run_at,
+           row_number() OVER (PARTITION BY e.queue, e.concurrency_key
+                              ORDER BY e.priority DESC, e.run_at, e.id) AS nth_of_key
+      FROM room
+     CROSS JOIN LATERAL (
+            SELECT e.id, e.queue, e.concurrency_key, e.priority, e.run_at
+              FROM {schema}.workflow_executions e
+             WHERE e.status = 'enqueued' AND e.queue = room.name AND e.run_at <= now()
+               AND e.workflow_name = ANY(%(names)s::text[])
+           AND (e.version IS NULL
+                OR e.version = (%(versions)s::text[])[array_position(%(names)s::text[], e.workflow_name)])
+             ORDER BY e.priority DESC, e.run_at, e.id
+             LIMIT %(scan)s) AS e
+     WHERE room.free > 0
+), allowed AS (
+    SELECT h.id, h.queue, h.priority, h.run_at,
+           row_number() OVER (PARTITION BY h.queue ORDER BY h.priority DESC, h.run_at, h.id) AS nth_of_queue
+      FROM head h
+      JOIN room ON room.name = h.queue
+      LEFT JOIN busy_keys k ON k.queue = h.queue AND k.concurrency_key = h.concurrency_key
+     WHERE h.concurrency_key IS NULL OR h.nth_of_key + coalesce(k.running, 0) <= room.per_key
+), chosen AS (
+    SELECT a.id FROM allowed a JOIN room ON room.name = a.queue
+     WHERE a.nth_of_queue <= room.free
+     ORDER BY a.priority DESC, a.run_at, a.id
+     LIMIT %(n)s
+), claimed AS (
+    UPDATE {schema}.workflow_executions e
+       SET {take_claim}
+      FROM chosen
+     WHERE e.id = chosen.id AND e.status = 'enqueued'
+    RETURNING e.id, e.workflow_name, e.input, e.claim_epoch, e.claims, e.queue
+), stamped AS (
+    UPDATE {schema}.queues q
+       SET rate_starts = ARRAY(SELECT s.at FROM unnest(q.rate_starts) AS s(at)
+                                WHERE s.at > statement_timestamp() - q.rate_period)
+                         || array_fill(statement_timestamp(), ARRAY[c.n::int])
+      FROM (SELECT queue, count(*) AS n FROM claimed GROUP BY queue) AS c
+     WHERE q.name = c.queue AND q.rate_limit IS NOT NULL
+)
+SELECT id, workflow_name, input, claim_epoch, claims FROM claimed
+"""
+
+
+def claim_limited(
+    conn: psycopg.Connection, schema: str, params: dict[str, Any], limited_queues: list[str]
+) -> list[tuple[Any, ...]]:
+    """Lock the limited queues' rows, then count and claim under that lock (one transaction)."""
+    with conn.transaction():
+        locked = [row[0] for row in conn.execute(render(LOCK_QUEUES, schema), {"queues": limited_queues}).fetchall()]
+        if not locked:
+            return []
+        scan = max(500, 50 * params["n"])
+        return conn.execute(render(CLAIM_LIMITED, schema), {**params, "queues": locked, "scan": scan}).fetchall()

@@ -1,0 +1,118 @@
+"""Checkpoints: loading them for a replay, and the checkpoints that are not a step's.
+
+Every write that advances an execution names the claim it acts under (owner_id + claim_epoch)
+and only succeeds while that claim is current and the row is still ``running``. A worker that
+was swept, cancelled or reclaimed (even under the same owner id) is refused: a zombie can never
+checkpoint, park or complete what another now owns. A step's own checkpoint is written with
+its step boundary, in batches (boundary.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from kestrel_core.db.statements import render
+
+# On a replay: read every checkpoint once (this worker is the only writer while it holds the
+# claim, so the copy stays true), and close attempts an earlier claim left open. Fenced: only
+# while the claim is current (a late worker must not close the new owner's running attempts,
+# nor read checkpoints as if it still held the execution); the row is locked meanwhile, as a
+# boundary write locks it. No row at all: the claim is not current (nothing was closed); one
+# row of NULLs: it is, and there is no checkpoint yet. An approval gate's checkpoint comes
+# with its wait row's decision: only decide_approval and the sweep write that (the worker role
+# has no right to), so the replay trusts the checkpoint only where the decision backs it
+# (context.py).
+LOAD = """
+WITH fence AS (
+    {lock_if_claim_is_current}
+), abandoned AS (
+    UPDATE {schema}.step_attempts a
+       SET outcome = 'error', finished_at = clock_timestamp(),
+           error = 'abandoned: its worker stopped before finishing (killed, lost its lease, or shut down)'
+      FROM fence
+     WHERE a.execution_id = fence.id AND a.outcome = 'running'
+       AND (a.owner_id, a.claim_epoch) IS DISTINCT FROM (%(owner)s::text, %(epoch)s::bigint)
+)
+SELECT o.step_id, o.output, o.error, o.attempts, o.seq, w.kind, w.decision, w.decided_by
+  FROM fence LEFT JOIN {schema}.operation_outputs o ON o.execution_id = fence.id
+  LEFT JOIN {schema}.workflow_waits w ON w.execution_id = o.execution_id AND w.step_id = o.step_id
+"""
+
+# A checkpoint that is not a step's (a child started, children awaited): fenced, written once.
+RECORD = """
+WITH fence AS (
+    {lock_if_claim_is_current}
+), checkpoint AS (
+    INSERT INTO {schema}.operation_outputs (execution_id, step_id, output, error, owner_id, seq)
+    SELECT id, %(step)s, %(output)s, %(error)s, %(owner)s, %(seq)s FROM fence
+    ON CONFLICT DO NOTHING
+)
+SELECT EXISTS (SELECT 1 FROM fence)
+"""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What a finished step left: its output, or the error that failed it for good."""
+
+    output: Any
+    error: str | None = None
+    attempts: int = 1
+    seq: int | None = None  # its position among the execution's durable operations (1-based)
+    wait_kind: str | None = None  # the kind of the wait it resolved, if any ('approval', ...)
+    decision: str | None = None  # that wait's decision and decider (approval gates)
+    decided_by: str | None = None
+
+    def backs(self, *, approved: bool, by: str | None, timed_out: bool) -> bool:
+        """Whether the gate's wait row (written only by decide_approval and the sweep) records
+        this decision: a checkpoint written any other way (a worker login's INSERT) is not."""
+        if self.wait_kind != "approval":
+            return False
+        if timed_out:
+            return self.decision == "timed_out"
+        return self.decision == ("approved" if approved else "rejected") and self.decided_by == by
+
+
+def load(
+    conn: psycopg.Connection, schema: str, execution_id: int, *, owner: str, epoch: int
+) -> dict[str, Checkpoint] | None:
+    """Every checkpoint of an execution, by step id, read under the claim (owner, epoch);
+    None when that claim is no longer current."""
+    rows = conn.execute(render(LOAD, schema), {"eid": execution_id, "owner": owner, "epoch": epoch}).fetchall()
+    if not rows:
+        return None
+    return {row[0]: Checkpoint(*row[1:]) for row in rows if row[0] is not None}
+
+
+def record(
+    conn: psycopg.Connection,
+    schema: str,
+    *,
+    execution_id: int,
+    step_id: str,
+    owner: str,
+    epoch: int,
+    seq: int,
+    output: Jsonb,
+    error: str | None = None,
+) -> bool:
+    """Write a checkpoint that is not a step's; False when the claim is no longer ours.
+
+    With ``error`` it counts as failed: a requeue deletes it and the replay looks again."""
+    row = conn.execute(
+        render(RECORD, schema),
+        {
+            "eid": execution_id,
+            "step": step_id,
+            "owner": owner,
+            "epoch": epoch,
+            "seq": seq,
+            "output": output,
+            "error": error,
+        },
+    ).fetchone()
+    return bool(row and row[0])

@@ -1,0 +1,155 @@
+"""Events: durable machine signals (``app.send_event``) that workflows wait for.
+
+Events are rows of ``workflow_events``, never consumed: every execution waiting on a key gets
+the event. ``ctx.wait_for_event(key)`` returns the first event with that key sent since the
+execution was enqueued and after any event with that key it already received: an event sent
+before the workflow reaches the wait is not lost.
+
+Parking and sending take the same per-key advisory lock before their statement, so one of the
+two always sees the other's committed row: a wait parks only if no event is there yet, and a
+send wakes every wait parked before it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from kestrel_core.base.errors import from_database
+from kestrel_core.base.serialization import to_json
+from kestrel_core.db.statements import one_row, render
+from kestrel_core.dispatch.keys import check_name
+
+KEY_LOCK = "SELECT pg_advisory_xact_lock(hashtext('kestrel.event:' || %(key)s))"
+
+RECEIVE_OR_PARK = """
+WITH fence AS (
+    {lock_if_claim_is_current}
+), found AS (
+    SELECT ev.id, ev.key, ev.payload, ev.sent_at, ev.sent_by
+      FROM {schema}.workflow_events ev, {schema}.workflow_executions e
+     WHERE e.id = %(eid)s AND ev.key = %(key)s AND ev.id > %(after_id)s AND ev.sent_at >= e.created_at
+       AND EXISTS (SELECT 1 FROM fence)
+     ORDER BY ev.id
+     LIMIT 1
+), checkpoint AS (
+    INSERT INTO {schema}.operation_outputs (execution_id, step_id, output, owner_id, seq)
+    SELECT %(eid)s, %(step)s,
+           jsonb_build_object('key', key, 'payload', payload, 'event_id', id, 'sent_at', sent_at,
+                              'sent_by', sent_by, 'timed_out', false),
+           %(owner)s, %(seq)s
+      FROM found
+    ON CONFLICT DO NOTHING
+    RETURNING output
+), wait AS (
+    INSERT INTO {schema}.workflow_waits (execution_id, step_id, kind, wake_at, details, seq)
+    SELECT id, %(step)s, 'event', now() + %(after)s::interval,
+           jsonb_build_object('key', %(key)s::text, 'after_id', %(after_id)s::bigint), %(seq)s
+      FROM fence WHERE NOT EXISTS (SELECT 1 FROM found)
+    ON CONFLICT (execution_id, step_id) DO UPDATE SET resolved_at = NULL
+     WHERE {schema}.workflow_waits.decision IS NULL
+), parked AS (
+    UPDATE {schema}.workflow_executions
+       SET status = 'waiting', lease_expires = NULL, updated_at = now()
+     WHERE id IN (SELECT id FROM fence) AND NOT EXISTS (SELECT 1 FROM found)
+)
+SELECT EXISTS (SELECT 1 FROM fence), (SELECT output FROM checkpoint)
+"""
+
+SEND = "SELECT {schema}.send_event(%s, %s, %s)"
+
+
+@dataclass(frozen=True)
+class Event:
+    """What ``ctx.wait_for_event`` returns: the event, or ``timed_out=True`` (payload None)."""
+
+    key: str
+    payload: Any
+    timed_out: bool
+    event_id: int | None = None
+    sent_at: str | None = None
+    sent_by: str | None = None
+
+    @classmethod
+    def from_checkpoint(cls, key: str, output: dict[str, Any]) -> Event:
+        return cls(
+            key=output.get("key") or key,
+            payload=output.get("payload"),
+            timed_out=bool(output.get("timed_out")),
+            event_id=output.get("event_id"),
+            sent_at=output.get("sent_at"),
+            sent_by=output.get("sent_by"),
+        )
+
+
+def receive_or_park(
+    conn: psycopg.Connection,
+    schema: str,
+    *,
+    execution_id: int,
+    owner: str,
+    epoch: int,
+    step_id: str,
+    seq: int,
+    key: str,
+    after_id: int,
+    after: timedelta | None,
+) -> tuple[bool, Any]:
+    """(claim still ours, the received event's checkpoint or None when parked)."""
+    with conn.transaction():
+        conn.execute(KEY_LOCK, {"key": key})
+        row = conn.execute(
+            render(RECEIVE_OR_PARK, schema),
+            {
+                "eid": execution_id,
+                "owner": owner,
+                "epoch": epoch,
+                "step": step_id,
+                "seq": seq,
+                "key": key,
+                "after_id": after_id,
+                "after": after,
+            },
+        ).fetchone()
+    row = one_row(row, "RECEIVE_OR_PARK")
+    return bool(row[0]), row[1]
+
+
+def check_key(key: object) -> str:
+    """``key`` if it can name an event (sent or waited for), else ValueError."""
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"an event key must be a non-empty string, got {key!r}")
+    return key
+
+
+def check_send(key: object, payload: Any) -> Jsonb:
+    """The payload of an event to send under ``key``, checked (ValueError, NotSerializable)."""
+    check_name(check_key(key), "an event key")  # indexed: bounded like a queue name
+    return to_json(payload, f"the payload of event {key!r}")
+
+
+def send(conn: psycopg.Connection, schema: str, key: str, payload: Jsonb | None, by: str | None) -> int:
+    """Store the event and wake its waiters; returns the event id."""
+    try:
+        row = conn.execute(render(SEND, schema), (key, payload, by)).fetchone()
+    except psycopg.Error as exc:
+        raise from_database(exc) from None
+    event_id: int = one_row(row, "SEND")[0]
+    return event_id
+
+
+async def send_async(
+    conn: psycopg.AsyncConnection, schema: str, key: str, payload: Jsonb | None, by: str | None
+) -> int:
+    """``send`` on an AsyncConnection: the same statement."""
+    try:
+        cur = await conn.execute(render(SEND, schema), (key, payload, by))
+        row = await cur.fetchone()
+    except psycopg.Error as exc:
+        raise from_database(exc) from None
+    event_id: int = one_row(row, "SEND")[0]
+    return event_id

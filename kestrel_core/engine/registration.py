@@ -1,0 +1,89 @@
+"""Announcing a worker at its start: check the schema is current, write its `workers` row and
+declare its queues and schedules, waiting up to its ``startup_timeout`` for a database that is
+not up yet (a worker started during an outage must not die: nothing would replace it)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Protocol
+
+import psycopg
+
+from kestrel_core.admin import schedules as schedules_mod
+from kestrel_core.base.backoff import Backoff
+from kestrel_core.base.errors import DatabaseUnavailable
+from kestrel_core.db.connection import connect, first_line, unavailable
+from kestrel_core.db.migrate import check_current
+from kestrel_core.dispatch import lease as lease_mod
+from kestrel_core.dispatch import queues as queues_mod
+from kestrel_core.workflow.contracts import EngineSettings, Registry
+
+_RECONNECT = Backoff(0.1, cap=2.0)
+
+
+class Registrant(Protocol):
+    """What registering reads of the worker."""
+
+    schema: str
+    worker_id: str
+    names: list[str]
+    versions: list[str | None]
+    concurrency: int
+    queues: list[str] | None
+    registry: Registry
+    settings: EngineSettings
+    log: logging.Logger
+    draining: threading.Event
+    startup_timeout: float
+
+
+def register(w: Registrant) -> bool:
+    """Check the schema and register this worker's names, waiting up to ``startup_timeout``
+    while the database is unreachable. False if stopped meanwhile."""
+    deadline = time.monotonic() + w.startup_timeout
+    retry = 0
+    while True:
+        try:
+            with connect(w.settings.dsn, application_name="kestrel-worker") as conn:
+                check_current(conn, w.schema)
+                # One transaction: a start that fails (or is stopped) half way leaves no
+                # live workers row behind for a process that never served.
+                with conn.transaction():
+                    lease_mod.register(conn, w.schema, w.worker_id, w.names, w.concurrency, w.versions, w.queues)
+                    queues_mod.declare(
+                        conn,
+                        w.schema,
+                        list(w.registry.queues.values()),
+                        queues_mod.bindings(w.registry.workflows.values()),
+                    )
+                    schedules_mod.declare(
+                        conn, w.schema, list(w.registry.schedules.values()), by=f"worker:{w.worker_id}"
+                    )
+                unknown = queues_mod.undeclared(conn, w.schema, w.queues) if w.queues else []
+            if unknown:
+                w.log.warning(
+                    "event=undeclared_queues worker=%s queues=%s (no code declares them or "
+                    "binds a workflow to them: this worker claims only executions enqueued "
+                    "there with queue=...; check --queues for a typo)",
+                    w.worker_id,
+                    ",".join(unknown),
+                )
+            return True
+        except (DatabaseUnavailable, psycopg.OperationalError) as exc:
+            failure = exc if isinstance(exc, DatabaseUnavailable) else unavailable(w.settings.dsn, exc)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise failure from None
+            pause = min(_RECONNECT.delay(retry), remaining)
+            w.log.warning(
+                "event=waiting_for_database worker=%s error=%r retry_in_s=%.1f gives_up_in_s=%.0f",
+                w.worker_id,
+                first_line(failure, w.settings.dsn),
+                pause,
+                remaining,
+            )
+        if w.draining.wait(pause):
+            return False
+        retry += 1

@@ -1,0 +1,545 @@
+"""The worker: claims executions, runs them, heartbeats its leases and sweeps.
+
+Threads, each with one job:
+- the claim loop: claims up to the free slots in one statement, woken by NOTIFY, by a slot
+  freeing, or by the poll timer (polling is the only mode with ``listen=False``, for PgBouncer);
+- ``concurrency`` runner threads for sync workflows, and one asyncio loop for async ones;
+- the group commit writer: the step boundaries of all of them, in batches (group_commit.py);
+- the listener: one connection LISTENing on the schema's channel;
+- maintenance: the heartbeat (one UPDATE renews every lease) and the sweeper.
+Running one claimed execution (replay, call, record the outcome) is runner.py's job.
+Stateless and fungible: everything it knows is in Postgres, so killing it loses nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import logging
+import queue
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import psycopg
+
+from kestrel_core.admin import prune as prune_mod
+from kestrel_core.base.backoff import Backoff
+from kestrel_core.base.errors import KestrelError
+from kestrel_core.db.connection import first_line, make_pool
+from kestrel_core.db.outage import is_conflict, is_outage
+from kestrel_core.dispatch import claim as claim_mod
+from kestrel_core.dispatch import deadlines, sweeper
+from kestrel_core.dispatch import lease as lease_mod
+from kestrel_core.durable.boundary import Boundary, Outcome
+from kestrel_core.durable.group_commit import GroupCommit, LazyOpen
+from kestrel_core.engine import listener, registration, scheduler
+from kestrel_core.workflow import runner
+from kestrel_core.workflow.contracts import Claimed, Deployment, EngineSettings, Registry
+
+T = TypeVar("T")
+
+log = logging.getLogger("kestrel.worker")
+
+# Retry policies of the worker's loops while the database is away.
+_DB_RETRY = Backoff(0.05, cap=2.0)  # one engine write (Worker.db)
+_CLAIM_RETRY = Backoff(0.2, cap=5.0)  # the claim loop
+_CONFLICT_RETRY = Backoff(0.01, cap=0.2)  # a statement rolled back by a deadlock (Worker.db)
+_CONFLICT_TRIES = 3
+
+
+class Worker:
+    """Runs the workflows registered on a Kestrel app. Use ``run()`` (blocking, handles
+    SIGINT/SIGTERM) or ``start()`` / ``stop()``."""
+
+    def __init__(
+        self,
+        app: Deployment,
+        *,
+        concurrency: int = 8,
+        lease: timedelta = timedelta(seconds=30),
+        worker_id: str | None = None,
+        listen: bool | None = None,
+        poll_interval: float = 1.0,
+        sweep_interval: float = 1.0,
+        grace: timedelta | None = None,
+        db_retry_window: float | None = None,
+        startup_timeout: float | None = None,
+        prune_older_than: timedelta | None = None,
+        prune_every: float = 600.0,
+        prune_max_batches: int = 10,
+        queues: list[str] | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if lease < timedelta(seconds=1):
+            raise ValueError("the lease must be at least 1 second")
+        # Only what the worker uses of the app: its registrations and its connection settings.
+        self.registry = Registry(workflows=app.workflows, queues=app.queues, schedules=app.schedules)
+        self.settings = EngineSettings(dsn=app.dsn, schema=app.schema, transaction_pooling=app.transaction_pooling)
+        self.schema = app.schema
+        self.concurrency = concurrency
+        self.lease = lease
+        self.worker_id = worker_id or lease_mod.default_worker_id()
+        self.listen = (not app.transaction_pooling) if listen is None else listen
+        self.poll_interval = poll_interval
+        self.sweep_interval = sweep_interval
+        self.grace = lease if grace is None else grace
+        # How long a step boundary keeps retrying a write while the database is unreachable.
+        self.db_retry_window = db_retry_window if db_retry_window is not None else max(60.0, 2 * lease.total_seconds())
+        # How long start() waits for an unreachable database (a worker started during an outage,
+        # or before the server is up, must not die: nothing would replace it).
+        self.startup_timeout = self.db_retry_window if startup_timeout is None else startup_timeout
+        # Retention on a schedule (every worker may prune; batches skip each other's rows).
+        self.prune_older_than = prune_older_than
+        self.prune_every = prune_every
+        self.prune_max_batches = prune_max_batches
+        self.log = log
+        self.names = sorted(app.workflows)
+        self.versions = [app.workflows[n].version for n in self.names]  # parallel to names
+        self.queues = sorted(set(queues)) if queues is not None else None  # None: every queue
+        # Look for limited queues with work on every claim while there are any; else once per
+        # poll interval (queues limited by another deployment's declarations).
+        self._limited_declared = any(q.limited for q in app.queues.values())
+        self._limited_seen = False
+        self._next_limited_check = 0.0
+        self.stats = {
+            "claimed": 0,
+            "succeeded": 0,
+            "failed": 0,
+            "parked": 0,
+            "lost": 0,
+            "refused_writes": 0,
+            "released": 0,
+        }
+
+        self.draining = threading.Event()  # no more claims; executions stop at their next boundary
+        self._stopped = threading.Event()  # threads exit
+        self._wake = threading.Event()
+        self._hurry = threading.Event()  # stop waiting for in-flight steps (second signal)
+        self._give_up = threading.Event()  # retries waiting for the database stop waiting
+        self._quiet = threading.Event()  # the heartbeat and the sweeps end (before retiring)
+        self._maintenance: threading.Thread | None = None
+        # Keyed by claim (execution id, claim epoch), not by execution: after a freeze this
+        # worker may claim an execution again while the older claim's thread still finishes
+        # its step; that thread's cleanup must not drop the newer claim from the heartbeat.
+        self._inflight: dict[tuple[int, int], Claimed] = {}
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._runnable: queue.Queue[Claimed | None] = queue.Queue()
+        self._threads: list[threading.Thread] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # The async loop's default executor: the blocking work of async workflows (engine
+        # writes, plain-function steps, a step's own asyncio.to_thread). Coroutine steps run on
+        # the loop and hold none of these threads while they await.
+        self.async_threads = 2 * concurrency + 4
+        self._pool = make_pool(
+            app.dsn,
+            min_size=2,
+            max_size=concurrency + 3,
+            application_name="kestrel-worker",
+            prepare=not app.transaction_pooling,
+            name=f"kestrel-worker-{self.worker_id}",
+            check=False,  # db() retries; checking would add a round trip to every step
+        )
+        # Step boundaries of all running executions, written in batches (group_commit.py).
+        self._group = GroupCommit(self.db, self.schema, name=f"kestrel-group-commit-{self.worker_id}")
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def run(self, on_started: Callable[[], None] | None = None) -> None:
+        """Start, block until SIGINT/SIGTERM, then shut down gracefully. ``on_started`` is
+        called once the worker serves (not if a signal ended its wait for the database)."""
+        stop = threading.Event()
+        previous = {}
+        if threading.current_thread() is threading.main_thread():
+
+            def on_signal(signum: int, _frame: Any) -> None:
+                if stop.is_set():  # second signal: stop waiting for running steps
+                    self._hurry.set()
+                stop.set()
+                self.draining.set()  # also ends a start() still waiting for the database
+
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                previous[sig] = signal.signal(sig, on_signal)
+        try:
+            self.start()
+            if on_started is not None and self._threads:
+                on_started()
+            while not stop.wait(0.5):
+                pass
+            self.log.info(
+                "event=shutdown_requested worker=%s in_flight=%s grace_s=%s",
+                self.worker_id,
+                len(self._inflight),
+                self.grace.total_seconds(),
+            )
+        finally:
+            self.stop()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def start(self) -> Worker:
+        """Register (waiting up to ``startup_timeout`` for an unreachable database), then start
+        the claim loop, runners, listener and maintenance threads."""
+        if not self.names:
+            raise ValueError("this app registers no workflow: decorate functions with @app.workflow")
+        if not registration.register(self):
+            return self  # stopped while waiting for the database
+        self._pool.open()  # fills in the background; db() waits for a connection and retries
+        self._group.start()
+        # The loop before the claim loop: its first claim may be of an async workflow (one
+        # dispatched before the loop existed killed the claim thread, the claim left held).
+        if any(wf.is_async for wf in self.registry.workflows.values()):
+            self._loop = asyncio.new_event_loop()
+            self._loop.set_default_executor(
+                concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self.async_threads, thread_name_prefix="kestrel-async"
+                )
+            )
+            self._spawn(self._loop.run_forever, "asyncio")
+        self._spawn(self._claim_loop, "claim")
+        self._maintenance = self._spawn(self._maintenance_loop, "maintenance")
+        if self.listen:
+            self._spawn(
+                lambda: listener.listen(
+                    self.settings, set(self.names), self._wake, self._stopped, self.log, self.worker_id
+                ),
+                "listen",
+            )
+        if (older_than := self.prune_older_than) is not None:  # its own thread: never delays a heartbeat
+            self._spawn(lambda: self._prune_loop(older_than), "prune")
+        for i in range(self.concurrency):
+            self._spawn(self._runner_loop, f"runner-{i}")
+        self.log.info(
+            "event=worker_started worker=%s workflows=%s concurrency=%s lease_s=%s listen=%s queues=%s",
+            self.worker_id,
+            ",".join(f"{n}@{v}" for n, v in zip(self.names, self.versions)),
+            self.concurrency,
+            self.lease.total_seconds(),
+            self.listen,
+            ",".join(self.queues or ["*"]),
+        )
+        return self
+
+    def stop(self, grace: timedelta | None = None) -> None:
+        """Stop claiming, let running steps finish (up to ``grace``), release the rest, exit."""
+        if self._stopped.is_set() or not self._threads:  # stopped already, or never started
+            self.draining.set()  # a start() waiting for the database gives up
+            return
+        self.draining.set()
+        self._wake.set()
+        deadline = time.monotonic() + (self.grace if grace is None else grace).total_seconds()
+        with self._idle:
+            while self._inflight and time.monotonic() < deadline and not self._hurry.is_set():
+                self._idle.wait(timeout=max(0.0, min(0.2, deadline - time.monotonic())))
+        self._give_up.set()  # past the grace: a write still waiting for the database fails now
+        self._group.stop()
+        # No heartbeat may follow the retirement: its UPDATE of the workers row clears
+        # stopped_at, and one in flight when this process retires left the row looking live.
+        self._quiet.set()
+        if self._maintenance is not None:
+            self._maintenance.join(timeout=5.0)
+        try:
+            released = self.db(
+                lambda c: lease_mod.release_all(c, self.schema, self.worker_id), window=5.0, interruptible=False
+            )
+            self.stats["released"] += len(released)
+            self.db(lambda c: lease_mod.retire(c, self.schema, self.worker_id), window=5.0, interruptible=False)
+        except psycopg.OperationalError as exc:
+            released = []
+            self.log.warning(
+                "event=release_failed worker=%s error=%r (leases will lapse and be swept)",
+                self.worker_id,
+                first_line(exc, self.settings.dsn),
+            )
+        self._stopped.set()
+        for _ in range(self.concurrency):
+            self._runnable.put(None)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout=2.0)
+        self._pool.close(timeout=2.0)
+        self.log.info("event=worker_stopped worker=%s released=%s stats=%s", self.worker_id, len(released), self.stats)
+
+    def __enter__(self) -> Worker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _spawn(self, target: Callable[[], Any], name: str) -> threading.Thread:
+        thread = threading.Thread(target=target, name=f"kestrel-{name}", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+        return thread
+
+    # -- database access ---------------------------------------------------------------------
+
+    def db(
+        self, fn: Callable[[psycopg.Connection], T], *, window: float | None = None, interruptible: bool = True
+    ) -> T:
+        """Run ``fn`` on a pooled connection, retrying while the database is unreachable
+        (``outage.is_outage``: a lost or refused connection, up to ``window`` seconds) and
+        a few times at once when the server rolled it back to end a deadlock. Anything else
+        the server answers (a statement timeout, a bad value) is raised at once: the same
+        statement would get the same answer. A stopping worker past its grace stops waiting
+        (unless not ``interruptible``: its own last writes).
+
+        Every write passed here is safe to repeat (fenced, ON CONFLICT, or checked).
+        """
+        deadline = time.monotonic() + (self.db_retry_window if window is None else window)
+        retry = conflicts = 0
+        while True:
+            try:
+                with self._pool.connection(timeout=max(1.0, min(10.0, deadline - time.monotonic()))) as conn:
+                    return fn(conn)
+            except psycopg.Error as exc:
+                if is_conflict(exc) and conflicts < _CONFLICT_TRIES - 1:
+                    delay = _CONFLICT_RETRY.delay(conflicts)
+                    conflicts += 1
+                    self.log.warning(
+                        "event=db_conflict_retry worker=%s error=%r retry_in_s=%.2f",
+                        self.worker_id,
+                        first_line(exc, self.settings.dsn),
+                        delay,
+                    )
+                elif is_outage(exc):
+                    delay = _DB_RETRY.delay(retry)
+                    if time.monotonic() + delay > deadline or self._stopped.is_set():
+                        raise
+                    retry += 1
+                    self.log.warning(
+                        "event=db_retry worker=%s error=%r retry_in_s=%.2f",
+                        self.worker_id,
+                        first_line(exc, self.settings.dsn),
+                        delay,
+                    )
+                else:
+                    raise
+                if (self._give_up if interruptible else self._stopped).wait(delay):
+                    raise
+
+    def commit(self, boundary: Boundary, *, after: LazyOpen | None = None) -> Outcome:
+        """Write one step boundary with the next group commit (see group_commit.py)."""
+        return self._group.submit(boundary, after=after)
+
+    def open_lazily(self, boundary: Boundary) -> LazyOpen:
+        """Queue a first attempt's start without waiting (see group_commit.py)."""
+        return self._group.open_lazily(boundary)
+
+    def refused(self, execution_id: int, what: str) -> None:
+        """Count and log a fenced write refused: this worker no longer holds the execution."""
+        self.count("refused_writes")
+        self.log.warning(
+            "event=write_refused worker=%s execution_id=%s what=%r "
+            "(no longer the owner: swept, cancelled or reclaimed)",
+            self.worker_id,
+            execution_id,
+            what,
+        )
+
+    def await_on_loop(self, awaitable: Any) -> Any:
+        """Run a coroutine step on the worker's event loop from a runner thread."""
+        if self._loop is None:
+            return asyncio.run(_as_coroutine(awaitable))
+        return asyncio.run_coroutine_threadsafe(_as_coroutine(awaitable), self._loop).result()
+
+    # -- threads -----------------------------------------------------------------------------
+
+    def _claim_loop(self) -> None:
+        # While the queue has a backlog, wait for a quarter of the slots to free before claiming
+        # again: one claim statement per batch instead of one per finished execution.
+        batch_floor = max(1, self.concurrency // 4)
+        backlog = False
+        timed_out = True
+        errors = 0
+        while not self.draining.is_set():
+            self._wake.clear()
+            with self._lock:
+                free = self.concurrency - len(self._inflight)
+            if free > 0 and (timed_out or not backlog or free >= batch_floor):
+                now = time.monotonic()
+                check = self._limited_declared or self._limited_seen or now >= self._next_limited_check
+                try:
+                    claimed, self._limited_seen = self.db(
+                        functools.partial(
+                            claim_mod.claim_batch,
+                            schema=self.schema,
+                            owner=self.worker_id,
+                            names=self.names,
+                            n=free,
+                            lease=self.lease,
+                            versions=self.versions,
+                            queues=self.queues,
+                            check_limited=check,
+                        ),
+                        window=0,
+                    )
+                    errors = 0
+                    if check:
+                        self._next_limited_check = now + self.poll_interval
+                except psycopg.Error as exc:  # keep claiming once the database is back
+                    errors += 1
+                    self.log.warning(
+                        "event=claim_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
+                    )
+                    self.draining.wait(_CLAIM_RETRY.delay(errors - 1))
+                    continue
+                for item in claimed:
+                    self._dispatch(item)
+                backlog = len(claimed) == free
+            timed_out = not self._wake.wait(self.poll_interval * random.uniform(0.8, 1.2))
+
+    def _dispatch(self, item: claim_mod.Claim) -> None:
+        held = Claimed(item)
+        with self._lock:
+            self._inflight[(item.execution_id, item.epoch)] = held
+        self.count("claimed")
+        self.log.info(
+            "event=claimed worker=%s execution_id=%s workflow=%s epoch=%s",
+            self.worker_id,
+            item.execution_id,
+            item.workflow_name,
+            item.epoch,
+        )
+        if self.registry.workflows[item.workflow_name].is_async:
+            if (loop := self._loop) is None:  # it starts before the claim loop: an engine bug
+                raise RuntimeError("an async workflow was claimed before the worker's event loop started")
+            asyncio.run_coroutine_threadsafe(self._run_async(held), loop)
+        else:
+            self._runnable.put(held)
+
+    def _runner_loop(self) -> None:
+        while True:
+            held = self._runnable.get()
+            if held is None:
+                return
+            try:
+                runner.execute(self, held)
+            except Exception:  # a bug or an unexpected database error: never lose the thread
+                self.log.exception(
+                    "event=execution_crashed worker=%s execution_id=%s (its lease will lapse and it will be retried)",
+                    self.worker_id,
+                    held.claim.execution_id,
+                )
+            finally:
+                self._done(held)
+
+    def _done(self, held: Claimed) -> None:
+        with self._idle:
+            self._inflight.pop((held.claim.execution_id, held.claim.epoch), None)
+            self._idle.notify_all()
+        self._wake.set()
+
+    def _maintenance_loop(self) -> None:
+        beat_every = self.lease.total_seconds() / 3
+        next_beat = next_sweep = time.monotonic()
+        while not self._quiet.is_set():
+            now = time.monotonic()
+            if now >= next_beat:
+                next_beat = now + beat_every
+                self._heartbeat()
+            if now >= next_sweep and not self.draining.is_set():
+                next_sweep = now + self.sweep_interval * random.uniform(0.8, 1.2)
+                self._sweep()
+                self._tick_schedules()
+            self._quiet.wait(max(0.01, min(next_beat, next_sweep) - time.monotonic()))
+
+    def _prune_loop(self, older_than: timedelta) -> None:
+        while not self._stopped.wait(self.prune_every * random.uniform(0.8, 1.2)):
+            try:
+                result = prune_mod.prune(
+                    lambda fn: self.db(fn, window=0),
+                    self.schema,
+                    older_than=older_than,
+                    by=f"worker:{self.worker_id}",
+                    max_batches=self.prune_max_batches,
+                )
+            except (psycopg.Error, KestrelError) as exc:
+                self.log.warning(
+                    "event=prune_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
+                )
+                continue
+            if result.deleted:
+                self.log.info("event=pruned worker=%s deleted=%s", self.worker_id, result.deleted)
+
+    def _heartbeat(self) -> None:
+        with self._lock:
+            before = dict(self._inflight)
+        try:
+            held = self.db(
+                lambda c: lease_mod.heartbeat(
+                    c, self.schema, self.worker_id, self.lease, sorted({eid for eid, _ in before})
+                ),
+                window=0,
+            )
+        except psycopg.Error as exc:
+            self.log.warning(
+                "event=heartbeat_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
+            )
+            return
+        for key, claimed in before.items():
+            if key not in held and not claimed.lost.is_set():
+                with self._lock:
+                    still_running = key in self._inflight
+                if still_running:
+                    claimed.lost.set()
+                    self.log.warning(
+                        "event=claim_lost worker=%s execution_id=%s epoch=%s (swept, "
+                        "cancelled or reclaimed; stopping at the next step)",
+                        self.worker_id,
+                        key[0],
+                        key[1],
+                    )
+
+    def _sweep(self) -> None:
+        try:
+            expired, woken = self.db(lambda c: sweeper.sweep(c, self.schema), window=0)
+            late = self.db(lambda c: deadlines.sweep_deadlines(c, self.schema), window=0)
+        except psycopg.Error as exc:
+            self.log.warning(
+                "event=sweep_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
+            )
+            return
+        if late:
+            self.log.warning("event=deadline_passed worker=%s ended=%s", self.worker_id, late)
+        if expired:
+            self.log.warning("event=leases_expired worker=%s reenqueued=%s", self.worker_id, expired)
+        if woken:
+            self.log.info("event=waits_due worker=%s reenqueued=%s", self.worker_id, woken)
+        if expired or woken:
+            self._wake.set()
+
+    def _tick_schedules(self) -> None:
+        # Every worker ticks every schedule, its workflow registered here or not: the run waits
+        # for a worker that has the code (``status`` says when none does).
+        try:
+            if self.db(lambda c: scheduler.tick_due(c, self.schema, worker=self.worker_id), window=0).enqueued:
+                self._wake.set()
+        except psycopg.Error as exc:
+            self.log.warning(
+                "event=schedule_tick_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
+            )
+
+    def count(self, key: str) -> None:
+        """Add one to ``stats[key]``."""
+        with self._lock:
+            self.stats[key] += 1
+
+    async def _run_async(self, held: Claimed) -> None:
+        try:
+            await runner.execute_async(self, held)
+        finally:
+            self._done(held)
+
+
+async def _as_coroutine(awaitable: Any) -> Any:
+    return await awaitable

@@ -1,0 +1,144 @@
+"""The ``ctx`` of an ``async def`` workflow: the operations of context.py, awaitable.
+
+Steps run on the worker's event loop: a coroutine step is awaited there (it holds no thread
+while it awaits), a plain function runs in a thread. Each step owns its boundary state, so
+steps gathered with ``asyncio.gather`` write their own ends, each at once; the engine's writes,
+which block, go to threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from kestrel_core.durable.boundary import Finish
+from kestrel_core.workflow.context import AttemptTimedOut, Decision, Strand, WorkflowContext
+from kestrel_core.workflow.contracts import Unwind
+from kestrel_core.workflow.flow_context import AsyncFlowOperations
+
+__all__ = ["AsyncWorkflowContext"]
+
+
+class AsyncWorkflowContext(AsyncFlowOperations):
+    """The ``ctx`` of an ``async def`` workflow: the same operations, awaitable.
+
+    Database work and blocking steps run in threads; coroutine steps run on the worker's loop.
+    Each operation takes its position before its first ``await``, so operations started
+    together (``asyncio.gather``) take the same positions on every replay.
+    """
+
+    _sync: WorkflowContext  # the sync ctx whose internals every operation uses
+
+    def __init__(self, sync: WorkflowContext) -> None:
+        self._sync = sync
+
+    @property
+    def execution_id(self) -> int:
+        return self._sync.execution_id
+
+    @property
+    def workflow_name(self) -> str:
+        return self._sync.workflow_name
+
+    @property
+    def input(self) -> Any:
+        return self._sync.input
+
+    @property
+    def worker_id(self) -> str:
+        return self._sync.worker_id
+
+    @property
+    def claim_epoch(self) -> int:
+        return self._sync.claim_epoch
+
+    async def step(
+        self,
+        step_id: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        retries: int = 0,
+        backoff: float = 1.0,
+        max_backoff: float = 60.0,
+        timeout: timedelta | float | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """See WorkflowContext.step; ``fn`` may be a coroutine function.
+
+        The step runs here, on the event loop: a coroutine step is awaited on it, a plain
+        function runs in a thread of its own. Each step has its own boundary state (steps
+        gathered with ``asyncio.gather`` write their own ends, each at once); only the writes,
+        which block, go to threads."""
+        sync = self._sync
+        position = sync._use(step_id)
+        stored = sync._stored(step_id)
+        if stored is not None:
+            return sync._result(step_id, stored)
+        if retries < 0:
+            raise ValueError(f"retries must be 0 or more, got {retries!r}")
+        limit = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        strand = Strand(defer=False)
+        total = retries + 1
+        number = 0
+        while True:
+            number += 1
+            sync._boundary()
+            attempt = await asyncio.to_thread(sync._open, step_id, position, strand)
+            try:
+                result = await _call_async(fn, args, kwargs, limit)
+            except Exception as exc:
+                error = sync._failed(step_id, number, limit, exc)
+            else:  # serialised in the thread that writes it: a large output never holds the loop
+                return sync._result(
+                    step_id, await asyncio.to_thread(sync._settle, step_id, attempt, result, position, strand)
+                )
+            if number == total:
+                return sync._result(
+                    step_id, await asyncio.to_thread(sync._checkpoint, step_id, attempt, None, error, position, strand)
+                )
+            strand.pending = Finish(step_id, attempt, error=error, keep=False)
+            await asyncio.to_thread(sync._flush, strand)
+            delay = sync._retry_delay(step_id, attempt, number, backoff, max_backoff)
+            if await _set_within(sync._worker.draining, delay):
+                raise Unwind("shutdown")
+
+    async def sleep(self, step_id: str, duration: timedelta | float) -> None:
+        """See WorkflowContext.sleep."""
+        await asyncio.to_thread(self._sync._sleep, self._sync._use(step_id), step_id, duration)
+
+    async def wait_for_approval(
+        self, step_id: str, *, timeout: timedelta | float | None = None, details: Any = None
+    ) -> Decision:
+        """See WorkflowContext.wait_for_approval."""
+        return await asyncio.to_thread(self._sync._approval, self._sync._use(step_id), step_id, timeout, details)
+
+
+async def _call_async(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float | None
+) -> Any:
+    """One attempt of an async workflow's step: a coroutine function on the loop, anything
+    else in a thread (an awaitable it returns is then awaited on the loop)."""
+    work = fn(*args, **kwargs) if inspect.iscoroutinefunction(fn) else asyncio.to_thread(fn, *args, **kwargs)
+    try:
+        result = await (work if timeout is None else asyncio.wait_for(work, timeout))
+        if inspect.isawaitable(result):
+            result = await (result if timeout is None else asyncio.wait_for(result, timeout))
+    except TimeoutError:
+        raise AttemptTimedOut() from None
+    return result
+
+
+async def _set_within(event: threading.Event, delay: float) -> bool:
+    """Whether ``event`` is set within ``delay`` seconds, waiting on the loop (no thread)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + delay
+    while not event.is_set():
+        left = deadline - loop.time()
+        if left <= 0:
+            return False
+        await asyncio.sleep(min(left, 0.1))
+    return True

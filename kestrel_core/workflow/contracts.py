@@ -1,0 +1,99 @@
+"""What the pieces of a running worker need of each other, as small Protocols.
+
+A workflow context needs a handful of the worker's services (``WorkerRuntime``), and the
+worker needs only the app's registrations and connection settings (``Deployment``). Naming
+them here lets ``context.py`` and ``worker.py`` depend on these contracts instead of on each
+other (and ``worker.py`` not on ``app.py``), so the import graph has no circles.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+import psycopg
+
+from kestrel_core.dispatch.claim import Claim
+from kestrel_core.durable.boundary import Boundary, Outcome
+
+T = TypeVar("T")
+
+
+class Unwind(BaseException):
+    """Stops a workflow function without finishing it (parked, claim lost, or shutting down),
+    or, with ``error``, ends the execution as error (a non-deterministic change).
+
+    A BaseException so that a workflow's ``except Exception`` cannot swallow it.
+    """
+
+    def __init__(self, reason: str, error: Exception | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.error = error
+
+
+class Claimed:
+    """This worker's hold on one execution; ``lost`` is set when the heartbeat finds it gone."""
+
+    def __init__(self, claim: Claim) -> None:
+        self.claim = claim
+        self.lost = threading.Event()
+
+
+class WorkerRuntime(Protocol):
+    """What a workflow context uses of the worker running it."""
+
+    schema: str
+    worker_id: str
+    log: logging.Logger
+    draining: threading.Event
+    registry: Registry  # the workflows it runs (a child's queue and version come from there)
+
+    def db(self, fn: Callable[[psycopg.Connection], T], *, window: float | None = None) -> T: ...
+
+    def commit(self, boundary: Boundary, *, after: Any = None) -> Outcome:
+        """Write one step boundary with the worker's next group commit (``after``: the handle
+        of the lazy start of the attempt it ends)."""
+
+    def open_lazily(self, boundary: Boundary) -> Any:
+        """Queue a first attempt's start without waiting; returns the handle for ``after``."""
+
+    def refused(self, execution_id: int, what: str) -> None: ...
+
+    def await_on_loop(self, awaitable: Any) -> Any: ...
+
+
+class Deployment(Protocol):
+    """What a worker reads of the app (``Kestrel``): where to connect, and what is registered."""
+
+    dsn: str
+    schema: str
+    transaction_pooling: bool
+
+    @property
+    def workflows(self) -> Mapping[str, Any]: ...
+    @property
+    def queues(self) -> Mapping[str, Any]: ...
+    @property
+    def schedules(self) -> Mapping[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Registry:
+    """The app's registrations a worker runs (the app's own mappings, not copies)."""
+
+    workflows: Mapping[str, Any]
+    queues: Mapping[str, Any]
+    schedules: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Where a worker connects and how."""
+
+    dsn: str
+    schema: str
+    transaction_pooling: bool

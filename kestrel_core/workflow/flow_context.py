@@ -1,0 +1,356 @@
+"""The ``ctx`` operations that involve other executions: child workflows and events.
+
+Mixed into WorkflowContext (context.py), whose internals (``_use``, ``_write``, ``_boundary``,
+``_lost``, the checkpoint map) they use. Each is one durable operation with a position, so a
+replay returns what the first run saw: the same child, the same outcome, the same event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, NoReturn, TypeVar
+
+from psycopg.types.json import Jsonb
+
+from kestrel_core.base.errors import ChildFailed
+from kestrel_core.base.serialization import to_json
+from kestrel_core.dispatch import enqueue
+from kestrel_core.dispatch.enqueue import check_priority, check_workflow_name
+from kestrel_core.dispatch.keys import check_name
+from kestrel_core.durable import checkpoint, children, events
+from kestrel_core.durable.checkpoint import Checkpoint
+from kestrel_core.durable.children import ChildHandle, ChildState
+from kestrel_core.durable.events import Event
+from kestrel_core.workflow.contracts import Claimed, Unwind, WorkerRuntime
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _ChildOptions:
+    """The enqueue options of ``start_child``."""
+
+    priority: int | None = None
+    delay: timedelta | None = None
+    run_at: datetime | None = None
+    queue: str | None = None
+    concurrency_key: str | None = None
+
+
+def _interval(value: timedelta | float | None) -> timedelta | None:
+    return timedelta(seconds=value) if isinstance(value, (int, float)) else value
+
+
+class FlowOperations:
+    """start_child, wait_for, wait_for_all and wait_for_event of a synchronous workflow."""
+
+    # Provided by WorkflowContext (context.py), which mixes these operations in.
+    _worker: WorkerRuntime
+    _held: Claimed
+    _children: dict[int, ChildState] | None
+    _events_seen: dict[str, int]
+    _lock: threading.Lock  # guards what async operations running at once share
+
+    @property
+    def execution_id(self) -> int:
+        raise NotImplementedError
+
+    def _use(self, step_id: str) -> int:
+        raise NotImplementedError
+
+    def _stored(self, step_id: str) -> Checkpoint | None:
+        raise NotImplementedError
+
+    def _remember(self, step_id: str, stored: Checkpoint) -> None:
+        raise NotImplementedError
+
+    def _auto_id(self, base: str) -> str:
+        raise NotImplementedError
+
+    def _boundary(self) -> None:
+        raise NotImplementedError
+
+    def _lost(self, what: str) -> NoReturn:
+        raise NotImplementedError
+
+    def _write(self, fn: Callable[[Any], T]) -> T:
+        raise NotImplementedError
+
+    def start_child(
+        self,
+        name: str,
+        input: Any = None,
+        *,
+        step_id: str | None = None,
+        priority: int | None = None,
+        delay: timedelta | None = None,
+        run_at: datetime | None = None,
+        queue: str | None = None,
+        concurrency_key: str | None = None,
+    ) -> ChildHandle:
+        """Enqueue workflow ``name`` as a child of this execution, once: a replay returns the
+        same child. ``step_id`` defaults to ``child-N:name`` (N counts this execution's starts).
+        ``priority``, ``delay``, ``run_at``, ``queue`` and ``concurrency_key`` mean what they
+        mean for ``app.enqueue`` (queue: the child workflow's own by default)."""
+        op = step_id or self._auto_id(f"child:{name}")
+        return self._start_child(
+            self._use(op), op, name, input, _ChildOptions(priority, delay, run_at, queue, concurrency_key)
+        )
+
+    def wait_for(
+        self,
+        handle: ChildHandle | dict[str, Any],
+        timeout: timedelta | float | None = None,
+        *,
+        step_id: str | None = None,
+    ) -> Any:
+        """Park until the child ends; its output, or ChildFailed if it errored or was cancelled
+        (or, with ``timeout``, is still live then: ``ChildFailed.timed_out``)."""
+        handle = ChildHandle.of(handle)
+        op = step_id or self._auto_id(f"wait:{handle.step_id}")
+        return self._wait_children(self._use(op), op, [handle], timeout)[0]
+
+    def wait_for_all(
+        self,
+        handles: Sequence[ChildHandle | dict[str, Any]],
+        timeout: timedelta | float | None = None,
+        *,
+        step_id: str | None = None,
+    ) -> list[Any]:
+        """Park once until every child ends; their outputs in order, or ChildFailed for the
+        first (in order) that did not succeed."""
+        found = [ChildHandle.of(h) for h in handles]
+        if not found:
+            return []
+        op = step_id or self._auto_id(f"wait-all:{found[0].step_id}+{len(found) - 1}")
+        return self._wait_children(self._use(op), op, found, timeout)
+
+    def wait_for_event(
+        self, key: str, timeout: timedelta | float | None = None, *, step_id: str | None = None
+    ) -> Event:
+        """Park until ``app.send_event(key, ...)``; an Event (``.payload``), or one with
+        ``timed_out=True`` once ``timeout`` passes. Events sent since this execution was
+        enqueued count, also before the wait is reached (see events.py)."""
+        events.check_key(key)
+        op = step_id or self._auto_id(f"event:{key}")
+        return self._wait_event(self._use(op), op, key, timeout)
+
+    # -- implementations (positions taken by the caller) --------------------------------------
+
+    def _start_child(self, position: int, op: str, name: str, input: Any, options: _ChildOptions) -> ChildHandle:
+        stored = self._stored(op)
+        if stored is not None:
+            return ChildHandle(stored.output["child_id"], stored.output["workflow"], op)
+        run_at = options.run_at
+        if options.delay is not None:
+            run_at = datetime.now(UTC) + options.delay
+        check_workflow_name(name)
+        check_priority(options.priority)
+        check_name(options.queue)
+        check_name(options.concurrency_key, "a concurrency key")
+        payload = to_json(input, f"the input of child workflow {name!r}")
+        # queue and version as app.enqueue places them: from this process's code of the child
+        placement = enqueue.placement(self._worker.registry.workflows, name, options.queue, options.concurrency_key)
+        self._boundary()
+        child_id = self._write(
+            lambda c: children.start(
+                c,
+                self._worker.schema,
+                execution_id=self.execution_id,
+                owner=self._worker.worker_id,
+                epoch=self._held.claim.epoch,
+                step_id=op,
+                seq=position,
+                name=name,
+                input=payload,
+                run_at=run_at,
+                priority=options.priority,
+                **placement,
+            )
+        )
+        if child_id is None:
+            self._lost(f"child {op!r} not started")
+        self._remember(op, Checkpoint({"child_id": child_id, "workflow": name}, seq=position))
+        return ChildHandle(child_id, name, op)
+
+    def _child_states(self, refresh: bool = False) -> dict[int, ChildState]:
+        if self._children is None or refresh:
+            self._children = self._write(lambda c: children.states(c, self._worker.schema, self.execution_id))
+        return self._children
+
+    def _wait_children(
+        self, position: int, op: str, handles: list[ChildHandle], timeout: timedelta | float | None
+    ) -> list[Any]:
+        stored = self._stored(op)
+        if stored is not None and (stored.output or {}).get("timed_out"):
+            states = self._child_states()
+            late = next(
+                (h for h in handles if not (h.execution_id in states and states[h.execution_id].done)), handles[0]
+            )
+            state = states.get(late.execution_id)
+            raise ChildFailed(
+                late.execution_id, late.workflow_name, state.status if state else "missing", None, timed_out=True
+            )
+        if stored is not None:
+            outcomes = stored.output["children"]
+        else:
+            outcomes = self._collect(position, op, handles, _interval(timeout))
+        for outcome in outcomes:
+            if outcome["status"] != "success":
+                raise ChildFailed(outcome["child_id"], outcome["workflow"], outcome["status"], outcome["error"])
+        return [outcome["output"] for outcome in outcomes]
+
+    def _collect(
+        self, position: int, op: str, handles: list[ChildHandle], after: timedelta | None
+    ) -> list[dict[str, Any]]:
+        """Every child's outcome, checkpointed; parks (Unwind) while one is still live."""
+        states = self._child_states()
+        live = [h.execution_id for h in handles if not (h.execution_id in states and states[h.execution_id].done)]
+        if live:
+            self._boundary()
+            owned, parked = self._write(
+                lambda c: children.park(
+                    c,
+                    self._worker.schema,
+                    execution_id=self.execution_id,
+                    owner=self._worker.worker_id,
+                    epoch=self._held.claim.epoch,
+                    step_id=op,
+                    seq=position,
+                    children=live,
+                    after=after,
+                )
+            )
+            if not owned:
+                self._lost(f"wait {op!r} not parked")
+            if parked:
+                raise Unwind("parked")
+            states = self._child_states(refresh=True)  # they finished meanwhile
+        outcomes = [
+            states[h.execution_id].outcome()
+            if h.execution_id in states
+            else {
+                "child_id": h.execution_id,
+                "workflow": h.workflow_name,
+                "status": "missing",
+                "output": None,
+                "error": "no such child of this execution (pruned, or started by another one)",
+            }
+            for h in handles
+        ]
+        output = {"children": outcomes}
+        failed = next((o for o in outcomes if o["status"] != "success"), None)
+        error = None if failed is None else f"child execution {failed['child_id']} ended {failed['status']}"
+        if not self._write(
+            lambda c: checkpoint.record(
+                c,
+                self._worker.schema,
+                execution_id=self.execution_id,
+                step_id=op,
+                owner=self._worker.worker_id,
+                epoch=self._held.claim.epoch,
+                seq=position,
+                output=Jsonb(output),
+                error=error,
+            )
+        ):
+            self._lost(f"wait {op!r} not checkpointed")
+        self._remember(op, Checkpoint(output, seq=position))
+        return outcomes
+
+    def _wait_event(self, position: int, op: str, key: str, timeout: timedelta | float | None) -> Event:
+        stored = self._stored(op)
+        if stored is None:
+            self._boundary()
+            owned, received = self._write(
+                lambda c: events.receive_or_park(
+                    c,
+                    self._worker.schema,
+                    execution_id=self.execution_id,
+                    owner=self._worker.worker_id,
+                    epoch=self._held.claim.epoch,
+                    step_id=op,
+                    seq=position,
+                    key=key,
+                    after_id=self._events_seen.get(key, 0),
+                    after=_interval(timeout),
+                )
+            )
+            if not owned:
+                self._lost(f"event wait {op!r} not parked")
+            if received is None:
+                raise Unwind("parked")
+            stored = Checkpoint(received, seq=position)
+            self._remember(op, stored)
+        event = Event.from_checkpoint(key, stored.output or {})
+        if event.event_id is not None:
+            with self._lock:
+                self._events_seen[key] = max(self._events_seen.get(key, 0), event.event_id)
+        return event
+
+
+class AsyncFlowOperations:
+    """The same operations for ``async def`` workflows (positions taken before any await)."""
+
+    _sync: FlowOperations
+
+    async def start_child(
+        self,
+        name: str,
+        input: Any = None,
+        *,
+        step_id: str | None = None,
+        priority: int | None = None,
+        delay: timedelta | None = None,
+        run_at: datetime | None = None,
+        queue: str | None = None,
+        concurrency_key: str | None = None,
+    ) -> ChildHandle:
+        """See WorkflowContext.start_child."""
+        op = step_id or self._sync._auto_id(f"child:{name}")
+        return await asyncio.to_thread(
+            self._sync._start_child,
+            self._sync._use(op),
+            op,
+            name,
+            input,
+            _ChildOptions(priority, delay, run_at, queue, concurrency_key),
+        )
+
+    async def wait_for(
+        self,
+        handle: ChildHandle | dict[str, Any],
+        timeout: timedelta | float | None = None,
+        *,
+        step_id: str | None = None,
+    ) -> Any:
+        """See WorkflowContext.wait_for."""
+        handle = ChildHandle.of(handle)
+        op = step_id or self._sync._auto_id(f"wait:{handle.step_id}")
+        return (await asyncio.to_thread(self._sync._wait_children, self._sync._use(op), op, [handle], timeout))[0]
+
+    async def wait_for_all(
+        self,
+        handles: Sequence[ChildHandle | dict[str, Any]],
+        timeout: timedelta | float | None = None,
+        *,
+        step_id: str | None = None,
+    ) -> list[Any]:
+        """See WorkflowContext.wait_for_all."""
+        found = [ChildHandle.of(h) for h in handles]
+        if not found:
+            return []
+        op = step_id or self._sync._auto_id(f"wait-all:{found[0].step_id}+{len(found) - 1}")
+        return await asyncio.to_thread(self._sync._wait_children, self._sync._use(op), op, found, timeout)
+
+    async def wait_for_event(
+        self, key: str, timeout: timedelta | float | None = None, *, step_id: str | None = None
+    ) -> Event:
+        """See WorkflowContext.wait_for_event."""
+        events.check_key(key)
+        op = step_id or self._sync._auto_id(f"event:{key}")
+        return await asyncio.to_thread(self._sync._wait_event, self._sync._use(op), op, key, timeout)

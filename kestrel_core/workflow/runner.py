@@ -1,0 +1,187 @@
+"""Running one claimed execution to its end: replay its checkpoints, call the workflow, and
+record the outcome (completion fenced by the claim), or let it unwind (parked, lost, shutdown).
+
+The worker (worker.py) owns the threads and the claim; this module only needs the few
+services named by ``RunnerHost``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Protocol
+
+import psycopg
+
+from kestrel_core.base.errors import NonDeterministicChange, NotSerializable
+from kestrel_core.base.serialization import to_json
+from kestrel_core.db.connection import first_line
+from kestrel_core.db.outage import is_outage
+from kestrel_core.dispatch import deadlines
+from kestrel_core.durable import checkpoint
+from kestrel_core.durable.boundary import Boundary, Completion
+from kestrel_core.durable.checkpoint import Checkpoint
+from kestrel_core.workflow.async_context import AsyncWorkflowContext
+from kestrel_core.workflow.context import WorkflowContext, describe_exception
+from kestrel_core.workflow.contracts import Claimed, EngineSettings, Registry, Unwind, WorkerRuntime
+
+
+class RunnerHost(WorkerRuntime, Protocol):
+    """What running an execution needs of the worker, beyond a context's needs."""
+
+    registry: Registry
+    settings: EngineSettings
+
+    def count(self, key: str) -> None: ...
+
+
+def prepare(worker: RunnerHost, held: Claimed) -> WorkflowContext:
+    """Stamp the execution's deadline (if its workflow has one) and load its checkpoints."""
+    item = held.claim
+    timeout = worker.registry.workflows[item.workflow_name].timeout
+    if timeout is not None:
+        worker.db(
+            lambda c: deadlines.stamp(
+                c,
+                worker.schema,
+                execution_id=item.execution_id,
+                owner=worker.worker_id,
+                epoch=item.epoch,
+                timeout=timeout,
+            )
+        )
+    stored: dict[str, Checkpoint] | None = {}
+    if not item.first_run:
+        stored = worker.db(
+            lambda c: checkpoint.load(c, worker.schema, item.execution_id, owner=worker.worker_id, epoch=item.epoch)
+        )
+    if stored is None:
+        worker.refused(item.execution_id, "checkpoint load")
+        raise Unwind("lost")
+    return WorkflowContext(worker, held, stored)
+
+
+def execute(worker: RunnerHost, held: Claimed) -> None:
+    """Run a synchronous workflow on this (runner) thread."""
+    started = time.monotonic()
+    ctx: WorkflowContext | None = None
+    try:
+        ctx = prepare(worker, held)
+        fn = worker.registry.workflows[held.claim.workflow_name].fn
+        try:
+            result = fn(ctx, held.claim.input)
+        except Unwind:
+            raise
+        except Exception as exc:
+            finish(worker, held, ctx, error=exc, started=started)
+        else:
+            finish(worker, held, ctx, result=result, started=started)
+    except Unwind as unwind:
+        if unwind.error is not None:
+            finish(worker, held, ctx, error=unwind.error, started=started)
+        else:
+            unwound(worker, held, ctx, unwind)
+    except psycopg.Error as exc:
+        gave_up(worker, held, exc)
+
+
+async def execute_async(worker: RunnerHost, held: Claimed) -> None:
+    """Run an ``async def`` workflow on the worker's event loop (database work in threads)."""
+    started = time.monotonic()
+    ctx: WorkflowContext | None = None
+    try:
+        ctx = await asyncio.to_thread(prepare, worker, held)
+        fn = worker.registry.workflows[held.claim.workflow_name].fn
+        try:
+            result = await fn(AsyncWorkflowContext(ctx), held.claim.input)
+        except Unwind:
+            raise
+        except Exception as exc:
+            await asyncio.to_thread(finish, worker, held, ctx, error=exc, started=started)
+        else:
+            await asyncio.to_thread(finish, worker, held, ctx, result=result, started=started)
+    except Unwind as unwind:
+        if unwind.error is not None:
+            await asyncio.to_thread(finish, worker, held, ctx, error=unwind.error, started=started)
+        else:
+            unwound(worker, held, ctx, unwind)
+    except psycopg.Error as exc:
+        gave_up(worker, held, exc)
+    except Exception:
+        worker.log.exception(
+            "event=execution_crashed worker=%s execution_id=%s (its lease will lapse and it will be retried)",
+            worker.worker_id,
+            held.claim.execution_id,
+        )
+
+
+def finish(
+    worker: RunnerHost,
+    held: Claimed,
+    ctx: WorkflowContext | None,
+    *,
+    started: float,
+    result: Any = None,
+    error: BaseException | None = None,
+) -> None:
+    """Record the execution's outcome, fenced by the claim, with the last step's checkpoint in
+    the same statement."""
+    item = held.claim
+    output = None
+    if error is None:
+        try:
+            output = to_json(result, f"the output of workflow {item.workflow_name!r} (execution {item.execution_id})")
+        except NotSerializable as exc:
+            error = exc
+    status = "success" if error is None else "error"
+    plain = isinstance(error, (NotSerializable, NonDeterministicChange))
+    text = None if error is None else (str(error) if plain else describe_exception(error))
+    done = Boundary(item.execution_id, worker.worker_id, item.epoch, complete=Completion(status, output, text))
+    outcome = ctx._commit_last(done) if ctx is not None else worker.commit(done)
+    if not outcome.completed:
+        worker.refused(item.execution_id, f"completion ({status})")
+        return
+    worker.count("succeeded" if status == "success" else "failed")
+    worker.log.info(
+        "event=finished worker=%s execution_id=%s workflow=%s status=%s duration_s=%.3f%s",
+        worker.worker_id,
+        item.execution_id,
+        item.workflow_name,
+        status,
+        time.monotonic() - started,
+        "" if text is None else f" error={first_line(text)!r}",
+    )
+
+
+def unwound(worker: RunnerHost, held: Claimed, ctx: WorkflowContext | None, unwind: Unwind) -> None:
+    """The workflow stopped without finishing: parked, lost its claim, or shutting down. On a
+    shutdown the last step's end is still written, so the next worker does not run it again."""
+    if unwind.reason == "shutdown" and ctx is not None:
+        try:
+            ctx._flush()
+        except Unwind:
+            pass  # refused or unreachable: that step runs again on the next claim
+    key = {"parked": "parked", "lost": "lost"}.get(unwind.reason)
+    if key:
+        worker.count(key)
+    worker.log.info(
+        "event=%s worker=%s execution_id=%s workflow=%s",
+        unwind.reason,
+        worker.worker_id,
+        held.claim.execution_id,
+        held.claim.workflow_name,
+    )
+
+
+def gave_up(worker: RunnerHost, held: Claimed, exc: Exception) -> None:
+    """An engine statement failed (the database stayed away past the retry window, or refused
+    it: a statement timeout, say): the lease lapses, and a worker resumes from the checkpoints."""
+    event = "db_unreachable" if is_outage(exc) else "engine_write_failed"
+    worker.log.error(
+        "event=%s worker=%s execution_id=%s error=%r (abandoned; its lease will lapse "
+        "and a worker resumes it from its checkpoints)",
+        event,
+        worker.worker_id,
+        held.claim.execution_id,
+        first_line(exc, worker.settings.dsn),
+    )
