@@ -1,5 +1,6 @@
 """Screen 2, executions: newest first, filtered with ``/``, one page at a time, updated in
-place; ``space`` marks rows and ``e``/``c`` act on the marked ones (or the one under the cursor)."""
+place; ``space`` marks rows and ``e``/``c`` act on the marked ones (or the one under the cursor);
+``s``/``S`` or a click on a header sort the page by a column."""
 
 from __future__ import annotations
 
@@ -32,6 +33,18 @@ COLUMNS = [
     ("step", "current step"),
     ("error", "error"),
 ]
+# The field of the source row each column sorts by (its value, not the text shown: 2h > 9m).
+SORT_FIELDS = {
+    "id": "id",
+    "workflow": "workflow_name",
+    "status": "status",
+    "age": "age_s",
+    "duration": "duration_s",
+    "owner": "owner_id",
+    "step": "current_step",
+    "error": "error",
+}
+NEWEST_FIRST = ("id", True)
 
 
 class ExecutionsScreen(LiveScreen):
@@ -49,6 +62,8 @@ class ExecutionsScreen(LiveScreen):
         Binding("right_square_bracket", "page(1)", "Older", key_display="]", show=False),
         Binding("left_square_bracket", "page(-1)", "Newer", key_display="[", show=False),
         Binding("escape", "clear", "Clear marks/filter", show=False),
+        Binding("s", "sort_next", "Sort", tooltip="sort the page by the next column (a click on a header too)"),
+        Binding("S", "sort_reverse", "Reverse sort", show=False, tooltip="reverse the sort (ascending, descending)"),
     ]
     HELP_EXTRA = [
         ("enter", "open the execution: timeline, input, output, error"),
@@ -59,6 +74,11 @@ class ExecutionsScreen(LiveScreen):
         super().__init__(**kwargs)
         self.filter = ExecutionFilter()
         self.page_starts: list[int | None] = [None]  # before_id of each page seen
+        # A page asked for is loading: page keys typed meanwhile wait for it (net pages to move),
+        # as the next page starts after the last row of this one.
+        self.paging = False
+        self.pages_typed_ahead = 0
+        self.sort: tuple[str, bool] = NEWEST_FIRST  # (column, descending), kept across refreshes
         self.rows: list[dict[str, Any]] = []
         self.unknown: str | None = None  # "no workflow named 'x'; did you mean y?" for an empty list
 
@@ -99,9 +119,24 @@ class ExecutionsScreen(LiveScreen):
     def show(self, page: tuple[list[dict[str, Any]], str | None]) -> None:
         rows, self.unknown = page
         self.rows = rows
-        self.table.sync(((str(r["id"]), _cells(r), r) for r in rows), sort_column="id", sort_value=int, reverse=True)
+        self.table.sync(((str(r["id"]), _cells(r), r) for r in rows), order=self._order)
+        self.table.mark_sorted(*self.sort)
+        self.paging = False
         self._describe()
         self.selection_changed()
+        if self.pages_typed_ahead:
+            step = 1 if self.pages_typed_ahead > 0 else -1
+            self.pages_typed_ahead -= step
+            self.action_page(step)
+
+    def _order(self, keys: list[str]) -> list[str]:
+        """The row keys in the chosen sort; rows without a value last, ties newest first."""
+        column, descending = self.sort
+        field, rows = SORT_FIELDS[column], self.table.rows_data
+        newest_first = sorted(keys, key=int, reverse=True)
+        have = [k for k in newest_first if rows[k].get(field) is not None]
+        have.sort(key=lambda k: _sort_value(rows[k][field]), reverse=descending)  # stable: ties keep newest first
+        return have + [k for k in newest_first if rows[k].get(field) is None]
 
     def action_rows(self) -> list[dict[str, Any]]:
         return [self.table.rows_data[k] for k in self.table.chosen() if k in self.table.rows_data]
@@ -114,6 +149,11 @@ class ExecutionsScreen(LiveScreen):
         where = str(self.filter) or "all executions"
         marked = f" · {len(self.table.marks)} marked" if self.table.marks else ""
         more = self.table.more_hint()
+        if self.sort != NEWEST_FIRST:
+            column, descending = self.sort
+            more += f" · sorted by {column} {'▼' if descending else '▲'} (s, S)"
+        if self.pages_typed_ahead:
+            more += f" · loading, then {abs(self.pages_typed_ahead)} more page(s)"
         if self.stale:
             more += " · refreshing…"
         line = Text(f"{where} · page {page} ({len(self.rows)} rows, ] older [ newer){marked}{more}", style="dim")
@@ -149,6 +189,7 @@ class ExecutionsScreen(LiveScreen):
 
     def _restart(self) -> None:
         self.page_starts = [None]
+        self.pages_typed_ahead = 0
         self.rows = []
         self.unknown = None
         self.table.reset()
@@ -170,6 +211,10 @@ class ExecutionsScreen(LiveScreen):
             self._restart()
 
     def action_page(self, direction: int) -> None:
+        if self.paging:  # the page asked for is not here yet: move once it is
+            self.pages_typed_ahead += direction
+            self._describe()
+            return
         if direction > 0:
             if len(self.rows) < PAGE_SIZE:
                 self.kapp.tell("no older executions", severity="information")
@@ -182,8 +227,32 @@ class ExecutionsScreen(LiveScreen):
             self.page_starts.pop()
         self.rows = []
         self.table.reset()
+        self.paging = True
         self._describe()
         self.refresh_data(force=True)
+
+    # -- sort -------------------------------------------------------------------------------------
+
+    def sort_by(self, column: str, descending: bool) -> None:
+        """Sort the page by ``column`` (kept across refreshes; the cursor stays on its row)."""
+        self.sort = (column, descending)
+        self.table.reorder(self._order(self.table.keys()))
+        self.table.mark_sorted(column, descending)
+        self._describe()
+
+    def action_sort_next(self) -> None:
+        keys = [key for key, _ in COLUMNS]
+        column = keys[(keys.index(self.sort[0]) + 1) % len(keys)]
+        self.sort_by(column, column == "id")  # newest first; other columns ascending first
+
+    def action_sort_reverse(self) -> None:
+        self.sort_by(self.sort[0], not self.sort[1])
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        event.stop()
+        column = event.column_key.value
+        if column in SORT_FIELDS:
+            self.sort_by(column, not self.sort[1] if column == self.sort[0] else column == "id")
 
     # -- marks and actions --------------------------------------------------------------------
 
@@ -227,6 +296,10 @@ class ExecutionsScreen(LiveScreen):
         event.stop()
         if event.row_key.value is not None:
             self.app.push_screen(DetailScreen(int(event.row_key.value)))
+
+
+def _sort_value(value: Any) -> Any:
+    return value.casefold() if isinstance(value, str) else value
 
 
 def _cells(r: dict[str, Any]) -> dict[str, Any]:

@@ -14,10 +14,11 @@ from typing import Any
 
 from rich.text import Text
 from textual import events
+from textual._two_way_dict import TwoWayDict
 from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets import DataTable
-from textual.widgets.data_table import CellDoesNotExist
+from textual.widgets.data_table import CellDoesNotExist, ColumnKey
 
 from ...safe_text import literal
 
@@ -118,11 +119,13 @@ class LiveTable(DataTable):
         sort_column: str | None = None,
         sort_value: Callable[[str], Any] = str,
         reverse: bool = False,
+        order: Callable[[Sequence[str]], list[str]] | None = None,
     ) -> None:
         """Make the table show exactly ``rows`` (key, cells, source row), in place.
 
         New rows are added at the end; then, if ``sort_column`` is given and the order is off,
-        rows are re-sorted by ``sort_value`` of that column's text (no row is rebuilt).
+        rows are re-sorted by ``sort_value`` of that column's text (no row is rebuilt), or
+        ``order(keys)`` gives the keys in the order to show (read from ``rows_data``).
         """
         current_key = self.cursor_key()
         wanted: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
@@ -158,11 +161,40 @@ class LiveTable(DataTable):
             wanted_order = sorted(keys, key=lambda k: sort_value(self._cells[k][sort_column]), reverse=reverse)
             if keys != wanted_order:
                 self.sort(sort_column, key=lambda v: sort_value(_plain(v)), reverse=reverse)
+        elif order is not None:
+            self.reorder(order(self.keys()))
         if current_key is not None and current_key in self._cells:
             self.move_cursor(row=self.get_row_index(current_key), animate=False)
         elif current_key is not None and self.cursor_lost is None and current_key not in self._leaving:
             self.cursor_lost = current_key
         self._leaving &= set(self._cells)
+
+    def reorder(self, keys: Sequence[str]) -> None:
+        """Show the rows in the order of ``keys`` (every key shown, once); the cursor stays
+        on its row."""
+        if list(keys) == self.keys():
+            return
+        current = self.cursor_key()
+        by_value = {row_key.value: row_key for row_key in self.rows}
+        # DataTable.sort's key function sees cell values only, never the row key an order is
+        # read by: set the row order as sort() itself does.
+        self._row_locations = TwoWayDict({by_value[k]: i for i, k in enumerate(keys)})
+        self._update_count += 1
+        self.refresh()
+        if current is not None:
+            self.move_cursor(row=self.get_row_index(current), animate=False)
+
+    def mark_sorted(self, column: str | None, descending: bool) -> None:
+        """An arrow after the label of the column the rows are sorted by (none on the others)."""
+        for key, label in self.column_spec:
+            arrow = (" ▼" if descending else " ▲") if key == column else ""
+            shown = self.columns.get(ColumnKey(key))
+            if shown is None or shown.label.plain == label + arrow:
+                continue
+            shown.label = Text(label + arrow)
+            shown.content_width = max(shown.content_width, shown.label.cell_len)
+            self._require_update_dimensions = True
+        self.refresh()
 
     def acted_on(self, keys: Iterable[str]) -> None:
         """The console itself just acted on these rows: when they leave the list, the cursor
@@ -198,8 +230,10 @@ class LiveTable(DataTable):
         super().action_scroll_bottom()
         self._moved()
 
-    async def _on_click(self, event: events.Click) -> None:
-        await super()._on_click(event)
+    def _on_click(self, event: events.Click) -> None:
+        # Textual calls DataTable's own _on_click too (a handler per class of the MRO): calling
+        # it here as well made one click two (a header click sorted twice, a click on another
+        # row selected it and opened it).
         self._moved()
 
     def cursor_key(self) -> str | None:
