@@ -80,6 +80,11 @@ SELECT e.id, e.workflow_name, e.status, e.input, e.output, e.error, e.owner_id,
   FROM {schema}.workflow_executions e WHERE e.id = %(id)s
 """
 
+# An execution as a link names it (the detail screen's parent row).
+BRIEF = """
+SELECT id, workflow_name AS workflow, status FROM {schema}.workflow_executions WHERE id = %(id)s
+"""
+
 STEPS = """
 SELECT step_id, output, error, started_at, created_at AS finished_at,
        extract(epoch FROM created_at - started_at)::float8 AS duration_s, attempts, owner_id
@@ -133,6 +138,11 @@ class ExecutionReads(ReaderSession):
     def execution(self, execution_id: int) -> dict[str, Any] | None:
         """Every column of one execution (plus age_s, duration_s), or None."""
         rows = self._rows("execution", EXECUTION, {"id": execution_id})
+        return rows[0] if rows else None
+
+    def brief(self, execution_id: int) -> dict[str, Any] | None:
+        """id, workflow and status of one execution (None: pruned), as a link names it."""
+        rows = self._rows("brief", BRIEF, {"id": execution_id})
         return rows[0] if rows else None
 
     def steps(self, execution_id: int) -> list[dict[str, Any]]:

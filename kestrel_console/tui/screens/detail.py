@@ -36,6 +36,7 @@ ATTEMPT_COLUMNS = [
     ("worker", "worker / decided by"),
     ("error", "error / comment"),
 ]
+FAMILY_COLUMNS = [("relation", "link"), ("id", "id"), ("workflow", "workflow"), ("status", "status")]
 OUTCOME_STYLES = style.STATUS_STYLES  # one palette (style.py)
 
 
@@ -56,6 +57,7 @@ class DetailScreen(LiveScreen):
     HELP_EXTRA = [
         ("tab / shift+tab", "move between the trace, the tabs and the tables"),
         ("← →", "switch tab (attempts, input, output, error, steps)"),
+        ("enter", "on the parent or a child (Parent and children panel): open that execution"),
     ]
 
     def __init__(self, execution_id: int, **kwargs: Any) -> None:
@@ -72,6 +74,7 @@ class DetailScreen(LiveScreen):
         with VerticalScroll(id="detail-body"):
             yield Static(f"execution {self.execution_id} · loading…", id="detail-head")
             yield Static("", id="detail-blocker")
+            yield LiveTable(FAMILY_COLUMNS, id="detail-family")
             yield Timeline(id="detail-timeline")
             with TabbedContent(id="detail-tabs"):
                 with TabPane("Attempts", id="tab-attempts"):
@@ -89,6 +92,9 @@ class DetailScreen(LiveScreen):
     def on_mount(self) -> None:
         self.query_one("#detail-timeline").border_title = "Timeline (one time axis; ✗ failed attempts, ╌ waits)"
         self.query_one("#detail-blocker").display = False
+        family = self.query_one("#detail-family")
+        family.border_title = "Parent and children (enter opens)"
+        family.display = False
 
     @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
     def load(self, seq: int) -> None:
@@ -98,6 +104,9 @@ class DetailScreen(LiveScreen):
             execution = r.execution(eid)
             if execution is None:
                 return None, [], [], None
+            parent = execution["parent_id"]
+            # The parent's workflow and state, for its row (None once it is pruned).
+            execution["parent"] = r.brief(parent) if parent is not None else None
             return execution, r.timeline(eid), r.steps(eid), r.blocker(eid)
 
         self.fetch(seq, read, self.show)
@@ -120,6 +129,7 @@ class DetailScreen(LiveScreen):
                 text.append("  (read-only: actions disabled)", style="dim")
             blocker_box.update(text)
         now = execution["created_at"] + timedelta(seconds=execution["age_s"] or 0)
+        self._show_family(execution)
         self.query_one(Timeline).show(execution, entries, now)
         self._show_attempts(execution, entries)
         self.query_one("#detail-input", Static).update(fmt.json_view(execution["input"]))
@@ -131,6 +141,29 @@ class DetailScreen(LiveScreen):
         self.query_one("#detail-error", Static).update(fmt.error_view(execution["error"]))
         self.query_one("#detail-steps", Static).update(_steps_view(steps))
         self.selection_changed()
+
+    def _show_family(self, execution: dict[str, Any]) -> None:
+        """One row for the parent and one per child, each opened with enter."""
+        rows = []
+        if execution["parent_id"] is not None:
+            parent = execution.get("parent") or {"id": execution["parent_id"], "workflow": "", "status": "pruned"}
+            rows.append(("parent", parent))
+        rows += [("child", c) for c in execution.get("children") or []]
+        family = self.query_one("#detail-family", LiveTable)
+        family.display = bool(rows)
+        family.sync(
+            (
+                str(link["id"]),
+                {
+                    "relation": relation,
+                    "id": str(link["id"]),
+                    "workflow": link["workflow"],
+                    "status": fmt.status(link["status"]),
+                },
+                link,
+            )
+            for relation, link in rows
+        )
 
     def _show_attempts(self, execution: dict[str, Any], entries: list[dict[str, Any]]) -> None:
         t0 = execution.get("started_at") or execution["created_at"]
@@ -228,6 +261,8 @@ class DetailScreen(LiveScreen):
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
+        if event.data_table.id == "detail-family" and event.row_key.value is not None:
+            self.app.push_screen(DetailScreen(int(event.row_key.value)))
 
 
 def _head(e: dict[str, Any]) -> Text:
