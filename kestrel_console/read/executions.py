@@ -103,11 +103,13 @@ class ExecutionReads(ReaderSession):
         workflow: str | None = None,
         text: str | None = None,
         limit: int = 50,
+        workflow_exact: bool = False,
         offset: int = 0,
         before_id: int | None = None,
         since_s: float | None = None,
     ) -> list[dict[str, Any]]:
-        """Executions newest first, filtered by status, workflow name, free text (which
+        """Executions newest first, filtered by status, workflow name (a prefix, or the whole
+        name with ``workflow_exact``), free text (which
         matches the workflow name, owner, error text, input, step, gate and sleep ids, or the
         id exactly) and ``since_s`` (created in the last that many seconds).
 
@@ -117,7 +119,7 @@ class ExecutionReads(ReaderSession):
             raise ValueError(f"unknown status {status!r}: use one of {', '.join(STATUSES)}")
         params = {
             "status": status,
-            **prefix_params(workflow or None),
+            **prefix_params(workflow or None, exact=workflow_exact),
             "text": (text or None),
             "before_id": before_id,
             "since_s": since_s,

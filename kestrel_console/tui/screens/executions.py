@@ -108,7 +108,13 @@ class ExecutionsScreen(LiveScreen):
 
         def read(r: Reader) -> tuple[list[dict[str, Any]], str | None]:
             rows = r.list_executions(
-                status=f.status, workflow=f.workflow, text=f.text, limit=PAGE_SIZE, before_id=before, since_s=f.since_s
+                status=f.status,
+                workflow=f.workflow,
+                workflow_exact=f.exact,
+                text=f.text,
+                limit=PAGE_SIZE,
+                before_id=before,
+                since_s=f.since_s,
             )
             # An empty first page under workflow:X may be a typo: say so (read here, off the UI thread).
             unknown = r.unknown_workflow(f.workflow) if f.workflow and not rows and before is None else None
@@ -185,6 +191,12 @@ class ExecutionsScreen(LiveScreen):
             self.kapp.tell(str(exc), severity="error")
             return
         event.input.display = False
+        self._restart()
+
+    def show_filtered(self, wanted: ExecutionFilter) -> None:
+        """Show the executions ``wanted`` selects, from the first page (a dashboard count)."""
+        self.query_one("#exec-filter", Input).display = False
+        self.filter = wanted
         self._restart()
 
     def _restart(self) -> None:
