@@ -33,18 +33,17 @@ COLUMNS = [
     ("step", "current step"),
     ("error", "error"),
 ]
-# The field of the source row each column sorts by (its value, not the text shown: 2h > 9m).
-SORT_FIELDS = {
-    "id": "id",
-    "workflow": "workflow_name",
-    "status": "status",
-    "age": "age_s",
-    "duration": "duration_s",
-    "owner": "owner_id",
-    "step": "current_step",
-    "error": "error",
+# What each column sorts by: the stored value, not the text shown (2h after 9m).
+SORT_KEYS = {
+    "id": lambda r: r["id"],
+    "workflow": lambda r: r["workflow_name"],
+    "status": lambda r: r["status"],
+    "age": lambda r: r["age_s"],
+    "duration": lambda r: r["duration_s"],
+    "owner": lambda r: r["owner_id"],
+    "step": lambda r: r["current_step"],
+    "error": lambda r: r["error"],
 }
-NEWEST_FIRST = ("id", True)
 
 
 class ExecutionsScreen(LiveScreen):
@@ -78,7 +77,6 @@ class ExecutionsScreen(LiveScreen):
         # as the next page starts after the last row of this one.
         self.paging = False
         self.pages_typed_ahead = 0
-        self.sort: tuple[str, bool] = NEWEST_FIRST  # (column, descending), kept across refreshes
         self.rows: list[dict[str, Any]] = []
         self.unknown: str | None = None  # "no workflow named 'x'; did you mean y?" for an empty list
 
@@ -90,7 +88,7 @@ class ExecutionsScreen(LiveScreen):
             id="exec-filter",
         )
         yield Static("", id="exec-where")
-        yield LiveTable(COLUMNS, markable=True, id="executions")
+        yield LiveTable(COLUMNS, markable=True, sort_keys=SORT_KEYS, default_sort=("id", True), id="executions")
         yield KeyFooter()
 
     def on_mount(self) -> None:
@@ -125,8 +123,7 @@ class ExecutionsScreen(LiveScreen):
     def show(self, page: tuple[list[dict[str, Any]], str | None]) -> None:
         rows, self.unknown = page
         self.rows = rows
-        self.table.sync(((str(r["id"]), _cells(r), r) for r in rows), order=self._order)
-        self.table.mark_sorted(*self.sort)
+        self.table.sync((str(r["id"]), _cells(r), r) for r in rows)  # newest first, else the sort chosen
         self.paging = False
         self._describe()
         self.selection_changed()
@@ -134,15 +131,6 @@ class ExecutionsScreen(LiveScreen):
             step = 1 if self.pages_typed_ahead > 0 else -1
             self.pages_typed_ahead -= step
             self.action_page(step)
-
-    def _order(self, keys: list[str]) -> list[str]:
-        """The row keys in the chosen sort; rows without a value last, ties newest first."""
-        column, descending = self.sort
-        field, rows = SORT_FIELDS[column], self.table.rows_data
-        newest_first = sorted(keys, key=int, reverse=True)
-        have = [k for k in newest_first if rows[k].get(field) is not None]
-        have.sort(key=lambda k: _sort_value(rows[k][field]), reverse=descending)  # stable: ties keep newest first
-        return have + [k for k in newest_first if rows[k].get(field) is None]
 
     def action_rows(self) -> list[dict[str, Any]]:
         return [self.table.rows_data[k] for k in self.table.chosen() if k in self.table.rows_data]
@@ -155,9 +143,7 @@ class ExecutionsScreen(LiveScreen):
         where = str(self.filter) or "all executions"
         marked = f" · {len(self.table.marks)} marked" if self.table.marks else ""
         more = self.table.more_hint()
-        if self.sort != NEWEST_FIRST:
-            column, descending = self.sort
-            more += f" · sorted by {column} {'▼' if descending else '▲'} (s, S)"
+        more += self.table.sort_note()
         if self.pages_typed_ahead:
             more += f" · loading, then {abs(self.pages_typed_ahead)} more page(s)"
         if self.stale:
@@ -245,26 +231,14 @@ class ExecutionsScreen(LiveScreen):
 
     # -- sort -------------------------------------------------------------------------------------
 
-    def sort_by(self, column: str, descending: bool) -> None:
-        """Sort the page by ``column`` (kept across refreshes; the cursor stays on its row)."""
-        self.sort = (column, descending)
-        self.table.reorder(self._order(self.table.keys()))
-        self.table.mark_sorted(column, descending)
-        self._describe()
-
     def action_sort_next(self) -> None:
-        keys = [key for key, _ in COLUMNS]
-        column = keys[(keys.index(self.sort[0]) + 1) % len(keys)]
-        self.sort_by(column, column == "id")  # newest first; other columns ascending first
+        self.table.sort_next()
 
     def action_sort_reverse(self) -> None:
-        self.sort_by(self.sort[0], not self.sort[1])
+        self.table.sort_reverse()
 
-    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
-        event.stop()
-        column = event.column_key.value
-        if column in SORT_FIELDS:
-            self.sort_by(column, not self.sort[1] if column == self.sort[0] else column == "id")
+    def on_live_table_sorted(self, event: LiveTable.Sorted) -> None:
+        self._describe()
 
     # -- marks and actions --------------------------------------------------------------------
 
@@ -308,10 +282,6 @@ class ExecutionsScreen(LiveScreen):
         event.stop()
         if event.row_key.value is not None:
             self.app.push_screen(DetailScreen(int(event.row_key.value)))
-
-
-def _sort_value(value: Any) -> Any:
-    return value.casefold() if isinstance(value, str) else value
 
 
 def _cells(r: dict[str, Any]) -> dict[str, Any]:

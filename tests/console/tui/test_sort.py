@@ -1,4 +1,4 @@
-"""Sort by column (issue 20, "what to build"): ``s`` sorts the Executions page by the next column,
+"""Sort by column (issue 20, "what to build"): ``s`` sorts the Executions page (and Approvals) by the next column,
 ``S`` reverses it, a click on a header sorts by that column (again: reversed). The sort is by the
 stored value (2h after 9m), survives refreshes, and the cursor and the actions stay on the row's
 id while rows move under it."""
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from kestrel_console.tui.screens.approvals import ApprovalsScreen
 from kestrel_console.tui.screens.executions import ExecutionsScreen
 from kestrel_console.tui.widgets.comment import CommentModal
 
@@ -20,11 +21,11 @@ RUNNING = (
 )
 
 
-def header(screen: ExecutionsScreen) -> str:
+def header(screen) -> str:
     return " ".join(column.label.plain for column in screen.table.columns.values())
 
 
-async def click_header(pilot, screen: ExecutionsScreen, column: str) -> None:
+async def click_header(pilot, screen, column: str) -> None:
     """Click the header cell of ``column``, as a mouse does."""
     x = 0
     for key, shown in screen.table.columns.items():
@@ -84,3 +85,34 @@ async def test_one_click_on_a_row_only_moves_the_cursor(dsn, db):
         await pilot.click(screen.table, offset=(4, row + 1))  # +1: the header row
         await pilot.pause()
         assert tui.screen is screen and screen.table.cursor_key() == str(ids[0])
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+async def test_sort_approvals_by_column(dsn, db, size):
+    """Approvals sort too: oldest first as read, by a clicked header, reversed with S; the
+    gate under the cursor stays under it."""
+    gates = []
+    for name, minutes in (("deploy", 5), ("audit", 50), ("cleanup", 20)):
+        eid = db.execute(
+            "INSERT INTO workflow_executions (workflow_name, status) VALUES (%s, 'waiting') RETURNING id", (name,)
+        ).fetchone()[0]
+        db.execute(
+            "INSERT INTO workflow_waits (execution_id, step_id, kind, created_at)"
+            " VALUES (%s, 'approve', 'approval', now() - make_interval(mins => %s))",
+            (eid, minutes),
+        )
+        gates.append(f"{eid}:approve")
+    deploy, audit, cleanup = gates
+    tui = console(dsn)
+    async with tui.run_test(size=size) as pilot:
+        screen = await open_screen(pilot, "3", ApprovalsScreen)
+        assert screen.table.keys() == [audit, cleanup, deploy] and "waiting ▼" in header(screen)
+        screen.table.move_cursor(row=screen.table.get_row_index(cleanup))
+        await click_header(pilot, screen, "workflow")
+        await wait_for(pilot, lambda: "workflow ▲" in header(screen), what="the click on the header")
+        assert screen.table.keys() == [audit, cleanup, deploy]
+        await pilot.press("S")
+        assert screen.table.keys() == [deploy, cleanup, audit]
+        await fresh(pilot, screen)
+        assert screen.table.keys() == [deploy, cleanup, audit] and screen.table.cursor_key() == cleanup
+        assert "sorted by workflow ▼" in text_of(screen.query_one("#appr-summary"))
