@@ -116,3 +116,6 @@ async def test_sort_approvals_by_column(dsn, db, size):
         await fresh(pilot, screen)
         assert screen.table.keys() == [deploy, cleanup, audit] and screen.table.cursor_key() == cleanup
         assert "sorted by workflow ▼" in text_of(screen.query_one("#appr-summary"))
+        await pilot.pause()
+        shown = " ".join(line.strip() for line in screen_lines(tui))  # the summary wraps at 80, never cut
+        assert "sorted by workflow ▼ (s, S)" in shown, shown
