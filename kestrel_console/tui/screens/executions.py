@@ -142,8 +142,7 @@ class ExecutionsScreen(LiveScreen):
         page = len(self.page_starts)
         where = str(self.filter) or "all executions"
         marked = f" · {len(self.table.marks)} marked" if self.table.marks else ""
-        more = self.table.more_hint()
-        more += self.table.sort_note()
+        more = self.table.sort_note() + self.table.more_hint()
         if self.pages_typed_ahead:
             more += f" · loading, then {abs(self.pages_typed_ahead)} more page(s)"
         if self.stale:

@@ -267,8 +267,8 @@ class LiveTable(DataTable):
                 continue
             shown.label = Text(label + arrow)
             shown.content_width = max(shown.content_width, shown.label.cell_len)
-            self._require_update_dimensions = True
-        self.refresh()
+            self._require_update_dimensions = True  # as add_column does: widths are measured again
+            self.refresh()
 
     def acted_on(self, keys: Iterable[str]) -> None:
         """The console itself just acted on these rows: when they leave the list, the cursor

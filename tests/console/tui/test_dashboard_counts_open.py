@@ -12,7 +12,7 @@ from kestrel_console.tui.screens.executions import ExecutionsScreen
 from kestrel_console.tui.widgets.count_line import CountLine
 from tests.seed import seed_history
 
-from .helpers import console, fresh, rows, wait_for
+from .helpers import console, focus, fresh, rows, wait_for
 
 IDS_WHERE = (
     "SELECT id FROM workflow_executions WHERE status = %s AND (%s::text IS NULL OR workflow_name = %s) ORDER BY id"
@@ -27,14 +27,6 @@ async def listed(pilot, status: str | None, workflow: str | None) -> ExecutionsS
     assert (screen.filter.status, screen.filter.workflow) == (status, workflow)
     await fresh(pilot, screen)
     return screen
-
-
-async def focus(pilot, widget) -> None:
-    for _ in range(12):
-        if widget.has_focus:
-            return
-        await pilot.press("tab")
-    assert widget.has_focus, pilot.app.focused
 
 
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])

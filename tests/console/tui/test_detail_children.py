@@ -8,7 +8,7 @@ from kestrel_console.tui.screens.detail import DetailScreen
 from kestrel_console.tui.widgets.live_table import LiveTable
 from kestrel_console.tui.widgets.timeline import Timeline
 
-from .helpers import SIZE, console, fresh, screen_lines, text_of, wait_for
+from .helpers import SIZE, console, focus, fresh, screen_lines, text_of, wait_for
 
 
 async def test_detail_head_links_parent_and_children(dsn, db):
@@ -38,15 +38,6 @@ async def test_detail_head_links_parent_and_children(dsn, db):
         await fresh(pilot, screen)
         head = text_of(screen.query_one("#detail-head"))
         assert f"parent #{parent}" in head and "children" not in head
-
-
-async def focus(pilot, widget) -> None:
-    """Press tab until ``widget`` has the focus, as an operator does."""
-    for _ in range(12):
-        if widget.has_focus:
-            return
-        await pilot.press("tab")
-    assert widget.has_focus, pilot.app.focused
 
 
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
