@@ -74,7 +74,6 @@ class DetailScreen(LiveScreen):
         with VerticalScroll(id="detail-body"):
             yield Static(f"execution {self.execution_id} · loading…", id="detail-head")
             yield Static("", id="detail-blocker")
-            yield LiveTable(FAMILY_COLUMNS, id="detail-family")
             yield Timeline(id="detail-timeline")
             with TabbedContent(id="detail-tabs"):
                 with TabPane("Attempts", id="tab-attempts"):
@@ -92,9 +91,6 @@ class DetailScreen(LiveScreen):
     def on_mount(self) -> None:
         self.query_one("#detail-timeline").border_title = "Timeline (one time axis; ✗ failed attempts, ╌ waits)"
         self.query_one("#detail-blocker").display = False
-        family = self.query_one("#detail-family")
-        family.border_title = "Parent and children (enter opens)"
-        family.display = False
 
     @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
     def load(self, seq: int) -> None:
@@ -149,6 +145,17 @@ class DetailScreen(LiveScreen):
             parent = execution.get("parent") or {"id": execution["parent_id"], "workflow": "", "status": "pruned"}
             rows.append(("parent", parent))
         rows += [("child", c) for c in execution.get("children") or []]
+        if not self.is_attached or (not rows and not self.query("#detail-family")):
+            return
+        if not self.query("#detail-family"):
+            # Mounted only for an execution that has a parent or children: a hidden table on
+            # every detail screen made leaving it slower, and keys typed right after `/` (the
+            # list's filter text) reached the list before its filter line opened.
+            family = LiveTable(FAMILY_COLUMNS, id="detail-family")
+            family.border_title = "Parent and children (enter opens)"
+            self.query_one("#detail-body").mount(family, after="#detail-blocker")
+            self.call_after_refresh(self._show_family, execution)  # once it has its columns
+            return
         family = self.query_one("#detail-family", LiveTable)
         family.display = bool(rows)
         family.sync(

@@ -58,8 +58,9 @@ async def test_enter_on_a_child_opens_it_and_on_the_parent_goes_back_up(dsn, db,
         screen = DetailScreen(parent)
         await pilot.app.push_screen(screen)
         await fresh(pilot, screen)
+        await wait_for(pilot, lambda: screen.query("#detail-family"), what="the family panel")
         family = screen.query_one("#detail-family", LiveTable)
-        assert family.keys() == [str(k) for k in kids]
+        await wait_for(pilot, lambda: family.keys() == [str(k) for k in kids], what="the children")
         assert family.shown(str(kids[1]), "workflow") == "mk:child:wf"
         await focus(pilot, family)
         shown = "\n".join(screen_lines(tui))
@@ -69,8 +70,9 @@ async def test_enter_on_a_child_opens_it_and_on_the_parent_goes_back_up(dsn, db,
         child = tui.screen
         assert child.execution_id == kids[1]
         await fresh(pilot, child)
+        await wait_for(pilot, lambda: child.query("#detail-family"), what="the family panel")
         links = child.query_one("#detail-family", LiveTable)
-        assert links.keys() == [str(parent)]
+        await wait_for(pilot, lambda: links.keys() == [str(parent)], what="the parent")
         assert links.shown(str(parent), "relation") == "parent" and links.shown(str(parent), "status") == "waiting"
         await focus(pilot, links)
         await pilot.press("enter")
@@ -87,4 +89,4 @@ async def test_an_execution_with_no_family_shows_no_panel(dsn, db):
         screen = DetailScreen(alone)
         await pilot.app.push_screen(screen)
         await fresh(pilot, screen)
-        assert not screen.query_one("#detail-family").display
+        assert not [family for family in screen.query("#detail-family") if family.display]
