@@ -80,6 +80,11 @@ SELECT e.id, e.workflow_name, e.status, e.input, e.output, e.error, e.owner_id,
   FROM {schema}.workflow_executions e WHERE e.id = %(id)s
 """
 
+# An execution as a link names it (the detail screen's parent row).
+BRIEF = """
+SELECT id, workflow_name AS workflow, status FROM {schema}.workflow_executions WHERE id = %(id)s
+"""
+
 STEPS = """
 SELECT step_id, output, error, started_at, created_at AS finished_at,
        extract(epoch FROM created_at - started_at)::float8 AS duration_s, attempts, owner_id
@@ -98,11 +103,13 @@ class ExecutionReads(ReaderSession):
         workflow: str | None = None,
         text: str | None = None,
         limit: int = 50,
+        workflow_exact: bool = False,
         offset: int = 0,
         before_id: int | None = None,
         since_s: float | None = None,
     ) -> list[dict[str, Any]]:
-        """Executions newest first, filtered by status, workflow name, free text (which
+        """Executions newest first, filtered by status, workflow name (a prefix, or the whole
+        name with ``workflow_exact``), free text (which
         matches the workflow name, owner, error text, input, step, gate and sleep ids, or the
         id exactly) and ``since_s`` (created in the last that many seconds).
 
@@ -112,7 +119,7 @@ class ExecutionReads(ReaderSession):
             raise ValueError(f"unknown status {status!r}: use one of {', '.join(STATUSES)}")
         params = {
             "status": status,
-            **prefix_params(workflow or None),
+            **prefix_params(workflow or None, exact=workflow_exact),
             "text": (text or None),
             "before_id": before_id,
             "since_s": since_s,
@@ -133,6 +140,11 @@ class ExecutionReads(ReaderSession):
     def execution(self, execution_id: int) -> dict[str, Any] | None:
         """Every column of one execution (plus age_s, duration_s), or None."""
         rows = self._rows("execution", EXECUTION, {"id": execution_id})
+        return rows[0] if rows else None
+
+    def brief(self, execution_id: int) -> dict[str, Any] | None:
+        """id, workflow and status of one execution (None: pruned), as a link names it."""
+        rows = self._rows("brief", BRIEF, {"id": execution_id})
         return rows[0] if rows else None
 
     def steps(self, execution_id: int) -> list[dict[str, Any]]:

@@ -10,14 +10,16 @@ from typing import Any
 MAX_SUGGESTIONS = 3
 
 
-def prefix_params(prefix: str | None) -> dict[str, Any]:
+def prefix_params(prefix: str | None, *, exact: bool = False) -> dict[str, Any]:
     """Parameters of the list's workflow filter: names in [from, to) that are LIKE the pattern.
 
     The range lets the planner walk the (workflow_name, id) index; LIKE keeps the match exact
-    whatever the collation (None everywhere: no filter).
+    whatever the collation (None everywhere: no filter). ``exact``: the whole name only.
     """
     if not prefix:
         return {"workflow_like": None, "workflow_from": None, "workflow_to": None}
+    if exact:  # a LIKE pattern without a wildcard is equality, whatever the collation
+        return {"workflow_like": like_prefix(prefix)[:-1], "workflow_from": prefix, "workflow_to": None}
     last = ord(prefix[-1])
     upper = prefix[:-1] + chr(last + 1) if last < sys.maxunicode else None
     return {"workflow_like": like_prefix(prefix), "workflow_from": prefix, "workflow_to": upper}

@@ -3,7 +3,8 @@
 ``since:`` keeps the executions created in that last span (``90s``, ``30m``, ``2h``, ``7d``).
 
 ``workflow:`` takes a prefix of the name, case-sensitive (``workflow:remediate`` finds
-remediate-incident; the reader matches it, see ``kestrel_console.read.workflow_match``).
+remediate-incident; the reader matches it, see ``kestrel_console.read.workflow_match``);
+``workflow:=remediate`` the whole name (what a dashboard count opens).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class ExecutionFilter:
     workflow: str | None = None
     text: str | None = None
     since: str | None = None  # as typed (2h); since_s in seconds
+    exact: bool = False  # workflow is the whole name, not a prefix
 
     @property
     def since_s(self) -> float | None:
@@ -43,7 +45,7 @@ class ExecutionFilter:
         if self.status:
             parts.append(f"status:{self.status}")
         if self.workflow:
-            parts.append(f"workflow:{shlex.quote(self.workflow)}")
+            parts.append(f"workflow:{'=' if self.exact else ''}{shlex.quote(self.workflow)}")
         if self.since:
             parts.append(f"since:{self.since}")
         if self.text:
@@ -68,6 +70,7 @@ def parse_filter(text: str) -> ExecutionFilter:
     except ValueError:  # an unbalanced quote: take the words as typed
         words = text.split()
     status = workflow = since = None
+    exact = False
     free: list[str] = []
     for word in words:
         key, sep, value = word.partition(":")
@@ -83,5 +86,8 @@ def parse_filter(text: str) -> ExecutionFilter:
             span_seconds(value)  # refused here, with how to write it
             since = value.lower()
         else:
-            workflow = value or None
-    return ExecutionFilter(status=status, workflow=workflow, text=" ".join(free) or None, since=since)
+            exact = value.startswith("=")
+            workflow = value.removeprefix("=") or None
+    return ExecutionFilter(
+        status=status, workflow=workflow, text=" ".join(free) or None, since=since, exact=exact and bool(workflow)
+    )

@@ -1,7 +1,7 @@
 """Screen 4 (key 3), pending approvals: every gate waiting for a decision, oldest first, with
 the details the workflow attached; ``a``/``x`` ask for a comment, confirm, then decide through
 ``kestrel_core`` as the --operator; ``/`` filters them by workflow, gate or the details they
-carry (``risk:high``)."""
+carry (``risk:high``); ``s``/``S`` or a click on a header sort them by a column."""
 
 from __future__ import annotations
 
@@ -33,6 +33,16 @@ COLUMNS = [
     ("deadline", "deadline"),
     ("details", "details"),
 ]
+# What each column sorts by: the stored value (waiting 2h after 9m; details as their JSON text).
+SORT_KEYS = {
+    "execution": lambda r: r["execution_id"],
+    "workflow": lambda r: r["workflow_name"],
+    "step": lambda r: r["step_id"],
+    "waiting": lambda r: r["waiting_s"],
+    "since": lambda r: r["waiting_since"],
+    "deadline": lambda r: r["deadline"],
+    "details": lambda r: fmt.json_line(r["details"]) if r["details"] is not None else None,
+}
 
 
 class ApprovalsScreen(LiveScreen):
@@ -47,6 +57,8 @@ class ApprovalsScreen(LiveScreen):
             "space", "mark", "Mark", tooltip="mark or unmark the row, then move down; actions apply to every marked row"
         ),
         Binding("escape", "clear", "Clear marks/filter", show=False),
+        Binding("s", "sort_next", "Sort", tooltip="sort by the next column (a click on a header too)"),
+        Binding("S", "sort_reverse", "Reverse sort", show=False, tooltip="reverse the sort (ascending, descending)"),
     ]
     HELP_EXTRA = [
         ("enter", "open the execution of the gate under the cursor"),
@@ -66,7 +78,8 @@ class ApprovalsScreen(LiveScreen):
             id="appr-filter",
         )
         yield Static("", id="appr-summary")
-        yield LiveTable(COLUMNS, markable=True, id="approvals")
+        # Oldest first as read, else the sort chosen.
+        yield LiveTable(COLUMNS, markable=True, sort_keys=SORT_KEYS, default_sort=("waiting", True), id="approvals")
         with VerticalScroll(id="appr-details-box"):
             yield Static("", id="appr-details")
         yield KeyFooter()
@@ -106,7 +119,7 @@ class ApprovalsScreen(LiveScreen):
             f" matching {' '.join(self.filter_words)} (of {len(self.rows)}; esc clears)" if self.filter_words else ""
         )
         marked = f" · {len(self.table.marks)} marked" if self.table.marks else ""
-        more = self.table.more_hint()
+        more = self.table.sort_note() + self.table.more_hint()
         self.query_one("#appr-summary", Static).update(
             Text(
                 f"{n} approval gate{'s' if n != 1 else ''} waiting for a decision{where}{oldest}{marked}{more}",
@@ -116,6 +129,15 @@ class ApprovalsScreen(LiveScreen):
 
     def on_live_table_clipped(self, event: LiveTable.Clipped) -> None:
         self._summary()
+
+    def on_live_table_sorted(self, event: LiveTable.Sorted) -> None:
+        self._summary()
+
+    def action_sort_next(self) -> None:
+        self.table.sort_next()
+
+    def action_sort_reverse(self) -> None:
+        self.table.sort_reverse()
 
     def _show_details(self) -> None:
         key = self.table.cursor_key()

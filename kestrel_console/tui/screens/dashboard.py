@@ -1,5 +1,6 @@
 """Screen 1, the dashboard: queue depth per status and per workflow, activity sparklines,
-stuck leases, workers, pending approvals and recent errors, all from one snapshot."""
+stuck leases, workers, pending approvals and recent errors, all from one snapshot. A count
+opens the Executions list it counts (enter or a click)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from kestrel_core import STATUSES
 from ... import formatting as fmt
 from ...read.workers import live_versions_text
 from ...safe_text import visible
+from ..filters import ExecutionFilter
 from ..live import LiveScreen
 from ..operator import Outcome, Target
 from ..widgets.banner import Banner
+from ..widgets.count_line import CountLine
 from ..widgets.footer import KeyFooter
 from ..widgets.live_table import LiveTable
 
@@ -46,7 +49,11 @@ class DashboardScreen(LiveScreen):
         Binding("c", "cancel", "Cancel"),
     ]
     HELP_EXTRA = [
-        ("enter", "open the execution under the cursor (stuck leases)"),
+        (
+            "enter",
+            "on a stuck lease: open that execution; on a count (by status, or a workflow's in"
+            " Queue depth; a click too): the Executions list of what it counts",
+        ),
         ("tab / shift+tab", "move between the tables"),
     ]
 
@@ -62,7 +69,7 @@ class DashboardScreen(LiveScreen):
         with Horizontal(id="dash-top"):
             with Vertical(id="dash-counts"):
                 for status in STATUSES:
-                    yield Static(status, id=f"count-{status}", classes="count")
+                    yield CountLine(status, id=f"count-{status}", classes="count")
                 yield Static("", id="dash-approvals", classes="summary")
                 yield Static("", id="dash-errors", classes="summary")
             with Vertical(id="dash-activity"):
@@ -103,7 +110,9 @@ class DashboardScreen(LiveScreen):
     def on_mount(self) -> None:
         self.query_one("#dash-counts").border_title = "Executions by status"
         self.query_one("#dash-activity").border_title = f"Activity · last {ACTIVITY_MINUTES} min, per minute"
-        self.query_one("#dash-depth").border_title = "Queue depth by workflow"
+        depth = self.query_one("#dash-depth", LiveTable)
+        depth.border_title = "Queue depth by workflow (enter on a count lists them)"
+        depth.cursor_type = "cell"  # a count, not a row: enter opens the executions it counts
         self.query_one("#dash-stuck").border_title = "Stuck leases (lease expired)"
         self.query_one("#dash-workers").border_title = "Workers"
 
@@ -299,6 +308,27 @@ class DashboardScreen(LiveScreen):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self.selection_changed()
+
+    # -- counts open the list they count ----------------------------------------------------------
+
+    async def open_list(self, status: str | None, workflow: str | None = None) -> None:
+        """The Executions list showing what a count counts: that status, that workflow (its
+        whole name: ``deploy`` must not also list ``deploy-canary``)."""
+        from .executions import ExecutionsScreen
+
+        await self.kapp.action_show("executions")
+        screen = self.app.screen
+        if isinstance(screen, ExecutionsScreen):
+            screen.show_filtered(ExecutionFilter(status=status, workflow=workflow, exact=workflow is not None))
+
+    async def on_count_line_open(self, event: CountLine.Open) -> None:
+        await self.open_list(event.status)
+
+    async def on_data_table_cell_selected(self, event: DataTable.CellSelected) -> None:
+        if event.data_table.id != "dash-depth" or event.cell_key.row_key.value is None:
+            return
+        column = event.cell_key.column_key.value
+        await self.open_list(column if column in STATUSES else None, event.cell_key.row_key.value)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "dash-stuck" and event.row_key.value:

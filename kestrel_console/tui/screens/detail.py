@@ -36,6 +36,7 @@ ATTEMPT_COLUMNS = [
     ("worker", "worker / decided by"),
     ("error", "error / comment"),
 ]
+FAMILY_COLUMNS = [("relation", "link"), ("id", "id"), ("workflow", "workflow"), ("status", "status")]
 OUTCOME_STYLES = style.STATUS_STYLES  # one palette (style.py)
 
 
@@ -56,6 +57,7 @@ class DetailScreen(LiveScreen):
     HELP_EXTRA = [
         ("tab / shift+tab", "move between the trace, the tabs and the tables"),
         ("← →", "switch tab (attempts, input, output, error, steps)"),
+        ("enter", "on the parent or a child (Parent and children panel): open that execution"),
     ]
 
     def __init__(self, execution_id: int, **kwargs: Any) -> None:
@@ -98,6 +100,9 @@ class DetailScreen(LiveScreen):
             execution = r.execution(eid)
             if execution is None:
                 return None, [], [], None
+            parent = execution["parent_id"]
+            # The parent's workflow and state, for its row (None once it is pruned).
+            execution["parent"] = r.brief(parent) if parent is not None else None
             return execution, r.timeline(eid), r.steps(eid), r.blocker(eid)
 
         self.fetch(seq, read, self.show)
@@ -120,6 +125,7 @@ class DetailScreen(LiveScreen):
                 text.append("  (read-only: actions disabled)", style="dim")
             blocker_box.update(text)
         now = execution["created_at"] + timedelta(seconds=execution["age_s"] or 0)
+        self._show_family(execution)
         self.query_one(Timeline).show(execution, entries, now)
         self._show_attempts(execution, entries)
         self.query_one("#detail-input", Static).update(fmt.json_view(execution["input"]))
@@ -131,6 +137,40 @@ class DetailScreen(LiveScreen):
         self.query_one("#detail-error", Static).update(fmt.error_view(execution["error"]))
         self.query_one("#detail-steps", Static).update(_steps_view(steps))
         self.selection_changed()
+
+    def _show_family(self, execution: dict[str, Any]) -> None:
+        """One row for the parent and one per child, each opened with enter."""
+        rows = []
+        if execution["parent_id"] is not None:
+            parent = execution.get("parent") or {"id": execution["parent_id"], "workflow": "", "status": "pruned"}
+            rows.append(("parent", parent))
+        rows += [("child", c) for c in execution.get("children") or []]
+        if not self.is_attached or (not rows and not self.query("#detail-family")):
+            return
+        if not self.query("#detail-family"):
+            # Mounted only for an execution that has a parent or children: a hidden table on
+            # every detail screen made leaving it slower, and keys typed right after `/` (the
+            # list's filter text) reached the list before its filter line opened.
+            family = LiveTable(FAMILY_COLUMNS, id="detail-family")
+            family.border_title = "Parent and children (enter opens)"
+            self.query_one("#detail-body").mount(family, after="#detail-blocker")
+            self.call_after_refresh(self._show_family, execution)  # once it has its columns
+            return
+        family = self.query_one("#detail-family", LiveTable)
+        family.display = bool(rows)
+        family.sync(
+            (
+                str(link["id"]),
+                {
+                    "relation": relation,
+                    "id": str(link["id"]),
+                    "workflow": link["workflow"],
+                    "status": fmt.status(link["status"]),
+                },
+                link,
+            )
+            for relation, link in rows
+        )
 
     def _show_attempts(self, execution: dict[str, Any], entries: list[dict[str, Any]]) -> None:
         t0 = execution.get("started_at") or execution["created_at"]
@@ -228,6 +268,8 @@ class DetailScreen(LiveScreen):
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
+        if event.data_table.id == "detail-family" and event.row_key.value is not None:
+            self.app.push_screen(DetailScreen(int(event.row_key.value)))
 
 
 def _head(e: dict[str, Any]) -> Text:

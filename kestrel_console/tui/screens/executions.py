@@ -1,5 +1,6 @@
 """Screen 2, executions: newest first, filtered with ``/``, one page at a time, updated in
-place; ``space`` marks rows and ``e``/``c`` act on the marked ones (or the one under the cursor)."""
+place; ``space`` marks rows and ``e``/``c`` act on the marked ones (or the one under the cursor);
+``s``/``S`` or a click on a header sort the page by a column."""
 
 from __future__ import annotations
 
@@ -32,6 +33,17 @@ COLUMNS = [
     ("step", "current step"),
     ("error", "error"),
 ]
+# What each column sorts by: the stored value, not the text shown (2h after 9m).
+SORT_KEYS = {
+    "id": lambda r: r["id"],
+    "workflow": lambda r: r["workflow_name"],
+    "status": lambda r: r["status"],
+    "age": lambda r: r["age_s"],
+    "duration": lambda r: r["duration_s"],
+    "owner": lambda r: r["owner_id"],
+    "step": lambda r: r["current_step"],
+    "error": lambda r: r["error"],
+}
 
 
 class ExecutionsScreen(LiveScreen):
@@ -49,6 +61,8 @@ class ExecutionsScreen(LiveScreen):
         Binding("right_square_bracket", "page(1)", "Older", key_display="]", show=False),
         Binding("left_square_bracket", "page(-1)", "Newer", key_display="[", show=False),
         Binding("escape", "clear", "Clear marks/filter", show=False),
+        Binding("s", "sort_next", "Sort", tooltip="sort the page by the next column (a click on a header too)"),
+        Binding("S", "sort_reverse", "Reverse sort", show=False, tooltip="reverse the sort (ascending, descending)"),
     ]
     HELP_EXTRA = [
         ("enter", "open the execution: timeline, input, output, error"),
@@ -59,6 +73,10 @@ class ExecutionsScreen(LiveScreen):
         super().__init__(**kwargs)
         self.filter = ExecutionFilter()
         self.page_starts: list[int | None] = [None]  # before_id of each page seen
+        # A page asked for is loading: page keys typed meanwhile wait for it (net pages to move),
+        # as the next page starts after the last row of this one.
+        self.paging = False
+        self.pages_typed_ahead = 0
         self.rows: list[dict[str, Any]] = []
         self.unknown: str | None = None  # "no workflow named 'x'; did you mean y?" for an empty list
 
@@ -70,7 +88,7 @@ class ExecutionsScreen(LiveScreen):
             id="exec-filter",
         )
         yield Static("", id="exec-where")
-        yield LiveTable(COLUMNS, markable=True, id="executions")
+        yield LiveTable(COLUMNS, markable=True, sort_keys=SORT_KEYS, default_sort=("id", True), id="executions")
         yield KeyFooter()
 
     def on_mount(self) -> None:
@@ -88,7 +106,13 @@ class ExecutionsScreen(LiveScreen):
 
         def read(r: Reader) -> tuple[list[dict[str, Any]], str | None]:
             rows = r.list_executions(
-                status=f.status, workflow=f.workflow, text=f.text, limit=PAGE_SIZE, before_id=before, since_s=f.since_s
+                status=f.status,
+                workflow=f.workflow,
+                workflow_exact=f.exact,
+                text=f.text,
+                limit=PAGE_SIZE,
+                before_id=before,
+                since_s=f.since_s,
             )
             # An empty first page under workflow:X may be a typo: say so (read here, off the UI thread).
             unknown = r.unknown_workflow(f.workflow) if f.workflow and not rows and before is None else None
@@ -99,9 +123,14 @@ class ExecutionsScreen(LiveScreen):
     def show(self, page: tuple[list[dict[str, Any]], str | None]) -> None:
         rows, self.unknown = page
         self.rows = rows
-        self.table.sync(((str(r["id"]), _cells(r), r) for r in rows), sort_column="id", sort_value=int, reverse=True)
+        self.table.sync((str(r["id"]), _cells(r), r) for r in rows)  # newest first, else the sort chosen
+        self.paging = False
         self._describe()
         self.selection_changed()
+        if self.pages_typed_ahead:
+            step = 1 if self.pages_typed_ahead > 0 else -1
+            self.pages_typed_ahead -= step
+            self.action_page(step)
 
     def action_rows(self) -> list[dict[str, Any]]:
         return [self.table.rows_data[k] for k in self.table.chosen() if k in self.table.rows_data]
@@ -113,7 +142,9 @@ class ExecutionsScreen(LiveScreen):
         page = len(self.page_starts)
         where = str(self.filter) or "all executions"
         marked = f" · {len(self.table.marks)} marked" if self.table.marks else ""
-        more = self.table.more_hint()
+        more = self.table.sort_note() + self.table.more_hint()
+        if self.pages_typed_ahead:
+            more += f" · loading, then {abs(self.pages_typed_ahead)} more page(s)"
         if self.stale:
             more += " · refreshing…"
         line = Text(f"{where} · page {page} ({len(self.rows)} rows, ] older [ newer){marked}{more}", style="dim")
@@ -147,8 +178,15 @@ class ExecutionsScreen(LiveScreen):
         event.input.display = False
         self._restart()
 
+    def show_filtered(self, wanted: ExecutionFilter) -> None:
+        """Show the executions ``wanted`` selects, from the first page (a dashboard count)."""
+        self.query_one("#exec-filter", Input).display = False
+        self.filter = wanted
+        self._restart()
+
     def _restart(self) -> None:
         self.page_starts = [None]
+        self.pages_typed_ahead = 0
         self.rows = []
         self.unknown = None
         self.table.reset()
@@ -170,6 +208,10 @@ class ExecutionsScreen(LiveScreen):
             self._restart()
 
     def action_page(self, direction: int) -> None:
+        if self.paging:  # the page asked for is not here yet: move once it is
+            self.pages_typed_ahead += direction
+            self._describe()
+            return
         if direction > 0:
             if len(self.rows) < PAGE_SIZE:
                 self.kapp.tell("no older executions", severity="information")
@@ -182,8 +224,20 @@ class ExecutionsScreen(LiveScreen):
             self.page_starts.pop()
         self.rows = []
         self.table.reset()
+        self.paging = True
         self._describe()
         self.refresh_data(force=True)
+
+    # -- sort -------------------------------------------------------------------------------------
+
+    def action_sort_next(self) -> None:
+        self.table.sort_next()
+
+    def action_sort_reverse(self) -> None:
+        self.table.sort_reverse()
+
+    def on_live_table_sorted(self, event: LiveTable.Sorted) -> None:
+        self._describe()
 
     # -- marks and actions --------------------------------------------------------------------
 

@@ -13,6 +13,9 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
+CLOSES = "esc, q or ? closes"
+MORE_BELOW = "↓ more below (↓ pgdn end)"
+
 # Keys that work in every screen without being one of the app's bindings.
 ALWAYS = [("ctrl+p", "command palette: screens, reports, actions"), ("ctrl+q", "quit at once")]
 
@@ -72,38 +75,55 @@ class HelpScreen(ModalScreen[None]):
 
     @property
     def keys(self) -> list[str]:
-        return [key for _, rows in self.sections for key, _ in rows]
+        """Every key the help names (each number key is named in the screens' row)."""
+        from ..registry import help_rows
+
+        return [key for _, rows in self.sections for key, _ in rows] + [key for key, _ in help_rows()]
 
     def compose(self) -> ComposeResult:
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold cyan", no_wrap=True)
         table.add_column()
-        for title, rows in self.sections:
+        for i, (title, rows) in enumerate(self.sections):
+            if i:
+                table.add_row("", "")
             table.add_row(Text(title, style="bold underline"), "")
             for key, what in rows:
                 table.add_row(key, what)
-            table.add_row("", "")
         if getattr(self.app, "read_only", False):
+            table.add_row("", "")
             table.add_row(Text("read-only", style="bold yellow"), "approve, reject, re-enqueue and cancel are disabled")
         with VerticalScroll(id="help-body"):
             yield Static(table, id="help-keys")
-        yield Static("esc, q or ? closes", id="help-foot")
 
     def on_mount(self) -> None:
-        self.query_one("#help-body").border_title = "Keys"
+        body = self.query_one("#help-body", VerticalScroll)
+        body.border_title = "Keys"
+        self.watch(body, "scroll_y", lambda _old, _new: self._say_more(), init=False)
+        self.call_after_refresh(self._say_more)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._say_more)
+
+    def _say_more(self) -> None:
+        """At 80x24 a screen's keys may not all fit: the frame's foot says so while more is
+        below (and always how to close)."""
+        body = self.query_one("#help-body", VerticalScroll)
+        more = body.scroll_y < body.max_scroll_y
+        body.border_subtitle = f"{MORE_BELOW} · {CLOSES}" if more else CLOSES
 
     def action_close(self) -> None:
         self.dismiss(None)
 
 
 def _everywhere(app: Any) -> list[tuple[str, str]]:
-    """The app's keys, each screen's number key listed on its own (the footer shows one hint)."""
+    """The app's keys, the number keys in one row that names each screen's."""
     from ..registry import help_rows
 
     rows = []
     for key, what in key_rows(app, list(app.BINDINGS)):
-        if what == "Screens":
-            rows += [(key, "screens: " + ", ".join(label for _, label in help_rows())), *help_rows()]
+        if what == "Screens":  # one row naming each number key: 24 rows hold the whole help
+            rows.append((key, "screens: " + " · ".join(f"{n} {label}" for n, label in help_rows())))
         elif (key, what) not in help_rows():
             rows.append((key, what))
     return rows + ALWAYS

@@ -1,5 +1,6 @@
 """A DataTable whose rows are keyed and updated in place on every refresh (only changed cells
-are rewritten, rows that left are removed, new ones added), with rows marked by ``space``.
+are rewritten, rows that left are removed, new ones added), with rows marked by ``space`` and,
+given ``sort_keys``, sorted by a column (its screen's keys, or a click on a header).
 
 Marks are row keys (execution ids), so they stay on their rows through every refresh. The
 cursor follows its row when rows are added or re-sorted; when the row under it leaves (decided
@@ -9,15 +10,16 @@ action is then refused instead of applied to the neighbour (``live.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from rich.text import Text
 from textual import events
+from textual._two_way_dict import TwoWayDict
 from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets import DataTable
-from textual.widgets.data_table import CellDoesNotExist
+from textual.widgets.data_table import CellDoesNotExist, ColumnKey
 
 from ...safe_text import literal
 
@@ -34,8 +36,17 @@ class LiveTable(DataTable):
     """
 
     def __init__(
-        self, columns: Sequence[tuple[str, str]], *, markable: bool = False, narrow: Sequence[str] = (), **kwargs: Any
+        self,
+        columns: Sequence[tuple[str, str]],
+        *,
+        markable: bool = False,
+        narrow: Sequence[str] = (),
+        sort_keys: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
+        default_sort: tuple[str, bool] | None = None,
+        **kwargs: Any,
     ) -> None:
+        """``sort_keys``: column -> the value of a source row it sorts by (the stored value, not
+        the text shown: 2h after 9m); ``default_sort``: (column, descending) the rows come in."""
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self.all_columns = list(columns)
         self.narrow_keys = list(narrow)  # the columns kept when the terminal is narrow
@@ -51,6 +62,13 @@ class LiveTable(DataTable):
         # moves the cursor): what they meant to act on is gone.
         self.cursor_lost: str | None = None
         self._leaving: set[str] = set()  # rows this console acted on: their leaving is no surprise
+        self.sort_keys = dict(sort_keys or {})
+        self.default_sort = default_sort
+        self.sort_order = default_sort  # (column, descending), kept across refreshes
+        self._arrived: list[str] = []  # row keys in the order the last sync gave them
+
+    class Sorted(Message):
+        """The operator chose another sort (the screen may say so)."""
 
     class Clipped(Message):
         """Whether columns are hidden to the right changed (the screen may say so)."""
@@ -103,6 +121,7 @@ class LiveTable(DataTable):
         self._cells.clear()
         self.rows_data.clear()
         self.marks.clear()
+        self._arrived = []
         if self.markable:
             self.add_column(" ", key=MARK_COLUMN, width=1)
         for key, label in self.column_spec:
@@ -122,7 +141,9 @@ class LiveTable(DataTable):
         """Make the table show exactly ``rows`` (key, cells, source row), in place.
 
         New rows are added at the end; then, if ``sort_column`` is given and the order is off,
-        rows are re-sorted by ``sort_value`` of that column's text (no row is rebuilt).
+        rows are re-sorted by ``sort_value`` of that column's text (no row is rebuilt). A table
+        with ``sort_keys`` shows them in the order given, or in the chosen sort (ties in the
+        order given).
         """
         current_key = self.cursor_key()
         wanted: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
@@ -153,7 +174,11 @@ class LiveTable(DataTable):
                     self.update_cell(key, column, value, update_width=True)
                     shown[column] = plain
                     self.cell_updates += 1
-        if sort_column is not None:
+        self._arrived = list(wanted)
+        if self.sort_keys:
+            self.reorder(self._sorted(self._arrived))
+            self.mark_sorted()
+        elif sort_column is not None:
             keys = self.keys()
             wanted_order = sorted(keys, key=lambda k: sort_value(self._cells[k][sort_column]), reverse=reverse)
             if keys != wanted_order:
@@ -163,6 +188,89 @@ class LiveTable(DataTable):
         elif current_key is not None and self.cursor_lost is None and current_key not in self._leaving:
             self.cursor_lost = current_key
         self._leaving &= set(self._cells)
+
+    def reorder(self, keys: Sequence[str]) -> None:
+        """Show the rows in the order of ``keys`` (every key shown, once); the cursor stays
+        on its row."""
+        if list(keys) == self.keys():
+            return
+        current = self.cursor_key()
+        by_value = {row_key.value: row_key for row_key in self.rows}
+        # DataTable.sort's key function sees cell values only, never the row key an order is
+        # read by: set the row order as sort() itself does.
+        self._row_locations = TwoWayDict({by_value[k]: i for i, k in enumerate(keys)})
+        self._update_count += 1
+        self.refresh()
+        if current is not None:
+            self.move_cursor(row=self.get_row_index(current), animate=False)
+
+    # -- sort --------------------------------------------------------------------------------
+
+    def _sorted(self, keys: list[str]) -> list[str]:
+        """``keys`` in the chosen sort, rows without a value last, ties as given."""
+        if self.sort_order is None or self.sort_order == self.default_sort:
+            return keys
+        column, descending = self.sort_order
+        value = self.sort_keys[column]
+        have = [k for k in keys if value(self.rows_data[k]) is not None]
+        have.sort(key=lambda k: _sortable(value(self.rows_data[k])), reverse=descending)  # stable
+        return have + [k for k in keys if value(self.rows_data[k]) is None]
+
+    def sort_by(self, column: str, descending: bool) -> None:
+        """Sort by ``column`` from now on (the cursor stays on its row)."""
+        self.sort_order = (column, descending)
+        self.reorder(self._sorted([k for k in self._arrived if k in self._cells]))
+        self.mark_sorted()
+        self.post_message(self.Sorted())
+
+    def _first_direction(self, column: str) -> bool:
+        """A column is first sorted ascending, the default one its own way."""
+        return self.default_sort is not None and self.default_sort == (column, True)
+
+    def sort_next(self) -> None:
+        """Sort by the next sortable column."""
+        columns = [key for key, _ in self.column_spec if key in self.sort_keys]
+        current = self.sort_order[0] if self.sort_order and self.sort_order[0] in columns else columns[-1]
+        column = columns[(columns.index(current) + 1) % len(columns)]
+        self.sort_by(column, self._first_direction(column))
+
+    def sort_reverse(self) -> None:
+        column = (
+            self.sort_order[0] if self.sort_order else next(key for key, _ in self.column_spec if key in self.sort_keys)
+        )
+        self.sort_by(column, not (self.sort_order and self.sort_order[1]))
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        """A click on a header sorts by that column; a click on the sorted one reverses it."""
+        column = event.column_key.value
+        if column not in self.sort_keys:
+            return
+        event.stop()
+        if self.sort_order is not None and self.sort_order[0] == column:
+            self.sort_reverse()
+        else:
+            self.sort_by(column, self._first_direction(column))
+
+    def sort_note(self) -> str:
+        """`` · sorted by age ▲ (s, S)`` when not in the default order, for the summary line."""
+        if not self.sort_order or self.sort_order == self.default_sort:
+            return ""
+        column, descending = self.sort_order
+        label = dict(self.column_spec).get(column, column)
+        return f" · sorted by {label} {'▼' if descending else '▲'} (s, S)"
+
+    def mark_sorted(self) -> None:
+        """An arrow after the label of the column the rows are sorted by (none on the others)."""
+        column, descending = self.sort_order or (None, False)
+        for key, label in self.column_spec:
+            arrow = (" ▼" if descending else " ▲") if key == column else ""
+            shown = self.columns.get(ColumnKey(key))
+            if shown is None or shown.label.plain == label + arrow:
+                continue
+            shown.label = Text(label + arrow)
+            shown.content_width = max(shown.content_width, shown.label.cell_len)
+            self._require_update_dimensions = True  # as add_column does: widths are measured again
+            self.refresh()
 
     def acted_on(self, keys: Iterable[str]) -> None:
         """The console itself just acted on these rows: when they leave the list, the cursor
@@ -198,8 +306,10 @@ class LiveTable(DataTable):
         super().action_scroll_bottom()
         self._moved()
 
-    async def _on_click(self, event: events.Click) -> None:
-        await super()._on_click(event)
+    def _on_click(self, event: events.Click) -> None:
+        # Textual calls DataTable's own _on_click too (a handler per class of the MRO): calling
+        # it here as well made one click two (a header click sorted twice, a click on another
+        # row selected it and opened it).
         self._moved()
 
     def cursor_key(self) -> str | None:
@@ -245,6 +355,7 @@ class LiveTable(DataTable):
         self.rows_data.clear()
         self.marks.clear()
         self.cursor_lost = None
+        self._arrived = []
 
     def shown(self, key: str, column: str) -> str:
         """The plain text a cell shows now."""
@@ -258,6 +369,10 @@ class LiveTable(DataTable):
 def _safe(value: Any) -> Text:
     """A cell as it is shown: text from the database literally (``safe_text.literal``)."""
     return literal(value)
+
+
+def _sortable(value: Any) -> Any:
+    return value.casefold() if isinstance(value, str) else value
 
 
 def _plain(value: Any) -> str:

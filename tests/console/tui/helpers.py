@@ -58,6 +58,15 @@ async def fresh(pilot: Any, screen: LiveScreen | None = None, timeout: float = 1
     return screen
 
 
+async def focus(pilot: Any, widget: Any, presses: int = 12) -> None:
+    """Press tab until ``widget`` has the focus, as an operator does."""
+    for _ in range(presses):
+        if widget.has_focus:
+            return
+        await pilot.press("tab")
+    assert widget.has_focus, pilot.app.focused
+
+
 async def open_screen(pilot: Any, key: str, kind: type[S]) -> S:
     """Switch screens with ``key``; returns the screen once a live one shows fresh data."""
     await pilot.press(key)

@@ -1,11 +1,14 @@
-"""The detail screen shows an execution's parent and children."""
+"""The detail screen shows an execution's parent and children, and opens them with enter."""
 
 from __future__ import annotations
 
+import pytest
+
 from kestrel_console.tui.screens.detail import DetailScreen
+from kestrel_console.tui.widgets.live_table import LiveTable
 from kestrel_console.tui.widgets.timeline import Timeline
 
-from .helpers import SIZE, console, fresh, text_of
+from .helpers import SIZE, console, focus, fresh, screen_lines, text_of, wait_for
 
 
 async def test_detail_head_links_parent_and_children(dsn, db):
@@ -35,3 +38,55 @@ async def test_detail_head_links_parent_and_children(dsn, db):
         await fresh(pilot, screen)
         head = text_of(screen.query_one("#detail-head"))
         assert f"parent #{parent}" in head and "children" not in head
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+async def test_enter_on_a_child_opens_it_and_on_the_parent_goes_back_up(dsn, db, size):
+    """Parent/child drill-down (issue 20): the links were text in the head, nothing to open."""
+    parent = db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status) VALUES ('fan', 'waiting') RETURNING id"
+    ).fetchone()[0]
+    kids = [
+        db.execute(
+            "INSERT INTO workflow_executions (workflow_name, status, parent_id) VALUES (%s, %s, %s) RETURNING id",
+            (name, status, parent),
+        ).fetchone()[0]
+        for name, status in (("leaf", "success"), ("mk:child:wf", "error"))
+    ]
+    tui = console(dsn)
+    async with tui.run_test(size=size) as pilot:
+        screen = DetailScreen(parent)
+        await pilot.app.push_screen(screen)
+        await fresh(pilot, screen)
+        await wait_for(pilot, lambda: screen.query("#detail-family"), what="the family panel")
+        family = screen.query_one("#detail-family", LiveTable)
+        await wait_for(pilot, lambda: family.keys() == [str(k) for k in kids], what="the children")
+        assert family.shown(str(kids[1]), "workflow") == "mk:child:wf"
+        await focus(pilot, family)
+        shown = "\n".join(screen_lines(tui))
+        assert "child" in shown and str(kids[1]) in shown and "mk:child:wf" in shown, shown
+        await pilot.press("down", "enter")
+        await wait_for(pilot, lambda: isinstance(tui.screen, DetailScreen) and tui.screen is not screen)
+        child = tui.screen
+        assert child.execution_id == kids[1]
+        await fresh(pilot, child)
+        await wait_for(pilot, lambda: child.query("#detail-family"), what="the family panel")
+        links = child.query_one("#detail-family", LiveTable)
+        await wait_for(pilot, lambda: links.keys() == [str(parent)], what="the parent")
+        assert links.shown(str(parent), "relation") == "parent" and links.shown(str(parent), "status") == "waiting"
+        await focus(pilot, links)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: tui.screen is not child and isinstance(tui.screen, DetailScreen))
+        assert tui.screen.execution_id == parent
+        await pilot.press("escape")
+        assert tui.screen is child
+
+
+async def test_an_execution_with_no_family_shows_no_panel(dsn, db):
+    alone = db.execute("INSERT INTO workflow_executions (workflow_name) VALUES ('solo') RETURNING id").fetchone()[0]
+    tui = console(dsn)
+    async with tui.run_test(size=(80, 24)) as pilot:
+        screen = DetailScreen(alone)
+        await pilot.app.push_screen(screen)
+        await fresh(pilot, screen)
+        assert not [family for family in screen.query("#detail-family") if family.display]

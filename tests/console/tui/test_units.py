@@ -18,6 +18,10 @@ def test_parse_filter():
     with pytest.raises(ValueError, match="unknown status 'done'.*enqueued, running"):
         parse_filter("status:done")
     assert str(parse_filter("status:error workflow:remediate x")) == "status:error workflow:remediate x"
+    # workflow:=name is the whole name (a dashboard count opens it), and reads back as typed
+    exact = parse_filter("workflow:=remediate")
+    assert exact == ExecutionFilter(None, "remediate", None, exact=True) and str(exact) == "workflow:=remediate"
+    assert parse_filter("workflow:=") == ExecutionFilter()
 
 
 def test_refresh_presets_and_statement_timeout():
