@@ -64,7 +64,7 @@ class LiveTable(DataTable):
         self._leaving: set[str] = set()  # rows this console acted on: their leaving is no surprise
         self.sort_keys = dict(sort_keys or {})
         self.default_sort = default_sort
-        self.sort_order = default_sort  # (column, descending), kept across refreshes
+        self.column_sort = default_sort  # (column, descending), kept across refreshes
         self._arrived: list[str] = []  # row keys in the order the last sync gave them
 
     class Sorted(Message):
@@ -208,9 +208,9 @@ class LiveTable(DataTable):
 
     def _sorted(self, keys: list[str]) -> list[str]:
         """``keys`` in the chosen sort, rows without a value last, ties as given."""
-        if self.sort_order is None or self.sort_order == self.default_sort:
+        if self.column_sort is None or self.column_sort == self.default_sort:
             return keys
-        column, descending = self.sort_order
+        column, descending = self.column_sort
         value = self.sort_keys[column]
         have = [k for k in keys if value(self.rows_data[k]) is not None]
         have.sort(key=lambda k: _sortable(value(self.rows_data[k])), reverse=descending)  # stable
@@ -218,7 +218,7 @@ class LiveTable(DataTable):
 
     def sort_by(self, column: str, descending: bool) -> None:
         """Sort by ``column`` from now on (the cursor stays on its row)."""
-        self.sort_order = (column, descending)
+        self.column_sort = (column, descending)
         self.reorder(self._sorted([k for k in self._arrived if k in self._cells]))
         self.mark_sorted()
         self.post_message(self.Sorted())
@@ -230,15 +230,17 @@ class LiveTable(DataTable):
     def sort_next(self) -> None:
         """Sort by the next sortable column."""
         columns = [key for key, _ in self.column_spec if key in self.sort_keys]
-        current = self.sort_order[0] if self.sort_order and self.sort_order[0] in columns else columns[-1]
+        current = self.column_sort[0] if self.column_sort and self.column_sort[0] in columns else columns[-1]
         column = columns[(columns.index(current) + 1) % len(columns)]
         self.sort_by(column, self._first_direction(column))
 
     def sort_reverse(self) -> None:
         column = (
-            self.sort_order[0] if self.sort_order else next(key for key, _ in self.column_spec if key in self.sort_keys)
+            self.column_sort[0]
+            if self.column_sort
+            else next(key for key, _ in self.column_spec if key in self.sort_keys)
         )
-        self.sort_by(column, not (self.sort_order and self.sort_order[1]))
+        self.sort_by(column, not (self.column_sort and self.column_sort[1]))
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         """A click on a header sorts by that column; a click on the sorted one reverses it."""
@@ -246,22 +248,22 @@ class LiveTable(DataTable):
         if column not in self.sort_keys:
             return
         event.stop()
-        if self.sort_order is not None and self.sort_order[0] == column:
+        if self.column_sort is not None and self.column_sort[0] == column:
             self.sort_reverse()
         else:
             self.sort_by(column, self._first_direction(column))
 
     def sort_note(self) -> str:
         """`` · sorted by age ▲ (s, S)`` when not in the default order, for the summary line."""
-        if not self.sort_order or self.sort_order == self.default_sort:
+        if not self.column_sort or self.column_sort == self.default_sort:
             return ""
-        column, descending = self.sort_order
+        column, descending = self.column_sort
         label = dict(self.column_spec).get(column, column)
         return f" · sorted by {label} {'▼' if descending else '▲'} (s, S)"
 
     def mark_sorted(self) -> None:
         """An arrow after the label of the column the rows are sorted by (none on the others)."""
-        column, descending = self.sort_order or (None, False)
+        column, descending = self.column_sort or (None, False)
         for key, label in self.column_spec:
             arrow = (" ▼" if descending else " ▲") if key == column else ""
             shown = self.columns.get(ColumnKey(key))
@@ -306,7 +308,7 @@ class LiveTable(DataTable):
         super().action_scroll_bottom()
         self._moved()
 
-    def _on_click(self, event: events.Click) -> None:
+    async def _on_click(self, event: events.Click) -> None:
         # Textual calls DataTable's own _on_click too (a handler per class of the MRO): calling
         # it here as well made one click two (a header click sorted twice, a click on another
         # row selected it and opened it).
