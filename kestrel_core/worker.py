@@ -105,6 +105,7 @@ class Worker:
         self._limited_declared = any(q.limited for q in app.queues.values())
         self._limited_seen = False
         self._next_limited_check = 0.0
+        self._claim_mark = claim_mod.ClaimMark()  # only the claim loop's thread uses it
         self.stats = {
             "claimed": 0,
             "succeeded": 0,
@@ -377,6 +378,7 @@ class Worker:
                             versions=self.versions,
                             queues=self.queues,
                             check_limited=check,
+                            mark=self._claim_mark,
                         ),
                         window=0,
                     )
