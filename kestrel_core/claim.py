@@ -33,8 +33,9 @@ from .limited_claim import LIMITED_WITH_WORK, claim_limited
 from .statements import render
 
 # The fast path. It walks executions_ready (migration 0015: the enqueued executions, in claim
-# order, nothing else) past %(after)s, the highest claim key this worker process took (the
-# mark, ClaimMark), deletes the rows it takes and moves their executions to 'running'. Besides
+# order, nothing else) past the key (after_p, after_at, after_id): the highest key this worker
+# process took (its mark, ClaimMark), or the start. It deletes the rows it takes and moves
+# their executions to 'running'. Besides
 # due and registered, a row must be of a version this worker has (the names and versions
 # parameters are parallel arrays; NULL = any), of a queue it serves (NULL = all), and not of a
 # paused or limited queue (the tiny queues table, read once per statement). The first claim
