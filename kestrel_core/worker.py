@@ -441,10 +441,12 @@ class Worker:
     def _maintenance_loop(self) -> None:
         beat_every = self.lease.total_seconds() / 3
         # The lease sweep reads every running row's index entry, and under a held snapshot
-        # every dead one of each past claim too (issue 22): at a sixth of the lease, a lapsed
+        # every dead one of each past claim too (issue 22): one sweep in ``every`` includes it,
+        # about every sixth of the lease (every sweep when the lease is short), so a lapsed
         # lease is still found within ~1.2 leases, at a fraction of the once-a-second cost.
-        leases_every = max(self.sweep_interval, self.lease.total_seconds() / 6)
-        next_beat = next_sweep = next_lease_sweep = time.monotonic()
+        every = max(1, round(self.lease.total_seconds() / 6 / self.sweep_interval))
+        sweeps = 0
+        next_beat = next_sweep = time.monotonic()
         while not self._quiet.is_set():
             now = time.monotonic()
             if now >= next_beat:
@@ -452,10 +454,8 @@ class Worker:
                 self._heartbeat()
             if now >= next_sweep and not self.draining.is_set():
                 next_sweep = now + self.sweep_interval * random.uniform(0.8, 1.2)
-                leases = now >= next_lease_sweep
-                if leases:
-                    next_lease_sweep = now + leases_every * random.uniform(0.8, 1.2)
-                self._sweep(leases=leases)
+                self._sweep(leases=sweeps % every == 0)
+                sweeps += 1
                 self._tick_schedules()
             self._quiet.wait(max(0.01, min(next_beat, next_sweep) - time.monotonic()))
 

@@ -47,7 +47,7 @@ CREATE INDEX executions_ready_claim_idx ON {schema}.executions_ready (neg_priori
 -- The limited claim's walk, queue by queue (limited_claim.py).
 CREATE INDEX executions_ready_queue_idx ON {schema}.executions_ready (queue, neg_priority, run_at, id);
 
-CREATE OR REPLACE FUNCTION {schema}.ready_inserted() RETURNS trigger
+CREATE FUNCTION {schema}.ready_inserted() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     INSERT INTO {schema}.executions_ready
@@ -59,7 +59,7 @@ BEGIN
 END
 $$;
 REVOKE EXECUTE ON FUNCTION {schema}.ready_inserted() FROM PUBLIC;
-CREATE OR REPLACE FUNCTION {schema}.ready_changed() RETURNS trigger
+CREATE FUNCTION {schema}.ready_changed() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF TG_OP = 'TRUNCATE' THEN
