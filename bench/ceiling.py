@@ -39,7 +39,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from kestrel_core.db.statements import render
-from kestrel_core.dispatch.claim import CLAIM, ORDERED_PLAN
+from kestrel_core.dispatch.claim import CLAIM, ORDERED_PLAN, START_KEY
 from kestrel_core.durable.boundary import WRITE
 
 from .databases import fresh_database
@@ -138,6 +138,11 @@ def script(steps: int) -> str:
         "lease": ":lease",
         "versions": ":versions",
         "queues": "NULL",
+        # pgbench keeps no mark between transactions: every claim walks from the start, as a
+        # worker's does at least once a second.
+        "after_p": ":after_p",
+        "after_at": ":after_at",
+        "after_id": ":after_id",
     }
     parts = [
         "-- claim (RETURNING id, ..., claim_epoch: c_id, c_claim_epoch)",
@@ -166,6 +171,9 @@ def _defines(workflow: str, steps: int) -> list[str]:
         "output": "null",
         "outcome": "success",
         "status": "success",
+        "after_p": str(START_KEY[0]),
+        "after_at": START_KEY[1].isoformat(),
+        "after_id": str(START_KEY[2]),
         **{f"step{k}": f"s{k}" for k in range(steps)},
     }
     out: list[str] = []

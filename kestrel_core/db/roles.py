@@ -76,6 +76,8 @@ _QUEUE_DECLARED = "concurrency, per_worker, rate_limit, rate_period, per_key, pr
 _SCHEDULE_DECLARED = "cron, timezone, workflow_name, input, catch_up, next_tick, updated_at"
 WORKER_WRITES: dict[str, tuple[str, ...]] = {
     "workflow_executions": ("SELECT", "INSERT", "UPDATE"),  # enqueue, claim, lease, finish (guarded by a trigger)
+    # the claim takes rows out (FOR UPDATE needs an UPDATE right); triggers put them in
+    "executions_ready": ("SELECT", "UPDATE (id)", "DELETE"),
     "operation_outputs": ("SELECT", "INSERT"),  # checkpoints (ON CONFLICT DO NOTHING)
     # park (insert), reopen or wake (resolved_at); decisions only through the functions
     "workflow_waits": (
@@ -100,6 +102,7 @@ WORKER_FUNCTIONS = (
     "prune_finished(timestamptz, integer, text)",
     "send_event(text, jsonb, text)",
     "lock_finished_counters(text[], text[], smallint[])",
+    "count_shard(bigint)",  # the counters a step boundary locks
     "sweep_waits(integer)",
     # A schedule enqueues its workflow at every tick: adding one needs the right to enqueue.
     "add_schedule(text, text, text, text, jsonb, boolean, timestamptz, text, text)",

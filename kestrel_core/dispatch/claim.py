@@ -3,7 +3,10 @@
 Two paths, each one short transaction:
 
 - the fast path (every queue without limits): one statement, ``FOR UPDATE SKIP LOCKED``, so
-  any number of workers claim concurrently without blocking or double-claiming;
+  any number of workers claim concurrently without blocking or double-claiming; it takes rows
+  out of ``executions_ready`` (the claimable work alone, kept by triggers), walking past the
+  worker process's mark (ClaimMark), so that its cost does not grow with the dead rows a held
+  snapshot leaves behind;
 - the limited path (queues with a concurrency, per-worker or rate limit, or with keyed
   executions): the claimer first locks the queues' rows ``FOR UPDATE``, then counts and claims
   in a second statement whose snapshot is taken after the lock, so it sees every claim
@@ -18,9 +21,10 @@ has: a row's ``version`` NULL means any, and the first claim stamps the claimer'
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -28,37 +32,78 @@ import psycopg
 from kestrel_core.db.statements import render
 from kestrel_core.dispatch.limited_claim import LIMITED_WITH_WORK, claim_limited
 
-# The fast path. Besides due and registered, a row must be of a version this worker has (the
-# names and versions parameters are parallel arrays; NULL = any), of a queue it serves (NULL =
-# all), and not of a paused or limited queue (the tiny queues table, read once per statement).
-# The first claim stamps the worker's version on a row that had none.
+# The fast path. It walks executions_ready (migration 0015: the enqueued executions, in claim
+# order, nothing else) past the key (after_p, after_at, after_id): the highest key this worker
+# process took (its mark, ClaimMark), or the start. It deletes the rows it takes and moves
+# their executions to 'running'. Besides
+# due and registered, a row must be of a version this worker has (the names and versions
+# parameters are parallel arrays; NULL = any), of a queue it serves (NULL = all), and not of a
+# paused or limited queue (the tiny queues table, read once per statement). The first claim
+# stamps the worker's version on a row that had none. A ready row whose execution is no longer
+# enqueued (stale: see migration 0015) is deleted and claims nothing.
 CLAIM = """
-WITH candidates AS (
-    SELECT e.id FROM {schema}.workflow_executions e
-     WHERE e.status = 'enqueued' AND e.run_at <= now() AND e.workflow_name = ANY(%(names)s::text[])
-       AND (e.version IS NULL OR e.version = (%(versions)s::text[])[array_position(%(names)s::text[], e.workflow_name)])
-       AND (%(queues)s::text[] IS NULL OR e.queue = ANY(%(queues)s::text[]))
-       AND e.queue <> ALL (ARRAY(
+WITH picked AS (
+    SELECT r.ctid AS tid FROM {schema}.executions_ready r
+     WHERE (r.neg_priority, r.run_at, r.id) > (%(after_p)s::bigint, %(after_at)s::timestamptz, %(after_id)s::bigint)
+       AND r.run_at <= now() AND r.workflow_name = ANY(%(names)s::text[])
+       AND (r.version IS NULL OR r.version = (%(versions)s::text[])[array_position(%(names)s::text[], r.workflow_name)])
+       AND (%(queues)s::text[] IS NULL OR r.queue = ANY(%(queues)s::text[]))
+       AND r.queue <> ALL (ARRAY(
              SELECT q.name FROM {schema}.queues q
               WHERE q.paused OR q.keyed OR q.concurrency IS NOT NULL OR q.per_worker IS NOT NULL
                  OR q.rate_limit IS NOT NULL))
-     ORDER BY e.priority DESC, e.run_at, e.id
+     ORDER BY r.neg_priority, r.run_at, r.id
      LIMIT %(n)s
      FOR UPDATE SKIP LOCKED
+), taken AS (
+    DELETE FROM {schema}.executions_ready r USING picked
+     WHERE r.ctid = picked.tid
+    RETURNING r.id, r.neg_priority, r.run_at
 )
 UPDATE {schema}.workflow_executions e
    SET {take_claim}
-  FROM candidates
- WHERE e.id = candidates.id
-RETURNING e.id, e.workflow_name, e.input, e.claim_epoch, e.claims
+  FROM taken
+ WHERE e.id = taken.id AND e.status = 'enqueued'
+RETURNING e.id, e.workflow_name, e.input, e.claim_epoch, e.claims, taken.neg_priority, taken.run_at
 """
-# The claim must walk the enqueued index in order and stop after N rows. The planner may
+# The claim must walk the ready index in order and stop after N rows. The planner may
 # believe the queue is tiny and sort the whole backlog instead (13-16 ms instead of 0.2-0.4 ms
 # at 36-40k rows): when its statistics predate a burst of enqueues (autovacuum analyzes up to
 # a minute later), and, even with fresh statistics, when every row has the same queue (the
 # "not a limited queue" filter is then estimated to keep ~0 rows). Ruling out the sort for
 # this one transaction keeps the plan right at any size.
 ORDERED_PLAN = "SET LOCAL enable_sort = off"
+
+
+# The key before every ready row: a walk from here is a walk from the start.
+START_KEY: tuple[int, datetime, int] = (-(2**63), datetime.min.replace(tzinfo=UTC), 0)
+RESCAN_EVERY_S = 1.0
+
+
+@dataclass
+class ClaimMark:
+    """A worker process's high-water mark in claim order: the highest (neg_priority, run_at,
+    id) it claimed. Its claims walk executions_ready from there, so that they never cross the
+    dead index entries of the rows already claimed (which pile up while any snapshot holds the
+    vacuum horizon back). A row can become claimable behind the mark (a claim rolled back, a
+    higher priority, a row skipped as locked, a queue resumed, a version now served, an enqueue
+    that committed late); it is found by the walk from the start that runs at least once a
+    second, and whenever a walk from the mark comes back short."""
+
+    key: tuple[int, datetime, int] = START_KEY
+    rescanned_at: float = float("-inf")  # time.monotonic() of the last walk from the start
+
+    def next_walk(self, now: float) -> tuple[int, datetime, int]:
+        """Where the next claim starts: the mark, or the start once a second."""
+        if now - self.rescanned_at >= RESCAN_EVERY_S:
+            self.rescanned_at = now
+            return START_KEY
+        return self.key
+
+    def passed(self, keys: Sequence[tuple[int, datetime, int]]) -> None:
+        """The claim took rows at these keys: the mark moves to the highest."""
+        if keys:
+            self.key = max(self.key, *keys)
 
 
 @dataclass(frozen=True)
@@ -106,12 +151,15 @@ def claim_batch(
     versions: Sequence[str | None] | None = None,
     queues: Sequence[str] | None = None,
     check_limited: bool = True,
+    mark: ClaimMark | None = None,
 ) -> tuple[list[Claim], bool]:
     """``claim``, and whether limited queues had work for this worker.
 
     ``check_limited=False`` runs the fast path alone (one statement, as without queues): the
     worker skips the limited check while it has seen no limited queue lately. The limits
-    never depend on it: the fast path leaves limited queues alone either way.
+    never depend on it: the fast path leaves limited queues alone either way. ``mark``, the
+    worker process's ClaimMark, makes the fast path walk past what it already claimed; None
+    walks from the start.
     """
     if n <= 0 or not names:
         return [], False
@@ -123,12 +171,28 @@ def claim_batch(
         "versions": list(versions) if versions is not None else [None] * len(names),
         "queues": list(queues) if queues is not None else None,
     }
+    now = time.monotonic()
+    walk_from = mark.next_walk(now) if mark is not None else START_KEY
     with conn.pipeline(), conn.transaction():
         conn.execute(ORDERED_PLAN)
-        fast = conn.execute(render(CLAIM, schema), params)
+        fast = conn.execute(render(CLAIM, schema), {**params, **_after(walk_from)})
         limited = conn.execute(render(LIMITED_WITH_WORK, schema), params) if check_limited else None
     rows = fast.fetchall()
     limited_queues = [row[0] for row in limited.fetchall()] if limited is not None else []
+    if mark is not None and walk_from != START_KEY and len(rows) < n:
+        # Short past the mark: the rest may be behind it.
+        mark.rescanned_at = now
+        with conn.transaction():
+            conn.execute(ORDERED_PLAN)
+            rows += conn.execute(render(CLAIM, schema), {**params, "n": n - len(rows), **_after(START_KEY)}).fetchall()
+    if mark is not None:
+        mark.passed([(row[5], row[6], row[0]) for row in rows])
+    rows = [row[:5] for row in rows]
     if limited_queues and len(rows) < n:
         rows += claim_limited(conn, schema, {**params, "n": n - len(rows)}, limited_queues)
     return [Claim(*row) for row in rows], bool(limited_queues)
+
+
+def _after(key: tuple[int, datetime, int]) -> dict[str, Any]:
+    """The claim statement's start key (exclusive) as its parameters."""
+    return {"after_p": key[0], "after_at": key[1], "after_id": key[2]}

@@ -95,7 +95,7 @@ ENQUEUE = (
     SELECT r.name, r.input, r.key, coalesce(r.run_at, now()), p.priority, p.queue, r.ckey, r.version
       FROM req r JOIN placed p ON p.n = r.n
      ORDER BY r.n
-    ON CONFLICT (idempotency_key) DO NOTHING
+    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, idempotency_key, workflow_name
 ), woke AS (
     SELECT pg_notify(%(channel)s, w.name) FROM (SELECT DISTINCT workflow_name AS name FROM ins) w

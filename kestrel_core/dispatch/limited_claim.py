@@ -26,14 +26,14 @@ WITH limited AS MATERIALIZED (
 )
 SELECT limited.name FROM limited
  CROSS JOIN LATERAL (
-        -- One probe per limited queue, walking its backlog index in claim order (the ORDER BY
-        -- keeps the planner on that index rather than a scan of the table).
-        SELECT 1 FROM {schema}.workflow_executions e
-         WHERE e.status = 'enqueued' AND e.queue = limited.name AND e.run_at <= now()
+        -- One probe per limited queue, walking its part of the ready index in claim order (the
+        -- ORDER BY keeps the planner on that index rather than a scan of the table).
+        SELECT 1 FROM {schema}.executions_ready e
+         WHERE e.queue = limited.name AND e.run_at <= now()
            AND e.workflow_name = ANY(%(names)s::text[])
            AND (e.version IS NULL
                 OR e.version = (%(versions)s::text[])[array_position(%(names)s::text[], e.workflow_name)])
-         ORDER BY e.priority DESC, e.run_at, e.id
+         ORDER BY e.queue, e.neg_priority, e.run_at, e.id
          LIMIT 1) AS due
 """
 
@@ -75,37 +75,42 @@ WITH room AS MATERIALIZED (
      GROUP BY 1, 2
 ), head AS MATERIALIZED (
     -- Per queue with room, the head of its backlog in claim order (an ordered index walk).
-    SELECT e.id, e.queue, e.concurrency_key, e.priority, e.run_at,
+    SELECT e.tid, e.id, e.queue, e.concurrency_key, e.neg_priority, e.run_at,
            row_number() OVER (PARTITION BY e.queue, e.concurrency_key
-                              ORDER BY e.priority DESC, e.run_at, e.id) AS nth_of_key
+                              ORDER BY e.neg_priority, e.run_at, e.id) AS nth_of_key
       FROM room
      CROSS JOIN LATERAL (
-            SELECT e.id, e.queue, e.concurrency_key, e.priority, e.run_at
-              FROM {schema}.workflow_executions e
-             WHERE e.status = 'enqueued' AND e.queue = room.name AND e.run_at <= now()
+            SELECT e.ctid AS tid, e.id, e.queue, e.concurrency_key, e.neg_priority, e.run_at
+              FROM {schema}.executions_ready e
+             WHERE e.queue = room.name AND e.run_at <= now()
                AND e.workflow_name = ANY(%(names)s::text[])
            AND (e.version IS NULL
                 OR e.version = (%(versions)s::text[])[array_position(%(names)s::text[], e.workflow_name)])
-             ORDER BY e.priority DESC, e.run_at, e.id
+             ORDER BY e.queue, e.neg_priority, e.run_at, e.id
              LIMIT %(scan)s) AS e
      WHERE room.free > 0
 ), allowed AS (
-    SELECT h.id, h.queue, h.priority, h.run_at,
-           row_number() OVER (PARTITION BY h.queue ORDER BY h.priority DESC, h.run_at, h.id) AS nth_of_queue
+    SELECT h.tid, h.id, h.queue, h.neg_priority, h.run_at,
+           row_number() OVER (PARTITION BY h.queue ORDER BY h.neg_priority, h.run_at, h.id) AS nth_of_queue
       FROM head h
       JOIN room ON room.name = h.queue
       LEFT JOIN busy_keys k ON k.queue = h.queue AND k.concurrency_key = h.concurrency_key
      WHERE h.concurrency_key IS NULL OR h.nth_of_key + coalesce(k.running, 0) <= room.per_key
 ), chosen AS (
-    SELECT a.id FROM allowed a JOIN room ON room.name = a.queue
+    SELECT a.tid FROM allowed a JOIN room ON room.name = a.queue
      WHERE a.nth_of_queue <= room.free
-     ORDER BY a.priority DESC, a.run_at, a.id
+     ORDER BY a.neg_priority, a.run_at, a.id
      LIMIT %(n)s
+), taken AS (
+    -- Out of the ready table (a row a cancel deleted meanwhile is not taken), then to running.
+    DELETE FROM {schema}.executions_ready r USING chosen
+     WHERE r.ctid = chosen.tid
+    RETURNING r.id
 ), claimed AS (
     UPDATE {schema}.workflow_executions e
        SET {take_claim}
-      FROM chosen
-     WHERE e.id = chosen.id AND e.status = 'enqueued'
+      FROM taken
+     WHERE e.id = taken.id AND e.status = 'enqueued'
     RETURNING e.id, e.workflow_name, e.input, e.claim_epoch, e.claims, e.queue
 ), stamped AS (
     UPDATE {schema}.queues q

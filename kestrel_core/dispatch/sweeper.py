@@ -48,8 +48,3 @@ def sweep_waits(conn: psycopg.Connection, schema: str, batch: int = 500) -> list
     """Resolve due sleeps and timed-out approvals and re-enqueue them; returns execution ids."""
     rows = conn.execute(render(SWEEP_WAITS, schema), {"batch": batch})
     return [row[0] for row in rows]
-
-
-def sweep(conn: psycopg.Connection, schema: str, batch: int = 500) -> tuple[list[int], list[int]]:
-    """Both sweeps; returns (re-enqueued after lease expiry, woken waits)."""
-    return sweep_leases(conn, schema, batch), sweep_waits(conn, schema, batch)

@@ -108,7 +108,7 @@ WITH input AS (
     -- the end of the statement), locked first in one order (migration 0010).
     SELECT {schema}.lock_finished_counters(array_agg(k.workflow_name), array_agg(k.status),
                                            array_agg(k.shard)) AS locked
-      FROM (SELECT DISTINCT f.workflow_name, i.status, (f.id %% 16)::smallint AS shard
+      FROM (SELECT DISTINCT f.workflow_name, i.status, {schema}.count_shard(f.id) AS shard
               FROM input i JOIN fence f ON f.id = i.eid WHERE i.status IS NOT NULL) k
 ), completed AS (
     UPDATE {schema}.workflow_executions e

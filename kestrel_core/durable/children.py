@@ -40,7 +40,7 @@ START_CHILD = (
     SELECT %(name)s, %(input)s, %(key)s, coalesce(%(run_at)s, now()), p.priority, p.queue, %(ckey)s,
            %(version)s, fence.id
       FROM fence, placed p
-    ON CONFLICT (engine_key) DO NOTHING
+    ON CONFLICT (engine_key) WHERE engine_key IS NOT NULL DO NOTHING
     RETURNING id
 ), found AS (
     SELECT id FROM child

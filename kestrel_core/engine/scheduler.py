@@ -63,7 +63,7 @@ ENQUEUE_TICK = (
     + """, ins AS (
     INSERT INTO {schema}.workflow_executions (workflow_name, input, engine_key, priority, queue)
     SELECT %(name)s, %(input)s, %(key)s, p.priority, p.queue FROM placed p
-    ON CONFLICT (engine_key) DO NOTHING
+    ON CONFLICT (engine_key) WHERE engine_key IS NOT NULL DO NOTHING
     RETURNING id
 )
 SELECT id, pg_notify(%(channel)s, %(name)s)::text FROM ins

@@ -108,6 +108,7 @@ class Worker:
         self._limited_declared = any(q.limited for q in app.queues.values())
         self._limited_seen = False
         self._next_limited_check = 0.0
+        self._claim_mark = claim_mod.ClaimMark()  # only the claim loop's thread uses it
         self.stats = {
             "claimed": 0,
             "succeeded": 0,
@@ -380,6 +381,7 @@ class Worker:
                             versions=self.versions,
                             queues=self.queues,
                             check_limited=check,
+                            mark=self._claim_mark,
                         ),
                         window=0,
                     )
@@ -441,6 +443,12 @@ class Worker:
 
     def _maintenance_loop(self) -> None:
         beat_every = self.lease.total_seconds() / 3
+        # The lease sweep reads every running row's index entry, and under a held snapshot
+        # every dead one of each past claim too (issue 22): one sweep in ``every`` includes it,
+        # about every sixth of the lease (every sweep when the lease is short), so a lapsed
+        # lease is still found within ~1.2 leases, at a fraction of the once-a-second cost.
+        every = max(1, round(self.lease.total_seconds() / 6 / self.sweep_interval))
+        sweeps = 0
         next_beat = next_sweep = time.monotonic()
         while not self._quiet.is_set():
             now = time.monotonic()
@@ -449,7 +457,8 @@ class Worker:
                 self._heartbeat()
             if now >= next_sweep and not self.draining.is_set():
                 next_sweep = now + self.sweep_interval * random.uniform(0.8, 1.2)
-                self._sweep()
+                self._sweep(leases=sweeps % every == 0)
+                sweeps += 1
                 self._tick_schedules()
             self._quiet.wait(max(0.01, min(next_beat, next_sweep) - time.monotonic()))
 
@@ -500,9 +509,10 @@ class Worker:
                         key[1],
                     )
 
-    def _sweep(self) -> None:
+    def _sweep(self, *, leases: bool = True) -> None:
         try:
-            expired, woken = self.db(lambda c: sweeper.sweep(c, self.schema), window=0)
+            expired = self.db(lambda c: sweeper.sweep_leases(c, self.schema), window=0) if leases else []
+            woken = self.db(lambda c: sweeper.sweep_waits(c, self.schema), window=0)
             late = self.db(lambda c: deadlines.sweep_deadlines(c, self.schema), window=0)
         except psycopg.Error as exc:
             self.log.warning(

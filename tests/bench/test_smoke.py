@@ -20,7 +20,7 @@ from bench.__main__ import main
 from bench.databases import fresh_database
 from bench.workloads import NOOP1, NOOP5
 from kestrel_core.db.statements import render
-from kestrel_core.dispatch.claim import CLAIM
+from kestrel_core.dispatch.claim import CLAIM, START_KEY
 from tests.conftest import ADMIN_DSN
 
 
@@ -98,7 +98,7 @@ def test_ceiling_script_uses_the_engine_statements_for_each_step() -> None:
 
 def test_ceiling_claim_walks_the_enqueued_index_as_pgbench_runs_it() -> None:
     """With the engine's planner setting (PGOPTIONS, as pgbench gets it) the claim reads the
-    head of the enqueued index on a big analyzed backlog, not a sort of all of it."""
+    head of the ready table's claim index on a big analyzed backlog, not a sort of all of it."""
     assert ceiling.session_options("SET LOCAL enable_sort = off") == "-c enable_sort=off"
     with pytest.raises(ValueError):
         ceiling.session_options("SET enable_sort = off; SELECT 1")
@@ -107,12 +107,13 @@ def test_ceiling_claim_walks_the_enqueued_index_as_pgbench_runs_it() -> None:
             conn.execute(render(ceiling.SEED, ceiling.SCHEMA), {"name": NOOP1, "n": 5000})
             conn.execute(render(ceiling.ANALYZE, ceiling.SCHEMA))
             params = {"names": [NOOP1], "versions": [None], "queues": None, "n": 1, "owner": "o", "lease": "30 seconds"}
+            params |= {"after_p": START_KEY[0], "after_at": START_KEY[1], "after_id": START_KEY[2]}
             plan = json.dumps(
                 conn.execute(
                     b"EXPLAIN (FORMAT JSON) " + render(CLAIM, ceiling.SCHEMA).as_bytes(conn), params
                 ).fetchone()[0]
             )
-    assert "workflow_executions_enqueued_idx" in plan and '"Sort"' not in plan
+    assert "executions_ready_claim_idx" in plan and '"Sort"' not in plan
 
 
 def test_pgstats_counts_writes_and_says_how_to_count_statements() -> None:

@@ -7,7 +7,7 @@ CREATE OR REPLACE FUNCTION {schema}.count_finished_inserted() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     INSERT INTO {schema}.execution_counts AS c (workflow_name, status, shard, n)
-    SELECT workflow_name, status, id % 16, count(*)
+    SELECT workflow_name, status, {schema}.count_shard(id), count(*)
       FROM new_rows WHERE status IN ('success', 'error', 'cancelled')
      GROUP BY 1, 2, 3
      ORDER BY 1, 2, 3

@@ -6,12 +6,12 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.status IN ('success', 'error', 'cancelled') THEN
         INSERT INTO {schema}.execution_counts AS c (workflow_name, status, shard, n)
-        VALUES (OLD.workflow_name, OLD.status, OLD.id % 16, -1)
+        VALUES (OLD.workflow_name, OLD.status, {schema}.count_shard(OLD.id), -1)
         ON CONFLICT (workflow_name, status, shard) DO UPDATE SET n = c.n - 1;
     END IF;
     IF TG_OP IN ('UPDATE', 'INSERT') AND NEW.status IN ('success', 'error', 'cancelled') THEN
         INSERT INTO {schema}.execution_counts AS c (workflow_name, status, shard, n)
-        VALUES (NEW.workflow_name, NEW.status, NEW.id % 16, 1)
+        VALUES (NEW.workflow_name, NEW.status, {schema}.count_shard(NEW.id), 1)
         ON CONFLICT (workflow_name, status, shard) DO UPDATE SET n = c.n + 1;
     END IF;
     RETURN NULL;
