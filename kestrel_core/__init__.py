@@ -33,7 +33,7 @@ from kestrel_core.base.errors import (
     SchemaTooNew,
     StepFailed,
 )
-from kestrel_core.db.connection import first_line, mask_dsn
+from kestrel_core.base.masking import first_line, mask_dsn
 from kestrel_core.dispatch.enqueue import EnqueueFailed
 from kestrel_core.durable.children import ChildHandle
 from kestrel_core.durable.events import Event

@@ -14,7 +14,8 @@ import psycopg
 from kestrel_core.admin import schedules as schedules_mod
 from kestrel_core.base.backoff import Backoff
 from kestrel_core.base.errors import DatabaseUnavailable
-from kestrel_core.db.connection import connect, first_line, unavailable
+from kestrel_core.base.masking import first_line
+from kestrel_core.db.connection import connect, unavailable
 from kestrel_core.db.migrate import check_current
 from kestrel_core.dispatch import lease as lease_mod
 from kestrel_core.dispatch import queues as queues_mod

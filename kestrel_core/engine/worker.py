@@ -31,7 +31,8 @@ import psycopg
 from kestrel_core.admin import prune as prune_mod
 from kestrel_core.base.backoff import Backoff
 from kestrel_core.base.errors import KestrelError
-from kestrel_core.db.connection import first_line, make_pool
+from kestrel_core.base.masking import first_line
+from kestrel_core.db.connection import make_pool
 from kestrel_core.db.outage import is_conflict, is_outage
 from kestrel_core.dispatch import claim as claim_mod
 from kestrel_core.dispatch import deadlines, sweeper
