@@ -86,7 +86,7 @@ class Worker:
         self.schema = app.schema
         self.concurrency = concurrency
         self.lease = lease
-        self.worker_id = worker_id or lease_mod.default_worker_id()
+        self.worker_id = worker_id or registration.default_worker_id()
         self.listen = (not app.transaction_pooling) if listen is None else listen
         self.poll_interval = poll_interval
         self.sweep_interval = sweep_interval
@@ -251,7 +251,7 @@ class Worker:
                 lambda c: lease_mod.release_all(c, self.schema, self.worker_id), window=5.0, interruptible=False
             )
             self.stats["released"] += len(released)
-            self.db(lambda c: lease_mod.retire(c, self.schema, self.worker_id), window=5.0, interruptible=False)
+            self.db(lambda c: registration.retire(c, self.schema, self.worker_id), window=5.0, interruptible=False)
         except psycopg.OperationalError as exc:
             released = []
             self.log.warning(
