@@ -351,7 +351,6 @@ KNOWN_INTERNAL_IMPORTS: dict[str, set[str]] = {
     "kestrel_console.adhoc.reader": {"kestrel_core.db.roles"},
     "kestrel_console.cli": {"kestrel_core.db.statements"},
     "kestrel_console.cli.engine_commands": {
-        "kestrel_core.api.app",
         "kestrel_core.db.connection",
         "kestrel_core.db.roles",
         "kestrel_core.base.serialization",
@@ -382,7 +381,7 @@ KNOWN_INTERNAL_IMPORTS: dict[str, set[str]] = {
         "kestrel_core.db.migrate",
         "kestrel_core.db.statements",
     },
-    "kestrel_console.settings": {"kestrel_core.api.app", "kestrel_core.db.connection", "kestrel_core.db.statements"},
+    "kestrel_console.settings": {"kestrel_core.db.connection", "kestrel_core.db.statements"},
     "kestrel_console.tui.adhoc_session": {"kestrel_core.db.connection"},
     "kestrel_console.tui.header": {"kestrel_core.db.connection"},
     "bench.ceiling": {"kestrel_core.durable.boundary", "kestrel_core.dispatch.claim", "kestrel_core.db.statements"},
