@@ -357,12 +357,9 @@ KNOWN_INTERNAL_IMPORTS: dict[str, set[str]] = {
     },
     "kestrel_console.cli.errors": {"kestrel_core.engine.supervised"},
     "kestrel_console.cli.options": {"kestrel_core.admin.actions"},
-    "kestrel_console.cli.prune_command": {
-        "kestrel_core.db.connection",
-        "kestrel_core.admin.prune",
-        "kestrel_core.db.roles",
-    },
+    "kestrel_console.cli.prune_command": {"kestrel_core.admin.prune"},
     "kestrel_console.cli.read_commands": {"kestrel_core.db.connection", "kestrel_core.admin.execution"},
+    "kestrel_console.cli.roles_command": {"kestrel_core.db.connection", "kestrel_core.db.roles"},
     "kestrel_console.cli.schedule_commands": {"kestrel_core.admin.cron", "kestrel_core.admin.schedules"},
     "kestrel_console.cli.worker_command": {
         "kestrel_core.admin.prune",
