@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kestrel_core import Kestrel
-from kestrel_core.api.app import default_operator
+from kestrel_core import Kestrel, default_operator
 from kestrel_core.db.connection import resolve_dsn
 from kestrel_core.db.statements import check_schema_name
 

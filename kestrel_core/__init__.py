@@ -16,6 +16,7 @@ only packages before it (each package's docstring says which; tests/test_archite
 """
 
 from kestrel_core.admin.execution import STATUSES, TERMINAL_STATUSES, Execution
+from kestrel_core.admin.identity import default_operator
 from kestrel_core.admin.schedules import Schedule
 from kestrel_core.api.app import Kestrel, Workflow
 from kestrel_core.api.async_client import AsyncKestrel
@@ -33,12 +34,13 @@ from kestrel_core.base.errors import (
     SchemaTooNew,
     StepFailed,
 )
-from kestrel_core.db.connection import first_line, mask_dsn
-from kestrel_core.dispatch.enqueue import EnqueueFailed
+from kestrel_core.base.masking import first_line, mask_dsn
+from kestrel_core.dispatch.enqueue import MAX_DELAY, EnqueueFailed
 from kestrel_core.durable.children import ChildHandle
 from kestrel_core.durable.events import Event
 
 __all__ = [
+    "MAX_DELAY",
     "STATUSES",
     "TERMINAL_STATUSES",
     "ActionRefused",
@@ -61,6 +63,7 @@ __all__ = [
     "SchemaTooNew",
     "StepFailed",
     "Workflow",
+    "default_operator",
     "first_line",
     "mask_dsn",
 ]

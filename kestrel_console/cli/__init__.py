@@ -21,6 +21,7 @@ from . import (
     prune_command,
     queue_commands,
     read_commands,
+    roles_command,
     schedule_commands,
 )
 from .help_format import tidy_help
@@ -94,6 +95,7 @@ for _commands in (
     engine_commands,
     read_commands,
     prune_command,
+    roles_command,
     demo_command,
     queue_commands,
     schedule_commands,

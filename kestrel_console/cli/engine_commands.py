@@ -12,8 +12,7 @@ from typing import Any
 
 import typer
 
-from kestrel_core import NotSerializable
-from kestrel_core.api.app import MAX_DELAY
+from kestrel_core import MAX_DELAY, NotSerializable
 from kestrel_core.base.serialization import to_json
 from kestrel_core.db import roles as roles_mod
 from kestrel_core.db.connection import describe_target

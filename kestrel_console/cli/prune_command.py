@@ -1,4 +1,4 @@
-"""Maintenance commands: ``prune`` (retention) and ``roles`` (least-privilege roles)."""
+"""The ``prune`` command: retention, deleting executions that finished long enough ago."""
 
 from __future__ import annotations
 
@@ -10,12 +10,10 @@ import typer
 
 from kestrel_core import Kestrel
 from kestrel_core.admin import prune as prune_mod
-from kestrel_core.db import roles as roles_mod
-from kestrel_core.db.connection import connect, describe_target
 
 from ..safe_text import visible
 from .errors import fail, handles_errors
-from .options import acting, operator_option, settings
+from .options import acting, operator_option
 
 PROGRESS_EVERY_S = 2.0
 
@@ -105,41 +103,5 @@ def _prune(app: Kestrel, schema: str, age: timedelta, label: str, by: str, batch
     )
 
 
-def roles(
-    ctx: typer.Context,
-    worker_role: str = typer.Option(roles_mod.DEFAULT_WORKER_ROLE, "--worker-role", help="Name of the worker role."),
-    operator_role: str = typer.Option(
-        roles_mod.DEFAULT_OPERATOR_ROLE, "--operator-role", help="Name of the operator role."
-    ),
-) -> None:
-    """Create the NOLOGIN roles for workers and operators, or update their grants.
-
-    Grant them to login users, e.g. GRANT kestrel_operator TO alice. Needs a user that may
-    create roles and owns the schema; run it again after each upgrade (migrate does)."""
-    s = settings(ctx)
-    try:
-        names = roles_mod.RoleNames(worker=worker_role, operator=operator_role)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--worker-role / --operator-role") from None
-
-    def apply() -> roles_mod.RolesReport:
-        with connect(s.dsn, application_name="kestrel-console") as conn:
-            try:
-                return roles_mod.ensure_roles(conn, s.schema, names)
-            except ValueError as exc:
-                fail(str(exc))
-
-    report = handles_errors(apply)()
-    target = describe_target(s.dsn)
-    for role in report.created:
-        typer.echo(f"created role {role} on {target}")
-    for role in report.existing:
-        typer.echo(f"role {role} exists on {target}: grants updated")
-    typer.echo(
-        f"grants on schema {s.schema!r} applied; grant the roles to login users, e.g. GRANT {names.operator} TO alice"
-    )
-
-
 def register(app: typer.Typer) -> None:
     app.command()(prune)
-    app.command()(roles)

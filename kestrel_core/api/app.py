@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import getpass
 import inspect
-import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -19,6 +17,7 @@ from kestrel_core.admin import actions as _operator
 from kestrel_core.admin import execution as _execution
 from kestrel_core.admin import prune as _prune
 from kestrel_core.admin import schedules as _schedules
+from kestrel_core.admin.identity import default_operator
 from kestrel_core.base.errors import InvalidArgument
 from kestrel_core.db import migrate as _migrate
 from kestrel_core.db import roles as _roles
@@ -27,7 +26,6 @@ from kestrel_core.db.roles import RoleNames
 from kestrel_core.db.statements import check_schema_name
 from kestrel_core.dispatch import enqueue as _enqueue
 from kestrel_core.dispatch import queues as _queues
-from kestrel_core.dispatch.enqueue import MAX_DELAY as MAX_DELAY  # the CLI's --delay bound reads it here
 from kestrel_core.dispatch.enqueue_batch import EnqueueBatcher, WriterConnection
 from kestrel_core.durable import events as _events
 from kestrel_core.workflow.versions import fingerprint
@@ -48,14 +46,6 @@ class Workflow:
     queue: str = _queues.DEFAULT_QUEUE
     version: str | None = None  # explicit, else the fingerprint of the source (versions.py)
     timeout: timedelta | None = None  # deadline from the execution's start (deadlines.py)
-
-
-def default_operator() -> str:
-    """Who is acting when no name is given: ``$USER``, else the OS login name."""
-    try:
-        return os.environ.get("USER") or getpass.getuser()
-    except Exception:  # no passwd entry (containers)
-        return "unknown"
 
 
 class Kestrel:

@@ -20,7 +20,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from kestrel_core.admin import actions as _operator
 from kestrel_core.admin import execution as _execution
-from kestrel_core.api.app import default_operator
+from kestrel_core.admin.identity import default_operator
 from kestrel_core.base.errors import InvalidArgument
 from kestrel_core.db import migrate as _migrate
 from kestrel_core.db import roles as _roles

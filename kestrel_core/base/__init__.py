@@ -1,6 +1,7 @@
 """Base: what every layer of the engine uses: its exceptions (``errors``: each says what is
-wrong and what to do), the JSON checks of inputs and outputs (``serialization``) and the one
-backoff policy of every retry loop (``backoff``).
+wrong and what to do), the JSON checks of inputs and outputs (``serialization``), the one
+backoff policy of every retry loop (``backoff``) and the password masking every log line and
+error message goes through (``masking``: ``mask_dsn``, ``first_line``).
 
 May import: nothing of kestrel_core outside this package.
 """

@@ -47,7 +47,7 @@ import psycopg
 from psycopg import sql
 
 from kestrel_core.base.errors import ActionRefused, SchemaOutdated
-from kestrel_core.db.connection import first_line
+from kestrel_core.base.masking import first_line
 from kestrel_core.db.statements import check_schema_name
 
 DEFAULT_WORKER_ROLE = "kestrel_worker"

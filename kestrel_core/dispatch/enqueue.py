@@ -24,8 +24,8 @@ from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
 from kestrel_core.base.errors import InvalidArgument, KestrelError
+from kestrel_core.base.masking import first_line
 from kestrel_core.base.serialization import to_json
-from kestrel_core.db.connection import first_line
 from kestrel_core.db.statements import notify_channel, render
 from kestrel_core.dispatch.keys import check_idempotency_key, check_name
 

@@ -30,7 +30,8 @@ import psycopg
 from psycopg.pq import TransactionStatus
 
 from kestrel_core.base.errors import DatabaseUnavailable, SchemaOutdated
-from kestrel_core.db.connection import close_quietly, first_line
+from kestrel_core.base.masking import first_line
+from kestrel_core.db.connection import close_quietly
 from kestrel_core.dispatch.enqueue import EnqueueFailed, Row
 
 log = logging.getLogger("kestrel.enqueue")

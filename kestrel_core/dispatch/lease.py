@@ -1,9 +1,7 @@
-"""Leases: one UPDATE renews every lease a worker holds; workers announce and retire themselves."""
+"""Leases: one UPDATE renews every lease a worker holds; a stopping worker hands its executions back."""
 
 from __future__ import annotations
 
-import os
-import socket
 from collections.abc import Sequence
 from datetime import timedelta
 
@@ -35,15 +33,6 @@ WITH mine AS (
 SELECT id, claim_epoch FROM renewed
 """
 
-REGISTER = """
-INSERT INTO {schema}.workers (worker_id, hostname, pid, workflows, concurrency, versions, queues)
-VALUES (%(owner)s, %(hostname)s, %(pid)s, %(workflows)s, %(concurrency)s, %(versions)s, %(queues)s)
-ON CONFLICT (worker_id) DO UPDATE
-   SET hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, workflows = EXCLUDED.workflows,
-       concurrency = EXCLUDED.concurrency, started_at = now(), last_heartbeat = now(),
-       stopped_at = NULL, versions = EXCLUDED.versions, queues = EXCLUDED.queues
-"""
-
 # On shutdown: hand back what did not finish so another worker picks it up at once.
 RELEASE = """
 WITH released AS (
@@ -57,13 +46,6 @@ WITH released AS (
 SELECT id FROM released, (SELECT count(*) FROM woke) w
 """
 
-RETIRE = "UPDATE {schema}.workers SET stopped_at = now() WHERE worker_id = %(owner)s"
-
-
-def default_worker_id() -> str:
-    """host:pid:random, unique per process and readable in the console."""
-    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
-
 
 def heartbeat(
     conn: psycopg.Connection, schema: str, owner: str, lease: timedelta, execution_ids: Sequence[int]
@@ -76,37 +58,7 @@ def heartbeat(
     return {(row[0], row[1]) for row in rows}
 
 
-def register(
-    conn: psycopg.Connection,
-    schema: str,
-    owner: str,
-    workflows: Sequence[str],
-    concurrency: int,
-    versions: Sequence[str | None] | None = None,
-    queues: Sequence[str] | None = None,
-) -> None:
-    """Announce this worker, the workflow names it runs and their versions (parallel lists),
-    and the queues it serves (None: all); read by the console."""
-    conn.execute(
-        render(REGISTER, schema),
-        {
-            "owner": owner,
-            "hostname": socket.gethostname(),
-            "pid": os.getpid(),
-            "workflows": list(workflows),
-            "concurrency": concurrency,
-            "versions": [v or "" for v in versions] if versions is not None else [""] * len(workflows),
-            "queues": list(queues) if queues is not None else None,
-        },
-    )
-
-
 def release_all(conn: psycopg.Connection, schema: str, owner: str) -> list[int]:
     """Re-enqueue every execution ``owner`` still runs; returns their ids."""
     rows = conn.execute(render(RELEASE, schema), {"owner": owner, "channel": notify_channel(schema)})
     return [row[0] for row in rows]
-
-
-def retire(conn: psycopg.Connection, schema: str, owner: str) -> None:
-    """Mark this worker stopped."""
-    conn.execute(render(RETIRE, schema), {"owner": owner})

@@ -13,7 +13,8 @@ import threading
 from psycopg import sql
 
 from kestrel_core.base.backoff import Backoff
-from kestrel_core.db.connection import connect, first_line
+from kestrel_core.base.masking import first_line
+from kestrel_core.db.connection import connect
 from kestrel_core.db.statements import notify_channel
 from kestrel_core.workflow.contracts import EngineSettings
 

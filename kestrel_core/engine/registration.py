@@ -1,12 +1,16 @@
 """Announcing a worker at its start: check the schema is current, write its `workers` row and
 declare its queues and schedules, waiting up to its ``startup_timeout`` for a database that is
-not up yet (a worker started during an outage must not die: nothing would replace it)."""
+not up yet (a worker started during an outage must not die: nothing would replace it); and
+marking the row stopped when it retires."""
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
+from collections.abc import Sequence
 from typing import Protocol
 
 import psycopg
@@ -14,13 +18,25 @@ import psycopg
 from kestrel_core.admin import schedules as schedules_mod
 from kestrel_core.base.backoff import Backoff
 from kestrel_core.base.errors import DatabaseUnavailable
-from kestrel_core.db.connection import connect, first_line, unavailable
+from kestrel_core.base.masking import first_line
+from kestrel_core.db.connection import connect, unavailable
 from kestrel_core.db.migrate import check_current
-from kestrel_core.dispatch import lease as lease_mod
+from kestrel_core.db.statements import render
 from kestrel_core.dispatch import queues as queues_mod
 from kestrel_core.workflow.contracts import EngineSettings, Registry
 
 _RECONNECT = Backoff(0.1, cap=2.0)
+
+REGISTER = """
+INSERT INTO {schema}.workers (worker_id, hostname, pid, workflows, concurrency, versions, queues)
+VALUES (%(owner)s, %(hostname)s, %(pid)s, %(workflows)s, %(concurrency)s, %(versions)s, %(queues)s)
+ON CONFLICT (worker_id) DO UPDATE
+   SET hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, workflows = EXCLUDED.workflows,
+       concurrency = EXCLUDED.concurrency, started_at = now(), last_heartbeat = now(),
+       stopped_at = NULL, versions = EXCLUDED.versions, queues = EXCLUDED.queues
+"""
+
+RETIRE = "UPDATE {schema}.workers SET stopped_at = now() WHERE worker_id = %(owner)s"
 
 
 class Registrant(Protocol):
@@ -51,7 +67,7 @@ def register(w: Registrant) -> bool:
                 # One transaction: a start that fails (or is stopped) half way leaves no
                 # live workers row behind for a process that never served.
                 with conn.transaction():
-                    lease_mod.register(conn, w.schema, w.worker_id, w.names, w.concurrency, w.versions, w.queues)
+                    upsert_worker(conn, w.schema, w.worker_id, w.names, w.concurrency, w.versions, w.queues)
                     queues_mod.declare(
                         conn,
                         w.schema,
@@ -87,3 +103,38 @@ def register(w: Registrant) -> bool:
         if w.draining.wait(pause):
             return False
         retry += 1
+
+
+def default_worker_id() -> str:
+    """host:pid:random, unique per process and readable in the console."""
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
+
+
+def upsert_worker(
+    conn: psycopg.Connection,
+    schema: str,
+    owner: str,
+    workflows: Sequence[str],
+    concurrency: int,
+    versions: Sequence[str | None] | None = None,
+    queues: Sequence[str] | None = None,
+) -> None:
+    """Announce this worker, the workflow names it runs and their versions (parallel lists),
+    and the queues it serves (None: all); read by the console."""
+    conn.execute(
+        render(REGISTER, schema),
+        {
+            "owner": owner,
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            "workflows": list(workflows),
+            "concurrency": concurrency,
+            "versions": [v or "" for v in versions] if versions is not None else [""] * len(workflows),
+            "queues": list(queues) if queues is not None else None,
+        },
+    )
+
+
+def retire(conn: psycopg.Connection, schema: str, owner: str) -> None:
+    """Mark this worker stopped."""
+    conn.execute(render(RETIRE, schema), {"owner": owner})

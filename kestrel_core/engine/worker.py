@@ -31,7 +31,8 @@ import psycopg
 from kestrel_core.admin import prune as prune_mod
 from kestrel_core.base.backoff import Backoff
 from kestrel_core.base.errors import KestrelError
-from kestrel_core.db.connection import first_line, make_pool
+from kestrel_core.base.masking import first_line
+from kestrel_core.db.connection import make_pool
 from kestrel_core.db.outage import is_conflict, is_outage
 from kestrel_core.dispatch import claim as claim_mod
 from kestrel_core.dispatch import deadlines, sweeper
@@ -85,7 +86,7 @@ class Worker:
         self.schema = app.schema
         self.concurrency = concurrency
         self.lease = lease
-        self.worker_id = worker_id or lease_mod.default_worker_id()
+        self.worker_id = worker_id or registration.default_worker_id()
         self.listen = (not app.transaction_pooling) if listen is None else listen
         self.poll_interval = poll_interval
         self.sweep_interval = sweep_interval
@@ -251,7 +252,7 @@ class Worker:
                 lambda c: lease_mod.release_all(c, self.schema, self.worker_id), window=5.0, interruptible=False
             )
             self.stats["released"] += len(released)
-            self.db(lambda c: lease_mod.retire(c, self.schema, self.worker_id), window=5.0, interruptible=False)
+            self.db(lambda c: registration.retire(c, self.schema, self.worker_id), window=5.0, interruptible=False)
         except psycopg.OperationalError as exc:
             released = []
             self.log.warning(

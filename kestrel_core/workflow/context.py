@@ -29,8 +29,8 @@ from kestrel_core.base.errors import (
     StepFailed,
     UnauditedDecision,
 )
+from kestrel_core.base.masking import first_line
 from kestrel_core.base.serialization import as_stored, to_json
-from kestrel_core.db.connection import first_line
 from kestrel_core.durable import waits
 from kestrel_core.durable.boundary import Attempt, Boundary, Finish, Outcome
 from kestrel_core.durable.checkpoint import Checkpoint

@@ -14,8 +14,8 @@ from typing import Any, Protocol
 import psycopg
 
 from kestrel_core.base.errors import NonDeterministicChange, NotSerializable
+from kestrel_core.base.masking import first_line
 from kestrel_core.base.serialization import to_json
-from kestrel_core.db.connection import first_line
 from kestrel_core.db.outage import is_outage
 from kestrel_core.dispatch import deadlines
 from kestrel_core.durable import checkpoint
