@@ -43,7 +43,7 @@ def test_a_gate_past_its_deadline_cannot_be_decided_though_no_sweeper_ran(
 ) -> None:
     eid = gate(db, "-4 seconds")
     before = db.execute(STATE, (eid,)).fetchone()
-    result = console("--dsn", dsn, "--operator", "alice", verb, str(eid), "ship")
+    result = console("--operator", "alice", verb, str(eid), "ship", dsn=dsn)
     assert result.returncode == 1, result.stdout + result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
@@ -56,7 +56,7 @@ def test_a_gate_past_its_deadline_cannot_be_decided_though_no_sweeper_ran(
 
 def test_a_gate_before_its_deadline_is_decided(dsn: str, db: psycopg.Connection) -> None:
     eid = gate(db, "1 hour")
-    result = console("--dsn", dsn, "--operator", "alice", "approve", str(eid), "ship")
+    result = console("--operator", "alice", "approve", str(eid), "ship", dsn=dsn)
     assert result.returncode == 0, result.stdout + result.stderr
     assert db.execute(STATE, (eid,)).fetchone() == ("enqueued", "approved", False, 1, 1)
 

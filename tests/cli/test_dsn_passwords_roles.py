@@ -32,7 +32,7 @@ COMMANDS = [
 @pytest.mark.parametrize("target", CLOSED, ids=["url", "keywords"])
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0] + ("-dry" if "--dry-run" in c else ""))
 def test_no_message_shows_the_password(target: str, command: list[str]) -> None:
-    result = console("--dsn", target, *command)
+    result = console(*command, dsn=target)
     assert result.returncode == 1, (result.returncode, result.stdout + result.stderr)
     assert result.stderr.startswith("error: ") and "cannot connect" in result.stderr
     assert SECRET not in result.stdout + result.stderr

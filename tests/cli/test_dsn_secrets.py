@@ -101,8 +101,6 @@ def test_the_worker_and_its_logs_never_show_the_password(tmp_path: Path) -> None
     for dsn in (f"postgresql://bob:{SECRET} x@127.0.0.1:1/app", f"host=127.0.0.1 port=1 password='{SECRET}"):
         for processes in ("1", "2"):
             done = console(
-                "--dsn",
-                dsn,
                 "worker",
                 "oneapp",
                 "--processes",
@@ -111,6 +109,7 @@ def test_the_worker_and_its_logs_never_show_the_password(tmp_path: Path) -> None
                 "1",
                 env=env,
                 subprocess=True,
+                dsn=dsn,
             )
             assert done.returncode == 1, done.stderr
             assert "invalid DSN" in done.stderr and SECRET not in done.stderr + done.stdout

@@ -17,11 +17,9 @@ from kestrel_core.supervisor import default_processes
 from tests.cli.script import SCRIPT, console, environment
 from tests.waiting import wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def run(dsn: str, *args: str):
-    return console("--dsn", dsn, "--operator", "alice", *args)
+    return console("--operator", "alice", *args, dsn=dsn)
 
 
 def test_migrate_reports_what_it_did(database: str) -> None:

@@ -12,7 +12,7 @@ LIVE_WORKER = (
 
 
 def enqueue(dsn: str, name: str):
-    return console("--dsn", dsn, "enqueue", name)
+    return console("enqueue", name, dsn=dsn)
 
 
 def test_enqueue_warns_when_no_live_worker_runs_the_workflow(dsn, db):

@@ -24,8 +24,6 @@ def actors(db: psycopg.Connection) -> list[tuple[str, str]]:
 def test_operator_after_the_command_name_is_accepted_and_recorded(dsn: str, db: psycopg.Connection) -> None:
     first, second, third = (waiting_on_gate(db) for _ in range(3))
     done = console(
-        "--dsn",
-        dsn,
         "approve",
         str(first),
         "approve-fix",
@@ -34,15 +32,16 @@ def test_operator_after_the_command_name_is_accepted_and_recorded(dsn: str, db: 
         "--operator",
         "bob",
         env={"KESTREL_OPERATOR": "ignored"},
+        dsn=dsn,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "as bob" in done.stdout
     # The command's own --operator wins over the global one.
-    done = console("--dsn", dsn, "--operator", "global", "reject", str(second), "approve-fix", "--operator", "carol")
+    done = console("--operator", "global", "reject", str(second), "approve-fix", "--operator", "carol", dsn=dsn)
     assert done.returncode == 0, done.stdout + done.stderr
-    done = console("--dsn", dsn, "cancel", str(third), "--operator", "dave")
+    done = console("cancel", str(third), "--operator", "dave", dsn=dsn)
     assert done.returncode == 0, done.stdout + done.stderr
-    done = console("--dsn", dsn, "requeue", str(third), "--operator", "erin")
+    done = console("requeue", str(third), "--operator", "erin", dsn=dsn)
     assert done.returncode == 0, done.stdout + done.stderr
     assert actors(db) == [("approve", "bob"), ("reject", "carol"), ("cancel", "dave"), ("requeue", "erin")]
 
@@ -50,12 +49,7 @@ def test_operator_after_the_command_name_is_accepted_and_recorded(dsn: str, db: 
 def test_kestrel_operator_environment_variable_names_the_actor(dsn: str, db: psycopg.Connection) -> None:
     eid = waiting_on_gate(db)
     done = console(
-        "--dsn",
-        dsn,
-        "approve",
-        str(eid),
-        "approve-fix",
-        env={"KESTREL_OPERATOR": "frank", "USER": "someone-else"},
+        "approve", str(eid), "approve-fix", env={"KESTREL_OPERATOR": "frank", "USER": "someone-else"}, dsn=dsn
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert actors(db) == [("approve", "frank")]
@@ -79,7 +73,7 @@ def test_every_acting_command_documents_operator(command: list[str]) -> None:
 
 def test_an_empty_operator_is_a_usage_error_and_changes_nothing(dsn: str, db: psycopg.Connection) -> None:
     eid = waiting_on_gate(db)
-    done = console("--dsn", dsn, "approve", str(eid), "approve-fix", "--operator", " ")
+    done = console("approve", str(eid), "approve-fix", "--operator", " ", dsn=dsn)
     assert done.returncode == 2
     assert "--operator" in done.stderr
     assert actors(db) == []

@@ -11,7 +11,7 @@ from tests.core.test_prune import count, seed_finished
 
 
 def cli_run(dsn: str, *args: str):
-    return console("--dsn", dsn, "--operator", "dora", *args)
+    return console("--operator", "dora", *args, dsn=dsn)
 
 
 def test_cli_dry_run_prints_what_would_go_and_deletes_nothing(dsn: str, db: psycopg.Connection) -> None:
@@ -52,7 +52,7 @@ def test_cli_bad_usage_exits_2_and_deletes_nothing(dsn: str, db: psycopg.Connect
 
 
 def test_cli_on_an_unmigrated_database_says_to_migrate(database: str) -> None:
-    result = console("--dsn", database, "--schema", "never_migrated", "prune", "--older-than", "1d")
+    result = console("--schema", "never_migrated", "prune", "--older-than", "1d", dsn=database)
     assert result.returncode == 1
     assert result.stderr.startswith("error: ") and "migrate" in result.stderr
 

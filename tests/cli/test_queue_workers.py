@@ -19,7 +19,7 @@ def test_queue_list_counts_the_workers_that_can_run_its_workflows(dsn, db):
     db.execute(WORKER, ("w-other", ["report"], None))  # every queue, none of their workflows
     db.execute(WORKER, ("w-send", ["send"], None))  # every queue, runs send
     db.execute(WORKER, ("w-elsewhere", ["import"], ["emails"]))  # claims only from emails, runs import
-    done = console("--dsn", dsn, "queue", "list", "--format", "json")
+    done = console("queue", "list", "--format", "json", dsn=dsn)
     assert done.returncode == 0, done.stdout + done.stderr
     counts = {q["name"]: q["live_workers"] for q in json.loads(done.stdout)}
     assert counts["emails"] == 1 and counts["bulk"] == 0, counts

@@ -265,8 +265,6 @@ def test_user_report_overrides_the_shipped_one(dsn: str, reader_dsn: str, tmp_pa
     wide = {"COLUMNS": "400"}
     (tmp_path / "errors-this-month.sql").write_text("-- description: mine\nSELECT 42 AS answer\n")
     result = console(
-        "--dsn",
-        dsn,
         "--reader-dsn",
         reader_dsn,
         "--queries",
@@ -276,14 +274,13 @@ def test_user_report_overrides_the_shipped_one(dsn: str, reader_dsn: str, tmp_pa
         "--format",
         "csv",
         env=wide,
+        dsn=dsn,
     )
     assert as_csv(result) == (["answer"], [{"answer": "42"}])
     assert f"ran {tmp_path / 'errors-this-month.sql'} (user)" in result.stderr
-    listing = console("--dsn", dsn, "--queries", str(tmp_path), "report", env=wide)
+    listing = console("--queries", str(tmp_path), "report", env=wide, dsn=dsn)
     assert "(overrides the shipped one)" in listing.stdout
     from_env = console(
-        "--dsn",
-        dsn,
         "--reader-dsn",
         reader_dsn,
         "report",
@@ -291,6 +288,7 @@ def test_user_report_overrides_the_shipped_one(dsn: str, reader_dsn: str, tmp_pa
         "--format",
         "json",
         env={**wide, "KESTREL_QUERIES": str(tmp_path)},
+        dsn=dsn,
     )
     assert as_json(from_env) == [{"answer": 42}]
 

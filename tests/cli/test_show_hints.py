@@ -10,7 +10,7 @@ from tests.seed import seed_history
 
 
 def show(dsn: str, eid: int, *args: str) -> str:
-    done = console("--dsn", dsn, "show", str(eid), *args, env={"COLUMNS": "200"})
+    done = console("show", str(eid), *args, env={"COLUMNS": "200"}, dsn=dsn)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 

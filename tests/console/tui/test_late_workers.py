@@ -43,6 +43,6 @@ async def test_a_worker_whose_beat_is_overdue_is_shown_late(dsn, db, size):
         shown = "\n".join(screen_lines(tui))
         for worker, state in expected.items():
             assert re.search(rf"\b{worker}\b.*\b{state}\b", shown), (worker, state, shown)
-    status = script.console("--dsn", dsn, "status", env={"COLUMNS": "200"}).stdout
+    status = script.console("status", env={"COLUMNS": "200"}, dsn=dsn).stdout
     for worker, state in expected.items():
         assert re.search(rf"\b{worker}\b.*\b{state}\b", status), (worker, state, status)

@@ -90,7 +90,7 @@ def insert(db, rng: random.Random, n: int) -> dict[str, str | int]:
 
 def shown_by_show_json(dsn: str, eid: int) -> dict[str, str]:
     """What ``show ID --format json`` says the execution's texts are."""
-    done = script.console("--dsn", dsn, "show", str(eid), "--format", "json")
+    done = script.console("show", str(eid), "--format", "json", dsn=dsn)
     assert done.returncode == 0, done.stdout + done.stderr
     [execution] = json.loads(done.stdout)
     by_kind = {t["kind"]: t for t in execution["timeline"]}
