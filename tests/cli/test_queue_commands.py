@@ -130,7 +130,7 @@ def test_readme_queues_example_as_written(cli, dsn: str, db: psycopg.Connection,
                 db.execute("SELECT count(*) FROM queues WHERE name IN ('emails', 'exports')").fetchone()[0] == 2
                 or worker.poll() is not None
             ),
-            timeout=30,
+            timeout=90,  # a supervisor and a process per core start, each importing: slow on a loaded box
             what="the worker to declare its queues",
         )
         assert worker.poll() is None
