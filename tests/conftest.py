@@ -27,6 +27,15 @@ KESTREL_TABLES = (
 )
 
 
+CREATE_DATABASE = sql.SQL("CREATE DATABASE {}")
+FROM_TEMPLATE = sql.SQL(" TEMPLATE {}")
+DROP_DATABASE = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+RENAME_DATABASE = sql.SQL("ALTER DATABASE {} RENAME TO {}")
+DATABASE_EXISTS = "SELECT 1 FROM pg_database WHERE datname = %s"
+LOCK_NAME = "SELECT pg_advisory_lock(hashtext(%s))"
+UNLOCK_NAME = "SELECT pg_advisory_unlock(hashtext(%s))"
+
+
 def _admin() -> psycopg.Connection:
     try:
         return psycopg.connect(ADMIN_DSN, autocommit=True, connect_timeout=5)
@@ -46,18 +55,17 @@ def admin_dsn() -> str:
 def create_database(prefix: str = "kestrel_t", template: str | None = None) -> str:
     """Create a database on the test server (empty, or a copy of ``template``); return its DSN."""
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-    statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+    statement = CREATE_DATABASE.format(sql.Identifier(name))
     if template is not None:
-        statement += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
+        statement += FROM_TEMPLATE.format(sql.Identifier(template))
     with _admin() as conn:
         conn.execute(statement)
     return make_conninfo(ADMIN_DSN, dbname=name)
 
 
 def drop_database(dsn: str) -> None:
-    name = sql.Identifier(conninfo_to_dict(dsn)["dbname"])
     with _admin() as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
+        conn.execute(DROP_DATABASE.format(sql.Identifier(conninfo_to_dict(dsn)["dbname"])))
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +93,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if name and not hasattr(config, "workerinput"):
         try:
             with psycopg.connect(ADMIN_DSN, autocommit=True, connect_timeout=5) as conn:
-                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+                conn.execute(DROP_DATABASE.format(sql.Identifier(name)))
         except psycopg.Error:  # pragma: no cover - the server went away; nothing to clean
             pass
 
@@ -98,20 +106,20 @@ def template_database() -> str:
     name = os.environ.get(TEMPLATE_VARIABLE) or f"kestrel_tpl_{uuid.uuid4().hex[:12]}"
     os.environ[TEMPLATE_VARIABLE] = name
     with _admin() as conn:
-        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (name,))
+        conn.execute(LOCK_NAME, (name,))
         try:
-            if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+            if conn.execute(DATABASE_EXISTS, (name,)).fetchone() is None:
                 dsn = create_database(f"{name}_build")
                 try:
                     with Kestrel(dsn) as app:
                         app.migrate()
                     building = sql.Identifier(conninfo_to_dict(dsn)["dbname"])
-                    conn.execute(sql.SQL("ALTER DATABASE {} RENAME TO {}").format(building, sql.Identifier(name)))
+                    conn.execute(RENAME_DATABASE.format(building, sql.Identifier(name)))
                 except BaseException:
                     drop_database(dsn)
                     raise
         finally:
-            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (name,))
+            conn.execute(UNLOCK_NAME, (name,))
     return name
 
 
