@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from typer.testing import CliRunner
 
-from kestrel_console.cli import app as cli
 from kestrel_core import ActionRefused, Kestrel
+from tests.cli.script import console
 from tests.core.test_roles import Logins, as_user, logins  # noqa: F401 (fixture)
-
-runner = CliRunner()
 
 STATE = """
 SELECT e.status, w.decision, w.resolved_at IS NULL,
@@ -46,8 +43,8 @@ def test_a_gate_past_its_deadline_cannot_be_decided_though_no_sweeper_ran(
 ) -> None:
     eid = gate(db, "-4 seconds")
     before = db.execute(STATE, (eid,)).fetchone()
-    result = runner.invoke(cli, ["--dsn", dsn, "--operator", "alice", verb, str(eid), "ship"])
-    assert result.exit_code == 1, result.output
+    result = console("--operator", "alice", verb, str(eid), "ship", dsn=dsn)
+    assert result.returncode == 1, result.stdout + result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
         f'error: cannot {verb}: approval "ship" of execution {eid} timed out at '
@@ -59,8 +56,8 @@ def test_a_gate_past_its_deadline_cannot_be_decided_though_no_sweeper_ran(
 
 def test_a_gate_before_its_deadline_is_decided(dsn: str, db: psycopg.Connection) -> None:
     eid = gate(db, "1 hour")
-    result = runner.invoke(cli, ["--dsn", dsn, "--operator", "alice", "approve", str(eid), "ship"])
-    assert result.exit_code == 0, result.output
+    result = console("--operator", "alice", "approve", str(eid), "ship", dsn=dsn)
+    assert result.returncode == 0, result.stdout + result.stderr
     assert db.execute(STATE, (eid,)).fetchone() == ("enqueued", "approved", False, 1, 1)
 
 

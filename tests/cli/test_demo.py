@@ -9,7 +9,6 @@ the next run.
 from __future__ import annotations
 
 import json
-import os
 import queue
 import shutil
 import subprocess
@@ -27,10 +26,10 @@ from psycopg.conninfo import make_conninfo
 
 from kestrel_console.demo.database import DEMO_READER_LOGIN
 from kestrel_console.embedded_pg import LocalCluster
+from tests.cli.script import console, environment
 
 REPO = Path(__file__).resolve().parents[2]
 READ_COMMANDS = REPO / "kestrel_console" / "cli" / "read_commands.py"
-UNSET = ("KESTREL_DSN", "PGHOST", "PGPORT", "PGHOSTADDR", "PGDATABASE", "PGUSER", "PGSERVICE")
 
 STATUS_COUNTS = "SELECT status, count(*) FROM kestrel.workflow_executions GROUP BY status"
 PENDING_APPROVALS = """
@@ -62,14 +61,12 @@ class Demo:
     """One ``kestrel-console demo --no-tui`` subprocess, its stdout read line by line."""
 
     def __init__(self, data_dir: Path, duration: float) -> None:
-        env = {key: value for key, value in os.environ.items() if key not in UNSET}
-        env.update(KESTREL_DEMO_DIR=str(data_dir), PYTHONUNBUFFERED="1")
-        self.env = env
+        self.env = {"KESTREL_DEMO_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
         self.stderr = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kestrel_console", "demo", "--no-tui", "--duration", str(duration)],
             cwd=REPO,
-            env=env,
+            env=environment(self.env),
             stdout=subprocess.PIPE,
             stderr=self.stderr,
             text=True,
@@ -112,14 +109,8 @@ class Demo:
         return "\n".join(self.lines) + "\n--- stderr ---\n" + self.stderr.read()
 
     def cli(self, *args: str, dsn: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "kestrel_console", *args],
-            cwd=REPO,
-            env={**self.env, "KESTREL_DSN": dsn},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        """Another ``kestrel-console ARGS`` on the demo's database, beside the running demo."""
+        return console(*args, env={**self.env, "KESTREL_DSN": dsn})
 
 
 def wait_for_activity(dsn: str, timeout: float = 20) -> tuple[dict[str, int], int, int]:

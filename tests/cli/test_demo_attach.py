@@ -4,7 +4,6 @@ the first demo); the first demo's server keeps running when the second one exits
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
@@ -18,7 +17,7 @@ import pytest
 
 from kestrel_console.embedded_pg import LocalCluster
 
-from .installed import SCRIPT, UNSET, kestrel_console
+from .script import SCRIPT, console, environment
 
 
 @pytest.fixture
@@ -42,8 +41,7 @@ def wait_for_dsn(log: Path, proc: subprocess.Popen, timeout: float = 90) -> str:
 
 
 def test_a_second_demo_says_it_attaches_and_refuses_fresh(demo_dir: Path, tmp_path: Path) -> None:
-    env = {key: value for key, value in os.environ.items() if key not in UNSET}
-    env.update(KESTREL_DEMO_DIR=str(demo_dir), COLUMNS="400", PYTHONUNBUFFERED="1")
+    env = environment({"KESTREL_DEMO_DIR": str(demo_dir), "COLUMNS": "400", "PYTHONUNBUFFERED": "1"})
     log = tmp_path / "first.out"
     with log.open("w") as out:
         first = subprocess.Popen(
@@ -54,7 +52,7 @@ def test_a_second_demo_says_it_attaches_and_refuses_fresh(demo_dir: Path, tmp_pa
         )
     try:
         dsn = wait_for_dsn(log, first)
-        second = kestrel_console(
+        second = console(
             "demo",
             "--no-tui",
             "--no-seed",
@@ -64,6 +62,7 @@ def test_a_second_demo_says_it_attaches_and_refuses_fresh(demo_dir: Path, tmp_pa
             "1",
             env={"KESTREL_DEMO_DIR": str(demo_dir), "COLUMNS": "400"},
             timeout=90,
+            subprocess=True,
         )
         assert second.returncode == 0, second.stderr
         assert f"a demo is already running (pid {first.pid}), attaching to it at {demo_dir} " in second.stderr
@@ -71,7 +70,7 @@ def test_a_second_demo_says_it_attaches_and_refuses_fresh(demo_dir: Path, tmp_pa
         with psycopg.connect(dsn, connect_timeout=5) as conn:  # still up after the second one left
             assert conn.execute("SELECT 1").fetchone() == (1,)
 
-        refused = kestrel_console(
+        refused = console(
             "demo",
             "--no-tui",
             "--fresh",
@@ -79,6 +78,7 @@ def test_a_second_demo_says_it_attaches_and_refuses_fresh(demo_dir: Path, tmp_pa
             "1",
             env={"KESTREL_DEMO_DIR": str(demo_dir), "COLUMNS": "400"},
             timeout=90,
+            subprocess=True,
         )
         assert refused.returncode == 1, refused.stdout + refused.stderr
         assert (

@@ -16,7 +16,7 @@ import pytest
 from kestrel_console.demo.events import describe_worker_event
 from kestrel_console.embedded_pg import LocalCluster, default_data_dir
 
-from .installed import kestrel_console
+from .script import console
 
 FINISHED = re.compile(r"^\d\d:\d\d:\d\d success #(\d+) (\S+) in ([\d.]+)s$")
 RUN_TIMES = """
@@ -50,8 +50,13 @@ def demo_dir() -> Iterator[Path]:
 
 def demo(data_dir: Path, *args: str) -> tuple[str, str]:
     """Run `demo --no-tui ARGS` to its end on the private server in ``data_dir``; (stdout, stderr)."""
-    done = kestrel_console(
-        "demo", "--no-tui", *args, env={"KESTREL_DEMO_DIR": str(data_dir), "COLUMNS": "400"}, timeout=120
+    done = console(
+        "demo",
+        "--no-tui",
+        *args,
+        env={"KESTREL_DEMO_DIR": str(data_dir), "COLUMNS": "400"},
+        timeout=120,
+        subprocess=True,  # an embedded server and workers: a real process
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout, done.stderr
@@ -64,13 +69,14 @@ def words(text: str) -> str:
 def test_help_names_the_data_folder_the_demo_uses(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("KESTREL_DEMO_DIR", raising=False)
     expected = default_data_dir()  # as root /var/lib/kestrel/demo-pg, not ~/.local/share/...
-    shown = kestrel_console("demo", "--help", env={"COLUMNS": "200"})
+    # The help is written when the command is defined, at import: a fresh process reads the folder.
+    shown = console("demo", "--help", env={"COLUMNS": "200"}, subprocess=True)
     assert shown.returncode == 0, shown.stderr
     assert f"whose data is in {expected}" in words(shown.stdout)
     assert "--fresh" in shown.stdout and "--no-bot" in shown.stdout
     assert "demo-bot" in words(shown.stdout)
     mine = tmp_path / "elsewhere"
-    shown = kestrel_console("demo", "--help", env={"COLUMNS": "200", "KESTREL_DEMO_DIR": str(mine)})
+    shown = console("demo", "--help", env={"COLUMNS": "200", "KESTREL_DEMO_DIR": str(mine)}, subprocess=True)
     assert f"whose data is in {mine}" in words(shown.stdout)
 
 
@@ -104,14 +110,25 @@ def test_no_bot_run_times_and_fresh(demo_dir: Path) -> None:
 
 def test_fresh_on_a_configured_database_empties_the_demos_schema(dsn: str) -> None:
     schema = "demo_fresh"
-    first = kestrel_console(
-        "--schema", schema, "demo", "--no-tui", "--no-bot", "--rate", "0", "--duration", "1", dsn=dsn, timeout=120
+    first = console(
+        "--schema",
+        schema,
+        "demo",
+        "--no-tui",
+        "--no-bot",
+        "--rate",
+        "0",
+        "--duration",
+        "1",
+        dsn=dsn,
+        timeout=120,
+        subprocess=True,
     )
     assert first.returncode == 0, first.stderr
     with psycopg.connect(dsn) as conn:
         seeded = conn.execute(f"SELECT count(*) FROM {schema}.workflow_executions").fetchone()[0]
         assert conn.execute("SELECT count(*) FROM kestrel.workflow_executions").fetchone()[0] == 0
-    again = kestrel_console(
+    again = console(
         "--schema",
         schema,
         "demo",
@@ -124,6 +141,7 @@ def test_fresh_on_a_configured_database_empties_the_demos_schema(dsn: str) -> No
         "0.5",
         dsn=dsn,
         timeout=120,
+        subprocess=True,
     )
     assert again.returncode == 0, again.stderr
     assert f"--fresh: dropped schema '{schema}'" in " ".join(again.stderr.split())

@@ -3,17 +3,10 @@ tests/core/test_roles.py: the engine's tests do not import the console, issue 11
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from psycopg.conninfo import make_conninfo
-from typer.testing import CliRunner
 
-from kestrel_console.cli import app as cli
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.cli.script import console
 
 SECRET = "s3cr3t-Pa55"
 CLOSED = [
@@ -39,8 +32,8 @@ COMMANDS = [
 @pytest.mark.parametrize("target", CLOSED, ids=["url", "keywords"])
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0] + ("-dry" if "--dry-run" in c else ""))
 def test_no_message_shows_the_password(target: str, command: list[str]) -> None:
-    result = CliRunner().invoke(cli, ["--dsn", target, *command])
-    assert result.exit_code == 1, (result.exit_code, result.output, result.exception)
+    result = console(*command, dsn=target)
+    assert result.returncode == 1, (result.returncode, result.stdout + result.stderr)
     assert result.stderr.startswith("error: ") and "cannot connect" in result.stderr
     assert SECRET not in result.stdout + result.stderr
 
@@ -48,12 +41,8 @@ def test_no_message_shows_the_password(target: str, command: list[str]) -> None:
 def test_no_message_shows_the_password_from_a_real_process(migrated: str) -> None:
     """A reachable server refusing the database, as a subprocess: exit 1, no traceback, no password."""
     target = make_conninfo(migrated, dbname="no_such_db_kt", password=SECRET)
-    for env_dsn in (False, True):
-        args = [sys.executable, "-m", "kestrel_console", "prune", "--older-than", "1d"]
-        env = {"PATH": "/usr/bin:/bin", "KESTREL_DSN": target} if env_dsn else {"PATH": "/usr/bin:/bin"}
-        if not env_dsn:
-            args[3:3] = ["--dsn", target]
-        done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    for given in ({"dsn": target}, {"env": {"KESTREL_DSN": target}}):
+        done = console("prune", "--older-than", "1d", **given, subprocess=True)
         assert done.returncode == 1, done.stderr
         assert "no_such_db_kt" in done.stderr and "Traceback" not in done.stderr
         assert SECRET not in done.stdout + done.stderr

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-from typer.testing import CliRunner
-
-from kestrel_console.cli import app as cli
+from tests.cli.script import console
 
 LIVE_WORKER = (
     "INSERT INTO workers (worker_id, hostname, pid, workflows, concurrency, started_at, last_heartbeat) "
@@ -14,13 +12,13 @@ LIVE_WORKER = (
 
 
 def enqueue(dsn: str, name: str):
-    return CliRunner().invoke(cli, ["--dsn", dsn, "enqueue", name])
+    return console("enqueue", name, dsn=dsn)
 
 
 def test_enqueue_warns_when_no_live_worker_runs_the_workflow(dsn, db):
     db.execute(LIVE_WORKER)
     done = enqueue(dsn, "remediat")
-    assert done.exit_code == 0
+    assert done.returncode == 0
     eid = int(done.stdout.strip())
     assert db.execute("SELECT workflow_name, status FROM workflow_executions WHERE id = %s", (eid,)).fetchone() == (
         "remediat",
@@ -33,4 +31,4 @@ def test_enqueue_warns_when_no_live_worker_runs_the_workflow(dsn, db):
     )
 
     served = enqueue(dsn, "remediate")
-    assert served.exit_code == 0 and served.stderr == ""
+    assert served.returncode == 0 and served.stderr == ""

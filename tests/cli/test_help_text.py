@@ -7,9 +7,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from typer.testing import CliRunner
 
-from kestrel_console.cli import app as cli
+from tests.cli.script import console
 
 COMMANDS = [
     "migrate",
@@ -38,8 +37,8 @@ COMMANDS = [
 
 
 def help_of(*words: str) -> str:
-    done = CliRunner().invoke(cli, [*words, "--help"], env={"COLUMNS": "100"})
-    assert done.exit_code == 0, done.output
+    done = console(*words, "--help", env={"COLUMNS": "100"})
+    assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
 

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from typer.testing import CliRunner
 
-from kestrel_console.cli import app as cli
-
-runner = CliRunner()
+from tests.cli.script import console
 
 
 def waiting_on_gate(db: psycopg.Connection, gate: str = "approve-fix") -> int:
@@ -26,33 +23,35 @@ def actors(db: psycopg.Connection) -> list[tuple[str, str]]:
 
 def test_operator_after_the_command_name_is_accepted_and_recorded(dsn: str, db: psycopg.Connection) -> None:
     first, second, third = (waiting_on_gate(db) for _ in range(3))
-    done = runner.invoke(
-        cli,
-        ["--dsn", dsn, "approve", str(first), "approve-fix", "--comment", "lgtm", "--operator", "bob"],
+    done = console(
+        "approve",
+        str(first),
+        "approve-fix",
+        "--comment",
+        "lgtm",
+        "--operator",
+        "bob",
         env={"KESTREL_OPERATOR": "ignored"},
+        dsn=dsn,
     )
-    assert done.exit_code == 0, done.output
+    assert done.returncode == 0, done.stdout + done.stderr
     assert "as bob" in done.stdout
     # The command's own --operator wins over the global one.
-    done = runner.invoke(
-        cli, ["--dsn", dsn, "--operator", "global", "reject", str(second), "approve-fix", "--operator", "carol"]
-    )
-    assert done.exit_code == 0, done.output
-    done = runner.invoke(cli, ["--dsn", dsn, "cancel", str(third), "--operator", "dave"])
-    assert done.exit_code == 0, done.output
-    done = runner.invoke(cli, ["--dsn", dsn, "requeue", str(third), "--operator", "erin"])
-    assert done.exit_code == 0, done.output
+    done = console("--operator", "global", "reject", str(second), "approve-fix", "--operator", "carol", dsn=dsn)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = console("cancel", str(third), "--operator", "dave", dsn=dsn)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = console("requeue", str(third), "--operator", "erin", dsn=dsn)
+    assert done.returncode == 0, done.stdout + done.stderr
     assert actors(db) == [("approve", "bob"), ("reject", "carol"), ("cancel", "dave"), ("requeue", "erin")]
 
 
 def test_kestrel_operator_environment_variable_names_the_actor(dsn: str, db: psycopg.Connection) -> None:
     eid = waiting_on_gate(db)
-    done = runner.invoke(
-        cli,
-        ["--dsn", dsn, "approve", str(eid), "approve-fix"],
-        env={"KESTREL_OPERATOR": "frank", "USER": "someone-else"},
+    done = console(
+        "approve", str(eid), "approve-fix", env={"KESTREL_OPERATOR": "frank", "USER": "someone-else"}, dsn=dsn
     )
-    assert done.exit_code == 0, done.output
+    assert done.returncode == 0, done.stdout + done.stderr
     assert actors(db) == [("approve", "frank")]
 
 
@@ -67,14 +66,14 @@ def test_kestrel_operator_environment_variable_names_the_actor(dsn: str, db: psy
     ],
 )
 def test_every_acting_command_documents_operator(command: list[str]) -> None:
-    shown = runner.invoke(cli, [command[0], "--help"])
-    assert shown.exit_code == 0
+    shown = console(command[0], "--help")
+    assert shown.returncode == 0
     assert "--operator" in shown.stdout and "KESTREL_OPERATOR" in shown.stdout
 
 
 def test_an_empty_operator_is_a_usage_error_and_changes_nothing(dsn: str, db: psycopg.Connection) -> None:
     eid = waiting_on_gate(db)
-    done = runner.invoke(cli, ["--dsn", dsn, "approve", str(eid), "approve-fix", "--operator", " "])
-    assert done.exit_code == 2
+    done = console("approve", str(eid), "approve-fix", "--operator", " ", dsn=dsn)
+    assert done.returncode == 2
     assert "--operator" in done.stderr
     assert actors(db) == []

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from typer.testing import CliRunner
 
-from kestrel_console.cli import app as cli
+from tests.cli.script import console
 from tests.core.test_prune import count, seed_finished
 
 
 def cli_run(dsn: str, *args: str):
-    return CliRunner().invoke(cli, ["--dsn", dsn, "--operator", "dora", *args])
+    return console("--operator", "dora", *args, dsn=dsn)
 
 
 def test_cli_dry_run_prints_what_would_go_and_deletes_nothing(dsn: str, db: psycopg.Connection) -> None:
     seed_finished(db, 2, "40 days")
     result = cli_run(dsn, "prune", "--older-than", "30d", "--dry-run")
-    assert result.exit_code == 0, result.output
+    assert result.returncode == 0, result.stdout + result.stderr
     assert "dry run: 6 finished execution(s)" in result.stdout
     assert "old" in result.stdout and "cancelled" in result.stdout
     assert count(db, "workflow_executions") == 6 and count(db, "operator_actions") == 0
@@ -28,12 +27,12 @@ def test_cli_prunes_and_audits_under_the_operator_name(dsn: str, db: psycopg.Con
     seed_finished(db, 2, "40 days")
     seed_finished(db, 1, "1 hour")
     result = cli_run(dsn, "prune", "--older-than", "30d", "--batch-size", "4")
-    assert result.exit_code == 0, result.output
+    assert result.returncode == 0, result.stdout + result.stderr
     assert "pruned 6 finished execution(s)" in result.stdout
     assert count(db, "workflow_executions") == 3
     assert db.execute("SELECT DISTINCT actor, action FROM operator_actions").fetchall() == [("dora", "prune")]
     again = cli_run(dsn, "prune", "--older-than", "30m")
-    assert again.exit_code == 0 and "pruned 3" in again.stdout
+    assert again.returncode == 0 and "pruned 3" in again.stdout
 
 
 @pytest.mark.parametrize(
@@ -48,13 +47,13 @@ def test_cli_prunes_and_audits_under_the_operator_name(dsn: str, db: psycopg.Con
 def test_cli_bad_usage_exits_2_and_deletes_nothing(dsn: str, db: psycopg.Connection, args: list[str]) -> None:
     seed_finished(db, 1, "40 days")
     result = cli_run(dsn, *args)
-    assert result.exit_code == 2, result.output
+    assert result.returncode == 2, result.stdout + result.stderr
     assert count(db, "workflow_executions") == 3
 
 
 def test_cli_on_an_unmigrated_database_says_to_migrate(database: str) -> None:
-    result = CliRunner().invoke(cli, ["--dsn", database, "--schema", "never_migrated", "prune", "--older-than", "1d"])
-    assert result.exit_code == 1
+    result = console("--schema", "never_migrated", "prune", "--older-than", "1d", dsn=database)
+    assert result.returncode == 1
     assert result.stderr.startswith("error: ") and "migrate" in result.stderr
 
 
@@ -64,6 +63,6 @@ def test_cli_shows_progress_on_long_work(dsn: str, db: psycopg.Connection, monke
     monkeypatch.setattr(prune_command, "PROGRESS_EVERY_S", 0.0)  # every batch counts as long
     seed_finished(db, 2, "40 days")
     result = cli_run(dsn, "prune", "--older-than", "30d", "--batch-size", "2")
-    assert result.exit_code == 0, result.output
+    assert result.returncode == 0, result.stdout + result.stderr
     assert [line.split(" deleted")[0] for line in result.stderr.splitlines()] == ["... 2", "... 4", "... 6", "... 6"]
     assert "pruned 6" in result.stdout

@@ -1,4 +1,4 @@
-"""`kestrel-console queue list|pause|resume`, run as the installed command: formats parsed back,
+"""`kestrel-console queue list|pause|resume`, run as the command line: formats parsed back,
 the audit rows, exit codes and messages of refusals; `status` naming executions no live
 worker can run; and the README's Queues example, as written."""
 
@@ -7,11 +7,9 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import shlex
 import signal
 import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -20,22 +18,20 @@ import pytest
 
 from kestrel_console.cli.queue_commands import QUEUE_COLUMNS
 from kestrel_core import Kestrel
-from kestrel_core.dispatch.queues import declare
+from kestrel_core.queues import declare
+from tests.cli.script import SCRIPT, console, environment
 from tests.readme_blocks import blocks, commands
 from tests.waiting import wait_for
-
-KESTREL_CONSOLE = str(Path(sys.executable).with_name("kestrel-console"))
 
 
 @pytest.fixture
 def cli(dsn: str):
-    env = dict(os.environ, KESTREL_DSN=dsn, COLUMNS="200")
-    env.pop("KESTREL_OPERATOR", None)
+    """``kestrel-console ARGS`` with ``$KESTREL_DSN`` set, as the README's examples run."""
 
     def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run([KESTREL_CONSOLE, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
+        return console(*args, env={"KESTREL_DSN": dsn}, cwd=cwd)
 
-    run.env = env
+    run.env = environment({"KESTREL_DSN": dsn})  # for the worker, a real process
     return run
 
 
@@ -121,7 +117,7 @@ def test_readme_queues_example_as_written(cli, dsn: str, db: psycopg.Connection,
     lines = [shlex.split(line) for line in commands(shell)]
     assert lines[0][:2] == ["kestrel-console", "worker"]
     worker = subprocess.Popen(
-        [KESTREL_CONSOLE, *lines[0][1:]],
+        [str(SCRIPT), *lines[0][1:]],
         cwd=tmp_path,
         env=cli.env,
         stdout=subprocess.PIPE,
@@ -134,7 +130,7 @@ def test_readme_queues_example_as_written(cli, dsn: str, db: psycopg.Connection,
                 db.execute("SELECT count(*) FROM queues WHERE name IN ('emails', 'exports')").fetchone()[0] == 2
                 or worker.poll() is not None
             ),
-            timeout=30,
+            timeout=90,  # a supervisor and a process per core start, each importing: slow on a loaded box
             what="the worker to declare its queues",
         )
         assert worker.poll() is None

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 
-from typer.testing import CliRunner
-
-from kestrel_console.cli import app as cli
+from tests.cli.script import console
 
 WORKER = (
     "INSERT INTO workers (worker_id, hostname, pid, workflows, concurrency, started_at, last_heartbeat, "
@@ -21,7 +19,7 @@ def test_queue_list_counts_the_workers_that_can_run_its_workflows(dsn, db):
     db.execute(WORKER, ("w-other", ["report"], None))  # every queue, none of their workflows
     db.execute(WORKER, ("w-send", ["send"], None))  # every queue, runs send
     db.execute(WORKER, ("w-elsewhere", ["import"], ["emails"]))  # claims only from emails, runs import
-    done = CliRunner().invoke(cli, ["--dsn", dsn, "queue", "list", "--format", "json"])
-    assert done.exit_code == 0, done.output
+    done = console("queue", "list", "--format", "json", dsn=dsn)
+    assert done.returncode == 0, done.stdout + done.stderr
     counts = {q["name"]: q["live_workers"] for q in json.loads(done.stdout)}
     assert counts["emails"] == 1 and counts["bulk"] == 0, counts

@@ -6,21 +6,17 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
-import subprocess
-import sys
 from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import psycopg
 import pytest
-from typer.testing import CliRunner
 
-from kestrel_console.cli import app as cli
 from kestrel_console.cli.read_commands import LIST_COLUMNS, STATUS_COLUMNS, TIMELINE_COLUMNS
-from kestrel_core.admin.execution import STATUSES
+from kestrel_core.execution import STATUSES
+from tests.cli.script import console
 from tests.seed import SeedFacts, seed_history
 
 UNREACHABLE = "host=127.0.0.1 port=1 user=postgres dbname=postgres connect_timeout=2"
@@ -38,16 +34,13 @@ SHIPPED_REPORTS = {
 
 
 @pytest.fixture
-def run(dsn: str, reader_dsn: str, monkeypatch: pytest.MonkeyPatch):
-    """Invoke kestrel-console in-process on the test database; returns the Result. Ad-hoc SQL
-    and reports run on a reader login (the tests' own login is a superuser, refused for them)."""
-    monkeypatch.delenv("KESTREL_QUERIES", raising=False)
-    monkeypatch.setenv("COLUMNS", "160")
-    monkeypatch.setenv("KESTREL_READER_DSN", reader_dsn)
-    runner = CliRunner()
+def run(dsn: str, reader_dsn: str):
+    """Run kestrel-console on the test database; returns the finished command. Ad-hoc SQL and
+    reports run on a reader login (the tests' own login is a superuser, refused for them)."""
+    env = {"COLUMNS": "160", "KESTREL_READER_DSN": reader_dsn}
 
     def invoke(*args: str, target: str | None = None):
-        return runner.invoke(cli, ["--dsn", target or dsn, *(["--reader-dsn", target] if target else []), *args])
+        return console("--dsn", target or dsn, *(["--reader-dsn", target] if target else []), *args, env=env)
 
     return invoke
 
@@ -58,14 +51,14 @@ def facts(db: psycopg.Connection) -> SeedFacts:
 
 
 def as_json(result) -> list[dict]:
-    assert result.exit_code == 0, result.output
+    assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(result.stdout)
     assert isinstance(data, list) and all(isinstance(row, dict) for row in data)
     return data
 
 
 def as_csv(result) -> tuple[list[str], list[dict[str, str]]]:
-    assert result.exit_code == 0, result.output
+    assert result.returncode == 0, result.stdout + result.stderr
     reader = csv.reader(io.StringIO(result.stdout))
     header = next(reader)
     return header, [dict(zip(header, row)) for row in reader]
@@ -73,11 +66,11 @@ def as_csv(result) -> tuple[list[str], list[dict[str, str]]]:
 
 def failed(result, message: str) -> None:
     """Exit 1, the message on stderr after 'error: ', nothing on stdout, no traceback."""
-    assert result.exit_code == 1, result.output
+    assert result.returncode == 1, result.stdout + result.stderr
     assert result.stderr.startswith("error: "), result.stderr
     assert message in result.stderr, result.stderr
     assert result.stdout == ""
-    assert "Traceback" not in result.output
+    assert "Traceback" not in result.stderr
 
 
 def db_now(db) -> datetime:
@@ -91,7 +84,7 @@ def test_every_command_on_a_fresh_database(run) -> None:
     assert as_json(run("status", "--format", "json")) == []
     assert as_csv(run("status", "--format", "csv")) == (STATUS_COLUMNS, [])
     table = run("status")
-    assert table.exit_code == 0 and "no executions yet" in table.stdout
+    assert table.returncode == 0 and "no executions yet" in table.stdout
     assert "Stuck leases" in table.stdout and "Pending approvals" in table.stdout
 
     assert as_json(run("list", "--format", "json")) == []
@@ -150,7 +143,7 @@ def test_status_on_seeded_history(run, db, facts: SeedFacts) -> None:
 def test_status_names_workflows_no_live_worker_registered(run, app, facts: SeedFacts) -> None:
     app.enqueue("orphan", {"x": 1})
     table = run("status")
-    assert table.exit_code == 0
+    assert table.returncode == 0
     assert re.search(
         r"no worker registered: workflow 'orphan' has 1 enqueued .* but no live worker runs it", table.stdout
     )
@@ -181,7 +174,7 @@ def test_list_filters_and_formats(run, facts: SeedFacts) -> None:
     assert {r["current_step"] for r in csv_rows} == {"approve-fix", "cool-down"}
 
     table = run("list", "--status", "error")
-    assert table.exit_code == 0
+    assert table.returncode == 0
     assert "step 'fetch' failed 2 times" in table.stdout
     # durations are human-readable: failed_last_hour ran 5 minutes, failed_old 30 seconds
     assert "5 m 00 s" in table.stdout and "30 s" in table.stdout
@@ -197,7 +190,7 @@ def bar_length(line: str) -> int:
 def test_show_prints_the_timeline_scaled_to_the_span(run, facts: SeedFacts) -> None:
     eid = facts.id("approved")
     result = run("show", str(eid))
-    assert result.exit_code == 0, result.output
+    assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert out.startswith(f"execution {eid}  remediate  success  6 m 00 s")
     lines = [line for line in out.splitlines() if "▕" in line]
@@ -267,40 +260,42 @@ def test_report_lists_and_runs_and_says_which_file(run, db, facts: SeedFacts) ->
     assert re.search(r"report errors-this-month: ran \S+queries.*errors-this-month\.sql \(shipped\)", result.stderr)
 
 
-def test_user_report_overrides_the_shipped_one(dsn: str, reader_dsn: str, tmp_path: Path, monkeypatch) -> None:
+def test_user_report_overrides_the_shipped_one(dsn: str, reader_dsn: str, tmp_path: Path) -> None:
     # Wide enough for the listing's path column: under pytest-xdist tmp_path is longer.
-    monkeypatch.setenv("COLUMNS", "400")
+    wide = {"COLUMNS": "400"}
     (tmp_path / "errors-this-month.sql").write_text("-- description: mine\nSELECT 42 AS answer\n")
-    runner = CliRunner()
-    result = runner.invoke(
-        cli,
-        [
-            "--dsn",
-            dsn,
-            "--reader-dsn",
-            reader_dsn,
-            "--queries",
-            str(tmp_path),
-            "report",
-            "errors-this-month",
-            "--format",
-            "csv",
-        ],
+    result = console(
+        "--reader-dsn",
+        reader_dsn,
+        "--queries",
+        str(tmp_path),
+        "report",
+        "errors-this-month",
+        "--format",
+        "csv",
+        env=wide,
+        dsn=dsn,
     )
     assert as_csv(result) == (["answer"], [{"answer": "42"}])
     assert f"ran {tmp_path / 'errors-this-month.sql'} (user)" in result.stderr
-    listing = runner.invoke(cli, ["--dsn", dsn, "--queries", str(tmp_path), "report"])
+    listing = console("--queries", str(tmp_path), "report", env=wide, dsn=dsn)
     assert "(overrides the shipped one)" in listing.stdout
-    monkeypatch.setenv("KESTREL_QUERIES", str(tmp_path))
-    from_env = runner.invoke(
-        cli, ["--dsn", dsn, "--reader-dsn", reader_dsn, "report", "errors-this-month", "--format", "json"]
+    from_env = console(
+        "--reader-dsn",
+        reader_dsn,
+        "report",
+        "errors-this-month",
+        "--format",
+        "json",
+        env={**wide, "KESTREL_QUERIES": str(tmp_path)},
+        dsn=dsn,
     )
     assert as_json(from_env) == [{"answer": 42}]
 
 
 def test_report_table_and_truncation(run, facts: SeedFacts) -> None:
     result = run("report", "pending-approvals")
-    assert result.exit_code == 0 and "approve-fix" in result.stdout
+    assert result.returncode == 0 and "approve-fix" in result.stdout
     many = run("report", "errors-this-month", "--param", "since=1 year", "--max-rows", "1", "--format", "json")
     assert len(as_json(many)) == 1
     assert "only the first 1 rows are shown" in many.stderr
@@ -320,7 +315,7 @@ def test_sql_formats_and_row_limit(run, facts: SeedFacts) -> None:
     assert header == ["id", "workflow_name", "status", "input", "created_at"]
     assert [json.loads(r["input"]) for r in csv_rows] == [e.input for e in by_id]
     table = run("sql", query)
-    assert table.exit_code == 0 and "billing-sync" in table.stdout
+    assert table.returncode == 0 and "billing-sync" in table.stdout
     assert f"{len(by_id)} row(s) in" in table.stderr
     cut = run("sql", query, "--max-rows", "3", "--format", "json")
     assert [r["id"] for r in as_json(cut)] == [e.id for e in by_id[:3]]
@@ -329,10 +324,10 @@ def test_sql_formats_and_row_limit(run, facts: SeedFacts) -> None:
 
 def test_sql_table_prints_values_and_names_as_they_are(run) -> None:
     result = run("sql", """SELECT '[/red] x [bold]' AS "[/b]", 1 AS n""")
-    assert result.exit_code == 0, result.output
+    assert result.returncode == 0, result.stdout + result.stderr
     assert "[/red] x [bold]" in result.stdout and "[/b]" in result.stdout
     empty = run("sql", "SELECT 1 AS n, 'a' AS b WHERE false")
-    assert empty.exit_code == 0 and empty.stdout.split() == ["n", "b", "(no", "rows)"]
+    assert empty.returncode == 0 and empty.stdout.split() == ["n", "b", "(no", "rows)"]
 
 
 def test_sql_timeout(run) -> None:
@@ -402,8 +397,8 @@ def test_unreachable_database(run, args: tuple[str, ...]) -> None:
 )
 def test_bad_usage_exits_2(run, args: tuple[str, ...]) -> None:
     result = run(*args)
-    assert result.exit_code == 2, result.output
-    assert result.stdout == "" and "Traceback" not in result.output
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == "" and "Traceback" not in result.stderr
 
 
 def test_bad_format_names_the_choices(run) -> None:
@@ -416,23 +411,11 @@ def test_bad_format_names_the_choices(run) -> None:
 
 def test_installed_script_runs(dsn: str, facts: SeedFacts, tmp_path: Path) -> None:
     # The script pip installed beside the interpreter running the tests, wherever the venv is.
-    script = Path(sys.executable).parent / "kestrel-console"
-    assert script.exists(), f"no kestrel-console beside {sys.executable}: install the project (pip install -e .)"
-    env = {**os.environ, "KESTREL_DSN": dsn}
-    env.pop("KESTREL_QUERIES", None)
-    done = subprocess.run(
-        [str(script), "list", "--status", "error", "--format", "json"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    env = {"KESTREL_DSN": dsn}
+    done = console("list", "--status", "error", "--format", "json", env=env, cwd=tmp_path, subprocess=True)
     assert done.returncode == 0, done.stderr
     assert [r["id"] for r in json.loads(done.stdout)] == [e.id for e in reversed(facts.with_status("error"))]
-    down = subprocess.run(
-        [str(script), "--dsn", UNREACHABLE, "status"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
-    )
+    down = console("--dsn", UNREACHABLE, "status", env=env, cwd=tmp_path, subprocess=True)
     assert down.returncode == 1 and down.stdout == ""
     assert down.stderr.startswith("error: cannot connect to PostgreSQL") and "Traceback" not in down.stderr
 
@@ -440,5 +423,5 @@ def test_installed_script_runs(dsn: str, facts: SeedFacts, tmp_path: Path) -> No
 def test_a_seconds_column_holding_nan_or_infinity_is_printed_not_a_traceback(run) -> None:
     # *_s columns are shown as durations; float8 also holds 'NaN' and 'Infinity'.
     result = run("sql", "SELECT 'NaN'::float8 AS wait_s, '-Infinity'::float8 AS age_s, 2.5::float8 AS run_s")
-    assert result.exit_code == 0, (result.output, result.exception)
+    assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.splitlines()[2].split() == ["nan", "-inf", "2.5", "s"]

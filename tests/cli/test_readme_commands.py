@@ -20,7 +20,7 @@ import pytest
 from tests.readme_blocks import section
 from tests.seed import seed_history
 
-from .installed import kestrel_console
+from .script import console
 
 # (heading, file) of every section whose commands are checked.
 SECTIONS = (
@@ -57,7 +57,7 @@ def example_commands() -> list[str]:
 
 @cache
 def help_text(command: str | None) -> str:
-    done = kestrel_console(*(command.split() if command else []), "--help", env={"COLUMNS": "250"})
+    done = console(*(command.split() if command else []), "--help", env={"COLUMNS": "250"})
     assert done.returncode == 0, f"kestrel-console {command or ''} --help failed: {done.stderr}"
     return done.stdout
 
@@ -133,7 +133,7 @@ def test_the_command_line_transcripts_run_as_shown(dsn: str, reader_dsn: str, db
     assert len(transcripts()) >= 7
     for command, expected in transcripts():
         # The tests' login is a superuser: `sql` runs on a reader login, as the docs say.
-        done = kestrel_console(*shlex.split(command), dsn=dsn, env={"KESTREL_READER_DSN": reader_dsn})
+        done = console(*shlex.split(command), env={"KESTREL_DSN": dsn, "KESTREL_READER_DSN": reader_dsn})
         assert done.returncode == expected, f"kestrel-console {command}: exit {done.returncode}\n{done.stderr}"
         if expected:
             assert done.stderr.startswith("error: ") and "Traceback" not in done.stderr, done.stderr

@@ -1,25 +1,20 @@
 """``kestrel-console schedule add/list/pause/resume/remove`` and schedules in ``status``, run
-as the installed command: bad cron or timezone is bad usage (exit 2) and writes nothing;
+as the command line: bad cron or timezone is bad usage (exit 2) and writes nothing;
 refusals exit 1; every change is audited as the operator."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import psycopg
 import pytest
 
-SCRIPT = Path(sys.executable).parent / "kestrel-console"
+from tests.cli.script import console
 
 
 def cli(dsn: str, *args: str) -> subprocess.CompletedProcess:
-    assert SCRIPT.exists(), f"no kestrel-console beside {sys.executable}: pip install -e ."
-    env = {k: v for k, v in os.environ.items() if k not in ("KESTREL_OPERATOR",)}
-    return subprocess.run([str(SCRIPT), "--dsn", dsn, *args], capture_output=True, text=True, env=env, timeout=60)
+    return console(*args, dsn=dsn)
 
 
 def nothing_written(db: psycopg.Connection) -> bool:

@@ -4,19 +4,17 @@ whose runs carry their tick and input."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import signal
 import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
+from tests.cli.script import SCRIPT, console, environment
 from tests.readme_blocks import section
 from tests.waiting import wait_for
 
-SCRIPT = Path(sys.executable).parent / "kestrel-console"
 
 
 def readme_example() -> tuple[str, list[str], list[str]]:
@@ -31,23 +29,20 @@ def readme_example() -> tuple[str, list[str], list[str]]:
 def test_readme_schedules_example(dsn: str, db, tmp_path: Path) -> None:
     app, terminal1, terminal2 = readme_example()
     (tmp_path / "schedules_app.py").write_text(app)
-    env = dict(os.environ, KESTREL_DSN=dsn, USER="not-alice")
-    env.pop("KESTREL_OPERATOR", None)
+    env = {"KESTREL_DSN": dsn, "USER": "not-alice"}
 
     def run(line: str) -> subprocess.CompletedProcess:
         args = shlex.split(line)
         assert args[0] == "kestrel-console", line
-        done = subprocess.run(
-            [str(SCRIPT), *args[1:]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
-        )
+        done = console(*args[1:], cwd=tmp_path, env=env)
         assert done.returncode == 0, (line, done.stderr)
         return done
 
     assert terminal1 == ["kestrel-console worker schedules_app"]
-    worker = subprocess.Popen(
+    worker = subprocess.Popen(  # a real process, stopped with a signal
         [str(SCRIPT), *shlex.split(terminal1[0])[1:]],
         cwd=tmp_path,
-        env=env,
+        env=environment(env),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from typer.testing import CliRunner
 
-from kestrel_console.cli import app as cli
-from kestrel_core.db.migrate import LATEST
+from kestrel_core.migrate import LATEST
+from tests.cli.script import console
 
 LINE = f"is at version {LATEST + 1}, this code knows up to {LATEST}: upgrade kestrel"
 
@@ -32,9 +31,9 @@ def test_each_command_refuses_a_newer_schema_in_one_line(
     (tmp_path / "oneapp.py").write_text(
         "from kestrel_core import Kestrel\napp = Kestrel()\napp.workflow('noop')(lambda ctx, _: None)\n"
     )
-    result = CliRunner().invoke(cli, ["--dsn", newer, *command])
-    assert result.exit_code == 1, result.output
-    assert LINE in result.stderr and "Traceback" not in result.output
+    result = console("--dsn", newer, *command)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert LINE in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     with psycopg.connect(newer) as conn:
         assert conn.execute("SELECT max(version) FROM kestrel.schema_migrations").fetchone() == (LATEST + 1,)

@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import subprocess
-import sys
-from pathlib import Path
 
 import psycopg
 
 from kestrel_core import Kestrel
+from tests.cli.script import console
 from tests.waiting import wait_for
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def cli(dsn: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "kestrel_console", "--dsn", dsn, *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return console(*args, dsn=dsn)
 
 
 def test_send_event_wakes_the_waiting_execution(dsn: str, db: psycopg.Connection) -> None:

@@ -7,7 +7,7 @@ import psycopg
 
 from kestrel_console.formatting import short_time
 
-from .installed import kestrel_console
+from .script import console
 
 
 def gate(
@@ -50,7 +50,7 @@ def test_show_prints_each_gates_decision_who_comment_and_when(dsn: str, db: psyc
     gate(db, eid, "approve-rollout", age="5 minutes", decision="rejected", by="bob", comment="not on a Friday")
     gate(db, eid, "approve-cleanup", age="1 minute")
     decided_at = db.execute("SELECT decided_at FROM workflow_waits WHERE step_id = 'approve-fix'").fetchone()[0]
-    done = kestrel_console("show", str(eid), dsn=dsn)
+    done = console("show", str(eid), dsn=dsn)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert "approvals" in lines
@@ -68,7 +68,7 @@ def test_status_summarises_pending_approvals_one_line_each(dsn: str, db: psycopg
     long_details = '{"patch": "' + "raise the memory limit of every pod of the api deployment " * 3 + '"}'
     for n in range(12):
         gate(db, execution(db), "approve-fix", age=f"{60 - n} minutes", details=long_details)
-    done = kestrel_console("status", dsn=dsn, env={"COLUMNS": "100"})
+    done = console("status", dsn=dsn, env={"COLUMNS": "100"})
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("Pending approvals"))
@@ -78,14 +78,14 @@ def test_status_summarises_pending_approvals_one_line_each(dsn: str, db: psycopg
     assert all(len(line) <= 100 for line in entries)
     assert lines[head + 6] == "  … and 7 more; all of them: kestrel-console report pending-approvals"
     assert not any(line.startswith("  #") for line in lines[head + 7 :])
-    listed = kestrel_console("report", "pending-approvals", "--format", "csv", dsn=dsn)
+    listed = console("report", "pending-approvals", "--format", "csv", dsn=dsn)
     assert listed.returncode == 0, listed.stderr
     assert len(listed.stdout.splitlines()) == 1 + 12
 
 
 def test_status_with_no_pending_approvals_says_none(dsn: str, db: psycopg.Connection) -> None:
     execution(db, status="enqueued")
-    done = kestrel_console("status", dsn=dsn)
+    done = console("status", dsn=dsn)
     assert done.returncode == 0, done.stderr
     assert "Pending approvals: none" in done.stdout.splitlines()
 
@@ -104,7 +104,7 @@ def test_status_lists_live_workers_and_collapses_stopped_ones(dsn: str, db: psyc
             "now() - interval '5 minutes')",
             (f"old-{n}",),
         )
-    done = kestrel_console("status", dsn=dsn)
+    done = console("status", dsn=dsn)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     rows = [line for line in lines if line.startswith(("live-", "old-"))]

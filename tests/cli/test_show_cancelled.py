@@ -6,13 +6,10 @@ import json
 
 import psycopg
 import pytest
-from typer.testing import CliRunner
 
-from kestrel_console.cli import app as cli
 from kestrel_core import Kestrel
+from tests.cli.script import console
 from tests.seed import cancelled_mid_step
-
-runner = CliRunner()
 
 
 def test_show_closes_the_running_step_of_a_cancelled_execution(app: Kestrel, dsn: str, db: psycopg.Connection) -> None:
@@ -22,8 +19,8 @@ def test_show_closes_the_running_step_of_a_cancelled_execution(app: Kestrel, dsn
         "JOIN step_attempts a ON a.execution_id = e.id AND a.step_id = 'rollout' WHERE e.id = %s",
         (eid,),
     ).fetchone()
-    shown = runner.invoke(cli, ["--dsn", dsn, "show", str(eid), "--format", "json"])
-    assert shown.exit_code == 0, shown.output
+    shown = console("show", str(eid), "--format", "json", dsn=dsn)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
     doc = json.loads(shown.stdout)
     timeline = doc[0]["timeline"] if isinstance(doc, list) else doc["timeline"]
     rollout = next(e for e in timeline if e["step_id"] == "rollout")
@@ -32,7 +29,7 @@ def test_show_closes_the_running_step_of_a_cancelled_execution(app: Kestrel, dsn
     # From its start to the cancel, not growing with the clock (the seed started it 5 s earlier).
     assert ran_for >= 5.0 and rollout["duration_s"] == pytest.approx(ran_for, abs=0.001)
     assert rollout["finished_at"].startswith(finished_at.isoformat()[:19])
-    table = runner.invoke(cli, ["--dsn", dsn, "show", str(eid)])
-    assert table.exit_code == 0, table.output
+    table = console("show", str(eid), dsn=dsn)
+    assert table.returncode == 0, table.stdout + table.stderr
     line = next(line for line in table.stdout.splitlines() if line.startswith("rollout"))
     assert "cancelled" in line and "…" not in line

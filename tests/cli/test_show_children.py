@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 
 import psycopg
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.cli.script import console
 
 
 def family(db: psycopg.Connection) -> tuple[int, list[int]]:
@@ -27,13 +25,7 @@ def family(db: psycopg.Connection) -> tuple[int, list[int]]:
 
 
 def show(dsn: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "kestrel_console", "--dsn", dsn, "show", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return console("show", *args, dsn=dsn)
 
 
 def test_show_lists_children_and_parent_in_text_and_json(dsn: str, db: psycopg.Connection) -> None:

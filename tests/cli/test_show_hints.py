@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 
-from typer.testing import CliRunner
-
-from kestrel_console.cli import app as cli
+from tests.cli.script import console
 from tests.seed import seed_history
 
 
 def show(dsn: str, eid: int, *args: str) -> str:
-    done = CliRunner().invoke(cli, ["--dsn", dsn, "show", str(eid), *args], env={"COLUMNS": "200"})
-    assert done.exit_code == 0, done.output
+    done = console("show", str(eid), *args, env={"COLUMNS": "200"}, dsn=dsn)
+    assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
 

@@ -1,11 +1,9 @@
-"""`kestrel-console sql` as a user meets the guard: the installed script, run as a subprocess."""
+"""`kestrel-console sql` as a user meets the guard."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,17 +13,12 @@ import pytest
 from psycopg import sql as pgsql
 from psycopg.conninfo import make_conninfo
 
-SCRIPT = Path(sys.executable).parent / "kestrel-console"
+from tests.cli.script import console
 
 
 def sql(dsn: str, *args: str, cwd: Path, opt_in: bool = False) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "KESTREL_DSN": dsn}
-    env.pop("KESTREL_QUERIES", None)
-    env.pop("KESTREL_READER_DSN", None)
     privileged = ["--allow-privileged-sql"] if opt_in else []
-    return subprocess.run(
-        [str(SCRIPT), *privileged, "sql", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
-    )
+    return console(*privileged, "sql", *args, cwd=cwd, env={"KESTREL_DSN": dsn})
 
 
 @pytest.fixture

@@ -12,9 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
-from typer.testing import CliRunner
 
-from kestrel_console.cli import app as cli
 from tests.cli.script import console
 from tests.console.adhoc.hostile_sql import SHAPES
 
@@ -88,11 +86,10 @@ def test_the_string_continuation_shapes_are_refused_by_sql_and_reports(
     args = ["--dsn", dsn, "--allow-privileged-sql"] if who == "superuser" else ["--dsn", operator_dsn]
     for n, (query, name) in enumerate(SHAPES):
         (tmp_path / f"shape-{n}.sql").write_text(f"-- description: shape {n}\n{query}\n")
-    runner = CliRunner()  # in-process: the script's code without a Python start per shape
     for n, (query, name) in enumerate(SHAPES):
         for command in (["sql", query], ["--queries", str(tmp_path), "report", f"shape-{n}"]):
-            done = runner.invoke(cli, [*args, *command])
-            assert (done.exit_code, done.stdout) == (1, ""), (query, done.stdout, done.stderr)
+            done = console(*args, *command)
+            assert (done.returncode, done.stdout) == (1, ""), (query, done.stdout, done.stderr)
             assert done.stderr.startswith((f"error: refused: function {name}: ", "error: refused: cannot parse: ")), (
                 query,
                 done.stderr,

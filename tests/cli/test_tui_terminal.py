@@ -6,10 +6,8 @@ from __future__ import annotations
 import os
 import pty
 import subprocess
-import sys
-from pathlib import Path
 
-SCRIPT = Path(sys.executable).parent / "kestrel-console"
+from tests.cli.script import SCRIPT, console
 
 
 def test_stdout_piped_is_refused_with_exit_2(dsn):
@@ -42,9 +40,8 @@ def test_stdout_piped_is_refused_with_exit_2(dsn):
 
 
 def test_every_stream_piped_names_them_all(dsn):
-    proc = subprocess.run(
-        [str(SCRIPT), "--dsn", dsn], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60
-    )
+    # The TUI looks at the process's own streams (sys.__stdout__): a real process.
+    proc = console(dsn=dsn, stdin="", subprocess=True)
     assert proc.returncode == 2
     assert "stdin, stdout, stderr are not one" in proc.stderr
     assert proc.stdout == ""

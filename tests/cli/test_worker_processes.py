@@ -16,7 +16,8 @@ import psycopg
 import pytest
 
 from kestrel_core import Kestrel
-from kestrel_core.engine.supervisor import default_processes
+from kestrel_core.supervisor import default_processes
+from tests.cli.script import console
 from tests.waiting import wait_for
 
 # Steps that say which process ran them. `meet` returns only once `n` processes are in it at
@@ -268,25 +269,13 @@ def test_errors_found_before_any_process_starts_fail_at_once(supervisors, app: K
         ("no_such_module_here", "cannot import module 'no_such_module_here'"),
         ("noflows", "noflows registers no workflow"),
     ]:
-        done = subprocess.run(
-            [sys.executable, "-m", "kestrel_console", "--dsn", app.dsn, "worker", target, "--processes", "3"],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = console("--dsn", app.dsn, "worker", target, "--processes", "3", cwd=tmp_path)
         assert done.returncode == 1 and message in done.stderr, done.stderr
         assert "event=supervisor_started" not in done.stderr
 
 
 def test_help_explains_processes() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "kestrel_console", "worker", "--help"],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, COLUMNS="250"),
-        timeout=60,
-    )
+    done = console("worker", "--help", env={"COLUMNS": "250"})
     assert done.returncode == 0
     text = " ".join(done.stdout.split())
     assert "--processes" in text and "(default: one per core," in text

@@ -7,7 +7,7 @@ import json
 
 import psycopg
 
-from .installed import kestrel_console
+from .script import console
 
 NAMES = ["remediate-incident", "remediate-incident", "ci-pipeline", "provision-resource", "a_b%c"]
 
@@ -20,7 +20,7 @@ def insert(db: psycopg.Connection, names: list[str]) -> list[int]:
 
 
 def listed(dsn: str, *args: str) -> list[tuple[int, str]]:
-    done = kestrel_console("list", "--format", "json", *args, dsn=dsn)
+    done = console("list", "--format", "json", *args, dsn=dsn)
     assert done.returncode == 0, done.stderr
     return [(row["id"], row["workflow_name"]) for row in json.loads(done.stdout)]
 
@@ -44,11 +44,11 @@ def test_workflow_filter_matches_a_prefix(dsn: str, db: psycopg.Connection) -> N
 def test_a_workflow_nothing_starts_with_suggests_the_closest(dsn: str, db: psycopg.Connection) -> None:
     insert(db, NAMES)
     for typed in ("incident", "Remediate", "remediate-incidnet"):
-        done = kestrel_console("list", "--workflow", typed, dsn=dsn)
+        done = console("list", "--workflow", typed, dsn=dsn)
         assert done.returncode == 1, done.stdout
         assert done.stdout == ""
         assert done.stderr.strip() == f"error: no workflow named {typed!r}; did you mean remediate-incident?"
-    done = kestrel_console("list", "--workflow", "zzz", "--format", "json", dsn=dsn)
+    done = console("list", "--workflow", "zzz", "--format", "json", dsn=dsn)
     assert done.returncode == 1 and done.stdout == ""
     assert (
         "no workflow named 'zzz'; known workflows: a_b%c, ci-pipeline, provision-resource, remediate-incident"
@@ -61,6 +61,6 @@ def test_a_workflow_only_a_worker_registered_is_known(dsn: str, db: psycopg.Conn
         "INSERT INTO workers (worker_id, hostname, pid, workflows, concurrency) "
         "VALUES ('w1', 'h', 1, ARRAY['nightly-report'], 1)"
     )
-    done = kestrel_console("list", "--workflow", "nightly", dsn=dsn)
+    done = console("list", "--workflow", "nightly", dsn=dsn)
     assert done.returncode == 0, done.stderr
     assert "no executions match" in done.stdout

@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from kestrel_console.cli import app as cli
 from kestrel_console.tui.screens.detail import DetailScreen
 from kestrel_console.tui.widgets.timeline import Timeline
+from tests.cli import script
 
 from .helpers import console, fresh
 
@@ -51,5 +50,5 @@ async def test_the_dead_attempt_of_a_requeued_execution_is_abandoned(dsn, db, cl
         [lane] = screen.query_one(Timeline).lanes
         assert [s.outcome for s in lane.segments] == expected
         assert lane.segments[0].end is not None  # its bar ends: it is not drawn as running to now
-    done = CliRunner().invoke(cli, ["--dsn", dsn, "show", str(eid), "--format", "json"])
+    done = script.console("show", str(eid), "--format", "json", dsn=dsn)
     assert [t["outcome"] for t in json.loads(done.stdout)[0]["timeline"]] == expected

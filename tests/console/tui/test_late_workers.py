@@ -7,10 +7,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from typer.testing import CliRunner
 
-from kestrel_console.cli import app as cli
 from kestrel_console.tui.screens.dashboard import DashboardScreen
+from tests.cli import script
 
 from .helpers import console, open_screen, screen_lines
 
@@ -44,6 +43,6 @@ async def test_a_worker_whose_beat_is_overdue_is_shown_late(dsn, db, size):
         shown = "\n".join(screen_lines(tui))
         for worker, state in expected.items():
             assert re.search(rf"\b{worker}\b.*\b{state}\b", shown), (worker, state, shown)
-    status = CliRunner().invoke(cli, ["--dsn", dsn, "status"], env={"COLUMNS": "200"}).stdout
+    status = script.console("status", env={"COLUMNS": "200"}, dsn=dsn).stdout
     for worker, state in expected.items():
         assert re.search(rf"\b{worker}\b.*\b{state}\b", status), (worker, state, status)

@@ -11,14 +11,13 @@ import json
 import random
 
 import pytest
-from typer.testing import CliRunner
 
-from kestrel_console.cli import app as cli
 from kestrel_console.safe_text import visible
 from kestrel_console.tui.screens.detail import DetailScreen
 from kestrel_console.tui.screens.executions import ExecutionsScreen
 from kestrel_console.tui.screens.sql import SqlScreen
 from kestrel_console.tui.widgets.results import ResultsTable
+from tests.cli import script
 
 from .helpers import console, fresh, open_screen, screen_lines, wait_for
 from .test_sql import run
@@ -91,8 +90,8 @@ def insert(db, rng: random.Random, n: int) -> dict[str, str | int]:
 
 def shown_by_show_json(dsn: str, eid: int) -> dict[str, str]:
     """What ``show ID --format json`` says the execution's texts are."""
-    done = CliRunner().invoke(cli, ["--dsn", dsn, "show", str(eid), "--format", "json"])
-    assert done.exit_code == 0, done.output
+    done = script.console("show", str(eid), "--format", "json", dsn=dsn)
+    assert done.returncode == 0, done.stdout + done.stderr
     [execution] = json.loads(done.stdout)
     by_kind = {t["kind"]: t for t in execution["timeline"]}
     return {
