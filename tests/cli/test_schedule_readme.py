@@ -16,7 +16,6 @@ from tests.readme_blocks import section
 from tests.waiting import wait_for
 
 
-
 def readme_example() -> tuple[str, list[str], list[str]]:
     """(schedules_app.py, terminal 1's commands, terminal 2's commands) from the docs."""
     text = section("Schedules", doc="docs/flow-control.md")

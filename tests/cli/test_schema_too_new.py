@@ -8,7 +8,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from kestrel_core.migrate import LATEST
+from kestrel_core.db.migrate import LATEST
 from tests.cli.script import console
 
 LINE = f"is at version {LATEST + 1}, this code knows up to {LATEST}: upgrade kestrel"

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from kestrel_core import Kestrel
-from kestrel_core.supervisor import default_processes
+from kestrel_core.engine.supervisor import default_processes
 from tests.cli.script import console
 from tests.waiting import wait_for
 
