@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import psycopg
+from textual.command import CommandList, CommandPalette
 
 from kestrel_console.tui import KestrelConsole
 from kestrel_console.tui.live import LiveScreen
@@ -73,8 +74,6 @@ async def settled(pilot: Any, timeout: float = 10.0) -> list[str]:
 async def palette_pick(pilot: Any, command: str, typed: str | None = None) -> None:
     """Type ``typed`` (default: ``command``) into the open command palette and press enter once
     its search has finished with ``command`` highlighted, so enter runs that command."""
-    from textual.command import CommandList, CommandPalette
-
     palette = pilot.app.screen
     assert isinstance(palette, CommandPalette), f"the palette is not open: {type(palette).__name__}"
     await pilot.press(*(command if typed is None else typed))
