@@ -27,6 +27,7 @@ from psycopg.conninfo import make_conninfo
 from kestrel_console.demo.database import DEMO_READER_LOGIN
 from kestrel_console.embedded_pg import LocalCluster
 from tests.cli.script import console, environment
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 READ_COMMANDS = REPO / "kestrel_console" / "cli" / "read_commands.py"
@@ -114,27 +115,32 @@ class Demo:
 
 
 def wait_for_activity(dsn: str, timeout: float = 20) -> tuple[dict[str, int], int, int]:
-    """Poll until success and waiting executions and a pending approval exist."""
-    deadline = time.monotonic() + timeout
-    while True:
+    """Until success and waiting executions and a pending approval exist: the executions by
+    status, the pending approvals and the live workers then."""
+    seen: list[tuple[dict[str, int], int, int]] = []
+
+    def activity() -> tuple[dict[str, int], int, int] | None:
         with psycopg.connect(dsn, connect_timeout=5) as conn:
             counts = dict(conn.execute(STATUS_COUNTS).fetchall())
             pending = conn.execute(PENDING_APPROVALS).fetchone()[0]
             workers = conn.execute(LIVE_WORKERS).fetchone()[0]
-        if (counts.get("success") and counts.get("waiting") and pending) or time.monotonic() > deadline:
-            return counts, pending, workers
-        time.sleep(0.5)
+        seen[:] = [(counts, pending, workers)]
+        return seen[0] if counts.get("success") and counts.get("waiting") and pending else None
+
+    try:
+        return wait_for(activity, timeout, 0.5, "a success, a waiting execution and a pending approval")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last seen (by status, pending, workers): {seen}") from None
 
 
 def wait_for_bot(dsn: str, timeout: float = 15) -> list[tuple[str, str]]:
-    """Poll until the bot operator has decided some gate; returns (severity, decision) pairs."""
-    deadline = time.monotonic() + timeout
-    while True:
+    """Until the bot operator has decided some gate; returns (severity, decision) pairs."""
+
+    def decisions() -> list[tuple[str, str]]:
         with psycopg.connect(dsn, connect_timeout=5) as conn:
-            decisions = conn.execute(BOT_DECISIONS).fetchall()
-        if decisions or time.monotonic() > deadline:
-            return decisions
-        time.sleep(0.5)
+            return conn.execute(BOT_DECISIONS).fetchall()
+
+    return wait_for(decisions, timeout, 0.5, "the bot operator to decide a gate")
 
 
 def refuses_connections(dsn: str) -> bool:

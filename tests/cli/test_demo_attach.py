@@ -8,7 +8,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import psycopg
 import pytest
 
 from kestrel_console.embedded_pg import LocalCluster
+from tests.waiting import wait_for
 
 from .script import SCRIPT, console, environment
 
@@ -31,13 +31,20 @@ def demo_dir() -> Iterator[Path]:
 
 
 def wait_for_dsn(log: Path, proc: subprocess.Popen, timeout: float = 90) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
+    """The DSN the demo running as ``proc`` printed into ``log`` (fails at once if it exits)."""
+
+    def dsn() -> str | None:
         for line in log.read_text().splitlines():
             if line.startswith("DSN: "):
                 return line[len("DSN: ") :]
-        time.sleep(0.2)
-    pytest.fail(f"the first demo printed no DSN:\n{log.read_text()}")
+        if proc.poll() is not None:
+            pytest.fail(f"the first demo exited ({proc.returncode}) and printed no DSN:\n{log.read_text()}")
+        return None
+
+    try:
+        return wait_for(dsn, timeout, 0.2, "the first demo to print its DSN")
+    except AssertionError as exc:
+        pytest.fail(f"{exc}:\n{log.read_text()}")
 
 
 def test_a_second_demo_says_it_attaches_and_refuses_fresh(demo_dir: Path, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import psycopg
+from textual.command import CommandList, CommandPalette
 
 from kestrel_console.tui import KestrelConsole
 from kestrel_console.tui.live import LiveScreen
@@ -30,6 +31,8 @@ WAIT_OF = (
 
 S = TypeVar("S")
 
+POLL_S = 0.05  # how often wait_for looks again: its polling interval, not a wait of its own
+
 
 def console(dsn: str, **kwargs: Any) -> KestrelConsole:
     kwargs.setdefault("operator", OPERATOR)
@@ -43,8 +46,48 @@ async def wait_for(pilot: Any, predicate: Callable[[], Any], timeout: float = 10
     while time.monotonic() < deadline:
         if predicate():
             return
-        await pilot.pause(0.05)
+        await pilot.pause(POLL_S)
     raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
+
+
+async def settled(pilot: Any, timeout: float = 10.0) -> list[str]:
+    """Wait until the terminal shows the same rows on two frames in a row, each drawn once
+    every message and animation is done: the layout has caught up with the data. Returns
+    those rows."""
+    shown: list[str] = []
+
+    async def same_again() -> bool:
+        nonlocal shown
+        before = shown
+        await pilot.wait_for_scheduled_animations()
+        shown = screen_lines(pilot.app)
+        return shown == before
+
+    deadline = time.monotonic() + timeout
+    while not await same_again():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the screen still changed after {timeout} s:\n" + "\n".join(shown))
+        await pilot.pause(POLL_S)
+    return shown
+
+
+async def palette_pick(pilot: Any, command: str, typed: str | None = None) -> None:
+    """Type ``typed`` (default: ``command``) into the open command palette and press enter once
+    its search has finished with ``command`` highlighted, so enter runs that command."""
+    palette = pilot.app.screen
+    assert isinstance(palette, CommandPalette), f"the palette is not open: {type(palette).__name__}"
+    await pilot.press(*(command if typed is None else typed))
+    commands = palette.query_one(CommandList)
+
+    def ready() -> bool:
+        if any(w.node is palette and not w.is_finished for w in pilot.app.workers):
+            return False  # still searching: the list may yet be sorted anew
+        option = commands.highlighted_option
+        prompt = "" if option is None else getattr(option.prompt, "plain", str(option.prompt))
+        return prompt.splitlines()[:1] == [command]  # the title (help text follows it)
+
+    await wait_for(pilot, ready, what=f"the palette to highlight {command!r}")
+    await pilot.press("enter")
 
 
 async def fresh(pilot: Any, screen: LiveScreen | None = None, timeout: float = 10.0) -> LiveScreen:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+
+from kestrel_console.tui.app import TICK_S
 from kestrel_console.tui.config import REFRESH_PRESETS
 from kestrel_console.tui.screens.dashboard import DashboardScreen
 from kestrel_console.tui.widgets.live_table import LiveTable
@@ -58,8 +61,27 @@ async def test_dashboard_counts_equal_sql_after_changes(dsn, db, app):
         assert "approvals pending 1" in text_of(screen.query_one("#dash-approvals"))
 
 
+def count_due_ticks_while_paused(tui) -> list[int]:
+    """The console's refresh clock (``_tick``, every 0.1 s) counted each time it runs while
+    paused with the live screen's refresh overdue (so none in flight): each is a refresh an
+    unpaused console would start. Appends the screen's ``loads`` after the real tick ran."""
+    seen: list[int] = []
+    real = tui._tick
+
+    def tick() -> None:
+        screen = tui.live_screen()
+        due = tui.paused and screen is not None and screen.due(time.monotonic(), tui.refresh_interval)
+        real()
+        if due:
+            seen.append(screen.loads)
+
+    tui._tick = tick  # before mounting: the app's interval timer takes it then
+    return seen
+
+
 async def test_refresh_presets_and_pause(dsn, db):
     tui = console(dsn, refresh=2.0)
+    due_ticks = count_due_ticks_while_paused(tui)
     async with tui.run_test(size=SIZE) as pilot:
         screen = tui.screen
         await fresh(pilot, screen)
@@ -75,10 +97,13 @@ async def test_refresh_presets_and_pause(dsn, db):
         tui.set_refresh(0.5)
         await pilot.press("p")  # pause on the dashboard
         assert tui.paused and "PAUSED" in tui.sub_title
-        await pilot.pause(0.3)
+        # Not a fixed wait: the clock must find a refresh due (none in flight) and skip it,
+        # again and again, while paused.
+        ticks = round(tui.refresh_interval / TICK_S) + 1  # a whole refresh interval of them
+        await wait_for(pilot, lambda: len(due_ticks) >= ticks, what=f"{ticks} refresh ticks due while paused")
+        assert due_ticks == [due_ticks[0]] * len(due_ticks), due_ticks  # no refresh between them
         loads = screen.loads
-        await pilot.pause(1.5)  # three intervals: no refresh while paused
-        assert screen.loads == loads
+        assert loads == due_ticks[0]
         await pilot.press("p")  # resume
         assert not tui.paused
         await wait_for(pilot, lambda: screen.loads > loads, what="a refresh after resuming")

@@ -12,7 +12,7 @@ from kestrel_console.tui.screens.approvals import ApprovalsScreen
 from kestrel_console.tui.screens.help import HelpScreen, key_label
 from tests.seed import seed_history
 
-from .helpers import SIZE, console, fresh, wait_for
+from .helpers import SIZE, console, fresh, palette_pick, wait_for
 
 SCREEN_KEYS = {
     "1": "DashboardScreen",
@@ -85,16 +85,12 @@ async def test_command_palette(dsn, db):
         # Through the keys: ctrl+p, type, enter.
         await pilot.press("ctrl+p")
         await wait_for(pilot, lambda: isinstance(tui.screen, CommandPalette))
-        await pilot.press(*"go to executions")
-        await pilot.pause(0.5)
-        await pilot.press("enter")
+        await palette_pick(pilot, "Go to Executions", typed="go to executions")
         await wait_for(pilot, lambda: type(tui.screen).__name__ == "ExecutionsScreen", what="the palette's command")
 
         await pilot.press("ctrl+p")
         await wait_for(pilot, lambda: isinstance(tui.screen, CommandPalette))
-        await pilot.press(*"report: queue-depth")
-        await pilot.pause(0.5)
-        await pilot.press("enter")
+        await palette_pick(pilot, "Report: queue-depth", typed="report: queue-depth")
         await wait_for(
             pilot,
             lambda: (

@@ -18,7 +18,7 @@ from kestrel_console.tui.screens.schedules import SchedulesScreen
 from kestrel_console.tui.screens.sql import SqlScreen
 from tests.seed import seed_history
 
-from .helpers import console, fresh, open_screen, screen_lines, text_of, wait_for
+from .helpers import console, fresh, open_screen, screen_lines, settled, text_of, wait_for
 
 BLOCKS = set("▁▂▃▄▅▆▇▉▊▋▌▍▎▏")
 
@@ -58,7 +58,7 @@ async def test_every_screen_fits(dsn, db, size):
         dashboard = tui.screen
         assert isinstance(dashboard, DashboardScreen)
         await fresh(pilot, dashboard)
-        await pilot.pause(0.2)
+        await settled(pilot)
         lines = await check_screen(pilot, "dashboard", chart=True)
         text = "\n".join(lines)
         for column in ("worker", "held/slots", "state", "id", "owner", "lease expired"):
@@ -85,7 +85,7 @@ async def test_every_screen_fits(dsn, db, size):
         await wait_for(pilot, lambda: isinstance(tui.screen, DetailScreen))
         detail = tui.screen
         await fresh(pilot, detail)
-        await pilot.pause(0.2)
+        await settled(pilot)
         lines = await check_screen(pilot, "detail")
         lane = next(row for row in lines if "│ execution" in row)
         bars, info = lane.split("│")[2], lane.split("│")[3]
@@ -93,25 +93,27 @@ async def test_every_screen_fits(dsn, db, size):
 
         await open_screen(pilot, "4", SqlScreen)
         await pilot.press("escape")
-        await pilot.pause(0.2)
+        await settled(pilot)
         await check_screen(pilot, "sql")
 
         reports = await open_screen(pilot, "5", ReportsScreen)
         await wait_for(pilot, lambda: reports.report is not None)
-        await pilot.pause(0.2)
+        await settled(pilot)
         await check_screen(pilot, "reports")
 
         await open_screen(pilot, "6", QueuesScreen)
-        await pilot.pause(0.2)
+        await settled(pilot)
         await check_screen(pilot, "queues")
         await open_screen(pilot, "7", SchedulesScreen)
-        await pilot.pause(0.2)
+        await settled(pilot)
         await check_screen(pilot, "schedules")
         assert facts  # seeded data was on every screen
 
         # A terminal resized while the console runs gets the same layout.
         await pilot.press("1")
         await pilot.resize_terminal(*((200, 50) if narrow else (80, 24)))
-        await pilot.pause(0.3)
+        await wait_for(
+            pilot, lambda: dashboard.has_class("-narrow") != narrow, what="the dashboard to follow the resize"
+        )
+        await settled(pilot)
         await check_screen(pilot, "dashboard after a resize", chart=True)
-        assert dashboard.has_class("-narrow") != narrow

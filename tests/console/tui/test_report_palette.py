@@ -11,7 +11,7 @@ from kestrel_console.tui.screens.reports import ReportsScreen
 from kestrel_console.tui.widgets.results import ResultsTable
 from tests.seed import seed_history
 
-from .helpers import console, screen_lines, wait_for
+from .helpers import console, palette_pick, screen_lines, wait_for
 
 RAW_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+\+00:00")
 
@@ -30,9 +30,7 @@ async def test_palette_runs_the_report_with_every_parameter_shown(dsn, db):
 
         await pilot.press("ctrl+p")
         await wait_for(pilot, lambda: isinstance(tui.screen, CommandPalette))
-        await pilot.press(*"errors-this-month")
-        await pilot.pause(0.5)
-        await pilot.press("enter")
+        await palette_pick(pilot, "Report: errors-this-month", typed="errors-this-month")
         await wait_for(pilot, lambda: screen.message.startswith("errors-this-month:"), what="errors-this-month to run")
         table = screen.query_one(ResultsTable)
         assert table.result is screen.result and "failed_step" in table.result.columns
