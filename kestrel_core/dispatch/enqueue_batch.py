@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import select
+import selectors
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -81,7 +81,7 @@ class WriterConnection:
             try:
                 yield conn
             except BaseException:
-                if conn.closed or conn.info.transaction_status != TransactionStatus.IDLE:
+                if not _idle(conn):
                     close_quietly(conn)
                     self._conn = None
                 raise
@@ -92,12 +92,19 @@ class WriterConnection:
             self._conn = None
 
 
+def _idle(conn: psycopg.Connection) -> bool:
+    """True if ``conn`` is open and outside any transaction."""
+    return not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE
+
+
 def _quiet(conn: psycopg.Connection) -> bool:
-    """True if ``conn`` is open, idle and has nothing waiting to be read."""
-    if conn.closed or conn.info.transaction_status != TransactionStatus.IDLE:
+    """True if ``conn`` is open, idle and has nothing waiting to be read. Asked of a selector,
+    not select(), which refuses a descriptor over 1023 (an app server may hold that many)."""
+    if not _idle(conn):
         return False
-    readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    return not readable
+    with selectors.DefaultSelector() as selector:
+        selector.register(conn.fileno(), selectors.EVENT_READ)
+        return not selector.select(timeout=0)
 
 
 def _outcomes(write: Write, batch: Sequence[Row]) -> list[int | BaseException]:

@@ -276,3 +276,20 @@ def test_the_first_enqueue_after_a_server_restart_succeeds(private_cluster) -> N
         assert stored == [(before, "before the restart"), (after, "after the restart")]
     finally:
         app.close()
+
+
+def test_the_writer_connection_is_checked_above_descriptor_1024(dsn: str, db: psycopg.Connection) -> None:
+    """An app server may hold a thousand sockets: the batches' own connection is checked with a
+    call that takes any descriptor (select() refuses those over 1023)."""
+    spare = []
+    try:
+        while not spare or spare[-1] < 1100:
+            spare.append(os.dup(0))
+        with Kestrel(dsn) as app:
+            first = app.enqueue("w", 1)  # opens the writer connection, over descriptor 1100
+            second = app.enqueue("w", 2)  # checks it before the batch
+        ids = [row[0] for row in db.execute("SELECT id FROM kestrel.workflow_executions ORDER BY id")]
+        assert ids == [first, second]
+    finally:
+        for fd in spare:
+            os.close(fd)
