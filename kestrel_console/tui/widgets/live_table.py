@@ -227,19 +227,19 @@ class LiveTable(DataTable):
         """A column is first sorted ascending, the default one its own way."""
         return self.default_sort is not None and self.default_sort == (column, True)
 
+    def _sortable_columns(self) -> list[str]:
+        """The keys of the columns shown that have a sort key, left to right."""
+        return [key for key, _ in self.column_spec if key in self.sort_keys]
+
     def sort_next(self) -> None:
         """Sort by the next sortable column."""
-        columns = [key for key, _ in self.column_spec if key in self.sort_keys]
+        columns = self._sortable_columns()
         current = self.column_sort[0] if self.column_sort and self.column_sort[0] in columns else columns[-1]
         column = columns[(columns.index(current) + 1) % len(columns)]
         self.sort_by(column, self._first_direction(column))
 
     def sort_reverse(self) -> None:
-        column = (
-            self.column_sort[0]
-            if self.column_sort
-            else next(key for key, _ in self.column_spec if key in self.sort_keys)
-        )
+        column = self.column_sort[0] if self.column_sort else self._sortable_columns()[0]
         self.sort_by(column, not (self.column_sort and self.column_sort[1]))
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
@@ -259,13 +259,13 @@ class LiveTable(DataTable):
             return ""
         column, descending = self.column_sort
         label = dict(self.column_spec).get(column, column)
-        return f" · sorted by {label} {'▼' if descending else '▲'} (s, S)"
+        return f" · sorted by {label}{_arrow(descending)} (s, S)"
 
     def mark_sorted(self) -> None:
         """An arrow after the label of the column the rows are sorted by (none on the others)."""
         column, descending = self.column_sort or (None, False)
         for key, label in self.column_spec:
-            arrow = (" ▼" if descending else " ▲") if key == column else ""
+            arrow = _arrow(descending) if key == column else ""
             shown = self.columns.get(ColumnKey(key))
             if shown is None or shown.label.plain == label + arrow:
                 continue
@@ -390,3 +390,8 @@ def _style_changed(table: LiveTable, key: str, column: str, value: Any) -> bool:
 
 
 __all__ = ["MARK", "MORE_COLUMNS", "LiveTable"]
+
+
+def _arrow(descending: bool) -> str:
+    """The mark of a sorted column, after its label and in the sort note."""
+    return " ▼" if descending else " ▲"
