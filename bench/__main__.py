@@ -2,7 +2,8 @@
 
 Benchmarks: throughput (Kestrel vs the pgbench ceiling vs DBOS), latency, recovery, console,
 enqueue; none named = all of them. ``mvcc`` (a held snapshot) and ``soak`` (retention on) run
-minutes at full load, only when named. ``--quick`` runs tiny sizes (a smoke run).
+minutes at full load, and ``migration`` (today's schema seeded with 1M executions, migrated
+while a probe writes) minutes of seeding: only when named. ``--quick`` runs tiny sizes (a smoke run).
 """
 
 from __future__ import annotations
@@ -87,6 +88,16 @@ def parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="soak: prune finished executions older than this (default 120)",
     )
+    g.add_argument(
+        "--range-size",
+        type=int,
+        metavar="IDS",
+        help="soak: ids per history range, so that the retention spans several (default 100,000)",
+    )
+    g = p.add_argument_group("migration (today's schema, seeded, migrated while written to)")
+    g.add_argument(
+        "--migrate-executions", type=int, metavar="N", help="finished executions seeded before (default 1,000,000)"
+    )
     return p
 
 
@@ -124,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
             "minutes": args.minutes,
             "soak_interval": args.soak_interval,
             "retention": args.retention,
+            "migrate_executions": args.migrate_executions,
+            "range_size": args.range_size,
         }.items()
         if value is not None
     }

@@ -38,9 +38,9 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from kestrel_core.db.statements import render
-from kestrel_core.dispatch.claim import CLAIM, ORDERED_PLAN, START_KEY
-from kestrel_core.durable.boundary import WRITE
+from kestrel_core.db import render
+from kestrel_core.dispatch import CLAIM, ORDERED_PLAN, START_KEY
+from kestrel_core.durable import WRITE_BOUNDARIES as WRITE
 
 from .databases import fresh_database
 from .workloads import STEPS
@@ -104,21 +104,21 @@ def to_pgbench(statement: str, variables: dict[str, str], *, gset: str | None = 
     return f"{text} \\gset {gset}" if gset else f"{text};"
 
 
-def _boundary(steps_open: str, finish: str | None, done: bool, seq: int) -> dict[str, str]:
+def _boundary(steps_open: str, finish: str | None, done: bool, position: int) -> dict[str, str]:
     """pgbench values of one single-row boundary: finish step ``finish`` (its attempt opened by
     the previous boundary, read by gset into ``o_``), open ``steps_open``, complete when ``done``."""
     none = {"text": "ARRAY[NULL]::text[]", "int": "ARRAY[NULL]::int[]", "jsonb": "ARRAY[NULL]::jsonb[]"}
     return {
         "eids": "ARRAY[:c_id]",
-        "owners": "ARRAY[:owner]",
-        "epochs": "ARRAY[:c_claim_epoch]",
+        "worker_ids": "ARRAY[:worker_id]",
+        "claim_epochs": "ARRAY[:c_claim_epoch]",
         "finish_steps": f"ARRAY[:{finish}]" if finish else none["text"],
         "attempts": "ARRAY[:o_opened]" if finish else none["int"],
         "started": "ARRAY[:o_opened_at]" if finish else "ARRAY[NULL]::timestamptz[]",
         "outputs": "ARRAY[:output]" if finish else none["jsonb"],
         "errors": none["text"],
         "keeps": f"ARRAY[{'true' if finish else 'false'}]",
-        "seqs": f"ARRAY[{seq}]" if finish else none["int"],
+        "positions": f"ARRAY[{position}]" if finish else none["int"],
         "open_steps": f"ARRAY[:{steps_open}]" if steps_open else none["text"],
         "statuses": "ARRAY[:status]" if done else none["text"],
         "results": "ARRAY[:output]" if done else none["jsonb"],
@@ -134,7 +134,7 @@ def script(steps: int) -> str:
     claim = {
         "names": ":names",
         "n": ":batch",
-        "owner": ":owner",
+        "worker_id": ":worker_id",
         "lease": ":lease",
         "versions": ":versions",
         "queues": "NULL",
@@ -166,7 +166,7 @@ def _defines(workflow: str, steps: int) -> list[str]:
         "names": "{" + workflow + "}",
         "versions": "{NULL}",
         "batch": "1",
-        "owner": OWNER,
+        "worker_id": OWNER,
         "lease": "30 seconds",
         "output": "null",
         "outcome": "success",

@@ -7,12 +7,15 @@ pipelined round trip) end to end from the client, and each refresh query of
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 
-from kestrel_core.db.statements import render
+from kestrel_core.db import render
 
 from .databases import fresh_database
 from .report import summary_ms
@@ -38,7 +41,8 @@ SELECT (%(names)s::text[])[1 + i %% 4],
 """
 
 # Live executions: 60% enqueued, 30% running (1 in 60 with a lapsed lease), 10% waiting on an
-# approval gate.
+# approval gate. The other leases run an hour: at 30 s (before) they had all lapsed by the time
+# a 10M seed was timed, and stuck_leases returned its 500-row page there, ~50 rows at 1M.
 SEED_LIVE = """
 INSERT INTO {schema}.workflow_executions
     (workflow_name, status, input, owner_id, lease_expires, claims, claim_epoch, run_at,
@@ -47,7 +51,7 @@ SELECT (%(names)s::text[])[1 + i %% 4], kind,
        jsonb_build_object('n', i),
        CASE WHEN kind <> 'enqueued' THEN 'worker-' || (i %% 3) END,
        CASE WHEN kind = 'running'
-            THEN now() + CASE WHEN i %% 60 = 0 THEN interval '-1 minute' ELSE interval '30 seconds' END END,
+            THEN now() + CASE WHEN i %% 60 = 0 THEN interval '-1 minute' ELSE interval '1 hour' END END,
        CASE WHEN kind = 'enqueued' THEN 0 ELSE 1 END, CASE WHEN kind = 'enqueued' THEN 0 ELSE 1 END,
        now() - interval '1 second' * (i %% 600), now() - interval '1 second' * (i %% 600), now(),
        CASE WHEN kind <> 'enqueued' THEN now() - interval '1 second' * (i %% 300) END
@@ -64,8 +68,55 @@ SEED_WORKERS = """
 INSERT INTO {schema}.workers (worker_id, hostname, pid, workflows, concurrency)
 SELECT 'worker-' || i, 'host-' || i, 100 + i, %(names)s::text[], 16 FROM generate_series(0, 2) AS i
 """
+# Ranges for every id the seed hands out (the history is partitioned by id range, issue 22): a
+# running engine's workers create them a few ranges ahead as the ids grow; the seed jumps.
+RANGE_SIZE = "SELECT range_size FROM {schema}.history_settings"
+RANGES_AHEAD = "SELECT {schema}.ensure_partitions(%s)"
+MAX_AHEAD = 50  # ensure_partitions' own limit
 ANALYZE = "ANALYZE {schema}.workflow_executions, {schema}.workflow_waits, {schema}.workers, {schema}.execution_counts"
-VACUUM = "VACUUM (ANALYZE) {schema}.workflow_executions"
+VACUUM = "VACUUM (ANALYZE) {schema}.workflow_executions, {schema}.execution_counts"
+# What every worker does about once a minute: the counters of old id blocks folded into one row
+# per (workflow, status) (issue 22), so the seeded history is counted as a running engine's is.
+FOLD_COUNTS = "SELECT {schema}.fold_finished_counts(64)"
+# And the dashboard's activity of the closed minutes (issue 22), as every worker records it
+# about once a minute: a refresh reads live only what happened since.
+FOLD_ACTIVITY = "SELECT {schema}.fold_activity(60, 60, 1440)"
+
+
+# The seeded workers beat while the refreshes are timed, as running workers do (every lease/3):
+# otherwise they are dead 30 s after the seed, and the dashboard would time "no live worker
+# serves any workflow" (issue 22).
+HEARTBEAT = "UPDATE {schema}.workers SET last_heartbeat = now()"
+BEAT_EVERY_S = 5.0
+
+
+@contextmanager
+def beating(dsn: str) -> Iterator[None]:
+    """Keep the seeded workers' heartbeats fresh (a thread) for the duration of the block."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            while True:
+                conn.execute(render(HEARTBEAT, SCHEMA))
+                if stop.wait(BEAT_EVERY_S):
+                    return
+
+    thread = threading.Thread(target=beat, name="bench-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+# The free-text filter walks the history until a page is full (none matches here: all of
+# it), 2-4 s at 1M finished and ~10x that at 10M: timed 3 times, not 30, and never part of a
+# dashboard refresh.
+FEW_SAMPLES = {"list_executions[text]"}
+# Each query on its own may take that long (the free-text filter at 10M: ~40 s on a slow day).
+QUERY_TIMEOUT_MS = 300_000
 
 
 def seed(dsn: str, *, finished: int, live: int, spread_hours: float) -> float:
@@ -73,10 +124,14 @@ def seed(dsn: str, *, finished: int, live: int, spread_hours: float) -> float:
     started = time.monotonic()
     params = {"names": NAMES, "spread": f"{spread_hours} hours"}
     with psycopg.connect(dsn, autocommit=True) as conn:
+        size = conn.execute(render(RANGE_SIZE, SCHEMA)).fetchone()[0]
+        conn.execute(render(RANGES_AHEAD, SCHEMA), (min(MAX_AHEAD, -(-(finished + live) // size) + 1),))
         conn.execute(render(SEED_FINISHED, SCHEMA), {**params, "n": finished})
         conn.execute(render(SEED_LIVE, SCHEMA), {**params, "n": live})
         conn.execute(render(SEED_WAITS, SCHEMA))
         conn.execute(render(SEED_WORKERS, SCHEMA), params)
+        conn.execute(render(FOLD_COUNTS, SCHEMA))
+        conn.execute(render(FOLD_ACTIVITY, SCHEMA))
         # As autovacuum leaves a table at rest: visibility map set, statistics current.
         conn.execute(render(VACUUM, SCHEMA))
         conn.execute(render(ANALYZE, SCHEMA))
@@ -99,11 +154,11 @@ def run_console(
     reason = reader_available()
     if reason:
         raise RuntimeError(reason)
-    from kestrel_console.read import Reader
+    from kestrel_console.read import SET_SESSION, Reader
 
     with fresh_database(admin) as dsn:
         seed_s = seed(dsn, finished=finished, live=live, spread_hours=spread_hours)
-        with Reader(dsn) as reader:
+        with beating(dsn), Reader(dsn) as reader:
             for _ in range(5):
                 reader.dashboard()
             times = []
@@ -113,13 +168,16 @@ def run_console(
                 times.append(time.perf_counter() - t)
             statements = reader.refresh_statements()
         per_query: dict[str, Any] = {}
-        with psycopg.connect(dsn, autocommit=True, prepare_threshold=None) as conn:
+        with beating(dsn), psycopg.connect(dsn, autocommit=True, prepare_threshold=None) as conn:
+            # the Reader's own session settings (no JIT, no parallel workers, read-only)
+            conn.execute(SET_SESSION, {"timeout": f"{QUERY_TIMEOUT_MS}ms"})
             for key, (statement, params) in statements.items():
                 query = render(statement, SCHEMA)
-                for _ in range(3):
+                few = key in FEW_SAMPLES
+                for _ in range(1 if few else 3):
                     conn.execute(query, params).fetchall()
                 q_times = []
-                for _ in range(query_samples):
+                for _ in range(min(query_samples, 3) if few else query_samples):
                     t = time.perf_counter()
                     conn.execute(query, params).fetchall()
                     q_times.append(time.perf_counter() - t)

@@ -64,11 +64,22 @@ def server_version(dsn: str) -> str:
 
 
 def server_settings(dsn: str) -> dict[str, str]:
-    """The settings that decide commit cost, for the results file."""
+    """The settings that decide commit cost and dead-row cleanup, for the results file."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         rows = conn.execute(
             "SELECT name, setting FROM pg_settings WHERE name = ANY(%s)",
-            (["synchronous_commit", "fsync", "wal_sync_method", "commit_delay", "shared_buffers", "max_connections"],),
+            (
+                [
+                    "synchronous_commit",
+                    "fsync",
+                    "wal_sync_method",
+                    "commit_delay",
+                    "shared_buffers",
+                    "max_connections",
+                    "autovacuum",
+                    "autovacuum_naptime",
+                ],
+            ),
         ).fetchall()
     return dict(rows)
 

@@ -8,8 +8,10 @@ throughput benchmark's "fed by single enqueues" row is the end-to-end figure). A
 version enqueued the bench's own workflow with a one-hour delay: then every wake-up made
 each worker's claim walk the whole delayed backlog, which measured the claim, not the enqueue.
 
-Each source runs for ``seconds``, the sources alternated ``rounds`` times, and every ratio is
-of means taken in this one run:
+Each source runs for ``seconds``, the sources alternated ``rounds`` times; a ratio is the
+median of the rounds' ratios, each of two sources measured one after the other in this run: on
+a shared machine the load drifts over a run, and a ratio of means taken over seconds apart
+swung from 0.6x to 1.0x between two runs of the same code.
 - plain INSERT: each thread (or asyncio task) its own autocommit connection, one
   ``INSERT ... VALUES`` of the same row into a copy of ``workflow_executions`` (same columns,
   defaults and indexes; no trigger, no NOTIFY): what Postgres does for one row per commit;
@@ -22,6 +24,7 @@ of means taken in this one run:
 from __future__ import annotations
 
 import asyncio
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -31,7 +34,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from kestrel_core import AsyncKestrel, Kestrel
-from kestrel_core.db.statements import render
+from kestrel_core.db import render
 
 from .databases import fresh_database
 from .procs import kestrel_worker, stop_all, wait_registered
@@ -122,6 +125,11 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
+def _paired(runs: list[float], plain: list[float]) -> float:
+    """The median of the rounds' ratios ``runs[i] / plain[i]``."""
+    return statistics.median(r / p for r, p in zip(runs, plain)) if plain else float("nan")
+
+
 def run_ingest(
     admin: str,
     *,
@@ -200,11 +208,11 @@ def _row(source: str, runs: dict[str, list[float]], rows_per_batch: float) -> di
         "source": source,
         "plain_per_s": round(plain),
         "kestrel_per_s": round(_mean(runs["kestrel"])),
-        "kestrel_vs_plain": round(_mean(runs["kestrel"]) / plain, 2),
+        "kestrel_vs_plain": round(_paired(runs["kestrel"], runs["plain"]), 2),
         "rows_per_batch": round(rows_per_batch, 1),
         "runs": {k: [round(v) for v in vs] for k, vs in runs.items()},
     }
     if runs.get("per_call"):
         out["per_call_per_s"] = round(_mean(runs["per_call"]))
-        out["per_call_vs_plain"] = round(_mean(runs["per_call"]) / plain, 2)
+        out["per_call_vs_plain"] = round(_paired(runs["per_call"], runs["plain"]), 2)
     return out

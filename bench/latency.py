@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from kestrel_core import Kestrel
-from kestrel_core.db.statements import render
+from kestrel_core.db import render
 
 from .databases import fresh_database
 from .procs import kestrel_worker, stop_all, wait_registered

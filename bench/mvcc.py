@@ -30,10 +30,10 @@ from typing import Any
 
 import psycopg
 
-from kestrel_core.db.statements import render
-from kestrel_core.dispatch import enqueue as engine_enqueue
+from kestrel_core.db import render
+from kestrel_core.dispatch import enqueue_many, ensure_partitions
 
-from .databases import fresh_database
+from .databases import fresh_database, server_settings
 from .procs import Proc, kestrel_worker, stop_all, wait_registered
 from .report import ratio, table
 from .throughput import SCHEMA, warm_up
@@ -47,11 +47,14 @@ SELECT (SELECT count(*) FROM {schema}.workflow_executions WHERE status = 'enqueu
      + (SELECT count(*) FROM {schema}.workflow_executions WHERE status = 'running')
 """
 COMMITS = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
-# Per table of the schema: heap + TOAST + indexes, dead tuples, cumulative row writes, indexes.
+# Per table of the schema: heap + TOAST + indexes, dead tuples, cumulative row writes, indexes,
+# and the table it is a partition of (itself when not one: a partition's figures count under its
+# table; a dropped partition takes its counters with it, so deltas are taken per partition).
 TABLES = """
 SELECT c.relname, pg_total_relation_size(c.oid), coalesce(s.n_dead_tup, 0),
        coalesce(s.n_tup_ins, 0), coalesce(s.n_tup_upd, 0), coalesce(s.n_tup_hot_upd, 0),
-       coalesce(s.n_tup_del, 0), (SELECT count(*) FROM pg_index i WHERE i.indrelid = c.oid)
+       coalesce(s.n_tup_del, 0), (SELECT count(*) FROM pg_index i WHERE i.indrelid = c.oid),
+       coalesce(pg_partition_root(c.oid), c.oid)::regclass::text
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
   LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
  WHERE n.nspname = %(schema)s AND c.relkind = 'r'
@@ -90,6 +93,7 @@ SELECT p.relname, count(*) FILTER (WHERE i.tids IS NULL) + coalesce(sum(cardinal
  GROUP BY p.relname
 """
 MIB = 1024.0 * 1024.0
+PLATEAU_GROWTH = 0.05
 
 
 @dataclass
@@ -101,6 +105,7 @@ class Sample:
     finished: int
     commits: int
     tables: dict[str, tuple[int, int, int, int, int, int, int]]  # size, dead, ins, upd, hot, del, indexes
+    roots: dict[str, str]  # table or partition -> the table it belongs to (schema-qualified or not)
     indexes: dict[str, int]
     database_bytes: int
 
@@ -137,9 +142,7 @@ class Feeder:
                     missing = self.backlog - live
                     while missing > 0 and not self._stop.is_set():
                         k = min(missing, FEED_BATCH)
-                        engine_enqueue.enqueue_many(
-                            conn, SCHEMA, self.workflow, [{"i": self.inserted + i} for i in range(k)]
-                        )
+                        enqueue_many(conn, SCHEMA, self.workflow, [{"i": self.inserted + i} for i in range(k)])
                         self.inserted += k
                         missing -= k
                     self._stop.wait(FEED_POLL_S)
@@ -150,14 +153,18 @@ class Feeder:
 def sample(conn: psycopg.Connection, phase: str, feeder: Feeder) -> Sample:
     """Read every counter the report needs (one round trip each, autocommit)."""
     conn.execute(CLEAR_STATS)
-    tables = {r[0]: tuple(int(v) for v in r[1:]) for r in conn.execute(TABLES, {"schema": SCHEMA})}
-    indexes = {r[0]: int(r[1]) for r in conn.execute(INDEXES, {"schema": SCHEMA})}
+    # A partition retention dropped between the catalog read and its size has a NULL size.
+    rows = [r for r in conn.execute(TABLES, {"schema": SCHEMA}).fetchall() if None not in r[1:8]]
+    tables = {r[0]: tuple(int(v) for v in r[1:8]) for r in rows}
+    roots = {r[0]: r[8].rpartition(".")[2] for r in rows}
+    indexes = {r[0]: int(r[1]) for r in conn.execute(INDEXES, {"schema": SCHEMA}) if r[1] is not None}
     return Sample(
         time.monotonic(),
         phase,
         feeder.finished,
         int(conn.execute(COMMITS).fetchone()[0]),
         tables,
+        roots,
         indexes,
         int(conn.execute(DATABASE_SIZE).fetchone()[0]),
     )  # type: ignore[arg-type]
@@ -172,9 +179,12 @@ def interval_row(a: Sample, b: Sample, t0: float) -> dict[str, Any]:
         old = a.tables.get(name, (0, 0, 0, 0, 0, 0, nidx))
         d_ins, d_upd, d_hot = ins - old[2], u - old[3], h - old[4]
         entries += (d_ins + d_upd - d_hot) * nidx
-        if name == HOT_TABLE:
-            upd, hot, deleted = d_upd, d_hot, dels - old[5]
-    hot_table = b.tables.get(HOT_TABLE, (0, 0, 0, 0, 0, 0, 0))
+        if b.roots.get(name, name) == HOT_TABLE:
+            upd, hot, deleted = upd + d_upd, hot + d_hot, deleted + dels - old[5]
+    # Rows of the hot table's partitions dropped since the last sample: retention by partition.
+    dropped = [v for k, v in a.tables.items() if k not in b.tables and a.roots.get(k, k) == HOT_TABLE]
+    hot_parts = [v for k, v in b.tables.items() if b.roots.get(k, k) == HOT_TABLE]
+    hot_table = (sum(v[0] for v in hot_parts), sum(v[1] for v in hot_parts))
     return {
         "t_s": round(b.t - t0, 1),
         "phase": b.phase,
@@ -188,6 +198,8 @@ def interval_row(a: Sample, b: Sample, t0: float) -> dict[str, Any]:
         "hot_table_dead_tuples": hot_table[1],
         "hot_pct": round(100.0 * hot / upd, 1) if upd else None,
         "deleted": deleted,
+        "partitions": len(hot_parts),
+        "partitions_dropped": len(dropped),
         "index_entries_per_workflow": round(entries / done, 1) if done else None,
         "commits_per_workflow": round((b.commits - a.commits) / done, 2) if done else None,
         "indexes_mib": {k: round(v / MIB, 2) for k, v in b.indexes.items()},
@@ -196,10 +208,20 @@ def interval_row(a: Sample, b: Sample, t0: float) -> dict[str, Any]:
 
 @contextmanager
 def full_load(
-    admin: str, *, workers: int, concurrency: int, backlog: int, worker_args: dict[str, Any] | None = None
+    admin: str,
+    *,
+    workers: int,
+    concurrency: int,
+    backlog: int,
+    worker_args: dict[str, Any] | None = None,
+    setup: Callable[[psycopg.Connection], None] | None = None,
 ) -> Iterator[tuple[str, Feeder, list[Proc]]]:
-    """A fresh database, warmed workers and a running feeder; everything stopped on exit."""
+    """A fresh database (``setup`` run on it first), warmed workers and a running feeder;
+    everything stopped on exit."""
     with fresh_database(admin) as dsn:
+        if setup is not None:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                setup(conn)
         ids = [f"mvcc-w{i}" for i in range(workers)]
         procs = [kestrel_worker(dsn, worker_id=wid, concurrency=concurrency, **(worker_args or {})) for wid in ids]
         feeder = Feeder(dsn, backlog)
@@ -351,6 +373,7 @@ def run_mvcc(
     holder: list[psycopg.Connection] = []
     checks: list[bool] = []
     load_before = load_average()
+    autovacuum = autovacuum_on(admin, echo)
     with full_load(admin, workers=workers, concurrency=concurrency, backlog=backlog) as (dsn, feeder, procs):
 
         def holds_snapshot(conn: psycopg.Connection) -> bool:
@@ -406,6 +429,7 @@ def run_mvcc(
         "warmup_s": warmup,
         "baseline_s": baseline,
         "hold_s": hold,
+        "autovacuum": autovacuum,
         "held_to_the_end": checks == [True],
         "after_s": after,
         "interval_s": interval,
@@ -454,6 +478,42 @@ def release(holder: list[psycopg.Connection]) -> None:
             conn.close()
 
 
+# The soak's history ranges (issue 22): a size the retention spans several of, and the ids moved
+# past the ranges migrate made at the default size (a fresh database: they are empty, and
+# retention drops them a minute later), so every range the run fills has the soak's size.
+RANGE_SIZE = "UPDATE {schema}.history_settings SET range_size = %s"
+PAST_THE_RANGES = """
+SELECT setval(pg_get_serial_sequence('{schema}.workflow_executions', 'id'),
+              (SELECT max(hi) FROM {schema}.history_partitions), false)
+"""
+SOAK_RANGE_SIZE = 100_000
+
+
+def sized_ranges(range_size: int) -> Callable[[psycopg.Connection], None]:
+    """``full_load``'s setup: history ranges of ``range_size`` ids from the first enqueue on."""
+
+    def setup(conn: psycopg.Connection) -> None:
+        conn.execute(render(RANGE_SIZE, SCHEMA), (range_size,))
+        conn.execute(render(PAST_THE_RANGES, SCHEMA))
+        ensure_partitions(conn, SCHEMA)
+
+    return setup
+
+
+NO_AUTOVACUUM = (
+    "warning: autovacuum is off on this server (see pg_settings' sourcefile): dead rows are never "
+    "cleaned up here, so sizes and dead tuples do not show what a production server would"
+)
+
+
+def autovacuum_on(admin: str, echo: Callable[[str], None]) -> bool:
+    """Whether the server runs autovacuum; says so in a warning line when it does not."""
+    on = server_settings(admin)["autovacuum"] == "on"
+    if not on:
+        echo(NO_AUTOVACUUM)
+    return on
+
+
 def run_soak(
     admin: str,
     *,
@@ -465,12 +525,21 @@ def run_soak(
     prune_every: float = 10.0,
     interval: float = 60.0,
     window: float = 300.0,
+    range_size: int = SOAK_RANGE_SIZE,
     echo: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Full load with retention on for ``minutes``: rate and size per interval, first vs last window."""
     load_before = load_average()
+    autovacuum = autovacuum_on(admin, echo)
     worker_args = {"prune_older_than": retention, "prune_every": prune_every}
-    with full_load(admin, workers=workers, concurrency=concurrency, backlog=backlog, worker_args=worker_args) as (
+    with full_load(
+        admin,
+        workers=workers,
+        concurrency=concurrency,
+        backlog=backlog,
+        worker_args=worker_args,
+        setup=sized_ranges(range_size),
+    ) as (
         dsn,
         feeder,
         procs,
@@ -497,6 +566,8 @@ def run_soak(
         "backlog": backlog,
         "retention_s": retention,
         "prune_every_s": prune_every,
+        "range_size": range_size,
+        "autovacuum": autovacuum,
         "interval_s": interval,
         "window_s": round(window, 1),
         "load_average_before": load_before,
@@ -506,19 +577,49 @@ def run_soak(
         "intervals": rows,
     }
     result["ratio"] = ratio(result["last_wf_per_s"], result["first_wf_per_s"])
+    before_last = rows[len(rows) - len(last) - 1]["database_mib"] if len(last) < len(rows) else rows[0]["database_mib"]
+    result["last_window_growth_mib"] = round(rows[-1]["database_mib"] - before_last, 1)
+    # A plateau: the database's peak over the last third of the run is less than PLATEAU_GROWTH
+    # above its peak over the middle third. Peaks, not the end against the window's start:
+    # retention drops whole ranges, so the size saws up and down, and where in a tooth the run
+    # ends would decide.
+    third = max(1, len(rows) // 3)
+    middle, final = rows[-2 * third : -third] or rows[:1], rows[-third:]
+    result["peak_middle_third_mib"] = max(r["database_mib"] for r in middle)
+    result["peak_last_third_mib"] = max(r["database_mib"] for r in final)
+    result["peak_growth_mib"] = round(result["peak_last_third_mib"] - result["peak_middle_third_mib"], 1)
+    result["plateau"] = result["peak_growth_mib"] < PLATEAU_GROWTH * result["peak_last_third_mib"]
     echo(
         interval_table(
             f"Soak: {workers} worker(s) x concurrency {concurrency}, backlog {backlog:,}, "
-            f"retention {retention:.0f} s, {minutes:g} min",
+            f"retention {retention:.0f} s, history ranges of {range_size:,} ids, {minutes:g} min",
             rows,
         )
     )
     echo(
         table(
             "On-disk size per interval",
-            ["t s", "database MiB", "schema MiB", f"{HOT_TABLE} MiB"],
-            [[r["t_s"], r["database_mib"], r["schema_mib"], r["hot_table_mib"]] for r in rows],
+            ["t s", "database MiB", "schema MiB", f"{HOT_TABLE} MiB", "its partitions", "dropped", "rows deleted"],
+            [
+                [
+                    r["t_s"],
+                    r["database_mib"],
+                    r["schema_mib"],
+                    r["hot_table_mib"],
+                    r["partitions"],
+                    r["partitions_dropped"],
+                    r["deleted"],
+                ]
+                for r in rows
+            ],
         )
+    )
+    echo(
+        f"database size, peak of the last third of the run against the middle third: "
+        f"{result['peak_last_third_mib']:,.1f} / {result['peak_middle_third_mib']:,.1f} MiB, "
+        f"{result['peak_growth_mib']:+,.1f} MiB ({'a plateau' if result['plateau'] else 'still growing'}: "
+        f"plateau = under {PLATEAU_GROWTH:.0%} of its size); over the last {window:.0f} s: "
+        f"{result['last_window_growth_mib']:+,.1f} MiB"
     )
     echo(f"load average before {load_before}, after {result['load_average_after']}")
     echo(

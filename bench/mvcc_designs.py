@@ -81,20 +81,20 @@ INSERT INTO payloads (id, input) SELECT id, %(payload)s::jsonb FROM j
 TODAY_CLAIM = """
 WITH c AS (SELECT id FROM jobs WHERE status = 'enqueued' AND run_at <= now()
             ORDER BY priority DESC, run_at, id LIMIT %(n)s FOR UPDATE SKIP LOCKED)
-UPDATE jobs j SET status = 'running', owner_id = %(owner)s, lease_expires = now() + %(lease)s::interval,
+UPDATE jobs j SET status = 'running', owner_id = %(worker_id)s, lease_expires = now() + %(lease)s::interval,
        claim_epoch = j.claim_epoch + 1, updated_at = now()
   FROM c WHERE j.id = c.id RETURNING j.id, j.input
 """
 CURSOR_CLAIM = """
 WITH c AS (SELECT id FROM jobs WHERE status = 'enqueued' AND id > %(after)s
             ORDER BY id LIMIT %(n)s FOR UPDATE SKIP LOCKED)
-UPDATE jobs j SET status = 'running', owner_id = %(owner)s, lease_expires = now() + %(lease)s::interval,
+UPDATE jobs j SET status = 'running', owner_id = %(worker_id)s, lease_expires = now() + %(lease)s::interval,
        claim_epoch = j.claim_epoch + 1, updated_at = now()
   FROM c WHERE j.id = c.id RETURNING j.id, j.input
 """
 TODAY_HEARTBEAT = """
 UPDATE jobs SET lease_expires = now() + %(lease)s::interval
- WHERE owner_id = %(owner)s AND status = 'running'
+ WHERE owner_id = %(worker_id)s AND status = 'running'
 """
 TODAY_COMPLETE_ROW = """
 UPDATE jobs SET status = 'success', output = %(output)s::jsonb, finished_at = now(), updated_at = now(),
@@ -129,7 +129,7 @@ WITH c AS (DELETE FROM {ready} WHERE id IN (
                SELECT id FROM {ready} WHERE id > %(after)s ORDER BY id LIMIT %(n)s FOR UPDATE SKIP LOCKED)
            RETURNING id, workflow_name),
      r AS (INSERT INTO running (id, workflow_name, owner_id, lease_expires)
-           SELECT id, workflow_name, %(owner)s, now() + %(lease)s::interval FROM c RETURNING id)
+           SELECT id, workflow_name, %(worker_id)s, now() + %(lease)s::interval FROM c RETURNING id)
 SELECT r.id, i.input FROM r JOIN inputs i ON i.id = r.id
 """
 # By primary key (the worker knows what it holds): never an index walk over dead entries of
@@ -211,8 +211,8 @@ class Design:
                 return 0
             return self.hwm
 
-    def claim(self, conn: psycopg.Connection, owner: str, n: int) -> list[int]:
-        params: dict[str, Any] = {"n": n, "owner": owner, "lease": LEASE}
+    def claim(self, conn: psycopg.Connection, worker_id: str, n: int) -> list[int]:
+        params: dict[str, Any] = {"n": n, "worker_id": worker_id, "lease": LEASE}
         if self.shape == "today":
             after = self._after()
             stmt: Any = CURSOR_CLAIM if self.cursor else TODAY_CLAIM
@@ -243,9 +243,9 @@ class Design:
                 self.hwm = max(self.hwm, max(ids))
         return ids
 
-    def heartbeat(self, conn: psycopg.Connection, owner: str, ids: list[int]) -> None:
+    def heartbeat(self, conn: psycopg.Connection, worker_id: str, ids: list[int]) -> None:
         if self.shape == "today":
-            conn.execute(TODAY_HEARTBEAT, {"owner": owner, "lease": LEASE})
+            conn.execute(TODAY_HEARTBEAT, {"worker_id": worker_id, "lease": LEASE})
         else:
             conn.execute(HOT_HEARTBEAT, {"ids": ids, "lease": LEASE})
 
@@ -293,7 +293,7 @@ class Counters:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def _client(dsn: str, design: Design, owner: str, batch: int, stop: threading.Event, c: Counters) -> None:
+def _client(dsn: str, design: Design, worker_id: str, batch: int, stop: threading.Event, c: Counters) -> None:
     """Claim a batch, renew its lease, complete it; again, until stopped (each its own commit)."""
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -301,13 +301,13 @@ def _client(dsn: str, design: Design, owner: str, batch: int, stop: threading.Ev
             last_beat = time.monotonic()
             while not stop.is_set():
                 t = time.perf_counter()
-                ids = design.claim(conn, owner, batch)
+                ids = design.claim(conn, worker_id, batch)
                 dt = time.perf_counter() - t
                 if not ids:
                     stop.wait(0.005)
                     continue
                 if time.monotonic() - last_beat > 1.0:
-                    design.heartbeat(conn, owner, ids)
+                    design.heartbeat(conn, worker_id, ids)
                     last_beat = time.monotonic()
                 design.complete(conn, ids)
                 with c.lock:

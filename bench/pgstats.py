@@ -25,9 +25,13 @@ from typing import Any
 import psycopg
 
 COMMITS = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+# A partitioned table's rows are written in its partitions (migration 0022): summed under
+# the partitioned table's name.
 TABLE_WRITES = """
-SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del
-  FROM pg_stat_user_tables WHERE schemaname = %(schema)s
+SELECT (SELECT r.relname FROM pg_class r WHERE r.oid = coalesce(pg_partition_root(s.relid), s.relid)),
+       sum(n_tup_ins), sum(n_tup_upd), sum(n_tup_hot_upd), sum(n_tup_del)
+  FROM pg_stat_user_tables s WHERE schemaname = %(schema)s
+ GROUP BY 1
 """
 PRELOAD = "SELECT current_setting('shared_preload_libraries')"
 CREATE_EXTENSION = "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"

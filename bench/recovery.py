@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 
 from kestrel_core import Kestrel
-from kestrel_core.db.statements import render
+from kestrel_core.db import render
 
 from .databases import fresh_database
 from .procs import kestrel_worker, stop_all, wait_registered
@@ -27,26 +27,26 @@ from .workloads import HOLD
 SCHEMA = "kestrel"
 STEPS_RUNNING = """
 SELECT count(DISTINCT execution_id) FROM {schema}.step_attempts
- WHERE owner_id = %(owner)s AND step_id = 'hold' AND outcome = 'running'
+ WHERE owner_id = %(worker_id)s AND step_id = 'hold' AND outcome = 'running'
 """
 LEASE_LEFT = """
 SELECT extract(epoch FROM max(lease_expires))::float8, extract(epoch FROM min(lease_expires))::float8
-  FROM {schema}.workflow_executions WHERE owner_id = %(owner)s AND status = 'running'
+  FROM {schema}.workflow_executions WHERE owner_id = %(worker_id)s AND status = 'running'
 """
 RESUMED = """
 SELECT count(DISTINCT execution_id), extract(epoch FROM min(started_at))::float8,
        extract(epoch FROM max(started_at))::float8
-  FROM {schema}.step_attempts WHERE owner_id = %(owner)s AND step_id = 'hold'
+  FROM {schema}.step_attempts WHERE owner_id = %(worker_id)s AND step_id = 'hold'
 """
 
 
-def _wait_steps(conn: psycopg.Connection, owner: str, m: int, timeout: float, procs: list) -> None:
+def _wait_steps(conn: psycopg.Connection, worker_id: str, m: int, timeout: float, procs: list) -> None:
     deadline = time.monotonic() + timeout
-    while conn.execute(render(STEPS_RUNNING, SCHEMA), {"owner": owner}).fetchone()[0] < m:
+    while conn.execute(render(STEPS_RUNNING, SCHEMA), {"worker_id": worker_id}).fetchone()[0] < m:
         for p in procs:
             p.check_alive()
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{owner} did not start {m} steps within {timeout:.0f} s")
+            raise TimeoutError(f"{worker_id} did not start {m} steps within {timeout:.0f} s")
         time.sleep(0.02)
 
 
@@ -69,11 +69,11 @@ def run_recovery(
                 wait_registered(dsn, [b], ["rescuer"])
                 # A random point of the heartbeat cycle, so the lease left at the kill is too.
                 time.sleep(random.uniform(0, lease / 3))
-                lease_max, _lease_min = conn.execute(render(LEASE_LEFT, SCHEMA), {"owner": "victim"}).fetchone()
+                lease_max, _lease_min = conn.execute(render(LEASE_LEFT, SCHEMA), {"worker_id": "victim"}).fetchone()
                 t_kill = time.time()
                 a.kill()
                 _wait_steps(conn, "rescuer", m, timeout or (lease + 30), [b])
-                n, first, last = conn.execute(render(RESUMED, SCHEMA), {"owner": "rescuer"}).fetchone()
+                n, first, last = conn.execute(render(RESUMED, SCHEMA), {"worker_id": "rescuer"}).fetchone()
         finally:
             for p in procs:
                 p.kill()

@@ -16,8 +16,8 @@ from typing import Any
 import psycopg
 
 from kestrel_core import Kestrel
-from kestrel_core.db.statements import render
-from kestrel_core.dispatch import enqueue as engine_enqueue
+from kestrel_core.db import render
+from kestrel_core.dispatch import enqueue_many
 
 from . import pgstats
 from .cpu import CpuMeter
@@ -57,7 +57,7 @@ def enqueue_in_one_transaction(
     ids: list[int] = []
     with conn.transaction():
         for start in range(0, n, batch):
-            ids += engine_enqueue.enqueue_many(conn, SCHEMA, name, list(range(start, min(n, start + batch))))
+            ids += enqueue_many(conn, SCHEMA, name, list(range(start, min(n, start + batch))))
         if analyze:
             conn.execute(render(ANALYZE, SCHEMA))
         t0 = time.time()

@@ -1,5 +1,6 @@
-"""How values read as text, for the CLI's tables and the TUI's screens alike: durations, times,
-counts, statuses, JSON on one line or pretty, and the cells of rows from the database.
+"""How values read as text, for the CLI's tables and the TUI's screens alike: times, counts,
+statuses, JSON on one line or pretty, and the cells of rows from the database (durations: the
+one ``humanize.duration``, whose options each caller picks).
 
 One formatter, two outputs: what differs between a CLI table and a TUI result table (how NULL,
 booleans, times and intervals read, whether a column's name says it is a status or a duration)
@@ -34,17 +35,7 @@ from .safe_text import json_safe, visible
 STATUS_STYLES = style.STATUS_STYLES  # one palette for the CLI and the TUI (style.py)
 SYNTAX_THEME = "monokai"
 
-# -- durations, times, counts, statuses ------------------------------------------------------
-
-
-def human_duration(seconds: float | timedelta | None) -> str:
-    """'350 ms', '1.2 s', '42 s', '3 m 04 s', '2 h 05 m', '3 d 04 h'; '' for None."""
-    return duration(seconds)
-
-
-def seconds(value: float | None) -> str:
-    """A duration in the fewest characters that stay readable: 850ms, 42s, 3m04s, 2h05m, 3d04h."""
-    return "" if value is None else duration(max(value, 0.0), compact=True)
+# -- times, counts, statuses ------------------------------------------------------------------
 
 
 def short_time(value: datetime) -> str:
@@ -174,7 +165,7 @@ TABLE = CellFormat(
     true="yes",
     false="no",
     timestamp=short_time,
-    interval=human_duration,
+    interval=duration,
     json_style="dim cyan",
     status_columns=frozenset({"status", "outcome", "decision", "from_status"}),
     duration_suffix="_s",
@@ -196,7 +187,7 @@ def cell(value: Any, how: CellFormat, *, column: str = "", limit: int = 80) -> T
     if isinstance(value, timedelta):
         return how.interval(value)
     if how.duration_suffix and column.endswith(how.duration_suffix) and isinstance(value, (int, float, Decimal)):
-        return human_duration(float(value))
+        return duration(float(value))
     if isinstance(value, datetime):
         return how.timestamp(value)
     if isinstance(value, (dict, list)):

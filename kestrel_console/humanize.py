@@ -1,4 +1,5 @@
-"""Durations for people: one formatter for the CLI tables, the TUI columns and sentences."""
+"""Durations for people: one formatter (``duration``) for the CLI tables, the TUI columns and
+sentences."""
 
 from __future__ import annotations
 
@@ -6,17 +7,28 @@ import math
 from datetime import timedelta
 
 
-def duration(value: float | timedelta | None, *, compact: bool = False, subsecond: bool = True) -> str:
-    """'350 ms', '1.2 s', '42 s', '3 m 04 s', '2 h 05 m', '3 d 04 h'; '' for None.
+def duration(
+    value: float | timedelta | None,
+    *,
+    compact: bool = False,
+    subsecond: bool = True,
+    clamp: bool = False,
+    missing: str = "",
+) -> str:
+    """'350 ms', '1.2 s', '42 s', '3 m 04 s', '2 h 05 m', '3 d 04 h'; ``missing`` ('') for None.
 
-    ``compact`` drops the spaces ('3m04s', for narrow columns); ``subsecond=False`` rounds to
-    whole seconds (for sentences). Negative values keep their sign.
+    The one duration formatter of the console; each caller picks its options:
+    ``compact`` drops the spaces ('3m04s', the TUI's narrow columns); ``subsecond=False`` rounds
+    to whole seconds (sentences); ``clamp`` shows a negative value as 0 (an age or a wait that
+    the clocks made slightly negative), else negative values keep their sign.
     """
     if value is None:
-        return ""
+        return missing
     if isinstance(value, timedelta):
         value = value.total_seconds()
     value = float(value)
+    if clamp and value < 0:
+        value = 0.0
     if not math.isfinite(value):  # an ad-hoc query's *_s column may hold 'NaN' or 'Infinity'
         return str(value)
     sign, value = ("-" if value < 0 else ""), abs(value)

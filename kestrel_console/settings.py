@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kestrel_core import Kestrel, default_operator
-from kestrel_core.db.connection import resolve_dsn
-from kestrel_core.db.statements import check_schema_name
+from kestrel_core.db import check_schema_name, resolve_dsn
 
 # The TUI's refresh interval in seconds until `+`/`-` change it.
 DEFAULT_REFRESH = 2.0

@@ -1,7 +1,11 @@
 """Kestrel: durable workflows with PostgreSQL as the only orchestrator.
 
-This module is the engine's public surface: import from ``kestrel_core`` (its ``__all__``), not
-from the packages below it, whose modules may move. The packages, bottom first; each imports
+This module is the engine's public surface for its users: import from ``kestrel_core`` (its ``__all__``), not
+from the packages below it, whose modules may move. The front ends (kestrel_console, bench) may
+also use what each package declares in its own ``__all__`` (``from kestrel_core.db import
+connect``), never a module behind it; the engine's modules import each other's modules
+directly, never those re-exports, so no import goes round through a package
+(tests/test_architecture.py checks both). The packages, bottom first; each imports
 only packages before it (each package's docstring says which; tests/test_architecture.py checks):
 
 - ``base``: the exceptions, JSON checks, the backoff policy;
@@ -15,7 +19,7 @@ only packages before it (each package's docstring says which; tests/test_archite
 - ``api``: ``Kestrel`` and ``AsyncKestrel``.
 """
 
-from kestrel_core.admin.execution import STATUSES, TERMINAL_STATUSES, Execution
+from kestrel_core.admin.execution import Execution
 from kestrel_core.admin.identity import default_operator
 from kestrel_core.admin.schedules import Schedule
 from kestrel_core.api.app import Kestrel, Workflow
@@ -35,11 +39,13 @@ from kestrel_core.base.errors import (
     StepFailed,
 )
 from kestrel_core.base.masking import first_line, mask_dsn
+from kestrel_core.base.statuses import LIVE_STATUSES, STATUSES, TERMINAL_STATUSES
 from kestrel_core.dispatch.enqueue import MAX_DELAY, EnqueueFailed
 from kestrel_core.durable.children import ChildHandle
 from kestrel_core.durable.events import Event
 
 __all__ = [
+    "LIVE_STATUSES",
     "MAX_DELAY",
     "STATUSES",
     "TERMINAL_STATUSES",

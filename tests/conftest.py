@@ -10,6 +10,8 @@ costs ~2 s, copying what creating an empty database costs).
 from __future__ import annotations
 
 import os
+import queue
+import threading
 import uuid
 from collections.abc import Iterator
 
@@ -19,11 +21,12 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from kestrel_core import Kestrel
+from tests.file_order import longest_files_first
 
 ADMIN_DSN = os.environ.get("KESTREL_TEST_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=postgres")
 KESTREL_TABLES = (
     "operator_actions, step_attempts, workflow_waits, operation_outputs, workflow_executions, workers,"
-    " queues, schedules, workflow_events, executions_ready"
+    " queues, schedules, workflow_events, executions_ready, activity_minutes, execution_keys"
 )
 
 
@@ -68,6 +71,42 @@ def drop_database(dsn: str) -> None:
         conn.execute(DROP_DATABASE.format(sql.Identifier(conninfo_to_dict(dsn)["dbname"])))
 
 
+class _LaterDrops:
+    """Drops the test modules' databases on a thread of its own. DROP DATABASE waits for a
+    checkpoint (0.5-2.5 s on a busy server): the next test module need not wait for it.
+    ``wait()`` at the end of the session: every database is gone when the run ends."""
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+
+    def add(self, dsn: str) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="drop-test-databases", daemon=True)
+            self._thread.start()
+        self._queue.put(dsn)
+
+    def _run(self) -> None:
+        while (dsn := self._queue.get()) is not None:
+            try:
+                drop_database(dsn)
+            except psycopg.Error as exc:  # pragma: no cover - the server went away
+                print(f"could not drop the test database of {dsn}: {exc}")
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+
+_later_drops = _LaterDrops()
+
+
+def pytest_sessionfinish() -> None:
+    _later_drops.wait()
+
+
 @pytest.fixture(scope="module")
 def database() -> Iterator[str]:
     """A fresh database for this test module (DSN), dropped afterwards."""
@@ -75,7 +114,7 @@ def database() -> Iterator[str]:
     try:
         yield dsn
     finally:
-        drop_database(dsn)
+        _later_drops.add(dsn)
 
 
 # This run's template database, named by the controlling process (pytest_configure) and found
@@ -86,6 +125,10 @@ TEMPLATE_VARIABLE = "KESTREL_TEST_TEMPLATE"
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the controller (or the only process, with -n 0)
         os.environ[TEMPLATE_VARIABLE] = f"kestrel_tpl_{uuid.uuid4().hex[:12]}"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    longest_files_first(items)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -131,16 +174,18 @@ def migrated(template_database: str) -> Iterator[str]:
     try:
         yield dsn
     finally:
-        drop_database(dsn)
+        _later_drops.add(dsn)
 
 
 @pytest.fixture
 def dsn(migrated: str) -> Iterator[str]:
-    """DSN of a migrated database whose Kestrel tables are empty when the test starts."""
+    """DSN of a migrated database whose Kestrel tables are empty when the test starts, its ids
+    restarted from 1 and the history's ranges from id 0 in place (a test may have dropped some)."""
     with psycopg.connect(migrated, autocommit=True) as conn:
         conn.execute(
             f"TRUNCATE {', '.join('kestrel.' + t.strip() for t in KESTREL_TABLES.split(','))} RESTART IDENTITY CASCADE"
         )
+        conn.execute("SELECT kestrel.ensure_partitions()")
     yield migrated
 
 

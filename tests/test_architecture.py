@@ -1,7 +1,8 @@
 """The shape of the code base: no import circles, the engine independent of the console, small
 modules, the engine's tests independent of the console (issue 11); layers with no upward edge,
-the layer rules the engine's docstrings state, and the engine's public surface for the console
-and bench, with today's uses of internals as a shrinking allowlist (issue 19).
+the layer rules the engine's docstrings state, and the engine's declared surface for the
+console and bench: kestrel_core's names and each package's __all__, no module behind them
+(issue 19).
 
 The graph grouped by layer: ``.venv/bin/python -m tests.test_architecture`` (or
 ``pytest -s tests/test_architecture.py -k prints``).
@@ -15,6 +16,7 @@ hid); the packages are acyclic even counting them, so they stay that way.
 from __future__ import annotations
 
 import ast
+import importlib
 import sys
 from pathlib import Path
 
@@ -342,114 +344,115 @@ def test_prints_the_import_graph_by_layer() -> None:
 
 
 # -- the engine's public surface (issue 19) ------------------------------------------------------
-# The console and bench use `kestrel_core`'s own names (its __all__). Today they also reach into
-# these internal modules: the list may only shrink. Remove a line when its import goes away
-# (the test says so); an import of another internal module fails until it goes through the
-# public names instead.
-PUBLIC = set(kestrel_core.__all__)
-KNOWN_INTERNAL_IMPORTS: dict[str, set[str]] = {
-    "kestrel_console.adhoc.reader": {"kestrel_core.db.roles"},
-    "kestrel_console.cli": {"kestrel_core.db.statements"},
-    "kestrel_console.cli.engine_commands": {
-        "kestrel_core.db.connection",
-        "kestrel_core.db.roles",
-        "kestrel_core.base.serialization",
-    },
-    "kestrel_console.cli.errors": {"kestrel_core.engine.supervised"},
-    "kestrel_console.cli.options": {"kestrel_core.admin.actions"},
-    "kestrel_console.cli.prune_command": {"kestrel_core.admin.prune"},
-    "kestrel_console.cli.read_commands": {"kestrel_core.db.connection", "kestrel_core.admin.execution"},
-    "kestrel_console.cli.roles_command": {"kestrel_core.db.connection", "kestrel_core.db.roles"},
-    "kestrel_console.cli.schedule_commands": {"kestrel_core.admin.cron", "kestrel_core.admin.schedules"},
-    "kestrel_console.cli.worker_command": {
-        "kestrel_core.admin.prune",
-        "kestrel_core.engine.supervised",
-        "kestrel_core.engine.supervisor",
-    },
-    "kestrel_console.demo.bot": {"kestrel_core.db.statements"},
-    "kestrel_console.demo.database": {"kestrel_core.db.connection", "kestrel_core.db.roles"},
-    "kestrel_console.demo.events": {"kestrel_core.db.statements"},
-    "kestrel_console.demo.runner": {"kestrel_core.db.statements", "kestrel_core.engine.worker"},
-    "kestrel_console.read.executions": {"kestrel_core.admin.execution"},
-    "kestrel_console.read.overview": {"kestrel_core.admin.execution"},
-    "kestrel_console.read.reader": {"kestrel_core.admin.execution"},
-    "kestrel_console.read.session": {
-        "kestrel_core.db.connection",
-        "kestrel_core.db.migrate",
-        "kestrel_core.db.statements",
-    },
-    "kestrel_console.settings": {"kestrel_core.db.connection", "kestrel_core.db.statements"},
-    "kestrel_console.tui.adhoc_session": {"kestrel_core.db.connection"},
-    "kestrel_console.tui.header": {"kestrel_core.db.connection"},
-    "bench.ceiling": {"kestrel_core.durable.boundary", "kestrel_core.dispatch.claim", "kestrel_core.db.statements"},
-    "bench.console": {"kestrel_core.db.statements"},
-    "bench.ingest": {"kestrel_core.db.statements"},
-    "bench.latency": {"kestrel_core.db.statements"},
-    "bench.mvcc": {"kestrel_core.dispatch.enqueue", "kestrel_core.db.statements"},
-    "bench.recovery": {"kestrel_core.db.statements"},
-    "bench.throughput": {"kestrel_core.dispatch.enqueue", "kestrel_core.db.statements"},
-}
+# The front ends (the console, bench) use what the engine declares: kestrel_core's own names and
+# each package's __all__ (``from kestrel_core.db import connect``), psycopg/Textual style. The
+# modules behind a package are the engine's own: a front end that imports one, or a name its
+# package does not declare, fails here. Inside the engine it is the other way round: modules
+# import modules (``from kestrel_core.db.statements import render``), never a package's
+# re-exports, so that loading a package __init__ (which imports its modules) never goes round
+# through a module of its own that is still loading.
+FRONT_ENDS = ("kestrel_console", "bench")
 
 
-def _core_imports(path: Path) -> set[str]:
-    """What ``path`` takes from kestrel_core beyond its public names: internal modules (or
-    packages), and ``kestrel_core:Name`` for a name the package does not export."""
+def declared() -> dict[str, set[str]]:
+    """What the front ends may import: ``kestrel_core`` and each of its packages, by __all__."""
+    surface = {"kestrel_core": set(kestrel_core.__all__)}
+    for name in CORE_PACKAGES:
+        package = importlib.import_module(f"kestrel_core.{name}")
+        surface[package.__name__] = set(getattr(package, "__all__", ()))
+    return surface
+
+
+def _is_module(name: str) -> bool:
+    where = ROOT.joinpath(*name.split("."))
+    return where.with_suffix(".py").exists() or where.is_dir()
+
+
+def _core_imports(path: Path, surface: dict[str, set[str]]) -> set[str]:
+    """What ``path`` takes from kestrel_core beyond the declared surface: a module
+    (``kestrel_core.db.roles``), or ``package:Name`` for a name that package does not declare."""
     found: set[str] = set()
-
-    def is_module(name: str) -> bool:
-        where = ROOT.joinpath(*name.split("."))
-        return where.with_suffix(".py").exists() or where.is_dir()
-
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.startswith("kestrel_core.")}
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
             if node.module != "kestrel_core" and not node.module.startswith("kestrel_core."):
                 continue
+            if node.module not in surface:  # kestrel_core.<package>.<module>
+                found.add(node.module)
+                continue
             for alias in node.names:
-                if is_module(f"{node.module}.{alias.name}"):
-                    found.add(f"{node.module}.{alias.name}")
-                elif node.module != "kestrel_core":
-                    found.add(node.module)
-                elif alias.name not in PUBLIC:
-                    found.add(f"kestrel_core:{alias.name}")
+                if alias.name not in surface[node.module]:
+                    found.add(f"{node.module}:{alias.name}")
     return found
 
 
-def _internal_imports() -> dict[str, set[str]]:
+def _front_end_imports(surface: dict[str, set[str]]) -> dict[str, set[str]]:
     users = {name: path for name, path in _modules().items() if name.startswith("kestrel_console")}
     for path in (ROOT / "bench").rglob("*.py"):
         users[".".join(path.relative_to(ROOT).with_suffix("").parts)] = path
-    return {name: used for name, path in users.items() if (used := _core_imports(path))}
+    assert {u.split(".")[0] for u in users} == set(FRONT_ENDS)
+    return {name: used for name, path in users.items() if (used := _core_imports(path, surface))}
 
 
-def test_the_console_and_bench_add_no_import_of_engine_internals() -> None:
-    actual = _internal_imports()
-    new = {m: sorted(used - KNOWN_INTERNAL_IMPORTS.get(m, set())) for m, used in actual.items()}
-    assert {m: u for m, u in new.items() if u} == {}, (
-        "use kestrel_core's public names (kestrel_core.__all__), or export what is needed there"
+def test_the_front_ends_use_only_the_declared_surface() -> None:
+    assert _front_end_imports(declared()) == {}, (
+        "import kestrel_core's names, or a name a package declares in its __all__ (add it there "
+        "when a front end needs it), never a module of the engine"
     )
 
 
-def test_the_allowlist_of_internal_imports_only_shrinks() -> None:
-    actual = _internal_imports()
-    gone = {m: sorted(used - actual.get(m, set())) for m, used in KNOWN_INTERNAL_IMPORTS.items()}
-    assert {m: u for m, u in gone.items() if u} == {}, "no longer imported: remove from KNOWN_INTERNAL_IMPORTS"
+def test_every_package_declares_its_surface() -> None:
+    surface = declared()
+    for name in CORE_PACKAGES:
+        package = importlib.import_module(f"kestrel_core.{name}")
+        assert hasattr(package, "__all__"), f"kestrel_core/{name}/__init__.py declares no __all__"
+        for public in surface[package.__name__]:
+            # A declared name exists, and is a name, not a module: `from kestrel_core.admin import
+            # prune` must not mean the module in one place and a function in another.
+            assert hasattr(package, public), f"kestrel_core.{name} declares {public} but has none"
+            assert not _is_module(f"kestrel_core.{name}.{public}"), f"kestrel_core.{name}.{public} is a module"
 
 
-def test_the_surface_check_sees_internal_modules_and_unexported_names(tmp_path: Path) -> None:
+def _reexport_imports(path: Path) -> set[str]:
+    """The names ``path`` (an engine module) imports from a package's __init__ rather than
+    from the module that defines them."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            parts = node.module.split(".")
+            if parts[0] == "kestrel_core" and len(parts) == 2:
+                found |= {f"{node.module}:{a.name}" for a in node.names if not _is_module(f"{node.module}.{a.name}")}
+    return found
+
+
+def test_the_engine_imports_modules_not_the_packages_reexports() -> None:
+    offenders = {
+        name: sorted(used)
+        for name, path in _modules().items()
+        if name.startswith("kestrel_core.") and path.name != "__init__.py" and (used := _reexport_imports(path))
+    }
+    assert offenders == {}
+
+
+def test_the_surface_check_sees_internal_modules_and_undeclared_names(tmp_path: Path) -> None:
     user = tmp_path / "user.py"
     user.write_text(
         "from kestrel_core import Kestrel, db, _private_name\nfrom kestrel_core.admin import prune as p\n"
         "from kestrel_core.dispatch.claim import CLAIM\nimport kestrel_core.engine.worker\n"
+        "from kestrel_core.db import connect, statements\nfrom kestrel_core.admin import parse_age\n"
     )
-    assert _core_imports(user) == {
-        "kestrel_core.db",
-        "kestrel_core.admin.prune",
+    assert _core_imports(user, declared()) == {
+        "kestrel_core:db",
         "kestrel_core:_private_name",
+        "kestrel_core.admin:prune",
         "kestrel_core.dispatch.claim",
         "kestrel_core.engine.worker",
+        "kestrel_core.db:statements",
     }
+    engine_module = tmp_path / "engine_module.py"
+    engine_module.write_text("from kestrel_core.db import render, statements\nfrom kestrel_core.db.roles import X\n")
+    assert _reexport_imports(engine_module) == {"kestrel_core.db:render"}
 
 
 if __name__ == "__main__":

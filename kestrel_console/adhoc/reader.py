@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from kestrel_core.db.roles import DEFAULT_READER_ROLE
+from kestrel_core.db import DEFAULT_READER_ROLE
 
 __all__ = ["DEFAULT_READER_ROLE", "ReaderStatus", "assume_reader", "privilege", "release_session_state"]
 

@@ -78,7 +78,7 @@ def root(
         "CREATEROLE) login anyway; marked on every result. Prefer --reader-dsn.",
     ),
 ) -> None:
-    from kestrel_core.db.statements import check_schema_name
+    from kestrel_core.db import check_schema_name
 
     try:
         check_schema_name(schema)

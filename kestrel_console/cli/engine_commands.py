@@ -13,9 +13,8 @@ from typing import Any
 import typer
 
 from kestrel_core import MAX_DELAY, NotSerializable
-from kestrel_core.base.serialization import to_json
-from kestrel_core.db import roles as roles_mod
-from kestrel_core.db.connection import describe_target
+from kestrel_core.base import to_json
+from kestrel_core.db import DEFAULT_OPERATOR_ROLE, DEFAULT_WORKER_ROLE, RoleNames, describe_target
 
 from ..safe_text import visible
 from .errors import fail, handles_errors
@@ -55,22 +54,20 @@ def migrate(
         show_default=False,
         help="Create/re-grant the least-privilege roles (default: when this user may create roles).",
     ),
-    worker_role: str = typer.Option(roles_mod.DEFAULT_WORKER_ROLE, "--worker-role", help="Name of the worker role."),
-    operator_role: str = typer.Option(
-        roles_mod.DEFAULT_OPERATOR_ROLE, "--operator-role", help="Name of the operator role."
-    ),
+    worker_role: str = typer.Option(DEFAULT_WORKER_ROLE, "--worker-role", help="Name of the worker role."),
+    operator_role: str = typer.Option(DEFAULT_OPERATOR_ROLE, "--operator-role", help="Name of the operator role."),
 ) -> None:
     """Create or upgrade the Kestrel schema (idempotent; safe from many processes at once),
     and the NOLOGIN roles kestrel_worker / kestrel_operator to grant to login users."""
     s = settings(ctx)
-    names: roles_mod.RoleNames | bool | None = roles
+    names: RoleNames | bool | None = roles
     if roles is not False and (worker_role, operator_role) != (
-        roles_mod.DEFAULT_WORKER_ROLE,
-        roles_mod.DEFAULT_OPERATOR_ROLE,
+        DEFAULT_WORKER_ROLE,
+        DEFAULT_OPERATOR_ROLE,
     ):
-        names = roles_mod.RoleNames(worker=worker_role, operator=operator_role)
+        names = RoleNames(worker=worker_role, operator=operator_role)
     elif roles:
-        names = roles_mod.RoleNames()
+        names = RoleNames()
     with s.kestrel() as app:
         applied = handles_errors(app.migrate)(roles=names)
     target = describe_target(s.dsn)

@@ -11,7 +11,7 @@ import psycopg
 import typer
 
 from kestrel_core import InvalidArgument, KestrelError, mask_dsn
-from kestrel_core.engine import supervised
+from kestrel_core.engine import supervised_failed
 
 from ..safe_text import visible
 
@@ -22,7 +22,7 @@ def fail(message: str, code: int = 1) -> NoReturn:
     """Print ``error: message`` on stderr (passwords masked, control characters escaped) and
     exit with ``code``; under a supervisor, tell it instead (it prints the message)."""
     text = visible(mask_dsn(message), newlines=True)
-    if not supervised.failed(text):  # a worker process of `worker --processes N` tells its supervisor
+    if not supervised_failed(text):  # a worker process of `worker --processes N` tells its supervisor
         typer.echo(f"error: {text}", err=True)
     raise typer.Exit(code)
 

@@ -20,7 +20,7 @@ def operator_option() -> Any:
 
 
 def _execution_id(value: int) -> int:
-    from kestrel_core.admin.actions import check_execution_id
+    from kestrel_core.admin import check_execution_id
 
     try:
         return check_execution_id(value)

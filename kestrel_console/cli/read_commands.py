@@ -17,10 +17,11 @@ import psycopg
 import typer
 from rich.text import Text
 
-from kestrel_core.admin.execution import STATUSES
-from kestrel_core.db.connection import connect
+from kestrel_core import STATUSES
+from kestrel_core.db import connect
 
-from .. import formatting, render
+from .. import render
+from ..humanize import duration
 from ..read import APPLICATION_NAME, Reader
 from ..read import schedules as schedule_queries
 from ..read.workers import live_versions_text
@@ -196,7 +197,7 @@ def _status_table(overview: dict[str, Any], rows: list[dict[str, Any]]) -> None:
             Text("no worker registered: ", style="bold yellow")
             + Text(
                 f"workflow {u['workflow_name']!r} has {u['enqueued']} enqueued (oldest "
-                f"{formatting.human_duration(u['oldest_age_s'])} ago) but no live worker runs it"
+                f"{duration(u['oldest_age_s'], clamp=True)} ago) but no live worker runs it"
             )
         )
     for line in cannot_run_lines(overview):

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import typer
 
-from kestrel_core.db import roles as roles_mod
-from kestrel_core.db.connection import connect, describe_target
+from kestrel_core.db import (
+    DEFAULT_OPERATOR_ROLE,
+    DEFAULT_WORKER_ROLE,
+    RoleNames,
+    RolesReport,
+    connect,
+    describe_target,
+    ensure_roles,
+)
 
 from .errors import fail, handles_errors
 from .options import settings
@@ -13,10 +20,8 @@ from .options import settings
 
 def roles(
     ctx: typer.Context,
-    worker_role: str = typer.Option(roles_mod.DEFAULT_WORKER_ROLE, "--worker-role", help="Name of the worker role."),
-    operator_role: str = typer.Option(
-        roles_mod.DEFAULT_OPERATOR_ROLE, "--operator-role", help="Name of the operator role."
-    ),
+    worker_role: str = typer.Option(DEFAULT_WORKER_ROLE, "--worker-role", help="Name of the worker role."),
+    operator_role: str = typer.Option(DEFAULT_OPERATOR_ROLE, "--operator-role", help="Name of the operator role."),
 ) -> None:
     """Create the NOLOGIN roles for workers and operators, or update their grants.
 
@@ -24,14 +29,14 @@ def roles(
     create roles and owns the schema; run it again after each upgrade (migrate does)."""
     s = settings(ctx)
     try:
-        names = roles_mod.RoleNames(worker=worker_role, operator=operator_role)
+        names = RoleNames(worker=worker_role, operator=operator_role)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--worker-role / --operator-role") from None
 
-    def apply() -> roles_mod.RolesReport:
+    def apply() -> RolesReport:
         with connect(s.dsn, application_name="kestrel-console") as conn:
             try:
-                return roles_mod.ensure_roles(conn, s.schema, names)
+                return ensure_roles(conn, s.schema, names)
             except ValueError as exc:
                 fail(str(exc))
 

@@ -13,10 +13,10 @@ import typer
 from rich.text import Text
 
 from kestrel_core import NotSerializable
-from kestrel_core.admin import cron as cron_mod
-from kestrel_core.admin import schedules as schedules_mod
+from kestrel_core.admin import check_cron, check_schedule, check_timezone
 
 from .. import formatting, render
+from ..humanize import duration
 from ..read.schedules import schedules as read_schedules
 from ..safe_text import visible
 from .engine_commands import _parse_json
@@ -77,11 +77,7 @@ def _table_row(r: dict[str, Any]) -> dict[str, Any]:
     if r["last_tick"] is not None:
         last = f"{formatting.short_time(r['last_tick'])} #{r['last_execution_id']} {r['last_status'] or 'pruned'}"
     state = Text("paused by " + (r["paused_by"] or "?"), style="bold yellow") if r["paused"] else "active"
-    nxt = (
-        "—"
-        if r["paused"]
-        else f"{formatting.short_time(r['next_tick'])} (in {formatting.human_duration(max(0.0, r['next_in_s']))})"
-    )
+    nxt = "—" if r["paused"] else f"{formatting.short_time(r['next_tick'])} (in {duration(r['next_in_s'], clamp=True)})"
     return {**r, "next": nxt, "last_run": last, "state": state}
 
 
@@ -104,11 +100,11 @@ def add(
     """Add a schedule that enqueues WORKFLOW at every tick of CRON (any worker ticks it)."""
     value = _parse_input(input)
     checks = (
-        (lambda: schedules_mod.check(name, "* * * * *", "w", "UTC", None), "NAME"),
-        (lambda: cron_mod.check_cron(cron), "CRON"),
-        (lambda: cron_mod.check_timezone(timezone), "--timezone"),
-        (lambda: schedules_mod.check(name, "* * * * *", workflow, "UTC", None), "WORKFLOW"),
-        (lambda: schedules_mod.check(name, cron, workflow, timezone, value), "--input"),
+        (lambda: check_schedule(name, "* * * * *", "w", "UTC", None), "NAME"),
+        (lambda: check_cron(cron), "CRON"),
+        (lambda: check_timezone(timezone), "--timezone"),
+        (lambda: check_schedule(name, "* * * * *", workflow, "UTC", None), "WORKFLOW"),
+        (lambda: check_schedule(name, cron, workflow, timezone, value), "--input"),
     )
     for check, hint in checks:
         try:

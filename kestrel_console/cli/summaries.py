@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.text import Text
 
 from .. import formatting, render
+from ..humanize import duration
 from ..safe_text import visible
 from ..timeline_model import UNAUDITED
 
@@ -63,13 +64,13 @@ def print_pending_approvals(
     if not count:
         con.print(title + Text(": none", style="dim"))
         return
-    title.append(f": {count}, oldest waiting {formatting.human_duration(oldest_age_s)}", style="bold")
+    title.append(f": {count}, oldest waiting {duration(oldest_age_s, clamp=True)}", style="bold")
     con.print(title)
     for row in pending[:PENDING_SHOWN]:
         details = "" if row.get("details") is None else formatting.json_line(row["details"])
         line = Text(
             f"  #{row['execution_id']}  {visible(str(row['workflow_name']))}  {visible(str(row['step_id']))}  "
-            f"waiting {formatting.human_duration(row['waiting_s'])}"
+            f"waiting {duration(row['waiting_s'], clamp=True)}"
         )
         if row.get("deadline") is not None:
             line.append(f"  deadline {formatting.short_time(row['deadline'])}")

@@ -15,7 +15,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..formatting import STATUS_STYLES, cut, human_duration, short_json, short_time
+from ..formatting import STATUS_STYLES, cut, short_json, short_time
+from ..humanize import duration
 from ..render import console_for
 from ..safe_text import visible
 from ..timeline_model import Trace, decider, family_line, segment, trace
@@ -53,7 +54,7 @@ def render_timeline(
     table = Table(header_style="bold", box=None, pad_edge=False, show_edge=False)
     for name in COLUMNS:
         table.add_column(name, justify="right" if name in ("attempt", "start", "duration") else "left", no_wrap=True)
-    table.add_column(f"{human_duration(model.span_s)} span", no_wrap=True)
+    table.add_column(f"{duration(model.span_s)} span", no_wrap=True)
     for entry, cells in zip(model.entries, lines):
         left, right = model.cols(segment(entry), width)
         style = STATUS_STYLES.get(entry.get("outcome") or "", "")
@@ -81,7 +82,7 @@ def _print_header(con: Console, execution: Mapping[str, Any], blocker: str | Non
     head.append(f"  {visible(execution['workflow_name'])}  ")
     head.append(status, style=STATUS_STYLES.get(status, ""))
     if execution.get("duration_s") is not None:
-        head.append(f"  {human_duration(execution['duration_s'])}")
+        head.append(f"  {duration(execution['duration_s'])}")
     if execution.get("owner_id"):
         head.append(f"  owner {visible(execution['owner_id'])}", style="dim")
     con.print(head)
@@ -89,7 +90,7 @@ def _print_header(con: Console, execution: Mapping[str, Any], blocker: str | Non
     line = f"created {short_time(created)}"
     for key in ("started_at", "finished_at"):
         if execution.get(key) is not None:
-            line += f"  {key[:-3]} +{human_duration((execution[key] - created).total_seconds())}"
+            line += f"  {key[:-3]} +{duration((execution[key] - created).total_seconds())}"
     con.print(Text(line, style="dim"))
     links = family_line(execution)
     if links:
@@ -109,9 +110,9 @@ def _cells(model: Trace, entry: Mapping[str, Any]) -> list[str]:
         f"{entry.get('attempt') or '?'}/{model.attempts_of(entry['step_id']) or '?'}" if entry["kind"] == "step" else ""
     )
     if entry.get("finished_at") is None:
-        duration = human_duration((model.now - entry["started_at"]).total_seconds()) + "…"
+        took = duration((model.now - entry["started_at"]).total_seconds()) + "…"
     else:
-        duration = human_duration(entry.get("duration_s"))
+        took = duration(entry.get("duration_s"))
     outcome = entry.get("outcome") or ""
     if entry["kind"] == "approval" and (entry.get("decided_by") or entry.get("audited") is False):
         outcome = f"{outcome} by {decider(entry)}"
@@ -120,7 +121,7 @@ def _cells(model: Trace, entry: Mapping[str, Any]) -> list[str]:
         visible(entry["step_id"]),
         entry["kind"],
         attempt,
-        ("+" if since_start >= 0 else "") + human_duration(since_start),
-        duration,
+        ("+" if since_start >= 0 else "") + duration(since_start),
+        took,
         outcome,
     ]

@@ -19,9 +19,8 @@ from typing import Any
 import typer
 
 from kestrel_core import Kestrel
-from kestrel_core.admin import prune as prune_mod
-from kestrel_core.engine import supervised
-from kestrel_core.engine.supervisor import Supervisor, default_processes
+from kestrel_core.admin import parse_age
+from kestrel_core.engine import Supervisor, default_processes, supervised_adopt, supervised_ready
 
 from .errors import fail, handles_errors
 from .options import settings
@@ -124,7 +123,7 @@ def worker(
     hand back what did not finish; a second signal stops waiting. One Python process uses one
     core: --processes (default one per core) runs that many, supervised by this one.
     """
-    under_supervisor = supervised.adopt()  # a child of `--processes N`: report ready or why not
+    under_supervisor = supervised_adopt()  # a child of `--processes N`: report ready or why not
     level = logging.getLevelName(log_level.upper())
     if not isinstance(level, int):
         raise typer.BadParameter("use debug, info, warning or error", param_hint="--log-level")
@@ -132,7 +131,7 @@ def worker(
     retention = None
     if prune_older_than is not None:
         try:
-            retention = prune_mod.parse_age(prune_older_than)
+            retention = parse_age(prune_older_than)
         except ValueError as exc:
             fail(f"--prune-older-than: {exc}", code=2)
     s = settings(ctx)
@@ -165,7 +164,7 @@ def worker(
         queues=served,
     )
     # Under a supervisor, an exit before the worker serves is a failed start.
-    handles_errors(w.run)(on_started=supervised.ready if under_supervisor else None)
+    handles_errors(w.run)(on_started=supervised_ready if under_supervisor else None)
 
 
 def _child_command(ctx: typer.Context, target: str, worker_id: str | None) -> Callable[[int], list[str]]:

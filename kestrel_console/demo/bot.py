@@ -14,7 +14,7 @@ from datetime import timedelta
 import psycopg
 
 from kestrel_core import Kestrel, KestrelError
-from kestrel_core.db.statements import render
+from kestrel_core.db import render
 
 from .background import BackgroundLoop
 

@@ -23,8 +23,7 @@ from psycopg.conninfo import make_conninfo
 
 from kestrel_console.embedded_pg import LocalCluster, default_data_dir
 from kestrel_core import KestrelError
-from kestrel_core.db.connection import connect, describe_target
-from kestrel_core.db.roles import DEFAULT_READER_ROLE
+from kestrel_core.db import DEFAULT_READER_ROLE, connect, describe_target
 
 DEMO_DATABASE = "kestrel_demo"
 # Beside the server's own files: the pid of the demo that started the server.

@@ -18,12 +18,11 @@ from typing import TextIO
 
 import psycopg
 
-from kestrel_core import Kestrel, KestrelError, mask_dsn
-from kestrel_core.db.statements import one_row, render
+from kestrel_core import STATUSES, Kestrel, KestrelError, mask_dsn
+from kestrel_core.db import one_row, render
 
 ENGINE_LOGGER = "kestrel"
 DRIVER_LOGGER = "psycopg"  # the pools warn there when the database goes away
-STATUS_ORDER = ("enqueued", "running", "waiting", "success", "error", "cancelled")
 
 STATUS_COUNTS = """
 SELECT status, count(*) FROM {schema}.workflow_executions GROUP BY status
@@ -60,7 +59,7 @@ class EventPrinter:
         except (KestrelError, psycopg.Error) as exc:
             self(f"summary unavailable: {str(exc).strip()}")
             return
-        parts = [f"{status} {counts.get(status, 0)}" for status in STATUS_ORDER]
+        parts = [f"{status} {counts.get(status, 0)}" for status in STATUSES]
         self(f"summary: {', '.join(parts)}; approvals pending {pending}")
 
 

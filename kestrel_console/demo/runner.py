@@ -26,8 +26,8 @@ from rich.status import Status
 
 from kestrel_console.settings import Settings
 from kestrel_core import Kestrel, KestrelError, mask_dsn
-from kestrel_core.db.statements import one_row, render
-from kestrel_core.engine.worker import Worker
+from kestrel_core.db import one_row, render
+from kestrel_core.engine import Worker
 
 from .bot import BotOperator
 from .database import DemoDatabase, demo_database, reader_login

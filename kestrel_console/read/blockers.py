@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import shlex
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from ..humanize import duration
 from .session import DEFAULT_DEAD_AFTER_S, ReaderSession
 from .workers import live_versions_text
+
+# The console's duration, as a sentence says it: whole seconds, never negative, '?' unknown.
+in_words = partial(duration, subsecond=False, clamp=True, missing="?")
 
 # Everything "why isn't it running?" needs, about one execution, in one statement.
 BLOCKER_FACTS = """
@@ -42,8 +46,7 @@ SELECT e.id, e.workflow_name, e.status, e.run_at, e.owner_id, e.lease_expires,
         SELECT array_agg(DISTINCT w.versions[array_position(w.workflows, e.workflow_name)]) AS versions,
                count(*) FILTER (WHERE w.queues IS NULL OR e.queue = ANY (w.queues)) AS serving
           FROM {schema}.workers w
-         WHERE e.workflow_name = ANY (w.workflows) AND w.stopped_at IS NULL
-           AND w.last_heartbeat > now() - make_interval(secs => %(dead_after)s)) AS lv
+         WHERE e.workflow_name = ANY (w.workflows) AND {worker_is_live}) AS lv
   LEFT JOIN {schema}.workers ow ON ow.worker_id = e.owner_id
   LEFT JOIN LATERAL (
         SELECT w.kind, w.step_id, w.created_at, w.wake_at FROM {schema}.workflow_waits w
@@ -54,18 +57,12 @@ SELECT e.id, e.workflow_name, e.status, e.run_at, e.owner_id, e.lease_expires,
                coalesce(sum((SELECT count(*) FROM {schema}.workflow_executions r
                               WHERE r.status = 'running' AND r.owner_id = w.worker_id)), 0) AS held
           FROM {schema}.workers w
-         WHERE e.workflow_name = ANY (w.workflows) AND w.stopped_at IS NULL
-           AND w.last_heartbeat > now() - make_interval(secs => %(dead_after)s)) AS live
+         WHERE e.workflow_name = ANY (w.workflows) AND {worker_is_live}) AS live
   CROSS JOIN LATERAL (
         SELECT count(*) AS workers FROM {schema}.workers w
          WHERE e.workflow_name = ANY (w.workflows)) AS ever
  WHERE e.id = %(id)s
 """
-
-
-def _seconds(value: float | None) -> str:
-    """A duration for a sentence: '42 s', '3 m 04 s', '2 h 05 m', '3 d 04 h'."""
-    return "?" if value is None else duration(max(value, 0.0), subsecond=False)
 
 
 def _when(value: datetime | None) -> str:
@@ -102,7 +99,7 @@ def describe_blocker(f: dict[str, Any], *, dead_after_s: float = DEFAULT_DEAD_AF
     )
     if status == "enqueued":
         if f["starts_in_s"] is not None and f["starts_in_s"] > 0:
-            return f"it is scheduled for later: not before {_when(f['run_at'])} (in {_seconds(f['starts_in_s'])})"
+            return f"it is scheduled for later: not before {_when(f['run_at'])} (in {in_words(f['starts_in_s'])})"
         if not f["live_workers"]:
             return no_worker
         queue_reason = describe_queue_blocker(f)
@@ -115,25 +112,25 @@ def describe_blocker(f: dict[str, Any], *, dead_after_s: float = DEFAULT_DEAD_AF
             )
         return None
     if status == "running":
-        owner = f["owner_id"]
+        worker_id = f["owner_id"]
         expired = f["lease_expired_for_s"] is not None and f["lease_expired_for_s"] > 0
         if not f["owner_known"]:
             if expired:
                 return (
-                    f"its lease is held by {owner!r}, which is not a registered worker, and "
-                    f"expired {_seconds(f['lease_expired_for_s'])} ago: re-enqueue it {_requeue_hint(f, cli)}"
+                    f"its lease is held by {worker_id!r}, which is not a registered worker, and "
+                    f"expired {in_words(f['lease_expired_for_s'])} ago: re-enqueue it {_requeue_hint(f, cli)}"
                 )
             return None
         hb_age = f["owner_heartbeat_age_s"]
         if f["owner_stopped_at"] is not None or (hb_age is not None and hb_age > dead_after_s) or expired:
             lease = (
-                f"its lease expired {_seconds(f['lease_expired_for_s'])} ago"
+                f"its lease expired {in_words(f['lease_expired_for_s'])} ago"
                 if expired
                 else f"its lease runs until {_when(f['lease_expires'])}"
             )
             stopped = "stopped" if f["owner_stopped_at"] is not None else "whose heartbeat stopped"
             return (
-                f"the lease is held by worker {owner!r} {stopped} {_seconds(hb_age)} ago; "
+                f"the lease is held by worker {worker_id!r} {stopped} {in_words(hb_age)} ago; "
                 f"{lease}: a live worker's sweeper re-enqueues it, or re-enqueue it now {_requeue_hint(f, cli)}"
             )
         return None
@@ -149,7 +146,7 @@ def describe_blocker(f: dict[str, Any], *, dead_after_s: float = DEFAULT_DEAD_AF
             if f["wait_until_in_s"] is not None and f["wait_until_in_s"] > 0:
                 return (
                     f"it sleeps ({f['wait_step']!r}) until {_when(f['wait_until'])} "
-                    f"(in {_seconds(f['wait_until_in_s'])})"
+                    f"(in {in_words(f['wait_until_in_s'])})"
                 )
             if not f["live_workers"]:
                 return no_worker
@@ -200,8 +197,8 @@ def describe_queue_blocker(f: dict[str, Any]) -> str | None:
     if rate is not None and used >= rate:
         return (
             f"queue {queue!r} reached its rate limit ({used} started in the last "
-            f"{_seconds(f['queue_rate_period_s'])}, limit {rate}): the next start is possible "
-            f"in {_seconds(f['queue_rate_frees_in_s'])}"
+            f"{in_words(f['queue_rate_period_s'])}, limit {rate}): the next start is possible "
+            f"in {in_words(f['queue_rate_frees_in_s'])}"
         )
     per_key = f.get("queue_per_key") or 1
     if f.get("concurrency_key") is not None and (f.get("key_running") or 0) >= per_key:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kestrel_core.admin.execution import STATUSES
+from kestrel_core import STATUSES
 
 from .session import ReaderSession
 from .workflow_match import describe_unknown_workflow, prefix_params
@@ -57,9 +57,11 @@ SELECT e.id, e.workflow_name, e.status, e.created_at, e.started_at, e.finished_a
 
 # Every workflow name the console knows of: finished executions (the trigger-kept counters),
 # live ones (their partial indexes), and what workers registered. For "did you mean ...?".
+# The enqueued executions' names from executions_ready (narrow, kept by triggers: not one heap
+# row per enqueued execution; issue 22).
 WORKFLOW_NAMES = """
 SELECT workflow_name FROM {schema}.execution_counts WHERE n <> 0
-UNION SELECT workflow_name FROM {schema}.workflow_executions WHERE status = 'enqueued'
+UNION SELECT workflow_name FROM {schema}.executions_ready
 UNION SELECT workflow_name FROM {schema}.workflow_executions WHERE status = 'running'
 UNION SELECT workflow_name FROM {schema}.workflow_executions WHERE status = 'waiting'
 UNION SELECT unnest(workflows) FROM {schema}.workers

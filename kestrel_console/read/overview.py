@@ -4,45 +4,64 @@ pending approvals, recent errors and activity, each view in one snapshot (``_sna
 Live statuses are read through the engine's partial indexes (each predicate written with a
 literal status so the planner can match it); finished executions per (workflow, status) come
 from ``execution_counts`` (kept exact by triggers, migration 0003), recent finishes through
-``workflow_executions_finished_idx``.
+``workflow_executions_finished_idx``, enqueued executions per workflow from
+``executions_ready`` (migration 0015), the activity of closed minutes from
+``activity_minutes`` (recorded by the workers, migration 0019).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kestrel_core.admin.execution import STATUSES
+from kestrel_core import STATUSES
 
+from .live import LivePart, statement
 from .session import Part, ReaderSession
 from .workers import DEFAULT_BEAT_S, QUEUES, STUCK_LEASES, UNRUNNABLE, UNSERVED, WORKERS, worker_state
 
-STATUS_COUNTS = """
+# Executions per status: the enqueued ones counted from workflow_executions (an index-only
+# count: a ready row may be stale), the running and waiting ones from the live rows.
+STATUS_COUNTS_PART = LivePart(
+    "status_counts",
+    (("status", "text"), ("count", "bigint")),
+    ("running", "waiting", "finished"),
+    """
 SELECT 'enqueued' AS status, count(*) AS count FROM {schema}.workflow_executions WHERE status = 'enqueued'
 UNION ALL
-SELECT 'running', count(*) FROM {schema}.workflow_executions WHERE status = 'running'
+SELECT 'running', count(*) FROM running
 UNION ALL
-SELECT 'waiting', count(*) FROM {schema}.workflow_executions WHERE status = 'waiting'
+SELECT 'waiting', count(*) FROM waiting
 UNION ALL
-SELECT status, sum(n)::bigint FROM {schema}.execution_counts GROUP BY status
-"""
+SELECT status, sum(n)::bigint FROM finished GROUP BY status
+""",
+)
+STATUS_COUNTS = statement(STATUS_COUNTS_PART)
 
-QUEUE_DEPTH = """
+# Enqueued executions are counted from executions_ready (migration 0015: one narrow row per
+# enqueued execution, kept by triggers, ~200 rows a page), not from workflow_executions: one
+# heap fetch per enqueued row there, 4.4 -> 1.3 ms at 6,000 enqueued (issue 22). A ready row
+# can outlive its execution's enqueued state (a claim rolled back in a race with a cancel,
+# hand-written SQL, code older than 0015 left running across the upgrade: docs/development.md
+# says to stop it); the next claim that meets it, or the workers' sweep within a minute
+# (sweeper.drop_stale_ready), deletes it.
+QUEUE_DEPTH_PART = LivePart(
+    "queue_depth",
+    (("workflow_name", "text"), ("status", "text"), ("count", "bigint")),
+    ("running", "waiting", "ready", "finished"),
+    """
 SELECT workflow_name, status, count FROM (
-    SELECT workflow_name, 'enqueued' AS status, count(*) AS count
-      FROM {schema}.workflow_executions WHERE status = 'enqueued' GROUP BY workflow_name
+    SELECT workflow_name, 'enqueued' AS status, sum(n)::bigint AS count FROM ready GROUP BY workflow_name
     UNION ALL
-    SELECT workflow_name, 'running', count(*)
-      FROM {schema}.workflow_executions WHERE status = 'running' GROUP BY workflow_name
+    SELECT workflow_name, 'running', count(*) FROM running GROUP BY workflow_name
     UNION ALL
-    SELECT workflow_name, 'waiting', count(*)
-      FROM {schema}.workflow_executions WHERE status = 'waiting' GROUP BY workflow_name
+    SELECT workflow_name, 'waiting', count(*) FROM waiting GROUP BY workflow_name
     UNION ALL
-    SELECT workflow_name, status, sum(n)::bigint
-      FROM {schema}.execution_counts GROUP BY workflow_name, status HAVING sum(n) <> 0
+    SELECT workflow_name, status, n FROM finished WHERE n <> 0
 ) AS depth
-ORDER BY workflow_name,
-         array_position(ARRAY['enqueued', 'running', 'waiting', 'success', 'error', 'cancelled'], status)
-"""
+""",
+    order="workflow_name, array_position({status_order}, status)",
+)
+QUEUE_DEPTH = statement(QUEUE_DEPTH_PART)
 
 PENDING_APPROVALS = """
 SELECT w.execution_id, e.workflow_name, w.step_id, w.created_at AS waiting_since,
@@ -66,43 +85,80 @@ SELECT count(*) AS count FROM {schema}.workflow_executions
  WHERE finished_at >= now() - make_interval(secs => %(seconds)s) AND status = 'error'
 """
 
-# Per bucket: executions created, first claimed and finished in it. A row created (or started)
-# in the window is either live now (partial indexes) or finished after that (finished_at index).
-ACTIVITY = """
-WITH span AS (
-    SELECT date_bin(make_interval(secs => %(bucket)s), now(), timestamptz '2000-01-01')
-             - make_interval(secs => %(bucket)s * (%(buckets)s - 1)) AS t0
+# Per bucket: executions created, first claimed and finished in it. Closed minutes come from
+# activity_minutes (migration 0019), recorded once by the workers (fold_activity, the same
+# counting as below); only what happened after the last recorded minute is read live. The
+# recorded minutes count only if they run from the window's start without a gap (and the
+# buckets are whole minutes): otherwise ``cut`` is the window's start and all is read live,
+# as before the table existed (no worker has run yet, or none for a while).
+# Live: a row created (or started) after the cut is either live now (partial indexes) or
+# finished after that (finished_at index).
+# The window's start. The index scans of ``recent`` spell it out rather than read it from the
+# span CTE: the planner then estimates them with its value (now() and the parameters are known
+# when the statement is planned) instead of guessing a third of the table for ``>= span.t0``.
+# The guess made the plan cost ~750,000 at 10M finished executions, past jit_above_cost, and
+# JIT compilation took 0.8-1.6 s of every refresh (bench/README.md, issue 22). The cut (a
+# value the planner cannot see) is a second bound on the same index: it narrows the scan at
+# run time and only lowers the estimate.
+ACTIVITY_T0 = """date_bin(make_interval(secs => %(bucket)s), now(), timestamptz '2000-01-01')
+             - make_interval(secs => %(bucket)s * (%(buckets)s - 1))"""
+# The part's own CTEs and its body, with {t0} where ACTIVITY_T0 goes (lower case: not
+# statements of their own), on the live rows ``running`` and ``waiting`` (live.py).
+_activity_ctes = """
+span AS (
+    SELECT {t0} AS t0
+), folded AS (
+    SELECT f.minute, f.enqueued, f.started, f.completed, f.failed
+      FROM {schema}.activity_minutes f, span
+     WHERE f.minute >= span.t0 AND %(bucket)s %% 60 = 0
+), cut AS (
+    SELECT CASE WHEN min(f.minute) = min(span.t0)
+                 AND count(f.minute) = 1 + date_part('epoch', max(f.minute) - min(f.minute)) / 60
+                THEN max(f.minute) + interval '1 minute'
+                ELSE min(span.t0) END AS t1
+      FROM span LEFT JOIN folded f ON true
 ), recent AS MATERIALIZED (
-    -- Enqueued rows matter only if created in the window; run_at >= created_at, so the
+    -- Enqueued rows matter only if created after the cut; run_at >= created_at, so the
     -- enqueued index's run_at column skips the older backlog.
     SELECT e.created_at, e.started_at, NULL::timestamptz AS finished_at, e.status
-      FROM {schema}.workflow_executions e, span
-     WHERE e.status = 'enqueued' AND e.run_at >= span.t0
+      FROM {schema}.workflow_executions e
+     WHERE e.status = 'enqueued' AND e.run_at >= {t0} AND e.run_at >= (SELECT t1 FROM cut)
+       AND (e.created_at >= (SELECT t1 FROM cut) OR e.started_at >= (SELECT t1 FROM cut))
     UNION ALL
-    SELECT created_at, started_at, NULL, status
-      FROM {schema}.workflow_executions WHERE status = 'running'
+    SELECT l.created_at, l.started_at, NULL, 'running'
+      FROM running AS l
+     WHERE l.created_at >= (SELECT t1 FROM cut) OR l.started_at >= (SELECT t1 FROM cut)
     UNION ALL
-    SELECT created_at, started_at, NULL, status
-      FROM {schema}.workflow_executions WHERE status = 'waiting'
+    SELECT l.created_at, l.started_at, NULL, 'waiting'
+      FROM waiting AS l
+     WHERE l.created_at >= (SELECT t1 FROM cut) OR l.started_at >= (SELECT t1 FROM cut)
     UNION ALL
     SELECT created_at, started_at, finished_at, status
-      FROM {schema}.workflow_executions, span
-     WHERE finished_at >= span.t0 AND status IN ('success', 'error', 'cancelled')
+      FROM {schema}.workflow_executions
+     WHERE finished_at >= {t0} AND finished_at >= (SELECT t1 FROM cut) AND status IN {terminal_statuses}
 ), counts AS (
     -- Aggregate per bucket first: 4 small group-bys instead of joining every event.
     SELECT 'enqueued' AS kind, floor(date_part('epoch', r.created_at - s.t0) / %(bucket)s)::int AS i,
            count(*) AS n
-      FROM recent r, span s WHERE r.created_at >= s.t0 GROUP BY 2
+      FROM recent r, span s, cut c WHERE r.created_at >= c.t1 GROUP BY 2
     UNION ALL
     SELECT 'started', floor(date_part('epoch', r.started_at - s.t0) / %(bucket)s)::int, count(*)
-      FROM recent r, span s WHERE r.started_at >= s.t0 GROUP BY 2
+      FROM recent r, span s, cut c WHERE r.started_at >= c.t1 GROUP BY 2
     UNION ALL
     SELECT 'completed', floor(date_part('epoch', r.finished_at - s.t0) / %(bucket)s)::int, count(*)
-      FROM recent r, span s WHERE r.finished_at >= s.t0 GROUP BY 2
+      FROM recent r, span s, cut c WHERE r.finished_at >= c.t1 GROUP BY 2
     UNION ALL
     SELECT 'failed', floor(date_part('epoch', r.finished_at - s.t0) / %(bucket)s)::int, count(*)
-      FROM recent r, span s WHERE r.finished_at >= s.t0 AND r.status = 'error' GROUP BY 2
+      FROM recent r, span s, cut c WHERE r.finished_at >= c.t1 AND r.status = 'error' GROUP BY 2
+    UNION ALL
+    SELECT k.kind, floor(date_part('epoch', f.minute - s.t0) / %(bucket)s)::int, k.n
+      FROM folded f, span s, cut c,
+           LATERAL (VALUES ('enqueued', f.enqueued), ('started', f.started),
+                           ('completed', f.completed), ('failed', f.failed)) AS k(kind, n)
+     WHERE f.minute < c.t1
 )
+"""
+_activity_select = """
 SELECT b.i AS bucket,
        span.t0 + make_interval(secs => %(bucket)s * b.i) AS start,
        coalesce(sum(c.n) FILTER (WHERE c.kind = 'enqueued'), 0)::bigint AS enqueued,
@@ -112,8 +168,23 @@ SELECT b.i AS bucket,
   FROM span CROSS JOIN generate_series(0, %(buckets)s - 1) AS b(i)
   LEFT JOIN counts c ON c.i = b.i
  GROUP BY b.i, span.t0
- ORDER BY b.i
 """
+ACTIVITY_PART = LivePart(
+    "activity",
+    (
+        ("bucket", "bigint"),
+        ("start", "timestamptz"),
+        ("enqueued", "bigint"),
+        ("started", "bigint"),
+        ("completed", "bigint"),
+        ("failed", "bigint"),
+    ),
+    ("running", "waiting"),
+    _activity_select,
+    order="bucket",
+    ctes=_activity_ctes.replace("{t0}", ACTIVITY_T0),
+)
+ACTIVITY = statement(ACTIVITY_PART)
 
 
 class OverviewReads(ReaderSession):
@@ -144,32 +215,7 @@ class OverviewReads(ReaderSession):
         enqueued, started (first claim), completed (any end) and failed (error)."""
         return self._rows("activity", ACTIVITY, _activity_params(minutes, bucket_s))
 
-    # -- the dashboard ---------------------------------------------------------------------
-
-    def dashboard(self, *, minutes: int = 15, bucket_s: int = 60, errors_window_s: int = 3600) -> dict[str, Any]:
-        """Everything the dashboard shows, read in one snapshot and one pipelined round trip.
-
-        Keys: status_counts, queue_depth, stuck_leases, workers, unserved_workflows,
-        approvals_summary, errors_last_hour, activity, elapsed_ms (time the reads took).
-        """
-        parts: list[Part] = [
-            ("status_counts", STATUS_COUNTS, None),
-            ("queue_depth", QUEUE_DEPTH, None),
-            ("stuck_leases", STUCK_LEASES, {"limit": 500}),
-            ("workers", WORKERS, {"dead_after": self.dead_after_s, "recent": 3600.0, "beat": DEFAULT_BEAT_S}),
-            ("unserved_workflows", UNSERVED, {"dead_after": self.dead_after_s}),
-            ("unrunnable", UNRUNNABLE, {"dead_after": self.dead_after_s}),
-            ("approvals_summary", APPROVALS_SUMMARY, None),
-            ("errors_last_hour", ERRORS_SINCE, {"seconds": errors_window_s}),
-            ("activity", ACTIVITY, _activity_params(minutes, bucket_s)),
-        ]
-        out = self._snapshot("dashboard", parts)
-        out["status_counts"] = _status_counts(out["status_counts"])
-        for row in out["workers"]:
-            row["state"] = worker_state(row)
-        out["approvals_summary"] = out["approvals_summary"][0]
-        out["errors_last_hour"] = out["errors_last_hour"][0]["count"]
-        return out
+    # -- ``kestrel-console status`` (the dashboard's refresh is in dashboard.py) -------------
 
     def overview(self, *, limit: int = 500) -> dict[str, Any]:
         """What ``kestrel-console status`` shows, read in one snapshot.

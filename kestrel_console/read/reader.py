@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kestrel_core.admin.execution import STATUSES
+from kestrel_core import STATUSES
 
 from .blockers import BlockerReads
+from .dashboard import DASHBOARD_LIVE, DashboardReads
 from .executions import LIST_EXECUTIONS, WORKFLOW_NAMES, ExecutionReads
 from .overview import (
     ACTIVITY,
@@ -34,7 +35,7 @@ from .workers import DEFAULT_BEAT_S, QUEUES, STUCK_LEASES, UNRUNNABLE, UNSERVED,
 from .workflow_match import prefix_params
 
 
-class Reader(OverviewReads, WorkerReads, ExecutionReads, TimelineReads, BlockerReads):
+class Reader(DashboardReads, OverviewReads, WorkerReads, ExecutionReads, TimelineReads, BlockerReads):
     """Read-only access to one Kestrel schema for the console, on its own connection.
 
     The connection opens on first use (autocommit, ``application_name=kestrel-console``,
@@ -65,6 +66,10 @@ class Reader(OverviewReads, WorkerReads, ExecutionReads, TimelineReads, BlockerR
             "offset": 0,
         }
         return {
+            "dashboard_live": (
+                DASHBOARD_LIVE,
+                {**live, "limit": 500, "recent": 3600.0, "beat": DEFAULT_BEAT_S, **_activity_params(15, 60)},
+            ),
             "status_counts": (STATUS_COUNTS, None),
             "queue_depth": (QUEUE_DEPTH, None),
             "stuck_leases": (STUCK_LEASES, {"limit": 500}),

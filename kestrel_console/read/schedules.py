@@ -17,11 +17,9 @@ SELECT s.name, s.cron, s.timezone, s.workflow_name, s.next_tick,
        s.paused, s.paused_by, s.paused_at, s.catch_up, s.source, s.input, s.created_by,
        s.created_at,
        EXISTS (SELECT 1 FROM {schema}.workers w
-                WHERE s.workflow_name = ANY (w.workflows) AND w.stopped_at IS NULL
-                  AND w.last_heartbeat > now() - make_interval(secs => %(dead_after)s)) AS served,
+                WHERE s.workflow_name = ANY (w.workflows) AND {worker_is_live}) AS served,
        EXISTS (SELECT 1 FROM {schema}.workers w
-                WHERE w.stopped_at IS NULL
-                  AND w.last_heartbeat > now() - make_interval(secs => %(dead_after)s)) AS ticking
+                WHERE {worker_is_live}) AS ticking
   FROM {schema}.schedules s
   LEFT JOIN {schema}.workflow_executions e ON e.id = s.last_execution_id
  ORDER BY s.name

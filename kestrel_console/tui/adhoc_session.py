@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import psycopg
 
-from kestrel_core.db.connection import close_quietly, connect, unavailable
+from kestrel_core.db import close_quietly, connect, unavailable
 
 from ..settings import Settings
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-# The states ``cancel_execution`` accepts (0002_operator_actions.sql).
-CANCELLABLE = ("enqueued", "running", "waiting")
+from kestrel_core import LIVE_STATUSES
+
+# The states ``cancel_execution`` accepts (db/schema/functions/cancel_execution.sql): the live ones.
+CANCELLABLE = LIVE_STATUSES
 # The states ``requeue_execution`` accepts; a running execution only once its lease expired.
 REQUEUEABLE = ("error", "cancelled")
 

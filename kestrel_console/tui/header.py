@@ -3,7 +3,7 @@ longest form that fits the terminal (at 80 columns the full form would be cut)."
 
 from __future__ import annotations
 
-from kestrel_core.db.connection import describe_target
+from kestrel_core.db import describe_target
 
 # Columns the Header keeps for its icon and margins around the centred "title — sub-title".
 HEADER_MARGIN = 18

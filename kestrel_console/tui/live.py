@@ -61,6 +61,7 @@ class LiveScreen(Screen):
         self.last_loaded: float | None = None
         self._reader: Reader | None = None
         self._reader_lock = threading.Lock()
+        self._offered: dict[str, bool | None] | None = None  # what the footer last showed
 
     @property
     def kapp(self) -> ConsoleHost:
@@ -187,8 +188,13 @@ class LiveScreen(Screen):
         return rows is None or any(allows(action, row) for row in rows)
 
     def selection_changed(self) -> None:
-        """The cursor, the marks or the rows changed: re-decide which actions the footer offers."""
-        self.refresh_bindings()
+        """The cursor, the marks or the rows changed: re-decide which actions the footer offers.
+        The footer is redrawn only when that changed: a redraw rebuilds and restyles every key
+        in it, and every refresh tick calls this."""
+        offered = {action: self.check_action(action, ()) for action in set(self.action_keys().values())}
+        if offered != self._offered:
+            self._offered = offered
+            self.refresh_bindings()
 
     def action_keys(self) -> dict[str, str]:
         """key -> operator action, for this screen's bindings."""

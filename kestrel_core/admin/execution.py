@@ -10,10 +10,8 @@ import psycopg
 from psycopg.rows import class_row
 
 from kestrel_core.base.errors import NotFound
+from kestrel_core.base.statuses import TERMINAL_STATUSES
 from kestrel_core.db.statements import render
-
-TERMINAL_STATUSES = frozenset({"success", "error", "cancelled"})
-STATUSES = ("enqueued", "running", "waiting", "success", "error", "cancelled")
 
 
 @dataclass(frozen=True)

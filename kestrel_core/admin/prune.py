@@ -1,9 +1,20 @@
-"""Retention: delete finished executions older than a cutoff, in small batches.
+"""Retention: drop whole id ranges of finished history, then delete the rest in small batches.
+
+The history is partitioned by id range (migration 0022; ids grow with time, so a range is a
+period). A range whose executions all finished before the cutoff, past which the id sequence
+moved over a minute ago, is dropped whole: ``{schema}.drop_history_range`` drops its partitions
+of the step tables, then of ``workflow_executions``, and its keys, under a short lock_timeout
+(its ACCESS EXCLUSIVE locks on the parents are held for the DROPs and the commit only; a range
+it cannot lock now is left to the next run), and audits it. The newest range is never dropped.
+The range the id sequence is in, and ranges that still hold a live execution (a long approval),
+have their finished rows deleted in batches, below (``{schema}.batch_ranges`` names them); the
+other ranges wait until all of them may go whole: deleting their rows first would only leave
+dead tuples behind.
 
 Each batch is one call to ``{schema}.prune_finished`` (migration 0004): one short transaction
 that locks at most ``batch_size`` finished rows (SKIP LOCKED: it never waits for a lock held by
-a worker or an operator), deletes them with their checkpoints, waits and attempts (ON DELETE
-CASCADE), and writes a ``prune`` row to ``operator_actions``. Live executions (enqueued,
+a worker or an operator), deletes them with their checkpoints, waits and attempts (a trigger,
+``execution_deleted``), and writes a ``prune`` row to ``operator_actions``. Live executions (enqueued,
 running, waiting) are never deleted, however old. The audit table itself is kept.
 
 Age is measured from ``finished_at``: an execution that ran for a month and finished an hour
@@ -13,6 +24,7 @@ report or ``COPY``), or run ``--dry-run`` to see what would go.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Callable
@@ -30,16 +42,34 @@ from kestrel_core.db.statements import one_row, render
 T = TypeVar("T")
 
 DEFAULT_BATCH_SIZE = 1000
+# A range whose locks were not had within drop_history_range's lock_timeout (500 ms: a commit
+# can take 100 ms on a busy disk) is tried again this many times, then left to the next run.
+DROP_TRIES = 3
+DROP_PAUSE_S = 0.2
 
 CUTOFF = "SELECT now() - %s::interval"
 PRUNE_BATCH = "SELECT {schema}.prune_finished(%s, %s, %s)"
-# What a prune with this cutoff would delete now (the dry run), by workflow and status.
-PRUNABLE = """
-SELECT workflow_name, status, count(*), min(finished_at), max(finished_at)
+RANGES = "SELECT lo, hi FROM {schema}.history_partitions ORDER BY lo"
+DROP_RANGE = "SELECT {schema}.drop_history_range(%s, %s, %s)"
+# What drop_history_range would decide for one range now (the dry run): its executions, the
+# live ones, the newest finish, and when the first execution past the range was created.
+RANGE_STATE = """
+SELECT count(*), count(*) FILTER (WHERE status IN {live_statuses}), max(finished_at),
+       (SELECT created_at FROM {schema}.workflow_executions WHERE id >= %(hi)s ORDER BY id LIMIT 1)
+         < now() - interval '1 minute'
   FROM {schema}.workflow_executions
- WHERE finished_at < %s AND status IN ('success', 'error', 'cancelled')
- GROUP BY workflow_name, status
- ORDER BY workflow_name, status
+ WHERE id >= %(lo)s AND id < %(hi)s
+"""
+# What the batches of a prune with this cutoff would delete now (the dry run), by workflow and
+# status: finished rows in the ranges batch_ranges() names (the others go whole, or wait until
+# all of them may).
+PRUNABLE = """
+SELECT e.workflow_name, e.status, count(*), min(e.finished_at), max(e.finished_at)
+  FROM {schema}.batch_ranges() AS r
+  JOIN {schema}.workflow_executions AS e ON e.id >= r.lo AND e.id < r.hi
+ WHERE e.finished_at < %s AND e.status IN {terminal_statuses}
+ GROUP BY e.workflow_name, e.status
+ ORDER BY e.workflow_name, e.status
 """
 
 _AGE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$", re.IGNORECASE)
@@ -77,6 +107,20 @@ class PrunableGroup:
     newest: datetime
 
 
+@dataclass(frozen=True)
+class HistoryRange:
+    """One id range of the history: its partitions are ``<table>_p<lo>``."""
+
+    lo: int
+    hi: int
+    executions: int = 0
+
+    @property
+    def partition(self) -> str:
+        """The range's partition of ``workflow_executions`` (the step tables' are named alike)."""
+        return f"workflow_executions_p{self.lo}"
+
+
 @dataclass
 class PruneResult:
     """What a prune run did: rows deleted, batches run, and the cutoff it used."""
@@ -87,6 +131,8 @@ class PruneResult:
     complete: bool = True  # False when max_batches stopped it with more left
     seconds: float = 0.0
     history: list[int] = field(default_factory=list)  # rows deleted per batch
+    dropped: list[HistoryRange] = field(default_factory=list)  # ranges dropped whole
+    busy_ranges: int = 0  # ranges not dropped because a lock was not had in time
 
 
 def cutoff_for(conn: psycopg.Connection, older_than: timedelta) -> datetime:
@@ -99,10 +145,37 @@ def cutoff_for(conn: psycopg.Connection, older_than: timedelta) -> datetime:
     return cutoff
 
 
+def history_ranges(conn: psycopg.Connection, schema: str) -> list[HistoryRange]:
+    """The history's id ranges, oldest first."""
+    return [HistoryRange(lo, hi) for lo, hi in conn.execute(render(RANGES, schema)).fetchall()]
+
+
+def droppable_ranges(conn: psycopg.Connection, schema: str, cutoff: datetime) -> list[HistoryRange]:
+    """The ranges a prune with this cutoff would drop whole now (the dry run), with their
+    execution counts: no live execution, none finished at or after the cutoff, and the id
+    sequence past them over a minute ago (so never the newest)."""
+    found = []
+    for r in history_ranges(conn, schema):
+        row = conn.execute(render(RANGE_STATE, schema), {"lo": r.lo, "hi": r.hi}).fetchone()
+        total, live, newest, passed = one_row(row, "RANGE_STATE")
+        if passed and not live and (newest is None or newest < cutoff):
+            found.append(HistoryRange(r.lo, r.hi, int(total)))
+    return found
+
+
 def prunable(conn: psycopg.Connection, schema: str, cutoff: datetime) -> list[PrunableGroup]:
-    """What a prune with this cutoff would delete now, by workflow and status (the dry run)."""
+    """What the batches of a prune with this cutoff would delete now, by workflow and status
+    (the dry run): the finished rows of the ranges not dropped whole (``batch_ranges``)."""
     rows = conn.execute(render(PRUNABLE, schema), (cutoff,)).fetchall()
     return [PrunableGroup(*row) for row in rows]
+
+
+def drop_range(conn: psycopg.Connection, schema: str, lo: int, cutoff: datetime, *, by: str) -> int | None:
+    """Drop the history range starting at ``lo`` if all of it finished before ``cutoff``;
+    returns the executions dropped, or None when the range stays. Raises LockNotAvailable
+    when its locks were not had within the function's lock_timeout."""
+    row = conn.execute(render(DROP_RANGE, schema), (lo, cutoff, by)).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
 
 
 def prune_batch(
@@ -138,6 +211,13 @@ def prune(
         raise ValueError("batch_size must be at least 1")
     started = time.monotonic()
     result = PruneResult(cutoff=run(lambda conn: cutoff_for(conn, older_than)))
+    for r in run(lambda conn: history_ranges(conn, schema))[:-1]:  # never the newest
+        n = _drop_with_retries(run, functools.partial(drop_range, schema=schema, lo=r.lo, cutoff=result.cutoff, by=by))
+        if n is False:
+            result.busy_ranges += 1
+        elif n is not None:
+            result.dropped.append(HistoryRange(r.lo, r.hi, n))
+            result.deleted += n
     while max_batches is None or result.batches < max_batches:
         n = run(lambda conn: prune_batch(conn, schema, result.cutoff, by=by, batch_size=batch_size))
         result.batches += 1
@@ -154,6 +234,19 @@ def prune(
         result.complete = False
     result.seconds = time.monotonic() - started
     return result
+
+
+def _drop_with_retries(run: ConnectionRunner, drop: Callable[[psycopg.Connection], int | None]) -> int | bool | None:
+    """``drop`` (one range), tried again while its locks are busy; False if they stayed busy."""
+    for attempt in range(DROP_TRIES):
+        try:
+            return run(drop)
+        except psycopg.errors.LockNotAvailable:
+            if attempt + 1 < DROP_TRIES:
+                time.sleep(DROP_PAUSE_S)
+        except psycopg.Error as exc:
+            raise from_database(exc) from None
+    return False
 
 
 def connection_runner(connect: Callable[[], AbstractContextManager[psycopg.Connection]]) -> ConnectionRunner:

@@ -1,7 +1,14 @@
 """Base: what every layer of the engine uses: its exceptions (``errors``: each says what is
 wrong and what to do), the JSON checks of inputs and outputs (``serialization``), the one
 backoff policy of every retry loop (``backoff``) and the password masking every log line and
-error message goes through (``masking``: ``mask_dsn``, ``first_line``).
+error message goes through (``masking``: ``mask_dsn``, ``first_line``), and an execution's
+statuses (``statuses``: every list of them comes from there).
+
+Front ends (the console, bench) may use the names in ``__all__`` below, no module of it.
 
 May import: nothing of kestrel_core outside this package.
 """
+
+from kestrel_core.base.serialization import to_json
+
+__all__ = ["to_json"]

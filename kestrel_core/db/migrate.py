@@ -96,6 +96,10 @@ SELECT c.relname FROM pg_index i
  ORDER BY 1
 """
 DROP_INDEX_CONCURRENTLY = "DROP INDEX CONCURRENTLY IF EXISTS {index}"
+# The history's id ranges ahead (migration 0022, schema/functions/ensure_partitions.sql): each
+# migrate makes sure of them, as each worker does every minute.
+HAS_ENSURE_PARTITIONS = "SELECT to_regprocedure(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL"
+ENSURE_PARTITIONS = "SELECT {schema}.ensure_partitions()"
 
 
 @dataclass(frozen=True)
@@ -205,7 +209,23 @@ def _apply_in_transaction(
             conn.execute(render(RECORD, schema), (migration.version, migration.name))
             applied_now.append(migration.version)
         _apply_functions(conn, schema, functions)
+        _ensure_partitions(conn, schema)
     return None
+
+
+def _ensure_partitions(conn: psycopg.Connection, schema: str) -> None:
+    """Create the history's id ranges ahead, once the schema has them (a savepoint: a lock
+    not had within the function's lock_timeout is logged, and left to the workers' upkeep)."""
+    row = conn.execute(
+        HAS_ENSURE_PARTITIONS, (f"{schema}.ensure_partitions(integer)", f"{schema}.history_settings")
+    ).fetchone()
+    if row != (True,):
+        return
+    try:
+        with conn.transaction():
+            conn.execute(render(ENSURE_PARTITIONS, schema))
+    except psycopg.errors.LockNotAvailable as exc:
+        log.warning("event=ensure_partitions_skipped schema=%s error=%r", schema, str(exc).strip())
 
 
 def _refuse_unknown_versions(schema: str, done: set[int], known: set[int]) -> None:

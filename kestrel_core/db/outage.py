@@ -17,9 +17,14 @@ import psycopg
 _OUTAGE_STATES = frozenset({"57P01", "57P02", "57P03", "53300"})
 
 
-def is_outage(exc: BaseException) -> bool:
+def is_outage(exc: BaseException, conn: psycopg.Connection | None = None) -> bool:
     """True when ``exc`` says the database could not be reached (connection refused, broken,
-    closed by a restart, no pooled connection in time): the write may succeed once it is back."""
+    closed by a restart, no pooled connection in time): the write may succeed once it is back.
+    ``conn``, the connection ``exc`` came from if any, is also asked: a server that died under
+    an open transaction, relayed by PgBouncer, breaks the connection with an InternalError
+    ("received 2 results from command 'SAVEPOINT ...'"), not an OperationalError."""
+    if conn is not None and conn.broken and isinstance(exc, psycopg.Error):
+        return True
     if not isinstance(exc, psycopg.OperationalError):
         return False
     state = exc.sqlstate

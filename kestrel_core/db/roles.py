@@ -39,9 +39,12 @@ counts as created.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import random
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 
 import psycopg
 from psycopg import sql
@@ -97,6 +100,8 @@ WORKER_WRITES: dict[str, tuple[str, ...]] = {
         f"UPDATE ({_SCHEDULE_DECLARED}, last_tick, last_execution_id)",
     ),
     "workflow_events": ("SELECT",),  # wait_for_event (sent via send_event)
+    "execution_keys": ("SELECT",),  # an enqueue's key already taken: its holder (a trigger writes them)
+    "history_partitions": ("SELECT",),  # prune's id ranges (dropped through drop_history_range)
 }
 WORKER_FUNCTIONS = (
     "prune_finished(timestamptz, integer, text)",
@@ -104,6 +109,11 @@ WORKER_FUNCTIONS = (
     "lock_finished_counters(text[], text[], smallint[])",
     "count_shard(bigint)",  # the counters a step boundary locks
     "sweep_waits(integer)",
+    "fold_finished_counts(integer)",  # the maintenance loop's fold of the counters
+    "fold_activity(integer, integer, integer)",  # and of the dashboard's activity per minute
+    "ensure_partitions(integer)",  # the history's id ranges ahead (migrate and the upkeep)
+    "drop_history_range(bigint, timestamptz, text)",  # retention by partition (prune)
+    "batch_ranges()",  # which ranges prune deletes from row by row (its dry run counts them)
     # A schedule enqueues its workflow at every tick: adding one needs the right to enqueue.
     "add_schedule(text, text, text, text, jsonb, boolean, timestamptz, text, text)",
 )
@@ -112,6 +122,8 @@ OPERATOR_FUNCTIONS = (
     "cancel_execution(bigint, text, text)",
     "requeue_execution(bigint, text, text)",
     "prune_finished(timestamptz, integer, text)",
+    "drop_history_range(bigint, timestamptz, text)",
+    "batch_ranges()",
     "set_queue_paused(text, boolean, text, text)",
     "set_schedule_paused(text, boolean, timestamptz, text, text)",
     "remove_schedule(text, text, text)",
@@ -242,18 +254,41 @@ def _grant(conn: psycopg.Connection, schema: str, names: RoleNames, tables: list
 
 IS_MEMBER = "SELECT pg_has_role(%s, %s, 'MEMBER')"
 GRANT_ROLE = "GRANT {role} TO {member}"
+HAS_PARAMETER_PRIVILEGE = "SELECT has_parameter_privilege(%s, %s, 'SET')"
+# A cluster-wide catalog row (a parameter's ACL) takes one update at a time: a concurrent grant
+# to another role from another database fails ours with 'tuple concurrently updated' (or a
+# unique violation when both create the row). Each attempt is short; 50 cover any realistic crowd.
+SHARED_GRANT_ATTEMPTS = 50
+SHARED_GRANT_PAUSE = 0.01  # seconds, times the attempt number
+
+
+def _grant_shared(conn: psycopg.Connection, grant: sql.Composed, holds: Callable[[], bool]) -> None:
+    """Run ``grant`` until ``holds()``: a lost race on a shared catalog row must not pass for a
+    grant (before, it did, and the role silently lacked its privilege)."""
+    for attempt in range(1, SHARED_GRANT_ATTEMPTS + 1):
+        if holds():
+            return
+        try:
+            with conn.transaction():  # a savepoint: a lost race must not abort the caller's transaction
+                conn.execute(grant)
+            return
+        except (psycopg.errors.UniqueViolation, psycopg.errors.InternalError_):  # tuple concurrently updated
+            time.sleep(SHARED_GRANT_PAUSE * attempt * random.random())
+    if not holds():
+        raise RuntimeError(
+            f"could not run {grant.as_string(conn)}: {SHARED_GRANT_ATTEMPTS} attempts lost to concurrent "
+            "grants on the same cluster-wide row; run migrate again"
+        )
 
 
 def _grant_membership(conn: psycopg.Connection, role: str, member: str) -> None:
     """GRANT role TO member unless it holds; memberships are cluster-wide, so a concurrent
     ``ensure_roles`` in another database may grant it meanwhile: that counts as granted."""
-    if conn.execute(IS_MEMBER, (member, role)).fetchone() == (True,):
-        return
-    try:
-        with conn.transaction():  # a savepoint, as in _create_role
-            conn.execute(sql.SQL(GRANT_ROLE).format(role=sql.Identifier(role), member=sql.Identifier(member)))
-    except (psycopg.errors.UniqueViolation, psycopg.errors.InternalError_):  # tuple concurrently updated
-        pass
+    _grant_shared(
+        conn,
+        sql.SQL(GRANT_ROLE).format(role=sql.Identifier(role), member=sql.Identifier(member)),
+        lambda: conn.execute(IS_MEMBER, (member, role)).fetchone() == (True,),
+    )
 
 
 def _grant_reader_parameters(conn: psycopg.Connection, reader: str) -> None:
@@ -262,15 +297,15 @@ def _grant_reader_parameters(conn: psycopg.Connection, reader: str) -> None:
     if conn.execute(IS_SUPERUSER).fetchone() != (True,):
         return
     for parameter in READER_PARAMETERS:
-        try:
-            with conn.transaction():  # a savepoint: a concurrent grant elsewhere must not abort ours
-                conn.execute(
-                    sql.SQL(GRANT_SET_PARAMETER).format(
-                        parameter=sql.Identifier(parameter), role=sql.Identifier(reader)
-                    )
-                )
-        except (psycopg.errors.UniqueViolation, psycopg.errors.InternalError_):  # tuple concurrently updated
-            pass
+        _grant_shared(
+            conn,
+            sql.SQL(GRANT_SET_PARAMETER).format(parameter=sql.Identifier(parameter), role=sql.Identifier(reader)),
+            partial(_may_set, conn, reader, parameter),
+        )
+
+
+def _may_set(conn: psycopg.Connection, role: str, parameter: str) -> bool:
+    return conn.execute(HAS_PARAMETER_PRIVILEGE, (role, parameter)).fetchone() == (True,)
 
 
 FUNCTION_EXISTS = """

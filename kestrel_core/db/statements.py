@@ -2,7 +2,7 @@
 
 The engine's statements are module-level constants written for ``psycopg.sql.SQL.format``:
 they name tables as ``{schema}.table`` and paste shared fragments by name
-(``{claim_is_current}``, ``{lock_if_claim_is_current}``, ``{async_commit}``); literal braces
+(``{claim_is_current}``, ``{async_commit}``, ``{live_statuses}``...: ``_fragments``); literal braces
 are written ``{{`` ``}}``. The schema is configuration, never user data: it is validated as a
 plain identifier and composed as ``sql.Identifier``. Each (statement, schema) pair is composed
 once per process and cached, so the hot path never re-composes; every value travels as a bound
@@ -17,6 +17,8 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+
+from kestrel_core.base.statuses import LIVE_STATUSES, STATUSES, TERMINAL_STATUSES, sql_array, sql_list
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
@@ -47,7 +49,7 @@ ASYNC_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true)) AS async_
 # succeeds only while that claim is still the row's current one and the row is running: a
 # swept, cancelled or reclaimed worker (even one reclaiming under the same id) writes nothing.
 # Every advancing write uses it.
-CLAIM_IS_CURRENT = "id = %(eid)s AND owner_id = %(owner)s AND claim_epoch = %(epoch)s AND status = 'running'"
+CLAIM_IS_CURRENT = "id = %(eid)s AND owner_id = %(worker_id)s AND claim_epoch = %(claim_epoch)s AND status = 'running'"
 # Pasted as {lock_if_claim_is_current}, a CTE body: also locks the row for the statement, so a
 # concurrent sweep or cancel either waits for the write or wins first.
 LOCK_IF_CLAIM_IS_CURRENT = "SELECT id FROM {schema}.workflow_executions WHERE {claim_is_current} FOR NO KEY UPDATE"
@@ -58,11 +60,31 @@ LOCK_IF_CLAIM_IS_CURRENT = "SELECT id FROM {schema}.workflow_executions WHERE {c
 # claiming statement's: the limited claim runs it after waiting for its queue locks, and
 # stamps its rate window with the same instant.
 TAKE_CLAIM = (
-    "status = 'running', owner_id = %(owner)s, lease_expires = statement_timestamp() + %(lease)s,"
+    "status = 'running', owner_id = %(worker_id)s, lease_expires = statement_timestamp() + %(lease)s,"
     " claim_epoch = e.claim_epoch + 1, claims = e.claims + 1,"
     " started_at = coalesce(e.started_at, statement_timestamp()), updated_at = statement_timestamp(),"
     " version = coalesce(e.version, (%(versions)s::text[])[array_position(%(names)s::text[], e.workflow_name)])"
 )
+
+# The statuses (base/statuses.py), pasted as literals so the planner matches the partial indexes:
+# ``status IN {live_statuses}``, ``status IN {terminal_statuses}``, and ``{status_order}``, every
+# status as an array in the console's order (``array_position({status_order}, status)``).
+STATUS_FRAGMENTS = {
+    "live_statuses": sql_list(LIVE_STATUSES),
+    "terminal_statuses": sql_list(TERMINAL_STATUSES),
+    "status_order": sql_array(STATUSES),
+}
+# Pasted as {queue_is_limited}, on the queues table aliased ``q``: a queue with a limit
+# (concurrency, per worker, rate) or keyed executions, which only the limited claim serves.
+QUEUE_IS_LIMITED = "(q.keyed OR q.concurrency IS NOT NULL OR q.per_worker IS NOT NULL OR q.rate_limit IS NOT NULL)"
+# Pasted as {version_matches}, on executions_ready aliased ``r``: the row is of a version this
+# worker has (the names and versions parameters are parallel arrays; a NULL version is any).
+VERSION_MATCHES = (
+    "(r.version IS NULL OR r.version = (%(versions)s::text[])[array_position(%(names)s::text[], r.workflow_name)])"
+)
+# Pasted as {worker_is_live}, on the workers table aliased ``w``: the worker has not stopped and
+# beat within the last ``dead_after`` seconds (a parameter: how long a silent worker still counts).
+WORKER_IS_LIVE = "(w.stopped_at IS NULL AND w.last_heartbeat > now() - make_interval(secs => %(dead_after)s))"
 
 # The prefix of the LISTEN/NOTIFY channel, ``kestrel:<schema>``. In SQL the channel is the
 # schema's function ``notify_channel()`` (migration 0009), which the functions that wake
@@ -81,6 +103,10 @@ def _fragments(schema: str) -> dict[str, sql.Composable]:
         "lock_if_claim_is_current": sql.SQL(LOCK_IF_CLAIM_IS_CURRENT).format(schema=ident, claim_is_current=claim),
         "async_commit": sql.SQL(ASYNC_COMMIT),
         "take_claim": sql.SQL(TAKE_CLAIM),
+        "queue_is_limited": sql.SQL(QUEUE_IS_LIMITED),
+        "version_matches": sql.SQL(VERSION_MATCHES),
+        "worker_is_live": sql.SQL(WORKER_IS_LIVE),
+        **{name: sql.SQL(text) for name, text in STATUS_FRAGMENTS.items()},
     }
 
 

@@ -4,5 +4,28 @@ declarations and limits (``queues``), the claim (``claim``; ``limited_claim`` fo
 limits), leases (``lease``), and the leaderless sweeps that hand work back or end it
 (``sweeper``, ``deadlines``).
 
+Front ends (the console, bench) may use the names in ``__all__`` below, no module of it.
+
 May import: base, db.
 """
+
+from kestrel_core.dispatch.claim import CLAIM, ORDERED_PLAN, START_KEY, Claim
+from kestrel_core.dispatch.claim import claim as claim_executions
+from kestrel_core.dispatch.enqueue import enqueue_many
+from kestrel_core.dispatch.lease import heartbeat
+from kestrel_core.dispatch.sweeper import ensure_partitions
+
+# The claim's statement, its plan setting and its start key: for bench/ceiling.py, which runs
+# the engine's own SQL under pgbench; the claim and the heartbeat themselves: for
+# bench/walcost.py, which measures what each writes; the history's ranges ahead: for the soak,
+# which sizes its ranges before the load.
+__all__ = [
+    "CLAIM",
+    "ORDERED_PLAN",
+    "START_KEY",
+    "Claim",
+    "claim_executions",
+    "enqueue_many",
+    "ensure_partitions",
+    "heartbeat",
+]

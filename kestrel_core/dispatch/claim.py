@@ -8,7 +8,7 @@ Two paths, each one short transaction:
   worker process's mark (ClaimMark), so that its cost does not grow with the dead rows a held
   snapshot leaves behind;
 - the limited path (queues with a concurrency, per-worker or rate limit, or with keyed
-  executions): the claimer first locks the queues' rows ``FOR UPDATE``, then counts and claims
+  executions): the claiming worker first locks the queues' rows ``FOR UPDATE``, then counts and claims
   in a second statement whose snapshot is taken after the lock, so it sees every claim
   committed before it. Claims of one limited queue therefore serialise and its limits hold
   across all workers (limited_claim.py); the fast path never touches those queues (nor
@@ -16,7 +16,7 @@ Two paths, each one short transaction:
 
 Each claim bumps ``claim_epoch``; (owner_id, claim_epoch) identifies the claim and fences
 every later write (see checkpoint.py). A worker claims only the (workflow, version) pairs it
-has: a row's ``version`` NULL means any, and the first claim stamps the claimer's version.
+has: a row's ``version`` NULL means any, and the first claim stamps the claiming worker's version.
 """
 
 from __future__ import annotations
@@ -46,12 +46,10 @@ WITH picked AS (
     SELECT r.ctid AS tid FROM {schema}.executions_ready r
      WHERE (r.neg_priority, r.run_at, r.id) > (%(after_p)s::bigint, %(after_at)s::timestamptz, %(after_id)s::bigint)
        AND r.run_at <= now() AND r.workflow_name = ANY(%(names)s::text[])
-       AND (r.version IS NULL OR r.version = (%(versions)s::text[])[array_position(%(names)s::text[], r.workflow_name)])
+       AND {version_matches}
        AND (%(queues)s::text[] IS NULL OR r.queue = ANY(%(queues)s::text[]))
        AND r.queue <> ALL (ARRAY(
-             SELECT q.name FROM {schema}.queues q
-              WHERE q.paused OR q.keyed OR q.concurrency IS NOT NULL OR q.per_worker IS NOT NULL
-                 OR q.rate_limit IS NOT NULL))
+             SELECT q.name FROM {schema}.queues q WHERE q.paused OR {queue_is_limited}))
      ORDER BY r.neg_priority, r.run_at, r.id
      LIMIT %(n)s
      FOR UPDATE SKIP LOCKED
@@ -113,7 +111,7 @@ class Claim:
     execution_id: int
     workflow_name: str
     input: Any
-    epoch: int
+    claim_epoch: int
     claims: int  # 1 on the first run: nothing to replay
 
     @property
@@ -125,26 +123,28 @@ def claim(
     conn: psycopg.Connection,
     schema: str,
     *,
-    owner: str,
+    worker_id: str,
     names: Sequence[str],
     n: int,
     lease: timedelta,
     versions: Sequence[str | None] | None = None,
     queues: Sequence[str] | None = None,
 ) -> list[Claim]:
-    """Claim up to ``n`` due executions of the given workflow names for ``owner``.
+    """Claim up to ``n`` due executions of the given workflow names for ``worker_id``.
 
     ``versions[i]`` is the code version this worker has for ``names[i]`` (None: any);
     ``queues`` None serves every queue.
     """
-    return claim_batch(conn, schema, owner=owner, names=names, n=n, lease=lease, versions=versions, queues=queues)[0]
+    return claim_batch(
+        conn, schema, worker_id=worker_id, names=names, n=n, lease=lease, versions=versions, queues=queues
+    )[0]
 
 
 def claim_batch(
     conn: psycopg.Connection,
     schema: str,
     *,
-    owner: str,
+    worker_id: str,
     names: Sequence[str],
     n: int,
     lease: timedelta,
@@ -166,7 +166,7 @@ def claim_batch(
     params = {
         "names": list(names),
         "n": n,
-        "owner": owner,
+        "worker_id": worker_id,
         "lease": lease,
         "versions": list(versions) if versions is not None else [None] * len(names),
         "queues": list(queues) if queues is not None else None,

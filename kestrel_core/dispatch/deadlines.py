@@ -56,10 +56,13 @@ RETURNING e.id
 
 
 def stamp(
-    conn: psycopg.Connection, schema: str, *, execution_id: int, owner: str, epoch: int, timeout: timedelta
+    conn: psycopg.Connection, schema: str, *, execution_id: int, worker_id: str, claim_epoch: int, timeout: timedelta
 ) -> None:
     """Set the execution's deadline if it has none yet (fenced by the claim)."""
-    conn.execute(render(STAMP, schema), {"eid": execution_id, "owner": owner, "epoch": epoch, "timeout": timeout})
+    conn.execute(
+        render(STAMP, schema),
+        {"eid": execution_id, "worker_id": worker_id, "claim_epoch": claim_epoch, "timeout": timeout},
+    )
 
 
 def sweep_deadlines(conn: psycopg.Connection, schema: str, batch: int = 500) -> list[int]:

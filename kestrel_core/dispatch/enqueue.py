@@ -68,9 +68,11 @@ _PLACE = (
 
 # Rows in, one result row per execution that holds a key of the batch or was inserted now:
 # (id, idempotency_key). Rows are inserted in array order, so the new unkeyed ids, ascending,
-# are the unkeyed rows in order; a key is inserted by its first row and refused (DO NOTHING)
-# for later rows and for a key already taken, whose holder the last branch finds (the
-# statement's snapshot does not see the rows it inserts, so no key comes back twice).
+# are the unkeyed rows in order; a key is inserted by its first row and refused for later rows
+# and for a key already taken (the row is skipped by the execution_key_taken trigger, which
+# takes the key in execution_keys, ON CONFLICT DO NOTHING: migration 0020), and the last branch
+# finds its holder in execution_keys (the statement's snapshot does not see the keys its
+# trigger inserts, so no key comes back twice).
 # The holders are not looked up at all for a batch without keys (``keyed`` false: a one-time
 # filter, even in a cached plan). Without that gate the lookup was a sequential scan in the
 # generic plan a pooled connection caches at its fifth call while the table is small, and until
@@ -95,7 +97,6 @@ ENQUEUE = (
     SELECT r.name, r.input, r.key, coalesce(r.run_at, now()), p.priority, p.queue, r.ckey, r.version
       FROM req r JOIN placed p ON p.n = r.n
      ORDER BY r.n
-    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, idempotency_key, workflow_name
 ), woke AS (
     SELECT pg_notify(%(channel)s, w.name) FROM (SELECT DISTINCT workflow_name AS name FROM ins) w
@@ -103,8 +104,8 @@ ENQUEUE = (
 )
 SELECT id, idempotency_key FROM ins, (SELECT count(*) FROM woke) AS notified
 UNION ALL
-SELECT id, idempotency_key FROM {schema}.workflow_executions
- WHERE %(keyed)s AND idempotency_key = ANY(%(keys)s::text[])
+SELECT execution_id, key FROM {schema}.execution_keys
+ WHERE %(keyed)s AND key = ANY(%(keys)s::text[])
 """
 )
 
@@ -122,7 +123,7 @@ COMMIT = "COMMIT"
 
 # Keys an enqueue with the same key committed after our snapshot (our insert saw the row, our
 # read did not): read them now.
-BY_KEYS = "SELECT idempotency_key, id FROM {schema}.workflow_executions WHERE idempotency_key = ANY(%s::text[])"
+BY_KEYS = "SELECT key, execution_id FROM {schema}.execution_keys WHERE key = ANY(%s::text[])"
 
 
 # A workflow name is NOTIFY's payload (at most 8000 bytes) and is shown in every list: bounded.

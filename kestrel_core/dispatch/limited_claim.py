@@ -1,6 +1,6 @@
 """The limited claim: queues with a concurrency, per-worker or rate limit, or keyed executions.
 
-Claims of one limited queue serialise on its row: the claimer locks the queues' rows
+Claims of one limited queue serialise on its row: the claiming worker locks the queues' rows
 ``FOR UPDATE`` (LOCK_QUEUES), then counts and claims in a second statement (CLAIM_LIMITED)
 whose snapshot is taken after the lock, so it sees every claim committed before it. Two
 workers that each see 2 of 3 running cannot both take the last slot: the second waits for the
@@ -21,28 +21,26 @@ LIMITED_WITH_WORK = """
 WITH limited AS MATERIALIZED (
     SELECT q.name FROM {schema}.queues q
      WHERE NOT q.paused
-       AND (q.keyed OR q.concurrency IS NOT NULL OR q.per_worker IS NOT NULL OR q.rate_limit IS NOT NULL)
+       AND {queue_is_limited}
        AND (%(queues)s::text[] IS NULL OR q.name = ANY(%(queues)s::text[]))
 )
 SELECT limited.name FROM limited
  CROSS JOIN LATERAL (
         -- One probe per limited queue, walking its part of the ready index in claim order (the
         -- ORDER BY keeps the planner on that index rather than a scan of the table).
-        SELECT 1 FROM {schema}.executions_ready e
-         WHERE e.queue = limited.name AND e.run_at <= now()
-           AND e.workflow_name = ANY(%(names)s::text[])
-           AND (e.version IS NULL
-                OR e.version = (%(versions)s::text[])[array_position(%(names)s::text[], e.workflow_name)])
-         ORDER BY e.queue, e.neg_priority, e.run_at, e.id
+        SELECT 1 FROM {schema}.executions_ready r
+         WHERE r.queue = limited.name AND r.run_at <= now()
+           AND r.workflow_name = ANY(%(names)s::text[]) AND {version_matches}
+         ORDER BY r.queue, r.neg_priority, r.run_at, r.id
          LIMIT 1) AS due
 """
 
-# The first statement: serialise with every other claimer of these queues. A queue paused
+# The first statement: serialise with every other claiming worker of these queues. A queue paused
 # (or no longer limited) since LIMITED_WITH_WORK is not locked, hence not claimed here.
 LOCK_QUEUES = """
 SELECT q.name FROM {schema}.queues q
  WHERE q.name = ANY(%(queues)s::text[]) AND NOT q.paused
-   AND (q.keyed OR q.concurrency IS NOT NULL OR q.per_worker IS NOT NULL OR q.rate_limit IS NOT NULL)
+   AND {queue_is_limited}
  ORDER BY q.name
    FOR UPDATE
 """
@@ -64,7 +62,7 @@ WITH room AS MATERIALIZED (
                                            WHERE s.at > statement_timestamp() - q.rate_period), 2147483647)) AS free
       FROM {schema}.queues q
       CROSS JOIN LATERAL (
-            SELECT count(*) AS running, count(*) FILTER (WHERE r.owner_id = %(owner)s) AS mine
+            SELECT count(*) AS running, count(*) FILTER (WHERE r.owner_id = %(worker_id)s) AS mine
               FROM {schema}.workflow_executions r
              WHERE r.status = 'running' AND r.queue = q.name) AS r
      WHERE q.name = ANY(%(queues)s::text[])
@@ -80,13 +78,11 @@ WITH room AS MATERIALIZED (
                               ORDER BY e.neg_priority, e.run_at, e.id) AS nth_of_key
       FROM room
      CROSS JOIN LATERAL (
-            SELECT e.ctid AS tid, e.id, e.queue, e.concurrency_key, e.neg_priority, e.run_at
-              FROM {schema}.executions_ready e
-             WHERE e.queue = room.name AND e.run_at <= now()
-               AND e.workflow_name = ANY(%(names)s::text[])
-           AND (e.version IS NULL
-                OR e.version = (%(versions)s::text[])[array_position(%(names)s::text[], e.workflow_name)])
-             ORDER BY e.queue, e.neg_priority, e.run_at, e.id
+            SELECT r.ctid AS tid, r.id, r.queue, r.concurrency_key, r.neg_priority, r.run_at
+              FROM {schema}.executions_ready r
+             WHERE r.queue = room.name AND r.run_at <= now()
+               AND r.workflow_name = ANY(%(names)s::text[]) AND {version_matches}
+             ORDER BY r.queue, r.neg_priority, r.run_at, r.id
              LIMIT %(scan)s) AS e
      WHERE room.free > 0
 ), allowed AS (

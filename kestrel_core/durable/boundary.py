@@ -32,12 +32,12 @@ from kestrel_core.db.statements import render
 WRITE = """
 WITH input AS (
     SELECT * FROM unnest(
-        %(eids)s::bigint[], %(owners)s::text[], %(epochs)s::bigint[],
+        %(eids)s::bigint[], %(worker_ids)s::text[], %(claim_epochs)s::bigint[],
         %(finish_steps)s::text[], %(attempts)s::int[], %(started)s::timestamptz[],
-        %(outputs)s::jsonb[], %(errors)s::text[], %(keeps)s::bool[], %(seqs)s::int[],
+        %(outputs)s::jsonb[], %(errors)s::text[], %(keeps)s::bool[], %(positions)s::int[],
         %(open_steps)s::text[], %(statuses)s::text[], %(results)s::jsonb[], %(failures)s::text[],
         %(fresh)s::bool[], %(elapsed)s::float8[]
-    ) AS i(eid, owner, epoch, fstep, attempt, started, output, error, keep, seq, ostep,
+    ) AS i(eid, worker_id, claim_epoch, fstep, attempt, started, output, error, keep, position, ostep,
            status, result, failure, fresh, elapsed)
 ), commit_mode AS (
     SELECT set_config('synchronous_commit', %(sync)s, true)
@@ -47,13 +47,13 @@ WITH input AS (
     -- claim's conditions out of the probe: with them the planner may walk the partial index of
     -- every running row (and its dead entries) instead, for every batch.
     SELECT e.id, e.workflow_name
-      FROM (SELECT eid, owner, epoch FROM input ORDER BY eid) i
+      FROM (SELECT eid, worker_id, claim_epoch FROM input ORDER BY eid) i
      CROSS JOIN LATERAL (
            SELECT x.id, x.workflow_name, x.owner_id, x.claim_epoch, x.status
              FROM {schema}.workflow_executions x WHERE x.id = i.eid
            OFFSET 0
               FOR NO KEY UPDATE) e
-     WHERE e.owner_id = i.owner AND e.claim_epoch = i.epoch AND e.status = 'running'
+     WHERE e.owner_id = i.worker_id AND e.claim_epoch = i.claim_epoch AND e.status = 'running'
 ), closed AS (
     UPDATE {schema}.step_attempts a
        SET outcome = CASE WHEN i.error IS NULL THEN 'success' ELSE 'error' END,
@@ -66,7 +66,7 @@ WITH input AS (
     -- is written with its end: it started ``elapsed`` seconds (by the worker's clock) before now().
     INSERT INTO {schema}.step_attempts
            (execution_id, step_id, attempt, owner_id, claim_epoch, started_at, finished_at, outcome, error)
-    SELECT i.eid, i.fstep, i.attempt, i.owner, i.epoch,
+    SELECT i.eid, i.fstep, i.attempt, i.worker_id, i.claim_epoch,
            now() - make_interval(secs => i.elapsed), clock_timestamp(),
            CASE WHEN i.error IS NULL THEN 'success' ELSE 'error' END, i.error
       FROM input i JOIN fence f ON f.id = i.eid
@@ -76,7 +76,8 @@ WITH input AS (
     INSERT INTO {schema}.operation_outputs
            (execution_id, step_id, output, error, started_at, attempts, owner_id, claim_epoch, seq)
     SELECT i.eid, i.fstep, i.output, i.error,
-           coalesce(i.started, now() - make_interval(secs => i.elapsed)), i.attempt, i.owner, i.epoch, i.seq
+           coalesce(i.started, now() - make_interval(secs => i.elapsed)), i.attempt, i.worker_id, i.claim_epoch,
+           i.position
       FROM input i JOIN fence f ON f.id = i.eid
      WHERE i.keep
     ON CONFLICT DO NOTHING
@@ -88,7 +89,7 @@ WITH input AS (
     SELECT DISTINCT ON (i.eid) i.eid, a.attempt, a.started_at
       FROM input i JOIN fence f ON f.id = i.eid
       JOIN {schema}.step_attempts a ON a.execution_id = i.eid AND a.step_id = i.ostep
-     WHERE a.owner_id = i.owner AND a.claim_epoch = i.epoch AND a.outcome = 'running'
+     WHERE a.owner_id = i.worker_id AND a.claim_epoch = i.claim_epoch AND a.outcome = 'running'
        AND (i.fstep IS DISTINCT FROM i.ostep OR a.attempt IS DISTINCT FROM i.attempt)
      ORDER BY i.eid, a.attempt DESC
 ), opened AS (
@@ -98,7 +99,7 @@ WITH input AS (
                       WHERE a.execution_id = i.eid AND a.step_id = i.ostep),
                     -- a retry opened with the end of an attempt written in this statement
                     CASE WHEN i.fresh AND i.fstep = i.ostep THEN i.attempt END, 0) + 1,
-           i.owner, i.epoch
+           i.worker_id, i.claim_epoch
       FROM input i JOIN fence f ON f.id = i.eid
      WHERE i.ostep IS NOT NULL AND NOT EXISTS (SELECT 1 FROM reopened r WHERE r.eid = i.eid)
     ON CONFLICT DO NOTHING
@@ -139,7 +140,7 @@ SELECT output, error, attempts, owner_id, claim_epoch FROM {schema}.operation_ou
 # connection broke (the write is retried)? Then the execution has our claim and that status.
 COMPLETED_BY_US = """
 SELECT status FROM {schema}.workflow_executions
- WHERE id = %(eid)s AND owner_id = %(owner)s AND claim_epoch = %(epoch)s
+ WHERE id = %(eid)s AND owner_id = %(worker_id)s AND claim_epoch = %(claim_epoch)s
 """
 
 
@@ -162,7 +163,7 @@ class Finish:
     output: Jsonb | None = None
     error: str | None = None
     keep: bool = True
-    seq: int | None = None
+    position: int | None = None
     elapsed: float | None = None  # seconds since the attempt started, when its start is unwritten
 
 
@@ -180,8 +181,8 @@ class Boundary:
     """What one execution writes at one step boundary, under its claim."""
 
     execution_id: int
-    owner: str
-    epoch: int
+    worker_id: str
+    claim_epoch: int
     finish: Finish | None = None
     open_step: str | None = None
     complete: Completion | None = None
@@ -225,8 +226,8 @@ def _params(batch: Sequence[Boundary]) -> dict[str, Any]:
     done = [b.complete for b in batch]
     return {
         "eids": [b.execution_id for b in batch],
-        "owners": [b.owner for b in batch],
-        "epochs": [b.epoch for b in batch],
+        "worker_ids": [b.worker_id for b in batch],
+        "claim_epochs": [b.claim_epoch for b in batch],
         "open_steps": [b.open_step for b in batch],
         "finish_steps": [f and f.step_id for f in fin],
         "attempts": [f and f.attempt.number for f in fin],
@@ -236,7 +237,7 @@ def _params(batch: Sequence[Boundary]) -> dict[str, Any]:
         "outputs": [f and f.output for f in fin],
         "errors": [f and f.error for f in fin],
         "keeps": [bool(f and f.keep) for f in fin],
-        "seqs": [f and f.seq for f in fin],
+        "positions": [f and f.position for f in fin],
         "statuses": [c and c.status for c in done],
         "results": [c and c.output for c in done],
         "failures": [c and c.error for c in done],
@@ -270,8 +271,8 @@ def _outcome(conn: psycopg.Connection, schema: str, b: Boundary, row: tuple[Any,
                 # Gone since the insert met it (a requeue deletes failed checkpoints): the record
                 # moved on without this claim; stop as if fenced out, the replay reads it afresh.
                 return Outcome(held=False)
-            output, error, attempts, owner, epoch = found
-            written = (owner, epoch, attempts) == (b.owner, b.epoch, b.finish.attempt.number)
+            output, error, attempts, worker_id, claim_epoch = found
+            written = (worker_id, claim_epoch, attempts) == (b.worker_id, b.claim_epoch, b.finish.attempt.number)
             if not written:
                 existing = (output, error, attempts)
         if written:
@@ -286,6 +287,6 @@ def _completed_earlier(conn: psycopg.Connection, schema: str, b: Boundary) -> bo
     if b.complete is None:
         return False
     row = conn.execute(
-        render(COMPLETED_BY_US, schema), {"eid": b.execution_id, "owner": b.owner, "epoch": b.epoch}
+        render(COMPLETED_BY_US, schema), {"eid": b.execution_id, "worker_id": b.worker_id, "claim_epoch": b.claim_epoch}
     ).fetchone()
     return bool(row and row[0] == b.complete.status)

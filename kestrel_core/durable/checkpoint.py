@@ -2,7 +2,7 @@
 
 Every write that advances an execution names the claim it acts under (owner_id + claim_epoch)
 and only succeeds while that claim is current and the row is still ``running``. A worker that
-was swept, cancelled or reclaimed (even under the same owner id) is refused: a zombie can never
+was swept, cancelled or reclaimed (even under the same worker id) is refused: a zombie can never
 checkpoint, park or complete what another now owns. A step's own checkpoint is written with
 its step boundary, in batches (boundary.py).
 """
@@ -19,7 +19,7 @@ from kestrel_core.db.statements import render
 
 # On a replay: read every checkpoint once (this worker is the only writer while it holds the
 # claim, so the copy stays true), and close attempts an earlier claim left open. Fenced: only
-# while the claim is current (a late worker must not close the new owner's running attempts,
+# while the claim is current (a late worker must not close the new claim's running attempts,
 # nor read checkpoints as if it still held the execution); the row is locked meanwhile, as a
 # boundary write locks it. No row at all: the claim is not current (nothing was closed); one
 # row of NULLs: it is, and there is no checkpoint yet. An approval gate's checkpoint comes
@@ -35,7 +35,7 @@ WITH fence AS (
            error = 'abandoned: its worker stopped before finishing (killed, lost its lease, or shut down)'
       FROM fence
      WHERE a.execution_id = fence.id AND a.outcome = 'running'
-       AND (a.owner_id, a.claim_epoch) IS DISTINCT FROM (%(owner)s::text, %(epoch)s::bigint)
+       AND (a.owner_id, a.claim_epoch) IS DISTINCT FROM (%(worker_id)s::text, %(claim_epoch)s::bigint)
 )
 SELECT o.step_id, o.output, o.error, o.attempts, o.seq, w.kind, w.decision, w.decided_by
   FROM fence LEFT JOIN {schema}.operation_outputs o ON o.execution_id = fence.id
@@ -48,7 +48,7 @@ WITH fence AS (
     {lock_if_claim_is_current}
 ), checkpoint AS (
     INSERT INTO {schema}.operation_outputs (execution_id, step_id, output, error, owner_id, seq)
-    SELECT id, %(step)s, %(output)s, %(error)s, %(owner)s, %(seq)s FROM fence
+    SELECT id, %(step)s, %(output)s, %(error)s, %(worker_id)s, %(position)s FROM fence
     ON CONFLICT DO NOTHING
 )
 SELECT EXISTS (SELECT 1 FROM fence)
@@ -62,7 +62,7 @@ class Checkpoint:
     output: Any
     error: str | None = None
     attempts: int = 1
-    seq: int | None = None  # its position among the execution's durable operations (1-based)
+    position: int | None = None  # its position among the execution's durable operations (1-based)
     wait_kind: str | None = None  # the kind of the wait it resolved, if any ('approval', ...)
     decision: str | None = None  # that wait's decision and decider (approval gates)
     decided_by: str | None = None
@@ -78,11 +78,13 @@ class Checkpoint:
 
 
 def load(
-    conn: psycopg.Connection, schema: str, execution_id: int, *, owner: str, epoch: int
+    conn: psycopg.Connection, schema: str, execution_id: int, *, worker_id: str, claim_epoch: int
 ) -> dict[str, Checkpoint] | None:
-    """Every checkpoint of an execution, by step id, read under the claim (owner, epoch);
+    """Every checkpoint of an execution, by step id, read under the claim (worker_id, claim_epoch);
     None when that claim is no longer current."""
-    rows = conn.execute(render(LOAD, schema), {"eid": execution_id, "owner": owner, "epoch": epoch}).fetchall()
+    rows = conn.execute(
+        render(LOAD, schema), {"eid": execution_id, "worker_id": worker_id, "claim_epoch": claim_epoch}
+    ).fetchall()
     if not rows:
         return None
     return {row[0]: Checkpoint(*row[1:]) for row in rows if row[0] is not None}
@@ -94,9 +96,9 @@ def record(
     *,
     execution_id: int,
     step_id: str,
-    owner: str,
-    epoch: int,
-    seq: int,
+    worker_id: str,
+    claim_epoch: int,
+    position: int,
     output: Jsonb,
     error: str | None = None,
 ) -> bool:
@@ -108,9 +110,9 @@ def record(
         {
             "eid": execution_id,
             "step": step_id,
-            "owner": owner,
-            "epoch": epoch,
-            "seq": seq,
+            "worker_id": worker_id,
+            "claim_epoch": claim_epoch,
+            "position": position,
             "output": output,
             "error": error,
         },

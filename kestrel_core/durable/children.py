@@ -21,14 +21,15 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from kestrel_core.base.statuses import LIVE_STATUSES
 from kestrel_core.db.statements import notify_channel, one_row, render
 from kestrel_core.dispatch import keys
 from kestrel_core.dispatch.enqueue import _PLACE
 
-LIVE = ("enqueued", "running", "waiting")
-
 # Placed like any enqueue (enqueue._PLACE: the given queue, else the workflow's bound queue,
 # else the default; priority defaults to the queue's; a keyed child marks its queue keyed).
+# A child already started (its engine key taken) is skipped by the key trigger
+# (execution_key_taken) and found in execution_keys.
 START_CHILD = (
     _PLACE
     + """, fence AS (
@@ -40,18 +41,17 @@ START_CHILD = (
     SELECT %(name)s, %(input)s, %(key)s, coalesce(%(run_at)s, now()), p.priority, p.queue, %(ckey)s,
            %(version)s, fence.id
       FROM fence, placed p
-    ON CONFLICT (engine_key) WHERE engine_key IS NOT NULL DO NOTHING
     RETURNING id
 ), found AS (
     SELECT id FROM child
     UNION ALL
-    SELECT id FROM {schema}.workflow_executions
-     WHERE engine_key = %(key)s AND NOT EXISTS (SELECT 1 FROM child)
+    SELECT execution_id FROM {schema}.execution_keys
+     WHERE key = %(key)s AND NOT EXISTS (SELECT 1 FROM child)
        AND EXISTS (SELECT 1 FROM fence)
 ), checkpoint AS (
     INSERT INTO {schema}.operation_outputs (execution_id, step_id, output, owner_id, seq)
     SELECT %(eid)s, %(step)s,
-           jsonb_build_object('child_id', found.id, 'workflow', %(name)s::text), %(owner)s, %(seq)s
+           jsonb_build_object('child_id', found.id, 'workflow', %(name)s::text), %(worker_id)s, %(position)s
       FROM found
     ON CONFLICT DO NOTHING
 ), woke AS (
@@ -73,13 +73,13 @@ WITH fence AS (
     {lock_if_claim_is_current}
 ), live AS (
     SELECT id FROM {schema}.workflow_executions
-     WHERE id = ANY(%(ids)s) AND parent_id = %(eid)s AND status IN ('enqueued', 'running', 'waiting')
+     WHERE id = ANY(%(ids)s) AND parent_id = %(eid)s AND status IN {live_statuses}
        AND EXISTS (SELECT 1 FROM fence)
      ORDER BY id
        FOR SHARE
 ), wait AS (
     INSERT INTO {schema}.workflow_waits (execution_id, step_id, kind, wake_at, details, seq)
-    SELECT %(eid)s, %(step)s, 'child', now() + %(after)s::interval, %(details)s, %(seq)s
+    SELECT %(eid)s, %(step)s, 'child', now() + %(after)s::interval, %(details)s, %(position)s
      WHERE EXISTS (SELECT 1 FROM live)
     ON CONFLICT (execution_id, step_id) DO UPDATE SET resolved_at = NULL, details = EXCLUDED.details
      WHERE {schema}.workflow_waits.decision IS NULL
@@ -123,7 +123,7 @@ class ChildState:
 
     @property
     def done(self) -> bool:
-        return self.status not in LIVE
+        return self.status not in LIVE_STATUSES
 
     def outcome(self) -> dict[str, Any]:
         return {
@@ -140,10 +140,10 @@ def start(
     schema: str,
     *,
     execution_id: int,
-    owner: str,
-    epoch: int,
+    worker_id: str,
+    claim_epoch: int,
     step_id: str,
-    seq: int,
+    position: int,
     name: str,
     input: Jsonb,
     run_at: Any,
@@ -160,10 +160,10 @@ def start(
         render(START_CHILD, schema),
         {
             "eid": execution_id,
-            "owner": owner,
-            "epoch": epoch,
+            "worker_id": worker_id,
+            "claim_epoch": claim_epoch,
             "step": step_id,
-            "seq": seq,
+            "position": position,
             "name": name,
             "input": input,
             "key": keys.child_key(execution_id, step_id),
@@ -190,10 +190,10 @@ def park(
     schema: str,
     *,
     execution_id: int,
-    owner: str,
-    epoch: int,
+    worker_id: str,
+    claim_epoch: int,
     step_id: str,
-    seq: int,
+    position: int,
     children: list[int],
     after: timedelta | None,
 ) -> tuple[bool, bool]:
@@ -202,10 +202,10 @@ def park(
         render(PARK_ON_CHILDREN, schema),
         {
             "eid": execution_id,
-            "owner": owner,
-            "epoch": epoch,
+            "worker_id": worker_id,
+            "claim_epoch": claim_epoch,
             "step": step_id,
-            "seq": seq,
+            "position": position,
             "ids": children,
             "details": Jsonb({"children": children}),
             "after": after,

@@ -41,14 +41,14 @@ WITH fence AS (
     SELECT %(eid)s, %(step)s,
            jsonb_build_object('key', key, 'payload', payload, 'event_id', id, 'sent_at', sent_at,
                               'sent_by', sent_by, 'timed_out', false),
-           %(owner)s, %(seq)s
+           %(worker_id)s, %(position)s
       FROM found
     ON CONFLICT DO NOTHING
     RETURNING output
 ), wait AS (
     INSERT INTO {schema}.workflow_waits (execution_id, step_id, kind, wake_at, details, seq)
     SELECT id, %(step)s, 'event', now() + %(after)s::interval,
-           jsonb_build_object('key', %(key)s::text, 'after_id', %(after_id)s::bigint), %(seq)s
+           jsonb_build_object('key', %(key)s::text, 'after_id', %(after_id)s::bigint), %(position)s
       FROM fence WHERE NOT EXISTS (SELECT 1 FROM found)
     ON CONFLICT (execution_id, step_id) DO UPDATE SET resolved_at = NULL
      WHERE {schema}.workflow_waits.decision IS NULL
@@ -91,10 +91,10 @@ def receive_or_park(
     schema: str,
     *,
     execution_id: int,
-    owner: str,
-    epoch: int,
+    worker_id: str,
+    claim_epoch: int,
     step_id: str,
-    seq: int,
+    position: int,
     key: str,
     after_id: int,
     after: timedelta | None,
@@ -106,10 +106,10 @@ def receive_or_park(
             render(RECEIVE_OR_PARK, schema),
             {
                 "eid": execution_id,
-                "owner": owner,
-                "epoch": epoch,
+                "worker_id": worker_id,
+                "claim_epoch": claim_epoch,
                 "step": step_id,
-                "seq": seq,
+                "position": position,
                 "key": key,
                 "after_id": after_id,
                 "after": after,

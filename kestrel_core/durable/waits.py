@@ -19,7 +19,7 @@ WITH fence AS (
     {lock_if_claim_is_current}
 ), wait AS (
     INSERT INTO {schema}.workflow_waits (execution_id, step_id, kind, wake_at, details, seq)
-    SELECT id, %(step)s, %(kind)s, now() + %(after)s::interval, %(details)s, %(seq)s FROM fence
+    SELECT id, %(step)s, %(kind)s, now() + %(after)s::interval, %(details)s, %(position)s FROM fence
     -- A replay after a cancel + requeue reopens the same gate or sleep (same deadline).
     ON CONFLICT (execution_id, step_id) DO UPDATE SET resolved_at = NULL
      WHERE {schema}.workflow_waits.decision IS NULL
@@ -37,26 +37,26 @@ def park(
     schema: str,
     *,
     execution_id: int,
-    owner: str,
-    epoch: int,
+    worker_id: str,
+    claim_epoch: int,
     step_id: str,
     kind: str,
     after: timedelta | None,
     details: Jsonb | None = None,
-    seq: int | None = None,
+    position: int | None = None,
 ) -> bool:
     """Create the wait and set the execution ``waiting``; False when the claim is no longer ours."""
     row = conn.execute(
         render(PARK, schema),
         {
             "eid": execution_id,
-            "owner": owner,
-            "epoch": epoch,
+            "worker_id": worker_id,
+            "claim_epoch": claim_epoch,
             "step": step_id,
             "kind": kind,
             "after": after,
             "details": details,
-            "seq": seq,
+            "position": position,
         },
     ).fetchone()
     return bool(row and row[0])

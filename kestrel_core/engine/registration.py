@@ -21,6 +21,7 @@ from kestrel_core.base.errors import DatabaseUnavailable
 from kestrel_core.base.masking import first_line
 from kestrel_core.db.connection import connect, unavailable
 from kestrel_core.db.migrate import check_current
+from kestrel_core.db.outage import is_outage
 from kestrel_core.db.statements import render
 from kestrel_core.dispatch import queues as queues_mod
 from kestrel_core.workflow.contracts import EngineSettings, Registry
@@ -29,14 +30,14 @@ _RECONNECT = Backoff(0.1, cap=2.0)
 
 REGISTER = """
 INSERT INTO {schema}.workers (worker_id, hostname, pid, workflows, concurrency, versions, queues)
-VALUES (%(owner)s, %(hostname)s, %(pid)s, %(workflows)s, %(concurrency)s, %(versions)s, %(queues)s)
+VALUES (%(worker_id)s, %(hostname)s, %(pid)s, %(workflows)s, %(concurrency)s, %(versions)s, %(queues)s)
 ON CONFLICT (worker_id) DO UPDATE
    SET hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, workflows = EXCLUDED.workflows,
        concurrency = EXCLUDED.concurrency, started_at = now(), last_heartbeat = now(),
        stopped_at = NULL, versions = EXCLUDED.versions, queues = EXCLUDED.queues
 """
 
-RETIRE = "UPDATE {schema}.workers SET stopped_at = now() WHERE worker_id = %(owner)s"
+RETIRE = "UPDATE {schema}.workers SET stopped_at = now() WHERE worker_id = %(worker_id)s"
 
 
 class Registrant(Protocol):
@@ -61,6 +62,7 @@ def register(w: Registrant) -> bool:
     deadline = time.monotonic() + w.startup_timeout
     retry = 0
     while True:
+        conn: psycopg.Connection | None = None
         try:
             with connect(w.settings.dsn, application_name="kestrel-worker") as conn:
                 check_current(conn, w.schema)
@@ -87,7 +89,9 @@ def register(w: Registrant) -> bool:
                     ",".join(unknown),
                 )
             return True
-        except (DatabaseUnavailable, psycopg.OperationalError) as exc:
+        except (DatabaseUnavailable, psycopg.Error) as exc:
+            if not isinstance(exc, (DatabaseUnavailable, psycopg.OperationalError)) and not is_outage(exc, conn):
+                raise
             failure = exc if isinstance(exc, DatabaseUnavailable) else unavailable(w.settings.dsn, exc)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -113,7 +117,7 @@ def default_worker_id() -> str:
 def upsert_worker(
     conn: psycopg.Connection,
     schema: str,
-    owner: str,
+    worker_id: str,
     workflows: Sequence[str],
     concurrency: int,
     versions: Sequence[str | None] | None = None,
@@ -124,7 +128,7 @@ def upsert_worker(
     conn.execute(
         render(REGISTER, schema),
         {
-            "owner": owner,
+            "worker_id": worker_id,
             "hostname": socket.gethostname(),
             "pid": os.getpid(),
             "workflows": list(workflows),
@@ -135,6 +139,6 @@ def upsert_worker(
     )
 
 
-def retire(conn: psycopg.Connection, schema: str, owner: str) -> None:
+def retire(conn: psycopg.Connection, schema: str, worker_id: str) -> None:
     """Mark this worker stopped."""
-    conn.execute(render(RETIRE, schema), {"owner": owner})
+    conn.execute(render(RETIRE, schema), {"worker_id": worker_id})

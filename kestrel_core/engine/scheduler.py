@@ -57,24 +57,24 @@ SELECT 1 FROM {schema}.schedules WHERE NOT paused AND next_tick <= coalesce(%(no
 """
 
 # A tick's execution, placed like any enqueue (enqueue._PLACE) and keyed by its engine key; a
-# tick already enqueued yields the execution it has.
+# tick already enqueued yields the execution it has (the row is skipped by the key trigger,
+# execution_key_taken, and its holder read from execution_keys).
 ENQUEUE_TICK = (
     _PLACE
     + """, ins AS (
     INSERT INTO {schema}.workflow_executions (workflow_name, input, engine_key, priority, queue)
     SELECT %(name)s, %(input)s, %(key)s, p.priority, p.queue FROM placed p
-    ON CONFLICT (engine_key) WHERE engine_key IS NOT NULL DO NOTHING
     RETURNING id
 )
 SELECT id, pg_notify(%(channel)s, %(name)s)::text FROM ins
 UNION ALL
-SELECT id, NULL FROM {schema}.workflow_executions
- WHERE engine_key = %(key)s AND NOT EXISTS (SELECT 1 FROM ins)
+SELECT execution_id, NULL FROM {schema}.execution_keys
+ WHERE key = %(key)s AND NOT EXISTS (SELECT 1 FROM ins)
 """
 )
 
 # A tick enqueued by a transaction that committed after our statement's snapshot: read it now.
-BY_ENGINE_KEY = "SELECT id FROM {schema}.workflow_executions WHERE engine_key = %s"
+BY_ENGINE_KEY = "SELECT execution_id FROM {schema}.execution_keys WHERE key = %s"
 
 ADVANCE = """
 UPDATE {schema}.schedules

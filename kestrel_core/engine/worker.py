@@ -300,6 +300,7 @@ class Worker:
         deadline = time.monotonic() + (self.db_retry_window if window is None else window)
         retry = conflicts = 0
         while True:
+            conn: psycopg.Connection | None = None
             try:
                 with self._pool.connection(timeout=max(1.0, min(10.0, deadline - time.monotonic()))) as conn:
                     return fn(conn)
@@ -313,7 +314,7 @@ class Worker:
                         first_line(exc, self.settings.dsn),
                         delay,
                     )
-                elif is_outage(exc):
+                elif is_outage(exc, conn):
                     delay = _DB_RETRY.delay(retry)
                     if time.monotonic() + delay > deadline or self._stopped.is_set():
                         raise
@@ -342,7 +343,7 @@ class Worker:
         self.count("refused_writes")
         self.log.warning(
             "event=write_refused worker=%s execution_id=%s what=%r "
-            "(no longer the owner: swept, cancelled or reclaimed)",
+            "(no longer holds the claim: swept, cancelled or reclaimed)",
             self.worker_id,
             execution_id,
             what,
@@ -375,7 +376,7 @@ class Worker:
                         functools.partial(
                             claim_mod.claim_batch,
                             schema=self.schema,
-                            owner=self.worker_id,
+                            worker_id=self.worker_id,
                             names=self.names,
                             n=free,
                             lease=self.lease,
@@ -404,14 +405,14 @@ class Worker:
     def _dispatch(self, item: claim_mod.Claim) -> None:
         held = Claimed(item)
         with self._lock:
-            self._inflight[(item.execution_id, item.epoch)] = held
+            self._inflight[(item.execution_id, item.claim_epoch)] = held
         self.count("claimed")
         self.log.info(
             "event=claimed worker=%s execution_id=%s workflow=%s epoch=%s",
             self.worker_id,
             item.execution_id,
             item.workflow_name,
-            item.epoch,
+            item.claim_epoch,
         )
         if self.registry.workflows[item.workflow_name].is_async:
             if (loop := self._loop) is None:  # it starts before the claim loop: an engine bug
@@ -438,7 +439,7 @@ class Worker:
 
     def _done(self, held: Claimed) -> None:
         with self._idle:
-            self._inflight.pop((held.claim.execution_id, held.claim.epoch), None)
+            self._inflight.pop((held.claim.execution_id, held.claim.claim_epoch), None)
             self._idle.notify_all()
         self._wake.set()
 
@@ -451,6 +452,7 @@ class Worker:
         every = max(1, round(self.lease.total_seconds() / 6 / self.sweep_interval))
         sweeps = 0
         next_beat = next_sweep = time.monotonic()
+        next_upkeep = next_sweep + sweeper.FOLD_EVERY_S * random.uniform(0.1, 1.0)
         while not self._quiet.is_set():
             now = time.monotonic()
             if now >= next_beat:
@@ -461,6 +463,9 @@ class Worker:
                 self._sweep(leases=sweeps % every == 0)
                 sweeps += 1
                 self._tick_schedules()
+            if now >= next_upkeep and not self.draining.is_set():
+                next_upkeep = now + sweeper.FOLD_EVERY_S * random.uniform(0.8, 1.2)
+                self._minute_upkeep()
             self._quiet.wait(max(0.01, min(next_beat, next_sweep) - time.monotonic()))
 
     def _prune_loop(self, older_than: timedelta) -> None:
@@ -529,6 +534,29 @@ class Worker:
         if expired or woken:
             self._wake.set()
 
+    def _minute_upkeep(self) -> None:
+        """About once a minute (issue 22): fold the counters of old id blocks, record the
+        dashboard's closed activity minutes, drop ready rows gone stale, create the history's
+        id ranges ahead."""
+        jobs: tuple[tuple[str, Callable[[psycopg.Connection, str], int]], ...] = (
+            ("ensure_partitions", sweeper.ensure_partitions),
+            ("fold_counts", sweeper.fold_counts),
+            ("fold_activity", sweeper.fold_activity),
+            ("drop_stale_ready", sweeper.drop_stale_ready),
+        )
+        for event, job in jobs:
+            try:
+                done = self.db(functools.partial(_on_schema, job, self.schema), window=0)
+            except psycopg.Error as exc:
+                self.log.warning(
+                    "event=%s_failed worker=%s error=%r", event, self.worker_id, first_line(exc, self.settings.dsn)
+                )
+                continue
+            if event == "drop_stale_ready" and done:
+                self.log.info("event=stale_ready_dropped worker=%s rows=%s", self.worker_id, done)
+            if event == "ensure_partitions" and done:
+                self.log.info("event=partitions_created worker=%s ranges=%s", self.worker_id, done)
+
     def _tick_schedules(self) -> None:
         # Every worker ticks every schedule, its workflow registered here or not: the run waits
         # for a worker that has the code (``status`` says when none does).
@@ -554,3 +582,7 @@ class Worker:
 
 async def _as_coroutine(awaitable: Any) -> Any:
     return await awaitable
+
+
+def _on_schema(job: Callable[[psycopg.Connection, str], int], schema: str, conn: psycopg.Connection) -> int:
+    return job(conn, schema)

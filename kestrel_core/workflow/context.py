@@ -86,7 +86,7 @@ class WorkflowContext(FlowOperations):
         self._checkpoints = checkpoints
         self._used: set[str] = set()
         self._position = 0
-        self._recorded = {cp.seq: step for step, cp in checkpoints.items() if cp.seq is not None}
+        self._recorded = {cp.position: step for step, cp in checkpoints.items() if cp.position is not None}
         self._auto: dict[str, int] = {}
         self._children = None
         self._events_seen: dict[str, int] = {}
@@ -118,7 +118,7 @@ class WorkflowContext(FlowOperations):
     @property
     def claim_epoch(self) -> int:
         """Which claim of the execution this is: (worker_id, claim_epoch) fences every write."""
-        return self._held.claim.epoch
+        return self._held.claim.claim_epoch
 
     # -- the durable operations -------------------------------------------------------------
 
@@ -271,9 +271,9 @@ class WorkflowContext(FlowOperations):
             self._nondeterministic(
                 f"replay expected step {expected!r} at position {position}, the code asked for {step_id!r}"
             )
-        if stored is not None and stored.seq is not None and stored.seq != position:
+        if stored is not None and stored.position is not None and stored.position != position:
             self._nondeterministic(
-                f"replay expected step {step_id!r} at position {stored.seq}, "
+                f"replay expected step {step_id!r} at position {stored.position}, "
                 f"the code asked for it at position {position}"
             )
         return position
@@ -376,7 +376,7 @@ class WorkflowContext(FlowOperations):
         only workflow code, which must be deterministic, runs in between, so a crash there
         re-runs this step exactly as a crash before its checkpoint would. Otherwise (each async
         step's own strand) it is written now."""
-        strand.pending = Finish(step_id, attempt, output, error, keep=True, seq=position)
+        strand.pending = Finish(step_id, attempt, output, error, keep=True, position=position)
         stored = Checkpoint(as_stored(output), error, attempt.number, position)
         if not strand.defer:
             stored = self._flush(strand) or stored
@@ -398,14 +398,15 @@ class WorkflowContext(FlowOperations):
 
         The first operation of a first claim does not wait: the claim just committed is its
         fence, and its attempt 1 is written lazily, with its end if that comes soon enough."""
-        epoch = self._held.claim.epoch
+        claim_epoch = self._held.claim.claim_epoch
         if strand.defer and position == 1 and self._held.claim.first_run and strand.pending is None:
             strand.lazy_open = self._worker.open_lazily(
-                Boundary(self.execution_id, self._worker.worker_id, epoch, open_step=step_id)
+                Boundary(self.execution_id, self._worker.worker_id, claim_epoch, open_step=step_id)
             )
             return Attempt(1, None)
         outcome = self._commit(
-            Boundary(self.execution_id, self._worker.worker_id, epoch, finish=strand.take(), open_step=step_id), strand
+            Boundary(self.execution_id, self._worker.worker_id, claim_epoch, finish=strand.take(), open_step=step_id),
+            strand,
         )
         if not outcome.held:
             self._lost(f"step {step_id!r} not started")
@@ -427,7 +428,7 @@ class WorkflowContext(FlowOperations):
         if pending is None:
             return None
         outcome = self._commit(
-            Boundary(self.execution_id, self._worker.worker_id, self._held.claim.epoch, finish=pending), strand
+            Boundary(self.execution_id, self._worker.worker_id, self._held.claim.claim_epoch, finish=pending), strand
         )
         if not outcome.held:
             self._lost(f"checkpoint of step {pending.step_id!r} refused")
@@ -435,7 +436,7 @@ class WorkflowContext(FlowOperations):
         if outcome.existing is None:
             return None  # ours stands (the caller has it), or it was no checkpoint
         output, error, attempts = outcome.existing
-        return Checkpoint(output, error, attempts, pending.seq)
+        return Checkpoint(output, error, attempts, pending.position)
 
     def _commit_last(self, done: Boundary) -> Outcome:
         """Write the execution's completion ``done`` with the last step's end, in one boundary."""
@@ -476,13 +477,13 @@ class WorkflowContext(FlowOperations):
                 c,
                 self._worker.schema,
                 execution_id=self.execution_id,
-                owner=self._worker.worker_id,
-                epoch=self._held.claim.epoch,
+                worker_id=self._worker.worker_id,
+                claim_epoch=self._held.claim.claim_epoch,
                 step_id=step_id,
                 kind=kind,
                 after=after,
                 details=details,
-                seq=position,
+                position=position,
             )
         )
         if not parked:

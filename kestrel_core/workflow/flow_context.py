@@ -161,10 +161,10 @@ class FlowOperations:
                 c,
                 self._worker.schema,
                 execution_id=self.execution_id,
-                owner=self._worker.worker_id,
-                epoch=self._held.claim.epoch,
+                worker_id=self._worker.worker_id,
+                claim_epoch=self._held.claim.claim_epoch,
                 step_id=op,
-                seq=position,
+                position=position,
                 name=name,
                 input=payload,
                 run_at=run_at,
@@ -174,7 +174,7 @@ class FlowOperations:
         )
         if child_id is None:
             self._lost(f"child {op!r} not started")
-        self._remember(op, Checkpoint({"child_id": child_id, "workflow": name}, seq=position))
+        self._remember(op, Checkpoint({"child_id": child_id, "workflow": name}, position=position))
         return ChildHandle(child_id, name, op)
 
     def _child_states(self, refresh: bool = False) -> dict[int, ChildState]:
@@ -217,10 +217,10 @@ class FlowOperations:
                     c,
                     self._worker.schema,
                     execution_id=self.execution_id,
-                    owner=self._worker.worker_id,
-                    epoch=self._held.claim.epoch,
+                    worker_id=self._worker.worker_id,
+                    claim_epoch=self._held.claim.claim_epoch,
                     step_id=op,
-                    seq=position,
+                    position=position,
                     children=live,
                     after=after,
                 )
@@ -251,15 +251,15 @@ class FlowOperations:
                 self._worker.schema,
                 execution_id=self.execution_id,
                 step_id=op,
-                owner=self._worker.worker_id,
-                epoch=self._held.claim.epoch,
-                seq=position,
+                worker_id=self._worker.worker_id,
+                claim_epoch=self._held.claim.claim_epoch,
+                position=position,
                 output=Jsonb(output),
                 error=error,
             )
         ):
             self._lost(f"wait {op!r} not checkpointed")
-        self._remember(op, Checkpoint(output, seq=position))
+        self._remember(op, Checkpoint(output, position=position))
         return outcomes
 
     def _wait_event(self, position: int, op: str, key: str, timeout: timedelta | float | None) -> Event:
@@ -271,10 +271,10 @@ class FlowOperations:
                     c,
                     self._worker.schema,
                     execution_id=self.execution_id,
-                    owner=self._worker.worker_id,
-                    epoch=self._held.claim.epoch,
+                    worker_id=self._worker.worker_id,
+                    claim_epoch=self._held.claim.claim_epoch,
                     step_id=op,
-                    seq=position,
+                    position=position,
                     key=key,
                     after_id=self._events_seen.get(key, 0),
                     after=_interval(timeout),
@@ -284,7 +284,7 @@ class FlowOperations:
                 self._lost(f"event wait {op!r} not parked")
             if received is None:
                 raise Unwind("parked")
-            stored = Checkpoint(received, seq=position)
+            stored = Checkpoint(received, position=position)
             self._remember(op, stored)
         event = Event.from_checkpoint(key, stored.output or {})
         if event.event_id is not None:

@@ -45,15 +45,17 @@ def prepare(worker: RunnerHost, held: Claimed) -> WorkflowContext:
                 c,
                 worker.schema,
                 execution_id=item.execution_id,
-                owner=worker.worker_id,
-                epoch=item.epoch,
+                worker_id=worker.worker_id,
+                claim_epoch=item.claim_epoch,
                 timeout=timeout,
             )
         )
     stored: dict[str, Checkpoint] | None = {}
     if not item.first_run:
         stored = worker.db(
-            lambda c: checkpoint.load(c, worker.schema, item.execution_id, owner=worker.worker_id, epoch=item.epoch)
+            lambda c: checkpoint.load(
+                c, worker.schema, item.execution_id, worker_id=worker.worker_id, claim_epoch=item.claim_epoch
+            )
         )
     if stored is None:
         worker.refused(item.execution_id, "checkpoint load")
@@ -136,7 +138,7 @@ def finish(
     status = "success" if error is None else "error"
     plain = isinstance(error, (NotSerializable, NonDeterministicChange))
     text = None if error is None else (str(error) if plain else describe_exception(error))
-    done = Boundary(item.execution_id, worker.worker_id, item.epoch, complete=Completion(status, output, text))
+    done = Boundary(item.execution_id, worker.worker_id, item.claim_epoch, complete=Completion(status, output, text))
     outcome = ctx._commit_last(done) if ctx is not None else worker.commit(done)
     if not outcome.completed:
         worker.refused(item.execution_id, f"completion ({status})")

@@ -33,6 +33,8 @@ INTERVAL_KEYS = {
     "indexes_mib",
     "dt_s",
     "deleted",
+    "partitions",
+    "partitions_dropped",
 }
 
 
@@ -46,7 +48,9 @@ def test_mvcc_holds_a_snapshot_between_a_baseline_and_a_release(tmp_path: Path) 
     assert data["held_to_the_end"] is True  # the session kept its xmin through the hold
     for row in data["intervals"]:
         assert INTERVAL_KEYS <= set(row) and row["finished"] >= 0
-        assert "workflow_executions_pkey" in row["indexes_mib"]
+        # the table's primary key, or its partitions' (their names start with the table's)
+        assert any(k.startswith("workflow_executions") and k.endswith("pkey") for k in row["indexes_mib"])
+        assert row["partitions"] >= 1
     assert sum(r["finished"] for r in data["intervals"]) > 0
     exact = data["index_entries_in_hold"]  # pageinspect: the test server's superuser may create it
     assert exact is not None and set(exact) == {"workflows", "per_workflow", "by_index"}
@@ -70,6 +74,13 @@ def test_soak_runs_from_the_command_line_with_retention(tmp_path: Path, capsys: 
     data = json.loads((tmp_path / "soak.json").read_text())
     assert data["retention_s"] == suite.Options.quick().retention and len(data["intervals"]) >= 2
     assert all(INTERVAL_KEYS <= set(r) and r["phase"] == "soak" for r in data["intervals"])
+    assert isinstance(data["plateau"], bool) and "last_window_growth_mib" in data
+    assert data["plateau"] == (data["peak_growth_mib"] < 0.05 * data["peak_last_third_mib"])
+    assert isinstance(data["autovacuum"], bool) and ("autovacuum is off" in out) == (not data["autovacuum"])
+    assert re.search(
+        r"database size, peak of the last third .*: [\d,.]+ / [\d,.]+ MiB, [+-][\d,.]+ MiB \((a plateau|still growing)",
+        out,
+    )
 
 
 def test_long_runs_only_when_named() -> None:

@@ -106,7 +106,14 @@ def test_ceiling_claim_walks_the_enqueued_index_as_pgbench_runs_it() -> None:
         with psycopg.connect(dsn, autocommit=True, options=ceiling.PGOPTIONS) as conn:
             conn.execute(render(ceiling.SEED, ceiling.SCHEMA), {"name": NOOP1, "n": 5000})
             conn.execute(render(ceiling.ANALYZE, ceiling.SCHEMA))
-            params = {"names": [NOOP1], "versions": [None], "queues": None, "n": 1, "owner": "o", "lease": "30 seconds"}
+            params = {
+                "names": [NOOP1],
+                "versions": [None],
+                "queues": None,
+                "n": 1,
+                "worker_id": "o",
+                "lease": "30 seconds",
+            }
             params |= {"after_p": START_KEY[0], "after_at": START_KEY[1], "after_id": START_KEY[2]}
             plan = json.dumps(
                 conn.execute(

@@ -43,7 +43,7 @@ def main() -> int:
     chaos_s = args.minutes * 60
     cfg = ChaosConfig(
         chaos_s=chaos_s,
-        drain_s=120.0,
+        drain_stall_s=120.0,
         workers=args.workers,
         concurrency=args.concurrency,
         rate=args.rate,

@@ -54,7 +54,7 @@ UNFINISHED = "SELECT count(*) FROM kestrel.workflow_executions WHERE status IN (
 @dataclass
 class ChaosConfig:
     chaos_s: float = 35.0  # how long the killer and the producer run
-    drain_s: float = 60.0  # then at most this long for the rest to finish
+    drain_stall_s: float = 60.0  # then the rest finishes, unless no execution ends for this long
     workers: int = 3
     concurrency: int = 4
     lease_s: float = 4.0
@@ -169,7 +169,7 @@ class ChaosRun:
                 resumer.join()
             cfg.log(f"chaos: calm; {len(self.keys)} enqueued, waiting for them to finish")
             self._pause_schedule()  # its ticks would keep the queue from draining
-            _drain(self.admin_dsn, cfg.drain_s)
+            _drain(self.admin_dsn, cfg.drain_stall_s)
             self.stop_approving.set()
             approver.join()
             samples = self.sampler.stop()
@@ -480,16 +480,22 @@ def _all_reclaimed(dsn: str, wid: str, held: list[tuple[int, int]]) -> bool:
     return row is not None and row[0] == 0
 
 
-def _drain(dsn: str, timeout: float) -> None:
-    """Wait until no execution is live (or ``timeout``); the checks report what is left."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def _drain(dsn: str, stall_s: float) -> None:
+    """Wait until no execution is live, for as long as the live ones keep getting fewer: give
+    up once their count has not fallen for ``stall_s`` (lost work stalls; a slow machine only
+    drains slower). The checks report what is left."""
+    fewest: int | None = None
+    progress_at = time.monotonic()
+    while time.monotonic() - progress_at < stall_s:
         try:
             with psycopg.connect(dsn, autocommit=True, connect_timeout=3) as conn:
-                if conn.execute(UNFINISHED).fetchone()[0] == 0:
-                    return
+                live = conn.execute(UNFINISHED).fetchone()[0]
         except psycopg.Error:
-            pass
+            live = None
+        if live == 0:
+            return
+        if live is not None and (fewest is None or live < fewest):
+            fewest, progress_at = live, time.monotonic()
         time.sleep(0.3)
 
 

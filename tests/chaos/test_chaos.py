@@ -21,7 +21,7 @@ def test_nothing_lost_or_doubled_under_kills_stops_freezes_and_restarts(
     lines: list[str] = []
     cfg = ChaosConfig(
         chaos_s=40.0,
-        drain_s=60.0,
+        drain_stall_s=60.0,
         workers=3,
         concurrency=4,
         lease_s=4.0,

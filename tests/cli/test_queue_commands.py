@@ -19,9 +19,12 @@ import pytest
 from kestrel_console.cli.queue_commands import QUEUE_COLUMNS
 from kestrel_core import Kestrel
 from kestrel_core.dispatch.queues import declare
+from kestrel_core.engine.supervisor import default_processes
 from tests.cli.script import SCRIPT, console, environment
 from tests.readme_blocks import blocks, commands
 from tests.waiting import wait_for
+
+LIVE_WORKERS = "SELECT count(*) FROM workers WHERE stopped_at IS NULL"
 
 
 @pytest.fixture
@@ -132,6 +135,13 @@ def test_readme_queues_example_as_written(cli, dsn: str, db: psycopg.Connection,
             ),
             timeout=90,  # a supervisor and a process per core start, each importing: slow on a loaded box
             what="the worker to declare its queues",
+        )
+        # Every process of the supervisor started, so the Ctrl-C below does not reach one still
+        # importing (it would die of KeyboardInterrupt and the supervisor exit 130).
+        wait_for(
+            lambda: db.execute(LIVE_WORKERS).fetchone()[0] == default_processes() or worker.poll() is not None,
+            timeout=90,
+            what="every worker process to register",
         )
         assert worker.poll() is None
         outputs = []

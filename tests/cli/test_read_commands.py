@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from kestrel_console.cli.read_commands import LIST_COLUMNS, STATUS_COLUMNS, TIMELINE_COLUMNS
-from kestrel_core.admin.execution import STATUSES
+from kestrel_core import STATUSES
 from tests.cli.script import console
 from tests.seed import SeedFacts, seed_history
 

@@ -21,6 +21,7 @@ from kestrel_console.formatting import (
     stamp,
     status,
 )
+from kestrel_console.humanize import duration
 
 AT = datetime(2026, 5, 1, 12, 0, 3, 250000, tzinfo=UTC)
 
@@ -80,3 +81,27 @@ def test_control_characters_are_shown_never_sent():
     assert not any(ch in line for ch in "\x1b\x07\x9b\u202e")
     assert short_json(value, 12) == line[:11] + "…"
     assert short_json(None) == "null"
+
+
+def test_one_duration_formatter_with_each_callers_options():
+    # The CLI's tables and sentences: spaced, sub-second precision, signed.
+    assert [duration(v) for v in (0.35, 1.25, 42.4, 184, 7500, 273610)] == [
+        "350 ms",
+        "1.2 s",
+        "42 s",
+        "3 m 04 s",
+        "2 h 05 m",
+        "3 d 04 h",
+    ]
+    assert (duration(None), duration(timedelta(minutes=3, seconds=4)), duration(-0.2)) == ("", "3 m 04 s", "-200 ms")
+    assert duration(float("nan")) == "nan"  # an ad-hoc *_s column may hold NaN
+    # The TUI's narrow columns: no spaces; an age the clocks made negative reads 0.
+    assert [duration(v, compact=True, clamp=True) for v in (0.35, 184, -5.0, None)] == ["350ms", "3m04s", "0ms", ""]
+    # The blockers' sentences: whole seconds, '?' when unknown.
+    assert [duration(v, subsecond=False, clamp=True, missing="?") for v in (0.35, 9.96, -5.0, None)] == [
+        "0 s",
+        "10 s",
+        "0 s",
+        "?",
+    ]
+    assert cell(184, TABLE, column="age_s") == duration(184)  # *_s columns go through it too

@@ -4,7 +4,10 @@ in-process workers that are always stopped, and a ledger table."""
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 
 import psycopg
@@ -72,3 +75,26 @@ def ledger_rows(db: psycopg.Connection, execution_id: int | None = None) -> list
         "SELECT execution_id, step_id FROM public.ledger WHERE execution_id = %s ORDER BY id",
         (execution_id,),
     ).fetchall()
+
+
+@contextmanager
+def feeding(app: Kestrel, name: str, batch: int = 5) -> Iterator[list[int]]:
+    """A producer thread enqueueing ``name`` in small batches (inputs 0, 1, 2, ...) until the
+    block ends; yields the ids enqueued so far, a list that grows."""
+    enqueued: list[int] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        i = 0
+        while not stop.is_set():
+            enqueued.extend(app.enqueue_many(name, list(range(i, i + batch))))
+            i += batch
+            time.sleep(0.01)  # a steady trickle, not a flood: the workers keep up
+
+    producer = threading.Thread(target=produce, name=f"feed-{name}")
+    producer.start()
+    try:
+        yield enqueued
+    finally:
+        stop.set()
+        producer.join()

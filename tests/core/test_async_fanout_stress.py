@@ -57,7 +57,7 @@ class FakeRuntime:
                 stored = self.checkpoints.get(b.finish.step_id)
                 if stored is None:
                     self.checkpoints[b.finish.step_id] = Checkpoint(
-                        as_stored(b.finish.output), b.finish.error, b.finish.attempt.number, b.finish.seq
+                        as_stored(b.finish.output), b.finish.error, b.finish.attempt.number, b.finish.position
                     )
                     written = True
                 else:
@@ -116,7 +116,7 @@ async def run_once(
     runtime = FakeRuntime(asyncio.get_running_loop())
     runtime.checkpoints.update(checkpoints)
     runtime_of.append(runtime)
-    held = Claimed(Claim(execution_id=1, workflow_name="fan-out", input=None, epoch=claims, claims=claims))
+    held = Claimed(Claim(execution_id=1, workflow_name="fan-out", input=None, claim_epoch=claims, claims=claims))
     ctx = WorkflowContext(runtime, held, dict(checkpoints))
     return await fan_out(AsyncWorkflowContext(ctx), ledger, lock)
 

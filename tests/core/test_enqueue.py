@@ -66,7 +66,7 @@ def test_idempotency_key_returns_first_id(app: Kestrel, db: psycopg.Connection) 
 def test_delay_postpones_the_claim(app: Kestrel, db: psycopg.Connection) -> None:
     later = app.enqueue("w", None, delay=timedelta(hours=1))
     now = app.enqueue("w", None)
-    claimed = claim(db, "kestrel", owner="t", names=["w"], n=10, lease=timedelta(seconds=30))
+    claimed = claim(db, "kestrel", worker_id="t", names=["w"], n=10, lease=timedelta(seconds=30))
     assert [c.execution_id for c in claimed] == [now]
     assert app.get(later).status == "enqueued"
 
@@ -92,7 +92,7 @@ def test_enqueue_notifies_listeners(app: Kestrel, dsn: str) -> None:
 def test_priority_orders_claims(app: Kestrel, db: psycopg.Connection) -> None:
     low = app.enqueue("w", None)
     high = app.enqueue("w", None, priority=10)
-    claimed = claim(db, "kestrel", owner="t", names=["w"], n=1, lease=timedelta(seconds=30))
+    claimed = claim(db, "kestrel", worker_id="t", names=["w"], n=1, lease=timedelta(seconds=30))
     assert [c.execution_id for c in claimed] == [high]
     assert app.get(low).status == "enqueued"
 

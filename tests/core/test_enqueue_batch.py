@@ -15,6 +15,7 @@ from psycopg import sql
 
 from kestrel_core import Kestrel
 from kestrel_core.db.statements import notify_channel
+from kestrel_core.dispatch import enqueue as engine_enqueue
 from tests.waiting import wait_for
 
 # A backend of this database waiting for a lock (the blocked batch), whatever pool or bouncer
@@ -251,7 +252,6 @@ def test_a_caller_interrupted_while_queued_leaves_the_queue(app: Kestrel, dsn: s
 def test_a_failed_wake_up_does_not_fail_rows_already_committed(dsn: str, caplog: pytest.LogCaptureFixture) -> None:
     """The batch's rows commit before its wake-up is sent: an error there must not reach their
     callers (they would retry and insert twice); it is logged and polling covers it."""
-    from kestrel_core.dispatch import enqueue as engine_enqueue
 
     rows = engine_enqueue.rows({}, "w", [1], single=True)
     with psycopg.connect(dsn) as conn:  # a transaction left aborted: every statement fails
@@ -293,3 +293,33 @@ def test_the_writer_connection_is_checked_above_descriptor_1024(dsn: str, db: ps
     finally:
         for fd in spare:
             os.close(fd)
+
+
+# The plans of the statements this session prepared (a session sees only its own).
+PLANS = "SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0) FROM pg_prepared_statements"
+
+
+def test_small_batches_are_not_planned_again_at_every_batch(dsn: str) -> None:
+    """Batches of a few rows (8 callers make batches of 8) reuse one plan: a custom plan for
+    each cost more planning than the batch's execution (bench/README.md, "Ingestion")."""
+    with Kestrel(dsn) as app:
+        for _ in range(12):  # past psycopg's prepare threshold and Postgres's 5 custom plans
+            app._write_batch(engine_enqueue.rows({}, "w", list(range(8))))
+        with app._writer.use() as conn:
+            generic, custom = conn.execute(PLANS).fetchone()
+    assert custom == 0 and generic >= 6
+
+
+def test_a_signal_set_twice_wakes_its_waiter_once_and_does_not_raise() -> None:
+    """A writer's own call is in the batch it writes: its signal is set when it is handed the
+    batch and again with its outcome."""
+    from kestrel_core.dispatch.enqueue_batch import _Signal
+
+    signal = _Signal()
+    woken = threading.Event()
+    waiter = threading.Thread(target=lambda: (signal.wait(), woken.set()))
+    waiter.start()
+    signal.set()
+    signal.set()
+    waiter.join(5)
+    assert woken.is_set() and not waiter.is_alive()

@@ -86,11 +86,11 @@ def test_boundaries_queued_behind_a_batch_go_together_and_each_gets_its_outcome(
     app: Kestrel, db: psycopg.Connection, writer: HeldWriter
 ) -> None:
     first, kept, fenced = (app.enqueue("w") for _ in range(3))
-    held = {c.execution_id: c for c in claim(db, S, owner="w1", names=["w"], n=3, lease=timedelta(seconds=30))}
+    held = {c.execution_id: c for c in claim(db, S, worker_id="w1", names=["w"], n=3, lease=timedelta(seconds=30))}
     # `fenced` is swept and reclaimed by another worker: w1's claim on it is stale.
     db.execute("UPDATE workflow_executions SET lease_expires = now() - interval '1 s' WHERE id = %s", (fenced,))
     assert sweep_leases(db, S) == [fenced]
-    assert claim(db, S, owner="w2", names=["w"], n=1, lease=timedelta(seconds=30))[0].execution_id == fenced
+    assert claim(db, S, worker_id="w2", names=["w"], n=1, lease=timedelta(seconds=30))[0].execution_id == fenced
 
     done = Completion("success", Jsonb("done"))
     group = GroupCommit(writer.run, S).start()
@@ -98,10 +98,10 @@ def test_boundaries_queued_behind_a_batch_go_together_and_each_gets_its_outcome(
         box1, box2, box3 = behind_a_held_batch(
             writer,
             group,
-            Boundary(first, "w1", held[first].epoch, open_step="a"),
+            Boundary(first, "w1", held[first].claim_epoch, open_step="a"),
             lambda: [
-                submit_in_thread(group, Boundary(kept, "w1", held[kept].epoch, complete=done)),
-                submit_in_thread(group, Boundary(fenced, "w1", held[fenced].epoch, complete=done)),
+                submit_in_thread(group, Boundary(kept, "w1", held[kept].claim_epoch, complete=done)),
+                submit_in_thread(group, Boundary(fenced, "w1", held[fenced].claim_epoch, complete=done)),
             ],
             queued=2,
         )
@@ -120,20 +120,22 @@ def test_a_row_the_database_refuses_fails_only_its_own_execution(
     app: Kestrel, db: psycopg.Connection, writer: HeldWriter
 ) -> None:
     blocker, good, bad = (app.enqueue("w") for _ in range(3))
-    held = {c.execution_id: c for c in claim(db, S, owner="w1", names=["w"], n=3, lease=timedelta(seconds=30))}
+    held = {c.execution_id: c for c in claim(db, S, worker_id="w1", names=["w"], n=3, lease=timedelta(seconds=30))}
     group = GroupCommit(writer.run, S).start()
     try:
         _, ok, ko = behind_a_held_batch(
             writer,
             group,
-            Boundary(blocker, "w1", held[blocker].epoch, open_step="a"),
+            Boundary(blocker, "w1", held[blocker].claim_epoch, open_step="a"),
             lambda: [
                 submit_in_thread(
-                    group, Boundary(good, "w1", held[good].epoch, complete=Completion("error", error="plain error"))
+                    group,
+                    Boundary(good, "w1", held[good].claim_epoch, complete=Completion("error", error="plain error")),
                 ),
                 # Postgres text cannot hold NUL: this row makes the whole statement fail.
                 submit_in_thread(
-                    group, Boundary(bad, "w1", held[bad].epoch, complete=Completion("error", error="bad \x00 byte"))
+                    group,
+                    Boundary(bad, "w1", held[bad].claim_epoch, complete=Completion("error", error="bad \x00 byte")),
                 ),
             ],
             queued=2,
@@ -227,16 +229,16 @@ def test_a_quick_first_step_is_written_start_and_end_in_one_row(
     app: Kestrel, db: psycopg.Connection, writer: HeldWriter
 ) -> None:
     blocker, eid = app.enqueue("w"), app.enqueue("w")
-    held = {c.execution_id: c for c in claim(db, S, owner="w1", names=["w"], n=2, lease=timedelta(seconds=30))}
+    held = {c.execution_id: c for c in claim(db, S, worker_id="w1", names=["w"], n=2, lease=timedelta(seconds=30))}
     lazy: list[Any] = []
 
     def start_and_end() -> list[Submitted]:  # a quick step: its start and its end queue up together
-        lazy.append(group.open_lazily(Boundary(eid, "w1", held[eid].epoch, open_step="a")))
+        lazy.append(group.open_lazily(Boundary(eid, "w1", held[eid].claim_epoch, open_step="a")))
         end = Boundary(
             eid,
             "w1",
-            held[eid].epoch,
-            finish=Finish("a", Attempt(1, None), Jsonb("x"), seq=1),
+            held[eid].claim_epoch,
+            finish=Finish("a", Attempt(1, None), Jsonb("x"), position=1),
             complete=Completion("success", Jsonb("done")),
         )
         return [submit_in_thread(group, end, after=lazy[0])]
@@ -244,7 +246,7 @@ def test_a_quick_first_step_is_written_start_and_end_in_one_row(
     group = GroupCommit(writer.run, S).start()
     try:
         _, box = behind_a_held_batch(
-            writer, group, Boundary(blocker, "w1", held[blocker].epoch, open_step="a"), start_and_end, queued=2
+            writer, group, Boundary(blocker, "w1", held[blocker].claim_epoch, open_step="a"), start_and_end, queued=2
         )
     finally:
         group.stop()

@@ -249,12 +249,14 @@ def test_a_failing_function_file_rolls_back_the_migrations_of_the_same_run(datab
 
 # -- steps run outside the transaction (CREATE INDEX CONCURRENTLY) ------------------------------
 
+# On the hot table's first partition, where a fresh schema's rows go: a partitioned table
+# takes no concurrent build (migration 0022); its partitions, plain tables, do.
 CONCURRENT_TEXT = """-- kestrel: outside transaction
 -- A test index built without blocking writes to the hot table.
 CREATE INDEX CONCURRENTLY IF NOT EXISTS workflow_executions_test_cic_idx
-    ON {schema}.workflow_executions (updated_at) WHERE status = 'running';
+    ON {schema}.workflow_executions_p0 (updated_at) WHERE status = 'running';
 CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS workflow_executions_test_unique_idx
-    ON {schema}.workflow_executions (workflow_name);
+    ON {schema}.workflow_executions_p0 (workflow_name);
 """
 AFTER_TEXT = "CREATE TABLE {schema}.test_after_concurrent (id int)"
 INDEXES = """SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid

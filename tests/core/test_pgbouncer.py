@@ -23,6 +23,8 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from kestrel_core import ActionRefused, Kestrel
+from kestrel_core.db.outage import is_outage
+from kestrel_core.engine.worker import Worker
 from tests.chaos.harness import ChaosConfig, run_chaos
 from tests.conftest import ADMIN_DSN, create_database, drop_database
 from tests.private_pg import PrivateServer
@@ -153,6 +155,49 @@ def test_workflows_with_steps_sleeps_and_approvals_run_through_the_bouncer(poole
     assert db.execute("SELECT count(*) FROM operator_actions").fetchone()[0] == len(gated)
 
 
+def kill_server_mid_transaction(conn: psycopg.Connection, direct: psycopg.Connection) -> None:
+    """Open a transaction on ``conn`` (through the bouncer) and end its server backend, as a
+    database restart does; the next command on ``conn`` finds the connection broken."""
+    conn.execute("BEGIN")
+    direct.execute("SELECT pg_terminate_backend(%s)", (conn.execute("SELECT pg_backend_pid()").fetchone()[0],))
+    wait_for(
+        lambda: direct.execute("SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()[0]
+        if (pid := conn.info.backend_pid)
+        else True,
+        what="the backend to end",
+    )
+
+
+def test_a_server_gone_under_an_open_transaction_is_an_outage(pooled, start_worker) -> None:
+    """Through PgBouncer, a server that dies under an open transaction breaks the client's
+    connection with an InternalError ("received 2 results from command 'SAVEPOINT ...'"), not an
+    OperationalError: a worker starting during a restart died of it. Its database calls (and
+    its startup registration, by the same test of the error) take it for an outage and try
+    again on another connection."""
+    app, db = pooled
+    killed: list[int] = []
+
+    def once_killed(conn: psycopg.Connection) -> int:
+        if not killed:
+            killed.append(1)
+            kill_server_mid_transaction(conn, db)
+            with conn.transaction():  # a SAVEPOINT: the startup's check, then its transaction
+                pass
+        return conn.execute("SELECT 42").fetchone()[0]
+
+    broken = psycopg.connect(app.dsn, autocommit=True)
+    with pytest.raises(psycopg.InternalError) as caught:
+        kill_server_mid_transaction(broken, db)
+        with broken.transaction():
+            pass
+    assert is_outage(caught.value, broken) and not is_outage(caught.value)
+    broken.close()
+    app.workflow("idle")(lambda ctx, input: None)
+    worker: Worker = start_worker(app, concurrency=1)
+    assert worker.db(once_killed, window=30) == 42
+    assert killed == [1]
+
+
 @pytest.fixture
 def cluster_bouncer(private_cluster: PrivateServer) -> Iterator[str]:
     """A second PgBouncer, in front of the private server the chaos run restarts."""
@@ -179,7 +224,7 @@ def test_short_chaos_run_through_the_bouncer(
     lines: list[str] = []
     cfg = ChaosConfig(
         chaos_s=20.0,
-        drain_s=60.0,
+        drain_stall_s=60.0,
         workers=2,
         concurrency=4,
         lease_s=4.0,

@@ -3,8 +3,6 @@ steps, waits and attempts; never a live execution; never waiting on a lock; audi
 
 from __future__ import annotations
 
-import threading
-import time
 from datetime import timedelta
 
 import psycopg
@@ -12,6 +10,7 @@ import pytest
 
 from kestrel_core import Kestrel
 from kestrel_core.admin.prune import connection_runner, parse_age, prune, prune_batch
+from tests.core.conftest import feeding
 from tests.waiting import wait_for
 
 S = "kestrel"
@@ -159,26 +158,11 @@ def test_pruning_during_a_load_loses_no_live_execution(
 
     old = seed_finished(db, 1000, "40 days")  # 3000 old finished executions
     start_worker(app, concurrency=4)
-    enqueued: list[int] = []
-    stop = threading.Event()
-
-    def produce() -> None:
-        i = 0
-        while not stop.is_set():
-            enqueued.extend(app.enqueue_many("busy", list(range(i, i + 5))))
-            i += 5
-            time.sleep(0.01)
-
-    producer = threading.Thread(target=produce)
-    producer.start()
-    try:
+    with feeding(app, "busy") as enqueued:
         wait_for(lambda: len(enqueued) >= 50, what="the load to start")
         result = run_prune(app, timedelta(days=30), batch_size=200)
         after_prune = len(enqueued)
         wait_for(lambda: len(enqueued) >= after_prune + 50, what="the load to go on after the prune")
-    finally:
-        stop.set()
-        producer.join()
 
     assert result.deleted == old and result.batches >= old // 200
     assert count(db, "workflow_executions", "workflow_name = 'old'") == 0

@@ -15,7 +15,7 @@ import pytest
 
 from kestrel_core import ActionRefused, Kestrel, NotFound
 from tests.conftest import KESTREL_TABLES
-from tests.waiting import wait_for
+from tests.waiting import wait_for, wait_until_none_left
 from tests.worker_processes import start_worker_process as start_worker
 from tests.worker_processes import stop_worker_processes
 
@@ -103,12 +103,7 @@ def limited_run(migrated: str) -> Iterator[dict]:
                     app.enqueue_many(f"rated-{i}", [{}] * share(RATED, i))
                 for i in range(KEYED):  # every key in every worker's share
                     app.enqueue(f"keyed-{i % 3}", {"s": 0.1}, concurrency_key=f"customer-{i // 3 % 3}")
-            wait_for(
-                lambda: db.execute(UNFINISHED).fetchone()[0] == 0,
-                timeout=50,
-                interval=0.2,
-                what="every execution to succeed",
-            )
+            wait_until_none_left(lambda: db.execute(UNFINISHED).fetchone()[0], what="every execution to succeed")
             sampler.done.set()
             sampler.join()
             rated = [

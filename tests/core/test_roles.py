@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -68,9 +68,7 @@ def logins(migrated: str) -> Iterator[Logins]:
         conn.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ANY(%s)", (list(who.all_roles),)
         )
-        for role in who.all_roles:
-            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
-            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+        drop_roles(conn, who.all_roles)
 
 
 def as_user(dsn: str) -> psycopg.Connection:
@@ -144,9 +142,67 @@ def test_ensure_roles_from_many_processes_at_once(migrated: str) -> None:
     finally:
         drop_database(other)
         with psycopg.connect(migrated, autocommit=True) as conn:
-            for role in (names.worker, names.operator, names.reader):
-                conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
-                conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+            drop_roles(conn, (names.worker, names.operator, names.reader))
+
+
+def drop_roles(conn: psycopg.Connection, roles: Iterable[str]) -> None:
+    """DROP OWNED BY and DROP ROLE, again while another process's grant holds the same shared
+    catalog row (a parameter's ACL is cluster-wide: 'tuple concurrently updated')."""
+    for role in roles:
+        for attempt in range(50):
+            try:
+                with conn.transaction():
+                    conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+                    conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+                break
+            except psycopg.errors.InternalError_:
+                if attempt == 49:
+                    raise
+
+
+def test_concurrent_readers_each_get_their_parameter_grant(migrated: str) -> None:
+    """Readers of different names granted at once from two databases (the migration lock is per
+    database; a parameter's ACL row is cluster-wide, one update wins at a time): every reader
+    ends with its SET privilege, none is silently skipped."""
+    readers = [
+        RoleNames(
+            worker=f"kt_pw_{uuid.uuid4().hex[:8]}",
+            operator=f"kt_po_{uuid.uuid4().hex[:8]}",
+            reader=f"kt_pr_{uuid.uuid4().hex[:8]}",
+        )
+        for _ in range(8)
+    ]
+    other = create_database()
+    with Kestrel(other) as app:
+        app.migrate()
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(len(readers))
+
+    def run(names: RoleNames, target: str) -> None:
+        try:
+            with psycopg.connect(target, autocommit=True) as conn:
+                barrier.wait()
+                ensure_roles(conn, "kestrel", names)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(names, (migrated, other)[i % 2])) for i, names in enumerate(readers)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        with psycopg.connect(migrated, autocommit=True) as conn:
+            granted = [
+                conn.execute("SELECT has_parameter_privilege(%s, 'temp_file_limit', 'SET')", (names.reader,)).fetchone()
+                for names in readers
+            ]
+        assert granted == [(True,)] * len(readers)
+    finally:
+        drop_database(other)
+        with psycopg.connect(migrated, autocommit=True) as conn:
+            drop_roles(conn, [role for names in readers for role in (names.worker, names.operator, names.reader)])
 
 
 def test_a_login_role_of_the_same_name_is_refused(dsn: str) -> None:

@@ -47,7 +47,7 @@ def test_fence_fragment_is_filled_inside_the_lock_fragment() -> None:
     from kestrel_core.durable.checkpoint import RECORD
 
     rendered = render(RECORD, "s1").as_string(None)
-    assert 'SELECT id FROM "s1".workflow_executions WHERE id = %(eid)s AND owner_id = %(owner)s' in rendered
+    assert 'SELECT id FROM "s1".workflow_executions WHERE id = %(eid)s AND owner_id = %(worker_id)s' in rendered
     assert "FOR NO KEY UPDATE" in rendered
 
 

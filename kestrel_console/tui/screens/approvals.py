@@ -16,6 +16,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Header, Input, Static
 
 from ... import formatting as fmt
+from ...humanize import duration
 from ...safe_text import visible
 from ..gate_filter import gate_matches, words_of
 from ..live import LiveScreen
@@ -114,7 +115,7 @@ class ApprovalsScreen(LiveScreen):
     def _summary(self) -> None:
         rows = self.shown_rows()
         n = len(rows)
-        oldest = f" · oldest waiting {fmt.seconds(rows[0]['waiting_s'])}" if n else ""
+        oldest = f" · oldest waiting {duration(rows[0]['waiting_s'], compact=True, clamp=True)}" if n else ""
         where = (
             f" matching {' '.join(self.filter_words)} (of {len(self.rows)}; esc clears)" if self.filter_words else ""
         )
@@ -251,7 +252,7 @@ def _cells(r: dict[str, Any]) -> dict[str, Any]:
         "execution": str(r["execution_id"]),
         "workflow": r["workflow_name"],
         "step": r["step_id"],
-        "waiting": fmt.seconds(r["waiting_s"]),
+        "waiting": duration(r["waiting_s"], compact=True, clamp=True),
         "since": fmt.when(r["waiting_since"]),
         "deadline": fmt.when(r["deadline"]) if r["deadline"] else Text("none", style="dim"),
         "details": fmt.short_json(r["details"], 60) if r["details"] is not None else "",

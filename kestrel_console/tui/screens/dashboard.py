@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Header, Sparkline, Static
 from kestrel_core import STATUSES
 
 from ... import formatting as fmt
+from ...humanize import duration
 from ...read.workers import live_versions_text
 from ...safe_text import visible
 from ..filters import ExecutionFilter
@@ -145,7 +146,7 @@ class DashboardScreen(LiveScreen):
         self._fit_counts(label_w + 1 + width)
         approvals = data["approvals_summary"]
         pending = int(approvals["count"] or 0)
-        oldest = f" · oldest waiting {fmt.seconds(approvals['oldest_age_s'])}" if pending else ""
+        oldest = f" · oldest waiting {duration(approvals['oldest_age_s'], compact=True, clamp=True)}" if pending else ""
         self.query_one("#dash-approvals", Static).update(
             Text(f"approvals pending {pending}{oldest}", style="bold magenta" if pending else "dim")
         )
@@ -164,7 +165,8 @@ class DashboardScreen(LiveScreen):
             Text(
                 "\n".join(
                     [
-                        f"⚠ {u['enqueued']} enqueued {u['workflow_name']!r} for {fmt.seconds(u['oldest_age_s'])}: "
+                        f"⚠ {u['enqueued']} enqueued {u['workflow_name']!r} for "
+                        f"{duration(u['oldest_age_s'], compact=True, clamp=True)}: "
                         "no live worker has registered this workflow"
                         for u in unserved
                     ]
@@ -219,8 +221,8 @@ class DashboardScreen(LiveScreen):
                     "id": str(r["id"]),
                     "workflow": r["workflow_name"],
                     "owner": r["owner_id"] or "",
-                    "expired": fmt.seconds(r["expired_for_s"]) + " ago",
-                    "heartbeat": (fmt.seconds(r["owner_heartbeat_age_s"]) + " ago")
+                    "expired": duration(r["expired_for_s"], compact=True, clamp=True) + " ago",
+                    "heartbeat": (duration(r["owner_heartbeat_age_s"], compact=True, clamp=True) + " ago")
                     if r["owner_heartbeat_age_s"] is not None
                     else "unknown worker",
                 },
@@ -241,7 +243,7 @@ class DashboardScreen(LiveScreen):
                     "worker": r["worker_id"],
                     "host": r["hostname"] or "",
                     "held": f"{r['held']}/{r['concurrency'] or '?'}",
-                    "heartbeat": fmt.seconds(r["heartbeat_age_s"]) + " ago",
+                    "heartbeat": duration(r["heartbeat_age_s"], compact=True, clamp=True) + " ago",
                     "state": Text(r["state"], style=WORKER_STYLES.get(r["state"], "")),
                     "workflows": ", ".join(r["workflows"] or []),
                 },

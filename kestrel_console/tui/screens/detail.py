@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Header, Static, TabbedContent, TabPane
 
 from ... import formatting as fmt
 from ... import style
+from ...humanize import duration
 from ...safe_text import visible
 from ...timeline_model import decider, family_line
 from ..live import LiveScreen
@@ -186,8 +187,8 @@ class DetailScreen(LiveScreen):
                         "step": e["step_id"],
                         "kind": e["kind"],
                         "attempt": str(e["attempt"]) if step else "",
-                        "start": "+" + fmt.seconds((e["started_at"] - t0).total_seconds()),
-                        "duration": fmt.seconds(took) if took is not None else "…",
+                        "start": "+" + duration((e["started_at"] - t0).total_seconds(), compact=True, clamp=True),
+                        "duration": duration(took, compact=True, clamp=True) if took is not None else "…",
                         "outcome": Text(e["outcome"] or "", style=OUTCOME_STYLES.get(e["outcome"] or "", "")),
                         "worker": (e["owner_id"] if step else decider(e)) or "",
                         "error": ((e["error"] or "").splitlines()[-1][:100] if e["error"] else "")
@@ -278,9 +279,9 @@ def _head(e: dict[str, Any]) -> Text:
     text.append("  ")
     text.append_text(fmt.status(e["status"]))
     if e["duration_s"] is not None:
-        text.append(f"  ran {fmt.seconds(e['duration_s'])}")
+        text.append(f"  ran {duration(e['duration_s'], compact=True, clamp=True)}")
     text.append("\n")
-    meta = [f"created {fmt.when(e['created_at'])} ({fmt.seconds(e['age_s'])} ago)"]
+    meta = [f"created {fmt.when(e['created_at'])} ({duration(e['age_s'], compact=True, clamp=True)} ago)"]
     if e["started_at"]:
         meta.append(f"started {fmt.when(e['started_at'])}")
     if e["finished_at"]:
@@ -309,7 +310,7 @@ def _steps_view(steps: list[dict[str, Any]]) -> Group | Text:
         head = Text(visible(s["step_id"]), style="bold")
         head.append(
             f"  {s['attempts']} attempt{'s' if s['attempts'] != 1 else ''} · "
-            f"{fmt.seconds(s['duration_s'])} · {visible(s['owner_id'] or '')}",
+            f"{duration(s['duration_s'], compact=True, clamp=True)} · {visible(s['owner_id'] or '')}",
             style="dim",
         )
         parts.append(head)

@@ -13,6 +13,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Header, Input, Static
 
 from ... import formatting as fmt
+from ...humanize import duration
 from ...read import Reader
 from ...safe_text import visible
 from ..filters import ExecutionFilter, parse_filter
@@ -288,8 +289,8 @@ def _cells(r: dict[str, Any]) -> dict[str, Any]:
         "id": str(r["id"]),
         "workflow": r["workflow_name"],
         "status": fmt.status(r["status"]),
-        "age": fmt.seconds(r["age_s"]),
-        "duration": fmt.seconds(r["duration_s"]),
+        "age": duration(r["age_s"], compact=True, clamp=True),
+        "duration": duration(r["duration_s"], compact=True, clamp=True),
         "owner": r["owner_id"] or "",
         "step": r["current_step"] or "",
         "error": (r["error"] or "").splitlines()[0][:80] if r["error"] else "",

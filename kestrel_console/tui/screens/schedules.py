@@ -15,6 +15,7 @@ from textual.widgets import Footer, Header, Static
 from kestrel_console.read.schedules import schedules, why_not_ticking
 
 from ... import formatting as fmt
+from ...humanize import duration
 from ...safe_text import visible
 from ..live import PAUSE_KEY, LiveScreen
 from ..widgets.banner import Banner
@@ -138,7 +139,7 @@ def _cells(r: dict[str, Any]) -> dict[str, Any]:
         nxt: Any = Text("—", style="dim")
     else:
         state = Text("active", style="green") if why_not_ticking(r) is None else Text("stalled", style="bold red")
-        nxt = f"{fmt.when(r['next_tick'])} (in {fmt.seconds(max(0.0, r['next_in_s']))})"
+        nxt = f"{fmt.when(r['next_tick'])} (in {duration(r['next_in_s'], compact=True, clamp=True)})"
     return {
         "name": r["name"],
         "cron": r["cron"],

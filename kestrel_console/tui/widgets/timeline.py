@@ -21,6 +21,7 @@ from textual.widget import Widget
 
 from ... import formatting as fmt
 from ... import style
+from ...humanize import duration
 from ...safe_text import literal, visible
 from ...timeline_model import Lane, Segment, Trace, bar_cols, decider, trace
 
@@ -40,7 +41,7 @@ EDGES = "││ "  # what a row spends besides the label, the bars and the info
 def lane_info(lane: Lane, now: datetime) -> str:
     """What a lane's right-hand column says."""
     last = lane.segments[-1]
-    took = fmt.seconds(lane.took(now))
+    took = duration(lane.took(now), compact=True, clamp=True)
     if lane.kind == "step":
         mark = STEP_MARKS.get(last.outcome, "?")
         tries = f"{lane.attempts} attempts" if lane.attempts > 1 else "1 attempt"
@@ -100,7 +101,7 @@ def render_lines(model: Trace, *, width: int) -> list[Text]:
     if not lanes:
         return [Text("no step has started yet", style="dim")]
     label_w = min(26, max(cell_len(_label(lane)) for lane in lanes + [Lane("execution", "all")]) + 1)
-    head_info = f"{model.execution.get('status', '')} · {fmt.seconds(model.elapsed_s)}"
+    head_info = f"{model.execution.get('status', '')} · {duration(model.elapsed_s, compact=True, clamp=True)}"
     infos = [head_info] + [lane_info(lane, now) for lane in lanes]
     # The bars get most of the width: the info column never takes more than 2/5 of what the
     # labels leave (at 80 columns the bars had 18 and the info 41).
@@ -162,11 +163,11 @@ def _axis(label_w: int, bar_w: int, model: Trace) -> Text:
     span = model.span_s
     marks = [" "] * bar_w
     for frac in (0.0, 0.25, 0.5, 0.75):
-        text = "+" + fmt.seconds(span * frac) if frac else fmt.when(model.t0)
+        text = "+" + duration(span * frac, compact=True, clamp=True) if frac else fmt.when(model.t0)
         at = int(frac * bar_w)
         if all(c == " " for c in marks[max(0, at - 1) : at + len(text) + 1]) and at + len(text) <= bar_w:
             marks[at : at + len(text)] = list(text)
-    end = "+" + fmt.seconds(span)
+    end = "+" + duration(span, compact=True, clamp=True)
     if all(c == " " for c in marks[bar_w - len(end) - 1 :]):
         marks[bar_w - len(end) :] = list(end)
     line = Text(" " * label_w, style="dim")

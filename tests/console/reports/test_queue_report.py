@@ -39,7 +39,7 @@ def test_queues_report(dsn: str, db) -> None:
             taken = claim(
                 conn,
                 app.schema,
-                owner="w1",
+                worker_id="w1",
                 names=["send"],
                 n=4,
                 lease=timedelta(seconds=30),

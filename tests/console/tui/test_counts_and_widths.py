@@ -15,6 +15,10 @@ from kestrel_console.tui.screens.executions import ExecutionsScreen
 from .helpers import console, fresh, open_screen, screen_lines, wait_for
 
 MANY = 123_456
+# Reading 100,000 enqueued executions took 0.8-1.3 s on a slow 2-core machine: past the 400 ms
+# statement_timeout of the tests' usual 0.5 s refresh, so every refresh was cancelled. This
+# test is about widths; it gives its refreshes the longest budget (5 s).
+SLOW_REFRESH_S = 10.0
 
 
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
@@ -28,7 +32,7 @@ async def test_six_digit_counts_are_all_visible_on_the_dashboard(dsn, db, size):
         "INSERT INTO workflow_executions (workflow_name, status) "
         "SELECT 'bulk', 'enqueued' FROM generate_series(1, 100000)"
     )
-    tui = console(dsn)
+    tui = console(dsn, refresh=SLOW_REFRESH_S)
     async with tui.run_test(size=size) as pilot:
         await open_screen(pilot, "1", DashboardScreen)
         shown = "\n".join(screen_lines(tui))
