@@ -159,11 +159,10 @@ def kill_server_mid_transaction(conn: psycopg.Connection, direct: psycopg.Connec
     """Open a transaction on ``conn`` (through the bouncer) and end its server backend, as a
     database restart does; the next command on ``conn`` finds the connection broken."""
     conn.execute("BEGIN")
-    direct.execute("SELECT pg_terminate_backend(%s)", (conn.execute("SELECT pg_backend_pid()").fetchone()[0],))
+    pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    direct.execute("SELECT pg_terminate_backend(%s)", (pid,))
     wait_for(
-        lambda: direct.execute("SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()[0]
-        if (pid := conn.info.backend_pid)
-        else True,
+        lambda: direct.execute("SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()[0],
         what="the backend to end",
     )
 
