@@ -22,7 +22,8 @@ def test_a_seeded_database_migrates_under_writes_with_every_row_kept(
     out = capsys.readouterr().out
     assert "Migration of a populated database while it is written to" in out
     data = json.loads((tmp_path / "migration.json").read_text())
-    assert data["from_version"] == min(LATEST, PARTITIONED_AT - 1) and data["to_version"] == LATEST
+    # from the newest commit before the partitioned history: its version depends on the history
+    assert data["from_version"] < PARTITIONED_AT <= data["to_version"] == LATEST
     assert data["workflow_executions_kind"] == ("p" if LATEST >= PARTITIONED_AT else "r")
     assert data["checks"]["executions"] == [3000 + 10_000, 3000 + 10_000]
     assert data["rows_unchanged"] is True and data["old_key_deduplicated"] is True
