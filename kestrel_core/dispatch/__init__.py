@@ -13,19 +13,23 @@ from kestrel_core.dispatch.claim import CLAIM, ORDERED_PLAN, START_KEY, Claim
 from kestrel_core.dispatch.claim import claim as claim_executions
 from kestrel_core.dispatch.enqueue import enqueue_many
 from kestrel_core.dispatch.lease import heartbeat
-from kestrel_core.dispatch.sweeper import ensure_partitions
+from kestrel_core.dispatch.sweeper import FOLD_EVERY_S, ensure_partitions, fold_activity, fold_counts
 
 # The claim's statement, its plan setting and its start key: for bench/ceiling.py, which runs
 # the engine's own SQL under pgbench; the claim and the heartbeat themselves: for
 # bench/walcost.py, which measures what each writes; the history's ranges ahead: for the soak,
-# which sizes its ranges before the load.
+# which sizes its ranges before the load; the workers' once-a-minute folds: for bench/console.py,
+# whose seeded history is read as a running engine's is.
 __all__ = [
     "CLAIM",
+    "FOLD_EVERY_S",
     "ORDERED_PLAN",
     "START_KEY",
     "Claim",
     "claim_executions",
     "enqueue_many",
     "ensure_partitions",
+    "fold_activity",
+    "fold_counts",
     "heartbeat",
 ]
