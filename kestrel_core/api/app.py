@@ -209,13 +209,17 @@ class Kestrel:
     def connection(self) -> Iterator[psycopg.Connection]:
         """A pooled autocommit connection to the Kestrel database (schema checked once)."""
         pool = self._ensure_pool()
+        taken: psycopg.Connection | None = None
         try:
             with pool.connection(timeout=15) as conn:
+                taken = conn
                 yield conn
         except PoolTimeout as exc:
             raise unavailable(self.dsn, exc) from None
-        except psycopg.OperationalError as exc:
-            if is_unreachable(exc):
+        except psycopg.Error as exc:
+            # A broken connection is the server gone, whatever psycopg called it (through
+            # PgBouncer, a server that died under an open transaction gives an InternalError).
+            if (isinstance(exc, psycopg.OperationalError) and is_unreachable(exc)) or (taken and taken.broken):
                 raise unavailable(self.dsn, exc) from None
             raise
 

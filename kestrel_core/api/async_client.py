@@ -96,11 +96,17 @@ class AsyncKestrel:
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection]:
         """A pooled autocommit AsyncConnection to the Kestrel database (schema checked once)."""
         pool = await self._ensure_pool()
+        taken: psycopg.AsyncConnection | None = None
         try:
             async with pool.connection(timeout=15) as conn:
+                taken = conn
                 yield conn
         except (PoolTimeout, psycopg.OperationalError) as exc:
             raise unavailable(self.dsn, exc) from None
+        except psycopg.Error as exc:
+            if taken is not None and taken.broken:  # the server gone, whatever psycopg called it
+                raise unavailable(self.dsn, exc) from None
+            raise
 
     async def close(self) -> None:
         """Close the connection pool."""

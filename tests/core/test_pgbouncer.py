@@ -22,7 +22,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from kestrel_core import ActionRefused, Kestrel
+from kestrel_core import ActionRefused, AsyncKestrel, DatabaseUnavailable, Kestrel
 from kestrel_core.db.outage import is_outage
 from kestrel_core.engine.worker import Worker
 from tests.chaos.harness import ChaosConfig, run_chaos
@@ -155,6 +155,9 @@ def test_workflows_with_steps_sleeps_and_approvals_run_through_the_bouncer(poole
     assert db.execute("SELECT count(*) FROM operator_actions").fetchone()[0] == len(gated)
 
 
+BACKEND_GONE = "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = %s"
+
+
 def kill_server_mid_transaction(conn: psycopg.Connection, direct: psycopg.Connection) -> None:
     """Open a transaction on ``conn`` (through the bouncer) and end its server backend, as a
     database restart does; the next command on ``conn`` finds the connection broken."""
@@ -162,7 +165,7 @@ def kill_server_mid_transaction(conn: psycopg.Connection, direct: psycopg.Connec
     pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
     direct.execute("SELECT pg_terminate_backend(%s)", (pid,))
     wait_for(
-        lambda: direct.execute("SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()[0],
+        lambda: direct.execute(BACKEND_GONE, (pid,)).fetchone()[0],
         what="the backend to end",
     )
 
@@ -195,6 +198,32 @@ def test_a_server_gone_under_an_open_transaction_is_an_outage(pooled, start_work
     worker: Worker = start_worker(app, concurrency=1)
     assert worker.db(once_killed, window=30) == 42
     assert killed == [1]
+
+
+def test_an_app_call_on_a_connection_the_server_left_says_the_database_is_unavailable(pooled) -> None:
+    """The same broken connection under an app call: DatabaseUnavailable naming the server,
+    not psycopg's InternalError; the next call gets a working connection."""
+    app, db = pooled
+    with pytest.raises(DatabaseUnavailable, match="cannot connect to PostgreSQL"):
+        with app.connection() as conn:
+            kill_server_mid_transaction(conn, db)
+            with conn.transaction():
+                pass
+    assert app.get(app.enqueue("after", {})).status == "enqueued"
+
+
+async def test_an_async_call_on_a_connection_the_server_left_says_the_database_is_unavailable(pooled) -> None:
+    app, db = pooled
+    async with AsyncKestrel(app.dsn, transaction_pooling=True) as client:
+        with pytest.raises(DatabaseUnavailable, match="cannot connect to PostgreSQL"):
+            async with client.connection() as conn:
+                await conn.execute("BEGIN")
+                pid = (await (await conn.execute("SELECT pg_backend_pid()")).fetchone())[0]
+                db.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                wait_for(lambda: db.execute(BACKEND_GONE, (pid,)).fetchone()[0], what="the backend to end")
+                async with conn.transaction():
+                    pass
+        assert (await client.get(await client.enqueue("after", {}))).status == "enqueued"
 
 
 @pytest.fixture
