@@ -21,7 +21,8 @@ from kestrel_core.admin.identity import default_operator
 from kestrel_core.base.errors import InvalidArgument
 from kestrel_core.db import migrate as _migrate
 from kestrel_core.db import roles as _roles
-from kestrel_core.db.connection import connect, is_unreachable, make_pool, unavailable
+from kestrel_core.db.connection import connect, make_pool, unavailable
+from kestrel_core.db.outage import is_outage
 from kestrel_core.db.roles import RoleNames
 from kestrel_core.db.statements import check_schema_name
 from kestrel_core.dispatch import enqueue as _enqueue
@@ -217,9 +218,7 @@ class Kestrel:
         except PoolTimeout as exc:
             raise unavailable(self.dsn, exc) from None
         except psycopg.Error as exc:
-            # A broken connection is the server gone, whatever psycopg called it (through
-            # PgBouncer, a server that died under an open transaction gives an InternalError).
-            if (isinstance(exc, psycopg.OperationalError) and is_unreachable(exc)) or (taken and taken.broken):
+            if is_outage(exc, taken):  # not a refusal of the statement itself
                 raise unavailable(self.dsn, exc) from None
             raise
 
@@ -360,7 +359,7 @@ class Kestrel:
             with self._writer.use() as conn:
                 return _enqueue.write_and_wake(conn, self.schema, rows)
         except psycopg.OperationalError as exc:
-            if is_unreachable(exc):
+            if is_outage(exc):
                 raise unavailable(self.dsn, exc) from None
             raise
 

@@ -25,6 +25,7 @@ from kestrel_core.base.errors import InvalidArgument
 from kestrel_core.db import migrate as _migrate
 from kestrel_core.db import roles as _roles
 from kestrel_core.db.connection import connect, make_async_pool, resolve_dsn, unavailable
+from kestrel_core.db.outage import is_outage
 from kestrel_core.db.statements import check_schema_name
 from kestrel_core.dispatch import enqueue as _enqueue
 from kestrel_core.dispatch.enqueue_batch import AsyncEnqueueBatcher
@@ -104,7 +105,7 @@ class AsyncKestrel:
         except (PoolTimeout, psycopg.OperationalError) as exc:
             raise unavailable(self.dsn, exc) from None
         except psycopg.Error as exc:
-            if taken is not None and taken.broken:  # the server gone, whatever psycopg called it
+            if is_outage(exc, taken):  # a broken connection: the server gone, whatever the error
                 raise unavailable(self.dsn, exc) from None
             raise
 

@@ -79,20 +79,6 @@ def unavailable(dsn: str, exc: Exception) -> DatabaseUnavailable:
     )
 
 
-# SQLSTATEs of a server that is going away or not taking connections (admin_shutdown,
-# crash_shutdown, cannot_connect_now); class 08 is the connection exception class.
-_GOING_AWAY = ("57P01", "57P02", "57P03")
-
-
-def is_unreachable(exc: psycopg.OperationalError) -> bool:
-    """Whether ``exc`` means the server could not be reached or went away (trying again later
-    may work), as opposed to a refusal of the statement itself that psycopg also files under
-    OperationalError (an index row too large, out of disk, a statement timeout): those are
-    reported as what they are, never as 'cannot connect'."""
-    state = exc.sqlstate
-    return state is None or state.startswith("08") or state in _GOING_AWAY
-
-
 def _conninfo(dsn: str, application_name: str, *, connect_timeout: int) -> str:
     """``dsn`` checked and completed with the application name and timeout; a malformed one is
     DatabaseUnavailable naming it without its password."""

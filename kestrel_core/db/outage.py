@@ -17,7 +17,7 @@ import psycopg
 _OUTAGE_STATES = frozenset({"57P01", "57P02", "57P03", "53300"})
 
 
-def is_outage(exc: BaseException, conn: psycopg.Connection | None = None) -> bool:
+def is_outage(exc: BaseException, conn: psycopg.Connection | psycopg.AsyncConnection | None = None) -> bool:
     """True when ``exc`` says the database could not be reached (connection refused, broken,
     closed by a restart, no pooled connection in time): the write may succeed once it is back.
     ``conn``, the connection ``exc`` came from if any, is also asked: a server that died under
