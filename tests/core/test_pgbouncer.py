@@ -24,6 +24,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from kestrel_core import ActionRefused, AsyncKestrel, DatabaseUnavailable, Kestrel
 from kestrel_core.db.outage import is_outage
+from kestrel_core.dispatch import queues as queues_mod
 from kestrel_core.engine.worker import Worker
 from tests.chaos.harness import ChaosConfig, run_chaos
 from tests.conftest import ADMIN_DSN, create_database, drop_database
@@ -173,9 +174,8 @@ def kill_server_mid_transaction(conn: psycopg.Connection, direct: psycopg.Connec
 def test_a_server_gone_under_an_open_transaction_is_an_outage(pooled, start_worker) -> None:
     """Through PgBouncer, a server that dies under an open transaction breaks the client's
     connection with an InternalError ("received 2 results from command 'SAVEPOINT ...'"), not an
-    OperationalError: a worker starting during a restart died of it. Its database calls (and
-    its startup registration, by the same test of the error) take it for an outage and try
-    again on another connection."""
+    OperationalError. The worker's database calls take it for an outage and try again on
+    another connection (its startup registration: the next test)."""
     app, db = pooled
     killed: list[int] = []
 
@@ -198,6 +198,29 @@ def test_a_server_gone_under_an_open_transaction_is_an_outage(pooled, start_work
     worker: Worker = start_worker(app, concurrency=1)
     assert worker.db(once_killed, window=30) == 42
     assert killed == [1]
+
+
+def test_a_worker_whose_server_restarts_while_it_registers_waits_and_registers(pooled, start_worker, monkeypatch):
+    """The chaos run's failure: the server went away inside the worker's startup transaction
+    (at queues.declare's SAVEPOINT), and the worker died of the InternalError. It now takes
+    the broken connection for an outage, waits and registers on a new one."""
+    app, db = pooled
+    app.workflow("idle")(lambda ctx, input: None)
+    real_declare = queues_mod.declare
+    killed: list[int] = []
+
+    def server_gone_then_declare(conn: psycopg.Connection, *args: object, **kwargs: object) -> object:
+        if not killed:
+            killed.append(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+            db.execute("SELECT pg_terminate_backend(%s)", (killed[0],))
+            wait_for(lambda: db.execute(BACKEND_GONE, (killed[0],)).fetchone()[0], what="the backend to end")
+        return real_declare(conn, *args, **kwargs)
+
+    monkeypatch.setattr(queues_mod, "declare", server_gone_then_declare)
+    worker: Worker = start_worker(app, concurrency=1)
+    assert len(killed) == 1
+    live = "SELECT count(*) FROM workers WHERE worker_id = %s AND stopped_at IS NULL"
+    assert db.execute(live, (worker.worker_id,)).fetchone()[0] == 1
 
 
 def test_an_app_call_on_a_connection_the_server_left_says_the_database_is_unavailable(pooled) -> None:
