@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from kestrel_core.db.roles import RoleNames
 from kestrel_core.db.statements import check_schema_name
 from kestrel_core.dispatch import enqueue as _enqueue
 from kestrel_core.dispatch import queues as _queues
+from kestrel_core.dispatch import sweeper as _sweeper
 from kestrel_core.dispatch.enqueue_batch import EnqueueBatcher, WriterConnection
 from kestrel_core.durable import events as _events
 from kestrel_core.workflow.versions import fingerprint
@@ -343,6 +345,9 @@ class Kestrel:
     def _write_rows(self, rows: Sequence[_enqueue.Row]) -> list[int]:
         if not rows:
             return []
+        return self._creating_ranges(self._insert_rows, rows)
+
+    def _insert_rows(self, rows: Sequence[_enqueue.Row]) -> list[int]:
         with self.connection() as conn:
             ids = _enqueue.write(conn, self.schema, rows, notify=False)
             _enqueue.wake(conn, self.schema, rows)
@@ -355,6 +360,9 @@ class Kestrel:
         if self.transaction_pooling:
             return self._write_rows(rows)
         self._ensure_pool()  # the schema check, once
+        return self._creating_ranges(self._insert_and_wake, rows)
+
+    def _insert_and_wake(self, rows: Sequence[_enqueue.Row]) -> list[int]:
         try:
             with self._writer.use() as conn:
                 return _enqueue.write_and_wake(conn, self.schema, rows)
@@ -362,6 +370,27 @@ class Kestrel:
             if is_outage(exc):
                 raise unavailable(self.dsn, exc) from None
             raise
+
+    def _creating_ranges(
+        self, write: Callable[[Sequence[_enqueue.Row]], list[int]], rows: Sequence[_enqueue.Row]
+    ) -> list[int]:
+        """``write(rows)``; if their ids ran past the history's ranges, create the ranges (as
+        the workers' upkeep does) and write again. Not for a caller's own transaction: the
+        failed insert aborted it."""
+        tries = 0
+        while True:
+            try:
+                return write(rows)
+            except psycopg.errors.CheckViolation as exc:
+                tries += 1
+                if not _enqueue.past_the_ranges(exc) or tries == _enqueue.RANGE_TRIES:
+                    raise
+            try:
+                with self.connection() as conn:
+                    _sweeper.ensure_partitions(conn, self.schema)
+            except psycopg.errors.LockNotAvailable:
+                pass  # another session is attaching them: the next try may find them
+            time.sleep(_enqueue.RANGE_PAUSE_S * tries)
 
     def _enqueue_batcher(self) -> EnqueueBatcher:
         batcher = self._batcher

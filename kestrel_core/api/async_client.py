@@ -26,8 +26,9 @@ from kestrel_core.db import migrate as _migrate
 from kestrel_core.db import roles as _roles
 from kestrel_core.db.connection import connect, make_async_pool, resolve_dsn, unavailable
 from kestrel_core.db.outage import is_outage
-from kestrel_core.db.statements import check_schema_name
+from kestrel_core.db.statements import check_schema_name, render
 from kestrel_core.dispatch import enqueue as _enqueue
+from kestrel_core.dispatch import sweeper as _sweeper
 from kestrel_core.dispatch.enqueue_batch import AsyncEnqueueBatcher
 from kestrel_core.durable import events as _events
 
@@ -202,12 +203,27 @@ class AsyncKestrel:
         return False if self.transaction_pooling else None
 
     async def _write_rows(self, rows: Sequence[_enqueue.Row]) -> list[int]:
+        """Insert and wake; ids past the history's ranges create them and go again, as in
+        ``Kestrel._creating_ranges``."""
         if not rows:
             return []
-        async with self.connection() as conn:
-            ids = await _enqueue.write_async(conn, self.schema, rows, notify=False)
-            await _enqueue.wake_async(conn, self.schema, rows)
-            return ids
+        tries = 0
+        while True:
+            try:
+                async with self.connection() as conn:
+                    ids = await _enqueue.write_async(conn, self.schema, rows, notify=False)
+                    await _enqueue.wake_async(conn, self.schema, rows)
+                    return ids
+            except psycopg.errors.CheckViolation as exc:
+                tries += 1
+                if not _enqueue.past_the_ranges(exc) or tries == _enqueue.RANGE_TRIES:
+                    raise
+            try:
+                async with self.connection() as conn:
+                    await conn.execute(render(_sweeper.ENSURE_PARTITIONS, self.schema))
+            except psycopg.errors.LockNotAvailable:
+                pass  # another session is attaching them: the next try may find them
+            await asyncio.sleep(_enqueue.RANGE_PAUSE_S * tries)
 
     async def send_event(
         self, key: str, payload: Any = None, *, by: str | None = None, conn: psycopg.AsyncConnection | None = None

@@ -7,13 +7,14 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import psycopg
 import pytest
 from psycopg import sql
 
-from kestrel_core import Kestrel
+from kestrel_core import AsyncKestrel, Kestrel
 from kestrel_core.admin.prune import (
     PruneResult,
     connection_runner,
@@ -112,9 +113,10 @@ def test_the_worker_role_creates_ranges_ahead_through_the_function_only(
         worker_role.execute("CREATE TABLE kestrel.workflow_executions_px (LIKE kestrel.workflow_executions)")
     db.execute("RESET ROLE")
     restart_ids(db, top + 5)  # the sequence ran past the last range
-    # an insert past the last range: refused, nothing written (the caller gets the error)
+    # an insert past the last range: refused, nothing written
     with pytest.raises(psycopg.errors.CheckViolation, match="no partition"):
-        app.enqueue("nobody-runs-this")
+        db.execute("INSERT INTO workflow_executions (workflow_name) VALUES ('nobody-runs-this')")
+    restart_ids(db, top + 5)
     size, ahead = db.execute("SELECT range_size, ahead FROM history_settings").fetchone()
     db.execute("SET ROLE kestrel_worker")
     made = sweeper.ensure_partitions(worker_role, S)
@@ -123,9 +125,41 @@ def test_the_worker_role_creates_ranges_ahead_through_the_function_only(
     assert sweeper.ensure_partitions(worker_role, S) == 0  # idempotent
     db.execute("RESET ROLE")
     eid = app.enqueue("nobody-runs-this")
-    assert eid == top + 6
+    assert eid == top + 5
     assert count(db, f"workflow_executions_p{top}", f"id = {eid}") == 1
     assert count(db, "executions_ready", f"id = {eid}") == 1  # the triggers fire on new partitions
+
+
+async def test_enqueues_past_the_last_range_create_the_ranges_and_go_in(app: Kestrel, db: psycopg.Connection) -> None:
+    """No worker ran the upkeep and the ids passed the ranges (a burst of enqueues, or no
+    worker running): every way of enqueueing but the caller's own transaction creates the
+    ranges (as the upkeep would) and goes in; eight callers at once each get their id."""
+
+    # (a refused insert takes its id from the sequence all the same: the ids skip one)
+    def lands_past(start: int, ids: list[int]) -> None:
+        assert len(set(ids)) == len(ids) and all(start <= i < start + 2 * len(ids) for i in ids)
+
+    top = ranges(db)[-1][1]
+    size, ahead = db.execute("SELECT range_size, ahead FROM history_settings").fetchone()
+    restart_ids(db, top + 5)
+    lands_past(top + 5, [app.enqueue("nobody-runs-this")])  # through the group commit
+    assert ranges(db)[-1][1] == top + (1 + ahead) * size  # the range it is in, and `ahead` past it
+
+    restart_ids(db, start := ranges(db)[-1][1] + 5)  # past them again: a bulk enqueue
+    lands_past(start, app.enqueue_many("nobody-runs-this", [1, 2, 3]))
+    restart_ids(db, start := ranges(db)[-1][1] + 5)  # and eight callers at once
+    with ThreadPoolExecutor(8) as pool:
+        lands_past(start, list(pool.map(lambda i: app.enqueue("nobody-runs-this", i), range(8))))
+    async with AsyncKestrel(app.dsn, transaction_pooling=app.transaction_pooling) as client:
+        restart_ids(db, start := ranges(db)[-1][1] + 5)
+        lands_past(start, [await client.enqueue("nobody-runs-this")])
+    # in the caller's own transaction the failed insert aborted it: the error is the caller's
+    restart_ids(db, ranges(db)[-1][1] + 5)
+    with psycopg.connect(app.dsn) as conn:
+        with pytest.raises(psycopg.errors.CheckViolation, match="no partition"):
+            app.enqueue("nobody-runs-this", conn=conn)
+    assert count(db, "workflow_executions") == 1 + 3 + 8 + 1
+    assert count(db, "executions_ready") == 1 + 3 + 8 + 1
 
 
 def test_the_workers_upkeep_creates_ranges_ahead(app: Kestrel, db: psycopg.Connection, start_worker) -> None:
