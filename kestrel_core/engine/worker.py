@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import logging
 import queue
@@ -37,6 +38,7 @@ from kestrel_core.db.outage import is_conflict, is_outage
 from kestrel_core.dispatch import claim as claim_mod
 from kestrel_core.dispatch import deadlines, sweeper
 from kestrel_core.dispatch import lease as lease_mod
+from kestrel_core.dispatch.enqueue import RANGE_PAUSE_S, RANGE_TRIES, past_the_ranges
 from kestrel_core.durable.boundary import Boundary, Outcome
 from kestrel_core.durable.group_commit import GroupCommit, LazyOpen
 from kestrel_core.engine import listener, registration, scheduler
@@ -298,7 +300,7 @@ class Worker:
         Every write passed here is safe to repeat (fenced, ON CONFLICT, or checked).
         """
         deadline = time.monotonic() + (self.db_retry_window if window is None else window)
-        retry = conflicts = 0
+        retry = conflicts = ranges_made = 0
         while True:
             conn: psycopg.Connection | None = None
             try:
@@ -314,6 +316,14 @@ class Worker:
                         first_line(exc, self.settings.dsn),
                         delay,
                     )
+                elif past_the_ranges(exc) and ranges_made < RANGE_TRIES - 1:
+                    # a child's or a schedule's enqueue past the ranges the upkeep keeps ahead:
+                    # create them now (busy or failing: the write, tried again, says so)
+                    ranges_made += 1
+                    delay = RANGE_PAUSE_S * ranges_made
+                    self.log.warning("event=ranges_behind worker=%s (creating them now)", self.worker_id)
+                    with contextlib.suppress(psycopg.Error), self._pool.connection(timeout=10.0) as ahead:
+                        sweeper.ensure_partitions(ahead, self.schema)
                 elif is_outage(exc, conn):
                     delay = _DB_RETRY.delay(retry)
                     if time.monotonic() + delay > deadline or self._stopped.is_set():

@@ -162,6 +162,35 @@ async def test_enqueues_past_the_last_range_create_the_ranges_and_go_in(app: Kes
     assert count(db, "executions_ready") == 1 + 3 + 8 + 1
 
 
+def test_a_child_started_past_the_last_range_creates_the_ranges(
+    app: Kestrel, db: psycopg.Connection, start_worker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The worker's own enqueues (a child here) past the ranges the upkeep keeps ahead: the
+    write creates them and goes on, at once; the parent is not unwound to wait for its lease
+    to lapse (claimed twice: once to start, once woken by its child)."""
+    past = threading.Event()
+
+    @app.workflow("double")
+    def double(ctx, n):
+        return 2 * n
+
+    @app.workflow("parent")
+    def parent(ctx, n):
+        ctx.step("wait", lambda: past.wait(30))  # until the ids have run past the ranges
+        return ctx.wait_for(ctx.start_child("double", n))
+
+    start_worker(app)
+    eid = app.enqueue("parent", 21)
+    wait_for(lambda: app.get(eid).status == "running", what="the parent to run")
+    restart_ids(db, ranges(db)[-1][1] + 5)
+    past.set()
+    wait_for(lambda: app.get(eid).done, what="the parent to finish")
+    final = app.get(eid)
+    assert (final.status, final.output) == ("success", 42), final.error
+    assert db.execute("SELECT claims FROM workflow_executions WHERE id = %s", (eid,)).fetchone()[0] == 2
+    assert "engine_write_failed" not in caplog.text and "ranges_behind" in caplog.text
+
+
 def test_the_workers_upkeep_creates_ranges_ahead(app: Kestrel, db: psycopg.Connection, start_worker) -> None:
     top = ranges(db)[-1][1]
     restart_ids(db, top - 10)
