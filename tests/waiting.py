@@ -21,17 +21,21 @@ def wait_for(check: Callable[[], T], timeout: float = 15.0, interval: float = 0.
         time.sleep(interval)
 
 
-def wait_until_none_left(remaining: Callable[[], int], what: str, stall: float = 30.0, interval: float = 0.2) -> None:
+def wait_until_none_left(
+    remaining: Callable[[], int | None], what: str, stall: float = 30.0, interval: float = 0.2
+) -> None:
     """Wait until ``remaining()`` is 0, as long as it keeps falling: fail once it has not
     fallen for ``stall`` seconds. Lost work stalls; a loaded machine only drains slower, which
-    a fixed deadline would take for a failure."""
-    lowest, progress_at = remaining(), time.monotonic()
-    while lowest:
-        if time.monotonic() - progress_at > stall:
+    a fixed deadline would take for a failure. None from ``remaining()`` (not readable now: the
+    database restarting) is no progress."""
+    lowest: int | None = None
+    progress_at = time.monotonic()
+    while (now := remaining()) != 0:
+        if now is not None and (lowest is None or now < lowest):
+            lowest, progress_at = now, time.monotonic()
+        elif time.monotonic() - progress_at > stall:
             raise AssertionError(f"waiting for {what}: {lowest} left, none finished in the last {stall} s")
         time.sleep(interval)
-        if (now := remaining()) < lowest:
-            lowest, progress_at = now, time.monotonic()
 
 
 BLOCKED_ON_A_LOCK = """

@@ -30,6 +30,7 @@ import psycopg
 
 from kestrel_console.embedded_pg import LocalCluster
 from kestrel_core import Kestrel, KestrelError
+from tests.waiting import wait_until_none_left
 
 from .checks import Disruption, Verdict, verify
 from .sampler import LimitSampler
@@ -484,19 +485,19 @@ def _drain(dsn: str, stall_s: float) -> None:
     """Wait until no execution is live, for as long as the live ones keep getting fewer: give
     up once their count has not fallen for ``stall_s`` (lost work stalls; a slow machine only
     drains slower). The checks report what is left."""
-    fewest: int | None = None
-    progress_at = time.monotonic()
-    while time.monotonic() - progress_at < stall_s:
-        try:
-            with psycopg.connect(dsn, autocommit=True, connect_timeout=3) as conn:
-                live = conn.execute(UNFINISHED).fetchone()[0]
-        except psycopg.Error:
-            live = None
-        if live == 0:
-            return
-        if live is not None and (fewest is None or live < fewest):
-            fewest, progress_at = live, time.monotonic()
-        time.sleep(0.3)
+    try:
+        wait_until_none_left(lambda: _live(dsn), "the live executions", stall=stall_s, interval=0.3)
+    except AssertionError:
+        pass  # stalled: the checks that follow say what is left
+
+
+def _live(dsn: str) -> int | None:
+    """How many executions are live; None while the database cannot be read (a restart)."""
+    try:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=3) as conn:
+            return int(conn.execute(UNFINISHED).fetchone()[0])
+    except psycopg.Error:
+        return None
 
 
 def private_cluster(data_dir: Path | None = None) -> LocalCluster:
