@@ -159,16 +159,17 @@ def test_workflows_with_steps_sleeps_and_approvals_run_through_the_bouncer(poole
 BACKEND_GONE = "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = %s"
 
 
-def kill_server_mid_transaction(conn: psycopg.Connection, direct: psycopg.Connection) -> None:
-    """Open a transaction on ``conn`` (through the bouncer) and end its server backend, as a
-    database restart does; the next command on ``conn`` finds the connection broken."""
-    conn.execute("BEGIN")
-    pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+def end_backend(direct: psycopg.Connection, pid: int) -> None:
+    """End the server backend ``pid`` (as a database restart does) and wait until it is gone."""
     direct.execute("SELECT pg_terminate_backend(%s)", (pid,))
-    wait_for(
-        lambda: direct.execute(BACKEND_GONE, (pid,)).fetchone()[0],
-        what="the backend to end",
-    )
+    wait_for(lambda: direct.execute(BACKEND_GONE, (pid,)).fetchone()[0], what="the backend to end")
+
+
+def kill_server_mid_transaction(conn: psycopg.Connection, direct: psycopg.Connection) -> None:
+    """Open a transaction on ``conn`` (through the bouncer) and end its server backend; the
+    next command on ``conn`` finds the connection broken."""
+    conn.execute("BEGIN")
+    end_backend(direct, conn.execute("SELECT pg_backend_pid()").fetchone()[0])
 
 
 def test_a_server_gone_under_an_open_transaction_is_an_outage(pooled, start_worker) -> None:
@@ -212,8 +213,7 @@ def test_a_worker_whose_server_restarts_while_it_registers_waits_and_registers(p
     def server_gone_then_declare(conn: psycopg.Connection, *args: object, **kwargs: object) -> object:
         if not killed:
             killed.append(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
-            db.execute("SELECT pg_terminate_backend(%s)", (killed[0],))
-            wait_for(lambda: db.execute(BACKEND_GONE, (killed[0],)).fetchone()[0], what="the backend to end")
+            end_backend(db, killed[0])
         return real_declare(conn, *args, **kwargs)
 
     monkeypatch.setattr(queues_mod, "declare", server_gone_then_declare)
@@ -241,9 +241,7 @@ async def test_an_async_call_on_a_connection_the_server_left_says_the_database_i
         with pytest.raises(DatabaseUnavailable, match="cannot connect to PostgreSQL"):
             async with client.connection() as conn:
                 await conn.execute("BEGIN")
-                pid = (await (await conn.execute("SELECT pg_backend_pid()")).fetchone())[0]
-                db.execute("SELECT pg_terminate_backend(%s)", (pid,))
-                wait_for(lambda: db.execute(BACKEND_GONE, (pid,)).fetchone()[0], what="the backend to end")
+                end_backend(db, (await (await conn.execute("SELECT pg_backend_pid()")).fetchone())[0])
                 async with conn.transaction():
                     pass
         assert (await client.get(await client.enqueue("after", {}))).status == "enqueued"
