@@ -76,25 +76,21 @@ RANGES_AHEAD = "SELECT {schema}.ensure_partitions(%s)"
 MAX_AHEAD = 50  # ensure_partitions' own limit
 ANALYZE = "ANALYZE {schema}.workflow_executions, {schema}.workflow_waits, {schema}.workers, {schema}.execution_counts"
 VACUUM = "VACUUM (ANALYZE) {schema}.workflow_executions, {schema}.execution_counts"
-# What every worker does about once a minute (sweeper.fold_counts, sweeper.fold_activity): the
-# counters of old id blocks folded into one row per (workflow, status), and the dashboard's
-# activity of the closed minutes recorded (issue 22), so that the seeded history is counted as
-# a running engine's is and a refresh reads live only what happened since the last fold. The
-# seed folds once; the bench's heartbeat thread folds every minute while refreshes are timed.
-
-
 # The seeded workers beat while the refreshes are timed, as running workers do (every lease/3):
 # otherwise they are dead 30 s after the seed, and the dashboard would time "no live worker
-# serves any workflow" (issue 22). They fold every minute, as running workers do: otherwise the
-# activity a refresh reads live grows by a minute of history each minute (at 10M finished over
-# a week, ~1,000 rows a minute: activity took 8 ms at 1M and 12 ms at 10M minutes after the seed).
+# serves any workflow" (issue 22). They also fold every minute, as running workers do
+# (sweeper.fold_counts, sweeper.fold_activity; the seed folds once): the counters of old id
+# blocks go into one row per (workflow, status), and the activity of the closed minutes is
+# recorded, so that a refresh reads live only what happened since the last fold, not a window
+# that grows by a minute of history each minute of the run.
 HEARTBEAT = "UPDATE {schema}.workers SET last_heartbeat = now()"
 BEAT_EVERY_S = 5.0
 
 
 @contextmanager
 def beating(dsn: str) -> Iterator[None]:
-    """Keep the seeded workers' heartbeats fresh (a thread) for the duration of the block."""
+    """Keep the seeded workers' heartbeats fresh and fold every minute (a thread) for the
+    duration of the block."""
     stop = threading.Event()
 
     def beat() -> None:
