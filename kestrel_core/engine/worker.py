@@ -456,12 +456,11 @@ class Worker:
     def _maintenance_loop(self) -> None:
         beat_every = self.lease.total_seconds() / 3
         # The lease sweep reads every running row's index entry, and under a held snapshot
-        # every dead one of each past claim too (issue 22): one sweep in ``every`` includes it,
-        # about every sixth of the lease (every sweep when the lease is short), so a lapsed
-        # lease is still found within ~1.2 leases, at a fraction of the once-a-second cost.
-        every = max(1, round(self.lease.total_seconds() / 6 / self.sweep_interval))
-        sweeps = 0
-        next_beat = next_sweep = time.monotonic()
+        # every dead one of each past claim (issue 22): it runs every sixth of the lease (a
+        # lapsed lease is found within ~1.2 leases) and, as the claim's walks from the start,
+        # at most once per RESCAN_COST_FACTOR times what the last took (0.4 s late in a hold).
+        lease_every = max(self.sweep_interval, self.lease.total_seconds() / 6)
+        next_beat = next_sweep = next_lease_sweep = time.monotonic()
         next_upkeep = next_sweep + sweeper.FOLD_EVERY_S * random.uniform(0.1, 1.0)
         while not self._quiet.is_set():
             now = time.monotonic()
@@ -470,8 +469,11 @@ class Worker:
                 self._heartbeat()
             if now >= next_sweep and not self.draining.is_set():
                 next_sweep = now + self.sweep_interval * random.uniform(0.8, 1.2)
-                self._sweep(leases=sweeps % every == 0)
-                sweeps += 1
+                leases = now >= next_lease_sweep
+                self._sweep(leases=leases)
+                if leases:
+                    took = time.monotonic() - now
+                    next_lease_sweep = now + max(lease_every, claim_mod.RESCAN_COST_FACTOR * took)
                 self._tick_schedules()
             if now >= next_upkeep and not self.draining.is_set():
                 next_upkeep = now + sweeper.FOLD_EVERY_S * random.uniform(0.8, 1.2)
