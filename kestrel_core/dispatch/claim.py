@@ -82,9 +82,12 @@ RESCAN_EVERY_S = 1.0
 # last one cost: the next waits RESCAN_COST_FACTOR times as long as the last took, which keeps
 # them under 1/RESCAN_COST_FACTOR of the claim loop's time. A walk under RESCAN_PACED_FROM_S
 # is cheap and paces nothing (a fresh connection's first one plans and loads catalogs: ~5 ms):
-# a short walk past the mark then still looks behind it at once.
+# a short walk past the mark then still looks behind it at once. A walk's time also counts
+# what it waited for (a lock held by a prune, a stalled machine), so the pace is capped at
+# RESCAN_MAX_PACE_S: a row behind the mark is never left longer than that.
 RESCAN_COST_FACTOR = 20
 RESCAN_PACED_FROM_S = 0.05
+RESCAN_MAX_PACE_S = 5.0
 
 
 @dataclass
@@ -117,7 +120,9 @@ class ClaimMark:
 
     def _pace(self) -> float:
         """The least time between walks from the start that their cost asks for."""
-        return RESCAN_COST_FACTOR * self.rescan_s if self.rescan_s >= RESCAN_PACED_FROM_S else 0.0
+        if self.rescan_s < RESCAN_PACED_FROM_S:
+            return 0.0
+        return min(RESCAN_COST_FACTOR * self.rescan_s, RESCAN_MAX_PACE_S)
 
     def rescanned(self, started: float, ended: float) -> None:
         """A walk from the start ran from ``started`` to ``ended`` (time.monotonic())."""

@@ -456,9 +456,8 @@ class Worker:
     def _maintenance_loop(self) -> None:
         beat_every = self.lease.total_seconds() / 3
         # The lease sweep reads every running row's index entry, and under a held snapshot
-        # every dead one of each past claim (issue 22): it runs every sixth of the lease (a
-        # lapsed lease is found within ~1.2 leases) and, as the claim's walks from the start,
-        # at most once per RESCAN_COST_FACTOR times what the last took (0.4 s late in a hold).
+        # every dead one of each past claim (issue 22): every sixth of the lease, paced as the
+        # claim's walks from the start are by its cost (0.4 s late in a hold), but once a lease.
         lease_every = max(self.sweep_interval, self.lease.total_seconds() / 6)
         next_beat = next_sweep = next_lease_sweep = time.monotonic()
         next_upkeep = next_sweep + sweeper.FOLD_EVERY_S * random.uniform(0.1, 1.0)
@@ -473,7 +472,8 @@ class Worker:
                 self._sweep(leases=leases)
                 if leases:
                     took = time.monotonic() - now
-                    next_lease_sweep = now + max(lease_every, claim_mod.RESCAN_COST_FACTOR * took)
+                    paced = min(claim_mod.RESCAN_COST_FACTOR * took, self.lease.total_seconds())
+                    next_lease_sweep = now + max(lease_every, paced)
                 self._tick_schedules()
             if now >= next_upkeep and not self.draining.is_set():
                 next_upkeep = now + sweeper.FOLD_EVERY_S * random.uniform(0.8, 1.2)

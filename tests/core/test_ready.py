@@ -10,7 +10,7 @@ import psycopg
 from kestrel_core import Kestrel
 from kestrel_core.db.migrate import available, function_files, migrate
 from kestrel_core.dispatch import lease, sweeper
-from kestrel_core.dispatch.claim import RESCAN_COST_FACTOR, START_KEY, ClaimMark, claim, claim_batch
+from kestrel_core.dispatch.claim import RESCAN_COST_FACTOR, RESCAN_MAX_PACE_S, START_KEY, ClaimMark, claim, claim_batch
 from tests.core.test_partitions_migration import LATER  # function files of versions 20-22
 
 S = "kestrel"
@@ -92,6 +92,17 @@ def test_dear_walks_from_the_start_are_paced_by_their_cost(app: Kestrel, db: psy
     assert ready_ids(db) == [urgent]
     mark.rescanned_at -= RESCAN_COST_FACTOR * 0.2
     assert take(db, 10, mark) == [urgent]
+
+
+def test_a_walk_that_waited_long_paces_the_next_by_at_most_the_cap(app: Kestrel, db: psycopg.Connection) -> None:
+    ids = app.enqueue_many("w", list(range(3)))
+    mark = ClaimMark()
+    assert take(db, 2, mark) == ids[:2]
+    urgent = app.enqueue("w", "urgent", priority=5)  # behind the mark
+    # The last walk from the start took 10 s (it waited on a lock, or the machine stalled):
+    # 20x that would leave the urgent row for 200 s; the cap makes it RESCAN_MAX_PACE_S.
+    mark.rescanned_at, mark.rescan_s = time.monotonic() - RESCAN_MAX_PACE_S, 10.0
+    assert take(db, 1, mark) == [urgent]
 
 
 def test_the_walk_starts_over_once_a_second(app: Kestrel, db: psycopg.Connection) -> None:
