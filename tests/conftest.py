@@ -24,33 +24,10 @@ from kestrel_core import Kestrel
 from tests.file_order import longest_files_first
 
 ADMIN_DSN = os.environ.get("KESTREL_TEST_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=postgres")
-# What an empty Kestrel keeps: the schema's own records and the history's ranges. Every other
-# table in the schema is emptied between tests (``empty_tables``).
-KEPT_TABLES = ("schema_migrations", "schema_functions", "history_settings", "history_partitions")
-# DELETE, not TRUNCATE: TRUNCATE gives each of the ~130 relations (partitions, their indexes,
-# TOAST) a new file, ~40 ms of server CPU a test against ~15 ms for a test's few rows, over
-# ~1,300 tests on 2 cores. Triggers are off while it runs (session_replication_role, a
-# superuser's setting, as the test server's admin is): they would only keep up counters and
-# keys this empties too. Identities restart as TRUNCATE ... RESTART IDENTITY did.
-EMPTY_TABLES = sql.SQL("""
-DO $$
-DECLARE t regclass;
-BEGIN
-    SET LOCAL session_replication_role = replica;
-    FOR t IN SELECT c.oid FROM pg_class c
-              WHERE c.relnamespace = 'kestrel'::regnamespace AND c.relkind IN ('r', 'p')
-                AND NOT c.relispartition AND c.relname <> ALL ({kept})
-    LOOP
-        EXECUTE format('DELETE FROM %s', t);
-    END LOOP;
-    PERFORM setval(d.objid::regclass, s.seqstart, false)
-       FROM pg_depend d JOIN pg_sequence s ON s.seqrelid = d.objid JOIN pg_class c ON c.oid = d.refobjid
-      WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')
-        AND c.relnamespace = 'kestrel'::regnamespace AND c.relname <> ALL ({kept});
-END
-$$;
-SELECT kestrel.ensure_partitions();
-""").format(kept=sql.Literal(list(KEPT_TABLES)))
+KESTREL_TABLES = (
+    "operator_actions, step_attempts, workflow_waits, operation_outputs, workflow_executions, workers,"
+    " queues, schedules, workflow_events, executions_ready, activity_minutes, execution_keys"
+)
 
 
 CREATE_DATABASE = sql.SQL("CREATE DATABASE {}")
@@ -204,15 +181,12 @@ def migrated(template_database: str) -> Iterator[str]:
 def dsn(migrated: str) -> Iterator[str]:
     """DSN of a migrated database whose Kestrel tables are empty when the test starts, its ids
     restarted from 1 and the history's ranges from id 0 in place (a test may have dropped some)."""
-    empty_tables(migrated)
+    with psycopg.connect(migrated, autocommit=True) as conn:
+        conn.execute(
+            f"TRUNCATE {', '.join('kestrel.' + t.strip() for t in KESTREL_TABLES.split(','))} RESTART IDENTITY CASCADE"
+        )
+        conn.execute("SELECT kestrel.ensure_partitions()")
     yield migrated
-
-
-def empty_tables(dsn: str) -> None:
-    """Empty every Kestrel table but ``KEPT_TABLES``, restart the ids from 1 and put back any
-    range of the history a test dropped."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(EMPTY_TABLES)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from kestrel_core import ActionRefused, Kestrel, NotFound
-from tests.conftest import empty_tables
+from tests.conftest import KESTREL_TABLES
 from tests.waiting import wait_for, wait_until_none_left
 from tests.worker_processes import start_worker_process as start_worker
 from tests.worker_processes import stop_worker_processes
@@ -79,7 +79,10 @@ def limited_run(migrated: str) -> Iterator[dict]:
     20 'rated-N' (5 per 2 s) and 12 'keyed-N' (3 keys, one running per key); worker N
     registers the workflows ending in N."""
     dsn = migrated
-    empty_tables(dsn)
+    with psycopg.connect(dsn, autocommit=True) as db:
+        db.execute(
+            f"TRUNCATE {', '.join('kestrel.' + t.strip() for t in KESTREL_TABLES.split(','))} RESTART IDENTITY CASCADE"
+        )
     procs = [start_worker_process(dsn, f"queue-worker-{i}", i) for i in range(3)]
     sampler = Sampler(dsn)
     try:
