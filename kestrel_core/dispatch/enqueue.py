@@ -394,17 +394,25 @@ def write_and_wake(conn: psycopg.Connection, schema: str, batch: Sequence[Row]) 
     if not batch:
         return []
     inserted, committed = conn.cursor(), conn.cursor()
+    # An error may come back while the pipeline is still being sent: kept, not raised in the
+    # block, whose end would then fail too and psycopg log "error ignored terminating".
+    failed: psycopg.Error | None = None
     try:
         with conn.pipeline():
-            conn.execute(BEGIN)
-            inserted.execute(render(ENQUEUE, schema), params(schema, batch, notify=False))
-            committed.execute(COMMIT)
-            conn.execute(render(WAKE, schema), wake_params(schema, batch))
+            try:
+                conn.execute(BEGIN)
+                inserted.execute(render(ENQUEUE, schema), params(schema, batch, notify=False))
+                committed.execute(COMMIT)
+                conn.execute(render(WAKE, schema), wake_params(schema, batch))
+            except psycopg.Error as exc:
+                failed = exc
     except psycopg.Error as exc:
+        failed = failed or exc
+    if failed is not None:
         if committed.statusmessage != COMMIT:
             _end_failed_transaction(conn)
-            raise
-        _wake_failed(batch, exc)
+            raise failed
+        _wake_failed(batch, failed)
     out, missing = ids(batch, inserted.fetchall())
     found: dict[str, int] = {}
     if missing:

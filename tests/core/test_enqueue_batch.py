@@ -4,6 +4,7 @@ commit, and each caller still gets its own id or its own error (issue 21)."""
 from __future__ import annotations
 
 import os
+import selectors
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -323,3 +324,35 @@ def test_a_signal_set_twice_wakes_its_waiter_once_and_does_not_raise() -> None:
     signal.set()
     waiter.join(5)
     assert woken.is_set() and not waiter.is_alive()
+
+
+def test_a_refused_batch_raises_its_own_error_and_logs_nothing_else(
+    dsn: str, db: psycopg.Connection, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A batch's statements are pipelined: the server's refusal of the insert may arrive while
+    the rest is still being sent. It was then raised inside the pipeline, and psycopg logged
+    "error ignored terminating <Pipeline>" (a second line on the CLI's stderr). Here the
+    wake-up's parameters are made only once the refusal has arrived."""
+    db.execute(
+        "ALTER TABLE workflow_executions ADD CONSTRAINT no_poison"
+        " CHECK (input IS DISTINCT FROM '\"poison\"'::jsonb) NOT VALID"
+    )
+    rows = engine_enqueue.rows({}, "w", ["poison"], single=True)
+    real_params = engine_enqueue.wake_params
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+
+            def once_refused(schema: str, batch: Any) -> dict[str, Any]:
+                with selectors.DefaultSelector() as selector:
+                    selector.register(conn.fileno(), selectors.EVENT_READ)
+                    assert selector.select(timeout=10), "the server's answer to the insert never came"
+                return real_params(schema, batch)
+
+            monkeypatch.setattr(engine_enqueue, "wake_params", once_refused)
+            with caplog.at_level("WARNING"), pytest.raises(psycopg.errors.CheckViolation, match="no_poison"):
+                engine_enqueue.write_and_wake(conn, "kestrel", rows)
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            assert conn.execute("SELECT count(*) FROM kestrel.workflow_executions").fetchone() == (0,)
+    finally:
+        db.execute("ALTER TABLE workflow_executions DROP CONSTRAINT no_poison")
+    assert [r.getMessage() for r in caplog.records] == []
