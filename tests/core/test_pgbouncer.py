@@ -27,7 +27,7 @@ from kestrel_core.db.outage import is_outage
 from kestrel_core.dispatch import queues as queues_mod
 from kestrel_core.engine.worker import Worker
 from tests.chaos.harness import ChaosConfig, run_chaos
-from tests.conftest import ADMIN_DSN, create_database, drop_database
+from tests.conftest import ADMIN_DSN, create_database, drop_at_the_end
 from tests.private_pg import PrivateServer
 from tests.waiting import wait_for
 
@@ -90,7 +90,7 @@ def pooled_db(bouncer: str) -> Iterator[str]:
             assert app.migrate()  # migrate's advisory lock is transaction-scoped: fine in this mode
         yield through
     finally:
-        drop_database(direct)
+        drop_at_the_end(direct)
 
 
 @pytest.fixture

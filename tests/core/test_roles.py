@@ -21,7 +21,7 @@ from psycopg.conninfo import make_conninfo
 from kestrel_core import Kestrel
 from kestrel_core.admin import prune
 from kestrel_core.db.roles import RoleNames, ensure_roles
-from tests.conftest import create_database, drop_database
+from tests.conftest import create_database, drop_at_the_end
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -140,24 +140,34 @@ def test_ensure_roles_from_many_processes_at_once(migrated: str) -> None:
                     "SELECT has_table_privilege(%s, 'kestrel.workflow_executions', 'SELECT')", (names.reader,)
                 ).fetchone() == (True,)
     finally:
-        drop_database(other)
+        drop_owned_then_database(other, (names.worker, names.operator, names.reader))
         with psycopg.connect(migrated, autocommit=True) as conn:
             drop_roles(conn, (names.worker, names.operator, names.reader))
 
 
-def drop_roles(conn: psycopg.Connection, roles: Iterable[str]) -> None:
-    """DROP OWNED BY and DROP ROLE, again while another process's grant holds the same shared
+def drop_roles(conn: psycopg.Connection, roles: Iterable[str], *, owned_only: bool = False) -> None:
+    """DROP OWNED BY and DROP ROLE (``owned_only``: DROP OWNED BY alone, for another database
+    the roles were granted in), again while another process's grant holds the same shared
     catalog row (a parameter's ACL is cluster-wide: 'tuple concurrently updated')."""
     for role in roles:
         for attempt in range(50):
             try:
                 with conn.transaction():
                     conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
-                    conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+                    if not owned_only:
+                        conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
                 break
             except psycopg.errors.InternalError_:
                 if attempt == 49:
                     raise
+
+
+def drop_owned_then_database(dsn: str, roles: Iterable[str]) -> None:
+    """Take ``roles``' grants out of a second database, which is dropped when the run ends: the
+    roles themselves can then be dropped now."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        drop_roles(conn, roles, owned_only=True)
+    drop_at_the_end(dsn)
 
 
 def test_concurrent_readers_each_get_their_parameter_grant(migrated: str) -> None:
@@ -200,9 +210,10 @@ def test_concurrent_readers_each_get_their_parameter_grant(migrated: str) -> Non
             ]
         assert granted == [(True,)] * len(readers)
     finally:
-        drop_database(other)
+        roles = [role for names in readers for role in (names.worker, names.operator, names.reader)]
+        drop_owned_then_database(other, roles)
         with psycopg.connect(migrated, autocommit=True) as conn:
-            drop_roles(conn, [role for names in readers for role in (names.worker, names.operator, names.reader)])
+            drop_roles(conn, roles)
 
 
 def test_a_login_role_of_the_same_name_is_refused(dsn: str) -> None:

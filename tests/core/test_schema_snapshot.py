@@ -16,7 +16,7 @@ import pytest
 from kestrel_core import Kestrel
 from kestrel_core.db.migrate import migrate
 from kestrel_core.db.roles import RoleNames
-from tests.conftest import create_database, drop_database
+from tests.conftest import create_database, drop_at_the_end
 from tests.core.schema_snapshot import MADE_ON, SCHEMA, SNAPSHOT, build, snapshot
 
 REGENERATE = "regenerate it with `.venv/bin/python -m tests.core.schema_snapshot` and commit the diff"
@@ -28,7 +28,7 @@ def empty_database() -> Iterator[str]:
     try:
         yield dsn
     finally:
-        drop_database(dsn)
+        drop_at_the_end(dsn)
 
 
 def _same_as_committed(text: str) -> None:

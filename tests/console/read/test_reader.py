@@ -20,7 +20,7 @@ from psycopg import sql
 from kestrel_console.read import Reader, ReadTimeout, describe_blocker
 from kestrel_core import STATUSES, DatabaseUnavailable, Kestrel, SchemaOutdated
 from kestrel_core.db.statements import render
-from tests.conftest import create_database, drop_database
+from tests.conftest import create_database, drop_at_the_end
 from tests.seed import SeedFacts, seed_bulk_finished, seed_history
 from tests.waiting import wait_until_blocked, wait_until_gone
 
@@ -544,7 +544,7 @@ def big_history() -> Iterator[str]:
                 conn.execute("ANALYZE execution_counts")
         yield dsn
     finally:
-        drop_database(dsn)
+        drop_at_the_end(dsn)
 
 
 # Each partition (and partition index) of the schema: the partitioned table (or index) it
