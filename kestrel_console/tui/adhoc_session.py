@@ -23,7 +23,16 @@ class AdhocSession:
         self.application_name = application_name
         self._conn: psycopg.Connection | None = None
         self._lock = threading.Lock()
-        self.running = False
+        self.running = False  # from ``reserve`` (the key) to the end of ``run``
+
+    def reserve(self) -> bool:
+        """On the UI thread, before starting the worker that will ``run``: False if a query is
+        still on its way. Without it, a second key pressed before the first worker held the
+        connection started a second run."""
+        if self.running:
+            return False
+        self.running = True
+        return True
 
     def run(self, fn: Callable[[psycopg.Connection], T]) -> T:
         """Run ``fn(conn)`` in this (worker) thread; one query at a time."""

@@ -189,14 +189,14 @@ class ReportsScreen(LiveScreen):
             self._say("choose a report first", "yellow")
             return
         assert self.session is not None
-        if self.session.running:
-            self._say("a report is still running", "yellow")
-            return
         given = {name: box.value for name, box in self.param_inputs.items() if box.value.strip() != ""}
         try:
             params = bind_params(self.report, given)
         except Exception as exc:  # ReportError: which parameter, what it expects
             self._say(str(exc), "bold red")
+            return
+        if not self.session.reserve():
+            self._say("a report is still running", "yellow")
             return
         self._say(f"running {self.report.name}…", "italic")
         self.execute(self.report, params)

@@ -128,7 +128,7 @@ class SqlScreen(LiveScreen):
             self._say("nothing to run: type a query", "yellow")
             return
         assert self.session is not None
-        if self.session.running:
+        if not self.session.reserve():
             self._say("a query is still running: esc outside the editor cancels it", "yellow")
             return
         self._remember(query)

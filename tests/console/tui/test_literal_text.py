@@ -32,7 +32,7 @@ from tests.hostile_text import (
 )
 
 from .helpers import console, fresh, give_reason, open_screen, screen_lines, wait_for
-from .test_reports import run_report
+from .test_reports import opened_report_result
 from .test_sql import run
 
 # What markup and emoji codes turn into when they are obeyed.
@@ -93,8 +93,7 @@ async def test_every_screen_dialog_and_toast_shows_stored_text_literally(dsn, re
         await tui.open_report("pending-approvals")
         report = tui.screen
         assert isinstance(report, ReportsScreen)
-        await wait_for(pilot, lambda: report.report is not None and report.report.name == "pending-approvals")
-        await run_report(pilot, report)
+        await opened_report_result(pilot, report, "pending-approvals")
         await finds(pilot, MARKUP_NAME, MARKUP_GATE)
 
         queues = await open_screen(pilot, "6", QueuesScreen)

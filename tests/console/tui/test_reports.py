@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import threading
 
 from kestrel_console.tui.screens.reports import ReportsScreen
 from kestrel_console.tui.widgets.comment import CommentModal
@@ -27,6 +28,17 @@ async def run_report(pilot, screen: ReportsScreen, key: str = "ctrl+r") -> str:
     await pilot.press(key)
     await wait_for(
         pilot, lambda: screen.message != before and not screen.message.startswith("running"), what="the report's result"
+    )
+    return screen.message
+
+
+async def opened_report_result(pilot, screen: ReportsScreen, name: str) -> str:
+    """The result of the run ``open_report`` (the command palette) starts: pressing ctrl+r
+    meanwhile is refused, one run at a time."""
+    await wait_for(
+        pilot,
+        lambda: screen.report is not None and screen.report.name == name and screen.message.startswith(f"{name}: "),
+        what=f"the result of {name}",
     )
     return screen.message
 
@@ -95,6 +107,40 @@ async def test_a_shipped_report_runs(dsn, db):
         await tui.open_report("stuck-leases")
         screen = tui.screen
         assert isinstance(screen, ReportsScreen)
-        await wait_for(pilot, lambda: screen.report is not None and screen.report.name == "stuck-leases")
-        message = await run_report(pilot, screen)
+        message = await opened_report_result(pilot, screen, "stuck-leases")
         assert message.startswith("stuck-leases: 1 row"), message
+
+
+async def test_a_second_run_asked_while_one_is_on_its_way_is_refused(dsn, db):
+    """The session said it was running only once its thread held the connection: a second
+    ctrl+r before that (or the command palette's own run, then ctrl+r) started a second run of
+    the same report. Now a run is on its way from the key (``AdhocSession.reserve``)."""
+    seed_history(db)
+    tui = console(dsn)
+    async with tui.run_test(size=SIZE) as pilot:
+        await pilot.press("5")
+        screen = tui.screen
+        assert isinstance(screen, ReportsScreen)
+        await wait_for(pilot, lambda: "stuck-leases" in screen.reports, what="the report list")
+        screen.select_report("stuck-leases")
+        assert screen.session is not None
+        real_run = screen.session.run
+        entered, release = threading.Event(), threading.Event()
+        runs: list[int] = []
+
+        def held_run(fn):
+            runs.append(1)
+            entered.set()
+            release.wait(10)
+            return real_run(fn)
+
+        screen.session.run = held_run  # type: ignore[method-assign]
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, entered.is_set, what="the run's thread")
+        await pilot.press("ctrl+r")
+        assert screen.message == "a report is still running"
+        release.set()
+        await wait_for(pilot, lambda: screen.message.startswith("stuck-leases: "), what="the report's result")
+        assert runs == [1]
+        await pilot.press("ctrl+r")  # its result shown, it runs again
+        await wait_for(pilot, lambda: runs == [1, 1], what="a second run")

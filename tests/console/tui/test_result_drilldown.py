@@ -12,7 +12,7 @@ from kestrel_console.tui.widgets.results import ResultsTable
 from tests.seed import seed_history
 
 from .helpers import console, fresh, open_screen, wait_for
-from .test_reports import run_report
+from .test_reports import opened_report_result
 from .test_sql import run
 
 
@@ -48,7 +48,6 @@ async def test_enter_on_a_result_row_opens_its_execution(dsn, reader_dsn, db, si
         await tui.open_report("stuck-leases")
         report = tui.screen
         assert isinstance(report, ReportsScreen)
-        await wait_for(pilot, lambda: report.report is not None and report.report.name == "stuck-leases")
-        await run_report(pilot, report)
+        await opened_report_result(pilot, report, "stuck-leases")
         detail = await enter_on_row(pilot, report.query_one(ResultsTable), 0)
         assert detail.execution_id == facts.id("stuck")
