@@ -50,15 +50,21 @@ class ResultsTable(DataTable):
             self.post_message(self.OpenExecution(eid))
 
     def show(self, result: Any) -> None:
-        """Replace the table with ``result`` (``.columns``, ``.rows``)."""
+        """Replace the table with ``result`` (``.columns``, ``.rows``).
+
+        Each column's width is given, from its header and cells: DataTable otherwise measures
+        added rows when it next goes idle, and a result shown from a worker's callback was seen
+        (twice in CI) kept at its headers' widths, its cells cut."""
         self.result = result
         self.clear(columns=True)
-        names = list(result.columns)
+        labels = [literal(name) for name in result.columns]
+        rows = [[literal(fmt.cell(v, fmt.RESULTS)) for v in row] for row in result.rows]
         seen: dict[str, int] = {}
-        for name in names:  # duplicate column names (SELECT 1, 1) need distinct keys
-            seen[name] = seen.get(name, 0) + 1
-            self.add_column(literal(name), key=f"{name}#{seen[name]}")
-        self.add_rows([literal(fmt.cell(v, fmt.RESULTS)) for v in row] for row in result.rows)
+        for i, (name, label) in enumerate(zip(result.columns, labels)):
+            seen[name] = seen.get(name, 0) + 1  # duplicate column names (SELECT 1, 1) need distinct keys
+            width = max([label.cell_len, *(row[i].cell_len for row in rows)])
+            self.add_column(label, key=f"{name}#{seen[name]}", width=width)
+        self.add_rows(rows)
 
 
 def summary(result: Any, max_rows: int) -> str:

@@ -3,7 +3,10 @@ drill-down where an operator expects it)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
+from textual.app import App, ComposeResult
 
 from kestrel_console.tui.screens.detail import DetailScreen
 from kestrel_console.tui.screens.reports import ReportsScreen
@@ -11,7 +14,7 @@ from kestrel_console.tui.screens.sql import SqlScreen
 from kestrel_console.tui.widgets.results import ResultsTable
 from tests.seed import seed_history
 
-from .helpers import console, fresh, open_screen, wait_for
+from .helpers import console, fresh, open_screen, screen_lines, wait_for
 from .test_reports import opened_report_result
 from .test_sql import run
 
@@ -51,3 +54,22 @@ async def test_enter_on_a_result_row_opens_its_execution(dsn, reader_dsn, db, si
         await opened_report_result(pilot, report, "stuck-leases")
         detail = await enter_on_row(pilot, report.query_one(ResultsTable), 0)
         assert detail.execution_id == facts.id("stuck")
+
+
+async def test_a_result_s_columns_are_as_wide_as_their_cells_as_soon_as_it_is_shown():
+    """DataTable measures added rows only when it next goes idle: a report's result was seen
+    (twice in CI) kept at its headers' widths, its cells cut, for the 10 s a test waited. The
+    widths are now given with the columns."""
+
+    class OneTable(App[None]):
+        def compose(self) -> ComposeResult:
+            yield ResultsTable()
+
+    app = OneTable()
+    async with app.run_test(size=(120, 10)) as pilot:
+        table = app.query_one(ResultsTable)
+        table.show(SimpleNamespace(columns=["step_id", "id"], rows=[["gate:rocket:[u]", 7], ["g", 12345678]]))
+        padding = 2 * table.cell_padding
+        assert [c.get_render_width(table) - padding for c in table.ordered_columns] == [15, 8]
+        await pilot.pause()
+        assert "gate:rocket:[u]" in "\n".join(screen_lines(app))
