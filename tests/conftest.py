@@ -92,11 +92,14 @@ class _DropsAtTheEnd:
         now, as DROP DATABASE ... WITH (FORCE) did (what a test left running would otherwise
         hold the server's connections for the rest of the run)."""
         name = conninfo_to_dict(dsn)["dbname"]
-        with _admin() as conn:
-            conn.execute(CLOSE_DATABASE.format(sql.Identifier(name)))
-            conn.execute(END_SESSIONS, (name,))
         with self._lock:
             self._dsns.append(dsn)
+        try:
+            with _admin() as conn:
+                conn.execute(CLOSE_DATABASE.format(sql.Identifier(name)))
+                conn.execute(END_SESSIONS, (name,))
+        except psycopg.Error as exc:  # pragma: no cover - a test dropped it; the drop says so
+            print(f"could not close the test database of {dsn}: {exc}")
 
     def wait(self) -> None:
         """Drop every database added so far: all are gone when this returns."""
