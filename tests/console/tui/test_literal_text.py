@@ -13,7 +13,6 @@ from kestrel_console.tui.screens.dashboard import DashboardScreen
 from kestrel_console.tui.screens.detail import DetailScreen
 from kestrel_console.tui.screens.executions import ExecutionsScreen
 from kestrel_console.tui.screens.queues import QueuesScreen
-from kestrel_console.tui.screens.reports import ReportsScreen
 from kestrel_console.tui.screens.schedules import SchedulesScreen
 from kestrel_console.tui.screens.sql import SqlScreen
 from kestrel_console.tui.widgets.comment import CommentModal
@@ -32,7 +31,7 @@ from tests.hostile_text import (
 )
 
 from .helpers import console, fresh, give_reason, open_screen, screen_lines, wait_for
-from .test_reports import opened_report_result
+from .test_reports import report_by_keys
 from .test_sql import run
 
 # What markup and emoji codes turn into when they are obeyed.
@@ -90,10 +89,8 @@ async def test_every_screen_dialog_and_toast_shows_stored_text_literally(dsn, re
         await run(pilot, sql, 'SELECT comment AS "[b]c:fire:", step_id FROM workflow_waits ORDER BY step_id')
         await finds(pilot, "[b]c:fire:", MARKUP_COMMENT, MARKUP_GATE)
 
-        await tui.open_report("pending-approvals")
-        report = tui.screen
-        assert isinstance(report, ReportsScreen)
-        await opened_report_result(pilot, report, "pending-approvals")
+        await pilot.press("escape")  # out of the SQL editor, so 5 is not typed into it
+        await report_by_keys(pilot, "pending-approvals")
         await finds(pilot, MARKUP_NAME, MARKUP_GATE)
 
         queues = await open_screen(pilot, "6", QueuesScreen)

@@ -9,13 +9,12 @@ import pytest
 from textual.app import App, ComposeResult
 
 from kestrel_console.tui.screens.detail import DetailScreen
-from kestrel_console.tui.screens.reports import ReportsScreen
 from kestrel_console.tui.screens.sql import SqlScreen
 from kestrel_console.tui.widgets.results import ResultsTable
 from tests.seed import seed_history
 
 from .helpers import console, fresh, open_screen, screen_lines, wait_for
-from .test_reports import opened_report_result
+from .test_reports import report_by_keys
 from .test_sql import run
 
 
@@ -48,10 +47,7 @@ async def test_enter_on_a_result_row_opens_its_execution(dsn, reader_dsn, db, si
         await pilot.press("enter")
         assert tui.screen is sql
 
-        await tui.open_report("stuck-leases")
-        report = tui.screen
-        assert isinstance(report, ReportsScreen)
-        await opened_report_result(pilot, report, "stuck-leases")
+        report, _ = await report_by_keys(pilot, "stuck-leases")
         detail = await enter_on_row(pilot, report.query_one(ResultsTable), 0)
         assert detail.execution_id == facts.id("stuck")
 
