@@ -90,6 +90,16 @@ RESCAN_PACED_FROM_S = 0.05
 RESCAN_MAX_PACE_S = 5.0
 
 
+def paced_by_cost(took: float, *, cap: float, paced_from: float = 0.0) -> float:
+    """The least time before a read that crosses dead index entries runs again, after one that
+    took ``took`` s: RESCAN_COST_FACTOR times that, at most ``cap`` (a read's time also counts
+    what it waited for); nothing for one under ``paced_from``. The claim's walks from the start
+    and the workers' lease sweep are paced by it."""
+    if took < paced_from:
+        return 0.0
+    return min(RESCAN_COST_FACTOR * took, cap)
+
+
 @dataclass
 class ClaimMark:
     """A worker process's high-water mark in claim order: the highest (neg_priority, run_at,
@@ -120,9 +130,7 @@ class ClaimMark:
 
     def _pace(self) -> float:
         """The least time between walks from the start that their cost asks for."""
-        if self.rescan_s < RESCAN_PACED_FROM_S:
-            return 0.0
-        return min(RESCAN_COST_FACTOR * self.rescan_s, RESCAN_MAX_PACE_S)
+        return paced_by_cost(self.rescan_s, cap=RESCAN_MAX_PACE_S, paced_from=RESCAN_PACED_FROM_S)
 
     def rescanned(self, started: float, ended: float) -> None:
         """A walk from the start ran from ``started`` to ``ended`` (time.monotonic())."""

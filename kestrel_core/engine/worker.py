@@ -471,8 +471,7 @@ class Worker:
                 leases = now >= next_lease_sweep
                 self._sweep(leases=leases)
                 if leases:
-                    took = time.monotonic() - now
-                    paced = min(claim_mod.RESCAN_COST_FACTOR * took, self.lease.total_seconds())
+                    paced = claim_mod.paced_by_cost(time.monotonic() - now, cap=self.lease.total_seconds())
                     next_lease_sweep = now + max(lease_every, paced)
                 self._tick_schedules()
             if now >= next_upkeep and not self.draining.is_set():

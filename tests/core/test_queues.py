@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from kestrel_core import ActionRefused, Kestrel, NotFound
-from tests.conftest import KESTREL_TABLES
+from tests.conftest import TablesReset
 from tests.waiting import wait_for, wait_until_none_left
 from tests.worker_processes import start_worker_process as start_worker
 from tests.worker_processes import stop_worker_processes
@@ -74,15 +74,12 @@ class Sampler(threading.Thread):
 
 
 @pytest.fixture(scope="module")
-def limited_run(migrated: str) -> Iterator[dict]:
+def limited_run(migrated: str, tables_reset: TablesReset) -> Iterator[dict]:
     """Three worker processes run 2,000 'quick-N' executions (queue limited, concurrency 3),
     20 'rated-N' (5 per 2 s) and 12 'keyed-N' (3 keys, one running per key); worker N
     registers the workflows ending in N."""
     dsn = migrated
-    with psycopg.connect(dsn, autocommit=True) as db:
-        db.execute(
-            f"TRUNCATE {', '.join('kestrel.' + t.strip() for t in KESTREL_TABLES.split(','))} RESTART IDENTITY CASCADE"
-        )
+    tables_reset()
     procs = [start_worker_process(dsn, f"queue-worker-{i}", i) for i in range(3)]
     sampler = Sampler(dsn)
     try:
