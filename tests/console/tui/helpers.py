@@ -91,13 +91,17 @@ async def palette_pick(pilot: Any, command: str, typed: str | None = None) -> No
 
 
 async def fresh(pilot: Any, screen: LiveScreen | None = None, timeout: float = 10.0) -> LiveScreen:
-    """Start a refresh now and wait until it is applied: the screen then shows data read
-    after this call (an older refresh still in flight is dropped)."""
+    """Start a refresh now and wait until it is applied and laid out: the screen then shows
+    data read after this call (an older refresh still in flight is dropped)."""
     screen = screen or pilot.app.live_screen()
     assert screen is not None
     before = screen.loads
     screen.refresh_data(force=True)
     await wait_for(pilot, lambda: screen.loads > before, timeout, f"a refresh of {type(screen).__name__}")
+    # The data is in the widgets, not yet in the layout: a panel the data widened (the
+    # dashboard's counts) was still drawn at its old width, its numbers cut. A pause lets the
+    # widgets' messages run and lays the screen out again.
+    await pilot.pause()
     return screen
 
 
