@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -36,6 +39,19 @@ def wait_until_none_left(
         elif time.monotonic() - progress_at > stall:
             raise AssertionError(f"waiting for {what}: {lowest} left, none finished in the last {stall} s")
         time.sleep(interval)
+
+
+def thread_stacks(prefix: str = "kestrel", frames: int = 8) -> str:
+    """Where each live thread whose name starts with ``prefix`` is now (its innermost
+    ``frames``): what a test that waited in vain for workers adds to its failure, so that a
+    stuck runner shows what it is stuck in."""
+    current = sys._current_frames()
+    shown = []
+    for thread in threading.enumerate():
+        frame = current.get(thread.ident or -1)
+        if thread.name.startswith(prefix) and frame is not None:
+            shown.append(f"--- {thread.name}\n" + "".join(traceback.format_stack(frame)[-frames:]))
+    return "\n".join(shown) or f"(no thread named {prefix}*)"
 
 
 BLOCKED_ON_A_LOCK = """

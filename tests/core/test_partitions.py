@@ -26,7 +26,7 @@ from kestrel_core.admin.prune import (
 from kestrel_core.dispatch import sweeper
 from kestrel_core.engine.worker import Worker
 from tests.core.conftest import feeding
-from tests.waiting import wait_for
+from tests.waiting import thread_stacks, wait_for, wait_until_none_left
 
 S = "kestrel"
 TABLES = ("workflow_executions", "operation_outputs", "step_attempts", "workflow_waits")
@@ -59,6 +59,16 @@ SELECT count(*) FROM e
 """
 # The first execution past a range, created over a minute ago: the id sequence passed the range.
 MARKER = "INSERT INTO workflow_executions (workflow_name, created_at) VALUES ('marker', now() - interval '2 minutes')"
+# What a run that did not finish left behind: each execution and its step attempts.
+UNFINISHED = """
+SELECT e.id, e.status, e.claims, e.lease_expires < now() AS lapsed, e.run_at > now() AS later,
+       (SELECT string_agg(a.step_id || '#' || a.attempt || ':' || coalesce(a.outcome, 'open'), ' '
+                          ORDER BY a.step_id, a.attempt)
+          FROM step_attempts a WHERE a.execution_id = e.id) AS attempts
+  FROM workflow_executions e
+ WHERE e.workflow_name = 'busy' AND e.status <> 'success'
+ ORDER BY e.id
+"""
 PARTITIONS = """
 SELECT c.relname, pg_get_expr(c.relpartbound, c.oid)
   FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
@@ -313,11 +323,14 @@ def test_prune_drops_whole_ranges_while_workers_run(
     audit = db.execute("SELECT details FROM operator_actions WHERE action = 'prune'").fetchall()
     assert [d[0]["partitions"] for d in audit] == [[f"{t}_p0" for t in TABLES[1:] + TABLES[:1]]]
     # nothing live lost: every enqueued execution runs to its end, once
-    wait_for(
-        lambda: count(db, "workflow_executions", "workflow_name = 'busy' AND status <> 'success'") == 0,
-        timeout=60,
-        what="every enqueued execution to finish",
-    )
+    try:
+        wait_until_none_left(
+            lambda: count(db, "workflow_executions", "workflow_name = 'busy' AND status <> 'success'"),
+            "every enqueued execution to finish",
+        )
+    except AssertionError as exc:  # seen twice in CI (60 s then): say which, and where the runners are
+        left = db.execute(UNFINISHED).fetchall()
+        raise AssertionError(f"{exc}\nnot finished ({len(left)}): {left[:20]}\n{thread_stacks()}") from None
     rows = dict(db.execute("SELECT id, output FROM workflow_executions WHERE workflow_name = 'busy'").fetchall())
     assert sorted(rows) == sorted(enqueued)
     assert count(db, "operation_outputs", "execution_id NOT IN (SELECT id FROM workflow_executions)") == 0
