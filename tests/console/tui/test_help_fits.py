@@ -38,6 +38,7 @@ async def check_help(pilot, where: str) -> None:
     await wait_for(pilot, lambda: not isinstance(tui.screen, HelpScreen), what="the help to close")
 
 
+@pytest.mark.drawn_frames  # every screen drawn frame by frame, as in a terminal
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_the_help_of_every_screen_can_be_read_to_its_last_key(dsn, db, size):
     facts = seed_history(db)
