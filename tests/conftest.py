@@ -136,7 +136,7 @@ def database() -> Iterator[str]:
     try:
         yield dsn
     finally:
-        _later_drops.add(dsn)
+        drop_at_the_end(dsn)
 
 
 # This run's template database, named by the controlling process (pytest_configure) and found
@@ -196,7 +196,7 @@ def migrated(template_database: str) -> Iterator[str]:
     try:
         yield dsn
     finally:
-        _later_drops.add(dsn)
+        drop_at_the_end(dsn)
 
 
 # The tables that hold rows, of those emptied between tests: a partitioned table's partitions.

@@ -32,11 +32,9 @@ async def run_report(pilot, screen: ReportsScreen, key: str = "ctrl+r") -> str:
     return screen.message
 
 
-async def report_by_keys(pilot, name: str) -> tuple[ReportsScreen, str]:
-    """Open the Reports screen with its key, choose ``name`` and run it with ctrl+r, as an
-    operator does; the screen and its status line once the result is shown. Not
-    ``open_report`` awaited from the test: that app coroutine, run outside the app's message
-    loop, is where CI's Pilot timeouts were seen."""
+async def choose_report(pilot, name: str) -> ReportsScreen:
+    """Open the Reports screen with its key and choose ``name``, as an operator does; the
+    screen once ``name`` is the chosen report."""
     await pilot.press("5")
     screen = pilot.app.screen
     assert isinstance(screen, ReportsScreen)
@@ -44,6 +42,14 @@ async def report_by_keys(pilot, name: str) -> tuple[ReportsScreen, str]:
     screen.select_report(name)
     await pilot.pause()  # the list's own first highlight, if still on its way, comes before ours
     await wait_for(pilot, lambda: screen.report is not None and screen.report.name == name, what=f"{name} chosen")
+    return screen
+
+
+async def report_by_keys(pilot, name: str) -> tuple[ReportsScreen, str]:
+    """``choose_report``, then run it with ctrl+r; the screen and its status line once the
+    result is shown. Not ``open_report`` awaited from the test: that app coroutine, run
+    outside the app's message loop, is where CI's Pilot timeouts were seen."""
+    screen = await choose_report(pilot, name)
     return screen, await run_report(pilot, screen)
 
 
@@ -119,11 +125,7 @@ async def test_a_second_run_asked_while_one_is_on_its_way_is_refused(dsn, db):
     seed_history(db)
     tui = console(dsn)
     async with tui.run_test(size=SIZE) as pilot:
-        await pilot.press("5")
-        screen = tui.screen
-        assert isinstance(screen, ReportsScreen)
-        await wait_for(pilot, lambda: "stuck-leases" in screen.reports, what="the report list")
-        screen.select_report("stuck-leases")
+        screen = await choose_report(pilot, "stuck-leases")
         assert screen.session is not None
         real_run = screen.session.run
         entered, release = threading.Event(), threading.Event()
