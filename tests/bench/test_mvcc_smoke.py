@@ -64,7 +64,18 @@ def test_mvcc_holds_a_snapshot_between_a_baseline_and_a_release(tmp_path: Path) 
 def test_soak_runs_from_the_command_line_with_retention(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (
         main(
-            ["--quick", "--admin-dsn", ADMIN_DSN, "--results", str(tmp_path), "--minutes", "0.1", "--hold", "3", "soak"]
+            [
+                "--quick",
+                "--admin-dsn",
+                ADMIN_DSN,
+                "--results",
+                str(tmp_path),
+                "--minutes",
+                "0.05",
+                "--hold",
+                "3",
+                "soak",
+            ]
         )
         == 0
     )
@@ -93,7 +104,7 @@ def test_long_runs_only_when_named() -> None:
 def test_each_claim_design_runs_a_baseline_and_a_hold(key: str) -> None:
     printed: list[str] = []
     r = run_design(
-        ADMIN_DSN, key, clients=2, batch=4, backlog=200, warmup=0.5, baseline=1.0, hold=1.5, echo=printed.append
+        ADMIN_DSN, key, clients=2, batch=4, backlog=200, warmup=0.2, baseline=0.5, hold=0.7, echo=printed.append
     )
     assert r["design"] == key and [line.split()[1] for line in printed] == ["warmup", "baseline", "hold"]
     for phase in (r["baseline"], r["hold"]):
