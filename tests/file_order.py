@@ -13,7 +13,7 @@ test adds and the benchmarks' smoke runs were shortened). A file not listed coun
 the order among the short ones hardly matters.
 
 Most of the longest files wait (for leases to lapse, workers to restart, a private server): five
-of them started together left the 2 cores 20-40 % idle for the run's first 45 s. ``WAITING``
+of them started together left the 2 cores 13-39 % idle for the run's first 45 s. ``WAITING``
 lists the files of 12 s or more that kept a core busy less than a third of their time when run
 alone (CPU of the test process and of the server, 2026-12-05); they alternate with the others.
 """
