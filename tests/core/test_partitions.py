@@ -177,7 +177,8 @@ def test_a_child_started_past_the_last_range_creates_the_ranges(
 ) -> None:
     """The worker's own enqueues (a child here) past the ranges the upkeep keeps ahead: the
     write creates them and goes on, at once; the parent is not unwound to wait for its lease
-    to lapse (claimed twice: once to start, once woken by its child)."""
+    to lapse. It is claimed once, or twice if it parked before its child finished and was
+    woken by it (the child may finish first: the park then sees it done and does not park)."""
     past = threading.Event()
 
     @app.workflow("double")
@@ -197,7 +198,7 @@ def test_a_child_started_past_the_last_range_creates_the_ranges(
     wait_for(lambda: app.get(eid).done, what="the parent to finish")
     final = app.get(eid)
     assert (final.status, final.output) == ("success", 42), final.error
-    assert db.execute("SELECT claims FROM workflow_executions WHERE id = %s", (eid,)).fetchone()[0] == 2
+    assert db.execute("SELECT claims FROM workflow_executions WHERE id = %s", (eid,)).fetchone()[0] in (1, 2)
     assert "engine_write_failed" not in caplog.text and "ranges_behind" in caplog.text
 
 
