@@ -167,6 +167,8 @@ def test_batches_form_under_load_and_every_execution_completes(
         timeout=60,
         what="all 60 executions to succeed",
     )
+    # A batch is counted once its statement returned, a moment after its commit can be seen.
+    wait_for(lambda: worker._group.stats["boundaries"] >= 60 * 3, what="the last batch to be counted")
     # open a (lazily: with a's end when that comes first); a + open b; b + open c; c + complete
     assert 60 * 3 <= worker._group.stats["boundaries"] <= 60 * 4
     assert worker._group.stats["batches"] < worker._group.stats["boundaries"]
