@@ -25,11 +25,11 @@ from kestrel_core.admin.prune import (
 )
 from kestrel_core.dispatch import sweeper
 from kestrel_core.engine.worker import Worker
+from tests.conftest import HISTORY_TABLES as TABLES
 from tests.core.conftest import feeding
 from tests.waiting import thread_stacks, wait_for, wait_until_none_left
 
 S = "kestrel"
-TABLES = ("workflow_executions", "operation_outputs", "step_attempts", "workflow_waits")
 # The longest an ACCESS EXCLUSIVE lock on a parent may be seen held during a prune (sampled,
 # in this test's database only): the drop's lock budget (0.5 s, its waits for the four parents
 # together), then its DROPs and commit (15-50 ms seen with four other test processes running).
