@@ -19,7 +19,7 @@ from textual import events, work
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import Input, TextArea
+from textual.widgets import DataTable, Input, TextArea
 
 from kestrel_console.read import Reader
 from kestrel_core import first_line
@@ -62,6 +62,7 @@ class LiveScreen(Screen):
         self._reader: Reader | None = None
         self._reader_lock = threading.Lock()
         self._offered: dict[str, bool | None] | None = None  # what the footer last showed
+        self._stale = False
 
     @property
     def kapp(self) -> ConsoleHost:
@@ -125,7 +126,7 @@ class LiveScreen(Screen):
             return  # a newer refresh was started: this result is out of date
         self._loading = False
         self.kapp.db_ok()
-        self.set_class(False, "-stale")
+        self._mark_stale(False)
         apply(data)
         self.loads += 1
         self.last_loaded = time.monotonic()
@@ -140,13 +141,24 @@ class LiveScreen(Screen):
     def stale(self) -> bool:
         """What the screen shows is older than the refresh interval (a screen switched back
         to): it is dimmed and says "refreshing…" until the refresh started on resume lands."""
-        return self.has_class("-stale")
+        return self._stale
+
+    def _mark_stale(self, stale: bool) -> None:
+        """Dim the screen's tables, or light them again. The class goes on the tables, not on
+        the screen: a class change restyles the node it is set on and everything inside it, and
+        on the screen that was every widget, the footer's keys included, at every switch back
+        and at the refresh after it."""
+        if stale == self._stale:
+            return
+        self._stale = stale
+        for table in self.query(DataTable):
+            table.set_class(stale, "-stale")
 
     def on_screen_resume(self) -> None:
         if self.REFRESHES and (
             self.last_loaded is None or time.monotonic() - self.last_loaded > self.kapp.refresh_interval
         ):
-            self.set_class(True, "-stale")
+            self._mark_stale(True)
             self.stale_changed()
         self.refresh_data(force=True)
 

@@ -104,6 +104,8 @@ async def test_a_list_switched_back_to_says_it_is_refreshing_until_it_is(dsn, db
             await pilot.press("2")
             assert tui.screen is screen
             await wait_for(pilot, lambda: screen.stale and "refreshing…" in where(screen), what="the stale mark")
+            assert screen.table.styles.opacity == 0.6, "the old rows are dimmed"
             before = screen.loads
         await wait_for(pilot, lambda: screen.loads > before and not screen.stale, what="the refresh")
         assert "refreshing…" not in where(screen)
+        assert screen.table.styles.opacity == 1.0
