@@ -41,6 +41,10 @@ PAUSE_KEY = "h"
 # cancelled it long before): the next tick starts a new one.
 STALE_LOAD_S = 15.0
 
+# A screen switched back to shows old data until its refresh lands: its tables are dimmed to
+# this opacity, never passed off as current.
+STALE_OPACITY = 0.6
+
 
 class LiveScreen(Screen):
     """A screen that reads Postgres on every refresh tick while it is the active one."""
@@ -144,15 +148,18 @@ class LiveScreen(Screen):
         return self._stale
 
     def _mark_stale(self, stale: bool) -> None:
-        """Dim the screen's tables, or light them again. The class goes on the tables, not on
-        the screen: a class change restyles the node it is set on and everything inside it, and
-        on the screen that was every widget, the footer's keys included, at every switch back
-        and at the refresh after it."""
+        """Dim the screen's tables, or light them again, with an inline opacity. A CSS class
+        would restyle the node it is set on and everything inside it: on the screen, every
+        widget, the footer's keys included; on a table, its cursor, header and row styles, at
+        every switch back and at the refresh after it. An inline style only repaints."""
         if stale == self._stale:
             return
         self._stale = stale
         for table in self.query(DataTable):
-            table.set_class(stale, "-stale")
+            if stale:
+                table.styles.opacity = STALE_OPACITY
+            else:
+                table.styles.clear_rule("opacity")
 
     def on_screen_resume(self) -> None:
         if self.REFRESHES and (
