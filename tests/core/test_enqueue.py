@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
@@ -132,3 +132,40 @@ def test_a_batch_without_keys_reads_no_key_holders_in_a_cached_plan(dsn: str) ->
             "SELECT id FROM kestrel.workflow_executions WHERE idempotency_key = 'a key'"
         ).fetchone()
         assert write(conn, "kestrel", [Row("w", Jsonb(1), "a key"), Row("w", Jsonb(2))])[0] == holder
+
+
+def test_an_optional_column_set_by_one_row_or_by_none_is_stored_row_by_row(db: psycopg.Connection) -> None:
+    """A column no row of the batch sets travels as one NULL array, padded by unnest
+    (enqueue.column): each row still gets its own value, or the default."""
+    at = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+    mixed = [
+        Row("w", Jsonb(0)),
+        Row("w", Jsonb(1), key="k1"),
+        Row("w", Jsonb(2), run_at=at),
+        Row("w", Jsonb(3), priority=7),
+        Row("w", Jsonb(4), queue="q1"),
+        Row("w", Jsonb(5), ckey="c1"),
+        Row("w", Jsonb(6), version="v1"),
+    ]
+    plain = [Row("w", Jsonb(7)), Row("w", Jsonb(8))]
+    ids = write(db, "kestrel", mixed) + write(db, "kestrel", plain)
+    stored = {
+        row[0]: row[1:]
+        for row in db.execute(
+            "SELECT id, input, idempotency_key, run_at = %s, priority, queue, concurrency_key, version"
+            " FROM workflow_executions",
+            (at,),
+        )
+    }
+    default = (None, False, 0, "default", None, None)
+    assert [stored[i] for i in ids] == [
+        (0, *default),
+        (1, "k1", False, 0, "default", None, None),
+        (2, None, True, 0, "default", None, None),
+        (3, None, False, 7, "default", None, None),
+        (4, None, False, 0, "q1", None, None),
+        (5, None, False, 0, "default", "c1", None),
+        (6, None, False, 0, "default", None, "v1"),
+        (7, *default),
+        (8, *default),
+    ]
