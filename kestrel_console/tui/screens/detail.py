@@ -155,9 +155,12 @@ class DetailScreen(LiveScreen):
             family = LiveTable(FAMILY_COLUMNS, id="detail-family")
             family.border_title = "Parent and children (enter opens)"
             self.query_one("#detail-body").mount(family, after="#detail-blocker")
-            self.call_after_refresh(self._show_family, execution)  # once it has its columns
-            return
         family = self.query_one("#detail-family", LiveTable)
+        if not family.columns:
+            # Mounted, its columns not added yet (its on_mount): the table's own queue runs
+            # this after that, where a refresh of the screen may come first.
+            family.call_later(self._show_family, execution)
+            return
         family.display = bool(rows)
         family.sync(
             (

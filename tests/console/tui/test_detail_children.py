@@ -90,3 +90,28 @@ async def test_an_execution_with_no_family_shows_no_panel(dsn, db):
         await pilot.app.push_screen(screen)
         await fresh(pilot, screen)
         assert not [family for family in screen.query("#detail-family") if family.display]
+
+
+async def test_a_refresh_that_lands_before_the_new_panel_has_its_columns_waits_for_them(dsn, db):
+    """The family panel is mounted by the first refresh that finds a parent or children; a second
+    refresh landing before the panel's own mount (its columns) added its rows to a table with no
+    columns: "More values provided than there are columns" ended the console (seen in CI)."""
+    parent = db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status) VALUES ('fan', 'waiting') RETURNING id"
+    ).fetchone()[0]
+    child = db.execute(
+        "INSERT INTO workflow_executions (workflow_name, parent_id) VALUES ('leaf', %s) RETURNING id", (parent,)
+    ).fetchone()[0]
+    tui = console(dsn)
+    async with tui.run_test(size=SIZE) as pilot:
+        screen = DetailScreen(parent)
+        await pilot.app.push_screen(screen)
+        await fresh(pilot, screen)
+        await wait_for(pilot, lambda: screen.query("#detail-family"), what="the family panel")
+        await screen.query_one("#detail-family").remove()
+        data = (screen.execution, screen.entries, screen.steps, screen.blocker)
+        screen.show(data)  # mounts the panel
+        screen.show(data)  # the next refresh, before the panel's on_mount
+        await wait_for(pilot, lambda: screen.query("#detail-family"), what="the family panel")
+        family = screen.query_one("#detail-family", LiveTable)
+        await wait_for(pilot, lambda: family.keys() == [str(child)], what="the child's row")
