@@ -344,8 +344,9 @@ class ChaosRun:
                 elif not self.stop_one():  # too few workers right now: try again in a second
                     plan.append((now - t_start + 1.0, what, crash))
                     plan.sort()
-            elif now >= next_kill:
-                self.kill_one()
+            elif now >= next_kill and self.kill_one():
+                # A kill due while every worker is stopped or frozen waits for one to run:
+                # dropped, a run with two freezes and a crash could end with a single kill.
                 next_kill = now + self.rng.uniform(*cfg.kill_every_s)
             self.stop_chaos.wait(0.05)
 
@@ -362,11 +363,11 @@ class ChaosRun:
         self.counts["restarts"] += 1
         self.cfg.log(f"chaos: database {'crashed and restarted' if crash else 'restarted'} in {time.time() - t0:.1f} s")
 
-    def kill_one(self) -> None:
-        """SIGKILL a random running worker and start a replacement."""
+    def kill_one(self) -> bool:
+        """SIGKILL a random running worker and start a replacement; False if none runs."""
         candidates = [w for w in self.pool.alive() if w not in self.pool.stopped]
         if not candidates:
-            return
+            return False
         wid = self.rng.choice(candidates)
         t0 = time.time()
         self.pool.kill(wid)
@@ -374,6 +375,7 @@ class ChaosRun:
         self.counts["kills"] += 1
         new = self.pool.start_one()
         self.cfg.log(f"chaos: SIGKILL {wid}, started {new}")
+        return True
 
     def stop_one(self) -> bool:
         """SIGSTOP a worker (one in the middle of executions if any); False if too few run."""
