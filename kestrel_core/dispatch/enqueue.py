@@ -17,15 +17,17 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 import psycopg
-from psycopg.pq import TransactionStatus
+from psycopg.pq import ExecStatus, TransactionStatus
 from psycopg.types.json import Jsonb
 
 from kestrel_core.base.errors import InvalidArgument, KestrelError
 from kestrel_core.base.masking import first_line
 from kestrel_core.base.serialization import to_json
+from kestrel_core.db.pipeline import Prepared, Step, failure, round_trip, rows_of
 from kestrel_core.db.statements import notify_channel, render
 from kestrel_core.dispatch.keys import check_idempotency_key, check_name
 
@@ -399,36 +401,44 @@ def wake(conn: psycopg.Connection, schema: str, batch: Sequence[Row]) -> None:
 
 def write_and_wake(conn: psycopg.Connection, schema: str, batch: Sequence[Row]) -> list[int]:
     """``write`` (``notify=False``) and then ``wake`` in one round trip on the autocommit
-    ``conn``: the statements are pipelined and their results read once. The rows are
-    committed when COMMIT answered, whatever WAKE did (its failure is logged, as in ``wake``);
-    a failure before is raised and leaves ``conn`` out of any transaction."""
+    ``conn`` (BEGIN, ENQUEUE, COMMIT, WAKE through ``db.pipeline``, prepared once per
+    connection). The rows are committed when COMMIT answered, whatever WAKE did (its failure is
+    logged, as in ``wake``); a failure before is raised and leaves ``conn`` out of any
+    transaction."""
     if not batch:
         return []
-    inserted, committed = conn.cursor(), conn.cursor()
-    # An error may come back while the pipeline is still being sent: kept, not raised in the
-    # block, whose end would then fail too and psycopg log "error ignored terminating".
-    failed: psycopg.Error | None = None
-    try:
-        with conn.pipeline():
-            try:
-                conn.execute(BEGIN)
-                inserted.execute(render(ENQUEUE, schema), params(schema, batch, notify=False))
-                committed.execute(COMMIT)
-                conn.execute(render(WAKE, schema), wake_params(schema, batch))
-            except psycopg.Error as exc:
-                failed = exc
-    except psycopg.Error as exc:
-        failed = failed or exc
+    enqueue, woken = _prepared(schema)
+    begun, inserted, committed, waked = round_trip(
+        conn,
+        [
+            Step(literal=BEGIN.encode()),
+            Step(prepared=enqueue, params=params(schema, batch, notify=False)),
+            Step(literal=COMMIT.encode()),
+            Step(prepared=woken, params=wake_params(schema, batch)),
+        ],
+    )
+    failed = (
+        failure(conn, begun, ExecStatus.COMMAND_OK)
+        or failure(conn, inserted, ExecStatus.TUPLES_OK)
+        or failure(conn, committed, ExecStatus.COMMAND_OK)
+    )
     if failed is not None:
-        if committed.statusmessage != COMMIT:
-            _end_failed_transaction(conn)
-            raise failed
-        _wake_failed(batch, failed)
-    out, missing = ids(batch, inserted.fetchall())
+        _end_failed_transaction(conn)
+        raise failed
+    wake_failed = failure(conn, waked, ExecStatus.TUPLES_OK)
+    if wake_failed is not None:
+        _wake_failed(batch, wake_failed)
+    out, missing = ids(batch, rows_of(conn, inserted))
     found: dict[str, int] = {}
     if missing:
         found = dict(conn.execute(render(BY_KEYS, schema), (missing,)).fetchall())
     return complete(batch, out, found)
+
+
+@lru_cache(maxsize=16)
+def _prepared(schema: str) -> tuple[Prepared, Prepared]:
+    """ENQUEUE and WAKE for ``schema``, as the batch's round trip prepares them."""
+    return Prepared.of(render(ENQUEUE, schema)), Prepared.of(render(WAKE, schema))
 
 
 def _end_failed_transaction(conn: psycopg.Connection) -> None:

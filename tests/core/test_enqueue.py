@@ -13,7 +13,7 @@ from psycopg.types.json import Jsonb
 from kestrel_core import Kestrel, NotSerializable
 from kestrel_core.db.statements import notify_channel
 from kestrel_core.dispatch.claim import claim
-from kestrel_core.dispatch.enqueue import Row, write
+from kestrel_core.dispatch.enqueue import Row, write, write_and_wake
 
 
 def count(db: psycopg.Connection) -> int:
@@ -134,9 +134,11 @@ def test_a_batch_without_keys_reads_no_key_holders_in_a_cached_plan(dsn: str) ->
         assert write(conn, "kestrel", [Row("w", Jsonb(1), "a key"), Row("w", Jsonb(2))])[0] == holder
 
 
-def test_an_optional_column_set_by_one_row_or_by_none_is_stored_row_by_row(db: psycopg.Connection) -> None:
+@pytest.mark.parametrize("writer", [write, write_and_wake], ids=["caller's connection", "group commit's round trip"])
+def test_an_optional_column_set_by_one_row_or_by_none_is_stored_row_by_row(db: psycopg.Connection, writer) -> None:
     """A column no row of the batch sets travels as one NULL array, padded by unnest
-    (enqueue.column): each row still gets its own value, or the default."""
+    (enqueue.column): each row still gets its own value, or the default, on the caller's
+    connection and through the group commit's round trip (db.pipeline) alike."""
     at = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
     mixed = [
         Row("w", Jsonb(0)),
@@ -148,7 +150,7 @@ def test_an_optional_column_set_by_one_row_or_by_none_is_stored_row_by_row(db: p
         Row("w", Jsonb(6), version="v1"),
     ]
     plain = [Row("w", Jsonb(7)), Row("w", Jsonb(8))]
-    ids = write(db, "kestrel", mixed) + write(db, "kestrel", plain)
+    ids = writer(db, "kestrel", mixed) + writer(db, "kestrel", plain)
     stored = {
         row[0]: row[1:]
         for row in db.execute(

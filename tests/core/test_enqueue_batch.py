@@ -4,7 +4,6 @@ commit, and each caller still gets its own id or its own error (issue 21)."""
 from __future__ import annotations
 
 import os
-import selectors
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -327,32 +326,29 @@ def test_a_signal_set_twice_wakes_its_waiter_once_and_does_not_raise() -> None:
 
 
 def test_a_refused_batch_raises_its_own_error_and_logs_nothing_else(
-    dsn: str, db: psycopg.Connection, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    dsn: str, db: psycopg.Connection, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A batch's statements are pipelined: the server's refusal of the insert may arrive while
-    the rest is still being sent. It was then raised inside the pipeline, and psycopg logged
-    "error ignored terminating <Pipeline>" (a second line on the CLI's stderr). Here the
-    wake-up's parameters are made only once the refusal has arrived."""
+    """A batch's statements go in one round trip (BEGIN, ENQUEUE, COMMIT, WAKE): a refused
+    insert raises the server's own error, with its details, rolls the batch back, logs
+    nothing (psycopg's pipeline once logged "error ignored terminating <Pipeline>" too), and
+    the connection writes the next batch with the statements it prepared."""
     db.execute(
         "ALTER TABLE workflow_executions ADD CONSTRAINT no_poison"
         " CHECK (input IS DISTINCT FROM '\"poison\"'::jsonb) NOT VALID"
     )
-    rows = engine_enqueue.rows({}, "w", ["poison"], single=True)
-    real_params = engine_enqueue.wake_params
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
-
-            def once_refused(schema: str, batch: Any) -> dict[str, Any]:
-                with selectors.DefaultSelector() as selector:
-                    selector.register(conn.fileno(), selectors.EVENT_READ)
-                    assert selector.select(timeout=10), "the server's answer to the insert never came"
-                return real_params(schema, batch)
-
-            monkeypatch.setattr(engine_enqueue, "wake_params", once_refused)
-            with caplog.at_level("WARNING"), pytest.raises(psycopg.errors.CheckViolation, match="no_poison"):
-                engine_enqueue.write_and_wake(conn, "kestrel", rows)
+            engine_enqueue.write_and_wake(conn, "kestrel", engine_enqueue.rows({}, "w", ["first"], single=True))
+            with caplog.at_level("WARNING"), pytest.raises(psycopg.errors.CheckViolation, match="no_poison") as err:
+                engine_enqueue.write_and_wake(conn, "kestrel", engine_enqueue.rows({}, "w", ["poison", "fine"]))
+            assert err.value.diag.constraint_name == "no_poison"
             assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-            assert conn.execute("SELECT count(*) FROM kestrel.workflow_executions").fetchone() == (0,)
+            (later,) = engine_enqueue.write_and_wake(
+                conn, "kestrel", engine_enqueue.rows({}, "w", ["later"], single=True)
+            )
+            stored = conn.execute("SELECT id, input FROM kestrel.workflow_executions ORDER BY id").fetchall()
+            assert [i for _, i in stored] == ["first", "later"] and stored[-1][0] == later
+            assert conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone() == (2,)
     finally:
         db.execute("ALTER TABLE workflow_executions DROP CONSTRAINT no_poison")
     assert [r.getMessage() for r in caplog.records] == []
