@@ -65,7 +65,7 @@ class Prepared:
             return f"${names.index(match.group(1)) + 1}"
 
         query = _PLACEHOLDER.sub(number, text).encode()
-        name = b"kestrel_" + hashlib.sha1(query).hexdigest()[:20].encode()
+        name = b"kestrel_" + hashlib.sha1(query, usedforsecurity=False).hexdigest()[:20].encode()
         return cls(name, query, tuple(names), tuple(formats))
 
 

@@ -157,8 +157,8 @@ class DetailScreen(LiveScreen):
             self.query_one("#detail-body").mount(family, after="#detail-blocker")
         family = self.query_one("#detail-family", LiveTable)
         if not family.columns:
-            # Mounted, its columns not added yet (its on_mount): the table's own queue runs
-            # this after that, where a refresh of the screen may come first.
+            # Mounted, its columns not added yet (its on_mount): filled from its own queue,
+            # which runs after its mount; the screen's next refresh may come before that.
             family.call_later(self._show_family, execution)
             return
         family.display = bool(rows)
