@@ -11,6 +11,15 @@ from kestrel_console.tui.widgets.timeline import Timeline
 from .helpers import SIZE, console, focus, fresh, screen_lines, text_of, wait_for
 
 
+async def open_family(pilot, execution_id: int) -> tuple[DetailScreen, LiveTable]:
+    """The detail screen of ``execution_id``, pushed and refreshed, and its family panel."""
+    screen = DetailScreen(execution_id)
+    await pilot.app.push_screen(screen)
+    await fresh(pilot, screen)
+    await wait_for(pilot, lambda: screen.query("#detail-family"), what="the family panel")
+    return screen, screen.query_one("#detail-family", LiveTable)
+
+
 async def test_detail_head_links_parent_and_children(dsn, db):
     parent = db.execute(
         "INSERT INTO workflow_executions (workflow_name, status) VALUES ('fan', 'waiting') RETURNING id"
@@ -55,11 +64,7 @@ async def test_enter_on_a_child_opens_it_and_on_the_parent_goes_back_up(dsn, db,
     ]
     tui = console(dsn)
     async with tui.run_test(size=size) as pilot:
-        screen = DetailScreen(parent)
-        await pilot.app.push_screen(screen)
-        await fresh(pilot, screen)
-        await wait_for(pilot, lambda: screen.query("#detail-family"), what="the family panel")
-        family = screen.query_one("#detail-family", LiveTable)
+        screen, family = await open_family(pilot, parent)
         await wait_for(pilot, lambda: family.keys() == [str(k) for k in kids], what="the children")
         assert family.shown(str(kids[1]), "workflow") == "mk:child:wf"
         await focus(pilot, family)
@@ -104,11 +109,8 @@ async def test_a_refresh_that_lands_before_the_new_panel_has_its_columns_waits_f
     ).fetchone()[0]
     tui = console(dsn)
     async with tui.run_test(size=SIZE) as pilot:
-        screen = DetailScreen(parent)
-        await pilot.app.push_screen(screen)
-        await fresh(pilot, screen)
-        await wait_for(pilot, lambda: screen.query("#detail-family"), what="the family panel")
-        await screen.query_one("#detail-family").remove()
+        screen, family = await open_family(pilot, parent)
+        await family.remove()
         data = (screen.execution, screen.entries, screen.steps, screen.blocker)
         screen.show(data)  # mounts the panel
         screen.show(data)  # the next refresh, before the panel's on_mount
