@@ -392,11 +392,7 @@ def wake(conn: psycopg.Connection, schema: str, batch: Sequence[Row]) -> None:
     try:
         conn.execute(render(WAKE, schema), wake_params(schema, batch))
     except psycopg.Error as exc:
-        log.warning(
-            "event=wake_failed workflows=%s error=%r (workers find the rows at their next poll)",
-            ",".join(wake_params(schema, batch)["names"]),
-            first_line(exc),
-        )
+        _wake_failed(batch, exc)
 
 
 def write_and_wake(conn: psycopg.Connection, schema: str, batch: Sequence[Row]) -> list[int]:
@@ -451,6 +447,7 @@ def _end_failed_transaction(conn: psycopg.Connection) -> None:
 
 
 def _wake_failed(batch: Sequence[Row], exc: BaseException) -> None:
+    """Log a lost wake-up (every wake path: the rows are committed, workers' polling finds them)."""
     log.warning(
         "event=wake_failed workflows=%s error=%r (workers find the rows at their next poll)",
         ",".join(sorted({r.name for r in batch})),
@@ -483,11 +480,7 @@ async def wake_async(conn: psycopg.AsyncConnection, schema: str, batch: Sequence
     try:
         await conn.execute(render(WAKE, schema), wake_params(schema, batch))
     except psycopg.Error as exc:
-        log.warning(
-            "event=wake_failed workflows=%s error=%r (workers find the rows at their next poll)",
-            ",".join(wake_params(schema, batch)["names"]),
-            first_line(exc),
-        )
+        _wake_failed(batch, exc)
 
 
 def enqueue(
