@@ -1,11 +1,12 @@
 """Database fixtures shared by every test.
 
 Tests talk to a real PostgreSQL: ``$KESTREL_TEST_DSN`` (an admin connection that may create
-databases), else the local server at 127.0.0.1:5432 as user postgres. Each test module gets its
-own fresh database, closed when the module ends and dropped when the run ends; each test gets a
-migrated ``Kestrel`` on it with empty tables (only those the last test wrote are truncated). A
-module's migrated database is a copy of one template the run migrates once (migrating costs
-~2 s, copying what creating an empty database costs).
+databases), else the local server at 127.0.0.1:5432 as user postgres. Each test module gets a
+database of its own, a copy of one template the run migrates once (migrating costs ~2 s,
+copying what creating an empty database costs); each test gets a migrated ``Kestrel`` on it
+with empty tables (only those the last test wrote are truncated). When a module ends, its
+database goes to the next module of the same process if nothing but rows changed in it
+(``tests/database_reuse.py``), else it is closed and dropped when the run ends.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from kestrel_core import Kestrel
+from tests import database_reuse
 from tests.file_order import longest_files_first
 
 ADMIN_DSN = os.environ.get("KESTREL_TEST_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=postgres")
@@ -37,6 +39,7 @@ DROP_DATABASE = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
 RENAME_DATABASE = sql.SQL("ALTER DATABASE {} RENAME TO {}")
 CLOSE_DATABASE = sql.SQL("ALTER DATABASE {} WITH ALLOW_CONNECTIONS false")
 END_SESSIONS = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
+OTHER_SESSIONS = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
 DATABASE_EXISTS = "SELECT 1 FROM pg_database WHERE datname = %s"
 LOCK_NAME = "SELECT pg_advisory_lock(hashtext(%s))"
 UNLOCK_NAME = "SELECT pg_advisory_unlock(hashtext(%s))"
@@ -126,6 +129,8 @@ def drop_at_the_end(dsn: str) -> None:
 
 
 def pytest_sessionfinish() -> None:
+    while _spare:
+        drop_at_the_end(_spare.pop())
     _later_drops.wait()
 
 
@@ -190,13 +195,53 @@ def template_database() -> str:
 
 @pytest.fixture(scope="module")
 def migrated(template_database: str) -> Iterator[str]:
-    """A fresh database for this test module with the Kestrel schema applied (DSN), a copy of
-    the run's template; dropped afterwards."""
-    dsn = create_database(template=template_database)
+    """A database for this test module with the Kestrel schema applied (DSN): a copy of the
+    run's template, or the database of an earlier module of this process that changed nothing
+    but rows (``tests/database_reuse.py``), reset; handed on or dropped afterwards."""
+    dsn = _spare.pop() if _spare else _copy_of(template_database)
+    handed_on = False
     try:
         yield dsn
+        handed_on = _hand_on(dsn)
     finally:
-        drop_at_the_end(dsn)
+        if not handed_on:
+            drop_at_the_end(dsn)
+
+
+# This process's module databases ready for its next module, and what a copy of the template
+# is (its state and its history's ranges), read from its first copy before any test ran.
+_spare: list[str] = []
+_as_copied: dict[str, list] = {}
+
+
+def _copy_of(template: str) -> str:
+    dsn = create_database(template=template)
+    if not _as_copied:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            _as_copied["state"] = database_reuse.state(conn, RESET_TABLES)
+            _as_copied["ranges"] = [lo for (lo,) in conn.execute(RANGES)]
+    return dsn
+
+
+def _hand_on(dsn: str) -> bool:
+    """Reset ``dsn`` and keep it for the next module if it is again what a fresh copy is."""
+    name = conninfo_to_dict(dsn)["dbname"]
+    try:
+        with _admin() as admin:
+            admin.execute(END_SESSIONS, (name,))
+        reset = TablesReset(dsn, own_ranges=list(_as_copied["ranges"]))
+        try:
+            reset()
+        finally:
+            reset.close()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            same = database_reuse.state(conn, RESET_TABLES) == _as_copied["state"]
+            alone = conn.execute(OTHER_SESSIONS).fetchone() == (0,)
+    except psycopg.Error:
+        return False
+    if same and alone:
+        _spare.append(dsn)
+    return same and alone
 
 
 # The tables that hold rows, of those emptied between tests: a partitioned table's partitions.
@@ -242,10 +287,11 @@ class TablesReset:
     module's later tests loaded and planned over all of them: that file took 27 s of server
     CPU, and its test of a prune under load ran twice as long as alone."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, own_ranges: list[int] | None = None) -> None:
         self.dsn = dsn
         self._conn: psycopg.Connection | None = None
-        self._own_ranges: list[int] | None = None  # the copy of the template's, read before any test
+        # The copy of the template's ranges: given, or read before the module's first test.
+        self._own_ranges = own_ranges
 
     def __call__(self) -> None:
         try:
