@@ -6,11 +6,11 @@ template through the WAL (~10 MB, ~100 ms of server CPU) and dropping one forces
 ~170 of each in a run. Most modules only write rows, which the tables' reset empties anyway.
 So when a module ends, its database is reset (rows, the history's ranges a test added) and
 compared with what the copy was when it was made: its schema objects, their grants, settings
-and the tables' planner statistics (an index's pages differ once truncated, as between two tests
-of one module), and the rows of the tables the reset leaves alone (the migration
-ledger, the history's ranges). Equal, the next module of this process gets it; different in
-anything (a module created a table or a function, changed a grant or a setting, analyzed a
-table, marked the schema newer), it is dropped as before.
+and the tables' planner statistics (not an index's pages, which a TRUNCATE changes, as it does
+between two tests of one module), and the rows of the tables the reset leaves alone (the
+migration ledger, the history's ranges). Equal, the next module of this process gets it;
+different in anything (a module created a table or a function, changed a grant or a setting,
+analyzed a table, marked the schema newer), it is dropped as before.
 """
 
 from __future__ import annotations
