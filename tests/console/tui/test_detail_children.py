@@ -8,7 +8,7 @@ from kestrel_console.tui.screens.detail import DetailScreen
 from kestrel_console.tui.widgets.live_table import LiveTable
 from kestrel_console.tui.widgets.timeline import Timeline
 
-from .helpers import SIZE, console, focus, fresh, settled, text_of, wait_for
+from .helpers import SIZE, console, focus, fresh, screen_lines, text_of, wait_for
 
 
 async def open_family(pilot, execution_id: int) -> tuple[DetailScreen, LiveTable]:
@@ -68,8 +68,14 @@ async def test_enter_on_a_child_opens_it_and_on_the_parent_goes_back_up(dsn, db,
         await wait_for(pilot, lambda: family.keys() == [str(k) for k in kids], what="the children")
         assert family.shown(str(kids[1]), "workflow") == "mk:child:wf"
         await focus(pilot, family)
-        shown = "\n".join(await settled(pilot))  # the rows are in the table before they are drawn
-        assert "child" in shown and str(kids[1]) in shown and "mk:child:wf" in shown, shown
+
+        def drawn() -> bool:
+            shown = "\n".join(screen_lines(tui))
+            return "child" in shown and str(kids[1]) in shown and "mk:child:wf" in shown
+
+        # The rows are in the table before they are drawn: on a loaded machine the panel was
+        # seen drawn empty (borders only) after two settled frames; it must show them in time.
+        await wait_for(pilot, drawn, what="the children drawn in the panel")
         await pilot.press("down", "enter")
         await wait_for(pilot, lambda: isinstance(tui.screen, DetailScreen) and tui.screen is not screen)
         child = tui.screen
