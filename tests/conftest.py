@@ -16,6 +16,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import psycopg
 import pytest
@@ -208,34 +209,42 @@ def migrated(template_database: str) -> Iterator[str]:
             drop_at_the_end(dsn)
 
 
-# This process's module databases ready for its next module, and what a copy of the template
-# is (its state and its history's ranges), read from its first copy before any test ran.
+@dataclass(frozen=True)
+class _FreshCopy:
+    """What a copy of the template is, read from this process's first copy before any test."""
+
+    state: list[str]  # database_reuse.state
+    ranges: list[int]  # the history's ranges
+
+
+# This process's module databases ready for its next module.
 _spare: list[str] = []
-_as_copied: dict[str, list] = {}
+_fresh: _FreshCopy | None = None
 
 
 def _copy_of(template: str) -> str:
+    global _fresh
     dsn = create_database(template=template)
-    if not _as_copied:
+    if _fresh is None:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            _as_copied["state"] = database_reuse.state(conn, RESET_TABLES)
-            _as_copied["ranges"] = [lo for (lo,) in conn.execute(RANGES)]
+            _fresh = _FreshCopy(database_reuse.state(conn, RESET_TABLES), [lo for (lo,) in conn.execute(RANGES)])
     return dsn
 
 
 def _hand_on(dsn: str) -> bool:
     """Reset ``dsn`` and keep it for the next module if it is again what a fresh copy is."""
+    assert _fresh is not None, "a module database handed on before any was copied"
     name = conninfo_to_dict(dsn)["dbname"]
     try:
         with _admin() as admin:
             admin.execute(END_SESSIONS, (name,))
-        reset = TablesReset(dsn, own_ranges=list(_as_copied["ranges"]))
+        reset = TablesReset(dsn, own_ranges=_fresh.ranges)
         try:
             reset()
         finally:
             reset.close()
         with psycopg.connect(dsn, autocommit=True) as conn:
-            same = database_reuse.state(conn, RESET_TABLES) == _as_copied["state"]
+            same = database_reuse.state(conn, RESET_TABLES) == _fresh.state
             alone = conn.execute(OTHER_SESSIONS).fetchone() == (0,)
     except psycopg.Error:
         return False

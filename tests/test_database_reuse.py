@@ -11,9 +11,7 @@ import pytest
 from psycopg import sql
 
 from tests import conftest
-from tests.conftest import drop_at_the_end
-
-RANGES = "SELECT lo FROM kestrel.history_partitions ORDER BY lo"
+from tests.conftest import RANGES, drop_at_the_end
 
 
 @pytest.fixture
