@@ -25,6 +25,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from kestrel_core import Kestrel
 from tests import database_reuse
+from tests.bytecode import compile_once
 from tests.file_order import longest_files_first
 
 ADMIN_DSN = os.environ.get("KESTREL_TEST_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=postgres")
@@ -153,6 +154,7 @@ TEMPLATE_VARIABLE = "KESTREL_TEST_TEMPLATE"
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the controller (or the only process, with -n 0)
         os.environ[TEMPLATE_VARIABLE] = f"kestrel_tpl_{uuid.uuid4().hex[:12]}"
+        compile_once(config)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

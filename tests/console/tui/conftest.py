@@ -1,15 +1,19 @@
 """Every console test keeps its SQL history in its own folder, never the user's, has its
-screen drawn when it reads it, not at every frame, and parses each stylesheet once per process."""
+screen drawn when it reads it, not at every frame, and parses each stylesheet and compiles the
+SQL highlighting query once per process."""
 
 from __future__ import annotations
 
 import pytest
 from textual.css.stylesheet import Stylesheet
+from textual.document._syntax_aware_document import SyntaxAwareDocument
 from textual.screen import Screen
 
 _DRAW_FRAME = Screen._compositor_refresh
 _PARSE_RULES = Stylesheet._parse_rules
 _parsed: dict[tuple[object, ...], object] = {}
+_PREPARE_QUERY = SyntaxAwareDocument.prepare_query
+_prepared: dict[tuple[object, str], object] = {}
 
 
 def _frame_not_drawn(self: Screen) -> None:
@@ -36,6 +40,16 @@ def _parsed_once(self: Stylesheet, css: str, read_from: object, *args: object, *
     return rules
 
 
+def _prepared_once(self: SyntaxAwareDocument, query: str) -> object:
+    """``SyntaxAwareDocument.prepare_query`` remembered per language and query text: every SQL
+    editor's new document compiles tree-sitter's highlighting query again (28 ms each; Textual's
+    own docstring: "Queries should be prepared once, then reused")."""
+    key = (self.language, query)
+    if key not in _prepared:
+        _prepared[key] = _PREPARE_QUERY(self, query)
+    return _prepared[key]
+
+
 @pytest.fixture(autouse=True)
 def private_state_home(tmp_path, monkeypatch):
     state = tmp_path / "state"
@@ -59,3 +73,8 @@ def stylesheets_parsed_once(monkeypatch):
     """Each app's stylesheets parse Textual's and the console's CSS anew: 1 s of the 12 s of
     CPU that four navigation tests take. Parsed once per test process instead."""
     monkeypatch.setattr(Stylesheet, "_parse_rules", _parsed_once)
+
+
+@pytest.fixture(autouse=True)
+def highlight_queries_prepared_once(monkeypatch):
+    monkeypatch.setattr(SyntaxAwareDocument, "prepare_query", _prepared_once)
