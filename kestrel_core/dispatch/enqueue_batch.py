@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import selectors
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -32,6 +31,7 @@ from psycopg.pq import TransactionStatus
 from kestrel_core.base.errors import DatabaseUnavailable, SchemaOutdated
 from kestrel_core.base.masking import first_line
 from kestrel_core.db.connection import close_quietly
+from kestrel_core.db.pipeline import readable
 from kestrel_core.dispatch.enqueue import EnqueueFailed, Row
 
 log = logging.getLogger("kestrel.enqueue")
@@ -129,13 +129,8 @@ def _idle(conn: psycopg.Connection) -> bool:
 
 
 def _quiet(conn: psycopg.Connection) -> bool:
-    """True if ``conn`` is open, idle and has nothing waiting to be read. Asked of a selector,
-    not select(), which refuses a descriptor over 1023 (an app server may hold that many)."""
-    if not _idle(conn):
-        return False
-    with selectors.DefaultSelector() as selector:
-        selector.register(conn.fileno(), selectors.EVENT_READ)
-        return not selector.select(timeout=0)
+    """True if ``conn`` is open, idle and has nothing waiting to be read."""
+    return _idle(conn) and not readable(conn.fileno())
 
 
 def _outcomes(write: Write, batch: Sequence[Row]) -> list[int | BaseException]:
