@@ -80,6 +80,8 @@ def refresh(junit_xml: Path, table: Path = TABLE) -> dict[str, float]:
         parts = case.get("classname", "").split(".")  # the module's dotted path, then any class
         while parts and not (root / Path(*parts).with_suffix(".py")).is_file():
             parts.pop()
+        if not parts:  # not a file of this checkout (a report of another tree)
+            continue
         path = "/".join(parts) + ".py"
         seconds[path] = seconds.get(path, 0.0) + float(case.get("time", 0.0))
     longest = {path: round(s) for path, s in sorted(seconds.items(), key=lambda entry: -entry[1]) if s >= 1.0}

@@ -13,11 +13,12 @@ REPORT = """<?xml version="1.0" encoding="utf-8"?>
 <testcase classname="tests.test_file_order" name="test_b[x]" time="0.6" />
 <testcase classname="tests.core.test_enqueue.TestGroup" name="test_c" time="2.4" />
 <testcase classname="tests.test_statuses" name="test_d" time="0.2" />
+<testcase classname="elsewhere.test_gone" name="test_e" time="9.0" />
 </testsuite></testsuites>
 """
 
 
-def test_seconds_are_summed_per_file_longest_first_and_short_files_left_out(tmp_path):
+def test_seconds_are_summed_per_file_longest_first_short_and_unknown_files_left_out(tmp_path):
     report = tmp_path / "times.xml"
     report.write_text(REPORT)
     table = tmp_path / "file_seconds.json"
