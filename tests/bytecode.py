@@ -24,7 +24,8 @@ TIMEOUT_S = 120
 def compile_once(config: pytest.Config) -> None:
     """Collect ``config.args`` in one process that writes bytecode, before xdist starts its
     processes. Nothing it prints is shown: a collection error is the real run's to report."""
-    if config.option.collectonly or (config.getoption("numprocesses", None) or 0) < 2:
+    processes = config.getoption("numprocesses", None)  # None without xdist
+    if config.option.collectonly or not isinstance(processes, int) or processes < 2:
         return
     env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
     command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "-p", "no:cacheprovider"]
