@@ -144,7 +144,8 @@ def _results(pgconn: PGconn) -> list[PGresult]:
     """Flush what was sent and read every result up to the pipeline's sync. Input is read while
     output is still pending, so neither side can wait on a full socket buffer. Waits through
     ``poll``: no descriptor limit (select() refuses one over 1023), and no epoll descriptor
-    made and closed at every round trip as a selector does (6.5 us against 0.6)."""
+    made and closed at every round trip as a selector does (6.5 us against 0.6 on a fast day,
+    27-30 against 2 on a slow one; bench/README.md, "Ingestion")."""
     out: list[PGresult] = []
     poller = select.poll()
     poller.register(pgconn.socket, select.POLLIN | select.POLLOUT)
