@@ -158,6 +158,13 @@ class ReportsScreen(LiveScreen):
             self.call_after_refresh(self.action_run)
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        # select_report moves the highlight itself, and each move comes back here later as a
+        # message. Two reports chosen before the first message came back (the palette's
+        # choice right after the list's own first pick) chose each other again for ever,
+        # rebuilding the form each time, until the console hung. A message about a
+        # highlight the list no longer has is stale.
+        if event.option_index != event.option_list.highlighted:
+            return
         if event.option.id and (self.report is None or self.report.name != event.option.id):
             self.select_report(event.option.id)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import threading
 
+from textual.widgets import OptionList
+
 from kestrel_console.tui.screens.reports import ReportsScreen
 from kestrel_console.tui.widgets.comment import CommentModal
 from kestrel_console.tui.widgets.results import ResultsTable
@@ -40,9 +42,13 @@ async def choose_report(pilot, name: str) -> ReportsScreen:
     assert isinstance(screen, ReportsScreen)
     await wait_for(pilot, lambda: name in screen.reports, what="the report list")
     screen.select_report(name)
-    await pilot.pause()  # the list's own first highlight, if still on its way, comes before ours
     await wait_for(pilot, lambda: screen.report is not None and screen.report.name == name, what=f"{name} chosen")
     return screen
+
+
+def form_labels(screen: ReportsScreen) -> list[str]:
+    """The parameter names the form shows, in order."""
+    return [str(label.content).split(" ")[0] for label in screen.query("#rep-form Label")]
 
 
 async def report_by_keys(pilot, name: str) -> tuple[ReportsScreen, str]:
@@ -116,6 +122,23 @@ async def test_a_shipped_report_runs(dsn, db):
     async with tui.run_test(size=SIZE) as pilot:
         _, message = await report_by_keys(pilot, "stuck-leases")
         assert message.startswith("stuck-leases: 1 row"), message
+
+
+async def test_two_reports_chosen_at_once_settle_on_the_second(dsn, db):
+    """Choosing a report moves the list's highlight, whose message comes back later. Two
+    reports chosen before the first message came back (the palette's choice right after the
+    list's own first pick) chose each other again for ever and the console hung: CI's Pilot
+    timeouts in the palette test."""
+    tui = console(dsn)
+    async with tui.run_test(size=SIZE) as pilot:
+        screen = await choose_report(pilot, "errors-this-month")
+        options = screen.query_one("#rep-list", OptionList)
+        screen.select_report("slowest-steps")
+        screen.select_report("queue-depth")  # the line above has not come back yet
+        await pilot.pause()
+        assert screen.report.name == "queue-depth"
+        assert options.highlighted == options.get_option_index("queue-depth")
+        await wait_for(pilot, lambda: form_labels(screen) == ["workflow"], what="queue-depth's form alone")
 
 
 async def test_a_second_run_asked_while_one_is_on_its_way_is_refused(dsn, db):
