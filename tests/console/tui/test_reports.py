@@ -53,8 +53,7 @@ def form_labels(screen: ReportsScreen) -> list[str]:
 
 async def report_by_keys(pilot, name: str) -> tuple[ReportsScreen, str]:
     """``choose_report``, then run it with ctrl+r; the screen and its status line once the
-    result is shown. Not ``open_report`` awaited from the test: that app coroutine, run
-    outside the app's message loop, is where CI's Pilot timeouts were seen."""
+    result is shown, as an operator gets there (the palette's way is test_report_palette.py's)."""
     screen = await choose_report(pilot, name)
     return screen, await run_report(pilot, screen)
 
