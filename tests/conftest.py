@@ -278,11 +278,8 @@ SELECT c.relname FROM pg_class c
  WHERE c.relnamespace = 'kestrel'::regnamespace AND c.relkind = 'r'
    AND coalesce(parent.relname, c.relname) = ANY(%s)
 """
-# A table with rows, and how many (counted up to one past EMPTIED_BY_DELETE).
-TABLE_WRITTEN = sql.SQL(
-    "SELECT {name}, (SELECT count(*) FROM (SELECT FROM kestrel.{table} LIMIT {most}) AS r)"
-    " WHERE EXISTS (SELECT FROM kestrel.{table})"
-)
+# How many rows a table holds, counted up to one past EMPTIED_BY_DELETE.
+ROWS_HELD = sql.SQL("SELECT {name}, (SELECT count(*) FROM (SELECT FROM kestrel.{table} LIMIT {most}) AS r)")
 TRUNCATE_TABLES = sql.SQL("TRUNCATE {}")
 # Without triggers (foreign keys' too: every written table is emptied), as a superuser may.
 DELETE_ROWS = sql.SQL("DELETE FROM {}")
@@ -353,13 +350,12 @@ class TablesReset:
                 conn.execute(DROP_TABLES.format(sql.SQL(", ").join(partitions)))
                 conn.execute(FORGET_RANGES, (added,))
         leaves = [name for (name,) in conn.execute(LEAF_TABLES, (RESET_TABLES,))]
-        written = sql.SQL(" UNION ALL ").join(
-            TABLE_WRITTEN.format(name=sql.Literal(t), table=sql.Identifier(t), most=EMPTIED_BY_DELETE + 1)
-            for t in leaves
+        counted = sql.SQL(" UNION ALL ").join(
+            ROWS_HELD.format(name=sql.Literal(t), table=sql.Identifier(t), most=EMPTIED_BY_DELETE + 1) for t in leaves
         )
-        rows = dict(conn.execute(written).fetchall())
+        rows = {t: n for t, n in conn.execute(counted) if n}
         superuser = conn.info.parameter_status("is_superuser") == "on"
-        few = [t for t, n in rows.items() if n <= EMPTIED_BY_DELETE and superuser]
+        few = [t for t, n in rows.items() if n <= EMPTIED_BY_DELETE] if superuser else []
         many = [t for t in rows if t not in few]
         if few:
             deletes = [DELETE_ROWS.format(sql.Identifier("kestrel", t)) for t in few]
