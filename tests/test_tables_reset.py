@@ -30,6 +30,11 @@ def test_the_ranges_a_test_added_are_dropped_with_their_partitions(
     assert db.execute("SELECT count(*) FROM workflow_executions").fetchone()[0] == 0
 
 
+def filled(db: psycopg.Connection) -> list[str]:
+    """The tables the reset empties that hold rows."""
+    return [t for t in RESET_TABLES if db.execute(COUNT.format(sql.Identifier(t))).fetchone()[0]]
+
+
 def test_tables_of_few_rows_and_of_many_are_emptied_alike(db: psycopg.Connection, tables_reset: TablesReset) -> None:
     """Few rows go by DELETE without triggers, more than EMPTIED_BY_DELETE by TRUNCATE: either
     way every table the reset empties is empty (those the triggers fill too) and ids restart."""
@@ -40,11 +45,10 @@ def test_tables_of_few_rows_and_of_many_are_emptied_alike(db: psycopg.Connection
     ).fetchone()[0]
     db.execute("INSERT INTO operation_outputs (execution_id, step_id, output) VALUES (%s, 's', '1')", (first,))
     db.execute("INSERT INTO workflow_waits (execution_id, step_id, kind) VALUES (%s, 'gate', 'approval')", (first,))
-    filled = [t for t in RESET_TABLES if db.execute(COUNT.format(sql.Identifier(t))).fetchone()[0]]
-    assert {"workflow_executions", "operation_outputs", "workflow_waits", "execution_counts"} <= set(filled)
+    assert {"workflow_executions", "operation_outputs", "workflow_waits", "execution_counts"} <= set(filled(db))
 
     tables_reset()
 
-    assert [t for t in RESET_TABLES if db.execute(COUNT.format(sql.Identifier(t))).fetchone()[0]] == []
+    assert filled(db) == []
     again = db.execute("INSERT INTO workflow_executions (workflow_name) VALUES ('again') RETURNING id").fetchone()[0]
     assert again == 1
