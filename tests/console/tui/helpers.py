@@ -213,3 +213,8 @@ async def give_reason(pilot: Any, reason: str = "") -> None:
     if reason:
         await pilot.press(*reason)
     await pilot.press("enter")
+
+
+def form_labels(screen: Any) -> list[str]:
+    """The parameter names the Reports screen's form shows, in order."""
+    return [str(label.content).split(" ")[0] for label in screen.query("#rep-form Label")]

@@ -11,7 +11,7 @@ from kestrel_console.tui.screens.reports import ReportsScreen
 from kestrel_console.tui.widgets.results import ResultsTable
 from tests.seed import seed_history
 
-from .helpers import console, palette_pick, screen_lines, wait_for
+from .helpers import console, form_labels, palette_pick, screen_lines, wait_for
 
 RAW_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+\+00:00")
 
@@ -37,8 +37,7 @@ async def test_palette_runs_the_report_with_every_parameter_shown(dsn, db):
 
         # Both declared parameters have a field, and both are on screen at 80x24.
         assert list(screen.param_inputs) == ["since", "workflow"]
-        labels = [str(label.content) for label in screen.query("#rep-form Label")]
-        assert [label.split(" ")[0] for label in labels] == ["since", "workflow"]
+        assert form_labels(screen) == ["since", "workflow"]
         shown = "\n".join(screen_lines(tui))
         assert "since" in shown and "workflow (text" in shown
 

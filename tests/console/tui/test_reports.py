@@ -12,7 +12,7 @@ from kestrel_console.tui.widgets.comment import CommentModal
 from kestrel_console.tui.widgets.results import ResultsTable
 from tests.seed import seed_history
 
-from .helpers import SIZE, console, rows, wait_for
+from .helpers import SIZE, console, form_labels, rows, wait_for
 
 MY_REPORT = """\
 -- description: Executions of one workflow, oldest first
@@ -44,11 +44,6 @@ async def choose_report(pilot, name: str) -> ReportsScreen:
     screen.select_report(name)
     await wait_for(pilot, lambda: screen.report is not None and screen.report.name == name, what=f"{name} chosen")
     return screen
-
-
-def form_labels(screen: ReportsScreen) -> list[str]:
-    """The parameter names the form shows, in order."""
-    return [str(label.content).split(" ")[0] for label in screen.query("#rep-form Label")]
 
 
 async def report_by_keys(pilot, name: str) -> tuple[ReportsScreen, str]:
