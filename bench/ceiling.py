@@ -42,7 +42,7 @@ from kestrel_core.db import render
 from kestrel_core.dispatch import CLAIM, ORDERED_PLAN, START_KEY
 from kestrel_core.durable import WRITE_BOUNDARIES as WRITE
 
-from .databases import fresh_database
+from .databases import checkpoint, fresh_database
 from .workloads import STEPS
 
 SCHEMA = "kestrel"
@@ -210,7 +210,7 @@ def run_ceiling(
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(render(SEED, SCHEMA), {"name": workflow, "n": rows})
             conn.execute(render(ANALYZE, SCHEMA))
-            _checkpoint(conn)
+            checkpoint(conn)
         with tempfile.NamedTemporaryFile("w", suffix=".sql", prefix=f"ceiling-{workflow}-", delete=False) as f:
             f.write(script(steps))
             path = f.name
@@ -270,11 +270,3 @@ def _pgenv(params: dict[str, Any]) -> dict[str, str]:
     if params.get("password"):
         env["PGPASSWORD"] = str(params["password"])
     return env
-
-
-def _checkpoint(conn: psycopg.Connection) -> None:
-    """Flush the seeding's dirty pages now, not during the measurement (needs superuser)."""
-    try:
-        conn.execute("CHECKPOINT")
-    except psycopg.Error:
-        pass
