@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
 
 from kestrel_core import Kestrel
 from kestrel_core.base.serialization import as_stored, to_json
@@ -148,12 +149,18 @@ def test_a_row_the_database_refuses_fails_only_its_own_execution(
 
 
 def test_batches_form_under_load_and_every_execution_completes(
-    app: Kestrel, db: psycopg.Connection, start_worker: Any, ledger: Any
+    app: Kestrel, db: psycopg.Connection, start_worker: Any, ledger: Any, request: pytest.FixtureRequest
 ) -> None:
+    # A session for each step that runs at once (not one shared, which would take the steps
+    # one at a time; not one per step, 180 new sessions).
+    sessions = ConnectionPool(
+        app.dsn, min_size=1, max_size=12, kwargs={"autocommit": True, "prepare_threshold": None}, open=True
+    )
+    request.addfinalizer(sessions.close)
+
     def record(eid: int, step: str) -> str:
-        db_conn = psycopg.connect(app.dsn, autocommit=True)
-        with db_conn:
-            db_conn.execute("INSERT INTO public.ledger (execution_id, step_id) VALUES (%s, %s)", (eid, step))
+        with sessions.connection() as conn:
+            conn.execute("INSERT INTO public.ledger (execution_id, step_id) VALUES (%s, %s)", (eid, step))
         return step
 
     @app.workflow("three")

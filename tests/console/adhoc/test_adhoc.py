@@ -9,7 +9,6 @@ objects are as before, and a bystander session is still alive.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import psycopg
@@ -21,6 +20,7 @@ from kestrel_console.adhoc import run_read_only as _run_read_only
 from kestrel_console.adhoc.guard import QueryRefused
 from kestrel_console.adhoc.read_only import MAX_TIMEOUT_MS
 from kestrel_core import DatabaseUnavailable
+from tests.conftest import KeptSessions
 
 TABLES = ("workflow_executions", "operation_outputs", "workflow_waits", "step_attempts", "workers", "operator_actions")
 
@@ -93,30 +93,26 @@ def purge_procedure(migrated: str) -> None:
 
 
 @pytest.fixture
-def seeded(dsn: str, purge_procedure: None) -> str:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(SEED)
+def seeded(dsn: str, purge_procedure: None, sessions: KeptSessions) -> str:
+    sessions.session(dsn, "observer").execute(SEED)
     return dsn
 
 
 @pytest.fixture
-def plain(seeded: str) -> Iterator[psycopg.Connection]:
+def plain(seeded: str, sessions: KeptSessions) -> psycopg.Connection:
     """An autocommit connection with the default search_path: kestrel tables need the schema."""
-    with psycopg.connect(seeded, autocommit=True) as conn:
-        yield conn
+    return sessions.session(seeded, "plain")
 
 
 @pytest.fixture
-def observer(seeded: str) -> Iterator[psycopg.Connection]:
-    with psycopg.connect(seeded, autocommit=True) as conn:
-        yield conn
+def observer(seeded: str, sessions: KeptSessions) -> psycopg.Connection:
+    return sessions.session(seeded, "observer")
 
 
 @pytest.fixture
-def bystander(seeded: str) -> Iterator[psycopg.Connection]:
+def bystander(seeded: str, sessions: KeptSessions) -> psycopg.Connection:
     """Another session: the target of the pg_terminate_backend / pg_cancel_backend cases."""
-    with psycopg.connect(seeded, autocommit=True) as conn:
-        yield conn
+    return sessions.session(seeded, "bystander")
 
 
 def database_state(observer: psycopg.Connection) -> tuple:

@@ -21,6 +21,7 @@ from psycopg.conninfo import make_conninfo
 
 from kestrel_console.adhoc import QueryFailed, QueryRefused, timeout_ms
 from kestrel_console.adhoc import run_read_only as _run_read_only
+from tests.conftest import KeptSessions
 
 SEED = """
 INSERT INTO kestrel.workflow_executions (workflow_name, status, input) VALUES
@@ -49,30 +50,26 @@ run_read_only = functools.partial(_run_read_only, allow_privileged=True)
 
 
 @pytest.fixture
-def seeded(dsn: str) -> str:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(SEED)
+def seeded(dsn: str, sessions: KeptSessions) -> str:
+    sessions.session(dsn, "observer").execute(SEED)
     return dsn
 
 
 @pytest.fixture
-def session(seeded: str) -> Iterator[psycopg.Connection]:
+def session(seeded: str, sessions: KeptSessions) -> psycopg.Connection:
     """The console's ad-hoc connection."""
-    with psycopg.connect(seeded, autocommit=True) as conn:
-        yield conn
+    return sessions.session(seeded, "adhoc")
 
 
 @pytest.fixture
-def observer(seeded: str) -> Iterator[psycopg.Connection]:
-    with psycopg.connect(seeded, autocommit=True) as conn:
-        yield conn
+def observer(seeded: str, sessions: KeptSessions) -> psycopg.Connection:
+    return sessions.session(seeded, "observer")
 
 
 @pytest.fixture
-def victim(seeded: str) -> Iterator[psycopg.Connection]:
+def victim(seeded: str, sessions: KeptSessions) -> psycopg.Connection:
     """Another session: what pg_terminate_backend / pg_cancel_backend would hit."""
-    with psycopg.connect(seeded, autocommit=True) as conn:
-        yield conn
+    return sessions.session(seeded, "victim")
 
 
 def snapshot(session: psycopg.Connection, observer: psycopg.Connection) -> tuple:
