@@ -19,7 +19,8 @@ import psycopg
 from psycopg import sql
 
 # One row per schema object and setting of the database, outside the system's own schemas.
-# Sessions have ended when it runs, so no temporary schema is left.
+# Sessions have ended when it runs: the temporary schemas a session made (pg_temp_N and its
+# pg_toast_temp_N, which the server keeps for the next session in that slot) are empty, left out.
 OBJECTS = """
 SELECT format('rel %s.%s %s %s %s %s', n.nspname, c.relname, c.relkind, c.relacl, c.relrowsecurity,
               -- a table's statistics (TRUNCATE resets them, ANALYZE sets them), not an index's
@@ -56,7 +57,7 @@ UNION ALL
 SELECT format('type %s.%s', n.nspname, t.typname) FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
  WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') AND t.typrelid = 0
 UNION ALL
-SELECT format('ns %s %s', nspname, nspacl) FROM pg_namespace
+SELECT format('ns %s %s', nspname, nspacl) FROM pg_namespace WHERE nspname !~ '^pg_(toast_)?temp_'
 UNION ALL
 SELECT format('ext %s %s', extname, extversion) FROM pg_extension
 UNION ALL

@@ -30,6 +30,7 @@ def test_a_database_whose_tests_only_wrote_rows_is_reset_and_handed_on(copy: str
         conn.execute("SELECT kestrel.ensure_partitions(12)")  # ranges made ahead
         conn.execute("INSERT INTO workflow_executions (workflow_name, status) VALUES ('x', 'success')")
         conn.execute("INSERT INTO queues (name, concurrency) VALUES ('q', 2)")
+        conn.execute("CREATE TEMP TABLE scratch (x text)")  # its schema outlives the session, empty
         left_open = psycopg.connect(copy, autocommit=True)  # a session the module did not close
 
     assert conftest._hand_on(copy) and copy in conftest._spare
