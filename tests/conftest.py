@@ -407,9 +407,9 @@ class KeptSessions:
     kept for the module and made fresh for each test by DISCARD ALL. A new session for every
     test cost ~5 ms of server CPU to start and ~6 ms more for its first statement on the
     history (its partitions, indexes and triggers loaded into the session's caches again); the
-    ad-hoc SQL tests alone opened ~680 a run, four a test. A session a test ended, closed, or left in
-    a state of the client's own (not in autocommit, a transaction open, rows as other than
-    tuples) is replaced by a new one."""
+    ad-hoc SQL tests alone opened ~680 a run, four a test. A session a test ended, closed, or
+    left in a state of the client's own (not in autocommit, a transaction open, rows as other
+    than tuples) is replaced by a new one."""
 
     def __init__(self) -> None:
         self._conns: dict[tuple[str, str, str | None], psycopg.Connection] = {}
