@@ -425,14 +425,7 @@ class KeptSessions:
         conn = self._conns.get(key)
         if conn is not None and key in self._fresh and not conn.closed:
             return conn
-        if conn is not None and self._as_opened(conn):
-            try:
-                conn.execute(FORGET_SESSION)
-            except psycopg.OperationalError:  # a test ended the session (terminated, restarted)
-                conn = None
-        else:
-            conn = None
-        if conn is None:
+        if conn is None or not self._forgotten(conn):
             self._close(key)
             # Not prepared by psycopg: after the first, psycopg misses that DISCARD ALL dropped them.
             kwargs = {"options": options} if options else {}
@@ -441,8 +434,9 @@ class KeptSessions:
         return conn
 
     @staticmethod
-    def _as_opened(conn: psycopg.Connection) -> bool:
-        return (
+    def _forgotten(conn: psycopg.Connection) -> bool:
+        """Whether ``conn`` is as opened (on the client's side) and has forgotten the last test."""
+        as_opened = (
             not conn.closed
             and not conn.broken
             and conn.autocommit
@@ -450,6 +444,13 @@ class KeptSessions:
             and conn.row_factory is tuple_row
             and conn.prepare_threshold is None
         )
+        if not as_opened:
+            return False
+        try:
+            conn.execute(FORGET_SESSION)
+        except psycopg.OperationalError:  # a test ended the session (terminated, restarted)
+            return False
+        return True
 
     def _close(self, key: tuple[str, str, str | None]) -> None:
         conn = self._conns.pop(key, None)
