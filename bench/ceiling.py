@@ -2,14 +2,15 @@
 run by pgbench.
 
 The statements are imported from kestrel_core (not copied), rendered for the schema, and their
-``%(name)s`` parameters become pgbench variables (``-M prepared``: bound, as the engine binds
-them; the boundary's arrays get one element each). One pgbench transaction = one execution:
-claim one row; open the first step's attempt; per step one boundary that checkpoints it and
-opens the next (the last one completes the execution instead); each statement in its own
-transaction and its own durable commit, as the engine would run them one execution at a time.
-What it leaves out: heartbeats, sweeps, the Python around the statements, pool checkouts. What
-the engine does that it does not: claim many rows per statement and write the boundaries of
-many executions per statement (group commit), so the engine can pass this ceiling.
+``%(name)s`` parameters (``%(name)b``: sent in binary) become pgbench variables (``-M
+prepared``: bound, as the engine binds them; the boundary's arrays get one element each). One
+pgbench transaction = one execution: claim one row; open the first step's attempt; per step one
+boundary that checkpoints it and opens the next (the last one completes the execution instead);
+each statement in its own transaction and its own durable commit, as the engine would run them
+one execution at a time. What it leaves out: heartbeats, sweeps, the Python around the
+statements, pool checkouts. What the engine does that it does not: claim many rows per
+statement and write the boundaries of many executions per statement (group commit), so the
+engine can pass this ceiling.
 
 The claim's plan: the engine runs its claim with ``SET LOCAL enable_sort = off`` (claim.py
 ORDERED_PLAN) in the same pipelined transaction; pgbench gets the same setting for its whole
@@ -51,7 +52,7 @@ OWNER = "pgbench-ceiling"
 # server allows 100 connections, and on 2 cores more clients only queue on the CPU.
 MAX_CLIENTS = 64
 
-_PARAM = re.compile(r"%\((\w+)\)s")
+_PARAM = re.compile(r"%\((\w+)\)[sb]")  # text (s) or binary (b) placeholders
 
 # Enqueued rows for pgbench to claim; the same shape enqueue_many writes.
 SEED = """

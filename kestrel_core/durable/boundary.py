@@ -29,13 +29,16 @@ from psycopg.types.json import Jsonb
 from kestrel_core.base.serialization import as_stored
 from kestrel_core.db.statements import render
 
+# The outputs and results go in binary (%(name)b): in an array's text form every double quote
+# of their JSON is escaped by a regular expression, which took 36 ms of the writer thread's CPU
+# for a 20,000-key output against 5 ms in binary.
 WRITE = """
 WITH input AS (
     SELECT * FROM unnest(
         %(eids)s::bigint[], %(worker_ids)s::text[], %(claim_epochs)s::bigint[],
         %(finish_steps)s::text[], %(attempts)s::int[], %(started)s::timestamptz[],
-        %(outputs)s::jsonb[], %(errors)s::text[], %(keeps)s::bool[], %(positions)s::int[],
-        %(open_steps)s::text[], %(statuses)s::text[], %(results)s::jsonb[], %(failures)s::text[],
+        %(outputs)b::jsonb[], %(errors)s::text[], %(keeps)s::bool[], %(positions)s::int[],
+        %(open_steps)s::text[], %(statuses)s::text[], %(results)b::jsonb[], %(failures)s::text[],
         %(fresh)s::bool[], %(elapsed)s::float8[]
     ) AS i(eid, worker_id, claim_epoch, fstep, attempt, started, output, error, keep, position, ostep,
            status, result, failure, fresh, elapsed)

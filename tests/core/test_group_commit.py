@@ -234,6 +234,28 @@ def test_a_step_output_reads_the_same_on_its_first_run_as_on_a_replay(db: psycop
     assert list(as_stored(to_json(value, "test"))["bb"]) == list(stored["bb"])
 
 
+def test_outputs_with_an_arrays_special_characters_are_stored_as_written(
+    app: Kestrel, db: psycopg.Connection, start_worker: Any
+) -> None:
+    # The boundary sends outputs and results as jsonb arrays in binary: quotes, backslashes,
+    # braces, commas and a string that reads NULL are data, not array syntax.
+    tricky = {'q"uote': 'a"b', "back\\slash": "c\\d", "{brace}": "{1,2}", "comma,": "NULL", "é": '\\"}'}
+
+    @app.workflow("tricky")
+    def tricky_flow(ctx, _input):
+        first = ctx.step("first", lambda: tricky)
+        return [first, ctx.step("second", lambda: ["NULL", None, '"', "\\"])]
+
+    start_worker(app)
+    eid = app.enqueue("tricky")
+    wait_for(lambda: app.get(eid).done, what="the execution to finish")
+    assert app.get(eid).output == [tricky, ["NULL", None, '"', "\\"]]
+    stored = db.execute(
+        "SELECT step_id, output FROM operation_outputs WHERE execution_id = %s ORDER BY step_id", (eid,)
+    ).fetchall()
+    assert stored == [("first", tricky), ("second", ["NULL", None, '"', "\\"])]
+
+
 def test_a_quick_first_step_is_written_start_and_end_in_one_row(
     app: Kestrel, db: psycopg.Connection, writer: HeldWriter
 ) -> None:
