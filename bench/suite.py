@@ -111,9 +111,12 @@ class Options:
             load_workers=1,
             backlog=300,
             warmup=0.5,
-            baseline=1.5,
-            hold=2.0,
-            after=1.0,
+            # mvcc's phases run flat out, ~1.3 s of CPU a second: one or two intervals each are enough
+            # to check the phases (the suite's smoke run took 6.6 s of CPU at 1.5 / 2.0 / 1.0 s,
+            # 4.3-4.8 s at these)
+            baseline=1.0,
+            hold=1.0,
+            after=0.5,
             interval=0.5,
             minutes=0.05,
             soak_interval=0.75,
