@@ -77,7 +77,6 @@ class ChaosReport:
     verdict: Verdict
     kills: int = 0
     stops: int = 0
-    busy_stops: int = 0  # stops that froze a worker in the middle of executions
     freezes: int = 0
     operator_requeues: int = 0  # executions a freeze's operator requeued
     restarts: int = 0
@@ -203,7 +202,6 @@ class ChaosRun:
             verdict=verdict,
             kills=self.counts["kills"],
             stops=self.counts["stops"],
-            busy_stops=self.counts["busy_stops"],
             freezes=self.counts["freezes"],
             operator_requeues=self.counts["operator_requeues"],
             restarts=self.counts["restarts"],
@@ -394,7 +392,6 @@ class ChaosRun:
         self.pool.stop(wid)
         held = busy.get(wid, [])
         self.counts["stops"] += 1
-        self.counts["busy_stops"] += bool(held)
         self.cfg.log(f"chaos: SIGSTOP {wid} (running {len(held)} execution(s))")
         resumer = threading.Thread(target=self._resume, args=(wid, held, t0), daemon=True)
         resumer.start()
