@@ -78,7 +78,7 @@ class Kestrel:
         self._pool: ConnectionPool | None = None
         self._pool_lock = threading.Lock()
         self._batcher: EnqueueBatcher | None = None
-        self._writer = WriterConnection(lambda: connect(self.dsn, application_name=self.application_name))
+        self._writer = WriterConnection(self._checked_connection)
 
     # -- registry ---------------------------------------------------------------------------
 
@@ -190,12 +190,21 @@ class Kestrel:
 
     # -- connections ------------------------------------------------------------------------
 
+    def _checked_connection(self) -> psycopg.Connection:
+        """A new connection to a schema at this code's version (else SchemaOutdated); a failure
+        to connect is DatabaseUnavailable with libpq's reason, at once (a pool would retry)."""
+        conn = connect(self.dsn, application_name=self.application_name)
+        try:
+            _migrate.check_current(conn, self.schema)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
     def _ensure_pool(self) -> ConnectionPool:
         with self._pool_lock:
             if self._pool is None:
-                # A direct first connection fails fast with libpq's reason; the pool would retry.
-                with connect(self.dsn, application_name=self.application_name) as probe:
-                    _migrate.check_current(probe, self.schema)
+                self._checked_connection().close()  # the schema check, and a clear first failure
                 pool = make_pool(
                     self.dsn,
                     min_size=1,
@@ -354,12 +363,12 @@ class Kestrel:
             return ids
 
     def _write_batch(self, rows: Sequence[_enqueue.Row]) -> list[int]:
-        """A batch of the group commit: on the batcher's own connection, insert and wake in one
-        round trip (through PgBouncer, whose transaction mode does not take a pipeline of two
-        transactions, as ``enqueue_many`` does)."""
+        """A batch of the group commit: on the batcher's own connection (its schema checked as it
+        opens: a lone enqueue opens no other), insert and wake in one round trip (through
+        PgBouncer, whose transaction mode does not take a pipeline of two transactions, as
+        ``enqueue_many`` does)."""
         if self.transaction_pooling:
             return self._write_rows(rows)
-        self._ensure_pool()  # the schema check, once
         return self._creating_ranges(self._insert_and_wake, rows)
 
     def _insert_and_wake(self, rows: Sequence[_enqueue.Row]) -> list[int]:
