@@ -24,6 +24,7 @@ class Proc:
     def __init__(self, module: str, args: Sequence[str], *, name: str) -> None:
         self.name = name
         self.log = Path(tempfile.mkstemp(prefix=f"bench-{name}-", suffix=".log")[1])
+        self._terminated = False
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         with open(self.log, "wb") as out:
@@ -79,10 +80,17 @@ class Proc:
             os.kill(self.pid, signal.SIGKILL)
         self.popen.wait(timeout=10)
 
+    def terminate(self) -> None:
+        """SIGTERM (graceful), once: a second one tells a worker to stop waiting for running
+        steps, and once its handler is gone it kills the process (a profile unwritten)."""
+        if self.alive() and not self._terminated:
+            self._terminated = True
+            self.popen.send_signal(signal.SIGTERM)
+
     def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM (graceful), then SIGKILL if it does not exit in time; removes the log."""
         if self.alive():
-            self.popen.send_signal(signal.SIGTERM)
+            self.terminate()
             try:
                 self.popen.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -153,7 +161,6 @@ def wait_registered(dsn: str, procs: Sequence[Proc], worker_ids: Sequence[str], 
 def stop_all(procs: Sequence[Proc]) -> None:
     """Stop every process: SIGTERM to all first, so they drain in parallel."""
     for p in procs:
-        if p.alive():
-            p.popen.send_signal(signal.SIGTERM)
+        p.terminate()
     for p in procs:
         p.stop()

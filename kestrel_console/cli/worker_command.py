@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 import math
+import signal
 import sys
 from collections.abc import Callable
 from datetime import timedelta
@@ -163,6 +164,11 @@ def worker(
         startup_timeout=startup_timeout,
         queues=served,
     )
+    # Once the worker has stopped, this process only exits: a signal then (a supervisor passing
+    # on a second one after this worker had drained) must not turn a clean stop into death by
+    # signal. The worker's own handlers hold while it runs; these are what it restores.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
     # Under a supervisor, an exit before the worker serves is a failed start.
     handles_errors(w.run)(on_started=supervised_ready if under_supervisor else None)
 

@@ -1,7 +1,8 @@
 """The worker process: the claim loop, runner threads and maintenance (``worker``), its
 LISTEN wake-ups (``listener``), announcing it at start and retiring it (``registration``),
-ticking schedules in its maintenance loop (``scheduler``), and the supervisor of N worker
-processes (``supervisor``; the child's side in ``supervised``).
+ticking schedules in its maintenance loop (``scheduler``), SIGINT/SIGTERM acted on outside
+the signal handler (``signals``), and the supervisor of N worker processes (``supervisor``;
+the child's side in ``supervised``).
 
 Front ends (the console, bench) may use the names in ``__all__`` below, no module of it.
 

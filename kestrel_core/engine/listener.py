@@ -2,12 +2,15 @@
 
 One connection LISTENs on the schema's channel; a notification naming one of the worker's
 workflows sets ``wake``. It never dies: on any error it reconnects with a backoff, and the
-claim loop's polling covers the gap.
+claim loop's polling covers the gap. It waits on its socket and on a pipe that ``stop`` writes
+to, so a stopping worker does not wait for a timeout to pass before its listener ends.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import select
 import threading
 
 from psycopg import sql
@@ -21,36 +24,69 @@ from kestrel_core.workflow.contracts import EngineSettings
 _RETRY = Backoff(0.1, cap=5.0)
 
 
-def listen(
-    settings: EngineSettings,
-    names: set[str],
-    wake: threading.Event,
-    stopped: threading.Event,
-    log: logging.Logger,
-    worker_id: str,
-) -> None:
-    """LISTEN until ``stopped`` is set, setting ``wake`` for every notification naming ``names``."""
-    channel = sql.SQL("LISTEN {}").format(sql.Identifier(notify_channel(settings.schema)))
-    retry = 0
-    while not stopped.is_set():
-        try:
-            with connect(settings.dsn, application_name="kestrel-listener") as conn:
-                conn.execute(channel)
-                retry = 0
-                wake.set()  # anything enqueued while we were not listening
-                while not stopped.is_set():
-                    for note in conn.notifies(timeout=0.5):
-                        if note.payload in names:
-                            wake.set()
-        except Exception as exc:  # the listener must never die; polling covers the gap
-            if stopped.is_set():
-                return
-            delay = _RETRY.delay(retry)
-            log.warning(
-                "event=listen_failed worker=%s error=%r retry_in_s=%.1f",
-                worker_id,
-                first_line(exc, settings.dsn),
-                delay,
-            )
-            stopped.wait(delay)
-            retry += 1
+class Listener:
+    """``run`` LISTENs (in its own thread) until ``stop``, setting ``wake`` for every
+    notification naming one of ``names``."""
+
+    def __init__(
+        self,
+        settings: EngineSettings,
+        names: set[str],
+        wake: threading.Event,
+        log: logging.Logger,
+        worker_id: str,
+    ) -> None:
+        self.settings = settings
+        self.names = names
+        self.wake = wake
+        self.log = log
+        self.worker_id = worker_id
+        self._stopped = threading.Event()
+        self._stop_read, self._stop_write = os.pipe()
+
+    def stop(self) -> None:
+        """End ``run`` now (its wait for a notification included); safe from any thread."""
+        if not self._stopped.is_set():
+            self._stopped.set()
+            os.write(self._stop_write, b"x")
+
+    def close(self) -> None:
+        """Stop, and close the pipe (once ``run`` has ended: its thread is joined first)."""
+        self.stop()
+        if self._stop_read >= 0:
+            os.close(self._stop_read)
+            os.close(self._stop_write)
+            self._stop_read = self._stop_write = -1
+
+    def run(self) -> None:
+        channel = sql.SQL("LISTEN {}").format(sql.Identifier(notify_channel(self.settings.schema)))
+        retry = 0
+        while not self._stopped.is_set():
+            try:
+                with connect(self.settings.dsn, application_name="kestrel-listener") as conn:
+                    conn.execute(channel)
+                    retry = 0
+                    self.wake.set()  # anything enqueued while we were not listening
+                    # poll, not select: a process with many sockets may give this one a descriptor over 1023.
+                    poller = select.poll()
+                    poller.register(conn.fileno(), select.POLLIN)
+                    poller.register(self._stop_read, select.POLLIN)
+                    while not self._stopped.is_set():
+                        poller.poll()
+                        if self._stopped.is_set():
+                            return
+                        for note in conn.notifies(timeout=0):  # what the socket holds, no wait
+                            if note.payload in self.names:
+                                self.wake.set()
+            except Exception as exc:  # the listener must never die; polling covers the gap
+                if self._stopped.is_set():
+                    return
+                delay = _RETRY.delay(retry)
+                self.log.warning(
+                    "event=listen_failed worker=%s error=%r retry_in_s=%.1f",
+                    self.worker_id,
+                    first_line(exc, self.settings.dsn),
+                    delay,
+                )
+                self._stopped.wait(delay)
+                retry += 1

@@ -20,7 +20,6 @@ import functools
 import logging
 import queue
 import random
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -42,6 +41,7 @@ from kestrel_core.dispatch.enqueue import RANGE_PAUSE_S, RANGE_TRIES, past_the_r
 from kestrel_core.durable.boundary import Boundary, Outcome
 from kestrel_core.durable.group_commit import GroupCommit, LazyOpen
 from kestrel_core.engine import listener, registration, scheduler
+from kestrel_core.engine.signals import SignalRelay
 from kestrel_core.workflow import runner
 from kestrel_core.workflow.contracts import Claimed, Deployment, EngineSettings, Registry
 
@@ -129,6 +129,7 @@ class Worker:
         self._give_up = threading.Event()  # retries waiting for the database stop waiting
         self._quiet = threading.Event()  # the heartbeat and the sweeps end (before retiring)
         self._maintenance: threading.Thread | None = None
+        self._listener: listener.Listener | None = None
         # Keyed by claim (execution id, claim epoch), not by execution: after a freeze this
         # worker may claim an execution again while the older claim's thread still finishes
         # its step; that thread's cleanup must not drop the newer claim from the heartbeat.
@@ -160,33 +161,27 @@ class Worker:
         """Start, block until SIGINT/SIGTERM, then shut down gracefully. ``on_started`` is
         called once the worker serves (not if a signal ended its wait for the database)."""
         stop = threading.Event()
-        previous = {}
-        if threading.current_thread() is threading.main_thread():
 
-            def on_signal(signum: int, _frame: Any) -> None:
-                if stop.is_set():  # second signal: stop waiting for running steps
-                    self._hurry.set()
-                stop.set()
-                self.draining.set()  # also ends a start() still waiting for the database
+        def on_signal(_signum: int) -> None:
+            if stop.is_set():  # second signal: stop waiting for running steps
+                self._hurry.set()
+            stop.set()
+            self.draining.set()  # also ends a start() still waiting for the database
 
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                previous[sig] = signal.signal(sig, on_signal)
-        try:
-            self.start()
-            if on_started is not None and self._threads:
-                on_started()
-            while not stop.wait(0.5):
-                pass
-            self.log.info(
-                "event=shutdown_requested worker=%s in_flight=%s grace_s=%s",
-                self.worker_id,
-                len(self._inflight),
-                self.grace.total_seconds(),
-            )
-        finally:
-            self.stop()
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        with SignalRelay(on_signal):
+            try:
+                self.start()
+                if on_started is not None and self._threads:
+                    on_started()
+                stop.wait()
+                self.log.info(
+                    "event=shutdown_requested worker=%s in_flight=%s grace_s=%s",
+                    self.worker_id,
+                    len(self._inflight),
+                    self.grace.total_seconds(),
+                )
+            finally:
+                self.stop()
 
     def start(self) -> Worker:
         """Register (waiting up to ``startup_timeout`` for an unreachable database), then start
@@ -210,12 +205,8 @@ class Worker:
         self._spawn(self._claim_loop, "claim")
         self._maintenance = self._spawn(self._maintenance_loop, "maintenance")
         if self.listen:
-            self._spawn(
-                lambda: listener.listen(
-                    self.settings, set(self.names), self._wake, self._stopped, self.log, self.worker_id
-                ),
-                "listen",
-            )
+            self._listener = listener.Listener(self.settings, set(self.names), self._wake, self.log, self.worker_id)
+            self._spawn(self._listener.run, "listen")
         if (older_than := self.prune_older_than) is not None:  # its own thread: never delays a heartbeat
             self._spawn(lambda: self._prune_loop(older_than), "prune")
         for i in range(self.concurrency):
@@ -263,6 +254,8 @@ class Worker:
                 first_line(exc, self.settings.dsn),
             )
         self._stopped.set()
+        if self._listener is not None:
+            self._listener.stop()
         for _ in range(self.concurrency):
             self._runnable.put(None)
         if self._loop is not None:
@@ -270,6 +263,8 @@ class Worker:
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join(timeout=2.0)
+        if self._listener is not None:
+            self._listener.close()
         self._pool.close(timeout=2.0)
         self.log.info("event=worker_stopped worker=%s released=%s stats=%s", self.worker_id, len(released), self.stats)
 
