@@ -42,7 +42,9 @@ def summary_ms(seconds: Sequence[float]) -> dict[str, float]:
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
-    if not a or not b:
+    """``a / b`` rounded, None when either is unknown or ``b`` is 0. An ``a`` of 0 is a ratio
+    of 0 (a hold that finished nothing fails its target), not an unknown one."""
+    if a is None or not b:
         return None
     return round(a / b, 3)
 

@@ -238,3 +238,13 @@ def test_targets_are_issue_10s() -> None:
         "commits per workflow < 1 (noop1, 2 worker(s))": True,
         "Kestrel >= 1,000 wf/s (noop5, 2 worker(s))": False,
     }
+
+
+def test_a_ratio_of_nothing_done_is_zero_not_unknown() -> None:
+    """A hold that finished nothing is 0x (it fails its target); it read as unknown ("-"), which
+    the targets skip, and failed the mvcc smoke run once on a loaded machine."""
+    from bench.report import ratio
+
+    assert ratio(0.0, 250.0) == 0.0
+    assert ratio(500.0, 250.0) == 2.0
+    assert ratio(None, 250.0) is None and ratio(500.0, None) is None and ratio(500.0, 0.0) is None
