@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
-import signal
 import socket
 import threading
 import time
@@ -18,7 +17,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 import psycopg
 from rich.console import Console
@@ -27,7 +25,7 @@ from rich.status import Status
 from kestrel_console.settings import Settings
 from kestrel_core import Kestrel, KestrelError, mask_dsn
 from kestrel_core.db import one_row, render
-from kestrel_core.engine import Worker
+from kestrel_core.engine import SignalRelay, Worker
 
 from .bot import BotOperator
 from .database import DemoDatabase, demo_database, reader_login
@@ -89,32 +87,37 @@ class StopSignals:
 
     Starting, the request is acted on between phases (:meth:`checkpoint`), so initdb or a
     worker is never killed half-way; the headless loop waits on it; while the TUI runs
-    (``interrupt``) the first signal raises KeyboardInterrupt to leave it.
+    (``interrupt``) the first signal raises KeyboardInterrupt to leave it. The request is set
+    outside the signal handler (``SignalRelay``): setting an Event there could hang the demo
+    when a second signal came while the first one's handler held the Event's lock.
     """
 
     def __init__(self) -> None:
-        self.requested = threading.Event()
+        self.requested = threading.Event()  # set by the relay's thread, for waiting on
+        self.signalled = False  # set in the handler itself (no lock): true as soon as it ran
         self.interrupt = False
-        self._previous: dict[int, Any] = {}
+        self._relay: SignalRelay | None = None
 
     def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._previous[sig] = signal.signal(sig, self._handle)
+        self._relay = SignalRelay(lambda _signum: self.requested.set(), in_handler=self._interrupt)
+        self._relay.__enter__()
 
     def restore(self) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        self._previous.clear()
+        if self._relay is not None:
+            self._relay.__exit__(None, None, None)
+            self._relay = None
+
+    def asked(self) -> bool:
+        """Whether a signal asked to stop."""
+        return self.signalled or self.requested.is_set()
 
     def checkpoint(self) -> None:
         """Stop starting up if a signal asked to (unwinds through every clean-up)."""
-        if self.requested.is_set():
+        if self.asked():
             raise KeyboardInterrupt
 
-    def _handle(self, _signum: int, _frame: Any) -> None:
-        self.requested.set()
+    def _interrupt(self, _signum: int) -> None:
+        self.signalled = True
         if self.interrupt:
             self.interrupt = False  # once: a second signal must not break the clean-up
             raise KeyboardInterrupt
@@ -153,7 +156,7 @@ def run_demo(settings: Settings, options: DemoOptions) -> None:
     except KeyboardInterrupt:
         progress("interrupted: demo stopped")
     except KestrelError:
-        if not stop.requested.is_set():
+        if not stop.asked():
             raise
         progress("interrupted while starting: demo stopped")  # e.g. Ctrl-C reached initdb too
     finally:

@@ -11,6 +11,7 @@ May import: base, db, dispatch, durable, admin, workflow.
 
 from typing import TYPE_CHECKING, Any
 
+from kestrel_core.engine.signals import SignalRelay
 from kestrel_core.engine.supervised import adopt as supervised_adopt
 from kestrel_core.engine.supervised import failed as supervised_failed
 from kestrel_core.engine.supervised import ready as supervised_ready
@@ -30,4 +31,12 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Supervisor", "Worker", "default_processes", "supervised_adopt", "supervised_failed", "supervised_ready"]
+__all__ = [
+    "SignalRelay",
+    "Supervisor",
+    "Worker",
+    "default_processes",
+    "supervised_adopt",
+    "supervised_failed",
+    "supervised_ready",
+]

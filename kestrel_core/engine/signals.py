@@ -23,10 +23,14 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 class SignalRelay:
     """While entered (in the main thread), each SIGINT/SIGTERM calls ``on_signal(signum)`` in
     the relay's thread, in the order they came; elsewhere it does nothing (only the main thread
-    may handle signals). On exit the previous handlers are back and the thread has ended."""
+    may handle signals). On exit the previous handlers are back and the thread has ended.
 
-    def __init__(self, on_signal: Callable[[int], None]) -> None:
+    ``in_handler(signum)``, if given, runs in the handler itself once the relay has the signal:
+    for what must happen in the main thread (raise KeyboardInterrupt); it must take no lock."""
+
+    def __init__(self, on_signal: Callable[[int], None], in_handler: Callable[[int], None] | None = None) -> None:
         self.on_signal = on_signal
+        self.in_handler = in_handler
         self._previous: dict[int, Any] = {}
         self._thread: threading.Thread | None = None
         self._read = self._write = -1
@@ -52,6 +56,8 @@ class SignalRelay:
 
     def _handle(self, signum: int, _frame: Any) -> None:
         os.write(self._write, bytes([signum]))  # no lock taken: see the module's docstring
+        if self.in_handler is not None:
+            self.in_handler(signum)
 
     def _relay(self) -> None:
         while received := os.read(self._read, 64):

@@ -8,6 +8,8 @@ from __future__ import annotations
 import signal
 import threading
 
+import pytest
+
 from kestrel_core.engine.signals import SignalRelay
 from tests.waiting import wait_for
 
@@ -40,3 +42,16 @@ def test_a_signal_while_the_main_thread_holds_a_lock_on_signal_takes_does_not_ha
             signal.raise_signal(signal.SIGTERM)  # its handler runs here, in this thread
             assert not done.is_set()  # waiting, in the relay's thread, for the lock
         wait_for(done.is_set, what="on_signal, once the lock is free")
+
+
+def test_in_handler_runs_in_the_main_thread_and_the_relay_still_gets_the_signal() -> None:
+    """What must happen in the main thread (the demo leaves its TUI by KeyboardInterrupt)."""
+    relayed = threading.Event()
+
+    def leave(_signum: int) -> None:
+        raise KeyboardInterrupt
+
+    with SignalRelay(lambda _signum: relayed.set(), in_handler=leave):
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+        wait_for(relayed.is_set, what="the relayed signal")
