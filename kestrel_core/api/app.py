@@ -204,7 +204,14 @@ class Kestrel:
     def _ensure_pool(self) -> ConnectionPool:
         with self._pool_lock:
             if self._pool is None:
-                self._checked_connection().close()  # the schema check, and a clear first failure
+                # The schema check, and a clear first failure: on the batches' own connection
+                # (opened now, or checked when it opened), except through PgBouncer, where that
+                # connection's session setting must not reach other clients' server sessions.
+                if self.transaction_pooling:
+                    self._checked_connection().close()
+                else:
+                    with self._writer.use():
+                        pass
                 pool = make_pool(
                     self.dsn,
                     min_size=1,
@@ -213,7 +220,13 @@ class Kestrel:
                     prepare=not self.transaction_pooling,
                     name="kestrel-api",
                 )
-                pool.open(wait=False)
+                # Its first connection before the first caller asks: a caller waiting on an empty
+                # pool makes it open a second one at once.
+                try:
+                    pool.open(wait=True, timeout=15)
+                except PoolTimeout as exc:
+                    pool.close()
+                    raise unavailable(self.dsn, exc) from None
                 self._pool = pool
             return self._pool
 

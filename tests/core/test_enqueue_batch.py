@@ -299,7 +299,7 @@ def test_a_lone_enqueue_opens_one_connection(dsn: str, monkeypatch: pytest.Monke
     """A script or a CLI call that enqueues once opens one session, the batches' own, which
     checks the schema as it opens. It used to open three: a probe for the schema check, the
     pool's first connection (unused) and the batches' own (~5 ms of server CPU each, and
-    the waits)."""
+    the waits). Reading then adds the pool's first, not a probe as well."""
     opened: list[str] = []
     real = psycopg.Connection.connect
 
@@ -313,8 +313,10 @@ def test_a_lone_enqueue_opens_one_connection(dsn: str, monkeypatch: pytest.Monke
     with Kestrel(dsn, application_name="kt-lone-enqueue") as app:
         first = app.enqueue("w", 1)
         second = app.enqueue("w", 2)
-    assert [first, second] == [1, 2]
-    assert opened == ["kt-lone-enqueue"]
+        assert [first, second] == [1, 2]
+        assert opened == ["kt-lone-enqueue"]
+        assert app.get(second).input == 2
+    assert opened == ["kt-lone-enqueue"] * 2
 
 
 # The plans of the statements this session prepared (a session sees only its own).
