@@ -71,8 +71,8 @@ class Listener:
                     poller = select.poll()
                     poller.register(conn.fileno(), select.POLLIN)
                     poller.register(self._stop_read, select.POLLIN)
-                    while not self._stopped.is_set():
-                        poller.poll()
+                    while True:
+                        poller.poll()  # the socket, or stop's pipe
                         if self._stopped.is_set():
                             return
                         for note in conn.notifies(timeout=0):  # what the socket holds, no wait
