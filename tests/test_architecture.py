@@ -16,6 +16,7 @@ hid); the packages are acyclic even counting them, so they stay that way.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import sys
 from pathlib import Path
@@ -67,8 +68,15 @@ def _imported(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
 
 
 def _graph() -> dict[str, set[str]]:
+    """The import graph, a fresh copy each call (parsed once per process: the sources do not
+    change during a run)."""
+    return {name: set(deps) for name, deps in _parsed_graph().items()}
+
+
+@functools.cache
+def _parsed_graph() -> dict[str, frozenset[str]]:
     modules = _modules()
-    return {name: _imported(name, path, modules) for name, path in modules.items()}
+    return {name: frozenset(_imported(name, path, modules)) for name, path in modules.items()}
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -24,7 +24,8 @@ def constructed_names(package_dir: Path) -> set[str]:
 
 
 def unraised(errors: list[type[BaseException]], package_dir: Path) -> list[str]:
-    raised = {e for e in errors if e.__name__ in constructed_names(package_dir)}
+    constructed = constructed_names(package_dir)
+    raised = {e for e in errors if e.__name__ in constructed}
     used = {base for e in raised for base in e.__mro__}  # a base class is raised through its subclasses
     return sorted(e.__name__ for e in errors if e not in used)
 
