@@ -86,7 +86,13 @@ class AsyncKestrel:
                     prepare=not self.transaction_pooling,
                     name="kestrel-async-api",
                 )
-                await pool.open(wait=False)
+                # Its first connection before the first caller asks: a caller waiting on an empty
+                # pool makes it open a second one at once (as Kestrel's pool).
+                try:
+                    await pool.open(wait=True, timeout=15)
+                except PoolTimeout as exc:
+                    await pool.close()
+                    raise unavailable(self.dsn, exc) from None
                 self._pool = pool
         return self._pool
 
