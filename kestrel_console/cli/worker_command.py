@@ -21,7 +21,7 @@ import typer
 
 from kestrel_core import Kestrel
 from kestrel_core.admin import parse_age
-from kestrel_core.engine import Supervisor, default_processes, supervised_adopt, supervised_ready
+from kestrel_core.engine import STOP_SIGNALS, Supervisor, default_processes, supervised_adopt, supervised_ready
 
 from .errors import fail, handles_errors
 from .options import settings
@@ -167,7 +167,7 @@ def worker(
     # Once the worker has stopped, this process only exits: a signal then (a supervisor passing
     # on a second one after this worker had drained) must not turn a clean stop into death by
     # signal. The worker's own handlers hold while it runs; these are what it restores.
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     # Under a supervisor, an exit before the worker serves is a failed start.
     handles_errors(w.run)(on_started=supervised_ready if under_supervisor else None)

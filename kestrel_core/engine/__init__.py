@@ -11,7 +11,7 @@ May import: base, db, dispatch, durable, admin, workflow.
 
 from typing import TYPE_CHECKING, Any
 
-from kestrel_core.engine.signals import SignalRelay
+from kestrel_core.engine.signals import STOP_SIGNALS, SignalRelay
 from kestrel_core.engine.supervised import adopt as supervised_adopt
 from kestrel_core.engine.supervised import failed as supervised_failed
 from kestrel_core.engine.supervised import ready as supervised_ready
@@ -32,6 +32,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "STOP_SIGNALS",
     "SignalRelay",
     "Supervisor",
     "Worker",

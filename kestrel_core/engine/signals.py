@@ -17,7 +17,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what stops a worker, its supervisor, the demo
 
 
 class SignalRelay:

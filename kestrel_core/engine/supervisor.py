@@ -29,6 +29,7 @@ from typing import Any
 from kestrel_core.base.backoff import Backoff
 from kestrel_core.base.errors import KestrelError
 from kestrel_core.engine import supervised
+from kestrel_core.engine.signals import STOP_SIGNALS
 
 log = logging.getLogger("kestrel.supervisor")
 
@@ -124,7 +125,7 @@ class Supervisor:
         """
         previous: dict[signal.Signals, Any] = {}
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in STOP_SIGNALS:
                 previous[sig] = signal.signal(sig, self._on_signal)
         try:
             log.info("event=supervisor_started pid=%s processes=%s", os.getpid(), len(self.children))
