@@ -1,5 +1,5 @@
 """Fixtures for engine tests: the app (direct, and through PgBouncer when one is up),
-in-process workers that are always stopped, and a ledger table."""
+in-process workers that are always stopped, a ledger table, and the sessions a test opened."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from typing import Any
 
 import psycopg
 import pytest
@@ -98,3 +99,27 @@ def feeding(app: Kestrel, name: str, batch: int = 5) -> Iterator[list[int]]:
     finally:
         stop.set()
         producer.join()
+
+
+@pytest.fixture
+def sessions_opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The application name of every connection opened during the test, in order: direct ones
+    (``psycopg.connect``, what ``kestrel_core.db.connection`` calls) and the pools' own
+    (``Connection.connect`` and ``AsyncConnection.connect``, what psycopg_pool calls)."""
+    opened: list[str] = []
+    sync_connect, async_connect = psycopg.Connection.connect, psycopg.AsyncConnection.connect
+
+    def counted(conninfo: str = "", **kwargs: Any) -> psycopg.Connection:
+        conn = sync_connect(conninfo, **kwargs)
+        opened.append(conn.info.parameter_status("application_name") or "")
+        return conn
+
+    async def counted_async(conninfo: str = "", **kwargs: Any) -> psycopg.AsyncConnection:
+        conn = await async_connect(conninfo, **kwargs)
+        opened.append(conn.info.parameter_status("application_name") or "")
+        return conn
+
+    monkeypatch.setattr(psycopg, "connect", counted)
+    monkeypatch.setattr(psycopg.Connection, "connect", counted)
+    monkeypatch.setattr(psycopg.AsyncConnection, "connect", counted_async)
+    return opened

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
 
 import psycopg
 import pytest
@@ -157,30 +156,13 @@ async def test_a_cancelled_caller_does_not_strand_the_others(client: AsyncKestre
     assert isinstance(await client.enqueue("w", "after"), int)
 
 
-async def test_a_first_enqueue_opens_the_probe_and_one_pooled_connection(
-    dsn: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_first_enqueue_opens_the_probe_and_one_pooled_connection(dsn: str, sessions_opened: list[str]) -> None:
     """The schema check's probe, then the pool's first connection, ready before the first
     batch asks for it. The pool was opened without waiting: the first batch found it empty,
     and the pool opened a second connection for it at once (three sessions, ~5 ms of server
     CPU each, for one enqueue)."""
-    opened: list[str] = []
-    sync_connect, async_connect = psycopg.Connection.connect, psycopg.AsyncConnection.connect
-
-    def counted(conninfo: str = "", **kwargs: Any) -> psycopg.Connection:
-        conn = sync_connect(conninfo, **kwargs)
-        opened.append(conn.info.parameter_status("application_name") or "")
-        return conn
-
-    async def counted_async(conninfo: str = "", **kwargs: Any) -> psycopg.AsyncConnection:
-        conn = await async_connect(conninfo, **kwargs)
-        opened.append(conn.info.parameter_status("application_name") or "")
-        return conn
-
-    monkeypatch.setattr(psycopg, "connect", counted)  # the probe (kestrel_core.db.connection)
-    monkeypatch.setattr(psycopg.AsyncConnection, "connect", counted_async)  # what psycopg_pool calls
     async with AsyncKestrel(dsn, application_name="kt-first-async") as client:
         first = await client.enqueue("w", 1)
         second = await client.enqueue("w", 2)
         assert (await client.get(second)).input == 2 and second > first
-        assert opened == ["kt-first-async"] * 2
+        assert sessions_opened == ["kt-first-async"] * 2

@@ -295,28 +295,18 @@ def test_the_writer_connection_is_checked_above_descriptor_1024(dsn: str, db: ps
             os.close(fd)
 
 
-def test_a_lone_enqueue_opens_one_connection(dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_lone_enqueue_opens_one_connection(dsn: str, sessions_opened: list[str]) -> None:
     """A script or a CLI call that enqueues once opens one session, the batches' own, which
     checks the schema as it opens. It used to open three: a probe for the schema check, the
     pool's first connection (unused) and the batches' own (~5 ms of server CPU each, and
     the waits). Reading then adds the pool's first, not a probe as well."""
-    opened: list[str] = []
-    real = psycopg.Connection.connect
-
-    def counted(conninfo: str = "", **kwargs: Any) -> psycopg.Connection:
-        conn = real(conninfo, **kwargs)
-        opened.append(conn.info.parameter_status("application_name") or "")
-        return conn
-
-    monkeypatch.setattr(psycopg, "connect", counted)  # what kestrel_core.db.connection calls
-    monkeypatch.setattr(psycopg.Connection, "connect", counted)  # what psycopg_pool calls
     with Kestrel(dsn, application_name="kt-lone-enqueue") as app:
         first = app.enqueue("w", 1)
         second = app.enqueue("w", 2)
         assert [first, second] == [1, 2]
-        assert opened == ["kt-lone-enqueue"]
+        assert sessions_opened == ["kt-lone-enqueue"]
         assert app.get(second).input == 2
-    assert opened == ["kt-lone-enqueue"] * 2
+    assert sessions_opened == ["kt-lone-enqueue"] * 2
 
 
 # The plans of the statements this session prepared (a session sees only its own).
