@@ -104,9 +104,9 @@ def test_long_runs_only_when_named() -> None:
 def test_each_claim_design_runs_a_baseline_and_a_hold(key: str) -> None:
     printed: list[str] = []
     # One client and short phases: a design runs flat out, so its CPU grows with both (two clients
-    # and 1.4 s: 14 s of CPU for the six designs; one and 1.0 s: 7 s).
+    # and 1.4 s: 14 s of CPU for the six designs; one and 1.0 s: 7 s; one and 0.5 s: 5 s).
     r = run_design(
-        ADMIN_DSN, key, clients=1, batch=4, backlog=200, warmup=0.1, baseline=0.5, hold=0.4, echo=printed.append
+        ADMIN_DSN, key, clients=1, batch=4, backlog=200, warmup=0.05, baseline=0.25, hold=0.2, echo=printed.append
     )
     assert r["design"] == key and [line.split()[1] for line in printed] == ["warmup", "baseline", "hold"]
     for phase in (r["baseline"], r["hold"]):
