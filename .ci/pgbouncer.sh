@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Start PgBouncer in transaction pooling mode on a loopback port, in front of a PostgreSQL
 # server, and print the DSN that goes through it. Idempotent: a bouncer already running on
-# that port is left alone and its DSN printed again.
+# that port with the same settings is left alone and its DSN printed again; one started with
+# other settings (another upstream server) is restarted with these.
 #
 #   .ci/pgbouncer.sh [start]     install Debian's pgbouncer if missing, start it, print the DSN
 #   .ci/pgbouncer.sh stop        stop the bouncer on that port and remove its files
@@ -67,9 +68,8 @@ answers() {
     psql "host=127.0.0.1 port=$PORT user=postgres dbname=pgbouncer connect_timeout=2" -Atqc "SHOW VERSION" >/dev/null 2>&1
 }
 
-write_config() {
-    mkdir -p "$DIR"
-    cat >"$DIR/pgbouncer.ini" <<EOF
+config() {
+    cat <<EOF
 ; Written by .ci/pgbouncer.sh: edits are lost at the next start.
 [databases]
 * = host=$UP_HOST port=$UP_PORT
@@ -93,6 +93,11 @@ query_wait_timeout = 60
 logfile = $DIR/pgbouncer.log
 pidfile = $DIR/pgbouncer.pid
 EOF
+}
+
+write_config() {
+    mkdir -p "$DIR"
+    config >"$DIR/pgbouncer.ini"
     {
         for user in postgres kestrel_worker kestrel_operator kestrel_test_worker kestrel_test_operator; do
             printf '"%s" ""\n' "$user"
@@ -104,8 +109,15 @@ EOF
 start() {
     install_pgbouncer
     if [ -n "$(running_pid)" ] && answers; then
-        echo "$DSN"
-        return 0
+        if [ "$(config)" = "$(cat "$DIR/pgbouncer.ini" 2>/dev/null)" ]; then
+            echo "$DSN"
+            return 0
+        fi
+        # Left running with other settings, by a run against another server (another
+        # KESTREL_TEST_DSN): reused as it is, it would send every connection there.
+        say "restarting the bouncer on 127.0.0.1:$PORT, started with other settings" \
+            "($(grep -s '^\* = ' "$DIR/pgbouncer.ini" || echo 'unknown upstream')), for $UP_HOST:$UP_PORT"
+        stop
     fi
     local binary
     binary="$(find_binary)"

@@ -69,15 +69,18 @@ def admin_console(bouncer_dsn: str, command: str) -> list[list[str]]:
     return [line.split("\t") for line in done.stdout.splitlines()]
 
 
+def server_address() -> str:
+    """host:port of the test server, as the bouncer script takes its upstream."""
+    upstream = conninfo_to_dict(ADMIN_DSN)
+    return f"{upstream.get('host', '127.0.0.1')}:{upstream.get('port', '5432')}"
+
+
 @pytest.fixture(scope="module")
 def bouncer() -> str:
     """DSN of the shared PgBouncer in front of the test server (left running: the script is idempotent)."""
     if shutil.which("psql") is None:
         unavailable("psql is not installed: needed to talk to PgBouncer's admin console")
-    upstream = conninfo_to_dict(ADMIN_DSN)
-    return start_bouncer(
-        KESTREL_PGBOUNCER_UPSTREAM=f"{upstream.get('host', '127.0.0.1')}:{upstream.get('port', '5432')}"
-    )
+    return start_bouncer(KESTREL_PGBOUNCER_UPSTREAM=server_address())
 
 
 @pytest.fixture(scope="module")
@@ -247,14 +250,31 @@ async def test_an_async_call_on_a_connection_the_server_left_says_the_database_i
         assert (await client.get(await client.enqueue("after", {}))).status == "enqueued"
 
 
+def free_port() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return str(probe.getsockname()[1])
+
+
+def test_a_bouncer_left_running_in_front_of_another_server_is_restarted() -> None:
+    """Starting is idempotent, so a run reuses the bouncer an earlier run left; one that run
+    started in front of another server (another $KESTREL_TEST_DSN) sent this run's every
+    connection there."""
+    env = {"KESTREL_PGBOUNCER_PORT": free_port()}
+    try:
+        start_bouncer(**env, KESTREL_PGBOUNCER_UPSTREAM="127.0.0.1:1")  # nothing listens there
+        dsn = start_bouncer(**env, KESTREL_PGBOUNCER_UPSTREAM=server_address())
+        with psycopg.connect(dsn, connect_timeout=5) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        subprocess.run(["bash", str(SCRIPT), "stop"], env={**os.environ, **env}, timeout=60)
+
+
 @pytest.fixture
 def cluster_bouncer(private_cluster: PrivateServer) -> Iterator[str]:
     """A second PgBouncer, in front of the private server the chaos run restarts."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = str(probe.getsockname()[1])
     env = {
-        "KESTREL_PGBOUNCER_PORT": port,
+        "KESTREL_PGBOUNCER_PORT": free_port(),
         "KESTREL_PGBOUNCER_UPSTREAM": f"127.0.0.1:{private_cluster.port}",
         "KESTREL_PGBOUNCER_POOL_SIZE": "40",
     }
