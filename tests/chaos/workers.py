@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -41,7 +42,7 @@ class WorkerPool:
                 str(self.lease_s),
             ],
             cwd=REPO,
-            env=self.env,
+            env={**self.env, "KESTREL_CHAOS_PARENT": str(os.getpid())},
             stdout=out,
             stderr=subprocess.STDOUT,
         )

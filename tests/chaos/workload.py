@@ -3,7 +3,8 @@
 Run as a worker process by the harness: ``python -m tests.chaos.workload --worker-id w3``.
 Configuration comes from the environment (the harness sets it):
 ``KESTREL_CHAOS_DSN`` (where workers connect, maybe through PgBouncer),
-``KESTREL_CHAOS_POOLING=1`` (PgBouncer transaction pooling: no LISTEN, no prepared statements).
+``KESTREL_CHAOS_POOLING=1`` (PgBouncer transaction pooling: no LISTEN, no prepared statements),
+``KESTREL_CHAOS_PARENT`` (the harness's pid: the worker stops once that process is gone).
 
 Every real run of a step INSERTs one ``chaos_ledger`` row on its own connection, outside the
 checkpoint transaction, recording the claim it ran under (worker id and claim epoch) and a
@@ -18,6 +19,7 @@ import asyncio
 import logging
 import os
 import random
+import signal
 import threading
 import time
 from datetime import timedelta
@@ -210,6 +212,21 @@ def expected_steps(spec: dict[str, Any]) -> set[str]:
     return steps
 
 
+def stop_when_orphaned(interval: float = 0.5) -> None:
+    """Stop this worker, as SIGTERM does, once the process that started it is gone. A run
+    killed outright (``pytest -x`` stopping xdist, Ctrl-C) runs no teardown: its workers went
+    on polling the private server it had also left running, for as long as the machine ran."""
+    # The harness says who it is: by the time this runs it may be gone already.
+    parent = int(os.environ.get("KESTREL_CHAOS_PARENT") or os.getppid())
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--worker-id", required=True)
@@ -217,6 +234,7 @@ def main() -> None:
     parser.add_argument("--lease", type=float, default=4.0)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    stop_when_orphaned()
     app.run_worker(
         concurrency=args.concurrency,
         lease=timedelta(seconds=args.lease),
