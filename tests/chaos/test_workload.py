@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from kestrel_console.embedded_pg.process import process_alive
 from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,15 +29,6 @@ print(worker.pid)
 """
 
 
-def gone(pid: int) -> bool:
-    """True once ``pid`` has exited (a zombie nobody reaped counts)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return True
-    return state in ("Z", "X")
-
-
 def test_a_worker_whose_harness_is_gone_stops(tmp_path: Path) -> None:
     # Nothing listens on port 1: the worker waits for its database (60 s), as it does while
     # the harness restarts its server.
@@ -54,7 +46,7 @@ def test_a_worker_whose_harness_is_gone_stops(tmp_path: Path) -> None:
     pid = int(done.stdout)
     assert "waiting_for_database" in log.read_text()  # it ran when its harness left
     try:
-        wait_for(lambda: gone(pid), timeout=20, interval=0.1, what=f"the orphaned chaos worker {pid} to stop")
+        wait_for(lambda: not process_alive(pid), timeout=20, interval=0.1, what=f"orphaned chaos worker {pid} to stop")
     finally:
-        if not gone(pid):
+        if process_alive(pid):
             os.kill(pid, signal.SIGKILL)
