@@ -10,7 +10,6 @@ interval is a parameter (0.01 s was its best in our trials; its default is 1 s).
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
@@ -20,6 +19,7 @@ from .cpu import CpuMeter
 from .databases import checkpoint, fresh_database, rates, sqlalchemy_url
 from .pgstats import commits
 from .procs import Proc, stop_all
+from .throughput import from_threads
 from .workloads import STEPS
 
 DEFAULT_POLLING = 0.01
@@ -79,21 +79,8 @@ def _feed(client: Any, name: str, n: int, threads: int) -> tuple[float, float]:
     """``n`` single ``DBOSClient.enqueue`` calls from ``threads`` threads (as Kestrel is fed);
     the wall-clock start and the calls' own rate."""
     options = {"workflow_name": name, "queue_name": QUEUE}
-    start = threading.Barrier(threads + 1)
-
-    def run(share: range) -> None:
-        start.wait()
-        for i in share:
-            client.enqueue(options, i)
-
-    pool = [threading.Thread(target=run, args=(range(t, n, threads),)) for t in range(threads)]
-    for th in pool:
-        th.start()
-    start.wait()
-    t0, c0 = time.time(), time.perf_counter()
-    for th in pool:
-        th.join()
-    return t0, n / (time.perf_counter() - c0)
+    _, t0, rate = from_threads(n, threads, lambda _t, i: client.enqueue(options, i))
+    return t0, rate
 
 
 def run_dbos(

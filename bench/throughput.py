@@ -8,12 +8,15 @@ with enqueue_many batches inside ONE transaction; the clock starts just before i
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from kestrel_core import Kestrel
 from kestrel_core.db import render
@@ -24,6 +27,8 @@ from .cpu import CpuMeter
 from .databases import checkpoint, fresh_database, rates
 from .procs import Proc, kestrel_worker, stop_all, wait_registered
 from .workloads import STEPS, WARMUP
+
+T = TypeVar("T")
 
 SCHEMA = "kestrel"
 BATCH = 1000
@@ -41,6 +46,14 @@ SELECT count(*) FILTER (WHERE status = 'success'), count(*),
        extract(epoch FROM max(finished_at))::float8
   FROM {schema}.workflow_executions WHERE id BETWEEN %(first)s AND %(last)s
 """
+# The cheapest way to make a claimable execution one call at a time (the fed row's reference):
+# a one-row INSERT with the columns that have no default, autocommit, no NOTIFY in it, no checks.
+PLAIN_INSERT = """
+INSERT INTO {schema}.workflow_executions (workflow_name, input) VALUES (%(name)s, %(input)s) RETURNING id
+"""
+# Its rows' wake-up, from a thread of its own every PLAIN_WAKE_S (no commit waits on its flush).
+PLAIN_WAKE = "SELECT pg_notify({schema}.notify_channel(), %(name)s)"
+PLAIN_WAKE_S = 0.002
 BY_WORKER = """
 SELECT owner_id, count(*) FROM {schema}.workflow_executions
  WHERE id BETWEEN %(first)s AND %(last)s GROUP BY owner_id ORDER BY owner_id
@@ -64,33 +77,61 @@ def enqueue_in_one_transaction(
     return ids, t0
 
 
+def from_threads(n: int, threads: int, call: Callable[[int, int], T]) -> tuple[list[T], float, float]:
+    """``call(thread, i)`` for i in 0..n-1 from ``threads`` threads started together (thread t
+    makes the calls i = t, t + threads, ...): what the calls returned, the wall-clock start
+    (``time.time()``) and the calls' rate."""
+    results: list[T] = []
+    start = threading.Barrier(threads + 1)
+
+    def run(t: int) -> None:
+        start.wait()
+        results.extend([call(t, i) for i in range(t, n, threads)])
+
+    pool = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
+    for th in pool:
+        th.start()
+    start.wait()
+    t0, c0 = time.time(), time.perf_counter()
+    for th in pool:
+        th.join()
+    return results, t0, n / (time.perf_counter() - c0)
+
+
 def feed(dsn: str, name: str, n: int, threads: int) -> tuple[list[int], float, dict[str, Any]]:
     """``n`` single ``Kestrel.enqueue`` calls from ``threads`` threads of one app (its group
     commit); the ids, the wall-clock start (``time.time()``) and the calls' own rate."""
-    ids: list[int] = []
     with Kestrel(dsn) as app:
         app.enqueue(WARMUP, None)  # open the pool before the clock
-        start = threading.Barrier(threads + 1)
-
-        def run(share: range) -> None:
-            start.wait()
-            mine = [app.enqueue(name, i) for i in share]
-            ids.extend(mine)
-
-        pool = [threading.Thread(target=run, args=(range(t, n, threads),)) for t in range(threads)]
-        for th in pool:
-            th.start()
-        start.wait()
-        t0, c0 = time.time(), time.perf_counter()
-        for th in pool:
-            th.join()
-        calls_s = time.perf_counter() - c0
+        ids, t0, rate = from_threads(n, threads, lambda _t, i: app.enqueue(name, i))
         stats = dict(app._enqueue_batcher().stats)
-    return (
-        ids,
-        t0,
-        {"enqueue_calls_per_s": round(n / calls_s), "rows_per_batch": round(stats["rows"] / stats["batches"], 1)},
-    )
+    fed = {"fed_by": "Kestrel.enqueue", "rows_per_batch": round(stats["rows"] / stats["batches"], 1)}
+    return ids, t0, {"enqueue_calls_per_s": round(rate), **fed}
+
+
+def feed_plain(dsn: str, name: str, n: int, threads: int) -> tuple[list[int], float, dict[str, Any]]:
+    """``n`` plain one-row INSERTs from ``threads`` threads, each on its own autocommit
+    connection, as ``feed`` returns them: what the workers reach fed by the cheapest ingestion
+    there is, on the same cores. A thread of its own NOTIFYs every ``PLAIN_WAKE_S`` (no commit
+    of an INSERT waits on it), so the workers wake as they would for enqueues."""
+    insert, wake = render(PLAIN_INSERT, SCHEMA), render(PLAIN_WAKE, SCHEMA)
+    done = threading.Event()
+
+    def waker() -> None:
+        with psycopg.connect(dsn, autocommit=True, options="-c synchronous_commit=off") as conn:
+            while not done.wait(PLAIN_WAKE_S):
+                conn.execute(wake, {"name": name})
+
+    with contextlib.ExitStack() as stack:
+        conns = [stack.enter_context(psycopg.connect(dsn, autocommit=True)) for _ in range(threads)]  # before the clock
+        waking = threading.Thread(target=waker)
+        waking.start()
+        stack.callback(waking.join)
+        stack.callback(done.set)
+        ids, t0, rate = from_threads(
+            n, threads, lambda t, i: conns[t].execute(insert, {"name": name, "input": Jsonb(i)}).fetchone()[0]
+        )
+    return ids, t0, {"enqueue_calls_per_s": round(rate), "fed_by": "plain INSERT", "rows_per_batch": 1.0}
 
 
 def wait_done(
@@ -131,6 +172,7 @@ def run_kestrel(
     profile: Path | None = None,
     settle: float = pgstats.SETTLE_S,
     feed_threads: int = 0,
+    plain_feed: bool = False,
 ) -> dict[str, Any]:
     """Run ``n`` executions of ``workflow`` on ``workers`` fresh worker processes; workflows/s,
     and what Postgres did per workflow (bench.pgstats: commits, statements, writes per table).
@@ -139,7 +181,8 @@ def run_kestrel(
     ``profile`` runs each worker under cProfile, writing ``<profile>/<workflow>-<worker>.pstats``;
     ``settle``: seconds idle after the warm-up, so the workers' backends publish its counters.
     ``feed_threads``: instead of one bulk transaction, ``n`` single ``app.enqueue`` calls from
-    that many threads while the workers run (clock from the first call to the last finish).
+    that many threads while the workers run (clock from the first call to the last finish);
+    ``plain_feed``: those calls are plain one-row INSERTs instead (``feed_plain``).
     """
     steps = STEPS[workflow]
     with fresh_database(admin) as dsn:
@@ -166,7 +209,7 @@ def run_kestrel(
                 meter = CpuMeter([p.pid for p in procs])
                 fed: dict[str, Any] = {}
                 if feed_threads:
-                    ids_run, t0, fed = feed(dsn, workflow, n, feed_threads)
+                    ids_run, t0, fed = (feed_plain if plain_feed else feed)(dsn, workflow, n, feed_threads)
                 else:
                     ids_run, t0 = enqueue_in_one_transaction(conn, workflow, n, analyze=analyze)
                 first, last = min(ids_run), max(ids_run)

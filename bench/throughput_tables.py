@@ -47,7 +47,8 @@ def throughput_table(rows: list[dict[str, Any]], concurrency: int, n: int) -> st
 
 def fed_table(rows: list[dict[str, Any]], threads: int, n: int) -> str:
     """The one-step workload fed by single enqueue calls while the workers run: end to end,
-    the calls' own rate, the bulk-fed rate of the same run, DBOS fed the same way."""
+    the calls' own rate, the bulk-fed rate of the same run, the same workers fed by plain
+    one-row INSERTs from as many threads, DBOS fed the same way."""
     return table(
         f"Fed by single enqueues from {threads} threads while the workers run (1 step, N={n})",
         [
@@ -57,6 +58,8 @@ def fed_table(rows: list[dict[str, Any]], threads: int, n: int) -> str:
             "enqueue calls/s",
             "rows/batch",
             "bulk-fed wf/s",
+            "plain-INSERT-fed wf/s",
+            "K/plain",
             "DBOS wf/s",
             "DBOS calls/s",
             "K/DBOS",
@@ -69,6 +72,8 @@ def fed_table(rows: list[dict[str, Any]], threads: int, n: int) -> str:
                 r["kestrel"].get("enqueue_calls_per_s"),
                 r["kestrel"].get("rows_per_batch"),
                 r["bulk_workflows_per_s"],
+                r.get("plain", {}).get("workflows_per_s"),
+                r.get("kestrel_vs_plain"),
                 r.get("dbos", {}).get("workflows_per_s"),
                 r.get("dbos", {}).get("enqueue_calls_per_s"),
                 r["kestrel_vs_dbos"],

@@ -67,6 +67,12 @@ def test_throughput_runs_every_execution_on_kestrel(opts: suite.Options, printed
     assert k["feed_threads"] == opts.feed_threads and sum(k["per_worker"].values()) == opts.n
     assert k["workflows_per_s"] > 0 and k["enqueue_calls_per_s"] > 0 and k["rows_per_batch"] >= 1
     assert fed["bulk_workflows_per_s"] == data["rows"][0]["kestrel"]["workflows_per_s"]
+    # The same workers fed by plain one-row INSERTs from as many threads: the reference.
+    plain = fed["plain"]
+    assert plain["fed_by"] == "plain INSERT" and k["fed_by"] == "Kestrel.enqueue"
+    assert plain["feed_threads"] == opts.feed_threads and sum(plain["per_worker"].values()) == opts.n
+    assert plain["workflows_per_s"] > 0 and fed["kestrel_vs_plain"] > 0
+    assert any("plain-INSERT-fed wf/s" in text for text in printed)
     assert any("Fed by single enqueues from 8 threads" in text for text in printed)
     assert any("Kestrel wf/s" in text and "commits/wf" in text for text in printed)
     assert any("Postgres writes per workflow" in text and "operation_outputs" in text for text in printed)
@@ -217,7 +223,7 @@ def test_cli_runs_a_benchmark_and_refuses_unknown_names(tmp_path: Path, capsys: 
     assert exc.value.code == 2
 
 
-def test_targets_are_issue_10s() -> None:
+def test_targets_are_the_issues() -> None:
     from bench.targets import targets
 
     row1 = {
@@ -230,13 +236,28 @@ def test_targets_are_issue_10s() -> None:
         "kestrel_vs_ceiling": 2.0,
         "kestrel_vs_dbos": None,
     }
-    met = {target: ok for target, _, ok in targets({"throughput": {"rows": [row1, row5]}})}
-    assert met == {
+    fed = {"kestrel": {"workflow": NOOP1, "workers": 2}, "kestrel_vs_dbos": 6.9}
+    ingest = {
+        "rows": [{"source": "8 threads", "kestrel_vs_plain": 0.85}, {"source": "64 threads", "kestrel_vs_plain": 1.5}]
+    }
+    measured = targets(
+        {
+            "throughput": {"rows": [row1, row5], "fed_rows": [fed]},
+            "enqueue": {"ingest": ingest, "enqueue": {"bulk_rows_per_s": 30_000}},
+        }
+    )
+    assert {target: ok for target, _, ok in measured} == {
         "Kestrel >= 3,000 wf/s (noop1, 2 worker(s))": True,
         "Kestrel >= 1.5x its pgbench ceiling (noop1, 2 worker(s))": False,
         "Kestrel >= 10x DBOS (noop1, 2 worker(s))": True,
         "commits per workflow < 1 (noop1, 2 worker(s))": True,
         "Kestrel >= 1,000 wf/s (noop5, 2 worker(s))": False,
+        "fed by single enqueues: Kestrel >= 10x DBOS (noop1, 2 worker(s))": False,
+        "single enqueues (8 threads) >= 1x a plain INSERT (goal)": False,
+        "single enqueues (8 threads) >= 0.8x a plain INSERT (floor)": True,
+        "single enqueues (64 threads) >= 1x a plain INSERT (goal)": True,
+        "single enqueues (64 threads) >= 0.8x a plain INSERT (floor)": True,
+        "bulk enqueue >= 20,000 rows/s": True,
     }
 
 
