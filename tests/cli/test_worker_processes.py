@@ -15,6 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from kestrel_console.embedded_pg.process import process_alive
 from kestrel_core import Kestrel
 from kestrel_core.engine.supervisor import default_processes
 from tests.cli.script import console
@@ -97,21 +98,6 @@ def supervisors():
         sup.close()
 
 
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (a zombie waiting for its reaper does not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    except OSError:  # no /proc: ask the kernel
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def parent_of(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
@@ -122,7 +108,7 @@ def live_workers(db: psycopg.Connection, sup: Supervisor, n: int, ids: list[str]
 
     def ready() -> dict[str, int] | None:
         assert sup.proc.poll() is None, sup.output
-        rows = {wid: pid for wid, pid, _ in db.execute(LIVE) if alive(pid) and parent_of(pid) == sup.proc.pid}
+        rows = {wid: pid for wid, pid, _ in db.execute(LIVE) if process_alive(pid) and parent_of(pid) == sup.proc.pid}
         return rows if len(rows) == n and (ids is None or sorted(rows) == ids) else None
 
     return wait_for(ready, timeout=60, what=f"{n} worker processes to register")
@@ -197,7 +183,7 @@ def test_sigterm_reaches_every_process_and_a_second_one_stops_their_wait(
     # ... until the second signal, passed on too: they stop waiting and hand the executions back.
     assert stopped(sup) == 0, sup.output
 
-    assert not any(alive(pid) for pid in pids.values())
+    assert not any(process_alive(pid) for pid in pids.values())
     assert db.execute("SELECT count(*) FROM workers WHERE stopped_at IS NULL").fetchone() == (0,)
     assert db.execute(
         "SELECT array_agg(DISTINCT status) FROM workflow_executions WHERE id = ANY(%s)", (ids,)
@@ -209,7 +195,7 @@ def test_the_processes_die_with_a_killed_supervisor(supervisors, app: Kestrel, d
     pids = live_workers(db, sup, 2)
     sup.proc.kill()
     sup.proc.wait()
-    wait_for(lambda: not any(alive(pid) for pid in pids.values()), timeout=30, what="the children to exit")
+    wait_for(lambda: not any(process_alive(pid) for pid in pids.values()), timeout=30, what="the children to exit")
     # They were told to stop (SIGTERM), not killed: each retired its `workers` row.
     assert db.execute("SELECT count(*) FROM workers WHERE stopped_at IS NULL").fetchone() == (0,)
 
@@ -240,7 +226,7 @@ def test_a_process_that_keeps_failing_to_start_is_given_up_on(supervisors, app: 
     assert "RuntimeError: procs_app is broken on purpose" in sup.output
     assert sup.output.count("event=process_started") == 2 + 3
     # The one still serving was stopped gracefully.
-    assert not alive(pids["wp-2"])
+    assert not process_alive(pids["wp-2"])
     assert db.execute("SELECT stopped_at IS NOT NULL FROM workers WHERE worker_id = 'wp-2'").fetchone() == (True,)
 
 

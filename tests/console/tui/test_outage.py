@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import psycopg
 
+from kestrel_console.embedded_pg.process import free_port
 from kestrel_console.tui.screens.executions import ExecutionsScreen
 from kestrel_console.tui.widgets.banner import Banner
 from kestrel_core import Kestrel
@@ -51,11 +52,7 @@ async def test_survives_the_database_going_away_and_coming_back(private_cluster)
 
 
 async def test_starts_without_a_database_and_says_so():
-    import socket
-
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nothing listens on it
     tui = console(f"host=127.0.0.1 port={port} user=postgres dbname=nowhere connect_timeout=2")
     async with tui.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: tui.db_problem is not None, timeout=10, what="the banner")
