@@ -1,8 +1,9 @@
 """Base: what every layer of the engine uses: its exceptions (``errors``: each says what is
 wrong and what to do), the JSON checks of inputs and outputs (``serialization``), the one
 backoff policy of every retry loop (``backoff``) and the password masking every log line and
-error message goes through (``masking``: ``mask_dsn``, ``first_line``), and an execution's
-statuses (``statuses``: every list of them comes from there).
+error message goes through (``masking``: ``mask_dsn``, ``first_line``), an execution's
+statuses (``statuses``: every list of them comes from there), and the latch the hot path's
+threads wait on (``latch``: a cheaper ``threading.Event``).
 
 Front ends (the console, bench) may use the names in ``__all__`` below, no module of it.
 

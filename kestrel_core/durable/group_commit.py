@@ -28,6 +28,7 @@ import time
 
 import psycopg
 
+from kestrel_core.base.latch import Latch
 from kestrel_core.db.connection import ConnectionRunner
 from kestrel_core.db.outage import is_outage
 from kestrel_core.durable import boundary
@@ -48,7 +49,7 @@ class _Pending:
 
     def __init__(self, b: Boundary, *, lazy: bool = False, after: _Pending | None = None) -> None:
         self.boundary = b
-        self.done = threading.Event()
+        self.done = Latch()
         self.outcome: Outcome | None = None
         self.error: BaseException | None = None
         self.lazy = lazy  # an attempt's start that may wait for its end (open_lazily)

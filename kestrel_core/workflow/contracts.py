@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 import psycopg
 
+from kestrel_core.base.latch import Latch
 from kestrel_core.dispatch.claim import Claim
 from kestrel_core.durable.boundary import Boundary, Outcome
 
@@ -40,7 +41,7 @@ class Claimed:
 
     def __init__(self, claim: Claim) -> None:
         self.claim = claim
-        self.lost = threading.Event()
+        self.lost = Latch()
 
 
 class WorkerRuntime(Protocol):

@@ -324,21 +324,6 @@ def test_small_batches_are_not_planned_again_at_every_batch(dsn: str) -> None:
     assert custom == 0 and generic >= 6
 
 
-def test_a_signal_set_twice_wakes_its_waiter_once_and_does_not_raise() -> None:
-    """A writer's own call is in the batch it writes: its signal is set when it is handed the
-    batch and again with its outcome."""
-    from kestrel_core.dispatch.enqueue_batch import _Signal
-
-    signal = _Signal()
-    woken = threading.Event()
-    waiter = threading.Thread(target=lambda: (signal.wait(), woken.set()))
-    waiter.start()
-    signal.set()
-    signal.set()
-    waiter.join(5)
-    assert woken.is_set() and not waiter.is_alive()
-
-
 def test_a_refused_batch_raises_its_own_error_and_logs_nothing_else(
     dsn: str, db: psycopg.Connection, caplog: pytest.LogCaptureFixture
 ) -> None:
