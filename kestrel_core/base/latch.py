@@ -2,8 +2,8 @@
 
 The hot path makes one per enqueue call, per step boundary and per claimed execution. An Event
 is a Condition, a lock and a list of waiters, and every wait on it allocates another lock:
-making and setting one took 3.3-4.6 us, this 0.6 us. A latch is one lock, held until ``set``
-releases it; a waiter acquires it and lets it go at once, so any number may wait.
+made, set and waited on, one took 3.0 us, a latch 0.4 us. A latch is one lock, held until
+``set`` releases it; a waiter acquires it and lets it go at once, so any number may wait.
 """
 
 from __future__ import annotations
@@ -25,10 +25,7 @@ class Latch:
         """Wake every waiter, now and later."""
         if not self._set:
             self._set = True
-            try:
-                self._lock.release()
-            except RuntimeError:  # another thread's set released it between our check and ours
-                pass
+            self._release()
 
     def is_set(self) -> bool:
         return self._set
@@ -38,6 +35,14 @@ class Latch:
         if self._set:
             return True
         if self._lock.acquire(timeout=-1 if timeout is None else timeout):
-            self._lock.release()
+            self._release()
             return True
-        return self._set
+        return self._set  # a timeout, or another waiter held the lock for a moment
+
+    def _release(self) -> None:
+        # Two threads setting it at once may both release it, one of them a waiter's turn: a
+        # second release finds it released, which is the state a set latch must end in.
+        try:
+            self._lock.release()
+        except RuntimeError:
+            pass

@@ -43,12 +43,14 @@ def test_a_wait_that_times_out_says_so_and_leaves_the_latch_unset() -> None:
     assert latch.wait(0) and latch.is_set()
 
 
-def test_concurrent_sets_release_it_once() -> None:
-    """Two threads setting it at once: neither raises (the second release finds it released)."""
+def test_concurrent_sets_and_waits_neither_raise_nor_hang() -> None:
+    """Two threads setting it at once while two wait: a set may release the lock during a
+    waiter's turn; no one raises, every waiter wakes, and it stays set."""
     for _ in range(200):
         latch = Latch()
         errors: list[BaseException] = []
-        go = threading.Barrier(2)
+        woken: list[bool] = []
+        go = threading.Barrier(4)
 
         def setter() -> None:
             go.wait()
@@ -57,9 +59,16 @@ def test_concurrent_sets_release_it_once() -> None:
             except BaseException as exc:
                 errors.append(exc)
 
-        pair = [threading.Thread(target=setter) for _ in range(2)]
-        for t in pair:
+        def waiter() -> None:
+            go.wait()
+            try:
+                woken.append(latch.wait(10))
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=f) for f in (setter, setter, waiter, waiter)]
+        for t in threads:
             t.start()
-        for t in pair:
-            t.join(5)
-        assert not errors and latch.wait(0)
+        for t in threads:
+            t.join(15)
+        assert not errors and woken == [True, True] and latch.wait(0)
