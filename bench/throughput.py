@@ -105,8 +105,8 @@ def feed(dsn: str, name: str, n: int, threads: int) -> tuple[list[int], float, d
         app.enqueue(WARMUP, None)  # open the pool before the clock
         ids, t0, rate = from_threads(n, threads, lambda _t, i: app.enqueue(name, i))
         stats = dict(app._enqueue_batcher().stats)
-    fed = {"fed_by": "Kestrel.enqueue", "rows_per_batch": round(stats["rows"] / stats["batches"], 1)}
-    return ids, t0, {"enqueue_calls_per_s": round(rate), **fed}
+    rows_per_batch = round(stats["rows"] / stats["batches"], 1)
+    return ids, t0, {"enqueue_calls_per_s": round(rate), "fed_by": "Kestrel.enqueue", "rows_per_batch": rows_per_batch}
 
 
 def feed_plain(dsn: str, name: str, n: int, threads: int) -> tuple[list[int], float, dict[str, Any]]:
