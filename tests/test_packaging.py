@@ -25,7 +25,7 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 ENGINE_DEPENDENCIES = {"psycopg", "psycopg-pool", "croniter"}
 # Distribution name -> the module the engine imports.
 IMPORT_NAMES = {"psycopg": "psycopg", "psycopg-pool": "psycopg_pool", "croniter": "croniter"}
-CONSOLE_ONLY = {"textual", "rich", "typer", "pglast", "tree-sitter", "tree-sitter-sql"}
+CONSOLE_ONLY = {"textual", "rich", "typer", "pglast", "tree-sitter", "tree-sitter-sql", "sqlglot", "prometheus-client"}
 
 
 def _name(requirement: str) -> str:
