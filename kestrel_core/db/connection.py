@@ -11,7 +11,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from kestrel_core.base.errors import DatabaseUnavailable
-from kestrel_core.base.masking import hide_secrets, mask_dsn, parser_reason
+from kestrel_core.base.masking import hide_secrets, mask_dsn, parser_reason, password_is_ambiguous
 
 APPLICATION_NAME = "kestrel"
 
@@ -38,7 +38,9 @@ def describe_target(dsn: str) -> str:
     """A short 'user@host:port/db' naming where a DSN points, without its password."""
     try:
         params = conninfo_to_dict(dsn)
-    except (psycopg.ProgrammingError, UnicodeEncodeError):
+        if password_is_ambiguous(dsn):
+            raise psycopg.ProgrammingError("ambiguous password")
+    except (psycopg.ProgrammingError, UnicodeError):
         return mask_dsn(dsn.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"))
     host = params.get("host") or os.environ.get("PGHOST") or "local socket"
     port = params.get("port") or os.environ.get("PGPORT") or "5432"
@@ -49,8 +51,9 @@ def describe_target(dsn: str) -> str:
 
 def check_dsn(dsn: str) -> None:
     """Refuse a DSN that is not valid UTF-8 (libpq's parser would fail on its encoding, with a
-    traceback quoting it) and a URL whose password holds a raw '@': libpq would cut the password
-    at the first one and try to reach a host named after the rest of it."""
+    traceback quoting it), a URL whose password holds a raw '@' (libpq would cut the password at
+    the first one and try to reach a host named after the rest of it), and any DSN whose password
+    libpq reads otherwise than it is written: no message could then name its parts safely."""
     try:
         dsn.encode("utf-8")
     except UnicodeEncodeError:
@@ -60,13 +63,16 @@ def check_dsn(dsn: str) -> None:
             "Check --dsn / $KESTREL_DSN (and the terminal's encoding)."
         ) from None
     start = dsn.find("://")
-    if start < 0:
-        return
-    authority = dsn[start + 3 :].split("?", 1)[0]
-    if authority.count("@") > 1:
+    if start >= 0 and dsn[start + 3 :].split("?", 1)[0].count("@") > 1:
         raise DatabaseUnavailable(
             f"invalid DSN {mask_dsn(dsn)!r}: its user:password part holds '@'\n"
             "Percent-encode it in the URL (%40), or use the keyword form: password='...'."
+        )
+    if password_is_ambiguous(dsn):
+        raise DatabaseUnavailable(
+            f"invalid DSN {mask_dsn(dsn)!r}: libpq does not read its password as written "
+            "(a space, quote, '/', '&' or '%' in it?)\n"
+            "Percent-encode the user and password in a URL, or quote the password in the keyword form: password='...'."
         )
 
 
@@ -85,7 +91,8 @@ def _conninfo(dsn: str, application_name: str, *, connect_timeout: int) -> str:
     check_dsn(dsn)
     try:
         return make_conninfo(dsn, application_name=application_name, connect_timeout=connect_timeout)
-    except psycopg.ProgrammingError as exc:
+    except (psycopg.ProgrammingError, UnicodeError) as exc:
+        # UnicodeDecodeError: a percent-encoded value that is not UTF-8 (psycopg decodes libpq's parse).
         raise invalid_dsn(dsn, exc) from None
 
 

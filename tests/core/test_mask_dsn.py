@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kestrel_core import DatabaseUnavailable, mask_dsn
 from kestrel_core.db.connection import connect, describe_target, make_pool, unavailable
@@ -65,3 +69,51 @@ def test_unavailable_hides_a_password_libpq_quotes_back() -> None:
     exc = Exception(f'could not connect: password "{SECRET}" rejected for {SECRET}')
     message = str(unavailable(dsn, exc))
     assert SECRET not in message and "127.0.0.1:1/app" in message
+
+
+# Issue 44 (9): generated DSNs, both forms, with passwords holding what the hand-written regexes
+# missed (spaces, quotes, '@', '&', '"', '=', '%'-escapes good and bad, bytes that are not UTF-8).
+MARK = "Zq9X"
+_PIECES = [*" '\"@&%=:/\\?#+;,{}", "a", "%40", "%zz", "%FF", "\udcff", "é", "user=", "host="]
+_fragment = st.lists(st.sampled_from(_PIECES), max_size=4).map("".join)
+_password = st.tuples(_fragment, _fragment).map(lambda t: t[0] + MARK + t[1])
+_user = st.lists(st.sampled_from(_PIECES), max_size=3).map(lambda parts: "u" + "".join(parts))
+
+
+def _encoded(text: str) -> str:
+    return quote(text.encode("utf-8", "surrogateescape"), safe="")
+
+
+def _kw_quoted(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+@st.composite
+def generated_dsns(draw: st.DrawFn) -> str:
+    password, user = draw(_password), draw(_user)
+    return draw(
+        st.sampled_from(
+            [
+                f"postgresql://{user}:{password}@127.0.0.1:1/db",
+                f"postgresql://{_encoded(user)}:{_encoded(password)}@127.0.0.1:1/db",
+                f"host=127.0.0.1 port=1 user={_kw_quoted(user)} password={password} dbname=db",
+                f"host=127.0.0.1 port=1 password={_kw_quoted(password)} user={_kw_quoted(user)}",
+                f"host=127.0.0.1 port=1 sslpassword={password} user=u",
+                f"postgresql://{user}@127.0.0.1:1/db?password={password}&sslmode=disable",
+                f"postgresql://127.0.0.1:1/db?password={_encoded(password)}&sslmode=disable",
+            ]
+        )
+    )
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(generated_dsns())
+def test_no_generated_dsn_shows_its_password_anywhere(dsn: str) -> None:
+    """mask_dsn alone and inside a message, the target named in errors, and the error of
+    connecting (malformed, ambiguous or unreachable: port 1 refuses at once)."""
+    outputs = [mask_dsn(dsn), mask_dsn(f"invalid DSN '{dsn}': bad"), describe_target(dsn)]
+    with pytest.raises(DatabaseUnavailable) as caught:
+        connect(dsn, connect_timeout=1).close()
+    outputs.append(str(caught.value))
+    for output in outputs:
+        assert MARK not in output, (dsn, output)
