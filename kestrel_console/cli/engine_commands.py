@@ -5,38 +5,19 @@ Every write goes through the kestrel_core API; these functions only parse and pr
 
 from __future__ import annotations
 
-import json
 import math
 from datetime import timedelta
 from typing import Any
 
 import typer
 
-from kestrel_core import MAX_DELAY, NotSerializable
-from kestrel_core.base import to_json
+from kestrel_core import MAX_DELAY
 from kestrel_core.db import DEFAULT_OPERATOR_ROLE, DEFAULT_WORKER_ROLE, RoleNames, describe_target
 
 from ..safe_text import visible
 from .errors import fail, handles_errors
-from .options import acting, execution_id_argument, operator_option, settings
+from .options import acting, execution_id_argument, operator_option, parse_json_option, settings
 from .worker_command import worker
-
-
-def _parse_json(text: str, option: str) -> Any:
-    """The JSON value of an option, checked as the engine will store it (exit 2 if not)."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise typer.BadParameter(
-            f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})", param_hint=option
-        ) from None
-    except RecursionError:
-        fail(f"{option}: the JSON is nested too deeply (the limit is 500 levels)", code=2)
-    try:
-        to_json(value, f"{option}")
-    except NotSerializable as exc:
-        fail(str(exc), code=2)
-    return value
 
 
 def _delay(value: float | None) -> float | None:
@@ -112,7 +93,7 @@ def enqueue(
     any version of it (its version is recorded when a worker first claims it). When no live
     worker has registered NAME, it is enqueued all the same and a warning says so on stderr.
     """
-    value = _parse_json(input, "--input") if input is not None else None
+    value = parse_json_option(input, "--input") if input is not None else None
     s = settings(ctx)
     with s.kestrel() as app:
         eid = handles_errors(app.enqueue)(

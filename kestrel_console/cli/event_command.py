@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import typer
 
-from .engine_commands import _parse_json
 from .errors import handles_errors
-from .options import acting, operator_option
+from .options import acting, operator_option, parse_json_option
 
 
 def send_event(
@@ -22,7 +21,7 @@ def send_event(
     """Send event KEY: every execution waiting for it (ctx.wait_for_event) resumes."""
     if not key.strip():
         raise typer.BadParameter("an event key must not be empty", param_hint="KEY")
-    value = _parse_json(payload, "--payload") if payload is not None else None
+    value = parse_json_option(payload, "--payload") if payload is not None else None
     s = acting(ctx, operator)
     with s.kestrel() as app:
         event_id = handles_errors(app.send_event)(key, value, by=s.operator)

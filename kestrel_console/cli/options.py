@@ -3,11 +3,16 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import typer
 
+from kestrel_core import NotSerializable
+from kestrel_core.base import to_json
+
 from ..settings import Settings, build_settings
+from .errors import fail
 
 # Every command that acts takes --operator too (after the command name), so that
 # `approve 7 gate --operator alice` works as well as `--operator alice approve 7 gate`.
@@ -25,8 +30,6 @@ def _execution_id(value: int) -> int:
     try:
         return check_execution_id(value)
     except ValueError as exc:
-        from .errors import fail
-
         fail(str(exc), code=2)
 
 
@@ -53,3 +56,22 @@ def settings(ctx: typer.Context) -> Settings:
         obj = build_settings(None, "kestrel", None, None)
         root.obj = obj
     return obj
+
+
+def parse_json_option(text: str, option: str) -> Any:
+    """The JSON value of an option, checked as the engine will store it (exit 2 if not)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise typer.BadParameter(
+            f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})", param_hint=option
+        ) from None
+    except RecursionError:
+        fail(f"{option}: the JSON is nested too deeply (the limit is 500 levels)", code=2)
+    except ValueError:  # an integer of more than 4,300 digits, which Python will not read
+        fail(f"{option}: the JSON holds an integer of more than 4,300 digits; pass it as a string", code=2)
+    try:
+        to_json(value, f"{option}")
+    except NotSerializable as exc:
+        fail(str(exc), code=2)
+    return value

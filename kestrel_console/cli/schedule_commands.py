@@ -19,9 +19,8 @@ from .. import formatting, render
 from ..humanize import duration
 from ..read.schedules import schedules as read_schedules
 from ..safe_text import visible
-from .engine_commands import _parse_json
 from .errors import handles_errors
-from .options import acting, operator_option, settings
+from .options import acting, operator_option, parse_json_option, settings
 from .read_commands import _reader, format_option
 
 app = typer.Typer(
@@ -143,7 +142,7 @@ def unknown_workflow_warning(workflow: str, known: list[str]) -> str | None:
 def _parse_input(text: str | None) -> Any:
     """--input as the engine will store it: one clear line and exit 2 for JSON that is not
     valid, too deep, or not storable (enqueue --input's checks)."""
-    return None if text is None else _parse_json(text, "--input")
+    return None if text is None else parse_json_option(text, "--input")
 
 
 @app.command("pause")

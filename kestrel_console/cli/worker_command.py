@@ -37,6 +37,12 @@ def load_app(target: str) -> Kestrel:
     """Import ``MODULE[:ATTR]`` (ATTR defaults to ``app``) and return the Kestrel found there."""
     module_name, _, attr = target.partition(":")
     attr = attr or "app"
+    if not all(part.isidentifier() for part in module_name.split(".")) or not attr.isidentifier():
+        fail(
+            f"{target!r} is not MODULE[:ATTR]: give a dotted Python module name (no path, no '.py'), "
+            "e.g. remediate_app or myproject.workflows:app",
+            code=2,
+        )
     if "." not in sys.path and "" not in sys.path:
         sys.path.insert(0, "")  # like `python -m`: modules in the current folder are found
     try:

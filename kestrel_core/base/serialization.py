@@ -20,10 +20,20 @@ def megabytes(n: int) -> str:
     return f"{n / (1024 * 1024):.1f} MB"
 
 
+# Below this many bits an integer has fewer than 4,300 digits, which Python converts to text.
+_INT_BITS_CHECKED = 14_000
+
+
 def _first_bad(value: Any, path: str = "$", depth: int = 0) -> tuple[str, str] | None:
     """Where the first non-JSON value sits in ``value`` and what it is, or None."""
     if depth > 500:
         return path, "a structure nested more than 500 levels deep"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _INT_BITS_CHECKED:
+        try:
+            str(value)
+        except ValueError:
+            return path, "an integer of more than 4,300 digits (Python's limit for converting one to text)"
+        return None
     if value is None or isinstance(value, (bool, str, int)):
         return None
     if isinstance(value, float):

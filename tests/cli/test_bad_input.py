@@ -208,3 +208,31 @@ def test_bad_enqueue_arguments_are_named_before_the_database_is_asked(dsn: str, 
     # A schema that was never migrated: the bad argument is still what the user hears (exit 2),
     # not "the Kestrel schema does not exist" (exit 1).
     one_clear_line(console("--schema", "never_migrated_kt", *args, dsn=dsn), 2, *needles)
+
+
+LONG_INTEGER = "1" * 4_301  # one digit past what Python converts to text
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["enqueue", "x", "--input", LONG_INTEGER],
+        ["enqueue", "x", "--input", f'{{"n": [{LONG_INTEGER}]}}'],
+        ["send-event", "k", "--payload", LONG_INTEGER],
+        ["schedule", "add", "s", "* * * * *", "x", "--input", LONG_INTEGER],
+    ],
+    ids=["enqueue", "enqueue-nested", "send-event", "schedule-add"],
+)
+def test_an_integer_python_will_not_read_is_one_line_not_a_traceback(dsn: str, db: psycopg.Connection, args) -> None:
+    """Issue 44 (10): a traceback ('Exceeds the limit (4300 digits)') before."""
+    done = console(*args, dsn=dsn)
+    one_clear_line(done, 2, "integer of more than 4,300 digits")
+    assert executions(db) == 0
+    assert db.execute("SELECT count(*) FROM schedules").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("target", ["../../etc/passwd", "/etc/passwd", "app:x y", "a.b:c-d", "-x", "a..b"])
+def test_a_worker_target_that_is_no_module_name_is_bad_usage(dsn: str, target: str) -> None:
+    """Issue 44 (10): `worker ../../etc/passwd` was a TypeError traceback from importlib."""
+    done = console("worker", "--", target, dsn=dsn)
+    one_clear_line(done, 2, "is not MODULE[:ATTR]")
