@@ -109,10 +109,10 @@ class AsyncKestrel:
             async with pool.connection(timeout=15) as conn:
                 taken = conn
                 yield conn
-        except (PoolTimeout, psycopg.OperationalError) as exc:
+        except PoolTimeout as exc:
             raise unavailable(self.dsn, exc) from None
         except psycopg.Error as exc:
-            if is_outage(exc, taken):  # a broken connection: the server gone, whatever the error
+            if is_outage(exc, taken):  # not a refusal of the statement itself
                 raise unavailable(self.dsn, exc) from None
             raise
 

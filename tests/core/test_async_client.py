@@ -166,3 +166,28 @@ async def test_a_first_enqueue_opens_the_probe_and_one_pooled_connection(dsn: st
         second = await client.enqueue("w", 2)
         assert (await client.get(second)).input == 2 and second > first
         assert sessions_opened == ["kt-first-async"] * 2
+
+
+@pytest.mark.parametrize("error", ["statement timeout", "deadlock"])
+async def test_a_refused_statement_is_not_reported_as_an_outage(
+    client: AsyncKestrel, app: Kestrel, db: psycopg.Connection, error: str
+) -> None:
+    """Issue 45 (1): AsyncKestrel.connection() turned every OperationalError into
+    DatabaseUnavailable ("cannot connect ... check --dsn"); the sync client asked is_outage().
+    Both clients now answer alike: the statement's own error, the connection kept usable."""
+    expected = psycopg.errors.QueryCanceled if error == "statement timeout" else psycopg.errors.DeadlockDetected
+    setting = "SET LOCAL statement_timeout = '10ms'"
+    statement = (
+        "SELECT pg_sleep(2)"
+        if error == "statement timeout"
+        else "DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'deadlock_detected', MESSAGE = 'deadlock detected'; END $$"
+    )
+    with pytest.raises(expected), app.connection() as conn, conn.transaction():
+        conn.execute(setting)
+        conn.execute(statement)
+    with pytest.raises(expected):
+        async with client.connection() as aconn, aconn.transaction():
+            await aconn.execute(setting)
+            await aconn.execute(statement)
+    async with client.connection() as aconn:  # the pool still serves
+        assert await (await aconn.execute("SELECT 1")).fetchone() == (1,)
