@@ -21,6 +21,7 @@ only packages before it (each package's docstring says which; tests/test_archite
 
 from kestrel_core.admin.execution import Execution
 from kestrel_core.admin.identity import default_operator
+from kestrel_core.admin.prune import HistoryRange, PruneResult
 from kestrel_core.admin.schedules import Schedule
 from kestrel_core.api.app import Kestrel, Workflow
 from kestrel_core.api.async_client import AsyncKestrel
@@ -37,12 +38,19 @@ from kestrel_core.base.errors import (
     SchemaOutdated,
     SchemaTooNew,
     StepFailed,
+    TooLarge,
+    UnauditedDecision,
 )
 from kestrel_core.base.masking import first_line, mask_dsn
 from kestrel_core.base.statuses import LIVE_STATUSES, STATUSES, TERMINAL_STATUSES
+from kestrel_core.db.roles import RoleNames
 from kestrel_core.dispatch.enqueue import MAX_DELAY, EnqueueFailed
+from kestrel_core.dispatch.queues import Queue
 from kestrel_core.durable.children import ChildHandle
 from kestrel_core.durable.events import Event
+from kestrel_core.engine.worker import Worker
+from kestrel_core.workflow.async_context import AsyncWorkflowContext
+from kestrel_core.workflow.context import Decision, WorkflowContext
 
 __all__ = [
     "LIVE_STATUSES",
@@ -51,24 +59,34 @@ __all__ = [
     "TERMINAL_STATUSES",
     "ActionRefused",
     "AsyncKestrel",
+    "AsyncWorkflowContext",
     "ChildFailed",
     "ChildHandle",
     "DatabaseUnavailable",
+    "Decision",
     "DuplicateStepId",
     "EnqueueFailed",
     "Event",
     "Execution",
+    "HistoryRange",
     "InvalidArgument",
     "Kestrel",
     "KestrelError",
     "NonDeterministicChange",
     "NotFound",
     "NotSerializable",
+    "PruneResult",
+    "Queue",
+    "RoleNames",
     "Schedule",
     "SchemaOutdated",
     "SchemaTooNew",
     "StepFailed",
+    "TooLarge",
+    "UnauditedDecision",
+    "Worker",
     "Workflow",
+    "WorkflowContext",
     "default_operator",
     "first_line",
     "mask_dsn",
