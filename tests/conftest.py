@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import gc
 import os
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -29,8 +31,12 @@ from kestrel_core import Kestrel
 from tests import database_reuse
 from tests.bytecode import compile_once
 from tests.file_order import longest_files_first
+from tests.private_pg import PrivateServer, new_private_server
 
-ADMIN_DSN = os.environ.get("KESTREL_TEST_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=postgres")
+DEFAULT_ADMIN_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
+# $KESTREL_TEST_DSN=private: a private server for the run even when one is at the default place.
+PRIVATE = "private"
+ADMIN_DSN = os.environ.get("KESTREL_TEST_DSN") or DEFAULT_ADMIN_DSN
 KESTREL_TABLES = (
     "operator_actions, step_attempts, workflow_waits, operation_outputs, workflow_executions, workers,"
     " queues, schedules, workflow_events, executions_ready, activity_minutes, execution_keys"
@@ -161,9 +167,54 @@ TEMPLATE_VARIABLE = "KESTREL_TEST_TEMPLATE"
 GC_THRESHOLDS = (50_000, 20, 20)
 
 
+# The server this run started because none was configured or reachable (the controller's only).
+_run_server: list[PrivateServer] = []
+
+
+def _reachable(dsn: str) -> bool:
+    try:
+        psycopg.connect(dsn, connect_timeout=3).close()
+    except psycopg.OperationalError:
+        return False
+    return True
+
+
+def _server_for_the_run() -> None:
+    """Start a private server for the run when $KESTREL_TEST_DSN is unset and nothing answers at
+    127.0.0.1:5432 (a fresh machine), or when it says ``private``: the system's server binaries,
+    else the bundled ones the demo uses. The test processes find it in $KESTREL_TEST_DSN."""
+    global ADMIN_DSN
+    wanted = os.environ.get("KESTREL_TEST_DSN")
+    if wanted not in (None, "", PRIVATE) or (wanted != PRIVATE and _reachable(DEFAULT_ADMIN_DSN)):
+        return
+    data_dir = Path(tempfile.mkdtemp(prefix="kestrel-test-pg-"))
+    try:
+        server = new_private_server(data_dir, durable=False)
+        server.start()
+    except Exception as exc:
+        pytest.exit(
+            f"no PostgreSQL at 127.0.0.1:5432 and $KESTREL_TEST_DSN is not set, and a private server "
+            f"could not start: {exc}\nInstall PostgreSQL's server (apt-get install postgresql) or "
+            "pip install -e '.[embedded]', or point KESTREL_TEST_DSN at an admin DSN.",
+            returncode=3,
+        )
+    _run_server.append(server)
+    ADMIN_DSN = os.environ["KESTREL_TEST_DSN"] = server.dsn_for("postgres")
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if not _run_server:
+        return None
+    return (
+        f"PostgreSQL: a private server started for this run (port {_run_server[0].port}), removed at the end: "
+        "$KESTREL_TEST_DSN is unset and nothing answers at 127.0.0.1:5432, or it says 'private'"
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     gc.set_threshold(*GC_THRESHOLDS)
     if not hasattr(config, "workerinput"):  # the controller (or the only process, with -n 0)
+        _server_for_the_run()
         os.environ[TEMPLATE_VARIABLE] = f"kestrel_tpl_{uuid.uuid4().hex[:12]}"
         compile_once(config)
 
@@ -185,6 +236,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
                 conn.execute(DROP_DATABASE.format(sql.Identifier(name)))
         except psycopg.Error:  # pragma: no cover - the server went away; nothing to clean
             pass
+    while _run_server:
+        _run_server.pop().destroy()
 
 
 @pytest.fixture(scope="session")
@@ -487,11 +540,6 @@ def db(dsn: str, sessions: KeptSessions) -> psycopg.Connection:
 
 # -- Private PostgreSQL servers (tests/private_pg.py) ------------------------------------------
 # For tests that stop, restart or crash the server: the shared server above must stay up.
-
-import tempfile
-from pathlib import Path
-
-from tests.private_pg import PrivateServer, new_private_server
 
 
 @pytest.fixture(scope="module")
