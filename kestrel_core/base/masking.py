@@ -178,11 +178,17 @@ def password_is_ambiguous(dsn: str) -> bool:
 
 
 def parser_reason(dsn: str, exc: Exception) -> str:
-    """libpq's complaint about ``dsn``, without any secret: its messages quote the offending
-    token ('invalid percent-encoded token: "s3cr%zz"'), which may be (part of) the password and
-    hold quotes itself, so everything from the first quote to the last one is hidden."""
+    """libpq's complaint about a DSN it could not parse, without any secret: its messages quote
+    the offending token ('invalid percent-encoded token: "s3cr%zz"'), which may be (part of) the
+    password and hold quotes itself, so everything from the first quote to the last is hidden."""
     text = first_line(exc).replace('"="', "\0")
     first, last = text.find('"'), text.rfind('"')
     if first >= 0:
         text = text[:first] + '"' + MASK + '"' + (text[last + 1 :] if last > first else "")
     return mask_dsn(hide_secrets(text.replace("\0", '"="'), dsn))
+
+
+def connection_reason(dsn: str, exc: Exception) -> str:
+    """libpq's reason for a failed connection (a parsed DSN: it names hosts, not tokens), with
+    every spelling of the DSN's password hidden."""
+    return mask_dsn(hide_secrets(first_line(exc), dsn))

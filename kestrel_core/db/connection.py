@@ -11,7 +11,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from kestrel_core.base.errors import DatabaseUnavailable
-from kestrel_core.base.masking import hide_secrets, mask_dsn, parser_reason, password_is_ambiguous
+from kestrel_core.base.masking import connection_reason, hide_secrets, mask_dsn, parser_reason, password_is_ambiguous
 
 APPLICATION_NAME = "kestrel"
 
@@ -78,7 +78,7 @@ def check_dsn(dsn: str) -> None:
 
 def unavailable(dsn: str, exc: Exception) -> DatabaseUnavailable:
     """A DatabaseUnavailable naming the target and libpq's reason, password masked."""
-    reason = parser_reason(dsn, exc)
+    reason = connection_reason(dsn, exc)
     return DatabaseUnavailable(
         f"cannot connect to PostgreSQL at {describe_target(dsn)}: {reason}\n"
         "Check --dsn / $KESTREL_DSN and that the server is running."
