@@ -31,6 +31,10 @@ class PrivateServer(Protocol):
 
     def create_database(self, name: str) -> str: ...
 
+    def standby(self, data_dir: Path) -> PrivateServer: ...
+
+    def promote(self, timeout: float = 60) -> None: ...
+
 
 def new_private_server(data_dir: Path, *, durable: bool = False) -> PrivateServer:
     """A stopped private server whose data lives in ``data_dir``."""

@@ -288,6 +288,35 @@ class LocalCluster:
                     pass  # created concurrently: same outcome
         return self.dsn_for(name)
 
+    # -- replication (failover tests) -------------------------------------------------------
+
+    def standby(self, data_dir: Path | str) -> LocalCluster:
+        """A streaming standby of this running server in ``data_dir`` (pg_basebackup with
+        ``-R``), stopped: :meth:`start` it, and :meth:`promote` it when the primary is gone."""
+        replica = LocalCluster(data_dir, bin_dir=self.bin_dir, durable=self.durable)
+        replica.settings = dict(self.settings)
+        replica._prepare_data_dir()
+        command = [
+            self._binary("pg_basebackup"),
+            "--host", HOST, "--port", str(self.port), "--username", SUPERUSER,
+            "--pgdata", str(replica.data_dir), "--write-recovery-conf", "--wal-method", "stream",
+        ]  # fmt: skip
+        result = self._run(command, timeout=300)
+        if result.returncode != 0:
+            raise EmbeddedPostgresError(f"pg_basebackup could not copy {self.data_dir}:\n{program_output(result)}")
+        (replica.data_dir / CONF_NAME).unlink(missing_ok=True)  # the primary's port: choose another
+        return replica
+
+    def promote(self, timeout: float = 60) -> None:
+        """Promote a standby to a primary and wait until it accepts writes."""
+        result = self._run(
+            [self._binary("pg_ctl"), "promote", "--pgdata", str(self.data_dir), "--wait",
+             "--timeout", str(max(1, round(timeout)))],
+            timeout=timeout + 30,
+        )  # fmt: skip
+        if result.returncode != 0:
+            raise EmbeddedPostgresError(f"pg_ctl promote failed in {self.data_dir}:\n{program_output(result)}")
+
     def __enter__(self) -> LocalCluster:
         """Start the server (creating it if needed); leaving stops it only if it started here."""
         self._started_here = not self.is_running()
