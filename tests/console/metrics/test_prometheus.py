@@ -30,6 +30,7 @@ METRICS_DOC = ROOT / "docs" / "metrics.md"
 NAME = re.compile(r"\bkestrel_[a-z_]+\b")
 # Names of that shape that are not metrics: the roles of docs/operations.md, the packages.
 NOT_METRICS = {"kestrel_reader", "kestrel_operator", "kestrel_worker", "kestrel_core", "kestrel_console"}
+ODD_NAME = 'ingest "v2" \\ {x="1"} ünïcode'
 # What prometheus_client appends to a family's name in the samples it writes.
 SUFFIXES = ("", "_total", "_created", "_bucket", "_count", "_sum")
 
@@ -48,6 +49,7 @@ def test_prometheus_scrapes_the_queue_depth_the_tables_hold(
         app.enqueue("ingest", {"n": i}, queue="bulk")
     app.enqueue("ingest", {"n": 99}, queue="bulk", delay=timedelta(hours=1))  # enqueued, not due
     app.enqueue("remediate", {"pod": "api-1"})
+    app.enqueue(ODD_NAME, 1)  # quotes, a backslash, braces, non-ASCII: a label as it is
     # The reader login, as an operator would configure it (--reader-dsn).
     endpoint = serve(Settings(dsn=dsn, reader_dsn=reader_dsn), "127.0.0.1:0", settle_s=0)
     try:
@@ -56,6 +58,7 @@ def test_prometheus_scrapes_the_queue_depth_the_tables_hold(
             assert expected == {
                 (("queue", "bulk"), ("workflow", "ingest")): 8.0,
                 (("queue", "default"), ("workflow", "remediate")): 1.0,
+                (("queue", "default"), ("workflow", ODD_NAME)): 1.0,
             }
             wait_for(lambda: prom.values("kestrel_queue_depth") == expected, timeout=30, what="the depth scraped")
             assert prom.values("kestrel_queue_due") == {**expected, (("queue", "bulk"), ("workflow", "ingest")): 7.0}
@@ -84,8 +87,8 @@ def test_prometheus_scrapes_the_queue_depth_the_tables_hold(
             due = db.execute(
                 "SELECT count(*) FROM kestrel.workflow_executions WHERE status = 'enqueued' AND run_at <= now()"
             ).fetchone()[0]
-            assert due == 13
-            assert prom.values('max without (instance) (sum by (job) (kestrel_queue_due{job=~".*"}))') == {(): 13.0}
+            assert due == 14
+            assert prom.values('max without (instance) (sum by (job) (kestrel_queue_due{job=~".*"}))') == {(): 14.0}
     finally:
         endpoint.close()
 
