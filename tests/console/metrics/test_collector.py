@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from prometheus_client.registry import CollectorRegistry
 
 from kestrel_console.metrics import KestrelCollector
@@ -215,3 +217,98 @@ def test_status_all_gives_the_numbers_the_gauges_give(
         refused.returncode == 2
         and refused.stderr.strip() == "error: --all goes with --format json (one object with every part)"
     )
+
+
+# -- the gauges equal the tables, on any mix of executions ---------------------------------------
+
+KINDS = ("due", "delayed", "running", "stuck", "waiting", "approval", "success", "error", "cancelled")
+INSERT = """
+INSERT INTO kestrel.workflow_executions
+       (workflow_name, queue, status, run_at, owner_id, lease_expires, claim_epoch, started_at, finished_at)
+VALUES (%(name)s, %(queue)s, %(status)s, now() + %(run_in)s * interval '1 hour', %(owner)s,
+        now() + %(lease_in)s * interval '1 minute', %(epoch)s, %(started)s, %(finished)s)
+RETURNING id
+"""
+STATUS = {"due": "enqueued", "delayed": "enqueued", "stuck": "running", "approval": "waiting"}
+# What the tables hold, counted the plain way (whole scans: fine on a few rows).
+TRUTH = {
+    "kestrel_queue_depth": "SELECT queue, workflow_name, count(*) FROM kestrel.workflow_executions"
+    " WHERE status = 'enqueued' GROUP BY 1, 2",
+    "kestrel_queue_due": "SELECT queue, workflow_name, count(*) FROM kestrel.workflow_executions"
+    " WHERE status = 'enqueued' AND run_at <= now() GROUP BY 1, 2",
+    "kestrel_running": "SELECT queue, workflow_name, count(*) FROM kestrel.workflow_executions"
+    " WHERE status = 'running' GROUP BY 1, 2",
+    "kestrel_stuck_leases": "SELECT queue, workflow_name, count(*) FILTER (WHERE lease_expires < now())"
+    " FROM kestrel.workflow_executions WHERE status = 'running' GROUP BY 1, 2",
+    "kestrel_waiting": "SELECT workflow_name, count(*) FROM kestrel.workflow_executions"
+    " WHERE status = 'waiting' GROUP BY 1",
+    "kestrel_pending_approvals": "SELECT e.workflow_name, count(*) FROM kestrel.workflow_waits w"
+    " JOIN kestrel.workflow_executions e ON e.id = w.execution_id"
+    " WHERE w.kind = 'approval' AND w.resolved_at IS NULL GROUP BY 1",
+    "kestrel_history_executions": "SELECT workflow_name, status, count(*) FROM kestrel.workflow_executions"
+    " WHERE status IN ('success', 'error', 'cancelled') GROUP BY 1, 2",
+}
+LABELS = {
+    "kestrel_waiting": ("workflow",),
+    "kestrel_pending_approvals": ("workflow",),
+    "kestrel_history_executions": ("workflow", "status"),
+}
+
+
+def truth(db: psycopg.Connection, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    labels = LABELS.get(name, ("queue", "workflow"))
+    return {
+        tuple(sorted(zip(labels, row[:-1]))): float(row[-1])
+        for row in db.execute(TRUTH[name]).fetchall()
+        if row[-1]
+    }
+
+
+def family(samples: Samples, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """The family's non-zero samples (a gauge may say 0 where a GROUP BY has no row)."""
+    return {labels: value for (n, labels), value in samples.items() if n == name and value}
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["ingest", "remediate"]), st.sampled_from(["default", "bulk"]), st.sampled_from(KINDS)
+        ),
+        max_size=25,
+    )
+)
+def test_the_gauges_equal_the_tables_on_any_mix(
+    db: psycopg.Connection, reader: OperationsReader, mix: list[tuple[str, str, str]]
+) -> None:
+    db.execute("DELETE FROM kestrel.workflow_executions")  # with their waits, counts and ready rows
+    for name, queue, kind in mix:
+        status = STATUS.get(kind, kind)
+        live = status in ("running", "waiting")
+        (eid,) = db.execute(
+            INSERT,
+            {
+                "name": name,
+                "queue": queue,
+                "status": status,
+                "run_in": 1 if kind == "delayed" else -0.01,
+                "owner": "w1" if status == "running" else None,
+                "lease_in": (-1 if kind == "stuck" else 30) if status == "running" else None,
+                "epoch": 1 if live else 0,
+                "started": datetime.now(UTC) if live else None,
+                "finished": datetime.now(UTC) if status in ("success", "error", "cancelled") else None,
+            },
+        ).fetchone()
+        if kind == "approval":
+            db.execute(
+                "INSERT INTO kestrel.workflow_waits (execution_id, step_id, kind) VALUES (%s, 'ok', 'approval')", (eid,)
+            )
+    s = scrape(KestrelCollector(reader, settle_s=0))
+    for name in TRUTH:
+        assert family(s, name) == truth(db, name), name
+    status = json.loads(console("status", "--format", "json", "--all", dsn=reader.dsn).stdout)
+    assert status["stuck_leases"] == sum(truth(db, "kestrel_stuck_leases").values())
+    assert status["pending_approvals"]["count"] == sum(truth(db, "kestrel_pending_approvals").values())
+    assert {(r["queue"], r["workflow_name"]): r["enqueued"] for r in status["enqueued"]} == {
+        (dict(k)["queue"], dict(k)["workflow"]): v for k, v in truth(db, "kestrel_queue_depth").items()
+    }
