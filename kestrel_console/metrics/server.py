@@ -25,15 +25,15 @@ class BadListen(ValueError):
     """A --listen value that is not HOST:PORT (bad usage)."""
 
 
-def parse_listen(text: str) -> tuple[str, int]:
+def parse_listen(text: str, option: str = "--listen") -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:9464`` for IPv6; an empty host listens everywhere) -> (host, port).
     Port 0 picks a free one."""
     match = _LISTEN.match(text.strip())
     if not match:
-        raise BadListen(f"--listen {text!r}: expected HOST:PORT, e.g. {DEFAULT_LISTEN} or [::1]:9464")
+        raise BadListen(f"{option} {text!r}: expected HOST:PORT, e.g. {DEFAULT_LISTEN} or [::1]:9464")
     port = int(match["port"])
     if port > 65535:
-        raise BadListen(f"--listen {text!r}: the port must be from 0 to 65535")
+        raise BadListen(f"{option} {text!r}: the port must be from 0 to 65535")
     host = match["v6"] if match["v6"] is not None else match["host"]
     return host or "0.0.0.0", port
 
@@ -73,15 +73,20 @@ def build_collector(
 
 
 def serve(
-    settings: Settings, listen: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, settle_s: float = SETTLE_S
+    settings: Settings,
+    listen: str,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    settle_s: float = SETTLE_S,
+    option: str = "--listen",
 ) -> Endpoint:
     """Start the endpoint in background threads. BadListen for a malformed address or a host
     that does not resolve; OSError when the address cannot be bound (in use, not ours)."""
-    host, port = parse_listen(listen)
+    host, port = parse_listen(listen, option)
     try:
         socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
-        raise BadListen(f"--listen {listen!r}: unknown host {host!r} ({exc.strerror})") from None
+        raise BadListen(f"{option} {listen!r}: unknown host {host!r} ({exc.strerror})") from None
     collector, reader, reports = build_collector(settings, timeout_s=timeout_s, settle_s=settle_s)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)

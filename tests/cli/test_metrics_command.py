@@ -15,6 +15,7 @@ from kestrel_console.metrics import parse_listen
 from kestrel_console.metrics.server import BadListen
 from kestrel_core import Kestrel
 from tests.cli.script import SCRIPT, console, environment
+from tests.waiting import wait_for
 
 
 @pytest.mark.parametrize(
@@ -105,3 +106,56 @@ def test_serves_until_sigterm(app: Kestrel, dsn: str) -> None:
             process.wait()
     assert process.returncode == 0, err
     assert err.strip().endswith("metrics endpoint stopped")
+
+
+def test_a_supervised_worker_serves_metrics_from_its_supervisor(app: Kestrel, dsn: str) -> None:
+    """``worker --processes 2 --metrics-listen``: one endpoint (the supervisor's; the two worker
+    processes are not given the option), which sees both workers alive; SIGTERM stops it all."""
+    process = sp.Popen(
+        [
+            str(SCRIPT),
+            "--dsn",
+            dsn,
+            "worker",
+            "tests.core.crash_app",
+            "--processes",
+            "2",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
+        stdout=sp.DEVNULL,
+        stderr=sp.PIPE,
+        text=True,
+        env=environment(),
+    )
+    try:
+        assert process.stderr is not None
+        url = None
+        while url is None:
+            line = process.stderr.readline()
+            assert line, "the worker exited before serving metrics"
+            found = re.search(r"event=metrics_serving url=(\S+)", line)
+            url = found[1] if found else None
+
+        def alive_workers() -> float:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                text = response.read().decode()
+            found = re.search(r'^kestrel_workers\{state="alive"\} (\S+)$', text, re.M)
+            return float(found[1]) if found else 0.0
+
+        wait_for(lambda: alive_workers() == 2, timeout=60, what="two live workers, seen by the endpoint")
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0
+
+
+def test_a_worker_with_a_bad_metrics_listen_is_one_line_and_exit_2(dsn: str) -> None:
+    result = console("worker", "tests.core.crash_app", "--processes", "1", "--metrics-listen", "nowhere", dsn=dsn)
+    assert result.returncode == 2, result
+    assert result.stderr.endswith(
+        "error: --metrics-listen 'nowhere': expected HOST:PORT, e.g. 127.0.0.1:9464 or [::1]:9464\n"
+    )
