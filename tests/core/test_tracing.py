@@ -236,3 +236,40 @@ def test_an_async_workflows_steps_are_spans_of_its_run(
     assert sorted(s["name"] for s in steps) == ["kestrel.step boom", *(f"kestrel.step fetch-{i}" for i in range(3))]
     assert all(s["parent_id"] == run["span_id"] for s in steps)
     assert found["kestrel.step boom"][0]["status"] == "ERROR"
+
+
+def test_a_child_workflow_continues_its_parents_trace(
+    app: Kestrel,
+    db: psycopg.Connection,
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+    start_worker: Callable[..., Worker],
+) -> None:
+    provider, exporter = spans
+
+    @app.workflow("child")
+    def child(ctx: Any, n: int) -> int:
+        return ctx.step("double", lambda: n * 2)
+
+    @app.workflow("parent")
+    def parent(ctx: Any, n: int) -> int:
+        handle = ctx.start_child("child", n)
+        return ctx.wait_for(handle)
+
+    start_worker(app)
+    with provider.get_tracer("web").start_as_current_span("POST /parent"):
+        eid = app.enqueue("parent", 21)
+    wait_for(lambda: status_of(db, eid) == "success", what="the parent to succeed")
+    wait_for(
+        lambda: len([s for s in exporter.get_finished_spans() if s.name == "kestrel.workflow parent"]) == 2,
+        what="the parent's two runs (before and after its child)",
+    )
+    found = by_name([as_dict(s) for s in exporter.get_finished_spans()])
+    (request,) = found["POST /parent"]
+    assert {s["trace_id"] for group in found.values() for s in group} == {request["trace_id"]}
+    first = next(r for r in found["kestrel.workflow parent"] if r["attributes"]["kestrel.outcome"] == "parked")
+    (start,) = found["kestrel.enqueue child"]
+    assert start["parent_id"] == first["span_id"]  # started from the parent's run
+    (child_run,) = found["kestrel.workflow child"]
+    assert child_run["parent_id"] == start["span_id"]
+    (double,) = found["kestrel.step double"]
+    assert double["parent_id"] == child_run["span_id"]
