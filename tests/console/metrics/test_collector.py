@@ -258,9 +258,7 @@ LABELS = {
 def truth(db: psycopg.Connection, name: str) -> dict[tuple[tuple[str, str], ...], float]:
     labels = LABELS.get(name, ("queue", "workflow"))
     return {
-        tuple(sorted(zip(labels, row[:-1]))): float(row[-1])
-        for row in db.execute(TRUTH[name]).fetchall()
-        if row[-1]
+        tuple(sorted(zip(labels, row[:-1]))): float(row[-1]) for row in db.execute(TRUTH[name]).fetchall() if row[-1]
     }
 
 
