@@ -11,7 +11,7 @@ import typer
 
 from kestrel_core.db import describe_target
 
-from ..metrics import DEFAULT_LISTEN, DEFAULT_TIMEOUT_S, SETTLE_S, BadListen, serve
+from ..metrics.defaults import DEFAULT_LISTEN, DEFAULT_TIMEOUT_S, SETTLE_S
 from .errors import fail
 from .options import settings
 
@@ -38,6 +38,8 @@ def metrics(
         fail(f"--timeout {timeout}: give seconds from 0 to 600", code=2)
     if not 0 <= settle <= 3600:
         fail(f"--settle {settle}: give seconds from 0 to 3600", code=2)
+    from ..metrics.server import BadListen, serve
+
     s = settings(ctx)
     try:
         endpoint = serve(s, listen, timeout_s=timeout, settle_s=settle)

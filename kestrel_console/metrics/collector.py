@@ -25,10 +25,8 @@ from prometheus_client.registry import Collector
 
 from ..read.operations import OperationsReader
 from ..safe_text import visible
+from .defaults import SETTLE_S
 
-# Seconds a finish waits before it is counted: the transactions that finished something before
-# now() - SETTLE_S have committed (a finish is one short transaction), so none is skipped.
-SETTLE_S = 15.0
 # A scrape counts at most this many seconds of finishes (no scrape for longer: the older ones
 # are not counted), which bounds its read.
 WINDOW_S = 600.0

@@ -13,11 +13,10 @@ from prometheus_client.registry import CollectorRegistry
 
 from ..read.operations import OperationsReader
 from ..settings import Settings
-from .collector import SETTLE_S, KestrelCollector
+from .collector import KestrelCollector
+from .defaults import DEFAULT_LISTEN, DEFAULT_TIMEOUT_S, SETTLE_S
 from .report_gauges import ReportGauges
 
-DEFAULT_LISTEN = "127.0.0.1:9464"  # loopback: a network-wide endpoint is a choice to make
-DEFAULT_TIMEOUT_S = 5.0  # under Prometheus's default scrape_timeout (10 s)
 _LISTEN = re.compile(r"^(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:\[\]]*)):(?P<port>[0-9]+)$")
 
 

@@ -159,3 +159,18 @@ def test_a_worker_with_a_bad_metrics_listen_is_one_line_and_exit_2(dsn: str) -> 
     assert result.stderr.endswith(
         "error: --metrics-listen 'nowhere': expected HOST:PORT, e.g. 127.0.0.1:9464 or [::1]:9464\n"
     )
+
+
+def test_other_commands_do_not_import_prometheus_client() -> None:
+    """Every command builds every command's options at start-up (a worker process too): only
+    ``metrics`` (and ``worker --metrics-listen``) may pay for prometheus_client's import."""
+    import subprocess
+    import sys
+
+    from tests.worker_processes import ROOT
+
+    script = "import sys, kestrel_console.cli; print('prometheus_client' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT)}
+    )
+    assert result.stdout == "False\n", result.stderr
