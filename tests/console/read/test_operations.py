@@ -48,6 +48,7 @@ def big_history() -> Iterator[str]:
         drop_at_the_end(dsn)
 
 
+@pytest.mark.slow  # the 100k history's seed: ~30 s on a quiet machine
 def test_no_statement_of_the_snapshot_scans_the_history(big_history: str) -> None:
     since = datetime.now(UTC) - timedelta(seconds=30)
     window = {"since": since, "settle": 15.0, "window": 600.0}
@@ -69,6 +70,7 @@ def test_no_statement_of_the_snapshot_scans_the_history(big_history: str) -> Non
         assert scans["finished_since"] == [] and scans["attempts_since"] == []
 
 
+@pytest.mark.slow
 def test_the_windows_read_the_finished_time_indexes(big_history: str) -> None:
     from psycopg import sql
 
