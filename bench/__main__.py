@@ -3,7 +3,8 @@
 Benchmarks: throughput (Kestrel vs the pgbench ceiling vs DBOS), latency, recovery, console,
 enqueue; none named = all of them. ``mvcc`` (a held snapshot) and ``soak`` (retention on) run
 minutes at full load, and ``migration`` (today's schema seeded with 1M executions, migrated
-while a probe writes) minutes of seeding: only when named. ``--quick`` runs tiny sizes (a smoke run).
+while a probe writes) minutes of seeding, and ``metrics`` (one scrape of the metrics endpoint
+on the console's seeded history) too: only when named. ``--quick`` runs tiny sizes (a smoke run).
 """
 
 from __future__ import annotations

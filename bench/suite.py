@@ -16,6 +16,7 @@ from .databases import admin_dsn, server_settings, server_version
 from .enqueue_bench import run_enqueue, run_rss
 from .ingest import run_ingest
 from .latency import run_latency
+from .metrics_scrape import run_metrics
 from .migration import run_migration
 from .mvcc import SOAK_RANGE_SIZE, run_mvcc, run_soak
 from .recovery import run_recovery
@@ -321,6 +322,29 @@ def console(opts: Options) -> dict[str, Any]:
     return _save(opts, "console", {**_context(opts), **r})
 
 
+def metrics(opts: Options) -> dict[str, Any]:
+    """One scrape of the metrics endpoint on a big history (issue 47)."""
+    reason = reader_available()
+    if reason:
+        opts.echo(f"metrics benchmark skipped: {reason}")
+        return _save(opts, "metrics", {"skipped": reason})
+    r = run_metrics(opts.admin, finished=opts.finished, live=opts.live, samples=opts.dashboard_samples)
+    rows = [
+        [what, r[key]["p50_ms"], r[key]["p95_ms"], r[key]["max_ms"]]
+        for what, key in (("database read (one snapshot)", "snapshot"), ("whole scrape (read + exposition)", "scrape"))
+    ]
+    opts.echo(
+        table(
+            f"Metrics scrape at {r['finished']:,} finished + {r['live']:,} live executions "
+            f"({r['finishes_per_window']} finishes and {r['step_attempts_seeded']:,} attempts in the last hour; "
+            f"{r['exposition_bytes']:,} bytes)",
+            ["part", "p50 ms", "p95 ms", "max ms"],
+            rows,
+        )
+    )
+    return _save(opts, "metrics", {**_context(opts), **r})
+
+
 def enqueue(opts: Options) -> dict[str, Any]:
     """Single enqueues against a plain INSERT (workers running), bulk enqueue rows/s, and a
     worker's memory at concurrency 32."""
@@ -443,9 +467,10 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "mvcc": mvcc,
     "soak": soak,
     "migration": migration,
+    "metrics": metrics,
 }
 # Long runs (minutes at full load, or a big seed): only when named.
-ON_REQUEST = ("mvcc", "soak", "migration")
+ON_REQUEST = ("mvcc", "soak", "migration", "metrics")
 DEFAULT = tuple(name for name in BENCHMARKS if name not in ON_REQUEST)
 
 

@@ -8,7 +8,8 @@ directly, never those re-exports, so no import goes round through a package
 (tests/test_architecture.py checks both). The packages, bottom first; each imports
 only packages before it (each package's docstring says which; tests/test_architecture.py checks):
 
-- ``base``: the exceptions, JSON checks, the backoff policy;
+- ``base``: the exceptions, JSON checks, the backoff policy, OpenTelemetry tracing (off until
+  ``enable_tracing()``);
 - ``db``: connections, the engine's SQL, migrations and the schema's functions, roles;
 - ``dispatch``: enqueue, claim, leases, the sweeps;
 - ``durable``: what a running execution writes under its claim (boundaries, checkpoints, waits,
@@ -43,6 +44,7 @@ from kestrel_core.base.errors import (
 )
 from kestrel_core.base.masking import first_line, mask_dsn
 from kestrel_core.base.statuses import LIVE_STATUSES, STATUSES, TERMINAL_STATUSES
+from kestrel_core.base.tracing import TracingUnavailable, disable_tracing, enable_tracing
 from kestrel_core.db.roles import RoleNames
 from kestrel_core.dispatch.enqueue import MAX_DELAY, EnqueueFailed
 from kestrel_core.dispatch.queues import Queue
@@ -83,11 +85,14 @@ __all__ = [
     "SchemaTooNew",
     "StepFailed",
     "TooLarge",
+    "TracingUnavailable",
     "UnauditedDecision",
     "Worker",
     "Workflow",
     "WorkflowContext",
     "default_operator",
+    "disable_tracing",
+    "enable_tracing",
     "first_line",
     "mask_dsn",
 ]

@@ -181,7 +181,7 @@ SURFACE = "public surface"
 CONSOLE_LAYERS: dict[str, tuple[str, ...]] = {
     "basics": ("safe_text", "humanize", "style", "settings", "timeline_model"),
     "data": ("adhoc", "reports", "read", "embedded_pg"),
-    "presentation": ("formatting", "render", "demo"),
+    "presentation": ("formatting", "render", "demo", "metrics"),
     "front ends": ("cli", "tui"),
     "entry": ("entry", "__main__", ""),
 }

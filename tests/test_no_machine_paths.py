@@ -10,11 +10,11 @@ ROOT = Path(__file__).resolve().parent.parent
 SKIP_DIRS = {
     ".git",
     ".venv",
-    ".hypothesis",
     "__pycache__",
     ".pytest_cache",
     ".ruff_cache",
     ".mypy_cache",
+    ".hypothesis",  # Hypothesis' example database (its files name the paths of the code they ran)
     "results",
     "build",
     "dist",

@@ -55,10 +55,18 @@ def test_the_installed_metadata_says_the_same() -> None:
     assert plain == ENGINE_DEPENDENCIES, "stale install? pip install -e '.[dev]' again"
 
 
+# The one optional import of the engine, deliberately: OpenTelemetry (the ``otel`` extra), only
+# in kestrel_core/base/tracing.py and only inside the functions that run once enable_tracing()
+# was called; the engine imports and runs without it (tests/core/test_tracing.py checks that
+# with the package made unimportable).
+OPTIONAL_IMPORTS = {"kestrel_core/base/tracing.py": {"opentelemetry"}}
+
+
 def test_the_engine_imports_nothing_beyond_its_dependencies() -> None:
     allowed = set(IMPORT_NAMES.values()) | {"kestrel_core"} | set(sys.stdlib_module_names)
     outside: set[str] = set()
     for path in sorted((ROOT / "kestrel_core").rglob("*.py")):
+        optional = OPTIONAL_IMPORTS.get(str(path.relative_to(ROOT)), set())
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 tops = {alias.name.split(".")[0] for alias in node.names}
@@ -66,8 +74,20 @@ def test_the_engine_imports_nothing_beyond_its_dependencies() -> None:
                 tops = {node.module.split(".")[0]}
             else:
                 continue
-            outside |= {f"{path.relative_to(ROOT)}: {top}" for top in tops if top not in allowed}
+            outside |= {f"{path.relative_to(ROOT)}: {top}" for top in tops if top not in allowed | optional}
     assert outside == set()
+
+
+def test_the_optional_import_is_inside_functions_and_its_extra_is_declared() -> None:
+    """A module-level import of OpenTelemetry would make it a dependency of every engine import."""
+    extras = PROJECT["optional-dependencies"]
+    assert {_name(r) for r in extras["otel"]} == {"opentelemetry-api", "opentelemetry-sdk"}
+    for relative, names in OPTIONAL_IMPORTS.items():
+        tree = ast.parse((ROOT / relative).read_text())
+        for node in tree.body:  # module level only
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                module = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
+                assert (module or "").split(".")[0] not in names, f"{relative}: module-level import of {module}"
 
 
 def test_the_script_guard_checks_the_console_extras_libraries() -> None:

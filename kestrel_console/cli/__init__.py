@@ -21,6 +21,7 @@ from . import (
     demo_command,
     engine_commands,
     event_command,
+    metrics_command,
     prune_command,
     queue_commands,
     read_commands,
@@ -103,6 +104,7 @@ for _commands in (
     queue_commands,
     schedule_commands,
     event_command,
+    metrics_command,
 ):
     _commands.register(app)
 tidy_help(app)

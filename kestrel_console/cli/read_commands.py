@@ -24,6 +24,8 @@ from .. import render
 from ..humanize import duration
 from ..read import APPLICATION_NAME, Reader
 from ..read import schedules as schedule_queries
+from ..read.operations import OperationsReader
+from ..read.operations import summary as operations_summary
 from ..read.workers import live_versions_text
 from ..safe_text import visible
 from ..settings import DEFAULT_MAX_BYTES, Settings
@@ -257,7 +259,17 @@ def _schedule_notes(stalled: list[tuple[dict[str, Any], str]]) -> None:
         )
 
 
-def status(ctx: typer.Context, fmt: str = format_option()) -> None:
+def status(
+    ctx: typer.Context,
+    fmt: str = format_option(),
+    everything: bool = typer.Option(
+        False,
+        "--all",
+        help="With --format json: one object with every part (queues, paused queues, enqueued "
+        "per queue, running, stuck leases, pending approvals, workers), the numbers "
+        "`kestrel-console metrics` exports.",
+    ),
+) -> None:
     """Queue depth by status and workflow, stuck leases, pending approvals, workflows
     enqueued that no live worker registered, and schedules paused or not ticking.
 
@@ -266,9 +278,14 @@ def status(ctx: typer.Context, fmt: str = format_option()) -> None:
 
     json/csv: one row per workflow with its counts per status, stuck_leases,
     pending_approvals, live_workers and cannot_run (enqueued that need a version no live
-    worker has).
+    worker has). --format json --all: one object with every part (docs/metrics.md).
     """
     s = settings(ctx)
+    if everything:
+        if fmt != "json":
+            fail("--all goes with --format json (one object with every part)", code=2)
+        _status_everything(s)
+        return
     with _reader(s) as reader:
         overview = handles_errors(reader.overview)()
         stalled_schedules = handles_errors(schedule_queries.stalled)(reader)
@@ -278,6 +295,18 @@ def status(ctx: typer.Context, fmt: str = format_option()) -> None:
         _schedule_notes(stalled_schedules)
     else:
         render.emit(rows, STATUS_COLUMNS, fmt)
+
+
+def _status_everything(s: Settings) -> None:
+    """``status --format json --all``: the on-call snapshot the metrics endpoint reads."""
+    import json
+
+    reader = OperationsReader(s.dsn, schema=s.schema, statement_timeout_ms=CLI_TIMEOUT_MS)
+    try:
+        ops = handles_errors(reader.operations)()
+    finally:
+        reader.close()
+    typer.echo(json.dumps(operations_summary(ops), indent=2, default=str))
 
 
 # -- list ------------------------------------------------------------------------------------

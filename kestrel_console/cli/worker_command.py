@@ -8,6 +8,7 @@ of the same command line with ``--processes 1 [--worker-id ID-i]``, each registe
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 import math
@@ -23,6 +24,7 @@ from kestrel_core import Kestrel
 from kestrel_core.admin import parse_age
 from kestrel_core.engine import STOP_SIGNALS, Supervisor, default_processes, supervised_adopt, supervised_ready
 
+from ..settings import Settings
 from .errors import fail, handles_errors
 from .options import settings
 
@@ -122,6 +124,14 @@ def worker(
     processes: int | None = typer.Option(
         None, "--processes", min=1, max=256, metavar="N", show_default=False, help=PROCESSES_HELP
     ),
+    metrics_listen: str | None = typer.Option(
+        None,
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        show_default=False,
+        help="Also serve Prometheus metrics there, as `kestrel-console metrics` does (with "
+        "--processes N, from the supervising process only).",
+    ),
 ) -> None:
     """Run a worker for the workflows registered on the app at MODULE[:ATTR], until SIGINT/SIGTERM.
 
@@ -158,6 +168,8 @@ def worker(
         if not served:
             raise typer.BadParameter("name at least one queue, e.g. --queues emails,default", param_hint="--queues")
     count = default_processes() if processes is None else processes
+    if metrics_listen is not None:  # on the app's database (its module may have set it), or the reader login
+        _serve_metrics(ctx, dataclasses.replace(s, dsn=user_app.dsn, schema=user_app.schema), metrics_listen)
     if count > 1:
         supervisor = handles_errors(Supervisor)(_child_command(ctx, target, worker_id), count)
         raise typer.Exit(handles_errors(supervisor.run)())
@@ -179,6 +191,20 @@ def worker(
     handles_errors(w.run)(on_started=supervised_ready if under_supervisor else None)
 
 
+def _serve_metrics(ctx: typer.Context, s: Settings, listen: str) -> None:
+    """Start the metrics endpoint of ``--metrics-listen``; it stops when the command ends."""
+    from ..metrics import BadListen, serve
+
+    try:
+        endpoint = serve(s, listen, option="--metrics-listen")
+    except BadListen as exc:
+        fail(str(exc), code=2)
+    except OSError as exc:
+        fail(f"cannot listen on {listen}: {exc.strerror or exc}")
+    ctx.call_on_close(endpoint.close)
+    logging.getLogger("kestrel.metrics").info("event=metrics_serving url=%s", endpoint.url)
+
+
 def _child_command(ctx: typer.Context, target: str, worker_id: str | None) -> Callable[[int], list[str]]:
     """``slot -> argv``: this command line again (the options given on it, --dsn included if it
     was; the environment is inherited), run by this interpreter, as one process."""
@@ -188,7 +214,7 @@ def _child_command(ctx: typer.Context, target: str, worker_id: str | None) -> Ca
         "kestrel_console",
         *_given_options(ctx.find_root()),
         "worker",
-        *_given_options(ctx, skip={"processes", "worker_id"}),
+        *_given_options(ctx, skip={"processes", "worker_id", "metrics_listen"}),
         "--processes",
         "1",
     ]

@@ -7,19 +7,22 @@ from __future__ import annotations
 
 from .csv_export import csv_cell, write_csv
 from .discovery import discover, find_report, shipped_dir
-from .model import REPORT_SUFFIX, SHIPPED_PACKAGE_DIR, Report, ReportError, ReportNotFound, ReportParam
-from .parse import KNOWN_KEYS, PARAM_SYNTAX, load_report
+from .model import REPORT_SUFFIX, SHIPPED_PACKAGE_DIR, Report, ReportError, ReportMetric, ReportNotFound, ReportParam
+from .parse import KNOWN_KEYS, METRIC_PREFIX, METRIC_SYNTAX, PARAM_SYNTAX, load_report
 from .run import bind_params, describe_params, run_report
 from .values import PARAM_TYPES, convert_value
 
 __all__ = [
     "KNOWN_KEYS",
+    "METRIC_PREFIX",
+    "METRIC_SYNTAX",
     "PARAM_SYNTAX",
     "PARAM_TYPES",
     "REPORT_SUFFIX",
     "SHIPPED_PACKAGE_DIR",
     "Report",
     "ReportError",
+    "ReportMetric",
     "ReportNotFound",
     "ReportParam",
     "bind_params",

@@ -9,7 +9,9 @@ A report file looks like::
 The header is the leading run of comment (and blank) lines. ``-- key: value`` lines in it must
 use a known key: ``description`` (repeat it to continue a long one) or ``param``
 (``NAME TYPE [= DEFAULT]``, the default written as an SQL literal: ``'1 month'``, ``60``,
-``true``, ``null``). Other header comments are free text. The body is one read-only statement
+``true``, ``null``), or ``metric`` (``gauge NAME [value=COLUMN] [labels=COLUMN,...]``: the
+metrics endpoint exports the report as a gauge, see ``ReportMetric``). Other header comments
+are free text. The body is one read-only statement
 whose parameters are psycopg named placeholders ``%(name)s``, bound by the driver, never pasted
 into the text (write a literal ``%`` as ``%%``). Cast each placeholder in the SQL
 (``%(since)s::interval``) so Postgres knows its type.
@@ -61,6 +63,19 @@ class ReportParam:
 
 
 @dataclass(frozen=True)
+class ReportMetric:
+    """A ``-- metric:`` line: the report is also a Prometheus gauge. Each row of its result is
+    one sample: ``value`` names the column holding the number (default: the last column), and
+    ``labels`` the columns whose text labels the sample. The report runs with its parameters'
+    defaults, at every scrape of ``kestrel-console metrics``."""
+
+    kind: str  # "gauge" (a report's numbers go up and down; a counter would have to be monotonic)
+    name: str  # kestrel_report_..., a Prometheus metric name
+    value: str | None  # None: the result's last column
+    labels: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Report:
     name: str
     description: str
@@ -69,6 +84,7 @@ class Report:
     path: Path
     shipped: bool
     overrides: tuple[Path, ...] = field(default=())  # same-named files this one hides
+    metrics: tuple[ReportMetric, ...] = field(default=())  # its ``-- metric:`` lines
 
     def param(self, name: str) -> ReportParam | None:
         return next((p for p in self.params if p.name == name), None)

@@ -1,5 +1,5 @@
-"""Parsing one report file: its header (``-- description:``, ``-- param:``) and its body's
-named placeholders; anything malformed is a ReportError naming the file and line."""
+"""Parsing one report file: its header (``-- description:``, ``-- param:``, ``-- metric:``) and
+its body's named placeholders; anything malformed is a ReportError naming the file and line."""
 
 from __future__ import annotations
 
@@ -8,15 +8,19 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from .model import _QUOTED, Report, ReportError, ReportParam
+from .model import _QUOTED, Report, ReportError, ReportMetric, ReportParam
 from .values import _TYPES, PARAM_TYPES, convert_value
 
 _KEY_LINE = re.compile(r"^--\s*([A-Za-z][A-Za-z0-9_-]*)\s*:(.*)$")
 _PARAM_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s+([A-Za-z]+)\s*(?:=\s*(.*?))?\s*$")
 _PLACEHOLDER = re.compile(r"%%|%\((?P<name>[^)]*)\)(?P<fmt>.?)|%(?P<bare>.?)")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-KNOWN_KEYS = ("description", "param")
+KNOWN_KEYS = ("description", "param", "metric")
 PARAM_SYNTAX = "-- param: NAME TYPE [= DEFAULT]"
+METRIC_SYNTAX = "-- metric: gauge kestrel_report_NAME [value=COLUMN] [labels=COLUMN,...]"
+# A report's gauges live under their own prefix: no report can shadow the endpoint's metrics.
+METRIC_PREFIX = "kestrel_report_"
+_METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 
 
 def load_report(path: Path, shipped: bool = False) -> Report:
@@ -35,6 +39,8 @@ def load_report(path: Path, shipped: bool = False) -> Report:
     description: list[str] = []
     params: list[ReportParam] = []
     param_lines: dict[str, int] = {}
+    metrics: list[ReportMetric] = []
+    metric_lines: dict[str, int] = {}
     body_start = len(lines)
     for index, raw in enumerate(lines):
         line = raw.strip()
@@ -57,6 +63,14 @@ def load_report(path: Path, shipped: bool = False) -> Report:
             _check_default(name, param, functools.partial(fail, lineno))
             params.append(param)
             param_lines[param.name] = lineno
+        elif key == "metric":
+            metric = _parse_metric(value, functools.partial(fail, lineno))
+            if metric.name in metric_lines:
+                raise fail(
+                    lineno, f"metric {metric.name!r} is declared twice (first on line {metric_lines[metric.name]})"
+                )
+            metrics.append(metric)
+            metric_lines[metric.name] = lineno
         else:
             raise fail(lineno, f"unknown header key {key!r}: use one of {', '.join(KNOWN_KEYS)}")
 
@@ -70,6 +84,14 @@ def load_report(path: Path, shipped: bool = False) -> Report:
     for param_name, lineno in param_lines.items():
         if param_name not in used:
             raise fail(lineno, f"parameter {param_name!r} is declared but the SQL never uses %({param_name})s")
+    if metrics:
+        for param in params:
+            if param.required:
+                raise fail(
+                    param_lines[param.name],
+                    f"parameter {param.name!r} has no default, but the report declares a metric "
+                    "(it runs at every scrape with its defaults): give it one",
+                )
     return Report(
         name=name,
         description=" ".join(d for d in description if d),
@@ -77,7 +99,46 @@ def load_report(path: Path, shipped: bool = False) -> Report:
         sql=body,
         path=path,
         shipped=shipped,
+        metrics=tuple(metrics),
     )
+
+
+def _parse_metric(value: str, fail: Callable[[str], ReportError]) -> ReportMetric:
+    """``gauge NAME [value=COLUMN] [labels=COLUMN,...]``."""
+    words = value.split()
+    if len(words) < 2:
+        raise fail(f"expected '{METRIC_SYNTAX}', got '-- metric: {value}'")
+    kind, name, options = words[0].lower(), words[1], words[2:]
+    if kind != "gauge":
+        raise fail(
+            f"metric type {words[0]!r}: a report can only be a gauge (its numbers may go down; "
+            f"a counter must never), expected '{METRIC_SYNTAX}'"
+        )
+    if not _METRIC_NAME.match(name) or not name.startswith(METRIC_PREFIX) or name == METRIC_PREFIX:
+        raise fail(f"metric name {name!r}: give a Prometheus name starting with {METRIC_PREFIX!r}")
+    column: str | None = None
+    labels: tuple[str, ...] = ()
+    seen: set[str] = set()
+    for option in options:
+        key, eq, rest = option.partition("=")
+        if not eq or key not in ("value", "labels") or key in seen:
+            raise fail(f"unexpected {option!r} in the metric line: expected '{METRIC_SYNTAX}'")
+        seen.add(key)
+        names = rest.split(",")
+        bad = [n for n in names if not _IDENT.match(n)]
+        if bad or not rest:
+            raise fail(f"{key}={rest}: give column names (letters, digits, _), comma-separated")
+        if key == "value":
+            if len(names) != 1:
+                raise fail(f"value={rest}: give one column")
+            column = names[0]
+        else:
+            if len(set(names)) != len(names):
+                raise fail(f"labels={rest}: a column is named twice")
+            labels = tuple(names)
+    if column is not None and column in labels:
+        raise fail(f"column {column!r} is both the value and a label")
+    return ReportMetric(kind=kind, name=name, value=column, labels=labels)
 
 
 def _parse_param(value: str, fail: Callable[[str], ReportError]) -> ReportParam:

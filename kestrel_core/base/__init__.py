@@ -2,8 +2,9 @@
 wrong and what to do), the JSON checks of inputs and outputs (``serialization``), the one
 backoff policy of every retry loop (``backoff``) and the password masking every log line and
 error message goes through (``masking``: ``mask_dsn``, ``first_line``), an execution's
-statuses (``statuses``: every list of them comes from there), and the latch the hot path's
-threads wait on (``latch``: a cheaper ``threading.Event``).
+statuses (``statuses``: every list of them comes from there), the latch the hot path's
+threads wait on (``latch``: a cheaper ``threading.Event``), and OpenTelemetry spans
+(``tracing``: off, and OpenTelemetry never imported, until ``enable_tracing()``).
 
 Front ends (the console, bench) may use the names in ``__all__`` below, no module of it.
 

@@ -24,6 +24,7 @@ import psycopg
 from psycopg.pq import ExecStatus, TransactionStatus
 from psycopg.types.json import Jsonb
 
+from kestrel_core.base import tracing
 from kestrel_core.base.errors import InvalidArgument, KestrelError
 from kestrel_core.base.masking import first_line
 from kestrel_core.base.serialization import to_json
@@ -89,14 +90,14 @@ ENQUEUE = (
     """WITH req AS (
     SELECT * FROM unnest(%(names)b::text[], %(inputs)b::jsonb[], %(keys)s::text[],
                          %(run_ats)s::timestamptz[], %(priorities)s::int[], %(queues)s::text[],
-                         %(ckeys)s::text[], %(versions)s::text[])
-           WITH ORDINALITY AS r(name, input, key, run_at, priority, queue, ckey, version, n)
+                         %(ckeys)s::text[], %(versions)s::text[], %(traces)s::text[])
+           WITH ORDINALITY AS r(name, input, key, run_at, priority, queue, ckey, version, trace, n)
 )"""
     + PLACE_ROWS
     + """, ins AS (
     INSERT INTO {schema}.workflow_executions
-           (workflow_name, input, idempotency_key, run_at, priority, queue, concurrency_key, version)
-    SELECT r.name, r.input, r.key, coalesce(r.run_at, now()), p.priority, p.queue, r.ckey, r.version
+           (workflow_name, input, idempotency_key, run_at, priority, queue, concurrency_key, version, trace_context)
+    SELECT r.name, r.input, r.key, coalesce(r.run_at, now()), p.priority, p.queue, r.ckey, r.version, r.trace
       FROM req r JOIN placed p ON p.n = r.n
      ORDER BY r.n
     RETURNING id, idempotency_key, workflow_name
@@ -146,6 +147,7 @@ class Row:
     queue: str | None = None
     ckey: str | None = None
     version: str | None = None
+    trace: str | None = None  # W3C traceparent of the enqueue's span (tracing on), else None
 
 
 class EnqueueFailed(KestrelError):
@@ -263,6 +265,7 @@ def rows(
         if isinstance(inputs, (str, bytes, Mapping)):  # iterable, but surely not meant as rows
             raise InvalidArgument(f"inputs must be a list of JSON values, not {type(inputs).__name__}")
         values = [to_json(v, f"input #{i} of workflow {name!r}") for i, v in enumerate(inputs)]
+    trace = tracing.enqueued(name, len(values)) if tracing.state.on else None
     return [
         Row(
             name,
@@ -273,6 +276,7 @@ def rows(
             placed["queue"],
             placed["concurrency_key"],
             placed["version"],
+            trace,
         )
         for value in values
     ]
@@ -292,6 +296,7 @@ def params(schema: str, batch: Sequence[Row], *, notify: bool = True) -> dict[st
         "queues": column([r.queue for r in batch]),
         "ckeys": column([r.ckey for r in batch]),
         "versions": column([r.version for r in batch]),
+        "traces": column([r.trace for r in batch]),
         "channel": notify_channel(schema),
         "notify": notify,
     }
@@ -481,6 +486,16 @@ async def wake_async(conn: psycopg.AsyncConnection, schema: str, batch: Sequence
         await conn.execute(render(WAKE, schema), wake_params(schema, batch))
     except psycopg.Error as exc:
         _wake_failed(batch, exc)
+
+
+# The trace context enqueue recorded (tracing on: the worker's span of the execution is its child).
+TRACE_CONTEXT = "SELECT trace_context FROM {schema}.workflow_executions WHERE id = %s"
+
+
+def trace_context(conn: psycopg.Connection, schema: str, execution_id: int) -> str | None:
+    """The W3C traceparent recorded at the enqueue of ``execution_id``, None if none."""
+    row = conn.execute(render(TRACE_CONTEXT, schema), (execution_id,)).fetchone()
+    return None if row is None else row[0]
 
 
 def enqueue(

@@ -21,6 +21,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from kestrel_core.base import tracing
 from kestrel_core.base.statuses import LIVE_STATUSES
 from kestrel_core.db.statements import notify_channel, one_row, render
 from kestrel_core.dispatch import keys
@@ -37,9 +38,9 @@ START_CHILD = (
 ), child AS (
     INSERT INTO {schema}.workflow_executions
            (workflow_name, input, engine_key, run_at, priority, queue, concurrency_key, version,
-            parent_id)
+            parent_id, trace_context)
     SELECT %(name)s, %(input)s, %(key)s, coalesce(%(run_at)s, now()), p.priority, p.queue, %(ckey)s,
-           %(version)s, fence.id
+           %(version)s, fence.id, %(trace)s
       FROM fence, placed p
     RETURNING id
 ), found AS (
@@ -173,6 +174,8 @@ def start(
             "queue": queue,
             "ckey": concurrency_key,
             "version": version,
+            # Tracing on: the child's runs continue the trace of the parent's run that started it.
+            "trace": tracing.enqueued(name, 1) if tracing.state.on else None,
         },
     ).fetchone()
     row = one_row(row, "START_CHILD")

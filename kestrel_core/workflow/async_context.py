@@ -15,6 +15,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from kestrel_core.base import tracing
 from kestrel_core.durable.boundary import Finish
 from kestrel_core.workflow.context import AttemptTimedOut, Decision, Strand, WorkflowContext
 from kestrel_core.workflow.contracts import Unwind
@@ -89,7 +90,10 @@ class AsyncWorkflowContext(AsyncFlowOperations):
             sync._boundary()
             attempt = await asyncio.to_thread(sync._open, step_id, position, strand)
             try:
-                result = await _call_async(fn, args, kwargs, limit)
+                work = _call_async(fn, args, kwargs, limit)
+                if tracing.state.on:  # a span per attempt; off, one attribute test
+                    work = tracing.in_step_async(step_id, attempt.number, work)
+                result = await work
             except Exception as exc:
                 error = sync._failed(step_id, number, limit, exc)
             else:  # serialised in the thread that writes it: a large output never holds the loop

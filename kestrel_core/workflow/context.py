@@ -21,6 +21,7 @@ from typing import Any, NoReturn, TypeVar
 
 import psycopg
 
+from kestrel_core.base import tracing
 from kestrel_core.base.backoff import Backoff
 from kestrel_core.base.errors import (
     DuplicateStepId,
@@ -184,7 +185,10 @@ class WorkflowContext(FlowOperations):
             self._boundary()
             attempt = self._open(step_id, position, strand)
             try:
-                result = self._call(fn, args, kwargs, limit)
+                if tracing.state.on:  # a span per attempt; off, one attribute test
+                    result = tracing.in_step(step_id, attempt.number, self._call, fn, args, kwargs, limit)
+                else:
+                    result = self._call(fn, args, kwargs, limit)
             except Exception as exc:
                 error = self._failed(step_id, number, limit, exc)
             else:

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import psycopg
 
+from kestrel_core.base import tracing
 from kestrel_core.base.errors import NonDeterministicChange, NotSerializable
 from kestrel_core.base.masking import first_line
 from kestrel_core.base.serialization import to_json
 from kestrel_core.db.outage import is_outage
-from kestrel_core.dispatch import deadlines
+from kestrel_core.dispatch import deadlines, enqueue
 from kestrel_core.durable import checkpoint
 from kestrel_core.durable.boundary import Boundary, Completion
 from kestrel_core.durable.checkpoint import Checkpoint
@@ -71,7 +73,8 @@ def execute(worker: RunnerHost, held: Claimed) -> None:
         ctx = prepare(worker, held)
         fn = worker.registry.workflows[held.claim.workflow_name].fn
         try:
-            result = fn(ctx, held.claim.input)
+            with traced(held, trace_parent(worker, held) if tracing.state.on else None):
+                result = fn(ctx, held.claim.input)
         except Unwind:
             raise
         except Exception as exc:
@@ -95,7 +98,9 @@ async def execute_async(worker: RunnerHost, held: Claimed) -> None:
         ctx = await asyncio.to_thread(prepare, worker, held)
         fn = worker.registry.workflows[held.claim.workflow_name].fn
         try:
-            result = await fn(AsyncWorkflowContext(ctx), held.claim.input)
+            parent = await asyncio.to_thread(trace_parent, worker, held) if tracing.state.on else None
+            with traced(held, parent):
+                result = await fn(AsyncWorkflowContext(ctx), held.claim.input)
         except Unwind:
             raise
         except Exception as exc:
@@ -115,6 +120,17 @@ async def execute_async(worker: RunnerHost, held: Claimed) -> None:
             worker.worker_id,
             held.claim.execution_id,
         )
+
+
+def trace_parent(worker: RunnerHost, held: Claimed) -> str | None:
+    """The trace context the execution's enqueue recorded (read only while tracing is on)."""
+    return worker.db(lambda c: enqueue.trace_context(c, worker.schema, held.claim.execution_id))
+
+
+def traced(held: Claimed, parent: str | None) -> AbstractContextManager[None]:
+    """The span of this run of the execution (tracing on), a child of its enqueue's."""
+    item = held.claim
+    return tracing.execution(item.workflow_name, item.execution_id, item.claim_epoch, parent, benign=Unwind)
 
 
 def finish(

@@ -124,7 +124,7 @@ def test_a_batch_without_keys_reads_no_key_holders_in_a_cached_plan(dsn: str) ->
                 sql.SQL(
                     "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {}('{{w,w}}', ARRAY['1'::jsonb, '2'], '{{NULL,NULL}}',"
                     " '{{NULL,NULL}}', '{{NULL,NULL}}', '{{NULL,NULL}}', '{{NULL,NULL}}', '{{NULL,NULL}}',"
-                    " 'unused', false, false)"
+                    " '{{NULL,NULL}}', 'unused', false, false)"
                 ).format(sql.Identifier(name))
             ).fetchall()
         assert _scans_run(plan[0]["Plan"], "workflow_executions") == []
@@ -132,6 +132,9 @@ def test_a_batch_without_keys_reads_no_key_holders_in_a_cached_plan(dsn: str) ->
             "SELECT id FROM kestrel.workflow_executions WHERE idempotency_key = 'a key'"
         ).fetchone()
         assert write(conn, "kestrel", [Row("w", Jsonb(1), "a key"), Row("w", Jsonb(2))])[0] == holder
+
+
+TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"  # a W3C traceparent (tracing on)
 
 
 @pytest.mark.parametrize("writer", [write, write_and_wake], ids=["caller's connection", "group commit's round trip"])
@@ -148,26 +151,28 @@ def test_an_optional_column_set_by_one_row_or_by_none_is_stored_row_by_row(db: p
         Row("w", Jsonb(4), queue="q1"),
         Row("w", Jsonb(5), ckey="c1"),
         Row("w", Jsonb(6), version="v1"),
+        Row("w", Jsonb(9), trace=TRACE),
     ]
     plain = [Row("w", Jsonb(7)), Row("w", Jsonb(8))]
     ids = writer(db, "kestrel", mixed) + writer(db, "kestrel", plain)
     stored = {
         row[0]: row[1:]
         for row in db.execute(
-            "SELECT id, input, idempotency_key, run_at = %s, priority, queue, concurrency_key, version"
+            "SELECT id, input, idempotency_key, run_at = %s, priority, queue, concurrency_key, version, trace_context"
             " FROM workflow_executions",
             (at,),
         )
     }
-    default = (None, False, 0, "default", None, None)
+    default = (None, False, 0, "default", None, None, None)
     assert [stored[i] for i in ids] == [
         (0, *default),
-        (1, "k1", False, 0, "default", None, None),
-        (2, None, True, 0, "default", None, None),
-        (3, None, False, 7, "default", None, None),
-        (4, None, False, 0, "q1", None, None),
-        (5, None, False, 0, "default", "c1", None),
-        (6, None, False, 0, "default", None, "v1"),
+        (1, "k1", False, 0, "default", None, None, None),
+        (2, None, True, 0, "default", None, None, None),
+        (3, None, False, 7, "default", None, None, None),
+        (4, None, False, 0, "q1", None, None, None),
+        (5, None, False, 0, "default", "c1", None, None),
+        (6, None, False, 0, "default", None, "v1", None),
+        (9, None, False, 0, "default", None, None, TRACE),
         (7, *default),
         (8, *default),
     ]

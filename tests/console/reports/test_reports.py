@@ -482,7 +482,7 @@ def test_shipped_folder_found_inside_an_installed_package(tmp_path, monkeypatch)
 MALFORMED = {
     "unknown-key": (
         "-- description: d\n-- descripton: typo\nSELECT 1\n",
-        "line 2: unknown header key 'descripton': use one of description, param",
+        "line 2: unknown header key 'descripton': use one of description, param, metric",
     ),
     "param-syntax": (
         "-- description: d\n-- param: since\nSELECT %(since)s::interval\n",

@@ -1,0 +1,287 @@
+"""What an on-call team watches, read once for ``kestrel-console metrics`` (the Prometheus
+endpoint) and ``status --format json --all``, so that both give the same numbers (issue 47).
+
+Every part is O(live rows), never a scan of the history: enqueued executions from
+``executions_ready`` (one narrow row each, migration 0015), running and waiting ones through
+their partial indexes, finished ones per (workflow, status) from ``execution_counts`` (kept
+exact by triggers, folded by the workers: migrations 0003/0010, ``fold_finished_counts``),
+pending approvals through ``workflow_waits_pending_approval_idx``, workers and queues from
+their small tables. The two parts that count what finished (``finished_since``,
+``attempts_since``) read only the rows that finished in a window the caller bounds, through
+``workflow_executions_finished_idx`` and ``step_attempts_finished_idx``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from .overview import APPROVALS_SUMMARY
+from .session import Part, ReaderSession
+from .workers import DEFAULT_BEAT_S, WORKERS, worker_state
+
+# Enqueued executions per (queue, workflow): all of them, those due now, and how long the
+# oldest due one has waited since it became due (run_at: its enqueue, or the end of its delay).
+READY = """
+SELECT queue, workflow_name, count(*) AS enqueued,
+       count(*) FILTER (WHERE run_at <= now()) AS due,
+       coalesce(extract(epoch FROM now() - min(run_at) FILTER (WHERE run_at <= now())), 0)::float8
+           AS oldest_due_age_s
+  FROM {schema}.executions_ready
+ GROUP BY queue, workflow_name
+ ORDER BY queue, workflow_name
+"""
+
+# Running executions per (queue, workflow), and those whose lease expired (stuck: the owner
+# died or hangs; the sweeper requeues them), through the running rows' partial index.
+RUNNING = """
+SELECT queue, workflow_name, count(*) AS running,
+       count(*) FILTER (WHERE lease_expires < now()) AS stuck
+  FROM {schema}.workflow_executions
+ WHERE status = 'running'
+ GROUP BY queue, workflow_name
+ ORDER BY queue, workflow_name
+"""
+
+WAITING = """
+SELECT workflow_name, count(*) AS waiting
+  FROM {schema}.workflow_executions
+ WHERE status = 'waiting'
+ GROUP BY workflow_name
+ ORDER BY workflow_name
+"""
+
+FINISHED = """
+SELECT workflow_name, status, sum(n)::bigint AS count
+  FROM {schema}.execution_counts
+ GROUP BY workflow_name, status
+HAVING sum(n) <> 0
+ ORDER BY workflow_name, status
+"""
+
+PENDING_APPROVALS_BY_WORKFLOW = """
+SELECT e.workflow_name, count(*) AS pending,
+       extract(epoch FROM now() - min(w.created_at))::float8 AS oldest_age_s
+  FROM {schema}.workflow_waits w
+  JOIN {schema}.workflow_executions e ON e.id = w.execution_id
+ WHERE w.resolved_at IS NULL AND w.kind = 'approval'
+ GROUP BY e.workflow_name
+ ORDER BY e.workflow_name
+"""
+
+# Declared queues: limits, pause, rate window use. Their depth and running counts come from
+# READY and RUNNING (the same snapshot), not read again as ``workers.QUEUES`` does.
+QUEUE_LIMITS = """
+SELECT q.name, q.paused, q.paused_by, q.concurrency, q.per_worker, q.rate_limit,
+       extract(epoch FROM q.rate_period)::float8 AS rate_period_s,
+       (SELECT count(*) FROM unnest(q.rate_starts) AS s(at) WHERE s.at > now() - q.rate_period) AS rate_used,
+       q.workflows, q.priority
+  FROM {schema}.queues q
+"""
+
+# What the live workers claim from: their queues (NULL: every queue) and workflows.
+LIVE_WORKERS = """
+SELECT w.queues, w.workflows FROM {schema}.workers w WHERE {worker_is_live}
+"""
+
+# The end of the window the incremental parts count up to: now() less a settle time, so that
+# the transactions that finished something before it have committed (now() is the same in
+# every statement of the snapshot's one transaction).
+UNTIL = "SELECT now() - make_interval(secs => %(settle)s) AS until, now() AS now"
+
+# Executions that finished in (since, until]: a requeued execution that finishes again counts
+# again. A window longer than ``window`` seconds (no scrape for that long) is cut to its end:
+# what finished before is not counted, and the read stays bounded. Through
+# workflow_executions_finished_idx: the rows of the window only.
+FINISHED_SINCE = """
+SELECT workflow_name, status, count(*) AS n
+  FROM {schema}.workflow_executions
+ WHERE finished_at > greatest(%(since)s::timestamptz, now() - make_interval(secs => %(settle)s + %(window)s))
+   AND finished_at <= now() - make_interval(secs => %(settle)s)
+   AND status IN {terminal_statuses}
+ GROUP BY workflow_name, status
+"""
+
+# Step attempts that ended in (since, until], per workflow, step and outcome, counted into the
+# histogram's buckets on the server (width_bucket: 0 below the first bound, i for
+# bounds[i] <= s < bounds[i+1]), so that a busy window returns a few rows, not one per attempt.
+ATTEMPTS_SINCE = """
+SELECT e.workflow_name, a.step_id, a.outcome,
+       width_bucket(extract(epoch FROM a.finished_at - a.started_at)::float8, %(bounds)s::float8[]) AS bucket,
+       count(*) AS n,
+       sum(greatest(extract(epoch FROM a.finished_at - a.started_at)::float8, 0)) AS seconds
+  FROM {schema}.step_attempts a
+  JOIN {schema}.workflow_executions e ON e.id = a.execution_id
+ WHERE a.finished_at > greatest(%(since)s::timestamptz, now() - make_interval(secs => %(settle)s + %(window)s))
+   AND a.finished_at <= now() - make_interval(secs => %(settle)s)
+   AND a.outcome <> 'running'
+ GROUP BY 1, 2, 3, 4
+"""
+
+
+class OperationsReads(ReaderSession):
+    """The on-call snapshot (``operations``) and the windows of what finished since a mark."""
+
+    def operations(
+        self,
+        *,
+        since: datetime | None = None,
+        settle_s: float = 0.0,
+        window_s: float = 600.0,
+        bounds: Sequence[float] = (),
+    ) -> dict[str, Any]:
+        """Every part in one snapshot. Keys: ready, running, waiting, finished, approvals
+        (per workflow), approvals_summary (one row), workers (each with its ``state``), queues,
+        until (one row: the end of the window, and now), elapsed_ms.
+
+        With ``since``: also finished_since (executions that finished after it, up to
+        ``until``, at most ``window_s`` seconds of them) and, with histogram ``bounds``,
+        attempts_since (step attempts, bucketed).
+        """
+        settle = {"settle": float(settle_s)}
+        parts: list[Part] = [
+            ("ready", READY, None),
+            ("running", RUNNING, None),
+            ("waiting", WAITING, None),
+            ("finished", FINISHED, None),
+            ("approvals", PENDING_APPROVALS_BY_WORKFLOW, None),
+            ("approvals_summary", APPROVALS_SUMMARY, None),
+            ("workers", WORKERS, {"dead_after": self.dead_after_s, "recent": 3600.0, "beat": DEFAULT_BEAT_S}),
+            ("queue_limits", QUEUE_LIMITS, None),
+            ("live_workers", LIVE_WORKERS, {"dead_after": self.dead_after_s}),
+            ("until", UNTIL, settle),
+        ]
+        if since is not None:
+            window = {"since": since, "window": float(window_s), **settle}
+            parts.append(("finished_since", FINISHED_SINCE, window))
+            if bounds:
+                parts.append(("attempts_since", ATTEMPTS_SINCE, {**window, "bounds": list(bounds)}))
+        out = self._snapshot("operations", parts)
+        for row in out["workers"]:
+            row["state"] = worker_state(row)
+        out["until"] = out["until"][0]
+        out["approvals_summary"] = out["approvals_summary"][0]
+        out["queues"] = queue_rows(out)
+        return out
+
+
+def queue_rows(ops: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every queue, declared or only named by executions (enqueued with ``queue=``): limits,
+    pause, enqueued and running, and the live workers that can run something of it (they claim
+    from every queue or from this one and, when code binds workflows to it, registered one of
+    them: the rule of ``workers.QUEUES``). Highest priority first, then by name."""
+    enqueued: dict[str, int] = {}
+    running: dict[str, int] = {}
+    for r in ops["ready"]:
+        enqueued[r["queue"]] = enqueued.get(r["queue"], 0) + int(r["enqueued"])
+    for r in ops["running"]:
+        running[r["queue"]] = running.get(r["queue"], 0) + int(r["running"])
+    declared = {q["name"]: q for q in ops["queue_limits"]}
+    rows = []
+    for name in sorted(declared.keys() | enqueued.keys() | running.keys()):
+        q = declared.get(name, {})
+        bound = set(q.get("workflows") or ())
+        rows.append(
+            {
+                "name": name,
+                "paused": bool(q.get("paused", False)),
+                "paused_by": q.get("paused_by"),
+                "enqueued": enqueued.get(name, 0),
+                "running": running.get(name, 0),
+                "concurrency": q.get("concurrency"),
+                "per_worker": q.get("per_worker"),
+                "rate_limit": q.get("rate_limit"),
+                "rate_period_s": q.get("rate_period_s"),
+                "rate_used": int(q.get("rate_used") or 0),
+                "priority": int(q.get("priority") or 0),
+                "live_workers": sum(
+                    1
+                    for w in ops["live_workers"]
+                    if (w["queues"] is None or name in w["queues"]) and (not bound or bound & set(w["workflows"] or ()))
+                ),
+            }
+        )
+    rows.sort(key=lambda r: -r["priority"])  # stable: by name within a priority
+    return rows
+
+
+class OperationsReader(OperationsReads):
+    """A reader of the on-call snapshot alone (the metrics endpoint's, and ``status --all``'s)."""
+
+
+def summary(ops: dict[str, Any]) -> dict[str, Any]:
+    """The snapshot as ``status --format json --all`` prints it: one object, the numbers the
+    metrics endpoint exports (docs/metrics.md names the metric of each)."""
+    approvals = ops["approvals_summary"]
+    return {
+        "queues": [
+            {
+                "name": q["name"],
+                "paused": bool(q["paused"]),
+                "paused_by": q["paused_by"],
+                "enqueued": int(q["enqueued"]),
+                "running": int(q["running"]),
+                "concurrency": q["concurrency"],
+                "per_worker": q["per_worker"],
+                "rate_limit": q["rate_limit"],
+                "rate_period_s": q["rate_period_s"],
+                "rate_used": int(q["rate_used"] or 0),
+                "live_workers": int(q["live_workers"]),
+            }
+            for q in ops["queues"]
+        ],
+        "paused_queues": sorted(q["name"] for q in ops["queues"] if q["paused"]),
+        # Pausing one execution is not built yet: none is ever paused.
+        "paused_executions": 0,
+        "enqueued": [
+            {
+                "queue": r["queue"],
+                "workflow_name": r["workflow_name"],
+                "enqueued": int(r["enqueued"]),
+                "due": int(r["due"]),
+                "oldest_due_age_s": float(r["oldest_due_age_s"]),
+            }
+            for r in ops["ready"]
+        ],
+        "running": [
+            {
+                "queue": r["queue"],
+                "workflow_name": r["workflow_name"],
+                "running": int(r["running"]),
+                "stuck_leases": int(r["stuck"]),
+            }
+            for r in ops["running"]
+        ],
+        "waiting": [{"workflow_name": r["workflow_name"], "waiting": int(r["waiting"])} for r in ops["waiting"]],
+        "finished": [
+            {"workflow_name": r["workflow_name"], "status": r["status"], "count": int(r["count"])}
+            for r in ops["finished"]
+        ],
+        "stuck_leases": sum(int(r["stuck"]) for r in ops["running"]),
+        "pending_approvals": {
+            "count": int(approvals["count"] or 0),
+            "oldest_age_s": approvals["oldest_age_s"],
+            "by_workflow": [
+                {
+                    "workflow_name": r["workflow_name"],
+                    "count": int(r["pending"]),
+                    "oldest_age_s": float(r["oldest_age_s"]),
+                }
+                for r in ops["approvals"]
+            ],
+        },
+        "workers": [
+            {
+                "worker_id": w["worker_id"],
+                "hostname": w["hostname"],
+                "pid": w["pid"],
+                "state": w["state"],
+                "held": int(w["held"]),
+                "concurrency": w["concurrency"],
+                "heartbeat_age_s": w["heartbeat_age_s"],
+                "workflows": list(w["workflows"] or []),
+            }
+            for w in ops["workers"]
+        ],
+    }
