@@ -50,7 +50,7 @@ ALTER TABLE {schema}.queues ADD CONSTRAINT queues_rate_period_at_most_a_day
     CHECK (rate_period <= interval '1 day') NOT VALID;
 
 -- 1. -------------------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION {schema}.guard_waiting_executions() RETURNS trigger
+CREATE FUNCTION {schema}.guard_waiting_executions() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF pg_has_role(current_user, (SELECT c.relowner FROM pg_class c WHERE c.oid = TG_RELID), 'USAGE') THEN
@@ -81,7 +81,7 @@ CREATE TRIGGER guard_waiting_executions
 REVOKE EXECUTE ON FUNCTION {schema}.guard_waiting_executions() FROM PUBLIC;
 
 -- 2. -------------------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION {schema}.guard_waits() RETURNS trigger
+CREATE FUNCTION {schema}.guard_waits() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF OLD.decision IS NOT NULL AND NEW IS DISTINCT FROM OLD THEN
@@ -123,7 +123,7 @@ REVOKE EXECUTE ON FUNCTION {schema}.guard_waits() FROM PUBLIC;
 CREATE TABLE {schema}.ready_rechecks (
     id bigint NOT NULL
 );
-CREATE OR REPLACE FUNCTION {schema}.ready_recheck() RETURNS trigger
+CREATE FUNCTION {schema}.ready_recheck() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     DELETE FROM {schema}.ready_rechecks WHERE id = NEW.id;
@@ -143,7 +143,7 @@ CREATE CONSTRAINT TRIGGER ready_recheck
     FOR EACH ROW EXECUTE FUNCTION {schema}.ready_recheck();
 REVOKE EXECUTE ON FUNCTION {schema}.ready_recheck() FROM PUBLIC;
 
-CREATE OR REPLACE FUNCTION {schema}.guard_ready_rows() RETURNS trigger
+CREATE FUNCTION {schema}.guard_ready_rows() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     live bigint[];
@@ -180,7 +180,7 @@ CREATE TRIGGER guard_ready_rows_update
 REVOKE EXECUTE ON FUNCTION {schema}.guard_ready_rows() FROM PUBLIC;
 
 -- 4. -------------------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION {schema}.guard_step_attempts() RETURNS trigger
+CREATE FUNCTION {schema}.guard_step_attempts() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF pg_has_role(current_user, (SELECT c.relowner FROM pg_class c WHERE c.oid = TG_RELID), 'USAGE') THEN
@@ -202,7 +202,7 @@ CREATE TRIGGER guard_step_attempts
 REVOKE EXECUTE ON FUNCTION {schema}.guard_step_attempts() FROM PUBLIC;
 
 -- 5. -------------------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION {schema}.guard_declarations() RETURNS trigger
+CREATE FUNCTION {schema}.guard_declarations() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF pg_has_role(current_user, (SELECT c.relowner FROM pg_class c WHERE c.oid = TG_RELID), 'USAGE') THEN
@@ -232,7 +232,7 @@ BEGIN
     RETURN NEW;
 END
 $$;
-CREATE OR REPLACE FUNCTION {schema}.audit_declarations() RETURNS trigger
+CREATE FUNCTION {schema}.audit_declarations() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF TG_TABLE_NAME = 'queues' THEN
