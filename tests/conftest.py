@@ -33,7 +33,7 @@ from tests.file_order import longest_files_first
 ADMIN_DSN = os.environ.get("KESTREL_TEST_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=postgres")
 KESTREL_TABLES = (
     "operator_actions, step_attempts, workflow_waits, operation_outputs, workflow_executions, workers,"
-    " queues, schedules, workflow_events, executions_ready, activity_minutes, execution_keys"
+    " queues, schedules, workflow_events, executions_ready, activity_minutes, execution_keys, declarations"
 )
 
 

@@ -197,10 +197,11 @@ def test_queue_limits_change_only_audited_and_never_into_a_pause(logins: Logins,
         assert refused(conn, "UPDATE queues SET rate_starts = ARRAY[now() + interval '1 day'] WHERE name = 'q'")
         conn.execute("UPDATE queues SET concurrency = 1 WHERE name = 'q'")  # a declaration: audited
         conn.execute("UPDATE queues SET rate_starts = ARRAY[now()] WHERE name = 'q'")  # the claim's window
-    rows = db.execute("SELECT actor, db_user, action, details FROM operator_actions ORDER BY id").fetchall()
-    assert [
-        (r[0], r[1], r[2], r[3]["queue"], r[3]["limits"]["concurrency"], r[3]["was"]["concurrency"]) for r in rows
-    ] == [(logins.worker_user, logins.worker_user, "declare_queue", "q", 1, None)]
+    rows = db.execute("SELECT db_user, kind, name, declared, was FROM declarations ORDER BY id").fetchall()
+    assert [(r[0], r[1], r[2], r[3]["concurrency"], r[4]["concurrency"]) for r in rows] == [
+        (logins.worker_user, "queue", "q", 1, None)
+    ]
+    assert db.execute("SELECT count(*) FROM operator_actions").fetchone() == (0,)
     assert db.execute("SELECT paused FROM queues WHERE name = 'q'").fetchone() == (False,)
 
 
@@ -273,13 +274,10 @@ def test_schedules_written_with_plain_sql_are_code_ones_and_audited(logins: Logi
             "SELECT kestrel.add_schedule('hourly', '0 * * * *', 'UTC', 'w', NULL, false, now() + interval '1 hour',"
             " 'dave', NULL)"
         )
-    rows = db.execute(
-        "SELECT actor, db_user, action, details->>'schedule' FROM operator_actions ORDER BY id"
-    ).fetchall()
-    assert rows == [
-        ("deploy-7", logins.worker_user, "declare_schedule", "nightly"),
-        ("dave", logins.worker_user, "add_schedule", "hourly"),
-    ]
+    audit = db.execute("SELECT actor, db_user, action, details->>'schedule' FROM operator_actions ORDER BY id")
+    assert audit.fetchall() == [("dave", logins.worker_user, "add_schedule", "hourly")]
+    declared = db.execute("SELECT db_user, kind, name, declared->>'created_by' FROM declarations ORDER BY id")
+    assert declared.fetchall() == [(logins.worker_user, "schedule", "nightly", "deploy-7")]
     assert db.execute("SELECT name, workflow_name FROM schedules ORDER BY name").fetchall() == [
         ("hourly", "w"),
         ("nightly", "w"),
@@ -339,3 +337,25 @@ def test_a_decision_records_when_it_was_made_not_when_its_transaction_began(
     assert decided_at >= called > began
     assert audited_at == decided_at
     assert datetime.fromisoformat(decision["decided_at"]) == decided_at
+
+
+# -- the reader login: what the docs' "Security" table says of it -----------------------------
+
+
+def test_the_reader_login_reads_and_does_nothing_else(reader_dsn: str, db: psycopg.Connection) -> None:
+    eid = parked(db, "approval", "1 hour")
+    with as_user(reader_dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM workflow_executions").fetchone() == (1,)
+        assert conn.execute("SELECT count(*) FROM approval_audits").fetchone() == (0,)
+        for statement in (
+            "UPDATE workflow_executions SET status = 'success'",
+            "DELETE FROM executions_ready",
+            "INSERT INTO workflow_events (key) VALUES ('k')",
+            "SELECT nextval('operator_actions_id_seq')",
+            f"SELECT kestrel.decide_approval({eid}, 'ship', true, 'alice', NULL)",
+            "SELECT kestrel.send_event('k', NULL, 'alice')",
+            "SELECT kestrel.prune_finished(now(), 10, 'alice')",
+            "CREATE TABLE kestrel.mine (x int)",
+        ):
+            assert refused(conn, statement), statement
+    assert state(db, eid)[0] == "waiting"

@@ -22,8 +22,7 @@
 -- 4. guard_step_attempts: a closed attempt (success, error) never changes for another login,
 --    nor does any attempt's identity (execution, step, number, owner, claim, start).
 -- 5. guard_declarations / audit_declarations: a change of a queue's limits or of a schedule's
---    definition is audited (operator_actions 'declare_queue' / 'declare_schedule', with the
---    database role); a rate window is at most a day and holds no future start, a schedule's
+--    definition is audited (the table declarations, with the database role); a rate window is at most a day and holds no future start, a schedule's
 --    next tick is finite, and only a schedule declared in code ('code') may be written by
 --    another login (an operator's 'cli' schedule is the audited add_schedule's).
 -- 6. operator_actions.at defaults to clock_timestamp(): an audit row records when the action
@@ -39,9 +38,21 @@
 ALTER TABLE {schema}.operator_actions ALTER COLUMN at SET DEFAULT clock_timestamp();
 ALTER TABLE {schema}.operator_actions DROP CONSTRAINT operator_actions_action_check;
 ALTER TABLE {schema}.operator_actions ADD CONSTRAINT operator_actions_action_check CHECK (action IN (
-    'add_schedule', 'approve', 'cancel', 'declare_queue', 'declare_schedule', 'pause_queue',
-    'pause_schedule', 'prune', 'reject', 'remove_schedule', 'requeue', 'resume_queue',
-    'resume_schedule', 'send_event'));
+    'add_schedule', 'approve', 'cancel', 'pause_queue', 'pause_schedule', 'prune', 'reject',
+    'remove_schedule', 'requeue', 'resume_queue', 'resume_schedule', 'send_event'));
+-- The engine's declarations (a worker declaring its queues' limits and its code schedules at
+-- start), audited apart from the operators' actions: who (the database role), when, what, and
+-- what it was. Written only by audit_declarations(), when a declaration changes something.
+CREATE TABLE {schema}.declarations (
+    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at         timestamptz NOT NULL DEFAULT clock_timestamp(),
+    db_user    text NOT NULL DEFAULT session_user,
+    kind       text NOT NULL CHECK (kind IN ('queue', 'schedule')),
+    name       text NOT NULL,
+    declared   jsonb NOT NULL,
+    was        jsonb
+);
+CREATE INDEX declarations_name_idx ON {schema}.declarations (kind, name, at);
 -- Which action a gate's decision audits, and the events' sender role.
 ALTER TABLE {schema}.workflow_events ADD COLUMN sent_by_db_user text DEFAULT session_user;
 -- A rate window longer than a day is a pause that shows as 'active'. NOT VALID: a queue
@@ -236,26 +247,24 @@ CREATE FUNCTION {schema}.audit_declarations() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF TG_TABLE_NAME = 'queues' THEN
-        INSERT INTO {schema}.operator_actions (actor, db_user, action, details)
-        VALUES (session_user, session_user, 'declare_queue',
-                jsonb_build_object('queue', NEW.name,
-                                   'limits', jsonb_build_object('concurrency', NEW.concurrency, 'per_worker', NEW.per_worker,
-                                                                'rate_limit', NEW.rate_limit, 'rate_period', NEW.rate_period,
-                                                                'per_key', NEW.per_key, 'priority', NEW.priority),
-                                   'was', CASE WHEN TG_OP = 'UPDATE' THEN
-                                              jsonb_build_object('concurrency', OLD.concurrency, 'per_worker', OLD.per_worker,
-                                                                 'rate_limit', OLD.rate_limit, 'rate_period', OLD.rate_period,
-                                                                 'per_key', OLD.per_key, 'priority', OLD.priority) END));
+        INSERT INTO {schema}.declarations (kind, name, declared, was)
+        VALUES ('queue', NEW.name,
+                jsonb_build_object('concurrency', NEW.concurrency, 'per_worker', NEW.per_worker,
+                                   'rate_limit', NEW.rate_limit, 'rate_period', NEW.rate_period,
+                                   'per_key', NEW.per_key, 'priority', NEW.priority),
+                CASE WHEN TG_OP = 'UPDATE' THEN
+                    jsonb_build_object('concurrency', OLD.concurrency, 'per_worker', OLD.per_worker,
+                                       'rate_limit', OLD.rate_limit, 'rate_period', OLD.rate_period,
+                                       'per_key', OLD.per_key, 'priority', OLD.priority) END);
     ELSE
-        INSERT INTO {schema}.operator_actions (actor, db_user, action, details)
-        VALUES (coalesce(NEW.created_by, session_user), session_user, 'declare_schedule',
-                jsonb_build_object('schedule', NEW.name, 'source', NEW.source, 'cron', NEW.cron,
+        INSERT INTO {schema}.declarations (kind, name, declared, was)
+        VALUES ('schedule', NEW.name,
+                jsonb_build_object('source', NEW.source, 'created_by', NEW.created_by, 'cron', NEW.cron,
                                    'timezone', NEW.timezone, 'workflow', NEW.workflow_name,
-                                   'input', NEW.input, 'catch_up', NEW.catch_up,
-                                   'was', CASE WHEN TG_OP = 'UPDATE' THEN
-                                              jsonb_build_object('cron', OLD.cron, 'timezone', OLD.timezone,
-                                                                 'workflow', OLD.workflow_name, 'input', OLD.input,
-                                                                 'catch_up', OLD.catch_up) END));
+                                   'input', NEW.input, 'catch_up', NEW.catch_up),
+                CASE WHEN TG_OP = 'UPDATE' THEN
+                    jsonb_build_object('cron', OLD.cron, 'timezone', OLD.timezone, 'workflow', OLD.workflow_name,
+                                       'input', OLD.input, 'catch_up', OLD.catch_up) END);
     END IF;
     RETURN NULL;
 END
