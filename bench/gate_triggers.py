@@ -7,7 +7,7 @@ path for it, as in production), and two measures, each alternated ON/OFF (the tr
 enabled, then disabled with ``ALTER TABLE ... DISABLE TRIGGER`` on every table and partition
 that has them) for ``--rounds`` rounds:
 
-- the claim alone: ``claim_batch`` of one execution, ``--claims`` times (the DELETE of ready
+- the claim alone: ``claim`` of one execution, ``--claims`` times (the DELETE of ready
   rows fires the statement trigger guard_ready_rows_delete once per claim);
 - end to end: an in-process worker (that login, concurrency 8) runs ``--executions``
   executions of a three-step workflow (claims, heartbeats, step boundaries, completions).
@@ -30,8 +30,8 @@ from psycopg.conninfo import make_conninfo
 
 from bench.databases import admin_dsn, fresh_database
 from kestrel_core import Kestrel
-from kestrel_core.db.roles import ensure_roles
-from kestrel_core.dispatch.claim import ClaimMark, claim_batch
+from kestrel_core.db import ensure_roles
+from kestrel_core.dispatch import claim_executions
 
 TRIGGERS = (
     "guard_waiting_executions",
@@ -77,10 +77,9 @@ def claims_per_second(admin: psycopg.Connection, worker_dsn: str, n: int) -> flo
         (n,),
     )
     with psycopg.connect(worker_dsn, autocommit=True) as conn:
-        mark = ClaimMark()
         started = time.perf_counter()
         for _ in range(n):
-            claim_batch(conn, "kestrel", worker_id="bench", names=["b"], n=1, lease=timedelta(seconds=60), mark=mark)
+            claim_executions(conn, "kestrel", worker_id="bench", names=["b"], n=1, lease=timedelta(seconds=60))
         took = time.perf_counter() - started
     admin.execute(
         "UPDATE kestrel.workflow_executions SET status = 'success', finished_at = now() WHERE status = 'running'"

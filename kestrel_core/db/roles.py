@@ -11,7 +11,11 @@ Three NOLOGIN group roles, meant to be granted to login users (``GRANT kestrel_w
   (``workflow_waits.decision``, ``decided_by``, ...) and no ``paused`` column of a queue or
   schedule is granted to it (column privileges), and the trigger
   ``guard_finished_executions`` (migration 0013) refuses its plain UPDATEs that cancel an
-  execution or change a finished one. It deletes nothing directly, creates nothing.
+  execution or change a finished one; those of migration 0024 what the columns it needs
+  would still allow (leaving 'waiting', resolving a wait, a decided gate, a live execution
+  taken out of the ready queue, a closed attempt, a disguised pause), and audit its queue and
+  schedule declarations (the table ``declarations``). It deletes nothing directly but ready
+  rows (the claim), creates nothing.
 - the operator role reads every table of the schema, and changes things only through the
   SECURITY DEFINER functions that check the allowed states and write the audit row
   (``OPERATOR_FUNCTIONS``). It cannot INSERT, UPDATE or DELETE any table directly, nor
@@ -28,7 +32,13 @@ comparison of the old and new status: the worker's hot path pays nothing it woul
 ("Least privilege" in docs/operations.md has the figures).
 
 ``EXECUTE`` on the schema's functions is revoked from PUBLIC, so holding USAGE on the schema
-is not enough to call them. Roles are cluster-wide; privileges are per database and schema, so
+is not enough to call them. Every grant and revoke names Kestrel's own tables (those its
+migrations create, and their partitions), their sequences and its functions (one file each),
+one by one: what else lives in the schema keeps its privileges (``migrate`` refuses a schema
+that holds other objects to begin with). A new role's grants go in ``_grant``'s lists
+(``WORKER_WRITES``, ``WORKER_FUNCTIONS``, ``OPERATOR_FUNCTIONS``) or beside them.
+
+Roles are cluster-wide; privileges are per database and schema, so
 run ``ensure_roles`` (``migrate`` does) in every database and schema Kestrel uses, and again
 after every migration (new tables get their grants then).
 
