@@ -22,9 +22,11 @@
 -- 4. guard_step_attempts: a closed attempt (success, error) never changes for another login,
 --    nor does any attempt's identity (execution, step, number, owner, claim, start).
 -- 5. guard_declarations / audit_declarations: a change of a queue's limits or of a schedule's
---    definition is audited (the table declarations, with the database role); a rate window is at most a day and holds no future start, a schedule's
---    next tick is finite, and only a schedule declared in code ('code') may be written by
---    another login (an operator's 'cli' schedule is the audited add_schedule's).
+--    definition is audited (the table declarations, with the database role); another login
+--    declares a rate window of at most a day (checked when declared: a queue declared so
+--    before this version still runs) with no future start in it, a finite next tick, and
+--    writes only schedules declared in code ('code': an operator's 'cli' schedule is the
+--    audited add_schedule's).
 -- 6. operator_actions.at defaults to clock_timestamp(): an audit row records when the action
 --    happened, not when its transaction began (with decide_approval's own clock: issue 44,
 --    finding 7); events record the database role that sent them (sent_by_db_user).
@@ -54,11 +56,9 @@ CREATE TABLE {schema}.declarations (
 );
 CREATE INDEX declarations_name_idx ON {schema}.declarations (kind, name, at);
 -- Which action a gate's decision audits, and the events' sender role.
-ALTER TABLE {schema}.workflow_events ADD COLUMN sent_by_db_user text DEFAULT session_user;
--- A rate window longer than a day is a pause that shows as 'active'. NOT VALID: a queue
--- declared so before this version is left as it is until its next declaration.
-ALTER TABLE {schema}.queues ADD CONSTRAINT queues_rate_period_at_most_a_day
-    CHECK (rate_period <= interval '1 day') NOT VALID;
+-- (The default set apart: events sent before this version keep no role, not the migrator's.)
+ALTER TABLE {schema}.workflow_events ADD COLUMN sent_by_db_user text;
+ALTER TABLE {schema}.workflow_events ALTER COLUMN sent_by_db_user SET DEFAULT session_user;
 
 -- 1. -------------------------------------------------------------------------------------
 CREATE FUNCTION {schema}.guard_waiting_executions() RETURNS trigger
@@ -220,6 +220,15 @@ BEGIN
         RETURN NEW;
     END IF;
     IF TG_TABLE_NAME = 'queues' THEN
+        -- A rate window longer than a day is a pause that shows as 'active'. Checked when it
+        -- is declared, not at each claim: a queue declared so before version 24 still runs.
+        IF NEW.rate_period > interval '1 day'
+           AND (TG_OP = 'INSERT' OR NEW.rate_period IS DISTINCT FROM OLD.rate_period) THEN
+            RAISE EXCEPTION 'cannot declare queue "%" with a rate window of % as role %: at most a day',
+                NEW.name, NEW.rate_period, current_user
+                USING ERRCODE = '23514',
+                      HINT = 'Pause a queue with kestrel-console queue pause (audited).';
+        END IF;
         IF EXISTS (SELECT 1 FROM unnest(NEW.rate_starts) AS s(at) WHERE s.at > clock_timestamp()) THEN
             RAISE EXCEPTION 'permission denied to record a claim in the future in the rate window of queue "%" as role %',
                 NEW.name, current_user USING ERRCODE = '42501',
@@ -272,9 +281,14 @@ $$;
 REVOKE EXECUTE ON FUNCTION {schema}.guard_declarations() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION {schema}.audit_declarations() FROM PUBLIC;
 
+CREATE TRIGGER guard_queue_insert
+    BEFORE INSERT ON {schema}.queues
+    FOR EACH ROW WHEN (NEW.rate_period > interval '1 day' OR cardinality(NEW.rate_starts) > 0)
+    EXECUTE FUNCTION {schema}.guard_declarations();
 CREATE TRIGGER guard_queue_writes
     BEFORE UPDATE ON {schema}.queues
-    FOR EACH ROW WHEN (NEW.rate_starts IS DISTINCT FROM OLD.rate_starts)
+    FOR EACH ROW WHEN (NEW.rate_starts IS DISTINCT FROM OLD.rate_starts
+                       OR NEW.rate_period IS DISTINCT FROM OLD.rate_period)
     EXECUTE FUNCTION {schema}.guard_declarations();
 CREATE TRIGGER audit_queue_insert
     AFTER INSERT ON {schema}.queues

@@ -1,7 +1,7 @@
 -- guard_declarations(): its current definition (created by migration 0024).
 --
--- What a non-owner may write in queues and schedules: no future start in a rate window, no
--- operator ('cli') schedule, no infinite next tick.
+-- What a non-owner may write in queues and schedules: a rate window of at most a day with no
+-- future start in it, no operator ('cli') schedule, no infinite next tick.
 CREATE OR REPLACE FUNCTION {schema}.guard_declarations() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -9,6 +9,15 @@ BEGIN
         RETURN NEW;
     END IF;
     IF TG_TABLE_NAME = 'queues' THEN
+        -- A rate window longer than a day is a pause that shows as 'active'. Checked when it
+        -- is declared, not at each claim: a queue declared so before version 24 still runs.
+        IF NEW.rate_period > interval '1 day'
+           AND (TG_OP = 'INSERT' OR NEW.rate_period IS DISTINCT FROM OLD.rate_period) THEN
+            RAISE EXCEPTION 'cannot declare queue "%" with a rate window of % as role %: at most a day',
+                NEW.name, NEW.rate_period, current_user
+                USING ERRCODE = '23514',
+                      HINT = 'Pause a queue with kestrel-console queue pause (audited).';
+        END IF;
         IF EXISTS (SELECT 1 FROM unnest(NEW.rate_starts) AS s(at) WHERE s.at > clock_timestamp()) THEN
             RAISE EXCEPTION 'permission denied to record a claim in the future in the rate window of queue "%" as role %',
                 NEW.name, current_user USING ERRCODE = '42501',
