@@ -13,8 +13,8 @@
 --    (to 'error', once its deadline_at has passed); a parked execution's deadline is not
 --    moved by another login.
 -- 2. guard_waits: a decided wait (approved, rejected, timed out) never changes, for anyone;
---    another login may only reopen a wait (resolved_at to NULL) and rewrite the children list
---    of a child wait, never resolve one nor change what an approver is shown.
+--    another login may only reopen a wait (resolved_at to NULL) and rewrite the details of a
+--    wait that is not a gate, never resolve one nor change what an approver is shown.
 -- 3. guard_ready_rows: another login never rewrites a ready row, and a DELETE from
 --    executions_ready that leaves a live ('enqueued') execution without one is refused when
 --    its transaction commits (the claim deletes ready rows and moves their executions to
@@ -110,7 +110,9 @@ BEGIN
             USING ERRCODE = '42501',
                   HINT = 'A gate is decided by kestrel-console approve / reject (audited); sleeps, timeouts, events and children are resolved by the engine.';
     END IF;
-    IF NEW.details IS DISTINCT FROM OLD.details AND OLD.kind <> 'child' THEN
+    -- What an approver is shown stays what the workflow asked about (a sleep's, an event's,
+    -- children's details are the engine's own bookkeeping, rewritten on a replay).
+    IF NEW.details IS DISTINCT FROM OLD.details AND OLD.kind = 'approval' THEN
         RAISE EXCEPTION 'permission denied to change the details of % "%" of execution % as role %',
             OLD.kind, OLD.step_id, OLD.execution_id, current_user
             USING ERRCODE = '42501';

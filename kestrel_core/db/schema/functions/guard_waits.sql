@@ -1,7 +1,8 @@
 -- guard_waits(): its current definition (created by migration 0024).
 --
 -- A decided wait never changes, for anyone; another login may only reopen a wait and rewrite
--- a child wait's children, never resolve a wait nor change what an approver is shown.
+-- the details of a wait that is not a gate, never resolve a wait nor change what an approver
+-- is shown.
 CREATE OR REPLACE FUNCTION {schema}.guard_waits() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -20,7 +21,9 @@ BEGIN
             USING ERRCODE = '42501',
                   HINT = 'A gate is decided by kestrel-console approve / reject (audited); sleeps, timeouts, events and children are resolved by the engine.';
     END IF;
-    IF NEW.details IS DISTINCT FROM OLD.details AND OLD.kind <> 'child' THEN
+    -- What an approver is shown stays what the workflow asked about (a sleep's, an event's,
+    -- children's details are the engine's own bookkeeping, rewritten on a replay).
+    IF NEW.details IS DISTINCT FROM OLD.details AND OLD.kind = 'approval' THEN
         RAISE EXCEPTION 'permission denied to change the details of % "%" of execution % as role %',
             OLD.kind, OLD.step_id, OLD.execution_id, current_user
             USING ERRCODE = '42501';
