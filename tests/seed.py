@@ -562,8 +562,11 @@ VALUES (%(worker_id)s, %(hostname)s, %(pid)s, %(workflows)s, %(concurrency)s, %(
 """
 
 INSERT_ACTION = """
-INSERT INTO operator_actions (at, actor, action, execution_id, step_id, comment, from_status)
-VALUES (%(at)s, %(actor)s, %(action)s, %(execution_id)s, %(step_id)s, %(comment)s, %(from_status)s)
+INSERT INTO operator_actions (at, actor, action, execution_id, step_id, comment, from_status, db_user)
+VALUES (%(at)s, %(actor)s, %(action)s, %(execution_id)s, %(step_id)s, %(comment)s, %(from_status)s,
+        -- a decision's audit row matches its wait row, which records no role here (as before
+        -- schema version 5); the other actions keep the seeding login's
+        CASE WHEN %(action)s IN ('approve', 'reject') THEN NULL ELSE session_user END)
 """
 
 

@@ -49,12 +49,12 @@ SELECT kind, step_id, attempt, started_at, finished_at,
                 THEN CASE WHEN w.resolved_at >= coalesce(w.wake_at, 'infinity') THEN 'timed_out' ELSE 'woke' END
                 ELSE 'cancelled' END,
            NULL, NULL, w.wake_at, w.decision, w.decided_by, w.decided_by_db_user, w.comment,
-           -- A human decision is audited when decide_approval wrote it: its operator_actions
-           -- row exists. One written any other way (by hand, as the owner) is shown as such.
-           CASE WHEN w.decision IN ('approved', 'rejected') THEN EXISTS (
-               SELECT 1 FROM {schema}.operator_actions x
-                WHERE x.execution_id = w.execution_id AND x.step_id = w.step_id
-                  AND x.action IN ('approve', 'reject')) END,
+           -- A human decision is audited when an operator_actions row matches it: its gate,
+           -- its verb, its actor and its database role (the view approval_audits, migration
+           -- 0024, the one place this is decided). One written or edited any other way (by
+           -- hand, as the owner) is shown as such.
+           (SELECT a.audited FROM {schema}.approval_audits a
+             WHERE a.execution_id = w.execution_id AND a.step_id = w.step_id),
            0
       FROM {schema}.workflow_waits w
       JOIN {schema}.workflow_executions e ON e.id = w.execution_id

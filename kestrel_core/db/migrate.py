@@ -45,7 +45,7 @@ from importlib import resources
 import psycopg
 from psycopg import sql
 
-from kestrel_core.base.errors import SchemaOutdated, SchemaTooNew
+from kestrel_core.base.errors import ActionRefused, SchemaOutdated, SchemaTooNew
 from kestrel_core.db.statements import check_schema_name, render, render_migration
 
 # A changed function is no version: its (re)application is logged, not returned.
@@ -53,12 +53,30 @@ log = logging.getLogger("kestrel.migrate")
 
 _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
 _FUNCTION_FILE = re.compile(r"^(\w+)\.sql$")
+_RELATION = re.compile(r"CREATE (?:UNLOGGED )?(?:TABLE|VIEW|MATERIALIZED VIEW)(?: IF NOT EXISTS)? \{schema\}\.(\w+)")
+_PARTITION = re.compile(r"^(\w+)_p\d+$")
 OUTSIDE_TRANSACTION = re.compile(r"^-- kestrel: outside transaction\s*$", re.MULTILINE)
 # The function files, inside the package: applied after every migration, so that a function
 # may use the columns the migrations add.
 FUNCTIONS_DIR = ("schema", "functions")
 
 CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"
+# Whether a schema is Kestrel's to use (issue 44): none, or one only its owner may create
+# objects in, holding Kestrel's objects or nothing. Kestrel's SECURITY DEFINER functions resolve
+# names in it, and its grants must never reach other applications' objects ('public').
+SCHEMA_FITNESS = """
+SELECT to_regclass(format('%%I.schema_migrations', n.nspname)) IS NOT NULL AS kestrel,
+       ARRAY(SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END
+               FROM aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) a
+              WHERE a.privilege_type = 'CREATE' AND a.grantee <> n.nspowner
+              ORDER BY 1) AS others_create,
+       (SELECT count(*) FROM pg_class c WHERE c.relnamespace = n.oid)
+       + (SELECT count(*) FROM pg_proc p WHERE p.pronamespace = n.oid)
+       + (SELECT count(*) FROM pg_operator o WHERE o.oprnamespace = n.oid)
+       + (SELECT count(*) FROM pg_type t
+           WHERE t.typnamespace = n.oid AND t.typrelid = 0 AND t.typcategory <> 'A') AS objects
+  FROM pg_namespace n WHERE n.nspname = %s
+"""
 CREATE_VERSIONS = """
 CREATE TABLE IF NOT EXISTS {schema}.schema_migrations (
     version    integer PRIMARY KEY,
@@ -195,6 +213,7 @@ def _apply_in_transaction(
     all of them and then the changed function files (None returned), in one transaction."""
     with conn.transaction():
         conn.execute(LOCK)
+        check_schema_fit(conn, schema)
         conn.execute(render(CREATE_SCHEMA, schema))
         conn.execute(render(CREATE_VERSIONS, schema))
         conn.execute(render(CREATE_FUNCTIONS, schema))
@@ -211,6 +230,45 @@ def _apply_in_transaction(
         _apply_functions(conn, schema, functions)
         _ensure_partitions(conn, schema)
     return None
+
+
+def check_schema_fit(conn: psycopg.Connection, schema: str) -> None:
+    """ActionRefused unless ``schema`` is absent or Kestrel's alone: not ``public`` (unless
+    Kestrel is already there), no CREATE for other roles, no objects Kestrel did not create."""
+    row = conn.execute(SCHEMA_FITNESS, (schema,)).fetchone()
+    if row is None:
+        return
+    kestrel, others_create, objects = row
+    if others_create:
+        raise ActionRefused(
+            f"refusing to use schema {schema!r} for Kestrel: other roles may create objects in it "
+            f"(CREATE granted to {', '.join(others_create)}), and Kestrel's SECURITY DEFINER functions "
+            f"resolve names there; revoke that, or use a schema of its own (--schema kestrel)"
+        )
+    if kestrel:
+        return
+    if schema == "public" or objects:
+        raise ActionRefused(
+            f"refusing to install Kestrel into schema {schema!r}: it holds {objects} object(s) Kestrel did not "
+            "create, whose privileges Kestrel's grants would change; use a schema of its own (--schema kestrel)"
+        )
+
+
+def kestrel_relations() -> frozenset[str]:
+    """The tables and views Kestrel's migrations create (their partitions are named
+    ``<table>_p<lo>``: see ``is_kestrel_relation``)."""
+    names = {"schema_migrations", "schema_functions"}
+    for migration in available():
+        names.update(_RELATION.findall(migration.text))
+    return frozenset(names)
+
+
+def is_kestrel_relation(name: str, known: frozenset[str]) -> bool:
+    """Whether ``name`` is one of Kestrel's relations, or a partition of one."""
+    if name in known:
+        return True
+    match = _PARTITION.match(name)
+    return bool(match and match[1] in known)
 
 
 def _ensure_partitions(conn: psycopg.Connection, schema: str) -> None:

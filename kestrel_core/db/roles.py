@@ -11,7 +11,11 @@ Three NOLOGIN group roles, meant to be granted to login users (``GRANT kestrel_w
   (``workflow_waits.decision``, ``decided_by``, ...) and no ``paused`` column of a queue or
   schedule is granted to it (column privileges), and the trigger
   ``guard_finished_executions`` (migration 0013) refuses its plain UPDATEs that cancel an
-  execution or change a finished one. It deletes nothing directly, creates nothing.
+  execution or change a finished one; those of migration 0024 what the columns it needs
+  would still allow (leaving 'waiting', resolving a wait, a decided gate, a live execution
+  taken out of the ready queue, a closed attempt, a disguised pause), and audit its queue and
+  schedule declarations (the table ``declarations``). It deletes nothing directly but ready
+  rows (the claim), creates nothing.
 - the operator role reads every table of the schema, and changes things only through the
   SECURITY DEFINER functions that check the allowed states and write the audit row
   (``OPERATOR_FUNCTIONS``). It cannot INSERT, UPDATE or DELETE any table directly, nor
@@ -28,7 +32,13 @@ comparison of the old and new status: the worker's hot path pays nothing it woul
 ("Least privilege" in docs/operations.md has the figures).
 
 ``EXECUTE`` on the schema's functions is revoked from PUBLIC, so holding USAGE on the schema
-is not enough to call them. Roles are cluster-wide; privileges are per database and schema, so
+is not enough to call them. Every grant and revoke names Kestrel's own tables (those its
+migrations create, and their partitions), their sequences and its functions (one file each),
+one by one: what else lives in the schema keeps its privileges (``migrate`` refuses a schema
+that holds other objects to begin with). A new role's grants go in ``_grant``'s lists
+(``WORKER_WRITES``, ``WORKER_FUNCTIONS``, ``OPERATOR_FUNCTIONS``) or beside them.
+
+Roles are cluster-wide; privileges are per database and schema, so
 run ``ensure_roles`` (``migrate`` does) in every database and schema Kestrel uses, and again
 after every migration (new tables get their grants then).
 
@@ -51,6 +61,7 @@ from psycopg import sql
 
 from kestrel_core.base.errors import ActionRefused, SchemaOutdated
 from kestrel_core.base.masking import first_line
+from kestrel_core.db.migrate import function_files, is_kestrel_relation, kestrel_relations
 from kestrel_core.db.statements import check_schema_name
 
 DEFAULT_WORKER_ROLE = "kestrel_worker"
@@ -71,6 +82,22 @@ SCHEMA_TABLES = """
 SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
  WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm') ORDER BY c.relname
 """
+# The sequences of Kestrel's tables (identity columns), by the table that owns each.
+SCHEMA_SEQUENCES = """
+SELECT s.relname FROM pg_class s
+  JOIN pg_namespace n ON n.oid = s.relnamespace
+  JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = s.oid
+                  AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')
+  JOIN pg_class t ON t.oid = d.refobjid
+ WHERE n.nspname = %s AND s.relkind = 'S' AND t.relname = ANY(%s)
+ ORDER BY s.relname
+"""
+# Kestrel's functions: one file each under schema/functions/.
+SCHEMA_FUNCTIONS = """
+SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname = %s AND p.proname = ANY(%s) ORDER BY 1
+"""
+KESTREL_FUNCTIONS = sorted(f.name for f in function_files())
 
 # What the worker role may do, table by table: privileges, with a column list where the
 # engine writes only some columns. Tables not listed (the audit table, the console's counters,
@@ -102,6 +129,9 @@ WORKER_WRITES: dict[str, tuple[str, ...]] = {
     "workflow_events": ("SELECT",),  # wait_for_event (sent via send_event)
     "execution_keys": ("SELECT",),  # an enqueue's key already taken: its holder (a trigger writes them)
     "history_partitions": ("SELECT",),  # prune's id ranges (dropped through drop_history_range)
+    # the claim's DELETE of ready rows whose executions are still enqueued at the end of its
+    # statement names them here; ready_recheck() checks them at commit (migration 0024)
+    "ready_rechecks": ("INSERT",),
 }
 WORKER_FUNCTIONS = (
     "prune_finished(timestamptz, integer, text)",
@@ -190,7 +220,8 @@ def ensure_roles(conn: psycopg.Connection, schema: str, names: RoleNames | None 
             )
         for role in (names.worker, names.operator, names.reader):
             (report.created if _create_role(conn, role) else report.existing).append(role)
-        tables = [row[0] for row in conn.execute(SCHEMA_TABLES, (schema,))]
+        known = kestrel_relations()
+        tables = [row[0] for row in conn.execute(SCHEMA_TABLES, (schema,)) if is_kestrel_relation(row[0], known)]
         report.tables = tables
         _grant(conn, schema, names, tables)
         _grant_membership(conn, names.reader, names.operator)
@@ -217,21 +248,29 @@ def _create_role(conn: psycopg.Connection, role: str) -> bool:
 
 
 def _grant(conn: psycopg.Connection, schema: str, names: RoleNames, tables: list[str]) -> None:
+    """Grant each role its privileges on Kestrel's own objects, one by one: never on another
+    application's table, sequence or function that happens to share the schema (``REVOKE ...
+    ON ALL FUNCTIONS IN SCHEMA public FROM PUBLIC`` once broke every other app there)."""
     s = sql.Identifier(schema)
     worker, operator = sql.Identifier(names.worker), sql.Identifier(names.operator)
     reader = sql.Identifier(names.reader)
     every = sql.SQL("{}, {}, {}").format(worker, operator, reader)
     statements = [
         # Start from nothing, so a rerun also takes back what an older version granted.
-        sql.SQL("REVOKE ALL ON ALL TABLES IN SCHEMA {} FROM {}").format(s, every),
-        sql.SQL("REVOKE ALL ON ALL SEQUENCES IN SCHEMA {} FROM {}").format(s, every),
-        sql.SQL("REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {} FROM PUBLIC, {}").format(s, every),
         sql.SQL("REVOKE ALL ON SCHEMA {} FROM {}").format(s, every),
         sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(s, every),
-        sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(s, operator),
-        sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(s, reader),
-        sql.SQL("GRANT USAGE ON ALL SEQUENCES IN SCHEMA {} TO {}").format(s, worker),
     ]
+    for table in tables:
+        t = sql.Identifier(schema, table)
+        statements.append(sql.SQL("REVOKE ALL ON TABLE {} FROM {}").format(t, every))
+        statements.append(sql.SQL("GRANT SELECT ON TABLE {} TO {}, {}").format(t, operator, reader))
+    for (sequence,) in conn.execute(SCHEMA_SEQUENCES, (schema, tables)).fetchall():
+        q = sql.Identifier(schema, sequence)
+        statements.append(sql.SQL("REVOKE ALL ON SEQUENCE {} FROM {}").format(q, every))
+        statements.append(sql.SQL("GRANT USAGE ON SEQUENCE {} TO {}").format(q, worker))
+    for (signature,) in conn.execute(SCHEMA_FUNCTIONS, (schema, KESTREL_FUNCTIONS)).fetchall():
+        # regprocedure's text: the catalog's own quoting of a name and argument types it holds.
+        statements.append(sql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC, {}").format(sql.SQL(signature), every))
     for table, privileges in WORKER_WRITES.items():
         if table in tables:
             statements.append(

@@ -124,3 +124,48 @@ def test_a_decision_written_outside_decide_approval_is_shown_as_unaudited(
     fine = console("show", str(audited), dsn=ops_dsn)
     assert fine.returncode == 0 and f"approved by alice (db role {role})" in fine.stdout
     assert "UNAUDITED" not in fine.stdout
+
+
+def test_an_audited_decision_edited_afterwards_is_shown_as_unaudited(
+    db: psycopg.Connection,
+    ops_login,
+) -> None:
+    """Issue 44, finding 8: bob's audited rejection, edited by the schema's owner into alice's
+    approval (the trigger that keeps decisions final switched off for it), is no longer backed
+    by its audit row: the audit row must match the decision, its actor and its role."""
+    role, ops_dsn = ops_login
+    eid = waiting_on_gate(db)
+    with Kestrel(ops_dsn) as ops:
+        ops.reject(eid, "approve-fix", by="bob", comment="too risky")
+    with db.transaction():
+        db.execute("SET LOCAL session_replication_role = replica")  # the owner's own way around guard_waits
+        db.execute(
+            "UPDATE workflow_waits SET decision = 'approved', decided_by = 'alice' WHERE execution_id = %s", (eid,)
+        )
+    assert db.execute("SELECT actor, action FROM operator_actions").fetchall() == [("bob", "reject")]
+
+    table = console("show", str(eid), dsn=ops_dsn)
+    assert table.returncode == 0, table.stderr
+    assert "UNAUDITED: no operator action records this decision" in table.stdout
+    shown = console("show", str(eid), "--format", "json", dsn=ops_dsn)
+    gate = next(e for e in json.loads(shown.stdout)[0]["timeline"] if e["step_id"] == "approve-fix")
+    assert (gate["decision"], gate["decided_by"], gate["audited"]) == ("approved", "alice", False)
+    # each part must match: the verb, the actor, the role
+    for edit in (
+        "decision = 'rejected', decided_by = 'bob', decided_by_db_user = 'someone_else'",
+        "decision = 'rejected', decided_by = 'alice', decided_by_db_user = %(role)s",
+        "decision = 'approved', decided_by = 'bob', decided_by_db_user = %(role)s",
+    ):
+        with db.transaction():
+            db.execute("SET LOCAL session_replication_role = replica")
+            db.execute(f"UPDATE workflow_waits SET {edit} WHERE execution_id = %(eid)s", {"role": role, "eid": eid})
+        assert db.execute("SELECT audited FROM approval_audits WHERE execution_id = %s", (eid,)).fetchone() == (False,)
+    with db.transaction():
+        db.execute("SET LOCAL session_replication_role = replica")
+        db.execute(
+            "UPDATE workflow_waits SET decision = 'rejected', decided_by = 'bob', decided_by_db_user = %s"
+            " WHERE execution_id = %s",
+            (role, eid),
+        )
+    fine = console("show", str(eid), dsn=ops_dsn)
+    assert fine.returncode == 0 and "UNAUDITED" not in fine.stdout

@@ -28,10 +28,10 @@ def gate(
         " CASE WHEN %s::text IS NULL THEN NULL ELSE now() END, %s::jsonb)",
         (eid, step, age, decision, decision, by, comment, decision, details),
     )
-    if decision in ("approved", "rejected"):  # its audit row, as decide_approval writes it
+    if decision in ("approved", "rejected"):  # its audit row, matching it (no role on either: pre-version 5)
         db.execute(
-            "INSERT INTO operator_actions (actor, action, execution_id, step_id, comment, from_status)"
-            " VALUES (%s, %s, %s, %s, %s, 'waiting')",
+            "INSERT INTO operator_actions (actor, action, execution_id, step_id, comment, from_status, db_user)"
+            " VALUES (%s, %s, %s, %s, %s, 'waiting', NULL)",
             (by, "approve" if decision == "approved" else "reject", eid, step, comment),
         )
 

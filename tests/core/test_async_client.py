@@ -110,7 +110,9 @@ async def test_operator_actions(app: Kestrel, client: AsyncKestrel, db: psycopg.
     wait_for(lambda: app.get(failed).status == "error", what="the failing workflow")
     assert await client.requeue(failed, by="dave", comment="retry") == "error"
     audit = db.execute("SELECT action, actor FROM operator_actions ORDER BY id").fetchall()
-    assert [a for a, _ in audit][:2] == ["approve", "reject"] and ("requeue", "dave") in audit
+    # an event is audited too, with its sender (issue 44)
+    assert [a for a, _ in audit][:3] == ["approve", "send_event", "reject"] and ("requeue", "dave") in audit
+    assert ("send_event", "ci") in audit
 
 
 async def test_actions_inside_the_callers_transaction(

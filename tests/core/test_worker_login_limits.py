@@ -110,7 +110,10 @@ def test_a_checkpoint_forged_for_a_gate_is_not_a_decision(
             "INSERT INTO operation_outputs (execution_id, step_id, output) VALUES (%s, 'ship', %s)",
             (eid, Jsonb({"approved": True, "by": "alice", "comment": None, "timed_out": False})),
         )
-        conn.execute("UPDATE workflow_executions SET status = 'enqueued', run_at = now() WHERE id = %s", (eid,))
+        # and it may not wake the gated execution itself (migration 0024: guard_waiting_executions)
+        assert refused(conn, "UPDATE workflow_executions SET status = 'enqueued', run_at = now() WHERE id = %s", (eid,))
+    # Woken any other way (here by the schema's owner), the replay still refuses the forgery.
+    db.execute("UPDATE workflow_executions SET status = 'enqueued', run_at = now() WHERE id = %s", (eid,))
     wait_for(lambda: app.get(eid).done, what="the replay")
     done = app.get(eid)
     assert done.status == "error" and done.output is None

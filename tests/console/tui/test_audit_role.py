@@ -46,3 +46,26 @@ async def test_detail_marks_a_decision_no_operator_action_records(dsn, db, ops_l
         assert [attempts.shown(k, "worker") for k in attempts.keys()] == [
             "alice [UNAUDITED: no operator action records this decision]"
         ]
+
+
+async def test_detail_marks_an_audited_decision_edited_afterwards(dsn, db, ops_login):
+    """Issue 44, finding 8: bob's audited rejection edited by the owner into alice's approval
+    (guard_waits bypassed) no longer matches its audit row: marked."""
+    role, ops_dsn = ops_login
+    eid = waiting_on_gate(db)
+    with Kestrel(ops_dsn) as ops:
+        ops.reject(eid, "approve-fix", by="bob", comment="too risky")
+    with db.transaction():
+        db.execute("SET LOCAL session_replication_role = replica")
+        db.execute(
+            "UPDATE workflow_waits SET decision = 'approved', decided_by = 'alice' WHERE execution_id = %s", (eid,)
+        )
+    tui = console(dsn)
+    async with tui.run_test(size=SIZE) as pilot:
+        screen = DetailScreen(eid)
+        await pilot.app.push_screen(screen)
+        await fresh(pilot, screen)
+        attempts = screen.query_one("#detail-attempts", LiveTable)
+        assert [attempts.shown(k, "worker") for k in attempts.keys()] == [
+            f"alice (db role {role}) [UNAUDITED: no operator action records this decision]"
+        ]

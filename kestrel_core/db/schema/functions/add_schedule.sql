@@ -1,4 +1,4 @@
--- add_schedule(): its current definition (created by migration 0007, last redefined by 0013).
+-- add_schedule(): its current definition (created by migration 0007, last redefined by 0013; the audit's role explicit since 0024).
 --
 -- An operator adds a schedule from the CLI (source 'cli'), audited. The caller computes
 -- p_next_tick (cron is evaluated in Python, never here).
@@ -46,8 +46,8 @@ BEGIN
     INSERT INTO schedules (name, cron, timezone, workflow_name, input, catch_up, next_tick,
                            source, created_by)
     VALUES (p_name, p_cron, p_timezone, p_workflow, p_input, p_catch_up, p_next_tick, 'cli', p_by);
-    INSERT INTO operator_actions (actor, action, comment, details)
-    VALUES (p_by, 'add_schedule', p_comment,
+    INSERT INTO operator_actions (actor, db_user, action, comment, details)
+    VALUES (p_by, session_user, 'add_schedule', p_comment,
             jsonb_build_object('schedule', p_name, 'cron', p_cron, 'timezone', p_timezone,
                                'workflow', p_workflow, 'input', p_input, 'catch_up', p_catch_up));
     RETURN p_next_tick;

@@ -1,9 +1,13 @@
--- decide_approval(): its current definition (created by migration 0002, last redefined by 0013).
+-- decide_approval(): its current definition (created by migration 0002, last redefined by 0013
+-- and by the file since 0024).
 --
 -- An operator approves or rejects an approval gate, audited, and wakes the execution. Like
 -- every operator function it is SECURITY DEFINER: the operator role may EXECUTE it without
 -- holding UPDATE on the tables. Refusals raise SQLSTATE KS404 (no such thing) or KS409 (the
 -- state does not allow it); kestrel_core.errors maps them to Python exceptions.
+-- Timed by the clock, not the transaction: the deadline is compared with clock_timestamp()
+-- once the gate is locked, and that time is what decided_at and the audit row record (a
+-- transaction opened before the deadline cannot decide after it, nor backdate the decision).
 CREATE OR REPLACE FUNCTION {schema}.decide_approval(
     p_execution_id bigint, p_step_id text, p_approved boolean, p_by text, p_comment text
 ) RETURNS jsonb
@@ -13,6 +17,7 @@ DECLARE
     w workflow_waits%ROWTYPE;
     v jsonb;
     verb text := CASE WHEN p_approved THEN 'approve' ELSE 'reject' END;
+    decided timestamptz;
 BEGIN
     IF p_approved IS NULL THEN
         RAISE EXCEPTION 'cannot decide approval "%" of execution %: the decision must be true (approve) or false (reject), not NULL',
@@ -45,7 +50,8 @@ BEGIN
             verb, p_execution_id, e.status, p_step_id USING ERRCODE = 'KS409';
     END IF;
     -- The deadline holds in the decision itself, not only once a sweeper has run.
-    IF w.wake_at <= now() THEN
+    decided := clock_timestamp();
+    IF w.wake_at <= decided THEN
         RAISE EXCEPTION 'cannot %: approval "%" of execution % timed out at % (its deadline passed; the workflow resumes with timed_out at the next sweep)',
             verb, p_step_id, p_execution_id, to_char(w.wake_at, 'YYYY-MM-DD HH24:MI:SS TZ')
             USING ERRCODE = 'KS409';
@@ -54,21 +60,21 @@ BEGIN
     UPDATE workflow_waits
        SET decision = CASE WHEN p_approved THEN 'approved' ELSE 'rejected' END,
            decided_by = p_by, decided_by_db_user = session_user, comment = p_comment,
-           decided_at = now(), resolved_at = now()
+           decided_at = decided, resolved_at = decided
      WHERE execution_id = p_execution_id AND step_id = p_step_id;
 
     v := jsonb_build_object('approved', p_approved, 'by', p_by, 'comment', p_comment,
-                            'timed_out', false, 'decided_at', now());
+                            'timed_out', false, 'decided_at', decided);
     -- The decision is the gate's checkpoint: replay returns it without waiting again.
     INSERT INTO operation_outputs (execution_id, step_id, output, started_at)
     VALUES (p_execution_id, p_step_id, v, w.created_at)
     ON CONFLICT DO NOTHING;
 
-    INSERT INTO operator_actions (actor, db_user, action, execution_id, step_id, comment, from_status)
-    VALUES (p_by, session_user, verb, p_execution_id, p_step_id, p_comment, e.status);
+    INSERT INTO operator_actions (at, actor, db_user, action, execution_id, step_id, comment, from_status)
+    VALUES (decided, p_by, session_user, verb, p_execution_id, p_step_id, p_comment, e.status);
 
     UPDATE workflow_executions
-       SET status = 'enqueued', run_at = now(), updated_at = now(), lease_expires = NULL
+       SET status = 'enqueued', run_at = decided, updated_at = decided, lease_expires = NULL
      WHERE id = p_execution_id;
     PERFORM pg_notify({schema}.notify_channel(), e.workflow_name);
     RETURN v;

@@ -1,4 +1,5 @@
--- prune_finished(): its current definition (created by migration 0004, last redefined by 0005).
+-- prune_finished(): its current definition (created by migration 0004, last redefined by 0005
+-- and by the file since 0024).
 --
 -- Retention: deletes one batch of finished executions that finished before a cutoff, with
 -- their checkpoints, waits and attempts (the execution_deleted trigger), and audits the batch,
@@ -21,6 +22,11 @@ BEGIN
     IF p_before IS NULL OR p_limit IS NULL OR p_limit < 1 OR p_limit > 100000 THEN
         RAISE EXCEPTION 'cannot prune: give a cutoff time and a batch size between 1 and 100000'
             USING ERRCODE = 'KS409';
+    END IF;
+    -- Checked here, not only by the callers: a cutoff in the future is every finished execution.
+    IF p_before > clock_timestamp() THEN
+        RAISE EXCEPTION 'cannot prune: the cutoff % is in the future (prune deletes what finished before it)',
+            to_char(p_before, 'YYYY-MM-DD HH24:MI:SS TZ') USING ERRCODE = 'KS409';
     END IF;
     n := 0;
     FOR r IN SELECT b.lo, b.hi FROM batch_ranges() b LOOP

@@ -1,4 +1,4 @@
--- remove_schedule(): its current definition (created by migration 0007).
+-- remove_schedule(): its current definition (created by migration 0007; the audit's role explicit since 0024).
 --
 -- An operator removes a schedule, audited (the audit row keeps what it was).
 CREATE OR REPLACE FUNCTION {schema}.remove_schedule(p_name text, p_by text, p_comment text)
@@ -12,8 +12,8 @@ BEGIN
         RAISE EXCEPTION 'cannot remove: no schedule named "%"', p_name
             USING ERRCODE = 'KS404', HINT = 'Schedules are listed by: kestrel-console schedule list';
     END IF;
-    INSERT INTO operator_actions (actor, action, comment, details)
-    VALUES (p_by, 'remove_schedule', p_comment,
+    INSERT INTO operator_actions (actor, db_user, action, comment, details)
+    VALUES (p_by, session_user, 'remove_schedule', p_comment,
             jsonb_build_object('schedule', p_name, 'cron', s.cron, 'timezone', s.timezone,
                                'workflow', s.workflow_name, 'source', s.source,
                                'input', s.input, 'catch_up', s.catch_up));

@@ -1,8 +1,10 @@
--- send_event(): its current definition (created by migration 0008, last redefined by 0009).
+-- send_event(): its current definition (created by migration 0008, last redefined by 0009
+-- and by the file since 0024).
 --
 -- A machine signal: store it and wake every execution waiting for its key, in one transaction.
 -- The per-key advisory lock orders it against a workflow parking on the same key (see
--- kestrel_core/events.py): one of the two always sees the other.
+-- kestrel_core/events.py): one of the two always sees the other. The event records the database
+-- role that sent it (sent_by_db_user, beside the name the caller gave) and an audit row.
 CREATE OR REPLACE FUNCTION {schema}.send_event(p_key text, p_payload jsonb, p_by text) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
 DECLARE
@@ -15,6 +17,9 @@ BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('kestrel.event:' || p_key));
     INSERT INTO workflow_events (key, payload, sent_by) VALUES (p_key, p_payload, p_by)
     RETURNING * INTO ev;
+    INSERT INTO operator_actions (actor, db_user, action, comment, details)
+    VALUES (coalesce(p_by, session_user), session_user, 'send_event', NULL,
+            jsonb_build_object('key', p_key, 'event_id', ev.id));
     WITH due AS (
         SELECT w.execution_id, w.step_id, w.created_at FROM workflow_waits w
           JOIN workflow_executions e ON e.id = w.execution_id

@@ -1,4 +1,4 @@
--- set_queue_paused(): its current definition (created by migration 0006, last redefined by 0009).
+-- set_queue_paused(): its current definition (created by migration 0006, last redefined by 0009; the audit's role explicit since 0024).
 --
 -- An operator pauses or resumes a queue, audited; resuming wakes idle workers.
 CREATE OR REPLACE FUNCTION {schema}.set_queue_paused(p_name text, p_paused boolean, p_by text, p_comment text)
@@ -24,8 +24,8 @@ BEGIN
            paused_by = CASE WHEN p_paused THEN p_by END,
            paused_at = CASE WHEN p_paused THEN now() END
      WHERE name = p_name;
-    INSERT INTO operator_actions (actor, action, comment, details)
-    VALUES (p_by, verb || '_queue', p_comment, jsonb_build_object('queue', p_name));
+    INSERT INTO operator_actions (actor, db_user, action, comment, details)
+    VALUES (p_by, session_user, verb || '_queue', p_comment, jsonb_build_object('queue', p_name));
     IF NOT p_paused THEN
         -- Wake idle workers: the queue's backlog is claimable again.
         PERFORM pg_notify({schema}.notify_channel(), w)

@@ -1,4 +1,4 @@
--- set_schedule_paused(): its current definition (created by migration 0007).
+-- set_schedule_paused(): its current definition (created by migration 0007; the audit's role explicit since 0024).
 --
 -- Pausing stops the ticks; resuming starts again from p_next_tick (the first tick after now,
 -- computed by the caller): the ticks missed while paused are never enqueued.
@@ -32,8 +32,8 @@ BEGIN
            next_tick = CASE WHEN p_paused THEN next_tick ELSE p_next_tick END,
            updated_at = now()
      WHERE name = p_name;
-    INSERT INTO operator_actions (actor, action, comment, details)
-    VALUES (p_by, verb || '_schedule', p_comment,
+    INSERT INTO operator_actions (actor, db_user, action, comment, details)
+    VALUES (p_by, session_user, verb || '_schedule', p_comment,
             jsonb_build_object('schedule', p_name, 'workflow', s.workflow_name,
                                'next_tick', CASE WHEN p_paused THEN NULL ELSE p_next_tick END));
     RETURN CASE WHEN p_paused THEN NULL ELSE p_next_tick END;
