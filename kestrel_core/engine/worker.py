@@ -38,6 +38,7 @@ from kestrel_core.dispatch import claim as claim_mod
 from kestrel_core.dispatch import deadlines, sweeper
 from kestrel_core.dispatch import lease as lease_mod
 from kestrel_core.dispatch.enqueue import RANGE_PAUSE_S, RANGE_TRIES, past_the_ranges
+from kestrel_core.durable import checkpoint
 from kestrel_core.durable.boundary import Boundary, Outcome
 from kestrel_core.durable.group_commit import GroupCommit, LazyOpen
 from kestrel_core.engine import listener, registration, scheduler
@@ -138,6 +139,10 @@ class Worker:
         self._idle = threading.Condition(self._lock)
         self._runnable: queue.Queue[Claimed | None] = queue.Queue()
         self._threads: list[threading.Thread] = []
+        # The runner threads by slot, and the claim each is running: a thread that died is
+        # replaced and its claim handed back (_supervise_runners).
+        self._runners: list[threading.Thread] = []
+        self._running: dict[int, Claimed] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         # The async loop's default executor: the blocking work of async workflows (engine
         # writes, plain-function steps, a step's own asyncio.to_thread). Coroutine steps run on
@@ -209,8 +214,8 @@ class Worker:
             self._spawn(self._listener.run, "listen")
         if (older_than := self.prune_older_than) is not None:  # its own thread: never delays a heartbeat
             self._spawn(lambda: self._prune_loop(older_than), "prune")
-        for i in range(self.concurrency):
-            self._spawn(self._runner_loop, f"runner-{i}")
+        for slot in range(self.concurrency):
+            self._runners.append(self._spawn(functools.partial(self._runner_loop, slot), f"runner-{slot}"))
         self.log.info(
             "event=worker_started worker=%s workflows=%s concurrency=%s lease_s=%s listen=%s queues=%s",
             self.worker_id,
@@ -357,8 +362,12 @@ class Worker:
     def await_on_loop(self, awaitable: Any) -> Any:
         """Run a coroutine step on the worker's event loop from a runner thread."""
         if self._loop is None:
-            return asyncio.run(_as_coroutine(awaitable))
-        return asyncio.run_coroutine_threadsafe(_as_coroutine(awaitable), self._loop).result()
+            ok, value = asyncio.run(_boxed(awaitable))
+        else:
+            ok, value = asyncio.run_coroutine_threadsafe(_boxed(awaitable), self._loop).result()
+        if not ok:
+            raise value
+        return value
 
     # -- threads -----------------------------------------------------------------------------
 
@@ -371,6 +380,7 @@ class Worker:
         errors = 0
         while not self.draining.is_set():
             self._wake.clear()
+            self._supervise_runners()
             with self._lock:
                 free = self.concurrency - len(self._inflight)
             if free > 0 and (timed_out or not backlog or free >= batch_floor):
@@ -426,21 +436,59 @@ class Worker:
         else:
             self._runnable.put(held)
 
-    def _runner_loop(self) -> None:
+    def _runner_loop(self, slot: int) -> None:
         while True:
             held = self._runnable.get()
             if held is None:
                 return
+            self._running[slot] = held
             try:
                 runner.execute(self, held)
-            except Exception:  # a bug or an unexpected database error: never lose the thread
+            except BaseException:  # a bug or an unexpected database error: never lose the thread
                 self.log.exception(
                     "event=execution_crashed worker=%s execution_id=%s (its lease will lapse and it will be retried)",
                     self.worker_id,
                     held.claim.execution_id,
                 )
             finally:
+                del self._running[slot]
                 self._done(held)
+
+    def _supervise_runners(self) -> None:
+        """Replace a runner thread that died, and hand its claim back at once: the worker must
+        never claim for a thread that is gone, nor heartbeat a claim no thread runs. (runner.py
+        ends whatever a workflow raises in an outcome and the loop above catches the rest, so
+        only an engine bug gets here.)"""
+        for slot, thread in enumerate(self._runners):
+            if thread.is_alive() or self._stopped.is_set():
+                continue
+            held = self._running.pop(slot, None)
+            self.log.error(
+                "event=runner_died worker=%s thread=%s execution_id=%s (replaced; its claim handed back)",
+                self.worker_id,
+                thread.name,
+                None if held is None else held.claim.execution_id,
+            )
+            if held is not None:
+                with self._idle:
+                    self._inflight.pop((held.claim.execution_id, held.claim.claim_epoch), None)
+                    self._idle.notify_all()
+                try:
+                    self.db(
+                        functools.partial(
+                            checkpoint.release,
+                            schema=self.schema,
+                            execution_id=held.claim.execution_id,
+                            worker_id=self.worker_id,
+                            claim_epoch=held.claim.claim_epoch,
+                        ),
+                        window=0,
+                    )
+                except psycopg.Error as exc:  # its lease lapses and a sweep hands it back
+                    self.log.warning(
+                        "event=release_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
+                    )
+            self._runners[slot] = self._spawn(functools.partial(self._runner_loop, slot), f"runner-{slot}")
 
     def _done(self, held: Claimed) -> None:
         with self._idle:
@@ -582,12 +630,37 @@ class Worker:
     async def _run_async(self, held: Claimed) -> None:
         try:
             await runner.execute_async(self, held)
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError) and _being_cancelled():
+                raise
+            # Never out of the task: asyncio re-raises a task's SystemExit or KeyboardInterrupt
+            # out of run_forever, which would end the loop every async workflow runs on.
+            self.log.exception(
+                "event=execution_crashed worker=%s execution_id=%s (its lease will lapse and it will be retried)",
+                self.worker_id,
+                held.claim.execution_id,
+            )
         finally:
             self._done(held)
 
 
-async def _as_coroutine(awaitable: Any) -> Any:
-    return await awaitable
+def _being_cancelled() -> bool:
+    """Whether the running task was asked to stop (a CancelledError it raises is then its own
+    cancellation, not one that came out of a step)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+async def _boxed(awaitable: Any) -> tuple[bool, Any]:
+    """(True, its result) or (False, what it raised), BaseException included: a coroutine step
+    of a sync workflow runs as a task on the loop, and a SystemExit or KeyboardInterrupt out of
+    a task ends the loop; a CancelledError would come back as the wrapper's own cancellation."""
+    try:
+        return True, await awaitable
+    except BaseException as exc:
+        if isinstance(exc, asyncio.CancelledError) and _being_cancelled():
+            raise
+        return False, exc
 
 
 def _on_schema(job: Callable[[psycopg.Connection, str], int], schema: str, conn: psycopg.Connection) -> int:
