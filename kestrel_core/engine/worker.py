@@ -3,7 +3,8 @@
 Threads, each with one job:
 - the claim loop: claims up to the free slots in one statement, woken by NOTIFY, by a slot
   freeing, or by the poll timer (polling is the only mode with ``listen=False``, for PgBouncer);
-- ``concurrency`` runner threads for sync workflows, and one asyncio loop for async ones;
+- ``concurrency`` runner threads for sync workflows, and one asyncio loop for async ones
+  (runners.py: supervised, a dead thread replaced and its claim handed back);
 - the group commit writer: the step boundaries of all of them, in batches (group_commit.py);
 - the listener: one connection LISTENing on the schema's channel;
 - maintenance: the heartbeat (one UPDATE renews every lease) and the sweeper.
@@ -41,8 +42,8 @@ from kestrel_core.dispatch.enqueue import RANGE_PAUSE_S, RANGE_TRIES, past_the_r
 from kestrel_core.durable.boundary import Boundary, Outcome
 from kestrel_core.durable.group_commit import GroupCommit, LazyOpen
 from kestrel_core.engine import listener, registration, scheduler
+from kestrel_core.engine.runners import RunnerThreads
 from kestrel_core.engine.signals import SignalRelay
-from kestrel_core.workflow import runner
 from kestrel_core.workflow.contracts import Claimed, Deployment, EngineSettings, Registry
 
 T = TypeVar("T")
@@ -56,7 +57,7 @@ _CONFLICT_RETRY = Backoff(0.01, cap=0.2)  # a statement rolled back by a deadloc
 _CONFLICT_TRIES = 3
 
 
-class Worker:
+class Worker(RunnerThreads):
     """Runs the workflows registered on a Kestrel app. Use ``run()`` (blocking, handles
     SIGINT/SIGTERM) or ``start()`` / ``stop()``."""
 
@@ -138,6 +139,10 @@ class Worker:
         self._idle = threading.Condition(self._lock)
         self._runnable: queue.Queue[Claimed | None] = queue.Queue()
         self._threads: list[threading.Thread] = []
+        # The runner threads by slot, and the claim each is running: a thread that died is
+        # replaced and its claim handed back (_supervise_runners).
+        self._runners: list[threading.Thread] = []
+        self._running: dict[int, Claimed] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         # The async loop's default executor: the blocking work of async workflows (engine
         # writes, plain-function steps, a step's own asyncio.to_thread). Coroutine steps run on
@@ -201,7 +206,7 @@ class Worker:
                     max_workers=self.async_threads, thread_name_prefix="kestrel-async"
                 )
             )
-            self._spawn(self._loop.run_forever, "asyncio")
+            self._spawn(self._run_loop, "asyncio")
         self._spawn(self._claim_loop, "claim")
         self._maintenance = self._spawn(self._maintenance_loop, "maintenance")
         if self.listen:
@@ -209,8 +214,8 @@ class Worker:
             self._spawn(self._listener.run, "listen")
         if (older_than := self.prune_older_than) is not None:  # its own thread: never delays a heartbeat
             self._spawn(lambda: self._prune_loop(older_than), "prune")
-        for i in range(self.concurrency):
-            self._spawn(self._runner_loop, f"runner-{i}")
+        for slot in range(self.concurrency):
+            self._runners.append(self._spawn(functools.partial(self._runner_loop, slot), f"runner-{slot}"))
         self.log.info(
             "event=worker_started worker=%s workflows=%s concurrency=%s lease_s=%s listen=%s queues=%s",
             self.worker_id,
@@ -354,12 +359,6 @@ class Worker:
             what,
         )
 
-    def await_on_loop(self, awaitable: Any) -> Any:
-        """Run a coroutine step on the worker's event loop from a runner thread."""
-        if self._loop is None:
-            return asyncio.run(_as_coroutine(awaitable))
-        return asyncio.run_coroutine_threadsafe(_as_coroutine(awaitable), self._loop).result()
-
     # -- threads -----------------------------------------------------------------------------
 
     def _claim_loop(self) -> None:
@@ -371,11 +370,13 @@ class Worker:
         errors = 0
         while not self.draining.is_set():
             self._wake.clear()
+            self._supervise_runners()
             with self._lock:
                 free = self.concurrency - len(self._inflight)
             if free > 0 and (timed_out or not backlog or free >= batch_floor):
                 now = time.monotonic()
                 check = self._limited_declared or self._limited_seen or now >= self._next_limited_check
+                sent = time.monotonic()  # before the claim is sent: see Claimed.fenced_at
                 try:
                     claimed, self._limited_seen = self.db(
                         functools.partial(
@@ -403,12 +404,12 @@ class Worker:
                     self.draining.wait(_CLAIM_RETRY.delay(errors - 1))
                     continue
                 for item in claimed:
-                    self._dispatch(item)
+                    self._dispatch(item, sent)
                 backlog = len(claimed) == free
             timed_out = not self._wake.wait(self.poll_interval * random.uniform(0.8, 1.2))
 
-    def _dispatch(self, item: claim_mod.Claim) -> None:
-        held = Claimed(item)
+    def _dispatch(self, item: claim_mod.Claim, sent: float) -> None:
+        held = Claimed(item, fenced_at=sent)
         with self._lock:
             self._inflight[(item.execution_id, item.claim_epoch)] = held
         self.count("claimed")
@@ -425,28 +426,6 @@ class Worker:
             asyncio.run_coroutine_threadsafe(self._run_async(held), loop)
         else:
             self._runnable.put(held)
-
-    def _runner_loop(self) -> None:
-        while True:
-            held = self._runnable.get()
-            if held is None:
-                return
-            try:
-                runner.execute(self, held)
-            except Exception:  # a bug or an unexpected database error: never lose the thread
-                self.log.exception(
-                    "event=execution_crashed worker=%s execution_id=%s (its lease will lapse and it will be retried)",
-                    self.worker_id,
-                    held.claim.execution_id,
-                )
-            finally:
-                self._done(held)
-
-    def _done(self, held: Claimed) -> None:
-        with self._idle:
-            self._inflight.pop((held.claim.execution_id, held.claim.claim_epoch), None)
-            self._idle.notify_all()
-        self._wake.set()
 
     def _maintenance_loop(self) -> None:
         beat_every = self.lease.total_seconds() / 3
@@ -578,16 +557,6 @@ class Worker:
         """Add one to ``stats[key]``."""
         with self._lock:
             self.stats[key] += 1
-
-    async def _run_async(self, held: Claimed) -> None:
-        try:
-            await runner.execute_async(self, held)
-        finally:
-            self._done(held)
-
-
-async def _as_coroutine(awaitable: Any) -> Any:
-    return await awaitable
 
 
 def _on_schema(job: Callable[[psycopg.Connection, str], int], schema: str, conn: psycopg.Connection) -> int:

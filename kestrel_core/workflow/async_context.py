@@ -17,6 +17,7 @@ from typing import Any
 
 from kestrel_core.base import tracing
 from kestrel_core.durable.boundary import Finish
+from kestrel_core.workflow.boxing import being_cancelled, boxed, call_boxed, unbox
 from kestrel_core.workflow.context import AttemptTimedOut, Decision, Strand, WorkflowContext
 from kestrel_core.workflow.contracts import Unwind
 from kestrel_core.workflow.flow_context import AsyncFlowOperations
@@ -94,7 +95,11 @@ class AsyncWorkflowContext(AsyncFlowOperations):
                 if tracing.state.on:  # a span per attempt; off, one attribute test
                     work = tracing.in_step_async(step_id, attempt.number, work)
                 result = await work
-            except Exception as exc:
+            except Unwind:
+                raise
+            except BaseException as exc:  # every class a step raises is its failure (_failed)
+                if isinstance(exc, asyncio.CancelledError) and being_cancelled():
+                    raise  # this task itself was cancelled: not the step's doing
                 error = sync._failed(step_id, number, limit, exc)
             else:  # serialised in the thread that writes it: a large output never holds the loop
                 return sync._result(
@@ -125,15 +130,24 @@ async def _call_async(
     fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float | None
 ) -> Any:
     """One attempt of an async workflow's step: a coroutine function on the loop, anything
-    else in a thread (an awaitable it returns is then awaited on the loop)."""
-    work = fn(*args, **kwargs) if inspect.iscoroutinefunction(fn) else asyncio.to_thread(fn, *args, **kwargs)
-    try:
-        result = await (work if timeout is None else asyncio.wait_for(work, timeout))
+    else in a thread (an awaitable it returns is then awaited on the loop), in a task of its
+    own whose outcome comes back boxed (``boxed``); what it raised is raised here."""
+
+    async def attempt() -> Any:
+        if inspect.iscoroutinefunction(fn):
+            result = await fn(*args, **kwargs)
+        else:
+            result = unbox(await asyncio.to_thread(call_boxed, fn, args, kwargs))
         if inspect.isawaitable(result):
-            result = await (result if timeout is None else asyncio.wait_for(result, timeout))
+            result = await result
+        return result
+
+    work = boxed(attempt())
+    try:
+        outcome = await (asyncio.ensure_future(work) if timeout is None else asyncio.wait_for(work, timeout))
     except TimeoutError:
         raise AttemptTimedOut() from None
-    return result
+    return unbox(outcome)
 
 
 async def _set_within(event: threading.Event, delay: float) -> bool:

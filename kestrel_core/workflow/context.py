@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import inspect
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,12 +36,25 @@ from kestrel_core.base.serialization import as_stored, to_json
 from kestrel_core.durable import waits
 from kestrel_core.durable.boundary import Attempt, Boundary, Finish, Outcome
 from kestrel_core.durable.checkpoint import Checkpoint
+from kestrel_core.workflow.boxing import boxed, unbox
 from kestrel_core.workflow.contracts import Claimed, Unwind, WorkerRuntime
-from kestrel_core.workflow.flow_context import FlowOperations
+from kestrel_core.workflow.flow_context import EventTurn, FlowOperations
 
 __all__ = ["Claimed", "Decision", "Unwind", "WorkflowContext", "describe_exception"]
 
 T = TypeVar("T")
+
+# The first step of a first claim reached within FIRST_STEP_FRESH_S of sending the claim is
+# fenced by the claim itself; later, by a write of its own. Within that time nothing but an
+# operator's cancel can end the claim: a lease is at least 1 s and a requeue needs it lapsed, a
+# freeze counts into the time (Claimed.fenced_at), and a workflow with a deadline never takes
+# this way. A cancel of a first claim younger than CANCEL_WAITS_FOR_FRESH_CLAIMS_S (by the
+# claim's own statement time, ``started_at``) waits that long before it commits
+# (cancel_execution.sql): so it commits after every first step the claim alone fenced had
+# started, and anything that saw it committed (the workflow's own code included) is followed
+# by a fenced start. The margin covers the two clocks' rates.
+FIRST_STEP_FRESH_S = 0.2
+CANCEL_WAITS_FOR_FRESH_CLAIMS_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -91,6 +105,7 @@ class WorkflowContext(FlowOperations):
         self._auto: dict[str, int] = {}
         self._children = None
         self._events_seen: dict[str, int] = {}
+        self._event_turns: dict[str, EventTurn] = {}
         # The boundary state of the workflow's own line of steps: a sync workflow's steps run
         # one after another, so the end of the last one waits for the next boundary. Each step
         # of an async workflow has its own (AsyncWorkflowContext.step): gathered steps never
@@ -189,7 +204,9 @@ class WorkflowContext(FlowOperations):
                     result = tracing.in_step(step_id, attempt.number, self._call, fn, args, kwargs, limit)
                 else:
                     result = self._call(fn, args, kwargs, limit)
-            except Exception as exc:
+            except Unwind:
+                raise
+            except BaseException as exc:  # every class a step raises is its failure (_failed)
                 error = self._failed(step_id, number, limit, exc)
             else:
                 return self._result(step_id, self._settle(step_id, attempt, result, position, strand))
@@ -332,9 +349,23 @@ class WorkflowContext(FlowOperations):
             return self._checkpoint(step_id, attempt, None, str(exc), position, strand)
         return self._checkpoint(step_id, attempt, output, None, position, strand)
 
-    @staticmethod
-    def _failed(step_id: str, number: int, timeout: float | None, exc: Exception) -> str:
-        """The error text of an attempt that raised ``exc`` (or outlived its timeout)."""
+    def _failed(self, step_id: str, number: int, timeout: float | None, exc: BaseException) -> str:
+        """The error text of an attempt that raised ``exc`` (or outlived its timeout).
+
+        Whatever a step raises fails that attempt, BaseException included: retried, then
+        StepFailed. A SystemExit, KeyboardInterrupt, GeneratorExit or asyncio.CancelledError
+        out of a step is the step's own (the engine never raises them into a step: a worker
+        stops on a signal, and cancels no step's task), so it is no reason to stop the worker
+        or strand the execution; it is logged, as it is unusual."""
+        if not isinstance(exc, Exception):
+            self._worker.log.warning(
+                "event=step_raised_base_exception execution_id=%s step=%s attempt=%s error=%r "
+                "(a failure of the attempt: retried, then StepFailed)",
+                self.execution_id,
+                step_id,
+                number,
+                first_line(f"{type(exc).__name__}: {exc}"),
+            )
         if isinstance(exc, AttemptTimedOut):
             return (
                 f"StepTimeout: attempt {number} of step {step_id!r} timed out after {timeout:g}s "
@@ -350,7 +381,7 @@ class WorkflowContext(FlowOperations):
             return self._worker.await_on_loop(result) if inspect.isawaitable(result) else result
         if inspect.iscoroutinefunction(fn):
             try:
-                return self._worker.await_on_loop(asyncio.wait_for(fn(*args, **kwargs), timeout))
+                return unbox(self._worker.await_on_loop(asyncio.wait_for(boxed(fn(*args, **kwargs)), timeout)))
             except TimeoutError:
                 raise AttemptTimedOut() from None
         box: dict[str, Any] = {}
@@ -400,10 +431,17 @@ class WorkflowContext(FlowOperations):
     def _open(self, step_id: str, position: int, strand: Strand) -> Attempt:
         """Start an attempt of ``step_id``, writing the strand's pending end in the same statement.
 
-        The first operation of a first claim does not wait: the claim just committed is its
-        fence, and its attempt 1 is written lazily, with its end if that comes soon enough."""
+        Every attempt starts fenced. The first step of a first claim has no end to write and no
+        attempt to open yet: reached while the claim is fresh (``FIRST_STEP_FRESH_S``), the
+        claim is its fence; later, it asks with a row of the next group commit that writes
+        nothing. Either way its attempt 1 is written lazily, with its end if that comes soon
+        enough (group_commit.py)."""
         claim_epoch = self._held.claim.claim_epoch
         if strand.defer and position == 1 and self._held.claim.first_run and strand.pending is None:
+            if time.monotonic() - self._held.fenced_at >= FIRST_STEP_FRESH_S:
+                fence = Boundary(self.execution_id, self._worker.worker_id, claim_epoch)
+                if not self._commit(fence, strand).held:
+                    self._lost(f"step {step_id!r} not started")
             strand.lazy_open = self._worker.open_lazily(
                 Boundary(self.execution_id, self._worker.worker_id, claim_epoch, open_step=step_id)
             )

@@ -8,6 +8,7 @@ replay returns what the first run saw: the same child, the same outcome, the sam
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,31 @@ class _ChildOptions:
     concurrency_key: str | None = None
 
 
+class EventTurn:
+    """One event wait's place in the line of waits on its key: a wait receives the first event
+    after the one its predecessor received, so it starts only once that one is resolved
+    (waits gathered in an async workflow would otherwise all receive the same event). ``done``
+    holds None once it resolved, or the reason it unwound instead (parked, lost): then the
+    waits after it unwind too, without a write."""
+
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done: concurrent.futures.Future[str | None] = concurrent.futures.Future()
+
+    def end(self, exc: BaseException | None) -> None:
+        """Resolve it: the wait returned (``exc`` None) or raised ``exc``."""
+        reason = None if exc is None else (exc.reason if isinstance(exc, Unwind) else "engine_error")
+        if not self.done.done():
+            self.done.set_result(reason)
+
+    @staticmethod
+    def go_on(reason: str | None) -> None:
+        """Go on after a predecessor that ended with ``reason``: unwind as it did, if it did."""
+        if reason is not None:
+            raise Unwind(reason)
+
+
 def _interval(value: timedelta | float | None) -> timedelta | None:
     return timedelta(seconds=value) if isinstance(value, (int, float)) else value
 
@@ -53,6 +79,7 @@ class FlowOperations:
     _held: Claimed
     _children: dict[int, ChildState] | None
     _events_seen: dict[str, int]
+    _event_turns: dict[str, EventTurn]  # the last wait on each key, in position order
     _lock: threading.Lock  # guards what async operations running at once share
 
     @property
@@ -137,7 +164,8 @@ class FlowOperations:
         enqueued count, also before the wait is reached (see events.py)."""
         events.check_key(key)
         op = step_id or self._auto_id(f"event:{key}")
-        return self._wait_event(self._use(op), op, key, timeout)
+        position = self._use(op)
+        return self._wait_event(position, op, key, timeout, self._event_turn(key))
 
     # -- implementations (positions taken by the caller) --------------------------------------
 
@@ -262,7 +290,34 @@ class FlowOperations:
         self._remember(op, Checkpoint(output, position=position))
         return outcomes
 
-    def _wait_event(self, position: int, op: str, key: str, timeout: timedelta | float | None) -> Event:
+    def _event_turn(self, key: str) -> tuple[EventTurn | None, EventTurn]:
+        """The turn of the wait on ``key`` that just took its position: (its predecessor's, its own)."""
+        mine = EventTurn()
+        with self._lock:
+            prior = self._event_turns.get(key)
+            self._event_turns[key] = mine
+        return prior, mine
+
+    def _wait_event(
+        self,
+        position: int,
+        op: str,
+        key: str,
+        timeout: timedelta | float | None,
+        turn: tuple[EventTurn | None, EventTurn],
+    ) -> Event:
+        prior, mine = turn
+        try:
+            if prior is not None:
+                EventTurn.go_on(prior.done.result())
+            event = self._receive_event(position, op, key, timeout)
+        except BaseException as exc:
+            mine.end(exc)
+            raise
+        mine.end(None)
+        return event
+
+    def _receive_event(self, position: int, op: str, key: str, timeout: timedelta | float | None) -> Event:
         stored = self._stored(op)
         if stored is None:
             self._boundary()
@@ -353,4 +408,15 @@ class AsyncFlowOperations:
         """See WorkflowContext.wait_for_event."""
         events.check_key(key)
         op = step_id or self._sync._auto_id(f"event:{key}")
-        return await asyncio.to_thread(self._sync._wait_event, self._sync._use(op), op, key, timeout)
+        position = self._sync._use(op)  # position and turn before any await: in call order
+        prior, mine = self._sync._event_turn(key)
+        try:
+            if prior is not None:  # waited for on the loop: a line of waits holds no thread
+                # shielded: cancelling this wait must not cancel the predecessor's future
+                EventTurn.go_on(await asyncio.shield(asyncio.wrap_future(prior.done)))
+            event = await asyncio.to_thread(self._sync._receive_event, position, op, key, timeout)
+        except BaseException as exc:
+            mine.end(exc)
+            raise
+        mine.end(None)
+        return event

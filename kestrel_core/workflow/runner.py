@@ -24,6 +24,7 @@ from kestrel_core.durable import checkpoint
 from kestrel_core.durable.boundary import Boundary, Completion
 from kestrel_core.durable.checkpoint import Checkpoint
 from kestrel_core.workflow.async_context import AsyncWorkflowContext
+from kestrel_core.workflow.boxing import being_cancelled, boxed, unbox
 from kestrel_core.workflow.context import WorkflowContext, describe_exception
 from kestrel_core.workflow.contracts import Claimed, EngineSettings, Registry, Unwind, WorkerRuntime
 
@@ -38,11 +39,12 @@ class RunnerHost(WorkerRuntime, Protocol):
 
 
 def prepare(worker: RunnerHost, held: Claimed) -> WorkflowContext:
-    """Stamp the execution's deadline (if its workflow has one) and load its checkpoints."""
+    """Stamp the execution's deadline (if its workflow has one) and load its checkpoints;
+    Unwind when the claim ended meanwhile (or its deadline passed): nothing may run under it."""
     item = held.claim
     timeout = worker.registry.workflows[item.workflow_name].timeout
     if timeout is not None:
-        worker.db(
+        current = worker.db(
             lambda c: deadlines.stamp(
                 c,
                 worker.schema,
@@ -52,6 +54,10 @@ def prepare(worker: RunnerHost, held: Claimed) -> WorkflowContext:
                 timeout=timeout,
             )
         )
+        if not current:
+            worker.refused(item.execution_id, "deadline stamp (claim ended or deadline passed)")
+            raise Unwind("lost")
+        held.fenced_at = float("-inf")  # a deadline sweep may end it any time: no fresh claim
     stored: dict[str, Checkpoint] | None = {}
     if not item.first_run:
         stored = worker.db(
@@ -77,7 +83,8 @@ def execute(worker: RunnerHost, held: Claimed) -> None:
                 result = fn(ctx, held.claim.input)
         except Unwind:
             raise
-        except Exception as exc:
+        except BaseException as exc:  # whatever the workflow raises ends it as error
+            _unusual(worker, held, exc)
             finish(worker, held, ctx, error=exc, started=started)
         else:
             finish(worker, held, ctx, result=result, started=started)
@@ -100,10 +107,14 @@ async def execute_async(worker: RunnerHost, held: Claimed) -> None:
         try:
             parent = await asyncio.to_thread(trace_parent, worker, held) if tracing.state.on else None
             with traced(held, parent):
-                result = await fn(AsyncWorkflowContext(ctx), held.claim.input)
+                # In a task of its own, boxed: whatever it raises comes back here (async_context.boxed)
+                result = unbox(await asyncio.ensure_future(boxed(fn(AsyncWorkflowContext(ctx), held.claim.input))))
         except Unwind:
             raise
-        except Exception as exc:
+        except BaseException as exc:  # whatever the workflow raises ends it as error
+            if isinstance(exc, asyncio.CancelledError) and being_cancelled():
+                raise  # this task itself was cancelled: not the workflow's doing
+            _unusual(worker, held, exc)
             await asyncio.to_thread(finish, worker, held, ctx, error=exc, started=started)
         else:
             await asyncio.to_thread(finish, worker, held, ctx, result=result, started=started)
@@ -131,6 +142,19 @@ def traced(held: Claimed, parent: str | None) -> AbstractContextManager[None]:
     """The span of this run of the execution (tracing on), a child of its enqueue's."""
     item = held.claim
     return tracing.execution(item.workflow_name, item.execution_id, item.claim_epoch, parent, benign=Unwind)
+
+
+def _unusual(worker: RunnerHost, held: Claimed, exc: BaseException) -> None:
+    """Log a workflow body that raised a BaseException (SystemExit, KeyboardInterrupt, a
+    CancelledError of its own...): it ends the execution as error like any exception, and
+    neither the runner thread nor the worker's event loop stops for it."""
+    if not isinstance(exc, Exception):
+        worker.log.warning(
+            "event=workflow_raised_base_exception worker=%s execution_id=%s error=%r (ends it as error)",
+            worker.worker_id,
+            held.claim.execution_id,
+            first_line(f"{type(exc).__name__}: {exc}"),
+        )
 
 
 def finish(
