@@ -23,20 +23,25 @@ from .report import summary_ms
 
 SCHEMA = "kestrel"
 NAMES = ["billing", "remediate", "provision", "ci"]
+# The finished executions' inputs: {"n": i, "pod": "api-<i % PODS>", "region": one of REGIONS}
+# (a pod is rare: 1 in PODS; a region common: 1 in 3), and every 10th an idempotency key
+# order-<i>, for the search's input.x= and key: filters.
+PODS = 5000
+REGIONS = ["eu", "us", "ap"]
 
 # Finished executions spread evenly over the last ``spread`` (newest has the highest id), four
 # workflow names, every 10th an error; ``ANALYZE`` afterwards as autovacuum would.
 SEED_FINISHED = """
 INSERT INTO {schema}.workflow_executions
     (workflow_name, status, input, output, error, owner_id, claims, claim_epoch, run_at,
-     created_at, updated_at, started_at, finished_at)
+     created_at, updated_at, started_at, finished_at, idempotency_key)
 SELECT (%(names)s::text[])[1 + i %% 4],
        CASE WHEN i %% 10 = 0 THEN 'error' ELSE 'success' END,
-       jsonb_build_object('n', i),
+       jsonb_build_object('n', i, 'pod', 'api-' || (i %% %(pods)s::int), 'region', (%(regions)s::text[])[1 + i %% 3]),
        CASE WHEN i %% 10 = 0 THEN NULL ELSE jsonb_build_object('ok', true) END,
        CASE WHEN i %% 10 = 0 THEN 'step ''work'' failed: boom' END,
        'worker-' || (i %% 3), 1, 1, fin - interval '3 seconds', fin - interval '3 seconds', fin,
-       fin - interval '2 seconds', fin
+       fin - interval '2 seconds', fin, CASE WHEN i %% 10 = 3 THEN 'order-' || i END
   FROM generate_series(%(n)s::int, 1, -1) AS i,
        LATERAL (SELECT now() - %(spread)s::interval * i / %(n)s::int AS fin) AS t
 """
@@ -125,7 +130,7 @@ QUERY_TIMEOUT_MS = 300_000
 def seed(dsn: str, *, finished: int, live: int, spread_hours: float) -> float:
     """Seed the history and the live rows; returns the seconds it took."""
     started = time.monotonic()
-    params = {"names": NAMES, "spread": f"{spread_hours} hours"}
+    params = {"names": NAMES, "spread": f"{spread_hours} hours", "pods": PODS, "regions": REGIONS}
     with psycopg.connect(dsn, autocommit=True) as conn:
         size = conn.execute(render(RANGE_SIZE, SCHEMA)).fetchone()[0]
         conn.execute(render(RANGES_AHEAD, SCHEMA), (min(MAX_AHEAD, -(-(finished + live) // size) + 1),))
