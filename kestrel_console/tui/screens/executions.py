@@ -21,6 +21,7 @@ from ..live import LiveScreen
 from ..operator import Outcome, Target
 from ..widgets.banner import Banner
 from ..widgets.footer import KeyFooter
+from ..widgets.goto import GOTO_BINDING, GotoExecution
 from ..widgets.live_table import LiveTable
 
 PAGE_SIZE = 100
@@ -47,11 +48,12 @@ SORT_KEYS = {
 }
 
 
-class ExecutionsScreen(LiveScreen):
+class ExecutionsScreen(GotoExecution, LiveScreen):
     VIEW = "executions"
     NAME = "Executions"
     CSS_PATH = "executions.tcss"
     BINDINGS: ClassVar[list[Any]] = [
+        GOTO_BINDING,
         Binding("slash", "filter", "Filter"),
         Binding(
             "space", "mark", "Mark", tooltip="mark or unmark the row, then move down; actions apply to every marked row"
