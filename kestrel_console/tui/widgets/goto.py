@@ -11,10 +11,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Input, Static
+from textual.widgets import Input, Static, TextArea
 
-# The key, for the screens that offer it (shown in their help, not in the footer).
-GOTO_BINDING = Binding("colon", "goto_execution", "Go to an execution id", key_display=":", show=False)
+# The key, for the screens that offer it (shown in their help, not in the footer). A priority
+# binding, handled as it arrives: the prompt is open before the keys typed after ``:`` are
+# handed out, so they reach it, not the list's action keys. Typed into a text field, ``:`` is
+# text (re-sent to that field, behind the keys it still has to take).
+GOTO_BINDING = Binding("colon", "goto_execution", "Go to an execution id", key_display=":", show=False, priority=True)
 
 
 def parse_id(text: str) -> int | None:
@@ -92,6 +95,11 @@ class GotoExecution:
     app: Any
 
     def action_goto_execution(self) -> None:
+        focused = self.app.focused
+        if isinstance(focused, (Input, TextArea)):
+            focused.post_message(events.Key("colon", ":"))
+            return
+
         def open_it(execution_id: int | None) -> None:
             from ..screens.detail import DetailScreen
 
