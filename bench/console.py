@@ -282,48 +282,47 @@ def reader_available() -> str | None:
 def run_console(
     admin: str, *, finished: int, live: int, samples: int = 100, query_samples: int = 30, spread_hours: float = 24 * 7
 ) -> dict[str, Any]:
-    """Seed ``finished`` + ``live`` executions, then time the dashboard refresh."""
+    """Seed ``finished`` + ``live`` executions, then time the console's reads (``measure``)."""
     reason = reader_available()
     if reason:
         raise RuntimeError(reason)
-    from kestrel_console.read import SET_SESSION, Reader
-
     with fresh_database(admin) as dsn:
         seed_s = seed(dsn, finished=finished, live=live, spread_hours=spread_hours)
-        with beating(dsn):
-            screens = time_screens(dsn, finished=finished, live=live, samples=query_samples)
-        with beating(dsn), Reader(dsn) as reader:
-            for _ in range(5):
-                reader.dashboard()
-            times = []
-            for _ in range(samples):
+        figures = measure(dsn, finished=finished, live=live, samples=samples, query_samples=query_samples)
+    return {"finished": finished, "live": live, "spread_hours": spread_hours, "seed_s": round(seed_s, 1), **figures}
+
+
+def measure(dsn: str, *, finished: int, live: int, samples: int = 100, query_samples: int = 30) -> dict[str, Any]:
+    """Time every screen, search and page (``time_screens``), the dashboard back to back, and
+    each refresh statement alone, on a seeded database (the seeded workers beating)."""
+    from kestrel_console.read import SET_SESSION, Reader
+
+    with beating(dsn):
+        screens = time_screens(dsn, finished=finished, live=live, samples=query_samples)
+    with beating(dsn), Reader(dsn) as reader:
+        for _ in range(5):
+            reader.dashboard()
+        times = []
+        for _ in range(samples):
+            t = time.perf_counter()
+            reader.dashboard()
+            times.append(time.perf_counter() - t)
+        # the searches' statements are timed above, as the Reader runs them (their windows'
+        # ids read first); here the dashboard's and the other screens' statements alone
+        statements = {k: v for k, v in reader.refresh_statements().items() if not k.startswith("list_executions")}
+    per_query: dict[str, Any] = {}
+    with beating(dsn), psycopg.connect(dsn, autocommit=True, prepare_threshold=None) as conn:
+        # the Reader's own session settings (no JIT, no parallel workers, read-only)
+        conn.execute(SET_SESSION, {"timeout": f"{QUERY_TIMEOUT_MS}ms"})
+        for key, (statement, params) in statements.items():
+            query = render(statement, SCHEMA)
+            few = key in FEW_SAMPLES
+            for _ in range(1 if few else 3):
+                conn.execute(query, params).fetchall()
+            q_times = []
+            for _ in range(min(query_samples, 3) if few else query_samples):
                 t = time.perf_counter()
-                reader.dashboard()
-                times.append(time.perf_counter() - t)
-            # the searches' statements are timed above, as the Reader runs them (their windows'
-            # ids read first); here the dashboard's and the other screens' statements alone
-            statements = {k: v for k, v in reader.refresh_statements().items() if not k.startswith("list_executions")}
-        per_query: dict[str, Any] = {}
-        with beating(dsn), psycopg.connect(dsn, autocommit=True, prepare_threshold=None) as conn:
-            # the Reader's own session settings (no JIT, no parallel workers, read-only)
-            conn.execute(SET_SESSION, {"timeout": f"{QUERY_TIMEOUT_MS}ms"})
-            for key, (statement, params) in statements.items():
-                query = render(statement, SCHEMA)
-                few = key in FEW_SAMPLES
-                for _ in range(1 if few else 3):
-                    conn.execute(query, params).fetchall()
-                q_times = []
-                for _ in range(min(query_samples, 3) if few else query_samples):
-                    t = time.perf_counter()
-                    conn.execute(query, params).fetchall()
-                    q_times.append(time.perf_counter() - t)
-                per_query[key] = summary_ms(q_times)
-    return {
-        "finished": finished,
-        "live": live,
-        "spread_hours": spread_hours,
-        "seed_s": round(seed_s, 1),
-        "dashboard": summary_ms(times),
-        **screens,
-        "queries": per_query,
-    }
+                conn.execute(query, params).fetchall()
+                q_times.append(time.perf_counter() - t)
+            per_query[key] = summary_ms(q_times)
+    return {"dashboard": summary_ms(times), **screens, "queries": per_query}

@@ -28,7 +28,14 @@ SELECT e.id, e.workflow_name, e.status, e.created_at, e.started_at, e.finished_a
        extract(epoch FROM coalesce(e.finished_at, now()) - e.started_at)::float8 AS duration_s,
        e.owner_id, cur.step_id AS current_step, e.error,
        (e.status = 'running' AND e.lease_expires < now()) AS lease_expired
-  FROM {source} AS e
+  FROM (SELECT e.id, e.workflow_name, e.status, e.created_at, e.started_at, e.finished_at, e.owner_id,
+               e.error, e.lease_expires
+          FROM {source} AS e
+         WHERE {where}
+         ORDER BY e.id DESC
+         LIMIT %(limit)s OFFSET %(offset)s) AS e
+  -- the current step of the page's rows only (joined before a sort, it was looked up for
+  -- every row of a window: 3,263 lookups for a page of 100 under since:5m at 1M)
   LEFT JOIN LATERAL (
         SELECT step_id FROM (
             SELECT w.step_id, w.created_at AS at FROM {schema}.workflow_waits w
@@ -38,9 +45,7 @@ SELECT e.id, e.workflow_name, e.status, e.created_at, e.started_at, e.finished_a
               WHERE a.execution_id = e.id ORDER BY a.started_at DESC LIMIT 1)
         ) AS s ORDER BY at DESC LIMIT 1
   ) AS cur ON true
- WHERE {where}
  ORDER BY e.id DESC
- LIMIT %(limit)s OFFSET %(offset)s
 """
 WHOLE_TABLE = "{schema}.workflow_executions"
 # Free text has no index (a substring of any input, error or step id: a trigram index over
