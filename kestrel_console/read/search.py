@@ -42,7 +42,7 @@ KEYS = {
 }
 INPUT_PREFIX = "input."
 # Free text looks at this many executions (the newest the keys select, before the page).
-TEXT_WINDOW = 5_000
+TEXT_WINDOW = 2_000
 _SPAN = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _CLOCK = re.compile(r"\d{1,2}:\d{2}(:\d{2})?")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -36,7 +36,7 @@ def test_every_key_parses() -> None:
     assert parse_filter("until:2026-12-06T10:00Z").end_moment.at == datetime(2026, 12, 6, 10, 0, tzinfo=UTC)
     assert parse_filter("from:9:05").start_moment.at.time().isoformat() == "09:05:00"
     assert parse_filter("").empty and parse_filter("id:1").describe() == "id:1"
-    assert "the newest 5,000 executions" in parse_filter("boom").describe()
+    assert "the newest 2,000 executions" in parse_filter("boom").describe()
 
 
 @pytest.mark.parametrize(
