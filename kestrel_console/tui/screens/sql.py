@@ -75,7 +75,7 @@ class SqlScreen(LiveScreen):
         Binding("ctrl+down", "history(-1)", "Newer query", priority=True, show=False),
         Binding("i", "edit", "Edit (back into the editor)", show=False),
         Binding("ctrl+s", "export", "Export", priority=True, key_display="^s"),
-        Binding("ctrl+f", "format", "Format", priority=True, key_display="^f"),
+        Binding("ctrl+f", "format", "Format", priority=True, key_display="^f", show=False),
         Binding("ctrl+n,ctrl+space", "complete", "Complete", priority=True, key_display="^n", show=False),
     ]
     HELP_EXTRA = [
