@@ -319,6 +319,25 @@ def console(opts: Options) -> dict[str, Any]:
             rows,
         )
     )
+    budgeted = [
+        [
+            f"{kind}: {name}",
+            q.get("filter", ""),
+            q["p50_ms"],
+            q["p95_ms"],
+            q["budget_ms"],
+            "yes" if q["within"] else "NO",
+        ]
+        for kind in ("screens", "searches", "pages")
+        for name, q in r.get(kind, {}).items()
+    ]
+    opts.echo(
+        table(
+            f"Console screens, searches and pages through the Reader at {r['finished']:,} finished",
+            ["what", "filter", "p50 ms", "p95 ms", "budget ms", "within"],
+            budgeted,
+        )
+    )
     return _save(opts, "console", {**_context(opts), **r})
 
 

@@ -590,7 +590,9 @@ def seed_history(conn: psycopg.Connection) -> SeedFacts:
     now = conn.execute(NOW).fetchone()[0]
     facts = SeedFacts(now=now)
     with conn.transaction():
-        for label, spec in HISTORY.items():
+        # In the order they were created, as the engine writes them: ids grow with created_at
+        # (the console's time windows rely on it; kestrel_console/read/executions.py ID_BOUNDS).
+        for label, spec in sorted(HISTORY.items(), key=lambda item: item[1]["created"]):
             facts.executions[label] = _insert_execution(conn, now, label, spec)
         for row in ATTEMPTS:
             facts.attempts.append(_insert_attempt(conn, now, facts, *row))

@@ -26,6 +26,7 @@ from ..read import APPLICATION_NAME, Reader
 from ..read import schedules as schedule_queries
 from ..read.operations import OperationsReader
 from ..read.operations import summary as operations_summary
+from ..read.search import ExecutionFilter, parse_filter
 from ..read.workers import live_versions_text
 from ..safe_text import visible
 from ..settings import DEFAULT_MAX_BYTES, Settings
@@ -312,6 +313,13 @@ def _status_everything(s: Settings) -> None:
 # -- list ------------------------------------------------------------------------------------
 
 
+def _filter(text: str) -> ExecutionFilter:
+    try:
+        return parse_filter(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--where") from None
+
+
 def list_(
     ctx: typer.Context,
     status: str | None = typer.Option(
@@ -328,15 +336,34 @@ def list_(
         help="Only workflows whose name starts with this (case-sensitive).",
         show_default=False,
     ),
+    where: ExecutionFilter | None = typer.Option(
+        None,
+        "--where",
+        metavar="FILTER",
+        parser=_filter,
+        help="The console's filter language, e.g. 'status:error input.pod=api-1 since:2h' "
+        "(keys id: key: status: workflow: input.FIELD= since: from: until:, and free text; "
+        "see docs/console.md).",
+        show_default=False,
+    ),
     limit: int = typer.Option(50, "--limit", min=1, max=10_000, help="At most this many rows."),
     fmt: str = format_option(),
 ) -> None:
     """Executions, newest first. A --workflow no name starts with is refused (exit 1) with
     the closest names."""
     s = settings(ctx)
+    f = where or ExecutionFilter()
+    if status and f.status and f.status != status:
+        raise typer.BadParameter(f"--where says status:{f.status}, --status {status}: give one", param_hint="--status")
+    if workflow and f.workflow:
+        raise typer.BadParameter("--where names a workflow already: give one", param_hint="--workflow")
+    if status:
+        f = f.merged(status=status)
+    if workflow:
+        f = f.merged(workflow=workflow, exact=False)
     with _reader(s) as reader:
-        rows = handles_errors(reader.list_executions)(status=status, workflow=workflow, limit=limit)
-        unknown = handles_errors(reader.unknown_workflow)(workflow) if workflow and not rows else None
+        rows = handles_errors(reader.list_executions)(where=f, limit=limit)
+        unknown = handles_errors(reader.unknown_workflow)(f.workflow) if f.workflow and not rows else None
     if unknown:
         fail(unknown)
     if fmt == "table":

@@ -13,13 +13,14 @@ it with a lock, so sharing one between threads is safe but makes them wait for e
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kestrel_core import STATUSES
 
 from .blockers import BlockerReads
 from .dashboard import DASHBOARD_LIVE, DashboardReads
-from .executions import LIST_EXECUTIONS, WORKFLOW_NAMES, ExecutionReads
+from .executions import ID_BOUNDS, WORKFLOW_NAMES, ExecutionReads, bounds_params, search_statement
 from .overview import (
     ACTIVITY,
     APPROVALS_SUMMARY,
@@ -30,9 +31,9 @@ from .overview import (
     OverviewReads,
     _activity_params,
 )
+from .search import MAX_ID, ExecutionFilter, parse_filter
 from .timeline import TimelineReads
 from .workers import DEFAULT_BEAT_S, QUEUES, STUCK_LEASES, UNRUNNABLE, UNSERVED, WORKERS, WorkerReads
-from .workflow_match import prefix_params
 
 
 class Reader(DashboardReads, OverviewReads, WorkerReads, ExecutionReads, TimelineReads, BlockerReads):
@@ -52,19 +53,11 @@ class Reader(DashboardReads, OverviewReads, WorkerReads, ExecutionReads, Timelin
     ) -> dict[str, tuple[str, dict[str, Any] | None]]:
         """Every query a refresh path runs, with typical parameters (EXPLAIN-checked in tests).
 
-        The free-text filter is the one exception to "O(live rows)": it walks the primary key
-        newest first until a page is full (an index scan, never a sequential one).
+        The free-text filter is the one exception to "O(live rows)": it reads the newest
+        ``search.TEXT_WINDOW`` executions the other keys select (an index scan, never a
+        sequential one).
         """
         live = {"dead_after": self.dead_after_s}
-        first_page = {
-            "status": None,
-            **prefix_params(None),
-            "text": None,
-            "before_id": None,
-            "since_s": None,
-            "limit": 50,
-            "offset": 0,
-        }
         return {
             "dashboard_live": (
                 DASHBOARD_LIVE,
@@ -81,11 +74,53 @@ class Reader(DashboardReads, OverviewReads, WorkerReads, ExecutionReads, Timelin
             "approvals_summary": (APPROVALS_SUMMARY, None),
             "errors_since": (ERRORS_SINCE, {"seconds": 3600}),
             "activity": (ACTIVITY, _activity_params(15, 60)),
-            "list_executions": (LIST_EXECUTIONS, first_page),
-            **{f"list_executions[status={s}]": (LIST_EXECUTIONS, {**first_page, "status": s}) for s in STATUSES},
-            "list_executions[workflow]": (LIST_EXECUTIONS, {**first_page, **prefix_params(workflow)}),
             "workflow_names": (WORKFLOW_NAMES, None),
-            "list_executions[text]": (LIST_EXECUTIONS, {**first_page, "text": text}),
-            "list_executions[next page]": (LIST_EXECUTIONS, {**first_page, "before_id": 100_000}),
-            "list_executions[since]": (LIST_EXECUTIONS, {**first_page, "since_s": 7200.0}),
+            **self.search_statements(workflow=workflow, text=text),
         }
+
+    def search_statements(
+        self,
+        *,
+        workflow: str = "remediate",
+        text: str = "upstream",
+        execution_id: int = 1,
+        key: str = "order-3",
+        input_filter: str = "input.pod=api-7",
+        limit: int = 50,
+    ) -> dict[str, tuple[str, dict[str, Any] | None]]:
+        """The executions list's statement for each kind of filter (named
+        ``list_executions[...]``), as the Reader runs it, and ID_BOUNDS for each time window."""
+        kinds = {
+            "list_executions": ExecutionFilter(),
+            **{f"list_executions[status={s}]": ExecutionFilter(status=s) for s in STATUSES},
+            "list_executions[workflow]": ExecutionFilter(workflow=workflow),
+            "list_executions[text]": ExecutionFilter(text=text),
+            "list_executions[since]": ExecutionFilter(since="2h"),
+            "list_executions[id]": ExecutionFilter(id=execution_id),
+            "list_executions[key]": ExecutionFilter(key=key),
+            "list_executions[input]": parse_filter(input_filter),
+            "list_executions[status+since]": ExecutionFilter(status="success", since="2h"),
+            "list_executions[status+from/until]": ExecutionFilter(status="error", start="3d", end="2d"),
+            "list_executions[text+from/until]": ExecutionFilter(text=text, start="3d", end="2d"),
+        }
+        # No read here (the tests EXPLAIN these while holding locks): a window's ids are a
+        # stand-in (0 and no upper end), its times computed on this clock; ID_BOUNDS itself is
+        # listed beside it.
+        out: dict[str, tuple[str, dict[str, Any] | None]] = {}
+        now = datetime.now(UTC)
+        for name, f in kinds.items():
+            bounds = None
+            if f.windowed:
+                p = bounds_params(f)
+                ago = p["from_ago"] or 0.0
+                until = p["until_ago"]
+                bounds = {
+                    "from_at": now - timedelta(seconds=ago),
+                    "from_id": 0,
+                    "until_at": None if until is None else now - timedelta(seconds=until),
+                    "until_id": MAX_ID,
+                }
+                out[f"{name} bounds"] = (ID_BOUNDS, p)
+            out[name] = search_statement(f, limit=limit, bounds=bounds)
+        out["list_executions[next page]"] = search_statement(ExecutionFilter(), limit=limit, before_id=100_000)
+        return out

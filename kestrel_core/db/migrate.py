@@ -23,6 +23,8 @@ Its builder holds a session advisory lock of its own; the others poll for it ins
 waiting on it, because a waiting statement holds a snapshot and a concurrent index build
 waits for every older snapshot (it would deadlock with its waiters). An interrupted build
 leaves an invalid index: the next run drops the schema's invalid indexes before building.
+A partitioned table (the history, migration 0022) takes no concurrent build: such a
+statement on one is built partition by partition (``_build_partitioned_index``).
 That step keeps a session lock, so ``migrate`` runs on a direct connection, not through a
 transaction-pooling PgBouncer.
 
@@ -106,13 +108,41 @@ VERSIONS_EXIST = "SELECT to_regclass(%s) IS NOT NULL"
 CURRENT_VERSION = "SELECT coalesce(max(version), 0) FROM {schema}.schema_migrations"
 FUNCTIONS_APPLIED = "SELECT name, checksum FROM {schema}.schema_functions ORDER BY id"
 RECORD_FUNCTION = "INSERT INTO {schema}.schema_functions (name, checksum) VALUES (%s, %s)"
+# A partitioned index ('I') stays invalid until every partition's index is attached: an
+# interrupted build of one is resumed, not dropped (DROP INDEX CONCURRENTLY refuses it).
 INVALID_INDEXES = """
 SELECT c.relname FROM pg_index i
   JOIN pg_class c ON c.oid = i.indexrelid
   JOIN pg_namespace n ON n.oid = c.relnamespace
- WHERE n.nspname = %s AND NOT i.indisvalid
+ WHERE n.nspname = %s AND NOT i.indisvalid AND c.relkind = 'i'
  ORDER BY 1
 """
+# ``CREATE [UNIQUE] INDEX CONCURRENTLY IF NOT EXISTS name ON {schema}.table <definition>``
+CONCURRENT_INDEX = re.compile(
+    r"^CREATE\s+(?P<unique>UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+IF\s+NOT\s+EXISTS\s+(?P<name>\w+)\s+"
+    r"ON\s+\{schema\}\.(?P<table>\w+)\s+(?P<definition>.+)$",
+    re.IGNORECASE | re.DOTALL,
+)
+IS_PARTITIONED = "SELECT c.relkind = 'p' FROM pg_class c WHERE c.oid = to_regclass(%s)"
+# The table's partitions (plain tables) with no index attached to the parent index yet.
+PARTITIONS_WITHOUT_INDEX = """
+SELECT c.relname FROM pg_inherits h JOIN pg_class c ON c.oid = h.inhrelid
+ WHERE h.inhparent = to_regclass(%(table)s) AND c.relkind = 'r'
+   AND NOT EXISTS (SELECT 1 FROM pg_index i JOIN pg_inherits ih ON ih.inhrelid = i.indexrelid
+                    WHERE i.indrelid = c.oid AND ih.inhparent = to_regclass(%(index)s))
+ ORDER BY 1
+"""
+INDEX_IS_VALID = "SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)"
+PARTITION_INDEX = "CREATE {unique}INDEX CONCURRENTLY IF NOT EXISTS {index} ON {table} {definition}"
+PARENT_INDEX = "CREATE {unique}INDEX IF NOT EXISTS {index} ON ONLY {table} {definition}"
+ATTACH_INDEX = "ALTER INDEX {parent} ATTACH PARTITION {child}"
+# The parent index's brief SHARE lock queues writers while it waits: bounded (the migration
+# fails, and the next migrate resumes it).
+PARENT_LOCK_TIMEOUT = "SET lock_timeout = '5s'"
+RESET_LOCK_TIMEOUT = "RESET lock_timeout"
+# New partitions (ensure_partitions) may appear while the partitions' indexes are built: the
+# ones without are looked for again, this many times at most.
+PARTITION_ROUNDS = 5
 DROP_INDEX_CONCURRENTLY = "DROP INDEX CONCURRENTLY IF EXISTS {index}"
 # The history's id ranges ahead (migration 0022, schema/functions/ensure_partitions.sql): each
 # migrate makes sure of them, as each worker does every minute.
@@ -337,11 +367,60 @@ def _apply_outside_transaction(conn: psycopg.Connection, schema: str, migration:
         for (index,) in conn.execute(INVALID_INDEXES, (schema,)).fetchall():
             conn.execute(_drop_index(schema, index))
         for statement in statements:
-            conn.execute(render_migration(statement, schema))
+            index = CONCURRENT_INDEX.match(statement)
+            if index and _is_partitioned(conn, schema, index["table"]):
+                _build_partitioned_index(conn, schema, index)
+            else:
+                conn.execute(render_migration(statement, schema))
         conn.execute(render(RECORD, schema), (migration.version, migration.name))
         return True
     finally:
         conn.execute(OUTSIDE_UNLOCK)
+
+
+def _is_partitioned(conn: psycopg.Connection, schema: str, table: str) -> bool:
+    row = conn.execute(IS_PARTITIONED, (sql.Identifier(schema, table).as_string(conn),)).fetchone()
+    return bool(row and row[0])
+
+
+def _build_partitioned_index(conn: psycopg.Connection, schema: str, index: re.Match[str]) -> None:
+    """``CREATE INDEX CONCURRENTLY`` of a partitioned table, which PostgreSQL refuses: each
+    partition's index is built concurrently (writes go on), then the parent's index is created
+    ``ON ONLY`` (a brief SHARE lock on the parent alone, under PARENT_LOCK_TIMEOUT) and each
+    partition's is attached; the parent's becomes valid with the last one. Partitions created
+    later get it from the parent. Each step is idempotent: an interrupted run is resumed."""
+    name, table = index["name"], index["table"]
+    parts: dict[str, sql.Composable] = {
+        "unique": sql.SQL("UNIQUE " if index["unique"] else ""),
+        "definition": render_migration(index["definition"], schema),
+    }
+    parent_name = sql.Identifier(schema, name).as_string(conn)
+    parent = {"table": sql.Identifier(schema, table).as_string(conn), "index": parent_name}
+    suffix = name[len(table) :] if name.startswith(table) else f"_{name}"
+    for _ in range(PARTITION_ROUNDS):
+        partitions = [r[0] for r in conn.execute(PARTITIONS_WITHOUT_INDEX, parent).fetchall()]
+        for partition in partitions:
+            conn.execute(
+                sql.SQL(PARTITION_INDEX).format(
+                    index=sql.Identifier(partition + suffix), table=sql.Identifier(schema, partition), **parts
+                )
+            )
+        conn.execute(PARENT_LOCK_TIMEOUT)
+        try:
+            conn.execute(
+                sql.SQL(PARENT_INDEX).format(index=sql.Identifier(name), table=sql.Identifier(schema, table), **parts)
+            )
+        finally:
+            conn.execute(RESET_LOCK_TIMEOUT)
+        for partition in partitions:
+            conn.execute(
+                sql.SQL(ATTACH_INDEX).format(
+                    parent=sql.Identifier(schema, name), child=sql.Identifier(schema, partition + suffix)
+                )
+            )
+        if conn.execute(INDEX_IS_VALID, (parent_name,)).fetchone() == (True,):
+            return
+    raise RuntimeError(f"the index {name} of {schema}.{table} is still missing on some partitions: run migrate again")
 
 
 def _drop_index(schema: str, index: str) -> sql.Composed:

@@ -368,3 +368,79 @@ def test_writes_to_the_hot_table_go_on_while_its_index_is_built(database: str) -
             ("workflow_executions_test_cic_idx", True),
             ("workflow_executions_test_unique_idx", True),
         ]
+
+
+# -- a concurrent build on the partitioned history (migration 0025's way) ----------------------
+
+PARTITIONED_TEXT = """-- kestrel: outside transaction
+CREATE INDEX CONCURRENTLY IF NOT EXISTS workflow_executions_test_part_idx
+    ON {schema}.workflow_executions (updated_at) WHERE status = 'running';
+"""
+# The test index and its partitions' indexes (named by migrate, or by PostgreSQL for ranges
+# created after it): (table, valid, parent index).
+PARTITION_INDEXES = """
+SELECT t.relname, x.indisvalid,
+       (SELECT p.relname FROM pg_inherits h JOIN pg_class p ON p.oid = h.inhparent WHERE h.inhrelid = i.oid)
+  FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
+ WHERE i.relnamespace = %s::regnamespace
+   AND (i.relname = 'workflow_executions_test_part_idx'
+        OR i.oid IN (SELECT h.inhrelid FROM pg_inherits h JOIN pg_class p ON p.oid = h.inhparent
+                      WHERE p.relname = 'workflow_executions_test_part_idx'))
+ ORDER BY 1
+"""
+RANGES = "SELECT 'workflow_executions_p' || lo FROM {schema}.history_partitions ORDER BY lo"
+
+
+def _partitioned_step() -> list[Migration]:
+    return [*available(), Migration(LATEST + 1, "test_partitioned", PARTITIONED_TEXT)]
+
+
+def _assert_on_every_partition(conn: psycopg.Connection, schema: str) -> None:
+    ranges = [r[0] for r in conn.execute(RANGES.replace("{schema}", schema)).fetchall()]
+    found = conn.execute(PARTITION_INDEXES, (schema,)).fetchall()
+    assert ("workflow_executions", True, None) in found
+    children = {t: (valid, parent) for t, valid, parent in found if t != "workflow_executions"}
+    assert children == {t: (True, "workflow_executions_test_part_idx") for t in ranges}
+
+
+def test_a_concurrent_build_on_the_partitioned_history_from_many_processes(database: str) -> None:
+    """PostgreSQL refuses CREATE INDEX CONCURRENTLY on a partitioned table: migrate builds each
+    partition's index concurrently, then the parent's ON ONLY, and attaches them; once, from
+    whichever of four processes; ranges created later get the index from the parent."""
+    migrations = _partitioned_step()
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with psycopg.connect(database, autocommit=True) as conn:
+                migrate(conn, "mig_part", migrations=migrations)
+        except BaseException as exc:  # asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with psycopg.connect(database, autocommit=True) as conn:
+        _assert_on_every_partition(conn, "mig_part")
+        conn.execute("SELECT mig_part.ensure_partitions(6)")  # more ranges: the index comes with them
+        _assert_on_every_partition(conn, "mig_part")
+
+
+def test_an_interrupted_partitioned_build_is_resumed(database: str) -> None:
+    """Left with the parent's index invalid and one partition's built but not attached (a
+    migrate stopped half way), the next migrate finishes it: no index is dropped or doubled."""
+    with psycopg.connect(database, autocommit=True) as conn:
+        migrate(conn, "mig_part_resume")
+        conn.execute(
+            "CREATE INDEX workflow_executions_test_part_idx ON ONLY mig_part_resume.workflow_executions"
+            " (updated_at) WHERE status = 'running'"
+        )
+        conn.execute(
+            "CREATE INDEX workflow_executions_p0_test_part_idx ON mig_part_resume.workflow_executions_p0"
+            " (updated_at) WHERE status = 'running'"
+        )
+        assert migrate(conn, "mig_part_resume", migrations=_partitioned_step()) == [LATEST + 1]
+        _assert_on_every_partition(conn, "mig_part_resume")

@@ -23,6 +23,7 @@ from ..live import LiveScreen
 from ..operator import Outcome, Target
 from ..widgets.banner import Banner
 from ..widgets.footer import KeyFooter
+from ..widgets.goto import GOTO_BINDING, GotoExecution
 from ..widgets.live_table import LiveTable
 
 COLUMNS = [
@@ -46,11 +47,12 @@ SORT_KEYS = {
 }
 
 
-class ApprovalsScreen(LiveScreen):
+class ApprovalsScreen(GotoExecution, LiveScreen):
     VIEW = "approvals"
     NAME = "Approvals"
     CSS_PATH = "approvals.tcss"
     BINDINGS: ClassVar[list[Any]] = [
+        GOTO_BINDING,
         Binding("slash", "filter", "Filter"),
         Binding("a", "approve", "Approve"),
         Binding("x", "reject", "Reject"),

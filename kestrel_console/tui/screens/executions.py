@@ -21,6 +21,7 @@ from ..live import LiveScreen
 from ..operator import Outcome, Target
 from ..widgets.banner import Banner
 from ..widgets.footer import KeyFooter
+from ..widgets.goto import GOTO_BINDING, GotoExecution
 from ..widgets.live_table import LiveTable
 
 PAGE_SIZE = 100
@@ -47,11 +48,12 @@ SORT_KEYS = {
 }
 
 
-class ExecutionsScreen(LiveScreen):
+class ExecutionsScreen(GotoExecution, LiveScreen):
     VIEW = "executions"
     NAME = "Executions"
     CSS_PATH = "executions.tcss"
     BINDINGS: ClassVar[list[Any]] = [
+        GOTO_BINDING,
         Binding("slash", "filter", "Filter"),
         Binding(
             "space", "mark", "Mark", tooltip="mark or unmark the row, then move down; actions apply to every marked row"
@@ -85,7 +87,8 @@ class ExecutionsScreen(LiveScreen):
         yield Header()
         yield Banner()
         yield Input(
-            placeholder="status:error workflow:remediate since:2h free text   (enter applies, esc closes)",
+            placeholder="status:error workflow:remediate input.pod=api-1 key:K id:N since:2h from:T until:T text"
+            "   (enter applies, esc closes)",
             id="exec-filter",
         )
         yield Static("", id="exec-where")
@@ -106,15 +109,7 @@ class ExecutionsScreen(LiveScreen):
         f, before = self.filter, self.page_starts[-1]
 
         def read(r: Reader) -> tuple[list[dict[str, Any]], str | None]:
-            rows = r.list_executions(
-                status=f.status,
-                workflow=f.workflow,
-                workflow_exact=f.exact,
-                text=f.text,
-                limit=PAGE_SIZE,
-                before_id=before,
-                since_s=f.since_s,
-            )
+            rows = r.list_executions(where=f, limit=PAGE_SIZE, before_id=before)
             # An empty first page under workflow:X may be a typo: say so (read here, off the UI thread).
             unknown = r.unknown_workflow(f.workflow) if f.workflow and not rows and before is None else None
             return rows, unknown
@@ -141,7 +136,7 @@ class ExecutionsScreen(LiveScreen):
 
     def _describe(self) -> None:
         page = len(self.page_starts)
-        where = str(self.filter) or "all executions"
+        where = self.filter.describe()
         marked = f" · {len(self.table.marks)} marked" if self.table.marks else ""
         more = self.table.sort_note() + self.table.more_hint()
         if self.pages_typed_ahead:

@@ -1,7 +1,14 @@
 """Screen 4, ad-hoc SQL: an editor with SQL highlighting, run through the read-only guard;
 results with row count and time; refusals and errors inline; a history of past queries kept
 between sessions (``history.py``). When the queries cannot run as the read-only role, or the
-login is a superuser, a line under the status says so."""
+login is a superuser, a line under the status says so.
+
+``ctrl+r`` runs what the editor holds once it has handled every key typed before it (a
+priority binding is handled as it arrives, ahead of keys still queued for the editor): the
+selection if there is one, else the whole text; the editor's border says which, and the
+status line says what ran. sqlglot formats the query (``ctrl+f``) and completes table and
+column names from the live schema (``ctrl+n``, or ``ctrl+space``); the guard that decides what
+may run stays on PostgreSQL's own parser."""
 
 from __future__ import annotations
 
@@ -30,9 +37,12 @@ from ..widgets.results import ResultsTable, summary
 
 EXAMPLE = "SELECT status, count(*)\n  FROM workflow_executions\n GROUP BY status\n ORDER BY 2 DESC;\n"
 HINT = (
-    "ctrl+r runs the query (typing replaces the selected sample) · ↑ on the first line, ↓ on the last: "
-    "history · esc leaves the editor; esc again cancels a running query; i edits again"
+    "ctrl+r runs the query (typing replaces the selected sample; a selection runs alone) · ctrl+f formats · "
+    "ctrl+n completes names · ↑ on the first line, ↓ on the last: history · esc leaves the editor; esc again "
+    "cancels a running query; i edits again"
 )
+# How much of the query the status line quotes.
+QUOTED_CHARS = 40
 
 
 def sql_language() -> str | None:
@@ -65,9 +75,13 @@ class SqlScreen(LiveScreen):
         Binding("ctrl+down", "history(-1)", "Newer query", priority=True, show=False),
         Binding("i", "edit", "Edit (back into the editor)", show=False),
         Binding("ctrl+s", "export", "Export", priority=True, key_display="^s"),
+        Binding("ctrl+f", "format", "Format", priority=True, key_display="^f", show=False),
+        Binding("ctrl+n,ctrl+space", "complete", "Complete", priority=True, key_display="^n", show=False),
     ]
     HELP_EXTRA = [
-        ("ctrl+enter, f5", "run the query, as ctrl+r does"),
+        ("ctrl+enter, f5", "run the query, as ctrl+r does (the selection alone when there is one)"),
+        ("ctrl+f", "format the query (sqlglot, dialect postgres)"),
+        ("ctrl+n, ctrl+space", "complete the table or column name before the cursor"),
         ("↑ / ↓ (first / last line)", "older / newer query from the history"),
         ("esc (outside the editor)", "cancel the running query"),
         ("enter (history)", "load the selected past query into the editor"),
@@ -84,6 +98,8 @@ class SqlScreen(LiveScreen):
         self.result: Any = None
         self.message: str = ""  # the last status/refusal/error line, as shown
         self.notice: str = ""  # what the read-only role could not promise, as shown
+        self.ran: str = ""  # what the last run ran, as the status line says it
+        self.names: Any = None  # sql_assist.SchemaNames, read once on the first completion
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -108,6 +124,7 @@ class SqlScreen(LiveScreen):
             self.kapp.tell(self.past.error, severity="warning")
         self.editor.select_all()  # typing replaces the sample instead of being appended to it
         self.editor.focus()
+        self._show_scope()
 
     # The SQL screen does not refresh on a timer: it runs what the operator asks for.
     @property
@@ -122,8 +139,13 @@ class SqlScreen(LiveScreen):
     # -- running ----------------------------------------------------------------------------------
 
     def action_run(self) -> None:
-        editor = self.editor
-        query = (editor.selected_text or editor.text).strip()
+        """ctrl+r is a priority binding: it is handled as it reaches the app, while keys typed
+        before it may still wait in the editor's queue. The text is read by a callback queued
+        behind them, once the editor has handled them all."""
+        self.editor.call_later(self._run_what_the_editor_holds)
+
+    def _run_what_the_editor_holds(self) -> None:
+        query, scope = self._to_run()
         if not query:
             self._say("nothing to run: type a query", "yellow")
             return
@@ -131,9 +153,30 @@ class SqlScreen(LiveScreen):
         if not self.session.reserve():
             self._say("a query is still running: esc outside the editor cancels it", "yellow")
             return
+        self.ran = describe_run(query, scope)
         self._remember(query)
-        self._say("running… (esc outside the editor cancels it)", "italic")
+        self._say(f"running {self.ran}… (esc outside the editor cancels it)", "italic")
         self.execute(query)
+
+    def _to_run(self) -> tuple[str, str]:
+        """(query, "the selection" or "the whole editor"): a selection that is only part of
+        the text runs alone."""
+        editor = self.editor
+        selected, whole = editor.selected_text.strip(), editor.text.strip()
+        if selected and selected != whole:
+            return selected, "the selection"
+        return whole, "the whole editor"
+
+    def _show_scope(self) -> None:
+        """The editor's border says what ctrl+r would run now."""
+        _, scope = self._to_run()
+        self.editor.border_subtitle = f"ctrl+r runs {scope}"
+
+    def on_text_area_selection_changed(self, event: TextArea.SelectionChanged) -> None:
+        self._show_scope()
+
+    def on_text_area_changed(self, event: TextArea.Changed) -> None:
+        self._show_scope()
 
     @work(thread=True, exclusive=True, group="sql", exit_on_error=False)
     def execute(self, query: str) -> None:
@@ -161,7 +204,7 @@ class SqlScreen(LiveScreen):
         self.result = result
         self.kapp.db_ok()
         self.query_one(ResultsTable).show(result)
-        self._say(summary(result, ADHOC_MAX_ROWS), "green")
+        self._say(f"{summary(result, ADHOC_MAX_ROWS)} · ran {self.ran}", "green")
         # Layer 3 weaker than promised (superuser login, no reader role): say so, apart.
         self.notice = getattr(result, "notice", None) or ""
         self.query_one("#sql-notice", Static).update(Text(self.notice, style="yellow"))
@@ -170,8 +213,9 @@ class SqlScreen(LiveScreen):
         from kestrel_console.adhoc import QueryFailed, QueryRefused, QueryTimeout
 
         self._clear_result()  # a refusal or an error never sits above the previous result
+        ran = f" (ran {self.ran})" if self.ran else ""
         if isinstance(exc, QueryRefused):
-            self._say(f"refused: {exc.reason}", "bold red")
+            self._say(f"refused: {exc.reason}{ran}", "bold red")
         elif isinstance(exc, QueryTimeout):
             self._say(f"timed out (or cancelled): {exc}", "bold yellow")
         elif isinstance(exc, QueryFailed) and exc.sqlstate == "57014":
@@ -190,6 +234,64 @@ class SqlScreen(LiveScreen):
         table = self.query_one(ResultsTable)
         table.clear(columns=True)
         table.result = None
+
+    # -- sqlglot: formatting and completion -------------------------------------------------------
+
+    def action_format(self) -> None:
+        """Format the whole query (sqlglot, dialect postgres), once queued keys are in."""
+        self.editor.call_later(self._format_now)
+
+    def _format_now(self) -> None:
+        from ..sql_assist import FormatError, format_sql
+
+        try:
+            formatted = format_sql(self.editor.text)
+        except FormatError as exc:
+            self._say(f"not formatted (sqlglot cannot parse it): {exc}", "yellow")
+            return
+        if formatted != self.editor.text:
+            self.editor.replace(formatted, (0, 0), self.editor.document.end)
+        self._say("formatted (sqlglot, dialect postgres); ctrl+z undoes it", "dim")
+
+    def action_complete(self) -> None:
+        if self.names is None:
+            self.read_names()
+            return
+        self.editor.call_later(self._complete_now)
+
+    @work(thread=True, exclusive=True, group="sql-names", exit_on_error=False)
+    def read_names(self) -> None:
+        from ..sql_assist import SchemaNames
+
+        assert self.session is not None
+        schema = self.kapp.config.schema
+        try:
+            names = self.session.run(lambda conn: SchemaNames.read(conn, schema))
+        except Exception as exc:
+            self._to_ui(self._say, f"no completion: the schema's names could not be read: {first_line(exc)}", "yellow")
+            return
+        self._to_ui(self._names_read, names)
+
+    def _names_read(self, names: Any) -> None:
+        self.names = names
+        self.editor.call_later(self._complete_now)
+
+    def _complete_now(self) -> None:
+        from ..sql_assist import MAX_SHOWN, complete
+
+        editor = self.editor
+        before = editor.get_text_range((0, 0), editor.cursor_location)
+        found = complete(before, self.names, whole=editor.text)
+        if found.insert:
+            editor.insert(found.insert)
+        if not found.candidates:
+            self._say(f"no table or column starts with {found.word!r}", "yellow")
+        elif len(found.candidates) > 1:
+            shown = ", ".join(found.candidates[:MAX_SHOWN])
+            more = f" (+{len(found.candidates) - MAX_SHOWN} more)" if len(found.candidates) > MAX_SHOWN else ""
+            self._say(f"{len(found.candidates)} names: {shown}{more}", "dim")
+        else:
+            self._say(f"completed {found.candidates[0]}", "dim")
 
     def action_select_all(self) -> None:
         self.editor.focus()
@@ -260,6 +362,15 @@ class SqlScreen(LiveScreen):
         from ..export import export_result
 
         export_result(self, self.result, "query")
+
+
+def describe_run(query: str, scope: str) -> str:
+    """What ran, for the status line: which part, its size and its first line."""
+    lines = query.splitlines()
+    first = lines[0] if lines else ""
+    quoted = first if len(first) <= QUOTED_CHARS else first[: QUOTED_CHARS - 1] + "…"
+    size = f"{len(lines)} line{'s' if len(lines) != 1 else ''}, {len(query)} chars"
+    return f"{scope} ({size}): {quoted}"
 
 
 class SqlEditor(TextArea):
