@@ -35,6 +35,7 @@ read query is made of (``_NODES``), and
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -53,7 +54,18 @@ from .allowlist import (
     type_refusal,
 )
 
-__all__ = ["QueryRefused", "check_read_only", "walk"]
+__all__ = ["MAX_QUERY_BYTES", "QueryRefused", "check_read_only", "check_text", "walk"]
+
+# The longest text the guard parses, in UTF-8 bytes (what the server receives: the session's
+# client encoding is pinned to UTF8, see ``encoding``). A console query or a report is far
+# shorter; past this the parser's recursion, not the query, is what an attacker exercises:
+# libpg_query and pglast recurse once per level of an expression, and `SELECT 1` followed by
+# 40,000 ` + 1` (160 KB) overflowed the C stack (the process died, exit 139). At this bound the
+# deepest expression the text can hold (16,000 levels) parses in under a second, on a parser
+# thread of its own with ``PARSER_STACK`` bytes of stack, eight times what it needs.
+MAX_QUERY_BYTES = 64 * 1024
+PARSER_STACK = 64 * 1024 * 1024
+_STACK_LOCK = threading.Lock()
 
 
 class QueryRefused(KestrelError):
@@ -162,6 +174,7 @@ def check_read_only(query: str, *, placeholders: bool = False) -> ast.Node:
     with bound parameters; the text is then checked as Postgres will receive it (placeholders
     become ``$1``, ``%%`` becomes ``%``).
     """
+    check_text(query)
     text = _as_sent(query) if placeholders else query
     statements = _parse(text, placeholders=placeholders)
     if not statements:
@@ -173,6 +186,34 @@ def check_read_only(query: str, *, placeholders: bool = False) -> ast.Node:
     for node in walk(statement):
         _check_node(node, placeholders=placeholders)
     return statement
+
+
+def check_text(query: str) -> bytes:
+    """Refuse, in time linear in its length and before any parsing, a text the guard cannot
+    read as the server will: longer than ``MAX_QUERY_BYTES``, holding a character UTF-8
+    cannot carry (a lone surrogate, as a command line of invalid bytes gives), or a NUL
+    (libpq and the parser both stop there). Return the UTF-8 bytes the server will receive."""
+    if len(query) > MAX_QUERY_BYTES:
+        raise QueryRefused(_too_long(len(query), "characters"))
+    try:
+        sent = query.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise QueryRefused(
+            f"character {exc.start + 1} ({query[exc.start]!r}) is not valid text: it cannot be sent as UTF-8"
+        ) from None
+    if len(sent) > MAX_QUERY_BYTES:
+        raise QueryRefused(_too_long(len(sent), "bytes"))
+    nul = sent.find(b"\0")
+    if nul >= 0:
+        raise QueryRefused(f"character {len(sent[:nul].decode('utf-8')) + 1} is a NUL: a query cannot hold one")
+    return sent
+
+
+def _too_long(size: int, unit: str) -> str:
+    return (
+        f"query of {size:,} {unit}: at most {MAX_QUERY_BYTES:,} bytes are checked and run here "
+        "(a console query is far shorter: split it, or narrow it)"
+    )
 
 
 def walk(tree: Any) -> Iterator[ast.Node]:
@@ -199,9 +240,35 @@ def _as_sent(query: str) -> str:
     return _PLACEHOLDER.sub(replace, query)
 
 
+def _parse_on_a_deep_stack(text: str) -> tuple[ast.RawStmt, ...]:
+    """``pglast.parse_sql`` on a thread with ``PARSER_STACK`` bytes of stack, whatever thread
+    asks (the TUI's workers, the CLI's main thread): its depth is bounded by the text's length,
+    not by the caller's stack."""
+    outcome: list[Any] = []
+
+    def parse() -> None:
+        try:
+            outcome.append(pglast.parse_sql(text))
+        except BaseException as exc:  # handed to the caller's thread
+            outcome.append(exc)
+
+    with _STACK_LOCK:  # stack_size() is process-wide: set it only around this thread's start
+        previous = threading.stack_size(PARSER_STACK)
+        try:
+            thread = threading.Thread(target=parse, name="kestrel-sql-parser", daemon=True)
+            thread.start()
+        finally:
+            threading.stack_size(previous)
+    thread.join()
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    result: tuple[ast.RawStmt, ...] = outcome[0]
+    return result
+
+
 def _parse(text: str, *, placeholders: bool) -> tuple[ast.RawStmt, ...]:
     try:
-        return pglast.parse_sql(text)
+        return _parse_on_a_deep_stack(text)
     except ParseError as exc:
         if not placeholders:
             _refuse_adhoc_placeholder(text)
@@ -224,6 +291,8 @@ def _tokens(text: str) -> list[tuple[str, str]]:
 
 def _refuse_adhoc_placeholder(text: str) -> None:
     """``%(name)s`` outside strings and comments (as the lexer sees them) in ad-hoc SQL."""
+    if "%(" not in text:
+        return
     tokens = _tokens(text)
     for i in range(len(tokens) - 4):
         spelled = "".join(token for _, token in tokens[i : i + 5])
@@ -232,6 +301,8 @@ def _refuse_adhoc_placeholder(text: str) -> None:
 
 
 def _only_explain(text: str) -> bool:
+    if len(text) > 100:  # EXPLAIN alone, with whitespace, comments and semicolons around it
+        return False
     words = [token.upper() for _, token in _tokens(text) if token != ";"]
     return words == ["EXPLAIN"]
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,7 +39,9 @@ from kestrel_core import DatabaseUnavailable, KestrelError
 
 from ..settings import DEFAULT_MAX_BYTES
 from .guard import QueryRefused, check_read_only
+from .hard_limit import HardLimit, QueryTimeout
 from .reader import DEFAULT_READER_ROLE, ReaderStatus, assume_reader, privilege, release_session_state
+from .resolve import check_names, names_of
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -55,10 +58,9 @@ MAX_TIMEOUT_MS = 10 * 60 * 1000
 # Per sort or hash node (a query may have several) and for every temporary file of the query.
 READER_WORK_MEM = "16MB"
 READER_TEMP_FILE_LIMIT = "256MB"
-
-
-class QueryTimeout(KestrelError):
-    """The query ran past its statement timeout and Postgres cancelled it."""
+_TEMP_FILE_LIMIT_KB = 256 * 1024
+TEMP_FILE_LIMIT_KB = "SELECT setting FROM pg_settings WHERE name = 'temp_file_limit'"
+_NON_ASCII_RUN = re.compile(rb"[\x80-\xff]+")
 
 
 class QueryFailed(KestrelError):
@@ -106,9 +108,24 @@ SET_TRANSACTION_READ_ONLY = "SET TRANSACTION READ ONLY"
 SET_LIMITS = """
 SELECT set_config('statement_timeout', %(statement_timeout)s, true),
        set_config('idle_in_transaction_session_timeout', %(idle_timeout)s, true),
-       set_config('standard_conforming_strings', 'on', true),
        set_config('search_path', 'pg_catalog, ' || quote_ident(%(schema)s) || ', pg_temp', true)
 """
+# What the server's lexer depends on, pinned for the transaction (SET LOCAL: the connection
+# is as it was after the rollback): the client encoding (UTF8: what the guard parsed is the
+# text's UTF-8 bytes, and every server encoding is ASCII-safe, so no character of it becomes
+# a quote or a backslash on the server), standard_conforming_strings (the guard's parser reads
+# '\' as a backslash), backslash_quote (safe_encoding, the parser's: with a UTF8 client \' is
+# then allowed in E'' strings, as the parser allows it).
+PIN_LEXING = """
+SELECT set_config('client_encoding', 'UTF8', true),
+       set_config('standard_conforming_strings', 'on', true),
+       set_config('backslash_quote', 'safe_encoding', true),
+       getdatabaseencoding()::text
+"""
+# The query's text as the server holds it once converted to the database's encoding: what its
+# lexer reads (a parameter goes through the same conversion as the query text).
+SERVER_BYTES = "SELECT convert_to(%(text)s, getdatabaseencoding())"
+LEXING_SETTINGS = {"client_encoding": "UTF8", "standard_conforming_strings": "on"}
 # Run as the role the query runs as (after SET LOCAL ROLE): temp_file_limit is PGC_SUSET, so
 # only a superuser or a role granted SET on it may lower it; it stays at the server's value
 # (unlimited by default) otherwise.
@@ -151,24 +168,29 @@ def run_read_only(
         raise ValueError("max_rows must be >= 0")
     if max_bytes < 1:
         raise ValueError("max_bytes must be at least 1")
+    names = None
     if check:
-        check_read_only(query, placeholders=placeholders)
+        names = names_of(check_read_only(query, placeholders=placeholders))
     if placeholders and params is None:
         params = {}  # psycopg then turns %% into %, as the guard assumed
     _require_idle(conn)
     reader = None
     try:
-        try:
-            reader = _begin(conn, schema, timeout, reader_role, allow_privileged)
-            started = time.perf_counter()
-            columns, rows, cut = _fetch(conn, query, params, max_rows + 1, max_bytes)
-            elapsed_ms = (time.perf_counter() - started) * 1000
-        except psycopg.errors.QueryCanceled as exc:
-            raise _cancelled(exc, timeout) from exc
-        except psycopg.Error as exc:
-            raise _failed(conn, exc) from exc
-        finally:
-            _rollback(conn)
+        with HardLimit(conn, timeout) as limit:
+            try:
+                reader = _begin(conn, schema, timeout, reader_role, allow_privileged)
+                if names is not None:
+                    _check_server_text(conn, query)
+                    check_names(conn, names, schema)
+                started = time.perf_counter()
+                columns, rows, cut = _fetch(conn, query, params, max_rows + 1, max_bytes)
+                elapsed_ms = (time.perf_counter() - started) * 1000
+            except psycopg.errors.QueryCanceled as exc:
+                raise limit.stopped() or _cancelled(exc, timeout) from exc
+            except psycopg.Error as exc:
+                raise limit.stopped() or _failed(conn, exc) from exc
+            finally:
+                _rollback(conn)
     finally:
         _release(conn)
     return QueryResult(
@@ -196,6 +218,8 @@ def _checked_timeout(ms: float) -> int:
 
 
 def _release(conn: psycopg.Connection) -> None:
+    if conn.closed or conn.broken:
+        return
     try:
         release_session_state(conn)
     except psycopg.OperationalError:
@@ -220,6 +244,7 @@ def _begin(
     allow_privileged: bool,
 ) -> ReaderStatus | None:
     conn.execute(BEGIN_READ_ONLY if conn.autocommit else SET_TRANSACTION_READ_ONLY)
+    _pin_lexing(conn)
     privileged = privilege(conn)
     if privileged and not allow_privileged:
         raise QueryRefused(
@@ -232,10 +257,68 @@ def _begin(
         {"statement_timeout": str(timeout_ms), "idle_timeout": str(max(timeout_ms, 1000)), "schema": schema},
     )
     reader = assume_reader(conn, reader_role, schema) if reader_role else None
-    conn.execute(SET_MEMORY_LIMITS, {"work_mem": READER_WORK_MEM, "temp_file_limit": READER_TEMP_FILE_LIMIT})
+    if reader is not None and not reader.assumed:
+        raise QueryRefused(f"{reader.problem}: ad-hoc SQL runs only as the read-only role {reader.role}")
+    limits = conn.execute(
+        SET_MEMORY_LIMITS, {"work_mem": READER_WORK_MEM, "temp_file_limit": READER_TEMP_FILE_LIMIT}
+    ).fetchone()
+    if reader is not None and limits is not None and limits[1] is None:
+        _require_temp_file_limit(conn, reader.role)
     if reader is not None and privileged:
         reader = dataclasses.replace(reader, privileged=privileged)
     return reader
+
+
+def _pin_lexing(conn: psycopg.Connection) -> None:
+    """Pin the settings the server's lexer depends on (``PIN_LEXING``) and check they hold,
+    as the server reports them to libpq, before the query is encoded and sent."""
+    try:
+        with conn.transaction():  # a savepoint: a refused conversion leaves the transaction usable
+            row = conn.execute(PIN_LEXING).fetchone()
+    except psycopg.Error as exc:
+        database = conn.info.parameter_status("server_encoding") or "?"
+        raise QueryRefused(
+            f"the database's encoding {database} cannot be read as UTF8 "
+            f"({(exc.diag.message_primary or str(exc)).strip()}): ad-hoc SQL needs a database "
+            "whose encoding converts to and from UTF8"
+        ) from None
+    assert row is not None
+    reported = {name: conn.info.parameter_status(name) for name in LEXING_SETTINGS}
+    if reported != LEXING_SETTINGS or conn.info.encoding != "utf-8" or row[2] != "safe_encoding":
+        raise QueryRefused(
+            f"the session's lexing settings could not be pinned ({reported}, backslash_quote {row[2]}): "
+            "the guard cannot know what the server would read"
+        )
+
+
+def _check_server_text(conn: psycopg.Connection, query: str) -> None:
+    """Refuse the query unless the server's copy of it, in the database's encoding, has the
+    same ASCII characters in the same places as the text the guard parsed: only those
+    (quotes, backslashes, dollars, dashes...) steer a lexer; every other character is a run of
+    bytes >= 0x80 on both sides (every server encoding is ASCII-safe)."""
+    row = conn.execute(SERVER_BYTES, {"text": query}).fetchone()
+    assert row is not None
+    if _ascii_shape(bytes(row[0])) != _ascii_shape(query.encode("utf-8")):
+        raise QueryRefused(
+            "the database's encoding turns a character of the query into a different ASCII character: "
+            "write it without that character"
+        )
+
+
+def _ascii_shape(data: bytes) -> bytes:
+    return _NON_ASCII_RUN.sub(b"\x80", data)
+
+
+def _require_temp_file_limit(conn: psycopg.Connection, role: str) -> None:
+    """Without the right to set temp_file_limit the query would run with the server's (no
+    limit by default): refuse unless that is already within ``READER_TEMP_FILE_LIMIT``."""
+    row = conn.execute(TEMP_FILE_LIMIT_KB).fetchone()
+    if row is not None and 0 <= int(row[0]) <= _TEMP_FILE_LIMIT_KB:
+        return
+    raise QueryRefused(
+        f"role {role} may not set temp_file_limit, which is unlimited here: a superuser must run "
+        f"`kestrel-console migrate` (or GRANT SET ON PARAMETER temp_file_limit TO {role})"
+    )
 
 
 def _fetch(
@@ -329,7 +412,7 @@ def _failed(conn: psycopg.Connection, exc: psycopg.Error) -> KestrelError:
 
 def _rollback(conn: psycopg.Connection) -> None:
     """End the transaction whatever happened; a dead connection has nothing to roll back."""
-    if conn.closed:
+    if conn.closed or conn.broken:
         return
     try:
         if conn.info.transaction_status == TransactionStatus.ACTIVE:
