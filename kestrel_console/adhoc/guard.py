@@ -41,7 +41,7 @@ from typing import Any
 
 import pglast
 from pglast import ast
-from pglast.enums import A_Expr_Kind, LockClauseStrength
+from pglast.enums import A_Expr_Kind, LockClauseStrength, SetOperation
 from pglast.parser import ParseError
 
 from kestrel_core import KestrelError
@@ -164,6 +164,12 @@ _NOT_OPERATORS = {
     A_Expr_Kind.AEXPR_NOT_BETWEEN_SYM,
 }
 _TABLESAMPLE_METHODS = frozenset({"system", "bernoulli"})
+# Functions that make a large value from a small one, past anything work_mem bounds: four
+# md5(repeat(repeat('a', 1000000), 1000)) columns took a backend to 4.8 GB. Their size
+# arguments must be literals within MAX_BUILT (repeat: its text too, the product within it).
+MAX_BUILT = 1_000_000
+_SIZE_ARGUMENT = {"repeat": 1, "lpad": 1, "rpad": 1}
+_NEVER_BUILT = {"array_fill": "builds an array of any size from two small arguments"}
 
 
 def check_read_only(query: str, *, placeholders: bool = False) -> ast.Node:
@@ -360,6 +366,53 @@ def _check_call(node: ast.FuncCall) -> None:
     if len(names) > 2:
         raise QueryRefused(f"function {'.'.join(names)}: only pg_catalog functions on the allowlist may be called")
     _refuse(call_refusal(names[-1], names[0] if len(names) == 2 else None))
+    _check_built_size(names[-1], node)
+
+
+def _literal(node: Any) -> Any:
+    """The value of an integer or string constant (through a cast), else None."""
+    while isinstance(node, ast.TypeCast):
+        node = node.arg
+    if isinstance(node, ast.A_Const) and not node.isnull:
+        value = node.val
+        if isinstance(value, ast.Integer):
+            return value.ival
+        if isinstance(value, ast.String):
+            return value.sval
+    return None
+
+
+def _check_built_size(name: str, node: ast.FuncCall) -> None:
+    if name in _NEVER_BUILT:
+        raise QueryRefused(f"function {name}: {_NEVER_BUILT[name]}: no setting bounds its memory on the server")
+    where = _SIZE_ARGUMENT.get(name)
+    if where is None:
+        return
+    args = list(node.args or ())
+    size = _literal(args[where]) if len(args) > where else None
+    text = _literal(args[0]) if args else None
+    built = size if name != "repeat" or not isinstance(text, str) else (size or 0) * max(len(text), 1)
+    if not isinstance(size, int) or (name == "repeat" and not isinstance(text, str)) or built > MAX_BUILT:
+        what = "a literal text and count" if name == "repeat" else "a literal length"
+        raise QueryRefused(
+            f"function {name}: needs {what} making at most {MAX_BUILT:,} characters (it builds its value "
+            "in the server's memory, which no setting bounds)"
+        )
+
+
+def _check_with(node: ast.WithClause) -> None:
+    """A recursive CTE joined by UNION keeps every row it made in a hash table to drop
+    duplicates: no setting bounds it (one took a backend to 1.7 GB). UNION ALL keeps its rows
+    in a tuplestore, which spills to temporary files (temp_file_limit)."""
+    if not node.recursive:
+        return
+    for cte in node.ctes or ():
+        query = cte.ctequery
+        if isinstance(query, ast.SelectStmt) and query.op == SetOperation.SETOP_UNION and not query.all:
+            raise QueryRefused(
+                f"recursive CTE {cte.ctename} joined by UNION: its duplicate check grows without bound on "
+                "the server; write UNION ALL and stop it with a WHERE"
+            )
 
 
 def _check_operator_names(items: Any) -> None:
@@ -402,6 +455,7 @@ def _check_sample(node: ast.RangeTableSample) -> None:
 _CHECKS: dict[str, Callable[[Any], None]] = {
     "SelectStmt": _check_select,
     "CommonTableExpr": _check_cte,
+    "WithClause": _check_with,
     "FuncCall": _check_call,
     "A_Expr": _check_expr,
     "SubLink": lambda node: _check_operator_names(node.operName),

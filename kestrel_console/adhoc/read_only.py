@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import pglast
 import psycopg
 from psycopg import sql
 from psycopg.pq import ExecStatus, TransactionStatus
@@ -168,9 +169,10 @@ def run_read_only(
         raise ValueError("max_rows must be >= 0")
     if max_bytes < 1:
         raise ValueError("max_bytes must be at least 1")
-    names = None
+    names, sized = None, False
     if check:
-        names = names_of(check_read_only(query, placeholders=placeholders))
+        statement = check_read_only(query, placeholders=placeholders)
+        names, sized = names_of(statement), isinstance(statement, pglast.ast.SelectStmt)
     if placeholders and params is None:
         params = {}  # psycopg then turns %% into %, as the guard assumed
     _require_idle(conn)
@@ -183,12 +185,14 @@ def run_read_only(
                     _check_server_text(conn, query)
                     check_names(conn, names, schema)
                 started = time.perf_counter()
-                columns, rows, cut = _fetch(conn, query, params, max_rows + 1, max_bytes)
+                columns, rows, cut = _fetch(conn, query, params, max_rows + 1, max_bytes, sized)
                 elapsed_ms = (time.perf_counter() - started) * 1000
             except psycopg.errors.QueryCanceled as exc:
                 raise limit.stopped() or _cancelled(exc, timeout) from exc
             except psycopg.Error as exc:
                 raise limit.stopped() or _failed(conn, exc) from exc
+            except _Shifted as shifted:
+                raise limit.stopped() or _failed(conn, shifted.error, shifted.shift) from shifted.error
             finally:
                 _rollback(conn)
     finally:
@@ -327,19 +331,32 @@ def _fetch(
     params: Mapping[str, Any] | None,
     limit: int,
     max_bytes: int,
+    sized: bool = False,
 ) -> tuple[list[str], list[tuple], bool]:
     """At most ``limit`` rows and ``max_bytes`` bytes (as text), streamed: the server stops
     once we have enough. True when the bytes cut it.
 
+    ``sized`` (a SELECT the guard accepted): the server measures each row first
+    (``_sized_query``) and sends a row too big for what is left of ``max_bytes`` as NULLs,
+    so no value larger than the limit ever reaches the client.
     ``stream()`` uses the extended protocol, which refuses a second statement.
     """
+    names: list[str] | None = None
+    if sized:
+        names = _column_names(conn, query, params)
+        if names:
+            query = _sized_query(query, len(names), max_bytes)
     rows: list[tuple] = []
     size, cut = 0, False
     with conn.cursor(row_factory=tuple_row) as cur:
         stream = cur.stream(sql.SQL(query), params)  # the operator's own query, passed by the guard
         try:
             for row in stream if limit > 0 else ():
-                size += sum(_size(value) for value in row)
+                if names:
+                    row, row_size = row[:-1], row[-1] or 0
+                else:
+                    row_size = sum(_size(value) for value in row)
+                size += row_size
                 if size > max_bytes:
                     cut = True
                     break
@@ -349,9 +366,62 @@ def _fetch(
         finally:
             # Cancels the rest of a truncated result: stream() is a generator, typed as an Iterator.
             stream.close()  # type: ignore[attr-defined]
+        if names:
+            return names, rows, cut
         if cur.description is not None:
             return [column.name for column in cur.description], rows, cut
         return _describe_columns(conn, cur), rows, cut
+
+
+# The columns of a query, without running it past planning (LIMIT 0).
+COLUMNS_OF = "SELECT * FROM (\n{body}\n) AS kestrel_q0 LIMIT 0"
+# Each row measured on the server as text (what the screen or the file would hold: for a text
+# value its length, read from its header) and sent as NULLs when it is larger than the limit;
+# OFFSET 0 keeps each subquery computed once.
+SIZED = (
+    "SELECT {cases}, kestrel_x.kestrel_row_bytes FROM ("
+    "SELECT kestrel_q.*, {sizes} AS kestrel_row_bytes FROM ("
+    "SELECT * FROM (\n{body}\n) AS kestrel_q0 OFFSET 0) AS kestrel_q({columns}) OFFSET 0) AS kestrel_x"
+)
+SIZED_COLUMN = "coalesce(octet_length(kestrel_q.c{i}::text), 0)"
+SIZED_CASE = "CASE WHEN kestrel_x.kestrel_row_bytes <= {limit} THEN kestrel_x.c{i} END"
+
+
+def _statement_body(query: str) -> str:
+    """``query`` without what follows its last token: semicolons, comments (the guard made
+    sure it is one statement)."""
+    end = 0
+    for token in pglast.parser.scan(query):
+        if token.name not in ("ASCII_59", "SQL_COMMENT", "C_COMMENT"):
+            end = token.end + 1
+    return query[:end]
+
+
+class _Shifted(Exception):
+    """A server error on the wrapped text: ``shift`` characters precede the user's query."""
+
+    def __init__(self, error: psycopg.Error, shift: int) -> None:
+        super().__init__(str(error))
+        self.error, self.shift = error, shift
+
+
+def _column_names(conn: psycopg.Connection, query: str, params: Mapping[str, Any] | None) -> list[str]:
+    wrapped = COLUMNS_OF.format(body=_statement_body(query))
+    with conn.cursor() as cur:
+        try:
+            cur.execute(sql.SQL(wrapped), params)
+        except psycopg.Error as exc:
+            if isinstance(exc, psycopg.errors.QueryCanceled):
+                raise
+            raise _Shifted(exc, wrapped.index("(\n") + 2) from exc
+        return [column.name for column in cur.description or ()]
+
+
+def _sized_query(query: str, count: int, max_bytes: int) -> str:
+    cases = ", ".join(SIZED_CASE.format(limit=int(max_bytes), i=i) for i in range(count))
+    columns = ", ".join(f"c{i}" for i in range(count))
+    sizes = " + ".join(SIZED_COLUMN.format(i=i) for i in range(count))
+    return SIZED.format(cases=cases, sizes=sizes, columns=columns, body=_statement_body(query))
 
 
 def _size(value: Any) -> int:
@@ -391,7 +461,7 @@ def _cancelled(exc: psycopg.errors.QueryCanceled, timeout_ms: float) -> KestrelE
     return QueryFailed(primary, sqlstate=exc.sqlstate)
 
 
-def _failed(conn: psycopg.Connection, exc: psycopg.Error) -> KestrelError:
+def _failed(conn: psycopg.Connection, exc: psycopg.Error, shift: int = 0) -> KestrelError:
     if conn.closed:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return DatabaseUnavailable(f"lost the connection to PostgreSQL: {reason}")
@@ -406,7 +476,9 @@ def _failed(conn: psycopg.Connection, exc: psycopg.Error) -> KestrelError:
     message = diag.message_primary or str(exc)
     if diag.message_hint:
         message = f"{message}\n{diag.message_hint}"
-    position = int(diag.statement_position) if diag.statement_position else None
+    position = int(diag.statement_position) - shift if diag.statement_position else None
+    if position is not None and position < 1:
+        position = None
     return QueryFailed(message, sqlstate=exc.sqlstate, position=position)
 
 
