@@ -14,7 +14,11 @@ the read-only role, after the search path is set) for every object of that name 
 could resolve it to, whatever the argument types, and refuses the query unless each is one
 the allowlist allows: a function or an operator's function in ``pg_catalog`` on the allowlist,
 a type of ``pg_catalog``, a relation of ``pg_catalog``, ``information_schema`` or the Kestrel
-schema whose views and policies (followed to the end) call only such functions. Every overload
+schema. A view of the Kestrel schema runs its query as its owner, and a row security policy
+its expression: their definitions, as the server deparses them for this search path, are
+checked as queries in turn (the guard, then these names), views over views to
+``MAX_VIEW_DEPTH``. (The catalog records no dependency on a built-in function, so pg_depend
+cannot say what a view calls.) Every overload
 counts, not only the one the server would pick: that is the server's choice, made later.
 """
 
@@ -87,8 +91,13 @@ def names_of(tree: ast.Node) -> Names:
     return names
 
 
-def check_names(conn: psycopg.Connection, names: Names, schema: str) -> None:
-    """Refuse (QueryRefused) unless every object the names may resolve to is allowed."""
+# How deep views over views are followed before the query is refused.
+MAX_VIEW_DEPTH = 8
+
+
+def check_names(conn: psycopg.Connection, names: Names, schema: str, _depth: int = 0) -> None:
+    """Refuse (QueryRefused) unless every object the names may resolve to is allowed; views and
+    row security policies of the Kestrel schema are checked as queries, in turn."""
     relations = sorted(names.relations, key=lambda r: (r[0] or "", r[1]))
     rows = conn.execute(
         _resolve_sql(),
@@ -110,6 +119,26 @@ def check_names(conn: psycopg.Connection, names: Names, schema: str) -> None:
             f"type {type_name}: not a built-in type of this server (a domain's CHECK or a type's "
             "functions would run unchecked)"
         )
+    for kind, nsp, name, what, definition, _ in rows:
+        if kind in ("relation", "policy") and definition is not None:
+            text = definition if kind == "relation" else f"SELECT ({definition})"
+            _check_definition(conn, f"{nsp}.{name}", kind, what, text, schema, _depth)
+
+
+def _check_definition(
+    conn: psycopg.Connection, relation: str, kind: str, what: str, text: str, schema: str, depth: int
+) -> None:
+    """A view's query or a policy's expression: what reading the relation runs."""
+    from .guard import check_read_only
+
+    source = f"view {relation}" if kind == "relation" else f"row security policy {what} of {relation}"
+    if depth >= MAX_VIEW_DEPTH:
+        raise QueryRefused(f"{source}: views over views deeper than {MAX_VIEW_DEPTH} are not followed")
+    try:
+        tree = check_read_only(text)
+        check_names(conn, names_of(tree), schema, depth + 1)
+    except QueryRefused as exc:
+        raise QueryRefused(f"{source} runs what a query may not: {exc.reason}") from None
 
 
 def _refusal(
@@ -147,11 +176,4 @@ def _refusal(
             return f"relation {nsp}.{name}: only the Kestrel schema ({schema}) and the system catalogs may be read"
         if what == "f":
             return f"relation {nsp}.{name}: a foreign table (its wrapper runs code): not read here"
-        return None
-    # A function a view or a policy of the Kestrel schema runs, as its owner or as the reader.
-    if nsp == "pg_catalog" and name in allowed_names():
-        return None
-    return (
-        f"relation {other_schema}.{other_name}: runs the function {nsp}.{what} (through a view or a row "
-        "security policy): only allowlisted pg_catalog functions run here"
-    )
+    return None
