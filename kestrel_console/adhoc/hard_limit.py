@@ -19,6 +19,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 
 import psycopg
@@ -80,24 +81,26 @@ class HardLimit:
         if self._done.wait(self.timeout_s + CANCEL_AFTER_S):
             return
         self.steps.append("cancelled it")
-        _quietly(lambda: self.conn.cancel_safe(timeout=TERMINATE_AFTER_S))
+        self._aside(lambda: self.conn.cancel_safe(timeout=TERMINATE_AFTER_S))
         if self._done.wait(TERMINATE_AFTER_S):
             return
         self.steps.append(f"terminated its session (backend {self._pid})")
-        threading.Thread(target=self._terminate, name="kestrel-sql-terminate", daemon=True).start()
+        self._aside(self._terminate)
         if self._done.wait(ABANDON_AFTER_S):
             return
         self.steps.append("closed the connection")
         _quietly(self._shut_socket)
 
-    def _terminate(self) -> None:
-        def run() -> None:
-            options = {o.keyword.decode(): o.val.decode() for o in self.conn.pgconn.info if o.val is not None}
-            options["connect_timeout"] = str(max(1, int(ABANDON_AFTER_S)))
-            with psycopg.connect(make_conninfo(**options), autocommit=True) as other:
-                other.execute(TERMINATE, (self._pid,))
+    @staticmethod
+    def _aside(action: Callable[[], object]) -> None:
+        """Run ``action`` on a thread of its own: the watchdog's clock never waits on it."""
+        threading.Thread(target=_quietly, args=(action,), name="kestrel-sql-hard-limit-step", daemon=True).start()
 
-        _quietly(run)
+    def _terminate(self) -> None:
+        options = {o.keyword.decode(): o.val.decode() for o in self.conn.pgconn.info if o.val is not None}
+        options["connect_timeout"] = str(max(1, int(ABANDON_AFTER_S)))
+        with psycopg.connect(make_conninfo(**options), autocommit=True) as other:
+            other.execute(TERMINATE, (self._pid,))
 
     def _shut_socket(self) -> None:
         # shutdown() on a duplicate of the descriptor ends the connection for the thread
@@ -106,8 +109,8 @@ class HardLimit:
             sock.shutdown(socket.SHUT_RDWR)
 
 
-def _quietly(action: object) -> None:
+def _quietly(action: Callable[[], object]) -> None:
     try:
-        action()  # type: ignore[operator]
+        action()
     except Exception:  # the next step (or the query's own error) covers what this one did not
         pass
