@@ -118,6 +118,16 @@ NOISE = ["", "", "", " ", "\n", " -- c\n", " /* c */ ", "\\", "'", " ; ", "$$", 
 
 @st.composite
 def queries(draw: st.DrawFn) -> str:
+    """A SELECT of the grammar's pieces with noise between them; or the shapes the red team
+    found, with the pieces varied: the encoding desync (a character ending in 0x5C before a
+    quote), attribute notation over pg_stat_activity's pids."""
+    shape = draw(st.integers(0, 5))
+    if shape == 0:
+        char, code = draw(st.sampled_from(CHARS)), draw(expressions())
+        return f"SELECT E'{char}' AS a, ' , {code} AS c --' AS b"
+    if shape == 1:
+        name = draw(st.sampled_from(FUNCTIONS_BAD + FUNCTIONS_OK))
+        return f"SELECT (pid).{name} AS c0 FROM pg_stat_activity WHERE application_name = 'kt-fuzz-victim'"
     exprs = draw(st.lists(expressions(), min_size=1, max_size=3))
     pieces = ["SELECT", ", ".join(f"{e} AS c{i}" for i, e in enumerate(exprs))]
     if draw(st.booleans()):
