@@ -391,8 +391,9 @@ def _check_built_size(name: str, node: ast.FuncCall) -> None:
     args = list(node.args or ())
     size = _literal(args[where]) if len(args) > where else None
     text = _literal(args[0]) if args else None
-    built = size if name != "repeat" or not isinstance(text, str) else (size or 0) * max(len(text), 1)
-    if not isinstance(size, int) or (name == "repeat" and not isinstance(text, str)) or built > MAX_BUILT:
+    literal = isinstance(size, int) and (name != "repeat" or isinstance(text, str))
+    built = size * max(len(text), 1) if isinstance(size, int) and isinstance(text, str) and name == "repeat" else size
+    if not literal or not isinstance(built, int) or built > MAX_BUILT:
         what = "a literal text and count" if name == "repeat" else "a literal length"
         raise QueryRefused(
             f"function {name}: needs {what} making at most {MAX_BUILT:,} characters (it builds its value "

@@ -58,9 +58,7 @@ class HardLimit:
         self._thread.start()
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self._done.set()
         self._thread.join()
         if self.steps and not self.conn.closed:

@@ -164,7 +164,9 @@ def test_sjis_client_with_backslash_quote_on(dsn: str, tmp_path: Path) -> None:
         for char in ["¥", "表", "ソ", "能"]:
             assert outcome(conn, payload(char)) == ("ran", (["a", "b"], [(char, f" , {CODE} --")])), char
         assert conn.info.encoding == "shift_jis"
-    done = console("--allow-privileged-sql", "sql", "--format", "json", payload("¥"), env={"KESTREL_DSN": dsn, **SJIS_ENV})
+    done = console(
+        "--allow-privileged-sql", "sql", "--format", "json", payload("¥"), env={"KESTREL_DSN": dsn, **SJIS_ENV}
+    )
     assert done.returncode == 0, done.stderr
     assert '"a": "¥"' in done.stdout and '"u"' not in done.stdout, done.stdout
     (tmp_path / "sjis.sql").write_text(f"-- description: sjis\n{payload('表')}\n", encoding="utf-8")

@@ -145,7 +145,16 @@ CALLS = re.compile(r"([A-Za-z_][A-Za-z0-9_$]*(?:\.[A-Za-z_][A-Za-z0-9_$]*)?)\(")
 NOT_CALLS = frozenset(
     {"and", "or", "not", "in", "any", "all", "array", "row", "case", "subplan", "hashed", "exists", "values"}
 )
-PLAN_KEYS = ("Output", "Filter", "Join Filter", "Hash Cond", "Index Cond", "One-Time Filter", "Function Call", "Sort Key")
+PLAN_KEYS = (
+    "Output",
+    "Filter",
+    "Join Filter",
+    "Hash Cond",
+    "Index Cond",
+    "One-Time Filter",
+    "Function Call",
+    "Sort Key",
+)
 
 
 def plan_calls(plan: object) -> set[str]:
