@@ -9,15 +9,23 @@ name it leaves unqualified (a function by attribute notation, an operator, a typ
 another schema's code. Its result is cut at ``max_rows`` rows and ``max_bytes`` bytes.
 Layer 3 (``reader``) runs it as the read-only role and releases what it leaves in the session.
 
-A login no role switch can contain (superuser, BYPASSRLS, CREATEROLE, or one that may become
-such a role: ``reader.privilege``) is refused before the query runs, unless the caller passes
-``allow_privileged`` (the console's ``--allow-privileged-sql``, which it marks): the console
-should be given a read-only login for ad-hoc SQL instead (``--reader-dsn``).
+A login no role switch can contain (superuser, BYPASSRLS, CREATEROLE, REPLICATION, a member of
+a predefined role with server powers, or one that may become such a role: ``reader.privilege``)
+is refused before the query runs, unless the caller passes ``allow_privileged`` (the
+console's ``--allow-privileged-sql``, which it marks): the console should be given a read-only
+login for ad-hoc SQL instead (``--reader-dsn``). A login that cannot assume the reader role is
+refused: ad-hoc SQL runs only as it.
+
+Before the query, the session's lexing settings are pinned for the transaction (client
+encoding UTF8: ``PIN_LEXING``) and the server's own bytes of the text compared with what the
+guard parsed; its names are resolved against the live catalog (``resolve``).
 
 Bounds on the server: ``statement_timeout`` (at most ``MAX_TIMEOUT_MS``, ten minutes: a console
 query, not a batch job), ``work_mem`` for each sort or hash, and ``temp_file_limit`` for the
-temporary files a query writes, where the role it runs as may set it (``migrate`` as a
-superuser grants that right to the reader role: a PGC_SUSET setting).
+temporary files a query writes (``migrate`` as a superuser grants the reader role the right to
+set it, a PGC_SUSET setting; without it, and with the server's own limit higher, refused). On
+the client: the console's own clock (``hard_limit``), and each row measured on the server and
+sent as NULLs when larger than what is left of ``max_bytes`` (``SIZED``).
 """
 
 from __future__ import annotations
