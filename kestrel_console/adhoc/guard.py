@@ -57,12 +57,13 @@ from .allowlist import (
 __all__ = ["MAX_QUERY_BYTES", "QueryRefused", "check_read_only", "check_text", "walk"]
 
 # The longest text the guard parses, in UTF-8 bytes (what the server receives: the session's
-# client encoding is pinned to UTF8, see ``encoding``). A console query or a report is far
+# client encoding is pinned to UTF8 by ``read_only``). A console query or a report is far
 # shorter; past this the parser's recursion, not the query, is what an attacker exercises:
 # libpg_query and pglast recurse once per level of an expression, and `SELECT 1` followed by
 # 40,000 ` + 1` (160 KB) overflowed the C stack (the process died, exit 139). At this bound the
-# deepest expression the text can hold (16,000 levels) parses in under a second, on a parser
-# thread of its own with ``PARSER_STACK`` bytes of stack, eight times what it needs.
+# deepest expression the text can hold (16,000 levels) parses in about 2 s (pglast building
+# its Python tree), on a parser thread of its own with ``PARSER_STACK`` bytes of stack, eight
+# times what it needs.
 MAX_QUERY_BYTES = 64 * 1024
 PARSER_STACK = 64 * 1024 * 1024
 _STACK_LOCK = threading.Lock()
