@@ -35,12 +35,13 @@ read query is made of (``_NODES``), and
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pglast
 from pglast import ast
-from pglast.enums import A_Expr_Kind, LockClauseStrength
+from pglast.enums import A_Expr_Kind, LockClauseStrength, SetOperation
 from pglast.parser import ParseError
 
 from kestrel_core import KestrelError
@@ -53,7 +54,19 @@ from .allowlist import (
     type_refusal,
 )
 
-__all__ = ["QueryRefused", "check_read_only", "walk"]
+__all__ = ["MAX_QUERY_BYTES", "QueryRefused", "check_read_only", "check_text", "walk"]
+
+# The longest text the guard parses, in UTF-8 bytes (what the server receives: the session's
+# client encoding is pinned to UTF8 by ``read_only``). A console query or a report is far
+# shorter; past this the parser's recursion, not the query, is what an attacker exercises:
+# libpg_query and pglast recurse once per level of an expression, and `SELECT 1` followed by
+# 40,000 ` + 1` (160 KB) overflowed the C stack (the process died, exit 139). At this bound the
+# deepest expression the text can hold (16,000 levels) parses in about 2 s (pglast building
+# its Python tree), on a parser thread of its own with ``PARSER_STACK`` bytes of stack, eight
+# times what it needs.
+MAX_QUERY_BYTES = 64 * 1024
+PARSER_STACK = 64 * 1024 * 1024
+_STACK_LOCK = threading.Lock()
 
 
 class QueryRefused(KestrelError):
@@ -152,6 +165,12 @@ _NOT_OPERATORS = {
     A_Expr_Kind.AEXPR_NOT_BETWEEN_SYM,
 }
 _TABLESAMPLE_METHODS = frozenset({"system", "bernoulli"})
+# Functions that make a large value from a small one, past anything work_mem bounds: four
+# md5(repeat(repeat('a', 1000000), 1000)) columns took a backend to 4.8 GB. Their size
+# arguments must be literals within MAX_BUILT (repeat: its text too, the product within it).
+MAX_BUILT = 1_000_000
+_SIZE_ARGUMENT = {"repeat": 1, "lpad": 1, "rpad": 1}
+_NEVER_BUILT = {"array_fill": "builds an array of any size from two small arguments"}
 
 
 def check_read_only(query: str, *, placeholders: bool = False) -> ast.Node:
@@ -162,6 +181,7 @@ def check_read_only(query: str, *, placeholders: bool = False) -> ast.Node:
     with bound parameters; the text is then checked as Postgres will receive it (placeholders
     become ``$1``, ``%%`` becomes ``%``).
     """
+    check_text(query)
     text = _as_sent(query) if placeholders else query
     statements = _parse(text, placeholders=placeholders)
     if not statements:
@@ -173,6 +193,34 @@ def check_read_only(query: str, *, placeholders: bool = False) -> ast.Node:
     for node in walk(statement):
         _check_node(node, placeholders=placeholders)
     return statement
+
+
+def check_text(query: str) -> bytes:
+    """Refuse, in time linear in its length and before any parsing, a text the guard cannot
+    read as the server will: longer than ``MAX_QUERY_BYTES``, holding a character UTF-8
+    cannot carry (a lone surrogate, as a command line of invalid bytes gives), or a NUL
+    (libpq and the parser both stop there). Return the UTF-8 bytes the server will receive."""
+    if len(query) > MAX_QUERY_BYTES:
+        raise QueryRefused(_too_long(len(query), "characters"))
+    try:
+        sent = query.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise QueryRefused(
+            f"character {exc.start + 1} ({query[exc.start]!r}) is not valid text: it cannot be sent as UTF-8"
+        ) from None
+    if len(sent) > MAX_QUERY_BYTES:
+        raise QueryRefused(_too_long(len(sent), "bytes"))
+    nul = sent.find(b"\0")
+    if nul >= 0:
+        raise QueryRefused(f"character {len(sent[:nul].decode('utf-8')) + 1} is a NUL: a query cannot hold one")
+    return sent
+
+
+def _too_long(size: int, unit: str) -> str:
+    return (
+        f"query of {size:,} {unit}: at most {MAX_QUERY_BYTES:,} bytes are checked and run here "
+        "(a console query is far shorter: split it, or narrow it)"
+    )
 
 
 def walk(tree: Any) -> Iterator[ast.Node]:
@@ -199,9 +247,35 @@ def _as_sent(query: str) -> str:
     return _PLACEHOLDER.sub(replace, query)
 
 
+def _parse_on_a_deep_stack(text: str) -> tuple[ast.RawStmt, ...]:
+    """``pglast.parse_sql`` on a thread with ``PARSER_STACK`` bytes of stack, whatever thread
+    asks (the TUI's workers, the CLI's main thread): its depth is bounded by the text's length,
+    not by the caller's stack."""
+    outcome: list[Any] = []
+
+    def parse() -> None:
+        try:
+            outcome.append(pglast.parse_sql(text))
+        except BaseException as exc:  # handed to the caller's thread
+            outcome.append(exc)
+
+    with _STACK_LOCK:  # stack_size() is process-wide: set it only around this thread's start
+        previous = threading.stack_size(PARSER_STACK)
+        try:
+            thread = threading.Thread(target=parse, name="kestrel-sql-parser", daemon=True)
+            thread.start()
+        finally:
+            threading.stack_size(previous)
+    thread.join()
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    result: tuple[ast.RawStmt, ...] = outcome[0]
+    return result
+
+
 def _parse(text: str, *, placeholders: bool) -> tuple[ast.RawStmt, ...]:
     try:
-        return pglast.parse_sql(text)
+        return _parse_on_a_deep_stack(text)
     except ParseError as exc:
         if not placeholders:
             _refuse_adhoc_placeholder(text)
@@ -224,6 +298,8 @@ def _tokens(text: str) -> list[tuple[str, str]]:
 
 def _refuse_adhoc_placeholder(text: str) -> None:
     """``%(name)s`` outside strings and comments (as the lexer sees them) in ad-hoc SQL."""
+    if "%(" not in text:
+        return
     tokens = _tokens(text)
     for i in range(len(tokens) - 4):
         spelled = "".join(token for _, token in tokens[i : i + 5])
@@ -232,6 +308,8 @@ def _refuse_adhoc_placeholder(text: str) -> None:
 
 
 def _only_explain(text: str) -> bool:
+    if len(text) > 100:  # EXPLAIN alone, with whitespace, comments and semicolons around it
+        return False
     words = [token.upper() for _, token in _tokens(text) if token != ";"]
     return words == ["EXPLAIN"]
 
@@ -289,6 +367,54 @@ def _check_call(node: ast.FuncCall) -> None:
     if len(names) > 2:
         raise QueryRefused(f"function {'.'.join(names)}: only pg_catalog functions on the allowlist may be called")
     _refuse(call_refusal(names[-1], names[0] if len(names) == 2 else None))
+    _check_built_size(names[-1], node)
+
+
+def _literal(node: Any) -> Any:
+    """The value of an integer or string constant (through a cast), else None."""
+    while isinstance(node, ast.TypeCast):
+        node = node.arg
+    if isinstance(node, ast.A_Const) and not node.isnull:
+        value = node.val
+        if isinstance(value, ast.Integer):
+            return value.ival
+        if isinstance(value, ast.String):
+            return value.sval
+    return None
+
+
+def _check_built_size(name: str, node: ast.FuncCall) -> None:
+    if name in _NEVER_BUILT:
+        raise QueryRefused(f"function {name}: {_NEVER_BUILT[name]}: no setting bounds its memory on the server")
+    where = _SIZE_ARGUMENT.get(name)
+    if where is None:
+        return
+    args = list(node.args or ())
+    size = _literal(args[where]) if len(args) > where else None
+    text = _literal(args[0]) if args else None
+    literal = isinstance(size, int) and (name != "repeat" or isinstance(text, str))
+    built = size * max(len(text), 1) if isinstance(size, int) and isinstance(text, str) and name == "repeat" else size
+    if not literal or not isinstance(built, int) or built > MAX_BUILT:
+        what = "a literal text and count" if name == "repeat" else "a literal length"
+        raise QueryRefused(
+            f"function {name}: needs {what} making at most {MAX_BUILT:,} characters (it builds its value "
+            "in the server's memory, which no setting bounds)"
+        )
+
+
+def _check_with(node: ast.WithClause) -> None:
+    """A recursive CTE joined by UNION keeps every row it made in a hash table to drop
+    duplicates: no setting bounds it (one took a backend to 1.7 GB). UNION ALL keeps its rows
+    in a tuplestore, which spills to temporary files (temp_file_limit)."""
+    if not node.recursive:
+        return
+    for cte in node.ctes or ():
+        query = cte.ctequery
+        if isinstance(query, ast.SelectStmt) and query.op == SetOperation.SETOP_UNION and not query.all:
+            raise QueryRefused(
+                f"recursive CTE {cte.ctename} joined by UNION: its duplicate check grows without bound on "
+                "the server; write UNION ALL and stop it with a WHERE"
+            )
 
 
 def _check_operator_names(items: Any) -> None:
@@ -331,6 +457,7 @@ def _check_sample(node: ast.RangeTableSample) -> None:
 _CHECKS: dict[str, Callable[[Any], None]] = {
     "SelectStmt": _check_select,
     "CommonTableExpr": _check_cte,
+    "WithClause": _check_with,
     "FuncCall": _check_call,
     "A_Expr": _check_expr,
     "SubLink": lambda node: _check_operator_names(node.operName),

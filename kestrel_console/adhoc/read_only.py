@@ -9,26 +9,36 @@ name it leaves unqualified (a function by attribute notation, an operator, a typ
 another schema's code. Its result is cut at ``max_rows`` rows and ``max_bytes`` bytes.
 Layer 3 (``reader``) runs it as the read-only role and releases what it leaves in the session.
 
-A login no role switch can contain (superuser, BYPASSRLS, CREATEROLE, or one that may become
-such a role: ``reader.privilege``) is refused before the query runs, unless the caller passes
-``allow_privileged`` (the console's ``--allow-privileged-sql``, which it marks): the console
-should be given a read-only login for ad-hoc SQL instead (``--reader-dsn``).
+A login no role switch can contain (superuser, BYPASSRLS, CREATEROLE, REPLICATION, a member of
+a predefined role with server powers, or one that may become such a role: ``reader.privilege``)
+is refused before the query runs, unless the caller passes ``allow_privileged`` (the
+console's ``--allow-privileged-sql``, which it marks): the console should be given a read-only
+login for ad-hoc SQL instead (``--reader-dsn``). A login that cannot assume the reader role is
+refused: ad-hoc SQL runs only as it.
+
+Before the query, the session's lexing settings are pinned for the transaction (client
+encoding UTF8: ``PIN_LEXING``) and the server's own bytes of the text compared with what the
+guard parsed; its names are resolved against the live catalog (``resolve``).
 
 Bounds on the server: ``statement_timeout`` (at most ``MAX_TIMEOUT_MS``, ten minutes: a console
 query, not a batch job), ``work_mem`` for each sort or hash, and ``temp_file_limit`` for the
-temporary files a query writes, where the role it runs as may set it (``migrate`` as a
-superuser grants that right to the reader role: a PGC_SUSET setting).
+temporary files a query writes (``migrate`` as a superuser grants the reader role the right to
+set it, a PGC_SUSET setting; without it, and with the server's own limit higher, refused). On
+the client: the console's own clock (``hard_limit``), and each row measured on the server and
+sent as NULLs when larger than what is left of ``max_bytes`` (``SIZED``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import pglast
 import psycopg
 from psycopg import sql
 from psycopg.pq import ExecStatus, TransactionStatus
@@ -38,7 +48,9 @@ from kestrel_core import DatabaseUnavailable, KestrelError
 
 from ..settings import DEFAULT_MAX_BYTES
 from .guard import QueryRefused, check_read_only
+from .hard_limit import HardLimit, QueryTimeout
 from .reader import DEFAULT_READER_ROLE, ReaderStatus, assume_reader, privilege, release_session_state
+from .resolve import check_names, names_of
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -55,10 +67,9 @@ MAX_TIMEOUT_MS = 10 * 60 * 1000
 # Per sort or hash node (a query may have several) and for every temporary file of the query.
 READER_WORK_MEM = "16MB"
 READER_TEMP_FILE_LIMIT = "256MB"
-
-
-class QueryTimeout(KestrelError):
-    """The query ran past its statement timeout and Postgres cancelled it."""
+_TEMP_FILE_LIMIT_KB = 256 * 1024
+TEMP_FILE_LIMIT_KB = "SELECT setting FROM pg_settings WHERE name = 'temp_file_limit'"
+_NON_ASCII_RUN = re.compile(rb"[\x80-\xff]+")
 
 
 class QueryFailed(KestrelError):
@@ -106,9 +117,24 @@ SET_TRANSACTION_READ_ONLY = "SET TRANSACTION READ ONLY"
 SET_LIMITS = """
 SELECT set_config('statement_timeout', %(statement_timeout)s, true),
        set_config('idle_in_transaction_session_timeout', %(idle_timeout)s, true),
-       set_config('standard_conforming_strings', 'on', true),
        set_config('search_path', 'pg_catalog, ' || quote_ident(%(schema)s) || ', pg_temp', true)
 """
+# What the server's lexer depends on, pinned for the transaction (SET LOCAL: the connection
+# is as it was after the rollback): the client encoding (UTF8: what the guard parsed is the
+# text's UTF-8 bytes, and every server encoding is ASCII-safe, so no character of it becomes
+# a quote or a backslash on the server), standard_conforming_strings (the guard's parser reads
+# '\' as a backslash), backslash_quote (safe_encoding, the parser's: with a UTF8 client \' is
+# then allowed in E'' strings, as the parser allows it).
+PIN_LEXING = """
+SELECT set_config('client_encoding', 'UTF8', true),
+       set_config('standard_conforming_strings', 'on', true),
+       set_config('backslash_quote', 'safe_encoding', true),
+       getdatabaseencoding()::text
+"""
+# The query's text as the server holds it once converted to the database's encoding: what its
+# lexer reads (a parameter goes through the same conversion as the query text).
+SERVER_BYTES = "SELECT convert_to(%(text)s, getdatabaseencoding())"
+LEXING_SETTINGS = {"client_encoding": "UTF8", "standard_conforming_strings": "on"}
 # Run as the role the query runs as (after SET LOCAL ROLE): temp_file_limit is PGC_SUSET, so
 # only a superuser or a role granted SET on it may lower it; it stays at the server's value
 # (unlimited by default) otherwise.
@@ -151,24 +177,32 @@ def run_read_only(
         raise ValueError("max_rows must be >= 0")
     if max_bytes < 1:
         raise ValueError("max_bytes must be at least 1")
+    names, sized = None, False
     if check:
-        check_read_only(query, placeholders=placeholders)
+        statement = check_read_only(query, placeholders=placeholders)
+        names, sized = names_of(statement), isinstance(statement, pglast.ast.SelectStmt)
     if placeholders and params is None:
         params = {}  # psycopg then turns %% into %, as the guard assumed
     _require_idle(conn)
     reader = None
     try:
-        try:
-            reader = _begin(conn, schema, timeout, reader_role, allow_privileged)
-            started = time.perf_counter()
-            columns, rows, cut = _fetch(conn, query, params, max_rows + 1, max_bytes)
-            elapsed_ms = (time.perf_counter() - started) * 1000
-        except psycopg.errors.QueryCanceled as exc:
-            raise _cancelled(exc, timeout) from exc
-        except psycopg.Error as exc:
-            raise _failed(conn, exc) from exc
-        finally:
-            _rollback(conn)
+        with HardLimit(conn, timeout) as limit:
+            try:
+                reader = _begin(conn, schema, timeout, reader_role, allow_privileged)
+                if names is not None:
+                    _check_server_text(conn, query)
+                    check_names(conn, names, schema)
+                started = time.perf_counter()
+                columns, rows, cut = _fetch(conn, query, params, max_rows + 1, max_bytes, sized)
+                elapsed_ms = (time.perf_counter() - started) * 1000
+            except psycopg.errors.QueryCanceled as exc:
+                raise limit.stopped() or _cancelled(exc, timeout) from exc
+            except psycopg.Error as exc:
+                raise limit.stopped() or _failed(conn, exc) from exc
+            except _Shifted as shifted:
+                raise limit.stopped() or _failed(conn, shifted.error, shifted.shift) from shifted.error
+            finally:
+                _rollback(conn)
     finally:
         _release(conn)
     return QueryResult(
@@ -196,6 +230,8 @@ def _checked_timeout(ms: float) -> int:
 
 
 def _release(conn: psycopg.Connection) -> None:
+    if conn.closed or conn.broken:
+        return
     try:
         release_session_state(conn)
     except psycopg.OperationalError:
@@ -220,6 +256,7 @@ def _begin(
     allow_privileged: bool,
 ) -> ReaderStatus | None:
     conn.execute(BEGIN_READ_ONLY if conn.autocommit else SET_TRANSACTION_READ_ONLY)
+    _pin_lexing(conn)
     privileged = privilege(conn)
     if privileged and not allow_privileged:
         raise QueryRefused(
@@ -232,10 +269,68 @@ def _begin(
         {"statement_timeout": str(timeout_ms), "idle_timeout": str(max(timeout_ms, 1000)), "schema": schema},
     )
     reader = assume_reader(conn, reader_role, schema) if reader_role else None
-    conn.execute(SET_MEMORY_LIMITS, {"work_mem": READER_WORK_MEM, "temp_file_limit": READER_TEMP_FILE_LIMIT})
+    if reader is not None and not reader.assumed:
+        raise QueryRefused(f"{reader.problem}: ad-hoc SQL runs only as the read-only role {reader.role}")
+    limits = conn.execute(
+        SET_MEMORY_LIMITS, {"work_mem": READER_WORK_MEM, "temp_file_limit": READER_TEMP_FILE_LIMIT}
+    ).fetchone()
+    if reader is not None and limits is not None and limits[1] is None:
+        _require_temp_file_limit(conn, reader.role)
     if reader is not None and privileged:
         reader = dataclasses.replace(reader, privileged=privileged)
     return reader
+
+
+def _pin_lexing(conn: psycopg.Connection) -> None:
+    """Pin the settings the server's lexer depends on (``PIN_LEXING``) and check they hold,
+    as the server reports them to libpq, before the query is encoded and sent."""
+    try:
+        with conn.transaction():  # a savepoint: a refused conversion leaves the transaction usable
+            row = conn.execute(PIN_LEXING).fetchone()
+    except psycopg.Error as exc:
+        database = conn.info.parameter_status("server_encoding") or "?"
+        raise QueryRefused(
+            f"the database's encoding {database} cannot be read as UTF8 "
+            f"({(exc.diag.message_primary or str(exc)).strip()}): ad-hoc SQL needs a database "
+            "whose encoding converts to and from UTF8"
+        ) from None
+    assert row is not None
+    reported = {name: conn.info.parameter_status(name) for name in LEXING_SETTINGS}
+    if reported != LEXING_SETTINGS or conn.info.encoding != "utf-8" or row[2] != "safe_encoding":
+        raise QueryRefused(
+            f"the session's lexing settings could not be pinned ({reported}, backslash_quote {row[2]}): "
+            "the guard cannot know what the server would read"
+        )
+
+
+def _check_server_text(conn: psycopg.Connection, query: str) -> None:
+    """Refuse the query unless the server's copy of it, in the database's encoding, has the
+    same ASCII characters in the same places as the text the guard parsed: only those
+    (quotes, backslashes, dollars, dashes...) steer a lexer; every other character is a run of
+    bytes >= 0x80 on both sides (every server encoding is ASCII-safe)."""
+    row = conn.execute(SERVER_BYTES, {"text": query}).fetchone()
+    assert row is not None
+    if _ascii_shape(bytes(row[0])) != _ascii_shape(query.encode("utf-8")):
+        raise QueryRefused(
+            "the database's encoding turns a character of the query into a different ASCII character: "
+            "write it without that character"
+        )
+
+
+def _ascii_shape(data: bytes) -> bytes:
+    return _NON_ASCII_RUN.sub(b"\x80", data)
+
+
+def _require_temp_file_limit(conn: psycopg.Connection, role: str) -> None:
+    """Without the right to set temp_file_limit the query would run with the server's (no
+    limit by default): refuse unless that is already within ``READER_TEMP_FILE_LIMIT``."""
+    row = conn.execute(TEMP_FILE_LIMIT_KB).fetchone()
+    if row is not None and 0 <= int(row[0]) <= _TEMP_FILE_LIMIT_KB:
+        return
+    raise QueryRefused(
+        f"role {role} may not set temp_file_limit, which is unlimited here: a superuser must run "
+        f"`kestrel-console migrate` (or GRANT SET ON PARAMETER temp_file_limit TO {role})"
+    )
 
 
 def _fetch(
@@ -244,19 +339,32 @@ def _fetch(
     params: Mapping[str, Any] | None,
     limit: int,
     max_bytes: int,
+    sized: bool = False,
 ) -> tuple[list[str], list[tuple], bool]:
     """At most ``limit`` rows and ``max_bytes`` bytes (as text), streamed: the server stops
     once we have enough. True when the bytes cut it.
 
+    ``sized`` (a SELECT the guard accepted): the server measures each row first
+    (``_sized_query``) and sends a row too big for what is left of ``max_bytes`` as NULLs,
+    so no value larger than the limit ever reaches the client.
     ``stream()`` uses the extended protocol, which refuses a second statement.
     """
+    names: list[str] | None = None
+    if sized:
+        names = _column_names(conn, query, params)
+        if names:
+            query = _sized_query(query, len(names), max_bytes)
     rows: list[tuple] = []
     size, cut = 0, False
     with conn.cursor(row_factory=tuple_row) as cur:
         stream = cur.stream(sql.SQL(query), params)  # the operator's own query, passed by the guard
         try:
             for row in stream if limit > 0 else ():
-                size += sum(_size(value) for value in row)
+                if names:
+                    row, row_size = row[:-1], row[-1] or 0
+                else:
+                    row_size = sum(_size(value) for value in row)
+                size += row_size
                 if size > max_bytes:
                     cut = True
                     break
@@ -266,9 +374,62 @@ def _fetch(
         finally:
             # Cancels the rest of a truncated result: stream() is a generator, typed as an Iterator.
             stream.close()  # type: ignore[attr-defined]
+        if names:
+            return names, rows, cut
         if cur.description is not None:
             return [column.name for column in cur.description], rows, cut
         return _describe_columns(conn, cur), rows, cut
+
+
+# The columns of a query, without running it past planning (LIMIT 0).
+COLUMNS_OF = "SELECT * FROM (\n{body}\n) AS kestrel_q0 LIMIT 0"
+# Each row measured on the server as text (what the screen or the file would hold: for a text
+# value its length, read from its header) and sent as NULLs when it is larger than the limit;
+# OFFSET 0 keeps each subquery computed once.
+SIZED = (
+    "SELECT {cases}, kestrel_x.kestrel_row_bytes FROM ("
+    "SELECT kestrel_q.*, {sizes} AS kestrel_row_bytes FROM ("
+    "SELECT * FROM (\n{body}\n) AS kestrel_q0 OFFSET 0) AS kestrel_q({columns}) OFFSET 0) AS kestrel_x"
+)
+SIZED_COLUMN = "coalesce(octet_length(kestrel_q.c{i}::text), 0)"
+SIZED_CASE = "CASE WHEN kestrel_x.kestrel_row_bytes <= {limit} THEN kestrel_x.c{i} END"
+
+
+def _statement_body(query: str) -> str:
+    """``query`` without what follows its last token: semicolons, comments (the guard made
+    sure it is one statement)."""
+    end = 0
+    for token in pglast.parser.scan(query):
+        if token.name not in ("ASCII_59", "SQL_COMMENT", "C_COMMENT"):
+            end = token.end + 1
+    return query[:end]
+
+
+class _Shifted(Exception):
+    """A server error on the wrapped text: ``shift`` characters precede the user's query."""
+
+    def __init__(self, error: psycopg.Error, shift: int) -> None:
+        super().__init__(str(error))
+        self.error, self.shift = error, shift
+
+
+def _column_names(conn: psycopg.Connection, query: str, params: Mapping[str, Any] | None) -> list[str]:
+    wrapped = COLUMNS_OF.format(body=_statement_body(query))
+    with conn.cursor() as cur:
+        try:
+            cur.execute(sql.SQL(wrapped), params)
+        except psycopg.Error as exc:
+            if isinstance(exc, psycopg.errors.QueryCanceled):
+                raise
+            raise _Shifted(exc, wrapped.index("(\n") + 2) from exc
+        return [column.name for column in cur.description or ()]
+
+
+def _sized_query(query: str, count: int, max_bytes: int) -> str:
+    cases = ", ".join(SIZED_CASE.format(limit=int(max_bytes), i=i) for i in range(count))
+    columns = ", ".join(f"c{i}" for i in range(count))
+    sizes = " + ".join(SIZED_COLUMN.format(i=i) for i in range(count))
+    return SIZED.format(cases=cases, sizes=sizes, columns=columns, body=_statement_body(query))
 
 
 def _size(value: Any) -> int:
@@ -308,7 +469,7 @@ def _cancelled(exc: psycopg.errors.QueryCanceled, timeout_ms: float) -> KestrelE
     return QueryFailed(primary, sqlstate=exc.sqlstate)
 
 
-def _failed(conn: psycopg.Connection, exc: psycopg.Error) -> KestrelError:
+def _failed(conn: psycopg.Connection, exc: psycopg.Error, shift: int = 0) -> KestrelError:
     if conn.closed:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return DatabaseUnavailable(f"lost the connection to PostgreSQL: {reason}")
@@ -323,13 +484,15 @@ def _failed(conn: psycopg.Connection, exc: psycopg.Error) -> KestrelError:
     message = diag.message_primary or str(exc)
     if diag.message_hint:
         message = f"{message}\n{diag.message_hint}"
-    position = int(diag.statement_position) if diag.statement_position else None
+    position = int(diag.statement_position) - shift if diag.statement_position else None
+    if position is not None and position < 1:
+        position = None
     return QueryFailed(message, sqlstate=exc.sqlstate, position=position)
 
 
 def _rollback(conn: psycopg.Connection) -> None:
     """End the transaction whatever happened; a dead connection has nothing to roll back."""
-    if conn.closed:
+    if conn.closed or conn.broken:
         return
     try:
         if conn.info.transaction_status == TransactionStatus.ACTIVE:

@@ -6,10 +6,13 @@ Inside the read-only transaction, ``assume_reader`` switches to ``kestrel_reader
 USAGE on the schema, SELECT on its tables, nothing else) when the login may assume it. Postgres
 then refuses, whatever the text, writes, other sessions' signals, server files, and Kestrel's
 functions. Where it cannot (no such role, login not a member, no rights on the schema),
-``ReaderStatus.notice`` says so in one line.
+``run_read_only`` refuses the query with one line naming the grant to ask for: ad-hoc SQL runs
+only as the read-only role.
 
 ``privilege`` finds what no role switch can take away: a login that is a superuser, has
-BYPASSRLS or CREATEROLE, or may become a role that has (``SET ROLE`` needs only membership).
+BYPASSRLS, CREATEROLE or REPLICATION, is a member of a predefined role with server-side powers
+(``SERVER_POWERS``: signalling sessions, server files and programs, all data...), or may become
+a role that is or has (``SET ROLE`` needs only membership).
 Such a session may switch back with ``set_config('role', ...)`` (which only layer 1 refuses),
 so ``run_read_only`` refuses to run ad-hoc SQL on it unless told otherwise (a separate
 read-only login is the way; ``allow_privileged`` the marked exception).
@@ -44,16 +47,34 @@ SELECT login, superuser, role_exists, member, schema_usage,
           LEFT JOIN pg_roles r ON r.rolname = %(role)s
           LEFT JOIN pg_namespace n ON n.nspname = %(schema)s) AS checked
 """
-# The login itself first, then any role it may become, that holds an attribute no SET ROLE
-# takes away.
+# Predefined roles whose members hold server-side powers no SET ROLE takes away: the session
+# may switch back to its login (set_config('role', ...), which only layer 1 refuses), and then
+# signal other sessions, read or write the server's files, run programs, read or write every
+# table, or read every setting and statistic.
+SERVER_POWERS = (
+    "pg_execute_server_program",
+    "pg_read_server_files",
+    "pg_write_server_files",
+    "pg_signal_backend",
+    "pg_checkpoint",
+    "pg_read_all_data",
+    "pg_write_all_data",
+    "pg_monitor",
+    "pg_read_all_settings",
+    "pg_read_all_stats",
+    "pg_stat_scan_tables",
+)
+# The login itself first, then any role it may become, that holds an attribute or a
+# predefined role's power no SET ROLE takes away.
 PRIVILEGE = """
 SELECT session_user::text, r.rolname::text,
        CASE WHEN r.rolsuper THEN 'a superuser' WHEN r.rolbypassrls THEN 'has BYPASSRLS'
-            ELSE 'has CREATEROLE' END
+            WHEN r.rolcreaterole THEN 'has CREATEROLE' WHEN r.rolreplication THEN 'has REPLICATION'
+            ELSE 'holds the powers of ' || r.rolname END
   FROM pg_roles r
- WHERE (r.rolsuper OR r.rolbypassrls OR r.rolcreaterole)
+ WHERE (r.rolsuper OR r.rolbypassrls OR r.rolcreaterole OR r.rolreplication OR r.rolname = ANY (%(powers)s))
    AND pg_has_role(session_user, r.oid, 'MEMBER')
- ORDER BY r.rolname <> session_user, NOT r.rolsuper, r.rolname
+ ORDER BY r.rolname <> session_user, NOT r.rolsuper, r.rolname = ANY (%(powers)s), r.rolname
  LIMIT 1
 """
 # psycopg names its own prepared statements _pg3_*: those stay, the query's go.
@@ -99,7 +120,7 @@ def assume_reader(conn: psycopg.Connection, role: str, schema: str) -> ReaderSta
     if not exists:
         problem = f"role {role} does not exist (`kestrel-console migrate` creates it)"
     elif not member:
-        problem = f"login {login} may not assume role {role} (GRANT {role} TO {login})"
+        problem = f"login {login} may not assume role {role} (ask an admin for: GRANT {role} TO {login})"
     elif not usage:
         problem = f"role {role} has no rights on schema {schema} (`kestrel-console migrate` grants them)"
     return ReaderStatus(role, login, bool(superuser), problem is None, problem)
@@ -108,10 +129,12 @@ def assume_reader(conn: psycopg.Connection, role: str, schema: str) -> ReaderSta
 def privilege(conn: psycopg.Connection) -> str | None:
     """What makes this login more than the read-only role can contain ("login postgres is a
     superuser", "login bob may become role admin, which has CREATEROLE"), or None."""
-    row = conn.execute(PRIVILEGE).fetchone()
+    row = conn.execute(PRIVILEGE, {"powers": list(SERVER_POWERS)}).fetchone()
     if row is None:
         return None
     login, role, what = row
+    if role in SERVER_POWERS:
+        return f"login {login} is a member of {role} (a predefined role with powers on the server)"
     which = f"is {what}" if what == "a superuser" else what
     if role == login:
         return f"login {login} {which}"

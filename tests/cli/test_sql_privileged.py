@@ -96,3 +96,36 @@ def test_the_string_continuation_shapes_are_refused_by_sql_and_reports(
             )
             assert len(done.stderr.strip().splitlines()) == 1
     assert db.execute(NO_SLOT).fetchone() == (0,)
+
+
+def test_replication_and_signal_backend_logins_are_refused_by_sql_and_report(dsn: str, my_reports: Path) -> None:
+    # Issue 44, finding 4: before, both ran ad-hoc SQL (exit 0) as kestrel_reader.
+    import uuid
+
+    from psycopg import sql as pgsql
+
+    names = {"REPLICATION": f"kt_repl_{uuid.uuid4().hex[:8]}", "": f"kt_sig_{uuid.uuid4().hex[:8]}"}
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        for attributes, name in names.items():
+            admin.execute(pgsql.SQL("CREATE ROLE {} LOGIN " + attributes).format(pgsql.Identifier(name)))
+            admin.execute(pgsql.SQL("GRANT kestrel_reader TO {}").format(pgsql.Identifier(name)))
+        admin.execute(pgsql.SQL("GRANT pg_signal_backend TO {}").format(pgsql.Identifier(names[""])))
+    try:
+        expected = {
+            names["REPLICATION"]: "has REPLICATION",
+            names[""]: "is a member of pg_signal_backend (a predefined role with powers on the server)",
+        }
+        for name, what in expected.items():
+            login_dsn = psycopg.conninfo.make_conninfo(dsn, user=name)
+            for done in (
+                console("sql", QUERY, dsn=login_dsn),
+                console("--queries", str(my_reports), "report", "mine", dsn=login_dsn),
+            ):
+                assert (done.returncode, done.stdout) == (1, ""), done
+                assert done.stderr.startswith(f"error: refused: login {name} {what}: ad-hoc SQL does not run"), done
+                assert len(done.stderr.splitlines()) == 1
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            for name in names.values():
+                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (name,))
+                admin.execute(pgsql.SQL("DROP ROLE {}").format(pgsql.Identifier(name)))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from kestrel_console.adhoc import QueryFailed, run_read_only
+from kestrel_console.adhoc import QueryFailed, QueryRefused, run_read_only
 from kestrel_core import Kestrel
 from tests.core.test_roles import Logins, logins  # noqa: F401 (the fixture)
 
@@ -16,10 +16,11 @@ def test_console_adhoc_sql_works_under_the_operator_role(logins: Logins, app: Ke
     db.execute("DROP TABLE IF EXISTS public.payroll")
     db.execute("CREATE TABLE public.payroll (who text)")
     with psycopg.connect(logins.operator_dsn, autocommit=True) as conn:
-        result = run_read_only(conn, "SELECT workflow_name, status FROM workflow_executions", schema="kestrel")
-        assert result.rows == [("report-me", "enqueued")]
-        with pytest.raises(QueryFailed, match="permission denied"):
-            run_read_only(conn, "SELECT * FROM public.payroll", schema="kestrel")
+        # Issue 44: ad-hoc SQL runs only as the reader role; these roles have other names.
+        with pytest.raises(QueryRefused, match=r"may not assume role kestrel_reader \(ask an admin for: GRANT"):
+            run_read_only(conn, "SELECT workflow_name, status FROM workflow_executions", schema="kestrel")
+        with pytest.raises(QueryRefused, match="relation public.payroll: only the Kestrel schema"):
+            run_read_only(conn, "SELECT * FROM public.payroll", schema="kestrel", reader_role=logins.names.reader)
         # An operator login may assume the reader role (its role is a member): no note then.
         as_reader = run_read_only(
             conn, "SELECT current_user::text, count(*) FROM workflow_executions", reader_role=logins.names.reader

@@ -367,3 +367,42 @@ def test_every_node_of_the_tree_is_checked(query: str, reason: str | None) -> No
         check_read_only(query)
     else:
         assert refusal(query).startswith(reason), refusal(query)
+
+
+# -- issue 44: values built in the server's memory are bounded by their arguments --------------
+
+BUILDERS = [
+    # The red team's: four such columns took a reader backend to 4.8 GB (1.2 GB per 8 s).
+    ("SELECT md5(repeat(repeat('a', 1000000), 1000))", "function repeat: needs a literal text and count"),
+    ("SELECT repeat('ab', 500001)", "function repeat: needs a literal text and count"),
+    ("SELECT repeat(status, 3) FROM workflow_executions", "function repeat: needs a literal text and count"),
+    ("SELECT repeat('a', n) FROM generate_series(1, 3) n", "function repeat: needs a literal text and count"),
+    ("SELECT lpad('x', 2000000)", "function lpad: needs a literal length"),
+    ("SELECT rpad(status, length(status) * 1000000) FROM workflow_executions", "function rpad: needs a literal length"),
+    ("SELECT array_fill(1, ARRAY[1000000000])", "function array_fill: builds an array of any size"),
+    # 1.7 GB: the duplicate check of a recursive UNION is a hash table no setting bounds.
+    (
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION SELECT n + 1 FROM r) SELECT count(*) FROM r",
+        "recursive CTE r joined by UNION",
+    ),
+]
+
+
+@pytest.mark.parametrize(("query", "reason"), BUILDERS)
+def test_value_builders_are_argument_bounded(query: str, reason: str) -> None:
+    with pytest.raises(QueryRefused) as refused:
+        check_read_only(query)
+    assert refused.value.reason.startswith(reason), refused.value.reason
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT repeat('-', 40)",
+        "SELECT repeat('ab'::text, 500000)",
+        "SELECT lpad(status, 12) FROM workflow_executions",
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 10) SELECT count(*) FROM r",
+    ],
+)
+def test_bounded_builders_still_run_through_the_guard(query: str) -> None:
+    check_read_only(query)

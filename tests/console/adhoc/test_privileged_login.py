@@ -125,3 +125,63 @@ def test_the_timeout_is_at_most_ten_minutes(operator_dsn: str) -> None:
         with pytest.raises(ValueError, match=r"at most 600000 ms \(10 minutes"):
             run_read_only(conn, "SELECT 1", timeout_ms=600_001)
         assert run_read_only(conn, "SHOW statement_timeout", timeout_ms=600_000).rows == [("10min",)]
+
+
+# -- issue 44: every login with powers beyond the reader role's counts as privileged -------------
+
+SERVER_POWERS = [
+    "pg_signal_backend",
+    "pg_read_server_files",
+    "pg_write_server_files",
+    "pg_execute_server_program",
+    "pg_checkpoint",
+    "pg_read_all_data",
+    "pg_write_all_data",
+    "pg_monitor",
+    "pg_read_all_settings",
+    "pg_read_all_stats",
+    "pg_stat_scan_tables",
+]
+
+
+def test_a_replication_login_is_refused(login) -> None:
+    # Before: it ran (as kestrel_reader when granted, else as itself with a note); through the
+    # encoding desync it created a permanent replication slot.
+    target = login("REPLICATION", member_of="kestrel_reader")
+    user = psycopg.conninfo.conninfo_to_dict(target)["user"]
+    assert refused(target).startswith(f"login {user} has REPLICATION: ad-hoc SQL does not run on such a login")
+
+
+@pytest.mark.parametrize("power", SERVER_POWERS)
+def test_members_of_predefined_roles_with_server_powers_are_refused(login, power: str) -> None:
+    # Before: ran; through the encoding desync a pg_signal_backend member killed a session.
+    target = login("", member_of=power)
+    user = psycopg.conninfo.conninfo_to_dict(target)["user"]
+    assert refused(target) == (
+        f"login {user} is a member of {power} (a predefined role with powers on the server): ad-hoc SQL does "
+        "not run on such a login (its session can undo the read-only role); give the console a read-only "
+        "login with --reader-dsn (or $KESTREL_READER_DSN), or pass --allow-privileged-sql"
+    )
+
+
+def test_membership_through_another_role_counts(login) -> None:
+    group = psycopg.conninfo.conninfo_to_dict(login("NOINHERIT", member_of="pg_signal_backend"))["user"]
+    member = login("", member_of=group)
+    user = psycopg.conninfo.conninfo_to_dict(member)["user"]
+    assert refused(member).startswith(f"login {user} is a member of pg_signal_backend")
+
+
+def test_without_temp_file_rights_the_reader_role_is_refused(operator_dsn: str, dsn: str) -> None:
+    # Issue 44, finding 5: every login that runs ad-hoc SQL runs it under temp_file_limit.
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute("REVOKE SET ON PARAMETER temp_file_limit FROM kestrel_reader")
+    try:
+        with psycopg.connect(operator_dsn, autocommit=True) as conn, pytest.raises(QueryRefused) as caught:
+            run_read_only(conn, "SELECT 1")
+        assert caught.value.reason == (
+            "role kestrel_reader may not set temp_file_limit, which is unlimited here: a superuser must run "
+            "`kestrel-console migrate` (or GRANT SET ON PARAMETER temp_file_limit TO kestrel_reader)"
+        )
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute("GRANT SET ON PARAMETER temp_file_limit TO kestrel_reader")
