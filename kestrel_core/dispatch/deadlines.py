@@ -16,11 +16,23 @@ import psycopg
 
 from kestrel_core.db.statements import render
 
+# Fenced, and a fence itself: it says whether the claim is current (the row locked meanwhile,
+# so a cancel or a sweep either waits for it or was seen) and the deadline not passed yet.
 STAMP = """
-UPDATE {schema}.workflow_executions
-   SET timeout = %(timeout)s,
-       deadline_at = CASE WHEN claims = 1 THEN started_at ELSE now() END + %(timeout)s
- WHERE {claim_is_current} AND deadline_at IS NULL
+WITH fence AS (
+    {lock_if_claim_is_current}
+), stamped AS (
+    UPDATE {schema}.workflow_executions e
+       SET timeout = %(timeout)s,
+           deadline_at = CASE WHEN e.claims = 1 THEN e.started_at ELSE now() END + %(timeout)s
+      FROM fence
+     WHERE e.id = fence.id AND e.deadline_at IS NULL
+    RETURNING e.deadline_at
+)
+SELECT coalesce((SELECT deadline_at > now() FROM stamped),
+                (SELECT x.deadline_at IS NULL OR x.deadline_at > now()
+                   FROM {schema}.workflow_executions x JOIN fence ON x.id = fence.id),
+                false)
 """
 
 # Lock order everywhere: wait rows, then executions (sweeper.py, the operator functions,
@@ -57,12 +69,14 @@ RETURNING e.id
 
 def stamp(
     conn: psycopg.Connection, schema: str, *, execution_id: int, worker_id: str, claim_epoch: int, timeout: timedelta
-) -> None:
-    """Set the execution's deadline if it has none yet (fenced by the claim)."""
-    conn.execute(
+) -> bool:
+    """Set the execution's deadline if it has none yet (fenced by the claim); whether the
+    claim is still current and its deadline not passed (else nothing may run under it)."""
+    row = conn.execute(
         render(STAMP, schema),
         {"eid": execution_id, "worker_id": worker_id, "claim_epoch": claim_epoch, "timeout": timeout},
-    )
+    ).fetchone()
+    return bool(row and row[0])
 
 
 def sweep_deadlines(conn: psycopg.Connection, schema: str, batch: int = 500) -> list[int]:

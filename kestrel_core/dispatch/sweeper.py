@@ -10,17 +10,31 @@ SKIP LOCKED lets many workers sweep at once without blocking each other.
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
 import psycopg
 
 from kestrel_core.db.statements import notify_channel, one_row, render
 
+# Expired leases, within a window of lease_expires (all of them: -infinity to infinity; a
+# window at a time while a full walk is cancelled by the server: LeaseSweep). An execution its
+# worker found locked by another session at its last beat (``workers.busy``, lease.py) is
+# left alone while that worker beats within its lease: the lock, not the worker, kept its
+# lease from being renewed, and the next beat after the lock renews it.
 SWEEP_LEASES = """
 WITH expired AS (
-    SELECT id FROM {schema}.workflow_executions, {async_commit}
-     WHERE status = 'running' AND lease_expires < now()
-     ORDER BY lease_expires
+    SELECT e.id FROM {schema}.workflow_executions e, {async_commit}
+     WHERE e.status = 'running' AND e.lease_expires < now()
+       AND e.lease_expires >= %(after)s::timestamptz AND e.lease_expires < %(before)s::timestamptz
+       AND NOT EXISTS (
+             SELECT 1 FROM {schema}.workers w
+              WHERE w.worker_id = e.owner_id AND e.id = ANY(w.busy)
+                AND w.stopped_at IS NULL AND w.last_heartbeat + w.lease > now())
+     ORDER BY e.lease_expires
      LIMIT %(batch)s
-     FOR UPDATE SKIP LOCKED
+     FOR UPDATE OF e SKIP LOCKED
 ), swept AS (
     UPDATE {schema}.workflow_executions e
        SET status = 'enqueued', lease_expires = NULL, run_at = now(), updated_at = now()
@@ -32,6 +46,7 @@ WITH expired AS (
 )
 SELECT id FROM swept, (SELECT count(*) FROM woke) w
 """
+EVER = (datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC))
 
 # The function (migration 0013) resolves due waits, checkpoints each wake-up (an approval's
 # as timed out) and re-enqueues their executions: SECURITY DEFINER, so that the worker role
@@ -76,10 +91,90 @@ def fold_activity(
     return int(one_row(row, "FOLD_ACTIVITY")[0])
 
 
-def sweep_leases(conn: psycopg.Connection, schema: str, batch: int = 500) -> list[int]:
-    """Re-enqueue running executions whose lease lapsed; returns their ids."""
-    rows = conn.execute(render(SWEEP_LEASES, schema), {"batch": batch, "channel": notify_channel(schema)})
+def sweep_leases(
+    conn: psycopg.Connection, schema: str, batch: int = 500, window: tuple[datetime, datetime] = EVER
+) -> list[int]:
+    """Re-enqueue running executions whose lease lapsed (within ``window`` of lease_expires, from
+    inclusive, to exclusive); returns their ids."""
+    params = {"batch": batch, "channel": notify_channel(schema), "after": window[0], "before": window[1]}
+    rows = conn.execute(render(SWEEP_LEASES, schema), params)
     return [row[0] for row in rows]
+
+
+# While a full lease sweep is cancelled by the server (a statement_timeout shorter than its walk
+# through a long hold's dead index entries), the sweep goes through lease_expires a window at
+# a time, each bounded by the renewals and claims that fell in it: WINDOW_FIRST_S to start,
+# doubled while one takes under WINDOW_TARGET_S, halved above twice that, quartered when
+# cancelled; from LOOK_BACK before the last full sweep that succeeded (or the worker's start)
+# to now, then again from where that pass began. A full sweep is tried again after
+# FULL_RETRY_S, doubling per failure up to FULL_RETRY_MAX_S.
+WINDOW_FIRST_S = 1.0
+WINDOW_TARGET_S = 0.025
+FULL_RETRY_S = 5.0
+FULL_RETRY_MAX_S = 60.0
+LOOK_BACK = timedelta(days=1)
+
+
+@dataclass
+class LeaseSweep:
+    """One worker's lease sweep: full while the server lets it finish, else windows (above).
+    ``run(conn)`` sweeps once and returns the ids it re-enqueued. Times are the worker's clock
+    (UTC); ``margin`` (the lease) absorbs the skew between it and the server's."""
+
+    margin: timedelta
+    batch: int = 500
+    last_full: datetime | None = None  # start of the last full sweep that finished
+    started: datetime = field(default_factory=lambda: datetime.now(UTC))
+    failed_full: int = 0
+    full_again_at: float = float("-inf")  # time.monotonic()
+    cursor: datetime | None = None  # the window pass under way: where it is
+    pass_began: datetime | None = None
+    span_s: float = WINDOW_FIRST_S
+
+    def run(self, conn: psycopg.Connection, schema: str, budget_s: float = 0.05) -> list[int]:
+        """Sweep: a full walk, or windows for up to ``budget_s``."""
+        now = time.monotonic()
+        if self.cursor is None and now >= self.full_again_at:
+            began = datetime.now(UTC)
+            try:
+                full = sweep_leases(conn, schema, self.batch)
+            except psycopg.errors.QueryCanceled:
+                self.failed_full += 1
+                self.full_again_at = time.monotonic() + min(
+                    FULL_RETRY_MAX_S, FULL_RETRY_S * 2 ** (self.failed_full - 1)
+                )
+                floor = self.last_full if self.last_full is not None else self.started - LOOK_BACK
+                self.cursor, self.pass_began = floor - self.margin, began
+                return []
+            if len(full) < self.batch:
+                self.last_full, self.failed_full = began, 0
+            return full
+        if self.cursor is None:  # full sweeps barred for now: a new pass of windows
+            begins = self.pass_began if self.pass_began is not None else self.started - LOOK_BACK
+            self.cursor, self.pass_began = begins - self.margin, datetime.now(UTC)
+        swept: list[int] = []
+        deadline = now + budget_s
+        while self.cursor is not None and time.monotonic() < deadline:
+            lo = self.cursor
+            hi = lo + timedelta(seconds=self.span_s)
+            t0 = time.monotonic()
+            try:
+                got = sweep_leases(conn, schema, self.batch, (lo, hi))
+            except psycopg.errors.QueryCanceled:
+                self.span_s = max(0.001, self.span_s / 4)
+                break
+            took = time.monotonic() - t0
+            swept += got
+            if len(got) >= self.batch:
+                continue  # the same window again: more expired there
+            self.cursor = hi
+            if took < WINDOW_TARGET_S:
+                self.span_s = min(LOOK_BACK.total_seconds(), self.span_s * 2)
+            elif took > 2 * WINDOW_TARGET_S:
+                self.span_s = max(0.001, self.span_s / 2)
+            if hi >= datetime.now(UTC) + self.margin:  # past every lease that can have lapsed
+                self.cursor = None
+        return swept
 
 
 def sweep_waits(conn: psycopg.Connection, schema: str, batch: int = 500) -> list[int]:

@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from kestrel_core.db.statements import render
+from kestrel_core.db.statements import notify_channel, render
 
 # On a replay: read every checkpoint once (this worker is the only writer while it holds the
 # claim, so the copy stays true), and close attempts an earlier claim left open. Fenced: only
@@ -52,6 +52,17 @@ WITH fence AS (
     ON CONFLICT DO NOTHING
 )
 SELECT EXISTS (SELECT 1 FROM fence)
+"""
+
+# Hand one claim back (its runner thread died: worker.py): enqueued again at once, fenced.
+RELEASE = """
+WITH released AS (
+    UPDATE {schema}.workflow_executions
+       SET status = 'enqueued', lease_expires = NULL, run_at = now(), updated_at = now()
+     WHERE {claim_is_current}
+    RETURNING workflow_name
+)
+SELECT pg_notify(%(channel)s, workflow_name) FROM released
 """
 
 
@@ -118,3 +129,13 @@ def record(
         },
     ).fetchone()
     return bool(row and row[0])
+
+
+def release(conn: psycopg.Connection, schema: str, execution_id: int, *, worker_id: str, claim_epoch: int) -> bool:
+    """Re-enqueue an execution held under the claim (worker_id, claim_epoch); False when that
+    claim is no longer current (nothing changed)."""
+    rows = conn.execute(
+        render(RELEASE, schema),
+        {"eid": execution_id, "worker_id": worker_id, "claim_epoch": claim_epoch, "channel": notify_channel(schema)},
+    ).fetchall()
+    return bool(rows)

@@ -6,7 +6,9 @@ Threads, each with one job:
 - ``concurrency`` runner threads for sync workflows, and one asyncio loop for async ones;
 - the group commit writer: the step boundaries of all of them, in batches (group_commit.py);
 - the listener: one connection LISTENing on the schema's channel;
-- maintenance: the heartbeat (one UPDATE renews every lease) and the sweeper.
+- maintenance, one thread per duty so that none waits for another: the heartbeat (one UPDATE
+  renews every lease it can lock, on a session of its own), the lease sweep, the sweep of
+  waits and deadlines, the schedules' ticks, and the once-a-minute upkeep.
 Running one claimed execution (replay, call, record the outcome) is runner.py's job.
 Stateless and fungible: everything it knows is in Postgres, so killing it loses nothing.
 """
@@ -32,12 +34,14 @@ from kestrel_core.admin import prune as prune_mod
 from kestrel_core.base.backoff import Backoff
 from kestrel_core.base.errors import KestrelError
 from kestrel_core.base.masking import first_line
-from kestrel_core.db.connection import make_pool
+from kestrel_core.db.connection import OwnSession, make_pool
 from kestrel_core.db.outage import is_conflict, is_outage
 from kestrel_core.dispatch import claim as claim_mod
 from kestrel_core.dispatch import deadlines, sweeper
 from kestrel_core.dispatch import lease as lease_mod
 from kestrel_core.dispatch.enqueue import RANGE_PAUSE_S, RANGE_TRIES, past_the_ranges
+from kestrel_core.dispatch.limited_claim import IDLE_IN_CLAIM_MS
+from kestrel_core.durable import checkpoint
 from kestrel_core.durable.boundary import Boundary, Outcome
 from kestrel_core.durable.group_commit import GroupCommit, LazyOpen
 from kestrel_core.engine import listener, registration, scheduler
@@ -54,6 +58,9 @@ _DB_RETRY = Backoff(0.05, cap=2.0)  # one engine write (Worker.db)
 _CLAIM_RETRY = Backoff(0.2, cap=5.0)  # the claim loop
 _CONFLICT_RETRY = Backoff(0.01, cap=0.2)  # a statement rolled back by a deadlock (Worker.db)
 _CONFLICT_TRIES = 3
+# How soon the heartbeat tries again for a lease whose row another session held locked (or
+# after a failed beat).
+HEARTBEAT_BUSY_RETRY_S = 0.2
 
 
 class Worker:
@@ -128,7 +135,7 @@ class Worker:
         self._hurry = threading.Event()  # stop waiting for in-flight steps (second signal)
         self._give_up = threading.Event()  # retries waiting for the database stop waiting
         self._quiet = threading.Event()  # the heartbeat and the sweeps end (before retiring)
-        self._maintenance: threading.Thread | None = None
+        self._maintenance: list[threading.Thread] = []
         self._listener: listener.Listener | None = None
         # Keyed by claim (execution id, claim epoch), not by execution: after a freeze this
         # worker may claim an execution again while the older claim's thread still finishes
@@ -138,6 +145,10 @@ class Worker:
         self._idle = threading.Condition(self._lock)
         self._runnable: queue.Queue[Claimed | None] = queue.Queue()
         self._threads: list[threading.Thread] = []
+        # The runner threads by slot, and the claim each is running: a thread that died is
+        # replaced and its claim handed back (_supervise_runners).
+        self._runners: list[threading.Thread] = []
+        self._running: dict[int, Claimed] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         # The async loop's default executor: the blocking work of async workflows (engine
         # writes, plain-function steps, a step's own asyncio.to_thread). Coroutine steps run on
@@ -146,12 +157,38 @@ class Worker:
         self._pool = make_pool(
             app.dsn,
             min_size=2,
-            max_size=concurrency + 3,
+            max_size=concurrency + 6,  # + claim fallback, group commit, sweeps, ticks, upkeep, prune
             application_name="kestrel-worker",
             prepare=not app.transaction_pooling,
             name=f"kestrel-worker-{self.worker_id}",
             check=False,  # db() retries; checking would add a round trip to every step
         )
+        # Sessions of their own (not the pool's): the heartbeat must never wait for a pooled
+        # connection nor long for a lock (a relation lock of a partition being dropped): its
+        # statement skips locked rows, and gives up on any other lock after HEARTBEAT_LOCK_MS;
+        # the claim session keeps the claim's plan setting, so that a claim is one statement
+        # that commits on the server (claim.py). Through PgBouncer (transaction pooling) session
+        # settings do not hold: the claim uses the pool, one transaction per claim.
+        lock_ms = max(100, int(self.lease.total_seconds() * 1000 / 10))
+        self._beat_session = OwnSession(
+            app.dsn,
+            application_name="kestrel-worker-heartbeat",
+            settings={} if app.transaction_pooling else {"lock_timeout": str(lock_ms)},
+            prepare=not app.transaction_pooling,
+        )
+        self._claim_session = (
+            None
+            if app.transaction_pooling
+            else OwnSession(
+                app.dsn,
+                application_name="kestrel-worker-claim",
+                settings={
+                    **claim_mod.CLAIM_SESSION_SETTINGS,
+                    "idle_in_transaction_session_timeout": str(IDLE_IN_CLAIM_MS),
+                },
+            )
+        )
+        self._lease_sweep = sweeper.LeaseSweep(margin=self.lease)
         # Step boundaries of all running executions, written in batches (group_commit.py).
         self._group = GroupCommit(self.db, self.schema, name=f"kestrel-group-commit-{self.worker_id}")
 
@@ -203,14 +240,14 @@ class Worker:
             )
             self._spawn(self._loop.run_forever, "asyncio")
         self._spawn(self._claim_loop, "claim")
-        self._maintenance = self._spawn(self._maintenance_loop, "maintenance")
+        self._start_maintenance()
         if self.listen:
             self._listener = listener.Listener(self.settings, set(self.names), self._wake, self.log, self.worker_id)
             self._spawn(self._listener.run, "listen")
         if (older_than := self.prune_older_than) is not None:  # its own thread: never delays a heartbeat
             self._spawn(lambda: self._prune_loop(older_than), "prune")
-        for i in range(self.concurrency):
-            self._spawn(self._runner_loop, f"runner-{i}")
+        for slot in range(self.concurrency):
+            self._runners.append(self._spawn(functools.partial(self._runner_loop, slot), f"runner-{slot}"))
         self.log.info(
             "event=worker_started worker=%s workflows=%s concurrency=%s lease_s=%s listen=%s queues=%s",
             self.worker_id,
@@ -238,8 +275,8 @@ class Worker:
         # No heartbeat may follow the retirement: its UPDATE of the workers row clears
         # stopped_at, and one in flight when this process retires left the row looking live.
         self._quiet.set()
-        if self._maintenance is not None:
-            self._maintenance.join(timeout=5.0)
+        for thread in self._maintenance:
+            thread.join(timeout=5.0)
         try:
             released = self.db(
                 lambda c: lease_mod.release_all(c, self.schema, self.worker_id), window=5.0, interruptible=False
@@ -265,6 +302,9 @@ class Worker:
                 thread.join(timeout=2.0)
         if self._listener is not None:
             self._listener.close()
+        self._beat_session.close()
+        if self._claim_session is not None:
+            self._claim_session.close()
         self._pool.close(timeout=2.0)
         self.log.info("event=worker_stopped worker=%s released=%s stats=%s", self.worker_id, len(released), self.stats)
 
@@ -357,8 +397,12 @@ class Worker:
     def await_on_loop(self, awaitable: Any) -> Any:
         """Run a coroutine step on the worker's event loop from a runner thread."""
         if self._loop is None:
-            return asyncio.run(_as_coroutine(awaitable))
-        return asyncio.run_coroutine_threadsafe(_as_coroutine(awaitable), self._loop).result()
+            ok, value = asyncio.run(_boxed(awaitable))
+        else:
+            ok, value = asyncio.run_coroutine_threadsafe(_boxed(awaitable), self._loop).result()
+        if not ok:
+            raise value
+        return value
 
     # -- threads -----------------------------------------------------------------------------
 
@@ -371,13 +415,14 @@ class Worker:
         errors = 0
         while not self.draining.is_set():
             self._wake.clear()
+            self._supervise_runners()
             with self._lock:
                 free = self.concurrency - len(self._inflight)
             if free > 0 and (timed_out or not backlog or free >= batch_floor):
                 now = time.monotonic()
                 check = self._limited_declared or self._limited_seen or now >= self._next_limited_check
                 try:
-                    claimed, self._limited_seen = self.db(
+                    claimed, self._limited_seen = self._claim(
                         functools.partial(
                             claim_mod.claim_batch,
                             schema=self.schema,
@@ -389,8 +434,8 @@ class Worker:
                             queues=self.queues,
                             check_limited=check,
                             mark=self._claim_mark,
-                        ),
-                        window=0,
+                            claim_session=self._claim_session is not None,
+                        )
                     )
                     errors = 0
                     if check:
@@ -406,6 +451,12 @@ class Worker:
                     self._dispatch(item)
                 backlog = len(claimed) == free
             timed_out = not self._wake.wait(self.poll_interval * random.uniform(0.8, 1.2))
+
+    def _claim(self, fn: Callable[[psycopg.Connection], T]) -> T:
+        """Run a claim on the claim session (the pool's, through PgBouncer)."""
+        if self._claim_session is None:
+            return self.db(fn, window=0)
+        return self._claim_session.run(fn)
 
     def _dispatch(self, item: claim_mod.Claim) -> None:
         held = Claimed(item)
@@ -426,21 +477,59 @@ class Worker:
         else:
             self._runnable.put(held)
 
-    def _runner_loop(self) -> None:
+    def _runner_loop(self, slot: int) -> None:
         while True:
             held = self._runnable.get()
             if held is None:
                 return
+            self._running[slot] = held
             try:
                 runner.execute(self, held)
-            except Exception:  # a bug or an unexpected database error: never lose the thread
+            except BaseException:  # a bug or an unexpected database error: never lose the thread
                 self.log.exception(
                     "event=execution_crashed worker=%s execution_id=%s (its lease will lapse and it will be retried)",
                     self.worker_id,
                     held.claim.execution_id,
                 )
             finally:
+                del self._running[slot]
                 self._done(held)
+
+    def _supervise_runners(self) -> None:
+        """Replace a runner thread that died, and hand its claim back at once: the worker must
+        never claim for a thread that is gone, nor heartbeat a claim no thread runs. (runner.py
+        ends whatever a workflow raises in an outcome and the loop above catches the rest, so
+        only an engine bug gets here.)"""
+        for slot, thread in enumerate(self._runners):
+            if thread.is_alive() or self._stopped.is_set():
+                continue
+            held = self._running.pop(slot, None)
+            self.log.error(
+                "event=runner_died worker=%s thread=%s execution_id=%s (replaced; its claim handed back)",
+                self.worker_id,
+                thread.name,
+                None if held is None else held.claim.execution_id,
+            )
+            if held is not None:
+                with self._idle:
+                    self._inflight.pop((held.claim.execution_id, held.claim.claim_epoch), None)
+                    self._idle.notify_all()
+                try:
+                    self.db(
+                        functools.partial(
+                            checkpoint.release,
+                            schema=self.schema,
+                            execution_id=held.claim.execution_id,
+                            worker_id=self.worker_id,
+                            claim_epoch=held.claim.claim_epoch,
+                        ),
+                        window=0,
+                    )
+                except psycopg.Error as exc:  # its lease lapses and a sweep hands it back
+                    self.log.warning(
+                        "event=release_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
+                    )
+            self._runners[slot] = self._spawn(functools.partial(self._runner_loop, slot), f"runner-{slot}")
 
     def _done(self, held: Claimed) -> None:
         with self._idle:
@@ -448,31 +537,35 @@ class Worker:
             self._idle.notify_all()
         self._wake.set()
 
-    def _maintenance_loop(self) -> None:
-        beat_every = self.lease.total_seconds() / 3
-        # The lease sweep reads every running row's index entry, and under a held snapshot
-        # every dead one of each past claim (issue 22): every sixth of the lease, paced as the
-        # claim's walks from the start are by its cost (0.4 s late in a hold), but once a lease.
-        lease_every = max(self.sweep_interval, self.lease.total_seconds() / 6)
-        next_beat = next_sweep = next_lease_sweep = time.monotonic()
-        next_upkeep = next_sweep + sweeper.FOLD_EVERY_S * random.uniform(0.1, 1.0)
+    # -- maintenance: one thread per duty ------------------------------------------------------
+
+    def _start_maintenance(self) -> None:
+        """One thread per duty, so that a duty waiting on the database (a lock, a slow walk
+        under a held snapshot, a statement timeout) delays no other: above all, no lease goes
+        unrenewed because a sweep or a tick is stuck (issue 43)."""
+        duties: tuple[tuple[str, Callable[[], float]], ...] = (
+            ("heartbeat", self._heartbeat),
+            ("sweep-leases", self._sweep_leases),
+            ("sweep-waits", self._sweep_waits),
+            ("ticks", self._tick_schedules),
+            ("upkeep", self._minute_upkeep),
+        )
+        first = time.monotonic()
+        for name, duty in duties:
+            later = sweeper.FOLD_EVERY_S * random.uniform(0.1, 1.0) if name == "upkeep" else 0.0
+            self._maintenance.append(self._spawn(functools.partial(self._duty_loop, duty, first + later), name))
+
+    def _duty_loop(self, duty: Callable[[], float], first: float) -> None:
+        """Run ``duty`` until the worker goes quiet; it returns how long until its next run.
+        Only the heartbeat goes on while the worker drains (its executions still run)."""
+        beating = duty == self._heartbeat
+        self._quiet.wait(max(0.0, first - time.monotonic()))
         while not self._quiet.is_set():
-            now = time.monotonic()
-            if now >= next_beat:
-                next_beat = now + beat_every
-                self._heartbeat()
-            if now >= next_sweep and not self.draining.is_set():
-                next_sweep = now + self.sweep_interval * random.uniform(0.8, 1.2)
-                leases = now >= next_lease_sweep
-                self._sweep(leases=leases)
-                if leases:
-                    paced = claim_mod.paced_by_cost(time.monotonic() - now, cap=self.lease.total_seconds())
-                    next_lease_sweep = now + max(lease_every, paced)
-                self._tick_schedules()
-            if now >= next_upkeep and not self.draining.is_set():
-                next_upkeep = now + sweeper.FOLD_EVERY_S * random.uniform(0.8, 1.2)
-                self._minute_upkeep()
-            self._quiet.wait(max(0.01, min(next_beat, next_sweep) - time.monotonic()))
+            if self.draining.is_set() and not beating:
+                self._quiet.wait(0.1)
+                continue
+            pause = duty()
+            self._quiet.wait(max(0.01, pause))
 
     def _prune_loop(self, older_than: timedelta) -> None:
         while not self._stopped.wait(self.prune_every * random.uniform(0.8, 1.2)):
@@ -492,21 +585,31 @@ class Worker:
             if result.deleted:
                 self.log.info("event=pruned worker=%s deleted=%s", self.worker_id, result.deleted)
 
-    def _heartbeat(self) -> None:
+    def _heartbeat(self) -> float:
+        """Renew the leases; returns the seconds until the next beat: a third of the lease, or
+        HEARTBEAT_BUSY_RETRY_S while a lease could not be renewed because another session held
+        its row locked (renewed as soon as the lock is gone)."""
+        beat_every = self.lease.total_seconds() / 3
         with self._lock:
             before = dict(self._inflight)
         try:
-            held = self.db(
+            beat = self._beat_session.run(
                 lambda c: lease_mod.heartbeat(
                     c, self.schema, self.worker_id, self.lease, sorted({eid for eid, _ in before})
-                ),
-                window=0,
+                )
             )
         except psycopg.Error as exc:
             self.log.warning(
                 "event=heartbeat_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
             )
-            return
+            return min(beat_every, HEARTBEAT_BUSY_RETRY_S)
+        held = beat.held
+        if beat.busy:
+            self.log.info(
+                "event=lease_busy worker=%s execution_ids=%s (locked by another session; renewed once it is not)",
+                self.worker_id,
+                sorted(eid for eid, _ in beat.busy),
+            )
         for key, claimed in before.items():
             if key not in held and not claimed.lost.is_set():
                 with self._lock:
@@ -520,27 +623,50 @@ class Worker:
                         key[0],
                         key[1],
                     )
+        return min(beat_every, HEARTBEAT_BUSY_RETRY_S) if beat.busy else beat_every
 
-    def _sweep(self, *, leases: bool = True) -> None:
+    def _sweep_leases(self) -> float:
+        """Re-enqueue lapsed leases; returns the seconds until the next sweep. The sweep reads
+        every running row's index entry, and under a held snapshot every dead one of each past
+        claim (issue 22): every sixth of the lease, paced by its cost as the claim's walks from
+        the start are, but once a lease at least; a sweep the server cancels goes on in windows
+        (sweeper.LeaseSweep)."""
+        every = max(self.sweep_interval, self.lease.total_seconds() / 6)
+        started = time.monotonic()
         try:
-            expired = self.db(lambda c: sweeper.sweep_leases(c, self.schema), window=0) if leases else []
+            expired = self.db(lambda c: self._lease_sweep.run(c, self.schema), window=0)
+        except psycopg.Error as exc:
+            self.log.warning(
+                "event=sweep_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
+            )
+            expired = []
+        if expired:
+            self.log.warning("event=leases_expired worker=%s reenqueued=%s", self.worker_id, expired)
+            self._wake.set()
+        if self._lease_sweep.cursor is not None:  # windows under way: the next soon
+            return self.sweep_interval
+        took = time.monotonic() - started
+        return max(every, claim_mod.paced_by_cost(took, cap=self.lease.total_seconds()))
+
+    def _sweep_waits(self) -> float:
+        """Wake due waits and end executions past their deadline; returns the seconds until the
+        next sweep."""
+        try:
             woken = self.db(lambda c: sweeper.sweep_waits(c, self.schema), window=0)
             late = self.db(lambda c: deadlines.sweep_deadlines(c, self.schema), window=0)
         except psycopg.Error as exc:
             self.log.warning(
                 "event=sweep_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
             )
-            return
-        if late:
-            self.log.warning("event=deadline_passed worker=%s ended=%s", self.worker_id, late)
-        if expired:
-            self.log.warning("event=leases_expired worker=%s reenqueued=%s", self.worker_id, expired)
-        if woken:
-            self.log.info("event=waits_due worker=%s reenqueued=%s", self.worker_id, woken)
-        if expired or woken:
-            self._wake.set()
+        else:
+            if late:
+                self.log.warning("event=deadline_passed worker=%s ended=%s", self.worker_id, late)
+            if woken:
+                self.log.info("event=waits_due worker=%s reenqueued=%s", self.worker_id, woken)
+                self._wake.set()
+        return self.sweep_interval * random.uniform(0.8, 1.2)
 
-    def _minute_upkeep(self) -> None:
+    def _minute_upkeep(self) -> float:
         """About once a minute (issue 22): fold the counters of old id blocks, record the
         dashboard's closed activity minutes, drop ready rows gone stale, create the history's
         id ranges ahead."""
@@ -562,8 +688,9 @@ class Worker:
                 self.log.info("event=stale_ready_dropped worker=%s rows=%s", self.worker_id, done)
             if event == "ensure_partitions" and done:
                 self.log.info("event=partitions_created worker=%s ranges=%s", self.worker_id, done)
+        return sweeper.FOLD_EVERY_S * random.uniform(0.8, 1.2)
 
-    def _tick_schedules(self) -> None:
+    def _tick_schedules(self) -> float:
         # Every worker ticks every schedule, its workflow registered here or not: the run waits
         # for a worker that has the code (``status`` says when none does).
         try:
@@ -573,6 +700,7 @@ class Worker:
             self.log.warning(
                 "event=schedule_tick_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
             )
+        return self.sweep_interval * random.uniform(0.8, 1.2)
 
     def count(self, key: str) -> None:
         """Add one to ``stats[key]``."""
@@ -582,12 +710,37 @@ class Worker:
     async def _run_async(self, held: Claimed) -> None:
         try:
             await runner.execute_async(self, held)
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError) and _being_cancelled():
+                raise
+            # Never out of the task: asyncio re-raises a task's SystemExit or KeyboardInterrupt
+            # out of run_forever, which would end the loop every async workflow runs on.
+            self.log.exception(
+                "event=execution_crashed worker=%s execution_id=%s (its lease will lapse and it will be retried)",
+                self.worker_id,
+                held.claim.execution_id,
+            )
         finally:
             self._done(held)
 
 
-async def _as_coroutine(awaitable: Any) -> Any:
-    return await awaitable
+def _being_cancelled() -> bool:
+    """Whether the running task was asked to stop (a CancelledError it raises is then its own
+    cancellation, not one that came out of a step)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+async def _boxed(awaitable: Any) -> tuple[bool, Any]:
+    """(True, its result) or (False, what it raised), BaseException included: a coroutine step
+    of a sync workflow runs as a task on the loop, and a SystemExit or KeyboardInterrupt out of
+    a task ends the loop; a CancelledError would come back as the wrapper's own cancellation."""
+    try:
+        return True, await awaitable
+    except BaseException as exc:
+        if isinstance(exc, asyncio.CancelledError) and _being_cancelled():
+            raise
+        return False, exc
 
 
 def _on_schema(job: Callable[[psycopg.Connection, str], int], schema: str, conn: psycopg.Connection) -> int:

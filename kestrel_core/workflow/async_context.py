@@ -90,7 +90,11 @@ class AsyncWorkflowContext(AsyncFlowOperations):
             attempt = await asyncio.to_thread(sync._open, step_id, position, strand)
             try:
                 result = await _call_async(fn, args, kwargs, limit)
-            except Exception as exc:
+            except Unwind:
+                raise
+            except BaseException as exc:  # every class a step raises is its failure (_failed)
+                if isinstance(exc, asyncio.CancelledError) and _being_cancelled():
+                    raise  # this task itself was cancelled: not the step's doing
                 error = sync._failed(step_id, number, limit, exc)
             else:  # serialised in the thread that writes it: a large output never holds the loop
                 return sync._result(
@@ -130,6 +134,12 @@ async def _call_async(
     except TimeoutError:
         raise AttemptTimedOut() from None
     return result
+
+
+def _being_cancelled() -> bool:
+    """Whether the running task was asked to stop (its CancelledError is then no step's)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 async def _set_within(event: threading.Event, delay: float) -> bool:

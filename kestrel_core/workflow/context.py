@@ -35,7 +35,7 @@ from kestrel_core.durable import waits
 from kestrel_core.durable.boundary import Attempt, Boundary, Finish, Outcome
 from kestrel_core.durable.checkpoint import Checkpoint
 from kestrel_core.workflow.contracts import Claimed, Unwind, WorkerRuntime
-from kestrel_core.workflow.flow_context import FlowOperations
+from kestrel_core.workflow.flow_context import EventTurn, FlowOperations
 
 __all__ = ["Claimed", "Decision", "Unwind", "WorkflowContext", "describe_exception"]
 
@@ -90,6 +90,7 @@ class WorkflowContext(FlowOperations):
         self._auto: dict[str, int] = {}
         self._children = None
         self._events_seen: dict[str, int] = {}
+        self._event_turns: dict[str, EventTurn] = {}
         # The boundary state of the workflow's own line of steps: a sync workflow's steps run
         # one after another, so the end of the last one waits for the next boundary. Each step
         # of an async workflow has its own (AsyncWorkflowContext.step): gathered steps never
@@ -185,7 +186,9 @@ class WorkflowContext(FlowOperations):
             attempt = self._open(step_id, position, strand)
             try:
                 result = self._call(fn, args, kwargs, limit)
-            except Exception as exc:
+            except Unwind:
+                raise
+            except BaseException as exc:  # every class a step raises is its failure (_failed)
                 error = self._failed(step_id, number, limit, exc)
             else:
                 return self._result(step_id, self._settle(step_id, attempt, result, position, strand))
@@ -328,9 +331,23 @@ class WorkflowContext(FlowOperations):
             return self._checkpoint(step_id, attempt, None, str(exc), position, strand)
         return self._checkpoint(step_id, attempt, output, None, position, strand)
 
-    @staticmethod
-    def _failed(step_id: str, number: int, timeout: float | None, exc: Exception) -> str:
-        """The error text of an attempt that raised ``exc`` (or outlived its timeout)."""
+    def _failed(self, step_id: str, number: int, timeout: float | None, exc: BaseException) -> str:
+        """The error text of an attempt that raised ``exc`` (or outlived its timeout).
+
+        Whatever a step raises fails that attempt, BaseException included: retried, then
+        StepFailed. A SystemExit, KeyboardInterrupt, GeneratorExit or asyncio.CancelledError
+        out of a step is the step's own (the engine never raises them into a step: a worker
+        stops on a signal, and cancels no step's task), so it is no reason to stop the worker
+        or strand the execution; it is logged, as it is unusual."""
+        if not isinstance(exc, Exception):
+            self._worker.log.warning(
+                "event=step_raised_base_exception execution_id=%s step=%s attempt=%s error=%r "
+                "(a failure of the attempt: retried, then StepFailed)",
+                self.execution_id,
+                step_id,
+                number,
+                first_line(f"{type(exc).__name__}: {exc}"),
+            )
         if isinstance(exc, AttemptTimedOut):
             return (
                 f"StepTimeout: attempt {number} of step {step_id!r} timed out after {timeout:g}s "
@@ -396,10 +413,16 @@ class WorkflowContext(FlowOperations):
     def _open(self, step_id: str, position: int, strand: Strand) -> Attempt:
         """Start an attempt of ``step_id``, writing the strand's pending end in the same statement.
 
-        The first operation of a first claim does not wait: the claim just committed is its
-        fence, and its attempt 1 is written lazily, with its end if that comes soon enough."""
+        Every attempt starts fenced: only once a statement run after the workflow's code got
+        here found the claim current. The first step of a first claim has no end to write and
+        no attempt to open yet: it asks only that (a row of the next group commit that writes
+        nothing: no attempt, no checkpoint), and its attempt 1 is written lazily, with its end
+        if that comes soon enough (group_commit.py)."""
         claim_epoch = self._held.claim.claim_epoch
         if strand.defer and position == 1 and self._held.claim.first_run and strand.pending is None:
+            fence = Boundary(self.execution_id, self._worker.worker_id, claim_epoch)
+            if not self._commit(fence, strand).held:
+                self._lost(f"step {step_id!r} not started")
             strand.lazy_open = self._worker.open_lazily(
                 Boundary(self.execution_id, self._worker.worker_id, claim_epoch, open_step=step_id)
             )

@@ -41,6 +41,18 @@ class _ChildOptions:
     concurrency_key: str | None = None
 
 
+class EventTurn:
+    """One event wait's place in the line of waits on its key: a wait receives the first event
+    after the one its predecessor received, so it starts only once that one is resolved
+    (waits gathered in an async workflow would otherwise all receive the same event)."""
+
+    __slots__ = ("done", "reason")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.reason: str | None = None  # why it unwound instead of resolving (its Unwind's reason)
+
+
 def _interval(value: timedelta | float | None) -> timedelta | None:
     return timedelta(seconds=value) if isinstance(value, (int, float)) else value
 
@@ -53,6 +65,7 @@ class FlowOperations:
     _held: Claimed
     _children: dict[int, ChildState] | None
     _events_seen: dict[str, int]
+    _event_turns: dict[str, EventTurn]  # the last wait on each key, in position order
     _lock: threading.Lock  # guards what async operations running at once share
 
     @property
@@ -137,7 +150,8 @@ class FlowOperations:
         enqueued count, also before the wait is reached (see events.py)."""
         events.check_key(key)
         op = step_id or self._auto_id(f"event:{key}")
-        return self._wait_event(self._use(op), op, key, timeout)
+        position = self._use(op)
+        return self._wait_event(position, op, key, timeout, self._event_turn(key))
 
     # -- implementations (positions taken by the caller) --------------------------------------
 
@@ -262,7 +276,36 @@ class FlowOperations:
         self._remember(op, Checkpoint(output, position=position))
         return outcomes
 
-    def _wait_event(self, position: int, op: str, key: str, timeout: timedelta | float | None) -> Event:
+    def _event_turn(self, key: str) -> tuple[EventTurn | None, EventTurn]:
+        """The turn of the wait on ``key`` that just took its position: (its predecessor's, its own)."""
+        mine = EventTurn()
+        with self._lock:
+            prior = self._event_turns.get(key)
+            self._event_turns[key] = mine
+        return prior, mine
+
+    def _wait_event(
+        self,
+        position: int,
+        op: str,
+        key: str,
+        timeout: timedelta | float | None,
+        turn: tuple[EventTurn | None, EventTurn],
+    ) -> Event:
+        prior, mine = turn
+        try:
+            if prior is not None:
+                prior.done.wait()
+                if prior.reason is not None:  # it parked the execution, or lost the claim
+                    raise Unwind(prior.reason)
+            return self._receive_event(position, op, key, timeout)
+        except BaseException as exc:
+            mine.reason = exc.reason if isinstance(exc, Unwind) else "engine_error"
+            raise
+        finally:
+            mine.done.set()
+
+    def _receive_event(self, position: int, op: str, key: str, timeout: timedelta | float | None) -> Event:
         stored = self._stored(op)
         if stored is None:
             self._boundary()
@@ -353,4 +396,6 @@ class AsyncFlowOperations:
         """See WorkflowContext.wait_for_event."""
         events.check_key(key)
         op = step_id or self._sync._auto_id(f"event:{key}")
-        return await asyncio.to_thread(self._sync._wait_event, self._sync._use(op), op, key, timeout)
+        position = self._sync._use(op)  # position and turn before any await: in call order
+        turn = self._sync._event_turn(key)
+        return await asyncio.to_thread(self._sync._wait_event, position, op, key, timeout, turn)

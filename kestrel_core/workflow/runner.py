@@ -36,11 +36,12 @@ class RunnerHost(WorkerRuntime, Protocol):
 
 
 def prepare(worker: RunnerHost, held: Claimed) -> WorkflowContext:
-    """Stamp the execution's deadline (if its workflow has one) and load its checkpoints."""
+    """Stamp the execution's deadline (if its workflow has one) and load its checkpoints;
+    Unwind when the claim ended meanwhile (or its deadline passed): nothing may run under it."""
     item = held.claim
     timeout = worker.registry.workflows[item.workflow_name].timeout
     if timeout is not None:
-        worker.db(
+        current = worker.db(
             lambda c: deadlines.stamp(
                 c,
                 worker.schema,
@@ -50,6 +51,9 @@ def prepare(worker: RunnerHost, held: Claimed) -> WorkflowContext:
                 timeout=timeout,
             )
         )
+        if not current:
+            worker.refused(item.execution_id, "deadline stamp (claim ended or deadline passed)")
+            raise Unwind("lost")
     stored: dict[str, Checkpoint] | None = {}
     if not item.first_run:
         stored = worker.db(
@@ -74,7 +78,8 @@ def execute(worker: RunnerHost, held: Claimed) -> None:
             result = fn(ctx, held.claim.input)
         except Unwind:
             raise
-        except Exception as exc:
+        except BaseException as exc:  # whatever the workflow raises ends it as error
+            _unusual(worker, held, exc)
             finish(worker, held, ctx, error=exc, started=started)
         else:
             finish(worker, held, ctx, result=result, started=started)
@@ -98,7 +103,10 @@ async def execute_async(worker: RunnerHost, held: Claimed) -> None:
             result = await fn(AsyncWorkflowContext(ctx), held.claim.input)
         except Unwind:
             raise
-        except Exception as exc:
+        except BaseException as exc:  # whatever the workflow raises ends it as error
+            if isinstance(exc, asyncio.CancelledError) and _being_cancelled():
+                raise  # this task itself was cancelled: not the workflow's doing
+            _unusual(worker, held, exc)
             await asyncio.to_thread(finish, worker, held, ctx, error=exc, started=started)
         else:
             await asyncio.to_thread(finish, worker, held, ctx, result=result, started=started)
@@ -114,6 +122,24 @@ async def execute_async(worker: RunnerHost, held: Claimed) -> None:
             "event=execution_crashed worker=%s execution_id=%s (its lease will lapse and it will be retried)",
             worker.worker_id,
             held.claim.execution_id,
+        )
+
+
+def _being_cancelled() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _unusual(worker: RunnerHost, held: Claimed, exc: BaseException) -> None:
+    """Log a workflow body that raised a BaseException (SystemExit, KeyboardInterrupt, a
+    CancelledError of its own...): it ends the execution as error like any exception, and
+    neither the runner thread nor the worker's event loop stops for it."""
+    if not isinstance(exc, Exception):
+        worker.log.warning(
+            "event=workflow_raised_base_exception worker=%s execution_id=%s error=%r (ends it as error)",
+            worker.worker_id,
+            held.claim.execution_id,
+            first_line(f"{type(exc).__name__}: {exc}"),
         )
 
 

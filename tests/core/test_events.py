@@ -92,3 +92,27 @@ def test_send_event_refuses_bad_input_and_writes_nothing(app: Kestrel, db: psyco
     with pytest.raises(NotSerializable, match="payload of event 'k'"):
         app.send_event("k", object())
     assert db.execute("SELECT count(*) FROM workflow_events").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("sent_before", [0, 1, 2, 3])
+def test_waits_on_one_key_gathered_in_an_async_workflow_get_successive_events(
+    app: Kestrel, start_worker, sent_before: int
+) -> None:
+    """Issue 43 (8): three waits on one key gathered with asyncio.gather each get their own
+    event, in the order they were started, however many were sent before the workflow ran
+    (the rest arrive one by one while it is parked); not every wait the first event."""
+    import asyncio
+
+    @app.workflow("gathered")
+    async def gathered(ctx, _):
+        got = await asyncio.gather(*(ctx.wait_for_event("tick") for _ in range(3)))
+        return [event.payload for event in got]
+
+    eid = app.enqueue("gathered")
+    for n in range(1, sent_before + 1):
+        app.send_event("tick", n)
+    start_worker(app)
+    for n in range(sent_before + 1, 4):
+        wait_for(lambda: app.get(eid).status == "waiting", what=f"the workflow to park for event {n}")
+        app.send_event("tick", n)
+    assert finished(app, eid).output == [1, 2, 3]

@@ -1,0 +1,218 @@
+"""Issue 43 (1): the first step of a first claim is fenced like every other.
+
+A claim that ended before the first step was asked for (a cancel, a deadline, a lease that
+lapsed while the worker was frozen, then a requeue or a sweep) runs nothing more: the step's
+function is never called. Every run of a step is counted in a ledger written by the step
+itself. Each case fails on the code before the fix (the first step ran unfenced: s1 ran in
+every execution).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from kestrel_core import Kestrel
+from tests.waiting import wait_for
+from tests.worker_processes import start_worker_process, stop_worker_processes
+
+EXECUTIONS = 5
+LEASE = 2  # the frozen worker's: its leases lapse soon
+# In-process workers: a long lease, so that no heartbeat notices the lost claim first (that
+# stops the thread at the step's start without any fence: the case to test is the step's own).
+QUIET = timedelta(seconds=30)
+
+
+def _record(dsn: str, execution_id: int, step_id: str) -> str:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO public.ledger (execution_id, step_id) VALUES (%s, %s)", (execution_id, step_id))
+    return step_id
+
+
+def _s1_runs(db: psycopg.Connection, ids: list[int]) -> dict[int, int]:
+    rows = db.execute(
+        "SELECT execution_id, count(*) FROM public.ledger WHERE step_id = 's1' AND execution_id = ANY(%s) GROUP BY 1",
+        (ids,),
+    ).fetchall()
+    return {eid: dict(rows).get(eid, 0) for eid in ids}
+
+
+@pytest.mark.parametrize("cancelled_by", ["an operator while the workflow's code runs", "the workflow's own code"])
+def test_a_cancel_committed_before_the_first_step_runs_nothing(
+    app: Kestrel, dsn: str, ledger: psycopg.Connection, start_worker, cancelled_by: str
+) -> None:
+    reached = threading.Semaphore(0)
+    go = threading.Event()
+    by_itself = cancelled_by == "the workflow's own code"
+
+    @app.workflow("first")
+    def first(ctx, _):
+        if by_itself:  # committed before the step is asked for: causally before it
+            app.cancel(ctx.execution_id, by="itself")
+        else:
+            reached.release()
+            go.wait(30)
+        return ctx.step("s1", _record, dsn, ctx.execution_id, "s1")
+
+    worker = start_worker(app, concurrency=EXECUTIONS, lease=QUIET)
+    ids = [app.enqueue("first") for _ in range(EXECUTIONS)]
+    if not by_itself:
+        for _ in ids:
+            assert reached.acquire(timeout=30), "every execution to reach its code before the first step"
+        for eid in ids:
+            app.cancel(eid, by="alice")
+        go.set()
+    wait_for(
+        lambda: worker.stats["refused_writes"] >= EXECUTIONS,
+        timeout=30,
+        what="every cancelled execution's thread to be fenced out",
+    )
+    assert [app.get(eid).status for eid in ids] == ["cancelled"] * EXECUTIONS
+    assert _s1_runs(ledger, ids) == dict.fromkeys(ids, 0)
+    assert ledger.execute("SELECT count(*) FROM step_attempts WHERE execution_id = ANY(%s)", (ids,)).fetchone() == (0,)
+
+
+def test_a_deadline_that_passed_before_the_first_step_runs_nothing(
+    app: Kestrel, dsn: str, ledger: psycopg.Connection, start_worker
+) -> None:
+    @app.workflow("late", timeout=0.5)
+    def late(ctx, _):
+        # The workflow's own code outlives the deadline: the sweep ends the execution meanwhile.
+        wait_for(lambda: app.get(ctx.execution_id).status == "error", timeout=30, what="the deadline sweep")
+        return ctx.step("s1", _record, dsn, ctx.execution_id, "s1")
+
+    worker = start_worker(app, concurrency=EXECUTIONS, lease=QUIET)
+    ids = [app.enqueue("late") for _ in range(EXECUTIONS)]
+    wait_for(lambda: worker.stats["refused_writes"] >= EXECUTIONS, timeout=30, what="every late thread fenced out")
+    assert {(app.get(eid).status, app.get(eid).error) for eid in ids} == {
+        ("error", "timed out after 0.5s (deadline from start)")
+    }
+    assert _s1_runs(ledger, ids) == dict.fromkeys(ids, 0)
+
+
+@pytest.fixture
+def frozen(dsn: str, ledger: psycopg.Connection, tmp_path: Path) -> Iterator[tuple[subprocess.Popen, Path]]:
+    """Worker process ``frozen`` of first_step_app (short lease), registered."""
+    log = tmp_path / "frozen.log"
+    with log.open("w") as out:
+        proc = start_worker_process(
+            dsn,
+            "tests.core.first_step_app:app",
+            "--processes",
+            "1",
+            "--lease",
+            str(LEASE),
+            "--concurrency",
+            str(2 * EXECUTIONS),
+            "--worker-id",
+            "frozen",
+            out=out,
+        )
+    try:
+        wait_for(
+            lambda: (
+                ledger.execute(
+                    "SELECT 1 FROM kestrel.workers WHERE worker_id = 'frozen' AND stopped_at IS NULL"
+                ).fetchone()
+                or proc.poll() is not None
+            ),
+            timeout=30,
+            what="the worker to register",
+        )
+        assert proc.poll() is None, log.read_text()
+        yield proc, log
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.kill()
+        proc.wait(timeout=10)
+
+
+def _freeze_before_the_first_step(
+    app: Kestrel, db: psycopg.Connection, proc: subprocess.Popen, gate: Path
+) -> list[int]:
+    """Enqueue executions of ``gated``, wait until each waits for its gate, SIGSTOP the worker
+    and wait until every lease lapsed; returns their ids (the worker is left frozen)."""
+    ids = [app.enqueue("gated", str(gate)) for _ in range(EXECUTIONS)]
+    wait_for(
+        lambda: (
+            db.execute(
+                "SELECT count(DISTINCT execution_id) FROM public.ledger"
+                " WHERE step_id = 'reached' AND execution_id = ANY(%s)",
+                (ids,),
+            ).fetchone()[0]
+            == EXECUTIONS
+        ),
+        timeout=30,
+        what="every execution to wait before its first step",
+    )
+    os.kill(proc.pid, signal.SIGSTOP)
+    wait_for(
+        lambda: db.execute(
+            "SELECT bool_and(lease_expires < now()) FROM kestrel.workflow_executions WHERE id = ANY(%s)", (ids,)
+        ).fetchone()[0],
+        timeout=30,
+        interval=0.2,
+        what="the frozen worker's leases to lapse",
+    )
+    return ids
+
+
+def test_a_worker_frozen_before_the_first_step_then_requeued_and_resumed_runs_it_once(
+    app: Kestrel, ledger: psycopg.Connection, frozen, tmp_path: Path
+) -> None:
+    proc, log = frozen
+    gate = tmp_path / "gate"
+    ids = _freeze_before_the_first_step(app, ledger, proc, gate)
+    try:
+        for eid in ids:
+            app.requeue(eid, by="operator", comment="worker frozen")
+        gate.touch()
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    # The resumed worker claims them again (a newer claim) while its frozen threads go on.
+    wait_for(lambda: all(app.get(eid).done for eid in ids), timeout=60, what="every execution to finish")
+    wait_for(
+        lambda: log.read_text().count("event=write_refused") >= EXECUTIONS,
+        timeout=30,
+        what="every frozen claim's thread to be fenced out",
+    )
+    assert [app.get(eid).status for eid in ids] == ["success"] * EXECUTIONS
+    assert _s1_runs(ledger, ids) == dict.fromkeys(ids, 1), log.read_text()[-3000:]
+
+
+def test_a_worker_frozen_before_the_first_step_swept_and_finished_elsewhere_runs_nothing_when_resumed(
+    app: Kestrel, dsn: str, ledger: psycopg.Connection, frozen, tmp_path: Path
+) -> None:
+    proc, log = frozen
+    gate = tmp_path / "gate"
+    ids = _freeze_before_the_first_step(app, ledger, proc, gate)
+    gate.touch()
+    with (tmp_path / "other.log").open("w") as out:
+        other = start_worker_process(
+            dsn, "tests.core.first_step_app:app", "--processes", "1", "--lease", str(LEASE), out=out
+        )
+    try:
+        # The other worker's sweep hands the lapsed leases back; it claims and finishes them.
+        wait_for(lambda: all(app.get(eid).done for eid in ids), timeout=60, what="every execution to finish elsewhere")
+        assert [app.get(eid).status for eid in ids] == ["success"] * EXECUTIONS
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    wait_for(
+        lambda: log.read_text().count("event=write_refused") >= EXECUTIONS,
+        timeout=30,
+        what="every frozen claim's thread to be fenced out",
+    )
+    stop_worker_processes([other])
+    assert _s1_runs(ledger, ids) == dict.fromkeys(ids, 1), log.read_text()[-3000:]
+    assert ledger.execute(
+        "SELECT DISTINCT worker FROM public.ledger WHERE step_id = 's1' AND execution_id = ANY(%s)", (ids,)
+    ).fetchall() == [(str(other.pid),)]
