@@ -263,7 +263,8 @@ class Env:
 
     def __init__(self, dsn: str, tmp: Path) -> None:
         self.dsn = dsn
-        with psycopg.connect(dsn, autocommit=True) as conn:
+        with psycopg.connect(dsn, autocommit=True) as conn:  # ids restart with each test: so do these
+            conn.execute("DROP TABLE IF EXISTS public.lifecycle_ledger, public.lifecycle_transitions")
             conn.execute(LEDGER_DDL)
         # The operator's calls wait at most this long for a row that someone holds.
         self.app = Kestrel(dsn + " options='-c lock_timeout=20000'")
@@ -306,7 +307,7 @@ class LifecycleModel(RuleBasedStateMachine):
             spec["event"] = f"ev-{uuid.uuid4().hex[:12]}"
         elif kind == "timed":
             # the step comes soon after the deadline's sweep: before a heartbeat would say so
-            spec["pre_ms"] = int((TIMED_OUT_S + 0.7) * 1000)
+            spec["pre_ms"] = int((TIMED_OUT_S + 0.5) * 1000)
         eid = self.env.app.enqueue(name, spec)
         self.execs[eid] = ex = Execution(eid, kind, spec)
         return ex
@@ -666,7 +667,7 @@ def test_a_tour_of_every_action_and_fault(model_env: Env) -> None:
         # a cancel while the workflow's code runs before its first step
         early = m._enqueue("plain", 2, 30, 1200)
         wait_for(lambda: conn.execute(RUNNING_ON, (early.eid,)).fetchone(), what="the first claim")
-        time.sleep(0.3)
+        time.sleep(0.85)  # late in that code: less time for a heartbeat to tell the worker first
         m.cancel_one(early)
         # a deadline that passes before the first step; steps raising CancelledError, SystemExit
         for kind in ("timed", "cancelled_step", "exit_step"):
@@ -684,13 +685,16 @@ def test_a_tour_of_every_action_and_fault(model_env: Env) -> None:
         m.requeue_one(frozen)
         time.sleep(1.0)  # claimed elsewhere meanwhile
         pool.thaw(owner)
-        # an outside lock on one execution of a worker running several long chains
-        chains = [m._enqueue("plain", 3, 1500, 0) for _ in range(4)]
+        # an outside lock on one execution of a worker running several steps longer than the
+        # lease: no boundary of theirs comes before their leases would lapse
+        chains = [m._enqueue("plain", 1, int(LEASE_S * 1000) + 1000, 0) for _ in range(4)]
         busy = wait_for(
             lambda: [r for r in conn.execute(RUNNING_BY_OWNER, ([c.eid for c in chains],)) if len(r[1]) >= 2],
             what="a worker running two chains",
         )
-        m.lock_one(min(busy[0][1]), LEASE_S * 2)
+        # its first row in the order its heartbeat locks them (by id): the others stay free to sweep
+        held = dict(conn.execute(RUNNING_BY_OWNER, (list(m.execs),)).fetchall())
+        m.lock_one(min(held[busy[0][0]]), LEASE_S * 2)
         # another worker frozen between its claim and its commit, then killed: the lock alone
         # explains no rerun on the busy worker's other executions
         other = min(w for w in pool.awake() if w != busy[0][0])
