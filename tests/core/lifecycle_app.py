@@ -40,6 +40,7 @@ CREATE TABLE IF NOT EXISTS public.lifecycle_ledger (
     owner_id     text   NOT NULL,
     claim_epoch  bigint NOT NULL,
     pid          integer NOT NULL,
+    started      float8 NOT NULL,  -- the step function's first line (time.time()), before any connect
     at           timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE TABLE IF NOT EXISTS public.lifecycle_transitions (
@@ -64,7 +65,8 @@ CREATE TRIGGER lifecycle_transitions AFTER UPDATE ON kestrel.workflow_executions
   EXECUTE FUNCTION public.lifecycle_transition();
 """
 RECORD = """
-INSERT INTO public.lifecycle_ledger (execution_id, step_id, owner_id, claim_epoch, pid) VALUES (%s, %s, %s, %s, %s)
+INSERT INTO public.lifecycle_ledger (execution_id, step_id, owner_id, claim_epoch, pid, started)
+VALUES (%s, %s, %s, %s, %s, %s)
 """
 # The rows the claim's transaction took (its own uncommitted writes).
 CLAIMED_HERE = """
@@ -86,20 +88,22 @@ def _ledger() -> psycopg.Connection:
     return conn
 
 
-def record(execution_id: int, step_id: str, owner: str, epoch: int) -> None:
-    """The side effect: one ledger row per real run of a step."""
-    _ledger().execute(RECORD, (execution_id, step_id, owner, epoch, os.getpid()))
+def record(execution_id: int, step_id: str, owner: str, epoch: int, started: float | None = None) -> None:
+    """The side effect: one ledger row per real run of a step, with when the step began (a
+    freeze while the row's connection opens must not make the step look late)."""
+    started = time.time() if started is None else started
+    _ledger().execute(RECORD, (execution_id, step_id, owner, epoch, os.getpid(), started))
 
 
 def effect(execution_id: int, step_id: str, owner: str, epoch: int, work_ms: int) -> str:
-    record(execution_id, step_id, owner, epoch)
+    record(execution_id, step_id, owner, epoch, time.time())
     time.sleep(work_ms / 1000)
     return f"{step_id}@{epoch}"
 
 
 async def cancelled_inside(execution_id: int, step_id: str, owner: str, epoch: int) -> None:
     """A coroutine step that raises CancelledError (a cancelled inner task of a client library)."""
-    await asyncio.to_thread(record, execution_id, step_id, owner, epoch)
+    await asyncio.to_thread(record, execution_id, step_id, owner, epoch, time.time())
     inner = asyncio.get_running_loop().create_task(asyncio.sleep(10))
     inner.cancel()
     await inner
@@ -107,7 +111,7 @@ async def cancelled_inside(execution_id: int, step_id: str, owner: str, epoch: i
 
 def exits(execution_id: int, step_id: str, owner: str, epoch: int) -> None:
     """A step that raises SystemExit (a library calling sys.exit)."""
-    record(execution_id, step_id, owner, epoch)
+    record(execution_id, step_id, owner, epoch, time.time())
     raise SystemExit(3)
 
 

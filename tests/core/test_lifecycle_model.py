@@ -86,8 +86,8 @@ SELECT execution_id, old_epoch, min(extract(epoch FROM at)::float8)
  GROUP BY execution_id, old_epoch
 """
 LEDGER = """
-SELECT execution_id, step_id, owner_id, claim_epoch, extract(epoch FROM at)::float8
-  FROM public.lifecycle_ledger WHERE execution_id = ANY(%s) ORDER BY at
+SELECT execution_id, step_id, owner_id, claim_epoch, started
+  FROM public.lifecycle_ledger WHERE execution_id = ANY(%s) ORDER BY started
 """
 ATTEMPTS = """
 SELECT execution_id, step_id, owner_id, claim_epoch, extract(epoch FROM started_at)::float8, outcome
