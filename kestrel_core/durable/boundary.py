@@ -9,7 +9,9 @@ and writes them with ONE statement, so in autocommit ONE commit:
   claim_epoch) is current and it is running; a row whose claim was lost writes nothing at all
   (no checkpoint, no attempt, no completion), while the other rows of the batch go on;
 - checkpoints are ``INSERT ... ON CONFLICT DO NOTHING``: written once;
-- each row learns its own outcome (``Outcome``): fenced out, written, or lost the race.
+- each row learns its own outcome (``Outcome``): fenced out, written, or lost the race; a
+  row that asks for nothing (no finish, no open, no completion) only learns whether its claim
+  is current: the fence of a first step reached after its claim stopped being fresh.
 
 The statement commits durably when any row checkpoints or completes; a batch that only opens
 or closes attempts (bookkeeping) commits without waiting for the WAL flush, like

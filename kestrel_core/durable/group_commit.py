@@ -8,7 +8,8 @@ flight form the next one, so the batch grows with the load and commits per workf
 below one.
 
 The first step of an execution's first claim does not wait for its attempt's start to be
-written (``open_lazily``): the claim that just committed is its fence. The start waits here
+written (``open_lazily``): its fence is the claim while that is fresh, else a row that writes
+nothing and only asks whether the claim is current (context.py, ``_open``). The start waits here
 up to ``LAZY_OPEN_S``; if the step's end arrives first, both become ONE row (the attempt is
 written with its end), so a quick first step costs no write of its own. A longer step has its
 start written when the wait is over, so the console shows it running.

@@ -47,6 +47,7 @@ from kestrel_core.durable.group_commit import GroupCommit, LazyOpen
 from kestrel_core.engine import listener, registration, scheduler
 from kestrel_core.engine.signals import SignalRelay
 from kestrel_core.workflow import runner
+from kestrel_core.workflow.boxing import being_cancelled, boxed, unbox
 from kestrel_core.workflow.contracts import Claimed, Deployment, EngineSettings, Registry
 
 T = TypeVar("T")
@@ -238,7 +239,7 @@ class Worker:
                     max_workers=self.async_threads, thread_name_prefix="kestrel-async"
                 )
             )
-            self._spawn(self._loop.run_forever, "asyncio")
+            self._spawn(self._run_loop, "asyncio")
         self._spawn(self._claim_loop, "claim")
         self._start_maintenance()
         if self.listen:
@@ -397,12 +398,8 @@ class Worker:
     def await_on_loop(self, awaitable: Any) -> Any:
         """Run a coroutine step on the worker's event loop from a runner thread."""
         if self._loop is None:
-            ok, value = asyncio.run(_boxed(awaitable))
-        else:
-            ok, value = asyncio.run_coroutine_threadsafe(_boxed(awaitable), self._loop).result()
-        if not ok:
-            raise value
-        return value
+            return unbox(asyncio.run(boxed(awaitable)))
+        return unbox(asyncio.run_coroutine_threadsafe(boxed(awaitable), self._loop).result())
 
     # -- threads -----------------------------------------------------------------------------
 
@@ -421,6 +418,7 @@ class Worker:
             if free > 0 and (timed_out or not backlog or free >= batch_floor):
                 now = time.monotonic()
                 check = self._limited_declared or self._limited_seen or now >= self._next_limited_check
+                sent = time.monotonic()  # before the claim is sent: see Claimed.fenced_at
                 try:
                     claimed, self._limited_seen = self._claim(
                         functools.partial(
@@ -448,7 +446,7 @@ class Worker:
                     self.draining.wait(_CLAIM_RETRY.delay(errors - 1))
                     continue
                 for item in claimed:
-                    self._dispatch(item)
+                    self._dispatch(item, sent)
                 backlog = len(claimed) == free
             timed_out = not self._wake.wait(self.poll_interval * random.uniform(0.8, 1.2))
 
@@ -458,8 +456,8 @@ class Worker:
             return self.db(fn, window=0)
         return self._claim_session.run(fn)
 
-    def _dispatch(self, item: claim_mod.Claim) -> None:
-        held = Claimed(item)
+    def _dispatch(self, item: claim_mod.Claim, sent: float) -> None:
+        held = Claimed(item, fenced_at=sent)
         with self._lock:
             self._inflight[(item.execution_id, item.claim_epoch)] = held
         self.count("claimed")
@@ -477,6 +475,27 @@ class Worker:
         else:
             self._runnable.put(held)
 
+    def _run_loop(self) -> None:
+        """Run the event loop of async workflows until ``stop``. A task that raises SystemExit
+        or KeyboardInterrupt (any task: one ``asyncio.wait_for`` or ``gather`` made of a step)
+        is finished with it, and asyncio then re-raises it out of ``run_forever``: the loop is
+        run on, its other tasks untouched, and the task's awaiter gets the exception."""
+        loop = self._loop
+        if loop is None:
+            return
+        while True:
+            try:
+                loop.run_forever()
+                return
+            except BaseException as exc:
+                if loop.is_closed():
+                    return
+                self.log.warning(
+                    "event=loop_resumed worker=%s error=%r (a task raised it; its awaiter gets it)",
+                    self.worker_id,
+                    first_line(f"{type(exc).__name__}: {exc}"),
+                )
+
     def _runner_loop(self, slot: int) -> None:
         while True:
             held = self._runnable.get()
@@ -492,8 +511,8 @@ class Worker:
                     held.claim.execution_id,
                 )
             finally:
-                del self._running[slot]
                 self._done(held)
+                del self._running[slot]  # kept if _done failed: _supervise_runners hands it back
 
     def _supervise_runners(self) -> None:
         """Replace a runner thread that died, and hand its claim back at once: the worker must
@@ -503,7 +522,8 @@ class Worker:
         for slot, thread in enumerate(self._runners):
             if thread.is_alive() or self._stopped.is_set():
                 continue
-            held = self._running.pop(slot, None)
+            held = self._running.pop(slot, None)  # before its successor uses the slot
+            self._runners[slot] = self._spawn(functools.partial(self._runner_loop, slot), f"runner-{slot}")
             self.log.error(
                 "event=runner_died worker=%s thread=%s execution_id=%s (replaced; its claim handed back)",
                 self.worker_id,
@@ -529,7 +549,6 @@ class Worker:
                     self.log.warning(
                         "event=release_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
                     )
-            self._runners[slot] = self._spawn(functools.partial(self._runner_loop, slot), f"runner-{slot}")
 
     def _done(self, held: Claimed) -> None:
         with self._idle:
@@ -711,7 +730,7 @@ class Worker:
         try:
             await runner.execute_async(self, held)
         except BaseException as exc:
-            if isinstance(exc, asyncio.CancelledError) and _being_cancelled():
+            if isinstance(exc, asyncio.CancelledError) and being_cancelled():
                 raise
             # Never out of the task: asyncio re-raises a task's SystemExit or KeyboardInterrupt
             # out of run_forever, which would end the loop every async workflow runs on.
@@ -722,25 +741,6 @@ class Worker:
             )
         finally:
             self._done(held)
-
-
-def _being_cancelled() -> bool:
-    """Whether the running task was asked to stop (a CancelledError it raises is then its own
-    cancellation, not one that came out of a step)."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
-
-
-async def _boxed(awaitable: Any) -> tuple[bool, Any]:
-    """(True, its result) or (False, what it raised), BaseException included: a coroutine step
-    of a sync workflow runs as a task on the loop, and a SystemExit or KeyboardInterrupt out of
-    a task ends the loop; a CancelledError would come back as the wrapper's own cancellation."""
-    try:
-        return True, await awaitable
-    except BaseException as exc:
-        if isinstance(exc, asyncio.CancelledError) and _being_cancelled():
-            raise
-        return False, exc
 
 
 def _on_schema(job: Callable[[psycopg.Connection, str], int], schema: str, conn: psycopg.Connection) -> int:

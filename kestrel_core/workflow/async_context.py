@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from kestrel_core.durable.boundary import Finish
+from kestrel_core.workflow.boxing import being_cancelled, boxed, call_boxed, unbox
 from kestrel_core.workflow.context import AttemptTimedOut, Decision, Strand, WorkflowContext
 from kestrel_core.workflow.contracts import Unwind
 from kestrel_core.workflow.flow_context import AsyncFlowOperations
@@ -93,7 +94,7 @@ class AsyncWorkflowContext(AsyncFlowOperations):
             except Unwind:
                 raise
             except BaseException as exc:  # every class a step raises is its failure (_failed)
-                if isinstance(exc, asyncio.CancelledError) and _being_cancelled():
+                if isinstance(exc, asyncio.CancelledError) and being_cancelled():
                     raise  # this task itself was cancelled: not the step's doing
                 error = sync._failed(step_id, number, limit, exc)
             else:  # serialised in the thread that writes it: a large output never holds the loop
@@ -125,21 +126,24 @@ async def _call_async(
     fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float | None
 ) -> Any:
     """One attempt of an async workflow's step: a coroutine function on the loop, anything
-    else in a thread (an awaitable it returns is then awaited on the loop)."""
-    work = fn(*args, **kwargs) if inspect.iscoroutinefunction(fn) else asyncio.to_thread(fn, *args, **kwargs)
-    try:
-        result = await (work if timeout is None else asyncio.wait_for(work, timeout))
+    else in a thread (an awaitable it returns is then awaited on the loop), in a task of its
+    own whose outcome comes back boxed (``boxed``); what it raised is raised here."""
+
+    async def attempt() -> Any:
+        if inspect.iscoroutinefunction(fn):
+            result = await fn(*args, **kwargs)
+        else:
+            result = unbox(await asyncio.to_thread(call_boxed, fn, args, kwargs))
         if inspect.isawaitable(result):
-            result = await (result if timeout is None else asyncio.wait_for(result, timeout))
+            result = await result
+        return result
+
+    work = boxed(attempt())
+    try:
+        outcome = await (asyncio.ensure_future(work) if timeout is None else asyncio.wait_for(work, timeout))
     except TimeoutError:
         raise AttemptTimedOut() from None
-    return result
-
-
-def _being_cancelled() -> bool:
-    """Whether the running task was asked to stop (its CancelledError is then no step's)."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
+    return unbox(outcome)
 
 
 async def _set_within(event: threading.Event, delay: float) -> bool:

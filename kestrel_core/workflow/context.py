@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import inspect
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,12 +35,25 @@ from kestrel_core.base.serialization import as_stored, to_json
 from kestrel_core.durable import waits
 from kestrel_core.durable.boundary import Attempt, Boundary, Finish, Outcome
 from kestrel_core.durable.checkpoint import Checkpoint
+from kestrel_core.workflow.boxing import boxed, unbox
 from kestrel_core.workflow.contracts import Claimed, Unwind, WorkerRuntime
 from kestrel_core.workflow.flow_context import EventTurn, FlowOperations
 
 __all__ = ["Claimed", "Decision", "Unwind", "WorkflowContext", "describe_exception"]
 
 T = TypeVar("T")
+
+# The first step of a first claim reached within FIRST_STEP_FRESH_S of sending the claim is
+# fenced by the claim itself; later, by a write of its own. Within that time nothing but an
+# operator's cancel can end the claim: a lease is at least 1 s and a requeue needs it lapsed, a
+# freeze counts into the time (Claimed.fenced_at), and a workflow with a deadline never takes
+# this way. A cancel of a first claim younger than CANCEL_WAITS_FOR_FRESH_CLAIMS_S (by the
+# claim's own statement time, ``started_at``) waits that long before it commits
+# (cancel_execution.sql): so it commits after every first step the claim alone fenced had
+# started, and anything that saw it committed (the workflow's own code included) is followed
+# by a fenced start. The margin covers the two clocks' rates.
+FIRST_STEP_FRESH_S = 0.2
+CANCEL_WAITS_FOR_FRESH_CLAIMS_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -363,7 +377,7 @@ class WorkflowContext(FlowOperations):
             return self._worker.await_on_loop(result) if inspect.isawaitable(result) else result
         if inspect.iscoroutinefunction(fn):
             try:
-                return self._worker.await_on_loop(asyncio.wait_for(fn(*args, **kwargs), timeout))
+                return unbox(self._worker.await_on_loop(asyncio.wait_for(boxed(fn(*args, **kwargs)), timeout)))
             except TimeoutError:
                 raise AttemptTimedOut() from None
         box: dict[str, Any] = {}
@@ -413,16 +427,17 @@ class WorkflowContext(FlowOperations):
     def _open(self, step_id: str, position: int, strand: Strand) -> Attempt:
         """Start an attempt of ``step_id``, writing the strand's pending end in the same statement.
 
-        Every attempt starts fenced: only once a statement run after the workflow's code got
-        here found the claim current. The first step of a first claim has no end to write and
-        no attempt to open yet: it asks only that (a row of the next group commit that writes
-        nothing: no attempt, no checkpoint), and its attempt 1 is written lazily, with its end
-        if that comes soon enough (group_commit.py)."""
+        Every attempt starts fenced. The first step of a first claim has no end to write and no
+        attempt to open yet: reached while the claim is fresh (``FIRST_STEP_FRESH_S``), the
+        claim is its fence; later, it asks with a row of the next group commit that writes
+        nothing. Either way its attempt 1 is written lazily, with its end if that comes soon
+        enough (group_commit.py)."""
         claim_epoch = self._held.claim.claim_epoch
         if strand.defer and position == 1 and self._held.claim.first_run and strand.pending is None:
-            fence = Boundary(self.execution_id, self._worker.worker_id, claim_epoch)
-            if not self._commit(fence, strand).held:
-                self._lost(f"step {step_id!r} not started")
+            if time.monotonic() - self._held.fenced_at >= FIRST_STEP_FRESH_S:
+                fence = Boundary(self.execution_id, self._worker.worker_id, claim_epoch)
+                if not self._commit(fence, strand).held:
+                    self._lost(f"step {step_id!r} not started")
             strand.lazy_open = self._worker.open_lazily(
                 Boundary(self.execution_id, self._worker.worker_id, claim_epoch, open_step=step_id)
             )

@@ -37,11 +37,17 @@ class Unwind(BaseException):
 
 
 class Claimed:
-    """This worker's hold on one execution; ``lost`` is set when the heartbeat finds it gone."""
+    """This worker's hold on one execution; ``lost`` is set when the heartbeat finds it gone.
 
-    def __init__(self, claim: Claim) -> None:
+    ``fenced_at``: the monotonic time just before the worker sent the claim (None: unknown,
+    never fresh). Taken before sending, so a freeze anywhere after it (SIGSTOP, a pause) counts
+    as time in which the claim may have ended (context.py, ``FIRST_STEP_FRESH_S``).
+    """
+
+    def __init__(self, claim: Claim, fenced_at: float | None = None) -> None:
         self.claim = claim
         self.lost = Latch()
+        self.fenced_at = float("-inf") if fenced_at is None else fenced_at
 
 
 class WorkerRuntime(Protocol):

@@ -8,6 +8,7 @@ replay returns what the first run saw: the same child, the same outcome, the sam
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -44,13 +45,26 @@ class _ChildOptions:
 class EventTurn:
     """One event wait's place in the line of waits on its key: a wait receives the first event
     after the one its predecessor received, so it starts only once that one is resolved
-    (waits gathered in an async workflow would otherwise all receive the same event)."""
+    (waits gathered in an async workflow would otherwise all receive the same event). ``done``
+    holds None once it resolved, or the reason it unwound instead (parked, lost): then the
+    waits after it unwind too, without a write."""
 
-    __slots__ = ("done", "reason")
+    __slots__ = ("done",)
 
     def __init__(self) -> None:
-        self.done = threading.Event()
-        self.reason: str | None = None  # why it unwound instead of resolving (its Unwind's reason)
+        self.done: concurrent.futures.Future[str | None] = concurrent.futures.Future()
+
+    def end(self, exc: BaseException | None) -> None:
+        """Resolve it: the wait returned (``exc`` None) or raised ``exc``."""
+        reason = None if exc is None else (exc.reason if isinstance(exc, Unwind) else "engine_error")
+        if not self.done.done():
+            self.done.set_result(reason)
+
+    @staticmethod
+    def go_on(reason: str | None) -> None:
+        """Go on after a predecessor that ended with ``reason``: unwind as it did, if it did."""
+        if reason is not None:
+            raise Unwind(reason)
 
 
 def _interval(value: timedelta | float | None) -> timedelta | None:
@@ -295,15 +309,13 @@ class FlowOperations:
         prior, mine = turn
         try:
             if prior is not None:
-                prior.done.wait()
-                if prior.reason is not None:  # it parked the execution, or lost the claim
-                    raise Unwind(prior.reason)
-            return self._receive_event(position, op, key, timeout)
+                EventTurn.go_on(prior.done.result())
+            event = self._receive_event(position, op, key, timeout)
         except BaseException as exc:
-            mine.reason = exc.reason if isinstance(exc, Unwind) else "engine_error"
+            mine.end(exc)
             raise
-        finally:
-            mine.done.set()
+        mine.end(None)
+        return event
 
     def _receive_event(self, position: int, op: str, key: str, timeout: timedelta | float | None) -> Event:
         stored = self._stored(op)
@@ -397,5 +409,13 @@ class AsyncFlowOperations:
         events.check_key(key)
         op = step_id or self._sync._auto_id(f"event:{key}")
         position = self._sync._use(op)  # position and turn before any await: in call order
-        turn = self._sync._event_turn(key)
-        return await asyncio.to_thread(self._sync._wait_event, position, op, key, timeout, turn)
+        prior, mine = self._sync._event_turn(key)
+        try:
+            if prior is not None:  # waited for on the loop: a line of waits holds no thread
+                EventTurn.go_on(await asyncio.wrap_future(prior.done))
+            event = await asyncio.to_thread(self._sync._receive_event, position, op, key, timeout)
+        except BaseException as exc:
+            mine.end(exc)
+            raise
+        mine.end(None)
+        return event

@@ -22,6 +22,7 @@ from kestrel_core.durable import checkpoint
 from kestrel_core.durable.boundary import Boundary, Completion
 from kestrel_core.durable.checkpoint import Checkpoint
 from kestrel_core.workflow.async_context import AsyncWorkflowContext
+from kestrel_core.workflow.boxing import being_cancelled, boxed, unbox
 from kestrel_core.workflow.context import WorkflowContext, describe_exception
 from kestrel_core.workflow.contracts import Claimed, EngineSettings, Registry, Unwind, WorkerRuntime
 
@@ -54,6 +55,7 @@ def prepare(worker: RunnerHost, held: Claimed) -> WorkflowContext:
         if not current:
             worker.refused(item.execution_id, "deadline stamp (claim ended or deadline passed)")
             raise Unwind("lost")
+        held.fenced_at = float("-inf")  # a deadline sweep may end it any time: no fresh claim
     stored: dict[str, Checkpoint] | None = {}
     if not item.first_run:
         stored = worker.db(
@@ -100,11 +102,12 @@ async def execute_async(worker: RunnerHost, held: Claimed) -> None:
         ctx = await asyncio.to_thread(prepare, worker, held)
         fn = worker.registry.workflows[held.claim.workflow_name].fn
         try:
-            result = await fn(AsyncWorkflowContext(ctx), held.claim.input)
+            # In a task of its own, boxed: whatever it raises comes back here (async_context.boxed)
+            result = unbox(await asyncio.ensure_future(boxed(fn(AsyncWorkflowContext(ctx), held.claim.input))))
         except Unwind:
             raise
         except BaseException as exc:  # whatever the workflow raises ends it as error
-            if isinstance(exc, asyncio.CancelledError) and _being_cancelled():
+            if isinstance(exc, asyncio.CancelledError) and being_cancelled():
                 raise  # this task itself was cancelled: not the workflow's doing
             _unusual(worker, held, exc)
             await asyncio.to_thread(finish, worker, held, ctx, error=exc, started=started)
@@ -123,11 +126,6 @@ async def execute_async(worker: RunnerHost, held: Claimed) -> None:
             worker.worker_id,
             held.claim.execution_id,
         )
-
-
-def _being_cancelled() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
 
 
 def _unusual(worker: RunnerHost, held: Claimed, exc: BaseException) -> None:

@@ -10,6 +10,7 @@ every execution).
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -21,6 +22,8 @@ import psycopg
 import pytest
 
 from kestrel_core import Kestrel
+from kestrel_core.db import migrate
+from kestrel_core.workflow.context import CANCEL_WAITS_FOR_FRESH_CLAIMS_S, FIRST_STEP_FRESH_S
 from tests.waiting import wait_for
 from tests.worker_processes import start_worker_process, stop_worker_processes
 
@@ -216,3 +219,37 @@ def test_a_worker_frozen_before_the_first_step_swept_and_finished_elsewhere_runs
     assert ledger.execute(
         "SELECT DISTINCT worker FROM public.ledger WHERE step_id = 's1' AND execution_id = ANY(%s)", (ids,)
     ).fetchall() == [(str(other.pid),)]
+
+
+def test_a_cancel_of_a_fresh_first_claim_commits_only_once_the_claim_no_longer_fences_alone(
+    app: Kestrel, dsn: str, ledger: psycopg.Connection, start_worker
+) -> None:
+    """The claim alone fences a first step reached within FIRST_STEP_FRESH_S of it; a cancel
+    of that claim commits only CANCEL_WAITS_FOR_FRESH_CLAIMS_S after the claim's statement,
+    so it commits after every such step started, never between the claim and the step."""
+    started = threading.Event()
+    release = threading.Event()
+
+    @app.workflow("fresh")
+    def fresh(ctx, _):
+        return ctx.step("s1", lambda: started.set() or release.wait(30))
+
+    start_worker(app, concurrency=1, lease=QUIET)
+    eid = app.enqueue("fresh")
+    wait_for(lambda: app.get(eid).status == "running", interval=0.001, what="the claim")
+    try:
+        app.cancel(eid, by="alice")  # at once: the claim is a few ms old
+        after = ledger.execute(
+            "SELECT clock_timestamp() - started_at FROM workflow_executions WHERE id = %s", (eid,)
+        ).fetchone()[0]
+    finally:
+        release.set()
+    assert after >= timedelta(seconds=CANCEL_WAITS_FOR_FRESH_CLAIMS_S)
+    assert app.get(eid).status == "cancelled"
+
+
+def test_the_cancel_waits_longer_than_a_claim_alone_fences_a_first_step() -> None:
+    text = Path(migrate.__file__).with_name("schema").joinpath("functions", "cancel_execution.sql").read_text()
+    waits = {float(ms) / 1000 for ms in re.findall(r"interval '(\d+) milliseconds'", text)}
+    assert waits == {CANCEL_WAITS_FOR_FRESH_CLAIMS_S}
+    assert CANCEL_WAITS_FOR_FRESH_CLAIMS_S >= FIRST_STEP_FRESH_S + 0.05  # the two clocks' margin

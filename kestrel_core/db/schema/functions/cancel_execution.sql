@@ -20,6 +20,13 @@ BEGIN
             USING ERRCODE = 'KS409',
                   HINT = 'Only enqueued, running or waiting executions can be cancelled.';
     END IF;
+    -- A first claim is the fence of its first step for a moment (FIRST_STEP_FRESH_S in
+    -- workflow/context.py): a cancel of a claim younger than that commits only once the moment
+    -- is over, so every step started under it started before the cancel committed.
+    IF e.status = 'running' AND e.claims = 1
+       AND clock_timestamp() < e.started_at + interval '250 milliseconds' THEN
+        PERFORM pg_sleep(extract(epoch FROM e.started_at + interval '250 milliseconds' - clock_timestamp()));
+    END IF;
     -- A running worker sees the cancel at its next step boundary: its fenced writes fail.
     UPDATE workflow_executions
        SET status = 'cancelled', lease_expires = NULL, updated_at = now(), finished_at = now(),
