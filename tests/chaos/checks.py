@@ -87,7 +87,7 @@ class Disruption:
     """Something the killer did: kill/stop name a worker; outage is the database being down."""
 
     kind: str  # "kill", "stop", "freeze" (stop, operator requeue, continue), "outage", "lock"
-    worker: str | None
+    worker: str | None  # "lock": the worker running the execution when it was locked
     start: float  # time.time()
     end: float
     execution: int | None = None  # "lock": the execution whose row another session held
@@ -377,6 +377,17 @@ def _check_step(
             v.duplicates_by_cause[cause] += 1
 
 
+def stalled(owner: str, since: float, until: float, disruptions: list[Disruption]) -> float:
+    """Seconds between ``since`` and ``until`` during which another session held the row of one
+    of ``owner``'s executions: the worker's step boundaries (one writer per process) wait for
+    such a lock, so a run of any of its executions stays in flight that much longer."""
+    return sum(
+        min(d.end, until) - max(d.start, since)
+        for d in disruptions
+        if d.kind == "lock" and d.worker == owner and d.start < until and d.end > since
+    )
+
+
 def explain_duplicate(
     run: tuple[str, int, int, float], disruptions: list[Disruption], lease_s: float, eid: int | None = None
 ) -> str | None:
@@ -388,13 +399,12 @@ def explain_duplicate(
         if d.kind == "lock" and d.execution == eid and d.start - IN_FLIGHT_S <= at <= d.end + lease_s + SLACK_S:
             return "lock"
     for d in disruptions:
-        if d.kind == "stop" and d.worker == owner and d.start - SLACK_S <= at <= d.end + SLACK_S:
+        held = stalled(owner, at, d.start, disruptions)
+        if d.kind == "stop" and d.worker == owner and d.start - SLACK_S - held <= at <= d.end + SLACK_S:
             return "stop"
-    for d in disruptions:
-        if d.kind == "freeze" and d.worker == owner and d.start - IN_FLIGHT_S <= at <= d.start + FREEZE_SLACK_S:
+        if d.kind == "freeze" and d.worker == owner and d.start - IN_FLIGHT_S - held <= at <= d.start + FREEZE_SLACK_S:
             return "freeze"
-    for d in disruptions:
-        if d.kind == "kill" and d.worker == owner and d.start - IN_FLIGHT_S <= at <= d.start + SLACK_S:
+        if d.kind == "kill" and d.worker == owner and d.start - IN_FLIGHT_S - held <= at <= d.start + SLACK_S:
             return "kill"
     for d in disruptions:
         if d.kind == "outage" and d.start - lease_s - SLACK_S <= at <= d.end + lease_s + SLACK_S:

@@ -69,7 +69,7 @@ class ChaosConfig:
     fan_every: int = 4  # every n-th execution is an async fan-out (0: none)
     early_cancel_every: int = 10  # every n-th: a chain cancelled while its code runs before its first step
     failing_every: int = 12  # every n-th: a deadline before the first step, a SystemExit or a CancelledError step
-    lock_every_s: tuple[float, float] = (2.0, 5.0)  # an outside row lock on a running execution
+    lock_every_s: tuple[float, float] = (1.0, 3.0)  # between outside row locks on running executions
     seed: int | None = None
     worker_dsn: str | None = None  # where workers connect (PgBouncer); default: the cluster
     transaction_pooling: bool = False
@@ -303,7 +303,7 @@ class ChaosRun:
             early = not place and self.cfg.early_cancel_every and i % self.cfg.early_cancel_every == 3
             if early:
                 spec["pre_ms"] = 800  # workflow code before the first step, where the cancel lands
-            if not place and self.cfg.failing_every and i % self.cfg.failing_every == 5:
+            if not place and self.cfg.failing_every and i % self.cfg.failing_every == 7:
                 workflow = self.rng.choice(["deadline", "exit_step", "cancelled_step"])
                 spec = {"expect": workflow, "pre_ms": int((DEADLINE_S + 0.7) * 1000)}
             elif not place and self.cfg.fan_every and i % self.cfg.fan_every == 1:
@@ -384,13 +384,13 @@ class ChaosRun:
                     if not running:
                         conn.rollback()
                         continue
-                    _, eid, _ = self.rng.choice(running)
+                    owner, eid, _ = self.rng.choice(running)
                     conn.execute("SET LOCAL lock_timeout = '2s'")
                     conn.execute(LOCK_ROW, (eid,))
                     t0 = time.time()
                     self.stop_chaos.wait(self.rng.uniform(0.5, 1.5) * self.cfg.lease_s)
                     conn.commit()
-                    self.disruptions.append(Disruption("lock", None, t0, time.time(), execution=eid))
+                    self.disruptions.append(Disruption("lock", owner, t0, time.time(), execution=eid))
                     self.counts["locks"] += 1
             except psycopg.Error:
                 continue  # an outage, or the row was held already

@@ -343,3 +343,20 @@ def test_a_lock_explains_a_rerun_of_the_locked_execution_only(chaos_db: psycopg.
     # a lock on another execution of the same worker explains nothing (break 5)
     other = verify(chaos_db, {"k1"}, [Disruption("lock", None, ran_at + 0.5, ran_at + 5, execution=eid + 1)], LEASE)
     assert any("that no kill, stop or outage explains" in v for v in other.violations)
+
+
+def test_a_lock_on_a_sibling_keeps_the_workers_runs_in_flight(chaos_db: psycopg.Connection) -> None:
+    # w1 ran s0 of k1, then a lock on another of w1's executions held its step boundaries (one
+    # writer per process) for 5 s; SIGSTOPped before the checkpoint went out, it lost the claim
+    ran_at = time.time() - 100
+    eid = execution(chaos_db, "k1", owner="w2", epoch=2, nonces=[11, 12])
+    step(chaos_db, eid, "s0", nonce=10, owner="w1", epoch=1, at=ran_at, checkpoint=False)
+    step(chaos_db, eid, "s0", nonce=11, owner="w2", epoch=2)
+    step(chaos_db, eid, "s1", nonce=12, owner="w2", epoch=2)
+    stop = Disruption("stop", "w1", ran_at + 7, ran_at + 12)
+    assert not verify(chaos_db, {"k1"}, [stop], LEASE).ok  # ran 7 s before the stop: long done
+    sibling = Disruption("lock", "w1", ran_at + 1, ran_at + 6, execution=eid + 1)
+    held = verify(chaos_db, {"k1"}, [stop, sibling], LEASE)
+    assert held.ok and held.duplicates_by_cause == {"stop": 1}, held.violations
+    elsewhere = Disruption("lock", "w3", ran_at + 1, ran_at + 6, execution=eid + 1)  # another worker's
+    assert not verify(chaos_db, {"k1"}, [stop, elsewhere], LEASE).ok

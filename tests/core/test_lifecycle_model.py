@@ -48,6 +48,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
 
 from kestrel_core import Kestrel, KestrelError
+from tests.chaos.checks import stalled
 from tests.waiting import wait_for
 
 from .lifecycle_app import LEDGER_DDL, TIMED_OUT_S
@@ -496,6 +497,7 @@ class LifecycleModel(RuleBasedStateMachine):
 
     def lock_one(self, eid: int, hold: float) -> None:
         taken = threading.Event()
+        owner = self._status(eid)[1]  # whose step boundaries (one writer per process) it may hold up
 
         def hold_it() -> None:
             with psycopg.connect(self.env.dsn, application_name="lifecycle-locker") as conn:
@@ -505,7 +507,7 @@ class LifecycleModel(RuleBasedStateMachine):
                 taken.set()
                 time.sleep(hold)
                 conn.commit()
-                self.locks.append(Disruption("lock", None, eid, start, time.time()))
+                self.locks.append(Disruption("lock", owner, eid, start, time.time()))
 
         locker = threading.Thread(target=hold_it, name=f"lock-{eid}", daemon=True)
         locker.start()
@@ -614,7 +616,12 @@ class LifecycleModel(RuleBasedStateMachine):
         for d in disruptions:
             if d.kind == "lock" and d.execution == ex.eid and d.start - IN_FLIGHT_S <= at <= d.end:
                 return True
-            if d.kind in ("kill", "freeze") and d.worker == owner and d.start - IN_FLIGHT_S <= at <= d.start + 0.5:
+            held = stalled(owner, at, d.start, disruptions)
+            if (
+                d.kind in ("kill", "freeze")
+                and d.worker == owner
+                and d.start - IN_FLIGHT_S - held <= at <= d.start + 0.5
+            ):
                 return True
         return False
 
