@@ -7,7 +7,18 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SKIP_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache", "results", "build", "dist"}
+SKIP_DIRS = {
+    ".git",
+    ".venv",
+    "__pycache__",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".mypy_cache",
+    ".hypothesis",
+    "results",
+    "build",
+    "dist",
+}
 TEXT = {".py", ".md", ".sql", ".txt", ".toml", ".tcss", ".sh", ".svg", ".cfg", ".ini", ".yml", ".yaml", ".json", ""}
 # Spelled in pieces so that this file does not match itself.
 MACHINE = re.compile(
