@@ -109,6 +109,7 @@ RUNNING_BY_OWNER = """
 SELECT owner_id, array_agg(id) FROM kestrel.workflow_executions
  WHERE status = 'running' AND id = ANY(%s) GROUP BY owner_id ORDER BY count(*) DESC
 """
+BEATING = "SELECT worker_id FROM kestrel.workers WHERE last_heartbeat > now() - %s * interval '1 second'"
 LOCK_ROW = "SELECT 1 FROM kestrel.workflow_executions WHERE id = %s FOR UPDATE"
 
 
@@ -459,6 +460,9 @@ class LifecycleModel(RuleBasedStateMachine):
         while True:
             rows = self.env.conn.execute(STATES, (eids,)).fetchall()
             awake = set(self.env.pool.awake())
+            beating = {w for (w,) in self.env.conn.execute(BEATING, (LEASE_S,))}
+            if not awake & beating:  # the awake ones are still starting (a kill's replacements)
+                deadline = time.monotonic() + RECOVERY_S
             stuck = [
                 (eid, status, owner)
                 for eid, status, owner, *_ in rows
