@@ -3,7 +3,8 @@
 Threads, each with one job:
 - the claim loop: claims up to the free slots in one statement, woken by NOTIFY, by a slot
   freeing, or by the poll timer (polling is the only mode with ``listen=False``, for PgBouncer);
-- ``concurrency`` runner threads for sync workflows, and one asyncio loop for async ones;
+- ``concurrency`` runner threads for sync workflows, and one asyncio loop for async ones
+  (runners.py: supervised, a dead thread replaced and its claim handed back);
 - the group commit writer: the step boundaries of all of them, in batches (group_commit.py);
 - the listener: one connection LISTENing on the schema's channel;
 - maintenance, one thread per duty so that none waits for another: the heartbeat (one UPDATE
@@ -41,13 +42,11 @@ from kestrel_core.dispatch import deadlines, sweeper
 from kestrel_core.dispatch import lease as lease_mod
 from kestrel_core.dispatch.enqueue import RANGE_PAUSE_S, RANGE_TRIES, past_the_ranges
 from kestrel_core.dispatch.limited_claim import IDLE_IN_CLAIM_MS
-from kestrel_core.durable import checkpoint
 from kestrel_core.durable.boundary import Boundary, Outcome
 from kestrel_core.durable.group_commit import GroupCommit, LazyOpen
 from kestrel_core.engine import listener, registration, scheduler
+from kestrel_core.engine.runners import RunnerThreads
 from kestrel_core.engine.signals import SignalRelay
-from kestrel_core.workflow import runner
-from kestrel_core.workflow.boxing import being_cancelled, boxed, unbox
 from kestrel_core.workflow.contracts import Claimed, Deployment, EngineSettings, Registry
 
 T = TypeVar("T")
@@ -64,7 +63,7 @@ _CONFLICT_TRIES = 3
 HEARTBEAT_BUSY_RETRY_S = 0.2
 
 
-class Worker:
+class Worker(RunnerThreads):
     """Runs the workflows registered on a Kestrel app. Use ``run()`` (blocking, handles
     SIGINT/SIGTERM) or ``start()`` / ``stop()``."""
 
@@ -395,12 +394,6 @@ class Worker:
             what,
         )
 
-    def await_on_loop(self, awaitable: Any) -> Any:
-        """Run a coroutine step on the worker's event loop from a runner thread."""
-        if self._loop is None:
-            return unbox(asyncio.run(boxed(awaitable)))
-        return unbox(asyncio.run_coroutine_threadsafe(boxed(awaitable), self._loop).result())
-
     # -- threads -----------------------------------------------------------------------------
 
     def _claim_loop(self) -> None:
@@ -474,87 +467,6 @@ class Worker:
             asyncio.run_coroutine_threadsafe(self._run_async(held), loop)
         else:
             self._runnable.put(held)
-
-    def _run_loop(self) -> None:
-        """Run the event loop of async workflows until ``stop``. A task that raises SystemExit
-        or KeyboardInterrupt (any task: one ``asyncio.wait_for`` or ``gather`` made of a step)
-        is finished with it, and asyncio then re-raises it out of ``run_forever``: the loop is
-        run on, its other tasks untouched, and the task's awaiter gets the exception."""
-        loop = self._loop
-        if loop is None:
-            return
-        while True:
-            try:
-                loop.run_forever()
-                return
-            except BaseException as exc:
-                if loop.is_closed():
-                    return
-                self.log.warning(
-                    "event=loop_resumed worker=%s error=%r (a task raised it; its awaiter gets it)",
-                    self.worker_id,
-                    first_line(f"{type(exc).__name__}: {exc}"),
-                )
-
-    def _runner_loop(self, slot: int) -> None:
-        while True:
-            held = self._runnable.get()
-            if held is None:
-                return
-            self._running[slot] = held
-            try:
-                runner.execute(self, held)
-            except BaseException:  # a bug or an unexpected database error: never lose the thread
-                self.log.exception(
-                    "event=execution_crashed worker=%s execution_id=%s (its lease will lapse and it will be retried)",
-                    self.worker_id,
-                    held.claim.execution_id,
-                )
-            finally:
-                self._done(held)
-                del self._running[slot]  # kept if _done failed: _supervise_runners hands it back
-
-    def _supervise_runners(self) -> None:
-        """Replace a runner thread that died, and hand its claim back at once: the worker must
-        never claim for a thread that is gone, nor heartbeat a claim no thread runs. (runner.py
-        ends whatever a workflow raises in an outcome and the loop above catches the rest, so
-        only an engine bug gets here.)"""
-        for slot, thread in enumerate(self._runners):
-            if thread.is_alive() or self._stopped.is_set():
-                continue
-            held = self._running.pop(slot, None)  # before its successor uses the slot
-            self._runners[slot] = self._spawn(functools.partial(self._runner_loop, slot), f"runner-{slot}")
-            self.log.error(
-                "event=runner_died worker=%s thread=%s execution_id=%s (replaced; its claim handed back)",
-                self.worker_id,
-                thread.name,
-                None if held is None else held.claim.execution_id,
-            )
-            if held is not None:
-                with self._idle:
-                    self._inflight.pop((held.claim.execution_id, held.claim.claim_epoch), None)
-                    self._idle.notify_all()
-                try:
-                    self.db(
-                        functools.partial(
-                            checkpoint.release,
-                            schema=self.schema,
-                            execution_id=held.claim.execution_id,
-                            worker_id=self.worker_id,
-                            claim_epoch=held.claim.claim_epoch,
-                        ),
-                        window=0,
-                    )
-                except psycopg.Error as exc:  # its lease lapses and a sweep hands it back
-                    self.log.warning(
-                        "event=release_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
-                    )
-
-    def _done(self, held: Claimed) -> None:
-        with self._idle:
-            self._inflight.pop((held.claim.execution_id, held.claim.claim_epoch), None)
-            self._idle.notify_all()
-        self._wake.set()
 
     # -- maintenance: one thread per duty ------------------------------------------------------
 
@@ -725,22 +637,6 @@ class Worker:
         """Add one to ``stats[key]``."""
         with self._lock:
             self.stats[key] += 1
-
-    async def _run_async(self, held: Claimed) -> None:
-        try:
-            await runner.execute_async(self, held)
-        except BaseException as exc:
-            if isinstance(exc, asyncio.CancelledError) and being_cancelled():
-                raise
-            # Never out of the task: asyncio re-raises a task's SystemExit or KeyboardInterrupt
-            # out of run_forever, which would end the loop every async workflow runs on.
-            self.log.exception(
-                "event=execution_crashed worker=%s execution_id=%s (its lease will lapse and it will be retried)",
-                self.worker_id,
-                held.claim.execution_id,
-            )
-        finally:
-            self._done(held)
 
 
 def _on_schema(job: Callable[[psycopg.Connection, str], int], schema: str, conn: psycopg.Connection) -> int:

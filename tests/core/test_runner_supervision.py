@@ -15,6 +15,7 @@ from datetime import timedelta
 import pytest
 
 from kestrel_core import Kestrel
+from kestrel_core.engine import runners
 from kestrel_core.engine import worker as worker_mod
 from tests.waiting import wait_for
 
@@ -62,7 +63,7 @@ def test_the_claim_of_a_runner_thread_that_died_is_handed_back_at_once(
     def plain(ctx, _):
         return ctx.step("one", lambda: 1)
 
-    real_execute = worker_mod.runner.execute
+    real_execute = runners.runner.execute
     broken = threading.Event()
 
     def execute(worker: worker_mod.Worker, held) -> None:
@@ -77,7 +78,7 @@ def test_the_claim_of_a_runner_thread_that_died_is_handed_back_at_once(
         monkeypatch.setattr(worker, "_done", done)
         return None
 
-    monkeypatch.setattr(worker_mod.runner, "execute", execute)
+    monkeypatch.setattr(runners.runner, "execute", execute)
     worker = start_worker(app, concurrency=CONCURRENCY, lease=timedelta(seconds=60))
     eid = app.enqueue("plain")
     # Handed back and claimed again long before the 60 s lease would have lapsed.
