@@ -110,6 +110,7 @@ SELECT owner_id, array_agg(id) FROM kestrel.workflow_executions
  WHERE status = 'running' AND id = ANY(%s) GROUP BY owner_id ORDER BY count(*) DESC
 """
 BEATING = "SELECT worker_id FROM kestrel.workers WHERE last_heartbeat > now() - %s * interval '1 second'"
+ENQUEUED = "SELECT id FROM kestrel.workflow_executions WHERE status = 'enqueued' AND id = ANY(%s)"
 LOCK_ROW = "SELECT 1 FROM kestrel.workflow_executions WHERE id = %s FOR UPDATE"
 
 
@@ -275,6 +276,11 @@ class Env:
         (tmp / "logs").mkdir()
         self.pool = Pool(dsn, tmp / "control", tmp / "logs")
         self.pool.keep(WORKERS)
+        wait_for(  # a loaded machine takes seconds to start them
+            lambda: len(self.conn.execute(BEATING, (LEASE_S,)).fetchall()) >= WORKERS,
+            timeout=120,
+            what=f"{WORKERS} workers to start",
+        )
 
     def close(self) -> None:
         self.pool.terminate()
@@ -291,6 +297,7 @@ class LifecycleModel(RuleBasedStateMachine):
         self.lockers: list[threading.Thread] = []
         self.timers: list[threading.Timer] = []
         self.locks: list[Disruption] = []
+        self.holding: set[int] = set()  # executions whose rows a lock_row thread holds now
         self.first_disruption = len(self.env.pool.disruptions)
         # What a rule found wrong, reported with the rest at the end: an assertion raised in a
         # rule would be hidden by the teardown's own, which runs after it in any case.
@@ -451,7 +458,13 @@ class LifecycleModel(RuleBasedStateMachine):
             return
         pool.freeze(wid, at=began)
         try:
-            self._await_progress([ex.eid for ex in fresh], wid)
+            # what the frozen claim holds: rows that read enqueued but are locked
+            with self.env.conn.transaction():
+                enqueued = {eid for (eid,) in self.env.conn.execute(ENQUEUED, (list(self.execs),))}
+                free = {
+                    eid for (eid,) in self.env.conn.execute(ENQUEUED + " FOR UPDATE SKIP LOCKED", (list(self.execs),))
+                }
+            self._await_progress(sorted({ex.eid for ex in fresh} | (enqueued - free - self.holding)), wid)
         finally:
             pool.thaw(wid)
 
@@ -506,11 +519,13 @@ class LifecycleModel(RuleBasedStateMachine):
         def hold_it() -> None:
             with psycopg.connect(self.env.dsn, application_name="lifecycle-locker") as conn:
                 conn.execute("SET lock_timeout = '20s'")
+                self.holding.add(eid)
                 conn.execute(LOCK_ROW, (eid,))
                 start = time.time()
                 taken.set()
                 time.sleep(hold)
                 conn.commit()
+                self.holding.discard(eid)
                 self.locks.append(Disruption("lock", owner, eid, start, time.time()))
 
         locker = threading.Thread(target=hold_it, name=f"lock-{eid}", daemon=True)
@@ -677,7 +692,7 @@ def test_a_tour_of_every_action_and_fault(model_env: Env) -> None:
     try:
         # a cancel while the workflow's code runs before its first step
         early = m._enqueue("plain", 2, 30, 1200)
-        wait_for(lambda: conn.execute(RUNNING_ON, (early.eid,)).fetchone(), what="the first claim")
+        wait_for(lambda: conn.execute(RUNNING_ON, (early.eid,)).fetchone(), timeout=60, what="the first claim")
         time.sleep(0.85)  # late in that code: less time for a heartbeat to tell the worker first
         m.cancel_one(early)
         # a deadline that passes before the first step; steps raising CancelledError, SystemExit
@@ -690,7 +705,7 @@ def test_a_tour_of_every_action_and_fault(model_env: Env) -> None:
         approved, rejected = m._enqueue("gated"), m._enqueue("gated", 2)
         # a worker frozen before the first step, the execution requeued once its lease lapsed
         frozen = m._enqueue("plain", 1, 30, 1200)
-        owner = wait_for(lambda: conn.execute(RUNNING_ON, (frozen.eid,)).fetchone(), what="a claim")[0]
+        owner = wait_for(lambda: conn.execute(RUNNING_ON, (frozen.eid,)).fetchone(), timeout=60, what="a claim")[0]
         m.freeze_one(owner, LEASE_S * 3)
         wait_for(lambda: conn.execute(LAPSED, (frozen.eid,)).fetchone() != (False,), timeout=LEASE_S + 10)
         m.requeue_one(frozen)
@@ -701,6 +716,7 @@ def test_a_tour_of_every_action_and_fault(model_env: Env) -> None:
         chains = [m._enqueue("plain", 1, int(LEASE_S * 1000) + 1000, 0) for _ in range(4)]
         busy = wait_for(
             lambda: [r for r in conn.execute(RUNNING_BY_OWNER, ([c.eid for c in chains],)) if len(r[1]) >= 2],
+            timeout=60,
             what="a worker running two chains",
         )
         # its first row in the order its heartbeat locks them (by id): the others stay free to sweep
