@@ -59,7 +59,7 @@ PICK = st.integers(0, 1 << 16)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = int(os.environ.get("KESTREL_MODEL_EXAMPLES", "3"))
-STEPS = int(os.environ.get("KESTREL_MODEL_STEPS", "10"))
+STEPS = int(os.environ.get("KESTREL_MODEL_STEPS", "8"))
 LEASE_S = float(os.environ.get("KESTREL_MODEL_LEASE", "3"))
 SHRINK = os.environ.get("KESTREL_MODEL_SHRINK") == "1"
 WORKERS = 3
