@@ -412,7 +412,8 @@ class AsyncFlowOperations:
         prior, mine = self._sync._event_turn(key)
         try:
             if prior is not None:  # waited for on the loop: a line of waits holds no thread
-                EventTurn.go_on(await asyncio.wrap_future(prior.done))
+                # shielded: cancelling this wait must not cancel the predecessor's future
+                EventTurn.go_on(await asyncio.shield(asyncio.wrap_future(prior.done)))
             event = await asyncio.to_thread(self._sync._receive_event, position, op, key, timeout)
         except BaseException as exc:
             mine.end(exc)

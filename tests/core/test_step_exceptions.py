@@ -95,13 +95,13 @@ def test_every_exception_class_a_step_or_workflow_raises_ends_in_its_outcome(
         more += [app.enqueue("ok-async", n) for n in range(3 * CONCURRENCY)]
         wait_for(lambda: all(app.get(eid).done for eid in more), timeout=60, what="the later executions to finish")
         assert {app.get(eid).status for eid in more} == {"success"}
+    except AssertionError as exc:
+        live = ledger.execute(
+            "SELECT id, status, input FROM kestrel.workflow_executions WHERE status NOT IN ('success', 'error')"
+        ).fetchall()
+        raise AssertionError(f"{exc}; not ended: {live[:10]}; worker log: {log.read_text()[-3000:]}") from None
     finally:
         stop_worker_processes([proc])
-        live = ledger.execute(
-            "SELECT id, workflow_name, status, input FROM kestrel.workflow_executions"
-            " WHERE status NOT IN ('success', 'error')"
-        ).fetchall()
-        (tmp_path.parent / "h43a-exceptions.log").write_text(log.read_text() + f"\nLIVE {live}\n")
     text = log.read_text()
     assert "event=execution_crashed" not in text and "event=runner_died" not in text, text[-3000:]
     assert text.count("event=step_raised_base_exception") >= 2 * (len(RAISED) - 1) * 2 * (
