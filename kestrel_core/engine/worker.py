@@ -183,7 +183,8 @@ class Worker:
                 },
             )
         )
-        self._lease_sweep = sweeper.LeaseSweep(margin=self.lease)
+        self._lease_sweep = sweeper.LeaseSweep()
+        self._busy_before: set[tuple[int, int]] = set()  # the heartbeat thread's own
         # Step boundaries of all running executions, written in batches (group_commit.py).
         self._group = GroupCommit(self.db, self.schema, name=f"kestrel-group-commit-{self.worker_id}")
 
@@ -516,7 +517,11 @@ class Worker:
             if self.draining.is_set() and not beating:
                 self._quiet.wait(0.1)
                 continue
-            pause = duty()
+            try:
+                pause = duty()
+            except Exception:  # a bug or an unexpected error: log it, never lose the duty's thread
+                self.log.exception("event=maintenance_crashed worker=%s duty=%s", self.worker_id, duty.__name__)
+                pause = 1.0
             self._quiet.wait(max(0.01, pause))
 
     def _prune_loop(self, older_than: timedelta) -> None:
@@ -556,11 +561,16 @@ class Worker:
             )
             return min(beat_every, HEARTBEAT_BUSY_RETRY_S)
         held = beat.held
-        if beat.busy:
-            self.log.info(
-                "event=lease_busy worker=%s execution_ids=%s (locked by another session; renewed once it is not)",
+        # A row mid-boundary (this worker's own group commit) is locked for milliseconds: busy
+        # at one beat is normal. Busy at two beats in a row, someone holds it: say so, and try
+        # again soon rather than in a third of the lease.
+        lingering, self._busy_before = beat.busy & self._busy_before, beat.busy
+        if lingering:
+            self.log.warning(
+                "event=lease_busy worker=%s execution_ids=%s (its row locked by another session; "
+                "the sweep leaves it to this worker, which renews it once the lock is gone)",
                 self.worker_id,
-                sorted(eid for eid, _ in beat.busy),
+                sorted(eid for eid, _ in lingering),
             )
         for key, claimed in before.items():
             if key not in held and not claimed.lost.is_set():
@@ -575,14 +585,14 @@ class Worker:
                         key[0],
                         key[1],
                     )
-        return min(beat_every, HEARTBEAT_BUSY_RETRY_S) if beat.busy else beat_every
+        return min(beat_every, HEARTBEAT_BUSY_RETRY_S) if lingering else beat_every
 
     def _sweep_leases(self) -> float:
         """Re-enqueue lapsed leases; returns the seconds until the next sweep. The sweep reads
         every running row's index entry, and under a held snapshot every dead one of each past
         claim (issue 22): every sixth of the lease, paced by its cost as the claim's walks from
-        the start are, but once a lease at least; a sweep the server cancels goes on in windows
-        (sweeper.LeaseSweep)."""
+        the start are, but once a lease at least; a sweep the server cancels goes on owner by
+        owner (sweeper.LeaseSweep)."""
         every = max(self.sweep_interval, self.lease.total_seconds() / 6)
         started = time.monotonic()
         try:
@@ -595,7 +605,7 @@ class Worker:
         if expired:
             self.log.warning("event=leases_expired worker=%s reenqueued=%s", self.worker_id, expired)
             self._wake.set()
-        if self._lease_sweep.cursor is not None:  # windows under way: the next soon
+        if self._lease_sweep.by_owner:  # full sweeps cancelled: the dead owners every interval
             return self.sweep_interval
         took = time.monotonic() - started
         return max(every, claim_mod.paced_by_cost(took, cap=self.lease.total_seconds()))
