@@ -260,8 +260,10 @@ class ClaimMark:
         self.rescanned_at, self.rescan_s = started, ended - started
         self.failed_walks += 1
         self.walk_again_at = ended + min(WALK_RETRY_MAX_S, WALK_RETRY_S * 2 ** (self.failed_walks - 1))
-        if self.slices is None or whole:
-            self.slices = BehindPass(blocks=blocks, whole=whole or (self.slices is not None and self.slices.whole))
+        if self.slices is None:
+            self.slices = BehindPass(blocks=blocks, whole=whole)
+        elif whole:  # the pass under way goes on, past the mark too
+            self.slices.whole = True
 
     def pass_ended(self, now: float) -> None:
         """The pass through the heap is over: the next look walks the index again if it may,
@@ -350,7 +352,9 @@ def claim_batch(
     if mark is not None and mark.look_behind_due(time.monotonic()):
         rows += _look_behind(conn, schema, params, n, mark, claim_session)
         behind_looked = True
-    if len(rows) < n:
+    # While a pass through the heap covers past the mark too (the walk from the mark itself was
+    # cancelled), it is the only walk: the mark's would only be cancelled again.
+    if len(rows) < n and not (mark is not None and mark.slices is not None and mark.slices.whole):
         walk_from = mark.key if mark is not None else START_KEY
         started = time.monotonic()
         try:
