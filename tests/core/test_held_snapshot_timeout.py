@@ -94,9 +94,7 @@ def test_a_lapsed_lease_is_swept_when_every_full_sweep_times_out(
 
     (stuck,) = timed_app.enqueue_many("w", ["stuck"])
     # A worker that died an hour ago holding it: its row, its lapsed lease.
-    db.execute(
-        "INSERT INTO workers (worker_id, last_heartbeat) VALUES ('gone', now() - interval '1 hour')"
-    )
+    db.execute("INSERT INTO workers (worker_id, last_heartbeat) VALUES ('gone', now() - interval '1 hour')")
     db.execute(
         "UPDATE workflow_executions SET status = 'running', owner_id = 'gone', claim_epoch = 1,"
         " lease_expires = now() - interval '1 second' WHERE id = %s",
