@@ -80,12 +80,12 @@ STATUS_FRAGMENTS = {
 QUEUE_IS_LIMITED = "(q.keyed OR q.concurrency IS NOT NULL OR q.per_worker IS NOT NULL OR q.rate_limit IS NOT NULL)"
 # Pasted as {ready_row_is_current}: what a claim takes is checked against the execution itself
 # (``e``), not the ready row it came by (``taken``, the deleted row): the execution is enqueued,
-# due, of a workflow and version this worker has (the names and versions parameters), and
+# of a workflow and version this worker has (the names and versions parameters), and
 # exactly as the ready row says (claim key, workflow, queue, version, concurrency key). A ready
 # row left behind by a claim that rolled back while a cancel went on (the trigger skips locked
 # rows) names the execution as it was: after a requeue or a sweep it differs, and claims nothing.
 READY_ROW_IS_CURRENT = (
-    "e.status = 'enqueued' AND e.run_at <= now() AND e.workflow_name = ANY(%(names)s::text[])"
+    "e.status = 'enqueued' AND e.workflow_name = ANY(%(names)s::text[])"
     " AND (e.version IS NULL"
     " OR e.version = (%(versions)s::text[])[array_position(%(names)s::text[], e.workflow_name)])"
     " AND -e.priority::bigint = taken.neg_priority AND e.run_at = taken.run_at"

@@ -21,6 +21,7 @@ has: a row's ``version`` NULL means any, and the first claim stamps the claiming
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ import psycopg
 
 from kestrel_core.db.statements import quote_identifier, render
 from kestrel_core.dispatch.limited_claim import IDLE_IN_CLAIM_MS, IN_CLAIM_TRANSACTION, LIMITED_WITH_WORK, claim_limited
+
+log = logging.getLogger("kestrel.claim")
 
 # The fast path. It walks executions_ready (migration 0015: the enqueued executions, in claim
 # order, nothing else) past the key (after_p, after_at, after_id): the highest key this worker
@@ -98,12 +101,16 @@ CLAIM_BEHIND_SLICE = (
 WITH slice AS MATERIALIZED (
     SELECT r.ctid AS tid, r.neg_priority, r.run_at, r.id FROM {schema}.executions_ready r
      WHERE r.ctid >= %(lo)s::tid AND r.ctid < %(hi)s::tid
-       AND (r.neg_priority, r.run_at, r.id) <= (%(upto_p)s::bigint, %(upto_at)s::timestamptz, %(upto_id)s::bigint)
+       -- (+ 0: not a bound of the claim index, which the planner would walk instead of the slice)
+       AND (r.neg_priority + 0, r.run_at, r.id) <= (%(upto_p)s::bigint, %(upto_at)s::timestamptz, %(upto_id)s::bigint)
        AND"""
     + CLAIMABLE
     + """), picked AS (
     SELECT r.ctid AS tid FROM {schema}.executions_ready r
-     WHERE r.ctid = ANY(ARRAY(SELECT s.tid FROM slice s ORDER BY s.neg_priority, s.run_at, s.id LIMIT %(n)s))
+     -- In claim order: ordered by the aggregate, not by a Sort the session's enable_sort = off
+     -- would price out (and a plan priced that high is JIT-compiled: seconds).
+     WHERE r.ctid = ANY(((SELECT (array_agg(s.tid ORDER BY s.neg_priority, s.run_at, s.id))[1:%(n)s]
+                            FROM slice s))::tid[])
      FOR UPDATE SKIP LOCKED"""
     + TAKE_PICKED
 )
@@ -118,7 +125,7 @@ READY_BLOCKS = "SELECT pg_relation_size(%(ready)s::regclass) / current_setting('
 # (CLAIM_SESSION_SETTINGS), so that each claim is ONE autocommit statement; on any other
 # connection (a test's, one through PgBouncer) the claim is a transaction that sets it first.
 ORDERED_PLAN = "SET LOCAL enable_sort = off"
-CLAIM_SESSION_SETTINGS = {"enable_sort": "off"}
+CLAIM_SESSION_SETTINGS = {"enable_sort": "off", "jit": "off"}  # JIT: never worth it for a claim
 # No claim transaction may stay open across a client freeze: see IN_CLAIM_TRANSACTION
 # (limited_claim.py). The worker's one-statement claims have no transaction to keep open: they
 # commit on the server, with no client round trip in between.
@@ -253,8 +260,10 @@ class ClaimMark:
         self.rescanned_at, self.rescan_s = started, ended - started
         self.failed_walks += 1
         self.walk_again_at = ended + min(WALK_RETRY_MAX_S, WALK_RETRY_S * 2 ** (self.failed_walks - 1))
-        if self.slices is None or whole:
-            self.slices = BehindPass(blocks=blocks, whole=whole or (self.slices is not None and self.slices.whole))
+        if self.slices is None:
+            self.slices = BehindPass(blocks=blocks, whole=whole)
+        elif whole:  # the pass under way goes on, past the mark too
+            self.slices.whole = True
 
     def pass_ended(self, now: float) -> None:
         """The pass through the heap is over: the next look walks the index again if it may,
@@ -343,7 +352,9 @@ def claim_batch(
     if mark is not None and mark.look_behind_due(time.monotonic()):
         rows += _look_behind(conn, schema, params, n, mark, claim_session)
         behind_looked = True
-    if len(rows) < n:
+    # While a pass through the heap covers past the mark too (the walk from the mark itself was
+    # cancelled), it is the only walk: the mark's would only be cancelled again.
+    if len(rows) < n and not (mark is not None and mark.slices is not None and mark.slices.whole):
         walk_from = mark.key if mark is not None else START_KEY
         started = time.monotonic()
         try:
@@ -357,6 +368,10 @@ def claim_batch(
             # (a fresh process walking from the start through a long hold's dead entries):
             # slices of the heap find what it would have, past the mark too.
             mark.walk_cancelled(started, time.monotonic(), _ready_blocks(conn, schema), whole=True)
+            log.warning(
+                "event=claim_walk_cancelled from=mark took_s=%.3f (going on in slices of the heap)",
+                time.monotonic() - started,
+            )
             past = []
         rows += past
         if mark is not None and walk_from == START_KEY and mark.slices is None:
@@ -392,6 +407,10 @@ def _look_behind(
             rows = _claim_rows(conn, render(CLAIM_BEHIND, schema), {**params, "n": n, **_upto(mark.key)}, claim_session)
         except psycopg.errors.QueryCanceled:
             mark.walk_cancelled(started, time.monotonic(), _ready_blocks(conn, schema))
+            log.warning(
+                "event=claim_walk_cancelled from=start took_s=%.3f (going on in slices of the heap)",
+                time.monotonic() - started,
+            )
             return []
         mark.rescanned(started, time.monotonic())
         return rows
@@ -409,8 +428,17 @@ def _look_behind(
         )
     except psycopg.errors.QueryCanceled:
         slices.cancelled(time.monotonic())
+        log.warning("event=claim_slice_cancelled blocks=%s-%s (a quarter of them next)", lo, hi)
         return []
     slices.sliced(started, time.monotonic())
+    log.debug(
+        "event=claim_slice blocks=%s-%s of=%s took_s=%.3f claimed=%s",
+        lo,
+        hi,
+        slices.blocks,
+        time.monotonic() - started,
+        len(rows),
+    )
     if slices.done:
         mark.pass_ended(time.monotonic())
     return rows

@@ -10,24 +10,28 @@ SKIP LOCKED lets many workers sweep at once without blocking each other.
 
 from __future__ import annotations
 
+import logging
 import time
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import timedelta
 
 import psycopg
 
 from kestrel_core.db.statements import notify_channel, one_row, render
 
-# Expired leases, within a window of lease_expires (all of them: -infinity to infinity; a
-# window at a time while a full walk is cancelled by the server: LeaseSweep). An execution its
-# worker found locked by another session at its last beat (``workers.busy``, lease.py) is
-# left alone while that worker beats within its lease: the lock, not the worker, kept its
-# lease from being renewed, and the next beat after the lock renews it.
+# Expired leases: all of them (``owner`` NULL), or those of one owner, read through the
+# running rows' owner index (the one index over running rows: migration 0016), so that the walk
+# crosses that owner's entries only (LeaseSweep). An execution its worker found locked by
+# another session at its last beat (``workers.busy``, lease.py) is left alone while that worker
+# beats within its lease: the lock, not the worker, kept its lease from being renewed, and the
+# next beat after the lock renews it.
+log = logging.getLogger("kestrel.sweeper")
+
 SWEEP_LEASES = """
 WITH expired AS (
     SELECT e.id FROM {schema}.workflow_executions e, {async_commit}
      WHERE e.status = 'running' AND e.lease_expires < now()
-       AND e.lease_expires >= %(after)s::timestamptz AND e.lease_expires < %(before)s::timestamptz
+       AND (%(owner)s::text IS NULL OR e.owner_id = %(owner)s::text)
        AND NOT EXISTS (
              SELECT 1 FROM {schema}.workers w
               WHERE w.worker_id = e.owner_id AND e.id = ANY(w.busy)
@@ -46,7 +50,15 @@ WITH expired AS (
 )
 SELECT id FROM swept, (SELECT count(*) FROM woke) w
 """
-EVER = (datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC))
+# The workers that stopped beating (or stopped) within LOOK_BACK, oldest beat first: whose
+# executions a sweep by owner looks at. A worker row without a lease (written by code older
+# than migration 0023) counts as dead a minute after its last beat.
+DEAD_OWNERS = """
+SELECT w.worker_id FROM {schema}.workers w
+ WHERE w.last_heartbeat > now() - %(look_back)s
+   AND (w.stopped_at IS NOT NULL OR w.last_heartbeat + coalesce(w.lease, interval '1 minute') < now())
+ ORDER BY w.last_heartbeat
+"""
 
 # The function (migration 0013) resolves due waits, checkpoints each wake-up (an approval's
 # as timed out) and re-enqueues their executions: SECURITY DEFINER, so that the worker role
@@ -91,25 +103,25 @@ def fold_activity(
     return int(one_row(row, "FOLD_ACTIVITY")[0])
 
 
-def sweep_leases(
-    conn: psycopg.Connection, schema: str, batch: int = 500, window: tuple[datetime, datetime] = EVER
-) -> list[int]:
-    """Re-enqueue running executions whose lease lapsed (within ``window`` of lease_expires, from
-    inclusive, to exclusive); returns their ids."""
-    params = {"batch": batch, "channel": notify_channel(schema), "after": window[0], "before": window[1]}
+def sweep_leases(conn: psycopg.Connection, schema: str, batch: int = 500, owner: str | None = None) -> list[int]:
+    """Re-enqueue running executions whose lease lapsed (of ``owner`` alone, if given); returns
+    their ids."""
+    params = {"batch": batch, "channel": notify_channel(schema), "owner": owner}
     rows = conn.execute(render(SWEEP_LEASES, schema), params)
     return [row[0] for row in rows]
 
 
 # While a full lease sweep is cancelled by the server (a statement_timeout shorter than its walk
-# through a long hold's dead index entries), the sweep goes through lease_expires a window at
-# a time, each bounded by the renewals and claims that fell in it: WINDOW_FIRST_S to start,
-# doubled while one takes under WINDOW_TARGET_S, halved above twice that, quartered when
-# cancelled; from LOOK_BACK before the last full sweep that succeeded (or the worker's start)
-# to now, then again from where that pass began. A full sweep is tried again after
-# FULL_RETRY_S, doubling per failure up to FULL_RETRY_MAX_S.
-WINDOW_FIRST_S = 1.0
-WINDOW_TARGET_S = 0.025
+# through the dead index entries a long hold left: every claim of every worker leaves one),
+# the sweep goes owner by owner through the workers that stopped beating (DEAD_OWNERS): each
+# walk crosses the entries of one dead worker only, which stopped growing when it died. A full
+# sweep is tried again after FULL_RETRY_S, doubling per failure up to FULL_RETRY_MAX_S. Not
+# reached meanwhile: an execution whose lease lapsed while its worker still beats (the worker
+# gave up on it after a failed write), until a full sweep succeeds.
+# A walk by owner must go through the owner index, its cost bounded by that owner's entries:
+# never a scan of the table, which the planner may pick when its statistics predate the hold
+# (and a plan the setting prices that high is not worth compiling).
+BY_OWNER_PLAN = "SELECT set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)"
 FULL_RETRY_S = 5.0
 FULL_RETRY_MAX_S = 60.0
 LOOK_BACK = timedelta(days=1)
@@ -117,25 +129,19 @@ LOOK_BACK = timedelta(days=1)
 
 @dataclass
 class LeaseSweep:
-    """One worker's lease sweep: full while the server lets it finish, else windows (above).
-    ``run(conn)`` sweeps once and returns the ids it re-enqueued. Times are the worker's clock
-    (UTC); ``margin`` (the lease) absorbs the skew between it and the server's."""
+    """One worker's lease sweep: full while the server lets it finish, else by dead owner
+    (above). ``run(conn, schema)`` sweeps once and returns the ids it re-enqueued."""
 
-    margin: timedelta
     batch: int = 500
-    last_full: datetime | None = None  # start of the last full sweep that finished
-    started: datetime = field(default_factory=lambda: datetime.now(UTC))
     failed_full: int = 0
     full_again_at: float = float("-inf")  # time.monotonic()
-    cursor: datetime | None = None  # the window pass under way: where it is
-    pass_began: datetime | None = None
-    span_s: float = WINDOW_FIRST_S
+    next_owner: int = 0  # where the round of dead owners is
+    by_owner: bool = False  # full sweeps cancelled: sweeping by owner
 
     def run(self, conn: psycopg.Connection, schema: str, budget_s: float = 0.05) -> list[int]:
-        """Sweep: a full walk, or windows for up to ``budget_s``."""
+        """Sweep: a full walk, or dead owners one by one for up to ``budget_s``."""
         now = time.monotonic()
-        if self.cursor is None and now >= self.full_again_at:
-            began = datetime.now(UTC)
+        if now >= self.full_again_at:
             try:
                 full = sweep_leases(conn, schema, self.batch)
             except psycopg.errors.QueryCanceled:
@@ -143,37 +149,30 @@ class LeaseSweep:
                 self.full_again_at = time.monotonic() + min(
                     FULL_RETRY_MAX_S, FULL_RETRY_S * 2 ** (self.failed_full - 1)
                 )
-                floor = self.last_full if self.last_full is not None else self.started - LOOK_BACK
-                self.cursor, self.pass_began = floor - self.margin, began
+                if not self.by_owner:
+                    log.warning(
+                        "event=lease_sweep_cancelled took_s=%.3f (sweeping the workers that stopped beating,"
+                        " one by one)",
+                        time.monotonic() - now,
+                    )
+                self.by_owner = True
                 return []
-            if len(full) < self.batch:
-                self.last_full, self.failed_full = began, 0
+            self.failed_full, self.by_owner = 0, False
             return full
-        if self.cursor is None:  # full sweeps barred for now: a new pass of windows
-            begins = self.pass_began if self.pass_began is not None else self.started - LOOK_BACK
-            self.cursor, self.pass_began = begins - self.margin, datetime.now(UTC)
+        owners = [row[0] for row in conn.execute(render(DEAD_OWNERS, schema), {"look_back": LOOK_BACK})]
         swept: list[int] = []
         deadline = now + budget_s
-        while self.cursor is not None and time.monotonic() < deadline:
-            lo = self.cursor
-            hi = lo + timedelta(seconds=self.span_s)
-            t0 = time.monotonic()
-            try:
-                got = sweep_leases(conn, schema, self.batch, (lo, hi))
-            except psycopg.errors.QueryCanceled:
-                self.span_s = max(0.001, self.span_s / 4)
+        for _ in range(len(owners)):
+            if time.monotonic() >= deadline:
                 break
-            took = time.monotonic() - t0
-            swept += got
-            if len(got) >= self.batch:
-                continue  # the same window again: more expired there
-            self.cursor = hi
-            if took < WINDOW_TARGET_S:
-                self.span_s = min(LOOK_BACK.total_seconds(), self.span_s * 2)
-            elif took > 2 * WINDOW_TARGET_S:
-                self.span_s = max(0.001, self.span_s / 2)
-            if hi >= datetime.now(UTC) + self.margin:  # past every lease that can have lapsed
-                self.cursor = None
+            owner = owners[self.next_owner % len(owners)]
+            self.next_owner += 1
+            try:
+                with conn.transaction():
+                    conn.execute(BY_OWNER_PLAN)
+                    swept += sweep_leases(conn, schema, self.batch, owner)
+            except psycopg.errors.QueryCanceled:
+                log.warning("event=lease_sweep_cancelled owner=%s (the next owner)", owner)
         return swept
 
 

@@ -7,9 +7,8 @@ Threads, each with one job:
   (runners.py: supervised, a dead thread replaced and its claim handed back);
 - the group commit writer: the step boundaries of all of them, in batches (group_commit.py);
 - the listener: one connection LISTENing on the schema's channel;
-- maintenance, one thread per duty so that none waits for another: the heartbeat (one UPDATE
-  renews every lease it can lock, on a session of its own), the lease sweep, the sweep of
-  waits and deadlines, the schedules' ticks, and the once-a-minute upkeep.
+- maintenance, one thread per duty so that none waits for another (maintenance.py): the
+  heartbeat, the lease sweep, the sweep of waits and deadlines, the ticks, the upkeep.
 Running one claimed execution (replay, call, record the outcome) is runner.py's job.
 Stateless and fungible: everything it knows is in Postgres, so killing it loses nothing.
 """
@@ -38,13 +37,14 @@ from kestrel_core.base.masking import first_line
 from kestrel_core.db.connection import OwnSession, make_pool
 from kestrel_core.db.outage import is_conflict, is_outage
 from kestrel_core.dispatch import claim as claim_mod
-from kestrel_core.dispatch import deadlines, sweeper
 from kestrel_core.dispatch import lease as lease_mod
+from kestrel_core.dispatch import sweeper
 from kestrel_core.dispatch.enqueue import RANGE_PAUSE_S, RANGE_TRIES, past_the_ranges
 from kestrel_core.dispatch.limited_claim import IDLE_IN_CLAIM_MS
 from kestrel_core.durable.boundary import Boundary, Outcome
 from kestrel_core.durable.group_commit import GroupCommit, LazyOpen
-from kestrel_core.engine import listener, registration, scheduler
+from kestrel_core.engine import listener, registration
+from kestrel_core.engine.maintenance import Maintenance
 from kestrel_core.engine.runners import RunnerThreads
 from kestrel_core.engine.signals import SignalRelay
 from kestrel_core.workflow.contracts import Claimed, Deployment, EngineSettings, Registry
@@ -58,9 +58,6 @@ _DB_RETRY = Backoff(0.05, cap=2.0)  # one engine write (Worker.db)
 _CLAIM_RETRY = Backoff(0.2, cap=5.0)  # the claim loop
 _CONFLICT_RETRY = Backoff(0.01, cap=0.2)  # a statement rolled back by a deadlock (Worker.db)
 _CONFLICT_TRIES = 3
-# How soon the heartbeat tries again for a lease whose row another session held locked (or
-# after a failed beat).
-HEARTBEAT_BUSY_RETRY_S = 0.2
 
 
 class Worker(RunnerThreads):
@@ -135,7 +132,7 @@ class Worker(RunnerThreads):
         self._hurry = threading.Event()  # stop waiting for in-flight steps (second signal)
         self._give_up = threading.Event()  # retries waiting for the database stop waiting
         self._quiet = threading.Event()  # the heartbeat and the sweeps end (before retiring)
-        self._maintenance: list[threading.Thread] = []
+        self._maintenance: list[threading.Thread] = []  # the duties' threads (maintenance.py)
         self._listener: listener.Listener | None = None
         # Keyed by claim (execution id, claim epoch), not by execution: after a freeze this
         # worker may claim an execution again while the older claim's thread still finishes
@@ -163,19 +160,10 @@ class Worker(RunnerThreads):
             name=f"kestrel-worker-{self.worker_id}",
             check=False,  # db() retries; checking would add a round trip to every step
         )
-        # Sessions of their own (not the pool's): the heartbeat must never wait for a pooled
-        # connection nor long for a lock (a relation lock of a partition being dropped): its
-        # statement skips locked rows, and gives up on any other lock after HEARTBEAT_LOCK_MS;
-        # the claim session keeps the claim's plan setting, so that a claim is one statement
-        # that commits on the server (claim.py). Through PgBouncer (transaction pooling) session
-        # settings do not hold: the claim uses the pool, one transaction per claim.
-        lock_ms = max(100, int(self.lease.total_seconds() * 1000 / 10))
-        self._beat_session = OwnSession(
-            app.dsn,
-            application_name="kestrel-worker-heartbeat",
-            settings={} if app.transaction_pooling else {"lock_timeout": str(lock_ms)},
-            prepare=not app.transaction_pooling,
-        )
+        # The claim's session of its own (not the pool's) keeps the claim's plan setting, so
+        # that a claim is one statement that commits on the server (claim.py). Through
+        # PgBouncer (transaction pooling) session settings do not hold: the claim uses the pool,
+        # one transaction per claim.
         self._claim_session = (
             None
             if app.transaction_pooling
@@ -188,7 +176,7 @@ class Worker(RunnerThreads):
                 },
             )
         )
-        self._lease_sweep = sweeper.LeaseSweep(margin=self.lease)
+        self._duties = Maintenance(self, dsn=app.dsn, transaction_pooling=app.transaction_pooling)
         # Step boundaries of all running executions, written in batches (group_commit.py).
         self._group = GroupCommit(self.db, self.schema, name=f"kestrel-group-commit-{self.worker_id}")
 
@@ -240,7 +228,7 @@ class Worker(RunnerThreads):
             )
             self._spawn(self._run_loop, "asyncio")
         self._spawn(self._claim_loop, "claim")
-        self._start_maintenance()
+        self._maintenance = self._duties.start()
         if self.listen:
             self._listener = listener.Listener(self.settings, set(self.names), self._wake, self.log, self.worker_id)
             self._spawn(self._listener.run, "listen")
@@ -302,7 +290,7 @@ class Worker(RunnerThreads):
                 thread.join(timeout=2.0)
         if self._listener is not None:
             self._listener.close()
-        self._beat_session.close()
+        self._duties.close()
         if self._claim_session is not None:
             self._claim_session.close()
         self._pool.close(timeout=2.0)
@@ -468,36 +456,6 @@ class Worker(RunnerThreads):
         else:
             self._runnable.put(held)
 
-    # -- maintenance: one thread per duty ------------------------------------------------------
-
-    def _start_maintenance(self) -> None:
-        """One thread per duty, so that a duty waiting on the database (a lock, a slow walk
-        under a held snapshot, a statement timeout) delays no other: above all, no lease goes
-        unrenewed because a sweep or a tick is stuck (issue 43)."""
-        duties: tuple[tuple[str, Callable[[], float]], ...] = (
-            ("heartbeat", self._heartbeat),
-            ("sweep-leases", self._sweep_leases),
-            ("sweep-waits", self._sweep_waits),
-            ("ticks", self._tick_schedules),
-            ("upkeep", self._minute_upkeep),
-        )
-        first = time.monotonic()
-        for name, duty in duties:
-            later = sweeper.FOLD_EVERY_S * random.uniform(0.1, 1.0) if name == "upkeep" else 0.0
-            self._maintenance.append(self._spawn(functools.partial(self._duty_loop, duty, first + later), name))
-
-    def _duty_loop(self, duty: Callable[[], float], first: float) -> None:
-        """Run ``duty`` until the worker goes quiet; it returns how long until its next run.
-        Only the heartbeat goes on while the worker drains (its executions still run)."""
-        beating = duty == self._heartbeat
-        self._quiet.wait(max(0.0, first - time.monotonic()))
-        while not self._quiet.is_set():
-            if self.draining.is_set() and not beating:
-                self._quiet.wait(0.1)
-                continue
-            pause = duty()
-            self._quiet.wait(max(0.01, pause))
-
     def _prune_loop(self, older_than: timedelta) -> None:
         while not self._stopped.wait(self.prune_every * random.uniform(0.8, 1.2)):
             try:
@@ -516,128 +474,12 @@ class Worker(RunnerThreads):
             if result.deleted:
                 self.log.info("event=pruned worker=%s deleted=%s", self.worker_id, result.deleted)
 
-    def _heartbeat(self) -> float:
-        """Renew the leases; returns the seconds until the next beat: a third of the lease, or
-        HEARTBEAT_BUSY_RETRY_S while a lease could not be renewed because another session held
-        its row locked (renewed as soon as the lock is gone)."""
-        beat_every = self.lease.total_seconds() / 3
-        with self._lock:
-            before = dict(self._inflight)
-        try:
-            beat = self._beat_session.run(
-                lambda c: lease_mod.heartbeat(
-                    c, self.schema, self.worker_id, self.lease, sorted({eid for eid, _ in before})
-                )
-            )
-        except psycopg.Error as exc:
-            self.log.warning(
-                "event=heartbeat_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
-            )
-            return min(beat_every, HEARTBEAT_BUSY_RETRY_S)
-        held = beat.held
-        if beat.busy:
-            self.log.info(
-                "event=lease_busy worker=%s execution_ids=%s (locked by another session; renewed once it is not)",
-                self.worker_id,
-                sorted(eid for eid, _ in beat.busy),
-            )
-        for key, claimed in before.items():
-            if key not in held and not claimed.lost.is_set():
-                with self._lock:
-                    still_running = key in self._inflight
-                if still_running:
-                    claimed.lost.set()
-                    self.log.warning(
-                        "event=claim_lost worker=%s execution_id=%s epoch=%s (swept, "
-                        "cancelled or reclaimed; stopping at the next step)",
-                        self.worker_id,
-                        key[0],
-                        key[1],
-                    )
-        return min(beat_every, HEARTBEAT_BUSY_RETRY_S) if beat.busy else beat_every
-
-    def _sweep_leases(self) -> float:
-        """Re-enqueue lapsed leases; returns the seconds until the next sweep. The sweep reads
-        every running row's index entry, and under a held snapshot every dead one of each past
-        claim (issue 22): every sixth of the lease, paced by its cost as the claim's walks from
-        the start are, but once a lease at least; a sweep the server cancels goes on in windows
-        (sweeper.LeaseSweep)."""
-        every = max(self.sweep_interval, self.lease.total_seconds() / 6)
-        started = time.monotonic()
-        try:
-            expired = self.db(lambda c: self._lease_sweep.run(c, self.schema), window=0)
-        except psycopg.Error as exc:
-            self.log.warning(
-                "event=sweep_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
-            )
-            expired = []
-        if expired:
-            self.log.warning("event=leases_expired worker=%s reenqueued=%s", self.worker_id, expired)
-            self._wake.set()
-        if self._lease_sweep.cursor is not None:  # windows under way: the next soon
-            return self.sweep_interval
-        took = time.monotonic() - started
-        return max(every, claim_mod.paced_by_cost(took, cap=self.lease.total_seconds()))
-
-    def _sweep_waits(self) -> float:
-        """Wake due waits and end executions past their deadline; returns the seconds until the
-        next sweep."""
-        try:
-            woken = self.db(lambda c: sweeper.sweep_waits(c, self.schema), window=0)
-            late = self.db(lambda c: deadlines.sweep_deadlines(c, self.schema), window=0)
-        except psycopg.Error as exc:
-            self.log.warning(
-                "event=sweep_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
-            )
-        else:
-            if late:
-                self.log.warning("event=deadline_passed worker=%s ended=%s", self.worker_id, late)
-            if woken:
-                self.log.info("event=waits_due worker=%s reenqueued=%s", self.worker_id, woken)
-                self._wake.set()
-        return self.sweep_interval * random.uniform(0.8, 1.2)
-
     def _minute_upkeep(self) -> float:
-        """About once a minute (issue 22): fold the counters of old id blocks, record the
-        dashboard's closed activity minutes, drop ready rows gone stale, create the history's
-        id ranges ahead."""
-        jobs: tuple[tuple[str, Callable[[psycopg.Connection, str], int]], ...] = (
-            ("ensure_partitions", sweeper.ensure_partitions),
-            ("fold_counts", sweeper.fold_counts),
-            ("fold_activity", sweeper.fold_activity),
-            ("drop_stale_ready", sweeper.drop_stale_ready),
-        )
-        for event, job in jobs:
-            try:
-                done = self.db(functools.partial(_on_schema, job, self.schema), window=0)
-            except psycopg.Error as exc:
-                self.log.warning(
-                    "event=%s_failed worker=%s error=%r", event, self.worker_id, first_line(exc, self.settings.dsn)
-                )
-                continue
-            if event == "drop_stale_ready" and done:
-                self.log.info("event=stale_ready_dropped worker=%s rows=%s", self.worker_id, done)
-            if event == "ensure_partitions" and done:
-                self.log.info("event=partitions_created worker=%s ranges=%s", self.worker_id, done)
-        return sweeper.FOLD_EVERY_S * random.uniform(0.8, 1.2)
-
-    def _tick_schedules(self) -> float:
-        # Every worker ticks every schedule, its workflow registered here or not: the run waits
-        # for a worker that has the code (``status`` says when none does).
-        try:
-            if self.db(lambda c: scheduler.tick_due(c, self.schema, worker=self.worker_id), window=0).enqueued:
-                self._wake.set()
-        except psycopg.Error as exc:
-            self.log.warning(
-                "event=schedule_tick_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
-            )
-        return self.sweep_interval * random.uniform(0.8, 1.2)
+        """The once-a-minute upkeep now (maintenance.py)."""
+        pause: float = self._duties.minute_upkeep()
+        return pause
 
     def count(self, key: str) -> None:
         """Add one to ``stats[key]``."""
         with self._lock:
             self.stats[key] += 1
-
-
-def _on_schema(job: Callable[[psycopg.Connection, str], int], schema: str, conn: psycopg.Connection) -> int:
-    return job(conn, schema)
