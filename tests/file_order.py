@@ -41,6 +41,7 @@ WAITING = {
     "tests/core/test_crash.py",
     "tests/core/test_pgbouncer.py",
     "tests/core/test_frozen_worker.py",
+    "tests/core/test_lifecycle_model.py",
     "tests/core/test_schedule_workers.py",
     "tests/cli/test_demo_fresh.py",
     "tests/cli/test_demo.py",

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 import psycopg
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from kestrel_core.base.errors import DatabaseUnavailable
@@ -196,3 +199,51 @@ class ConnectionRunner(Protocol):
     retries while the database restarts) is one; ``prune.connection_runner`` makes one."""
 
     def __call__(self, fn: Callable[[psycopg.Connection], T], /) -> T: ...
+
+
+class OwnSession:
+    """One autocommit connection of its own, for a thread that must never wait for a pool's
+    connection (the heartbeat) or that keeps settings for its session (the claim): opened on
+    first use with ``settings`` (``SET name = value``), dropped when it broke, and opened again
+    by the next call. Used by one thread at a time."""
+
+    def __init__(self, dsn: str, *, application_name: str, settings: dict[str, str], prepare: bool = True) -> None:
+        self._conninfo = _conninfo(dsn, application_name, connect_timeout=10)
+        self._settings = dict(settings)
+        self._prepare = prepare
+        self._conn: psycopg.Connection | None = None
+        self._lock = threading.Lock()
+
+    def run(self, fn: Callable[[psycopg.Connection], T]) -> T:
+        """``fn``'s result, called with the session; a connection that broke on the way is
+        dropped (the error is raised: the caller decides whether to try again)."""
+        with self._lock:
+            conn = self._conn
+            if conn is None or conn.closed or conn.broken:
+                close_quietly(conn)
+                self._conn = conn = self._open()
+            try:
+                return fn(conn)
+            except psycopg.Error:
+                if conn.broken or conn.closed or conn.info.transaction_status != TransactionStatus.IDLE:
+                    close_quietly(conn)
+                    self._conn = None
+                raise
+
+    def _open(self) -> psycopg.Connection:
+        conn = psycopg.connect(self._conninfo, autocommit=True)
+        try:
+            if not self._prepare:
+                conn.prepare_threshold = None
+            for name, value in self._settings.items():
+                conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(name), sql.Literal(value)))
+        except BaseException:
+            close_quietly(conn)
+            raise
+        return conn
+
+    def close(self) -> None:
+        """Close the connection (the next call opens another)."""
+        with self._lock:
+            close_quietly(self._conn)
+            self._conn = None

@@ -58,9 +58,10 @@ LOCK_IF_CLAIM_IS_CURRENT = "SELECT id FROM {schema}.workflow_executions WHERE {c
 # executions table aliased ``e``. Every claim bumps claim_epoch (the fence above), and stamps
 # the worker's version of the workflow on an execution enqueued without one. Times are the
 # claiming statement's: the limited claim runs it after waiting for its queue locks, and
-# stamps its rate window with the same instant.
+# stamps its rate window with the same instant. The lease is counted from the row's own claim
+# (clock_timestamp()), which commits with the statement (claim.py): not from the statement's start.
 TAKE_CLAIM = (
-    "status = 'running', owner_id = %(worker_id)s, lease_expires = statement_timestamp() + %(lease)s,"
+    "status = 'running', owner_id = %(worker_id)s, lease_expires = clock_timestamp() + %(lease)s,"
     " claim_epoch = e.claim_epoch + 1, claims = e.claims + 1,"
     " started_at = coalesce(e.started_at, statement_timestamp()), updated_at = statement_timestamp(),"
     " version = coalesce(e.version, (%(versions)s::text[])[array_position(%(names)s::text[], e.workflow_name)])"
@@ -77,6 +78,21 @@ STATUS_FRAGMENTS = {
 # Pasted as {queue_is_limited}, on the queues table aliased ``q``: a queue with a limit
 # (concurrency, per worker, rate) or keyed executions, which only the limited claim serves.
 QUEUE_IS_LIMITED = "(q.keyed OR q.concurrency IS NOT NULL OR q.per_worker IS NOT NULL OR q.rate_limit IS NOT NULL)"
+# Pasted as {ready_row_is_current}: what a claim takes is checked against the execution itself
+# (``e``), not the ready row it came by (``taken``, the deleted row): the execution is enqueued,
+# of a workflow and version this worker has (the names and versions parameters), and
+# exactly as the ready row says (claim key, workflow, queue, version, concurrency key). A ready
+# row left behind by a claim that rolled back while a cancel went on (the trigger skips locked
+# rows) names the execution as it was: after a requeue or a sweep it differs, and claims nothing.
+READY_ROW_IS_CURRENT = (
+    "e.status = 'enqueued' AND e.workflow_name = ANY(%(names)s::text[])"
+    " AND (e.version IS NULL"
+    " OR e.version = (%(versions)s::text[])[array_position(%(names)s::text[], e.workflow_name)])"
+    " AND -e.priority::bigint = taken.neg_priority AND e.run_at = taken.run_at"
+    " AND e.workflow_name = taken.workflow_name AND e.queue = taken.queue"
+    " AND e.version IS NOT DISTINCT FROM taken.version"
+    " AND e.concurrency_key IS NOT DISTINCT FROM taken.concurrency_key"
+)
 # Pasted as {version_matches}, on executions_ready aliased ``r``: the row is of a version this
 # worker has (the names and versions parameters are parallel arrays; a NULL version is any).
 VERSION_MATCHES = (
@@ -103,6 +119,7 @@ def _fragments(schema: str) -> dict[str, sql.Composable]:
         "lock_if_claim_is_current": sql.SQL(LOCK_IF_CLAIM_IS_CURRENT).format(schema=ident, claim_is_current=claim),
         "async_commit": sql.SQL(ASYNC_COMMIT),
         "take_claim": sql.SQL(TAKE_CLAIM),
+        "ready_row_is_current": sql.SQL(READY_ROW_IS_CURRENT),
         "queue_is_limited": sql.SQL(QUEUE_IS_LIMITED),
         "version_matches": sql.SQL(VERSION_MATCHES),
         "worker_is_live": sql.SQL(WORKER_IS_LIVE),

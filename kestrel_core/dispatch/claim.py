@@ -21,6 +21,7 @@ has: a row's ``version`` NULL means any, and the first claim stamps the claiming
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,52 +30,111 @@ from typing import Any
 
 import psycopg
 
-from kestrel_core.db.statements import render
-from kestrel_core.dispatch.limited_claim import LIMITED_WITH_WORK, claim_limited
+from kestrel_core.db.statements import quote_identifier, render
+from kestrel_core.dispatch.limited_claim import IDLE_IN_CLAIM_MS, IN_CLAIM_TRANSACTION, LIMITED_WITH_WORK, claim_limited
+
+log = logging.getLogger("kestrel.claim")
 
 # The fast path. It walks executions_ready (migration 0015: the enqueued executions, in claim
 # order, nothing else) past the key (after_p, after_at, after_id): the highest key this worker
 # process took (its mark, ClaimMark), or the start. It deletes the rows it takes and moves
-# their executions to 'running'. Besides
-# due and registered, a row must be of a version this worker has (the names and versions
-# parameters are parallel arrays; NULL = any), of a queue it serves (NULL = all), and not of a
-# paused or limited queue (the tiny queues table, read once per statement). The first claim
-# stamps the worker's version on a row that had none. A ready row whose execution is no longer
-# enqueued (stale: see migration 0015) is deleted and claims nothing.
-CLAIM = """
-WITH picked AS (
-    SELECT r.ctid AS tid FROM {schema}.executions_ready r
-     WHERE (r.neg_priority, r.run_at, r.id) > (%(after_p)s::bigint, %(after_at)s::timestamptz, %(after_id)s::bigint)
-       AND r.run_at <= now() AND r.workflow_name = ANY(%(names)s::text[])
+# their executions to 'running'. Besides due and registered, a row must be of a version this
+# worker has (the names and versions parameters are parallel arrays; NULL = any), of a queue it
+# serves (NULL = all), and not of a paused or limited queue (the tiny queues table, read once
+# per statement). The first claim stamps the worker's version on a row that had none.
+#
+# What is claimed is checked against the execution itself, not the ready row ({ready_row_is_current}):
+# a ready row can outlive its execution's enqueued state (a claim that had it locked rolled
+# back while a cancel went on: the trigger skips locked rows), and after a requeue or a sweep it
+# would name an old version, queue or run_at. Such a row is deleted and claims nothing.
+CLAIMABLE = """
+       r.run_at <= now() AND r.workflow_name = ANY(%(names)s::text[])
        AND {version_matches}
        AND (%(queues)s::text[] IS NULL OR r.queue = ANY(%(queues)s::text[]))
        AND r.queue <> ALL (ARRAY(
              SELECT q.name FROM {schema}.queues q WHERE q.paused OR {queue_is_limited}))
-     ORDER BY r.neg_priority, r.run_at, r.id
-     LIMIT %(n)s
-     FOR UPDATE SKIP LOCKED
+"""
+TAKE_PICKED = """
 ), taken AS (
     DELETE FROM {schema}.executions_ready r USING picked
      WHERE r.ctid = picked.tid
-    RETURNING r.id, r.neg_priority, r.run_at
+    RETURNING r.id, r.neg_priority, r.run_at, r.workflow_name, r.queue, r.version, r.concurrency_key
 )
 UPDATE {schema}.workflow_executions e
    SET {take_claim}
   FROM taken
- WHERE e.id = taken.id AND e.status = 'enqueued'
+ WHERE e.id = taken.id AND {ready_row_is_current}
 RETURNING e.id, e.workflow_name, e.input, e.claim_epoch, e.claims, taken.neg_priority, taken.run_at
 """
+CLAIM = (
+    """
+WITH picked AS (
+    SELECT r.ctid AS tid FROM {schema}.executions_ready r
+     WHERE (r.neg_priority, r.run_at, r.id) > (%(after_p)s::bigint, %(after_at)s::timestamptz, %(after_id)s::bigint)
+       AND"""
+    + CLAIMABLE
+    + """     ORDER BY r.neg_priority, r.run_at, r.id
+     LIMIT %(n)s
+     FOR UPDATE SKIP LOCKED"""
+    + TAKE_PICKED
+)
+# The look behind the mark, walking the claim index from the start up to the mark (inclusive):
+# rows that became claimable there (a claim rolled back, a higher priority, a row skipped as
+# locked, a queue resumed, a version now served, an enqueue that committed late).
+CLAIM_BEHIND = (
+    """
+WITH picked AS (
+    SELECT r.ctid AS tid FROM {schema}.executions_ready r
+     WHERE (r.neg_priority, r.run_at, r.id) <= (%(upto_p)s::bigint, %(upto_at)s::timestamptz, %(upto_id)s::bigint)
+       AND"""
+    + CLAIMABLE
+    + """     ORDER BY r.neg_priority, r.run_at, r.id
+     LIMIT %(n)s
+     FOR UPDATE SKIP LOCKED"""
+    + TAKE_PICKED
+)
+# The same look, one slice of the table's heap at a time (blocks lo to hi, a TID range scan):
+# what a slice costs is bounded by its size, dead rows included, whatever a held snapshot left
+# in the claim index. Used while walks of the index time out (ClaimMark, BehindPass).
+CLAIM_BEHIND_SLICE = (
+    """
+WITH slice AS MATERIALIZED (
+    SELECT r.ctid AS tid, r.neg_priority, r.run_at, r.id FROM {schema}.executions_ready r
+     WHERE r.ctid >= %(lo)s::tid AND r.ctid < %(hi)s::tid
+       -- (+ 0: not a bound of the claim index, which the planner would walk instead of the slice)
+       AND (r.neg_priority + 0, r.run_at, r.id) <= (%(upto_p)s::bigint, %(upto_at)s::timestamptz, %(upto_id)s::bigint)
+       AND"""
+    + CLAIMABLE
+    + """), picked AS (
+    SELECT r.ctid AS tid FROM {schema}.executions_ready r
+     -- In claim order: ordered by the aggregate, not by a Sort the session's enable_sort = off
+     -- would price out (and a plan priced that high is JIT-compiled: seconds).
+     WHERE r.ctid = ANY(((SELECT (array_agg(s.tid ORDER BY s.neg_priority, s.run_at, s.id))[1:%(n)s]
+                            FROM slice s))::tid[])
+     FOR UPDATE SKIP LOCKED"""
+    + TAKE_PICKED
+)
+# How many blocks the ready table has now: a pass of slices covers them.
+READY_BLOCKS = "SELECT pg_relation_size(%(ready)s::regclass) / current_setting('block_size')::bigint"
 # The claim must walk the ready index in order and stop after N rows. The planner may
 # believe the queue is tiny and sort the whole backlog instead (13-16 ms instead of 0.2-0.4 ms
 # at 36-40k rows): when its statistics predate a burst of enqueues (autovacuum analyzes up to
 # a minute later), and, even with fresh statistics, when every row has the same queue (the
-# "not a limited queue" filter is then estimated to keep ~0 rows). Ruling out the sort for
-# this one transaction keeps the plan right at any size.
+# "not a limited queue" filter is then estimated to keep ~0 rows). Ruling out the sort keeps
+# the plan right at any size: the worker's own claim session sets it once for the session
+# (CLAIM_SESSION_SETTINGS), so that each claim is ONE autocommit statement; on any other
+# connection (a test's, one through PgBouncer) the claim is a transaction that sets it first.
 ORDERED_PLAN = "SET LOCAL enable_sort = off"
+CLAIM_SESSION_SETTINGS = {"enable_sort": "off", "jit": "off"}  # JIT: never worth it for a claim
+# No claim transaction may stay open across a client freeze: see IN_CLAIM_TRANSACTION
+# (limited_claim.py). The worker's one-statement claims have no transaction to keep open: they
+# commit on the server, with no client round trip in between.
 
 
 # The key before every ready row: a walk from here is a walk from the start.
 START_KEY: tuple[int, datetime, int] = (-(2**63), datetime.min.replace(tzinfo=UTC), 0)
+# The key after every ready row: a look behind it covers the whole table.
+END_KEY: tuple[int, datetime, int] = (2**63 - 1, datetime.max.replace(tzinfo=UTC), 2**63 - 1)
 RESCAN_EVERY_S = 1.0
 # A walk from the start crosses the dead index entries of every row claimed since the vacuum
 # horizon last moved: under a held snapshot, millions (bench mvcc at 5,000 wf/s: 2 ms a walk
@@ -88,6 +148,16 @@ RESCAN_EVERY_S = 1.0
 RESCAN_COST_FACTOR = 20
 RESCAN_PACED_FROM_S = 0.05
 RESCAN_MAX_PACE_S = 5.0
+# A walk of the index that the server cancelled (a statement_timeout shorter than the walk: the
+# dead entries of a long hold) is tried again only after WALK_RETRY_S, doubling per failure
+# up to WALK_RETRY_MAX_S; meanwhile the look behind the mark goes through the table's heap in
+# slices (BehindPass), each bounded by its size: SLICE_FIRST_BLOCKS to start, doubled while a
+# slice takes under SLICE_TARGET_S, halved above twice that, quartered when cancelled.
+WALK_RETRY_S = 5.0
+WALK_RETRY_MAX_S = 60.0
+SLICE_FIRST_BLOCKS = 1024
+SLICE_TARGET_S = 0.025
+SLICE_MAX_BLOCKS = 1 << 22
 
 
 def paced_by_cost(took: float, *, cap: float, paced_from: float = 0.0) -> float:
@@ -101,41 +171,105 @@ def paced_by_cost(took: float, *, cap: float, paced_from: float = 0.0) -> float:
 
 
 @dataclass
+class BehindPass:
+    """One pass through the ready table's heap, a slice of blocks per claim: it finds every row
+    that was claimable behind the mark when the pass began (and past it, ``whole``), whatever
+    dead index entries a held snapshot left, each slice costing what its blocks cost."""
+
+    blocks: int  # the table's size when the pass began
+    whole: bool = False  # also past the mark: the walk from the mark itself was cancelled
+    next_block: int = 0
+    span: int = SLICE_FIRST_BLOCKS
+    next_at: float = float("-inf")  # time.monotonic() before which no slice runs
+
+    @property
+    def done(self) -> bool:
+        return self.next_block >= self.blocks
+
+    def sliced(self, started: float, ended: float) -> None:
+        """A slice from next_block ran: move on, size the next by what this one took."""
+        took = ended - started
+        self.next_block += self.span
+        if took < SLICE_TARGET_S:
+            self.span = min(SLICE_MAX_BLOCKS, self.span * 2)
+        elif took > 2 * SLICE_TARGET_S:
+            self.span = max(1, self.span // 2)
+        self.next_at = ended + RESCAN_COST_FACTOR * took
+
+    def cancelled(self, ended: float) -> None:
+        """The server cancelled the slice (statement timeout): the same blocks, a quarter of
+        them, again after a pause."""
+        self.span = max(1, self.span // 4)
+        self.next_at = ended + RESCAN_EVERY_S
+
+
+@dataclass
 class ClaimMark:
     """A worker process's high-water mark in claim order: the highest (neg_priority, run_at,
     id) it claimed. Its claims walk executions_ready from there, so that they never cross the
     dead index entries of the rows already claimed (which pile up while any snapshot holds the
     vacuum horizon back). A row can become claimable behind the mark (a claim rolled back, a
     higher priority, a row skipped as locked, a queue resumed, a version now served, an enqueue
-    that committed late); it is found by the walk from the start that runs once a second, and
-    whenever a walk from the mark comes back short: at once while such walks are cheap, and
-    never more than RESCAN_COST_FACTOR times as often as they cost (a held snapshot makes them
-    dear)."""
+    that committed late); it is found by the look behind the mark (a walk of the index from the
+    start up to the mark) that runs once a second, and whenever a walk from the mark comes back
+    short: at once while such walks are cheap, and never more than RESCAN_COST_FACTOR times as
+    often as they cost (a held snapshot makes them dear). A walk the server cancels (a
+    statement_timeout) is recorded, and the look behind goes on in slices of the heap
+    (BehindPass) until a walk of the index may be tried again."""
 
     key: tuple[int, datetime, int] = START_KEY
-    rescanned_at: float = float("-inf")  # time.monotonic() of the last walk from the start
-    rescan_s: float = 0.0  # how long that walk took
+    rescanned_at: float = float("-inf")  # time.monotonic() of the last look behind (started)
+    rescan_s: float = 0.0  # how long that look took (a cancelled one: until it was cancelled)
+    failed_walks: int = 0  # walks of the index cancelled in a row
+    walk_again_at: float = float("-inf")  # no walk of the index before this
+    slices: BehindPass | None = None  # the pass through the heap under way
 
-    def next_walk(self, now: float) -> tuple[int, datetime, int]:
-        """Where the next claim starts: the mark, or the start once a second (or once every
-        RESCAN_COST_FACTOR times the last walk from the start, if that is longer)."""
-        if now - self.rescanned_at >= max(RESCAN_EVERY_S, self._pace()):
-            self.rescanned_at = now
-            return START_KEY
-        return self.key
+    def look_behind_due(self, now: float) -> bool:
+        """Whether this claim looks behind the mark first: once a second (or once every
+        RESCAN_COST_FACTOR times the last look, if that is longer); a slice of a pass under way
+        as soon as the last one's cost allows."""
+        if self.slices is not None:
+            return now >= self.slices.next_at
+        if self.key == START_KEY:  # nothing is behind the start: the walk from it is the look
+            return False
+        return now - self.rescanned_at >= max(RESCAN_EVERY_S, self._pace())
 
     def may_look_behind(self, now: float) -> bool:
-        """Whether a walk past the mark that came back short may walk from the start now."""
-        return now - self.rescanned_at >= self._pace()
+        """Whether a walk past the mark that came back short may look behind it now."""
+        if self.slices is not None:
+            return now >= self.slices.next_at
+        return self.key != START_KEY and now - self.rescanned_at >= self._pace()
+
+    def walk_index(self, now: float) -> bool:
+        """Whether the look behind walks the index (else: the next slice of the heap)."""
+        return self.slices is None and now >= self.walk_again_at
 
     def _pace(self) -> float:
         """The least time between walks from the start that their cost asks for."""
         return paced_by_cost(self.rescan_s, cap=RESCAN_MAX_PACE_S, paced_from=RESCAN_PACED_FROM_S)
 
     def rescanned(self, started: float, ended: float) -> None:
-        """A walk from the start ran from ``started`` to ``ended`` (time.monotonic())."""
+        """A look behind the mark ran from ``started`` to ``ended`` (time.monotonic())."""
         self.rescanned_at = started
         self.rescan_s = ended - started
+        self.failed_walks = 0
+
+    def walk_cancelled(self, started: float, ended: float, blocks: int, *, whole: bool = False) -> None:
+        """The server cancelled a walk of the index (statement timeout): recorded (its time
+        paces the next), and a pass through the heap in slices takes over the look behind."""
+        self.rescanned_at, self.rescan_s = started, ended - started
+        self.failed_walks += 1
+        self.walk_again_at = ended + min(WALK_RETRY_MAX_S, WALK_RETRY_S * 2 ** (self.failed_walks - 1))
+        if self.slices is None:
+            self.slices = BehindPass(blocks=blocks, whole=whole)
+        elif whole:  # the pass under way goes on, past the mark too
+            self.slices.whole = True
+
+    def pass_ended(self, now: float) -> None:
+        """The pass through the heap is over: the next look walks the index again if it may,
+        else starts another pass, in a second."""
+        self.slices = None
+        self.rescanned_at, self.rescan_s = now, 0.0
 
     def passed(self, keys: Sequence[tuple[int, datetime, int]]) -> None:
         """The claim took rows at these keys: the mark moves to the highest."""
@@ -191,14 +325,17 @@ def claim_batch(
     queues: Sequence[str] | None = None,
     check_limited: bool = True,
     mark: ClaimMark | None = None,
+    claim_session: bool = False,
 ) -> tuple[list[Claim], bool]:
     """``claim``, and whether limited queues had work for this worker.
 
-    ``check_limited=False`` runs the fast path alone (one statement, as without queues): the
-    worker skips the limited check while it has seen no limited queue lately. The limits
-    never depend on it: the fast path leaves limited queues alone either way. ``mark``, the
-    worker process's ClaimMark, makes the fast path walk past what it already claimed; None
-    walks from the start.
+    ``check_limited=False`` runs the fast path alone (as without queues): the worker skips the
+    limited check while it has seen no limited queue lately. The limits never depend on it:
+    the fast path leaves limited queues alone either way. ``mark``, the worker process's
+    ClaimMark, makes the fast path walk past what it already claimed (and look behind it); None
+    walks from the start. ``claim_session``: ``conn`` is an autocommit session with
+    CLAIM_SESSION_SETTINGS, so each fast claim is one statement; else each is a transaction
+    that sets them (IN_CLAIM_TRANSACTION).
     """
     if n <= 0 or not names:
         return [], False
@@ -210,30 +347,128 @@ def claim_batch(
         "versions": list(versions) if versions is not None else [None] * len(names),
         "queues": list(queues) if queues is not None else None,
     }
-    now = time.monotonic()
-    walk_from = mark.next_walk(now) if mark is not None else START_KEY
-    with conn.pipeline(), conn.transaction():
-        conn.execute(ORDERED_PLAN)
-        fast = conn.execute(render(CLAIM, schema), {**params, **_after(walk_from)})
-        limited = conn.execute(render(LIMITED_WITH_WORK, schema), params) if check_limited else None
-    rows = fast.fetchall()
-    limited_queues = [row[0] for row in limited.fetchall()] if limited is not None else []
-    if mark is not None and walk_from == START_KEY:
-        mark.rescanned(now, time.monotonic())
-    elif mark is not None and len(rows) < n and mark.may_look_behind(now := time.monotonic()):
-        # Short past the mark: the rest may be behind it.
-        with conn.transaction():
-            conn.execute(ORDERED_PLAN)
-            rows += conn.execute(render(CLAIM, schema), {**params, "n": n - len(rows), **_after(START_KEY)}).fetchall()
-        mark.rescanned(now, time.monotonic())
+    rows: list[tuple[Any, ...]] = []
+    behind_looked = False
+    if mark is not None and mark.look_behind_due(time.monotonic()):
+        rows += _look_behind(conn, schema, params, n, mark, claim_session)
+        behind_looked = True
+    # While a pass through the heap covers past the mark too (the walk from the mark itself was
+    # cancelled), it is the only walk: the mark's would only be cancelled again.
+    if len(rows) < n and not (mark is not None and mark.slices is not None and mark.slices.whole):
+        walk_from = mark.key if mark is not None else START_KEY
+        started = time.monotonic()
+        try:
+            past = _claim_rows(
+                conn, render(CLAIM, schema), {**params, "n": n - len(rows), **_after(walk_from)}, claim_session
+            )
+        except psycopg.errors.QueryCanceled:
+            if mark is None:
+                raise
+            # The walk from the mark itself is too dear for the server's statement_timeout
+            # (a fresh process walking from the start through a long hold's dead entries):
+            # slices of the heap find what it would have, past the mark too.
+            mark.walk_cancelled(started, time.monotonic(), _ready_blocks(conn, schema), whole=True)
+            log.warning(
+                "event=claim_walk_cancelled from=mark took_s=%.3f (going on in slices of the heap)",
+                time.monotonic() - started,
+            )
+            past = []
+        rows += past
+        if mark is not None and walk_from == START_KEY and mark.slices is None:
+            mark.rescanned(started, time.monotonic())  # a walk from the start looked behind everything
+            behind_looked = True
+        if mark is not None and not behind_looked and len(rows) < n and mark.may_look_behind(time.monotonic()):
+            # Short past the mark: the rest may be behind it.
+            rows += _look_behind(conn, schema, params, n - len(rows), mark, claim_session)
     if mark is not None:
         mark.passed([(row[5], row[6], row[0]) for row in rows])
     rows = [row[:5] for row in rows]
+    limited_queues: list[str] = []
+    if check_limited:
+        limited_queues = [row[0] for row in conn.execute(render(LIMITED_WITH_WORK, schema), params).fetchall()]
     if limited_queues and len(rows) < n:
         rows += claim_limited(conn, schema, {**params, "n": n - len(rows)}, limited_queues)
     return [Claim(*row) for row in rows], bool(limited_queues)
 
 
+def _look_behind(
+    conn: psycopg.Connection,
+    schema: str,
+    params: dict[str, Any],
+    n: int,
+    mark: ClaimMark,
+    claim_session: bool,
+) -> list[tuple[Any, ...]]:
+    """Claim up to ``n`` rows behind the mark: a walk of the index from the start, or, while
+    such walks are cancelled by the server, the next slice of a pass through the heap."""
+    started = time.monotonic()
+    if mark.walk_index(started):
+        try:
+            rows = _claim_rows(conn, render(CLAIM_BEHIND, schema), {**params, "n": n, **_upto(mark.key)}, claim_session)
+        except psycopg.errors.QueryCanceled:
+            mark.walk_cancelled(started, time.monotonic(), _ready_blocks(conn, schema))
+            log.warning(
+                "event=claim_walk_cancelled from=start took_s=%.3f (going on in slices of the heap)",
+                time.monotonic() - started,
+            )
+            return []
+        mark.rescanned(started, time.monotonic())
+        return rows
+    if mark.slices is None:  # index walks barred for now: a new pass through the heap
+        mark.slices = BehindPass(blocks=_ready_blocks(conn, schema))
+    slices = mark.slices
+    lo, hi = slices.next_block, slices.next_block + slices.span
+    upto = END_KEY if slices.whole else mark.key
+    try:
+        rows = _claim_rows(
+            conn,
+            render(CLAIM_BEHIND_SLICE, schema),
+            {**params, "n": n, "lo": f"({lo},0)", "hi": f"({hi},0)", **_upto(upto)},
+            claim_session,
+        )
+    except psycopg.errors.QueryCanceled:
+        slices.cancelled(time.monotonic())
+        log.warning("event=claim_slice_cancelled blocks=%s-%s (a quarter of them next)", lo, hi)
+        return []
+    slices.sliced(started, time.monotonic())
+    log.debug(
+        "event=claim_slice blocks=%s-%s of=%s took_s=%.3f claimed=%s",
+        lo,
+        hi,
+        slices.blocks,
+        time.monotonic() - started,
+        len(rows),
+    )
+    if slices.done:
+        mark.pass_ended(time.monotonic())
+    return rows
+
+
+def _claim_rows(
+    conn: psycopg.Connection, statement: Any, params: dict[str, Any], claim_session: bool
+) -> list[tuple[Any, ...]]:
+    """Run one claim statement: alone on the worker's claim session (it commits on the server,
+    no client round trip before its COMMIT), else in a transaction that rules out the sort and
+    bounds how long the server lets it sit idle."""
+    if claim_session:
+        return conn.execute(statement, params).fetchall()
+    with conn.transaction():
+        conn.execute(IN_CLAIM_TRANSACTION, {"sort": "off", "idle_ms": str(IDLE_IN_CLAIM_MS)})
+        return conn.execute(statement, params).fetchall()
+
+
+def _ready_blocks(conn: psycopg.Connection, schema: str) -> int:
+    """The ready table's size in blocks now."""
+    ready = f"{quote_identifier(schema)}.executions_ready"
+    row = conn.execute(READY_BLOCKS, {"ready": ready}).fetchone()
+    return int(row[0]) if row is not None else 0
+
+
 def _after(key: tuple[int, datetime, int]) -> dict[str, Any]:
     """The claim statement's start key (exclusive) as its parameters."""
     return {"after_p": key[0], "after_at": key[1], "after_id": key[2]}
+
+
+def _upto(key: tuple[int, datetime, int]) -> dict[str, Any]:
+    """The look behind's end key (inclusive) as its parameters."""
+    return {"upto_p": key[0], "upto_at": key[1], "upto_id": key[2]}

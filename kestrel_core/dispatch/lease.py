@@ -1,8 +1,10 @@
-"""Leases: one UPDATE renews every lease a worker holds; a stopping worker hands its executions back."""
+"""Leases: the heartbeat renews every lease a worker holds that it can lock, never waiting for
+another session's lock; a stopping worker hands its executions back."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 
 import psycopg
@@ -13,25 +15,52 @@ from kestrel_core.db.statements import notify_channel, render
 # still holds: a row that is missing was swept, cancelled or reclaimed, and its thread must
 # stop at the next boundary. Only ids in flight are renewed: an execution the worker gave up
 # on (its database write failed) lets its lease lapse and is retried elsewhere.
+#
+# A row another session holds locked (an operator's SELECT ... FOR UPDATE, a cancel or a step
+# boundary in flight) is skipped, never waited for: one lock must not stall the renewal of
+# every other lease (issue 43). It is still held as far as this statement's snapshot shows
+# (``busy``), so the worker does not give it up; its id goes into the worker's row, and the
+# lease sweep leaves it alone while this worker beats (sweeper.py), until a later beat renews
+# it. The worker's row itself is skipped likewise when locked.
 HEARTBEAT = """
 WITH mine AS (
-    -- Locked in id order, the order the worker's batched step boundaries lock them in
-    -- (boundary.py): two statements locking the same rows in different orders can deadlock.
     SELECT id FROM {schema}.workflow_executions
      WHERE status = 'running' AND owner_id = %(worker_id)s AND id = ANY(%(ids)s)
-     ORDER BY id
-       FOR NO KEY UPDATE
+       FOR NO KEY UPDATE SKIP LOCKED
 ), renewed AS (
     UPDATE {schema}.workflow_executions e SET lease_expires = now() + %(lease)s
       FROM {async_commit}, mine
      WHERE e.id = mine.id
     RETURNING e.id, e.claim_epoch
+), held AS (
+    SELECT id, claim_epoch FROM {schema}.workflow_executions
+     WHERE status = 'running' AND owner_id = %(worker_id)s AND id = ANY(%(ids)s)
+), busy AS (
+    SELECT h.id, h.claim_epoch FROM held h WHERE NOT EXISTS (SELECT 1 FROM renewed r WHERE r.id = h.id)
 ), beat AS (
-    UPDATE {schema}.workers SET last_heartbeat = now(), stopped_at = NULL
-     WHERE worker_id = %(worker_id)s
+    UPDATE {schema}.workers SET last_heartbeat = now(), stopped_at = NULL, lease = %(lease)s,
+           busy = ARRAY(SELECT id FROM busy ORDER BY id)
+     WHERE ctid = ANY(ARRAY(SELECT ctid FROM {schema}.workers
+                             WHERE worker_id = %(worker_id)s FOR NO KEY UPDATE SKIP LOCKED))
 )
-SELECT id, claim_epoch FROM renewed
+SELECT id, claim_epoch, true FROM renewed
+ UNION ALL
+SELECT id, claim_epoch, false FROM busy
 """
+
+
+@dataclass(frozen=True)
+class Beat:
+    """What one heartbeat found: the claims it renewed, and those still held but locked by
+    another session (not renewed this time; not lost)."""
+
+    renewed: set[tuple[int, int]]
+    busy: set[tuple[int, int]]
+
+    @property
+    def held(self) -> set[tuple[int, int]]:
+        return self.renewed | self.busy
+
 
 # On shutdown: hand back what did not finish so another worker picks it up at once.
 RELEASE = """
@@ -49,13 +78,17 @@ SELECT id FROM released, (SELECT count(*) FROM woke) w
 
 def heartbeat(
     conn: psycopg.Connection, schema: str, worker_id: str, lease: timedelta, execution_ids: Sequence[int]
-) -> set[tuple[int, int]]:
-    """Renew the leases ``worker_id`` holds on ``execution_ids``; returns the (execution_id, claim_epoch)
-    pairs it still holds."""
+) -> Beat:
+    """Renew the leases ``worker_id`` holds on ``execution_ids`` that no other session has
+    locked; says which (execution_id, claim_epoch) it renewed and which it still holds but
+    could not lock."""
     rows = conn.execute(
         render(HEARTBEAT, schema), {"worker_id": worker_id, "lease": lease, "ids": list(execution_ids)}
     ).fetchall()
-    return {(row[0], row[1]) for row in rows}
+    return Beat(
+        renewed={(row[0], row[1]) for row in rows if row[2]},
+        busy={(row[0], row[1]) for row in rows if not row[2]},
+    )
 
 
 def release_all(conn: psycopg.Connection, schema: str, worker_id: str) -> list[int]:

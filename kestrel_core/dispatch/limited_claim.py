@@ -15,7 +15,19 @@ import psycopg
 
 from kestrel_core.db.statements import render
 
-# Run in the fast path's transaction (same round trip) while limited queues exist: those
+# No claim transaction may stay open across a client freeze (a SIGSTOP or a GC pause between
+# the claim statement and its COMMIT would hold the rows locked and enqueued, the queues'
+# rows locked, with no lease to lapse): every claim transaction first tells the server to end
+# it if its client sits idle in it for IDLE_IN_CLAIM_MS (its statements are sent one at a
+# time, each synced, so the server sees the idleness), and sets the planner's sort as the
+# statements want it (the fast path walks its index in order: see claim.py).
+IDLE_IN_CLAIM_MS = 2000
+IN_CLAIM_TRANSACTION = (
+    "SELECT set_config('enable_sort', %(sort)s, true),"
+    " set_config('idle_in_transaction_session_timeout', %(idle_ms)s, true)"
+)
+
+# Run after the fast path's claim (same round trip) while limited queues exist: those
 # this worker serves that hold due work it can run. Empty: no second transaction.
 LIMITED_WITH_WORK = """
 WITH limited AS MATERIALIZED (
@@ -36,7 +48,8 @@ SELECT limited.name FROM limited
 """
 
 # The first statement: serialise with every other claiming worker of these queues. A queue paused
-# (or no longer limited) since LIMITED_WITH_WORK is not locked, hence not claimed here.
+# (or no longer limited) since LIMITED_WITH_WORK is not locked, hence not claimed here (the
+# claim reads the queues again, after the lock).
 LOCK_QUEUES = """
 SELECT q.name FROM {schema}.queues q
  WHERE q.name = ANY(%(queues)s::text[]) AND NOT q.paused
@@ -65,7 +78,7 @@ WITH room AS MATERIALIZED (
             SELECT count(*) AS running, count(*) FILTER (WHERE r.owner_id = %(worker_id)s) AS mine
               FROM {schema}.workflow_executions r
              WHERE r.status = 'running' AND r.queue = q.name) AS r
-     WHERE q.name = ANY(%(queues)s::text[])
+     WHERE q.name = ANY(%(queues)s::text[]) AND NOT q.paused AND {queue_is_limited}
 ), busy_keys AS MATERIALIZED (
     SELECT r.queue, r.concurrency_key, count(*) AS running
       FROM {schema}.workflow_executions r
@@ -99,14 +112,15 @@ WITH room AS MATERIALIZED (
      LIMIT %(n)s
 ), taken AS (
     -- Out of the ready table (a row a cancel deleted meanwhile is not taken), then to running.
+    -- What is claimed is checked against the execution itself (see claim.py).
     DELETE FROM {schema}.executions_ready r USING chosen
      WHERE r.ctid = chosen.tid
-    RETURNING r.id
+    RETURNING r.id, r.neg_priority, r.run_at, r.workflow_name, r.queue, r.version, r.concurrency_key
 ), claimed AS (
     UPDATE {schema}.workflow_executions e
        SET {take_claim}
       FROM taken
-     WHERE e.id = taken.id AND e.status = 'enqueued'
+     WHERE e.id = taken.id AND {ready_row_is_current}
     RETURNING e.id, e.workflow_name, e.input, e.claim_epoch, e.claims, e.queue
 ), stamped AS (
     UPDATE {schema}.queues q
@@ -123,8 +137,10 @@ SELECT id, workflow_name, input, claim_epoch, claims FROM claimed
 def claim_limited(
     conn: psycopg.Connection, schema: str, params: dict[str, Any], limited_queues: list[str]
 ) -> list[tuple[Any, ...]]:
-    """Lock the limited queues' rows, then count and claim under that lock (one transaction)."""
+    """Lock the limited queues' rows, then count and claim under that lock (one transaction,
+    which the server ends if its client freezes in it: IN_CLAIM_TRANSACTION)."""
     with conn.transaction():
+        conn.execute(IN_CLAIM_TRANSACTION, {"sort": "on", "idle_ms": str(IDLE_IN_CLAIM_MS)})
         locked = [row[0] for row in conn.execute(render(LOCK_QUEUES, schema), {"queues": limited_queues}).fetchall()]
         if not locked:
             return []

@@ -10,17 +10,35 @@ SKIP LOCKED lets many workers sweep at once without blocking each other.
 
 from __future__ import annotations
 
+import logging
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+
 import psycopg
 
 from kestrel_core.db.statements import notify_channel, one_row, render
 
+# Expired leases: all of them (``owner`` NULL), or those of one owner, read through the
+# running rows' owner index (the one index over running rows: migration 0016), so that the walk
+# crosses that owner's entries only (LeaseSweep). An execution its worker found locked by
+# another session at its last beat (``workers.busy``, lease.py) is left alone while that worker
+# beats within its lease: the lock, not the worker, kept its lease from being renewed, and the
+# next beat after the lock renews it.
+log = logging.getLogger("kestrel.sweeper")
+
 SWEEP_LEASES = """
 WITH expired AS (
-    SELECT id FROM {schema}.workflow_executions, {async_commit}
-     WHERE status = 'running' AND lease_expires < now()
-     ORDER BY lease_expires
+    SELECT e.id FROM {schema}.workflow_executions e, {async_commit}
+     WHERE e.status = 'running' AND e.lease_expires < now()
+       AND (%(owner)s::text IS NULL OR e.owner_id = %(owner)s::text)
+       AND NOT EXISTS (
+             SELECT 1 FROM {schema}.workers w
+              WHERE w.worker_id = e.owner_id AND e.id = ANY(w.busy)
+                AND w.stopped_at IS NULL AND w.last_heartbeat + w.lease > now())
+     ORDER BY e.lease_expires
      LIMIT %(batch)s
-     FOR UPDATE SKIP LOCKED
+     FOR UPDATE OF e SKIP LOCKED
 ), swept AS (
     UPDATE {schema}.workflow_executions e
        SET status = 'enqueued', lease_expires = NULL, run_at = now(), updated_at = now()
@@ -31,6 +49,15 @@ WITH expired AS (
     SELECT pg_notify(%(channel)s, name) FROM (SELECT DISTINCT workflow_name AS name FROM swept) n
 )
 SELECT id FROM swept, (SELECT count(*) FROM woke) w
+"""
+# The workers that stopped beating (or stopped) within LOOK_BACK, oldest beat first: whose
+# executions a sweep by owner looks at. A worker row without a lease (written by code older
+# than migration 0023) counts as dead a minute after its last beat.
+DEAD_OWNERS = """
+SELECT w.worker_id FROM {schema}.workers w
+ WHERE w.last_heartbeat > now() - %(look_back)s
+   AND (w.stopped_at IS NOT NULL OR w.last_heartbeat + coalesce(w.lease, interval '1 minute') < now())
+ ORDER BY w.last_heartbeat
 """
 
 # The function (migration 0013) resolves due waits, checkpoints each wake-up (an approval's
@@ -76,10 +103,77 @@ def fold_activity(
     return int(one_row(row, "FOLD_ACTIVITY")[0])
 
 
-def sweep_leases(conn: psycopg.Connection, schema: str, batch: int = 500) -> list[int]:
-    """Re-enqueue running executions whose lease lapsed; returns their ids."""
-    rows = conn.execute(render(SWEEP_LEASES, schema), {"batch": batch, "channel": notify_channel(schema)})
+def sweep_leases(conn: psycopg.Connection, schema: str, batch: int = 500, owner: str | None = None) -> list[int]:
+    """Re-enqueue running executions whose lease lapsed (of ``owner`` alone, if given); returns
+    their ids."""
+    params = {"batch": batch, "channel": notify_channel(schema), "owner": owner}
+    rows = conn.execute(render(SWEEP_LEASES, schema), params)
     return [row[0] for row in rows]
+
+
+# While a full lease sweep is cancelled by the server (a statement_timeout shorter than its walk
+# through the dead index entries a long hold left: every claim of every worker leaves one),
+# the sweep goes owner by owner through the workers that stopped beating (DEAD_OWNERS): each
+# walk crosses the entries of one dead worker only, which stopped growing when it died. A full
+# sweep is tried again after FULL_RETRY_S, doubling per failure up to FULL_RETRY_MAX_S. Not
+# reached meanwhile: an execution whose lease lapsed while its worker still beats (the worker
+# gave up on it after a failed write), until a full sweep succeeds.
+# A walk by owner must go through the owner index, its cost bounded by that owner's entries:
+# never a scan of the table, which the planner may pick when its statistics predate the hold
+# (and a plan the setting prices that high is not worth compiling).
+BY_OWNER_PLAN = "SELECT set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)"
+FULL_RETRY_S = 5.0
+FULL_RETRY_MAX_S = 60.0
+LOOK_BACK = timedelta(days=1)
+
+
+@dataclass
+class LeaseSweep:
+    """One worker's lease sweep: full while the server lets it finish, else by dead owner
+    (above). ``run(conn, schema)`` sweeps once and returns the ids it re-enqueued."""
+
+    batch: int = 500
+    failed_full: int = 0
+    full_again_at: float = float("-inf")  # time.monotonic()
+    next_owner: int = 0  # where the round of dead owners is
+    by_owner: bool = False  # full sweeps cancelled: sweeping by owner
+
+    def run(self, conn: psycopg.Connection, schema: str, budget_s: float = 0.05) -> list[int]:
+        """Sweep: a full walk, or dead owners one by one for up to ``budget_s``."""
+        now = time.monotonic()
+        if now >= self.full_again_at:
+            try:
+                full = sweep_leases(conn, schema, self.batch)
+            except psycopg.errors.QueryCanceled:
+                self.failed_full += 1
+                self.full_again_at = time.monotonic() + min(
+                    FULL_RETRY_MAX_S, FULL_RETRY_S * 2 ** (self.failed_full - 1)
+                )
+                if not self.by_owner:
+                    log.warning(
+                        "event=lease_sweep_cancelled took_s=%.3f (sweeping the workers that stopped beating,"
+                        " one by one)",
+                        time.monotonic() - now,
+                    )
+                self.by_owner = True
+                return []
+            self.failed_full, self.by_owner = 0, False
+            return full
+        owners = [row[0] for row in conn.execute(render(DEAD_OWNERS, schema), {"look_back": LOOK_BACK})]
+        swept: list[int] = []
+        deadline = now + budget_s
+        for _ in range(len(owners)):
+            if time.monotonic() >= deadline:
+                break
+            owner = owners[self.next_owner % len(owners)]
+            self.next_owner += 1
+            try:
+                with conn.transaction():
+                    conn.execute(BY_OWNER_PLAN)
+                    swept += sweep_leases(conn, schema, self.batch, owner)
+            except psycopg.errors.QueryCanceled:
+                log.warning("event=lease_sweep_cancelled owner=%s (the next owner)", owner)
+        return swept
 
 
 def sweep_waits(conn: psycopg.Connection, schema: str, batch: int = 500) -> list[int]:

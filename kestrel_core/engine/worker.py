@@ -7,7 +7,8 @@ Threads, each with one job:
   (runners.py: supervised, a dead thread replaced and its claim handed back);
 - the group commit writer: the step boundaries of all of them, in batches (group_commit.py);
 - the listener: one connection LISTENing on the schema's channel;
-- maintenance: the heartbeat (one UPDATE renews every lease) and the sweeper.
+- maintenance, one thread per duty so that none waits for another (maintenance.py): the
+  heartbeat, the lease sweep, the sweep of waits and deadlines, the ticks, the upkeep.
 Running one claimed execution (replay, call, record the outcome) is runner.py's job.
 Stateless and fungible: everything it knows is in Postgres, so killing it loses nothing.
 """
@@ -33,15 +34,17 @@ from kestrel_core.admin import prune as prune_mod
 from kestrel_core.base.backoff import Backoff
 from kestrel_core.base.errors import KestrelError
 from kestrel_core.base.masking import first_line
-from kestrel_core.db.connection import make_pool
+from kestrel_core.db.connection import OwnSession, make_pool
 from kestrel_core.db.outage import is_conflict, is_outage
 from kestrel_core.dispatch import claim as claim_mod
-from kestrel_core.dispatch import deadlines, sweeper
 from kestrel_core.dispatch import lease as lease_mod
+from kestrel_core.dispatch import sweeper
 from kestrel_core.dispatch.enqueue import RANGE_PAUSE_S, RANGE_TRIES, past_the_ranges
+from kestrel_core.dispatch.limited_claim import IDLE_IN_CLAIM_MS
 from kestrel_core.durable.boundary import Boundary, Outcome
 from kestrel_core.durable.group_commit import GroupCommit, LazyOpen
-from kestrel_core.engine import listener, registration, scheduler
+from kestrel_core.engine import listener, registration
+from kestrel_core.engine.maintenance import Maintenance
 from kestrel_core.engine.runners import RunnerThreads
 from kestrel_core.engine.signals import SignalRelay
 from kestrel_core.workflow.contracts import Claimed, Deployment, EngineSettings, Registry
@@ -129,7 +132,7 @@ class Worker(RunnerThreads):
         self._hurry = threading.Event()  # stop waiting for in-flight steps (second signal)
         self._give_up = threading.Event()  # retries waiting for the database stop waiting
         self._quiet = threading.Event()  # the heartbeat and the sweeps end (before retiring)
-        self._maintenance: threading.Thread | None = None
+        self._maintenance: list[threading.Thread] = []  # the duties' threads (maintenance.py)
         self._listener: listener.Listener | None = None
         # Keyed by claim (execution id, claim epoch), not by execution: after a freeze this
         # worker may claim an execution again while the older claim's thread still finishes
@@ -151,12 +154,29 @@ class Worker(RunnerThreads):
         self._pool = make_pool(
             app.dsn,
             min_size=2,
-            max_size=concurrency + 3,
+            max_size=concurrency + 6,  # + claim fallback, group commit, sweeps, ticks, upkeep, prune
             application_name="kestrel-worker",
             prepare=not app.transaction_pooling,
             name=f"kestrel-worker-{self.worker_id}",
             check=False,  # db() retries; checking would add a round trip to every step
         )
+        # The claim's session of its own (not the pool's) keeps the claim's plan setting, so
+        # that a claim is one statement that commits on the server (claim.py). Through
+        # PgBouncer (transaction pooling) session settings do not hold: the claim uses the pool,
+        # one transaction per claim.
+        self._claim_session = (
+            None
+            if app.transaction_pooling
+            else OwnSession(
+                app.dsn,
+                application_name="kestrel-worker-claim",
+                settings={
+                    **claim_mod.CLAIM_SESSION_SETTINGS,
+                    "idle_in_transaction_session_timeout": str(IDLE_IN_CLAIM_MS),
+                },
+            )
+        )
+        self._duties = Maintenance(self, dsn=app.dsn, transaction_pooling=app.transaction_pooling)
         # Step boundaries of all running executions, written in batches (group_commit.py).
         self._group = GroupCommit(self.db, self.schema, name=f"kestrel-group-commit-{self.worker_id}")
 
@@ -208,7 +228,7 @@ class Worker(RunnerThreads):
             )
             self._spawn(self._run_loop, "asyncio")
         self._spawn(self._claim_loop, "claim")
-        self._maintenance = self._spawn(self._maintenance_loop, "maintenance")
+        self._maintenance = self._duties.start()
         if self.listen:
             self._listener = listener.Listener(self.settings, set(self.names), self._wake, self.log, self.worker_id)
             self._spawn(self._listener.run, "listen")
@@ -243,8 +263,8 @@ class Worker(RunnerThreads):
         # No heartbeat may follow the retirement: its UPDATE of the workers row clears
         # stopped_at, and one in flight when this process retires left the row looking live.
         self._quiet.set()
-        if self._maintenance is not None:
-            self._maintenance.join(timeout=5.0)
+        for thread in self._maintenance:
+            thread.join(timeout=5.0)
         try:
             released = self.db(
                 lambda c: lease_mod.release_all(c, self.schema, self.worker_id), window=5.0, interruptible=False
@@ -270,6 +290,9 @@ class Worker(RunnerThreads):
                 thread.join(timeout=2.0)
         if self._listener is not None:
             self._listener.close()
+        self._duties.close()
+        if self._claim_session is not None:
+            self._claim_session.close()
         self._pool.close(timeout=2.0)
         self.log.info("event=worker_stopped worker=%s released=%s stats=%s", self.worker_id, len(released), self.stats)
 
@@ -378,7 +401,7 @@ class Worker(RunnerThreads):
                 check = self._limited_declared or self._limited_seen or now >= self._next_limited_check
                 sent = time.monotonic()  # before the claim is sent: see Claimed.fenced_at
                 try:
-                    claimed, self._limited_seen = self.db(
+                    claimed, self._limited_seen = self._claim(
                         functools.partial(
                             claim_mod.claim_batch,
                             schema=self.schema,
@@ -390,8 +413,8 @@ class Worker(RunnerThreads):
                             queues=self.queues,
                             check_limited=check,
                             mark=self._claim_mark,
-                        ),
-                        window=0,
+                            claim_session=self._claim_session is not None,
+                        )
                     )
                     errors = 0
                     if check:
@@ -407,6 +430,12 @@ class Worker(RunnerThreads):
                     self._dispatch(item, sent)
                 backlog = len(claimed) == free
             timed_out = not self._wake.wait(self.poll_interval * random.uniform(0.8, 1.2))
+
+    def _claim(self, fn: Callable[[psycopg.Connection], T]) -> T:
+        """Run a claim on the claim session (the pool's, through PgBouncer)."""
+        if self._claim_session is None:
+            return self.db(fn, window=0)
+        return self._claim_session.run(fn)
 
     def _dispatch(self, item: claim_mod.Claim, sent: float) -> None:
         held = Claimed(item, fenced_at=sent)
@@ -427,32 +456,6 @@ class Worker(RunnerThreads):
         else:
             self._runnable.put(held)
 
-    def _maintenance_loop(self) -> None:
-        beat_every = self.lease.total_seconds() / 3
-        # The lease sweep reads every running row's index entry, and under a held snapshot
-        # every dead one of each past claim (issue 22): every sixth of the lease, paced as the
-        # claim's walks from the start are by its cost (0.4 s late in a hold), but once a lease.
-        lease_every = max(self.sweep_interval, self.lease.total_seconds() / 6)
-        next_beat = next_sweep = next_lease_sweep = time.monotonic()
-        next_upkeep = next_sweep + sweeper.FOLD_EVERY_S * random.uniform(0.1, 1.0)
-        while not self._quiet.is_set():
-            now = time.monotonic()
-            if now >= next_beat:
-                next_beat = now + beat_every
-                self._heartbeat()
-            if now >= next_sweep and not self.draining.is_set():
-                next_sweep = now + self.sweep_interval * random.uniform(0.8, 1.2)
-                leases = now >= next_lease_sweep
-                self._sweep(leases=leases)
-                if leases:
-                    paced = claim_mod.paced_by_cost(time.monotonic() - now, cap=self.lease.total_seconds())
-                    next_lease_sweep = now + max(lease_every, paced)
-                self._tick_schedules()
-            if now >= next_upkeep and not self.draining.is_set():
-                next_upkeep = now + sweeper.FOLD_EVERY_S * random.uniform(0.8, 1.2)
-                self._minute_upkeep()
-            self._quiet.wait(max(0.01, min(next_beat, next_sweep) - time.monotonic()))
-
     def _prune_loop(self, older_than: timedelta) -> None:
         while not self._stopped.wait(self.prune_every * random.uniform(0.8, 1.2)):
             try:
@@ -471,93 +474,12 @@ class Worker(RunnerThreads):
             if result.deleted:
                 self.log.info("event=pruned worker=%s deleted=%s", self.worker_id, result.deleted)
 
-    def _heartbeat(self) -> None:
-        with self._lock:
-            before = dict(self._inflight)
-        try:
-            held = self.db(
-                lambda c: lease_mod.heartbeat(
-                    c, self.schema, self.worker_id, self.lease, sorted({eid for eid, _ in before})
-                ),
-                window=0,
-            )
-        except psycopg.Error as exc:
-            self.log.warning(
-                "event=heartbeat_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
-            )
-            return
-        for key, claimed in before.items():
-            if key not in held and not claimed.lost.is_set():
-                with self._lock:
-                    still_running = key in self._inflight
-                if still_running:
-                    claimed.lost.set()
-                    self.log.warning(
-                        "event=claim_lost worker=%s execution_id=%s epoch=%s (swept, "
-                        "cancelled or reclaimed; stopping at the next step)",
-                        self.worker_id,
-                        key[0],
-                        key[1],
-                    )
-
-    def _sweep(self, *, leases: bool = True) -> None:
-        try:
-            expired = self.db(lambda c: sweeper.sweep_leases(c, self.schema), window=0) if leases else []
-            woken = self.db(lambda c: sweeper.sweep_waits(c, self.schema), window=0)
-            late = self.db(lambda c: deadlines.sweep_deadlines(c, self.schema), window=0)
-        except psycopg.Error as exc:
-            self.log.warning(
-                "event=sweep_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
-            )
-            return
-        if late:
-            self.log.warning("event=deadline_passed worker=%s ended=%s", self.worker_id, late)
-        if expired:
-            self.log.warning("event=leases_expired worker=%s reenqueued=%s", self.worker_id, expired)
-        if woken:
-            self.log.info("event=waits_due worker=%s reenqueued=%s", self.worker_id, woken)
-        if expired or woken:
-            self._wake.set()
-
-    def _minute_upkeep(self) -> None:
-        """About once a minute (issue 22): fold the counters of old id blocks, record the
-        dashboard's closed activity minutes, drop ready rows gone stale, create the history's
-        id ranges ahead."""
-        jobs: tuple[tuple[str, Callable[[psycopg.Connection, str], int]], ...] = (
-            ("ensure_partitions", sweeper.ensure_partitions),
-            ("fold_counts", sweeper.fold_counts),
-            ("fold_activity", sweeper.fold_activity),
-            ("drop_stale_ready", sweeper.drop_stale_ready),
-        )
-        for event, job in jobs:
-            try:
-                done = self.db(functools.partial(_on_schema, job, self.schema), window=0)
-            except psycopg.Error as exc:
-                self.log.warning(
-                    "event=%s_failed worker=%s error=%r", event, self.worker_id, first_line(exc, self.settings.dsn)
-                )
-                continue
-            if event == "drop_stale_ready" and done:
-                self.log.info("event=stale_ready_dropped worker=%s rows=%s", self.worker_id, done)
-            if event == "ensure_partitions" and done:
-                self.log.info("event=partitions_created worker=%s ranges=%s", self.worker_id, done)
-
-    def _tick_schedules(self) -> None:
-        # Every worker ticks every schedule, its workflow registered here or not: the run waits
-        # for a worker that has the code (``status`` says when none does).
-        try:
-            if self.db(lambda c: scheduler.tick_due(c, self.schema, worker=self.worker_id), window=0).enqueued:
-                self._wake.set()
-        except psycopg.Error as exc:
-            self.log.warning(
-                "event=schedule_tick_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
-            )
+    def _minute_upkeep(self) -> float:
+        """The once-a-minute upkeep now (maintenance.py)."""
+        pause: float = self._duties.minute_upkeep()
+        return pause
 
     def count(self, key: str) -> None:
         """Add one to ``stats[key]``."""
         with self._lock:
             self.stats[key] += 1
-
-
-def _on_schema(job: Callable[[psycopg.Connection, str], int], schema: str, conn: psycopg.Connection) -> int:
-    return job(conn, schema)

@@ -35,7 +35,7 @@ from typing import Any
 
 import psycopg
 
-from .workload import LIMITED_CONCURRENCY, LIMITED_PER_KEY, LIMITED_QUEUE, effect_steps, expected_steps
+from .workload import FAILING, LIMITED_CONCURRENCY, LIMITED_PER_KEY, LIMITED_QUEUE, effect_steps, expected_steps
 
 EXECUTIONS = """
 SELECT id, coalesce(engine_key, idempotency_key), status, input, output, error, owner_id, claim_epoch
@@ -55,6 +55,17 @@ OPEN_ATTEMPTS = """
 SELECT count(*) FROM kestrel.step_attempts a JOIN kestrel.workflow_executions e ON e.id = a.execution_id
  WHERE a.outcome = 'running' AND e.status IN ('success', 'error', 'cancelled')
 """
+# When each claim ended: the first change of a running execution to another status or claim.
+CLAIM_ENDS = """
+SELECT execution_id, old_epoch, min(extract(epoch FROM at)::float8) FROM public.chaos_transitions
+ WHERE old_status = 'running' AND (new_status <> 'running' OR new_epoch IS DISTINCT FROM old_epoch)
+ GROUP BY execution_id, old_epoch
+"""
+STEP_STARTS = "SELECT execution_id, step_id, owner_id, claim_epoch, started FROM public.chaos_ledger"
+ATTEMPT_STARTS = """
+SELECT execution_id, step_id, claim_epoch, min(extract(epoch FROM started_at)::float8)
+  FROM kestrel.step_attempts GROUP BY execution_id, step_id, claim_epoch
+"""
 IN_QUEUE = "SELECT idempotency_key FROM kestrel.workflow_executions WHERE queue = %s"
 GATES = "SELECT execution_id, decision, decided_by FROM kestrel.workflow_waits WHERE kind = 'approval'"
 
@@ -66,16 +77,20 @@ IN_FLIGHT_S = 5.0
 # A freeze explains only runs its SIGSTOP cut off: started before it (this slack covers the
 # signal's delivery), not the runs the worker starts once resumed.
 FREEZE_SLACK_S = 0.5
+# How late a step's function may begin after the fence that let it start (a thread hand-off on
+# a loaded machine): a step that began later than this after its claim ended is a violation.
+START_SLACK_S = 0.3
 
 
 @dataclass(frozen=True)
 class Disruption:
     """Something the killer did: kill/stop name a worker; outage is the database being down."""
 
-    kind: str  # "kill", "stop", "freeze" (stop, operator requeue, continue), "outage"
-    worker: str | None
+    kind: str  # "kill", "stop", "freeze" (stop, operator requeue, continue), "outage", "lock"
+    worker: str | None  # "lock": the worker running the execution when it was locked
     start: float  # time.time()
     end: float
+    execution: int | None = None  # "lock": the execution whose row another session held
 
 
 @dataclass
@@ -95,6 +110,9 @@ class Verdict:
     limit_samples: int = 0  # reads of its running count
     max_running: int = 0  # the most seen running in it at once ...
     max_per_key: int = 0  # ... and under one concurrency key
+    cancelled: int = 0  # executions the harness cancelled (early: before or at their first step)
+    failed_as_meant: int = 0  # deadlines before the first step, SystemExit and CancelledError steps
+    late_starts_checked: int = 0  # step runs checked against the end of their claim
     violations: list[str] = field(default_factory=list)
 
     @property
@@ -113,11 +131,15 @@ def verify(
     *,
     limited_keys: set[str] | None = None,
     samples: Sequence[tuple[int, int]] | None = None,
+    cancelled_keys: set[str] | None = None,
 ) -> Verdict:
     """Check every invariant on the database a chaos run left; ``conn`` is an admin connection.
     ``limited_keys``: the executions routed to the limited queue; ``samples``: the sampler's
-    (running, most running under one key) reads of it."""
+    (running, most running under one key) reads of it; ``cancelled_keys``: the executions the
+    harness cancelled (acknowledged), which must end cancelled."""
     v = Verdict()
+    cancelled_keys = cancelled_keys or set()
+    _check_claim_ends(v, conn)
     if limited_keys is not None:
         in_queue = {key for (key,) in conn.execute(IN_QUEUE, (LIMITED_QUEUE,))}
         v.limited = len(in_queue)
@@ -154,6 +176,14 @@ def verify(
         known.add(eid)
         v.statuses[status] += 1
         v.fan_outs += isinstance(spec, dict) and "fan" in spec
+        if key in cancelled_keys:
+            v.cancelled += 1
+            if status != "cancelled":
+                v.fail(f"execution {eid} was cancelled but ended {status}")
+            continue
+        if isinstance(spec, dict) and spec.get("expect"):
+            _check_failing(v, eid, spec, status, error, ledger)
+            continue
         if status != "success":
             v.fail(f"execution {eid} ended {status}, not success: {(error or '').splitlines()[:1]}")
             continue
@@ -186,6 +216,48 @@ def verify(
     v.side_effects = sum(len(rows) for rows in ledger.values())
     v.open_attempts = conn.execute(OPEN_ATTEMPTS).fetchone()[0]
     return v
+
+
+def _check_claim_ends(v: Verdict, conn: psycopg.Connection) -> None:
+    """No step began after its claim ended (cancel, deadline, park, sweep, requeue, completion):
+    every run in the ledger, by the time its function began, against the end of the claim it
+    ran under; a run whose attempt the engine opened (fenced) before that end, and that only
+    began a little later, is the step in flight that a fence cannot stop."""
+    ends = {(eid, epoch): at for eid, epoch, at in conn.execute(CLAIM_ENDS)}
+    opened = {(eid, step, epoch): at for eid, step, epoch, at in conn.execute(ATTEMPT_STARTS)}
+    for eid, step, owner, epoch, started in conn.execute(STEP_STARTS):
+        v.late_starts_checked += 1
+        end = ends.get((eid, epoch))
+        if end is None or started <= end + START_SLACK_S:
+            continue
+        fenced = opened.get((eid, step, epoch))
+        if fenced is not None and fenced <= end + START_SLACK_S:
+            continue
+        v.fail(
+            f"execution {eid} step {step} started under claim ({owner}, epoch {epoch}) "
+            f"{started - end:.2f} s after that claim ended"
+        )
+
+
+def _check_failing(
+    v: Verdict,
+    eid: int,
+    spec: dict[str, Any],
+    status: str,
+    error: str | None,
+    ledger: dict[tuple[int, str], list[tuple[str, int, int, float]]],
+) -> None:
+    """An execution meant to fail (``FAILING``): it ended error saying why; one whose deadline
+    passed before its first step ran no step."""
+    why = FAILING[spec["expect"]]
+    if status != "error" or why not in (error or ""):
+        v.fail(
+            f"execution {eid} ({spec['expect']}) ended {status}, not error ({why}): {(error or '').splitlines()[-1:]}"
+        )
+        return
+    v.failed_as_meant += 1
+    if spec["expect"] == "deadline" and ledger.get((eid, "s0")):
+        v.fail(f"execution {eid}: its deadline passed before its first step, which ran anyway")
 
 
 def _check_ticks(v: Verdict, scheduled: list[tuple]) -> None:
@@ -294,7 +366,7 @@ def _check_step(
         if run is winners[0]:
             continue
         v.duplicates += 1
-        cause = explain_duplicate(run, disruptions, lease_s)
+        cause = explain_duplicate(run, disruptions, lease_s, eid)
         if cause is None:
             owner, epoch, _, at = run
             v.fail(
@@ -305,17 +377,34 @@ def _check_step(
             v.duplicates_by_cause[cause] += 1
 
 
-def explain_duplicate(run: tuple[str, int, int, float], disruptions: list[Disruption], lease_s: float) -> str | None:
-    """The disruption that cut this run off before its checkpoint, or None."""
+def stalled(owner: str, since: float, until: float, disruptions: list[Disruption]) -> float:
+    """Seconds between ``since`` and ``until`` during which another session held the row of one
+    of ``owner``'s executions: the worker's step boundaries (one writer per process) wait for
+    such a lock, so a run of any of its executions stays in flight that much longer."""
+    return sum(
+        min(d.end, until) - max(d.start, since)
+        for d in disruptions
+        if d.kind == "lock" and d.worker == owner and d.start < until and d.end > since
+    )
+
+
+def explain_duplicate(
+    run: tuple[str, int, int, float], disruptions: list[Disruption], lease_s: float, eid: int | None = None
+) -> str | None:
+    """The disruption that cut this run off before its checkpoint, or None. A lock another
+    session held on the execution's row explains a rerun of that execution only (its lease
+    may lapse meanwhile), never one of the worker's other executions."""
     owner, _, _, at = run
     for d in disruptions:
-        if d.kind == "stop" and d.worker == owner and d.start - SLACK_S <= at <= d.end + SLACK_S:
+        if d.kind == "lock" and d.execution == eid and d.start - IN_FLIGHT_S <= at <= d.end + lease_s + SLACK_S:
+            return "lock"
+    for d in disruptions:
+        held = stalled(owner, at, d.start, disruptions)
+        if d.kind == "stop" and d.worker == owner and d.start - SLACK_S - held <= at <= d.end + SLACK_S:
             return "stop"
-    for d in disruptions:
-        if d.kind == "freeze" and d.worker == owner and d.start - IN_FLIGHT_S <= at <= d.start + FREEZE_SLACK_S:
+        if d.kind == "freeze" and d.worker == owner and d.start - IN_FLIGHT_S - held <= at <= d.start + FREEZE_SLACK_S:
             return "freeze"
-    for d in disruptions:
-        if d.kind == "kill" and d.worker == owner and d.start - IN_FLIGHT_S <= at <= d.start + SLACK_S:
+        if d.kind == "kill" and d.worker == owner and d.start - IN_FLIGHT_S - held <= at <= d.start + SLACK_S:
             return "kill"
     for d in disruptions:
         if d.kind == "outage" and d.start - lease_s - SLACK_S <= at <= d.end + lease_s + SLACK_S:

@@ -29,13 +29,13 @@ from pathlib import Path
 import psycopg
 
 from kestrel_console.embedded_pg import LocalCluster
-from kestrel_core import Kestrel, KestrelError
+from kestrel_core import ActionRefused, Kestrel, KestrelError
 from tests.waiting import wait_until_none_left
 
 from .checks import Disruption, Verdict, verify
 from .sampler import LimitSampler
 from .workers import REPO, WorkerPool
-from .workload import LEDGER_DDL, LIMITED_CONCURRENCY, LIMITED_QUEUE
+from .workload import DEADLINE_S, LEDGER_DDL, LIMITED_CONCURRENCY, LIMITED_QUEUE
 
 PENDING_GATES = """
 SELECT w.execution_id, w.step_id, e.input->>'gate'
@@ -49,6 +49,8 @@ SELECT count(*) FROM kestrel.workflow_executions
    AND (status = 'enqueued' OR (status = 'running' AND owner_id = %s AND claim_epoch = ANY(%s)))
 """
 DECLARED = "SELECT concurrency FROM kestrel.queues WHERE name = %s"
+STATUS = "SELECT status FROM kestrel.workflow_executions WHERE id = %s"
+LOCK_ROW = "SELECT 1 FROM kestrel.workflow_executions WHERE id = %s FOR UPDATE"
 UNFINISHED = "SELECT count(*) FROM kestrel.workflow_executions WHERE status IN ('enqueued', 'running', 'waiting')"
 
 
@@ -65,6 +67,9 @@ class ChaosConfig:
     stops: int = 2  # SIGSTOP/SIGCONT rounds
     freezes: int = 2  # SIGSTOP every worker / operator requeue / SIGCONT rounds
     fan_every: int = 4  # every n-th execution is an async fan-out (0: none)
+    early_cancel_every: int = 10  # every n-th: a chain cancelled while its code runs before its first step
+    failing_every: int = 12  # every n-th: a deadline before the first step, a SystemExit or a CancelledError step
+    lock_every_s: tuple[float, float] = (1.0, 3.0)  # between outside row locks on running executions
     seed: int | None = None
     worker_dsn: str | None = None  # where workers connect (PgBouncer); default: the cluster
     transaction_pooling: bool = False
@@ -80,6 +85,8 @@ class ChaosReport:
     freezes: int = 0
     operator_requeues: int = 0  # executions a freeze's operator requeued
     restarts: int = 0
+    early_cancels: int = 0  # cancels acknowledged while the chain's code ran before its first step
+    locks: int = 0  # outside row locks held on running executions
     enqueued: int = 0
     refused_writes: int = 0
     leases_expired: int = 0
@@ -94,7 +101,8 @@ class ChaosReport:
             f"executions {v.executions} ({dict(v.statuses)}; async fan-outs {v.fan_outs}), "
             f"kills {self.kills}, stops {self.stops}, "
             f"freezes {self.freezes} (operator requeues {self.operator_requeues}), "
-            f"restarts {self.restarts}, side effects {v.side_effects}, duplicated side effects "
+            f"restarts {self.restarts}, early cancels {self.early_cancels}, outside locks {self.locks}, "
+            f"meant to fail and failed {v.failed_as_meant}, side effects {v.side_effects}, duplicated side effects "
             f"{v.duplicates} (by cause: {causes}), refused stale writes {self.refused_writes}, "
             f"leases swept {self.leases_expired}, attempts left open {v.open_attempts} / lost {v.attempts_lost}, "
             f"schedule ticks {v.ticks}, limited queue: {v.limited} executions, most running "
@@ -145,6 +153,7 @@ class ChaosRun:
         self.disruptions: list[Disruption] = []
         self.keys: set[str] = set()
         self.limited_keys: set[str] = set()  # those enqueued on the limited queue
+        self.cancelled_keys: set[str] = set()  # those whose cancel was acknowledged
         self.sampler = LimitSampler(self.admin_dsn)
         self.counts: Counter = Counter()
         self.stop_chaos = threading.Event()
@@ -160,11 +169,14 @@ class ChaosRun:
                 self.pool.start_one()
             self._await_declared()  # else the first claims of the limited queue are unlimited
             self.sampler.start()
-            feeder, approver, killer = (self._thread(f) for f in (self.feed, self.approve, self.chaos))
+            feeder, approver, killer, locker = (
+                self._thread(f) for f in (self.feed, self.approve, self.chaos, self.lock_rows)
+            )
             killer.join()  # the chaos phase
             self.stop_feeding.set()
             feeder.join()
             self.stop_chaos.set()
+            locker.join()
             for resumer in self.resumers:
                 resumer.join()
             cfg.log(f"chaos: calm; {len(self.keys)} enqueued, waiting for them to finish")
@@ -186,7 +198,13 @@ class ChaosRun:
             raise RuntimeError(f"the chaos harness itself failed: {self.errors[0]!r}") from self.errors[0]
         with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
             verdict = verify(
-                conn, self.keys, self.disruptions, cfg.lease_s, limited_keys=self.limited_keys, samples=samples
+                conn,
+                self.keys,
+                self.disruptions,
+                cfg.lease_s,
+                limited_keys=self.limited_keys,
+                samples=samples,
+                cancelled_keys=self.cancelled_keys,
             )
         for wid, code in sorted(exited.items(), reverse=True):  # first: they explain the rest
             lines = (self.log_dir / f"{wid}.log").read_text(errors="replace").strip().splitlines()
@@ -205,6 +223,8 @@ class ChaosRun:
             freezes=self.counts["freezes"],
             operator_requeues=self.counts["operator_requeues"],
             restarts=self.counts["restarts"],
+            early_cancels=len(self.cancelled_keys),
+            locks=self.counts["locks"],
             enqueued=len(self.keys),
             refused_writes=logs.count("event=write_refused"),
             leases_expired=logs.count("event=leases_expired"),
@@ -280,7 +300,13 @@ class ChaosRun:
                 # the drain, and what was left enqueued there would read as lost work
                 spec["work_ms"] = 400
             workflow = "chain"
-            if not place and self.cfg.fan_every and i % self.cfg.fan_every == 1:
+            early = not place and self.cfg.early_cancel_every and i % self.cfg.early_cancel_every == 3
+            if early:
+                spec["pre_ms"] = 800  # workflow code before the first step, where the cancel lands
+            if not place and self.cfg.failing_every and i % self.cfg.failing_every == 7:
+                workflow = self.rng.choice(["deadline", "exit_step", "cancelled_step"])
+                spec = {"expect": workflow, "pre_ms": int((DEADLINE_S + 0.7) * 1000)}
+            elif not place and self.cfg.fan_every and i % self.cfg.fan_every == 1:
                 workflow = "fan"
                 spec = {
                     "fan": self.rng.randint(3, 6),
@@ -290,7 +316,7 @@ class ChaosRun:
             deadline = time.monotonic() + 60
             while True:  # the idempotency key makes a retried enqueue insert at most once
                 try:
-                    self.app.enqueue(workflow, spec, idempotency_key=key, **place)
+                    eid = self.app.enqueue(workflow, spec, idempotency_key=key, **place)
                     break
                 except (KestrelError, psycopg.Error):
                     if time.monotonic() > deadline:
@@ -299,6 +325,8 @@ class ChaosRun:
             self.keys.add(key)
             if place:
                 self.limited_keys.add(key)
+            if early and workflow == "chain":
+                self._thread(lambda eid=eid, key=key: self._cancel_early(eid, key))
             next_at += 1.0 / self.cfg.rate
             self.stop_feeding.wait(max(0.0, next_at - time.monotonic()))
 
@@ -315,6 +343,57 @@ class ChaosRun:
                         self.app.reject(eid, step, by="chaos-approver", comment="chaos")
             except (KestrelError, psycopg.Error):
                 continue  # outage, or decided by an earlier try whose reply was lost
+
+    def _cancel_early(self, eid: int, key: str) -> None:
+        """Cancel ``eid`` once claimed, while its code runs before its first step (pre_ms)."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not self.stop_approving.is_set():
+            try:
+                with self.app.connection() as conn:
+                    row = conn.execute(STATUS, (eid,)).fetchone()
+            except (KestrelError, psycopg.Error):
+                row = None
+            if row is not None and row[0] != "enqueued":
+                break
+            time.sleep(0.02)
+        time.sleep(self.rng.uniform(0.05, 0.5))
+        try:
+            self.app.cancel(eid, by="chaos-operator", comment="early cancel")
+        except ActionRefused:
+            return  # it finished already, and must end as any chain
+        except (KestrelError, psycopg.Error):
+            pass  # an outage: whether it was cancelled is read below
+        deadline = time.monotonic() + 60  # the reply may be lost in an outage: read what happened
+        while time.monotonic() < deadline:
+            try:
+                with self.app.connection() as conn:
+                    row = conn.execute(STATUS, (eid,)).fetchone()
+                if row is not None and row[0] == "cancelled":
+                    self.cancelled_keys.add(key)
+                return
+            except (KestrelError, psycopg.Error):
+                time.sleep(0.5)
+
+    def lock_rows(self) -> None:
+        """Now and then, hold one running execution's row FOR UPDATE from another session for
+        up to one and a half leases, as an operator's or a report's transaction might."""
+        while not self.stop_chaos.wait(self.rng.uniform(*self.cfg.lock_every_s)):
+            try:
+                with psycopg.connect(self.admin_dsn, connect_timeout=3, application_name="chaos-locker") as conn:
+                    running = conn.execute(RUNNING).fetchall()
+                    if not running:
+                        conn.rollback()
+                        continue
+                    owner, eid, _ = self.rng.choice(running)
+                    conn.execute("SET LOCAL lock_timeout = '2s'")
+                    conn.execute(LOCK_ROW, (eid,))
+                    t0 = time.time()
+                    self.stop_chaos.wait(self.rng.uniform(0.5, 1.5) * self.cfg.lease_s)
+                    conn.commit()
+                    self.disruptions.append(Disruption("lock", owner, t0, time.time(), execution=eid))
+                    self.counts["locks"] += 1
+            except psycopg.Error:
+                continue  # an outage, or the row was held already
 
     # -- the killer ------------------------------------------------------------------------------
 

@@ -40,7 +40,11 @@ def test_nothing_lost_or_doubled_under_kills_stops_freezes_and_restarts(
     # The run did what it claims: every kind of disruption happened, on a real workload.
     assert report.kills >= 5 and report.stops == 2 and report.restarts == 2, report.summary()
     assert report.freezes == 2, report.summary()  # requeues: only what the frozen workers held running
-    assert report.enqueued >= 200 and report.verdict.statuses["success"] == report.enqueued
+    v = report.verdict
+    assert report.enqueued >= 200 and v.statuses["success"] + v.cancelled + v.failed_as_meant == report.enqueued
+    # cancels before first steps, deadlines, SystemExit and CancelledError steps, outside locks
+    assert report.early_cancels >= 3 and v.failed_as_meant >= 6 and report.locks >= 3, report.summary()
+    assert v.late_starts_checked >= report.enqueued, report.summary()  # every run's start was checked
     assert report.verdict.fan_outs >= report.enqueued // 8, report.summary()  # async fan-outs ran too
     assert report.verdict.ticks >= 20, report.summary()  # the schedule ticked through the chaos
     # the limited queue had work through the chaos, and its running count was read throughout

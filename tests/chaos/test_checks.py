@@ -20,7 +20,7 @@ SPEC = {"steps": 2, "work_ms": 10, "nap": None, "gate": None}
 
 @pytest.fixture
 def chaos_db(db: psycopg.Connection) -> psycopg.Connection:
-    db.execute("DROP TABLE IF EXISTS public.chaos_ledger")
+    db.execute("DROP TABLE IF EXISTS public.chaos_ledger, public.chaos_transitions")
     db.execute(LEDGER_DDL)
     return db
 
@@ -65,9 +65,17 @@ def step(
 ) -> None:
     """A real run of a step (ledger row); with ``checkpoint`` it is the one the checkpoint kept."""
     db.execute(
-        "INSERT INTO public.chaos_ledger (nonce, execution_id, step_id, owner_id, claim_epoch, pid, at)"
-        " VALUES (%s, %s, %s, %s, %s, 1, to_timestamp(%s))",
-        (nonce, eid, step_id, owner, epoch, at if at is not None else time.time()),
+        "INSERT INTO public.chaos_ledger (nonce, execution_id, step_id, owner_id, claim_epoch, pid, started, at)"
+        " VALUES (%s, %s, %s, %s, %s, 1, %s, to_timestamp(%s))",
+        (
+            nonce,
+            eid,
+            step_id,
+            owner,
+            epoch,
+            at if at is not None else time.time(),
+            at if at is not None else time.time(),
+        ),
     )
     if checkpoint:
         db.execute(
@@ -256,3 +264,99 @@ def test_an_async_fan_out_is_checked_step_by_step(chaos_db: psycopg.Connection) 
     # a gathered step whose checkpoint was lost ran again on the replay: caught
     step(chaos_db, eid, "f1", nonce=24, owner="w1", epoch=2, checkpoint=False)
     assert any("duplicate side effect by w1 epoch 2" in v for v in verify(chaos_db, {"k1"}, [], LEASE).violations)
+
+
+def claim_ended(db: psycopg.Connection, eid: int, epoch: int, at: float, new_status: str = "cancelled") -> None:
+    """What the trigger records when claim ``epoch`` of ``eid`` ends at ``at``."""
+    db.execute(
+        "INSERT INTO public.chaos_transitions"
+        " (execution_id, old_status, new_status, old_owner, old_epoch, new_epoch, at)"
+        " VALUES (%s, 'running', %s, 'w1', %s, %s, to_timestamp(%s))",
+        (eid, new_status, epoch, epoch, at),
+    )
+
+
+def test_a_step_started_after_its_claim_ended_is_caught(chaos_db: psycopg.Connection) -> None:
+    ended = time.time() - 50
+    eid = execution(chaos_db, "k1", owner="w1", epoch=2, nonces=[11, 12])
+    step(chaos_db, eid, "s0", nonce=11, owner="w1", epoch=2)
+    step(chaos_db, eid, "s1", nonce=12, owner="w1", epoch=2)
+    claim_ended(chaos_db, eid, 1, ended, new_status="enqueued")  # swept; claim 2 ran it all
+    step(chaos_db, eid, "s0", nonce=10, owner="w1", epoch=1, at=ended - 1, checkpoint=False)  # in flight
+    kill = [Disruption("kill", "w1", ended - 0.5, ended - 0.5)]
+    assert verify(chaos_db, {"k1"}, kill, LEASE).ok
+    # claim 1 began s1 two seconds after it ended (the resumed worker of break 1)
+    step(chaos_db, eid, "s1", nonce=9, owner="w1", epoch=1, at=ended + 2, checkpoint=False)
+    text = "\n".join(verify(chaos_db, {"k1"}, kill, LEASE).violations)
+    assert f"execution {eid} step s1 started under claim (w1, epoch 1) 2.00 s after that claim ended" in text
+
+
+def test_a_step_the_fence_let_start_before_the_end_is_in_flight(chaos_db: psycopg.Connection) -> None:
+    ended = time.time() - 50
+    eid = execution(chaos_db, "k1", owner="w1", epoch=2, nonces=[11, 12])
+    step(chaos_db, eid, "s0", nonce=11, owner="w1", epoch=2)
+    step(chaos_db, eid, "s1", nonce=12, owner="w1", epoch=2)
+    claim_ended(chaos_db, eid, 1, ended)
+    # its attempt was opened (fenced) before the end; its function began late (a freeze there)
+    chaos_db.execute(
+        "INSERT INTO kestrel.step_attempts (execution_id, step_id, attempt, owner_id, claim_epoch, started_at)"
+        " VALUES (%s, 's1', 2, 'w1', 1, to_timestamp(%s))",
+        (eid, ended - 0.1),
+    )
+    step(chaos_db, eid, "s1", nonce=9, owner="w1", epoch=1, at=ended + 3, checkpoint=False)
+    freeze = [Disruption("freeze", "w1", ended - 0.05, ended + 2.9)]
+    verdict = verify(chaos_db, {"k1"}, freeze, LEASE)
+    assert not [v for v in verdict.violations if "after that claim ended" in v], verdict.violations
+
+
+def test_executions_meant_to_fail_and_cancelled_ones_are_held_to_it(chaos_db: psycopg.Connection) -> None:
+    clean_execution(chaos_db, "k1")
+    timed = execution(
+        chaos_db, "k2", owner="w1", epoch=1, nonces=[], status="error", spec={"expect": "deadline", "pre_ms": 1700}
+    )
+    chaos_db.execute("UPDATE kestrel.workflow_executions SET error = 'timed out after 1s' WHERE id = %s", (timed,))
+    exited = execution(
+        chaos_db, "k3", owner="w1", epoch=1, nonces=[], status="error", spec={"expect": "exit_step", "pre_ms": 0}
+    )
+    chaos_db.execute("UPDATE kestrel.workflow_executions SET error = 'StepFailed: boom' WHERE id = %s", (exited,))
+    execution(chaos_db, "k4", owner="w1", epoch=1, nonces=[], status="cancelled")
+    keys = {"k1", "k2", "k3", "k4"}
+    verdict = verify(chaos_db, keys, [], LEASE, cancelled_keys={"k4"})
+    assert verdict.ok and (verdict.failed_as_meant, verdict.cancelled) == (2, 1), verdict.violations
+
+    step(chaos_db, timed, "s0", nonce=31, owner="w1", epoch=1, checkpoint=False)  # ran past its deadline
+    chaos_db.execute("UPDATE kestrel.workflow_executions SET status = 'success' WHERE id = %s", (exited,))
+    text = "\n".join(verify(chaos_db, keys, [], LEASE, cancelled_keys={"k1", "k4"}).violations)
+    assert f"execution {timed}: its deadline passed before its first step, which ran anyway" in text
+    assert f"execution {exited} (exit_step) ended success, not error (boom)" in text
+    assert "was cancelled but ended success" in text
+
+
+def test_a_lock_explains_a_rerun_of_the_locked_execution_only(chaos_db: psycopg.Connection) -> None:
+    ran_at = time.time() - 100
+    eid = execution(chaos_db, "k1", owner="w2", epoch=2, nonces=[11, 12])
+    step(chaos_db, eid, "s0", nonce=10, owner="w1", epoch=1, at=ran_at, checkpoint=False)
+    step(chaos_db, eid, "s0", nonce=11, owner="w2", epoch=2)
+    step(chaos_db, eid, "s1", nonce=12, owner="w2", epoch=2)
+    locked = verify(chaos_db, {"k1"}, [Disruption("lock", None, ran_at + 0.5, ran_at + 5, execution=eid)], LEASE)
+    assert locked.ok and locked.duplicates_by_cause == {"lock": 1}, locked.violations
+    # a lock on another execution of the same worker explains nothing (break 5)
+    other = verify(chaos_db, {"k1"}, [Disruption("lock", None, ran_at + 0.5, ran_at + 5, execution=eid + 1)], LEASE)
+    assert any("that no kill, stop or outage explains" in v for v in other.violations)
+
+
+def test_a_lock_on_a_sibling_keeps_the_workers_runs_in_flight(chaos_db: psycopg.Connection) -> None:
+    # w1 ran s0 of k1, then a lock on another of w1's executions held its step boundaries (one
+    # writer per process) for 5 s; SIGSTOPped before the checkpoint went out, it lost the claim
+    ran_at = time.time() - 100
+    eid = execution(chaos_db, "k1", owner="w2", epoch=2, nonces=[11, 12])
+    step(chaos_db, eid, "s0", nonce=10, owner="w1", epoch=1, at=ran_at, checkpoint=False)
+    step(chaos_db, eid, "s0", nonce=11, owner="w2", epoch=2)
+    step(chaos_db, eid, "s1", nonce=12, owner="w2", epoch=2)
+    stop = Disruption("stop", "w1", ran_at + 7, ran_at + 12)
+    assert not verify(chaos_db, {"k1"}, [stop], LEASE).ok  # ran 7 s before the stop: long done
+    sibling = Disruption("lock", "w1", ran_at + 1, ran_at + 6, execution=eid + 1)
+    held = verify(chaos_db, {"k1"}, [stop, sibling], LEASE)
+    assert held.ok and held.duplicates_by_cause == {"stop": 1}, held.violations
+    elsewhere = Disruption("lock", "w3", ran_at + 1, ran_at + 6, execution=eid + 1)  # another worker's
+    assert not verify(chaos_db, {"k1"}, [stop, elsewhere], LEASE).ok

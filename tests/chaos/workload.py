@@ -37,14 +37,32 @@ CREATE TABLE IF NOT EXISTS public.chaos_ledger (
     owner_id      text   NOT NULL,          -- the claim the step ran under ...
     claim_epoch   bigint NOT NULL,          -- ... (worker id, epoch)
     pid           integer NOT NULL,
+    started       float8 NOT NULL,          -- when the step's function began (time.time())
     at            timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE INDEX IF NOT EXISTS chaos_ledger_step_idx ON public.chaos_ledger (execution_id, step_id);
+-- Every change of an execution's status or claim, when it was written: when each claim ended.
+CREATE TABLE IF NOT EXISTS public.chaos_transitions (
+    execution_id  bigint NOT NULL,
+    old_status    text, new_status text,
+    old_owner     text, old_epoch bigint, new_epoch bigint,
+    at            timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE OR REPLACE FUNCTION public.chaos_transition() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.chaos_transitions (execution_id, old_status, new_status, old_owner, old_epoch, new_epoch)
+    VALUES (NEW.id, OLD.status, NEW.status, OLD.owner_id, OLD.claim_epoch, NEW.claim_epoch);
+    RETURN NULL;
+END $$;
+DROP TRIGGER IF EXISTS chaos_transitions ON kestrel.workflow_executions;
+CREATE TRIGGER chaos_transitions AFTER UPDATE ON kestrel.workflow_executions FOR EACH ROW
+  WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.claim_epoch IS DISTINCT FROM NEW.claim_epoch)
+  EXECUTE FUNCTION public.chaos_transition();
 """
 # A retried INSERT whose first try committed but lost its reply must not count twice.
 RECORD = """
-INSERT INTO public.chaos_ledger (nonce, execution_id, step_id, owner_id, claim_epoch, pid)
-VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (nonce) DO NOTHING
+INSERT INTO public.chaos_ledger (nonce, execution_id, step_id, owner_id, claim_epoch, pid, started)
+VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (nonce) DO NOTHING
 """
 
 POOLING = os.environ.get("KESTREL_CHAOS_POOLING") == "1"
@@ -108,10 +126,11 @@ def record(execution_id: int, step_id: str, owner: str, epoch: int) -> int:
     good because of an outage, and the nonce keeps a retried INSERT from counting twice.
     """
     nonce = random.getrandbits(52)
+    started = time.time()  # the ledger's own time may be an outage later
     deadline = time.monotonic() + LEDGER_RETRY_S
     while True:
         try:
-            _ledger_connection().execute(RECORD, (nonce, execution_id, step_id, owner, epoch, os.getpid()))
+            _ledger_connection().execute(RECORD, (nonce, execution_id, step_id, owner, epoch, os.getpid(), started))
             return nonce
         except psycopg.OperationalError:
             conn = getattr(_local, "conn", None)
@@ -135,8 +154,10 @@ def side_effect(execution_id: int, step_id: str, owner: str, epoch: int, work_ms
 
 @app.workflow("chain")
 def chain(ctx: Any, spec: dict[str, Any]) -> dict[str, Any]:
-    """``spec``: steps (int), work_ms (int), nap (seconds or null), gate (approve|reject|timeout|null)."""
+    """``spec``: steps (int), work_ms (int), nap (seconds or null), gate (approve|reject|timeout|null),
+    pre_ms (workflow code before the first step: where the harness's early cancels land)."""
     owner, epoch = claim_of(ctx)
+    time.sleep(spec.get("pre_ms", 0) / 1000)
     nonces = []
     decision = None
     for i in range(spec["steps"]):
@@ -182,6 +203,53 @@ async def fan(ctx: Any, spec: dict[str, Any]) -> dict[str, Any]:
     return {"nonces": nonces, "sum": sum(nonces), "owner": owner, "epoch": epoch, "decision": None}
 
 
+# A deadline that passes while the workflow's code runs before its first step: the execution
+# ends error, and its step must never run.
+DEADLINE_S = 1.0
+
+
+@app.workflow("deadline", timeout=DEADLINE_S)
+def deadline(ctx: Any, spec: dict[str, Any]) -> None:
+    """``spec``: pre_ms (past DEADLINE_S)."""
+    owner, epoch = claim_of(ctx)
+    time.sleep(spec["pre_ms"] / 1000)
+    ctx.step("s0", side_effect, ctx.execution_id, "s0", owner, epoch, 10)
+
+
+def exits(execution_id: int, owner: str, epoch: int) -> None:
+    """A step that raises SystemExit (a library calling sys.exit)."""
+    record(execution_id, "boom", owner, epoch)
+    raise SystemExit(3)
+
+
+async def cancelled_inside(execution_id: int, owner: str, epoch: int) -> None:
+    """A coroutine step that raises CancelledError (an inner task cancelled, as in client libraries)."""
+    await asyncio.to_thread(record, execution_id, "boom", owner, epoch)
+    inner = asyncio.get_running_loop().create_task(asyncio.sleep(10))
+    inner.cancel()
+    await inner
+
+
+@app.workflow("exit_step")
+def exit_step(ctx: Any, spec: dict[str, Any]) -> None:
+    """A step, then one raising SystemExit: the execution must end error (StepFailed)."""
+    owner, epoch = claim_of(ctx)
+    ctx.step("s0", side_effect, ctx.execution_id, "s0", owner, epoch, 10)
+    ctx.step("boom", exits, ctx.execution_id, owner, epoch)
+
+
+@app.workflow("cancelled_step")
+async def cancelled_step(ctx: Any, spec: dict[str, Any]) -> None:
+    """A step, then a coroutine step raising CancelledError: the execution must end error."""
+    owner, epoch = claim_of(ctx)
+    await ctx.step("s0", side_effect, ctx.execution_id, "s0", owner, epoch, 10)
+    await ctx.step("boom", cancelled_inside, ctx.execution_id, owner, epoch)
+
+
+# What each workflow but the chains and fan-outs must end as (the harness's cancels aside).
+FAILING = {"deadline": "timed out", "exit_step": "boom", "cancelled_step": "boom"}
+
+
 TICK_SCHEDULE = "chaos-tick"
 
 
@@ -195,6 +263,8 @@ def tick(ctx: Any, input: dict[str, Any]) -> str:
 def effect_steps(spec: dict[str, Any]) -> list[str]:
     """The steps of an execution of ``spec`` that leave a side effect, in the order of its
     output's nonces (a ``fan`` spec is the async fan-out, else a chain)."""
+    if spec.get("expect"):  # a workflow of FAILING: no output to compare
+        return []
     if "fan" in spec:
         return [f"f{i}" for i in range(spec["fan"])] + ["after"]
     return [f"s{i}" for i in range(spec["steps"])]

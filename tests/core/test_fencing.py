@@ -138,9 +138,9 @@ def test_heartbeat_renews_only_current_claims(app: Kestrel, db: psycopg.Connecti
     a, b = app.enqueue("w"), app.enqueue("w")
     claimed = claim(db, S, worker_id="w1", names=["w"], n=2, lease=timedelta(seconds=2))
     app.cancel(b, by="op")
-    held = lease.heartbeat(db, S, "w1", timedelta(seconds=60), [a, b])
+    beat = lease.heartbeat(db, S, "w1", timedelta(seconds=60), [a, b])
     epochs = {c.execution_id: c.claim_epoch for c in claimed}
-    assert held == {(a, epochs[a])}
+    assert beat.renewed == beat.held == {(a, epochs[a])}
     remaining = db.execute(
         "SELECT lease_expires - now() > interval '50 seconds' FROM workflow_executions WHERE id = %s", (a,)
     ).fetchone()[0]

@@ -80,7 +80,7 @@ def test_claims_and_heartbeats_do_not_rewrite_a_4kb_input(dsn: str, db: psycopg.
     assert len(held) == N and all(c.input == doc for c in held)
 
     start = db.execute(INSERT_LSN).fetchone()[0]  # type: ignore[index]
-    renewed = lease.heartbeat(db, S, "w1", LEASE, [c.execution_id for c in held])
+    renewed = lease.heartbeat(db, S, "w1", LEASE, [c.execution_id for c in held]).renewed
     beat = heap_wal(db, node, start)
     assert len(renewed) == N
 

@@ -43,7 +43,7 @@ def test_no_heartbeat_follows_the_retirement(app: Kestrel, dsn: str, db: psycopg
             later_beats = [
                 start for query, start in blocked if "last_heartbeat = now()" in query and retire and start > retire[0]
             ]
-            return bool(retire) and (bool(later_beats) or not worker._maintenance.is_alive())
+            return bool(retire) and (bool(later_beats) or not any(t.is_alive() for t in worker._maintenance))
 
         wait_for(
             retire_waits_and_no_heartbeat_can_come,

@@ -4,8 +4,9 @@
 -- tables first, then workflow_executions'), if every execution in it finished before p_before
 -- and the id sequence passed the range over a minute ago (an id handed out just before must
 -- not find its partition gone; the newest range is never dropped). Returns the executions
--- dropped, or NULL when the range must stay (a live execution, one finished too recently, the
--- current range): prune then deletes its finished rows in batches, as before.
+-- dropped, or NULL when the range must stay (a live execution, one finished too recently, a
+-- finished child whose parent is live: the parent's wait_for reads it, issue 43; the current
+-- range): prune then deletes its finished rows in batches, as before.
 -- The range is checked (through the partial indexes of live states and finished_at),
 -- counted (execution_counts loses its rows, as the delete trigger would do) and its keys
 -- deleted without locking more than its readers do; only then the four parents are locked
@@ -50,7 +51,10 @@ BEGIN
     v_busy_sql := format('SELECT EXISTS (SELECT 1 FROM %1$I.%2$I WHERE status = ''enqueued'')
                               OR EXISTS (SELECT 1 FROM %1$I.%2$I WHERE status = ''running'')
                               OR EXISTS (SELECT 1 FROM %1$I.%2$I WHERE status = ''waiting'')
-                              OR EXISTS (SELECT 1 FROM %1$I.%2$I WHERE finished_at >= $1)', ns, v_part);
+                              OR EXISTS (SELECT 1 FROM %1$I.%2$I WHERE finished_at >= $1)
+                              OR EXISTS (SELECT 1 FROM %1$I.%2$I c JOIN %1$I.workflow_executions p ON p.id = c.parent_id
+                                          WHERE c.parent_id IS NOT NULL
+                                            AND p.status IN (''enqueued'', ''running'', ''waiting''))', ns, v_part);
     EXECUTE v_busy_sql INTO v_busy USING p_before;
     IF v_busy THEN
         RETURN NULL;
