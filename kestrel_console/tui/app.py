@@ -21,6 +21,7 @@ from ..settings import DEFAULT_REFRESH, console_settings
 from .commands import KestrelCommands
 from .config import step_preset
 from .header import header_text
+from .keys import ROUTED, KeyRouter
 from .live import LiveScreen
 from .operator import VERBS, Operator, Outcome, ReadOnlyRefused
 from .registry import modes, screen_bindings
@@ -93,6 +94,23 @@ class KestrelConsole(App[None]):
         self._sessions: list[Any] = []
         self._failures = 0
         self._down_since: float | None = None
+        self.keys = KeyRouter(self)
+
+    # -- keys ---------------------------------------------------------------------------------------
+
+    async def on_event(self, event: events.Event) -> None:
+        """Keys from the terminal are decided by the KeyRouter (keys.py), in the order typed."""
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            if not self.app_focus:
+                self.app_focus = True
+            await self.keys.take(event)
+            return
+        await super().on_event(event)
+
+    async def _on_key(self, event: events.Key) -> None:
+        if getattr(event, ROUTED, False):
+            return  # its bindings were looked at when it was routed: never run one twice
+        await super()._on_key(event)
 
     # -- lifecycle ----------------------------------------------------------------------------------
 

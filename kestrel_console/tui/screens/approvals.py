@@ -88,7 +88,7 @@ class ApprovalsScreen(LiveScreen):
     def on_mount(self) -> None:
         self.query_one("#appr-details-box").border_title = "Details attached by the workflow"
         self.query_one("#appr-filter", Input).display = False
-        self.table.focus()
+        self.set_focus(self.table)
 
     @property
     def table(self) -> LiveTable:
@@ -182,7 +182,7 @@ class ApprovalsScreen(LiveScreen):
         box = self.query_one("#appr-filter", Input)
         if box.display:
             box.display = False
-            self.table.focus()
+            self.set_focus(self.table)
         elif self.table.marks:
             self.table.clear_marks()
         elif self.filter_words:
@@ -196,7 +196,7 @@ class ApprovalsScreen(LiveScreen):
         box = self.query_one("#appr-filter", Input)
         box.display = True
         box.value = " ".join(self.filter_words)
-        box.focus()
+        self.set_focus(box)  # now: the keys typed next go to it (keys.py)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id != "appr-filter":
@@ -204,7 +204,7 @@ class ApprovalsScreen(LiveScreen):
         event.stop()
         self.filter_words = words_of(event.value)
         event.input.display = False
-        self.table.focus()
+        self.set_focus(self.table)
         self._sync()
         self.table.cursor_lost = None  # the operator changed what is listed
         self._summary()

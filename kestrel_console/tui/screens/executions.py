@@ -94,7 +94,7 @@ class ExecutionsScreen(LiveScreen):
 
     def on_mount(self) -> None:
         self.query_one("#exec-filter", Input).display = False
-        self.query_one(LiveTable).focus()
+        self.set_focus(self.query_one(LiveTable))
         self._describe()
 
     @property
@@ -165,7 +165,7 @@ class ExecutionsScreen(LiveScreen):
         box = self.query_one("#exec-filter", Input)
         box.display = True
         box.value = str(self.filter)
-        box.focus()
+        self.set_focus(box)  # now: the keys typed next go to it (keys.py)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id != "exec-filter":
@@ -191,7 +191,7 @@ class ExecutionsScreen(LiveScreen):
         self.rows = []
         self.unknown = None
         self.table.reset()
-        self.table.focus()
+        self.set_focus(self.table)
         self._describe()
         self.refresh_data(force=True)
 
@@ -199,7 +199,7 @@ class ExecutionsScreen(LiveScreen):
         box = self.query_one("#exec-filter", Input)
         if box.display:
             box.display = False
-            self.table.focus()
+            self.set_focus(self.table)
         elif self.table.marks:
             self.table.clear_marks()
             self._describe()
