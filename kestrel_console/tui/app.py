@@ -13,6 +13,7 @@ from textual import events, work
 from textual.app import App
 from textual.binding import Binding
 from textual.reactive import reactive
+from textual.screen import ModalScreen
 
 from kestrel_core import DatabaseUnavailable, SchemaOutdated, first_line
 
@@ -27,6 +28,7 @@ from .operator import VERBS, Operator, Outcome, ReadOnlyRefused
 from .registry import modes, screen_bindings
 from .screens.help import HelpScreen
 from .screens.reports import ReportsScreen
+from .widgets.confirm import ConfirmModal
 from .widgets.scrollbar import use_whole_cell_scrollbars
 
 TICK_S = 0.1
@@ -71,7 +73,10 @@ class KestrelConsole(App[None]):
         refresh: float = DEFAULT_REFRESH,
         reader_dsn: str | None = None,
         allow_privileged_sql: bool | None = None,
+        quit_stops: str | None = None,
     ) -> None:
+        """``quit_stops``: what quitting the console also stops (the demo's workers and
+        server), asked about before ``q`` quits."""
         self.config = console_settings(
             settings,
             dsn=dsn,
@@ -95,6 +100,7 @@ class KestrelConsole(App[None]):
         self._failures = 0
         self._down_since: float | None = None
         self.keys = KeyRouter(self)
+        self.quit_stops = quit_stops
 
     # -- keys ---------------------------------------------------------------------------------------
 
@@ -247,18 +253,56 @@ class KestrelConsole(App[None]):
 
     async def action_show(self, mode: str) -> None:
         """A number key: that screen itself, never what was last opened from it (key 2 is
-        the Executions list, not the last execution's detail)."""
+        the Executions list, not the last execution's detail), and no longer a level below
+        the screen it was once opened from (esc and q stay on it)."""
         if self.current_mode != mode:
             await self.switch_mode(mode)
         while len(self.screen_stack) > 1:
             await self.pop_screen()
+        if getattr(self.screen, "came_from", None):
+            self.screen.came_from = None  # type: ignore[attr-defined]
 
-    def action_back(self) -> None:  # type: ignore[override]  # Textual's is async; it runs a sync action too
-        """``q``: back to the previous screen, or quit from a top screen."""
+    async def action_back(self) -> None:
+        """``q`` (and ``esc`` where a screen has nothing of its own to close): one level back:
+        a dialog is answered no, a screen pushed over another is closed, a list opened from a
+        dashboard count goes back to the dashboard; on a top screen, quit, after asking if
+        quitting would stop more than the console (``quit_question``)."""
+        screen = self.screen
+        if isinstance(screen, ModalScreen):
+            screen.dismiss(None)
+            return
         if len(self.screen_stack) > 1:
             self.pop_screen()
-        else:
+            return
+        came_from = getattr(screen, "came_from", None)
+        if came_from:
+            await self.action_show(came_from)
+            return
+        question = self.quit_question()
+        if question is None:
             self.exit()
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.exit()
+
+        self.push_screen(ConfirmModal(question, title="Quit the console?"), answered)
+
+    def quit_question(self) -> str | None:
+        """What ``q`` asks before quitting, or None when quitting stops nothing but the console."""
+        said = []
+        if self.quit_stops:
+            said.append(f"Quitting also stops {self.quit_stops}.")
+        running = [w for w in self.workers if w.group == "actions" and not w.is_finished]
+        if running:
+            said.append(
+                f"{len(running)} operator action{'s' if len(running) != 1 else ''} still running: quitting"
+                " now may leave it half done (each execution's change commits or rolls back on its own)."
+            )
+        if not said:
+            return None
+        return "\n".join([*said, "Quit? (ctrl+q quits at once)"])
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):

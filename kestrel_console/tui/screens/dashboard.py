@@ -321,7 +321,9 @@ class DashboardScreen(LiveScreen):
         await self.kapp.action_show("executions")
         screen = self.app.screen
         if isinstance(screen, ExecutionsScreen):
-            screen.show_filtered(ExecutionFilter(status=status, workflow=workflow, exact=workflow is not None))
+            screen.show_filtered(
+                ExecutionFilter(status=status, workflow=workflow, exact=workflow is not None), came_from="dashboard"
+            )
 
     async def on_count_line_open(self, event: CountLine.Open) -> None:
         await self.open_list(event.status)

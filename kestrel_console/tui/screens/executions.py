@@ -61,7 +61,14 @@ class ExecutionsScreen(LiveScreen):
         # Paging is hinted on the line above the table, keeping the footer inside 80 columns.
         Binding("right_square_bracket", "page(1)", "Older", key_display="]", show=False),
         Binding("left_square_bracket", "page(-1)", "Newer", key_display="[", show=False),
-        Binding("escape", "clear", "Clear marks/filter", show=False),
+        Binding(
+            "escape",
+            "clear",
+            "Back/clear",
+            show=False,
+            tooltip="close the filter line, else clear the marks, else back to the dashboard the list was"
+            " opened from, else clear the filter",
+        ),
         Binding("s", "sort_next", "Sort", tooltip="sort the page by the next column (a click on a header too)"),
         Binding("S", "sort_reverse", "Reverse sort", show=False, tooltip="reverse the sort (ascending, descending)"),
     ]
@@ -80,6 +87,8 @@ class ExecutionsScreen(LiveScreen):
         self.pages_typed_ahead = 0
         self.rows: list[dict[str, Any]] = []
         self.unknown: str | None = None  # "no workflow named 'x'; did you mean y?" for an empty list
+        # The screen a dashboard count opened this list from: esc and q go back to it.
+        self.came_from: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -179,9 +188,11 @@ class ExecutionsScreen(LiveScreen):
         event.input.display = False
         self._restart()
 
-    def show_filtered(self, wanted: ExecutionFilter) -> None:
-        """Show the executions ``wanted`` selects, from the first page (a dashboard count)."""
+    def show_filtered(self, wanted: ExecutionFilter, came_from: str | None = None) -> None:
+        """Show the executions ``wanted`` selects, from the first page (a dashboard count);
+        ``came_from``: the mode esc and q go back to."""
         self.query_one("#exec-filter", Input).display = False
+        self.came_from = came_from
         self.filter = wanted
         self._restart()
 
@@ -195,7 +206,9 @@ class ExecutionsScreen(LiveScreen):
         self._describe()
         self.refresh_data(force=True)
 
-    def action_clear(self) -> None:
+    async def action_clear(self) -> None:
+        """esc, one level back: close the filter line, else clear the marks, else go back to
+        the dashboard this list was opened from, else clear the filter."""
         box = self.query_one("#exec-filter", Input)
         if box.display:
             box.display = False
@@ -203,6 +216,8 @@ class ExecutionsScreen(LiveScreen):
         elif self.table.marks:
             self.table.clear_marks()
             self._describe()
+        elif self.came_from:
+            await self.kapp.action_back()
         elif not self.filter.empty:
             self.kapp.tell(f"filter {self.filter} cleared (esc): showing all executions")
             self.filter = ExecutionFilter()

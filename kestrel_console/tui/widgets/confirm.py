@@ -1,4 +1,5 @@
-"""A yes/no question before anything changes: ``y`` does it, ``n`` or ``escape`` does not."""
+"""A yes/no question before anything changes: ``y`` does it, ``n``, ``escape`` or ``q`` (back,
+as everywhere) does not."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ class ConfirmModal(ModalScreen[bool]):
 
     BINDINGS = [
         Binding("y", "answer(True)", "Yes"),
-        Binding("n,escape", "answer(False)", "No"),
+        Binding("n,escape,q", "answer(False)", "No"),
     ]
 
     def __init__(self, question: str, *, title: str = "Confirm") -> None:
