@@ -37,8 +37,8 @@ SLOWED = (events.Key, Input.Submitted, DataTable.RowSelected, DataTable.RowHighl
 @pytest.fixture
 def slow_loop(monkeypatch):
     """Every key and widget message a widget or screen handles waits first; every callback
-    the app is asked to run later (``call_later``: how Textual moves the focus) runs later still. The app's own queue is not slowed: keys reach it
-    as fast as typed."""
+    the app is asked to run later (``call_later``: how Textual moves the focus) runs later
+    still. The app's own queue is not slowed: keys reach it as fast as typed."""
     dispatch = MessagePump._dispatch_message
     call_later = MessagePump.call_later
 
