@@ -34,6 +34,9 @@ COLUMNS = [
     ("deadline", "deadline"),
     ("details", "details"),
 ]
+# At 80 columns a long workflow name or gate id is cut, so that waiting, since and deadline stay
+# in sight (the details box below shows both whole).
+SQUEEZE = {"workflow": 14, "step": 14, "details": 20}
 # What each column sorts by: the stored value (waiting 2h after 9m; details as their JSON text).
 SORT_KEYS = {
     "execution": lambda r: r["execution_id"],
@@ -80,7 +83,14 @@ class ApprovalsScreen(LiveScreen):
         )
         yield Static("", id="appr-summary")
         # Oldest first as read, else the sort chosen.
-        yield LiveTable(COLUMNS, markable=True, sort_keys=SORT_KEYS, default_sort=("waiting", True), id="approvals")
+        yield LiveTable(
+            COLUMNS,
+            markable=True,
+            sort_keys=SORT_KEYS,
+            default_sort=("waiting", True),
+            squeeze=SQUEEZE,
+            id="approvals",
+        )
         with VerticalScroll(id="appr-details-box"):
             yield Static("", id="appr-details")
         yield KeyFooter()

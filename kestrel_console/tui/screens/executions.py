@@ -34,6 +34,9 @@ COLUMNS = [
     ("step", "current step"),
     ("error", "error"),
 ]
+# At 80 columns long names are cut, so that status, age and duration stay in sight (enter shows
+# the whole execution).
+SQUEEZE = {"workflow": 18, "owner": 14, "step": 14}
 # What each column sorts by: the stored value, not the text shown (2h after 9m).
 SORT_KEYS = {
     "id": lambda r: r["id"],
@@ -98,7 +101,9 @@ class ExecutionsScreen(LiveScreen):
             id="exec-filter",
         )
         yield Static("", id="exec-where")
-        yield LiveTable(COLUMNS, markable=True, sort_keys=SORT_KEYS, default_sort=("id", True), id="executions")
+        yield LiveTable(
+            COLUMNS, markable=True, sort_keys=SORT_KEYS, default_sort=("id", True), squeeze=SQUEEZE, id="executions"
+        )
         yield KeyFooter()
 
     def on_mount(self) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import events
 from textual._two_way_dict import TwoWayDict
@@ -26,6 +27,9 @@ from ...safe_text import literal
 MARK = "●"
 MARK_COLUMN = "mark"
 MORE_COLUMNS = "→ more columns"  # the sign that columns are hidden to the right
+# A table narrower than this cuts its ``squeeze`` columns (80 columns: Approvals' waiting, since
+# and deadline stay in sight beside a long workflow name or gate id).
+SQUEEZE_BELOW = 120
 
 
 class LiveTable(DataTable):
@@ -43,10 +47,13 @@ class LiveTable(DataTable):
         narrow: Sequence[str] = (),
         sort_keys: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
         default_sort: tuple[str, bool] | None = None,
+        squeeze: Mapping[str, int] | None = None,
         **kwargs: Any,
     ) -> None:
         """``sort_keys``: column -> the value of a source row it sorts by (the stored value, not
-        the text shown: 2h after 9m); ``default_sort``: (column, descending) the rows come in."""
+        the text shown: 2h after 9m); ``default_sort``: (column, descending) the rows come in;
+        ``squeeze``: column -> the width it is cut to (with …) in a table narrower than
+        SQUEEZE_BELOW, so that the columns after it stay in sight."""
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self.all_columns = list(columns)
         self.narrow_keys = list(narrow)  # the columns kept when the terminal is narrow
@@ -66,6 +73,7 @@ class LiveTable(DataTable):
         self.default_sort = default_sort
         self.column_sort = default_sort  # (column, descending), kept across refreshes
         self._arrived: list[str] = []  # row keys in the order the last sync gave them
+        self.squeeze = dict(squeeze or {})
 
     class Sorted(Message):
         """The operator chose another sort (the screen may say so)."""
@@ -98,7 +106,31 @@ class LiveTable(DataTable):
         self.call_after_refresh(self._note_clipping)
 
     def on_resize(self) -> None:
+        self.fit_columns()
         self.call_after_refresh(self._note_clipping)
+
+    def fit_columns(self) -> None:
+        """Each column exactly as wide as its widest cell or its label shows now: narrower
+        again once the wide rows have left (DataTable only ever widens a column as rows
+        leave), and a ``squeeze`` column cut in a narrow table."""
+        narrow = 0 < self.size.width < SQUEEZE_BELOW
+        changed = False
+        for key, _ in self.column_spec:
+            column = self.columns.get(ColumnKey(key))
+            if column is None:
+                continue
+            label = column.label.cell_len
+            wanted = max([label, *(cell_len(cells.get(key, "")) for cells in self._cells.values())])
+            cap = self.squeeze.get(key)
+            if narrow and cap is not None:
+                wanted = min(wanted, max(cap, label))
+            if column.content_width != wanted:
+                column.content_width = wanted
+                changed = True
+        if changed:
+            self._require_update_dimensions = True  # as add_column does: widths are measured again
+            self._update_count += 1  # the rows' render caches are keyed by it
+            self.refresh()
 
     def on_mount(self) -> None:
         if self.markable:
@@ -169,9 +201,8 @@ class LiveTable(DataTable):
                 value = cells.get(column, "")
                 plain = _plain(value)
                 if shown.get(column) != plain or (isinstance(value, Text) and _style_changed(self, key, column, value)):
-                    # The column widens when a value grows ("running" to "cancelled"): a cell
-                    # is never cut to its first width.
-                    self.update_cell(key, column, value, update_width=True)
+                    # fit_columns below widens (or narrows) the column to its values now.
+                    self.update_cell(key, column, value)
                     shown[column] = plain
                     self.cell_updates += 1
         self._arrived = list(wanted)
@@ -183,6 +214,7 @@ class LiveTable(DataTable):
             wanted_order = sorted(keys, key=lambda k: sort_value(self._cells[k][sort_column]), reverse=reverse)
             if keys != wanted_order:
                 self.sort(sort_column, key=lambda v: sort_value(_plain(v)), reverse=reverse)
+        self.fit_columns()
         if current_key is not None and current_key in self._cells:
             self.move_cursor(row=self.get_row_index(current_key), animate=False)
         elif current_key is not None and self.cursor_lost is None and current_key not in self._leaving:
@@ -270,9 +302,7 @@ class LiveTable(DataTable):
             if shown is None or shown.label.plain == label + arrow:
                 continue
             shown.label = Text(label + arrow)
-            shown.content_width = max(shown.content_width, shown.label.cell_len)
-            self._require_update_dimensions = True  # as add_column does: widths are measured again
-            self.refresh()
+            self.fit_columns()
 
     def acted_on(self, keys: Iterable[str]) -> None:
         """The console itself just acted on these rows: when they leave the list, the cursor
@@ -369,8 +399,12 @@ class LiveTable(DataTable):
 
 
 def _safe(value: Any) -> Text:
-    """A cell as it is shown: text from the database literally (``safe_text.literal``)."""
-    return literal(value)
+    """A cell as it is shown: text from the database literally (``safe_text.literal``), on one
+    line, ending in … where its column is narrower."""
+    text = literal(value)
+    text.no_wrap = True
+    text.overflow = "ellipsis"
+    return text
 
 
 def _sortable(value: Any) -> Any:
