@@ -140,6 +140,12 @@ class LiveScreen(Screen):
             return
         self._loading = False
         self.kapp.db_failed(exc)
+        if self.is_attached:
+            self.load_failed(exc)
+
+    def load_failed(self, exc: Exception) -> None:
+        """Hook: a refresh failed (timed out, database unreachable); the screen may say so
+        where it would show a count."""
 
     @property
     def stale(self) -> bool:

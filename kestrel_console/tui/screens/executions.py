@@ -90,6 +90,11 @@ class ExecutionsScreen(LiveScreen):
         self.pages_typed_ahead = 0
         self.rows: list[dict[str, Any]] = []
         self.unknown: str | None = None  # "no workflow named 'x'; did you mean y?" for an empty list
+        # Whether the rows shown are those of the filter and page asked for (False while the
+        # first read of a new filter or page runs: "searching…", never "0 rows"), and why the
+        # last read failed, if it did.
+        self.known = False
+        self.failure: str | None = None
         # The screen a dashboard count opened this list from: esc and q go back to it.
         self.came_from: str | None = None
 
@@ -138,6 +143,8 @@ class ExecutionsScreen(LiveScreen):
     def show(self, page: tuple[list[dict[str, Any]], str | None]) -> None:
         rows, self.unknown = page
         self.rows = rows
+        self.known = True
+        self.failure = None
         self.table.sync((str(r["id"]), _cells(r), r) for r in rows)  # newest first, else the sort chosen
         self.paging = False
         self._describe()
@@ -153,6 +160,27 @@ class ExecutionsScreen(LiveScreen):
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self.selection_changed()
 
+    def load_failed(self, exc: Exception) -> None:
+        from ...read import ReadTimeout
+
+        self.failure = "timed out" if isinstance(exc, ReadTimeout) else "failed"
+        self.paging = False
+        self._describe()
+
+    def _count_text(self) -> str:
+        """How many rows, only when known: "searching…" while the first read of this filter or
+        page runs, "timed out, narrow the filter" after it was cancelled, never "0 rows"."""
+        if not self.known:
+            if self.failure == "timed out":
+                return "timed out, narrow the filter"
+            if self.failure:
+                return "not read: the database did not answer"
+            return "searching…"
+        said = f"{len(self.rows)} rows"
+        if self.failure:
+            said += f", the last refresh {self.failure}"
+        return said
+
     def _describe(self) -> None:
         page = len(self.page_starts)
         where = str(self.filter) or "all executions"
@@ -162,7 +190,7 @@ class ExecutionsScreen(LiveScreen):
             more += f" · loading, then {abs(self.pages_typed_ahead)} more page(s)"
         if self.stale:
             more += " · refreshing…"
-        line = Text(f"{where} · page {page} ({len(self.rows)} rows, ] older [ newer){marked}{more}", style="dim")
+        line = Text(f"{where} · page {page} ({self._count_text()}, ] older [ newer){marked}{more}", style="dim")
         if self.unknown:
             line.append(f" · {visible(self.unknown)}", style="bold yellow")  # quotes workflow names
         self.query_one("#exec-where", Static).update(line)
@@ -205,6 +233,8 @@ class ExecutionsScreen(LiveScreen):
         self.page_starts = [None]
         self.pages_typed_ahead = 0
         self.rows = []
+        self.known = False
+        self.failure = None
         self.unknown = None
         self.table.reset()
         self.set_focus(self.table)
@@ -244,6 +274,8 @@ class ExecutionsScreen(LiveScreen):
                 return
             self.page_starts.pop()
         self.rows = []
+        self.known = False
+        self.failure = None
         self.table.reset()
         self.paging = True
         self._describe()
