@@ -276,7 +276,7 @@ class LiveScreen(Screen):
             else "the list is empty"
         )
         self.kapp.tell(
-            f"nothing done: {self.describe_row(lost)}, under the cursor, left the list (changed elsewhere); {where}",
+            f"nothing done: {self.describe_row(lost)}, under the cursor, {table.cursor_lost_why}; {where}",
             severity="warning",
         )
         return True

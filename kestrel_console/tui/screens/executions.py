@@ -1,5 +1,6 @@
 """Screen 2, executions: newest first, filtered with ``/``, one page at a time, updated in
-place; ``space`` marks rows and ``e``/``c`` act on the marked ones (or the one under the cursor);
+place; the first page follows the newest rows (a live tail) until the operator moves down, then
+counts the rows that arrived above ("N new", ``g``/Home jumps back); ``space`` marks rows and ``e``/``c`` act on the marked ones (or the one under the cursor);
 ``s``/``S`` or a click on a header sort the page by a column."""
 
 from __future__ import annotations
@@ -77,7 +78,8 @@ class ExecutionsScreen(LiveScreen):
     ]
     HELP_EXTRA = [
         ("enter", "open the execution: timeline, input, output, error"),
-        ("↑ ↓ pgup pgdn", "move in the list"),
+        ("↑ ↓ pgup pgdn", "move in the list; on the first page, moving down stops following the newest rows"),
+        ("g home / G end", "first row (the newest: the list follows them again) / last row"),
     ]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -95,6 +97,10 @@ class ExecutionsScreen(LiveScreen):
         # last read failed, if it did.
         self.known = False
         self.failure: str | None = None
+        # The live tail: on the first page the cursor stays on the newest row while
+        # ``following``; once the operator moves down, rows arriving above are counted.
+        self.following = True
+        self.new_above = 0
         # The screen a dashboard count opened this list from: esc and q go back to it.
         self.came_from: str | None = None
 
@@ -145,7 +151,10 @@ class ExecutionsScreen(LiveScreen):
         self.rows = rows
         self.known = True
         self.failure = None
+        before = set(self.table.rows_data)
         self.table.sync((str(r["id"]), _cells(r), r) for r in rows)  # newest first, else the sort chosen
+        if len(self.page_starts) == 1 and before:
+            self._tail(len([k for k in self.table.rows_data if k not in before]))
         self.paging = False
         self._describe()
         self.selection_changed()
@@ -153,6 +162,33 @@ class ExecutionsScreen(LiveScreen):
             step = 1 if self.pages_typed_ahead > 0 else -1
             self.pages_typed_ahead -= step
             self.action_page(step)
+
+    def _tail(self, arrived: int) -> None:
+        """After a refresh of the first page: keep the cursor on the newest row while
+        following, else count the rows that arrived above the operator's."""
+        table = self.table
+        if not self.following or table.marks:
+            self.new_above += arrived
+            return
+        keys = table.keys()
+        current = table.cursor_key()
+        if keys and current is not None and current != keys[0]:
+            # An action must not reach the newer row the cursor was just moved to: the next
+            # key is refused, naming the row the operator saw under it (live.py).
+            if table.cursor_lost is None:
+                table.lose_cursor(current, "moved down as newer executions arrived (the list follows the newest)")
+            table.move_cursor(row=0, animate=False)
+        table.scroll_to(y=0, animate=False)
+
+    def on_live_table_cursor_moved(self, event: LiveTable.CursorMoved) -> None:
+        """The operator moved: on the first row the list follows the newest again."""
+        self.following = self.table.cursor_row == 0
+        if self.following:
+            self.new_above = 0
+        self._describe()
+
+    def on_live_table_top_shown(self, event: LiveTable.TopShown) -> None:
+        self._describe()
 
     def action_rows(self) -> list[dict[str, Any]]:
         return [self.table.rows_data[k] for k in self.table.chosen() if k in self.table.rows_data]
@@ -181,8 +217,19 @@ class ExecutionsScreen(LiveScreen):
             said += f", the last refresh {self.failure}"
         return said
 
-    def _describe(self) -> None:
+    def _position(self) -> str:
+        """Where the list is: "page N", or on the first page, how many newer rows are above
+        the operator's sight (never "page 1" while the newest rows are hidden)."""
         page = len(self.page_starts)
+        if page > 1:
+            return f"page {page}"
+        if self.new_above:
+            return f"{self.new_above} new above (g: newest)"
+        if self.table.top_hidden():
+            return "newest rows above (g: newest)"
+        return "page 1, newest" + (" (following)" if self.following and self.known else "")
+
+    def _describe(self) -> None:
         where = str(self.filter) or "all executions"
         marked = f" · {len(self.table.marks)} marked" if self.table.marks else ""
         more = self.table.sort_note() + self.table.more_hint()
@@ -190,7 +237,7 @@ class ExecutionsScreen(LiveScreen):
             more += f" · loading, then {abs(self.pages_typed_ahead)} more page(s)"
         if self.stale:
             more += " · refreshing…"
-        line = Text(f"{where} · page {page} ({self._count_text()}, ] older [ newer){marked}{more}", style="dim")
+        line = Text(f"{where} · {self._position()} ({self._count_text()}, ] older [ newer){marked}{more}", style="dim")
         if self.unknown:
             line.append(f" · {visible(self.unknown)}", style="bold yellow")  # quotes workflow names
         self.query_one("#exec-where", Static).update(line)
@@ -231,6 +278,7 @@ class ExecutionsScreen(LiveScreen):
 
     def _restart(self) -> None:
         self.page_starts = [None]
+        self.following, self.new_above = True, 0
         self.pages_typed_ahead = 0
         self.rows = []
         self.known = False
@@ -273,6 +321,7 @@ class ExecutionsScreen(LiveScreen):
                 self.kapp.tell("already on the newest page (it refreshes by itself; r re-reads it now)")
                 return
             self.page_starts.pop()
+        self.following, self.new_above = True, 0
         self.rows = []
         self.known = False
         self.failure = None

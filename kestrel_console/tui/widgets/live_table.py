@@ -11,12 +11,13 @@ action is then refused instead of applied to the neighbour (``live.py``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.cells import cell_len
 from rich.text import Text
 from textual import events
 from textual._two_way_dict import TwoWayDict
+from textual.binding import Binding
 from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets import DataTable
@@ -38,6 +39,11 @@ class LiveTable(DataTable):
     DEFAULT_CSS = """
     LiveTable { height: 1fr; }
     """
+    # Home and End go to the first and last row (DataTable's scroll sideways), as g and G do.
+    BINDINGS: ClassVar[list[Any]] = [
+        Binding("home,g", "scroll_top", "First row", show=False),
+        Binding("end,G", "scroll_bottom", "Last row", show=False),
+    ]
 
     def __init__(
         self,
@@ -65,9 +71,11 @@ class LiveTable(DataTable):
         self.cell_updates = 0  # cells rewritten in place since mount
         self.rows_added = 0  # rows ever added: a refresh adds only the rows that are new
         self._clipped = False
-        # The row that was under the cursor when a refresh removed it (None once the operator
-        # moves the cursor): what they meant to act on is gone.
+        # The row that was under the cursor when a refresh removed it, the latest such row if
+        # several left in a row (None once the operator moves the cursor): what they meant to
+        # act on is gone. ``cursor_lost_why`` says how it went.
         self.cursor_lost: str | None = None
+        self.cursor_lost_why = "left the list (changed elsewhere)"
         self._leaving: set[str] = set()  # rows this console acted on: their leaving is no surprise
         self.sort_keys = dict(sort_keys or {})
         self.default_sort = default_sort
@@ -80,6 +88,12 @@ class LiveTable(DataTable):
 
     class Clipped(Message):
         """Whether columns are hidden to the right changed (the screen may say so)."""
+
+    class TopShown(Message):
+        """The first row came into sight, or left it (scrolled)."""
+
+    class CursorMoved(Message):
+        """The operator moved the cursor (a key or a click), not a refresh."""
 
     def more_right(self) -> bool:
         """Columns are hidden to the right (scroll → to see them)."""
@@ -101,6 +115,15 @@ class LiveTable(DataTable):
     def watch_scroll_x(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_x(old_value, new_value)
         self._note_clipping()
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if (old_value > 0) != (new_value > 0):
+            self.post_message(self.TopShown())
+
+    def top_hidden(self) -> bool:
+        """The first rows are scrolled out of sight, above the table."""
+        return self.scroll_y > 0
 
     def watch_virtual_size(self) -> None:
         self.call_after_refresh(self._note_clipping)
@@ -217,8 +240,10 @@ class LiveTable(DataTable):
         self.fit_columns()
         if current_key is not None and current_key in self._cells:
             self.move_cursor(row=self.get_row_index(current_key), animate=False)
-        elif current_key is not None and self.cursor_lost is None and current_key not in self._leaving:
-            self.cursor_lost = current_key
+        elif current_key is not None and current_key not in self._leaving:
+            # The row the operator last saw under the cursor: if the neighbour it landed on
+            # leaves too, that neighbour is named, not the first row that left.
+            self.lose_cursor(current_key, "left the list (changed elsewhere)")
         self._leaving &= set(self._cells)
 
     def reorder(self, keys: Sequence[str]) -> None:
@@ -311,8 +336,15 @@ class LiveTable(DataTable):
 
     # -- the cursor, as the operator moves it ----------------------------------------------
 
+    def lose_cursor(self, key: str, why: str) -> None:
+        """The cursor left row ``key`` without the operator moving it: an action is refused
+        until they do, naming ``key`` and ``why``."""
+        self.cursor_lost = key
+        self.cursor_lost_why = why
+
     def _moved(self) -> None:
         self.cursor_lost = None
+        self.post_message(self.CursorMoved())
 
     def action_cursor_up(self) -> None:
         super().action_cursor_up()
