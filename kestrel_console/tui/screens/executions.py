@@ -1,7 +1,8 @@
 """Screen 2, executions: newest first, filtered with ``/``, one page at a time, updated in
 place; the first page follows the newest rows (a live tail) until the operator moves down, then
-counts the rows that arrived above ("N new", ``g``/Home jumps back); ``space`` marks rows and ``e``/``c`` act on the marked ones (or the one under the cursor);
-``s``/``S`` or a click on a header sort the page by a column."""
+counts the rows that arrived above ("N new", ``g``/Home jumps back); ``space`` marks rows and
+``e``/``c`` act on the marked ones (or the one under the cursor); ``s``/``S`` or a click on a
+header sort the page by a column."""
 
 from __future__ import annotations
 
