@@ -28,6 +28,7 @@ from ...safe_text import literal
 MARK = "●"
 MARK_COLUMN = "mark"
 MORE_COLUMNS = "→ more columns"  # the sign that columns are hidden to the right
+MORE_ROWS = "↓ more rows"  # the sign that rows are hidden below
 # A table narrower than this cuts its ``squeeze`` columns (80 columns: Approvals' waiting, since
 # and deadline stay in sight beside a long workflow name or gate id).
 SQUEEZE_BELOW = 120
@@ -38,6 +39,7 @@ class LiveTable(DataTable):
 
     DEFAULT_CSS = """
     LiveTable { height: 1fr; }
+    LiveTable.signs-cut.-cut { border-bottom: solid $primary-darken-2; border-subtitle-color: $text-muted; }
     """
     # Home and End go to the first and last row (DataTable's scroll sideways), as g and G do.
     BINDINGS: ClassVar[list[Any]] = [
@@ -105,11 +107,16 @@ class LiveTable(DataTable):
         return f" · {MORE_COLUMNS}" if self.more_right() else ""
 
     def _note_clipping(self) -> None:
+        # A bordered panel says it itself ("↓ more rows · → more columns"), as does a table of
+        # class ``signs-cut`` (a bottom border while cut); a table without a border leaves the
+        # columns to its screen's summary line.
+        sign = cut_sign(self)
+        if self.border_subtitle != sign:
+            self.border_subtitle = sign
+        self.set_class(bool(sign), "-cut")
         clipped = self.more_right()
         if clipped != self._clipped:
             self._clipped = clipped
-            # A bordered panel says it itself; a table without a border leaves it to its screen.
-            self.border_subtitle = MORE_COLUMNS if clipped else ""
             self.post_message(self.Clipped())
 
     def watch_scroll_x(self, old_value: float, new_value: float) -> None:
@@ -118,6 +125,7 @@ class LiveTable(DataTable):
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
+        self._note_clipping()
         if (old_value > 0) != (new_value > 0):
             self.post_message(self.TopShown())
 
@@ -430,6 +438,16 @@ class LiveTable(DataTable):
         return [row.key.value for row in self.ordered_rows if row.key.value is not None]
 
 
+def cut_sign(table: DataTable) -> str:
+    """ "↓ more rows · → more columns", or the part that holds, or "": what a cut table says."""
+    signs = []
+    if table.max_scroll_y > table.scroll_y:
+        signs.append(MORE_ROWS)
+    if table.max_scroll_x > table.scroll_x:
+        signs.append(MORE_COLUMNS)
+    return " · ".join(signs)
+
+
 def _safe(value: Any) -> Text:
     """A cell as it is shown: text from the database literally (``safe_text.literal``), on one
     line, ending in … where its column is narrower."""
@@ -455,7 +473,7 @@ def _style_changed(table: LiveTable, key: str, column: str, value: Any) -> bool:
     return not isinstance(old, Text) or old.style != value.style or old.spans != value.spans
 
 
-__all__ = ["MARK", "MORE_COLUMNS", "LiveTable"]
+__all__ = ["MARK", "MORE_COLUMNS", "MORE_ROWS", "LiveTable", "cut_sign"]
 
 
 def _arrow(descending: bool) -> str:
