@@ -74,13 +74,20 @@ class ExecutionsScreen(LiveScreen):
             tooltip="close the filter line, else clear the marks, else back to the dashboard the list was"
             " opened from, else clear the filter",
         ),
+        Binding(
+            "g",
+            "first_row",
+            "Newest",
+            show=False,
+            tooltip="first row (home too): the newest; the list follows the newest rows again",
+        ),
+        Binding("G", "last_row", "Last row", show=False, tooltip="last row (end too)"),
         Binding("s", "sort_next", "Sort", tooltip="sort the page by the next column (a click on a header too)"),
         Binding("S", "sort_reverse", "Reverse sort", show=False, tooltip="reverse the sort (ascending, descending)"),
     ]
     HELP_EXTRA = [
         ("enter", "open the execution: timeline, input, output, error"),
         ("↑ ↓ pgup pgdn", "move in the list; on the first page, moving down stops following the newest rows"),
-        ("g home / G end", "first row (the newest: the list follows them again) / last row"),
     ]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -98,8 +105,8 @@ class ExecutionsScreen(LiveScreen):
         # last read failed, if it did.
         self.known = False
         self.failure: str | None = None
-        # The live tail: on the first page the cursor stays on the newest row while
-        # ``following``; once the operator moves down, rows arriving above are counted.
+        # The live tail: on the first page a cursor on the first row stays on the newest row
+        # (``following``); elsewhere, rows arriving above are counted.
         self.following = True
         self.new_above = 0
         # The screen a dashboard count opened this list from: esc and q go back to it.
@@ -153,6 +160,9 @@ class ExecutionsScreen(LiveScreen):
         self.known = True
         self.failure = None
         before = set(self.table.rows_data)
+        # Following the newest: the cursor is on the first row (wherever the operator, a key or
+        # a click put it) when the refresh lands.
+        self.following = self.table.cursor_row == 0 and not self.table.marks
         self.table.sync((str(r["id"]), _cells(r), r) for r in rows)  # newest first, else the sort chosen
         if len(self.page_starts) == 1 and before:
             self._tail(len([k for k in self.table.rows_data if k not in before]))
@@ -168,9 +178,10 @@ class ExecutionsScreen(LiveScreen):
         """After a refresh of the first page: keep the cursor on the newest row while
         following, else count the rows that arrived above the operator's."""
         table = self.table
-        if not self.following or table.marks:
+        if not self.following:
             self.new_above += arrived
             return
+        self.new_above = 0
         keys = table.keys()
         current = table.cursor_key()
         if keys and current is not None and current != keys[0]:
@@ -180,6 +191,12 @@ class ExecutionsScreen(LiveScreen):
                 table.lose_cursor(current, "moved down as newer executions arrived (the list follows the newest)")
             table.move_cursor(row=0, animate=False)
         table.scroll_to(y=0, animate=False)
+
+    def action_first_row(self) -> None:
+        self.table.action_scroll_top()
+
+    def action_last_row(self) -> None:
+        self.table.action_scroll_bottom()
 
     def on_live_table_cursor_moved(self, event: LiveTable.CursorMoved) -> None:
         """The operator moved: on the first row the list follows the newest again."""

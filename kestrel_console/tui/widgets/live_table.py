@@ -41,10 +41,10 @@ class LiveTable(DataTable):
     LiveTable { height: 1fr; }
     LiveTable.signs-cut.-cut { border-bottom: solid $primary-darken-2; border-subtitle-color: $text-muted; }
     """
-    # Home and End go to the first and last row (DataTable's scroll sideways), as g and G do.
+    # Home and End go to the first and last row (DataTable's scroll sideways).
     BINDINGS: ClassVar[list[Any]] = [
-        Binding("home,g", "scroll_top", "First row", show=False),
-        Binding("end,G", "scroll_bottom", "Last row", show=False),
+        Binding("home", "scroll_top", "First row", show=False),
+        Binding("end", "scroll_bottom", "Last row", show=False),
     ]
 
     def __init__(
