@@ -12,7 +12,9 @@ while the top screen is still being composed, keys wait for it; a focused text w
 TextArea) gets its printable keys inserted at once, by its own key handler; any other key runs
 its binding at once (the focused widget's, up through its screen's to the app's), and a key
 that ran one waits, briefly, until the messages it set off (a row opened, a filter applied)
-have been handled, so the next key meets the screen that the operator saw coming.
+have been handled, and the keys after it wait behind what those asked the app to do next, so
+the next key meets the screen that the operator saw coming. A yes/no question takes only the
+keys typed after it was asked (``shown_at``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import time
 from collections import deque
 from typing import Any
 
-from textual import events
+from textual import _time, events
 from textual.screen import Screen
 from textual.widgets import Input, TextArea
 
@@ -33,6 +35,11 @@ SETTLE_MAX_S = 0.5
 HELD_MAX_S = 5.0
 # A key this router has decided: when it bubbles back to the app, its bindings are not run again.
 ROUTED = "_kestrel_routed"
+
+
+def now() -> float:
+    """The clock of a key's ``time``: a question shown at ``now()`` ignores keys typed before."""
+    return _time.get_time()
 
 
 def typing_target(screen: Screen) -> Input | TextArea | None:
@@ -64,7 +71,13 @@ class KeyRouter:
                 self.held = True
                 self._resume_when_mounted(screen)
                 return
-            await self.route(self.typed.popleft())
+            if await self.route(self.typed.popleft()):
+                # A binding ran: what it asked the app to do later (a screen switched to from a
+                # handler) is in the app's queue now; the next keys, typed or still in the
+                # queue ahead of it, wait behind it.
+                self.held = True
+                self.app.call_later(self._resume)
+                return
 
     def _resume_when_mounted(self, screen: Screen) -> None:
         async def resume() -> None:
@@ -81,25 +94,33 @@ class KeyRouter:
         if self.typed:
             await self.drain()
 
-    async def route(self, event: events.Key) -> None:
+    async def route(self, event: events.Key) -> bool:
+        """Decide one key; True if it ran a binding."""
         app = self.app
         screen = app.screen
+        shown_at = getattr(screen, "shown_at", None)
+        if shown_at is not None and event.time < shown_at:
+            # A question answers only keys typed once it was there: a ``y`` typed ahead, for
+            # the prompt before it, must not say yes to what the operator has not read.
+            screen.keys_ignored = getattr(screen, "keys_ignored", 0) + 1
+            return False
         setattr(event, ROUTED, True)
         target = typing_target(screen)
         if await app._check_bindings(event.key, priority=True):
             await self.settle([])
-            return
+            return True
         if target is not None:
             # The widget's own key handler first, as Textual runs it: a printable key is inserted
             # now, before any later key is looked at.
             await target._on_key(event)
             if event._stop_propagation:
-                return
+                return False
         chain = [node for node, _ in screen._modal_binding_chain]
         if await app._check_bindings(event.key):
             await self.settle(chain)
-            return
+            return True
         (screen.focused or screen)._forward_event(event)
+        return False
 
     async def settle(self, chain: list[Any]) -> None:
         """Wait until every message queued on the widgets of the key's binding chain (widget

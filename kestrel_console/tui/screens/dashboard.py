@@ -322,14 +322,16 @@ class DashboardScreen(LiveScreen):
                 ExecutionFilter(status=status, workflow=workflow, exact=workflow is not None), came_from="dashboard"
             )
 
-    async def on_count_line_open(self, event: CountLine.Open) -> None:
-        await self.open_list(event.status)
+    # The list is opened by the app, not awaited here: a handler that waits for the app to
+    # switch screens would hold the keys typed after enter (keys.py) until they gave up waiting.
+    def on_count_line_open(self, event: CountLine.Open) -> None:
+        self.app.call_later(self.open_list, event.status)
 
-    async def on_data_table_cell_selected(self, event: DataTable.CellSelected) -> None:
+    def on_data_table_cell_selected(self, event: DataTable.CellSelected) -> None:
         if event.data_table.id != "dash-depth" or event.cell_key.row_key.value is None:
             return
         column = event.cell_key.column_key.value
-        await self.open_list(column if column in STATUSES else None, event.cell_key.row_key.value)
+        self.app.call_later(self.open_list, column if column in STATUSES else None, event.cell_key.row_key.value)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "dash-stuck" and event.row_key.value:

@@ -10,6 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ...safe_text import literal, visible
+from ..keys import now
 
 
 class ConfirmModal(ModalScreen[bool]):
@@ -40,6 +41,10 @@ class ConfirmModal(ModalScreen[bool]):
         # shown as escapes, and never read as markup.
         self.question = visible(question, newlines=True)
         self.title_text = visible(title)
+        # Keys typed before the question was asked (ahead of it, meant for the prompt before
+        # it) never answer it (keys.py).
+        self.shown_at = now()
+        self.keys_ignored = 0
 
     def compose(self) -> ComposeResult:
         with Vertical():

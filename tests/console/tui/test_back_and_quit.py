@@ -77,7 +77,9 @@ async def test_q_asks_before_stopping_the_demo(dsn):
         await pilot.press("q")  # q on the question is "back": no
         await wait_for(pilot, lambda: isinstance(tui.screen, DashboardScreen))
         assert tui.is_running
-        await pilot.press("q", "y")
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(tui.screen, ConfirmModal), what="the question")
+        await pilot.press("y")
         await wait_for(pilot, lambda: not tui.is_running, what="the console to quit")
 
 

@@ -22,9 +22,10 @@ from kestrel_console.tui.screens.executions import ExecutionsScreen
 from kestrel_console.tui.screens.reports import ReportsScreen
 from kestrel_console.tui.widgets.comment import CommentModal
 from kestrel_console.tui.widgets.confirm import ConfirmModal
+from kestrel_console.tui.widgets.count_line import CountLine
 from tests.seed import seed_history
 
-from .helpers import console, open_screen, record_actions, wait_for
+from .helpers import console, focus, fresh, open_screen, record_actions, wait_for
 
 HANDLER_DELAY_S = 0.02
 CALLBACK_DELAY_S = 0.06
@@ -177,4 +178,22 @@ async def test_report_parameters_and_the_palette_take_a_burst(dsn, db, slow_loop
         palette_input = tui.screen.query_one(Input)
         await typed(pilot, palette_input, "go to q2p")
         assert tui.current_mode == "reports"
+        nothing_fired(tui, refresh, notices, actions)
+
+
+async def test_keys_after_a_dashboard_count_go_to_the_list_it_opens(dsn, db, slow_loop):
+    """enter on a count opens Executions; ``/abc`` typed with it is that list's filter text,
+    not keys for the dashboard (whose handler asks the app to switch screens, later)."""
+    seed_history(db)
+    tui = console(dsn)
+    actions = record_actions(tui)
+    async with tui.run_test(size=(80, 24)) as pilot:
+        dashboard = await fresh(pilot)
+        await focus(pilot, dashboard.query_one("#count-error", CountLine))
+        notices, refresh = len(tui.notices), tui.refresh_interval
+        burst(tui, ["enter", *"/ec+p"])
+        await wait_for(pilot, lambda: isinstance(tui.screen, ExecutionsScreen), what="Executions")
+        box = tui.screen.query_one("#exec-filter", Input)
+        await typed(pilot, box, "ec+p")
+        assert tui.screen.filter.status == "error"
         nothing_fired(tui, refresh, notices, actions)
