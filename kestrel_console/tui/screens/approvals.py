@@ -36,7 +36,7 @@ COLUMNS = [
 ]
 # At 80 columns a long workflow name or gate id is cut, so that waiting, since and deadline stay
 # in sight (the details box below shows both whole).
-SQUEEZE = {"workflow": 14, "step": 14, "details": 20}
+SQUEEZE = {"workflow": 12, "step": 12, "details": 20}
 # What each column sorts by: the stored value (waiting 2h after 9m; details as their JSON text).
 SORT_KEYS = {
     "execution": lambda r: r["execution_id"],
@@ -263,7 +263,7 @@ def _cells(r: dict[str, Any]) -> dict[str, Any]:
         "workflow": r["workflow_name"],
         "step": r["step_id"],
         "waiting": duration(r["waiting_s"], compact=True, clamp=True),
-        "since": fmt.when(r["waiting_since"]),
-        "deadline": fmt.when(r["deadline"]) if r["deadline"] else Text("none", style="dim"),
+        "since": fmt.when(r["waiting_since"], short=True),
+        "deadline": fmt.when(r["deadline"], short=True) if r["deadline"] else Text("none", style="dim"),
         "details": fmt.short_json(r["details"], 60) if r["details"] is not None else "",
     }
