@@ -47,13 +47,17 @@ def short_time(value: datetime) -> str:
     return text
 
 
-def when(value: datetime | None) -> str:
-    """A timestamp as local wall-clock time (date shown when it is not today)."""
+def when(value: datetime | None, *, short: bool = False) -> str:
+    """A timestamp as local wall-clock time (date shown when it is not today); ``short``: the
+    date without its year when it is this year ('12-06 22:04', a narrow column)."""
     if value is None:
         return ""
     local = value.astimezone() if value.tzinfo else value
-    if local.date() == datetime.now().date():
+    today = datetime.now().date()
+    if local.date() == today:
         return local.strftime("%H:%M:%S")
+    if short and local.year == today.year:
+        return local.strftime("%m-%d %H:%M")
     return local.strftime("%Y-%m-%d %H:%M")
 
 

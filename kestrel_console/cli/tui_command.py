@@ -26,13 +26,13 @@ def not_terminals() -> list[str]:
     return out
 
 
-def open_tui(settings: Any, read_only: bool) -> None:
+def open_tui(settings: Any, read_only: bool, quit_stops: str | None = None) -> None:
     """Run the console until the operator quits (``q`` on a top screen, or ctrl+q).
 
     Refused (exit 2) when a standard stream is not a terminal: Textual would draw an 80x24
     screen over whatever size the real terminal has. The database is not contacted here: the
     TUI connects in its worker threads and shows a banner (and keeps retrying) while the
-    server is unreachable.
+    server is unreachable. ``quit_stops``: what quitting also stops (the demo), asked first.
     """
     missing = not_terminals()
     if missing:
@@ -46,7 +46,7 @@ def open_tui(settings: Any, read_only: bool) -> None:
     from kestrel_console.tui import KestrelConsole
 
     try:
-        app = KestrelConsole(settings, read_only=read_only)
+        app = KestrelConsole(settings, read_only=read_only, quit_stops=quit_stops)
     except (KestrelError, ValueError) as exc:
         fail(mask_dsn(str(exc)))
     app.run()

@@ -147,8 +147,11 @@ def run_demo(settings: Settings, options: DemoOptions) -> None:
                 if open_tui is not None:
                     stop.interrupt = True  # SIGTERM while the TUI runs: leave it and shut down
                     stop.checkpoint()
+                    stops = "the demo: its workers" + (" and its PostgreSQL server" if database.data_dir else "")
                     open_tui(
-                        dataclasses.replace(settings, dsn=dsn, dsn_given=True, reader_dsn=reader_dsn), read_only=False
+                        dataclasses.replace(settings, dsn=dsn, dsn_given=True, reader_dsn=reader_dsn),
+                        read_only=False,
+                        quit_stops=stops,
                     )
                     return
                 _announce(database, options, settings.dsn_given, reader_dsn)

@@ -24,6 +24,7 @@ from .overview import (
     ACTIVITY_PART,
     APPROVALS_SUMMARY,
     ERRORS_SINCE,
+    PAUSED_QUEUES,
     QUEUE_DEPTH_PART,
     STATUS_COUNTS_PART,
     _activity_params,
@@ -49,6 +50,9 @@ PARTS: tuple[LivePart, ...] = (
     UNRUNNABLE_PART,
     ACTIVITY_PART,
 )
+
+# Paused queues the dashboard names (one line each), at most.
+PAUSED_QUEUES_SHOWN = 10
 
 _SLOT_TYPES = ("text", "bigint", "timestamptz", "float8", "boolean", "text[]")
 _SLOT_PREFIX = {"text": "t", "bigint": "i", "timestamptz": "ts", "float8": "f", "boolean": "b", "text[]": "a"}
@@ -107,11 +111,11 @@ class DashboardReads(ReaderSession):
 
     def dashboard(self, *, minutes: int = 15, bucket_s: int = 60, errors_window_s: int = 3600) -> dict[str, Any]:
         """Everything the dashboard shows, read in one snapshot and one pipelined round trip
-        (three statements: the live parts, the approvals, the recent errors).
+        (four statements: the live parts, the approvals, the recent errors, the paused queues).
 
         Keys: status_counts, queue_depth, stuck_leases, workers, unserved_workflows,
-        unrunnable, approvals_summary, errors_last_hour, activity, elapsed_ms (time the reads
-        took).
+        unrunnable, approvals_summary, errors_last_hour, activity, paused_queues, elapsed_ms
+        (time the reads took).
         """
         live = {
             "limit": 500,
@@ -124,6 +128,7 @@ class DashboardReads(ReaderSession):
             ("live", DASHBOARD_LIVE, live),
             ("approvals_summary", APPROVALS_SUMMARY, None),
             ("errors_last_hour", ERRORS_SINCE, {"seconds": errors_window_s}),
+            ("paused_queues", PAUSED_QUEUES, {"limit": PAUSED_QUEUES_SHOWN}),
         ]
         out = self._snapshot("dashboard", parts, prepared=True)
         out.update(unpack(out.pop("live")))

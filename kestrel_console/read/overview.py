@@ -80,6 +80,17 @@ SELECT count(*) AS count, extract(epoch FROM now() - min(created_at))::float8 AS
  WHERE resolved_at IS NULL AND kind = 'approval'
 """
 
+# Paused queues, for the dashboard (``status`` reads them with QUEUES): who paused each, how
+# long ago, and how many executions it holds back (its ready rows, executions_ready_queue_idx).
+PAUSED_QUEUES = """
+SELECT q.name, q.paused_by, extract(epoch FROM now() - q.paused_at)::float8 AS paused_for_s,
+       (SELECT count(*) FROM {schema}.executions_ready r WHERE r.queue = q.name) AS enqueued
+  FROM {schema}.queues q
+ WHERE q.paused
+ ORDER BY q.name
+ LIMIT %(limit)s
+"""
+
 ERRORS_SINCE = """
 SELECT count(*) AS count FROM {schema}.workflow_executions
  WHERE finished_at >= now() - make_interval(secs => %(seconds)s) AND status = 'error'

@@ -105,14 +105,17 @@ WORKERS = statement(WORKERS_PART)
 # few names (or versions) in trouble are then counted from workflow_executions, and a name
 # left with none is dropped. When nothing is in trouble, workflow_executions is not read.
 
-# Workflow names with enqueued rows that no live worker has registered.
+# Workflow names with enqueued rows that no live worker has registered; how long the oldest
+# has waited since it was last enqueued (every move to 'enqueued' sets updated_at: a requeue,
+# a decision, an event), not since it was created: one re-enqueued 15 minutes ago has waited
+# 15 minutes, whatever its age (issue 46).
 UNSERVED_PART = LivePart(
     "unserved_workflows",
     (("workflow_name", "text"), ("enqueued", "bigint"), ("oldest", "timestamptz"), ("oldest_age_s", "float8")),
     ("ready",),
     """
-SELECT e.workflow_name, count(*) AS enqueued, min(e.created_at) AS oldest,
-       extract(epoch FROM now() - min(e.created_at))::float8 AS oldest_age_s
+SELECT e.workflow_name, count(*) AS enqueued, min(e.updated_at) AS oldest,
+       extract(epoch FROM now() - min(e.updated_at))::float8 AS oldest_age_s
   FROM {schema}.workflow_executions e
  WHERE EXISTS (SELECT 1 FROM unserved_names)  -- checked once, before the scan
    AND e.status = 'enqueued' AND e.workflow_name IN (SELECT workflow_name FROM unserved_names)

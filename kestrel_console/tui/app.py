@@ -13,6 +13,7 @@ from textual import events, work
 from textual.app import App
 from textual.binding import Binding
 from textual.reactive import reactive
+from textual.screen import ModalScreen
 
 from kestrel_core import DatabaseUnavailable, SchemaOutdated, first_line
 
@@ -21,11 +22,13 @@ from ..settings import DEFAULT_REFRESH, console_settings
 from .commands import KestrelCommands
 from .config import step_preset
 from .header import header_text
+from .keys import ROUTED, KeyRouter
 from .live import LiveScreen
 from .operator import VERBS, Operator, Outcome, ReadOnlyRefused
 from .registry import modes, screen_bindings
 from .screens.help import HelpScreen
 from .screens.reports import ReportsScreen
+from .widgets.confirm import ConfirmModal
 from .widgets.scrollbar import use_whole_cell_scrollbars
 
 TICK_S = 0.1
@@ -70,7 +73,10 @@ class KestrelConsole(App[None]):
         refresh: float = DEFAULT_REFRESH,
         reader_dsn: str | None = None,
         allow_privileged_sql: bool | None = None,
+        quit_stops: str | None = None,
     ) -> None:
+        """``quit_stops``: what quitting the console also stops (the demo's workers and
+        server), asked about before ``q`` quits."""
         self.config = console_settings(
             settings,
             dsn=dsn,
@@ -93,6 +99,24 @@ class KestrelConsole(App[None]):
         self._sessions: list[Any] = []
         self._failures = 0
         self._down_since: float | None = None
+        self.keys = KeyRouter(self)
+        self.quit_stops = quit_stops
+
+    # -- keys ---------------------------------------------------------------------------------------
+
+    async def on_event(self, event: events.Event) -> None:
+        """Keys from the terminal are decided by the KeyRouter (keys.py), in the order typed."""
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            if not self.app_focus:
+                self.app_focus = True
+            await self.keys.take(event)
+            return
+        await super().on_event(event)
+
+    async def _on_key(self, event: events.Key) -> None:
+        if getattr(event, ROUTED, False):
+            return  # its bindings were looked at when it was routed: never run one twice
+        await super()._on_key(event)
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -229,18 +253,56 @@ class KestrelConsole(App[None]):
 
     async def action_show(self, mode: str) -> None:
         """A number key: that screen itself, never what was last opened from it (key 2 is
-        the Executions list, not the last execution's detail)."""
+        the Executions list, not the last execution's detail), and no longer a level below
+        the screen it was once opened from (esc and q stay on it)."""
         if self.current_mode != mode:
             await self.switch_mode(mode)
         while len(self.screen_stack) > 1:
             await self.pop_screen()
+        if getattr(self.screen, "came_from", None):
+            self.screen.came_from = None  # type: ignore[attr-defined]
 
-    def action_back(self) -> None:  # type: ignore[override]  # Textual's is async; it runs a sync action too
-        """``q``: back to the previous screen, or quit from a top screen."""
+    async def action_back(self) -> None:
+        """``q`` (and ``esc`` where a screen has nothing of its own to close): one level back:
+        a dialog is answered no, a screen pushed over another is closed, a list opened from a
+        dashboard count goes back to the dashboard; on a top screen, quit, after asking if
+        quitting would stop more than the console (``quit_question``)."""
+        screen = self.screen
+        if isinstance(screen, ModalScreen):
+            screen.dismiss(None)
+            return
         if len(self.screen_stack) > 1:
             self.pop_screen()
-        else:
+            return
+        came_from = getattr(screen, "came_from", None)
+        if came_from:
+            await self.action_show(came_from)
+            return
+        question = self.quit_question()
+        if question is None:
             self.exit()
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.exit()
+
+        self.push_screen(ConfirmModal(question, title="Quit the console?"), answered)
+
+    def quit_question(self) -> str | None:
+        """What ``q`` asks before quitting, or None when quitting stops nothing but the console."""
+        said = []
+        if self.quit_stops:
+            said.append(f"Quitting also stops {self.quit_stops}.")
+        running = [w for w in self.workers if w.group == "actions" and not w.is_finished]
+        if running:
+            said.append(
+                f"{len(running)} operator action{'s' if len(running) != 1 else ''} still running: quitting"
+                " now may leave it half done (each execution's change commits or rolls back on its own)."
+            )
+        if not said:
+            return None
+        return "\n".join([*said, "Quit? (ctrl+q quits at once)"])
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):

@@ -1,5 +1,6 @@
 """The ``ctrl+p`` command palette: go to a screen, run a saved report, change the refresh, or
-act on the selection of the current screen (actions are left out in --read-only mode)."""
+act on the selection of the current screen, named ("Re-enqueue execution 42"; actions are left
+out in --read-only mode)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from typing import Any
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from ..safe_text import visible
+from .allowed import allows
 from .config import REFRESH_PRESETS
+from .operator import VERBS
 
 SCREEN_ACTIONS = [
     ("requeue", "Re-enqueue the marked executions (or the one under the cursor)"),
@@ -17,6 +21,30 @@ SCREEN_ACTIONS = [
     ("approve", "Approve the marked gates (or the one under the cursor)"),
     ("reject", "Reject the marked gates (or the one under the cursor)"),
 ]
+
+
+def _rows(screen: Any) -> list[dict[str, Any]] | None:
+    try:
+        return screen.action_rows()
+    except Exception:  # a screen whose widgets are not there yet: no names, the generic title
+        return None
+
+
+def action_title(action: str, rows: list[dict[str, Any]] | None) -> str | None:
+    """The palette's title of ``action`` on the selection, naming it: "Re-enqueue execution
+    42", "Approve gate 'deploy' of execution 7", "Cancel the 3 marked executions"; None when
+    the screen does not say what it would act on."""
+    if not rows:
+        return None
+    verb = VERBS[action][0]
+    rows = [r for r in rows if allows(action, r)]
+    gates = action in ("approve", "reject")
+    if len(rows) == 1:
+        one = rows[0]
+        if gates:
+            return f"{verb} gate {visible(repr(one['pending_gate']))} of execution {one['id']}"
+        return f"{verb} execution {one['id']}"
+    return f"{verb} the {len(rows)} marked {'gates' if gates else 'executions'}"
 
 
 class KestrelCommands(Provider):
@@ -40,7 +68,7 @@ class KestrelCommands(Provider):
             for action, help_text in SCREEN_ACTIONS:
                 # Only what the row's state allows, as in the footer (allowed.py).
                 if hasattr(screen, f"action_{action}") and getattr(screen, "offers", lambda _: True)(action):
-                    title = help_text.split(" (")[0]
+                    title = action_title(action, _rows(screen)) or help_text.split(" (")[0]
                     out.append((title, partial(screen.run_action, action), help_text))
         return out
 

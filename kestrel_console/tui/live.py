@@ -140,6 +140,12 @@ class LiveScreen(Screen):
             return
         self._loading = False
         self.kapp.db_failed(exc)
+        if self.is_attached:
+            self.load_failed(exc)
+
+    def load_failed(self, exc: Exception) -> None:
+        """Hook: a refresh failed (timed out, database unreachable); the screen may say so
+        where it would show a count."""
 
     @property
     def stale(self) -> bool:
@@ -270,7 +276,7 @@ class LiveScreen(Screen):
             else "the list is empty"
         )
         self.kapp.tell(
-            f"nothing done: {self.describe_row(lost)}, under the cursor, left the list (changed elsewhere); {where}",
+            f"nothing done: {self.describe_row(lost)}, under the cursor, {table.cursor_lost_why}; {where}",
             severity="warning",
         )
         return True

@@ -35,6 +35,9 @@ COLUMNS = [
     ("deadline", "deadline"),
     ("details", "details"),
 ]
+# At 80 columns a long workflow name or gate id is cut, so that waiting, since and deadline stay
+# in sight (the details box below shows both whole).
+SQUEEZE = {"workflow": 12, "step": 12, "details": 20}
 # What each column sorts by: the stored value (waiting 2h after 9m; details as their JSON text).
 SORT_KEYS = {
     "execution": lambda r: r["execution_id"],
@@ -82,7 +85,14 @@ class ApprovalsScreen(GotoExecution, LiveScreen):
         )
         yield Static("", id="appr-summary")
         # Oldest first as read, else the sort chosen.
-        yield LiveTable(COLUMNS, markable=True, sort_keys=SORT_KEYS, default_sort=("waiting", True), id="approvals")
+        yield LiveTable(
+            COLUMNS,
+            markable=True,
+            sort_keys=SORT_KEYS,
+            default_sort=("waiting", True),
+            squeeze=SQUEEZE,
+            id="approvals",
+        )
         with VerticalScroll(id="appr-details-box"):
             yield Static("", id="appr-details")
         yield KeyFooter()
@@ -90,7 +100,7 @@ class ApprovalsScreen(GotoExecution, LiveScreen):
     def on_mount(self) -> None:
         self.query_one("#appr-details-box").border_title = "Details attached by the workflow"
         self.query_one("#appr-filter", Input).display = False
-        self.table.focus()
+        self.set_focus(self.table)
 
     @property
     def table(self) -> LiveTable:
@@ -184,7 +194,7 @@ class ApprovalsScreen(GotoExecution, LiveScreen):
         box = self.query_one("#appr-filter", Input)
         if box.display:
             box.display = False
-            self.table.focus()
+            self.set_focus(self.table)
         elif self.table.marks:
             self.table.clear_marks()
         elif self.filter_words:
@@ -198,7 +208,7 @@ class ApprovalsScreen(GotoExecution, LiveScreen):
         box = self.query_one("#appr-filter", Input)
         box.display = True
         box.value = " ".join(self.filter_words)
-        box.focus()
+        self.set_focus(box)  # now: the keys typed next go to it (keys.py)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id != "appr-filter":
@@ -206,7 +216,7 @@ class ApprovalsScreen(GotoExecution, LiveScreen):
         event.stop()
         self.filter_words = words_of(event.value)
         event.input.display = False
-        self.table.focus()
+        self.set_focus(self.table)
         self._sync()
         self.table.cursor_lost = None  # the operator changed what is listed
         self._summary()
@@ -255,7 +265,7 @@ def _cells(r: dict[str, Any]) -> dict[str, Any]:
         "workflow": r["workflow_name"],
         "step": r["step_id"],
         "waiting": duration(r["waiting_s"], compact=True, clamp=True),
-        "since": fmt.when(r["waiting_since"]),
-        "deadline": fmt.when(r["deadline"]) if r["deadline"] else Text("none", style="dim"),
+        "since": fmt.when(r["waiting_since"], short=True),
+        "deadline": fmt.when(r["deadline"], short=True) if r["deadline"] else Text("none", style="dim"),
         "details": fmt.short_json(r["details"], 60) if r["details"] is not None else "",
     }

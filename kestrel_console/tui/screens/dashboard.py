@@ -20,7 +20,7 @@ from ...humanize import duration
 from ...read.workers import live_versions_text
 from ...safe_text import visible
 from ..filters import ExecutionFilter
-from ..live import LiveScreen
+from ..live import PAUSE_KEY, LiveScreen
 from ..operator import Outcome, Target
 from ..widgets.banner import Banner
 from ..widgets.count_line import CountLine
@@ -148,11 +148,11 @@ class DashboardScreen(LiveScreen):
         pending = int(approvals["count"] or 0)
         oldest = f" · oldest waiting {duration(approvals['oldest_age_s'], compact=True, clamp=True)}" if pending else ""
         self.query_one("#dash-approvals", Static).update(
-            Text(f"approvals pending {pending}{oldest}", style="bold magenta" if pending else "dim")
+            Text(f"approvals pending {fmt.count(pending)}{oldest}", style="bold magenta" if pending else "dim")
         )
         errors = int(data["errors_last_hour"])
         self.query_one("#dash-errors", Static).update(
-            Text(f"errors in the last hour {errors}", style="bold red" if errors else "dim")
+            Text(f"errors in the last hour {fmt.count(errors)}", style="bold red" if errors else "dim")
         )
         self._show_activity(data["activity"])
         self._show_depth(data["queue_depth"])
@@ -160,26 +160,21 @@ class DashboardScreen(LiveScreen):
         self._show_workers(data["workers"])
         unserved = data.get("unserved_workflows") or []
         unrunnable = data.get("unrunnable") or []
-        self.query_one("#dash-unserved").display = bool(unserved or unrunnable)  # no blank line when all is served
-        self.query_one("#dash-unserved", Static).update(
-            Text(
-                "\n".join(
-                    [
-                        f"⚠ {u['enqueued']} enqueued {u['workflow_name']!r} for "
-                        f"{duration(u['oldest_age_s'], compact=True, clamp=True)}: "
-                        "no live worker has registered this workflow"
-                        for u in unserved
-                    ]
-                    + [
-                        f"⚠ {u['enqueued']} enqueued {u['workflow_name']!r} cannot run: needs version "
-                        f"{visible(str(u['version']))}, "
-                        f"live workers have {visible(live_versions_text(u['live_versions']))}"
-                        for u in unrunnable
-                    ]
-                ),
-                style="yellow",
-            )
-        )
+        lines = held_lines(data.get("paused_queues") or [], self.counts.get("paused", 0))
+        lines += [
+            f"⚠ {fmt.count(u['enqueued'])} enqueued {visible(repr(u['workflow_name']))} for "
+            f"{duration(u['oldest_age_s'], compact=True, clamp=True)} (since last enqueued): "
+            "no live worker has registered this workflow"
+            for u in unserved
+        ]
+        lines += [
+            f"⚠ {fmt.count(u['enqueued'])} enqueued {visible(repr(u['workflow_name']))} cannot run: needs version "
+            f"{visible(str(u['version']))}, "
+            f"live workers have {visible(live_versions_text(u['live_versions']))}"
+            for u in unrunnable
+        ]
+        self.query_one("#dash-unserved").display = bool(lines)  # no blank line when all is well
+        self.query_one("#dash-unserved", Static).update(Text("\n".join(lines), style="yellow"))
         self.query_one("#dash-stats", Static).update(
             Text(f"refresh: {len(self.elapsed_ms)} · queries took {data['elapsed_ms']:.1f} ms", style="dim")
         )
@@ -198,7 +193,9 @@ class DashboardScreen(LiveScreen):
             series = [float(b[key]) for b in buckets]
             self.query_one(f"#spark-{key}", Sparkline).data = series
             last = int(series[-1]) if series else 0
-            self.query_one(f"#spark-total-{key}", Static).update(f"{int(sum(series)):>6} · {last} now")
+            self.query_one(f"#spark-total-{key}", Static).update(
+                f"{fmt.count(int(sum(series))):>6} · {fmt.count(last)} now"
+            )
 
     def _show_depth(self, rows: list[dict[str, Any]]) -> None:
         pivot: dict[str, dict[str, int]] = {}
@@ -321,22 +318,43 @@ class DashboardScreen(LiveScreen):
         await self.kapp.action_show("executions")
         screen = self.app.screen
         if isinstance(screen, ExecutionsScreen):
-            screen.show_filtered(ExecutionFilter(status=status, workflow=workflow, exact=workflow is not None))
+            screen.show_filtered(
+                ExecutionFilter(status=status, workflow=workflow, exact=workflow is not None), came_from="dashboard"
+            )
 
-    async def on_count_line_open(self, event: CountLine.Open) -> None:
-        await self.open_list(event.status)
+    # The list is opened by the app, not awaited here: a handler that waits for the app to
+    # switch screens would hold the keys typed after enter (keys.py) until they gave up waiting.
+    def on_count_line_open(self, event: CountLine.Open) -> None:
+        self.app.call_later(self.open_list, event.status)
 
-    async def on_data_table_cell_selected(self, event: DataTable.CellSelected) -> None:
+    def on_data_table_cell_selected(self, event: DataTable.CellSelected) -> None:
         if event.data_table.id != "dash-depth" or event.cell_key.row_key.value is None:
             return
         column = event.cell_key.column_key.value
-        await self.open_list(column if column in STATUSES else None, event.cell_key.row_key.value)
+        self.app.call_later(self.open_list, column if column in STATUSES else None, event.cell_key.row_key.value)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "dash-stuck" and event.row_key.value:
             from .detail import DetailScreen
 
             self.app.push_screen(DetailScreen(int(event.row_key.value)))
+
+
+def held_lines(paused_queues: list[dict[str, Any]], paused_executions: int) -> list[str]:
+    """What operators hold: each paused queue (who, since when, how many it holds back) and
+    the executions paused one by one, as the dashboard's warning lines."""
+    lines = [
+        f"⏸ queue {visible(repr(q['name']))} paused by {visible(q['paused_by'] or '?')} "
+        f"{duration(q['paused_for_s'], compact=True, clamp=True)} ago: {fmt.count(q['enqueued'])} enqueued held"
+        f" (6 Queues, {PAUSE_KEY} resumes)"
+        for q in paused_queues
+    ]
+    if paused_executions:
+        lines.append(
+            f"⏸ {fmt.count(paused_executions)} execution{'s' if paused_executions != 1 else ''} paused"
+            " (enter on the paused count lists them)"
+        )
+    return lines
 
 
 def _num(n: int, status: str) -> Text:

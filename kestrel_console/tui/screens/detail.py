@@ -78,7 +78,7 @@ class DetailScreen(LiveScreen):
             yield Timeline(id="detail-timeline")
             with TabbedContent(id="detail-tabs"):
                 with TabPane("Attempts", id="tab-attempts"):
-                    yield LiveTable(ATTEMPT_COLUMNS, id="detail-attempts")
+                    yield LiveTable(ATTEMPT_COLUMNS, id="detail-attempts", classes="signs-cut")
                 with TabPane("Input", id="tab-input"):
                     yield Static("", id="detail-input")
                 with TabPane("Output", id="tab-output"):

@@ -1,6 +1,8 @@
 """Screen 2, executions: newest first, filtered with ``/``, one page at a time, updated in
-place; ``space`` marks rows and ``e``/``c`` act on the marked ones (or the one under the cursor);
-``s``/``S`` or a click on a header sort the page by a column."""
+place; the first page follows the newest rows (a live tail) until the operator moves down, then
+counts the rows that arrived above ("N new", ``g``/Home jumps back); ``space`` marks rows and
+``e``/``c`` act on the marked ones (or the one under the cursor); ``s``/``S`` or a click on a
+header sort the page by a column."""
 
 from __future__ import annotations
 
@@ -35,6 +37,9 @@ COLUMNS = [
     ("step", "current step"),
     ("error", "error"),
 ]
+# At 80 columns long names are cut, so that status, age and duration stay in sight (enter shows
+# the whole execution).
+SQUEEZE = {"workflow": 18, "owner": 14, "step": 14}
 # What each column sorts by: the stored value, not the text shown (2h after 9m).
 SORT_KEYS = {
     "id": lambda r: r["id"],
@@ -63,13 +68,28 @@ class ExecutionsScreen(GotoExecution, LiveScreen):
         # Paging is hinted on the line above the table, keeping the footer inside 80 columns.
         Binding("right_square_bracket", "page(1)", "Older", key_display="]", show=False),
         Binding("left_square_bracket", "page(-1)", "Newer", key_display="[", show=False),
-        Binding("escape", "clear", "Clear marks/filter", show=False),
+        Binding(
+            "escape",
+            "clear",
+            "Back/clear",
+            show=False,
+            tooltip="close the filter line, else clear the marks, else back to the dashboard the list was"
+            " opened from, else clear the filter",
+        ),
+        Binding(
+            "g",
+            "first_row",
+            "Newest",
+            show=False,
+            tooltip="first row (home too): the newest; the list follows the newest rows again",
+        ),
+        Binding("G", "last_row", "Last row", show=False, tooltip="last row (end too)"),
         Binding("s", "sort_next", "Sort", tooltip="sort the page by the next column (a click on a header too)"),
         Binding("S", "sort_reverse", "Reverse sort", show=False, tooltip="reverse the sort (ascending, descending)"),
     ]
     HELP_EXTRA = [
         ("enter", "open the execution: timeline, input, output, error"),
-        ("↑ ↓ pgup pgdn", "move in the list"),
+        ("↑ ↓ pgup pgdn", "move in the list; on the first page, moving down stops following the newest rows"),
     ]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -82,6 +102,17 @@ class ExecutionsScreen(GotoExecution, LiveScreen):
         self.pages_typed_ahead = 0
         self.rows: list[dict[str, Any]] = []
         self.unknown: str | None = None  # "no workflow named 'x'; did you mean y?" for an empty list
+        # Whether the rows shown are those of the filter and page asked for (False while the
+        # first read of a new filter or page runs: "searching…", never "0 rows"), and why the
+        # last read failed, if it did.
+        self.known = False
+        self.failure: str | None = None
+        # The live tail: on the first page a cursor on the first row stays on the newest row
+        # (``following``); elsewhere, rows arriving above are counted.
+        self.following = True
+        self.new_above = 0
+        # The screen a dashboard count opened this list from: esc and q go back to it.
+        self.came_from: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -92,12 +123,14 @@ class ExecutionsScreen(GotoExecution, LiveScreen):
             id="exec-filter",
         )
         yield Static("", id="exec-where")
-        yield LiveTable(COLUMNS, markable=True, sort_keys=SORT_KEYS, default_sort=("id", True), id="executions")
+        yield LiveTable(
+            COLUMNS, markable=True, sort_keys=SORT_KEYS, default_sort=("id", True), squeeze=SQUEEZE, id="executions"
+        )
         yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#exec-filter", Input).display = False
-        self.query_one(LiveTable).focus()
+        self.set_focus(self.query_one(LiveTable))
         self._describe()
 
     @property
@@ -119,7 +152,15 @@ class ExecutionsScreen(GotoExecution, LiveScreen):
     def show(self, page: tuple[list[dict[str, Any]], str | None]) -> None:
         rows, self.unknown = page
         self.rows = rows
+        self.known = True
+        self.failure = None
+        before = set(self.table.rows_data)
+        # Following the newest: the cursor is on the first row (wherever the operator, a key or
+        # a click put it) when the refresh lands.
+        self.following = self.table.cursor_row == 0 and not self.table.marks
         self.table.sync((str(r["id"]), _cells(r), r) for r in rows)  # newest first, else the sort chosen
+        if len(self.page_starts) == 1 and before:
+            self._tail(len([k for k in self.table.rows_data if k not in before]))
         self.paging = False
         self._describe()
         self.selection_changed()
@@ -128,14 +169,80 @@ class ExecutionsScreen(GotoExecution, LiveScreen):
             self.pages_typed_ahead -= step
             self.action_page(step)
 
+    def _tail(self, arrived: int) -> None:
+        """After a refresh of the first page: keep the cursor on the newest row while
+        following, else count the rows that arrived above the operator's."""
+        table = self.table
+        if not self.following:
+            self.new_above += arrived
+            return
+        self.new_above = 0
+        keys = table.keys()
+        current = table.cursor_key()
+        if keys and current is not None and current != keys[0]:
+            # An action must not reach the newer row the cursor was just moved to: the next
+            # key is refused, naming the row the operator saw under it (live.py).
+            if table.cursor_lost is None:
+                table.lose_cursor(current, "moved down as newer executions arrived (the list follows the newest)")
+            table.move_cursor(row=0, animate=False)
+        table.scroll_to(y=0, animate=False)
+
+    def action_first_row(self) -> None:
+        self.table.action_scroll_top()
+
+    def action_last_row(self) -> None:
+        self.table.action_scroll_bottom()
+
+    def on_live_table_cursor_moved(self, event: LiveTable.CursorMoved) -> None:
+        """The operator moved: on the first row the list follows the newest again."""
+        self.following = self.table.cursor_row == 0
+        if self.following:
+            self.new_above = 0
+        self._describe()
+
+    def on_live_table_top_shown(self, event: LiveTable.TopShown) -> None:
+        self._describe()
+
     def action_rows(self) -> list[dict[str, Any]]:
         return [self.table.rows_data[k] for k in self.table.chosen() if k in self.table.rows_data]
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self.selection_changed()
 
-    def _describe(self) -> None:
+    def load_failed(self, exc: Exception) -> None:
+        from ...read import ReadTimeout
+
+        self.failure = "timed out" if isinstance(exc, ReadTimeout) else "failed"
+        self.paging = False
+        self._describe()
+
+    def _count_text(self) -> str:
+        """How many rows, only when known: "searching…" while the first read of this filter or
+        page runs, "timed out, narrow the filter" after it was cancelled, never "0 rows"."""
+        if not self.known:
+            if self.failure == "timed out":
+                return "timed out, narrow the filter"
+            if self.failure:
+                return "not read: the database did not answer"
+            return "searching…"
+        said = f"{len(self.rows)} rows"
+        if self.failure:
+            said += f", the last refresh {self.failure}"
+        return said
+
+    def _position(self) -> str:
+        """Where the list is: "page N", or on the first page, how many newer rows are above
+        the operator's sight (never "page 1" while the newest rows are hidden)."""
         page = len(self.page_starts)
+        if page > 1:
+            return f"page {page}"
+        if self.new_above:
+            return f"{self.new_above} new above (g: newest)"
+        if self.table.top_hidden():
+            return "newest rows above (g: newest)"
+        return "page 1, newest" + (" (following)" if self.following and self.known else "")
+
+    def _describe(self) -> None:
         where = self.filter.describe()
         marked = f" · {len(self.table.marks)} marked" if self.table.marks else ""
         more = self.table.sort_note() + self.table.more_hint()
@@ -143,7 +250,7 @@ class ExecutionsScreen(GotoExecution, LiveScreen):
             more += f" · loading, then {abs(self.pages_typed_ahead)} more page(s)"
         if self.stale:
             more += " · refreshing…"
-        line = Text(f"{where} · page {page} ({len(self.rows)} rows, ] older [ newer){marked}{more}", style="dim")
+        line = Text(f"{where} · {self._position()} ({self._count_text()}, ] older [ newer){marked}{more}", style="dim")
         if self.unknown:
             line.append(f" · {visible(self.unknown)}", style="bold yellow")  # quotes workflow names
         self.query_one("#exec-where", Static).update(line)
@@ -160,7 +267,7 @@ class ExecutionsScreen(GotoExecution, LiveScreen):
         box = self.query_one("#exec-filter", Input)
         box.display = True
         box.value = str(self.filter)
-        box.focus()
+        self.set_focus(box)  # now: the keys typed next go to it (keys.py)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id != "exec-filter":
@@ -174,30 +281,39 @@ class ExecutionsScreen(GotoExecution, LiveScreen):
         event.input.display = False
         self._restart()
 
-    def show_filtered(self, wanted: ExecutionFilter) -> None:
-        """Show the executions ``wanted`` selects, from the first page (a dashboard count)."""
+    def show_filtered(self, wanted: ExecutionFilter, came_from: str | None = None) -> None:
+        """Show the executions ``wanted`` selects, from the first page (a dashboard count);
+        ``came_from``: the mode esc and q go back to."""
         self.query_one("#exec-filter", Input).display = False
+        self.came_from = came_from
         self.filter = wanted
         self._restart()
 
     def _restart(self) -> None:
         self.page_starts = [None]
+        self.following, self.new_above = True, 0
         self.pages_typed_ahead = 0
         self.rows = []
+        self.known = False
+        self.failure = None
         self.unknown = None
         self.table.reset()
-        self.table.focus()
+        self.set_focus(self.table)
         self._describe()
         self.refresh_data(force=True)
 
-    def action_clear(self) -> None:
+    async def action_clear(self) -> None:
+        """esc, one level back: close the filter line, else clear the marks, else go back to
+        the dashboard this list was opened from, else clear the filter."""
         box = self.query_one("#exec-filter", Input)
         if box.display:
             box.display = False
-            self.table.focus()
+            self.set_focus(self.table)
         elif self.table.marks:
             self.table.clear_marks()
             self._describe()
+        elif self.came_from:
+            await self.kapp.action_back()
         elif not self.filter.empty:
             self.kapp.tell(f"filter {self.filter} cleared (esc): showing all executions")
             self.filter = ExecutionFilter()
@@ -218,7 +334,10 @@ class ExecutionsScreen(GotoExecution, LiveScreen):
                 self.kapp.tell("already on the newest page (it refreshes by itself; r re-reads it now)")
                 return
             self.page_starts.pop()
+        self.following, self.new_above = True, 0
         self.rows = []
+        self.known = False
+        self.failure = None
         self.table.reset()
         self.paging = True
         self._describe()

@@ -46,7 +46,10 @@ class CommentModal(ModalScreen[str | None]):
             yield Static("[b]enter[/b] continue    [b]esc[/b] cancel", id="comment-keys")
 
     def on_mount(self) -> None:
-        self.query_one(Input).focus()
+        # Focused now, not by a callback that runs later: the keys typed right after the key
+        # that opened this prompt wait for its mount (keys.py), then land here.
+        for box in self.query(Input):
+            self.set_focus(box)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()

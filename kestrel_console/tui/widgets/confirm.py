@@ -1,4 +1,5 @@
-"""A yes/no question before anything changes: ``y`` does it, ``n`` or ``escape`` does not."""
+"""A yes/no question before anything changes: ``y`` does it, ``n``, ``escape`` or ``q`` (back,
+as everywhere) does not."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ...safe_text import literal, visible
+from ..keys import now
 
 
 class ConfirmModal(ModalScreen[bool]):
@@ -30,7 +32,7 @@ class ConfirmModal(ModalScreen[bool]):
 
     BINDINGS = [
         Binding("y", "answer(True)", "Yes"),
-        Binding("n,escape", "answer(False)", "No"),
+        Binding("n,escape,q", "answer(False)", "No"),
     ]
 
     def __init__(self, question: str, *, title: str = "Confirm") -> None:
@@ -39,6 +41,10 @@ class ConfirmModal(ModalScreen[bool]):
         # shown as escapes, and never read as markup.
         self.question = visible(question, newlines=True)
         self.title_text = visible(title)
+        # Keys typed before the question was asked (ahead of it, meant for the prompt before
+        # it) never answer it (keys.py).
+        self.shown_at = now()
+        self.keys_ignored = 0
 
     def compose(self) -> ComposeResult:
         with Vertical():

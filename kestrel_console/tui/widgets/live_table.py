@@ -11,11 +11,13 @@ action is then refused instead of applied to the neighbour (``live.py``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import events
 from textual._two_way_dict import TwoWayDict
+from textual.binding import Binding
 from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets import DataTable
@@ -26,6 +28,10 @@ from ...safe_text import literal
 MARK = "●"
 MARK_COLUMN = "mark"
 MORE_COLUMNS = "→ more columns"  # the sign that columns are hidden to the right
+MORE_ROWS = "↓ more rows"  # the sign that rows are hidden below
+# A table narrower than this cuts its ``squeeze`` columns (80 columns: Approvals' waiting, since
+# and deadline stay in sight beside a long workflow name or gate id).
+SQUEEZE_BELOW = 120
 
 
 class LiveTable(DataTable):
@@ -33,7 +39,13 @@ class LiveTable(DataTable):
 
     DEFAULT_CSS = """
     LiveTable { height: 1fr; }
+    LiveTable.signs-cut.-cut { border-bottom: solid $primary-darken-2; border-subtitle-color: $text-muted; }
     """
+    # Home and End go to the first and last row (DataTable's scroll sideways).
+    BINDINGS: ClassVar[list[Any]] = [
+        Binding("home", "scroll_top", "First row", show=False),
+        Binding("end", "scroll_bottom", "Last row", show=False),
+    ]
 
     def __init__(
         self,
@@ -43,10 +55,13 @@ class LiveTable(DataTable):
         narrow: Sequence[str] = (),
         sort_keys: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
         default_sort: tuple[str, bool] | None = None,
+        squeeze: Mapping[str, int] | None = None,
         **kwargs: Any,
     ) -> None:
         """``sort_keys``: column -> the value of a source row it sorts by (the stored value, not
-        the text shown: 2h after 9m); ``default_sort``: (column, descending) the rows come in."""
+        the text shown: 2h after 9m); ``default_sort``: (column, descending) the rows come in;
+        ``squeeze``: column -> the width it is cut to (with …) in a table narrower than
+        SQUEEZE_BELOW, so that the columns after it stay in sight."""
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self.all_columns = list(columns)
         self.narrow_keys = list(narrow)  # the columns kept when the terminal is narrow
@@ -58,20 +73,29 @@ class LiveTable(DataTable):
         self.cell_updates = 0  # cells rewritten in place since mount
         self.rows_added = 0  # rows ever added: a refresh adds only the rows that are new
         self._clipped = False
-        # The row that was under the cursor when a refresh removed it (None once the operator
-        # moves the cursor): what they meant to act on is gone.
+        # The row that was under the cursor when a refresh removed it, the latest such row if
+        # several left in a row (None once the operator moves the cursor): what they meant to
+        # act on is gone. ``cursor_lost_why`` says how it went.
         self.cursor_lost: str | None = None
+        self.cursor_lost_why = "left the list (changed elsewhere)"
         self._leaving: set[str] = set()  # rows this console acted on: their leaving is no surprise
         self.sort_keys = dict(sort_keys or {})
         self.default_sort = default_sort
         self.column_sort = default_sort  # (column, descending), kept across refreshes
         self._arrived: list[str] = []  # row keys in the order the last sync gave them
+        self.squeeze = dict(squeeze or {})
 
     class Sorted(Message):
         """The operator chose another sort (the screen may say so)."""
 
     class Clipped(Message):
         """Whether columns are hidden to the right changed (the screen may say so)."""
+
+    class TopShown(Message):
+        """The first row came into sight, or left it (scrolled)."""
+
+    class CursorMoved(Message):
+        """The operator moved the cursor (a key or a click), not a refresh."""
 
     def more_right(self) -> bool:
         """Columns are hidden to the right (scroll → to see them)."""
@@ -83,22 +107,61 @@ class LiveTable(DataTable):
         return f" · {MORE_COLUMNS}" if self.more_right() else ""
 
     def _note_clipping(self) -> None:
+        # A bordered panel says it itself ("↓ more rows · → more columns"), as does a table of
+        # class ``signs-cut`` (a bottom border while cut); a table without a border leaves the
+        # columns to its screen's summary line.
+        sign = cut_sign(self)
+        if self.border_subtitle != sign:
+            self.border_subtitle = sign
+        self.set_class(bool(sign), "-cut")
         clipped = self.more_right()
         if clipped != self._clipped:
             self._clipped = clipped
-            # A bordered panel says it itself; a table without a border leaves it to its screen.
-            self.border_subtitle = MORE_COLUMNS if clipped else ""
             self.post_message(self.Clipped())
 
     def watch_scroll_x(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_x(old_value, new_value)
         self._note_clipping()
 
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self._note_clipping()
+        if (old_value > 0) != (new_value > 0):
+            self.post_message(self.TopShown())
+
+    def top_hidden(self) -> bool:
+        """The first rows are scrolled out of sight, above the table."""
+        return self.scroll_y > 0
+
     def watch_virtual_size(self) -> None:
         self.call_after_refresh(self._note_clipping)
 
     def on_resize(self) -> None:
+        self.fit_columns()
         self.call_after_refresh(self._note_clipping)
+
+    def fit_columns(self) -> None:
+        """Each column exactly as wide as its widest cell or its label shows now: narrower
+        again once the wide rows have left (DataTable only ever widens a column as rows
+        leave), and a ``squeeze`` column cut in a narrow table."""
+        narrow = 0 < self.size.width < SQUEEZE_BELOW
+        changed = False
+        for key, _ in self.column_spec:
+            column = self.columns.get(ColumnKey(key))
+            if column is None:
+                continue
+            label = column.label.cell_len
+            wanted = max([label, *(cell_len(cells.get(key, "")) for cells in self._cells.values())])
+            cap = self.squeeze.get(key)
+            if narrow and cap is not None:
+                wanted = min(wanted, max(cap, label))
+            if column.content_width != wanted:
+                column.content_width = wanted
+                changed = True
+        if changed:
+            self._require_update_dimensions = True  # as add_column does: widths are measured again
+            self._update_count += 1  # the rows' render caches are keyed by it
+            self.refresh()
 
     def on_mount(self) -> None:
         if self.markable:
@@ -169,9 +232,8 @@ class LiveTable(DataTable):
                 value = cells.get(column, "")
                 plain = _plain(value)
                 if shown.get(column) != plain or (isinstance(value, Text) and _style_changed(self, key, column, value)):
-                    # The column widens when a value grows ("running" to "cancelled"): a cell
-                    # is never cut to its first width.
-                    self.update_cell(key, column, value, update_width=True)
+                    # fit_columns below widens (or narrows) the column to its values now.
+                    self.update_cell(key, column, value)
                     shown[column] = plain
                     self.cell_updates += 1
         self._arrived = list(wanted)
@@ -183,10 +245,13 @@ class LiveTable(DataTable):
             wanted_order = sorted(keys, key=lambda k: sort_value(self._cells[k][sort_column]), reverse=reverse)
             if keys != wanted_order:
                 self.sort(sort_column, key=lambda v: sort_value(_plain(v)), reverse=reverse)
+        self.fit_columns()
         if current_key is not None and current_key in self._cells:
             self.move_cursor(row=self.get_row_index(current_key), animate=False)
-        elif current_key is not None and self.cursor_lost is None and current_key not in self._leaving:
-            self.cursor_lost = current_key
+        elif current_key is not None and current_key not in self._leaving:
+            # The row the operator last saw under the cursor: if the neighbour it landed on
+            # leaves too, that neighbour is named, not the first row that left.
+            self.lose_cursor(current_key, "left the list (changed elsewhere)")
         self._leaving &= set(self._cells)
 
     def reorder(self, keys: Sequence[str]) -> None:
@@ -270,9 +335,7 @@ class LiveTable(DataTable):
             if shown is None or shown.label.plain == label + arrow:
                 continue
             shown.label = Text(label + arrow)
-            shown.content_width = max(shown.content_width, shown.label.cell_len)
-            self._require_update_dimensions = True  # as add_column does: widths are measured again
-            self.refresh()
+            self.fit_columns()
 
     def acted_on(self, keys: Iterable[str]) -> None:
         """The console itself just acted on these rows: when they leave the list, the cursor
@@ -281,8 +344,15 @@ class LiveTable(DataTable):
 
     # -- the cursor, as the operator moves it ----------------------------------------------
 
+    def lose_cursor(self, key: str, why: str) -> None:
+        """The cursor left row ``key`` without the operator moving it: an action is refused
+        until they do, naming ``key`` and ``why``."""
+        self.cursor_lost = key
+        self.cursor_lost_why = why
+
     def _moved(self) -> None:
         self.cursor_lost = None
+        self.post_message(self.CursorMoved())
 
     def action_cursor_up(self) -> None:
         super().action_cursor_up()
@@ -368,9 +438,23 @@ class LiveTable(DataTable):
         return [row.key.value for row in self.ordered_rows if row.key.value is not None]
 
 
+def cut_sign(table: DataTable) -> str:
+    """ "↓ more rows · → more columns", or the part that holds, or "": what a cut table says."""
+    signs = []
+    if table.max_scroll_y > table.scroll_y:
+        signs.append(MORE_ROWS)
+    if table.max_scroll_x > table.scroll_x:
+        signs.append(MORE_COLUMNS)
+    return " · ".join(signs)
+
+
 def _safe(value: Any) -> Text:
-    """A cell as it is shown: text from the database literally (``safe_text.literal``)."""
-    return literal(value)
+    """A cell as it is shown: text from the database literally (``safe_text.literal``), on one
+    line, ending in … where its column is narrower."""
+    text = literal(value)
+    text.no_wrap = True
+    text.overflow = "ellipsis"
+    return text
 
 
 def _sortable(value: Any) -> Any:
@@ -389,7 +473,7 @@ def _style_changed(table: LiveTable, key: str, column: str, value: Any) -> bool:
     return not isinstance(old, Text) or old.style != value.style or old.spans != value.spans
 
 
-__all__ = ["MARK", "MORE_COLUMNS", "LiveTable"]
+__all__ = ["MARK", "MORE_COLUMNS", "MORE_ROWS", "LiveTable", "cut_sign"]
 
 
 def _arrow(descending: bool) -> str:

@@ -11,19 +11,44 @@ from textual.widgets import DataTable
 
 from ... import formatting as fmt
 from ...safe_text import literal
+from .live_table import cut_sign
 
 # The columns that name an execution, in the order they are looked for.
 ID_COLUMNS = ("execution_id", "id")
 
 
 class ResultsTable(DataTable):
+    """While rows or columns are out of sight, a bottom border says so ("↓ more rows · → more
+    columns"): at 80x24 a report's last columns were cut without a sign."""
+
     DEFAULT_CSS = """
     ResultsTable { height: 1fr; }
+    ResultsTable.-cut { border-bottom: solid $primary-darken-2; border-subtitle-color: $text-muted; }
     """
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(zebra_stripes=True, **kwargs)
         self.result: Any = None  # the QueryResult shown (exported as CSV)
+
+    def _note_cut(self) -> None:
+        sign = cut_sign(self)
+        if self.border_subtitle != sign:
+            self.border_subtitle = sign
+        self.set_class(bool(sign), "-cut")
+
+    def watch_scroll_x(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_x(old_value, new_value)
+        self._note_cut()
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self._note_cut()
+
+    def watch_virtual_size(self) -> None:
+        self.call_after_refresh(self._note_cut)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._note_cut)
 
     class OpenExecution(Message):
         """``enter`` on a row that names an execution."""
@@ -70,7 +95,7 @@ class ResultsTable(DataTable):
 def summary(result: Any, max_rows: int) -> str:
     """``12 rows · 3.4 ms`` (noting when the result was cut at ``max_rows``)."""
     n = len(result.rows)
-    rows = f"{n} row{'s' if n != 1 else ''}"
+    rows = f"{fmt.count(n)} row{'s' if n != 1 else ''}"
     cut_at_bytes = getattr(result, "cut_at_bytes", None)
     if cut_at_bytes:
         rows += f" (result cut at {cut_at_bytes / 1024 / 1024:g} MB)"

@@ -184,11 +184,12 @@ def test_the_dashboard_is_prepared_once_per_connection(reader: Reader, db: psyco
     prepared = reader._call(
         "test", lambda c: c.execute("SELECT generic_plans, custom_plans FROM pg_prepared_statements").fetchall()
     )
-    assert len(prepared) == 3 and all(generic >= 3 and custom == 0 for generic, custom in prepared), prepared
+    # The live parts, the approvals, the recent errors, the paused queues (issue 46).
+    assert len(prepared) == 4 and all(generic >= 3 and custom == 0 for generic, custom in prepared), prepared
     # The other reads are never prepared: planned with their values.
     reader.queue_depth()
     reader.list_executions(text="x")
-    assert len(reader._call("test", lambda c: c.execute("SELECT 1 FROM pg_prepared_statements").fetchall())) == 3
+    assert len(reader._call("test", lambda c: c.execute("SELECT 1 FROM pg_prepared_statements").fetchall())) == 4
 
     # A connection the server dropped: the next refresh opens another and prepares there.
     pid = reader._call("test", lambda c: c.info.backend_pid)

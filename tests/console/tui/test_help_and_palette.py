@@ -80,7 +80,9 @@ async def test_command_palette(dsn, db):
         await pilot.press("3")
         await fresh(pilot, tui.screen)
         titles = [t for t, _, _ in KestrelCommands(tui.screen).commands()]
-        assert "Approve the marked gates" in titles and "Reject the marked gates" in titles
+        gate = tui.screen.action_rows()[0]
+        named = f"gate {gate['pending_gate']!r} of execution {gate['id']}"
+        assert f"Approve {named}" in titles and f"Reject {named}" in titles
 
         # Through the keys: ctrl+p, type, enter.
         await pilot.press("ctrl+p")
