@@ -125,10 +125,19 @@ def decider(entry: Mapping[str, Any]) -> str:
 
 
 def family_line(execution: Mapping[str, Any], limit: int = 20) -> str:
-    """``parent #N · children: #a success, #b running`` (empty when it has neither)."""
+    """``parent #N · children: #a success, #b running · forked from #M at step s · forks: #f
+    (from s2)`` (empty when it has none of these)."""
     parts = []
     if execution.get("parent_id") is not None:
         parts.append(f"parent #{execution['parent_id']}")
+    origin = execution.get("forked_from")
+    if origin:
+        parts.append(f"forked from #{origin['id']} at step {visible(origin['step'])}")
+    forks = execution.get("forks") or []
+    if forks:
+        shown = ", ".join(f"#{f['id']} (from {visible(f['step'])})" for f in forks[:limit])
+        more = f", … {len(forks) - limit} more" if len(forks) > limit else ""
+        parts.append(f"forks ({len(forks)}): {shown}{more}")
     kids = execution.get("children") or []
     if kids:
         shown = ", ".join(f"#{c['id']} {c['status']}" for c in kids[:limit])

@@ -36,6 +36,8 @@ OTHER_LISTS = {
     ("requeue_execution.sql", frozenset({"enqueued", "waiting", "success"})): "what a requeue refuses",
     ("schema_snapshot.txt", frozenset({"enqueued", "waiting", "success"})): "requeue_execution, as applied",
     ("deadlines.py", frozenset({"enqueued", "running"})): "a deadline not parked on a wait",
+    ("fork_execution.sql", frozenset({"enqueued", "running"})): "what a fork refuses: not stopped yet",
+    ("schema_snapshot.txt", frozenset({"enqueued", "running"})): "fork_execution, as applied",
     ("worker-activity.sql", frozenset({"success", "error"})): "runs a worker finished itself",
     ("schema_snapshot.txt", frozenset({"running", "success", "error"})): "a step attempt's outcomes, not statuses",
 }

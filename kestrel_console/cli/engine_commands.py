@@ -200,6 +200,39 @@ def cancel(
     typer.echo(f"cancelled execution {execution_id} (was {previous})")
 
 
+def fork(
+    ctx: typer.Context,
+    execution_id: int = execution_id_argument(),
+    from_step: str = typer.Option(
+        ...,
+        "--from-step",
+        metavar="STEP",
+        help="The step to run again: it and every step after it run, those before keep their checkpoints.",
+    ),
+    input: str | None = typer.Option(
+        None, "--input", help="New input for the fork, as JSON (default: the origin's).", show_default=False
+    ),
+    version: str | None = typer.Option(
+        None,
+        "--version",
+        help="Run the fork only on workers of this code version (default: the origin's); "
+        "refused when no live worker has it.",
+        show_default=False,
+    ),
+    comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
+    operator: str | None = operator_option(),
+) -> None:
+    """Start a new execution from step STEP of a finished or waiting execution ID (after a code
+    fix, or with corrected input); prints the new id. Linked to its origin both ways (`show`)."""
+    s = acting(ctx, operator)
+    options = {"input": parse_json_option(input, "--input")} if input is not None else {}
+    with s.kestrel() as app:
+        new_id = handles_errors(app.fork)(
+            execution_id, from_step=from_step, version=version, by=s.operator, comment=comment, **options
+        )
+    typer.echo(new_id)
+
+
 def register(app: typer.Typer) -> None:
-    for command in (migrate, worker, enqueue, approve, reject, requeue, cancel):
+    for command in (migrate, worker, enqueue, approve, reject, requeue, cancel, fork):
         app.command()(command)

@@ -145,7 +145,12 @@ SELECT e.id, e.workflow_name, e.status, e.input, e.output, e.error, e.owner_id,
        (SELECT coalesce(jsonb_agg(jsonb_build_object('id', c.id, 'workflow', c.workflow_name,
                                                      'status', c.status) ORDER BY c.id), '[]')
           FROM (SELECT id, workflow_name, status FROM {schema}.workflow_executions
-                 WHERE parent_id = e.id ORDER BY id LIMIT 500) AS c) AS children
+                 WHERE parent_id = e.id ORDER BY id LIMIT 500) AS c) AS children,
+       (SELECT jsonb_build_object('id', f.origin_id, 'step', f.from_step)
+          FROM {schema}.execution_forks f WHERE f.fork_id = e.id) AS forked_from,
+       (SELECT coalesce(jsonb_agg(jsonb_build_object('id', f.fork_id, 'step', f.from_step) ORDER BY f.fork_id), '[]')
+          FROM (SELECT fork_id, from_step FROM {schema}.execution_forks
+                 WHERE origin_id = e.id ORDER BY fork_id LIMIT 500) AS f) AS forks
   FROM {schema}.workflow_executions e WHERE e.id = %(id)s
 """
 

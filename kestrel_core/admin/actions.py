@@ -1,4 +1,4 @@
-"""Operator actions: approve, reject, cancel, requeue.
+"""Operator actions: approve, reject, cancel, requeue, fork.
 
 Each is one call to a SECURITY DEFINER function of the schema (migration 0002), which checks
 the allowed states, writes the audit row and applies the change in one transaction. A refusal
@@ -12,11 +12,23 @@ from typing import Any
 import psycopg
 
 from kestrel_core.base.errors import InvalidArgument, from_database
+from kestrel_core.base.serialization import to_json
 from kestrel_core.db.statements import render
 
 DECIDE = "SELECT {schema}.decide_approval(%s, %s, %s, %s, %s)"
 CANCEL = "SELECT {schema}.cancel_execution(%s, %s, %s)"
 REQUEUE = "SELECT {schema}.requeue_execution(%s, %s, %s)"
+FORK = "SELECT {schema}.fork_execution(%s, %s, %s, %s, %s, %s, %s)"
+
+
+class _Unset:
+    """The type of ``UNSET``: a fork without new input (None is the JSON value null)."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
 
 
 BIGINT_MAX = 2**63 - 1
@@ -118,3 +130,47 @@ async def requeue_async(
     """``requeue`` on an AsyncConnection."""
     status: str = await _call_async(conn, schema, REQUEUE, (execution_id, by, comment))
     return status
+
+
+def _fork_params(
+    execution_id: int, from_step: str, input: Any, version: str | None, by: str, comment: str | None
+) -> tuple[Any, ...]:
+    if not isinstance(from_step, str) or not from_step:
+        raise InvalidArgument("fork needs the id of the step to run again from (from_step)")
+    given = input is not UNSET
+    payload = to_json(input, f"the input of the fork of execution {execution_id}") if given else None
+    return (execution_id, from_step, payload, given, version, by, comment)
+
+
+def fork(
+    conn: psycopg.Connection,
+    schema: str,
+    execution_id: int,
+    *,
+    from_step: str,
+    input: Any = UNSET,
+    version: str | None = None,
+    by: str,
+    comment: str | None = None,
+) -> int:
+    """Start a new execution from ``from_step`` of a finished or waiting one (its checkpoints
+    before that step kept, the step and all after it run again); returns the new id."""
+    new_id: int = _call(conn, schema, FORK, _fork_params(execution_id, from_step, input, version, by, comment))
+    return new_id
+
+
+async def fork_async(
+    conn: psycopg.AsyncConnection,
+    schema: str,
+    execution_id: int,
+    *,
+    from_step: str,
+    input: Any = UNSET,
+    version: str | None = None,
+    by: str,
+    comment: str | None = None,
+) -> int:
+    """``fork`` on an AsyncConnection."""
+    params = _fork_params(execution_id, from_step, input, version, by, comment)
+    new_id: int = await _call_async(conn, schema, FORK, params)
+    return new_id

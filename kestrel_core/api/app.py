@@ -467,6 +467,26 @@ class Kestrel:
         with self.connection() as conn:
             return _operator.requeue(conn, self.schema, execution_id, by=by or default_operator(), comment=comment)
 
+    def fork(
+        self,
+        execution_id: int,
+        *,
+        from_step: str,
+        input: Any = _operator.UNSET,
+        version: str | None = None,
+        by: str | None = None,
+        comment: str | None = None,
+    ) -> int:
+        """A new execution from step ``from_step`` of a finished or waiting one: the checkpoints
+        before it are kept, it and every step after it run again (``input`` replaces the
+        origin's; ``version``: only workers of that code version run it). Audited, linked to its
+        origin; returns the new id."""
+        with self.connection() as conn:
+            return _operator.fork(
+                conn, self.schema, execution_id, from_step=from_step, input=input, version=version,
+                by=by or default_operator(), comment=comment,
+            )  # fmt: skip
+
     def pause_queue(self, name: str, *, by: str | None = None, comment: str | None = None) -> None:
         """Stop claiming from queue ``name`` (running executions finish); audited."""
         with self.connection() as conn:

@@ -292,6 +292,24 @@ class AsyncKestrel:
                 c, self.schema, execution_id, by=by or default_operator(), comment=comment
             )
 
+    async def fork(
+        self,
+        execution_id: int,
+        *,
+        from_step: str,
+        input: Any = _operator.UNSET,
+        version: str | None = None,
+        by: str | None = None,
+        comment: str | None = None,
+        conn: psycopg.AsyncConnection | None = None,
+    ) -> int:
+        """A new execution from step ``from_step`` of a finished or waiting one (see Kestrel.fork)."""
+        async with self._on(conn) as c:
+            return await _operator.fork_async(
+                c, self.schema, execution_id, from_step=from_step, input=input, version=version,
+                by=by or default_operator(), comment=comment,
+            )  # fmt: skip
+
     async def requeue(
         self,
         execution_id: int,

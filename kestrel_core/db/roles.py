@@ -151,6 +151,7 @@ OPERATOR_FUNCTIONS = (
     "decide_approval(bigint, text, boolean, text, text)",
     "cancel_execution(bigint, text, text)",
     "requeue_execution(bigint, text, text)",
+    "fork_execution(bigint, text, jsonb, boolean, text, text, text)",
     "prune_finished(timestamptz, integer, text)",
     "drop_history_range(bigint, timestamptz, text)",
     "batch_ranges()",

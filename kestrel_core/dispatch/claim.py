@@ -285,7 +285,7 @@ class Claim:
     workflow_name: str
     input: Any
     claim_epoch: int
-    claims: int  # 1 on the first run: nothing to replay
+    claims: int  # 1 on the first run: nothing to replay (a fork starts at 1: it has checkpoints)
 
     @property
     def first_run(self) -> bool:

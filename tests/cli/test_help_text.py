@@ -18,6 +18,7 @@ COMMANDS = [
     "reject",
     "requeue",
     "cancel",
+    "fork",
     "status",
     "list",
     "show",

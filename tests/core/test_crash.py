@@ -336,3 +336,24 @@ def test_stopping_a_worker_that_waits_for_the_database_ends_the_wait(caplog: pyt
     starting.join(timeout=10)
     assert not starting.is_alive()
     assert outcome == [worker], outcome
+
+
+def test_a_fork_survives_a_sigkill_and_never_runs_the_steps_it_kept(app: Kestrel, db, workers: Workers) -> None:
+    """Issue 47: a fork from s2 of a six-step run whose worker is killed mid-step: another
+    worker finishes it; s0 and s1 (kept) never run in the fork, each later step once, save the
+    step in flight at the kill."""
+    a = workers.start("worker-a", step_seconds=0.2)
+    origin = app.enqueue("slow", {"steps": 6})
+    wait_for(lambda: app.get(origin).done, timeout=30, what="the origin to finish")
+    fork = app.fork(origin, from_step="s2", by="alice")
+    wait_for(lambda: "s3" in checkpoints(db, fork), timeout=30, what="the fork past s3")
+    a.send_signal(signal.SIGKILL)
+    a.wait()
+    workers.start("worker-b", step_seconds=0.2)
+    wait_for(lambda: app.get(fork).done, timeout=30, what="the fork to finish on worker-b")
+    assert app.get(fork).status == "success"
+    assert app.get(fork).output == [f"s{i}-done" for i in range(6)]
+    counts = ran(db, fork)
+    assert "s0" not in counts and "s1" not in counts
+    assert set(counts) == {f"s{i}" for i in range(2, 6)}
+    assert sum(c - 1 for c in counts.values()) <= 1  # at most the step in flight at the kill re-ran
