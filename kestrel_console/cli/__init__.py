@@ -23,6 +23,7 @@ from . import (
     event_command,
     metrics_command,
     prune_command,
+    query_commands,
     queue_commands,
     read_commands,
     roles_command,
@@ -98,6 +99,7 @@ def root(
 for _commands in (
     engine_commands,
     read_commands,
+    query_commands,
     prune_command,
     roles_command,
     demo_command,

@@ -312,4 +312,5 @@ def test_short_chaos_run_through_the_bouncer(
         ["chaos run broke invariants:", *report.verdict.violations[:30], *lines, f"worker logs: {report.log_dir}"]
     )
     assert report.kills >= 2 and report.stops == 1 and report.restarts == 2, report.summary()
-    assert report.enqueued >= 80 and report.verdict.statuses["success"] == report.enqueued
+    v = report.verdict  # the workload cancels and fails some on purpose (tests/chaos/workload.py)
+    assert report.enqueued >= 80 and v.statuses["success"] + v.cancelled + v.failed_as_meant == report.enqueued
