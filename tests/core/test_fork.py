@@ -163,3 +163,52 @@ async def test_the_async_client_forks_the_same(chain_app: Kestrel, db: psycopg.C
         fork = await client.fork(origin, from_step="s2", input="again", by="carol")
     assert finished(db, fork) == ("success", ["s1:first", "s2:again", "s3:again", "s4:again"])
     assert db.execute("SELECT actor FROM operator_actions WHERE action = 'fork'").fetchone() == ("carol",)
+
+
+def test_a_fork_past_an_approval_gate_is_refused_and_from_the_gate_asks_again(
+    app: Kestrel, db: psycopg.Connection, start_worker: Callable[..., Worker]
+) -> None:
+    """A decision belongs to the execution it was made on (and its audit row): a fork that kept
+    the gate's checkpoint would replay a decision nobody made on it (found by the review: the
+    fork ended as error, UnauditedDecision). Forking from the gate asks it again."""
+
+    @app.workflow("gated")
+    def gated(ctx, data):
+        a = ctx.step("s1", lambda: "one")
+        decision = ctx.wait_for_approval("ship", details={"what": data})
+        return [a, decision.approved, ctx.step("s2", lambda: "two")]
+
+    start_worker(app)
+    origin = app.enqueue("gated", "x")
+    waiting = "SELECT 1 FROM workflow_executions WHERE id = %s AND status = 'waiting'"
+    wait_for(lambda: db.execute(waiting, (origin,)).fetchone(), what="the gate")
+    app.approve(origin, "ship", by="bob")
+    assert finished(db, origin) == ("success", ["one", True, "two"])
+    with pytest.raises(ActionRefused, match="passed an approval gate before step 's2'"):
+        app.fork(origin, from_step="s2", by="alice")
+    fork = app.fork(origin, from_step="ship", by="alice")
+    wait_for(lambda: db.execute(waiting, (fork,)).fetchone(), what="the fork at the gate, asked again")
+    app.approve(fork, "ship", by="carol")
+    assert finished(db, fork) == ("success", ["one", True, "two"])
+
+
+def test_a_fork_past_a_child_start_is_refused(
+    app: Kestrel, db: psycopg.Connection, start_worker: Callable[..., Worker]
+) -> None:
+    """A child belongs to the execution that started it: a fork that kept the start would wait
+    for a child that is not its own (found by the review: ChildFailed ... missing)."""
+
+    @app.workflow("leaf")
+    def leaf(ctx, n):
+        return n
+
+    @app.workflow("parent")
+    def parent(ctx, n):
+        child = ctx.start_child("leaf", n)
+        return [ctx.wait_for(child), ctx.step("after", lambda: "done")]
+
+    start_worker(app)
+    origin = app.enqueue("parent", 7)
+    assert finished(db, origin) == ("success", [7, "done"])
+    with pytest.raises(ActionRefused, match="started a child before step 'after'"):
+        app.fork(origin, from_step="after", by="alice")

@@ -4,7 +4,8 @@
 -- the new execution keeps the origin's checkpoints before that step (and their attempts, for
 -- its timeline), and runs the step and everything after it again. Its input is the origin's
 -- unless one is given; its code version the origin's unless one is given, and a version must
--- be served by a live worker (one that beat within 30 s), else nothing would ever run it.
+-- be served by a live worker (one that beat within 30 s), else nothing would ever run it. A
+-- step after a decided approval gate or a child's start is refused (below).
 -- Returns the new execution's id.
 CREATE OR REPLACE FUNCTION {schema}.fork_execution(
     p_execution_id bigint, p_from_step text, p_input jsonb, p_input_given boolean,
@@ -33,6 +34,28 @@ BEGIN
         RAISE EXCEPTION 'cannot fork: execution % has no step % (only a step it reached can be forked from)',
             p_execution_id, quote_literal(p_from_step)
             USING ERRCODE = 'KS404', HINT = 'See its steps with: kestrel-console show ' || p_execution_id;
+    END IF;
+    -- A decision is made on one execution and audited there: a fork that kept a decided gate's
+    -- checkpoint would replay a decision no one made on it (UnauditedDecision). Fork from the
+    -- gate or before it instead: the gate is asked again.
+    IF EXISTS (SELECT 1 FROM workflow_waits w
+                 JOIN operation_outputs o ON o.execution_id = w.execution_id AND o.step_id = w.step_id
+                WHERE w.execution_id = p_execution_id AND w.kind = 'approval' AND o.seq < from_seq) THEN
+        RAISE EXCEPTION 'cannot fork: execution % passed an approval gate before step %', p_execution_id,
+            quote_literal(p_from_step)
+            USING ERRCODE = 'KS409',
+                  HINT = 'Fork from the gate itself or a step before it: the gate is asked again.';
+    END IF;
+    -- A child belongs to the execution that started it (parent_id, its engine key): a fork that
+    -- kept the start would wait for a child that is not its own. Fork from the start instead.
+    IF EXISTS (SELECT 1 FROM workflow_executions c
+                 JOIN operation_outputs o
+                   ON o.execution_id = p_execution_id AND c.engine_key = 'child:' || p_execution_id || ':' || o.step_id
+                WHERE c.parent_id = p_execution_id AND o.seq < from_seq) THEN
+        RAISE EXCEPTION 'cannot fork: execution % started a child before step %', p_execution_id,
+            quote_literal(p_from_step)
+            USING ERRCODE = 'KS409',
+                  HINT = 'Fork from the step that starts the child, or one before it: the fork starts its own.';
     END IF;
     v_version := coalesce(p_version, e.version);
     IF v_version IS NOT NULL AND NOT EXISTS (
