@@ -22,6 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
+
+# Loaded before anything loads pglast (libpg_query and its many thread-local variables): a test
+# process that loaded pydantic_core late (typer's lazy import, by a CLI command run in-process
+# after SQL-guard tests) once aborted inside that import ("Fatal Python error: Aborted"). The
+# CLI itself loads it first, while parsing its arguments: this is the order the product runs in.
+import pydantic_core  # noqa: F401
 import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
