@@ -95,6 +95,16 @@ def _timeout_ms(seconds: float) -> int:
         fail(f"--timeout {seconds:g}: {str(exc).split(': ', 1)[-1]}", code=2)
 
 
+def max_rows_option() -> Any:
+    """``--max-rows`` of a command that runs a query (report, sql)."""
+    return typer.Option(DEFAULT_MAX_ROWS, "--max-rows", callback=_max_rows, help="Print at most this many rows.")
+
+
+def timeout_option() -> Any:
+    """``--timeout`` of a command that runs a query (report, sql)."""
+    return typer.Option(CLI_TIMEOUT_MS / 1000, "--timeout", min=0.1, help="Seconds before the query is cancelled.")
+
+
 def max_bytes_option() -> Any:
     return typer.Option(
         DEFAULT_MAX_BYTES,
@@ -128,12 +138,8 @@ def report(
     param: list[str] | None = typer.Option(
         None, "--param", "-p", metavar="KEY=VALUE", help="A report parameter (repeatable).", show_default=False
     ),
-    max_rows: int = typer.Option(
-        DEFAULT_MAX_ROWS, "--max-rows", callback=_max_rows, help="Print at most this many rows."
-    ),
-    timeout: float = typer.Option(
-        CLI_TIMEOUT_MS / 1000, "--timeout", min=0.1, help="Seconds before the query is cancelled."
-    ),
+    max_rows: int = max_rows_option(),
+    timeout: float = timeout_option(),
     max_bytes: int = max_bytes_option(),
     fmt: str = format_option(),
 ) -> None:
@@ -194,12 +200,8 @@ def sql(
     query: str = typer.Argument(
         ..., metavar="QUERY", help="One read-only statement (SELECT, WITH, VALUES, EXPLAIN); '-' reads it from stdin."
     ),
-    max_rows: int = typer.Option(
-        DEFAULT_MAX_ROWS, "--max-rows", callback=_max_rows, help="Print at most this many rows."
-    ),
-    timeout: float = typer.Option(
-        CLI_TIMEOUT_MS / 1000, "--timeout", min=0.1, help="Seconds before the query is cancelled."
-    ),
+    max_rows: int = max_rows_option(),
+    timeout: float = timeout_option(),
     max_bytes: int = max_bytes_option(),
     fmt: str = format_option(),
 ) -> None:
