@@ -303,10 +303,19 @@ class Worker(RunnerThreads):
         self.stop()
 
     def _spawn(self, target: Callable[[], Any], name: str) -> threading.Thread:
-        thread = threading.Thread(target=target, name=f"kestrel-{name}", daemon=True)
+        thread = threading.Thread(target=functools.partial(self._thread_main, target), name=f"kestrel-{name}", daemon=True)
         thread.start()
         self._threads.append(thread)
         return thread
+
+    def _thread_main(self, target: Callable[[], Any]) -> None:
+        """Run one of the worker's threads; whatever ends it is logged here, not handed to
+        ``threading.excepthook`` (which drops a SystemExit unseen): the claim loop replaces a
+        runner thread that ended and hands its claim back."""
+        try:
+            target()
+        except BaseException:
+            self.log.exception("event=thread_died worker=%s thread=%s", self.worker_id, threading.current_thread().name)
 
     # -- database access ---------------------------------------------------------------------
 

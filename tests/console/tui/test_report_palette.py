@@ -31,7 +31,14 @@ async def test_palette_runs_the_report_with_every_parameter_shown(dsn, db):
         await pilot.press("ctrl+p")
         await wait_for(pilot, lambda: isinstance(tui.screen, CommandPalette))
         await palette_pick(pilot, "Report: errors-this-month", typed="errors-this-month")
-        await wait_for(pilot, lambda: screen.message.startswith("errors-this-month:"), what="errors-this-month to run")
+        # Waits for any answer (a result, a refusal, "still running"), then says which it was.
+        await wait_for(
+            pilot,
+            lambda: screen.message.startswith(("errors-this-month:", "error", "refused", "a report is")),
+            timeout=30,
+            what="errors-this-month to run",
+        )
+        assert screen.message.startswith("errors-this-month:"), screen.message
         table = screen.query_one(ResultsTable)
         assert table.result is screen.result and "failed_step" in table.result.columns
 
