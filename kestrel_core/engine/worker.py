@@ -303,7 +303,9 @@ class Worker(RunnerThreads):
         self.stop()
 
     def _spawn(self, target: Callable[[], Any], name: str) -> threading.Thread:
-        thread = threading.Thread(target=functools.partial(self._thread_main, target), name=f"kestrel-{name}", daemon=True)
+        thread = threading.Thread(
+            target=functools.partial(self._thread_main, target), name=f"kestrel-{name}", daemon=True
+        )
         thread.start()
         self._threads.append(thread)
         return thread
