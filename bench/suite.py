@@ -56,6 +56,7 @@ class Options:
     finished: int = 1_000_000
     live: int = 10_000
     dashboard_samples: int = 100
+    query_samples: int = 30  # each screen, search and page (the dashboard's every 0.5 s)
     # enqueue and memory
     enqueue_rows: int = 100_000
     enqueue_batch: int = 1000
@@ -101,6 +102,7 @@ class Options:
             finished=20_000,
             live=500,
             dashboard_samples=5,
+            query_samples=3,
             enqueue_rows=5000,
             rss_concurrency=32,
             rss_load=100,
@@ -307,7 +309,13 @@ def console(opts: Options) -> dict[str, Any]:
     if reason:
         opts.echo(f"console benchmark skipped: {reason}")
         return _save(opts, "console", {"skipped": reason})
-    r = run_console(opts.admin, finished=opts.finished, live=opts.live, samples=opts.dashboard_samples)
+    r = run_console(
+        opts.admin,
+        finished=opts.finished,
+        live=opts.live,
+        samples=opts.dashboard_samples,
+        query_samples=opts.query_samples,
+    )
     d = r["dashboard"]
     rows = [["dashboard() (all reads, one round trip)", d["p50_ms"], d["p95_ms"], d["max_ms"]]]
     rows += [[key, q["p50_ms"], q["p95_ms"], q["max_ms"]] for key, q in r["queries"].items()]

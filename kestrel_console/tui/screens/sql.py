@@ -382,6 +382,17 @@ class SqlEditor(TextArea):
             super().__init__()
             self.step = step
 
+    def _build_highlight_map(self) -> None:
+        # A text longer than the guard runs is refused anyway: highlighting a pasted 160 KB
+        # one-liner held the console for 5-20 s (tree-sitter captures, on every render).
+        from ...adhoc.guard import MAX_QUERY_BYTES
+
+        if sum(map(len, self.document.lines)) > MAX_QUERY_BYTES:
+            self._line_cache.clear()
+            self._highlights.clear()
+            return
+        super()._build_highlight_map()
+
     def action_cursor_up(self, select: bool = False) -> None:
         if not select and self.cursor_location[0] == 0 and self.selection.is_empty:
             self.post_message(self.History(1))
