@@ -1,4 +1,5 @@
--- drop_history_range(): its current definition (migration 0022 made the history partitioned).
+-- drop_history_range(): its current definition (migration 0022 made the history partitioned;
+-- since 0030 a range holding a paused execution stays).
 --
 -- Retention by partition: drops the id range starting at p_lo (its partitions of the step
 -- tables first, then workflow_executions'), if every execution in it finished before p_before
@@ -7,7 +8,8 @@
 -- dropped, or NULL when the range must stay (a live execution, one finished too recently, a
 -- finished child whose parent is live: the parent's wait_for reads it, issue 43; the current
 -- range): prune then deletes its finished rows in batches, as before.
--- The range is checked (through the partial indexes of live states and finished_at),
+-- The range is checked (through the partial indexes of live states and finished_at; a paused
+-- execution, which has none, through the audit row of its pause: only pause_execution pauses),
 -- counted (execution_counts loses its rows, as the delete trigger would do) and its keys
 -- deleted without locking more than its readers do; only then the four parents are locked
 -- ACCESS EXCLUSIVE, the range checked again (an operator may have requeued one of it), and its
@@ -51,11 +53,14 @@ BEGIN
     v_busy_sql := format('SELECT EXISTS (SELECT 1 FROM %1$I.%2$I WHERE status = ''enqueued'')
                               OR EXISTS (SELECT 1 FROM %1$I.%2$I WHERE status = ''running'')
                               OR EXISTS (SELECT 1 FROM %1$I.%2$I WHERE status = ''waiting'')
+                              OR EXISTS (SELECT 1 FROM %1$I.operator_actions a JOIN %1$I.%2$I x ON x.id = a.execution_id
+                                          WHERE a.execution_id >= $2 AND a.execution_id < $3
+                                            AND a.action = ''pause'' AND x.status = ''paused'')
                               OR EXISTS (SELECT 1 FROM %1$I.%2$I WHERE finished_at >= $1)
                               OR EXISTS (SELECT 1 FROM %1$I.%2$I c JOIN %1$I.workflow_executions p ON p.id = c.parent_id
                                           WHERE c.parent_id IS NOT NULL
-                                            AND p.status IN (''enqueued'', ''running'', ''waiting''))', ns, v_part);
-    EXECUTE v_busy_sql INTO v_busy USING p_before;
+                                            AND p.status IN (''enqueued'', ''running'', ''waiting'', ''paused''))', ns, v_part);
+    EXECUTE v_busy_sql INTO v_busy USING p_before, p_lo, v_hi;
     IF v_busy THEN
         RETURN NULL;
     END IF;
@@ -80,7 +85,7 @@ BEGIN
                                v_deadline - clock_timestamp())))::bigint || 'ms', true);
             EXECUTE format('LOCK TABLE %I.%I IN ACCESS EXCLUSIVE MODE', ns, t);
         END LOOP;
-        EXECUTE v_busy_sql INTO v_busy USING p_before;  -- an operator requeued one meanwhile?
+        EXECUTE v_busy_sql INTO v_busy USING p_before, p_lo, v_hi;  -- an operator requeued one meanwhile?
         IF v_busy THEN
             RAISE EXCEPTION 'range % became busy', p_lo USING ERRCODE = 'KS410';
         END IF;
