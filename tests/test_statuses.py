@@ -35,7 +35,7 @@ DEFINED = {
 OTHER_LISTS = {
     ("requeue_execution.sql", frozenset({"enqueued", "waiting", "success"})): "what a requeue refuses",
     ("schema_snapshot.txt", frozenset({"enqueued", "waiting", "success"})): "requeue_execution, as applied",
-    ("decide_approval.sql", frozenset({"waiting", "paused"})): "where a gate can be decided: its execution parked or paused",
+    ("decide_approval.sql", frozenset({"waiting", "paused"})): "a gate decided: its execution parked or paused",
     ("schema_snapshot.txt", frozenset({"waiting", "paused"})): "decide_approval, as applied",
     # Migration 0030 kept these three-status partial indexes (no rebuild of the history's
     # indexes): the deadline sweep does not end a paused execution, and the fan-in check of
