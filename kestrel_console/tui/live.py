@@ -36,6 +36,10 @@ T = TypeVar("T")
 # The key that pauses or resumes a queue (Queues) or a schedule (Schedules), and means nothing
 # else on any screen: ``p`` pauses the refresh everywhere, so it cannot also stop production.
 PAUSE_KEY = "h"
+# The keys that pause (hold) and resume (let go of) an execution on the execution screens: the
+# same "h" for holding, and "u" (unhold) for letting go, which no other screen binds.
+HOLD_KEY = PAUSE_KEY
+LET_GO_KEY = "u"
 
 # A refresh still running after this long is given up on (the Reader's timeout should have
 # cancelled it long before): the next tick starts a new one.

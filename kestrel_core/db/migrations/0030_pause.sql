@@ -17,6 +17,10 @@
 -- 4. guard_paused_executions: only the schema's owner (the audited pause_execution,
 --    resume_execution and cancel_execution) moves an execution into or out of 'paused';
 --    the worker's login cannot pause, nor let go of a paused execution with plain SQL.
+-- 5. a partial index of the paused executions (by workflow), as each live status has one: the
+--    console counts them, and prune's drop of a history range checks it holds none, without a
+--    scan. Built here, in the transaction, like the CHECK above: both read the history once
+--    while writes wait (an upgrade at 10M executions: seconds).
 -- The partial indexes of live executions keep their three statuses: the deadline sweep does
 -- not end a paused execution (its deadline is checked again once it is resumed), and a
 -- paused child does not count for its parent's fan-in check (the parent woken early parks
@@ -27,6 +31,8 @@
 ALTER TABLE {schema}.workflow_executions DROP CONSTRAINT workflow_executions_status_check;
 ALTER TABLE {schema}.workflow_executions ADD CONSTRAINT workflow_executions_status_check
     CHECK (status IN ('enqueued', 'running', 'waiting', 'paused', 'success', 'error', 'cancelled'));
+CREATE INDEX workflow_executions_paused_idx ON {schema}.workflow_executions (workflow_name)
+    WHERE status = 'paused';
 
 DO $$
 DECLARE

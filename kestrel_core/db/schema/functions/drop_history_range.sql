@@ -8,8 +8,7 @@
 -- dropped, or NULL when the range must stay (a live execution, one finished too recently, a
 -- finished child whose parent is live: the parent's wait_for reads it, issue 43; the current
 -- range): prune then deletes its finished rows in batches, as before.
--- The range is checked (through the partial indexes of live states and finished_at; a paused
--- execution, which has none, through the audit row of its pause: only pause_execution pauses),
+-- The range is checked (through the partial indexes of live states and finished_at),
 -- counted (execution_counts loses its rows, as the delete trigger would do) and its keys
 -- deleted without locking more than its readers do; only then the four parents are locked
 -- ACCESS EXCLUSIVE, the range checked again (an operator may have requeued one of it), and its
@@ -53,14 +52,12 @@ BEGIN
     v_busy_sql := format('SELECT EXISTS (SELECT 1 FROM %1$I.%2$I WHERE status = ''enqueued'')
                               OR EXISTS (SELECT 1 FROM %1$I.%2$I WHERE status = ''running'')
                               OR EXISTS (SELECT 1 FROM %1$I.%2$I WHERE status = ''waiting'')
-                              OR EXISTS (SELECT 1 FROM %1$I.operator_actions a JOIN %1$I.%2$I x ON x.id = a.execution_id
-                                          WHERE a.execution_id >= $2 AND a.execution_id < $3
-                                            AND a.action = ''pause'' AND x.status = ''paused'')
+                              OR EXISTS (SELECT 1 FROM %1$I.%2$I WHERE status = ''paused'')
                               OR EXISTS (SELECT 1 FROM %1$I.%2$I WHERE finished_at >= $1)
                               OR EXISTS (SELECT 1 FROM %1$I.%2$I c JOIN %1$I.workflow_executions p ON p.id = c.parent_id
                                           WHERE c.parent_id IS NOT NULL
                                             AND p.status IN (''enqueued'', ''running'', ''waiting'', ''paused''))', ns, v_part);
-    EXECUTE v_busy_sql INTO v_busy USING p_before, p_lo, v_hi;
+    EXECUTE v_busy_sql INTO v_busy USING p_before;
     IF v_busy THEN
         RETURN NULL;
     END IF;
@@ -85,7 +82,7 @@ BEGIN
                                v_deadline - clock_timestamp())))::bigint || 'ms', true);
             EXECUTE format('LOCK TABLE %I.%I IN ACCESS EXCLUSIVE MODE', ns, t);
         END LOOP;
-        EXECUTE v_busy_sql INTO v_busy USING p_before, p_lo, v_hi;  -- an operator requeued one meanwhile?
+        EXECUTE v_busy_sql INTO v_busy USING p_before;  -- an operator requeued one meanwhile?
         IF v_busy THEN
             RAISE EXCEPTION 'range % became busy', p_lo USING ERRCODE = 'KS410';
         END IF;
