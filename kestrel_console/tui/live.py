@@ -36,9 +36,9 @@ T = TypeVar("T")
 # The key that pauses or resumes a queue (Queues) or a schedule (Schedules), and means nothing
 # else on any screen: ``p`` pauses the refresh everywhere, so it cannot also stop production.
 PAUSE_KEY = "h"
-# The keys that pause (hold) and resume (let go of) an execution on the execution screens: the
-# same "h" for holding, and "u" (unhold) for letting go, which no other screen binds.
-HOLD_KEY = PAUSE_KEY
+# The keys that pause and resume one execution on the execution screens (Executions, Execution,
+# Dashboard), each meaning nothing else on any screen: "z" puts it to sleep, "u" unpauses it.
+HOLD_KEY = "z"
 LET_GO_KEY = "u"
 
 # A refresh still running after this long is given up on (the Reader's timeout should have
