@@ -115,9 +115,7 @@ def test_the_check_sees_a_list_that_drifted() -> None:
     texts = {"cancel_execution.sql": "IF e.status NOT IN ('enqueued', 'running', 'waiting') THEN"}
     assert off_definition(spelled_lists(texts)) == ["cancel_execution.sql: ['enqueued', 'running', 'waiting']"]
     # A status the database gained and the definition did not.
-    texts = {
-        "x.sql": "CHECK (status = ANY (ARRAY['enqueued'::text, 'running'::text, 'held'::text, 'waiting'::text]))"
-    }
+    texts = {"x.sql": "CHECK (status = ANY (ARRAY['enqueued'::text, 'running'::text, 'held'::text, 'waiting'::text]))"}
     assert off_definition(spelled_lists(texts)) == ["x.sql: ['enqueued', 'held', 'running', 'waiting']"]
     assert spelled_lists({"y.sql": "TG_OP IN ('UPDATE', 'DELETE'), kind IN ('sleep', 'approval')"}) == []
 
