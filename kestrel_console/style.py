@@ -10,18 +10,19 @@ COLOURS: dict[str, str] = {
     "enqueued": "cyan",
     "running": "yellow",
     "waiting": "magenta",
+    "paused": "dark_orange",
     "success": "green",
     "error": "red",
     "cancelled": "dim",
     # step outcomes and wait results
-    "abandoned": "dim",
+    "abandoned": "dim",  # a paused execution's step cut short shows as "paused", its colour
     "approved": "green",
     "rejected": "red",
     "timed_out": "red",
     "woke": "blue",
 }
 # Statuses that need the operator's eye are bold when written as words.
-EMPHASISED = ("enqueued", "running", "waiting", "error")
+EMPHASISED = ("enqueued", "running", "waiting", "paused", "error")
 # As words (a status column, a heading): colour, bold where it matters.
 STATUS_STYLES: dict[str, str] = {
     name: (f"bold {colour}" if name in EMPHASISED else colour) for name, colour in COLOURS.items()

@@ -34,8 +34,8 @@ from .help_format import tidy_help
 app = typer.Typer(
     name="kestrel-console",
     help="Operate Kestrel durable workflows: run workers, inspect executions, approve, "
-    "re-enqueue or cancel, list, pause or resume queues, run saved SQL reports. With no "
-    "command, opens the TUI.",
+    "re-enqueue, cancel, fork, pause or resume executions, pause or resume queues, run saved "
+    "SQL reports. With no command, opens the TUI.",
     no_args_is_help=False,
     add_completion=False,
     pretty_exceptions_enable=False,

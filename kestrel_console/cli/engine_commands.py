@@ -1,4 +1,5 @@
-"""Commands that change things: migrate, worker (its own module), enqueue, approve/reject, requeue/cancel.
+"""Commands that change things: migrate, worker (its own module), enqueue, approve/reject, requeue/cancel,
+fork, pause/resume.
 
 Every write goes through the kestrel_core API; these functions only parse and print.
 """
@@ -193,11 +194,44 @@ def cancel(
     comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
     operator: str | None = operator_option(),
 ) -> None:
-    """Cancel an enqueued, running or waiting execution (a running one stops at its next step)."""
+    """Cancel an enqueued, running, waiting or paused execution (a running one stops at its next step)."""
     s = acting(ctx, operator)
     with s.kestrel() as app:
         previous = handles_errors(app.cancel)(execution_id, by=s.operator, comment=comment)
     typer.echo(f"cancelled execution {execution_id} (was {previous})")
+
+
+def pause(
+    ctx: typer.Context,
+    execution_id: int = execution_id_argument(),
+    comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
+    operator: str | None = operator_option(),
+) -> None:
+    """Hold an enqueued, running or waiting execution until `resume`: no worker runs it.
+
+    A running one stops at its next step boundary (a step it was running when the pause
+    committed runs again after the resume); its sleeps and approval gates keep their deadlines.
+    """
+    s = acting(ctx, operator)
+    with s.kestrel() as app:
+        previous = handles_errors(app.pause)(execution_id, by=s.operator, comment=comment)
+    typer.echo(f"paused execution {execution_id} (was {previous}); resume with: kestrel-console resume {execution_id}")
+
+
+def resume(
+    ctx: typer.Context,
+    execution_id: int = execution_id_argument(),
+    comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
+    operator: str | None = operator_option(),
+) -> None:
+    """Let a paused execution go on from its checkpoints: completed steps are not run again.
+
+    It is enqueued, or waits again while one of its sleeps or gates is still open.
+    """
+    s = acting(ctx, operator)
+    with s.kestrel() as app:
+        now = handles_errors(app.resume)(execution_id, by=s.operator, comment=comment)
+    typer.echo(f"resumed execution {execution_id} (now {now})")
 
 
 def fork(
@@ -234,5 +268,5 @@ def fork(
 
 
 def register(app: typer.Typer) -> None:
-    for command in (migrate, worker, enqueue, approve, reject, requeue, cancel, fork):
+    for command in (migrate, worker, enqueue, approve, reject, requeue, cancel, fork, pause, resume):
         app.command()(command)

@@ -198,6 +198,13 @@ def _snapshot_families(ops: dict[str, Any]) -> Iterator[Metric]:
         waiting.add_metric([_label(r["workflow_name"])], int(r["waiting"]))
     yield waiting
 
+    paused = _gauge(
+        "paused", "Executions an operator paused (nothing runs them until resumed), by workflow", ["workflow"]
+    )
+    for r in ops["paused"]:
+        paused.add_metric([_label(r["workflow_name"])], int(r["paused"]))
+    yield paused
+
     history = _gauge(
         "history_executions",
         "Finished executions the history holds now, by workflow and status (execution_counts: "

@@ -35,7 +35,8 @@ SELECT e.id, e.workflow_name, e.status, e.run_at, e.owner_id, e.lease_expires,
        (SELECT count(*) FROM unnest(q.rate_starts) AS s(at) WHERE s.at > now() - q.rate_period) AS queue_rate_used,
        (SELECT extract(epoch FROM min(s.at) + q.rate_period - now())::float8
           FROM unnest(q.rate_starts) AS s(at) WHERE s.at > now() - q.rate_period) AS queue_rate_frees_in_s,
-       qr.running AS queue_running, qr.key_running
+       qr.running AS queue_running, qr.key_running,
+       pa.actor AS paused_by, pa.at AS paused_at, pa.comment AS paused_comment
   FROM {schema}.workflow_executions e
   LEFT JOIN {schema}.queues q ON q.name = e.queue
   CROSS JOIN LATERAL (
@@ -61,6 +62,11 @@ SELECT e.id, e.workflow_name, e.status, e.run_at, e.owner_id, e.lease_expires,
   CROSS JOIN LATERAL (
         SELECT count(*) AS workers FROM {schema}.workers w
          WHERE e.workflow_name = ANY (w.workflows)) AS ever
+  -- who paused it, when and why: the audit row of its last pause
+  LEFT JOIN LATERAL (
+        SELECT a.actor, a.at, a.comment FROM {schema}.operator_actions a
+         WHERE a.execution_id = e.id AND a.action = 'pause' AND e.status = 'paused'
+         ORDER BY a.at DESC LIMIT 1) AS pa ON true
  WHERE e.id = %(id)s
 """
 
@@ -97,6 +103,8 @@ def describe_blocker(f: dict[str, Any], *, dead_after_s: float = DEFAULT_DEAD_AF
         + ("" if f["any_workers"] else " (no worker ever did)")
         + ": start one that runs it (kestrel-console worker MODULE)"
     )
+    if status == "paused":
+        return paused_sentence(f, cli)
     if status == "enqueued":
         if f["starts_in_s"] is not None and f["starts_in_s"] > 0:
             return f"it is scheduled for later: not before {_when(f['run_at'])} (in {in_words(f['starts_in_s'])})"
@@ -162,6 +170,20 @@ def describe_blocker(f: dict[str, Any], *, dead_after_s: float = DEFAULT_DEAD_AF
             return no_worker
         return None
     return None
+
+
+def paused_sentence(f: dict[str, Any], cli: bool) -> str:
+    """Who holds a paused execution, why, how to let it go, and the wait that keeps its deadline."""
+    why = f": {f['paused_comment']!r}" if f.get("paused_comment") else ""
+    hint = f"kestrel-console resume {f['id']}" if cli else "u"
+    text = (
+        f"it is paused (by {f.get('paused_by') or '?'} at {_when(f.get('paused_at'))}{why}): "
+        f"no worker runs it until it is resumed ({hint})"
+    )
+    if f.get("wait_kind"):
+        until = f" until {_when(f['wait_until'])}" if f.get("wait_until") is not None else ""
+        text += f"; its {f['wait_kind']} {f['wait_step']!r} stays open{until}"
+    return text
 
 
 def describe_queue_blocker(f: dict[str, Any]) -> str | None:

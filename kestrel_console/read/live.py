@@ -1,6 +1,6 @@
 """The live rows and the parts counted from them, each written once (issue 22).
 
-The dashboard's refresh reads the running and waiting executions, the ready rows and the
+The dashboard's refresh reads the running, waiting and paused executions, the ready rows and the
 finished counters once, into CTEs, and computes seven parts from them (dashboard.py); the CLI
 and the other screens read a part alone (overview.py, workers.py). Both run the same SQL: a part
 (``LivePart``, defined next to its separate read) is written against the CTE names of ``LIVE``
@@ -27,6 +27,9 @@ LIVE: dict[str, str] = {
     "waiting": """
     SELECT workflow_name, created_at, started_at
       FROM {schema}.workflow_executions WHERE status = 'waiting'
+""",
+    "paused": """
+    SELECT workflow_name FROM {schema}.workflow_executions WHERE status = 'paused'
 """,
     "ready": """
     SELECT workflow_name, version, count(*) AS n

@@ -52,6 +52,15 @@ SELECT workflow_name, count(*) AS waiting
  ORDER BY workflow_name
 """
 
+# Executions an operator paused (workflow_executions_paused_idx, migration 0030).
+PAUSED = """
+SELECT workflow_name, count(*) AS paused
+  FROM {schema}.workflow_executions
+ WHERE status = 'paused'
+ GROUP BY workflow_name
+ ORDER BY workflow_name
+"""
+
 FINISHED = """
 SELECT workflow_name, status, sum(n)::bigint AS count
   FROM {schema}.execution_counts
@@ -131,7 +140,7 @@ class OperationsReads(ReaderSession):
         window_s: float = 600.0,
         bounds: Sequence[float] = (),
     ) -> dict[str, Any]:
-        """Every part in one snapshot. Keys: ready, running, waiting, finished, approvals
+        """Every part in one snapshot. Keys: ready, running, waiting, paused, finished, approvals
         (per workflow), approvals_summary (one row), workers (each with its ``state``), queues,
         until (one row: the end of the window, and now), elapsed_ms.
 
@@ -144,6 +153,7 @@ class OperationsReads(ReaderSession):
             ("ready", READY, None),
             ("running", RUNNING, None),
             ("waiting", WAITING, None),
+            ("paused", PAUSED, None),
             ("finished", FINISHED, None),
             ("approvals", PENDING_APPROVALS_BY_WORKFLOW, None),
             ("approvals_summary", APPROVALS_SUMMARY, None),
@@ -254,6 +264,7 @@ def summary(ops: dict[str, Any]) -> dict[str, Any]:
             for r in ops["running"]
         ],
         "waiting": [{"workflow_name": r["workflow_name"], "waiting": int(r["waiting"])} for r in ops["waiting"]],
+        "paused": [{"workflow_name": r["workflow_name"], "paused": int(r["paused"])} for r in ops["paused"]],
         "finished": [
             {"workflow_name": r["workflow_name"], "status": r["status"], "count": int(r["count"])}
             for r in ops["finished"]

@@ -24,13 +24,15 @@ from .workers import DEFAULT_BEAT_S, QUEUES, STUCK_LEASES, UNRUNNABLE, UNSERVED,
 STATUS_COUNTS_PART = LivePart(
     "status_counts",
     (("status", "text"), ("count", "bigint")),
-    ("running", "waiting", "finished"),
+    ("running", "waiting", "paused", "finished"),
     """
 SELECT 'enqueued' AS status, count(*) AS count FROM {schema}.workflow_executions WHERE status = 'enqueued'
 UNION ALL
 SELECT 'running', count(*) FROM running
 UNION ALL
 SELECT 'waiting', count(*) FROM waiting
+UNION ALL
+SELECT 'paused', count(*) FROM paused
 UNION ALL
 SELECT status, sum(n)::bigint FROM finished GROUP BY status
 """,
@@ -47,7 +49,7 @@ STATUS_COUNTS = statement(STATUS_COUNTS_PART)
 QUEUE_DEPTH_PART = LivePart(
     "queue_depth",
     (("workflow_name", "text"), ("status", "text"), ("count", "bigint")),
-    ("running", "waiting", "ready", "finished"),
+    ("running", "waiting", "paused", "ready", "finished"),
     """
 SELECT workflow_name, status, count FROM (
     SELECT workflow_name, 'enqueued' AS status, sum(n)::bigint AS count FROM ready GROUP BY workflow_name
@@ -55,6 +57,8 @@ SELECT workflow_name, status, count FROM (
     SELECT workflow_name, 'running', count(*) FROM running GROUP BY workflow_name
     UNION ALL
     SELECT workflow_name, 'waiting', count(*) FROM waiting GROUP BY workflow_name
+    UNION ALL
+    SELECT workflow_name, 'paused', count(*) FROM paused GROUP BY workflow_name
     UNION ALL
     SELECT workflow_name, status, n FROM finished WHERE n <> 0
 ) AS depth

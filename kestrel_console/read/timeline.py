@@ -31,6 +31,8 @@ SELECT kind, step_id, attempt, started_at, finished_at,
                 WHEN e.finished_at IS NULL AND e.status = 'running'
                      AND a.claim_epoch IS NOT DISTINCT FROM e.claim_epoch THEN a.outcome
                 WHEN e.status = 'cancelled' THEN 'cancelled'
+                -- cut short by a pause (its result not kept: it runs again after the resume)
+                WHEN e.status = 'paused' AND a.claim_epoch IS NOT DISTINCT FROM e.claim_epoch THEN 'paused'
                 ELSE 'abandoned' END AS outcome,
            a.error, a.owner_id, NULL::timestamptz AS wake_at, NULL::text AS decision,
            NULL::text AS decided_by, NULL::text AS decided_by_db_user, NULL::text AS comment,

@@ -13,10 +13,12 @@ from kestrel_core import LIVE_STATUSES
 CANCELLABLE = LIVE_STATUSES
 # The states ``requeue_execution`` accepts; a running execution only once its lease expired.
 REQUEUEABLE = ("error", "cancelled")
+# The states ``pause_execution`` accepts (the live ones not paused yet); ``resume_execution``: paused.
+PAUSABLE = tuple(s for s in LIVE_STATUSES if s != "paused")
 
 
 def allows(action: str, row: Mapping[str, Any] | None) -> bool:
-    """True when ``action`` (requeue, cancel, approve, reject) can succeed on ``row``: an
+    """True when ``action`` (requeue, cancel, pause, resume, approve, reject) can succeed on ``row``: an
     execution (``status``, ``lease_expired``) or a gate (``pending_gate``)."""
     if row is None:
         return False
@@ -27,6 +29,10 @@ def allows(action: str, row: Mapping[str, Any] | None) -> bool:
         return status in REQUEUEABLE or (status == "running" and bool(row.get("lease_expired")))
     if action in ("approve", "reject"):
         return bool(row.get("pending_gate"))
+    if action == "pause":
+        return status in PAUSABLE
+    if action == "resume":
+        return status == "paused"
     return True
 
 
@@ -36,7 +42,11 @@ def why_not(action: str, row: Mapping[str, Any] | None) -> str:
         return "nothing selected"
     what = f"execution {row.get('id', '?')} is {row.get('status', '?')}"
     if action == "cancel":
-        return f"{what}: only enqueued, running or waiting executions can be cancelled"
+        return f"{what}: only enqueued, running, waiting or paused executions can be cancelled"
+    if action == "pause":
+        return f"{what}: only enqueued, running or waiting executions can be paused"
+    if action == "resume":
+        return f"{what}: only a paused execution can be resumed"
     if action == "requeue":
         if row.get("status") == "running":
             return f"{what} and its lease is live: it can be re-enqueued once the lease expires"

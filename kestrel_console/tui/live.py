@@ -36,6 +36,10 @@ T = TypeVar("T")
 # The key that pauses or resumes a queue (Queues) or a schedule (Schedules), and means nothing
 # else on any screen: ``p`` pauses the refresh everywhere, so it cannot also stop production.
 PAUSE_KEY = "h"
+# The keys that pause and resume one execution on the execution screens (Executions, Execution,
+# Dashboard), each meaning nothing else on any screen: "z" puts it to sleep, "u" unpauses it.
+HOLD_KEY = "z"
+LET_GO_KEY = "u"
 
 # A refresh still running after this long is given up on (the Reader's timeout should have
 # cancelled it long before): the next tick starts a new one.

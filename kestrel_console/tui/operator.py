@@ -16,13 +16,15 @@ from kestrel_core import Kestrel, KestrelError, first_line
 from ..formatting import when
 from ..settings import Settings
 
-ACTIONS = ("approve", "reject", "requeue", "cancel")
+ACTIONS = ("approve", "reject", "requeue", "cancel", "pause", "resume")
 # How an action is said in a confirmation and in the result.
 VERBS = {
     "approve": ("Approve", "approved"),
     "reject": ("Reject", "rejected"),
     "requeue": ("Re-enqueue", "re-enqueued"),
     "cancel": ("Cancel", "cancelled"),
+    "pause": ("Pause", "paused"),
+    "resume": ("Resume", "resumed"),
 }
 
 
@@ -86,13 +88,16 @@ def confirmation(action: str, targets: list[Target], operator: str, comment: str
         "reject": "The gate is decided as rejected and the execution resumes with that decision.",
         "requeue": "The execution is enqueued again; successful steps are replayed from their checkpoints.",
         "cancel": "The execution ends as cancelled; a running worker stops at its next step boundary.",
+        "pause": "No worker runs it until it is resumed; a running worker stops at its next step boundary "
+        "(the step it is in runs again after the resume); its sleeps and gates keep their deadlines.",
+        "resume": "It goes on from its checkpoints (or waits again while a sleep or gate is still open).",
     }[action]
     said = f" Comment: {comment!r}." if comment else ""
     return f"{head}\n{effect} Recorded as {operator!r}.{said}"
 
 
 class Operator:
-    """Runs approve/reject/re-enqueue/cancel under the console's --operator name."""
+    """Runs approve/reject/re-enqueue/cancel/pause/resume under the console's --operator name."""
 
     def __init__(self, config: Settings) -> None:
         self.config = config
@@ -119,6 +124,8 @@ class Operator:
             "reject": lambda t: app.reject(t.execution_id, t.step_id or "", by=by, comment=comment),
             "requeue": lambda t: app.requeue(t.execution_id, by=by, comment=comment),
             "cancel": lambda t: app.cancel(t.execution_id, by=by, comment=comment),
+            "pause": lambda t: app.pause(t.execution_id, by=by, comment=comment),
+            "resume": lambda t: app.resume(t.execution_id, by=by, comment=comment),
         }
         from kestrel_core import ActionRefused, NotFound
 

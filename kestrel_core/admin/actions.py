@@ -1,4 +1,4 @@
-"""Operator actions: approve, reject, cancel, requeue, fork.
+"""Operator actions: approve, reject, cancel, requeue, fork, pause, resume.
 
 Each is one call to a SECURITY DEFINER function of the schema (migration 0002), which checks
 the allowed states, writes the audit row and applies the change in one transaction. A refusal
@@ -19,6 +19,8 @@ DECIDE = "SELECT {schema}.decide_approval(%s, %s, %s, %s, %s)"
 CANCEL = "SELECT {schema}.cancel_execution(%s, %s, %s)"
 REQUEUE = "SELECT {schema}.requeue_execution(%s, %s, %s)"
 FORK = "SELECT {schema}.fork_execution(%s, %s, %s, %s, %s, %s, %s)"
+PAUSE = "SELECT {schema}.pause_execution(%s, %s, %s)"
+RESUME = "SELECT {schema}.resume_execution(%s, %s, %s)"
 
 
 class _Unset:
@@ -101,6 +103,20 @@ def requeue(conn: psycopg.Connection, schema: str, execution_id: int, *, by: str
     return status
 
 
+def pause(conn: psycopg.Connection, schema: str, execution_id: int, *, by: str, comment: str | None = None) -> str:
+    """Hold an enqueued, running or waiting execution (a running one stops at its next step
+    boundary, fenced like a cancel); returns the status it had."""
+    status: str = _call(conn, schema, PAUSE, (execution_id, by, comment))
+    return status
+
+
+def resume(conn: psycopg.Connection, schema: str, execution_id: int, *, by: str, comment: str | None = None) -> str:
+    """Let a paused execution go on; returns the status it went to: 'waiting' while one of its
+    waits is still open, else 'enqueued'."""
+    status: str = _call(conn, schema, RESUME, (execution_id, by, comment))
+    return status
+
+
 async def decide_async(
     conn: psycopg.AsyncConnection,
     schema: str,
@@ -129,6 +145,22 @@ async def requeue_async(
 ) -> str:
     """``requeue`` on an AsyncConnection."""
     status: str = await _call_async(conn, schema, REQUEUE, (execution_id, by, comment))
+    return status
+
+
+async def pause_async(
+    conn: psycopg.AsyncConnection, schema: str, execution_id: int, *, by: str, comment: str | None = None
+) -> str:
+    """``pause`` on an AsyncConnection."""
+    status: str = await _call_async(conn, schema, PAUSE, (execution_id, by, comment))
+    return status
+
+
+async def resume_async(
+    conn: psycopg.AsyncConnection, schema: str, execution_id: int, *, by: str, comment: str | None = None
+) -> str:
+    """``resume`` on an AsyncConnection."""
+    status: str = await _call_async(conn, schema, RESUME, (execution_id, by, comment))
     return status
 
 

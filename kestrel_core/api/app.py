@@ -458,7 +458,7 @@ class Kestrel:
             )
 
     def cancel(self, execution_id: int, *, by: str | None = None, comment: str | None = None) -> str:
-        """Cancel an enqueued, running or waiting execution; returns its previous status."""
+        """Cancel an enqueued, running, waiting or paused execution; returns its previous status."""
         with self.connection() as conn:
             return _operator.cancel(conn, self.schema, execution_id, by=by or default_operator(), comment=comment)
 
@@ -486,6 +486,19 @@ class Kestrel:
                 conn, self.schema, execution_id, from_step=from_step, input=input, version=version,
                 by=by or default_operator(), comment=comment,
             )  # fmt: skip
+
+    def pause(self, execution_id: int, *, by: str | None = None, comment: str | None = None) -> str:
+        """Hold one enqueued, running or waiting execution (audited): nothing runs it until it
+        is resumed; a running one stops at its next step boundary, its waits keep their
+        deadlines. Returns its previous status."""
+        with self.connection() as conn:
+            return _operator.pause(conn, self.schema, execution_id, by=by or default_operator(), comment=comment)
+
+    def resume(self, execution_id: int, *, by: str | None = None, comment: str | None = None) -> str:
+        """Let a paused execution go on from its checkpoints (audited); returns the status it
+        went to: 'waiting' while one of its waits is still open, else 'enqueued'."""
+        with self.connection() as conn:
+            return _operator.resume(conn, self.schema, execution_id, by=by or default_operator(), comment=comment)
 
     def pause_queue(self, name: str, *, by: str | None = None, comment: str | None = None) -> None:
         """Stop claiming from queue ``name`` (running executions finish); audited."""

@@ -286,7 +286,7 @@ class AsyncKestrel:
         comment: str | None = None,
         conn: psycopg.AsyncConnection | None = None,
     ) -> str:
-        """Cancel an enqueued, running or waiting execution; returns its previous status."""
+        """Cancel an enqueued, running, waiting or paused execution; returns its previous status."""
         async with self._on(conn) as c:
             return await _operator.cancel_async(
                 c, self.schema, execution_id, by=by or default_operator(), comment=comment
@@ -309,6 +309,34 @@ class AsyncKestrel:
                 c, self.schema, execution_id, from_step=from_step, input=input, version=version,
                 by=by or default_operator(), comment=comment,
             )  # fmt: skip
+
+    async def pause(
+        self,
+        execution_id: int,
+        *,
+        by: str | None = None,
+        comment: str | None = None,
+        conn: psycopg.AsyncConnection | None = None,
+    ) -> str:
+        """Hold one execution until it is resumed (see Kestrel.pause); returns its previous status."""
+        async with self._on(conn) as c:
+            return await _operator.pause_async(
+                c, self.schema, execution_id, by=by or default_operator(), comment=comment
+            )
+
+    async def resume(
+        self,
+        execution_id: int,
+        *,
+        by: str | None = None,
+        comment: str | None = None,
+        conn: psycopg.AsyncConnection | None = None,
+    ) -> str:
+        """Let a paused execution go on (see Kestrel.resume); returns the status it went to."""
+        async with self._on(conn) as c:
+            return await _operator.resume_async(
+                c, self.schema, execution_id, by=by or default_operator(), comment=comment
+            )
 
     async def requeue(
         self,

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 # In the order the console shows them: the live ones first, then how an execution ended.
-STATUSES = ("enqueued", "running", "waiting", "success", "error", "cancelled")
-# Not finished yet: waiting to run, running under a claim, or parked on a wait.
-LIVE_STATUSES = STATUSES[:3]
+STATUSES = ("enqueued", "running", "waiting", "paused", "success", "error", "cancelled")
+# Not finished yet: waiting to run, running under a claim, parked on a wait, or held by an
+# operator (paused: nothing runs it until it is resumed; a cancel ends it).
+LIVE_STATUSES = STATUSES[:4]
 # Finished: an execution never leaves these except by an operator's requeue.
-TERMINAL_STATUSES = frozenset(STATUSES[3:])
+TERMINAL_STATUSES = frozenset(STATUSES[4:])
 
 
 def in_order(statuses: Iterable[str]) -> tuple[str, ...]:
@@ -28,7 +29,7 @@ def in_order(statuses: Iterable[str]) -> tuple[str, ...]:
 
 
 def sql_list(statuses: Iterable[str]) -> str:
-    """The statuses as an SQL list of literals, ``('enqueued', 'running', 'waiting')``: literal,
+    """The statuses as an SQL list of literals, ``('enqueued', 'running', 'waiting', 'paused')``: literal,
     not a parameter, so the planner matches the partial indexes written with the same list."""
     return f"({_literals(statuses)})"
 

@@ -152,6 +152,8 @@ OPERATOR_FUNCTIONS = (
     "cancel_execution(bigint, text, text)",
     "requeue_execution(bigint, text, text)",
     "fork_execution(bigint, text, jsonb, boolean, text, text, text)",
+    "pause_execution(bigint, text, text)",
+    "resume_execution(bigint, text, text)",
     "prune_finished(timestamptz, integer, text)",
     "drop_history_range(bigint, timestamptz, text)",
     "batch_ranges()",

@@ -19,6 +19,8 @@ COMMANDS = [
     "requeue",
     "cancel",
     "fork",
+    "pause",
+    "resume",
     "status",
     "list",
     "show",

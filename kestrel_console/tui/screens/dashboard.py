@@ -20,7 +20,7 @@ from ...humanize import duration
 from ...read.workers import live_versions_text
 from ...safe_text import visible
 from ..filters import ExecutionFilter
-from ..live import PAUSE_KEY, LiveScreen
+from ..live import HOLD_KEY, LET_GO_KEY, PAUSE_KEY, LiveScreen
 from ..operator import Outcome, Target
 from ..widgets.banner import Banner
 from ..widgets.count_line import CountLine
@@ -48,6 +48,8 @@ class DashboardScreen(LiveScreen):
     BINDINGS: ClassVar[list[Any]] = [
         Binding("e", "requeue", "Re-enqueue"),
         Binding("c", "cancel", "Cancel"),
+        Binding(HOLD_KEY, "pause", "Pause"),
+        Binding(LET_GO_KEY, "resume", "Resume"),
     ]
     HELP_EXTRA = [
         (
@@ -298,6 +300,12 @@ class DashboardScreen(LiveScreen):
 
     def action_cancel(self) -> None:
         self.act("cancel", self.targets())
+
+    def action_pause(self) -> None:
+        self.act("pause", self.targets())
+
+    def action_resume(self) -> None:
+        self.act("resume", self.targets())
 
     def after_action(self, outcome: Outcome) -> None:
         self.stuck.acted_on(str(t.execution_id) for t in outcome.done)

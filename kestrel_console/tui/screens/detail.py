@@ -19,7 +19,7 @@ from ... import style
 from ...humanize import duration
 from ...safe_text import visible
 from ...timeline_model import decider, family_line
-from ..live import LiveScreen
+from ..live import HOLD_KEY, LET_GO_KEY, LiveScreen
 from ..operator import Target
 from ..widgets.banner import Banner
 from ..widgets.footer import KeyFooter
@@ -48,6 +48,8 @@ class DetailScreen(LiveScreen):
     BINDINGS: ClassVar[list[Any]] = [
         Binding("e", "requeue", "Re-enqueue"),
         Binding("c", "cancel", "Cancel"),
+        Binding(HOLD_KEY, "pause", "Pause"),
+        Binding(LET_GO_KEY, "resume", "Resume"),
         Binding("a", "approve", "Approve"),
         Binding("x", "reject", "Reject"),
         Binding("escape", "app.back", "Back", show=False),
@@ -248,6 +250,12 @@ class DetailScreen(LiveScreen):
 
     def action_cancel(self) -> None:
         self.act("cancel", self._target())
+
+    def action_pause(self) -> None:
+        self.act("pause", self._target())
+
+    def action_resume(self) -> None:
+        self.act("resume", self._target())
 
     def _decide(self, action: str) -> None:
         gate = self.pending_gate()

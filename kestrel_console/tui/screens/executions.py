@@ -19,7 +19,7 @@ from ...humanize import duration
 from ...read import Reader
 from ...safe_text import visible
 from ..filters import ExecutionFilter, parse_filter
-from ..live import LiveScreen
+from ..live import HOLD_KEY, LET_GO_KEY, LiveScreen
 from ..operator import Outcome, Target
 from ..widgets.banner import Banner
 from ..widgets.footer import KeyFooter
@@ -65,6 +65,8 @@ class ExecutionsScreen(GotoExecution, LiveScreen):
         ),
         Binding("e", "requeue", "Re-enqueue"),
         Binding("c", "cancel", "Cancel"),
+        Binding(HOLD_KEY, "pause", "Pause"),
+        Binding(LET_GO_KEY, "resume", "Resume"),
         # Paging is hinted on the line above the table, keeping the footer inside 80 columns.
         Binding("right_square_bracket", "page(1)", "Older", key_display="]", show=False),
         Binding("left_square_bracket", "page(-1)", "Newer", key_display="[", show=False),
@@ -383,6 +385,12 @@ class ExecutionsScreen(GotoExecution, LiveScreen):
 
     def action_cancel(self) -> None:
         self.act("cancel", self.targets())
+
+    def action_pause(self) -> None:
+        self.act("pause", self.targets())
+
+    def action_resume(self) -> None:
+        self.act("resume", self.targets())
 
     def after_action(self, outcome: Outcome) -> None:
         self.table.acted_on(str(t.execution_id) for t in outcome.done)

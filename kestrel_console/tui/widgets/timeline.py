@@ -28,7 +28,7 @@ from ...timeline_model import Lane, Segment, Trace, bar_cols, decider, trace
 STEP_STYLES = style.COLOURS  # one palette with the CLI and the rest of the TUI
 WAIT_STYLES = style.WAIT_COLOURS
 WAIT_MARKS = {"approval": "◇ ", "sleep": "☾ ", "child": "⇉ ", "event": "⚑ "}
-STEP_MARKS = {"success": "✓", "error": "✗", "running": "▶", "cancelled": "⊘", "abandoned": "⊘"}
+STEP_MARKS = {"success": "✓", "error": "✗", "running": "▶", "cancelled": "⊘", "abandoned": "⊘", "paused": "⏸"}
 BAR = "█"
 RUNNING = "▒"
 RETRY_GAP = "·"
@@ -46,7 +46,7 @@ def lane_info(lane: Lane, now: datetime) -> str:
         mark = STEP_MARKS.get(last.outcome, "?")
         tries = f"{lane.attempts} attempts" if lane.attempts > 1 else "1 attempt"
         failed = f", {lane.failed} failed" if lane.failed else ""
-        state = f"{last.outcome} " if last.outcome in ("running", "cancelled", "abandoned") else ""
+        state = f"{last.outcome} " if last.outcome in ("running", "cancelled", "abandoned", "paused") else ""
         return f"{mark} {state}{tries}{failed} · {took}"
     e = lane.entry or {}
     outcome = e.get("outcome") or ""

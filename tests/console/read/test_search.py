@@ -140,7 +140,10 @@ def searched(request) -> Iterator[tuple[str, list[dict], datetime]]:
             app.migrate()
         with psycopg.connect(dsn, autocommit=True, options="-c search_path=kestrel") as conn:
             now = conn.execute("SELECT date_trunc('second', now())").fetchone()[0]
-            conn.execute(SEED, {"names": NAMES, "statuses": list(STATUSES), "pods": PODS, "n": N, "now": now})
+            conn.execute(
+                SEED,
+                {"names": NAMES, "statuses": [s for s in STATUSES if s != "paused"], "pods": PODS, "n": N, "now": now},
+            )
             conn.execute(STEPS)
             conn.execute("ANALYZE workflow_executions")
             rows = conn.execute(

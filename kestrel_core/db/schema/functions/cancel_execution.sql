@@ -1,4 +1,5 @@
--- cancel_execution(): its current definition (created by migration 0002, last redefined by 0005).
+-- cancel_execution(): its current definition (created by migration 0002, last redefined by 0005,
+-- and by the file since 0030: a paused execution is cancelled too).
 --
 -- An operator cancels a live execution, audited. A running worker sees the cancel at its
 -- next step boundary: its fenced writes fail.
@@ -15,10 +16,10 @@ BEGIN
         RAISE EXCEPTION 'cannot cancel: no execution with id %', p_execution_id
             USING ERRCODE = 'KS404', HINT = 'List executions with: kestrel-console list';
     END IF;
-    IF e.status NOT IN ('enqueued', 'running', 'waiting') THEN
+    IF e.status NOT IN ('enqueued', 'running', 'waiting', 'paused') THEN
         RAISE EXCEPTION 'cannot cancel: execution % already finished (%)', p_execution_id, e.status
             USING ERRCODE = 'KS409',
-                  HINT = 'Only enqueued, running or waiting executions can be cancelled.';
+                  HINT = 'Only enqueued, running, waiting or paused executions can be cancelled.';
     END IF;
     -- A first claim is the fence of its first step for a moment (FIRST_STEP_FRESH_S in
     -- workflow/context.py): a cancel of a claim younger than that commits only once the moment

@@ -45,7 +45,8 @@ BEGIN
             to_char(w.decided_at, 'YYYY-MM-DD HH24:MI:SS TZ')
             USING ERRCODE = 'KS409';
     END IF;
-    IF e.status <> 'waiting' OR w.resolved_at IS NOT NULL THEN
+    -- A paused execution's gates stay open: decided, it stays paused (resume_execution).
+    IF e.status NOT IN ('waiting', 'paused') OR w.resolved_at IS NOT NULL THEN
         RAISE EXCEPTION 'cannot %: execution % is %, not waiting for approval "%"',
             verb, p_execution_id, e.status, p_step_id USING ERRCODE = 'KS409';
     END IF;
@@ -73,10 +74,12 @@ BEGIN
     INSERT INTO operator_actions (at, actor, db_user, action, execution_id, step_id, comment, from_status)
     VALUES (decided, p_by, session_user, verb, p_execution_id, p_step_id, p_comment, e.status);
 
-    UPDATE workflow_executions
-       SET status = 'enqueued', run_at = decided, updated_at = decided, lease_expires = NULL
-     WHERE id = p_execution_id;
-    PERFORM pg_notify({schema}.notify_channel(), e.workflow_name);
+    IF e.status = 'waiting' THEN
+        UPDATE workflow_executions
+           SET status = 'enqueued', run_at = decided, updated_at = decided, lease_expires = NULL
+         WHERE id = p_execution_id;
+        PERFORM pg_notify({schema}.notify_channel(), e.workflow_name);
+    END IF;
     RETURN v;
 END
 $$;

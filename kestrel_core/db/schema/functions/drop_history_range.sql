@@ -1,4 +1,5 @@
--- drop_history_range(): its current definition (migration 0022 made the history partitioned).
+-- drop_history_range(): its current definition (migration 0022 made the history partitioned;
+-- since 0030 a range holding a paused execution stays).
 --
 -- Retention by partition: drops the id range starting at p_lo (its partitions of the step
 -- tables first, then workflow_executions'), if every execution in it finished before p_before
@@ -51,10 +52,11 @@ BEGIN
     v_busy_sql := format('SELECT EXISTS (SELECT 1 FROM %1$I.%2$I WHERE status = ''enqueued'')
                               OR EXISTS (SELECT 1 FROM %1$I.%2$I WHERE status = ''running'')
                               OR EXISTS (SELECT 1 FROM %1$I.%2$I WHERE status = ''waiting'')
+                              OR EXISTS (SELECT 1 FROM %1$I.%2$I WHERE status = ''paused'')
                               OR EXISTS (SELECT 1 FROM %1$I.%2$I WHERE finished_at >= $1)
                               OR EXISTS (SELECT 1 FROM %1$I.%2$I c JOIN %1$I.workflow_executions p ON p.id = c.parent_id
                                           WHERE c.parent_id IS NOT NULL
-                                            AND p.status IN (''enqueued'', ''running'', ''waiting''))', ns, v_part);
+                                            AND p.status IN (''enqueued'', ''running'', ''waiting'', ''paused''))', ns, v_part);
     EXECUTE v_busy_sql INTO v_busy USING p_before;
     IF v_busy THEN
         RETURN NULL;

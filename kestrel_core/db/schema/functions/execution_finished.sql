@@ -18,7 +18,7 @@ BEGIN
         UPDATE workflow_executions
            SET status = 'cancelled', lease_expires = NULL, updated_at = now(), finished_at = now(),
                error = format('cancelled with its parent execution %s', NEW.id)
-         WHERE parent_id = NEW.id AND status IN ('enqueued', 'running', 'waiting');
+         WHERE parent_id = NEW.id AND status IN ('enqueued', 'running', 'waiting', 'paused');
     END IF;
     IF NEW.parent_id IS NOT NULL THEN
         SELECT * INTO w FROM workflow_waits
@@ -27,7 +27,9 @@ BEGIN
            FOR UPDATE;
         -- A new statement, a new snapshot: siblings that committed while we waited are seen.
         -- Only the parent's live children are read (a partial index): usually the first one
-        -- is awaited too, so a fan-in of N children costs O(N) per child, not N probes.
+        -- is awaited too, so a fan-in of N children costs O(N) per child, not N probes. A paused
+        -- child is not in that index: its parent is woken early and parks again on it
+        -- (children.py), to be woken when it ends.
         IF FOUND AND NOT EXISTS (
             SELECT 1 FROM workflow_executions c
              WHERE c.parent_id = NEW.parent_id AND c.status IN ('enqueued', 'running', 'waiting')

@@ -39,7 +39,7 @@ BEGIN
                -- A finished child of a live parent stays until the parent finishes (issue 43).
                AND NOT EXISTS (SELECT 1 FROM workflow_executions p
                                 WHERE p.id = workflow_executions.parent_id
-                                  AND p.status IN ('enqueued', 'running', 'waiting'))
+                                  AND p.status IN ('enqueued', 'running', 'waiting', 'paused'))
              ORDER BY finished_at
              LIMIT p_limit - n
              FOR UPDATE SKIP LOCKED

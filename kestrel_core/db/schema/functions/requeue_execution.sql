@@ -18,6 +18,9 @@ BEGIN
             p_execution_id, e.owner_id, to_char(e.lease_expires, 'YYYY-MM-DD HH24:MI:SS TZ')
             USING ERRCODE = 'KS409',
                   HINT = 'Cancel it first, or wait for its lease to lapse if the worker is stuck.';
+    ELSIF e.status = 'paused' THEN
+        RAISE EXCEPTION 'cannot requeue: execution % is paused', p_execution_id
+            USING ERRCODE = 'KS409', HINT = 'Let it go on with: kestrel-console resume ' || p_execution_id;
     ELSIF e.status IN ('enqueued', 'waiting', 'success') THEN
         RAISE EXCEPTION 'cannot requeue: execution % is %', p_execution_id, e.status
             USING ERRCODE = 'KS409',

@@ -1,0 +1,48 @@
+-- pause_execution(): its current definition (created with migration 0030).
+--
+-- An operator holds one live execution, audited. An enqueued one leaves the ready queue (the
+-- trigger ready_changed); a waiting one keeps its waits and their deadlines (a wait that comes
+-- due meanwhile is resolved and checkpointed, the execution stays paused: see
+-- resume_execution); a running one is fenced like a cancel: its worker's next step boundary
+-- writes nothing (every engine write requires 'running'), so no step starts after this
+-- commits, and the worker lets it go without error. The step it was running, if any, ends
+-- unrecorded and runs again after the resume. Returns the status it had.
+CREATE OR REPLACE FUNCTION {schema}.pause_execution(p_execution_id bigint, p_by text, p_comment text)
+RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
+DECLARE
+    e workflow_executions%ROWTYPE;
+BEGIN
+    -- Lock order everywhere: the wait rows, then the execution row.
+    PERFORM 1 FROM workflow_waits
+      WHERE execution_id = p_execution_id AND resolved_at IS NULL FOR UPDATE;
+    SELECT * INTO e FROM workflow_executions WHERE id = p_execution_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'cannot pause: no execution with id %', p_execution_id
+            USING ERRCODE = 'KS404', HINT = 'List executions with: kestrel-console list';
+    END IF;
+    IF e.status = 'paused' THEN
+        RAISE EXCEPTION 'cannot pause: execution % is already paused', p_execution_id
+            USING ERRCODE = 'KS409', HINT = 'Let it go on with: kestrel-console resume ' || p_execution_id;
+    END IF;
+    IF e.status NOT IN ('enqueued', 'running', 'waiting', 'paused') THEN
+        RAISE EXCEPTION 'cannot pause: execution % already finished (%)', p_execution_id, e.status
+            USING ERRCODE = 'KS409',
+                  HINT = 'Only enqueued, running or waiting executions can be paused.';
+    END IF;
+    -- As cancel_execution: a first claim is the fence of its first step for a moment
+    -- (FIRST_STEP_FRESH_S in workflow/context.py); a pause of a claim younger than that commits
+    -- only once the moment is over, so no step starts under it after the pause committed.
+    IF e.status = 'running' AND e.claims = 1
+       AND clock_timestamp() < e.started_at + interval '250 milliseconds' THEN
+        PERFORM pg_sleep(extract(epoch FROM e.started_at + interval '250 milliseconds' - clock_timestamp()));
+    END IF;
+    UPDATE workflow_executions
+       SET status = 'paused', lease_expires = NULL, updated_at = now()
+     WHERE id = p_execution_id;
+    INSERT INTO operator_actions (actor, db_user, action, execution_id, comment, from_status)
+    VALUES (p_by, session_user, 'pause', p_execution_id, p_comment, e.status);
+    RETURN e.status;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION {schema}.pause_execution(bigint, text, text) FROM PUBLIC;

@@ -1,0 +1,41 @@
+-- resume_execution(): its current definition (created with migration 0030).
+--
+-- An operator lets a paused execution go on, audited: back to 'waiting' while one of its
+-- waits is still open (its deadline unchanged), else to 'enqueued' (a wait that came due
+-- while it was paused was checkpointed then: the replay passes it), where a worker replays it
+-- from its checkpoints. Returns the status it went to.
+CREATE OR REPLACE FUNCTION {schema}.resume_execution(p_execution_id bigint, p_by text, p_comment text)
+RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
+DECLARE
+    e workflow_executions%ROWTYPE;
+    open_waits integer;
+    v_to text;
+BEGIN
+    -- The open waits locked first (the lock order of the sweeps and send_event): one resolved
+    -- meanwhile is seen resolved, so the execution never goes back to waiting on none.
+    SELECT count(*) INTO open_waits FROM (
+        SELECT 1 FROM workflow_waits
+         WHERE execution_id = p_execution_id AND resolved_at IS NULL FOR UPDATE) w;
+    SELECT * INTO e FROM workflow_executions WHERE id = p_execution_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'cannot resume: no execution with id %', p_execution_id
+            USING ERRCODE = 'KS404', HINT = 'List executions with: kestrel-console list';
+    END IF;
+    IF e.status <> 'paused' THEN
+        RAISE EXCEPTION 'cannot resume: execution % is not paused (it is %)', p_execution_id, e.status
+            USING ERRCODE = 'KS409', HINT = 'Only a paused execution can be resumed.';
+    END IF;
+    v_to := CASE WHEN open_waits > 0 THEN 'waiting' ELSE 'enqueued' END;
+    UPDATE workflow_executions
+       SET status = v_to, lease_expires = NULL, updated_at = now()
+     WHERE id = p_execution_id;
+    INSERT INTO operator_actions (actor, db_user, action, execution_id, comment, from_status, details)
+    VALUES (p_by, session_user, 'resume', p_execution_id, p_comment, e.status, jsonb_build_object('to', v_to));
+    IF v_to = 'enqueued' THEN
+        PERFORM pg_notify({schema}.notify_channel(), e.workflow_name);
+    END IF;
+    RETURN v_to;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION {schema}.resume_execution(bigint, text, text) FROM PUBLIC;

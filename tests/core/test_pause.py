@@ -1,0 +1,269 @@
+"""Pause / resume one execution (issue 47): a running one stops at its next step boundary
+(fenced like a cancel) and holds no worker, a paused one is never claimed, its waits keep their
+deadlines, and resume goes on from the checkpoints. Audited; refused, changing nothing, where
+the state does not allow it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+
+import psycopg
+import pytest
+
+from kestrel_core import ActionRefused, AsyncKestrel, Kestrel, NotFound
+from kestrel_core.engine.worker import Worker
+from tests.core.conftest import ledger_rows
+from tests.core.test_roles import Logins, as_user, logins, refused  # noqa: F401 (fixture)
+from tests.waiting import wait_for
+
+STATUS = "SELECT status FROM workflow_executions WHERE id = %s"
+
+
+def status(db: psycopg.Connection, eid: int) -> str:
+    return str(db.execute(STATUS, (eid,)).fetchone()[0])
+
+
+def steps_run(db: psycopg.Connection, eid: int) -> list[str]:
+    return [s for _, s in ledger_rows(db, eid)]
+
+
+def finished(db: psycopg.Connection, eid: int) -> tuple[str, object]:
+    return wait_for(
+        lambda: db.execute(
+            "SELECT status, output FROM workflow_executions WHERE id = %s AND status IN ('success', 'error')", (eid,)
+        ).fetchone(),
+        what=f"execution {eid} to finish",
+    )
+
+
+def record(app: Kestrel, execution_id: int, step_id: str) -> str:
+    with psycopg.connect(app.dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO public.ledger (execution_id, step_id) VALUES (%s, %s)", (execution_id, step_id))
+    return step_id
+
+
+def test_a_running_execution_stops_at_its_next_step_boundary_and_resumes_from_its_checkpoints(
+    app: Kestrel, ledger: psycopg.Connection, db: psycopg.Connection, start_worker: Callable[..., Worker]
+) -> None:
+    in_s2 = threading.Event()
+    go_on = threading.Event()
+
+    def s2(eid: int) -> str:
+        record(app, eid, "s2")
+        in_s2.set()
+        go_on.wait(30)
+        return "s2"
+
+    @app.workflow("chain")
+    def chain(ctx, _):
+        return [
+            ctx.step("s1", record, app, ctx.execution_id, "s1"),
+            ctx.step("s2", s2, ctx.execution_id),
+            ctx.step("s3", record, app, ctx.execution_id, "s3"),
+            ctx.step("s4", record, app, ctx.execution_id, "s4"),
+        ]
+
+    worker = start_worker(app)
+    eid = app.enqueue("chain", None)
+    assert in_s2.wait(30)
+    assert app.pause(eid, by="alice", comment="looks wrong") == "running"
+    assert status(db, eid) == "paused"
+    go_on.set()  # s2 ends after the pause committed: its boundary is fenced, s3 never starts
+    wait_for(lambda: worker.stats["lost"] == 1, what="the worker to let the paused execution go")
+    assert steps_run(db, eid) == ["s1", "s2"]
+    assert status(db, eid) == "paused"
+    assert db.execute(
+        "SELECT owner_id IS NOT NULL, lease_expires FROM workflow_executions WHERE id = %s", (eid,)
+    ).fetchone() == (True, None)
+    assert worker.stats["failed"] == 0
+    # Nothing claims it while paused: another execution runs through meanwhile.
+    other = app.enqueue("chain", None)
+    assert finished(db, other) == ("success", ["s1", "s2", "s3", "s4"])
+    assert steps_run(db, eid) == ["s1", "s2"] and status(db, eid) == "paused"
+
+    assert app.resume(eid, by="bob", comment="fixed upstream") == "enqueued"
+    assert finished(db, eid) == ("success", ["s1", "s2", "s3", "s4"])
+    # s1 was checkpointed: it did not run again; s2's result came after the pause and was not
+    # kept, so s2 ran again; s3 and s4 ran once, after the resume.
+    assert steps_run(db, eid) == ["s1", "s2", "s2", "s3", "s4"]
+    audit = db.execute(
+        "SELECT actor, action, comment, from_status, details FROM operator_actions WHERE execution_id = %s ORDER BY id",
+        (eid,),
+    ).fetchall()
+    assert audit == [
+        ("alice", "pause", "looks wrong", "running", None),
+        ("bob", "resume", "fixed upstream", "paused", {"to": "enqueued"}),
+    ]
+
+
+def test_an_enqueued_execution_paused_is_never_claimed(
+    app: Kestrel, ledger: psycopg.Connection, db: psycopg.Connection, start_worker: Callable[..., Worker]
+) -> None:
+    @app.workflow("one")
+    def one(ctx, n):
+        return ctx.step("s1", record, app, ctx.execution_id, "s1")
+
+    held = app.enqueue("one", 1)
+    assert app.pause(held, by="alice") == "enqueued"
+    assert db.execute("SELECT count(*) FROM executions_ready WHERE id = %s", (held,)).fetchone() == (0,)
+    start_worker(app)
+    others = [app.enqueue("one", n) for n in range(3)]
+    for other in others:
+        assert finished(db, other)[0] == "success"
+    assert status(db, held) == "paused" and steps_run(db, held) == []
+    assert app.resume(held, by="alice") == "enqueued"
+    assert finished(db, held) == ("success", "s1")
+
+
+def test_a_sleep_that_comes_due_while_paused_is_kept_and_resume_runs_at_once(
+    app: Kestrel, ledger: psycopg.Connection, db: psycopg.Connection, start_worker: Callable[..., Worker]
+) -> None:
+    @app.workflow("napper")
+    def napper(ctx, _):
+        ctx.step("before", record, app, ctx.execution_id, "before")
+        ctx.sleep("nap", timedelta(seconds=0.5))
+        return ctx.step("after", record, app, ctx.execution_id, "after")
+
+    start_worker(app)
+    eid = app.enqueue("napper", None)
+    wait_for(lambda: status(db, eid) == "waiting", what="the sleep")
+    assert app.pause(eid, by="alice") == "waiting"
+    # The sleep comes due while paused: resolved and checkpointed by the sweep, the execution
+    # stays paused (its deadline held), and nothing runs.
+    wait_for(
+        lambda: db.execute(
+            "SELECT resolved_at IS NOT NULL FROM workflow_waits WHERE execution_id = %s AND step_id = 'nap'", (eid,)
+        ).fetchone()[0],
+        what="the sleep to come due",
+    )
+    assert status(db, eid) == "paused" and steps_run(db, eid) == ["before"]
+    assert app.resume(eid, by="alice") == "enqueued"
+    assert finished(db, eid) == ("success", "after")
+    assert steps_run(db, eid) == ["before", "after"]
+
+
+def test_a_gate_decided_while_paused_keeps_it_paused_and_an_open_one_resumes_to_waiting(
+    app: Kestrel, db: psycopg.Connection, start_worker: Callable[..., Worker]
+) -> None:
+    @app.workflow("gated")
+    def gated(ctx, _):
+        first = ctx.wait_for_approval("first", timeout=timedelta(hours=1))
+        second = ctx.wait_for_approval("second", timeout=timedelta(hours=1))
+        return [first.by, second.by]
+
+    start_worker(app)
+    eid = app.enqueue("gated", None)
+    wait_for(lambda: status(db, eid) == "waiting", what="the first gate")
+    deadline = db.execute("SELECT wake_at FROM workflow_waits WHERE execution_id = %s", (eid,)).fetchone()
+    assert app.pause(eid, by="alice") == "waiting"
+    assert app.resume(eid, by="alice") == "waiting"  # its gate still open: parked again, same deadline
+    assert db.execute("SELECT wake_at FROM workflow_waits WHERE execution_id = %s", (eid,)).fetchone() == deadline
+    app.pause(eid, by="alice")
+    app.approve(eid, "first", by="bob")  # a gate of a paused execution is still decided
+    assert status(db, eid) == "paused"
+    assert app.resume(eid, by="alice") == "enqueued"
+    wait_for(
+        lambda: db.execute(
+            "SELECT 1 FROM workflow_waits WHERE execution_id = %s AND step_id = 'second' AND resolved_at IS NULL",
+            (eid,),
+        ).fetchone(),
+        what="the second gate",
+    )
+    app.approve(eid, "second", by="carol")
+    assert finished(db, eid) == ("success", ["bob", "carol"])
+
+
+def test_refusals_change_nothing_and_a_paused_execution_can_be_cancelled(app: Kestrel, db: psycopg.Connection) -> None:
+    eid = app.enqueue("anything", 1)
+    with pytest.raises(ActionRefused, match=f"execution {eid} is not paused \\(it is enqueued\\)"):
+        app.resume(eid, by="alice")
+    app.pause(eid, by="alice")
+    with pytest.raises(ActionRefused, match=f"execution {eid} is already paused"):
+        app.pause(eid, by="alice")
+    with pytest.raises(ActionRefused, match=f"cannot requeue: execution {eid} is paused"):
+        app.requeue(eid, by="alice")
+    with pytest.raises(NotFound, match="no execution with id"):
+        app.pause(10**12, by="alice")
+    with pytest.raises(NotFound, match="no execution with id"):
+        app.resume(10**12, by="alice")
+    assert status(db, eid) == "paused"
+    assert app.cancel(eid, by="bob") == "paused"
+    assert status(db, eid) == "cancelled"
+    with pytest.raises(ActionRefused, match=f"execution {eid} already finished \\(cancelled\\)"):
+        app.pause(eid, by="alice")
+    actions = db.execute("SELECT action FROM operator_actions WHERE execution_id = %s ORDER BY id", (eid,)).fetchall()
+    assert actions == [("pause",), ("cancel",)]
+
+
+def test_a_paused_child_keeps_its_parent_waiting_and_is_cancelled_with_it(
+    app: Kestrel, db: psycopg.Connection, start_worker: Callable[..., Worker]
+) -> None:
+    @app.workflow("parent")
+    def parent(ctx, n):
+        return ctx.wait_for(ctx.start_child("leaf", n))
+
+    start_worker(app)  # runs parents only: the children wait for the leaf worker below
+    kept, dropped = app.enqueue("parent", 1), app.enqueue("parent", 2)
+    child_of = {}
+    for eid in (kept, dropped):
+        wait_for(lambda eid=eid: status(db, eid) == "waiting", what=f"parent {eid} to park")
+        (child_of[eid],) = db.execute("SELECT id FROM workflow_executions WHERE parent_id = %s", (eid,)).fetchone()
+        assert app.pause(child_of[eid], by="alice") == "enqueued"
+    app.cancel(dropped, by="bob")  # a paused child is cancelled with its parent
+    assert status(db, child_of[dropped]) == "cancelled"
+
+    leaves = Kestrel(app.dsn, transaction_pooling=app.transaction_pooling)
+
+    @leaves.workflow("leaf")
+    def leaf(ctx, n):
+        return n
+
+    leaf_worker = start_worker(leaves)
+    assert finished(db, leaves.enqueue("leaf", 3)) == ("success", 3)
+    assert status(db, child_of[kept]) == "paused" and status(db, kept) == "waiting"
+    app.resume(child_of[kept], by="alice")
+    assert finished(db, kept) == ("success", 1)
+    leaf_worker.stop(grace=timedelta(0))
+    leaves.close()
+
+
+async def test_the_async_client_pauses_and_resumes_the_same(app: Kestrel, db: psycopg.Connection) -> None:
+    eid = app.enqueue("anything", 1)
+    async with AsyncKestrel(app.dsn, transaction_pooling=app.transaction_pooling) as client:
+        assert await client.pause(eid, by="carol", comment="hold") == "enqueued"
+        assert status(db, eid) == "paused"
+        assert await client.resume(eid, by="carol") == "enqueued"
+    assert status(db, eid) == "enqueued"
+    assert db.execute("SELECT count(*) FROM executions_ready WHERE id = %s", (eid,)).fetchone() == (1,)
+    assert db.execute(
+        "SELECT array_agg(action ORDER BY id) FROM operator_actions WHERE actor = 'carol'"
+    ).fetchone() == (["pause", "resume"],)
+
+
+def test_only_the_audited_functions_move_an_execution_into_or_out_of_paused(
+    logins: Logins, db: psycopg.Connection
+) -> None:
+    live, held = (
+        db.execute("INSERT INTO workflow_executions (workflow_name) VALUES ('w') RETURNING id").fetchone()[0]
+        for _ in range(2)
+    )
+    db.execute("SELECT kestrel.pause_execution(%s, 'alice', NULL)", (held,))
+    with as_user(logins.worker_dsn) as conn:
+        assert refused(conn, "UPDATE workflow_executions SET status = 'paused' WHERE id = %s", (live,))
+        for to in ("enqueued", "running", "waiting"):
+            assert refused(conn, "UPDATE workflow_executions SET status = %s WHERE id = %s", (to, held))
+        assert refused(conn, "SELECT pause_execution(%s, 'mallory', NULL)", (live,))
+        assert refused(conn, "SELECT resume_execution(%s, 'mallory', NULL)", (held,))
+    with as_user(logins.operator_dsn) as conn:
+        assert conn.execute("SELECT resume_execution(%s, 'bob', NULL)", (held,)).fetchone() == ("enqueued",)
+        assert conn.execute("SELECT pause_execution(%s, 'bob', NULL)", (live,)).fetchone() == ("enqueued",)
+    assert [status(db, live), status(db, held)] == ["paused", "enqueued"]
+    assert db.execute(
+        "SELECT actor, action, db_user = %s FROM operator_actions ORDER BY id", (logins.operator_user,)
+    ).fetchall() == [
+        ("alice", "pause", False),
+        ("bob", "resume", True),
+        ("bob", "pause", True),
+    ]
