@@ -257,7 +257,7 @@ def _begin(
 ) -> ReaderStatus | None:
     conn.execute(BEGIN_READ_ONLY if conn.autocommit else SET_TRANSACTION_READ_ONLY)
     _pin_lexing(conn)
-    privileged = privilege(conn)
+    privileged = privilege(conn, schema)
     if privileged and not allow_privileged:
         raise QueryRefused(
             f"{privileged}: ad-hoc SQL does not run on such a login (its session can undo the "

@@ -65,3 +65,18 @@ CREATE TRIGGER audit_schedule_ticks
                        AND (NEW.cron, NEW.timezone, NEW.workflow_name, NEW.input, NEW.catch_up)
                            IS NOT DISTINCT FROM (OLD.cron, OLD.timezone, OLD.workflow_name, OLD.input, OLD.catch_up))
     EXECUTE FUNCTION {schema}.audit_declarations();
+
+-- 5. (finding 8, second review) -----------------------------------------------------------
+-- A decision's audit row matches it only with the same comment too: the docs promise the
+-- audit keeps what the approver wrote, so a comment edited in either place is unaudited.
+CREATE OR REPLACE VIEW {schema}.approval_audits AS
+SELECT w.execution_id, w.step_id, w.decision, w.decided_by, w.decided_by_db_user, w.decided_at,
+       EXISTS (
+           SELECT 1 FROM {schema}.operator_actions x
+            WHERE x.execution_id = w.execution_id AND x.step_id = w.step_id
+              AND x.action = CASE w.decision WHEN 'approved' THEN 'approve' ELSE 'reject' END
+              AND x.actor IS NOT DISTINCT FROM w.decided_by
+              AND x.db_user IS NOT DISTINCT FROM w.decided_by_db_user
+              AND x.comment IS NOT DISTINCT FROM w.comment) AS audited
+  FROM {schema}.workflow_waits w
+ WHERE w.kind = 'approval' AND w.decision IN ('approved', 'rejected');
