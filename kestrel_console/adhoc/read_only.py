@@ -391,7 +391,9 @@ SIZED = (
     "SELECT kestrel_q.*, {sizes} AS kestrel_row_bytes FROM ("
     "SELECT * FROM (\n{body}\n) AS kestrel_q0 OFFSET 0) AS kestrel_q({columns}) OFFSET 0) AS kestrel_x"
 )
-SIZED_COLUMN = "coalesce(octet_length(kestrel_q.c{i}::text), 0)"
+# concat(x) calls the type's output function: no cast, which an admin's CREATE CAST (a function
+# of theirs for ::text) could make run anything (issue 44, second review). NULL is ''.
+SIZED_COLUMN = "pg_catalog.octet_length(pg_catalog.concat(kestrel_q.c{i}))"
 SIZED_CASE = "CASE WHEN kestrel_x.kestrel_row_bytes <= {limit} THEN kestrel_x.c{i} END"
 
 
