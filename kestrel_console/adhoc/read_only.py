@@ -257,7 +257,7 @@ def _begin(
 ) -> ReaderStatus | None:
     conn.execute(BEGIN_READ_ONLY if conn.autocommit else SET_TRANSACTION_READ_ONLY)
     _pin_lexing(conn)
-    privileged = privilege(conn)
+    privileged = privilege(conn, schema)
     if privileged and not allow_privileged:
         raise QueryRefused(
             f"{privileged}: ad-hoc SQL does not run on such a login (its session can undo the "
@@ -391,7 +391,9 @@ SIZED = (
     "SELECT kestrel_q.*, {sizes} AS kestrel_row_bytes FROM ("
     "SELECT * FROM (\n{body}\n) AS kestrel_q0 OFFSET 0) AS kestrel_q({columns}) OFFSET 0) AS kestrel_x"
 )
-SIZED_COLUMN = "coalesce(octet_length(kestrel_q.c{i}::text), 0)"
+# concat(x) calls the type's output function: no cast, which an admin's CREATE CAST (a function
+# of theirs for ::text) could make run anything (issue 44, second review). NULL is ''.
+SIZED_COLUMN = "pg_catalog.octet_length(pg_catalog.concat(kestrel_q.c{i}))"
 SIZED_CASE = "CASE WHEN kestrel_x.kestrel_row_bytes <= {limit} THEN kestrel_x.c{i} END"
 
 

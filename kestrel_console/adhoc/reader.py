@@ -11,8 +11,9 @@ only as the read-only role.
 
 ``privilege`` finds what no role switch can take away: a login that is a superuser, has
 BYPASSRLS, CREATEROLE or REPLICATION, is a member of a predefined role with server-side powers
-(``SERVER_POWERS``: signalling sessions, server files and programs, all data...), or may become
-a role that is or has (``SET ROLE`` needs only membership).
+(``SERVER_POWERS``: signalling sessions, server files and programs, all data...), owns the
+Kestrel schema, one of its tables or the database, or may become a role that is, has or owns
+any of these (``SET ROLE`` needs only membership).
 Such a session may switch back with ``set_config('role', ...)`` (which only layer 1 refuses),
 so ``run_read_only`` refuses to run ad-hoc SQL on it unless told otherwise (a separate
 read-only login is the way; ``allow_privileged`` the marked exception).
@@ -65,16 +66,34 @@ SERVER_POWERS = (
     "pg_stat_scan_tables",
 )
 # The login itself first, then any role it may become, that holds an attribute or a
-# predefined role's power no SET ROLE takes away.
+# predefined role's power no SET ROLE takes away; then one that owns the Kestrel schema, one of
+# its tables or the database (an owner ALTERs, DROPs and disables the triggers of what it owns:
+# it is refused like a superuser unless opted in).
 PRIVILEGE = """
-SELECT session_user::text, r.rolname::text,
-       CASE WHEN r.rolsuper THEN 'a superuser' WHEN r.rolbypassrls THEN 'has BYPASSRLS'
-            WHEN r.rolcreaterole THEN 'has CREATEROLE' WHEN r.rolreplication THEN 'has REPLICATION'
-            ELSE 'holds the powers of ' || r.rolname END
-  FROM pg_roles r
- WHERE (r.rolsuper OR r.rolbypassrls OR r.rolcreaterole OR r.rolreplication OR r.rolname = ANY (%(powers)s))
-   AND pg_has_role(session_user, r.oid, 'MEMBER')
- ORDER BY r.rolname <> session_user, NOT r.rolsuper, r.rolname = ANY (%(powers)s), r.rolname
+SELECT login, rolname, what FROM (
+    SELECT session_user::text AS login, r.rolname::text AS rolname,
+           CASE WHEN r.rolsuper THEN 'a superuser' WHEN r.rolbypassrls THEN 'has BYPASSRLS'
+                WHEN r.rolcreaterole THEN 'has CREATEROLE' WHEN r.rolreplication THEN 'has REPLICATION'
+                ELSE 'holds the powers of ' || r.rolname END AS what,
+           0 AS rank, r.rolname <> session_user AS other, NOT r.rolsuper AS plain,
+           r.rolname = ANY (%(powers)s) AS predefined
+      FROM pg_roles r
+     WHERE (r.rolsuper OR r.rolbypassrls OR r.rolcreaterole OR r.rolreplication OR r.rolname = ANY (%(powers)s))
+       AND pg_has_role(session_user, r.oid, 'MEMBER')
+    UNION ALL
+    SELECT session_user::text, r.rolname::text, 'owns ' || o.what, 1, r.rolname <> session_user, true, false
+      FROM (SELECT n.nspowner AS owner, format('schema %%I', n.nspname) AS what
+              FROM pg_namespace n WHERE n.nspname = %(schema)s
+            UNION ALL
+            SELECT c.relowner, format('table %%I.%%I', n.nspname, c.relname)
+              FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %(schema)s
+            UNION ALL
+            SELECT d.datdba, format('database %%I', d.datname) FROM pg_database d
+             WHERE d.datname = current_database()) AS o
+      JOIN pg_roles r ON r.oid = o.owner
+     WHERE pg_has_role(session_user, r.oid, 'MEMBER')
+) AS found
+ ORDER BY rank, other, plain, predefined, rolname, what
  LIMIT 1
 """
 # psycopg names its own prepared statements _pg3_*: those stay, the query's go.
@@ -126,10 +145,11 @@ def assume_reader(conn: psycopg.Connection, role: str, schema: str) -> ReaderSta
     return ReaderStatus(role, login, bool(superuser), problem is None, problem)
 
 
-def privilege(conn: psycopg.Connection) -> str | None:
+def privilege(conn: psycopg.Connection, schema: str) -> str | None:
     """What makes this login more than the read-only role can contain ("login postgres is a
-    superuser", "login bob may become role admin, which has CREATEROLE"), or None."""
-    row = conn.execute(PRIVILEGE, {"powers": list(SERVER_POWERS)}).fetchone()
+    superuser", "login bob may become role admin, which has CREATEROLE", "login app owns table
+    kestrel.queues"), or None."""
+    row = conn.execute(PRIVILEGE, {"powers": list(SERVER_POWERS), "schema": schema}).fetchone()
     if row is None:
         return None
     login, role, what = row

@@ -138,13 +138,18 @@ def _secrets(dsn: str) -> set[str]:
 
 def hide_secrets(text: str, dsn: str) -> str:
     """``text`` with every password of ``dsn`` (and each '@'-separated piece of one: libpq
-    reads 'user:pa@ss@host' as password 'pa' and host 'ss@host') replaced by ****."""
+    reads 'user:pa@ss@host' as password 'pa' and host 'ss@host') replaced by ****. A piece of
+    three characters or more is hidden wherever it appears; a shorter one wherever it stands
+    alone (not inside a longer word: 'ab' of 'ab@cd' in 'host "cd@db"' is, in 'table' is not)."""
     pieces = set()
     for secret in _secrets(dsn):
         pieces.add(secret)
-        pieces.update(p for p in re.split(r"[@\s&]", secret) if len(p) >= 3)
+        pieces.update(p for p in re.split(r"[@\s&]", secret) if p)
     for piece in sorted(pieces, key=len, reverse=True):
-        text = text.replace(piece, MASK)
+        if len(piece) >= 3:
+            text = text.replace(piece, MASK)
+        else:
+            text = re.sub(rf"(?<!\w){re.escape(piece)}(?!\w)", MASK, text)
     return text
 
 

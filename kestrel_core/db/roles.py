@@ -103,9 +103,17 @@ KESTREL_FUNCTIONS = sorted(f.name for f in function_files())
 # engine writes only some columns. Tables not listed (the audit table, the console's counters,
 # tables later migrations add) get no privilege at all.
 _QUEUE_DECLARED = "concurrency, per_worker, rate_limit, rate_period, per_key, priority, workflows, keyed, declared_at"
+# What the claim, the lease, the park, the boundary, the deadlines and the sweeps write.
+_EXECUTION_RUN = (
+    "status, output, error, owner_id, lease_expires, claim_epoch, claims, run_at, started_at,"
+    " finished_at, updated_at, version, timeout, deadline_at"
+)
 _SCHEDULE_DECLARED = "cron, timezone, workflow_name, input, catch_up, next_tick, updated_at"
 WORKER_WRITES: dict[str, tuple[str, ...]] = {
-    "workflow_executions": ("SELECT", "INSERT", "UPDATE"),  # enqueue, claim, lease, finish (guarded by a trigger)
+    # enqueue; claim, lease, park, finish: only the columns those write (never an execution's
+    # workflow, input, queue, priority, keys, parent or creation: migration 0029), and the
+    # triggers guard what they may become
+    "workflow_executions": ("SELECT", "INSERT", f"UPDATE ({_EXECUTION_RUN})"),
     # the claim takes rows out (FOR UPDATE needs an UPDATE right); triggers put them in
     "executions_ready": ("SELECT", "UPDATE (id)", "DELETE"),
     "operation_outputs": ("SELECT", "INSERT"),  # checkpoints (ON CONFLICT DO NOTHING)

@@ -169,3 +169,22 @@ def test_an_audited_decision_edited_afterwards_is_shown_as_unaudited(
         )
     fine = console("show", str(eid), dsn=ops_dsn)
     assert fine.returncode == 0 and "UNAUDITED" not in fine.stdout
+
+
+def test_a_decision_whose_comment_was_edited_is_shown_as_unaudited(db: psycopg.Connection, ops_login) -> None:
+    """Issue 44, second review: the audit keeps what the approver wrote (docs/guarantees.md);
+    a comment edited afterwards, in the gate or in its audit row, is no longer backed by it."""
+    role, ops_dsn = ops_login
+    eid = waiting_on_gate(db)
+    with Kestrel(ops_dsn) as ops:
+        ops.approve(eid, "approve-fix", by="alice", comment="checked the diff")
+    audited = "SELECT audited FROM approval_audits WHERE execution_id = %s"
+    assert db.execute(audited, (eid,)).fetchone() == (True,)
+    db.execute("UPDATE operator_actions SET comment = 'ship it, no review needed' WHERE execution_id = %s", (eid,))
+    assert db.execute(audited, (eid,)).fetchone() == (False,)
+    assert "UNAUDITED" in console("show", str(eid), dsn=ops_dsn).stdout
+    db.execute("UPDATE operator_actions SET comment = 'checked the diff' WHERE execution_id = %s", (eid,))
+    with db.transaction():
+        db.execute("SET LOCAL session_replication_role = replica")  # the owner's own way around guard_waits
+        db.execute("UPDATE workflow_waits SET comment = NULL WHERE execution_id = %s", (eid,))
+    assert db.execute(audited, (eid,)).fetchone() == (False,)

@@ -257,7 +257,7 @@ def test_send_event_records_the_database_role_and_an_audit_row(logins: Logins, d
 def test_schedules_written_with_plain_sql_are_code_ones_and_audited(logins: Logins, db: psycopg.Connection) -> None:
     db.execute(
         "INSERT INTO schedules (name, cron, workflow_name, next_tick, source, created_by)"
-        " VALUES ('ops', '0 * * * *', 'w', now() + interval '1 hour', 'cli', 'carol')"
+        " VALUES ('ops', '0 * * * *', 'w', now() - interval '1 minute', 'cli', 'carol')"
     )
     with as_user(logins.worker_dsn) as conn:
         assert refused(
@@ -271,8 +271,8 @@ def test_schedules_written_with_plain_sql_are_code_ones_and_audited(logins: Logi
             "INSERT INTO schedules (name, cron, workflow_name, next_tick, source, created_by)"
             " VALUES ('nightly', '0 3 * * *', 'w', now() + interval '1 day', 'code', 'deploy-7')"
         )
-        conn.execute(
-            "UPDATE schedules SET next_tick = next_tick + interval '1 day', last_tick = now() WHERE name = 'ops'"
+        conn.execute(  # the scheduler's advance of a due schedule (migration 0029)
+            "UPDATE schedules SET next_tick = next_tick + interval '1 hour', last_tick = now() WHERE name = 'ops'"
         )
         conn.execute(
             "SELECT kestrel.add_schedule('hourly', '0 * * * *', 'UTC', 'w', NULL, false, now() + interval '1 hour',"

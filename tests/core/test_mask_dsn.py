@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from urllib.parse import quote
 
+import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kestrel_core import DatabaseUnavailable, mask_dsn
+from kestrel_core.base.masking import connection_reason, first_line
 from kestrel_core.db.connection import connect, describe_target, make_pool, unavailable
 from tests.hostile_text import NOT_UTF8_DSNS
 
@@ -117,3 +120,39 @@ def test_no_generated_dsn_shows_its_password_anywhere(dsn: str) -> None:
     outputs.append(str(caught.value))
     for output in outputs:
         assert MARK not in output, (dsn, output)
+
+
+# Issue 44 (9, second review): a password with '@' in it, split into pieces of every length
+# (libpq reads 'u:ab@cd@host' as password 'ab' and host 'cd@host', and says so): no piece may
+# stand in any output, not even one or two characters long. Greek letters: no message has them.
+_GREEK = "αβγδεζηθικλμνξπρστυφχψω"
+_piece = st.text(alphabet=_GREEK, min_size=1, max_size=4)
+_at_password = st.lists(_piece, min_size=2, max_size=3).map("@".join)
+
+
+def _standing(piece: str, text: str) -> bool:
+    return re.search(rf"(?<!\w){re.escape(piece)}(?!\w)", text) is not None
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_at_password, st.sampled_from(["raw", "encoded", "keyword", "quoted", "query"]))
+def test_no_piece_of_a_password_with_at_signs_is_shown(password: str, form: str) -> None:
+    dsn = {
+        "raw": f"postgresql://u:{password}@127.0.0.1:1/db",
+        "encoded": f"postgresql://u:{_encoded(password)}@127.0.0.1:1/db",
+        "keyword": f"host=127.0.0.1 port=1 user=u password={password} dbname=db",
+        "quoted": f"host=127.0.0.1 port=1 password={_kw_quoted(password)} user=u",
+        "query": f"postgresql://u@127.0.0.1:1/db?password={_encoded(password)}",
+    }[form]
+    outputs = [mask_dsn(dsn), describe_target(dsn)]
+    with pytest.raises(DatabaseUnavailable) as caught:
+        connect(dsn, connect_timeout=1).close()
+    outputs.append(str(caught.value))
+    # what libpq itself says, quoted by a log line (first_line) or a connection error
+    try:
+        psycopg.connect(dsn, connect_timeout=1).close()
+    except psycopg.Error as exc:
+        outputs += [first_line(exc, dsn), connection_reason(dsn, exc)]
+    for output in outputs:
+        for piece in password.split("@"):
+            assert not _standing(piece, output), (dsn, piece, output)

@@ -90,10 +90,11 @@ def test_migrate_creates_the_least_privilege_roles(database: str) -> None:
         }
         can_update = conn.execute(
             "SELECT has_table_privilege('kt_mig_operator', 'mig_roles.workflow_executions', 'UPDATE'),"
-            "       has_table_privilege('kt_mig_worker', 'mig_roles.workflow_executions', 'UPDATE')"
+            "       has_column_privilege('kt_mig_worker', 'mig_roles.workflow_executions', 'status', 'UPDATE'),"
+            "       has_column_privilege('kt_mig_worker', 'mig_roles.workflow_executions', 'input', 'UPDATE')"
         ).fetchone()
     assert found == {"kt_mig_worker": False, "kt_mig_operator": False}
-    assert can_update == (False, True)
+    assert can_update == (False, True, False)  # the worker: the columns a run writes (migration 0029)
 
 
 # -- a database newer than the code -------------------------------------------------------------

@@ -47,7 +47,8 @@ def test_worker_declares_and_ticks_but_cannot_act_as_operator(dsn: str, logins: 
     t0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
     with as_user(logins.worker_dsn) as conn:
         schedules.declare(conn, "kestrel", [schedules.Schedule("s", "* * * * * */10", "report")], by="w1")
-        conn.execute("UPDATE schedules SET next_tick = %s", (t0,))
+        with psycopg.connect(dsn, autocommit=True) as admin:  # the worker moves a tick only as the scheduler does
+            admin.execute("UPDATE kestrel.schedules SET next_tick = %s", (t0,))
         done = scheduler.tick_due(conn, "kestrel", t0 + timedelta(seconds=5))
         assert [(n, t) for n, t, _ in done.enqueued] == [("s", t0)]
         assert refused(conn, "SELECT set_schedule_paused('s', true, NULL, 'w1', NULL)")

@@ -112,7 +112,9 @@ def test_a_checkpoint_forged_for_a_gate_is_not_a_decision(
         )
         # and it may not wake the gated execution itself (migration 0024: guard_waiting_executions)
         assert refused(conn, "UPDATE workflow_executions SET status = 'enqueued', run_at = now() WHERE id = %s", (eid,))
-    # Woken any other way (here by the schema's owner), the replay still refuses the forgery.
+    # Woken any other way (here by the schema's owner, who must take the gate away first: an
+    # undecided gate holds its execution, migration 0029), the replay still refuses the forgery.
+    db.execute("UPDATE workflow_waits SET resolved_at = now() WHERE execution_id = %s", (eid,))
     db.execute("UPDATE workflow_executions SET status = 'enqueued', run_at = now() WHERE id = %s", (eid,))
     wait_for(lambda: app.get(eid).done, what="the replay")
     done = app.get(eid)

@@ -185,3 +185,27 @@ def test_without_temp_file_rights_the_reader_role_is_refused(operator_dsn: str, 
     finally:
         with psycopg.connect(dsn, autocommit=True) as admin:
             admin.execute("GRANT SET ON PARAMETER temp_file_limit TO kestrel_reader")
+
+
+def test_a_login_that_owns_a_kestrel_table_is_refused_like_a_superuser(dsn: str, login) -> None:
+    """Issue 44, second review: the owner of the schema's tables (the migrating login, often
+    the database's owner) ALTERs, DROPs and disables the triggers of every one of them; its
+    session can leave the read-only role. Refused unless opted in, like a superuser; so is a
+    login that may become the owner."""
+    owner = login()
+    name = psycopg.conninfo.conninfo_to_dict(owner)["user"]
+    member = login("", member_of=name)
+    member_name = psycopg.conninfo.conninfo_to_dict(member)["user"]
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("GRANT kestrel_reader TO {}").format(sql.Identifier(name)))
+        admin.execute(sql.SQL("ALTER TABLE kestrel.declarations OWNER TO {}").format(sql.Identifier(name)))
+        try:
+            assert refused(owner).startswith(f"login {name} owns table kestrel.declarations: ad-hoc SQL does not run")
+            assert refused(member).startswith(f"login {member_name} may become role {name}, which owns table ")
+            with psycopg.connect(owner, autocommit=True) as conn:
+                result = run_read_only(conn, "SELECT current_user::text", allow_privileged=True)
+            assert result.rows == [("kestrel_reader",)] and "owns table kestrel.declarations" in (result.notice or "")
+        finally:
+            admin.execute("ALTER TABLE kestrel.declarations OWNER TO CURRENT_USER")
+            admin.execute(sql.SQL("REASSIGN OWNED BY {} TO CURRENT_USER").format(sql.Identifier(name)))
+            admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(name)))

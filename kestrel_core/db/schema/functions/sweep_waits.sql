@@ -37,6 +37,12 @@ WITH due AS (
        SET status = 'enqueued', run_at = now(), updated_at = now()
       FROM resolved
      WHERE e.id = resolved.execution_id AND e.status = 'waiting'
+       -- an undecided gate holds its execution (guard_waiting_executions would refuse, and
+       -- fail the whole batch): a sleep beside it resolves, the execution stays parked
+       AND NOT EXISTS (SELECT 1 FROM workflow_waits g
+                        WHERE g.execution_id = e.id AND g.kind = 'approval' AND g.resolved_at IS NULL
+                          AND NOT EXISTS (SELECT 1 FROM resolved r
+                                           WHERE r.execution_id = g.execution_id AND r.step_id = g.step_id))
     RETURNING e.id, e.workflow_name
 ), woke AS (
     SELECT pg_notify({schema}.notify_channel(), name) FROM (SELECT DISTINCT workflow_name AS name FROM woken) n
