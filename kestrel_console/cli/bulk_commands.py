@@ -207,7 +207,7 @@ def _print_reasons(reasons: list[dict[str, Any]]) -> None:
     typer.echo("refused:")
     for r in reasons:
         examples = ", ".join(str(i) for i in r["examples"])
-        typer.echo(f"  {r['n']:>7,}  {visible(r['reason'])}  (e.g. {examples})")
+        typer.echo(f"  {r['n']:>5,}  {visible(r['reason'])}  (e.g. {examples})")
 
 
 # -- bulk status / bulk list ---------------------------------------------------------------------
