@@ -45,7 +45,11 @@ def _optional_execution_id(value: int | None) -> int | None:
 def optional_execution_id_argument() -> Any:
     """The ID argument of a command that may act on many instead (``--where`` / ``--token``)."""
     return typer.Argument(
-        None, metavar="ID", help="Execution id (or --where / --token for many).", callback=_optional_execution_id, show_default=False
+        None,
+        metavar="ID",
+        help="Execution id (or --where / --token for many).",
+        callback=_optional_execution_id,
+        show_default=False,
     )
 
 

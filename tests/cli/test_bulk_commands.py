@@ -10,8 +10,8 @@ import re
 
 import psycopg
 
-from kestrel_core import Kestrel
 from kestrel_console.cli.bulk_commands import id_ranges
+from kestrel_core import Kestrel
 from tests.cli.script import console, one_clear_line
 
 
