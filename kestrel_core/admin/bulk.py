@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -42,18 +42,15 @@ class BulkAction:
     acts_on: str
     required: tuple[str, ...] = ()
     optional: tuple[str, ...] = ()
-    live_statuses: tuple[str, ...] = field(default=())  # statuses its rule accepts (for the preview)
 
 
 ACTIONS: dict[str, BulkAction] = {
     a.name: a
     for a in (
-        BulkAction("cancel", "cancelled", "enqueued, running or waiting executions", (), (),
-                   ("enqueued", "running", "waiting")),
-        BulkAction("requeue", "re-enqueued", "errored or cancelled executions, and running ones whose lease expired",
-                   (), (), ("error", "cancelled")),
-        BulkAction("fork", "forked", "finished or waiting executions that reached the step",
-                   ("from_step",), ("version",), ("success", "error", "cancelled", "waiting")),
+        BulkAction("cancel", "cancelled", "enqueued, running or waiting executions"),
+        BulkAction("requeue", "re-enqueued", "errored or cancelled executions, and running ones whose lease expired"),
+        BulkAction("fork", "forked", "finished or waiting executions that reached the step", ("from_step",),
+                   ("version",)),
     )
 }  # fmt: skip
 
