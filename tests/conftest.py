@@ -46,7 +46,7 @@ ADMIN_DSN = os.environ.get("KESTREL_TEST_DSN") or DEFAULT_ADMIN_DSN
 KESTREL_TABLES = (
     "operator_actions, step_attempts, workflow_waits, operation_outputs, workflow_executions, workers,"
     " queues, schedules, workflow_events, executions_ready, activity_minutes, execution_keys, declarations,"
-    " execution_forks"
+    " execution_forks, bulk_batches, bulk_batch_items"
 )
 
 

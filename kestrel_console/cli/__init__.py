@@ -18,6 +18,7 @@ from kestrel_core import mask_dsn
 
 from ..settings import build_settings
 from . import (
+    bulk_commands,
     demo_command,
     engine_commands,
     event_command,
@@ -107,6 +108,7 @@ for _commands in (
     schedule_commands,
     event_command,
     metrics_command,
+    bulk_commands,
 ):
     _commands.register(app)
 tidy_help(app)

@@ -1,5 +1,5 @@
-"""Commands that change things: migrate, worker (its own module), enqueue, approve/reject, requeue/cancel,
-fork, pause/resume.
+"""Commands that change things: migrate, worker (its own module), enqueue, approve/reject,
+requeue/cancel/fork/pause/resume (one execution, or many through a frozen preview: bulk_commands).
 
 Every write goes through the kestrel_core API; these functions only parse and print.
 """
@@ -16,8 +16,18 @@ from kestrel_core import MAX_DELAY
 from kestrel_core.db import DEFAULT_OPERATOR_ROLE, DEFAULT_WORKER_ROLE, RoleNames, describe_target
 
 from ..safe_text import visible
+from . import bulk_commands as bulk
+from .bulk_commands import is_bulk
 from .errors import fail, handles_errors
-from .options import acting, execution_id_argument, operator_option, parse_json_option, settings
+from .options import (
+    acting,
+    bulk_format_option,
+    execution_id_argument,
+    operator_option,
+    optional_execution_id_argument,
+    parse_json_option,
+    settings,
+)
 from .worker_command import worker
 
 
@@ -174,14 +184,23 @@ def reject(
 
 def requeue(
     ctx: typer.Context,
-    execution_id: int = execution_id_argument(),
+    execution_id: int | None = optional_execution_id_argument(),
     comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
     operator: str | None = operator_option(),
+    where: str | None = bulk.where_option(),
+    dry_run: bool = bulk.dry_run_option(),
+    token: str | None = bulk.token_option(),
+    rate: float | None = bulk.rate_option(),
+    fmt: str = bulk_format_option(),
 ) -> None:
     """Re-enqueue an execution that errored, was cancelled, or holds an expired lease.
 
-    It replays from its checkpoints: completed steps are not run again.
+    It replays from its checkpoints: completed steps are not run again. Many at once: preview
+    with --where FILTER --dry-run (prints the ids and a token), then act with --token TOKEN.
     """
+    if _bulk(ctx, "requeue", execution_id, where, dry_run, token, rate, comment, operator, {}, fmt):
+        return
+    assert execution_id is not None
     s = acting(ctx, operator)
     with s.kestrel() as app:
         previous = handles_errors(app.requeue)(execution_id, by=s.operator, comment=comment)
@@ -190,11 +209,26 @@ def requeue(
 
 def cancel(
     ctx: typer.Context,
-    execution_id: int = execution_id_argument(),
+    execution_id: int | None = optional_execution_id_argument(),
     comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
     operator: str | None = operator_option(),
+    where: str | None = bulk.where_option(),
+    dry_run: bool = bulk.dry_run_option(),
+    token: str | None = bulk.token_option(),
+    rate: float | None = bulk.rate_option(),
+    fmt: str = bulk_format_option(),
 ) -> None:
-    """Cancel an enqueued, running, waiting or paused execution (a running one stops at its next step)."""
+    """Cancel an enqueued, running, waiting or paused execution (a running one stops at its next step).
+
+    Many at once: preview with --where FILTER --dry-run (prints the exact ids, their count, a
+    sample and a token; changes nothing), then act with --token TOKEN on exactly those ids,
+    never on the filter evaluated again. Rows whose state no longer allows a cancel are
+    refused one by one and reported with the reason. A run cut short (Ctrl-C, a killed
+    console) resumes with the same --token.
+    """
+    if _bulk(ctx, "cancel", execution_id, where, dry_run, token, rate, comment, operator, {}, fmt):
+        return
+    assert execution_id is not None
     s = acting(ctx, operator)
     with s.kestrel() as app:
         previous = handles_errors(app.cancel)(execution_id, by=s.operator, comment=comment)
@@ -236,12 +270,13 @@ def resume(
 
 def fork(
     ctx: typer.Context,
-    execution_id: int = execution_id_argument(),
-    from_step: str = typer.Option(
-        ...,
+    execution_id: int | None = optional_execution_id_argument(),
+    from_step: str | None = typer.Option(
+        None,
         "--from-step",
         metavar="STEP",
         help="The step to run again: it and every step after it run, those before keep their checkpoints.",
+        show_default=False,
     ),
     input: str | None = typer.Option(
         None, "--input", help="New input for the fork, as JSON (default: the origin's).", show_default=False
@@ -255,9 +290,30 @@ def fork(
     ),
     comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
     operator: str | None = operator_option(),
+    where: str | None = bulk.where_option(),
+    dry_run: bool = bulk.dry_run_option(),
+    token: str | None = bulk.token_option(),
+    rate: float | None = bulk.rate_option(),
+    fmt: str = bulk_format_option(),
 ) -> None:
     """Start a new execution from step STEP of a finished or waiting execution ID (after a code
-    fix, or with corrected input); prints the new id. Linked to its origin both ways (`show`)."""
+    fix, or with corrected input); prints the new id. Linked to its origin both ways (`show`).
+
+    Many at once: `fork --where FILTER --from-step STEP [--version V] --dry-run` freezes the
+    ids and the step, then `fork --token TOKEN` forks each (each keeps its own input).
+    """
+    if token is not None and (from_step is not None or version is not None):
+        fail("fork --token: the step and version were frozen by the preview; give neither", code=2)
+    if is_bulk(where, dry_run, token) and input is not None:
+        fail("fork --where: each fork keeps its origin's input; --input is for one execution", code=2)
+    if dry_run and from_step is None:
+        fail("fork --dry-run: give --from-step STEP (frozen with the ids)", code=2)
+    params = {"from_step": from_step, "version": version} if dry_run else {}
+    if _bulk(ctx, "fork", execution_id, where, dry_run, token, rate, comment, operator, params, fmt):
+        return
+    assert execution_id is not None
+    if from_step is None:
+        fail("fork: give --from-step STEP (the step to run again)", code=2)
     s = acting(ctx, operator)
     options = {"input": parse_json_option(input, "--input")} if input is not None else {}
     with s.kestrel() as app:
@@ -265,6 +321,37 @@ def fork(
             execution_id, from_step=from_step, version=version, by=s.operator, comment=comment, **options
         )
     typer.echo(new_id)
+
+
+def _bulk(
+    ctx: typer.Context,
+    action: str,
+    execution_id: int | None,
+    where: str | None,
+    dry_run: bool,
+    token: str | None,
+    rate: float | None,
+    comment: str | None,
+    operator: str | None,
+    params: dict[str, Any],
+    fmt: str,
+) -> bool:
+    """Run the bulk form of ``action`` if its options ask for it (True), after checking that
+    exactly one form is asked for (bad usage, exit 2, otherwise)."""
+    bulk.check_form(action, execution_id, where, dry_run, token)
+    if not is_bulk(where, dry_run, token):
+        if rate is not None:
+            fail(f"{action} --rate: only with --token", code=2)
+        return False
+    acting(ctx, operator)
+    if token is not None:
+        bulk.act(ctx, action, token, rate, comment)
+    else:
+        assert where is not None
+        if rate is not None or comment is not None:
+            fail(f"{action} --dry-run: --rate and --comment go with --token, when acting", code=2)
+        bulk.preview(ctx, action, where, {k: v for k, v in params.items() if v is not None}, fmt)
+    return True
 
 
 def register(app: typer.Typer) -> None:

@@ -38,6 +38,34 @@ def execution_id_argument() -> Any:
     return typer.Argument(..., metavar="ID", help="Execution id.", callback=_execution_id)
 
 
+def _optional_execution_id(value: int | None) -> int | None:
+    return None if value is None else _execution_id(value)
+
+
+def optional_execution_id_argument() -> Any:
+    """The ID argument of a command that may act on many instead (``--where`` / ``--token``)."""
+    return typer.Argument(
+        None,
+        metavar="ID",
+        help="Execution id (or --where / --token for many).",
+        callback=_optional_execution_id,
+        show_default=False,
+    )
+
+
+def bulk_format_option() -> Any:
+    """``--format`` of a bulk preview: table (for people) or json (the ids and the token)."""
+
+    def check(value: str) -> str:
+        if value not in ("table", "json"):
+            raise typer.BadParameter(f"{value!r}: use table or json", param_hint="--format")
+        return value
+
+    return typer.Option(
+        "table", "--format", "-f", callback=check, help="With --dry-run: table, or json (every id, the token)."
+    )
+
+
 def acting(ctx: typer.Context, operator: str | None) -> Settings:
     """The settings with the acting operator of this command: its own --operator wins."""
     s = settings(ctx)

@@ -47,6 +47,14 @@ SELECT e.id, e.workflow_name, e.status, e.created_at, e.started_at, e.finished_a
   ) AS cur ON true
  ORDER BY e.id DESC
 """
+# Every row a filter selects, narrow (a bulk action's preview freezes their ids): no page.
+IDS = """
+SELECT e.id, e.workflow_name, e.status, e.created_at
+  FROM {source} AS e
+ WHERE {where}
+ ORDER BY e.id DESC
+ LIMIT %(limit)s
+"""
 WHOLE_TABLE = "{schema}.workflow_executions"
 # Free text has no index (a substring of any input, error or step id: a trigram index over
 # every input would cost each enqueue hundreds of index entries): it is matched in the newest
@@ -174,12 +182,14 @@ def search_statement(
     offset: int = 0,
     before_id: int | None = None,
     bounds: dict[str, Any] | None = None,
+    ids_only: bool = False,
 ) -> tuple[str, dict[str, Any]]:
     """The statement (with ``{schema}`` left to fill) and parameters of one page of ``f``.
 
     ``bounds``: ID_BOUNDS' row for ``f``'s time window (``from_at``, ``from_id``, ``until_at``,
     ``until_id``; None where the window is open). ``limit`` None: every row. Only conditions of keys that are set are
-    written, so each plan is made for the keys at hand.
+    written, so each plan is made for the keys at hand. ``ids_only``: the ids, workflows and
+    statuses of every row selected (IDS: a bulk action's preview), ``limit`` rows at most.
     """
     if f.status is not None and f.status not in STATUSES:
         raise ValueError(f"unknown status {f.status!r}: use one of {', '.join(STATUSES)}")
@@ -218,7 +228,7 @@ def search_statement(
     if f.text:
         source, where = sql.SQL(TEXT_WINDOW).format(schema=schema, where=where), sql.SQL(TEXT_MATCH)
         params.update(text=f.text, text_window=TEXT_WINDOW_ROWS)
-    statement = sql.SQL(SEARCH).format(source=source, where=where, schema=schema)
+    statement = sql.SQL(IDS if ids_only else SEARCH).format(source=source, where=where, schema=schema)
     return statement.as_string(None), params
 
 
@@ -275,6 +285,14 @@ class ExecutionReads(ReaderSession):
         bounds = self.id_bounds(f) if f.windowed else None
         statement, params = search_statement(f, limit=limit, offset=offset, before_id=before_id, bounds=bounds)
         return self._rows("list_executions", statement, params)
+
+    def selected(self, f: ExecutionFilter, *, limit: int) -> list[dict[str, Any]]:
+        """Every execution ``f`` selects now (id, workflow_name, status, created_at), newest
+        first, at most ``limit``: what a bulk action's preview freezes. Unlike the list, not
+        bounded by a page (free text still looks only at its window)."""
+        bounds = self.id_bounds(f) if f.windowed else None
+        statement, params = search_statement(f, limit=None, bounds=bounds, ids_only=True)
+        return self._rows("selected", statement, {**params, "limit": limit})
 
     def id_bounds(self, f: ExecutionFilter) -> dict[str, Any]:
         """``f``'s time window as ids and times (ID_BOUNDS): from_at, from_id, until_at, until_id."""

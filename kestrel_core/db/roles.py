@@ -169,6 +169,10 @@ OPERATOR_FUNCTIONS = (
     "set_schedule_paused(text, boolean, timestamptz, text, text)",
     "remove_schedule(text, text, text)",
     "send_event(text, jsonb, text)",
+    # bulk actions (issue 47): freeze a preview, begin with its token, act chunk by chunk
+    "bulk_freeze(text, jsonb, bigint[], text, text, interval)",
+    "bulk_begin(text, text, text)",
+    "bulk_apply_chunk(bigint, text, text, integer)",
 )
 
 

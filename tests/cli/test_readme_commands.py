@@ -62,7 +62,7 @@ def help_text(command: str | None) -> str:
     return done.stdout
 
 
-GROUPS = {"queue", "schedule"}  # commands with subcommands: `queue list`, `schedule add`
+GROUPS = {"queue", "schedule", "bulk"}  # commands with subcommands: `queue list`, `schedule add`
 
 
 def subcommand(words: list[str]) -> str | None:
