@@ -18,6 +18,7 @@ from kestrel_core import mask_dsn
 
 from ..settings import build_settings
 from . import (
+    audit_command,
     bulk_commands,
     demo_command,
     engine_commands,
@@ -109,6 +110,7 @@ for _commands in (
     event_command,
     metrics_command,
     bulk_commands,
+    audit_command,
 ):
     _commands.register(app)
 tidy_help(app)

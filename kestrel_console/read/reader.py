@@ -18,6 +18,7 @@ from typing import Any
 
 from kestrel_core import STATUSES
 
+from .audit import AUDIT, AuditFilter, AuditReads
 from .blockers import BlockerReads
 from .dashboard import DASHBOARD_LIVE, DashboardReads
 from .executions import ID_BOUNDS, WORKFLOW_NAMES, ExecutionReads, bounds_params, search_statement
@@ -36,7 +37,7 @@ from .timeline import TimelineReads
 from .workers import DEFAULT_BEAT_S, QUEUES, STUCK_LEASES, UNRUNNABLE, UNSERVED, WORKERS, WorkerReads
 
 
-class Reader(DashboardReads, OverviewReads, WorkerReads, ExecutionReads, TimelineReads, BlockerReads):
+class Reader(DashboardReads, OverviewReads, WorkerReads, ExecutionReads, TimelineReads, BlockerReads, AuditReads):
     """Read-only access to one Kestrel schema for the console, on its own connection.
 
     The connection opens on first use (autocommit, ``application_name=kestrel-console``,
@@ -75,6 +76,7 @@ class Reader(DashboardReads, OverviewReads, WorkerReads, ExecutionReads, Timelin
             "errors_since": (ERRORS_SINCE, {"seconds": 3600}),
             "activity": (ACTIVITY, _activity_params(15, 60)),
             "workflow_names": (WORKFLOW_NAMES, None),
+            "audit": (AUDIT, {**AuditFilter().params(), "limit": 100, "before_id": MAX_ID}),
             **self.search_statements(workflow=workflow, text=text),
         }
 
