@@ -14,7 +14,6 @@ import dataclasses
 import inspect
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -24,6 +23,7 @@ import psycopg
 
 from kestrel_core.base import tracing
 from kestrel_core.base.backoff import Backoff
+from kestrel_core.base.describe import describe_exception, exception_head
 from kestrel_core.base.errors import (
     DuplicateStepId,
     NonDeterministicChange,
@@ -76,15 +76,6 @@ class Decision:
             timed_out=bool(output.get("timed_out")),
             decided_at=output.get("decided_at"),
         )
-
-
-def describe_exception(exc: BaseException, limit: int = 8000) -> str:
-    """``Type: message`` then the traceback, cut to ``limit`` characters (the end is kept)."""
-    text = "".join(traceback.format_exception(exc)).rstrip()
-    head = f"{type(exc).__name__}: {exc}"
-    if len(text) > limit:
-        text = "...\n" + text[-limit:]
-    return f"{head}\n\n{text}"
 
 
 class WorkflowContext(FlowOperations):
@@ -274,8 +265,8 @@ class WorkflowContext(FlowOperations):
 
     def _use(self, step_id: str) -> int:
         """Claim ``step_id`` for the next durable operation; returns its position (1-based)."""
-        if not isinstance(step_id, str) or not step_id:
-            raise ValueError(f"a step id must be a non-empty string, got {step_id!r}")
+        if not isinstance(step_id, str) or not step_id or "\x00" in step_id:
+            raise ValueError(f"a step id must be a non-empty string without NUL, got {step_id!r}")
         if step_id in self._used:
             raise DuplicateStepId(
                 f"step id {step_id!r} is used twice in execution {self.execution_id} of "
@@ -364,7 +355,7 @@ class WorkflowContext(FlowOperations):
                 self.execution_id,
                 step_id,
                 number,
-                first_line(f"{type(exc).__name__}: {exc}"),
+                first_line(exception_head(exc)),
             )
         if isinstance(exc, AttemptTimedOut):
             return (
