@@ -6,8 +6,8 @@
 -- in one short transaction; callers loop until it returns 0 (kestrel_core.prune). Only in the
 -- ranges batch_ranges() names (the current one, and those a live execution keeps): the others
 -- are dropped whole (drop_history_range). Range by range, each through its own partition.
--- Live rows are never touched, nor the finished children of a live parent (its wait_for reads
--- them); rows locked by someone else are skipped and left for the next run.
+-- Live rows are never touched, nor the finished children of a parent not pruned yet (its
+-- wait_for reads them, also after a requeue); rows locked by someone else are skipped and left for the next run.
 CREATE OR REPLACE FUNCTION {schema}.prune_finished(p_before timestamptz, p_limit integer, p_by text)
 RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
@@ -36,10 +36,10 @@ BEGIN
             SELECT id FROM workflow_executions
              WHERE id >= r.lo AND id < r.hi
                AND finished_at < p_before AND status IN ('success', 'error', 'cancelled')
-               -- A finished child of a live parent stays until the parent finishes (issue 43).
+               -- A finished child stays while its parent's row does (issue 43): a live parent's
+               -- wait_for reads it, and so does a finished parent's once requeued.
                AND NOT EXISTS (SELECT 1 FROM workflow_executions p
-                                WHERE p.id = workflow_executions.parent_id
-                                  AND p.status IN ('enqueued', 'running', 'waiting'))
+                                WHERE p.id = workflow_executions.parent_id)
              ORDER BY finished_at
              LIMIT p_limit - n
              FOR UPDATE SKIP LOCKED
