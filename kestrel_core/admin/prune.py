@@ -15,9 +15,10 @@ Each batch is one call to ``{schema}.prune_finished`` (migration 0004): one shor
 that locks at most ``batch_size`` finished rows (SKIP LOCKED: it never waits for a lock held by
 a worker or an operator), deletes them with their checkpoints, waits and attempts (a trigger,
 ``execution_deleted``), and writes a ``prune`` row to ``operator_actions``. Live executions (enqueued,
-running, waiting) are never deleted, however old, nor the finished children of a live parent
-(the parent's ``wait_for`` reads them: they go once it finished; a range holding one is not
-dropped until then). The audit table itself is kept.
+running, waiting) are never deleted, however old, nor the finished children of a parent whose
+row is still there (a live parent's ``wait_for`` reads them, and so does a finished one's once
+requeued: they go after the parent itself was pruned; a range holding one is not dropped until
+then). The audit table itself is kept.
 
 Age is measured from ``finished_at``: an execution that ran for a month and finished an hour
 ago is one hour old. Nothing is archived: export what you want to keep first (e.g. with a saved
@@ -54,13 +55,14 @@ PRUNE_BATCH = "SELECT {schema}.prune_finished(%s, %s, %s)"
 RANGES = "SELECT lo, hi FROM {schema}.history_partitions ORDER BY lo"
 DROP_RANGE = "SELECT {schema}.drop_history_range(%s, %s, %s)"
 # What drop_history_range would decide for one range now (the dry run): its executions, the
-# live ones (and finished children of live parents, which keep it too), the newest finish, and
+# live ones (and finished children of a parent outside the range, which keep it too), the
+# newest finish, and
 # when the first execution past the range was created.
 RANGE_STATE = """
 SELECT count(*),
        count(*) FILTER (WHERE status IN {live_statuses}
                            OR EXISTS (SELECT 1 FROM {schema}.workflow_executions p
-                                       WHERE p.id = c.parent_id AND p.status IN {live_statuses})),
+                                       WHERE p.id = c.parent_id AND (p.id < %(lo)s OR p.id >= %(hi)s))),
        max(finished_at),
        (SELECT created_at FROM {schema}.workflow_executions WHERE id >= %(hi)s ORDER BY id LIMIT 1)
          < now() - interval '1 minute'
@@ -75,8 +77,7 @@ SELECT e.workflow_name, e.status, count(*), min(e.finished_at), max(e.finished_a
   FROM {schema}.batch_ranges() AS r
   JOIN {schema}.workflow_executions AS e ON e.id >= r.lo AND e.id < r.hi
  WHERE e.finished_at < %s AND e.status IN {terminal_statuses}
-   AND NOT EXISTS (SELECT 1 FROM {schema}.workflow_executions p
-                    WHERE p.id = e.parent_id AND p.status IN {live_statuses})
+   AND NOT EXISTS (SELECT 1 FROM {schema}.workflow_executions p WHERE p.id = e.parent_id)
  GROUP BY e.workflow_name, e.status
  ORDER BY e.workflow_name, e.status
 """

@@ -1,7 +1,8 @@
 """Base: what every layer of the engine uses: its exceptions (``errors``: each says what is
 wrong and what to do), the JSON checks of inputs and outputs (``serialization``), the one
 backoff policy of every retry loop (``backoff``) and the password masking every log line and
-error message goes through (``masking``: ``mask_dsn``, ``first_line``), an execution's
+error message goes through (``masking``: ``mask_dsn``, ``first_line``), the description of
+what a step or workflow raised, safe to print and to store (``describe``), an execution's
 statuses (``statuses``: every list of them comes from there), the latch the hot path's
 threads wait on (``latch``: a cheaper ``threading.Event``), and OpenTelemetry spans
 (``tracing``: off, and OpenTelemetry never imported, until ``enable_tracing()``).

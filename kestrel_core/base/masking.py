@@ -17,6 +17,8 @@ import psycopg
 from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict
 
+from kestrel_core.base.describe import safe_str
+
 MASK = "****"
 # libpq's options that hold a secret.
 SECRET_KEYS = ("password", "sslpassword", "oauth_client_secret", "scram_client_key", "scram_server_key")
@@ -109,7 +111,7 @@ def mask_dsn(text: str) -> str:
 def first_line(exc: BaseException | str, dsn: str | None = None) -> str:
     """The first line of an error (its type name when it has no text), passwords masked: the
     form every log line and message quotes an exception in."""
-    text = str(exc).strip()
+    text = (exc if isinstance(exc, str) else safe_str(exc)).strip()
     line = text.splitlines()[0] if text else type(exc).__name__
     if dsn:
         line = hide_secrets(line, dsn)

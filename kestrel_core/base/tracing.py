@@ -25,6 +25,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from kestrel_core.base.describe import exception_head
 from kestrel_core.base.errors import KestrelError
 
 T = TypeVar("T")
@@ -159,5 +160,8 @@ def _step(step_id: str, attempt: int) -> Iterator[None]:
 def _failed(span: Any, exc: BaseException) -> None:
     from opentelemetry.trace import Status, StatusCode
 
-    span.record_exception(exc)
-    span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+    try:
+        span.record_exception(exc)
+    except Exception:  # its str() raised: the status below still says what it was
+        pass
+    span.set_status(Status(StatusCode.ERROR, exception_head(exc)))

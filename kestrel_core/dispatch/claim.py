@@ -31,7 +31,7 @@ from typing import Any
 import psycopg
 
 from kestrel_core.db.statements import quote_identifier, render
-from kestrel_core.dispatch.limited_claim import IDLE_IN_CLAIM_MS, IN_CLAIM_TRANSACTION, LIMITED_WITH_WORK, claim_limited
+from kestrel_core.dispatch.limited_claim import IN_CLAIM_TRANSACTION, LIMITED_WITH_WORK, claim_limited, idle_in_claim_ms
 
 log = logging.getLogger("kestrel.claim")
 
@@ -453,7 +453,7 @@ def _claim_rows(
     if claim_session:
         return conn.execute(statement, params).fetchall()
     with conn.transaction():
-        conn.execute(IN_CLAIM_TRANSACTION, {"sort": "off", "idle_ms": str(IDLE_IN_CLAIM_MS)})
+        conn.execute(IN_CLAIM_TRANSACTION, {"sort": "off", "idle_ms": str(idle_in_claim_ms(params["lease"]))})
         return conn.execute(statement, params).fetchall()
 
 

@@ -9,6 +9,7 @@ first's commit, then counts 3. The fast path (claim.py) never touches these queu
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -20,8 +21,18 @@ from kestrel_core.db.statements import render
 # rows locked, with no lease to lapse): every claim transaction first tells the server to end
 # it if its client sits idle in it for IDLE_IN_CLAIM_MS (its statements are sent one at a
 # time, each synced, so the server sees the idleness), and sets the planner's sort as the
-# statements want it (the fast path walks its index in order: see claim.py).
+# statements want it (the fast path walks its index in order: see claim.py). The bound is half
+# the lease at most (``idle_in_claim_ms``): the lease is stamped by the claim statement, the last
+# of the transaction, so a claim that commits still has at least half its lease ahead (a 2 s
+# bound with a 1 s lease committed leases that had lapsed: issue 43's review).
 IDLE_IN_CLAIM_MS = 2000
+
+
+def idle_in_claim_ms(lease: timedelta) -> int:
+    """The idle-in-transaction bound of a claim transaction stamping leases of ``lease``."""
+    return max(1, min(IDLE_IN_CLAIM_MS, int(lease.total_seconds() * 1000) // 2))
+
+
 IN_CLAIM_TRANSACTION = (
     "SELECT set_config('enable_sort', %(sort)s, true),"
     " set_config('idle_in_transaction_session_timeout', %(idle_ms)s, true)"
@@ -140,7 +151,7 @@ def claim_limited(
     """Lock the limited queues' rows, then count and claim under that lock (one transaction,
     which the server ends if its client freezes in it: IN_CLAIM_TRANSACTION)."""
     with conn.transaction():
-        conn.execute(IN_CLAIM_TRANSACTION, {"sort": "on", "idle_ms": str(IDLE_IN_CLAIM_MS)})
+        conn.execute(IN_CLAIM_TRANSACTION, {"sort": "on", "idle_ms": str(idle_in_claim_ms(params["lease"]))})
         locked = [row[0] for row in conn.execute(render(LOCK_QUEUES, schema), {"queues": limited_queues}).fetchall()]
         if not locked:
             return []

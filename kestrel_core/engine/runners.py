@@ -20,6 +20,7 @@ from typing import Any, TypeVar, cast
 
 import psycopg
 
+from kestrel_core.base.describe import exception_head
 from kestrel_core.base.masking import first_line
 from kestrel_core.durable import checkpoint
 from kestrel_core.workflow import runner
@@ -77,7 +78,7 @@ class RunnerThreads:
                 self.log.warning(
                     "event=loop_resumed worker=%s error=%r (a task raised it; its awaiter gets it)",
                     self.worker_id,
-                    first_line(f"{type(exc).__name__}: {exc}"),
+                    first_line(exception_head(exc)),
                 )
 
     def _runner_loop(self, slot: int) -> None:

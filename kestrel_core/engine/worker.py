@@ -40,7 +40,7 @@ from kestrel_core.dispatch import claim as claim_mod
 from kestrel_core.dispatch import lease as lease_mod
 from kestrel_core.dispatch import sweeper
 from kestrel_core.dispatch.enqueue import RANGE_PAUSE_S, RANGE_TRIES, past_the_ranges
-from kestrel_core.dispatch.limited_claim import IDLE_IN_CLAIM_MS
+from kestrel_core.dispatch.limited_claim import idle_in_claim_ms
 from kestrel_core.durable.boundary import Boundary, Outcome
 from kestrel_core.durable.group_commit import GroupCommit, LazyOpen
 from kestrel_core.engine import listener, registration
@@ -172,7 +172,7 @@ class Worker(RunnerThreads):
                 application_name="kestrel-worker-claim",
                 settings={
                     **claim_mod.CLAIM_SESSION_SETTINGS,
-                    "idle_in_transaction_session_timeout": str(IDLE_IN_CLAIM_MS),
+                    "idle_in_transaction_session_timeout": str(idle_in_claim_ms(self.lease)),
                 },
             )
         )

@@ -14,7 +14,6 @@ import dataclasses
 import inspect
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -24,6 +23,7 @@ import psycopg
 
 from kestrel_core.base import tracing
 from kestrel_core.base.backoff import Backoff
+from kestrel_core.base.describe import describe_exception, exception_head
 from kestrel_core.base.errors import (
     DuplicateStepId,
     NonDeterministicChange,
@@ -76,15 +76,6 @@ class Decision:
             timed_out=bool(output.get("timed_out")),
             decided_at=output.get("decided_at"),
         )
-
-
-def describe_exception(exc: BaseException, limit: int = 8000) -> str:
-    """``Type: message`` then the traceback, cut to ``limit`` characters (the end is kept)."""
-    text = "".join(traceback.format_exception(exc)).rstrip()
-    head = f"{type(exc).__name__}: {exc}"
-    if len(text) > limit:
-        text = "...\n" + text[-limit:]
-    return f"{head}\n\n{text}"
 
 
 class WorkflowContext(FlowOperations):
@@ -201,9 +192,9 @@ class WorkflowContext(FlowOperations):
             attempt = self._open(step_id, position, strand)
             try:
                 if tracing.state.on:  # a span per attempt; off, one attribute test
-                    result = tracing.in_step(step_id, attempt.number, self._call, fn, args, kwargs, limit)
+                    result = tracing.in_step(step_id, attempt.number, self._call, fn, args, kwargs, limit, strand)
                 else:
-                    result = self._call(fn, args, kwargs, limit)
+                    result = self._call(fn, args, kwargs, limit, strand)
             except Unwind:
                 raise
             except BaseException as exc:  # every class a step raises is its failure (_failed)
@@ -274,8 +265,8 @@ class WorkflowContext(FlowOperations):
 
     def _use(self, step_id: str) -> int:
         """Claim ``step_id`` for the next durable operation; returns its position (1-based)."""
-        if not isinstance(step_id, str) or not step_id:
-            raise ValueError(f"a step id must be a non-empty string, got {step_id!r}")
+        if not isinstance(step_id, str) or not step_id or "\x00" in step_id:
+            raise ValueError(f"a step id must be a non-empty string without NUL, got {step_id!r}")
         if step_id in self._used:
             raise DuplicateStepId(
                 f"step id {step_id!r} is used twice in execution {self.execution_id} of "
@@ -364,7 +355,7 @@ class WorkflowContext(FlowOperations):
                 self.execution_id,
                 step_id,
                 number,
-                first_line(f"{type(exc).__name__}: {exc}"),
+                first_line(exception_head(exc)),
             )
         if isinstance(exc, AttemptTimedOut):
             return (
@@ -374,14 +365,20 @@ class WorkflowContext(FlowOperations):
         return describe_exception(exc)
 
     def _call(
-        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float | None
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        timeout: float | None,
+        strand: Strand,
     ) -> Any:
         if timeout is None:
             result = fn(*args, **kwargs)
-            return self._worker.await_on_loop(result) if inspect.isawaitable(result) else result
+            return self._worker.await_on_loop(self._started(result, strand)) if inspect.isawaitable(result) else result
         if inspect.iscoroutinefunction(fn):
             try:
-                return unbox(self._worker.await_on_loop(asyncio.wait_for(boxed(fn(*args, **kwargs)), timeout)))
+                work = boxed(self._started(fn(*args, **kwargs), strand))
+                return unbox(self._worker.await_on_loop(asyncio.wait_for(work, timeout)))
             except TimeoutError:
                 raise AttemptTimedOut() from None
         box: dict[str, Any] = {}
@@ -390,7 +387,9 @@ class WorkflowContext(FlowOperations):
         def run() -> None:
             try:
                 result = fn(*args, **kwargs)
-                box["result"] = self._worker.await_on_loop(result) if inspect.isawaitable(result) else result
+                if inspect.isawaitable(result):
+                    result = self._worker.await_on_loop(self._started(result, strand))
+                box["result"] = result
             except BaseException as exc:  # handed to the caller's thread
                 box["error"] = exc
             finally:
@@ -402,6 +401,31 @@ class WorkflowContext(FlowOperations):
         if "error" in box:
             raise box["error"]
         return box["result"]
+
+    def _started(self, awaitable: Any, strand: Strand) -> Any:
+        """A coroutine step of a first attempt opened lazily (``_open``) starts on the event
+        loop, which another workflow's blocking code may hold long after ``_open`` found the
+        claim fresh: the fence is checked again when it really starts."""
+        if strand.lazy_open is None:
+            return awaitable
+        return self._fenced_start(awaitable, strand)
+
+    async def _fenced_start(self, awaitable: Any, strand: Strand) -> Any:
+        if time.monotonic() - self._held.fenced_at >= FIRST_STEP_FRESH_S:
+            try:
+                await asyncio.to_thread(self._fence, strand)
+            except BaseException:
+                if inspect.iscoroutine(awaitable):
+                    awaitable.close()  # never started: no "never awaited" warning
+                raise
+        return await awaitable
+
+    def _fence(self, strand: Strand) -> None:
+        """Ask, with a row of the next group commit that writes nothing, whether the claim is
+        still current; stop here (Unwind) if not."""
+        fence = Boundary(self.execution_id, self._worker.worker_id, self._held.claim.claim_epoch)
+        if not self._commit(fence, strand).held:
+            self._lost("first step not started")
 
     def _checkpoint(
         self, step_id: str, attempt: Attempt, output: Any, error: str | None, position: int, strand: Strand
@@ -434,14 +458,13 @@ class WorkflowContext(FlowOperations):
         Every attempt starts fenced. The first step of a first claim has no end to write and no
         attempt to open yet: reached while the claim is fresh (``FIRST_STEP_FRESH_S``), the
         claim is its fence; later, it asks with a row of the next group commit that writes
-        nothing. Either way its attempt 1 is written lazily, with its end if that comes soon
+        nothing (a coroutine step asks again when it really starts: ``_started``). Either way its
+        attempt 1 is written lazily, with its end if that comes soon
         enough (group_commit.py)."""
         claim_epoch = self._held.claim.claim_epoch
         if strand.defer and position == 1 and self._held.claim.first_run and strand.pending is None:
             if time.monotonic() - self._held.fenced_at >= FIRST_STEP_FRESH_S:
-                fence = Boundary(self.execution_id, self._worker.worker_id, claim_epoch)
-                if not self._commit(fence, strand).held:
-                    self._lost(f"step {step_id!r} not started")
+                self._fence(strand)
             strand.lazy_open = self._worker.open_lazily(
                 Boundary(self.execution_id, self._worker.worker_id, claim_epoch, open_step=step_id)
             )

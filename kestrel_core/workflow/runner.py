@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import psycopg
 
 from kestrel_core.base import tracing
+from kestrel_core.base.describe import exception_head, storable
 from kestrel_core.base.errors import NonDeterministicChange, NotSerializable
 from kestrel_core.base.masking import first_line
 from kestrel_core.base.serialization import to_json
@@ -153,7 +154,7 @@ def _unusual(worker: RunnerHost, held: Claimed, exc: BaseException) -> None:
             "event=workflow_raised_base_exception worker=%s execution_id=%s error=%r (ends it as error)",
             worker.worker_id,
             held.claim.execution_id,
-            first_line(f"{type(exc).__name__}: {exc}"),
+            first_line(exception_head(exc)),
         )
 
 
@@ -177,7 +178,7 @@ def finish(
             error = exc
     status = "success" if error is None else "error"
     plain = isinstance(error, (NotSerializable, NonDeterministicChange))
-    text = None if error is None else (str(error) if plain else describe_exception(error))
+    text = None if error is None else (storable(str(error)) if plain else describe_exception(error))
     done = Boundary(item.execution_id, worker.worker_id, item.claim_epoch, complete=Completion(status, output, text))
     outcome = ctx._commit_last(done) if ctx is not None else worker.commit(done)
     if not outcome.completed:

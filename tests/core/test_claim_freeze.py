@@ -4,7 +4,8 @@ The claim used to be a transaction its client committed: a worker stopped (SIGST
 pause) right after the claim statement left it open, its rows locked and ``enqueued`` with no
 lease to lapse, and every other worker skipped them for as long as the freeze lasted. Now the
 fast claim is one statement that commits on the server, and a claim transaction (the limited
-path) is ended by the server once its client sits idle in it for IDLE_IN_CLAIM_MS: either way
+path) is ended by the server once its client sits idle in it for half the lease (at most
+IDLE_IN_CLAIM_MS): either way
 another worker runs the executions within the lease (plus a sweep) of the freeze, while the
 frozen worker is still stopped.
 """
@@ -90,3 +91,55 @@ def test_a_worker_frozen_after_its_claim_statement_holds_nothing_past_its_lease(
     )
     assert stopped(frozen.pid), "the frozen worker must still be stopped"
     print(f"recovered {time.monotonic() - frozen_at:.2f} s after the freeze")
+
+
+def test_a_claim_transaction_paused_past_its_lease_never_commits_a_lapsed_lease(
+    app: Kestrel, db: psycopg.Connection, dsn: str, ledger: psycopg.Connection, tmp_path: Path, workers
+) -> None:
+    """Issue 43 review (d): the limited claim is a transaction (any claim is, through
+    PgBouncer); a client that pauses between its claim statement and COMMIT for longer than the
+    lease (1 s) but less than the old idle-in-transaction bound (2 s) committed leases already
+    lapsed. The bound is now below the lease: the server ends such a transaction instead."""
+    pooled = bool(getattr(app, "transaction_pooling", False))
+    log = tmp_path / "paused.log"
+    with log.open("w") as out:
+        workers.append(
+            start_worker_process(
+                app.dsn if pooled else dsn,
+                "tests.core.claim_freeze_app:app",
+                "--processes",
+                "1",
+                "--lease",
+                "1",
+                "--concurrency",
+                str(2 * EXECUTIONS),
+                out=out,
+                env={
+                    "KESTREL_PAUSE_IN_CLAIM_S": "1.5",
+                    "KESTREL_LEDGER_DSN": dsn,
+                    "KESTREL_TEST_POOLING": "1" if pooled else "0",
+                },
+            )
+        )
+    wait_for(  # its queue declared: limited, so claimed by a transaction on both routes
+        lambda: db.execute("SELECT 1 FROM queues WHERE name = 'limited' AND concurrency = 8").fetchone(),
+        timeout=30,
+        what="the worker to declare its queue",
+    )
+    ids = app.enqueue_many("lim", list(range(EXECUTIONS)))
+    wait_for(
+        lambda: ledger.execute("SELECT step_id, execution_id FROM public.ledger").fetchall(),
+        timeout=30,
+        what="the paused claim to be recorded",
+    )
+    wait_for(
+        lambda: db.execute(
+            "SELECT count(*) = %s FROM workflow_executions WHERE id = ANY(%s) AND status = 'success'",
+            (len(ids), ids),
+        ).fetchone()[0],
+        timeout=30,
+        what="the executions to run",
+    )
+    assert ledger.execute("SELECT step_id, execution_id FROM public.ledger").fetchall() == [("ended", 0)], (
+        "a claim committed after its lease lapsed"
+    )

@@ -253,3 +253,43 @@ def test_the_cancel_waits_longer_than_a_claim_alone_fences_a_first_step() -> Non
     waits = {float(ms) / 1000 for ms in re.findall(r"interval '(\d+) milliseconds'", text)}
     assert waits == {CANCEL_WAITS_FOR_FRESH_CLAIMS_S}
     assert CANCEL_WAITS_FOR_FRESH_CLAIMS_S >= FIRST_STEP_FRESH_S + 0.05  # the two clocks' margin
+
+
+def test_a_coroutine_first_step_that_starts_late_on_a_held_event_loop_is_fenced(
+    app: Kestrel, dsn: str, ledger: psycopg.Connection, start_worker
+) -> None:
+    """The coroutine of a sync workflow's first step runs on the worker's event loop: a loop
+    held by another workflow's blocking code starts it long after ``_open`` found the claim
+    fresh. A cancel committed meanwhile must still stop it (before the fix: s1 ran in every one)."""
+    holding = threading.Event()
+    release = threading.Event()
+
+    @app.workflow("holder")
+    async def holder(ctx, _):
+        holding.set()
+        release.wait(30)  # blocks the worker's event loop (deliberately: the case under test)
+        return "released"
+
+    async def s1(execution_id: int) -> str:
+        return _record(dsn, execution_id, "s1")
+
+    @app.workflow("coro-first")
+    def coro_first(ctx, _):
+        return ctx.step("s1", s1, ctx.execution_id)
+
+    worker = start_worker(app, concurrency=EXECUTIONS + 1, lease=QUIET)
+    held = app.enqueue("holder")
+    assert holding.wait(30), "the holder to hold the event loop"
+    ids = [app.enqueue("coro-first") for _ in range(EXECUTIONS)]
+    try:
+        wait_for(
+            lambda: {app.get(eid).status for eid in ids} == {"running"}, timeout=30, what="every execution claimed"
+        )
+        for eid in ids:
+            app.cancel(eid, by="alice")
+    finally:
+        release.set()
+    wait_for(lambda: worker.stats["refused_writes"] >= EXECUTIONS, timeout=30, what="every cancelled one fenced out")
+    wait_for(lambda: app.get(held).done, timeout=30, what="the holder to finish")
+    assert [app.get(eid).status for eid in ids] == ["cancelled"] * EXECUTIONS
+    assert _s1_runs(ledger, ids) == dict.fromkeys(ids, 0)

@@ -6,7 +6,8 @@
 -- and the id sequence passed the range over a minute ago (an id handed out just before must
 -- not find its partition gone; the newest range is never dropped). Returns the executions
 -- dropped, or NULL when the range must stay (a live execution, one finished too recently, a
--- finished child whose parent is live: the parent's wait_for reads it, issue 43; the current
+-- finished child whose parent's row is outside the range: the parent's wait_for reads it, also
+-- after a requeue, issue 43; the current
 -- range): prune then deletes its finished rows in batches, as before.
 -- The range is checked (through the partial indexes of live states and finished_at),
 -- counted (execution_counts loses its rows, as the delete trigger would do) and its keys
@@ -62,8 +63,8 @@ BEGIN
                               OR EXISTS (SELECT 1 FROM %1$I.%2$I WHERE finished_at >= $1)
                               OR EXISTS (SELECT 1 FROM %1$I.%2$I c JOIN %1$I.workflow_executions p ON p.id = c.parent_id
                                           WHERE c.parent_id IS NOT NULL
-                                            AND p.status IN (''enqueued'', ''running'', ''waiting'', ''paused''))', ns, v_part);
-    EXECUTE v_busy_sql INTO v_busy USING p_before;
+                                            AND (p.id < $2 OR p.id >= $3))', ns, v_part);
+    EXECUTE v_busy_sql INTO v_busy USING p_before, p_lo, v_hi;
     IF v_busy THEN
         RETURN NULL;
     END IF;

@@ -36,10 +36,10 @@ BEGIN
             SELECT id FROM workflow_executions
              WHERE id >= r.lo AND id < r.hi
                AND finished_at < p_before AND status IN ('success', 'error', 'cancelled')
-               -- A finished child of a live parent stays until the parent finishes (issue 43).
+               -- A finished child stays while its parent's row does (issue 43): a live parent's
+               -- wait_for reads it, and so does a finished parent's once requeued.
                AND NOT EXISTS (SELECT 1 FROM workflow_executions p
-                                WHERE p.id = workflow_executions.parent_id
-                                  AND p.status IN ('enqueued', 'running', 'waiting', 'paused'))
+                                WHERE p.id = workflow_executions.parent_id)
              ORDER BY finished_at
              LIMIT p_limit - n
              FOR UPDATE SKIP LOCKED
