@@ -89,7 +89,7 @@ BEGIN
                                v_deadline - clock_timestamp())))::bigint || 'ms', true);
             EXECUTE format('LOCK TABLE %I.%I IN ACCESS EXCLUSIVE MODE', ns, t);
         END LOOP;
-        EXECUTE v_busy_sql INTO v_busy USING p_before;  -- an operator requeued one meanwhile?
+        EXECUTE v_busy_sql INTO v_busy USING p_before, p_lo, v_hi;  -- an operator requeued one meanwhile?
         IF v_busy THEN
             RAISE EXCEPTION 'range % became busy', p_lo USING ERRCODE = 'KS410';
         END IF;
