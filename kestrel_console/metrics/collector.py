@@ -221,10 +221,10 @@ def _snapshot_families(ops: dict[str, Any]) -> Iterator[Metric]:
 
     yield from _queue_families(ops["queues"])
     yield from _worker_families(ops["workers"])
-    yield from _replica_families(ops.get("replica"))
+    yield from replica_families(ops.get("replica"))
 
 
-def _replica_families(replica: Any) -> Iterator[Metric]:
+def replica_families(replica: Any) -> Iterator[Metric]:
     """Only when the endpoint reads a streaming replica (--read-dsn): how far behind it is."""
     if replica is None or not replica.replica:
         return

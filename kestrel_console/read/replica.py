@@ -33,8 +33,10 @@ SELECT pg_is_in_recovery() AS in_recovery,
 # that has replayed all it received, else the commit time of the last transaction it replayed.
 # Counting "what finished before T" on a replica 30 s behind must stop at that time, not at
 # now(), or what commits on the primary in those 30 s is never counted (the metrics' counters).
+# A scalar subquery (an InitPlan, computed once): the functions are volatile, and a volatile
+# expression written in place could not bound an index scan (the finished-time indexes).
 DATA_NOW = (
-    "(CASE WHEN pg_is_in_recovery() AND pg_last_wal_receive_lsn() IS DISTINCT FROM pg_last_wal_replay_lsn()"
+    "(SELECT CASE WHEN pg_is_in_recovery() AND pg_last_wal_receive_lsn() IS DISTINCT FROM pg_last_wal_replay_lsn()"
     " THEN least(now(), coalesce(pg_last_xact_replay_timestamp(), now())) ELSE now() END)"
 )
 

@@ -102,6 +102,10 @@ def pair() -> Iterator[Pair]:
         standby.start()
         standby_dsn = make_conninfo(primary_dsn, port=str(standby.port))
         found = Pair(primary, standby, primary_dsn, standby_dsn, make_conninfo(standby_dsn, user=READER), facts)
+        with found.primary_conn() as conn:
+            # One commit replayed since the standby started: until then its lag is unknown
+            # (no replay timestamp), and shown so.
+            conn.execute("SELECT pg_current_xact_id()")
         found.caught_up()
         yield found
     finally:
@@ -178,6 +182,17 @@ def _scrape(port: int) -> dict[str, float]:
     }
 
 
+def _cancelled_total(port: int) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "kestrel_executions_finished_total" and sample.labels.get("status") == "cancelled"
+    )
+
+
 def test_metrics_read_on_the_replica_with_its_lag(replaying: Pair) -> None:
     pair = replaying
     endpoint = serve(Settings(dsn=pair.primary_dsn, read_dsn=pair.reader_dsn), "127.0.0.1:0", settle_s=0)
@@ -186,12 +201,17 @@ def test_metrics_read_on_the_replica_with_its_lag(replaying: Pair) -> None:
         assert first["kestrel_up"] == 1.0
         assert first["kestrel_replica_lag_seconds"] == 0.0  # caught up (however idle the primary)
         assert first["kestrel_replica_streaming"] == 1.0
+        counted = _cancelled_total(endpoint.port)
         pair.pause_replay()
         with Kestrel(pair.primary_dsn) as app:
-            app.enqueue("remediate", {"pod": "replica-metrics"})
+            app.cancel(app.enqueue("remediate", {"pod": "replica-metrics"}), by="test")
         wait_until(
             lambda: _scrape(endpoint.port)["kestrel_replica_lag_seconds"] > 0.5, timeout=20, what="the lag to show"
         )
+        # The cancel finished on the primary during the lag: once replayed it is counted, not
+        # skipped because the scrapes' windows went past its time while the replica lagged.
+        pair.resume_replay()
+        wait_until(lambda: _cancelled_total(endpoint.port) == counted + 1, timeout=20, what="the cancel counted")
     finally:
         endpoint.close()
     # On the primary itself, no replica lag series at all.
