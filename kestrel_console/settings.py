@@ -1,5 +1,6 @@
 """What the console runs with, one object for the CLI and the TUI: database, schema, operator,
-report folders, and (for the TUI) read-only and the refresh interval.
+report folders, where reads go (a streaming replica, ``--read-dsn``), and (for the TUI)
+read-only, the refresh interval and the replica lag past which it shows a banner.
 
 ``build_settings`` turns the CLI's global options (and their environment variables) into one;
 ``console_settings`` gives the TUI its own copy, from those settings, a DSN, or keywords.
@@ -20,6 +21,8 @@ DEFAULT_REFRESH = 2.0
 # Ad-hoc SQL and reports: a result is cut once its values hold this many bytes (as text).
 # Kept here, not in adhoc/, so that the CLI's options do not import the SQL guard (pglast).
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+# The TUI shows a banner while the read replica is more than this many seconds behind.
+DEFAULT_MAX_LAG = 10.0
 
 
 @dataclass
@@ -35,11 +38,22 @@ class Settings:
     # and the marked opt-in to run them on a superuser login (--allow-privileged-sql).
     reader_dsn: str | None = None
     allow_privileged_sql: bool = False
+    # Where the console reads (--read-dsn / $KESTREL_READ_DSN), e.g. a streaming replica:
+    # dashboards, lists, show, status, metrics, and ad-hoc SQL and reports unless --reader-dsn
+    # names their login. Every action still goes to ``dsn`` (the primary).
+    read_dsn: str | None = None
+    max_lag: float = DEFAULT_MAX_LAG  # TUI: banner past this replica lag (seconds)
+
+    @property
+    def reads_dsn(self) -> str:
+        """Where the canned reads run: the read DSN (a replica) when given, else the console's."""
+        return self.read_dsn or self.dsn
 
     @property
     def adhoc_dsn(self) -> str:
-        """Where ad-hoc SQL and reports run: the reader login when given, else the console's."""
-        return self.reader_dsn or self.dsn
+        """Where ad-hoc SQL and reports run: the reader login when given, else the read DSN
+        (a replica) when given, else the console's."""
+        return self.reader_dsn or self.read_dsn or self.dsn
 
     def kestrel(self) -> Kestrel:
         """A Kestrel app for this DSN and schema (the caller closes it)."""
@@ -58,10 +72,12 @@ def build_settings(
     queries: list[Path] | None,
     reader_dsn: str | None = None,
     allow_privileged_sql: bool = False,
+    read_dsn: str | None = None,
+    max_lag: float = DEFAULT_MAX_LAG,
 ) -> Settings:
     """The settings of the CLI's global options: ``$KESTREL_DSN``, ``$KESTREL_OPERATOR``,
-    ``$KESTREL_QUERIES`` (the folders add to the ``--queries`` ones) and
-    ``$KESTREL_READER_DSN`` fill in."""
+    ``$KESTREL_QUERIES`` (the folders add to the ``--queries`` ones), ``$KESTREL_READER_DSN``
+    and ``$KESTREL_READ_DSN`` fill in."""
     dirs = list(queries or [])
     env_dirs = os.environ.get("KESTREL_QUERIES")
     if env_dirs:
@@ -74,6 +90,8 @@ def build_settings(
         dsn_given=dsn is not None or "KESTREL_DSN" in os.environ,
         reader_dsn=reader_dsn or os.environ.get("KESTREL_READER_DSN") or None,
         allow_privileged_sql=allow_privileged_sql,
+        read_dsn=read_dsn or os.environ.get("KESTREL_READ_DSN") or None,
+        max_lag=float(max_lag),
     )
 
 
@@ -88,6 +106,8 @@ def console_settings(
     refresh: float = DEFAULT_REFRESH,
     reader_dsn: str | None = None,
     allow_privileged_sql: bool | None = None,
+    read_dsn: str | None = None,
+    max_lag: float | None = None,
 ) -> Settings:
     """The TUI's own settings, from the CLI's ``Settings`` (anything with .dsn/.schema/
     .operator/.queries), a DSN string, or keywords; keywords win over the settings object.
@@ -107,4 +127,6 @@ def console_settings(
         allow_privileged_sql=bool(
             allow_privileged_sql if allow_privileged_sql is not None else getattr(base, "allow_privileged_sql", False)
         ),
+        read_dsn=read_dsn or getattr(base, "read_dsn", None),
+        max_lag=float(max_lag if max_lag is not None else getattr(base, "max_lag", DEFAULT_MAX_LAG)),
     )

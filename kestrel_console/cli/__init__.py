@@ -16,7 +16,7 @@ import typer.main
 
 from kestrel_core import mask_dsn
 
-from ..settings import build_settings
+from ..settings import DEFAULT_MAX_LAG, build_settings
 from . import (
     audit_command,
     bulk_commands,
@@ -84,6 +84,21 @@ def root(
         help="Run ad-hoc SQL and user reports on a superuser (BYPASSRLS, "
         "CREATEROLE) login anyway; marked on every result. Prefer --reader-dsn.",
     ),
+    read_dsn: str | None = typer.Option(
+        None,
+        "--read-dsn",
+        help="Where the console reads (also $KESTREL_READ_DSN), e.g. a streaming replica: the TUI's "
+        "screens, status, list, show, metrics, and sql and report unless --reader-dsn is given. "
+        "Every action still goes to --dsn.",
+        show_default=False,
+    ),
+    max_lag: float = typer.Option(
+        DEFAULT_MAX_LAG,
+        "--max-lag",
+        min=0,
+        metavar="SECONDS",
+        help="TUI: a banner while the --read-dsn replica is more than this many seconds behind.",
+    ),
 ) -> None:
     from kestrel_core.db import check_schema_name
 
@@ -91,7 +106,7 @@ def root(
         check_schema_name(schema)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--schema") from None
-    ctx.obj = build_settings(dsn, schema, operator, queries, reader_dsn, allow_privileged_sql)
+    ctx.obj = build_settings(dsn, schema, operator, queries, reader_dsn, allow_privileged_sql, read_dsn, max_lag)
     if ctx.invoked_subcommand is None:
         from .tui_command import open_tui
 
@@ -117,11 +132,11 @@ tidy_help(app)
 
 
 def not_utf8(args: list[str], environ: dict[str, str]) -> str | None:
-    """What is not valid UTF-8 among the arguments, $KESTREL_OPERATOR and $KESTREL_DSN (Python
+    """What is not valid UTF-8 among the arguments, $KESTREL_OPERATOR and the DSNs (Python
     keeps such bytes as lone surrogates, which Postgres text cannot hold), spelled with its
     bytes and any password masked (the value may be a DSN); else None."""
     named = [("argument", arg) for arg in args]
-    for variable in ("KESTREL_OPERATOR", "KESTREL_DSN"):
+    for variable in ("KESTREL_OPERATOR", "KESTREL_DSN", "KESTREL_READ_DSN"):
         if variable in environ:
             named.append((f"${variable}", environ[variable]))
     for label, text in named:

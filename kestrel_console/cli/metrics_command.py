@@ -55,7 +55,9 @@ def metrics(
     previous = signal.signal(signal.SIGTERM, on_signal)
     try:
         typer.echo(
-            f"serving metrics on {endpoint.url} (reading {describe_target(s.adhoc_dsn)}, schema {s.schema})", err=True
+            f"serving metrics on {endpoint.url} "
+            f"(reading {describe_target(s.read_dsn or s.adhoc_dsn)}, schema {s.schema})",
+            err=True,
         )
         try:
             endpoint.reader.operations()

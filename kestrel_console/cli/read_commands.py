@@ -17,7 +17,7 @@ import typer
 from rich.text import Text
 
 from kestrel_core import STATUSES
-from kestrel_core.db import connect
+from kestrel_core.db import connect, describe_target
 
 from .. import render
 from ..humanize import duration
@@ -25,6 +25,7 @@ from ..read import APPLICATION_NAME, Reader
 from ..read import schedules as schedule_queries
 from ..read.operations import OperationsReader
 from ..read.operations import summary as operations_summary
+from ..read.replica import describe_reads, replica_state_on
 from ..read.search import ExecutionFilter, parse_filter
 from ..read.workers import live_versions_text
 from ..safe_text import visible
@@ -120,8 +121,12 @@ def format_option() -> Any:
 
 @contextmanager
 def _reader(s: Settings) -> Iterator[Reader]:
-    reader = Reader(s.dsn, schema=s.schema, statement_timeout_ms=CLI_TIMEOUT_MS)
+    """The canned reads' Reader, on the read DSN (a replica) when given; then a note on stderr
+    says how far behind it is."""
+    reader = Reader(s.reads_dsn, schema=s.schema, statement_timeout_ms=CLI_TIMEOUT_MS)
     try:
+        if s.read_dsn:
+            _note(describe_reads(describe_target(s.read_dsn), handles_errors(reader.replica_state)()))
         yield reader
     finally:
         reader.close()
@@ -129,9 +134,12 @@ def _reader(s: Settings) -> Iterator[Reader]:
 
 @contextmanager
 def _connection(s: Settings) -> Iterator[psycopg.Connection]:
-    """The connection ad-hoc SQL and reports run on: the reader login when given."""
-    conn = connect(s.adhoc_dsn, application_name=APPLICATION_NAME, connect_timeout=5)
+    """The connection ad-hoc SQL and reports run on: the reader login when given, else the
+    read DSN (a replica) when given; with a read DSN, a note on stderr says how far behind."""
+    conn = handles_errors(connect)(s.adhoc_dsn, application_name=APPLICATION_NAME, connect_timeout=5)
     try:
+        if s.read_dsn:
+            _note(describe_reads(describe_target(s.adhoc_dsn), handles_errors(replica_state_on)(conn)))
         yield conn
     finally:
         conn.close()
@@ -301,9 +309,11 @@ def _status_everything(s: Settings) -> None:
     """``status --format json --all``: the on-call snapshot the metrics endpoint reads."""
     import json
 
-    reader = OperationsReader(s.dsn, schema=s.schema, statement_timeout_ms=CLI_TIMEOUT_MS)
+    reader = OperationsReader(s.reads_dsn, schema=s.schema, statement_timeout_ms=CLI_TIMEOUT_MS)
     try:
         ops = handles_errors(reader.operations)()
+        if s.read_dsn:
+            _note(describe_reads(describe_target(s.read_dsn), ops["replica"]))
     finally:
         reader.close()
     typer.echo(json.dumps(operations_summary(ops), indent=2, default=str))

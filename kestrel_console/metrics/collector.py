@@ -228,6 +228,24 @@ def _snapshot_families(ops: dict[str, Any]) -> Iterator[Metric]:
 
     yield from _queue_families(ops["queues"])
     yield from _worker_families(ops["workers"])
+    yield from replica_families(ops.get("replica"))
+
+
+def replica_families(replica: Any) -> Iterator[Metric]:
+    """Only when the endpoint reads a streaming replica (--read-dsn): how far behind it is."""
+    if replica is None or not replica.replica:
+        return
+    yield _gauge(
+        "replica_lag_seconds",
+        "Seconds the replica this endpoint reads is behind its primary (0: it replayed all it "
+        "received; NaN: unknown, nothing replayed yet); every other gauge is that old",
+        value=math.nan if replica.lag_s is None else replica.lag_s,
+    )
+    yield _gauge(
+        "replica_streaming",
+        "1 if the replica this endpoint reads receives WAL from its primary",
+        value=replica.streaming,
+    )
 
 
 def _queue_families(queues: list[dict[str, Any]]) -> Iterator[Metric]:

@@ -63,10 +63,13 @@ class Endpoint:
 def build_collector(
     settings: Settings, *, timeout_s: float = DEFAULT_TIMEOUT_S, settle_s: float = SETTLE_S
 ) -> tuple[KestrelCollector, OperationsReader, ReportGauges]:
-    """The collector on the read login (``--reader-dsn`` when given), every read bounded by
-    ``timeout_s``."""
+    """The collector on the read DSN (``--read-dsn``, a replica) when given, else the read
+    login (``--reader-dsn``) when given, every read bounded by ``timeout_s``; the saved
+    reports' gauges on the login ad-hoc SQL uses."""
     timeout_ms = max(1, int(timeout_s * 1000))
-    reader = OperationsReader(settings.adhoc_dsn, schema=settings.schema, statement_timeout_ms=timeout_ms)
+    reader = OperationsReader(
+        settings.read_dsn or settings.adhoc_dsn, schema=settings.schema, statement_timeout_ms=timeout_ms
+    )
     reports = ReportGauges(settings, timeout_ms=timeout_ms)
     return KestrelCollector(reader, reports=reports, settle_s=settle_s), reader, reports
 

@@ -18,7 +18,8 @@ from datetime import datetime
 from typing import Any
 
 from .overview import APPROVALS_SUMMARY
-from .session import Part, ReaderSession
+from .replica import REPLICA_STATE, ReplicaReads, ReplicaState, on_data_clock
+from .session import Part
 from .workers import DEFAULT_BEAT_S, WORKERS, worker_state
 
 # Enqueued executions per (queue, workflow): all of them, those due now, and how long the
@@ -96,26 +97,28 @@ SELECT w.queues, w.workflows FROM {schema}.workers w WHERE {worker_is_live}
 
 # The end of the window the incremental parts count up to: now() less a settle time, so that
 # the transactions that finished something before it have committed (now() is the same in
-# every statement of the snapshot's one transaction).
-UNTIL = "SELECT now() - make_interval(secs => %(settle)s) AS until, now() AS now"
+# every statement of the snapshot's one transaction). On a replica behind its primary, the
+# window ends at the last commit it replayed (``on_data_clock``): what finished after that is
+# counted by a later scrape, once replayed, never skipped.
+UNTIL = on_data_clock("SELECT now() - make_interval(secs => %(settle)s) AS until") + ", now() AS now"
 
 # Executions that finished in (since, until]: a requeued execution that finishes again counts
 # again. A window longer than ``window`` seconds (no scrape for that long) is cut to its end:
 # what finished before is not counted, and the read stays bounded. Through
 # workflow_executions_finished_idx: the rows of the window only.
-FINISHED_SINCE = """
+FINISHED_SINCE = on_data_clock("""
 SELECT workflow_name, status, count(*) AS n
   FROM {schema}.workflow_executions
  WHERE finished_at > greatest(%(since)s::timestamptz, now() - make_interval(secs => %(settle)s + %(window)s))
    AND finished_at <= now() - make_interval(secs => %(settle)s)
    AND status IN {terminal_statuses}
  GROUP BY workflow_name, status
-"""
+""")
 
 # Step attempts that ended in (since, until], per workflow, step and outcome, counted into the
 # histogram's buckets on the server (width_bucket: 0 below the first bound, i for
 # bounds[i] <= s < bounds[i+1]), so that a busy window returns a few rows, not one per attempt.
-ATTEMPTS_SINCE = """
+ATTEMPTS_SINCE = on_data_clock("""
 SELECT e.workflow_name, a.step_id, a.outcome,
        width_bucket(extract(epoch FROM a.finished_at - a.started_at)::float8, %(bounds)s::float8[]) AS bucket,
        count(*) AS n,
@@ -126,10 +129,10 @@ SELECT e.workflow_name, a.step_id, a.outcome,
    AND a.finished_at <= now() - make_interval(secs => %(settle)s)
    AND a.outcome <> 'running'
  GROUP BY 1, 2, 3, 4
-"""
+""")
 
 
-class OperationsReads(ReaderSession):
+class OperationsReads(ReplicaReads):
     """The on-call snapshot (``operations``) and the windows of what finished since a mark."""
 
     def operations(
@@ -142,7 +145,8 @@ class OperationsReads(ReaderSession):
     ) -> dict[str, Any]:
         """Every part in one snapshot. Keys: ready, running, waiting, paused, finished, approvals
         (per workflow), approvals_summary (one row), workers (each with its ``state``), queues,
-        until (one row: the end of the window, and now), elapsed_ms.
+        until (one row: the end of the window, and now), replica (a ``ReplicaState``: the
+        read server's lag), elapsed_ms.
 
         With ``since``: also finished_since (executions that finished after it, up to
         ``until``, at most ``window_s`` seconds of them) and, with histogram ``bounds``,
@@ -161,6 +165,7 @@ class OperationsReads(ReaderSession):
             ("queue_limits", QUEUE_LIMITS, None),
             ("live_workers", LIVE_WORKERS, {"dead_after": self.dead_after_s}),
             ("until", UNTIL, settle),
+            ("replica", REPLICA_STATE, None),
         ]
         if since is not None:
             window = {"since": since, "window": float(window_s), **settle}
@@ -172,6 +177,7 @@ class OperationsReads(ReaderSession):
             row["state"] = worker_state(row)
         out["until"] = out["until"][0]
         out["approvals_summary"] = out["approvals_summary"][0]
+        out["replica"] = ReplicaState.from_row(out["replica"][0])
         out["queues"] = queue_rows(out)
         return out
 
@@ -224,7 +230,12 @@ def summary(ops: dict[str, Any]) -> dict[str, Any]:
     """The snapshot as ``status --format json --all`` prints it: one object, the numbers the
     metrics endpoint exports (docs/metrics.md names the metric of each)."""
     approvals = ops["approvals_summary"]
+    replica = ops.get("replica")
     return {
+        # Where it was read: null on a primary, else the replica's lag (--read-dsn).
+        "replica": None
+        if replica is None or not replica.replica
+        else {"lag_s": replica.lag_s, "streaming": replica.streaming},
         "queues": [
             {
                 "name": q["name"],

@@ -32,12 +32,15 @@ from .overview import (
     OverviewReads,
     _activity_params,
 )
+from .replica import ReplicaReads
 from .search import MAX_ID, ExecutionFilter, parse_filter
 from .timeline import TimelineReads
 from .workers import DEFAULT_BEAT_S, QUEUES, STUCK_LEASES, UNRUNNABLE, UNSERVED, WORKERS, WorkerReads
 
 
-class Reader(DashboardReads, OverviewReads, WorkerReads, ExecutionReads, TimelineReads, BlockerReads, AuditReads):
+class Reader(
+    DashboardReads, OverviewReads, WorkerReads, ExecutionReads, TimelineReads, BlockerReads, AuditReads, ReplicaReads
+):
     """Read-only access to one Kestrel schema for the console, on its own connection.
 
     The connection opens on first use (autocommit, ``application_name=kestrel-console``,

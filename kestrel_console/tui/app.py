@@ -17,6 +17,7 @@ from textual.screen import ModalScreen
 
 from kestrel_core import DatabaseUnavailable, SchemaOutdated, first_line
 
+from ..read.replica import ReplicaState, lsn_number
 from ..safe_text import visible
 from ..settings import DEFAULT_REFRESH, console_settings
 from .commands import KestrelCommands
@@ -35,6 +36,8 @@ TICK_S = 0.1
 # While the database is unreachable, retry this often (whatever the refresh rate or pause).
 RETRY_S = 1.0
 NOTICES_KEPT = 100
+# How often the replica's lag is read (with --read-dsn), whatever the refresh interval.
+REPLICA_POLL_S = 1.0
 
 
 class KestrelConsole(App[None]):
@@ -58,6 +61,8 @@ class KestrelConsole(App[None]):
     ]
 
     db_problem: reactive[tuple[str, str] | None] = reactive(None)
+    # With a read replica (--read-dsn): the banner's warning while it is too far behind.
+    lag_problem: reactive[str | None] = reactive(None)
     paused: reactive[bool] = reactive(False)
     refresh_interval: reactive[float] = reactive(DEFAULT_REFRESH)
 
@@ -74,6 +79,8 @@ class KestrelConsole(App[None]):
         reader_dsn: str | None = None,
         allow_privileged_sql: bool | None = None,
         quit_stops: str | None = None,
+        read_dsn: str | None = None,
+        max_lag: float | None = None,
     ) -> None:
         """``quit_stops``: what quitting the console also stops (the demo's workers and
         server), asked about before ``q`` quits."""
@@ -87,6 +94,8 @@ class KestrelConsole(App[None]):
             refresh=refresh,
             reader_dsn=reader_dsn,
             allow_privileged_sql=allow_privileged_sql,
+            read_dsn=read_dsn,
+            max_lag=max_lag,
         )
         super().__init__()
         use_whole_cell_scrollbars()
@@ -101,6 +110,11 @@ class KestrelConsole(App[None]):
         self._down_since: float | None = None
         self.keys = KeyRouter(self)
         self.quit_stops = quit_stops
+        # The read replica, when the console has one: its last state, and the executions acted
+        # on whose change it has not replayed yet (id -> (status on the primary, WAL position)).
+        self.replica: ReplicaState | None = None
+        self.awaiting_replica: dict[int, tuple[str, int]] = {}
+        self._replica_reader: Any = None
 
     # -- keys ---------------------------------------------------------------------------------------
 
@@ -124,10 +138,15 @@ class KestrelConsole(App[None]):
         self._subtitle()
         self.set_interval(TICK_S, self._tick)
         self.index_reports()
+        if self.config.read_dsn:
+            self.set_interval(REPLICA_POLL_S, self.poll_replica)
+            self.poll_replica()
 
     def on_unmount(self) -> None:
         # Close connections off the UI thread: a query still running holds its Reader's lock.
         things = [*self._readers, *self._sessions, self.operator]
+        if self._replica_reader is not None:
+            things.append(self._replica_reader)
         threading.Thread(target=_close_all, args=(things,), daemon=True, name="kestrel-close").start()
 
     def track_reader(self, reader: Any) -> None:
@@ -149,6 +168,39 @@ class KestrelConsole(App[None]):
             except Exception:
                 found = {}
         self.call_from_thread(setattr, self, "report_index", found)
+
+    # -- the read replica -------------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="replica", exit_on_error=False)
+    def poll_replica(self) -> None:
+        """Read the replica's lag (its own connection: a slow screen does not delay it). An
+        unreachable replica is the screens' banner to show, not this one's."""
+        from kestrel_console.read import Reader
+
+        if self._replica_reader is None:
+            self._replica_reader = Reader(self.config.reads_dsn, schema=self.config.schema, statement_timeout_ms=2000)
+        try:
+            state = self._replica_reader.replica_state()
+        except Exception:
+            state = None
+        try:
+            self.call_from_thread(self.replica_read, state)
+        except RuntimeError:  # the app is closing
+            pass
+
+    def replica_read(self, state: ReplicaState | None) -> None:
+        """Show the replica's lag in the header, a banner past --max-lag, and forget the actions
+        it has replayed."""
+        self.replica = state
+        self.lag_problem = state.warning(self.config.max_lag) if state and state.behind(self.config.max_lag) else None
+        if state is not None:
+            replayed = lsn_number(state.replay_lsn) if state.replica else None
+            self.awaiting_replica = {
+                eid: (status, lsn)
+                for eid, (status, lsn) in self.awaiting_replica.items()
+                if replayed is not None and replayed < lsn
+            }
+        self._subtitle()
 
     # -- refresh --------------------------------------------------------------------------------------
 
@@ -213,6 +265,7 @@ class KestrelConsole(App[None]):
             paused=self.paused,
             read_only=self.read_only,
             width=width or self.size.width,
+            replica=self.replica.short() if self.replica is not None else ("replica ?" if self.config.read_dsn else ""),
         )
 
     # -- database health --------------------------------------------------------------------------------
@@ -325,6 +378,12 @@ class KestrelConsole(App[None]):
         )
 
     def action_done(self, outcome: Outcome) -> None:
+        """Say what the primary answered; with a replica, remember the executions whose change
+        it has not replayed yet (the lists mark them until it has)."""
+        lsn = lsn_number(outcome.primary_lsn)
+        if lsn is not None:
+            for eid, status in outcome.confirmed.items():
+                self.awaiting_replica[eid] = (status, lsn)
         self.tell(outcome.summary(), severity="warning" if outcome.refused else "information")
 
     def action_failed(self, action: str, exc: Exception) -> None:

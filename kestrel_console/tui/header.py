@@ -18,11 +18,15 @@ def header_text(
     paused: bool = False,
     read_only: bool = False,
     width: int = 200,
+    replica: str = "",
 ) -> tuple[str, str]:
-    """(title, sub_title): the first candidate, longest first, whose "title — sub" fits."""
+    """(title, sub_title): the first candidate, longest first, whose "title — sub" fits.
+    ``replica``: the read replica's lag ('replica lag 0.4 s'), kept in every form."""
     target = describe_target(dsn)
     database = target.rsplit("/", 1)[-1]
-    flags = (" · PAUSED" if paused else "") + (" · READ-ONLY" if read_only else "")
+    flags = (
+        (" · PAUSED" if paused else "") + (" · READ-ONLY" if read_only else "") + (f" · {replica}" if replica else "")
+    )
     candidates = [
         (f"Kestrel · {target} · schema {schema}", f"operator {operator} · refresh {refresh:g} s{flags}"),
         (f"Kestrel · {target} · {schema}", f"{operator} · refresh {refresh:g} s{flags}"),

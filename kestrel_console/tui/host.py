@@ -19,6 +19,8 @@ class ConsoleHost(Protocol):
     operator: Operator
     read_only: bool
     refresh_interval: float
+    # Executions acted on that the read replica has not replayed yet: id -> (primary status, LSN).
+    awaiting_replica: dict[int, tuple[str, int]]
 
     def db_ok(self) -> None: ...
 

@@ -79,13 +79,13 @@ class LiveScreen(Screen):
     # -- reading -----------------------------------------------------------------------------
 
     def reader(self) -> Reader:
-        """This view's Reader (worker threads only), its statement_timeout kept inside the
-        refresh interval."""
+        """This view's Reader (worker threads only), on the read DSN (a replica) when given, its
+        statement_timeout kept inside the refresh interval."""
         wanted = statement_timeout_ms(self.kapp.refresh_interval)
         with self._reader_lock:
             if self._reader is None:
                 cfg = self.kapp.config
-                self._reader = Reader(cfg.dsn, schema=cfg.schema, statement_timeout_ms=wanted)
+                self._reader = Reader(cfg.reads_dsn, schema=cfg.schema, statement_timeout_ms=wanted)
                 self.kapp.track_reader(self._reader)
             elif self._reader.statement_timeout_ms != wanted:
                 self._reader.close()  # the next call reconnects with the new timeout

@@ -11,6 +11,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
+from rich.text import Text
+
 from kestrel_core import Kestrel, KestrelError, first_line
 
 from ..formatting import when
@@ -50,11 +53,24 @@ class Target:
         return f"{what}, now {self.status}" if self.status else what
 
 
+# Where the primary's WAL is once an action committed: the screens on a replica wait until it
+# has replayed that far before they show the action's effect (``Outcome.primary_lsn``). The
+# flush position: a commit that returned is flushed (synchronous_commit on); the insert position
+# may point past a page header no replay reaches until the primary writes again.
+PRIMARY_LSN = "SELECT pg_current_wal_flush_lsn()::text AS lsn"
+# At most this many executions acted on are read back from the primary to confirm the action.
+CONFIRMED_MAX = 50
+
+
 @dataclass
 class Outcome:
     action: str
     done: list[Target] = field(default_factory=list)
     refused: list[tuple[Target, str]] = field(default_factory=list)
+    # Read back from the primary after the action: execution id -> its status there now, and
+    # the primary's WAL position then (None: not read, or the console has no read replica).
+    confirmed: dict[int, str] = field(default_factory=dict)
+    primary_lsn: str | None = None
 
     def summary(self) -> str:
         past = VERBS[self.action][1]
@@ -64,9 +80,21 @@ class Outcome:
                 f"{past} {_plural(len(self.done), 'approval gate' if self.done[0].step_id else 'execution')}: "
                 + ", ".join(str(t.execution_id) for t in self.done)
             )
+        if self.confirmed:
+            parts.append(
+                "on the primary now: " + ", ".join(f"{eid} {status}" for eid, status in self.confirmed.items())
+            )
         for target, reason in self.refused:
             parts.append(f"{target.execution_id}: {reason}")
         return "\n".join(parts) or "nothing to do"
+
+
+def behind_replica(awaiting: tuple[str, int] | None) -> Text:
+    """The mark of a row acted on whose change the read replica has not replayed yet: what the
+    primary said (``awaiting``: its status there, and the WAL position to wait for)."""
+    if awaiting is None:
+        return Text("")
+    return Text(f" → {awaiting[0]} on the primary (replica behind)", style="italic yellow")
 
 
 def _plural(n: int, word: str) -> str:
@@ -137,7 +165,28 @@ class Operator:
                 outcome.refused.append((target, first_line(exc)))
             else:
                 outcome.done.append(target)
+        if self.config.read_dsn and outcome.done:
+            self._confirm(app, outcome)
         return outcome
+
+    def _confirm(self, app: Kestrel, outcome: Outcome) -> None:
+        """With a read replica, the screens lag the primary: read each execution acted on back
+        from the primary (its status there is what the result says), and the primary's WAL
+        position, which the replica must replay before its screens show the change. A failure
+        here changes nothing: the action is done; the result just says less."""
+        from kestrel_core import NotFound
+
+        try:
+            for target in outcome.done[:CONFIRMED_MAX]:
+                try:
+                    outcome.confirmed[target.execution_id] = app.get(target.execution_id).status
+                except NotFound:
+                    outcome.confirmed[target.execution_id] = "gone"
+            with app.connection() as conn:
+                row = conn.execute(PRIMARY_LSN).fetchone()
+            outcome.primary_lsn = row[0] if row else None
+        except (KestrelError, psycopg.Error):
+            pass
 
     def set_paused(self, kind: str, name: str, paused: bool) -> str:
         """Pause or resume a queue or a schedule as the console's operator (audited); returns

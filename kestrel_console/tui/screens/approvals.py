@@ -20,7 +20,7 @@ from ...humanize import duration
 from ...safe_text import visible
 from ..gate_filter import gate_matches, words_of
 from ..live import LiveScreen
-from ..operator import Outcome, Target
+from ..operator import Outcome, Target, behind_replica
 from ..widgets.banner import Banner
 from ..widgets.footer import KeyFooter
 from ..widgets.goto import GOTO_BINDING, GotoExecution
@@ -119,7 +119,8 @@ class ApprovalsScreen(GotoExecution, LiveScreen):
         return [r for r in self.rows if gate_matches(r, self.filter_words)]
 
     def _sync(self) -> None:
-        self.table.sync((_key(r), _cells(r), r) for r in self.shown_rows())
+        awaiting = self.kapp.awaiting_replica
+        self.table.sync((_key(r), _cells(r, awaiting.get(r["execution_id"])), r) for r in self.shown_rows())
         self._summary()
         self._show_details()
         self.selection_changed()
@@ -259,9 +260,10 @@ def _key(r: dict[str, Any]) -> str:
     return f"{r['execution_id']}:{r['step_id']}"
 
 
-def _cells(r: dict[str, Any]) -> dict[str, Any]:
+def _cells(r: dict[str, Any], awaiting: tuple[str, int] | None = None) -> dict[str, Any]:
+    """``awaiting``: decided (or acted on) on the primary, not yet replayed by the read replica."""
     return {
-        "execution": str(r["execution_id"]),
+        "execution": Text(str(r["execution_id"])) + behind_replica(awaiting),
         "workflow": r["workflow_name"],
         "step": r["step_id"],
         "waiting": duration(r["waiting_s"], compact=True, clamp=True),

@@ -20,7 +20,7 @@ from ...read import Reader
 from ...safe_text import visible
 from ..filters import ExecutionFilter, parse_filter
 from ..live import HOLD_KEY, LET_GO_KEY, LiveScreen
-from ..operator import Outcome, Target
+from ..operator import Outcome, Target, behind_replica
 from ..widgets.banner import Banner
 from ..widgets.footer import KeyFooter
 from ..widgets.goto import GOTO_BINDING, GotoExecution
@@ -160,7 +160,9 @@ class ExecutionsScreen(GotoExecution, LiveScreen):
         # Following the newest: the cursor is on the first row (wherever the operator, a key or
         # a click put it) when the refresh lands.
         self.following = self.table.cursor_row == 0 and not self.table.marks
-        self.table.sync((str(r["id"]), _cells(r), r) for r in rows)  # newest first, else the sort chosen
+        awaiting = self.kapp.awaiting_replica
+        # newest first, else the sort chosen
+        self.table.sync((str(r["id"]), _cells(r, awaiting.get(r["id"])), r) for r in rows)
         if len(self.page_starts) == 1 and before:
             self._tail(len([k for k in self.table.rows_data if k not in before]))
         self.paging = False
@@ -406,11 +408,13 @@ class ExecutionsScreen(GotoExecution, LiveScreen):
             self.app.push_screen(DetailScreen(int(event.row_key.value)))
 
 
-def _cells(r: dict[str, Any]) -> dict[str, Any]:
+def _cells(r: dict[str, Any], awaiting: tuple[str, int] | None = None) -> dict[str, Any]:
+    """``awaiting``: the execution was acted on and the read replica has not replayed it yet
+    (its status on the primary): the row says so beside the replica's old status."""
     return {
         "id": str(r["id"]),
         "workflow": r["workflow_name"],
-        "status": fmt.status(r["status"]),
+        "status": fmt.status(r["status"]) + behind_replica(awaiting),
         "age": duration(r["age_s"], compact=True, clamp=True),
         "duration": duration(r["duration_s"], compact=True, clamp=True),
         "owner": r["owner_id"] or "",

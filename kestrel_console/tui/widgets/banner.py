@@ -9,7 +9,8 @@ from ...safe_text import literal
 
 
 class Banner(Static):
-    """Shows ``app.db_problem``; the screen's data stays as it was until the database is back."""
+    """Shows ``app.db_problem``, else ``app.lag_problem`` (the read replica too far behind); the
+    screen's data stays as it was until the database is back."""
 
     DEFAULT_CSS = """
     Banner {
@@ -26,8 +27,14 @@ class Banner(Static):
 
     def on_mount(self) -> None:
         self.watch(self.app, "db_problem", self._show, init=True)
+        if hasattr(self.app, "lag_problem"):
+            self.watch(self.app, "lag_problem", self._show, init=False)
 
-    def _show(self, problem: tuple[str, str] | None) -> None:
+    def _show(self, _changed: object = None) -> None:
+        problem = getattr(self.app, "db_problem", None)
+        lag = getattr(self.app, "lag_problem", None)
+        if not problem and lag:
+            problem = ("slow", lag)
         if not problem:
             self.remove_class("-shown", "-slow")
             self.update("")

@@ -17,6 +17,8 @@ from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
 from kestrel_console.metrics import build_collector, serve
+from kestrel_console.metrics.collector import replica_families
+from kestrel_console.read.replica import ReplicaState
 from kestrel_console.settings import Settings
 from kestrel_core import Kestrel
 from tests.console.metrics.prometheus_server import prometheus, promtool
@@ -119,7 +121,9 @@ def exposed(app: Kestrel, dsn: str) -> set[str]:
     finally:
         reader.close()
         reports.close()
-    return set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+    # The replica's gauges appear only when the endpoint reads a replica (--read-dsn).
+    replica = {family.name for family in replica_families(ReplicaState(replica=True))}
+    return set(re.findall(r"^# TYPE (\S+) ", text, re.M)) | replica
 
 
 def _known(name: str, families: set[str]) -> bool:
