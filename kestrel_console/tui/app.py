@@ -1,4 +1,4 @@
-"""The Kestrel console: live screens on keys 1-6, refreshed from Postgres on a timer in
+"""The Kestrel console: live screens on the number keys, refreshed from Postgres on a timer in
 worker threads, with a banner while the database is unreachable and every operator action
 behind a confirmation (or refused outright with --read-only)."""
 

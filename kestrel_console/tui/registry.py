@@ -10,6 +10,7 @@ from typing import Any
 from textual.binding import Binding
 
 from .screens.approvals import ApprovalsScreen
+from .screens.audit import AuditScreen
 from .screens.dashboard import DashboardScreen
 from .screens.executions import ExecutionsScreen
 from .screens.queues import QueuesScreen
@@ -34,6 +35,7 @@ SCREENS: list[ScreenEntry] = [
     ScreenEntry("5", "reports", ReportsScreen, "Reports"),
     ScreenEntry("6", "queues", QueuesScreen, "Queues"),
     ScreenEntry("7", "schedules", SchedulesScreen, "Schedules"),
+    ScreenEntry("8", "audit", AuditScreen, "Audit"),
 ]
 
 
