@@ -53,8 +53,9 @@ from .allowlist import (
     relation_refusal,
     type_refusal,
 )
+from .sizes import MAX_BUILT, SizeRefused, check_sizes
 
-__all__ = ["MAX_QUERY_BYTES", "QueryRefused", "check_read_only", "check_text", "walk"]
+__all__ = ["MAX_BUILT", "MAX_QUERY_BYTES", "QueryRefused", "check_read_only", "check_text", "walk"]
 
 # The longest text the guard parses, in UTF-8 bytes (what the server receives: the session's
 # client encoding is pinned to UTF8 by ``read_only``). A console query or a report is far
@@ -165,12 +166,6 @@ _NOT_OPERATORS = {
     A_Expr_Kind.AEXPR_NOT_BETWEEN_SYM,
 }
 _TABLESAMPLE_METHODS = frozenset({"system", "bernoulli"})
-# Functions that make a large value from a small one, past anything work_mem bounds: four
-# md5(repeat(repeat('a', 1000000), 1000)) columns took a backend to 4.8 GB. Their size
-# arguments must be literals within MAX_BUILT (repeat: its text too, the product within it).
-MAX_BUILT = 1_000_000
-_SIZE_ARGUMENT = {"repeat": 1, "lpad": 1, "rpad": 1}
-_NEVER_BUILT = {"array_fill": "builds an array of any size from two small arguments"}
 
 
 def check_read_only(query: str, *, placeholders: bool = False) -> ast.Node:
@@ -190,8 +185,13 @@ def check_read_only(query: str, *, placeholders: bool = False) -> ast.Node:
         raise QueryRefused(f"{len(statements)} statements: run one at a time")
     statement = statements[0].stmt
     _check_statement_kind(statement, text, statements[0].stmt_location)
-    for node in walk(statement):
+    nodes = list(walk(statement))
+    for node in nodes:
         _check_node(node, placeholders=placeholders)
+    try:
+        check_sizes(nodes)
+    except SizeRefused as exc:
+        raise QueryRefused(exc.reason) from None
     return statement
 
 
@@ -367,39 +367,6 @@ def _check_call(node: ast.FuncCall) -> None:
     if len(names) > 2:
         raise QueryRefused(f"function {'.'.join(names)}: only pg_catalog functions on the allowlist may be called")
     _refuse(call_refusal(names[-1], names[0] if len(names) == 2 else None))
-    _check_built_size(names[-1], node)
-
-
-def _literal(node: Any) -> Any:
-    """The value of an integer or string constant (through a cast), else None."""
-    while isinstance(node, ast.TypeCast):
-        node = node.arg
-    if isinstance(node, ast.A_Const) and not node.isnull:
-        value = node.val
-        if isinstance(value, ast.Integer):
-            return value.ival
-        if isinstance(value, ast.String):
-            return value.sval
-    return None
-
-
-def _check_built_size(name: str, node: ast.FuncCall) -> None:
-    if name in _NEVER_BUILT:
-        raise QueryRefused(f"function {name}: {_NEVER_BUILT[name]}: no setting bounds its memory on the server")
-    where = _SIZE_ARGUMENT.get(name)
-    if where is None:
-        return
-    args = list(node.args or ())
-    size = _literal(args[where]) if len(args) > where else None
-    text = _literal(args[0]) if args else None
-    literal = isinstance(size, int) and (name != "repeat" or isinstance(text, str))
-    built = size * max(len(text), 1) if isinstance(size, int) and isinstance(text, str) and name == "repeat" else size
-    if not literal or not isinstance(built, int) or built > MAX_BUILT:
-        what = "a literal text and count" if name == "repeat" else "a literal length"
-        raise QueryRefused(
-            f"function {name}: needs {what} making at most {MAX_BUILT:,} characters (it builds its value "
-            "in the server's memory, which no setting bounds)"
-        )
 
 
 def _check_with(node: ast.WithClause) -> None:

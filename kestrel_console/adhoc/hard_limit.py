@@ -11,6 +11,10 @@ sessions); ``ABANDON_AFTER_S`` later it shuts the connection's socket down, whic
 waiting thread with a lost connection whatever the server does. The query then fails with
 one line saying which of these it took (``QueryTimeout``), at most ``timeout + HARD_GRACE_S``
 seconds after it started, and the connection is closed (the next query opens another).
+
+Where the server runs on the console's host (``backend_memory``), the watchdog also samples the
+backend's private memory every ``SAMPLE_S`` and, past ``MEMORY_LIMIT_MB``, terminates it at
+once (then shuts the socket as above): ``QueryTimeout`` says how much it used.
 """
 
 from __future__ import annotations
@@ -27,12 +31,15 @@ from psycopg.conninfo import make_conninfo
 
 from kestrel_core import KestrelError
 
+from .backend_memory import MEMORY_LIMIT_MB, BackendMemory, probe
+
 __all__ = ["ABANDON_AFTER_S", "CANCEL_AFTER_S", "HARD_GRACE_S", "TERMINATE_AFTER_S", "HardLimit", "QueryTimeout"]
 
 CANCEL_AFTER_S = 1.0
 TERMINATE_AFTER_S = 2.0
 ABANDON_AFTER_S = 2.0
 HARD_GRACE_S = CANCEL_AFTER_S + TERMINATE_AFTER_S + ABANDON_AFTER_S
+SAMPLE_S = 0.05
 TERMINATE = "SELECT pg_terminate_backend(%s)"
 
 
@@ -44,9 +51,12 @@ class QueryTimeout(KestrelError):
 class HardLimit:
     """``with HardLimit(conn, timeout_ms) as limit:`` around one query on ``conn``."""
 
-    def __init__(self, conn: psycopg.Connection, timeout_ms: float) -> None:
+    def __init__(self, conn: psycopg.Connection, timeout_ms: float, memory_limit_mb: int = MEMORY_LIMIT_MB) -> None:
         self.conn = conn
         self.timeout_s = timeout_ms / 1000
+        self.memory_limit_kb = memory_limit_mb * 1024
+        self.memory: BackendMemory | None = probe(conn) if not conn.closed else None
+        self.used_kb: int | None = None  # what the backend held when the watchdog stopped it for memory
         self.steps: list[str] = []  # what the watchdog did, in order
         self._done = threading.Event()
         self._started = time.monotonic()
@@ -69,6 +79,12 @@ class HardLimit:
         if not self.steps:
             return None
         elapsed = time.monotonic() - self._started
+        if self.used_kb is not None:
+            return QueryTimeout(
+                f"query stopped after {elapsed:.1f} s: its server process held {self.used_kb // 1024:,} MB, past "
+                f"the console's limit of {self.memory_limit_kb // 1024:,} MB, so the console "
+                f"{', then '.join(self.steps)}; it builds values too large: narrow it"
+            )
         return QueryTimeout(
             f"query stopped after {elapsed:.1f} s: still running {CANCEL_AFTER_S:g} s past its "
             f"{self.timeout_s:g} s timeout, so the console {', then '.join(self.steps)}; "
@@ -76,7 +92,15 @@ class HardLimit:
         )
 
     def _watch(self) -> None:
-        if self._done.wait(self.timeout_s + CANCEL_AFTER_S):
+        if self._sample_until(self._started + self.timeout_s + CANCEL_AFTER_S):
+            return
+        if self.used_kb is not None:
+            self.steps.append(f"terminated its session (backend {self._pid})")
+            self._aside(self._terminate)
+            if self._done.wait(ABANDON_AFTER_S):
+                return
+            self.steps.append("closed the connection")
+            _quietly(self._shut_socket)
             return
         self.steps.append("cancelled it")
         self._aside(lambda: self.conn.cancel_safe(timeout=TERMINATE_AFTER_S))
@@ -88,6 +112,22 @@ class HardLimit:
             return
         self.steps.append("closed the connection")
         _quietly(self._shut_socket)
+
+    def _sample_until(self, deadline: float) -> bool:
+        """Wait until ``deadline`` (False) or the query's end (True), sampling the backend's
+        memory when it can be seen: past the limit, ``used_kb`` is set and False returned."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self.memory is None:
+                return self._done.wait(left)
+            if self._done.wait(min(left, SAMPLE_S)):
+                return True
+            used = self.memory.rss_anon_kb()
+            if used is not None and used > self.memory_limit_kb:
+                self.used_kb = used
+                return False
 
     @staticmethod
     def _aside(action: Callable[[], object]) -> None:

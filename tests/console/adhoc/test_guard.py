@@ -395,6 +395,77 @@ def test_value_builders_are_argument_bounded(query: str, reason: str) -> None:
     assert refused.value.reason.startswith(reason), refused.value.reason
 
 
+# issue 44, round three: what the first rule let through (each made a value of 100 MB to 1 GB,
+# or a backend of GBs: tests/console/adhoc/test_value_sizes.py measures them on a server).
+BUILDERS_ROUND_THREE = [
+    ("SELECT format('%999999999s', 'x')", "function format: widths over 1,000,000 characters"),
+    ("SELECT format('%*s', 999999999, 'x')", "function format: a * width"),
+    ("SELECT format('%1$*2$s', 'x', 999999999)", "function format: a * width"),
+    ("SELECT format(status || '%999999999s', 'x') FROM workflow_executions", "function format: needs a literal"),
+    ("SELECT format('%1$s%1$s%1$s', status) FROM workflow_executions", "function format: argument 1 is used more"),
+    ("SELECT format('%s%1$s', status) FROM workflow_executions", "function format: argument 1 is used more"),
+    (
+        "SELECT replace(repeat('a', 1000), 'a', repeat('b', 1000000))",
+        "function replace: its replacement is copied once per match",
+    ),
+    ("SELECT replace(status, 'a', status) FROM workflow_executions", "function replace: its replacement"),
+    (
+        "SELECT regexp_replace(repeat('a', 100000), '', repeat('b', 1000), 'g')",
+        "function regexp_replace: its replacement",
+    ),
+    ("SELECT regexp_replace(status, '', '" + "x" * 101 + "', 'g') FROM workflow_executions", "function regexp_repl"),
+    ("SELECT array_to_string(ARRAY[1, 2], repeat('x', 1000000))", "function array_to_string: its separator"),
+    ("SELECT array_to_string(ARRAY[1, NULL], ',', status) FROM workflow_executions", "function array_to_string"),
+    ("SELECT concat_ws(status, VARIADIC ARRAY['a']) FROM workflow_executions", "function concat_ws: its separator"),
+    ("SELECT repeat('a', 600000) || repeat('a', 600000)", "function repeat: the query's repeat, lpad, rpad and"),
+    ("SELECT concat(repeat('a', 900000), lpad('x', 200000))", "function lpad: the query's repeat"),
+    ("SELECT lpad('x', g) FROM generate_series(1, 10) g", "function lpad: needs a literal length"),
+    ("SELECT lpad('x', length(status) * 1000) FROM workflow_executions", "function lpad: needs a literal length"),
+    ("SELECT array_fill('x'::text, ARRAY[100000000])", "function array_fill: builds an array of any size"),
+    ("SELECT cardinality(ARRAY(SELECT g FROM generate_series(1, 1e8) g))", "ARRAY(SELECT ...) over rows the query"),
+    ("SELECT cardinality(array_agg(g)) FROM generate_series(1, 100000000) g", "array_agg over rows the query makes"),
+    ("SELECT length(string_agg(g::text, ',')) FROM generate_series(1, 1e8) g", "string_agg over rows"),
+    ("SELECT length(jsonb_agg(g)::text) FROM generate_series(1, 1e8) g", "jsonb_agg over rows"),
+    ("SELECT length(json_agg(g)::text) FROM generate_series(1, 1e8) g", "json_agg over rows"),
+    ("SELECT xmlagg(xmlelement(name a, g)) FROM generate_series(1, 1e8) g", "xmlagg over rows"),
+    ("SELECT jsonb_object_agg(g, g) FROM generate_series(1, 1e8) g", "jsonb_object_agg over rows"),
+    (
+        "SELECT array_agg(g) FROM generate_series(1, 1000) a, generate_series(1, 1000) g",
+        "array_agg over rows the query makes (generate_series making up to 1,000,000 rows",
+    ),
+    ("SELECT array_agg(g) FROM generate_series(1, count(*)) g", "array_agg over rows the query makes"),
+    (
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT array_agg(n) FROM r",
+        "array_agg over rows the query makes (a recursive CTE)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("query", "reason"), BUILDERS_ROUND_THREE)
+def test_functions_that_build_beyond_a_constant_factor_are_bounded(query: str, reason: str) -> None:
+    with pytest.raises(QueryRefused) as refused:
+        check_read_only(query)
+    assert refused.value.reason.startswith(reason), refused.value.reason
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT format('%s: %-20s|%10s %%', 1, 'a', 'b')",
+        "SELECT format('%2$s %1$s', 'a', 'b')",
+        "SELECT replace(status, 'e', 'E'), regexp_replace(status, '(e)', '<\\1>', 'g') FROM workflow_executions",
+        "SELECT array_to_string(ARRAY[1, NULL], ', ', '-'), concat_ws(', ', 'a', 'b')",
+        "SELECT repeat('-', 20) || status || repeat('-', 20), lpad(workflow_name, 30) FROM workflow_executions",
+        "SELECT array_agg(status), string_agg(workflow_name, ', ') FROM workflow_executions",
+        "SELECT ARRAY(SELECT g FROM generate_series(1, 10) g)",
+        "SELECT g, count(*) FROM generate_series(1, 100) g GROUP BY g",
+        "SELECT translate(status, 'a', 'b') FROM workflow_executions",
+    ],
+)
+def test_bounded_uses_of_builders_still_run_through_the_guard(query: str) -> None:
+    check_read_only(query)
+
+
 @pytest.mark.parametrize(
     "query",
     [
