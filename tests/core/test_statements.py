@@ -95,6 +95,7 @@ def test_the_sql_notify_channel_is_the_python_one(migrated: str) -> None:
                 "send_event",
                 "sweep_waits",
                 "fork_execution",
+                "resume_execution",
             }
             for name, source in live.items():
                 assert "notify_channel()" in source and "current_schema()" not in source, name
