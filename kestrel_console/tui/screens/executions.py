@@ -19,6 +19,7 @@ from ...humanize import duration
 from ...read import Reader
 from ...safe_text import visible
 from ..bulk_flow import BULK_KEY, BulkFlow
+from ..event_flow import EVENT_KEY, SendEventFlow
 from ..filters import ExecutionFilter, parse_filter
 from ..live import HOLD_KEY, LET_GO_KEY, LiveScreen
 from ..operator import Outcome, Target
@@ -54,7 +55,7 @@ SORT_KEYS = {
 }
 
 
-class ExecutionsScreen(BulkFlow, GotoExecution, LiveScreen):
+class ExecutionsScreen(BulkFlow, SendEventFlow, GotoExecution, LiveScreen):
     VIEW = "executions"
     NAME = "Executions"
     CSS_PATH = "executions.tcss"
@@ -75,6 +76,13 @@ class ExecutionsScreen(BulkFlow, GotoExecution, LiveScreen):
             show=False,
             tooltip="cancel, re-enqueue, pause or resume every execution the filter selects: a preview of the"
             " exact ids first",
+        ),
+        Binding(
+            EVENT_KEY,
+            "send_event",
+            "Send event",
+            show=False,
+            tooltip="send an event: its key, then its payload as JSON; the executions waiting for it resume",
         ),
         # Paging is hinted on the line above the table, keeping the footer inside 80 columns.
         Binding("right_square_bracket", "page(1)", "Older", key_display="]", show=False),
