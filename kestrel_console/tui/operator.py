@@ -177,6 +177,10 @@ class Operator:
         """Send event ``key`` with ``payload`` (audited); returns the event's id."""
         return self._app().send_event(key, payload, by=self.config.operator)
 
+    def trigger_schedule(self, name: str, comment: str | None = None) -> int:
+        """Run schedule ``name`` once, now (audited); returns the new execution's id."""
+        return self._app().trigger_schedule(name, by=self.config.operator, comment=comment)
+
     def bulk_freeze(self, action: str, ids: list[int], filter_text: str) -> Preview:
         """Freeze ``ids`` for ``action`` under a new token (kestrel_core's bulk preview)."""
         app = self._app()
