@@ -1,7 +1,7 @@
-"""Bulk actions by filter (issue 47): ``cancel|requeue|fork --where FILTER --dry-run`` freezes
-the ids the filter selects now and prints them (as ranges), their count, a sample and a token;
-``cancel|requeue|fork --token T`` acts on exactly those ids, chunk by chunk, resumable; ``bulk
-status T`` / ``bulk list`` show batches. The filter is read here (the console's language); the
+"""Bulk actions by filter (issue 47): ``cancel|requeue|pause|resume|fork --where FILTER
+--dry-run`` freezes the ids the filter selects now and prints them (as ranges), their count, a
+sample and a token; the same command with ``--token T`` acts on exactly those ids, chunk by
+chunk, resumable; ``bulk status T`` / ``bulk list`` show batches. The filter is read here (the console's language); the
 freezing and acting are kestrel_core's (``kestrel_core.admin.bulk_*``): this module only reads,
 parses and prints.
 """
@@ -213,8 +213,8 @@ def _print_reasons(reasons: list[dict[str, Any]]) -> None:
 # -- bulk status / bulk list ---------------------------------------------------------------------
 
 bulk_app = typer.Typer(
-    help="Bulk actions: see a batch's progress and refusals (`cancel|requeue|fork --where ... --dry-run` "
-    "previews one, `--token` acts on it).",
+    help="Bulk actions: see a batch's progress and refusals (`cancel|requeue|pause|resume|fork --where ... "
+    "--dry-run` previews one, `--token` acts on it).",
     no_args_is_help=True,
 )
 

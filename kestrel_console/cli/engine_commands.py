@@ -237,15 +237,25 @@ def cancel(
 
 def pause(
     ctx: typer.Context,
-    execution_id: int = execution_id_argument(),
+    execution_id: int | None = optional_execution_id_argument(),
     comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
     operator: str | None = operator_option(),
+    where: str | None = bulk.where_option(),
+    dry_run: bool = bulk.dry_run_option(),
+    token: str | None = bulk.token_option(),
+    rate: float | None = bulk.rate_option(),
+    fmt: str = bulk_format_option(),
 ) -> None:
     """Hold an enqueued, running or waiting execution until `resume`: no worker runs it.
 
     A running one stops at its next step boundary (a step it was running when the pause
     committed runs again after the resume); its sleeps and approval gates keep their deadlines.
+    Many at once: preview with --where FILTER --dry-run (prints the ids and a token), then act
+    with --token TOKEN on exactly those ids.
     """
+    if _bulk(ctx, "pause", execution_id, where, dry_run, token, rate, comment, operator, {}, fmt):
+        return
+    assert execution_id is not None
     s = acting(ctx, operator)
     with s.kestrel() as app:
         previous = handles_errors(app.pause)(execution_id, by=s.operator, comment=comment)
@@ -254,14 +264,24 @@ def pause(
 
 def resume(
     ctx: typer.Context,
-    execution_id: int = execution_id_argument(),
+    execution_id: int | None = optional_execution_id_argument(),
     comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
     operator: str | None = operator_option(),
+    where: str | None = bulk.where_option(),
+    dry_run: bool = bulk.dry_run_option(),
+    token: str | None = bulk.token_option(),
+    rate: float | None = bulk.rate_option(),
+    fmt: str = bulk_format_option(),
 ) -> None:
     """Let a paused execution go on from its checkpoints: completed steps are not run again.
 
-    It is enqueued, or waits again while one of its sleeps or gates is still open.
+    It is enqueued, or waits again while one of its sleeps or gates is still open. Many at
+    once: preview with --where FILTER --dry-run (e.g. status:paused workflow:W), then act with
+    --token TOKEN on exactly those ids.
     """
+    if _bulk(ctx, "resume", execution_id, where, dry_run, token, rate, comment, operator, {}, fmt):
+        return
+    assert execution_id is not None
     s = acting(ctx, operator)
     with s.kestrel() as app:
         now = handles_errors(app.resume)(execution_id, by=s.operator, comment=comment)

@@ -1,4 +1,4 @@
-"""``kestrel-console schedule list/add/pause/resume/remove``: cron schedules from the CLI.
+"""``kestrel-console schedule list/add/pause/resume/trigger/remove``: cron schedules from the CLI.
 
 Every change goes through the kestrel_core API (audited, as the --operator); a bad cron
 expression, timezone or input is bad usage (exit 2) and writes nothing.
@@ -25,7 +25,7 @@ from .read_commands import _reader, format_option
 
 app = typer.Typer(
     name="schedule",
-    help="Cron schedules: list, add, pause, resume, remove.",
+    help="Cron schedules: list, add, pause, resume, trigger (run once now), remove.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -174,6 +174,23 @@ def resume(
     with s.kestrel() as kestrel:
         next_tick = handles_errors(kestrel.resume_schedule)(name, by=s.operator, comment=comment)
     typer.echo(f"resumed schedule {name!r} as {visible(s.operator)}; next tick {next_tick.isoformat()}")
+
+
+@app.command("trigger")
+def trigger(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., metavar="NAME", help="Schedule name."),
+    comment: str | None = _comment(),
+    operator: str | None = operator_option(),
+) -> None:
+    """Run a schedule once, now: enqueue its workflow with the input a tick gives; prints the id.
+
+    Its ticks are left alone (the next one comes as planned) and a paused schedule stays paused.
+    """
+    s = acting(ctx, operator)
+    with s.kestrel() as kestrel:
+        execution_id = handles_errors(kestrel.trigger_schedule)(name, by=s.operator, comment=comment)
+    typer.echo(f"triggered schedule {name!r} as {visible(s.operator)}: execution {execution_id}")
 
 
 @app.command("remove")

@@ -15,6 +15,11 @@ CANCELLABLE = LIVE_STATUSES
 REQUEUEABLE = ("error", "cancelled")
 # The states ``pause_execution`` accepts (the live ones not paused yet); ``resume_execution``: paused.
 PAUSABLE = tuple(s for s in LIVE_STATUSES if s != "paused")
+# Writes that act on no row under the cursor (a filter's ids, an event key, a schedule by name):
+# offered whatever the rows show.
+ROWLESS = ("bulk", "send_event", "trigger")
+# The states ``fork_execution`` refuses: a fork runs beside its origin only once that one stopped.
+UNFORKABLE = ("enqueued", "running")
 
 
 def allows(action: str, row: Mapping[str, Any] | None) -> bool:
@@ -33,6 +38,8 @@ def allows(action: str, row: Mapping[str, Any] | None) -> bool:
         return status in PAUSABLE
     if action == "resume":
         return status == "paused"
+    if action == "fork":
+        return status not in UNFORKABLE
     return True
 
 
@@ -47,6 +54,8 @@ def why_not(action: str, row: Mapping[str, Any] | None) -> str:
         return f"{what}: only enqueued, running or waiting executions can be paused"
     if action == "resume":
         return f"{what}: only a paused execution can be resumed"
+    if action == "fork":
+        return f"{what}: only a finished, waiting or paused execution can be forked (cancel it, or wait until it stops)"
     if action == "requeue":
         if row.get("status") == "running":
             return f"{what} and its lease is live: it can be re-enqueued once the lease expires"

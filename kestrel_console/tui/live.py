@@ -24,10 +24,10 @@ from textual.widgets import DataTable, Input, TextArea
 from kestrel_console.read import Reader
 from kestrel_core import first_line
 
-from .allowed import allows, why_not
+from .allowed import ROWLESS, allows, why_not
 from .config import statement_timeout_ms
 from .host import ConsoleHost
-from .operator import ACTIONS, VERBS, Outcome, Target, confirmation
+from .operator import ACTIONS, VERBS, WRITES, Outcome, Target, confirmation
 from .widgets.comment import CommentModal
 from .widgets.confirm import ConfirmModal
 
@@ -192,7 +192,7 @@ class LiveScreen(Screen):
     # -- operator actions ----------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ACTIONS:
+        if action in ACTIONS or action in WRITES:
             if self.kapp.read_only:
                 return False  # hidden from the footer and from `?`, and not run
             return self.offers(action)
@@ -201,7 +201,7 @@ class LiveScreen(Screen):
     def listed_in_help(self, action: str, parameters: tuple[object, ...] = ()) -> bool:
         """``?`` lists every key of the screen, whatever the row under the cursor allows;
         only --read-only leaves the actions out."""
-        return not (action in ACTIONS and self.kapp.read_only)
+        return not ((action in ACTIONS or action in WRITES) and self.kapp.read_only)
 
     def action_rows(self) -> list[dict[str, Any]] | None:
         """The rows an operator action would apply to (marked, else under the cursor), as
@@ -210,6 +210,8 @@ class LiveScreen(Screen):
 
     def offers(self, action: str) -> bool:
         """Whether ``action`` is offered now: some row it would apply to allows it."""
+        if action in ROWLESS:
+            return True
         try:
             rows = self.action_rows()
         except NoMatches:  # asked before the screen's widgets exist
@@ -229,7 +231,7 @@ class LiveScreen(Screen):
         """key -> operator action, for this screen's bindings."""
         out: dict[str, str] = {}
         for binding in Binding.make_bindings(self.BINDINGS):
-            if binding.action in ACTIONS:
+            if binding.action in ACTIONS or binding.action in WRITES:
                 for key in binding.key.split(","):
                     out[key.strip()] = binding.action
         return out

@@ -15,11 +15,15 @@ import psycopg
 from rich.text import Text
 
 from kestrel_core import Kestrel, KestrelError, first_line
+from kestrel_core.admin import Preview, Progress, bulk_apply, bulk_freeze, bulk_reasons
 
 from ..formatting import when
 from ..settings import Settings
 
 ACTIONS = ("approve", "reject", "requeue", "cancel", "pause", "resume")
+# The other writes a key starts, each with its own prompts (not ``Operator.run``): hidden and
+# refused in --read-only mode as the actions are; each key means nothing else on any screen.
+WRITES = ("fork", "bulk", "send_event", "trigger")
 # How an action is said in a confirmation and in the result.
 VERBS = {
     "approve": ("Approve", "approved"),
@@ -28,7 +32,14 @@ VERBS = {
     "cancel": ("Cancel", "cancelled"),
     "pause": ("Pause", "paused"),
     "resume": ("Resume", "resumed"),
+    "fork": ("Fork", "forked"),
+    "bulk": ("Bulk action", "acted on"),
+    "send_event": ("Send event", "sent"),
+    "trigger": ("Trigger schedule", "triggered"),
 }
+
+
+NO_INPUT: Any = object()  # a fork keeps its origin's input
 
 
 class ReadOnlyRefused(KestrelError):
@@ -204,6 +215,38 @@ class Operator:
                 return f"paused schedule {name!r}"
             return f"resumed schedule {name!r}; next tick {when(app.resume_schedule(name, by=by))}"
         raise ValueError(f"nothing of kind {kind!r} can be paused")
+
+    def fork(self, execution_id: int, from_step: str, *, input: Any = NO_INPUT, comment: str | None = None) -> int:
+        """Fork ``execution_id`` from ``from_step`` (the origin's input unless ``input`` is
+        given); returns the new id. Raises NotFound / ActionRefused with the engine's reason."""
+        options = {} if input is NO_INPUT else {"input": input}
+        return self._app().fork(execution_id, from_step=from_step, by=self.config.operator, comment=comment, **options)
+
+    def send_event(self, key: str, payload: Any) -> int:
+        """Send event ``key`` with ``payload`` (audited); returns the event's id."""
+        return self._app().send_event(key, payload, by=self.config.operator)
+
+    def trigger_schedule(self, name: str, comment: str | None = None) -> int:
+        """Run schedule ``name`` once, now (audited); returns the new execution's id."""
+        return self._app().trigger_schedule(name, by=self.config.operator, comment=comment)
+
+    def bulk_freeze(self, action: str, ids: list[int], filter_text: str) -> Preview:
+        """Freeze ``ids`` for ``action`` under a new token (kestrel_core's bulk preview)."""
+        app = self._app()
+        with app.connection() as conn:
+            return bulk_freeze(conn, app.schema, action, ids, by=self.config.operator, filter_text=filter_text)
+
+    def bulk_apply(
+        self, token: str, action: str, comment: str | None, progress: Callable[[Progress], None]
+    ) -> tuple[Progress, list[dict[str, Any]]]:
+        """Act on exactly the ids frozen under ``token``; returns the result and the refusals
+        grouped by reason."""
+        app = self._app()
+        with app.connection() as conn:
+            done = bulk_apply(
+                conn, app.schema, token, action=action, by=self.config.operator, comment=comment, progress=progress
+            )
+            return done, bulk_reasons(conn, app.schema, done.batch_id)
 
     def close(self) -> None:
         with self._lock:

@@ -51,6 +51,8 @@ ACTIONS: dict[str, BulkAction] = {
         BulkAction("requeue", "re-enqueued", "errored or cancelled executions, and running ones whose lease expired"),
         BulkAction("fork", "forked", "finished or waiting executions that reached the step", ("from_step",),
                    ("version",)),
+        BulkAction("pause", "paused", "enqueued, running or waiting executions"),
+        BulkAction("resume", "resumed", "paused executions"),
     )
 }  # fmt: skip
 

@@ -57,6 +57,7 @@ CRON_OF = "SELECT cron, timezone FROM {schema}.schedules WHERE name = %s"
 ADD = "SELECT {schema}.add_schedule(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
 SET_PAUSED = "SELECT {schema}.set_schedule_paused(%s, %s, %s, %s, %s)"
 REMOVE = "SELECT {schema}.remove_schedule(%s, %s, %s)"
+TRIGGER = "SELECT {schema}.trigger_schedule(%s, %s, %s)"
 
 log = logging.getLogger("kestrel.schedules")
 
@@ -211,3 +212,10 @@ def remove(conn: psycopg.Connection, schema: str, name: str, *, by: str, comment
     enqueued are left alone."""
     source: str = _call(conn, schema, REMOVE, (name, by, comment))
     return source
+
+
+def trigger(conn: psycopg.Connection, schema: str, name: str, *, by: str, comment: str | None = None) -> int:
+    """Enqueue schedule ``name``'s workflow once, now, with the input a tick gives (audited);
+    its ticks are left alone, a paused one stays paused. Returns the new execution's id."""
+    execution_id: int = _call(conn, schema, TRIGGER, (name, by, comment))
+    return execution_id

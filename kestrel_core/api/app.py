@@ -550,6 +550,12 @@ class Kestrel:
         with self.connection() as conn:
             return _schedules.set_paused(conn, self.schema, name, False, by=by or default_operator(), comment=comment)
 
+    def trigger_schedule(self, name: str, *, by: str | None = None, comment: str | None = None) -> int:
+        """Run a schedule once, now: its workflow enqueued with the input a tick gives (audited);
+        its ticks are left alone and a paused one stays paused. Returns the new execution's id."""
+        with self.connection() as conn:
+            return _schedules.trigger(conn, self.schema, name, by=by or default_operator(), comment=comment)
+
     def remove_schedule(self, name: str, *, by: str | None = None, comment: str | None = None) -> str:
         """Delete a schedule (audited); returns its source: 'code' ones come back when a worker
         that declares them starts (pause those instead)."""

@@ -73,6 +73,31 @@ def test_bulk_fork_freezes_its_step_and_reports_refusals(app: Kestrel, dsn: str,
     assert db.execute("SELECT count(*) FROM execution_forks").fetchone() == (2,)
 
 
+def test_bulk_pause_and_resume_by_filter(app: Kestrel, dsn: str, db: psycopg.Connection) -> None:
+    ids = app.enqueue_many("pay", [{"n": i} for i in range(3)])
+    shown = console("pause", "--where", "workflow:pay", "--dry-run", "--format", "json", dsn=dsn)
+    assert shown.returncode == 0, shown.stderr
+    preview = json.loads(shown.stdout)
+    assert preview["ids"] == ids and preview["command"] == f"kestrel-console pause --token {preview['token']}"
+    acted = console("pause", "--token", preview["token"], "--comment", "incident 7", dsn=dsn)
+    assert acted.returncode == 0, acted.stderr
+    assert acted.stdout.splitlines()[0] == f"pause {preview['token']}: 3 paused, 0 refused, 0 left (of 3)"
+    assert db.execute("SELECT DISTINCT status FROM workflow_executions").fetchall() == [("paused",)]
+    app.resume(ids[0], by="b")
+    shown = console("resume", "--where", "workflow:pay", "--dry-run", dsn=dsn)
+    assert "resume: 3 executions selected by workflow:pay" in shown.stdout, shown
+    assert "resume acts on paused executions" in shown.stdout
+    token = re.search(r"to act: kestrel-console resume --token (\S+)", shown.stdout)
+    assert token, shown.stdout
+    acted = console("resume", "--token", token[1], dsn=dsn)
+    assert "2 resumed, 1 refused, 0 left (of 3)" in acted.stdout, acted
+    assert "cannot resume: execution # is not paused (it is enqueued)" in acted.stdout
+    assert db.execute("SELECT DISTINCT status FROM workflow_executions").fetchall() == [("enqueued",)]
+    one_clear_line(console("pause", "--where", "workflow:pay", dsn=dsn), 2, "--dry-run")
+    one_clear_line(console("resume", dsn=dsn), 2, "give an execution id")
+    assert console("pause", str(ids[1]), dsn=dsn).returncode == 0  # the one-execution form still works
+
+
 def test_wrong_uses_are_one_clear_line(app: Kestrel, dsn: str, db: psycopg.Connection) -> None:
     eid = app.enqueue("pay", None)
     one_clear_line(console("cancel", "--where", "workflow:pay", dsn=dsn), 2, "--dry-run", "--token")

@@ -105,6 +105,15 @@ def test_add_list_pause_resume_remove(dsn: str, db) -> None:
     assert status.returncode == 0
     assert "paused schedule: 'nightly'" in status.stdout and "schedule resume nightly" in status.stdout
 
+    triggered = cli(dsn, "schedule", "trigger", "nightly", "--operator", "erin", "--comment", "once more")
+    assert triggered.returncode == 0, triggered.stderr
+    eid = int(triggered.stdout.rsplit("execution ", 1)[1])
+    assert triggered.stdout.startswith("triggered schedule 'nightly' as erin: execution ")
+    assert db.execute("SELECT workflow_name, input->>'region', input->>'schedule' FROM workflow_executions"
+                      " WHERE id = %s", (eid,)).fetchone() == ("report", "eu", "nightly")  # fmt: skip
+    unknown = cli(dsn, "schedule", "trigger", "nope")
+    assert unknown.returncode == 1 and 'cannot trigger: no schedule named "nope"' in unknown.stderr
+
     resumed = cli(dsn, "schedule", "resume", "nightly", "--operator", "carol")
     assert resumed.returncode == 0 and "next tick" in resumed.stdout
     assert "paused schedule" not in cli(dsn, "status").stdout
@@ -114,6 +123,7 @@ def test_add_list_pause_resume_remove(dsn: str, db) -> None:
     assert db.execute("SELECT actor, action, comment FROM operator_actions ORDER BY id").fetchall() == [
         ("alice", "add_schedule", None),
         ("bob", "pause_schedule", "freeze"),
+        ("erin", "trigger_schedule", "once more"),
         ("carol", "resume_schedule", None),
         ("dave", "remove_schedule", None),
     ]

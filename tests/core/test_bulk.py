@@ -108,6 +108,38 @@ def test_bulk_requeue_and_fork_keep_each_rows_rule(app: Kestrel, db: psycopg.Con
     ).fetchall() == [(ids[0],), (ids[1],)]
 
 
+def test_bulk_pause_then_resume_keep_each_rows_rule(app: Kestrel, db: psycopg.Connection) -> None:
+    ids = app.enqueue_many("w", [{"n": i} for i in range(4)])
+    _finish(db, ids[0])
+    with app.connection() as conn:
+        frozen = bulk_freeze(conn, app.schema, "pause", ids, by="a")
+        out = bulk_apply(conn, app.schema, frozen.token, action="pause", by="a", comment="incident")
+        assert (out.done, out.refused) == (3, 1)
+        assert [r["reason"] for r in bulk_reasons(conn, app.schema, frozen.batch_id)] == [
+            "cannot pause: execution # already finished (success)"
+        ]
+        assert bulk_items(conn, app.schema, frozen.batch_id, "done")[0]["result"] == {"was": "enqueued"}
+        # ids[3] resumed by hand meanwhile: the bulk resume refuses it, resumes the others.
+        app.resume(ids[3], by="b")
+        back = bulk_freeze(conn, app.schema, "resume", ids, by="a")
+        out = bulk_apply(conn, app.schema, back.token, action="resume", by="a")
+        assert (out.done, out.refused) == (2, 2)
+        reasons = {r["reason"] for r in bulk_reasons(conn, app.schema, back.batch_id)}
+        assert reasons == {
+            "cannot resume: execution # is not paused (it is success)",
+            "cannot resume: execution # is not paused (it is enqueued)",
+        }
+        assert bulk_items(conn, app.schema, back.batch_id, "done")[0]["result"] == {"now": "enqueued"}
+    statuses = dict(db.execute("SELECT id, status FROM workflow_executions").fetchall())
+    assert [statuses[i] for i in ids] == ["success", "enqueued", "enqueued", "enqueued"]
+    assert db.execute(
+        "SELECT action, execution_id, batch_id FROM operator_actions WHERE action IN ('pause', 'resume') ORDER BY id"
+    ).fetchall() == [
+        *[("pause", i, frozen.batch_id) for i in ids[1:]], ("resume", ids[3], None),
+        *[("resume", i, back.batch_id) for i in ids[1:3]],
+    ]  # fmt: skip
+
+
 def test_two_consoles_applying_one_batch_act_on_each_row_once(app: Kestrel, db: psycopg.Connection) -> None:
     ids = app.enqueue_many("w", [{"n": i} for i in range(300)])
     with app.connection() as conn:

@@ -137,6 +137,31 @@ def test_add_pause_resume_remove_are_audited(app: Kestrel, db) -> None:
     assert db.execute("SELECT count(*) FROM schedules").fetchone() == (0,)
 
 
+def test_trigger_runs_a_schedule_once_now_audited_and_leaves_its_ticks_alone(app: Kestrel, db) -> None:
+    first = app.add_schedule("hourly", "0 * * * *", "report", input={"k": 1}, by="alice")
+    # Placed as any enqueue: the queue that declares the workflow, with its priority.
+    db.execute("INSERT INTO queues (name, priority, workflows, declared_at) VALUES ('reports', 5, '{report}', now())")
+    app.pause_schedule("hourly", by="alice")
+    before = datetime.now(UTC)
+    eid = app.trigger_schedule("hourly", by="bob", comment="rerun after the fix")
+    run = db.execute("SELECT workflow_name, input, queue, priority, status FROM workflow_executions").fetchall()
+    assert len(run) == 1 and run[0][0] == "report" and run[0][2:] == ("reports", 5, "enqueued")
+    given = run[0][1]
+    assert {k: v for k, v in given.items() if k != "scheduled_at"} == {"k": 1, "schedule": "hourly"}
+    assert before - timedelta(seconds=1) <= datetime.fromisoformat(given["scheduled_at"]) <= datetime.now(UTC)
+    assert db.execute("SELECT paused, next_tick, last_tick, last_execution_id FROM schedules").fetchone() == (
+        True, first, None, None,
+    )  # fmt: skip
+    assert db.execute(
+        "SELECT actor, action, execution_id, comment, details FROM operator_actions WHERE action = 'trigger_schedule'"
+    ).fetchall() == [
+        ("bob", "trigger_schedule", eid, "rerun after the fix",
+         {"schedule": "hourly", "workflow": "report", "paused": True}),
+    ]  # fmt: skip
+    with pytest.raises(NotFound, match='cannot trigger: no schedule named "nope"'):
+        app.trigger_schedule("nope", by="bob")
+
+
 # -- the tick policy ---------------------------------------------------------------------------
 
 

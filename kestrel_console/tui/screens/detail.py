@@ -14,15 +14,20 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Header, Static, TabbedContent, TabPane
 
+from kestrel_core import ActionRefused, InvalidArgument, NotFound, first_line
+
 from ... import formatting as fmt
 from ... import style
 from ...humanize import duration
 from ...safe_text import visible
 from ...timeline_model import decider, family_line
 from ..live import HOLD_KEY, LET_GO_KEY, LiveScreen
-from ..operator import Target
+from ..operator import NO_INPUT, Target
 from ..widgets.banner import Banner
+from ..widgets.comment import CommentModal
+from ..widgets.confirm import ConfirmModal
 from ..widgets.footer import KeyFooter
+from ..widgets.json_input import JsonAnswer, JsonModal
 from ..widgets.live_table import LiveTable
 from ..widgets.timeline import Timeline
 
@@ -39,6 +44,8 @@ ATTEMPT_COLUMNS = [
 ]
 FAMILY_COLUMNS = [("relation", "link"), ("id", "id"), ("workflow", "workflow"), ("status", "status")]
 OUTCOME_STYLES = style.STATUS_STYLES  # one palette (style.py)
+# Forks the execution from the selected step: means nothing else on any screen.
+FORK_KEY = "f"
 
 
 class DetailScreen(LiveScreen):
@@ -52,6 +59,7 @@ class DetailScreen(LiveScreen):
         Binding(LET_GO_KEY, "resume", "Resume"),
         Binding("a", "approve", "Approve"),
         Binding("x", "reject", "Reject"),
+        Binding(FORK_KEY, "fork", "Fork", tooltip="a new execution from the step selected in the Attempts table"),
         Binding("escape", "app.back", "Back", show=False),
         # There is no list here to filter: / goes to the Executions list and opens its filter,
         # so what is typed next is filter text, never this screen's action keys.
@@ -60,7 +68,7 @@ class DetailScreen(LiveScreen):
     HELP_EXTRA = [
         ("tab / shift+tab", "move between the trace, the tabs and the tables"),
         ("← →", "switch tab (attempts, input, output, error, steps)"),
-        ("enter", "on the parent or a child (Parent and children panel): open that execution"),
+        ("enter", "on a parent, child or fork (Linked executions panel): open that execution"),
     ]
 
     def __init__(self, execution_id: int, **kwargs: Any) -> None:
@@ -148,6 +156,13 @@ class DetailScreen(LiveScreen):
             parent = execution.get("parent") or {"id": execution["parent_id"], "workflow": "", "status": "pruned"}
             rows.append(("parent", parent))
         rows += [("child", c) for c in execution.get("children") or []]
+        # A fork runs the same workflow; its state is on its own screen (enter).
+        workflow = execution["workflow_name"]
+        origin = execution.get("forked_from")
+        if origin:
+            rows.append((f"forked from, at {origin['step']}", {"id": origin["id"], "workflow": workflow, "status": ""}))
+        rows += [(f"fork, from {f['step']}", {"id": f["id"], "workflow": workflow, "status": ""})
+                 for f in execution.get("forks") or []]  # fmt: skip
         if not self.is_attached or (not rows and not self.query("#detail-family")):
             return
         if not self.query("#detail-family"):
@@ -155,7 +170,7 @@ class DetailScreen(LiveScreen):
             # every detail screen made leaving it slower, and keys typed right after `/` (the
             # list's filter text) reached the list before its filter line opened.
             family = LiveTable(FAMILY_COLUMNS, id="detail-family")
-            family.border_title = "Parent and children (enter opens)"
+            family.border_title = "Linked executions: parent, children, forks (enter opens)"
             self.query_one("#detail-body").mount(family, after="#detail-blocker")
         family = self.query_one("#detail-family", LiveTable)
         if not family.columns:
@@ -271,6 +286,86 @@ class DetailScreen(LiveScreen):
 
     def action_reject(self) -> None:
         self._decide("reject")
+
+    # -- fork ---------------------------------------------------------------------------------
+
+    def selected_step(self) -> str | None:
+        """The step under the Attempts table's cursor (the fork starts there)."""
+        table = self.query_one("#detail-attempts", LiveTable)
+        entry = table.rows_data.get(table.cursor_key() or "")
+        return entry["step_id"] if entry else None
+
+    def action_fork(self) -> None:
+        """Reason, then new input (optional JSON), then y/n naming both ids; then the fork."""
+        e, eid = self.execution, self.execution_id
+        if self.kapp.read_only:
+            self.kapp.refuse_read_only("fork")
+            return
+        step = self.selected_step()
+        if e is None or step is None:
+            self.kapp.tell(
+                f"nothing to fork from: execution {eid} has no step yet (choose one in the Attempts table)",
+                severity="warning",
+            )
+            return
+        title = f"Fork execution {eid} from step {step!r}"
+
+        def with_reason(comment: str | None) -> None:
+            if comment is None:  # escape
+                return
+            prompt = "New input for the fork, as JSON (edit the origin's below):"
+            modal = JsonModal(title, prompt, value=fmt.json_line(e["input"]), empty_means=f"the input of {eid}")
+            self.app.push_screen(modal, lambda answer: with_input(comment or None, answer))
+
+        def with_input(comment: str | None, answer: JsonAnswer | None) -> None:
+            if answer is None:
+                return
+            new_input = answer.value if answer.given and answer.value != e["input"] else NO_INPUT
+            self._confirm_fork(step, comment, new_input)
+
+        prompt = f"Reason to fork execution {eid} from step {step!r} (optional):"
+        self.app.push_screen(CommentModal(title, prompt, placeholder="why"), with_reason)
+
+    def _confirm_fork(self, step: str, comment: str | None, new_input: Any) -> None:
+        eid = self.execution_id
+        said = "the origin's" if new_input is NO_INPUT else f"new: {fmt.short_json(new_input, 200)}"
+        question = (
+            f"Fork execution {eid} from step {step!r} as a new execution?\n"
+            f"The steps before {step!r} keep their checkpoints; {step!r} and every step after it run again "
+            f"in the new execution ({visible(self.execution['workflow_name'] if self.execution else '')}). "
+            f"Input: {said}. Recorded as {self.kapp.config.operator!r}."
+            + (f" Comment: {comment!r}." if comment else "")
+        )
+
+        def done(yes: bool | None) -> None:
+            if yes:
+                self.perform_fork(step, comment, new_input)
+
+        self.app.push_screen(ConfirmModal(question, title=f"Fork execution {eid}"), done)
+
+    @work(thread=True, group="actions", exit_on_error=False)
+    def perform_fork(self, step: str, comment: str | None, new_input: Any) -> None:
+        try:
+            new_id = self.kapp.operator.fork(self.execution_id, step, input=new_input, comment=comment)
+        except (ActionRefused, NotFound, InvalidArgument) as exc:
+            self._to_ui(self.kapp.tell, first_line(exc), severity="warning")  # the engine's reason, one line
+            return
+        except Exception as exc:
+            self._to_ui(self.kapp.action_failed, "fork", exc)
+            return
+        self._to_ui(self._forked, new_id)
+
+    def _forked(self, new_id: int) -> None:
+        eid = self.execution_id
+        self.kapp.tell(f"forked {eid} → {new_id}")
+        self.refresh_data(force=True)
+
+        def open_it(yes: bool | None) -> None:
+            if yes:
+                self.app.push_screen(DetailScreen(new_id))
+
+        question = f"Forked {eid} → {new_id}: execution {new_id} is enqueued.\nOpen execution {new_id} now?"
+        self.app.push_screen(ConfirmModal(question, title=f"forked {eid} → {new_id}"), open_it)
 
     async def action_filter_list(self) -> None:
         await self.kapp.action_show("executions")

@@ -18,6 +18,8 @@ from ... import formatting as fmt
 from ...humanize import duration
 from ...read import Reader
 from ...safe_text import visible
+from ..bulk_flow import BULK_KEY, BulkFlow
+from ..event_flow import EVENT_KEY, SendEventFlow
 from ..filters import ExecutionFilter, parse_filter
 from ..live import HOLD_KEY, LET_GO_KEY, LiveScreen
 from ..operator import Outcome, Target, behind_replica
@@ -53,7 +55,7 @@ SORT_KEYS = {
 }
 
 
-class ExecutionsScreen(GotoExecution, LiveScreen):
+class ExecutionsScreen(BulkFlow, SendEventFlow, GotoExecution, LiveScreen):
     VIEW = "executions"
     NAME = "Executions"
     CSS_PATH = "executions.tcss"
@@ -67,6 +69,21 @@ class ExecutionsScreen(GotoExecution, LiveScreen):
         Binding("c", "cancel", "Cancel"),
         Binding(HOLD_KEY, "pause", "Pause"),
         Binding(LET_GO_KEY, "resume", "Resume"),
+        Binding(
+            BULK_KEY,
+            "bulk",
+            "Bulk",
+            show=False,
+            tooltip="cancel, re-enqueue, pause or resume every execution the filter selects: a preview of the"
+            " exact ids first",
+        ),
+        Binding(
+            EVENT_KEY,
+            "send_event",
+            "Send event",
+            show=False,
+            tooltip="send an event: its key, then its payload as JSON; the executions waiting for it resume",
+        ),
         # Paging is hinted on the line above the table, keeping the footer inside 80 columns.
         Binding("right_square_bracket", "page(1)", "Older", key_display="]", show=False),
         Binding("left_square_bracket", "page(-1)", "Newer", key_display="[", show=False),
@@ -125,6 +142,7 @@ class ExecutionsScreen(GotoExecution, LiveScreen):
             id="exec-filter",
         )
         yield Static("", id="exec-where")
+        yield Static("", id="exec-bulk")  # a bulk action's progress, then its result (b)
         yield LiveTable(
             COLUMNS, markable=True, sort_keys=SORT_KEYS, default_sort=("id", True), squeeze=SQUEEZE, id="executions"
         )
@@ -132,6 +150,7 @@ class ExecutionsScreen(GotoExecution, LiveScreen):
 
     def on_mount(self) -> None:
         self.query_one("#exec-filter", Input).display = False
+        self.query_one("#exec-bulk", Static).display = False
         self.set_focus(self.query_one(LiveTable))
         self._describe()
 

@@ -1,6 +1,7 @@
 """Screen 7, schedules: every cron schedule with its next tick, its last run and that run's
 status, and why it is not ticking (paused, no worker); ``h`` (hold) pauses or resumes the one
-under the cursor, after a confirmation, through ``kestrel_core`` as the --operator (audited)."""
+under the cursor, ``t`` runs it once now (its workflow enqueued as a tick would), each after a
+confirmation, through ``kestrel_core`` as the --operator (audited)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,15 @@ from textual.binding import Binding
 from textual.widgets import Footer, Header, Static
 
 from kestrel_console.read.schedules import schedules, why_not_ticking
+from kestrel_core import ActionRefused, NotFound, first_line
 
 from ... import formatting as fmt
 from ...humanize import duration
 from ...safe_text import visible
 from ..live import PAUSE_KEY, LiveScreen
 from ..widgets.banner import Banner
+from ..widgets.comment import CommentModal
+from ..widgets.confirm import ConfirmModal
 from ..widgets.live_table import LiveTable
 
 COLUMNS = [
@@ -33,12 +37,17 @@ COLUMNS = [
 ]
 
 
+# Runs the schedule under the cursor once, now: means nothing else on any screen.
+TRIGGER_KEY = "t"
+
+
 class SchedulesScreen(LiveScreen):
     VIEW = "schedules"
     NAME = "Schedules"
     CSS_PATH = "schedules.tcss"
     BINDINGS: ClassVar[list[Any]] = [
-        Binding(PAUSE_KEY, "toggle_paused", "Pause/resume schedule"),
+        Binding(PAUSE_KEY, "toggle_paused", "Pause/resume"),
+        Binding(TRIGGER_KEY, "trigger", "Run now", tooltip="run the schedule once now: its workflow is enqueued"),
     ]
     HELP_EXTRA = [("↑ ↓", "move; why the schedule is not ticking shows below")]
 
@@ -125,6 +134,57 @@ class SchedulesScreen(LiveScreen):
             f"({row['workflow_name']}, '{row['cron']}' {row['timezone']})?\n"
             f"{effect} Recorded as {self.kapp.config.operator!r}.",
         )
+
+    # -- run once now -----------------------------------------------------------------------
+
+    def action_trigger(self) -> None:
+        """A reason, then y/n, then the schedule's workflow enqueued once (``trigger_schedule``)."""
+        if self.kapp.read_only:
+            self.kapp.refuse_read_only("trigger")
+            return
+        row = self.selected()
+        if row is None:
+            self.kapp.tell("no schedule selected", severity="warning")
+            return
+        name = row["name"]
+
+        def with_reason(comment: str | None) -> None:
+            if comment is None:  # escape
+                return
+            stays = (
+                "It stays paused: no tick runs until it is resumed."
+                if row["paused"]
+                else f"Its next tick ({fmt.when(row['next_tick'])}) comes as planned."
+            )
+            question = (
+                f"Run schedule {name!r} once now?\n"
+                f"Workflow {row['workflow_name']!r} is enqueued with the schedule's input and scheduled_at = now. "
+                f"{stays} Recorded as {self.kapp.config.operator!r}." + (f" Comment: {comment!r}." if comment else "")
+            )
+
+            def done(yes: bool | None) -> None:
+                if yes:
+                    self.perform_trigger(name, comment or None)
+
+            self.app.push_screen(ConfirmModal(question, title=f"Run schedule {name}"), done)
+
+        prompt = f"Reason to run schedule {name!r} now (optional):"
+        self.app.push_screen(CommentModal(f"Run schedule {name}", prompt, placeholder="why"), with_reason)
+
+    @work(thread=True, group="actions", exit_on_error=False)
+    def perform_trigger(self, name: str, comment: str | None) -> None:
+        try:
+            execution_id = self.kapp.operator.trigger_schedule(name, comment)
+        except (ActionRefused, NotFound) as exc:
+            self._to_ui(self.kapp.tell, first_line(exc), severity="warning")
+            return
+        except Exception as exc:
+            self._to_ui(self.kapp.action_failed, "trigger", exc)
+            return
+        self._to_ui(
+            self.kapp.tell, f"triggered schedule {name!r}: execution {execution_id} (open it on Executions with :)"
+        )
+        self._to_ui(self.refresh_data, force=True)
 
 
 def _cells(r: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import pytest
 from textual.binding import Binding
 
 from kestrel_console.tui import KestrelConsole
-from kestrel_console.tui.operator import ACTIONS
+from kestrel_console.tui.operator import ACTIONS, WRITES
 from kestrel_console.tui.registry import SCREENS
 from kestrel_console.tui.screens.detail import DetailScreen
 from kestrel_console.tui.screens.queues import QueuesScreen
@@ -17,8 +17,9 @@ from kestrel_console.tui.widgets.confirm import ConfirmModal
 from .helpers import actions_settled, console, open_screen, record_pauses, rows, wait_for
 from .test_queues import PAUSED, seed_queues
 
-# What changes the world: an operator action or pausing production.
-DESTRUCTIVE = set(ACTIONS) | {"toggle_paused"}  # toggle_paused: a queue or a schedule
+# What changes the world: an operator action, a fork, a bulk action, an event sent, a schedule
+# triggered, or pausing production.
+DESTRUCTIVE = set(ACTIONS) | set(WRITES) | {"toggle_paused"}  # toggle_paused: a queue or a schedule
 
 
 def meanings() -> dict[str, set[str]]:

@@ -16,6 +16,7 @@ from .helpers import (
     actions_settled,
     console,
     fresh,
+    give_reason,
     open_screen,
     record_pauses,
     rows,
@@ -116,3 +117,29 @@ async def test_read_only_refuses_p(dsn, db):
         assert not isinstance(tui.screen, ConfirmModal)
         assert rows(db, PAUSED) == [("hourly", False, None), ("nightly", True, "alice")]
         assert rows(db, AUDIT) == []
+
+
+async def test_t_runs_the_schedule_under_the_cursor_once_now(dsn, db):
+    seed(db)
+    tui = console(dsn)
+    async with tui.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot, "7", SchedulesScreen)
+        screen.table.move_cursor(row=screen.table.get_row_index("nightly"))
+        await pilot.pause()
+        await pilot.press("t")
+        await give_reason(pilot, "backfill")
+        await wait_for(pilot, lambda: isinstance(tui.screen, ConfirmModal), what="the confirmation")
+        question = tui.screen.question
+        assert question.startswith("Run schedule 'nightly' once now?\nWorkflow 'digest' is enqueued")
+        assert "It stays paused" in question and "Comment: 'backfill'" in question
+        await pilot.press("y")
+        await actions_settled(pilot, screen)
+        await wait_for(pilot, lambda: any(m.startswith("triggered schedule 'nightly'") for _, m in tui.notices))
+    [(eid, workflow, schedule)] = rows(
+        db, "SELECT id, workflow_name, input->>'schedule' FROM workflow_executions WHERE workflow_name = 'digest'"
+    )
+    assert (workflow, schedule) == ("digest", "nightly")
+    assert rows(db, "SELECT actor, action, execution_id, comment FROM operator_actions") == [
+        (OPERATOR, "trigger_schedule", eid, "backfill")
+    ]
+    assert rows(db, PAUSED)[1] == ("nightly", True, "alice")  # still paused

@@ -29,7 +29,7 @@ BEGIN
     IF b.started_at IS NULL THEN
         RAISE EXCEPTION 'bulk batch % was not begun with its token', p_batch USING ERRCODE = 'KS409';
     END IF;
-    IF b.action NOT IN ('cancel', 'requeue', 'fork') THEN
+    IF b.action NOT IN ('cancel', 'requeue', 'fork', 'pause', 'resume') THEN
         RAISE EXCEPTION 'this schema has no bulk action %', quote_literal(b.action) USING ERRCODE = '22023';
     END IF;
     PERFORM set_config('kestrel.bulk_batch', p_batch::text, true);
@@ -49,6 +49,10 @@ BEGIN
                 ELSIF b.action = 'fork' THEN
                     v_result := jsonb_build_object('fork_id', fork_execution(
                         v_id, b.params ->> 'from_step', NULL, false, b.params ->> 'version', p_by, p_comment));
+                ELSIF b.action = 'pause' THEN
+                    v_result := jsonb_build_object('was', pause_execution(v_id, p_by, p_comment));
+                ELSIF b.action = 'resume' THEN
+                    v_result := jsonb_build_object('now', resume_execution(v_id, p_by, p_comment));
                 END IF;
                 UPDATE bulk_batch_items
                    SET outcome = 'done', result = v_result, acted_at = clock_timestamp(), acted_by = p_by

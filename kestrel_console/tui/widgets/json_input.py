@@ -1,0 +1,90 @@
+"""Asks for a JSON value on one line (a fork's new input, an event's payload): ``enter``
+accepts once it parses, else one line under the box says what is wrong and where, and the
+prompt stays; ``escape`` gives up (dismisses with None). An empty line is ``JsonAnswer(False)``
+when the prompt allows it (``empty_means``: what empty does, said in the prompt)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Static
+
+from ...safe_text import literal
+
+
+@dataclass(frozen=True)
+class JsonAnswer:
+    """What was typed: ``given`` False for an empty line (the prompt's default), else ``value``."""
+
+    given: bool
+    value: Any = None
+
+
+def parse_json(text: str) -> Any:
+    """``text`` as JSON; ValueError saying, in one line, what is wrong and at which column."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc.msg} at column {exc.colno}") from None
+
+
+class JsonModal(ModalScreen["JsonAnswer | None"]):
+    DEFAULT_CSS = """
+    JsonModal { align: center middle; }
+    JsonModal > Vertical {
+        width: 80%;
+        max-width: 100;
+        height: auto;
+        border: thick $accent;
+        background: $surface;
+        padding: 1 2;
+    }
+    JsonModal #json-title { text-style: bold; color: $accent; }
+    JsonModal Input { margin-top: 1; }
+    JsonModal #json-error { color: $error; }
+    JsonModal #json-keys { color: $text-muted; }
+    """
+
+    BINDINGS = [Binding("escape", "give_up", "Cancel")]
+
+    def __init__(self, title: str, prompt: str, *, value: str = "", empty_means: str | None = None) -> None:
+        super().__init__()
+        self.title_text = title
+        self.prompt = prompt if empty_means is None else f"{prompt}\nEmpty: {empty_means}."
+        self.value = value
+        self.empty_allowed = empty_means is not None
+        self.error = ""  # what the last enter found wrong (tests read it)
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(literal(self.title_text), id="json-title")
+            yield Static(literal(self.prompt, newlines=True), id="json-prompt")
+            yield Input(value=self.value, placeholder='{"key": "value"}', id="json-input")
+            yield Static("", id="json-error")
+            yield Static("[b]enter[/b] continue    [b]esc[/b] cancel", id="json-keys")
+
+    def on_mount(self) -> None:
+        self.set_focus(self.query_one(Input))  # now: the keys typed next land here (keys.py)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        text = event.value.strip()
+        if not text and self.empty_allowed:
+            self.dismiss(JsonAnswer(False))
+            return
+        try:
+            value = parse_json(text)
+        except ValueError as exc:
+            self.error = str(exc)
+            self.query_one("#json-error", Static).update(literal(self.error))
+            return
+        self.dismiss(JsonAnswer(True, value))
+
+    def action_give_up(self) -> None:
+        self.dismiss(None)
