@@ -96,6 +96,7 @@ def test_the_sql_notify_channel_is_the_python_one(migrated: str) -> None:
                 "sweep_waits",
                 "fork_execution",
                 "resume_execution",
+                "trigger_schedule",
             }
             for name, source in live.items():
                 assert "notify_channel()" in source and "current_schema()" not in source, name
