@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -64,7 +64,7 @@ UPDATE {schema}.workflow_executions e
    SET {take_claim}
   FROM taken
  WHERE e.id = taken.id AND {ready_row_is_current}
-RETURNING e.id, e.workflow_name, e.input, e.claim_epoch, e.claims, taken.neg_priority, taken.run_at
+RETURNING e.id, e.workflow_name, {claimed_input}, e.claim_epoch, e.claims, taken.neg_priority, taken.run_at
 """
 CLAIM = (
     """
@@ -283,13 +283,28 @@ class Claim:
 
     execution_id: int
     workflow_name: str
-    input: Any
+    input: Any  # None while ``input_later``
+    input_later: bool  # a large input, not in the claim's result: read afterwards (runner.py)
     claim_epoch: int
     claims: int  # 1 on the first run: nothing to replay (a fork starts at 1: it has checkpoints)
 
     @property
     def first_run(self) -> bool:
         return self.claims == 1
+
+
+# A large input left out of the claim's result ({claimed_input}): read by the runner thread
+# after the claim committed, only while the claim is current.
+CLAIMED_INPUT_LATER = "SELECT input FROM {schema}.workflow_executions WHERE {claim_is_current}"
+
+
+def load_input(conn: psycopg.Connection, schema: str, item: Claim, worker_id: str) -> Claim | None:
+    """``item`` with its input read (one left out of the claim's result); None if the claim ended."""
+    row = conn.execute(
+        render(CLAIMED_INPUT_LATER, schema),
+        {"eid": item.execution_id, "worker_id": worker_id, "claim_epoch": item.claim_epoch},
+    ).fetchone()
+    return None if row is None else replace(item, input=row[0], input_later=False)
 
 
 def claim(
@@ -381,8 +396,8 @@ def claim_batch(
             # Short past the mark: the rest may be behind it.
             rows += _look_behind(conn, schema, params, n - len(rows), mark, claim_session)
     if mark is not None:
-        mark.passed([(row[5], row[6], row[0]) for row in rows])
-    rows = [row[:5] for row in rows]
+        mark.passed([(row[6], row[7], row[0]) for row in rows])
+    rows = [row[:6] for row in rows]
     limited_queues: list[str] = []
     if check_limited:
         limited_queues = [row[0] for row in conn.execute(render(LIMITED_WITH_WORK, schema), params).fetchall()]
