@@ -362,7 +362,41 @@ def claim_batch(
         "versions": list(versions) if versions is not None else [None] * len(names),
         "queues": list(queues) if queues is not None else None,
     }
-    rows: list[tuple[Any, ...]] = []
+    rows: list[tuple[Any, ...]] = []  # what the statements took: committed, this worker's
+    limited = check_limited
+    try:
+        limited = _claim_into(rows, conn, schema, params, n, check_limited, mark, claim_session)
+    except psycopg.Error as exc:
+        # A later statement failed after an earlier one took rows (committed: running, leased
+        # to this worker): they are handed to the worker all the same, not left unheartbeated
+        # until their lease lapses (issue 43 review).
+        if not rows:
+            raise
+        log.warning(
+            "event=claim_partly_failed worker=%s taken=%s error=%s sqlstate=%s (running what was taken)",
+            worker_id,
+            len(rows),
+            type(exc).__name__,
+            exc.sqlstate,
+        )
+    if mark is not None:  # the fast path's rows carry their claim key (the limited path's do not)
+        mark.passed([(row[6], row[7], row[0]) for row in rows if len(row) > 6])
+    return [Claim(*row[:6]) for row in rows], limited
+
+
+def _claim_into(
+    rows: list[tuple[Any, ...]],
+    conn: psycopg.Connection,
+    schema: str,
+    params: dict[str, Any],
+    n: int,
+    check_limited: bool,
+    mark: ClaimMark | None,
+    claim_session: bool,
+) -> bool:
+    """The statements of ``claim_batch``: each one's rows are added to ``rows`` as soon as it
+    returns them (the caller keeps them if a later one fails); returns whether limited queues
+    had work for this worker."""
     behind_looked = False
     if mark is not None and mark.look_behind_due(time.monotonic()):
         rows += _look_behind(conn, schema, params, n, mark, claim_session)
@@ -395,15 +429,12 @@ def claim_batch(
         if mark is not None and not behind_looked and len(rows) < n and mark.may_look_behind(time.monotonic()):
             # Short past the mark: the rest may be behind it.
             rows += _look_behind(conn, schema, params, n - len(rows), mark, claim_session)
-    if mark is not None:
-        mark.passed([(row[6], row[7], row[0]) for row in rows])
-    rows = [row[:6] for row in rows]
     limited_queues: list[str] = []
     if check_limited:
         limited_queues = [row[0] for row in conn.execute(render(LIMITED_WITH_WORK, schema), params).fetchall()]
     if limited_queues and len(rows) < n:
         rows += claim_limited(conn, schema, {**params, "n": n - len(rows)}, limited_queues)
-    return [Claim(*row) for row in rows], bool(limited_queues)
+    return bool(limited_queues)
 
 
 def _look_behind(
