@@ -308,6 +308,9 @@ class WorkflowContext(FlowOperations):
     def _boundary(self) -> None:
         """Stop here if the claim was lost or the worker is shutting down."""
         if self._held.lost.is_set():
+            # The step that ran is written first: a pause (no longer running, still this claim)
+            # keeps it; a claim really lost refuses it, as it refuses everything.
+            self._flush()
             self._lost("claim lost (detected by heartbeat)")
         if self._worker.draining.is_set():
             raise Unwind("shutdown")
