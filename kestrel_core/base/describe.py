@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import traceback
 
-__all__ = ["describe_exception", "exception_head", "safe_str", "storable"]
+__all__ = ["describe_exception", "exception_head", "safe_str", "storable", "unstorable"]
 
 
 def safe_str(exc: BaseException) -> str:
@@ -39,6 +39,19 @@ def storable(text: str) -> str:
     except UnicodeEncodeError:
         text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text
+
+
+def unstorable(text: str) -> str | None:
+    """What in ``text`` Postgres cannot store as text (a NUL; a lone surrogate, not UTF-8), in
+    words for an error message; None when it can. A name, key or id holding either is refused
+    where it is given: sent, it failed the engine's write (issue 43 review)."""
+    if "\x00" in text:
+        return "a NUL character (\\x00)"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"a lone surrogate ({text[exc.start]!r}), which is not valid Unicode"
+    return None
 
 
 def describe_exception(exc: BaseException, limit: int = 8000) -> str:

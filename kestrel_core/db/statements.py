@@ -67,6 +67,19 @@ TAKE_CLAIM = (
     " version = coalesce(e.version, (%(versions)s::text[])[array_position(%(names)s::text[], e.workflow_name)])"
 )
 
+# Pasted as {claimed_input}, two columns of a claim's RETURNING on the executions table aliased
+# ``e``: the input when it is small (at most CLAIM_INPUT_MAX_BYTES as stored, uncompressed), and
+# whether it was left out. A claim's result must stay small: a client frozen while reading a
+# claim of 5 MB inputs held the claim transaction (and its rows' locks) open (issue 43 review
+# (e)); a larger input is read after the claim, outside it (runner.py, ``load_input``).
+CLAIM_INPUT_MAX_BYTES = 512
+CLAIMED_INPUT = (
+    f"CASE WHEN pg_column_size(e.input) <= {CLAIM_INPUT_MAX_BYTES} AND pg_column_compression(e.input) IS NULL"
+    " THEN e.input END AS input,"
+    f" coalesce(pg_column_size(e.input) > {CLAIM_INPUT_MAX_BYTES} OR pg_column_compression(e.input) IS NOT NULL,"
+    " false) AS input_later"
+)
+
 # The statuses (base/statuses.py), pasted as literals so the planner matches the partial indexes:
 # ``status IN {live_statuses}``, ``status IN {terminal_statuses}``, and ``{status_order}``, every
 # status as an array in the console's order (``array_position({status_order}, status)``).
@@ -120,6 +133,7 @@ def _fragments(schema: str) -> dict[str, sql.Composable]:
         "async_commit": sql.SQL(ASYNC_COMMIT),
         "take_claim": sql.SQL(TAKE_CLAIM),
         "ready_row_is_current": sql.SQL(READY_ROW_IS_CURRENT),
+        "claimed_input": sql.SQL(CLAIMED_INPUT),
         "queue_is_limited": sql.SQL(QUEUE_IS_LIMITED),
         "version_matches": sql.SQL(VERSION_MATCHES),
         "worker_is_live": sql.SQL(WORKER_IS_LIVE),

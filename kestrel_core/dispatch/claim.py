@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -64,7 +64,7 @@ UPDATE {schema}.workflow_executions e
    SET {take_claim}
   FROM taken
  WHERE e.id = taken.id AND {ready_row_is_current}
-RETURNING e.id, e.workflow_name, e.input, e.claim_epoch, e.claims, taken.neg_priority, taken.run_at
+RETURNING e.id, e.workflow_name, {claimed_input}, e.claim_epoch, e.claims, taken.neg_priority, taken.run_at
 """
 CLAIM = (
     """
@@ -283,13 +283,28 @@ class Claim:
 
     execution_id: int
     workflow_name: str
-    input: Any
+    input: Any  # None while ``input_later``
+    input_later: bool  # a large input, not in the claim's result: read afterwards (runner.py)
     claim_epoch: int
     claims: int  # 1 on the first run: nothing to replay (a fork starts at 1: it has checkpoints)
 
     @property
     def first_run(self) -> bool:
         return self.claims == 1
+
+
+# A large input left out of the claim's result ({claimed_input}): read by the runner thread
+# after the claim committed, only while the claim is current.
+CLAIMED_INPUT_LATER = "SELECT input FROM {schema}.workflow_executions WHERE {claim_is_current}"
+
+
+def load_input(conn: psycopg.Connection, schema: str, item: Claim, worker_id: str) -> Claim | None:
+    """``item`` with its input read (one left out of the claim's result); None if the claim ended."""
+    row = conn.execute(
+        render(CLAIMED_INPUT_LATER, schema),
+        {"eid": item.execution_id, "worker_id": worker_id, "claim_epoch": item.claim_epoch},
+    ).fetchone()
+    return None if row is None else replace(item, input=row[0], input_later=False)
 
 
 def claim(
@@ -347,7 +362,41 @@ def claim_batch(
         "versions": list(versions) if versions is not None else [None] * len(names),
         "queues": list(queues) if queues is not None else None,
     }
-    rows: list[tuple[Any, ...]] = []
+    rows: list[tuple[Any, ...]] = []  # what the statements took: committed, this worker's
+    limited = check_limited
+    try:
+        limited = _claim_into(rows, conn, schema, params, n, check_limited, mark, claim_session)
+    except psycopg.Error as exc:
+        # A later statement failed after an earlier one took rows (committed: running, leased
+        # to this worker): they are handed to the worker all the same, not left unheartbeated
+        # until their lease lapses (issue 43 review).
+        if not rows:
+            raise
+        log.warning(
+            "event=claim_partly_failed worker=%s taken=%s error=%s sqlstate=%s (running what was taken)",
+            worker_id,
+            len(rows),
+            type(exc).__name__,
+            exc.sqlstate,
+        )
+    if mark is not None:  # the fast path's rows carry their claim key (the limited path's do not)
+        mark.passed([(row[6], row[7], row[0]) for row in rows if len(row) > 6])
+    return [Claim(*row[:6]) for row in rows], limited
+
+
+def _claim_into(
+    rows: list[tuple[Any, ...]],
+    conn: psycopg.Connection,
+    schema: str,
+    params: dict[str, Any],
+    n: int,
+    check_limited: bool,
+    mark: ClaimMark | None,
+    claim_session: bool,
+) -> bool:
+    """The statements of ``claim_batch``: each one's rows are added to ``rows`` as soon as it
+    returns them (the caller keeps them if a later one fails); returns whether limited queues
+    had work for this worker."""
     behind_looked = False
     if mark is not None and mark.look_behind_due(time.monotonic()):
         rows += _look_behind(conn, schema, params, n, mark, claim_session)
@@ -380,15 +429,12 @@ def claim_batch(
         if mark is not None and not behind_looked and len(rows) < n and mark.may_look_behind(time.monotonic()):
             # Short past the mark: the rest may be behind it.
             rows += _look_behind(conn, schema, params, n - len(rows), mark, claim_session)
-    if mark is not None:
-        mark.passed([(row[5], row[6], row[0]) for row in rows])
-    rows = [row[:5] for row in rows]
     limited_queues: list[str] = []
     if check_limited:
         limited_queues = [row[0] for row in conn.execute(render(LIMITED_WITH_WORK, schema), params).fetchall()]
     if limited_queues and len(rows) < n:
         rows += claim_limited(conn, schema, {**params, "n": n - len(rows)}, limited_queues)
-    return [Claim(*row) for row in rows], bool(limited_queues)
+    return bool(limited_queues)
 
 
 def _look_behind(

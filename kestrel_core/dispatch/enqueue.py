@@ -25,6 +25,7 @@ from psycopg.pq import ExecStatus, TransactionStatus
 from psycopg.types.json import Jsonb
 
 from kestrel_core.base import tracing
+from kestrel_core.base.describe import unstorable
 from kestrel_core.base.errors import InvalidArgument, KestrelError
 from kestrel_core.base.masking import first_line
 from kestrel_core.base.serialization import to_json
@@ -161,8 +162,8 @@ def check_workflow_name(name: object) -> str:
         raise InvalidArgument(f"a workflow name must be a non-empty string, not {name!r}")
     if len(name) > MAX_NAME_LENGTH:
         raise InvalidArgument(f"workflow name too long ({len(name)} characters; the limit is {MAX_NAME_LENGTH})")
-    if "\x00" in name:
-        raise InvalidArgument("a workflow name cannot contain a NUL character")
+    if (why := unstorable(name)) is not None:
+        raise InvalidArgument(f"a workflow name cannot contain {why}")
     return name
 
 
@@ -184,8 +185,8 @@ def check_text(value: object, what: str) -> str | None:
         return None
     if not isinstance(value, str):
         raise InvalidArgument(f"{what} must be a string, not {type(value).__name__} ({value!r})")
-    if "\x00" in value:
-        raise InvalidArgument(f"{what} cannot contain a NUL character")
+    if (why := unstorable(value)) is not None:
+        raise InvalidArgument(f"{what} cannot contain {why}")
     return value
 
 

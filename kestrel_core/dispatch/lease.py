@@ -76,15 +76,37 @@ SELECT id FROM released, (SELECT count(*) FROM woke) w
 """
 
 
+# The heartbeat's bounds set for its transaction alone, where a session setting does not hold
+# (through PgBouncer, transaction pooling: a SET lands on whichever server connection the
+# bouncer picked): lock_timeout, so that a lock the statement cannot skip (a partition's
+# ACCESS EXCLUSIVE lock: a drop, a detach) is given up on, not waited for as long as it is
+# held; and an idle-in-transaction bound, so that a client freezing before its COMMIT holds
+# its rows' locks no longer.
+IN_HEARTBEAT_TRANSACTION = (
+    "SELECT set_config('lock_timeout', %(ms)s, true), set_config('idle_in_transaction_session_timeout', %(ms)s, true)"
+)
+
+
 def heartbeat(
-    conn: psycopg.Connection, schema: str, worker_id: str, lease: timedelta, execution_ids: Sequence[int]
+    conn: psycopg.Connection,
+    schema: str,
+    worker_id: str,
+    lease: timedelta,
+    execution_ids: Sequence[int],
+    *,
+    lock_timeout_ms: int | None = None,
 ) -> Beat:
     """Renew the leases ``worker_id`` holds on ``execution_ids`` that no other session has
     locked; says which (execution_id, claim_epoch) it renewed and which it still holds but
-    could not lock."""
-    rows = conn.execute(
-        render(HEARTBEAT, schema), {"worker_id": worker_id, "lease": lease, "ids": list(execution_ids)}
-    ).fetchall()
+    could not lock. ``lock_timeout_ms``: set the lock bound in the beat's own transaction (the
+    session has none: through PgBouncer); None, one statement (the session's bound holds)."""
+    params = {"worker_id": worker_id, "lease": lease, "ids": list(execution_ids)}
+    if lock_timeout_ms is None:
+        rows = conn.execute(render(HEARTBEAT, schema), params).fetchall()
+    else:
+        with conn.transaction():
+            conn.execute(IN_HEARTBEAT_TRANSACTION, {"ms": str(lock_timeout_ms)})
+            rows = conn.execute(render(HEARTBEAT, schema), params).fetchall()
     return Beat(
         renewed={(row[0], row[1]) for row in rows if row[2]},
         busy={(row[0], row[1]) for row in rows if not row[2]},

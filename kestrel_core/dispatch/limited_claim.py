@@ -132,7 +132,7 @@ WITH room AS MATERIALIZED (
        SET {take_claim}
       FROM taken
      WHERE e.id = taken.id AND {ready_row_is_current}
-    RETURNING e.id, e.workflow_name, e.input, e.claim_epoch, e.claims, e.queue
+    RETURNING e.id, e.workflow_name, {claimed_input}, e.claim_epoch, e.claims, e.queue
 ), stamped AS (
     UPDATE {schema}.queues q
        SET rate_starts = ARRAY(SELECT s.at FROM unnest(q.rate_starts) AS s(at)
@@ -141,7 +141,7 @@ WITH room AS MATERIALIZED (
       FROM (SELECT queue, count(*) AS n FROM claimed GROUP BY queue) AS c
      WHERE q.name = c.queue AND q.rate_limit IS NOT NULL
 )
-SELECT id, workflow_name, input, claim_epoch, claims FROM claimed
+SELECT id, workflow_name, input, input_later, claim_epoch, claims FROM claimed
 """
 
 

@@ -7,7 +7,8 @@ and writes them with ONE statement, so in autocommit ONE commit:
 
 - the fence is per row: each execution's row is locked only while its claim (owner_id,
   claim_epoch) is current and it is running; a row whose claim was lost writes nothing at all
-  (no checkpoint, no attempt, no completion), while the other rows of the batch go on;
+  (no checkpoint, no attempt, no completion), while the other rows of the batch go on; a row
+  an operator paused under this claim writes the end of the step it ran, and nothing more;
 - checkpoints are ``INSERT ... ON CONFLICT DO NOTHING``: written once;
 - each row learns its own outcome (``Outcome``): fenced out, written, or lost the race; a
   row that asks for nothing (no finish, no open, no completion) only learns whether its claim
@@ -46,24 +47,32 @@ WITH input AS (
            status, result, failure, fresh, elapsed)
 ), commit_mode AS (
     SELECT set_config('synchronous_commit', %(sync)s, true)
-), fence AS (
+), mine AS (
     -- Each row by its primary key, locked in id order (a lock waits for a concurrent change
-    -- and sees its result), then kept only while the claim is current. OFFSET 0 keeps the
-    -- claim's conditions out of the probe: with them the planner may walk the partial index of
-    -- every running row (and its dead entries) instead, for every batch.
-    SELECT e.id, e.workflow_name
+    -- and sees its result), then kept only while the claim is current: running, or paused
+    -- under this claim (below). OFFSET 0 keeps the claim's conditions out of the probe: with
+    -- them the planner may walk the partial index of every running row (and its dead entries)
+    -- instead, for every batch.
+    SELECT e.id, e.workflow_name, e.status
       FROM (SELECT eid, worker_id, claim_epoch FROM input ORDER BY eid) i
      CROSS JOIN LATERAL (
            SELECT x.id, x.workflow_name, x.owner_id, x.claim_epoch, x.status
              FROM {schema}.workflow_executions x WHERE x.id = i.eid
            OFFSET 0
               FOR NO KEY UPDATE) e
-     WHERE e.owner_id = i.worker_id AND e.claim_epoch = i.claim_epoch AND e.status = 'running'
+     WHERE e.owner_id = i.worker_id AND e.claim_epoch = i.claim_epoch AND e.status IN ('running', 'paused')
+), fence AS (
+    -- What goes on (an attempt opened, a completion) needs the execution running. The end of
+    -- the step that was in flight when an operator paused it (pause_execution keeps the owner
+    -- and the claim epoch) is still closed and checkpointed: a pause stops the execution at its
+    -- next step boundary and keeps the step that ran (issue 43 review); a resume bumps nothing
+    -- but the status, and the next claim the epoch, after which nothing of this claim is kept.
+    SELECT m.id, m.workflow_name FROM mine m WHERE m.status = 'running'
 ), closed AS (
     UPDATE {schema}.step_attempts a
        SET outcome = CASE WHEN i.error IS NULL THEN 'success' ELSE 'error' END,
            finished_at = clock_timestamp(), error = i.error
-      FROM input i JOIN fence f ON f.id = i.eid
+      FROM input i JOIN mine f ON f.id = i.eid
      WHERE a.execution_id = i.eid AND a.step_id = i.fstep AND a.attempt = i.attempt
        AND a.outcome = 'running' AND NOT i.fresh
 ), ended_unopened AS (
@@ -74,7 +83,7 @@ WITH input AS (
     SELECT i.eid, i.fstep, i.attempt, i.worker_id, i.claim_epoch,
            now() - make_interval(secs => i.elapsed), clock_timestamp(),
            CASE WHEN i.error IS NULL THEN 'success' ELSE 'error' END, i.error
-      FROM input i JOIN fence f ON f.id = i.eid
+      FROM input i JOIN mine f ON f.id = i.eid
      WHERE i.fresh
     ON CONFLICT DO NOTHING  -- this statement retried after its first try committed
 ), checkpoint AS (
@@ -83,7 +92,7 @@ WITH input AS (
     SELECT i.eid, i.fstep, i.output, i.error,
            coalesce(i.started, now() - make_interval(secs => i.elapsed)), i.attempt, i.worker_id, i.claim_epoch,
            i.position
-      FROM input i JOIN fence f ON f.id = i.eid
+      FROM input i JOIN mine f ON f.id = i.eid
      WHERE i.keep
     ON CONFLICT DO NOTHING
     RETURNING execution_id

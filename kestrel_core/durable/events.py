@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from kestrel_core.base.describe import unstorable
 from kestrel_core.base.errors import from_database
 from kestrel_core.base.serialization import to_json
 from kestrel_core.db.statements import one_row, render
@@ -123,6 +124,8 @@ def check_key(key: object) -> str:
     """``key`` if it can name an event (sent or waited for), else ValueError."""
     if not isinstance(key, str) or not key:
         raise ValueError(f"an event key must be a non-empty string, got {key!r}")
+    if (why := unstorable(key)) is not None:
+        raise ValueError(f"an event key cannot contain {why}, got {key!r}")
     return key
 
 

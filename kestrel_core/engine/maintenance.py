@@ -64,8 +64,11 @@ class Maintenance:
         self.w = worker
         # The heartbeat's session of its own: it never waits for a pooled connection, nor long
         # for a lock (a relation lock of a partition being dropped): its statement skips locked
-        # rows, and gives up on any other lock after a tenth of the lease.
+        # rows, and gives up on any other lock after a tenth of the lease. Through PgBouncer
+        # (transaction pooling) a session setting does not hold: each beat is then a
+        # transaction that sets the bound for itself (lease.py, IN_HEARTBEAT_TRANSACTION).
         lock_ms = max(100, int(worker.lease.total_seconds() * 1000 / 10))
+        self._beat_lock_ms = lock_ms if transaction_pooling else None
         self._session = OwnSession(
             dsn,
             application_name="kestrel-worker-heartbeat",
@@ -123,7 +126,12 @@ class Maintenance:
         try:
             beat = self._session.run(
                 lambda c: lease_mod.heartbeat(
-                    c, self.w.schema, self.w.worker_id, self.w.lease, sorted({eid for eid, _ in before})
+                    c,
+                    self.w.schema,
+                    self.w.worker_id,
+                    self.w.lease,
+                    sorted({eid for eid, _ in before}),
+                    lock_timeout_ms=self._beat_lock_ms,
                 )
             )
         except psycopg.Error as exc:

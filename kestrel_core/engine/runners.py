@@ -5,7 +5,8 @@ whatever gets past that (an engine bug) is logged and the thread goes on. A runn
 that dies anyway is replaced at the claim loop's next turn and its claim handed back at once:
 the worker never claims for a thread that is gone, nor heartbeats a claim no thread runs. The
 event loop of async workflows is run on after a task raised SystemExit or KeyboardInterrupt
-out of it (boxing.py keeps steps' and bodies' from getting that far).
+out of it (boxing.py keeps steps' and bodies' from getting that far), and after a workflow or
+a step stopped it.
 """
 
 from __future__ import annotations
@@ -64,14 +65,23 @@ class RunnerThreads:
         """Run the event loop of async workflows until ``stop``. A task that raises SystemExit
         or KeyboardInterrupt (any task: one ``asyncio.wait_for`` or ``gather`` made of a step)
         is finished with it, and asyncio then re-raises it out of ``run_forever``: the loop is
-        run on, its other tasks untouched, and the task's awaiter gets the exception."""
+        run on, its other tasks untouched, and the task's awaiter gets the exception. A loop
+        stopped by a workflow or a step (``loop.stop()``) is run on likewise: only the worker's
+        own stop ends it (``loop.close()`` from a task raises asyncio's RuntimeError in it)."""
         loop = self._loop
         if loop is None:
             return
         while True:
             try:
                 loop.run_forever()
-                return
+                if self._stopped.is_set() or loop.is_closed():
+                    return
+                # Stopped by a workflow or a step (``asyncio.get_running_loop().stop()``), not
+                # by the worker: every other async execution runs on this loop, so it runs on.
+                self.log.warning(
+                    "event=loop_resumed worker=%s error='the event loop was stopped by a workflow or a step'",
+                    self.worker_id,
+                )
             except BaseException as exc:
                 if loop.is_closed():
                     return

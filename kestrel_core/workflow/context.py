@@ -23,7 +23,7 @@ import psycopg
 
 from kestrel_core.base import tracing
 from kestrel_core.base.backoff import Backoff
-from kestrel_core.base.describe import describe_exception, exception_head
+from kestrel_core.base.describe import describe_exception, exception_head, unstorable
 from kestrel_core.base.errors import (
     DuplicateStepId,
     NonDeterministicChange,
@@ -265,8 +265,8 @@ class WorkflowContext(FlowOperations):
 
     def _use(self, step_id: str) -> int:
         """Claim ``step_id`` for the next durable operation; returns its position (1-based)."""
-        if not isinstance(step_id, str) or not step_id or "\x00" in step_id:
-            raise ValueError(f"a step id must be a non-empty string without NUL, got {step_id!r}")
+        if not isinstance(step_id, str) or not step_id or (why := unstorable(step_id)):
+            raise ValueError(f"a step id must be a non-empty string without {why or 'NUL'}, got {step_id!r}")
         if step_id in self._used:
             raise DuplicateStepId(
                 f"step id {step_id!r} is used twice in execution {self.execution_id} of "
@@ -308,6 +308,9 @@ class WorkflowContext(FlowOperations):
     def _boundary(self) -> None:
         """Stop here if the claim was lost or the worker is shutting down."""
         if self._held.lost.is_set():
+            # The step that ran is written first: a pause (no longer running, still this claim)
+            # keeps it; a claim really lost refuses it, as it refuses everything.
+            self._flush()
             self._lost("claim lost (detected by heartbeat)")
         if self._worker.draining.is_set():
             raise Unwind("shutdown")

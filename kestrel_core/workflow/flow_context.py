@@ -123,7 +123,7 @@ class FlowOperations:
         same child. ``step_id`` defaults to ``child-N:name`` (N counts this execution's starts).
         ``priority``, ``delay``, ``run_at``, ``queue`` and ``concurrency_key`` mean what they
         mean for ``app.enqueue`` (queue: the child workflow's own by default)."""
-        op = step_id or self._auto_id(f"child:{name}")
+        op = step_id or self._auto_id(f"child:{check_workflow_name(name)}")
         return self._start_child(
             self._use(op), op, name, input, _ChildOptions(priority, delay, run_at, queue, concurrency_key)
         )
@@ -366,7 +366,7 @@ class AsyncFlowOperations:
         concurrency_key: str | None = None,
     ) -> ChildHandle:
         """See WorkflowContext.start_child."""
-        op = step_id or self._sync._auto_id(f"child:{name}")
+        op = step_id or self._sync._auto_id(f"child:{check_workflow_name(name)}")
         return await asyncio.to_thread(
             self._sync._start_child,
             self._sync._use(op),

@@ -20,6 +20,7 @@ from kestrel_core.base.errors import NonDeterministicChange, NotSerializable
 from kestrel_core.base.masking import first_line
 from kestrel_core.base.serialization import to_json
 from kestrel_core.db.outage import is_outage
+from kestrel_core.dispatch import claim as claim_mod
 from kestrel_core.dispatch import deadlines, enqueue
 from kestrel_core.durable import checkpoint
 from kestrel_core.durable.boundary import Boundary, Completion
@@ -40,9 +41,16 @@ class RunnerHost(WorkerRuntime, Protocol):
 
 
 def prepare(worker: RunnerHost, held: Claimed) -> WorkflowContext:
-    """Stamp the execution's deadline (if its workflow has one) and load its checkpoints;
-    Unwind when the claim ended meanwhile (or its deadline passed): nothing may run under it."""
+    """Read a large input left out of the claim, stamp the execution's deadline (if its
+    workflow has one) and load its checkpoints; Unwind when the claim ended meanwhile (or its
+    deadline passed): nothing may run under it."""
     item = held.claim
+    if item.input_later:  # a large input, not in the claim's result (statements.py, CLAIMED_INPUT)
+        loaded = worker.db(lambda c: claim_mod.load_input(c, worker.schema, item, worker.worker_id))
+        if loaded is None:
+            worker.refused(item.execution_id, "input read (claim ended)")
+            raise Unwind("lost")
+        held.claim = item = loaded
     timeout = worker.registry.workflows[item.workflow_name].timeout
     if timeout is not None:
         current = worker.db(

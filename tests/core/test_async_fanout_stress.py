@@ -116,7 +116,9 @@ async def run_once(
     runtime = FakeRuntime(asyncio.get_running_loop())
     runtime.checkpoints.update(checkpoints)
     runtime_of.append(runtime)
-    held = Claimed(Claim(execution_id=1, workflow_name="fan-out", input=None, claim_epoch=claims, claims=claims))
+    held = Claimed(
+        Claim(execution_id=1, workflow_name="fan-out", input=None, input_later=False, claim_epoch=claims, claims=claims)
+    )
     ctx = WorkflowContext(runtime, held, dict(checkpoints))
     return await fan_out(AsyncWorkflowContext(ctx), ledger, lock)
 

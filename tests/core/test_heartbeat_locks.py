@@ -14,6 +14,7 @@ import time
 from datetime import timedelta
 
 import psycopg
+from psycopg import sql
 
 from kestrel_core import Kestrel
 from tests.core.conftest import ledger_rows
@@ -110,3 +111,36 @@ def test_a_sweep_or_tick_stuck_on_a_lock_delays_no_heartbeat(
             time.sleep(0.1)
         operator.rollback()
     assert lapsed == set(), f"leases lapsed while a tick and a sweep waited on a lock: {lapsed}"
+
+
+def test_the_heartbeat_gives_up_on_a_partition_lock_after_its_bound(
+    app: Kestrel, db: psycopg.Connection, dsn: str, ledger: psycopg.Connection, start_worker, caplog
+) -> None:
+    """The heartbeat's session sets lock_timeout (a tenth of the lease): it gives up on a lock
+    it cannot skip (an ACCESS EXCLUSIVE lock on a partition: a drop or a detach) and tries again
+    soon, rather than wait as long as the lock is held. Through PgBouncer a session setting does
+    not hold (transaction pooling): the bound was missing there, and the heartbeat waited for
+    the whole lock."""
+    slow_workflow(app, dsn, step_s=HOLD_S + 3)
+    start_worker(app, worker_id="a", concurrency=1, lease=LEASE)
+    (eid,) = app.enqueue_many("slow", [0])
+    wait_for(lambda: all_running_with_steps_started(db, [eid], "a"), timeout=30, what="the step running on a")
+    (partition,) = db.execute(
+        "SELECT tableoid::regclass::text FROM workflow_executions WHERE id = %s", (eid,)
+    ).fetchone()
+    partition = sql.Identifier("kestrel", partition.rsplit(".", 1)[-1])
+    caplog.clear()
+    with psycopg.connect(dsn) as locker:
+        locker.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(partition))
+        locked_at = time.monotonic()
+        # Within the lock bound (a tenth of the lease) after a beat (a third of the lease), plus room.
+        wait_for(
+            lambda: any(
+                "event=heartbeat_failed" in r.getMessage() and "lock" in r.getMessage() for r in caplog.records
+            ),
+            timeout=HOLD_S,
+            what="the heartbeat to give up on the partition lock",
+        )
+        gave_up_after = time.monotonic() - locked_at
+        locker.rollback()
+    assert gave_up_after < LEASE.total_seconds(), f"the heartbeat waited {gave_up_after:.2f} s on the lock"

@@ -1,7 +1,7 @@
-"""Pause / resume one execution (issue 47): a running one stops at its next step boundary
-(fenced like a cancel) and holds no worker, a paused one is never claimed, its waits keep their
-deadlines, and resume goes on from the checkpoints. Audited; refused, changing nothing, where
-the state does not allow it."""
+"""Pause / resume one execution (issue 47): a running one stops at its next step boundary (the
+step in flight is checkpointed, no step starts after the pause commits) and holds no worker, a
+paused one is never claimed, its waits keep their deadlines, and resume goes on from the
+checkpoints. Audited; refused, changing nothing, where the state does not allow it."""
 
 from __future__ import annotations
 
@@ -44,9 +44,16 @@ def record(app: Kestrel, execution_id: int, step_id: str) -> str:
     return step_id
 
 
+@pytest.mark.parametrize("seen_by", ["boundary", "heartbeat"])
 def test_a_running_execution_stops_at_its_next_step_boundary_and_resumes_from_its_checkpoints(
-    app: Kestrel, ledger: psycopg.Connection, db: psycopg.Connection, start_worker: Callable[..., Worker]
+    app: Kestrel,
+    ledger: psycopg.Connection,
+    db: psycopg.Connection,
+    start_worker: Callable[..., Worker],
+    seen_by: str,
 ) -> None:
+    """``seen_by``: the pause is met by s2's boundary write, or first by the heartbeat (the
+    claim found no longer running while s2 runs): either way s2 is kept."""
     in_s2 = threading.Event()
     go_on = threading.Event()
 
@@ -70,9 +77,16 @@ def test_a_running_execution_stops_at_its_next_step_boundary_and_resumes_from_it
     assert in_s2.wait(30)
     assert app.pause(eid, by="alice", comment="looks wrong") == "running"
     assert status(db, eid) == "paused"
-    go_on.set()  # s2 ends after the pause committed: its boundary is fenced, s3 never starts
+    if seen_by == "heartbeat":
+        wait_for(
+            lambda: any(h.lost.is_set() for h in list(worker._inflight.values())),
+            what="the heartbeat to find the claim paused",
+        )
+    go_on.set()  # s2 ends after the pause committed: it is checkpointed, s3 never starts
     wait_for(lambda: worker.stats["lost"] == 1, what="the worker to let the paused execution go")
     assert steps_run(db, eid) == ["s1", "s2"]
+    checkpointed = "SELECT step_id FROM operation_outputs WHERE execution_id = %s ORDER BY seq"
+    assert [r[0] for r in db.execute(checkpointed, (eid,))] == ["s1", "s2"]
     assert status(db, eid) == "paused"
     assert db.execute(
         "SELECT owner_id IS NOT NULL, lease_expires FROM workflow_executions WHERE id = %s", (eid,)
@@ -85,9 +99,9 @@ def test_a_running_execution_stops_at_its_next_step_boundary_and_resumes_from_it
 
     assert app.resume(eid, by="bob", comment="fixed upstream") == "enqueued"
     assert finished(db, eid) == ("success", ["s1", "s2", "s3", "s4"])
-    # s1 was checkpointed: it did not run again; s2's result came after the pause and was not
-    # kept, so s2 ran again; s3 and s4 ran once, after the resume.
-    assert steps_run(db, eid) == ["s1", "s2", "s2", "s3", "s4"]
+    # s1 and s2 (in flight when the pause committed) were checkpointed: neither ran again;
+    # s3 and s4 ran once, after the resume (issue 43 review: s2 ran twice before).
+    assert steps_run(db, eid) == ["s1", "s2", "s3", "s4"]
     audit = db.execute(
         "SELECT actor, action, comment, from_status, details FROM operator_actions WHERE execution_id = %s ORDER BY id",
         (eid,),

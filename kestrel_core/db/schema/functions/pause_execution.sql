@@ -3,10 +3,12 @@
 -- An operator holds one live execution, audited. An enqueued one leaves the ready queue (the
 -- trigger ready_changed); a waiting one keeps its waits and their deadlines (a wait that comes
 -- due meanwhile is resolved and checkpointed, the execution stays paused: see
--- resume_execution); a running one is fenced like a cancel: its worker's next step boundary
--- writes nothing (every engine write requires 'running'), so no step starts after this
--- commits, and the worker lets it go without error. The step it was running, if any, ends
--- unrecorded and runs again after the resume. Returns the status it had.
+-- resume_execution); a running one stops at its next step boundary: its worker's next
+-- boundary still closes and checkpoints the step it was running (the boundary write takes a
+-- step's end from a paused execution under the same claim: owner and epoch are kept here),
+-- but opens nothing, parks nothing, completes nothing (those require 'running'), so no step
+-- starts after this commits, and the worker lets it go without error. The step in flight is
+-- not run again after the resume (issue 43 review). Returns the status it had.
 CREATE OR REPLACE FUNCTION {schema}.pause_execution(p_execution_id bigint, p_by text, p_comment text)
 RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
