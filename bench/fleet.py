@@ -22,6 +22,7 @@ The ratios N / BASELINE come from one run on one machine; the load is the same i
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -235,6 +236,7 @@ def run_fleets(
             runs.append(run_fleet(cluster, n, idle_s=idle_s, load_s=load_s, rate=rate))
     finally:
         cluster.destroy()
+        shutil.rmtree(cluster.data_dir.parent, ignore_errors=True)  # the temporary directory around it
     small, big = runs[0], runs[-1]
     return {"baseline": small, "fleet": big, "ratios": ratios(small, big)}
 
