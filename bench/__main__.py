@@ -3,7 +3,8 @@
 Benchmarks: throughput (Kestrel vs the pgbench ceiling vs DBOS), latency, recovery, console,
 enqueue; none named = all of them. ``mvcc`` (a held snapshot) and ``soak`` (retention on) run
 minutes at full load, and ``migration`` (today's schema seeded with 1M executions, migrated
-while a probe writes) minutes of seeding, and ``metrics`` (one scrape of the metrics endpoint
+while a probe writes) minutes of seeding, ``workers`` (``--count`` worker identities against 10
+on a private server) minutes of start-up, and ``metrics`` (one scrape of the metrics endpoint
 on the console's seeded history) too: only when named. ``--quick`` runs tiny sizes (a smoke run).
 """
 
@@ -95,6 +96,10 @@ def parser() -> argparse.ArgumentParser:
         metavar="IDS",
         help="soak: ids per history range, so that the retention spans several (default 100,000)",
     )
+    g = p.add_argument_group("workers (worker identities on a private server, against 10)")
+    g.add_argument("--count", type=int, help="worker identities (default 500)")
+    g.add_argument("--fleet-seconds", type=float, help="seconds of the idle window and of the loaded one (default 20)")
+    g.add_argument("--fleet-rate", type=float, help="one-step workflows a second in the loaded window (default 50)")
     g = p.add_argument_group("migration (today's schema, seeded, migrated while written to)")
     g.add_argument(
         "--migrate-executions", type=int, metavar="N", help="finished executions seeded before (default 1,000,000)"
@@ -138,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
             "retention": args.retention,
             "migrate_executions": args.migrate_executions,
             "range_size": args.range_size,
+            "count": args.count,
+            "fleet_idle": args.fleet_seconds,
+            "fleet_load": args.fleet_seconds,
+            "fleet_rate": args.fleet_rate,
         }.items()
         if value is not None
     }

@@ -14,6 +14,7 @@ from . import ceiling, peer, pgstats, profiling
 from .console import reader_available, run_console
 from .databases import admin_dsn, server_settings, server_version
 from .enqueue_bench import run_enqueue, run_rss
+from .fleet import fleet_table, run_fleets
 from .ingest import run_ingest
 from .latency import run_latency
 from .metrics_scrape import run_metrics
@@ -85,6 +86,11 @@ class Options:
     range_size: int = SOAK_RANGE_SIZE  # soak: ids per history range (history_settings.range_size)
     # migration of a populated database (today's schema, seeded) while a probe writes
     migrate_executions: int = 1_000_000
+    # workers: this many worker identities against the fleet module's baseline (10)
+    count: int = 500
+    fleet_idle: float = 20.0  # seconds of each window, idle then loaded
+    fleet_load: float = 20.0
+    fleet_rate: float = 50.0  # one-step workflows enqueued a second in the loaded window
 
     @classmethod
     def quick(cls, **overrides: Any) -> Options:
@@ -127,6 +133,10 @@ class Options:
             prune_every=1.0,
             range_size=1000,
             migrate_executions=2000,
+            count=4,
+            fleet_idle=1.5,
+            fleet_load=1.5,
+            fleet_rate=20.0,
         )
         small.update(overrides)
         return cls(**small)
@@ -485,6 +495,14 @@ def migration(opts: Options) -> dict[str, Any]:
     return _save(opts, "migration", {**_context(opts), **r})
 
 
+def workers(opts: Options) -> dict[str, Any]:
+    """``count`` worker identities against 10: heartbeat, claim and sweep cost, claim latency,
+    lock waits (fleet.py)."""
+    r = run_fleets(opts.count, idle_s=opts.fleet_idle, load_s=opts.fleet_load, rate=opts.fleet_rate, echo=opts.echo)
+    opts.echo(fleet_table(r))
+    return _save(opts, "workers", {**_context(opts), **r})
+
+
 BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "throughput": throughput,
     "latency": latency,
@@ -495,9 +513,10 @@ BENCHMARKS: dict[str, Callable[[Options], dict[str, Any]]] = {
     "soak": soak,
     "migration": migration,
     "metrics": metrics,
+    "workers": workers,
 }
-# Long runs (minutes at full load, or a big seed): only when named.
-ON_REQUEST = ("mvcc", "soak", "migration", "metrics")
+# Long runs (minutes at full load, or a big seed, or hundreds of workers): only when named.
+ON_REQUEST = ("mvcc", "soak", "migration", "metrics", "workers")
 DEFAULT = tuple(name for name in BENCHMARKS if name not in ON_REQUEST)
 
 

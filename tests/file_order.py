@@ -38,6 +38,7 @@ TABLE = Path(__file__).with_name("file_seconds.json")
 FILE_SECONDS: dict[str, float] = json.loads(TABLE.read_text())
 WAITING = {
     "tests/chaos/test_chaos.py",
+    "tests/chaos/test_failover_auto.py",
     "tests/core/test_crash.py",
     "tests/core/test_pgbouncer.py",
     "tests/core/test_frozen_worker.py",

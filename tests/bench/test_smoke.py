@@ -269,3 +269,18 @@ def test_a_ratio_of_nothing_done_is_zero_not_unknown() -> None:
     assert ratio(0.0, 250.0) == 0.0
     assert ratio(500.0, 250.0) == 2.0
     assert ratio(None, 250.0) is None and ratio(500.0, None) is None and ratio(500.0, 0.0) is None
+
+
+def test_workers_compares_a_fleet_with_the_baseline(opts: suite.Options, printed: list[str]) -> None:
+    """``python -m bench workers`` at 4 workers (baseline 4): every figure read, ratios of 1-ish."""
+    data = suite.workers(opts)
+    small, big = data["baseline"], data["fleet"]
+    assert small["workers"] == big["workers"] == opts.count
+    for run in (small, big):
+        assert run["backends"] >= run["workers"]  # each worker its own connections
+        assert run["load"]["claimed"] >= 1 and run["load"]["p50_ms"] is not None
+        assert run["idle"]["samples"] >= 1 and run["load"]["samples"] >= 1
+        assert "other" in run["load"]["duties"]  # the workflows' own statements were counted
+    assert data["ratios"]["workers"] == 1.0
+    assert any("workers against" in text for text in printed)
+    assert _json(opts, "workers")["fleet"]["workers"] == opts.count
