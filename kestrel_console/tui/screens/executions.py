@@ -125,6 +125,7 @@ class ExecutionsScreen(BulkFlow, SendEventFlow, GotoExecution, LiveScreen):
         # first read of a new filter or page runs: "searching…", never "0 rows"), and why the
         # last read failed, if it did.
         self.known = False
+        self.estimate: int | None = None
         self.failure: str | None = None
         # The live tail: on the first page a cursor on the first row stays on the newest row
         # (``following``); elsewhere, rows arriving above are counted.
@@ -162,16 +163,19 @@ class ExecutionsScreen(BulkFlow, SendEventFlow, GotoExecution, LiveScreen):
     def load(self, seq: int) -> None:
         f, before = self.filter, self.page_starts[-1]
 
-        def read(r: Reader) -> tuple[list[dict[str, Any]], str | None]:
+        def read(r: Reader) -> tuple[list[dict[str, Any]], str | None, int | None]:
             rows = r.list_executions(where=f, limit=PAGE_SIZE, before_id=before)
             # An empty first page under workflow:X may be a typo: say so (read here, off the UI thread).
             unknown = r.unknown_workflow(f.workflow) if f.workflow and not rows and before is None else None
-            return rows, unknown
+            # More than a page matches: how many, as the planner estimates it (a count would
+            # read every match of a big history).
+            estimate = r.estimate_executions(f) if len(rows) >= PAGE_SIZE and not f.empty else None
+            return rows, unknown, estimate
 
         self.fetch(seq, read, self.show)
 
-    def show(self, page: tuple[list[dict[str, Any]], str | None]) -> None:
-        rows, self.unknown = page
+    def show(self, page: tuple[list[dict[str, Any]], str | None, int | None]) -> None:
+        rows, self.unknown, self.estimate = page
         self.rows = rows
         self.known = True
         self.failure = None
@@ -249,6 +253,8 @@ class ExecutionsScreen(BulkFlow, SendEventFlow, GotoExecution, LiveScreen):
                 return "not read: the database did not answer"
             return "searching…"
         said = f"{len(self.rows)} rows"
+        if self.estimate is not None and self.estimate > len(self.rows):
+            said += f" of ≈{fmt.count(self.estimate)} matching (the planner's estimate)"
         if self.failure:
             said += f", the last refresh {self.failure}"
         return said

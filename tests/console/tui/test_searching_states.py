@@ -39,3 +39,22 @@ async def test_a_search_that_runs_or_times_out_never_says_zero_rows(dsn, db, siz
             blocker.rollback()
         await wait_for(pilot, lambda: says(f"({errors} rows"), timeout=15, what="the rows")
         assert not any(re.search(r"\b0 rows", s) for s in seen), seen
+
+
+async def test_more_than_a_page_matching_says_how_many_as_estimated(dsn, db):
+    # Issue 46: estimates instead of counts where a count would scan. 450 match, a page is 100.
+    db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status) "
+        "SELECT CASE WHEN g % 3 = 0 THEN 'other' ELSE 'estimated' END, 'success' FROM generate_series(1, 675) AS g"
+    )
+    db.execute("ANALYZE workflow_executions")
+    async with console(dsn).run_test(size=(200, 50)) as pilot:
+        screen = await open_screen(pilot, "2", ExecutionsScreen)
+        await pilot.press("slash")
+        screen.query_one("#exec-filter").value = "workflow:estimated"
+        await pilot.press("enter")
+        where = screen.query_one("#exec-where")
+        await wait_for(pilot, lambda: "matching (the planner's estimate)" in text_of(where), what="the estimate")
+        shown = text_of(where)
+        estimate = int(shown.split("≈")[1].split(" ")[0].replace(",", ""))
+        assert "100 rows of ≈" in shown and 300 <= estimate <= 700, shown
