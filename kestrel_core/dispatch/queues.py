@@ -14,7 +14,6 @@ from typing import Any
 
 import psycopg
 
-from kestrel_core.base.errors import from_database
 from kestrel_core.db.statements import render
 
 DEFAULT_QUEUE = "default"
@@ -129,12 +128,3 @@ def undeclared(conn: psycopg.Connection, schema: str, names: Sequence[str]) -> l
     ``--queues``) would claim nothing but executions enqueued there with ``queue=``."""
     return [row[0] for row in conn.execute(render(UNDECLARED, schema), {"names": list(names)})]
 
-
-def set_paused(
-    conn: psycopg.Connection, schema: str, name: str, paused: bool, *, by: str, comment: str | None = None
-) -> None:
-    """Pause or resume a queue (audited; NotFound / ActionRefused when not allowed)."""
-    try:
-        conn.execute(render(SET_PAUSED, schema), (name, paused, by, comment))
-    except psycopg.Error as exc:
-        raise from_database(exc) from None
