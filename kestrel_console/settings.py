@@ -123,6 +123,7 @@ def console_settings(
         operator=operator or getattr(base, "operator", None) or default_operator(),
         queries=[Path(p) for p in (queries if queries is not None else getattr(base, "queries", None) or [])],
         dsn_given=bool(getattr(base, "dsn_given", dsn is not None)),
+        schema_given=schema is not None or bool(getattr(base, "schema_given", False)),
         read_only=read_only,
         refresh=float(refresh),
         reader_dsn=reader_dsn or getattr(base, "reader_dsn", None),

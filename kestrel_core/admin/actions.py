@@ -53,4 +53,3 @@ def fork_params(
     given = input is not UNSET
     payload = to_json(input, f"the input of the fork of execution {execution_id}") if given else None
     return (execution_id, from_step, payload, given, version, by, comment)
-

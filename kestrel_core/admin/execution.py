@@ -40,7 +40,6 @@ SELECT id, workflow_name, status, input, output, error, owner_id, lease_expires,
 """
 
 
-
 def found(row: Execution | None, execution_id: int) -> Execution:
     """The execution GET read, or NotFound."""
     if row is None:

@@ -20,7 +20,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from kestrel_core.admin import cron
-from kestrel_core.base.errors import ActionRefused
+from kestrel_core.base.errors import ActionRefused, InvalidArgument
 from kestrel_core.base.serialization import to_json
 from kestrel_core.db.statements import one_row, render
 from kestrel_core.dispatch.enqueue import check_workflow_name
@@ -78,23 +78,23 @@ def check(name: str, expression: str, workflow: str, timezone: str, input: Any) 
     """Validate a schedule's parts; returns (normalised cron, input as jsonb). ValueError
     says what is wrong and how to write it."""
     if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(
+        raise InvalidArgument(
             f"invalid schedule name {name!r}: use letters, digits, '_', '.', ':' or '-' "
             "(starting with a letter or digit, at most 100 characters)"
         )
     if not isinstance(workflow, str) or not workflow.strip():
-        raise ValueError("give the name of the workflow the schedule enqueues")
+        raise InvalidArgument("give the name of the workflow the schedule enqueues")
     check_workflow_name(workflow)  # every tick enqueues it: refuse now what enqueue would refuse then
     expression = cron.check_cron(expression)
     cron.check_timezone(timezone)
     if input is not None and not isinstance(input, dict):
-        raise ValueError(
+        raise InvalidArgument(
             f"the input of schedule {name!r} must be a JSON object (its keys are passed "
             f"to every run beside 'scheduled_at'), not {type(input).__name__}"
         )
     clash = [k for k in RESERVED_KEYS if input and k in input]
     if clash:
-        raise ValueError(
+        raise InvalidArgument(
             f"the input of schedule {name!r} may not use the key(s) {', '.join(clash)}: "
             "every scheduled run gets them from the schedule"
         )

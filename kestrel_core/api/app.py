@@ -15,6 +15,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from kestrel_core.admin import prune as _prune
 from kestrel_core.admin import schedules as _schedules
 from kestrel_core.api.operations import Operations
+from kestrel_core.base.errors import InvalidArgument
 from kestrel_core.db import migrate as _migrate
 from kestrel_core.db.connection import ConnectionRunner, connect, make_pool, unavailable
 from kestrel_core.db.outage import is_outage
@@ -123,12 +124,12 @@ class Kestrel(Operations):
         if isinstance(timeout, (int, float)):
             timeout = timedelta(seconds=timeout)
         if timeout is not None and timeout <= timedelta(0):
-            raise ValueError("a workflow timeout must be positive")
+            raise InvalidArgument("a workflow timeout must be positive")
 
         def register(fn: F) -> F:
             wf_name = name or fn.__name__
             if wf_name in self._workflows and self._workflows[wf_name].fn is not fn:
-                raise ValueError(f"workflow {wf_name!r} is registered twice")
+                raise InvalidArgument(f"workflow {wf_name!r} is registered twice")
             self._workflows[wf_name] = Workflow(
                 wf_name,
                 fn,
@@ -193,7 +194,7 @@ class Kestrel(Operations):
             schedule_name = name or wf_name
             expression, _ = _schedules.check(schedule_name, cron, wf_name, timezone, input)
             if schedule_name in self._schedules:
-                raise ValueError(f"schedule {schedule_name!r} is declared twice: give each a name=")
+                raise InvalidArgument(f"schedule {schedule_name!r} is declared twice: give each a name=")
             if known is None:
                 self.workflow()(fn)
             self._schedules[schedule_name] = _schedules.Schedule(

@@ -200,7 +200,7 @@ def check_run_at(run_at: object) -> datetime | None:
 def resolve_run_at(run_at: datetime | None, delay: timedelta | None) -> datetime | None:
     """The first claim's earliest time from ``run_at`` or ``delay`` (not both), checked."""
     if run_at is not None and delay is not None:
-        raise ValueError("give run_at or delay, not both")
+        raise InvalidArgument("give run_at or delay, not both")
     if delay is not None:
         if not isinstance(delay, timedelta):  # a bare number: seconds? minutes? say which type
             raise InvalidArgument(

@@ -20,6 +20,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from kestrel_core.base.describe import unstorable
+from kestrel_core.base.errors import InvalidArgument
 from kestrel_core.base.serialization import to_json
 from kestrel_core.db.statements import one_row, render
 from kestrel_core.dispatch.keys import check_name
@@ -122,9 +123,9 @@ def receive_or_park(
 def check_key(key: object) -> str:
     """``key`` if it can name an event (sent or waited for), else ValueError."""
     if not isinstance(key, str) or not key:
-        raise ValueError(f"an event key must be a non-empty string, got {key!r}")
+        raise InvalidArgument(f"an event key must be a non-empty string, got {key!r}")
     if (why := unstorable(key)) is not None:
-        raise ValueError(f"an event key cannot contain {why}, got {key!r}")
+        raise InvalidArgument(f"an event key cannot contain {why}, got {key!r}")
     return key
 
 
@@ -132,4 +133,3 @@ def check_send(key: object, payload: Any) -> Jsonb:
     """The payload of an event to send under ``key``, checked (ValueError, NotSerializable)."""
     check_name(check_key(key), "an event key")  # indexed: bounded like a queue name
     return to_json(payload, f"the payload of event {key!r}")
-
