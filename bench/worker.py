@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", type=Path, help="run under cProfile, write the stats to this .pstats file")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    app.dsn = args.dsn
+    served = app.with_settings(dsn=args.dsn)
     retention = (
         {}
         if args.prune_older_than is None
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     )
 
     def run() -> None:
-        app.run_worker(
+        served.run_worker(
             concurrency=args.concurrency,
             lease=timedelta(seconds=args.lease),
             worker_id=args.worker_id,

@@ -32,6 +32,7 @@ class Settings:
     operator: str = field(default_factory=default_operator)
     queries: list[Path] = field(default_factory=list)
     dsn_given: bool = False  # --dsn or $KESTREL_DSN was set (the demo starts its own server if not)
+    schema_given: bool = False  # --schema was given (it then wins over a worker app's own schema)
     read_only: bool = False  # TUI: hide and refuse every action
     refresh: float = DEFAULT_REFRESH  # TUI: seconds between refreshes
     # Ad-hoc SQL and reports: their own read-only login (--reader-dsn / $KESTREL_READER_DSN),
@@ -67,7 +68,7 @@ def default_acting_operator() -> str:
 
 def build_settings(
     dsn: str | None,
-    schema: str,
+    schema: str | None,
     operator: str | None,
     queries: list[Path] | None,
     reader_dsn: str | None = None,
@@ -84,7 +85,8 @@ def build_settings(
         dirs.extend(Path(p) for p in env_dirs.split(os.pathsep) if p)
     return Settings(
         dsn=resolve_dsn(dsn),
-        schema=schema,
+        schema=schema or "kestrel",
+        schema_given=schema is not None,
         operator=operator or default_acting_operator(),
         queries=dirs,
         dsn_given=dsn is not None or "KESTREL_DSN" in os.environ,
@@ -121,6 +123,7 @@ def console_settings(
         operator=operator or getattr(base, "operator", None) or default_operator(),
         queries=[Path(p) for p in (queries if queries is not None else getattr(base, "queries", None) or [])],
         dsn_given=bool(getattr(base, "dsn_given", dsn is not None)),
+        schema_given=schema is not None or bool(getattr(base, "schema_given", False)),
         read_only=read_only,
         refresh=float(refresh),
         reader_dsn=reader_dsn or getattr(base, "reader_dsn", None),

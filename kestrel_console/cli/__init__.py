@@ -54,7 +54,9 @@ def root(
         help="PostgreSQL DSN (else $KESTREL_DSN, else libpq defaults: PGHOST, ...).",
         show_default=False,
     ),
-    schema: str = typer.Option("kestrel", "--schema", help="Schema holding Kestrel's tables."),
+    schema: str | None = typer.Option(
+        None, "--schema", show_default=False, help="Schema holding Kestrel's tables [default: kestrel]."
+    ),
     operator: str | None = typer.Option(
         None,
         "--operator",
@@ -103,7 +105,8 @@ def root(
     from kestrel_core.db import check_schema_name
 
     try:
-        check_schema_name(schema)
+        if schema is not None:  # None: not given (a worker's app keeps its own schema)
+            check_schema_name(schema)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--schema") from None
     ctx.obj = build_settings(dsn, schema, operator, queries, reader_dsn, allow_privileged_sql, read_dsn, max_lag)

@@ -81,7 +81,7 @@ def settings(ctx: typer.Context) -> Settings:
     root = ctx.find_root()
     obj = root.obj
     if not isinstance(obj, Settings):  # invoked without the callback (tests calling directly)
-        obj = build_settings(None, "kestrel", None, None)
+        obj = build_settings(None, None, None, None)
         root.obj = obj
     return obj
 

@@ -152,14 +152,13 @@ def worker(
         except ValueError as exc:
             fail(f"--prune-older-than: {exc}", code=2)
     s = settings(ctx)
-    user_app = load_app(target)
-    # The command line's --dsn/--schema win over what the module configured.
-    if s.dsn_given:
-        user_app.dsn = s.dsn
-    if s.schema != "kestrel":
-        user_app.schema = s.schema
-    if transaction_pooling:
-        user_app.transaction_pooling = True
+    # The command line's --dsn/--schema/--transaction-pooling win over what the module
+    # configured: on an app of the worker's own (the module's is left as it was built).
+    user_app = load_app(target).with_settings(
+        dsn=s.dsn if s.dsn_given else None,
+        schema=s.schema if s.schema_given else None,
+        transaction_pooling=True if transaction_pooling else None,
+    )
     if not user_app.workflows:
         fail(f"{target} registers no workflow: decorate functions with @app.workflow")
     served = None

@@ -12,6 +12,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, croniter
 
+from kestrel_core.base.errors import InvalidArgument
+
 CRON_HELP = (
     "use 5 fields (minute hour day-of-month month day-of-week, e.g. '*/5 * * * *'), "
     "6 with seconds last (e.g. '* * * * * */10' = every 10 s), or @hourly/@daily/@weekly/..."
@@ -27,15 +29,15 @@ def check_cron(expression: str) -> str:
     """Return the expression (stripped) if croniter accepts it with 5 or 6 fields and it ever
     fires, else ValueError (a date that does not exist, 31 April, would fail every tick later)."""
     if not isinstance(expression, str) or not expression.strip():
-        raise ValueError(f"empty cron expression: {CRON_HELP}")
+        raise InvalidArgument(f"empty cron expression: {CRON_HELP}")
     text = " ".join(expression.split())
     fields = len(text.split(" "))
     if not (text.startswith("@") or fields in (5, 6)) or not croniter.is_valid(text):
-        raise ValueError(f"invalid cron expression {expression!r}: {CRON_HELP}")
+        raise InvalidArgument(f"invalid cron expression {expression!r}: {CRON_HELP}")
     try:
         croniter(text, _PROBE_FROM).get_next(datetime)
     except CroniterBadDateError:
-        raise ValueError(
+        raise InvalidArgument(
             f"cron expression {expression!r} never fires: no such date "
             "(day-of-month past the end of every month it names)"
         ) from None
@@ -49,7 +51,7 @@ def check_timezone(name: str) -> ZoneInfo:
             raise ZoneInfoNotFoundError(name)
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(
+        raise InvalidArgument(
             f"unknown timezone {name!r}: use an IANA name such as 'UTC', 'Europe/Paris' or 'America/New_York'"
         ) from None
 

@@ -6,12 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import psycopg
-from psycopg.rows import class_row
-
 from kestrel_core.base.errors import NotFound
 from kestrel_core.base.statuses import TERMINAL_STATUSES
-from kestrel_core.db.statements import render
 
 
 @dataclass(frozen=True)
@@ -44,20 +40,8 @@ SELECT id, workflow_name, status, input, output, error, owner_id, lease_expires,
 """
 
 
-def get(conn: psycopg.Connection, schema: str, execution_id: int) -> Execution:
-    """The execution with this id, or NotFound."""
-    with conn.cursor(row_factory=class_row(Execution)) as cur:
-        row = cur.execute(render(GET, schema), (execution_id,)).fetchone()
-    if row is None:
-        raise NotFound(f"no execution with id {execution_id}")
-    return row
-
-
-async def get_async(conn: psycopg.AsyncConnection, schema: str, execution_id: int) -> Execution:
-    """``get`` on an AsyncConnection: the same statement."""
-    async with conn.cursor(row_factory=class_row(Execution)) as cur:
-        await cur.execute(render(GET, schema), (execution_id,))
-        row = await cur.fetchone()
+def found(row: Execution | None, execution_id: int) -> Execution:
+    """The execution GET read, or NotFound."""
     if row is None:
         raise NotFound(f"no execution with id {execution_id}")
     return row

@@ -38,7 +38,7 @@ from typing import TypeVar
 
 import psycopg
 
-from kestrel_core.base.errors import from_database
+from kestrel_core.base.errors import InvalidArgument, from_database
 from kestrel_core.db.connection import ConnectionRunner
 from kestrel_core.db.statements import one_row, render
 
@@ -94,15 +94,15 @@ def parse_age(text: str) -> timedelta:
     zero or over ``MAX_AGE``."""
     match = _AGE.match(text or "")
     if match is None:
-        raise ValueError(
+        raise InvalidArgument(
             f"cannot read the age {text!r}: write a whole number and a unit, "
             "e.g. 30d (days), 12h (hours), 90m (minutes), 45s (seconds) or 2w (weeks)"
         )
     amount, unit = int(match[1]), match[2].lower()
     if amount <= 0:
-        raise ValueError(f"the age must be more than zero, got {text!r}")
+        raise InvalidArgument(f"the age must be more than zero, got {text!r}")
     if amount * _UNIT_SECONDS[unit] > MAX_AGE.total_seconds():
-        raise ValueError(f"the age {text.strip()!r} is too long: at most {MAX_AGE.days} days (100 years)")
+        raise InvalidArgument(f"the age {text.strip()!r} is too long: at most {MAX_AGE.days} days (100 years)")
     return timedelta(**{_UNITS[unit]: amount})
 
 
@@ -148,7 +148,7 @@ class PruneResult:
 def cutoff_for(conn: psycopg.Connection, older_than: timedelta) -> datetime:
     """The database's ``now() - older_than``: fixed once per run, so a run always ends."""
     if older_than <= timedelta(0):
-        raise ValueError("older_than must be more than zero")
+        raise InvalidArgument("older_than must be more than zero")
     row = conn.execute(CUTOFF, (older_than,)).fetchone()
     row = one_row(row, "CUTOFF")
     cutoff: datetime = row[0]
@@ -218,7 +218,7 @@ def prune(
     batches leave room for other work on a busy server. ``progress`` is called after each batch.
     """
     if batch_size < 1:
-        raise ValueError("batch_size must be at least 1")
+        raise InvalidArgument("batch_size must be at least 1")
     started = time.monotonic()
     result = PruneResult(cutoff=run(lambda conn: cutoff_for(conn, older_than)))
     for r in run(lambda conn: history_ranges(conn, schema))[:-1]:  # never the newest

@@ -14,13 +14,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, overload
+from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
 
 from kestrel_core.admin import cron
-from kestrel_core.base.errors import ActionRefused, from_database
+from kestrel_core.base.errors import ActionRefused, InvalidArgument
 from kestrel_core.base.serialization import to_json
 from kestrel_core.db.statements import one_row, render
 from kestrel_core.dispatch.enqueue import check_workflow_name
@@ -78,23 +78,23 @@ def check(name: str, expression: str, workflow: str, timezone: str, input: Any) 
     """Validate a schedule's parts; returns (normalised cron, input as jsonb). ValueError
     says what is wrong and how to write it."""
     if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(
+        raise InvalidArgument(
             f"invalid schedule name {name!r}: use letters, digits, '_', '.', ':' or '-' "
             "(starting with a letter or digit, at most 100 characters)"
         )
     if not isinstance(workflow, str) or not workflow.strip():
-        raise ValueError("give the name of the workflow the schedule enqueues")
+        raise InvalidArgument("give the name of the workflow the schedule enqueues")
     check_workflow_name(workflow)  # every tick enqueues it: refuse now what enqueue would refuse then
     expression = cron.check_cron(expression)
     cron.check_timezone(timezone)
     if input is not None and not isinstance(input, dict):
-        raise ValueError(
+        raise InvalidArgument(
             f"the input of schedule {name!r} must be a JSON object (its keys are passed "
             f"to every run beside 'scheduled_at'), not {type(input).__name__}"
         )
     clash = [k for k in RESERVED_KEYS if input and k in input]
     if clash:
-        raise ValueError(
+        raise InvalidArgument(
             f"the input of schedule {name!r} may not use the key(s) {', '.join(clash)}: "
             "every scheduled run gets them from the schedule"
         )
@@ -146,76 +146,12 @@ def declare(conn: psycopg.Connection, schema: str, schedules: Sequence[Schedule]
     return kept
 
 
-def _call(conn: psycopg.Connection, schema: str, statement: str, params: tuple[Any, ...]) -> Any:
+def resumed_tick(name: str, expression: str, timezone: str, now: datetime) -> datetime:
+    """The first tick after ``now`` of a schedule resuming (the ticks missed while paused are
+    not enqueued); ActionRefused if its row was edited by hand into nonsense."""
     try:
-        row = conn.execute(render(statement, schema), params).fetchone()
-    except psycopg.Error as exc:
-        raise from_database(exc) from None
-    return row[0] if row else None
-
-
-def add(
-    conn: psycopg.Connection,
-    schema: str,
-    name: str,
-    expression: str,
-    workflow: str,
-    *,
-    input: dict[str, Any] | None = None,
-    timezone: str = "UTC",
-    catch_up: bool = False,
-    by: str,
-    comment: str | None = None,
-) -> datetime:
-    """Add an operator schedule (audited); returns its first tick. ValueError for a bad part."""
-    expression, input_json = check(name, expression, workflow, timezone, input)
-    first = cron.next_after(expression, timezone, db_now(conn))
-    tick: datetime = _call(
-        conn, schema, ADD, (name, expression, timezone, workflow, input_json, catch_up, first, by, comment)
-    )
-    return tick
-
-
-@overload
-def set_paused(
-    conn: psycopg.Connection, schema: str, name: str, paused: Literal[True], *, by: str, comment: str | None = None
-) -> None: ...
-@overload
-def set_paused(
-    conn: psycopg.Connection, schema: str, name: str, paused: Literal[False], *, by: str, comment: str | None = None
-) -> datetime: ...
-@overload
-def set_paused(
-    conn: psycopg.Connection, schema: str, name: str, paused: bool, *, by: str, comment: str | None = None
-) -> datetime | None: ...
-def set_paused(
-    conn: psycopg.Connection, schema: str, name: str, paused: bool, *, by: str, comment: str | None = None
-) -> datetime | None:
-    """Pause or resume (audited). Resuming starts at the first tick after now, so the ticks
-    missed while paused are not enqueued; returns that tick (None when pausing)."""
-    next_tick = None
-    if not paused:
-        row = conn.execute(render(CRON_OF, schema), (name,)).fetchone()
-        if row is not None:  # else the function says there is no such schedule
-            try:
-                next_tick = cron.next_after(cron.check_cron(row[0]), row[1], db_now(conn))
-            except (ValueError, KeyError) as exc:  # a row edited by hand into nonsense
-                raise ActionRefused(
-                    f"schedule {name!r} cannot resume: {exc}; remove it and add it again with a valid expression"
-                ) from None
-    resumed_at: datetime | None = _call(conn, schema, SET_PAUSED, (name, paused, next_tick, by, comment))
-    return resumed_at
-
-
-def remove(conn: psycopg.Connection, schema: str, name: str, *, by: str, comment: str | None = None) -> str:
-    """Delete a schedule (audited); returns its source, 'code' or 'cli'. Executions it already
-    enqueued are left alone."""
-    source: str = _call(conn, schema, REMOVE, (name, by, comment))
-    return source
-
-
-def trigger(conn: psycopg.Connection, schema: str, name: str, *, by: str, comment: str | None = None) -> int:
-    """Enqueue schedule ``name``'s workflow once, now, with the input a tick gives (audited);
-    its ticks are left alone, a paused one stays paused. Returns the new execution's id."""
-    execution_id: int = _call(conn, schema, TRIGGER, (name, by, comment))
-    return execution_id
+        return cron.next_after(cron.check_cron(expression), timezone, now)
+    except (ValueError, KeyError) as exc:
+        raise ActionRefused(
+            f"schedule {name!r} cannot resume: {exc}; remove it and add it again with a valid expression"
+        ) from None

@@ -247,3 +247,11 @@ class OwnSession:
         with self._lock:
             close_quietly(self._conn)
             self._conn = None
+
+
+def wrong_connection(conn: object, wanted: type) -> str:
+    """Why ``conn`` cannot be the ``conn=`` of a client that takes ``wanted`` connections (the
+    sync client takes a psycopg.Connection, the async one an AsyncConnection)."""
+    other = "an AsyncConnection: use AsyncKestrel" if wanted is psycopg.Connection else "a Connection: use Kestrel"
+    kind = isinstance(conn, (psycopg.Connection, psycopg.AsyncConnection))
+    return f"conn= must be a psycopg.{wanted.__name__}, not {type(conn).__name__}" + (f" ({other})" if kind else "")

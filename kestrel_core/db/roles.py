@@ -59,7 +59,7 @@ from functools import partial
 import psycopg
 from psycopg import sql
 
-from kestrel_core.base.errors import ActionRefused, SchemaOutdated
+from kestrel_core.base.errors import ActionRefused, InvalidArgument, SchemaOutdated
 from kestrel_core.base.masking import first_line
 from kestrel_core.db.migrate import function_files, is_kestrel_relation, kestrel_relations
 from kestrel_core.db.statements import check_schema_name
@@ -189,7 +189,7 @@ class RoleNames:
         for name in (self.worker, self.operator, self.reader):
             check_role_name(name)
         if len({self.worker, self.operator, self.reader}) != 3:
-            raise ValueError("the worker, operator and reader roles must have different names")
+            raise InvalidArgument("the worker, operator and reader roles must have different names")
 
 
 @dataclass
@@ -206,7 +206,7 @@ def check_role_name(name: str) -> str:
     try:
         return check_schema_name(name)
     except ValueError:
-        raise ValueError(
+        raise InvalidArgument(
             f"invalid role name {name!r}: use letters, digits and underscores, starting with a "
             "letter or underscore (at most 63 characters)"
         ) from None
@@ -250,7 +250,7 @@ def _create_role(conn: psycopg.Connection, role: str) -> bool:
     row = conn.execute(ROLE_EXISTS, (role,)).fetchone()
     if row is not None:
         if row[0]:
-            raise ValueError(
+            raise InvalidArgument(
                 f"role {role!r} exists and can log in: Kestrel's roles are NOLOGIN groups granted "
                 "to login users; choose other role names or make it NOLOGIN"
             )

@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from kestrel_core.base.errors import InvalidArgument
 from kestrel_core.base.statuses import LIVE_STATUSES, STATUSES, TERMINAL_STATUSES, sql_array, sql_list
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
@@ -26,7 +27,7 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 def check_schema_name(schema: str) -> str:
     """Return ``schema`` if it is a plain Postgres identifier, else raise ValueError."""
     if not isinstance(schema, str) or not _IDENTIFIER.match(schema):
-        raise ValueError(
+        raise InvalidArgument(
             f"invalid schema name {schema!r}: use letters, digits and underscores, "
             "starting with a letter or underscore (at most 63 characters)"
         )

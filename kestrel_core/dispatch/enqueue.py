@@ -200,7 +200,7 @@ def check_run_at(run_at: object) -> datetime | None:
 def resolve_run_at(run_at: datetime | None, delay: timedelta | None) -> datetime | None:
     """The first claim's earliest time from ``run_at`` or ``delay`` (not both), checked."""
     if run_at is not None and delay is not None:
-        raise ValueError("give run_at or delay, not both")
+        raise InvalidArgument("give run_at or delay, not both")
     if delay is not None:
         if not isinstance(delay, timedelta):  # a bare number: seconds? minutes? say which type
             raise InvalidArgument(
@@ -398,7 +398,7 @@ def wake(conn: psycopg.Connection, schema: str, batch: Sequence[Row]) -> None:
     try:
         conn.execute(render(WAKE, schema), wake_params(schema, batch))
     except psycopg.Error as exc:
-        _wake_failed(batch, exc)
+        wake_failed(batch, exc)
 
 
 def write_and_wake(conn: psycopg.Connection, schema: str, batch: Sequence[Row]) -> list[int]:
@@ -427,9 +427,9 @@ def write_and_wake(conn: psycopg.Connection, schema: str, batch: Sequence[Row]) 
     if failed is not None:
         _end_failed_transaction(conn)
         raise failed
-    wake_failed = failure(conn, waked, ExecStatus.TUPLES_OK)
-    if wake_failed is not None:
-        _wake_failed(batch, wake_failed)
+    lost_wake = failure(conn, waked, ExecStatus.TUPLES_OK)
+    if lost_wake is not None:
+        wake_failed(batch, lost_wake)
     out, missing = ids(batch, rows_of(conn, inserted))
     found: dict[str, int] = {}
     if missing:
@@ -452,41 +452,13 @@ def _end_failed_transaction(conn: psycopg.Connection) -> None:
             conn.close()  # its owner opens a new one
 
 
-def _wake_failed(batch: Sequence[Row], exc: BaseException) -> None:
+def wake_failed(batch: Sequence[Row], exc: BaseException) -> None:
     """Log a lost wake-up (every wake path: the rows are committed, workers' polling finds them)."""
     log.warning(
         "event=wake_failed workflows=%s error=%r (workers find the rows at their next poll)",
         ",".join(sorted({r.name for r in batch})),
         first_line(exc),
     )
-
-
-async def write_async(
-    conn: psycopg.AsyncConnection,
-    schema: str,
-    batch: Sequence[Row],
-    *,
-    prepare: bool | None = None,
-    notify: bool = True,
-) -> list[int]:
-    """``write`` on an AsyncConnection: the same statements."""
-    if not batch:
-        return []
-    cur = await conn.execute(render(ENQUEUE, schema), params(schema, batch, notify=notify), prepare=prepare)
-    out, missing = ids(batch, await cur.fetchall())
-    found: dict[str, int] = {}
-    if missing:
-        cur = await conn.execute(render(BY_KEYS, schema), (missing,), prepare=prepare)
-        found = dict(await cur.fetchall())
-    return complete(batch, out, found)
-
-
-async def wake_async(conn: psycopg.AsyncConnection, schema: str, batch: Sequence[Row]) -> None:
-    """``wake`` on an AsyncConnection (a failure logged, never raised, likewise)."""
-    try:
-        await conn.execute(render(WAKE, schema), wake_params(schema, batch))
-    except psycopg.Error as exc:
-        _wake_failed(batch, exc)
 
 
 # The trace context enqueue recorded (tracing on: the worker's span of the execution is its child).

@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from kestrel_core.base.errors import from_database
+from kestrel_core.base.errors import InvalidArgument
 from kestrel_core.db.statements import render
 
 DEFAULT_QUEUE = "default"
@@ -70,18 +70,18 @@ class Queue:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
-            raise ValueError("a queue needs a non-empty name")
+            raise InvalidArgument("a queue needs a non-empty name")
         for label, value in (
             ("concurrency", self.concurrency),
             ("per_worker", self.per_worker),
             ("per_key", self.per_key),
         ):
             if value is not None and (not isinstance(value, int) or value < 1):
-                raise ValueError(f"queue {self.name!r}: {label} must be a positive integer or None")
+                raise InvalidArgument(f"queue {self.name!r}: {label} must be a positive integer or None")
         if self.rate is not None:
             count, period = self.rate
             if not isinstance(count, int) or count < 1 or not isinstance(period, timedelta) or period <= timedelta(0):
-                raise ValueError(
+                raise InvalidArgument(
                     f"queue {self.name!r}: rate must be (N, timedelta), N >= 1, period > 0, "
                     "e.g. rate=(100, timedelta(minutes=1))"
                 )
@@ -128,13 +128,3 @@ def undeclared(conn: psycopg.Connection, schema: str, names: Sequence[str]) -> l
     """The queues among ``names`` that have no row: a worker serving only those (a typo in
     ``--queues``) would claim nothing but executions enqueued there with ``queue=``."""
     return [row[0] for row in conn.execute(render(UNDECLARED, schema), {"names": list(names)})]
-
-
-def set_paused(
-    conn: psycopg.Connection, schema: str, name: str, paused: bool, *, by: str, comment: str | None = None
-) -> None:
-    """Pause or resume a queue (audited; NotFound / ActionRefused when not allowed)."""
-    try:
-        conn.execute(render(SET_PAUSED, schema), (name, paused, by, comment))
-    except psycopg.Error as exc:
-        raise from_database(exc) from None

@@ -20,7 +20,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from kestrel_core.base.describe import unstorable
-from kestrel_core.base.errors import from_database
+from kestrel_core.base.errors import InvalidArgument
 from kestrel_core.base.serialization import to_json
 from kestrel_core.db.statements import one_row, render
 from kestrel_core.dispatch.keys import check_name
@@ -123,9 +123,9 @@ def receive_or_park(
 def check_key(key: object) -> str:
     """``key`` if it can name an event (sent or waited for), else ValueError."""
     if not isinstance(key, str) or not key:
-        raise ValueError(f"an event key must be a non-empty string, got {key!r}")
+        raise InvalidArgument(f"an event key must be a non-empty string, got {key!r}")
     if (why := unstorable(key)) is not None:
-        raise ValueError(f"an event key cannot contain {why}, got {key!r}")
+        raise InvalidArgument(f"an event key cannot contain {why}, got {key!r}")
     return key
 
 
@@ -133,26 +133,3 @@ def check_send(key: object, payload: Any) -> Jsonb:
     """The payload of an event to send under ``key``, checked (ValueError, NotSerializable)."""
     check_name(check_key(key), "an event key")  # indexed: bounded like a queue name
     return to_json(payload, f"the payload of event {key!r}")
-
-
-def send(conn: psycopg.Connection, schema: str, key: str, payload: Jsonb | None, by: str | None) -> int:
-    """Store the event and wake its waiters; returns the event id."""
-    try:
-        row = conn.execute(render(SEND, schema), (key, payload, by)).fetchone()
-    except psycopg.Error as exc:
-        raise from_database(exc) from None
-    event_id: int = one_row(row, "SEND")[0]
-    return event_id
-
-
-async def send_async(
-    conn: psycopg.AsyncConnection, schema: str, key: str, payload: Jsonb | None, by: str | None
-) -> int:
-    """``send`` on an AsyncConnection: the same statement."""
-    try:
-        cur = await conn.execute(render(SEND, schema), (key, payload, by))
-        row = await cur.fetchone()
-    except psycopg.Error as exc:
-        raise from_database(exc) from None
-    event_id: int = one_row(row, "SEND")[0]
-    return event_id

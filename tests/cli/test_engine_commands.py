@@ -203,3 +203,28 @@ def test_readme_worked_example_end_to_end(dsn: str, tmp_path: Path) -> None:
         log = worker.communicate(timeout=30)[0]
     assert worker.returncode == 0, log
     assert "event=finished" in log and f"execution_id={eid}" in log
+
+
+def test_schema_option_overrides_the_apps_own_even_when_it_is_the_default(dsn: str, tmp_path: Path) -> None:
+    """``--schema kestrel`` wins over an app built with another schema (the default value was
+    once the "not given" marker, so the worker ran on the app's unmigrated schema and failed);
+    the CLI builds its own app, the module's is left as it was built."""
+    (tmp_path / "elsewhere_app.py").write_text(
+        "from kestrel_core import Kestrel\napp = Kestrel(schema='never_migrated_kt')\n"
+        "app.workflow('noop')(lambda ctx, _: None)\n"
+    )
+    worker = subprocess.Popen(
+        [str(SCRIPT), "--schema", "kestrel", "worker", "elsewhere_app", "--processes", "1"],
+        cwd=tmp_path,
+        env=environment({"KESTREL_DSN": dsn}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_for(lambda: live_workers(dsn) == 1 or worker.poll() is not None, timeout=30, what="the worker")
+        assert worker.poll() is None, worker.stdout.read() if worker.stdout else ""
+    finally:
+        worker.send_signal(signal.SIGINT)
+        worker.communicate(timeout=30)
+    assert worker.returncode == 0

@@ -20,6 +20,7 @@ def test_the_tui_gets_the_cli_settings_with_its_own_options(monkeypatch, tmp_pat
         operator="oncall",
         queries=[tmp_path / "mine", tmp_path / "a", tmp_path / "b"],
         dsn_given=True,
+        schema_given=True,  # --schema given: it wins over a worker app's own
     )
 
     tui = console_settings(cli, read_only=True, refresh=5)
