@@ -288,7 +288,7 @@ def fleet_table(r: dict[str, Any]) -> str:
 
 def _child(dsn: str, first: int, n: int) -> None:
     """``n`` Worker objects in this process, until the parent closes our stdin (or kills us)."""
-    from kestrel_core.engine.worker import Worker
+    from kestrel_core import Worker
 
     from .workloads import app
 
