@@ -16,7 +16,7 @@ only packages before it (each package's docstring says which; tests/test_archite
   events, children);
 - ``admin``: reading an execution back, operator actions, schedules, retention;
 - ``workflow``: the ``ctx`` of a workflow and running one execution;
-- ``engine``: the worker process and its supervisor;
+- ``engine``: the worker process;
 - ``api``: ``Kestrel`` and ``AsyncKestrel``.
 """
 
