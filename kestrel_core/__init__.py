@@ -50,6 +50,7 @@ from kestrel_core.dispatch.enqueue import MAX_DELAY, EnqueueFailed
 from kestrel_core.dispatch.queues import Queue
 from kestrel_core.durable.children import ChildHandle
 from kestrel_core.durable.events import Event
+from kestrel_core.engine.settings import WorkerOptions, WorkerSettings
 from kestrel_core.engine.worker import Worker
 from kestrel_core.workflow.async_context import AsyncWorkflowContext
 from kestrel_core.workflow.context import Decision, WorkflowContext
@@ -88,6 +89,8 @@ __all__ = [
     "TracingUnavailable",
     "UnauditedDecision",
     "Worker",
+    "WorkerOptions",
+    "WorkerSettings",
     "Workflow",
     "WorkflowContext",
     "default_operator",

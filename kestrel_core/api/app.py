@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -34,6 +34,7 @@ from kestrel_core.durable import events as _events
 from kestrel_core.workflow.versions import fingerprint
 
 if TYPE_CHECKING:
+    from kestrel_core.engine.settings import WorkerOptions, WorkerSettings
     from kestrel_core.engine.worker import Worker
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -564,29 +565,16 @@ class Kestrel:
 
     # -- workers ----------------------------------------------------------------------------
 
-    def worker(
-        self,
-        *,
-        concurrency: int = 8,
-        lease: timedelta = timedelta(seconds=30),
-        worker_id: str | None = None,
-        **options: Any,
-    ) -> Worker:
-        """A Worker for this app's workflows (not started). See ``kestrel_core.engine.worker.Worker``."""
+    def worker(self, settings: WorkerSettings | None = None, /, **options: Unpack[WorkerOptions]) -> Worker:
+        """A Worker for this app's workflows (not started): ``settings`` and/or its fields as
+        keywords (``concurrency=4``; see ``WorkerSettings``)."""
         from kestrel_core.engine.worker import Worker
 
-        return Worker(self, concurrency=concurrency, lease=lease, worker_id=worker_id, **options)
+        return Worker(self, settings, **options)
 
-    def run_worker(
-        self,
-        *,
-        concurrency: int = 8,
-        lease: timedelta = timedelta(seconds=30),
-        worker_id: str | None = None,
-        **options: Any,
-    ) -> None:
+    def run_worker(self, settings: WorkerSettings | None = None, /, **options: Unpack[WorkerOptions]) -> None:
         """Run a worker in this thread until SIGINT/SIGTERM, then shut down gracefully."""
-        self.worker(concurrency=concurrency, lease=lease, worker_id=worker_id, **options).run()
+        self.worker(settings, **options).run()
 
 
 def _caller_connection(conn: object) -> psycopg.Connection:

@@ -1,7 +1,8 @@
 """The worker process: the claim loop, runner threads and maintenance (``worker``), its
 LISTEN wake-ups (``listener``), announcing it at start and retiring it (``registration``),
 ticking schedules in its maintenance loop (``scheduler``), SIGINT/SIGTERM acted on outside
-the signal handler (``signals``). (The supervisor of N worker processes is the CLI's:
+the signal handler (``signals``), its options as one checked value (``settings``) and its
+lifecycle as one state (``worker_state``). (The supervisor of N worker processes is the CLI's:
 kestrel_console/cli/supervision.)
 
 Front ends (the console, bench) may use the names in ``__all__`` below, no module of it.
@@ -11,7 +12,9 @@ May import: base, db, dispatch, durable, admin, workflow.
 
 from typing import TYPE_CHECKING, Any
 
+from kestrel_core.engine.settings import WorkerOptions, WorkerSettings
 from kestrel_core.engine.signals import STOP_SIGNALS, SignalRelay
+from kestrel_core.engine.worker_state import WorkerState
 
 if TYPE_CHECKING:
     from kestrel_core.engine.worker import Worker
@@ -31,4 +34,7 @@ __all__ = [
     "STOP_SIGNALS",
     "SignalRelay",
     "Worker",
+    "WorkerOptions",
+    "WorkerSettings",
+    "WorkerState",
 ]
