@@ -7,12 +7,15 @@ changes nothing and surfaces as NotFound or ActionRefused.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import psycopg
 
 from kestrel_core.base.errors import InvalidArgument, from_database
 from kestrel_core.base.serialization import to_json
+from kestrel_core.db.retry import RETRY, Verdict
 from kestrel_core.db.statements import render
 
 DECIDE = "SELECT {schema}.decide_approval(%s, %s, %s, %s, %s)"
@@ -44,36 +47,38 @@ def check_execution_id(execution_id: object) -> int:
     return execution_id
 
 
+# A cancel cascading to children can meet a child finishing at that instant (which locks in the
+# other order); Postgres aborts one side, changing nothing: the action is tried again, as the
+# connection seam's policy says for a conflict (db/retry.py). Any other error is the answer.
+_AGAIN = frozenset({Verdict.CONFLICT})
+
+
 def _call(conn: psycopg.Connection, schema: str, statement: str, params: tuple[Any, ...]) -> Any:
     check_execution_id(params[0])
-    for attempt in range(3):
+    tries = RETRY.attempts(retry=_AGAIN)
+    while True:
         try:
             row = conn.execute(render(statement, schema), params).fetchone()
-            break
-        except psycopg.errors.DeadlockDetected:
-            # A cancel cascading to children can meet a child finishing at that instant (which
-            # locks in the other order); Postgres aborts one side, changing nothing: try again.
-            if attempt == 2:
-                raise
+            return row[0] if row else None
         except psycopg.Error as exc:
-            raise from_database(exc) from None
-    return row[0] if row else None
+            if (again := tries.after(exc)) is None:
+                raise from_database(exc) from None
+        time.sleep(again.delay)
 
 
 async def _call_async(conn: psycopg.AsyncConnection, schema: str, statement: str, params: tuple[Any, ...]) -> Any:
     """``_call`` on an AsyncConnection: the same statements, checks and retries."""
     check_execution_id(params[0])
-    for attempt in range(3):
+    tries = RETRY.attempts(retry=_AGAIN)
+    while True:
         try:
             cur = await conn.execute(render(statement, schema), params)
             row = await cur.fetchone()
-            break
-        except psycopg.errors.DeadlockDetected:
-            if attempt == 2:
-                raise
+            return row[0] if row else None
         except psycopg.Error as exc:
-            raise from_database(exc) from None
-    return row[0] if row else None
+            if (again := tries.after(exc)) is None:
+                raise from_database(exc) from None
+        await asyncio.sleep(again.delay)
 
 
 def decide(

@@ -30,6 +30,8 @@ from kestrel_core.base.errors import InvalidArgument, KestrelError
 from kestrel_core.base.masking import first_line
 from kestrel_core.base.serialization import to_json
 from kestrel_core.db.pipeline import Prepared, Step, failure, round_trip, rows_of
+from kestrel_core.db.retry import RETRY
+from kestrel_core.db.retry import past_the_ranges as past_the_ranges  # the clients name it from here
 from kestrel_core.db.statements import notify_channel, render
 from kestrel_core.dispatch.keys import check_idempotency_key, check_name
 
@@ -354,23 +356,11 @@ def complete(batch: Sequence[Row], out: list[int | None], found: Mapping[str, in
     return done
 
 
-# How often an enqueue whose ids ran past the history's ranges creates them and tries again
-# (another caller may be creating them at that moment: ensure_partitions lets one at a time),
-# and the pause between tries.
-RANGE_TRIES = 5
-RANGE_PAUSE_S = 0.05
-
-
-def past_the_ranges(exc: BaseException) -> bool:
-    """Whether an insert failed because its id has no range yet: no partition of
-    workflow_executions holds it (a CHECK violation naming the table and no constraint). The
-    workers' upkeep keeps ranges ahead once a minute; a burst of enqueues, or none running, can
-    pass them. Nothing was written: the insert can go again once the range exists."""
-    return (
-        isinstance(exc, psycopg.errors.CheckViolation)
-        and exc.diag.table_name == "workflow_executions"
-        and exc.diag.constraint_name is None
-    )
+# How often an enqueue whose ids ran past the history's ranges creates them and tries again,
+# and the pause between tries: the connection seam's policy (db/retry.py), named here for the
+# clients' enqueue loops.
+RANGE_TRIES = RETRY.ranges_tries
+RANGE_PAUSE_S = RETRY.ranges_pause
 
 
 def write(
