@@ -16,7 +16,7 @@ only packages before it (each package's docstring says which; tests/test_archite
   events, children);
 - ``admin``: reading an execution back, operator actions, schedules, retention;
 - ``workflow``: the ``ctx`` of a workflow and running one execution;
-- ``engine``: the worker process and its supervisor;
+- ``engine``: the worker process;
 - ``api``: ``Kestrel`` and ``AsyncKestrel``.
 """
 
@@ -50,6 +50,7 @@ from kestrel_core.dispatch.enqueue import MAX_DELAY, EnqueueFailed
 from kestrel_core.dispatch.queues import Queue
 from kestrel_core.durable.children import ChildHandle
 from kestrel_core.durable.events import Event
+from kestrel_core.engine.settings import WorkerOptions, WorkerSettings
 from kestrel_core.engine.worker import Worker
 from kestrel_core.workflow.async_context import AsyncWorkflowContext
 from kestrel_core.workflow.context import Decision, WorkflowContext
@@ -88,6 +89,8 @@ __all__ = [
     "TracingUnavailable",
     "UnauditedDecision",
     "Worker",
+    "WorkerOptions",
+    "WorkerSettings",
     "Workflow",
     "WorkflowContext",
     "default_operator",

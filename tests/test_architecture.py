@@ -136,6 +136,23 @@ def test_kestrel_core_imports_nothing_of_kestrel_console() -> None:
     assert {n: d for n, d in offenders.items() if d} == {}
 
 
+def test_process_supervision_is_the_clis_not_the_engines() -> None:
+    """Running N worker processes (pipes, process groups, prctl) is the command line's job: an
+    application that embeds a worker carries none of it (kestrel_console/cli/supervision)."""
+    graph = _graph()
+    spawning = {"subprocess", "selectors"}
+    offenders = {}
+    for name, path in _modules().items():
+        if name.startswith("kestrel_core"):
+            tree = ast.parse(path.read_text(), str(path))
+            imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+            if used := imported & spawning:
+                offenders[name] = sorted(used)
+    assert offenders == {}
+    assert "kestrel_console.cli.supervision.supervisor" in graph
+    assert not any(n.startswith("kestrel_core") and n.rpartition(".")[2].startswith("supervis") for n in graph)
+
+
 def test_no_module_is_over_the_line_budget() -> None:
     long = {str(path.relative_to(ROOT)): len(path.read_text().splitlines()) for path in _modules().values()}
     over = {p: n for p, n in long.items() if n > MAX_LINES}

@@ -4,6 +4,7 @@ says it is typed (py.typed), so users' type checkers see the annotations."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import typing
 from pathlib import Path
@@ -66,3 +67,14 @@ def test_every_engine_type_in_a_public_signature_is_exported() -> None:
 
 def test_the_engine_ships_its_types() -> None:
     assert (Path(kestrel_core.__file__).parent / "py.typed").is_file()
+
+
+def test_the_worker_settings_are_exported_and_typed_as_keywords() -> None:
+    """``Worker(app, WorkerSettings(...))``, or the same fields as keywords, typed by
+    ``WorkerOptions`` (so a type checker sees a misspelt option in ``app.worker(...)``)."""
+    assert {"WorkerSettings", "WorkerOptions"} <= set(kestrel_core.__all__)
+    fields = {f.name for f in dataclasses.fields(kestrel_core.WorkerSettings)}
+    assert set(typing.get_type_hints(kestrel_core.WorkerOptions)) == fields
+    for method in (kestrel_core.Kestrel.worker, kestrel_core.Kestrel.run_worker):
+        options = inspect.signature(method).parameters["options"]
+        assert options.kind is inspect.Parameter.VAR_KEYWORD and "Unpack[WorkerOptions]" in str(options.annotation)

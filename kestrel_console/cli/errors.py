@@ -11,9 +11,9 @@ import psycopg
 import typer
 
 from kestrel_core import InvalidArgument, KestrelError, mask_dsn
-from kestrel_core.engine import supervised_failed
 
 from ..safe_text import visible
+from .supervision import supervised_failed
 
 F = TypeVar("F", bound=Callable[..., Any])
 

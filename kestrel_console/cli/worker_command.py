@@ -3,7 +3,7 @@
 With ``--processes 1`` the worker runs in this process (its pid is the command's). Above 1 this
 process checks what it can (the module, its workflows, the options), then supervises N copies
 of the same command line with ``--processes 1 [--worker-id ID-i]``, each registering its own
-``workers`` row; the supervising is ``kestrel_core.engine.supervisor``'s job.
+``workers`` row; the supervising is ``supervision``'s job (this package).
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ import typer
 
 from kestrel_core import Kestrel
 from kestrel_core.admin import parse_age
-from kestrel_core.engine import STOP_SIGNALS, Supervisor, default_processes, supervised_adopt, supervised_ready
+from kestrel_core.engine import STOP_SIGNALS
 
 from ..settings import Settings
 from .errors import fail, handles_errors
 from .options import settings
+from .supervision import Supervisor, default_processes, supervised_adopt, supervised_ready
 
 PROCESSES_HELP = (
     "Worker processes to run, each with its own `workers` row and --concurrency slots "

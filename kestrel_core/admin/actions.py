@@ -32,10 +32,6 @@ UNSET: Any = _Unset()
 
 BIGINT_MAX = 2**63 - 1
 
-# A cancel cascading to children can meet a child finishing at that instant (which locks in the
-# other order); Postgres aborts one side, changing nothing: the action is tried again.
-DEADLOCK_TRIES = 3
-
 
 def check_execution_id(execution_id: object) -> int:
     """``execution_id`` if it can be an execution id (a positive 64-bit integer), else

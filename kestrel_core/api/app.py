@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -26,6 +26,7 @@ from kestrel_core.dispatch.enqueue_batch import EnqueueBatcher, WriterConnection
 from kestrel_core.workflow.versions import fingerprint
 
 if TYPE_CHECKING:
+    from kestrel_core.engine.settings import WorkerOptions, WorkerSettings
     from kestrel_core.engine.worker import Worker
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -305,26 +306,13 @@ class Kestrel(Operations):
 
     # -- workers ----------------------------------------------------------------------------
 
-    def worker(
-        self,
-        *,
-        concurrency: int = 8,
-        lease: timedelta = timedelta(seconds=30),
-        worker_id: str | None = None,
-        **options: Any,
-    ) -> Worker:
-        """A Worker for this app's workflows (not started). See ``kestrel_core.engine.worker.Worker``."""
+    def worker(self, settings: WorkerSettings | None = None, /, **options: Unpack[WorkerOptions]) -> Worker:
+        """A Worker for this app's workflows (not started): ``settings`` and/or its fields as
+        keywords (``concurrency=4``; see ``WorkerSettings``)."""
         from kestrel_core.engine.worker import Worker
 
-        return Worker(self, concurrency=concurrency, lease=lease, worker_id=worker_id, **options)
+        return Worker(self, settings, **options)
 
-    def run_worker(
-        self,
-        *,
-        concurrency: int = 8,
-        lease: timedelta = timedelta(seconds=30),
-        worker_id: str | None = None,
-        **options: Any,
-    ) -> None:
+    def run_worker(self, settings: WorkerSettings | None = None, /, **options: Unpack[WorkerOptions]) -> None:
         """Run a worker in this thread until SIGINT/SIGTERM, then shut down gracefully."""
-        self.worker(concurrency=concurrency, lease=lease, worker_id=worker_id, **options).run()
+        self.worker(settings, **options).run()

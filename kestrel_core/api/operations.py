@@ -26,6 +26,7 @@ from kestrel_core.db import migrate as _migrate
 from kestrel_core.db import roles as _roles
 from kestrel_core.db.connection import ConnectionRunner, connect, unavailable, wrong_connection
 from kestrel_core.db.outage import is_outage
+from kestrel_core.db.retry import RETRY, Verdict
 from kestrel_core.db.roles import RoleNames
 from kestrel_core.db.statements import render
 from kestrel_core.dispatch import enqueue as _enqueue
@@ -98,20 +99,22 @@ class Operations(ABC):
         """No server-side prepared statement on a caller's connection through PgBouncer."""
         return False if self.transaction_pooling else None
 
-    def _call(self, conn: psycopg.Connection, statement: str, params: Sequence[Any], *, tries: int = 1) -> Any:
+    def _call(self, conn: psycopg.Connection, statement: str, params: Sequence[Any], *, retry: bool = False) -> Any:
         """The value of a one-value statement (a call to one of the schema's functions), its
-        refusals as NotFound / ActionRefused; a deadlock is tried again, ``tries`` times in all."""
-        for attempt in range(tries):
+        refusals as NotFound / ActionRefused; with ``retry`` (an operator action: a cancel cascading
+        to children can meet a child finishing at that instant, which locks in the other order),
+        a conflict is tried again as the connection seam's policy says (db/retry.py)."""
+        tries = RETRY.attempts(retry=frozenset({Verdict.CONFLICT}) if retry else frozenset())
+        while True:
             try:
                 cur = conn.execute(render(statement, self.schema), params)
                 row = cur.fetchone()
                 return row[0] if row else None
-            except psycopg.errors.DeadlockDetected:
-                if attempt + 1 == tries:
-                    raise
             except psycopg.Error as exc:
-                raise from_database(exc) from None
-        return None
+                again = tries.after(exc)
+                if again is None:
+                    raise from_database(exc) from None
+            time.sleep(again.delay)
 
     def migrate(self, *, roles: RoleNames | bool | None = None) -> list[int]:
         """Create or upgrade the schema; returns the versions applied now. Safe to run concurrently.
@@ -262,20 +265,20 @@ class Operations(ABC):
         """``write(rows)``; if their ids ran past the history's ranges, create the ranges (as
         the workers' upkeep does) and write again. Not for a caller's own transaction: the
         failed insert aborted it."""
-        tries = 0
+        tries = RETRY.attempts(retry=frozenset({Verdict.RANGES_BEHIND}))
         while True:
             try:
                 return write(rows)
-            except psycopg.errors.CheckViolation as exc:
-                tries += 1
-                if not _enqueue.past_the_ranges(exc) or tries == _enqueue.RANGE_TRIES:
+            except psycopg.Error as exc:
+                again = tries.after(exc)
+                if again is None:
                     raise
             try:
                 with self.connection() as conn:
                     conn.execute(render(_sweeper.ENSURE_PARTITIONS, self.schema))
             except psycopg.errors.LockNotAvailable:
                 pass
-            time.sleep(_enqueue.RANGE_PAUSE_S * tries)
+            time.sleep(again.delay)
 
     def send_event(
         self, key: str, payload: Any = None, *, by: str | None = None, conn: psycopg.Connection | None = None
@@ -297,7 +300,7 @@ class Operations(ABC):
         """An operator action (audited, its allowed states checked in the database)."""
         _operator.check_execution_id(execution_id)
         with self._on(conn) as c:
-            return self._call(c, statement, (execution_id, *params), tries=_operator.DEADLOCK_TRIES)
+            return self._call(c, statement, (execution_id, *params), retry=True)
 
     def approve(
         self,

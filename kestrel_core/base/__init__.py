@@ -12,6 +12,7 @@ Front ends (the console, bench) may use the names in ``__all__`` below, no modul
 May import: nothing of kestrel_core outside this package.
 """
 
+from kestrel_core.base.backoff import Backoff
 from kestrel_core.base.serialization import to_json
 
-__all__ = ["to_json"]
+__all__ = ["Backoff", "to_json"]

@@ -354,25 +354,6 @@ def complete(batch: Sequence[Row], out: list[int | None], found: Mapping[str, in
     return done
 
 
-# How often an enqueue whose ids ran past the history's ranges creates them and tries again
-# (another caller may be creating them at that moment: ensure_partitions lets one at a time),
-# and the pause between tries.
-RANGE_TRIES = 5
-RANGE_PAUSE_S = 0.05
-
-
-def past_the_ranges(exc: BaseException) -> bool:
-    """Whether an insert failed because its id has no range yet: no partition of
-    workflow_executions holds it (a CHECK violation naming the table and no constraint). The
-    workers' upkeep keeps ranges ahead once a minute; a burst of enqueues, or none running, can
-    pass them. Nothing was written: the insert can go again once the range exists."""
-    return (
-        isinstance(exc, psycopg.errors.CheckViolation)
-        and exc.diag.table_name == "workflow_executions"
-        and exc.diag.constraint_name is None
-    )
-
-
 def write(
     conn: psycopg.Connection, schema: str, batch: Sequence[Row], *, prepare: bool | None = None, notify: bool = True
 ) -> list[int]:

@@ -28,11 +28,11 @@ from contextlib import contextmanager
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from kestrel_core.base.errors import DatabaseUnavailable, SchemaOutdated
 from kestrel_core.base.latch import Latch
 from kestrel_core.base.masking import first_line
 from kestrel_core.db.connection import close_quietly
 from kestrel_core.db.pipeline import readable
+from kestrel_core.db.retry import RETRY
 from kestrel_core.dispatch.enqueue import EnqueueFailed, Row
 
 log = logging.getLogger("kestrel.enqueue")
@@ -49,9 +49,6 @@ GENERIC_PLANS = "SET plan_cache_mode = force_generic_plan"
 
 Write = Callable[[Sequence[Row]], list[int]]
 AsyncWrite = Callable[[Sequence[Row]], Awaitable[list[int]]]
-
-# Errors that say nothing about the rows: the whole batch fails with them, not row by row.
-_WHOLE_BATCH = (psycopg.OperationalError, DatabaseUnavailable, SchemaOutdated)
 
 
 class _Call:
@@ -116,9 +113,9 @@ def _outcomes(write: Write, batch: Sequence[Row]) -> list[int | BaseException]:
     """Each row's id or error: the batch in one statement, else row by row."""
     try:
         return list(write(batch))
-    except _WHOLE_BATCH as exc:
-        return [exc] * len(batch)
     except Exception as exc:
+        if not RETRY.splits(exc):  # says nothing about the rows (db/retry.py): the whole batch fails
+            return [exc] * len(batch)
         if len(batch) == 1:
             return [exc]
         log.warning(
@@ -285,9 +282,9 @@ class AsyncEnqueueBatcher:
     async def _outcomes(self, batch: Sequence[Row]) -> list[int | BaseException]:
         try:
             return list(await self._write(batch))
-        except _WHOLE_BATCH as exc:
-            return [exc] * len(batch)
         except Exception as exc:
+            if not RETRY.splits(exc):
+                return [exc] * len(batch)
             if len(batch) == 1:
                 return [exc]
             log.warning(

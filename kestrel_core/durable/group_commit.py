@@ -16,7 +16,8 @@ start written when the wait is over, so the console shows it running.
 
 A batch the database refuses for a reason other than a lost connection (a bug, a value it
 will not store, a statement timeout, a deadlock that outlived its retries) is split and its
-boundaries written one by one, so one bad row fails only its own execution.
+boundaries written one by one, so one bad row fails only its own execution (the rule is the
+connection seam's: db/retry.py, ``RETRY.splits``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import psycopg
 
 from kestrel_core.base.latch import Latch
 from kestrel_core.db.connection import ConnectionRunner
-from kestrel_core.db.outage import is_outage
+from kestrel_core.db.retry import RETRY
 from kestrel_core.durable import boundary
 from kestrel_core.durable.boundary import Attempt, Boundary, Outcome
 
@@ -173,7 +174,7 @@ class GroupCommit:
         try:
             outcomes = self._run(lambda c: boundary.write(c, self._schema, [p.boundary for p in batch]))
         except Exception as exc:
-            if is_outage(exc) or len(batch) == 1:  # away past the retry window, or this row's own
+            if not RETRY.splits(exc) or len(batch) == 1:  # away past the retry window, or this row's own
                 for p in batch:
                     self._resolve(p, error=exc)
                 return

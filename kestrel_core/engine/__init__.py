@@ -1,8 +1,9 @@
 """The worker process: the claim loop, runner threads and maintenance (``worker``), its
 LISTEN wake-ups (``listener``), announcing it at start and retiring it (``registration``),
 ticking schedules in its maintenance loop (``scheduler``), SIGINT/SIGTERM acted on outside
-the signal handler (``signals``), and the supervisor of N worker processes (``supervisor``;
-the child's side in ``supervised``).
+the signal handler (``signals``), its options as one checked value (``settings``) and its
+lifecycle as one state (``worker_state``). (The supervisor of N worker processes is the CLI's:
+kestrel_console/cli/supervision.)
 
 Front ends (the console, bench) may use the names in ``__all__`` below, no module of it.
 
@@ -11,11 +12,9 @@ May import: base, db, dispatch, durable, admin, workflow.
 
 from typing import TYPE_CHECKING, Any
 
+from kestrel_core.engine.settings import WorkerOptions, WorkerSettings
 from kestrel_core.engine.signals import STOP_SIGNALS, SignalRelay
-from kestrel_core.engine.supervised import adopt as supervised_adopt
-from kestrel_core.engine.supervised import failed as supervised_failed
-from kestrel_core.engine.supervised import ready as supervised_ready
-from kestrel_core.engine.supervisor import Supervisor, default_processes
+from kestrel_core.engine.worker_state import WorkerState
 
 if TYPE_CHECKING:
     from kestrel_core.engine.worker import Worker
@@ -34,10 +33,8 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "STOP_SIGNALS",
     "SignalRelay",
-    "Supervisor",
     "Worker",
-    "default_processes",
-    "supervised_adopt",
-    "supervised_failed",
-    "supervised_ready",
+    "WorkerOptions",
+    "WorkerSettings",
+    "WorkerState",
 ]

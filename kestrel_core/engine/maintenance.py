@@ -25,6 +25,7 @@ from kestrel_core.dispatch import claim as claim_mod
 from kestrel_core.dispatch import deadlines, sweeper
 from kestrel_core.dispatch import lease as lease_mod
 from kestrel_core.engine import scheduler
+from kestrel_core.engine.worker_state import Lifecycle, WorkerState
 from kestrel_core.workflow.contracts import Claimed, EngineSettings
 
 T = TypeVar("T")
@@ -39,8 +40,7 @@ class Maintained(Protocol):
     sweep_interval: float
     settings: EngineSettings
     log: Logger
-    draining: threading.Event
-    _quiet: threading.Event
+    lifecycle: Lifecycle
     _wake: threading.Event
     _lock: threading.Lock
     _inflight: dict[tuple[int, int], Claimed]
@@ -104,17 +104,18 @@ class Maintenance:
         """Run ``duty`` until the worker goes quiet; it returns how long until its next run.
         Only the heartbeat goes on while the worker drains (its executions still run)."""
         beating = duty == self.heartbeat
-        self.w._quiet.wait(max(0.0, first - time.monotonic()))
-        while not self.w._quiet.is_set():
-            if self.w.draining.is_set() and not beating:
-                self.w._quiet.wait(0.1)
+        state = self.w.lifecycle
+        state.wait(WorkerState.QUIET, max(0.0, first - time.monotonic()))
+        while not state.reached(WorkerState.QUIET):
+            if state.reached(WorkerState.DRAINING) and not beating:
+                state.wait(WorkerState.QUIET, 0.1)
                 continue
             try:
                 pause = duty()
             except Exception:  # a bug or an unexpected error: log it, never lose the duty's thread
                 self.w.log.exception("event=maintenance_crashed worker=%s duty=%s", self.w.worker_id, duty.__name__)
                 pause = 1.0
-            self.w._quiet.wait(max(0.01, pause))
+            state.wait(WorkerState.QUIET, max(0.01, pause))
 
     def heartbeat(self) -> float:
         """Renew the leases; returns the seconds until the next beat: a third of the lease, or

@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 import time
 from collections.abc import Sequence
 from typing import Protocol
@@ -24,7 +23,7 @@ from kestrel_core.db.migrate import check_current
 from kestrel_core.db.outage import is_outage
 from kestrel_core.db.statements import render
 from kestrel_core.dispatch import queues as queues_mod
-from kestrel_core.workflow.contracts import EngineSettings, Registry
+from kestrel_core.workflow.contracts import EngineSettings, Flag, Registry
 
 _RECONNECT = Backoff(0.1, cap=2.0)
 
@@ -52,7 +51,7 @@ class Registrant(Protocol):
     registry: Registry
     settings: EngineSettings
     log: logging.Logger
-    draining: threading.Event
+    draining: Flag
     startup_timeout: float
 
 

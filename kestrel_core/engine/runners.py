@@ -24,6 +24,7 @@ import psycopg
 from kestrel_core.base.describe import exception_head
 from kestrel_core.base.masking import first_line
 from kestrel_core.durable import checkpoint
+from kestrel_core.engine.worker_state import Lifecycle, WorkerState
 from kestrel_core.workflow import runner
 from kestrel_core.workflow.boxing import being_cancelled, boxed, unbox
 from kestrel_core.workflow.contracts import Claimed, EngineSettings
@@ -45,7 +46,7 @@ class RunnerThreads:
     _inflight: dict[tuple[int, int], Claimed]
     _idle: threading.Condition
     _wake: threading.Event
-    _stopped: threading.Event
+    lifecycle: Lifecycle
 
     def db(
         self, fn: Callable[[psycopg.Connection], T], *, window: float | None = None, interruptible: bool = True
@@ -74,7 +75,7 @@ class RunnerThreads:
         while True:
             try:
                 loop.run_forever()
-                if self._stopped.is_set() or loop.is_closed():
+                if self.lifecycle.reached(WorkerState.STOPPED) or loop.is_closed():
                     return
                 # Stopped by a workflow or a step (``asyncio.get_running_loop().stop()``), not
                 # by the worker: every other async execution runs on this loop, so it runs on.
@@ -115,7 +116,7 @@ class RunnerThreads:
         ends whatever a workflow raises in an outcome and the loop above catches the rest, so
         only an engine bug gets here.)"""
         for slot, thread in enumerate(self._runners):
-            if thread.is_alive() or self._stopped.is_set():
+            if thread.is_alive() or self.lifecycle.reached(WorkerState.STOPPED):
                 continue
             held = self._running.pop(slot, None)  # before its successor uses the slot
             self._runners[slot] = self._spawn(functools.partial(self._runner_loop, slot), f"runner-{slot}")

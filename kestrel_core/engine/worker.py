@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 import psycopg
 
@@ -35,29 +35,28 @@ from kestrel_core.base.backoff import Backoff
 from kestrel_core.base.errors import KestrelError
 from kestrel_core.base.masking import first_line
 from kestrel_core.db.connection import OwnSession, make_pool
-from kestrel_core.db.outage import is_conflict, is_outage
+from kestrel_core.db.retry import RETRY, Verdict
 from kestrel_core.dispatch import claim as claim_mod
 from kestrel_core.dispatch import lease as lease_mod
 from kestrel_core.dispatch import sweeper
-from kestrel_core.dispatch.enqueue import RANGE_PAUSE_S, RANGE_TRIES, past_the_ranges
 from kestrel_core.dispatch.limited_claim import idle_in_claim_ms
 from kestrel_core.durable.boundary import Boundary, Outcome
 from kestrel_core.durable.group_commit import GroupCommit, LazyOpen
 from kestrel_core.engine import listener, registration
 from kestrel_core.engine.maintenance import Maintenance
 from kestrel_core.engine.runners import RunnerThreads
+from kestrel_core.engine.settings import WorkerOptions, WorkerSettings
 from kestrel_core.engine.signals import SignalRelay
-from kestrel_core.workflow.contracts import Claimed, Deployment, EngineSettings, Registry
+from kestrel_core.engine.worker_state import Lifecycle, WorkerState
+from kestrel_core.workflow.contracts import Claimed, Deployment, EngineSettings, Flag, Registry
 
 T = TypeVar("T")
 
 log = logging.getLogger("kestrel.worker")
 
-# Retry policies of the worker's loops while the database is away.
-_DB_RETRY = Backoff(0.05, cap=2.0)  # one engine write (Worker.db)
-_CLAIM_RETRY = Backoff(0.2, cap=5.0)  # the claim loop
-_CONFLICT_RETRY = Backoff(0.01, cap=0.2)  # a statement rolled back by a deadlock (Worker.db)
-_CONFLICT_TRIES = 3
+# The claim loop's pause after a failed claim (it claims again forever: a claim is never owed).
+# Every other write retries as the connection seam's policy says (db/retry.py).
+_CLAIM_RETRY = Backoff(0.2, cap=5.0)
 
 
 class Worker(RunnerThreads):
@@ -65,51 +64,39 @@ class Worker(RunnerThreads):
     SIGINT/SIGTERM) or ``start()`` / ``stop()``."""
 
     def __init__(
-        self,
-        app: Deployment,
-        *,
-        concurrency: int = 8,
-        lease: timedelta = timedelta(seconds=30),
-        worker_id: str | None = None,
-        listen: bool | None = None,
-        poll_interval: float = 1.0,
-        sweep_interval: float = 1.0,
-        grace: timedelta | None = None,
-        db_retry_window: float | None = None,
-        startup_timeout: float | None = None,
-        prune_older_than: timedelta | None = None,
-        prune_every: float = 600.0,
-        prune_max_batches: int = 10,
-        queues: list[str] | None = None,
+        self, app: Deployment, settings: WorkerSettings | None = None, /, **options: Unpack[WorkerOptions]
     ) -> None:
-        if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        if lease < timedelta(seconds=1):
-            raise ValueError("the lease must be at least 1 second")
+        """``settings``, or the same fields as keyword arguments (``Worker(app, concurrency=4)``),
+        or both (the keywords replace those fields); every value is checked by WorkerSettings."""
+        config = WorkerSettings.of(settings, **options)
+        pooling = app.transaction_pooling if config.transaction_pooling is None else config.transaction_pooling
+        # Every derived value filled in: the listen mode, the grace, the retry windows, the id.
+        self.config = config.resolved(transaction_pooling=pooling, worker_id=registration.default_worker_id())
         # Only what the worker uses of the app: its registrations and its connection settings.
         self.registry = Registry(workflows=app.workflows, queues=app.queues, schedules=app.schedules)
-        self.settings = EngineSettings(dsn=app.dsn, schema=app.schema, transaction_pooling=app.transaction_pooling)
+        self.settings = EngineSettings(dsn=app.dsn, schema=app.schema, transaction_pooling=pooling)
         self.schema = app.schema
-        self.concurrency = concurrency
-        self.lease = lease
-        self.worker_id = worker_id or registration.default_worker_id()
-        self.listen = (not app.transaction_pooling) if listen is None else listen
-        self.poll_interval = poll_interval
-        self.sweep_interval = sweep_interval
-        self.grace = lease if grace is None else grace
+        c = self.config
+        self.concurrency = c.concurrency
+        self.lease = c.lease
+        self.worker_id: str = c.worker_id or ""  # resolved: never empty
+        self.listen = bool(c.listen)
+        self.poll_interval = c.poll_interval
+        self.sweep_interval = c.sweep_interval
+        self.grace: timedelta = c.grace or timedelta(0)  # resolved: the lease if not given
         # How long a step boundary keeps retrying a write while the database is unreachable.
-        self.db_retry_window = db_retry_window if db_retry_window is not None else max(60.0, 2 * lease.total_seconds())
+        self.db_retry_window = float(c.db_retry_window or 0.0)
         # How long start() waits for an unreachable database (a worker started during an outage,
         # or before the server is up, must not die: nothing would replace it).
-        self.startup_timeout = self.db_retry_window if startup_timeout is None else startup_timeout
+        self.startup_timeout = float(c.startup_timeout or 0.0)
         # Retention on a schedule (every worker may prune; batches skip each other's rows).
-        self.prune_older_than = prune_older_than
-        self.prune_every = prune_every
-        self.prune_max_batches = prune_max_batches
+        self.prune_older_than = c.prune_older_than
+        self.prune_every = c.prune_every
+        self.prune_max_batches = c.prune_max_batches
         self.log = log
         self.names = sorted(app.workflows)
         self.versions = [app.workflows[n].version for n in self.names]  # parallel to names
-        self.queues = sorted(set(queues)) if queues is not None else None  # None: every queue
+        self.queues = list(c.queues) if c.queues is not None else None  # sorted, unique; None: every queue
         # Look for limited queues with work on every claim while there are any; else once per
         # poll interval (queues limited by another deployment's declarations).
         self._limited_declared = any(q.limited for q in app.queues.values())
@@ -126,12 +113,12 @@ class Worker(RunnerThreads):
             "released": 0,
         }
 
-        self.draining = threading.Event()  # no more claims; executions stop at their next boundary
-        self._stopped = threading.Event()  # threads exit
+        # Where the worker is in its life (worker_state.py: the states, the moves, what each
+        # means to the threads). ``draining`` is the state the workflow contexts wait on.
+        self.lifecycle = Lifecycle()
+        self.draining: Flag = self.lifecycle.flag(WorkerState.DRAINING)
+        # Not a state: the claim loop's doorbell (a NOTIFY, a slot freed, a stop).
         self._wake = threading.Event()
-        self._hurry = threading.Event()  # stop waiting for in-flight steps (second signal)
-        self._give_up = threading.Event()  # retries waiting for the database stop waiting
-        self._quiet = threading.Event()  # the heartbeat and the sweeps end (before retiring)
         self._maintenance: list[threading.Thread] = []  # the duties' threads (maintenance.py)
         self._listener: listener.Listener | None = None
         # Keyed by claim (execution id, claim epoch), not by execution: after a freeze this
@@ -150,13 +137,13 @@ class Worker(RunnerThreads):
         # The async loop's default executor: the blocking work of async workflows (engine
         # writes, plain-function steps, a step's own asyncio.to_thread). Coroutine steps run on
         # the loop and hold none of these threads while they await.
-        self.async_threads = 2 * concurrency + 4
+        self.async_threads = 2 * self.concurrency + 4
         self._pool = make_pool(
             app.dsn,
             min_size=2,
-            max_size=concurrency + 6,  # + claim fallback, group commit, sweeps, ticks, upkeep, prune
+            max_size=self.concurrency + 6,  # + claim fallback, group commit, sweeps, ticks, upkeep, prune
             application_name="kestrel-worker",
-            prepare=not app.transaction_pooling,
+            prepare=not pooling,
             name=f"kestrel-worker-{self.worker_id}",
             check=False,  # db() retries; checking would add a round trip to every step
         )
@@ -166,7 +153,7 @@ class Worker(RunnerThreads):
         # one transaction per claim.
         self._claim_session = (
             None
-            if app.transaction_pooling
+            if pooling
             else OwnSession(
                 app.dsn,
                 application_name="kestrel-worker-claim",
@@ -176,7 +163,7 @@ class Worker(RunnerThreads):
                 },
             )
         )
-        self._duties = Maintenance(self, dsn=app.dsn, transaction_pooling=app.transaction_pooling)
+        self._duties = Maintenance(self, dsn=app.dsn, transaction_pooling=pooling)
         # Step boundaries of all running executions, written in batches (group_commit.py).
         self._group = GroupCommit(self.db, self.schema, name=f"kestrel-group-commit-{self.worker_id}")
 
@@ -188,10 +175,10 @@ class Worker(RunnerThreads):
         stop = threading.Event()
 
         def on_signal(_signum: int) -> None:
-            if stop.is_set():  # second signal: stop waiting for running steps
-                self._hurry.set()
+            # The first signal drains (and ends a start() still waiting for the database); a
+            # second one stops waiting for running steps.
+            self.lifecycle.move(WorkerState.HURRYING if stop.is_set() else WorkerState.DRAINING)
             stop.set()
-            self.draining.set()  # also ends a start() still waiting for the database
 
         with SignalRelay(on_signal):
             try:
@@ -213,6 +200,7 @@ class Worker(RunnerThreads):
         the claim loop, runners, listener and maintenance threads."""
         if not self.names:
             raise ValueError("this app registers no workflow: decorate functions with @app.workflow")
+        self.lifecycle.move(WorkerState.STARTING)
         if not registration.register(self):
             return self  # stopped while waiting for the database
         self._pool.open()  # fills in the background; db() waits for a connection and retries
@@ -236,6 +224,7 @@ class Worker(RunnerThreads):
             self._spawn(lambda: self._prune_loop(older_than), "prune")
         for slot in range(self.concurrency):
             self._runners.append(self._spawn(functools.partial(self._runner_loop, slot), f"runner-{slot}"))
+        self.lifecycle.advance(WorkerState.RUNNING, only_from=WorkerState.STARTING)
         self.log.info(
             "event=worker_started worker=%s workflows=%s concurrency=%s lease_s=%s listen=%s queues=%s",
             self.worker_id,
@@ -249,20 +238,21 @@ class Worker(RunnerThreads):
 
     def stop(self, grace: timedelta | None = None) -> None:
         """Stop claiming, let running steps finish (up to ``grace``), release the rest, exit."""
-        if self._stopped.is_set() or not self._threads:  # stopped already, or never started
-            self.draining.set()  # a start() waiting for the database gives up
+        state = self.lifecycle
+        if state.reached(WorkerState.STOPPED) or not self._threads:  # stopped already, or never started
+            state.move(WorkerState.DRAINING)  # a start() waiting for the database gives up
             return
-        self.draining.set()
+        state.move(WorkerState.DRAINING)
         self._wake.set()
         deadline = time.monotonic() + (self.grace if grace is None else grace).total_seconds()
         with self._idle:
-            while self._inflight and time.monotonic() < deadline and not self._hurry.is_set():
+            while self._inflight and time.monotonic() < deadline and not state.reached(WorkerState.HURRYING):
                 self._idle.wait(timeout=max(0.0, min(0.2, deadline - time.monotonic())))
-        self._give_up.set()  # past the grace: a write still waiting for the database fails now
+        state.move(WorkerState.PAST_GRACE)  # a write still waiting for the database fails now
         self._group.stop()
         # No heartbeat may follow the retirement: its UPDATE of the workers row clears
         # stopped_at, and one in flight when this process retires left the row looking live.
-        self._quiet.set()
+        state.move(WorkerState.QUIET)
         for thread in self._maintenance:
             thread.join(timeout=5.0)
         try:
@@ -278,7 +268,7 @@ class Worker(RunnerThreads):
                 self.worker_id,
                 first_line(exc, self.settings.dsn),
             )
-        self._stopped.set()
+        state.move(WorkerState.STOPPED)
         if self._listener is not None:
             self._listener.stop()
         for _ in range(self.concurrency):
@@ -324,54 +314,42 @@ class Worker(RunnerThreads):
     def db(
         self, fn: Callable[[psycopg.Connection], T], *, window: float | None = None, interruptible: bool = True
     ) -> T:
-        """Run ``fn`` on a pooled connection, retrying while the database is unreachable
-        (``outage.is_outage``: a lost or refused connection, up to ``window`` seconds) and
-        a few times at once when the server rolled it back to end a deadlock. Anything else
-        the server answers (a statement timeout, a bad value) is raised at once: the same
-        statement would get the same answer. A stopping worker past its grace stops waiting
-        (unless not ``interruptible``: its own last writes).
+        """Run ``fn`` on a pooled connection, retrying as the connection seam's policy says
+        (db/retry.py): while the database is unreachable (up to ``window`` seconds), a few
+        times at once when the server rolled it back to end a deadlock, and after creating the
+        history's ranges when an insert ran past them. Anything else the server answers (a
+        statement timeout, a bad value) is raised at once. A stopping worker past its grace
+        stops waiting (unless not ``interruptible``: its own last writes).
 
         Every write passed here is safe to repeat (fenced, ON CONFLICT, or checked).
         """
-        deadline = time.monotonic() + (self.db_retry_window if window is None else window)
-        retry = conflicts = ranges_made = 0
+        tries = RETRY.attempts(window=self.db_retry_window if window is None else window)
         while True:
             conn: psycopg.Connection | None = None
             try:
-                with self._pool.connection(timeout=max(1.0, min(10.0, deadline - time.monotonic()))) as conn:
+                with self._pool.connection(timeout=max(1.0, min(10.0, tries.deadline - time.monotonic()))) as conn:
                     return fn(conn)
             except psycopg.Error as exc:
-                if is_conflict(exc) and conflicts < _CONFLICT_TRIES - 1:
-                    delay = _CONFLICT_RETRY.delay(conflicts)
-                    conflicts += 1
-                    self.log.warning(
-                        "event=db_conflict_retry worker=%s error=%r retry_in_s=%.2f",
-                        self.worker_id,
-                        first_line(exc, self.settings.dsn),
-                        delay,
-                    )
-                elif past_the_ranges(exc) and ranges_made < RANGE_TRIES - 1:
+                again = tries.after(exc, conn)
+                if again is None:
+                    raise
+                if again.verdict is Verdict.RANGES_BEHIND:
                     # a child's or a schedule's enqueue past the ranges the upkeep keeps ahead:
                     # create them now (busy or failing: the write, tried again, says so)
-                    ranges_made += 1
-                    delay = RANGE_PAUSE_S * ranges_made
                     self.log.warning("event=ranges_behind worker=%s (creating them now)", self.worker_id)
                     with contextlib.suppress(psycopg.Error), self._pool.connection(timeout=10.0) as ahead:
                         sweeper.ensure_partitions(ahead, self.schema)
-                elif is_outage(exc, conn):
-                    delay = _DB_RETRY.delay(retry)
-                    if time.monotonic() + delay > deadline or self._stopped.is_set():
+                else:
+                    if again.verdict is Verdict.OUTAGE and self.lifecycle.reached(WorkerState.STOPPED):
                         raise
-                    retry += 1
                     self.log.warning(
-                        "event=db_retry worker=%s error=%r retry_in_s=%.2f",
+                        "event=%s worker=%s error=%r retry_in_s=%.2f",
+                        "db_conflict_retry" if again.verdict is Verdict.CONFLICT else "db_retry",
                         self.worker_id,
                         first_line(exc, self.settings.dsn),
-                        delay,
+                        again.delay,
                     )
-                else:
-                    raise
-                if (self._give_up if interruptible else self._stopped).wait(delay):
+                if self.lifecycle.wait(WorkerState.PAST_GRACE if interruptible else WorkerState.STOPPED, again.delay):
                     raise
 
     def commit(self, boundary: Boundary, *, after: LazyOpen | None = None) -> Outcome:
@@ -468,7 +446,7 @@ class Worker(RunnerThreads):
             self._runnable.put(held)
 
     def _prune_loop(self, older_than: timedelta) -> None:
-        while not self._stopped.wait(self.prune_every * random.uniform(0.8, 1.2)):
+        while not self.lifecycle.wait(WorkerState.STOPPED, self.prune_every * random.uniform(0.8, 1.2)):
             try:
                 result = prune_mod.prune(
                     lambda fn: self.db(fn, window=0),

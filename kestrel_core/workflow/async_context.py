@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import threading
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -19,7 +18,7 @@ from kestrel_core.base import tracing
 from kestrel_core.durable.boundary import Finish
 from kestrel_core.workflow.boxing import being_cancelled, boxed, call_boxed, unbox
 from kestrel_core.workflow.context import AttemptTimedOut, Decision, Strand, WorkflowContext
-from kestrel_core.workflow.contracts import Unwind
+from kestrel_core.workflow.contracts import Flag, Unwind
 from kestrel_core.workflow.flow_context import AsyncFlowOperations
 
 __all__ = ["AsyncWorkflowContext"]
@@ -150,7 +149,7 @@ async def _call_async(
     return unbox(outcome)
 
 
-async def _set_within(event: threading.Event, delay: float) -> bool:
+async def _set_within(event: Flag, delay: float) -> bool:
     """Whether ``event`` is set within ``delay`` seconds, waiting on the loop (no thread)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + delay

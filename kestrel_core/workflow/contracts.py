@@ -9,7 +9,6 @@ other (and ``worker.py`` not on ``app.py``), so the import graph has no circles.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -50,14 +49,26 @@ class Claimed:
         self.fenced_at = float("-inf") if fenced_at is None else fenced_at
 
 
+class Flag(Protocol):
+    """A condition that, once true, stays true (``threading.Event``'s reading side): the
+    worker's "draining" (engine/worker_state.py)."""
+
+    def is_set(self) -> bool: ...
+
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+
 class WorkerRuntime(Protocol):
     """What a workflow context uses of the worker running it."""
 
     schema: str
     worker_id: str
     log: logging.Logger
-    draining: threading.Event
     registry: Registry  # the workflows it runs (a child's queue and version come from there)
+
+    @property
+    def draining(self) -> Flag:
+        """Set once the worker stops claiming: executions stop at their next boundary."""
 
     def db(self, fn: Callable[[psycopg.Connection], T], *, window: float | None = None) -> T: ...
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from kestrel_core.engine.supervisor import default_processes
+from kestrel_console.cli.supervision import default_processes
 from tests.cli.script import SCRIPT, console, environment
 from tests.waiting import wait_for
 

@@ -17,9 +17,9 @@ import psycopg
 import pytest
 
 from kestrel_console.cli.queue_commands import QUEUE_COLUMNS
+from kestrel_console.cli.supervision import default_processes
 from kestrel_core import Kestrel
 from kestrel_core.dispatch.queues import declare
-from kestrel_core.engine.supervisor import default_processes
 from tests.cli.script import SCRIPT, console, environment
 from tests.readme_blocks import blocks, commands
 from tests.waiting import wait_for

@@ -15,9 +15,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from kestrel_console.cli.supervision import default_processes
 from kestrel_console.embedded_pg.process import process_alive
 from kestrel_core import Kestrel
-from kestrel_core.engine.supervisor import default_processes
 from tests.cli.script import console
 from tests.waiting import wait_for
 

@@ -26,10 +26,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kestrel_core.base.backoff import Backoff
-from kestrel_core.base.errors import KestrelError
-from kestrel_core.engine import supervised
-from kestrel_core.engine.signals import STOP_SIGNALS
+from kestrel_core import KestrelError
+from kestrel_core.base import Backoff
+from kestrel_core.engine import STOP_SIGNALS
+
+from . import supervised
 
 log = logging.getLogger("kestrel.supervisor")
 

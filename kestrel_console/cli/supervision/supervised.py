@@ -1,4 +1,4 @@
-"""The child's side of ``kestrel_core.engine.supervisor``: tell the supervisor "ready" or why it failed,
+"""The child's side of ``supervisor`` (this package): tell the supervisor "ready" or why it failed,
 and never outlive it.
 
 The supervisor passes each child the write end of a pipe (its number in ``$KESTREL_SUPERVISOR_FD``)
