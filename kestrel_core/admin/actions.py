@@ -112,7 +112,8 @@ def pause(conn: psycopg.Connection, schema: str, execution_id: int, *, by: str, 
 
 def resume(conn: psycopg.Connection, schema: str, execution_id: int, *, by: str, comment: str | None = None) -> str:
     """Let a paused execution go on; returns the status it went to: 'waiting' while one of its
-    waits is still open, else 'enqueued'."""
+    waits is still open, 'running' when the claim it was paused under still runs it (a step in
+    flight: that claim goes on), else 'enqueued'."""
     status: str = _call(conn, schema, RESUME, (execution_id, by, comment))
     return status
 

@@ -496,7 +496,8 @@ class Kestrel:
 
     def resume(self, execution_id: int, *, by: str | None = None, comment: str | None = None) -> str:
         """Let a paused execution go on from its checkpoints (audited); returns the status it
-        went to: 'waiting' while one of its waits is still open, else 'enqueued'."""
+        went to: 'waiting' while one of its waits is still open, 'running' when the claim it
+        was paused under still runs it (a step in flight: that claim goes on), else 'enqueued'."""
         with self.connection() as conn:
             return _operator.resume(conn, self.schema, execution_id, by=by or default_operator(), comment=comment)
 

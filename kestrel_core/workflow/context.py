@@ -31,6 +31,7 @@ from kestrel_core.base.errors import (
     StepFailed,
     UnauditedDecision,
 )
+from kestrel_core.base.latch import Latch
 from kestrel_core.base.masking import first_line
 from kestrel_core.base.serialization import as_stored, to_json
 from kestrel_core.durable import waits
@@ -311,9 +312,21 @@ class WorkflowContext(FlowOperations):
             # The step that ran is written first: a pause (no longer running, still this claim)
             # keeps it; a claim really lost refuses it, as it refuses everything.
             self._flush()
-            self._lost("claim lost (detected by heartbeat)")
+            if not self._current_again():
+                self._lost("claim lost (detected by heartbeat)")
         if self._worker.draining.is_set():
             raise Unwind("shutdown")
+
+    def _current_again(self) -> bool:
+        """Whether the claim the heartbeat missed is current again: an operator paused the
+        execution and resumed it while this claim still ran it (resume_execution gives it back
+        to a claim still alive). Asked with a row of the next group commit that writes nothing;
+        then the heartbeat's flag starts afresh and the execution goes on under this claim."""
+        probe = Boundary(self.execution_id, self._worker.worker_id, self._held.claim.claim_epoch)
+        if not self._commit(probe, self._strand).held:
+            return False
+        self._held.lost = Latch()
+        return True
 
     def _lost(self, what: str) -> NoReturn:
         self._worker.refused(self.execution_id, what)

@@ -112,6 +112,48 @@ def test_a_running_execution_stops_at_its_next_step_boundary_and_resumes_from_it
     ]
 
 
+@pytest.mark.parametrize("heartbeat_saw_it", [False, True])
+def test_a_resume_before_the_step_in_flight_returns_gives_it_back_to_its_claim_and_runs_it_once(
+    app: Kestrel,
+    ledger: psycopg.Connection,
+    db: psycopg.Connection,
+    start_worker: Callable[..., Worker],
+    heartbeat_saw_it: bool,
+) -> None:
+    """An operator's quick pause then resume while s2 runs (issue 43 review): the claim still
+    runs it, so the resume gives it back to that claim ('running'): s2's end is checkpointed,
+    and no new claim runs s2 again (before: 'enqueued', s2's checkpoint refused, s1 s2 s2 s3)."""
+    in_s2 = threading.Event()
+    go_on = threading.Event()
+
+    def s2(eid: int) -> str:
+        record(app, eid, "s2")
+        if not in_s2.is_set():
+            in_s2.set()
+            go_on.wait(30)
+        return "s2"
+
+    @app.workflow("chain")
+    def chain(ctx, _):
+        return [
+            ctx.step("s1", record, app, ctx.execution_id, "s1"),
+            ctx.step("s2", s2, ctx.execution_id),
+            ctx.step("s3", record, app, ctx.execution_id, "s3"),
+        ]
+
+    worker = start_worker(app)
+    eid = app.enqueue("chain", None)
+    assert in_s2.wait(30)
+    assert app.pause(eid, by="alice") == "running"
+    if heartbeat_saw_it:  # the claim is no longer held, its lease only renewed
+        wait_for(lambda: any(h.lost.is_set() for h in list(worker._inflight.values())), what="the heartbeat")
+    assert app.resume(eid, by="alice") == "running"
+    go_on.set()
+    assert finished(db, eid) == ("success", ["s1", "s2", "s3"])
+    assert steps_run(db, eid) == ["s1", "s2", "s3"]
+    assert db.execute("SELECT claims FROM workflow_executions WHERE id = %s", (eid,)).fetchone() == (1,)
+
+
 def test_an_enqueued_execution_paused_is_never_claimed(
     app: Kestrel, ledger: psycopg.Connection, db: psycopg.Connection, start_worker: Callable[..., Worker]
 ) -> None:
