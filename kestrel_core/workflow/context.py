@@ -37,6 +37,7 @@ from kestrel_core.base.serialization import as_stored, to_json
 from kestrel_core.durable import waits
 from kestrel_core.durable.boundary import Attempt, Boundary, Finish, Outcome
 from kestrel_core.durable.checkpoint import Checkpoint
+from kestrel_core.workflow import offload
 from kestrel_core.workflow.boxing import boxed, unbox
 from kestrel_core.workflow.contracts import Claimed, Unwind, WorkerRuntime
 from kestrel_core.workflow.flow_context import EventTurn, FlowOperations
@@ -429,7 +430,7 @@ class WorkflowContext(FlowOperations):
     async def _fenced_start(self, awaitable: Any, strand: Strand) -> Any:
         if time.monotonic() - self._held.fenced_at >= FIRST_STEP_FRESH_S:
             try:
-                await asyncio.to_thread(self._fence, strand)
+                await offload.to_thread(self._fence, strand)
             except BaseException:
                 if inspect.iscoroutine(awaitable):
                     awaitable.close()  # never started: no "never awaited" warning

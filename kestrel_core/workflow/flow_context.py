@@ -26,6 +26,7 @@ from kestrel_core.durable import checkpoint, children, events
 from kestrel_core.durable.checkpoint import Checkpoint
 from kestrel_core.durable.children import ChildHandle, ChildState
 from kestrel_core.durable.events import Event
+from kestrel_core.workflow import offload
 from kestrel_core.workflow.contracts import Claimed, Unwind, WorkerRuntime
 
 T = TypeVar("T")
@@ -367,7 +368,7 @@ class AsyncFlowOperations:
     ) -> ChildHandle:
         """See WorkflowContext.start_child."""
         op = step_id or self._sync._auto_id(f"child:{check_workflow_name(name)}")
-        return await asyncio.to_thread(
+        return await offload.to_thread(
             self._sync._start_child,
             self._sync._use(op),
             op,
@@ -386,7 +387,7 @@ class AsyncFlowOperations:
         """See WorkflowContext.wait_for."""
         handle = ChildHandle.of(handle)
         op = step_id or self._sync._auto_id(f"wait:{handle.step_id}")
-        return (await asyncio.to_thread(self._sync._wait_children, self._sync._use(op), op, [handle], timeout))[0]
+        return (await offload.to_thread(self._sync._wait_children, self._sync._use(op), op, [handle], timeout))[0]
 
     async def wait_for_all(
         self,
@@ -400,7 +401,7 @@ class AsyncFlowOperations:
         if not found:
             return []
         op = step_id or self._sync._auto_id(f"wait-all:{found[0].step_id}+{len(found) - 1}")
-        return await asyncio.to_thread(self._sync._wait_children, self._sync._use(op), op, found, timeout)
+        return await offload.to_thread(self._sync._wait_children, self._sync._use(op), op, found, timeout)
 
     async def wait_for_event(
         self, key: str, timeout: timedelta | float | None = None, *, step_id: str | None = None
@@ -414,7 +415,7 @@ class AsyncFlowOperations:
             if prior is not None:  # waited for on the loop: a line of waits holds no thread
                 # shielded: cancelling this wait must not cancel the predecessor's future
                 EventTurn.go_on(await asyncio.shield(asyncio.wrap_future(prior.done)))
-            event = await asyncio.to_thread(self._sync._receive_event, position, op, key, timeout)
+            event = await offload.to_thread(self._sync._receive_event, position, op, key, timeout)
         except BaseException as exc:
             mine.end(exc)
             raise

@@ -25,6 +25,7 @@ from kestrel_core.dispatch import deadlines, enqueue, lease
 from kestrel_core.durable import checkpoint
 from kestrel_core.durable.boundary import Boundary, Completion
 from kestrel_core.durable.checkpoint import Checkpoint
+from kestrel_core.workflow import offload
 from kestrel_core.workflow.async_context import AsyncWorkflowContext
 from kestrel_core.workflow.boxing import being_cancelled, boxed, unbox
 from kestrel_core.workflow.context import WorkflowContext, describe_exception
@@ -111,10 +112,10 @@ async def execute_async(worker: RunnerHost, held: Claimed) -> None:
     started = time.monotonic()
     ctx: WorkflowContext | None = None
     try:
-        ctx = await asyncio.to_thread(prepare, worker, held)
+        ctx = await offload.to_thread(prepare, worker, held)
         fn = worker.registry.workflows[held.claim.workflow_name].fn
         try:
-            parent = await asyncio.to_thread(trace_parent, worker, held) if tracing.state.on else None
+            parent = await offload.to_thread(trace_parent, worker, held) if tracing.state.on else None
             with traced(held, parent):
                 # In a task of its own, boxed: whatever it raises comes back here (async_context.boxed)
                 result = unbox(await asyncio.ensure_future(boxed(fn(AsyncWorkflowContext(ctx), held.claim.input))))
@@ -124,14 +125,14 @@ async def execute_async(worker: RunnerHost, held: Claimed) -> None:
             if isinstance(exc, asyncio.CancelledError) and being_cancelled():
                 raise  # this task itself was cancelled: not the workflow's doing
             _unusual(worker, held, exc)
-            await asyncio.to_thread(finish, worker, held, ctx, error=exc, started=started)
+            await offload.to_thread(finish, worker, held, ctx, error=exc, started=started)
         else:
-            await asyncio.to_thread(finish, worker, held, ctx, result=result, started=started)
+            await offload.to_thread(finish, worker, held, ctx, result=result, started=started)
     except Unwind as unwind:
         if unwind.error is not None:
-            await asyncio.to_thread(finish, worker, held, ctx, error=unwind.error, started=started)
+            await offload.to_thread(finish, worker, held, ctx, error=unwind.error, started=started)
         else:
-            await asyncio.to_thread(unwound, worker, held, ctx, unwind)
+            await offload.to_thread(unwound, worker, held, ctx, unwind)
     except psycopg.Error as exc:
         gave_up(worker, held, exc)
     except Exception:
