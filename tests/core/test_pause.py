@@ -323,3 +323,32 @@ def test_only_the_audited_functions_move_an_execution_into_or_out_of_paused(
         ("bob", "resume", True),
         ("bob", "pause", True),
     ]
+
+
+def test_a_paused_waiting_child_cancelled_with_its_parent_has_its_waits_closed(
+    app: Kestrel, db: psycopg.Connection, start_worker: Callable[..., Worker]
+) -> None:
+    """The cascade cancels a paused child, and closed its waits only when it was 'waiting':
+    a paused, waiting child kept its gate open after it was cancelled (issue 43 review)."""
+
+    @app.workflow("parent")
+    def parent(ctx, _):
+        return ctx.wait_for(ctx.start_child("gated", None))
+
+    @app.workflow("gated")
+    def gated(ctx, _):
+        return ctx.wait_for_approval("ok").approved
+
+    start_worker(app)
+    eid = app.enqueue("parent", None)
+    child = wait_for(
+        lambda: db.execute(
+            "SELECT id FROM workflow_executions WHERE parent_id = %s AND status = 'waiting'", (eid,)
+        ).fetchone(),
+        what="the child to wait at its gate",
+    )[0]
+    assert app.pause(child, by="alice") == "waiting"
+    app.cancel(eid, by="bob")
+    assert status(db, child) == "cancelled"
+    open_waits = "SELECT count(*) FROM workflow_waits WHERE execution_id = %s AND resolved_at IS NULL"
+    assert db.execute(open_waits, (child,)).fetchone() == (0,)
