@@ -20,6 +20,7 @@ from kestrel_core.db import migrate as _migrate
 from kestrel_core.db.connection import ConnectionRunner, connect, make_pool, unavailable
 from kestrel_core.db.outage import is_outage
 from kestrel_core.db.statements import check_schema_name
+from kestrel_core.dispatch import deadlines as _deadlines
 from kestrel_core.dispatch import enqueue as _enqueue
 from kestrel_core.dispatch import queues as _queues
 from kestrel_core.dispatch.enqueue_batch import EnqueueBatcher, WriterConnection
@@ -122,10 +123,7 @@ class Kestrel(Operations):
         """
         if callable(name):
             return self.workflow(queue=queue, version=version, timeout=timeout)(name)
-        if isinstance(timeout, (int, float)):
-            timeout = timedelta(seconds=timeout)
-        if timeout is not None and timeout <= timedelta(0):
-            raise InvalidArgument("a workflow timeout must be positive")
+        timeout = _deadlines.checked_timeout(timeout)
 
         def register(fn: F) -> F:
             wf_name = name or fn.__name__

@@ -425,7 +425,8 @@ class AsyncOperations(ABC):
         conn: psycopg.AsyncConnection | None = None,
     ) -> str:
         """Let a paused execution go on from its checkpoints (audited); returns the status it
-        went to: 'waiting' while one of its waits is still open, else 'enqueued'."""
+        went to: 'waiting' while one of its waits is still open, 'running' when the claim it
+        was paused under still runs it (a step in flight: that claim goes on), else 'enqueued'."""
         status: str = await self._act(conn, _operator.RESUME, execution_id, by or default_operator(), comment)
         return status
 

@@ -14,7 +14,9 @@ from datetime import timedelta
 
 import psycopg
 
+from kestrel_core.base.errors import InvalidArgument
 from kestrel_core.db.statements import render
+from kestrel_core.dispatch.enqueue import MAX_DELAY
 
 # Fenced, and a fence itself: it says whether the claim is current (the row locked meanwhile,
 # so a cancel or a sweep either waits for it or was seen) and the deadline not passed yet.
@@ -85,3 +87,16 @@ def sweep_deadlines(conn: psycopg.Connection, schema: str, batch: int = 500) -> 
         parked = [row[0] for row in conn.execute(render(LOCK_DUE_WAITS, schema), {"batch": batch})]
         rows = conn.execute(render(SWEEP_DEADLINES, schema), {"batch": batch, "parked": parked})
         return [row[0] for row in rows]
+
+
+def checked_timeout(timeout: timedelta | float | None) -> timedelta | None:
+    """A workflow's ``timeout`` (a timedelta, or seconds) as a timedelta, checked when it is
+    registered: positive, and at most ``MAX_DELAY``, so that its deadline stays in the
+    database's calendar (before, a longer one failed the deadline stamp of every claim, forever)."""
+    if isinstance(timeout, (int, float)):
+        timeout = timedelta(seconds=timeout)
+    if timeout is not None and timeout <= timedelta(0):
+        raise ValueError("a workflow timeout must be positive")
+    if timeout is not None and timeout > MAX_DELAY:
+        raise InvalidArgument(f"a workflow timeout is at most {MAX_DELAY.days} days, not {timeout}")
+    return timeout

@@ -22,28 +22,35 @@ from kestrel_core.db.statements import notify_channel, render
 # (``busy``), so the worker does not give it up; its id goes into the worker's row, and the
 # lease sweep leaves it alone while this worker beats (sweeper.py), until a later beat renews
 # it. The worker's row itself is skipped likewise when locked.
+#
+# A running execution an operator paused keeps its claim alive while this worker still runs its
+# code (a step in flight): its lease is renewed too, but it is not held (the worker stops at its
+# next boundary, and lets go: LET_GO). A resume meanwhile gives it back to this claim
+# (resume_execution): the step in flight is checkpointed, not run again by a new claim.
 HEARTBEAT = """
 WITH mine AS (
     SELECT id FROM {schema}.workflow_executions
-     WHERE status = 'running' AND owner_id = %(worker_id)s AND id = ANY(%(ids)s)
+     WHERE status IN ('running', 'paused') AND owner_id = %(worker_id)s AND id = ANY(%(ids)s)
+       AND (status = 'running' OR lease_expires IS NOT NULL)
        FOR NO KEY UPDATE SKIP LOCKED
 ), renewed AS (
     UPDATE {schema}.workflow_executions e SET lease_expires = now() + %(lease)s
       FROM {async_commit}, mine
      WHERE e.id = mine.id
-    RETURNING e.id, e.claim_epoch
+    RETURNING e.id, e.claim_epoch, e.status
 ), held AS (
     SELECT id, claim_epoch FROM {schema}.workflow_executions
      WHERE status = 'running' AND owner_id = %(worker_id)s AND id = ANY(%(ids)s)
 ), busy AS (
-    SELECT h.id, h.claim_epoch FROM held h WHERE NOT EXISTS (SELECT 1 FROM renewed r WHERE r.id = h.id)
+    SELECT h.id, h.claim_epoch FROM held h
+     WHERE NOT EXISTS (SELECT 1 FROM renewed r WHERE r.id = h.id AND r.status = 'running')
 ), beat AS (
     UPDATE {schema}.workers SET last_heartbeat = now(), stopped_at = NULL, lease = %(lease)s,
            busy = ARRAY(SELECT id FROM busy ORDER BY id)
      WHERE ctid = ANY(ARRAY(SELECT ctid FROM {schema}.workers
                              WHERE worker_id = %(worker_id)s FOR NO KEY UPDATE SKIP LOCKED))
 )
-SELECT id, claim_epoch, true FROM renewed
+SELECT id, claim_epoch, true FROM renewed WHERE status = 'running'
  UNION ALL
 SELECT id, claim_epoch, false FROM busy
 """
@@ -64,7 +71,10 @@ class Beat:
 
 # On shutdown: hand back what did not finish so another worker picks it up at once.
 RELEASE = """
-WITH released AS (
+WITH let_go AS (
+    UPDATE {schema}.workflow_executions SET lease_expires = NULL
+     WHERE status = 'paused' AND owner_id = %(worker_id)s AND lease_expires IS NOT NULL
+), released AS (
     UPDATE {schema}.workflow_executions
        SET status = 'enqueued', lease_expires = NULL, run_at = now(), updated_at = now()
      WHERE status = 'running' AND owner_id = %(worker_id)s
@@ -73,6 +83,14 @@ WITH released AS (
     SELECT pg_notify(%(channel)s, name) FROM (SELECT DISTINCT workflow_name AS name FROM released) n
 )
 SELECT id FROM released, (SELECT count(*) FROM woke) w
+"""
+
+# A claim that stopped running an execution an operator paused lets go of it: its lease cleared,
+# so a resume sends it to be claimed afresh (resume_execution) instead of back to this claim.
+LET_GO = """
+UPDATE {schema}.workflow_executions SET lease_expires = NULL
+ WHERE id = %(eid)s AND owner_id = %(worker_id)s AND claim_epoch = %(claim_epoch)s
+   AND status = 'paused' AND lease_expires IS NOT NULL
 """
 
 
@@ -117,3 +135,8 @@ def release_all(conn: psycopg.Connection, schema: str, worker_id: str) -> list[i
     """Re-enqueue every execution ``worker_id`` still runs; returns their ids."""
     rows = conn.execute(render(RELEASE, schema), {"worker_id": worker_id, "channel": notify_channel(schema)})
     return [row[0] for row in rows]
+
+
+def let_go(conn: psycopg.Connection, schema: str, worker_id: str, execution_id: int, claim_epoch: int) -> None:
+    """Say that this claim stopped running ``execution_id``, if an operator paused it (LET_GO)."""
+    conn.execute(render(LET_GO, schema), {"eid": execution_id, "worker_id": worker_id, "claim_epoch": claim_epoch})

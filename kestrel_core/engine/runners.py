@@ -25,7 +25,7 @@ from kestrel_core.base.describe import exception_head
 from kestrel_core.base.masking import first_line
 from kestrel_core.durable import checkpoint
 from kestrel_core.engine.worker_state import Lifecycle, WorkerState
-from kestrel_core.workflow import runner
+from kestrel_core.workflow import offload, runner
 from kestrel_core.workflow.boxing import being_cancelled, boxed, unbox
 from kestrel_core.workflow.contracts import Claimed, EngineSettings
 
@@ -153,7 +153,9 @@ class RunnerThreads:
         self._wake.set()
 
     async def _run_async(self, held: Claimed) -> None:
+        loop = asyncio.get_running_loop()
         try:
+            offload.repair(loop, self.log, self.worker_id)
             await runner.execute_async(cast(runner.RunnerHost, self), held)
         except BaseException as exc:
             if isinstance(exc, asyncio.CancelledError) and being_cancelled():
@@ -166,4 +168,5 @@ class RunnerThreads:
                 held.claim.execution_id,
             )
         finally:
+            offload.repair(loop, self.log, self.worker_id)  # what this workflow did to the shared loop
             self._done(held)

@@ -48,6 +48,7 @@ from kestrel_core.engine.runners import RunnerThreads
 from kestrel_core.engine.settings import WorkerOptions, WorkerSettings
 from kestrel_core.engine.signals import SignalRelay
 from kestrel_core.engine.worker_state import Lifecycle, WorkerState
+from kestrel_core.workflow import offload
 from kestrel_core.workflow.contracts import Claimed, Deployment, EngineSettings, Flag, Registry
 
 T = TypeVar("T")
@@ -134,9 +135,9 @@ class Worker(RunnerThreads):
         self._runners: list[threading.Thread] = []
         self._running: dict[int, Claimed] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        # The async loop's default executor: the blocking work of async workflows (engine
-        # writes, plain-function steps, a step's own asyncio.to_thread). Coroutine steps run on
-        # the loop and hold none of these threads while they await.
+        # The async loop's engine executor: the blocking work of async workflows (engine
+        # writes, plain-function steps; offload.py). Coroutine steps run on the loop and hold
+        # none of these threads while they await.
         self.async_threads = 2 * self.concurrency + 4
         self._pool = make_pool(
             app.dsn,
@@ -209,11 +210,12 @@ class Worker(RunnerThreads):
         # dispatched before the loop existed killed the claim thread, the claim left held).
         if any(wf.is_async for wf in self.registry.workflows.values()):
             self._loop = asyncio.new_event_loop()
-            self._loop.set_default_executor(
-                concurrent.futures.ThreadPoolExecutor(
-                    max_workers=self.async_threads, thread_name_prefix="kestrel-async"
-                )
+            # The engine's own executor, not the loop's default, which workflow code can reach
+            # and shut down (offload.py).
+            engine_threads = concurrent.futures.ThreadPoolExecutor(
+                max_workers=self.async_threads, thread_name_prefix="kestrel-async"
             )
+            offload.use(self._loop, engine_threads)
             self._spawn(self._run_loop, "asyncio")
         self._spawn(self._claim_loop, "claim")
         self._maintenance = self._duties.start()

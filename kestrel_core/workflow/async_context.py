@@ -16,6 +16,7 @@ from typing import Any
 
 from kestrel_core.base import tracing
 from kestrel_core.durable.boundary import Finish
+from kestrel_core.workflow import offload
 from kestrel_core.workflow.boxing import being_cancelled, boxed, call_boxed, unbox
 from kestrel_core.workflow.context import AttemptTimedOut, Decision, Strand, WorkflowContext
 from kestrel_core.workflow.contracts import Flag, Unwind
@@ -88,7 +89,7 @@ class AsyncWorkflowContext(AsyncFlowOperations):
         while True:
             number += 1
             sync._boundary()
-            attempt = await asyncio.to_thread(sync._open, step_id, position, strand)
+            attempt = await offload.to_thread(sync._open, step_id, position, strand)
             try:
                 work = _call_async(fn, args, kwargs, limit)
                 if tracing.state.on:  # a span per attempt; off, one attribute test
@@ -102,27 +103,27 @@ class AsyncWorkflowContext(AsyncFlowOperations):
                 error = sync._failed(step_id, number, limit, exc)
             else:  # serialised in the thread that writes it: a large output never holds the loop
                 return sync._result(
-                    step_id, await asyncio.to_thread(sync._settle, step_id, attempt, result, position, strand)
+                    step_id, await offload.to_thread(sync._settle, step_id, attempt, result, position, strand)
                 )
             if number == total:
                 return sync._result(
-                    step_id, await asyncio.to_thread(sync._checkpoint, step_id, attempt, None, error, position, strand)
+                    step_id, await offload.to_thread(sync._checkpoint, step_id, attempt, None, error, position, strand)
                 )
             strand.pending = Finish(step_id, attempt, error=error, keep=False)
-            await asyncio.to_thread(sync._flush, strand)
+            await offload.to_thread(sync._flush, strand)
             delay = sync._retry_delay(step_id, attempt, number, backoff, max_backoff)
             if await _set_within(sync._worker.draining, delay):
                 raise Unwind("shutdown")
 
     async def sleep(self, step_id: str, duration: timedelta | float) -> None:
         """See WorkflowContext.sleep."""
-        await asyncio.to_thread(self._sync._sleep, self._sync._use(step_id), step_id, duration)
+        await offload.to_thread(self._sync._sleep, self._sync._use(step_id), step_id, duration)
 
     async def wait_for_approval(
         self, step_id: str, *, timeout: timedelta | float | None = None, details: Any = None
     ) -> Decision:
         """See WorkflowContext.wait_for_approval."""
-        return await asyncio.to_thread(self._sync._approval, self._sync._use(step_id), step_id, timeout, details)
+        return await offload.to_thread(self._sync._approval, self._sync._use(step_id), step_id, timeout, details)
 
 
 async def _call_async(
@@ -136,7 +137,7 @@ async def _call_async(
         if inspect.iscoroutinefunction(fn):
             result = await fn(*args, **kwargs)
         else:
-            result = unbox(await asyncio.to_thread(call_boxed, fn, args, kwargs))
+            result = unbox(await offload.to_thread(call_boxed, fn, args, kwargs))
         if inspect.isawaitable(result):
             result = await result
         return result

@@ -31,14 +31,16 @@ from kestrel_core.base.errors import (
     StepFailed,
     UnauditedDecision,
 )
+from kestrel_core.base.latch import Latch
 from kestrel_core.base.masking import first_line
 from kestrel_core.base.serialization import as_stored, to_json
 from kestrel_core.durable import waits
 from kestrel_core.durable.boundary import Attempt, Boundary, Finish, Outcome
 from kestrel_core.durable.checkpoint import Checkpoint
+from kestrel_core.workflow import offload
 from kestrel_core.workflow.boxing import boxed, unbox
 from kestrel_core.workflow.contracts import Claimed, Unwind, WorkerRuntime
-from kestrel_core.workflow.flow_context import EventTurn, FlowOperations
+from kestrel_core.workflow.flow_context import EventTurn, FlowOperations, checked_interval, value_refused
 
 __all__ = ["Claimed", "Decision", "Unwind", "WorkflowContext", "describe_exception"]
 
@@ -228,7 +230,7 @@ class WorkflowContext(FlowOperations):
     def _sleep(self, position: int, step_id: str, duration: timedelta | float) -> None:
         if self._stored(step_id) is not None:
             return
-        after = duration if isinstance(duration, timedelta) else timedelta(seconds=duration)
+        after = checked_interval(duration, f"the duration of sleep {step_id!r}", required=True)
         self._park(step_id, "sleep", after, None, position)
 
     def wait_for_approval(
@@ -257,7 +259,7 @@ class WorkflowContext(FlowOperations):
                 )
             return decision
         payload = to_json(details, f"the details of approval gate {step_id!r}")
-        after = timedelta(seconds=timeout) if isinstance(timeout, (int, float)) else timeout
+        after = checked_interval(timeout, f"the timeout of approval gate {step_id!r}")
         self._park(step_id, "approval", after, payload, position)
         raise AssertionError("unreachable")
 
@@ -311,9 +313,19 @@ class WorkflowContext(FlowOperations):
             # The step that ran is written first: a pause (no longer running, still this claim)
             # keeps it; a claim really lost refuses it, as it refuses everything.
             self._flush()
-            self._lost("claim lost (detected by heartbeat)")
+            if not self._current_again():
+                self._lost("claim lost (detected by heartbeat)")
         if self._worker.draining.is_set():
             raise Unwind("shutdown")
+
+    def _current_again(self) -> bool:
+        """Whether the claim the heartbeat missed is current again (paused, then resumed while
+        this claim still ran it: resume_execution), asked with a row that writes nothing."""
+        probe = Boundary(self.execution_id, self._worker.worker_id, self._held.claim.claim_epoch)
+        if not self._commit(probe, self._strand).held:
+            return False
+        self._held.lost = Latch()
+        return True
 
     def _lost(self, what: str) -> NoReturn:
         self._worker.refused(self.execution_id, what)
@@ -330,7 +342,11 @@ class WorkflowContext(FlowOperations):
             raise self._engine_write_failed(exc) from exc
 
     def _engine_write_failed(self, exc: psycopg.Error) -> Unwind:
-        """Log an engine write that failed past the retry window; the Unwind to raise."""
+        """Log an engine write that failed past the retry window; the Unwind to raise (ending
+        the execution as error when the database refused a value the workflow gave)."""
+        if (refused := value_refused(exc)) is not None:
+            self._worker.log.error("event=workflow_value_refused execution_id=%s error=%r", self.execution_id, refused)
+            return Unwind("value_refused", refused)
         self._worker.log.error("event=engine_write_failed execution_id=%s error=%r", self.execution_id, first_line(exc))
         return Unwind("engine_error")
 
@@ -416,7 +432,7 @@ class WorkflowContext(FlowOperations):
     async def _fenced_start(self, awaitable: Any, strand: Strand) -> Any:
         if time.monotonic() - self._held.fenced_at >= FIRST_STEP_FRESH_S:
             try:
-                await asyncio.to_thread(self._fence, strand)
+                await offload.to_thread(self._fence, strand)
             except BaseException:
                 if inspect.iscoroutine(awaitable):
                     awaitable.close()  # never started: no "never awaited" warning

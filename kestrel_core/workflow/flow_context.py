@@ -15,17 +15,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn, TypeVar
 
+import psycopg
 from psycopg.types.json import Jsonb
 
-from kestrel_core.base.errors import ChildFailed
+from kestrel_core.base.errors import ChildFailed, InvalidArgument
+from kestrel_core.base.masking import first_line
 from kestrel_core.base.serialization import to_json
 from kestrel_core.dispatch import enqueue
-from kestrel_core.dispatch.enqueue import check_priority, check_workflow_name
+from kestrel_core.dispatch.enqueue import MAX_DELAY, check_priority, check_workflow_name
 from kestrel_core.dispatch.keys import check_name
 from kestrel_core.durable import checkpoint, children, events
 from kestrel_core.durable.checkpoint import Checkpoint
 from kestrel_core.durable.children import ChildHandle, ChildState
 from kestrel_core.durable.events import Event
+from kestrel_core.workflow import offload
 from kestrel_core.workflow.contracts import Claimed, Unwind, WorkerRuntime
 
 T = TypeVar("T")
@@ -67,8 +70,31 @@ class EventTurn:
             raise Unwind(reason)
 
 
-def _interval(value: timedelta | float | None) -> timedelta | None:
-    return timedelta(seconds=value) if isinstance(value, (int, float)) else value
+def value_refused(exc: psycopg.Error) -> InvalidArgument | None:
+    """The workflow's error when the database refused an engine write for a data exception
+    (SQLSTATE class 22: a value out of range, a bad format): a value the workflow gave, which
+    the same write would fail to store on every replay; so not a failed engine write (replayed
+    every lease, forever, before: issue 43 review) but the end of the execution as error."""
+    if not isinstance(exc, psycopg.errors.DataError):
+        return None
+    return InvalidArgument(f"the database refused a value this workflow gave ({exc.sqlstate}): {first_line(exc)}")
+
+
+def checked_interval(value: timedelta | float | None, what: str, *, required: bool = False) -> timedelta | None:
+    """``value`` (a timedelta, or seconds) as a timedelta, checked where the workflow gives it:
+    at most ``MAX_DELAY`` either way, so that the database's ``now() + interval`` stays in its
+    calendar. Before, a sleep of a billion days failed on the server (22008) as if an engine
+    write had failed, and was replayed every lease, forever (issue 43 review). InvalidArgument,
+    raised in the workflow, otherwise."""
+    if value is None and not required:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
+        raise InvalidArgument(f"{what} must be a datetime.timedelta or seconds, not {type(value).__name__} ({value!r})")
+    limit = MAX_DELAY.total_seconds()
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if not -limit <= seconds <= limit:  # NaN too
+        raise InvalidArgument(f"{what} out of range ({seconds:g} s; at most {MAX_DELAY.days} days either way)")
+    return value if isinstance(value, timedelta) else timedelta(seconds=seconds)
 
 
 class FlowOperations:
@@ -226,7 +252,7 @@ class FlowOperations:
         if stored is not None:
             outcomes = stored.output["children"]
         else:
-            outcomes = self._collect(position, op, handles, _interval(timeout))
+            outcomes = self._collect(position, op, handles, checked_interval(timeout, f"the timeout of wait {op!r}"))
         for outcome in outcomes:
             if outcome["status"] != "success":
                 raise ChildFailed(outcome["child_id"], outcome["workflow"], outcome["status"], outcome["error"])
@@ -332,7 +358,7 @@ class FlowOperations:
                     position=position,
                     key=key,
                     after_id=self._events_seen.get(key, 0),
-                    after=_interval(timeout),
+                    after=checked_interval(timeout, f"the timeout of event wait {op!r}"),
                 )
             )
             if not owned:
@@ -367,7 +393,7 @@ class AsyncFlowOperations:
     ) -> ChildHandle:
         """See WorkflowContext.start_child."""
         op = step_id or self._sync._auto_id(f"child:{check_workflow_name(name)}")
-        return await asyncio.to_thread(
+        return await offload.to_thread(
             self._sync._start_child,
             self._sync._use(op),
             op,
@@ -386,7 +412,7 @@ class AsyncFlowOperations:
         """See WorkflowContext.wait_for."""
         handle = ChildHandle.of(handle)
         op = step_id or self._sync._auto_id(f"wait:{handle.step_id}")
-        return (await asyncio.to_thread(self._sync._wait_children, self._sync._use(op), op, [handle], timeout))[0]
+        return (await offload.to_thread(self._sync._wait_children, self._sync._use(op), op, [handle], timeout))[0]
 
     async def wait_for_all(
         self,
@@ -400,7 +426,7 @@ class AsyncFlowOperations:
         if not found:
             return []
         op = step_id or self._sync._auto_id(f"wait-all:{found[0].step_id}+{len(found) - 1}")
-        return await asyncio.to_thread(self._sync._wait_children, self._sync._use(op), op, found, timeout)
+        return await offload.to_thread(self._sync._wait_children, self._sync._use(op), op, found, timeout)
 
     async def wait_for_event(
         self, key: str, timeout: timedelta | float | None = None, *, step_id: str | None = None
@@ -414,7 +440,7 @@ class AsyncFlowOperations:
             if prior is not None:  # waited for on the loop: a line of waits holds no thread
                 # shielded: cancelling this wait must not cancel the predecessor's future
                 EventTurn.go_on(await asyncio.shield(asyncio.wrap_future(prior.done)))
-            event = await asyncio.to_thread(self._sync._receive_event, position, op, key, timeout)
+            event = await offload.to_thread(self._sync._receive_event, position, op, key, timeout)
         except BaseException as exc:
             mine.end(exc)
             raise

@@ -21,10 +21,11 @@ from kestrel_core.base.masking import first_line
 from kestrel_core.base.serialization import to_json
 from kestrel_core.db.outage import is_outage
 from kestrel_core.dispatch import claim as claim_mod
-from kestrel_core.dispatch import deadlines, enqueue
+from kestrel_core.dispatch import deadlines, enqueue, lease
 from kestrel_core.durable import checkpoint
 from kestrel_core.durable.boundary import Boundary, Completion
 from kestrel_core.durable.checkpoint import Checkpoint
+from kestrel_core.workflow import offload
 from kestrel_core.workflow.async_context import AsyncWorkflowContext
 from kestrel_core.workflow.boxing import being_cancelled, boxed, unbox
 from kestrel_core.workflow.context import WorkflowContext, describe_exception
@@ -111,10 +112,10 @@ async def execute_async(worker: RunnerHost, held: Claimed) -> None:
     started = time.monotonic()
     ctx: WorkflowContext | None = None
     try:
-        ctx = await asyncio.to_thread(prepare, worker, held)
+        ctx = await offload.to_thread(prepare, worker, held)
         fn = worker.registry.workflows[held.claim.workflow_name].fn
         try:
-            parent = await asyncio.to_thread(trace_parent, worker, held) if tracing.state.on else None
+            parent = await offload.to_thread(trace_parent, worker, held) if tracing.state.on else None
             with traced(held, parent):
                 # In a task of its own, boxed: whatever it raises comes back here (async_context.boxed)
                 result = unbox(await asyncio.ensure_future(boxed(fn(AsyncWorkflowContext(ctx), held.claim.input))))
@@ -124,14 +125,14 @@ async def execute_async(worker: RunnerHost, held: Claimed) -> None:
             if isinstance(exc, asyncio.CancelledError) and being_cancelled():
                 raise  # this task itself was cancelled: not the workflow's doing
             _unusual(worker, held, exc)
-            await asyncio.to_thread(finish, worker, held, ctx, error=exc, started=started)
+            await offload.to_thread(finish, worker, held, ctx, error=exc, started=started)
         else:
-            await asyncio.to_thread(finish, worker, held, ctx, result=result, started=started)
+            await offload.to_thread(finish, worker, held, ctx, result=result, started=started)
     except Unwind as unwind:
         if unwind.error is not None:
-            await asyncio.to_thread(finish, worker, held, ctx, error=unwind.error, started=started)
+            await offload.to_thread(finish, worker, held, ctx, error=unwind.error, started=started)
         else:
-            unwound(worker, held, ctx, unwind)
+            await offload.to_thread(unwound, worker, held, ctx, unwind)
     except psycopg.Error as exc:
         gave_up(worker, held, exc)
     except Exception:
@@ -191,6 +192,7 @@ def finish(
     outcome = ctx._commit_last(done) if ctx is not None else worker.commit(done)
     if not outcome.completed:
         worker.refused(item.execution_id, f"completion ({status})")
+        let_go(worker, held)
         return
     worker.count("succeeded" if status == "success" else "failed")
     worker.log.info(
@@ -215,6 +217,8 @@ def unwound(worker: RunnerHost, held: Claimed, ctx: WorkflowContext | None, unwi
     key = {"parked": "parked", "lost": "lost"}.get(unwind.reason)
     if key:
         worker.count(key)
+    if unwind.reason == "lost":
+        let_go(worker, held)
     worker.log.info(
         "event=%s worker=%s execution_id=%s workflow=%s",
         unwind.reason,
@@ -222,6 +226,21 @@ def unwound(worker: RunnerHost, held: Claimed, ctx: WorkflowContext | None, unwi
         held.claim.execution_id,
         held.claim.workflow_name,
     )
+
+
+def let_go(worker: RunnerHost, held: Claimed) -> None:
+    """This claim stops running the execution: if an operator paused it, say so (its lease
+    cleared), so that a resume has it claimed afresh rather than handed back to this claim."""
+    item = held.claim
+    try:
+        worker.db(lambda c: lease.let_go(c, worker.schema, worker.worker_id, item.execution_id, item.claim_epoch))
+    except psycopg.Error as exc:  # the lease it kept lapses: a resume then has it claimed afresh
+        worker.log.warning(
+            "event=let_go_failed worker=%s execution_id=%s error=%r",
+            worker.worker_id,
+            item.execution_id,
+            first_line(exc, worker.settings.dsn),
+        )
 
 
 def gave_up(worker: RunnerHost, held: Claimed, exc: Exception) -> None:

@@ -68,3 +68,40 @@ def test_stopping_the_workers_event_loop_hangs_no_other_execution(
     # The loop still runs what comes next.
     late = app.enqueue("bystander", 4)
     wait_for(lambda: app.get(late).status == "success", timeout=15, what="a later async execution to finish")
+
+
+@pytest.mark.parametrize("sabotage", ["shutdown_default_executor", "set_task_factory"])
+def test_a_workflow_breaking_the_loops_executor_or_task_factory_strands_no_execution(
+    app: Kestrel, start_worker, sabotage: str
+) -> None:
+    """``await loop.shutdown_default_executor()`` in a workflow made every engine write of every
+    async execution of the worker raise (they went through ``asyncio.to_thread``): each was
+    replayed every lease, forever (issue 43 review). The engine now uses its own executor
+    (offload.py), and repairs the loop after the offender: the workflows after it (their own
+    ``asyncio.to_thread`` too) run as before. The offender ends in an outcome: success (its
+    executor shut down is not the engine's), or error when its own step's task could not be made
+    by the factory it set (StepFailed)."""
+
+    async def quick() -> str:
+        return "done"
+
+    @app.workflow("bystander")
+    async def bystander(ctx: Any, _input: Any) -> str:
+        return await ctx.step("one", quick) + await asyncio.to_thread(lambda: "!")
+
+    @app.workflow("offender")
+    async def offender(ctx: Any, _input: Any) -> str:
+        loop = asyncio.get_running_loop()
+        if sabotage == "shutdown_default_executor":
+            await loop.shutdown_default_executor()
+        else:
+            loop.set_task_factory(lambda _loop, coro, **_kw: 1 / 0)
+        return await ctx.step("after", quick)
+
+    start_worker(app, lease=timedelta(seconds=1), concurrency=4)
+    bad = app.enqueue("offender", None)
+    wait_for(lambda: app.get(bad).done, timeout=10, what="the offender to end in an outcome")
+    assert app.get(bad).status == ("success" if sabotage == "shutdown_default_executor" else "error")
+    later = app.enqueue("bystander", None)
+    wait_for(lambda: app.get(later).done, timeout=10, what="a later async execution to finish")
+    assert (app.get(later).status, app.get(later).output) == ("success", "done!")

@@ -112,6 +112,48 @@ def test_a_running_execution_stops_at_its_next_step_boundary_and_resumes_from_it
     ]
 
 
+@pytest.mark.parametrize("heartbeat_saw_it", [False, True])
+def test_a_resume_before_the_step_in_flight_returns_gives_it_back_to_its_claim_and_runs_it_once(
+    app: Kestrel,
+    ledger: psycopg.Connection,
+    db: psycopg.Connection,
+    start_worker: Callable[..., Worker],
+    heartbeat_saw_it: bool,
+) -> None:
+    """An operator's quick pause then resume while s2 runs (issue 43 review): the claim still
+    runs it, so the resume gives it back to that claim ('running'): s2's end is checkpointed,
+    and no new claim runs s2 again (before: 'enqueued', s2's checkpoint refused, s1 s2 s2 s3)."""
+    in_s2 = threading.Event()
+    go_on = threading.Event()
+
+    def s2(eid: int) -> str:
+        record(app, eid, "s2")
+        if not in_s2.is_set():
+            in_s2.set()
+            go_on.wait(30)
+        return "s2"
+
+    @app.workflow("chain")
+    def chain(ctx, _):
+        return [
+            ctx.step("s1", record, app, ctx.execution_id, "s1"),
+            ctx.step("s2", s2, ctx.execution_id),
+            ctx.step("s3", record, app, ctx.execution_id, "s3"),
+        ]
+
+    worker = start_worker(app)
+    eid = app.enqueue("chain", None)
+    assert in_s2.wait(30)
+    assert app.pause(eid, by="alice") == "running"
+    if heartbeat_saw_it:  # the claim is no longer held, its lease only renewed
+        wait_for(lambda: any(h.lost.is_set() for h in list(worker._inflight.values())), what="the heartbeat")
+    assert app.resume(eid, by="alice") == "running"
+    go_on.set()
+    assert finished(db, eid) == ("success", ["s1", "s2", "s3"])
+    assert steps_run(db, eid) == ["s1", "s2", "s3"]
+    assert db.execute("SELECT claims FROM workflow_executions WHERE id = %s", (eid,)).fetchone() == (1,)
+
+
 def test_an_enqueued_execution_paused_is_never_claimed(
     app: Kestrel, ledger: psycopg.Connection, db: psycopg.Connection, start_worker: Callable[..., Worker]
 ) -> None:
@@ -281,3 +323,32 @@ def test_only_the_audited_functions_move_an_execution_into_or_out_of_paused(
         ("bob", "resume", True),
         ("bob", "pause", True),
     ]
+
+
+def test_a_paused_waiting_child_cancelled_with_its_parent_has_its_waits_closed(
+    app: Kestrel, db: psycopg.Connection, start_worker: Callable[..., Worker]
+) -> None:
+    """The cascade cancels a paused child, and closed its waits only when it was 'waiting':
+    a paused, waiting child kept its gate open after it was cancelled (issue 43 review)."""
+
+    @app.workflow("parent")
+    def parent(ctx, _):
+        return ctx.wait_for(ctx.start_child("gated", None))
+
+    @app.workflow("gated")
+    def gated(ctx, _):
+        return ctx.wait_for_approval("ok").approved
+
+    start_worker(app)
+    eid = app.enqueue("parent", None)
+    child = wait_for(
+        lambda: db.execute(
+            "SELECT id FROM workflow_executions WHERE parent_id = %s AND status = 'waiting'", (eid,)
+        ).fetchone(),
+        what="the child to wait at its gate",
+    )[0]
+    assert app.pause(child, by="alice") == "waiting"
+    app.cancel(eid, by="bob")
+    assert status(db, child) == "cancelled"
+    open_waits = "SELECT count(*) FROM workflow_waits WHERE execution_id = %s AND resolved_at IS NULL"
+    assert db.execute(open_waits, (child,)).fetchone() == (0,)

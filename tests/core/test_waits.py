@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 
 import psycopg
 import pytest
 
-from kestrel_core import ActionRefused, Kestrel, NotFound
+from kestrel_core import ActionRefused, InvalidArgument, Kestrel, NotFound
+from kestrel_core.workflow.flow_context import value_refused
 from tests.waiting import wait_for
 
 
@@ -206,3 +208,59 @@ def test_deciding_a_cancelled_execution_is_refused(app: Kestrel, db, start_worke
         app.approve(eid, "approve-fix", by="bob")
     assert db.execute("SELECT decision FROM workflow_waits WHERE execution_id = %s", (eid,)).fetchone() == (None,)
     assert [r[0] for r in db.execute("SELECT action FROM operator_actions ORDER BY id")] == ["cancel"]
+
+
+@pytest.mark.parametrize(
+    "wait",
+    ["sleep", "sleep_nan", "approval_timeout", "event_timeout", "children_timeout"],
+)
+def test_a_wait_beyond_the_calendar_ends_the_execution_as_error_instead_of_replaying_it_forever(
+    app: Kestrel, start_worker, wait: str
+) -> None:
+    """``ctx.sleep("nap", timedelta(days=999_999_999))`` failed on the server (``now() +
+    interval``: 22008), taken for a failed engine write: replayed every lease, forever (issue
+    43 review). A duration is checked where the workflow gives it (InvalidArgument, the
+    workflow's own error: catchable, else it ends the execution as error)."""
+    huge = timedelta(days=999_999_999)
+
+    @app.workflow("napper")
+    def napper(ctx, _):
+        try:
+            if wait == "sleep":
+                ctx.sleep("nap", huge)
+            elif wait == "sleep_nan":
+                ctx.sleep("nap", float("nan"))
+            elif wait == "approval_timeout":
+                ctx.wait_for_approval("gate", timeout=huge)
+            elif wait == "event_timeout":
+                ctx.wait_for_event("never", timeout=huge)
+            else:
+                ctx.wait_for(ctx.start_child("napper", None), timeout=huge)
+        except InvalidArgument as exc:
+            raise RuntimeError(f"caught: {exc}") from exc
+        return "woke"
+
+    start_worker(app, lease=timedelta(seconds=1))
+    eid = app.enqueue("napper", None)
+    wait_for(lambda: app.get(eid).done, timeout=10, what="the execution to end in an outcome")
+    assert app.get(eid).status == "error"
+    assert "caught: " in app.get(eid).error and "out of range" in app.get(eid).error
+
+
+def test_a_workflow_timeout_beyond_the_calendar_is_refused_when_registered(app: Kestrel) -> None:
+    with pytest.raises(InvalidArgument, match="at most 3650 days"):
+        app.workflow("forever", timeout=timedelta(days=999_999))(lambda ctx, _: None)
+
+
+def test_a_data_exception_of_an_engine_write_is_the_workflows_error(db: psycopg.Connection) -> None:
+    """What the database says of a value it will never store (class 22) ends the execution as
+    error (``value_refused``), not a failed engine write replayed every lease; the rest is not."""
+    with pytest.raises(psycopg.errors.DataError) as refused:
+        db.execute("SELECT now() + interval '999999999 days'")
+    db.rollback()
+    error = value_refused(refused.value)
+    assert isinstance(error, InvalidArgument) and "(22008)" in str(error)
+    with pytest.raises(psycopg.Error) as other:
+        db.execute("SELECT pg_sleep(1) FROM no_such_table")
+    db.rollback()
+    assert value_refused(other.value) is None

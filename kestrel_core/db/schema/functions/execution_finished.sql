@@ -1,4 +1,5 @@
--- execution_finished(): its current definition (created by migration 0008, last redefined by 0009).
+-- execution_finished(): its current definition (created by migration 0008, last redefined by 0009;
+-- since the issue 43 review a paused execution's open waits are closed when it ends, too).
 --
 -- An execution reached success, error or cancelled.
 -- Lock order: the parent's wait row, then the parent's row (as the sweeper and the operator
@@ -9,7 +10,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
 DECLARE
     w workflow_waits%ROWTYPE;
 BEGIN
-    IF OLD.status = 'waiting' THEN
+    IF OLD.status IN ('waiting', 'paused') THEN  -- a paused one may hold waits (pause_execution)
         UPDATE workflow_waits SET resolved_at = now()
          WHERE execution_id = NEW.id AND resolved_at IS NULL;
     END IF;

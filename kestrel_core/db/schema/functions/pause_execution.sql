@@ -8,7 +8,10 @@
 -- step's end from a paused execution under the same claim: owner and epoch are kept here),
 -- but opens nothing, parks nothing, completes nothing (those require 'running'), so no step
 -- starts after this commits, and the worker lets it go without error. The step in flight is
--- not run again after the resume (issue 43 review). Returns the status it had.
+-- not run again after the resume (issue 43 review). A running one keeps its lease: the claim
+-- is alive while its worker still runs its code (the heartbeat renews a paused execution it
+-- runs, not counting it held: lease.py) and lets go at its next boundary (the lease cleared);
+-- resume_execution gives a claim still alive the execution back. Returns the status it had.
 CREATE OR REPLACE FUNCTION {schema}.pause_execution(p_execution_id bigint, p_by text, p_comment text)
 RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
@@ -40,7 +43,8 @@ BEGIN
         PERFORM pg_sleep(extract(epoch FROM e.started_at + interval '250 milliseconds' - clock_timestamp()));
     END IF;
     UPDATE workflow_executions
-       SET status = 'paused', lease_expires = NULL, updated_at = now()
+       SET status = 'paused', lease_expires = CASE WHEN e.status = 'running' THEN e.lease_expires END,
+           updated_at = now()
      WHERE id = p_execution_id;
     INSERT INTO operator_actions (actor, db_user, action, execution_id, comment, from_status)
     VALUES (p_by, session_user, 'pause', p_execution_id, p_comment, e.status);

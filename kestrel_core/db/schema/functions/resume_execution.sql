@@ -3,7 +3,11 @@
 -- An operator lets a paused execution go on, audited: back to 'waiting' while one of its
 -- waits is still open (its deadline unchanged), else to 'enqueued' (a wait that came due
 -- while it was paused was checkpointed then: the replay passes it), where a worker replays it
--- from its checkpoints. Returns the status it went to.
+-- from its checkpoints. An execution paused while running whose claim is still alive (its
+-- worker still runs its code: a step was in flight; pause_execution kept the lease, the
+-- heartbeat renews it, the worker clears it when it lets go) goes back to 'running' under that
+-- same claim: its worker goes on from the step in flight, whose end it checkpoints, instead of
+-- a new claim running that step a second time (issue 43 review). Returns the status it went to.
 CREATE OR REPLACE FUNCTION {schema}.resume_execution(p_execution_id bigint, p_by text, p_comment text)
 RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
@@ -26,9 +30,10 @@ BEGIN
         RAISE EXCEPTION 'cannot resume: execution % is not paused (it is %)', p_execution_id, e.status
             USING ERRCODE = 'KS409', HINT = 'Only a paused execution can be resumed.';
     END IF;
-    v_to := CASE WHEN open_waits > 0 THEN 'waiting' ELSE 'enqueued' END;
+    v_to := CASE WHEN e.owner_id IS NOT NULL AND e.lease_expires > now() THEN 'running'
+                 WHEN open_waits > 0 THEN 'waiting' ELSE 'enqueued' END;
     UPDATE workflow_executions
-       SET status = v_to, lease_expires = NULL, updated_at = now()
+       SET status = v_to, lease_expires = CASE WHEN v_to = 'running' THEN e.lease_expires END, updated_at = now()
      WHERE id = p_execution_id;
     INSERT INTO operator_actions (actor, db_user, action, execution_id, comment, from_status, details)
     VALUES (p_by, session_user, 'resume', p_execution_id, p_comment, e.status, jsonb_build_object('to', v_to));
