@@ -3,7 +3,9 @@
 -- An operator lets a paused execution go on, audited: back to 'waiting' while one of its
 -- waits is still open (its deadline unchanged), else to 'enqueued' (a wait that came due
 -- while it was paused was checkpointed then: the replay passes it), where a worker replays it
--- from its checkpoints. Returns the status it went to.
+-- from its checkpoints. Returns the status it went to. The attempt a pause let run on and its
+-- worker has not closed yet is closed 'abandoned': from now on its writes are fenced out (they
+-- need the execution running or paused under that claim).
 CREATE OR REPLACE FUNCTION {schema}.resume_execution(p_execution_id bigint, p_by text, p_comment text)
 RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
@@ -30,6 +32,8 @@ BEGIN
     UPDATE workflow_executions
        SET status = v_to, lease_expires = NULL, updated_at = now()
      WHERE id = p_execution_id;
+    UPDATE step_attempts SET outcome = 'abandoned', finished_at = greatest(now(), started_at)
+     WHERE execution_id = p_execution_id AND outcome = 'running';
     INSERT INTO operator_actions (actor, db_user, action, execution_id, comment, from_status, details)
     VALUES (p_by, session_user, 'resume', p_execution_id, p_comment, e.status, jsonb_build_object('to', v_to));
     IF v_to = 'enqueued' THEN
