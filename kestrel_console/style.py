@@ -4,6 +4,8 @@ execution is the same colour everywhere."""
 
 from __future__ import annotations
 
+from kestrel_core.lifecycle import LIVE_STATUSES, ExecutionStatus
+
 # The colour of each execution status, step outcome and wait result.
 COLOURS: dict[str, str] = {
     # execution statuses
@@ -15,14 +17,14 @@ COLOURS: dict[str, str] = {
     "error": "red",
     "cancelled": "dim",
     # step outcomes and wait results
-    "abandoned": "dim",  # a paused execution's step cut short shows as "paused", its colour
+    "abandoned": "dim",  # ended with its claim (a lease swept, a requeue, a resume, a deadline)
     "approved": "green",
     "rejected": "red",
     "timed_out": "red",
     "woke": "blue",
 }
 # Statuses that need the operator's eye are bold when written as words.
-EMPHASISED = ("enqueued", "running", "waiting", "paused", "error")
+EMPHASISED = (*LIVE_STATUSES, ExecutionStatus.ERROR)
 # As words (a status column, a heading): colour, bold where it matters.
 STATUS_STYLES: dict[str, str] = {
     name: (f"bold {colour}" if name in EMPHASISED else colour) for name, colour in COLOURS.items()

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from kestrel_core.lifecycle import AttemptOutcome
+
 from .safe_text import visible
 
 MIN_SPAN = timedelta(milliseconds=1)  # an axis is never empty: a 0 ms execution still draws
@@ -67,7 +69,7 @@ class Lane:
 
     @property
     def failed(self) -> int:
-        return sum(1 for s in self.segments if s.outcome == "error") if self.kind == "step" else 0
+        return sum(1 for s in self.segments if s.outcome == AttemptOutcome.ERROR) if self.kind == "step" else 0
 
     def took(self, now: datetime) -> float:
         """Seconds from the first start to the last end (or now, while it lasts)."""

@@ -8,6 +8,8 @@ directly, never those re-exports, so no import goes round through a package
 (tests/test_architecture.py checks both). The packages, bottom first; each imports
 only packages before it (each package's docstring says which; tests/test_architecture.py checks):
 
+- ``lifecycle``: the states of an execution, an attempt and a wait, and every transition
+  between statuses with the SQL that performs it;
 - ``base``: the exceptions, JSON checks, the backoff policy, OpenTelemetry tracing (off until
   ``enable_tracing()``);
 - ``db``: connections, the engine's SQL, migrations and the schema's functions, roles;
@@ -43,7 +45,6 @@ from kestrel_core.base.errors import (
     UnauditedDecision,
 )
 from kestrel_core.base.masking import first_line, mask_dsn
-from kestrel_core.base.statuses import LIVE_STATUSES, STATUSES, TERMINAL_STATUSES
 from kestrel_core.base.tracing import TracingUnavailable, disable_tracing, enable_tracing
 from kestrel_core.db.roles import RoleNames
 from kestrel_core.dispatch.enqueue import MAX_DELAY, EnqueueFailed
@@ -52,6 +53,15 @@ from kestrel_core.durable.children import ChildHandle
 from kestrel_core.durable.events import Event
 from kestrel_core.engine.settings import WorkerOptions, WorkerSettings
 from kestrel_core.engine.worker import Worker
+from kestrel_core.lifecycle.states import (
+    LIVE_STATUSES,
+    STATUSES,
+    TERMINAL_STATUSES,
+    AttemptOutcome,
+    ExecutionStatus,
+    WaitKind,
+    WaitState,
+)
 from kestrel_core.workflow.async_context import AsyncWorkflowContext
 from kestrel_core.workflow.context import Decision, WorkflowContext
 
@@ -63,6 +73,7 @@ __all__ = [
     "ActionRefused",
     "AsyncKestrel",
     "AsyncWorkflowContext",
+    "AttemptOutcome",
     "ChildFailed",
     "ChildHandle",
     "DatabaseUnavailable",
@@ -71,6 +82,7 @@ __all__ = [
     "EnqueueFailed",
     "Event",
     "Execution",
+    "ExecutionStatus",
     "HistoryRange",
     "InvalidArgument",
     "Kestrel",
@@ -88,6 +100,8 @@ __all__ = [
     "TooLarge",
     "TracingUnavailable",
     "UnauditedDecision",
+    "WaitKind",
+    "WaitState",
     "Worker",
     "WorkerOptions",
     "WorkerSettings",

@@ -45,8 +45,11 @@ OTHER_LISTS = {
     ("deadlines.py", frozenset({"enqueued", "running"})): "a deadline not parked on a wait",
     ("fork_execution.sql", frozenset({"enqueued", "running"})): "what a fork refuses: not stopped yet",
     ("schema_snapshot.txt", frozenset({"enqueued", "running"})): "fork_execution, as applied",
+    ("boundary.py", frozenset({"running", "paused"})): "a claim's boundary write: running, or paused under it",
     ("worker-activity.sql", frozenset({"success", "error"})): "runs a worker finished itself",
-    ("schema_snapshot.txt", frozenset({"running", "success", "error"})): "a step attempt's outcomes, not statuses",
+    ("schema_snapshot.txt", frozenset({"running", "success", "error", "cancelled", "abandoned"})): (
+        "a step attempt's outcomes (AttemptOutcome), not statuses"
+    ),
 }
 # The predicates of the claim, spelled only in statements.py (pasted by name elsewhere).
 PREDICATES = {

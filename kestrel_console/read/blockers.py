@@ -8,6 +8,8 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
+from kestrel_core.lifecycle import ExecutionStatus
+
 from ..humanize import duration
 from .session import DEFAULT_DEAD_AFTER_S, ReaderSession
 from .workers import live_versions_text
@@ -103,9 +105,9 @@ def describe_blocker(f: dict[str, Any], *, dead_after_s: float = DEFAULT_DEAD_AF
         + ("" if f["any_workers"] else " (no worker ever did)")
         + ": start one that runs it (kestrel-console worker MODULE)"
     )
-    if status == "paused":
+    if status == ExecutionStatus.PAUSED:
         return paused_sentence(f, cli)
-    if status == "enqueued":
+    if status == ExecutionStatus.ENQUEUED:
         if f["starts_in_s"] is not None and f["starts_in_s"] > 0:
             return f"it is scheduled for later: not before {_when(f['run_at'])} (in {in_words(f['starts_in_s'])})"
         if not f["live_workers"]:
@@ -119,7 +121,7 @@ def describe_blocker(f: dict[str, Any], *, dead_after_s: float = DEFAULT_DEAD_AF
                 f"({f['live_held']}/{f['live_slots']}): it waits for a free one"
             )
         return None
-    if status == "running":
+    if status == ExecutionStatus.RUNNING:
         worker_id = f["owner_id"]
         expired = f["lease_expired_for_s"] is not None and f["lease_expired_for_s"] > 0
         if not f["owner_known"]:
@@ -142,7 +144,7 @@ def describe_blocker(f: dict[str, Any], *, dead_after_s: float = DEFAULT_DEAD_AF
                 f"{lease}: a live worker's sweeper re-enqueues it, or re-enqueue it now {_requeue_hint(f, cli)}"
             )
         return None
-    if status == "waiting":
+    if status == ExecutionStatus.WAITING:
         kind = f["wait_kind"]
         if kind == "approval":
             deadline = f" (deadline {_when(f['wait_until'])})" if f["wait_until"] is not None else ""

@@ -13,32 +13,14 @@ SELECT kind, step_id, attempt, started_at, finished_at,
        extract(epoch FROM finished_at - started_at)::float8 AS duration_s,
        outcome, error, owner_id, wake_at, decision, decided_by, decided_by_db_user, comment, audited
   FROM (
-    -- An attempt still open when its execution finished (cancelled mid-step, or its worker
-    -- gone) ended with the execution: it is closed there, not shown running forever. So is an
-    -- attempt of an earlier claim (the execution was re-enqueued, by an operator or the
-    -- sweeper, and maybe claimed again): its worker is gone, it ended when the next claim's
-    -- first attempt started, else when the execution was last updated (the re-enqueue).
-    SELECT 'step' AS kind, a.step_id, a.attempt, a.started_at,
-           CASE WHEN a.outcome <> 'running' THEN a.finished_at
-                WHEN e.finished_at IS NOT NULL THEN greatest(e.finished_at, a.started_at)
-                WHEN e.status <> 'running' OR a.claim_epoch IS DISTINCT FROM e.claim_epoch
-                THEN greatest(a.started_at, coalesce(
-                         (SELECT min(n.started_at) FROM {schema}.step_attempts n
-                           WHERE n.execution_id = a.execution_id AND n.claim_epoch > a.claim_epoch),
-                         e.updated_at))
-                ELSE a.finished_at END AS finished_at,
-           CASE WHEN a.outcome <> 'running' THEN a.outcome
-                WHEN e.finished_at IS NULL AND e.status = 'running'
-                     AND a.claim_epoch IS NOT DISTINCT FROM e.claim_epoch THEN a.outcome
-                WHEN e.status = 'cancelled' THEN 'cancelled'
-                -- cut short by a pause (its result not kept: it runs again after the resume)
-                WHEN e.status = 'paused' AND a.claim_epoch IS NOT DISTINCT FROM e.claim_epoch THEN 'paused'
-                ELSE 'abandoned' END AS outcome,
+    -- An attempt is closed in storage by its worker, or by the transition that ended its claim
+    -- (cancelled, abandoned: kestrel_core.lifecycle; migration 0034 closed the older ones):
+    -- read as stored.
+    SELECT 'step' AS kind, a.step_id, a.attempt, a.started_at, a.finished_at, a.outcome,
            a.error, a.owner_id, NULL::timestamptz AS wake_at, NULL::text AS decision,
            NULL::text AS decided_by, NULL::text AS decided_by_db_user, NULL::text AS comment,
            NULL::boolean AS audited, a.id AS seq
       FROM {schema}.step_attempts a
-      JOIN {schema}.workflow_executions e ON e.id = a.execution_id
      WHERE a.execution_id = %(id)s
     UNION ALL
     SELECT w.kind, w.step_id, NULL, w.created_at, w.resolved_at,
@@ -80,9 +62,10 @@ class TimelineReads(ReaderSession):
     def timeline(self, execution_id: int) -> list[dict[str, Any]]:
         """Every step attempt and every wait of one execution, ordered by start.
 
-        kind is 'step', 'sleep', 'approval', 'child' or 'event'; for steps outcome is
-        running/success/error, for waits it is waiting, woke, approved, rejected, timed_out or
-        cancelled. audited is False for an approval or rejection no operator action records.
+        kind is 'step', 'sleep', 'approval', 'child' or 'event' (WaitKind); for steps outcome is
+        an AttemptOutcome (running, success, error, cancelled, abandoned), for waits a WaitState
+        (waiting, woke, approved, rejected, timed_out or cancelled). audited is False for an
+        approval or rejection no operator action records.
         """
         return self._rows("timeline", TIMELINE, {"id": execution_id})
 

@@ -1,5 +1,7 @@
-"""An execution's statuses, defined once: every list of them in the engine's and the
-console's Python and Python-composed SQL comes from here.
+"""An execution's statuses as lists and SQL literals. They are defined once, in
+``kestrel_core.lifecycle`` (the enum ``ExecutionStatus`` and its transitions), and re-exported
+here: every list of them in the engine's and the console's Python and Python-composed SQL
+comes from there.
 
 SQL that Python does not compose (the schema's functions in ``db/schema/functions``, the
 migrations' indexes and CHECK, ``queries/*.sql``) must spell the lists out: tests/core/
@@ -10,13 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-# In the order the console shows them: the live ones first, then how an execution ended.
-STATUSES = ("enqueued", "running", "waiting", "paused", "success", "error", "cancelled")
-# Not finished yet: waiting to run, running under a claim, parked on a wait, or held by an
-# operator (paused: nothing runs it until it is resumed; a cancel ends it).
-LIVE_STATUSES = STATUSES[:4]
-# Finished: an execution never leaves these except by an operator's requeue.
-TERMINAL_STATUSES = frozenset(STATUSES[4:])
+from kestrel_core.lifecycle.states import LIVE_STATUSES, STATUSES, TERMINAL_STATUSES
+
+__all__ = ["LIVE_STATUSES", "STATUSES", "TERMINAL_STATUSES", "in_order", "sql_array", "sql_list"]
 
 
 def in_order(statuses: Iterable[str]) -> tuple[str, ...]:

@@ -49,7 +49,8 @@ SELECT w.execution_id FROM {schema}.workflow_waits w
    FOR UPDATE OF w SKIP LOCKED
 """
 
-# The trigger execution_finished (migration 0008) closes the waits and wakes a waiting parent.
+# The trigger execution_finished (migration 0008) closes the waits and wakes a waiting parent;
+# an attempt a running execution had open is closed here (abandoned: its worker is fenced out).
 SWEEP_DEADLINES = """
 WITH due AS (
     SELECT id FROM {schema}.workflow_executions
@@ -58,14 +59,21 @@ WITH due AS (
      ORDER BY deadline_at
      LIMIT %(batch)s
      FOR UPDATE SKIP LOCKED
+), ended AS (
+    UPDATE {schema}.workflow_executions e
+       SET status = 'error', lease_expires = NULL, finished_at = now(), updated_at = now(),
+           error = 'timed out after ' || trim_scale(extract(epoch FROM e.timeout))::text
+                   || 's (deadline from start)'
+      FROM due
+     WHERE e.id = due.id
+    RETURNING e.id
+), closed AS (
+    -- Its worker's writes are fenced out from now on: the attempt it had open is closed here
+    -- (lifecycle: deadline).
+    UPDATE {schema}.step_attempts a SET outcome = 'abandoned', finished_at = greatest(now(), a.started_at)
+     WHERE a.execution_id = ANY(ARRAY(SELECT s.id FROM ended s)) AND a.outcome = 'running'
 )
-UPDATE {schema}.workflow_executions e
-   SET status = 'error', lease_expires = NULL, finished_at = now(), updated_at = now(),
-       error = 'timed out after ' || trim_scale(extract(epoch FROM e.timeout))::text
-               || 's (deadline from start)'
-  FROM due
- WHERE e.id = due.id
-RETURNING e.id
+SELECT id FROM ended
 """
 
 

@@ -79,6 +79,11 @@ WITH let_go AS (
        SET status = 'enqueued', lease_expires = NULL, run_at = now(), updated_at = now()
      WHERE status = 'running' AND owner_id = %(worker_id)s
     RETURNING id, workflow_name
+), closed AS (
+    -- Its worker's writes are fenced out from now on: the attempt it had open is closed here
+    -- (lifecycle: release).
+    UPDATE {schema}.step_attempts a SET outcome = 'abandoned', finished_at = greatest(now(), a.started_at)
+     WHERE a.execution_id = ANY(ARRAY(SELECT s.id FROM released s)) AND a.outcome = 'running'
 ), woke AS (
     SELECT pg_notify(%(channel)s, name) FROM (SELECT DISTINCT workflow_name AS name FROM released) n
 )

@@ -45,6 +45,11 @@ WITH expired AS (
       FROM expired
      WHERE e.id = expired.id
     RETURNING e.id, e.workflow_name
+), closed AS (
+    -- Its worker's writes are fenced out from now on: the attempt it had open is closed here
+    -- (lifecycle: sweep-lapsed).
+    UPDATE {schema}.step_attempts a SET outcome = 'abandoned', finished_at = greatest(now(), a.started_at)
+     WHERE a.execution_id = ANY(ARRAY(SELECT s.id FROM swept s)) AND a.outcome = 'running'
 ), woke AS (
     SELECT pg_notify(%(channel)s, name) FROM (SELECT DISTINCT workflow_name AS name FROM swept) n
 )

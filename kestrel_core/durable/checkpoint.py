@@ -18,7 +18,8 @@ from psycopg.types.json import Jsonb
 from kestrel_core.db.statements import notify_channel, render
 
 # On a replay: read every checkpoint once (this worker is the only writer while it holds the
-# claim, so the copy stays true), and close attempts an earlier claim left open. Fenced: only
+# claim, so the copy stays true), and close as abandoned any attempt an earlier claim left open
+# (a net: since schema version 34 the transition that ended that claim closed it). Fenced: only
 # while the claim is current (a late worker must not close the new claim's running attempts,
 # nor read checkpoints as if it still held the execution); the row is locked meanwhile, as a
 # boundary write locks it. No row at all: the claim is not current (nothing was closed); one
@@ -31,7 +32,7 @@ WITH fence AS (
     {lock_if_claim_is_current}
 ), abandoned AS (
     UPDATE {schema}.step_attempts a
-       SET outcome = 'error', finished_at = clock_timestamp(),
+       SET outcome = 'abandoned', finished_at = clock_timestamp(),
            error = 'abandoned: its worker stopped before finishing (killed, lost its lease, or shut down)'
       FROM fence
      WHERE a.execution_id = fence.id AND a.outcome = 'running'
@@ -60,7 +61,12 @@ WITH released AS (
     UPDATE {schema}.workflow_executions
        SET status = 'enqueued', lease_expires = NULL, run_at = now(), updated_at = now()
      WHERE {claim_is_current}
-    RETURNING workflow_name
+    RETURNING id, workflow_name
+), closed AS (
+    -- Its worker's writes are fenced out from now on: the attempt it had open is closed here
+    -- (lifecycle: release).
+    UPDATE {schema}.step_attempts a SET outcome = 'abandoned', finished_at = greatest(now(), a.started_at)
+     WHERE a.execution_id = ANY(ARRAY(SELECT s.id FROM released s)) AND a.outcome = 'running'
 )
 SELECT pg_notify(%(channel)s, workflow_name) FROM released
 """

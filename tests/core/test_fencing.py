@@ -54,7 +54,8 @@ def test_stale_claim_cannot_checkpoint_park_or_complete(app: Kestrel, db: psycop
     assert waits.park(db, S, step_id="nap", kind="sleep", after=timedelta(seconds=1), **stale) is False
     assert db.execute("SELECT count(*) FROM operation_outputs").fetchone() == (0,)
     assert db.execute("SELECT count(*) FROM workflow_waits").fetchone() == (0,)
-    assert db.execute("SELECT step_id, outcome FROM step_attempts").fetchall() == [("a", "running")]
+    # The sweep closed the stale claim's attempt (abandoned), and the stale write left it so.
+    assert db.execute("SELECT step_id, outcome FROM step_attempts").fetchall() == [("a", "abandoned")]
     assert app.get(eid).status == "running"
     # The current claim writes fine.
     fresh = opened(db, eid, "w1", new.claim_epoch, "a")
@@ -118,7 +119,7 @@ def test_one_batch_two_executions_one_fenced_out(app: Kestrel, db: psycopg.Conne
         (kept, "a", f"out-{kept}")
     ]
     attempts = db.execute("SELECT execution_id, step_id, outcome FROM step_attempts ORDER BY id").fetchall()
-    assert attempts == [(kept, "a", "success"), (swept, "a", "running"), (kept, "b", "running")]
+    assert attempts == [(kept, "a", "success"), (swept, "a", "abandoned"), (kept, "b", "running")]
     assert [app.get(kept).status, app.get(swept).status] == ["running", "running"]
     assert db.execute("SELECT owner_id FROM workflow_executions WHERE id = %s", (swept,)).fetchone() == ("w2",)
     # Completions batched the same way: only the holder's lands.
@@ -164,15 +165,15 @@ def test_a_stale_claim_loading_checkpoints_closes_none_of_the_new_claims_attempt
     left_open = opened(db, eid, "w1", old.claim_epoch, "a")
     expire(db, eid)
     assert sweeper.sweep_leases(db, S) == [eid]
+    # The sweep closed the old claim's attempt in its own transaction.
+    assert db.execute("SELECT outcome FROM step_attempts").fetchall() == [("abandoned",)]
     (new,) = claim(db, S, worker_id="w2", names=["w"], n=1, lease=timedelta(seconds=30))
-    assert (
-        checkpoint.load(db, S, eid, worker_id="w2", claim_epoch=new.claim_epoch) == {}
-    )  # closes the old claim's attempt
+    assert checkpoint.load(db, S, eid, worker_id="w2", claim_epoch=new.claim_epoch) == {}
     running = opened(db, eid, "w2", new.claim_epoch, "a")
     assert running.number == left_open.number + 1
     # The first claim's worker comes back and replays: refused, and the new attempt stays running.
     assert checkpoint.load(db, S, eid, worker_id="w1", claim_epoch=old.claim_epoch) is None
     assert db.execute("SELECT attempt, owner_id, outcome FROM step_attempts ORDER BY attempt").fetchall() == [
-        (1, "w1", "error"),
+        (1, "w1", "abandoned"),
         (2, "w2", "running"),
     ]

@@ -595,7 +595,8 @@ class LifecycleModel(RuleBasedStateMachine):
         problems = []
         for eid, step, owner, epoch, started, outcome in conn.execute(ATTEMPTS, (eids,)):
             opened[(eid, step, owner, epoch)].append(started)
-            failed.update([(eid, step)] if outcome == "error" else [])
+            # (abandoned: closed by the next claim's replay, as 'error' before schema version 34)
+            failed.update([(eid, step)] if outcome in ("error", "abandoned") else [])
             end = ends.get((eid, epoch))
             if end is not None and started > end + START_SLACK_S:
                 problems.append(

@@ -15,6 +15,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Header, Static, TabbedContent, TabPane
 
 from kestrel_core import ActionRefused, InvalidArgument, NotFound, first_line
+from kestrel_core.lifecycle import ExecutionStatus, WaitState
 
 from ... import formatting as fmt
 from ... import style
@@ -143,7 +144,7 @@ class DetailScreen(LiveScreen):
         self.query_one("#detail-output", Static).update(
             fmt.json_view(execution["output"])
             if execution["output"] is not None
-            else Text("no output yet" if execution["status"] != "success" else "null", style="dim")
+            else Text("no output yet" if execution["status"] != ExecutionStatus.SUCCESS else "null", style="dim")
         )
         self.query_one("#detail-error", Static).update(fmt.error_view(execution["error"]))
         self.query_one("#detail-steps", Static).update(_steps_view(steps))
@@ -241,7 +242,7 @@ class DetailScreen(LiveScreen):
         if e is None:
             return []
         expired = (
-            e["status"] == "running"
+            e["status"] == ExecutionStatus.RUNNING
             and e["lease_expires"] is not None
             and e["lease_expires"] < e["created_at"] + timedelta(seconds=e["age_s"] or 0)
         )
@@ -256,7 +257,7 @@ class DetailScreen(LiveScreen):
 
     def pending_gate(self) -> str | None:
         for e in self.entries:
-            if e["kind"] == "approval" and e["outcome"] == "waiting":
+            if e["kind"] == "approval" and e["outcome"] == WaitState.WAITING:
                 return e["step_id"]
         return None
 
@@ -394,7 +395,7 @@ def _head(e: dict[str, Any]) -> Text:
         meta.append(f"finished {fmt.when(e['finished_at'])}")
     if e["owner_id"]:
         meta.append(f"owner {visible(e['owner_id'])}")
-    if e["lease_expires"] and e["status"] == "running":
+    if e["lease_expires"] and e["status"] == ExecutionStatus.RUNNING:
         meta.append(f"lease until {fmt.when(e['lease_expires'])}")
     meta.append(f"claims {e['claims']}")
     if e["priority"]:

@@ -19,6 +19,8 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 from textual.widget import Widget
 
+from kestrel_core.lifecycle import AttemptOutcome, WaitState
+
 from ... import formatting as fmt
 from ... import style
 from ...humanize import duration
@@ -28,6 +30,8 @@ from ...timeline_model import Lane, Segment, Trace, bar_cols, decider, trace
 STEP_STYLES = style.COLOURS  # one palette with the CLI and the rest of the TUI
 WAIT_STYLES = style.WAIT_COLOURS
 WAIT_MARKS = {"approval": "◇ ", "sleep": "☾ ", "child": "⇉ ", "event": "⚑ "}
+# A lane whose last attempt is open or was ended by its claim says so in words.
+OPEN_OR_CUT = (AttemptOutcome.RUNNING, AttemptOutcome.CANCELLED, AttemptOutcome.ABANDONED)
 STEP_MARKS = {"success": "✓", "error": "✗", "running": "▶", "cancelled": "⊘", "abandoned": "⊘", "paused": "⏸"}
 BAR = "█"
 RUNNING = "▒"
@@ -46,14 +50,14 @@ def lane_info(lane: Lane, now: datetime) -> str:
         mark = STEP_MARKS.get(last.outcome, "?")
         tries = f"{lane.attempts} attempts" if lane.attempts > 1 else "1 attempt"
         failed = f", {lane.failed} failed" if lane.failed else ""
-        state = f"{last.outcome} " if last.outcome in ("running", "cancelled", "abandoned", "paused") else ""
+        state = f"{last.outcome} " if last.outcome in OPEN_OR_CUT else ""
         return f"{mark} {state}{tries}{failed} · {took}"
     e = lane.entry or {}
     outcome = e.get("outcome") or ""
-    if outcome in ("approved", "rejected"):
+    if outcome in (WaitState.APPROVED, WaitState.REJECTED):
         by = f" by {decider(e)}" if e.get("decided_by") or e.get("audited") is False else ""
         return f"{lane.kind}: {outcome}{by} · {took}"
-    if outcome == "waiting":
+    if outcome == WaitState.WAITING:
         until = f" until {fmt.when(e.get('wake_at'))}" if e.get("wake_at") else ""
         return f"{lane.kind}: waiting {took}{until}"
     return f"{lane.kind}: {outcome.replace('_', ' ')} · {took}"

@@ -1,6 +1,7 @@
 """A re-enqueued execution's attempt whose worker died is shown abandoned, not running (issue
 20): the step attempt of the earlier claim kept outcome 'running' on the detail screen, in its
-timeline and in ``show``, while the execution waited in the queue or ran again elsewhere."""
+timeline and in ``show``, while the execution waited in the queue or ran again elsewhere. Since
+schema version 34 the requeue closes it in storage, and the readers show what is stored."""
 
 from __future__ import annotations
 
@@ -21,17 +22,22 @@ ATTEMPT = (
 
 
 def requeued(db, *, claimed_again: bool) -> int:
-    """An execution whose worker died mid-step (attempt 1 of claim 1 left 'running'), then
-    re-enqueued; ``claimed_again``: claim 2 runs attempt 2 now."""
-    status, epoch = ("running", 2) if claimed_again else ("enqueued", 1)
+    """An execution whose worker died mid-step (attempt 1 of claim 1 left 'running', its lease
+    expired), then re-enqueued by an operator, which closes the attempt in storage;
+    ``claimed_again``: claim 2 runs attempt 2 now."""
     eid = db.execute(
-        "INSERT INTO workflow_executions (workflow_name, status, claim_epoch, started_at, owner_id, "
-        "lease_expires, updated_at) VALUES ('remediate', %s, %s, now() - interval '60 s', %s, "
-        "now() + interval '30 s', now() - interval '5 s') RETURNING id",
-        (status, epoch, "w-2" if claimed_again else None),
+        "INSERT INTO workflow_executions (workflow_name, status, claim_epoch, claims, started_at, owner_id, "
+        "lease_expires, updated_at) VALUES ('remediate', 'running', 1, 1, now() - interval '60 s', 'w-1', "
+        "now() - interval '5 s', now() - interval '5 s') RETURNING id"
     ).fetchone()[0]
     db.execute(ATTEMPT, (eid, 1, "w-1", 1, "50 s"))
+    db.execute("SELECT requeue_execution(%s, 'alice', NULL)", (eid,))
     if claimed_again:
+        db.execute(
+            "UPDATE workflow_executions SET status = 'running', claim_epoch = 2, claims = 2, owner_id = 'w-2', "
+            "lease_expires = now() + interval '30 s' WHERE id = %s",
+            (eid,),
+        )
         db.execute(ATTEMPT, (eid, 2, "w-2", 2, "10 s"))
     return eid
 

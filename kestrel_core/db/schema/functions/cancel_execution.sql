@@ -2,7 +2,8 @@
 -- and by the file since 0030: a paused execution is cancelled too).
 --
 -- An operator cancels a live execution, audited. A running worker sees the cancel at its
--- next step boundary: its fenced writes fail.
+-- next step boundary: its fenced writes fail; the attempt it had open is closed 'cancelled' by
+-- the trigger execution_finished, in this transaction.
 CREATE OR REPLACE FUNCTION {schema}.cancel_execution(p_execution_id bigint, p_by text, p_comment text)
 RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$

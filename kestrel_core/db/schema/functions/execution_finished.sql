@@ -1,7 +1,9 @@
 -- execution_finished(): its current definition (created by migration 0008, last redefined by 0009;
 -- since the issue 43 review a paused execution's open waits are closed when it ends, too).
 --
--- An execution reached success, error or cancelled.
+-- An execution reached success, error or cancelled. A cancelled one's attempts still open are
+-- closed 'cancelled' here (since version 34), for a cancel by an operator and for a child
+-- cancelled with its parent alike: its worker's writes are fenced out from now on.
 -- Lock order: the parent's wait row, then the parent's row (as the sweeper and the operator
 -- functions do). Sibling children finishing at once serialize on the parent's wait row, so the
 -- last one to commit sees every sibling finished and wakes the parent.
@@ -15,6 +17,8 @@ BEGIN
          WHERE execution_id = NEW.id AND resolved_at IS NULL;
     END IF;
     IF NEW.status = 'cancelled' THEN
+        UPDATE step_attempts SET outcome = 'cancelled', finished_at = greatest(now(), started_at)
+         WHERE execution_id = NEW.id AND outcome = 'running';
         -- Recursive: each cancelled child fires this trigger for its own children.
         UPDATE workflow_executions
            SET status = 'cancelled', lease_expires = NULL, updated_at = now(), finished_at = now(),

@@ -81,7 +81,10 @@ BEGIN
      WHERE execution_id = p_execution_id AND seq < from_seq;
     INSERT INTO step_attempts (execution_id, step_id, attempt, owner_id, claim_epoch, started_at, finished_at,
                                outcome, error)
-    SELECT new_id, a.step_id, a.attempt, a.owner_id, 0, a.started_at, a.finished_at, a.outcome, a.error
+    -- (an attempt its origin still has open is not the fork's to run: it is copied abandoned)
+    SELECT new_id, a.step_id, a.attempt, a.owner_id, 0, a.started_at,
+           CASE WHEN a.outcome = 'running' THEN greatest(now(), a.started_at) ELSE a.finished_at END,
+           CASE WHEN a.outcome = 'running' THEN 'abandoned' ELSE a.outcome END, a.error
       FROM step_attempts a
       JOIN operation_outputs o ON o.execution_id = a.execution_id AND o.step_id = a.step_id
      WHERE a.execution_id = p_execution_id AND o.seq < from_seq;

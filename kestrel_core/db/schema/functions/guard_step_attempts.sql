@@ -10,7 +10,7 @@ BEGIN
     RAISE EXCEPTION 'permission denied to rewrite attempt % of step "%" of execution % (it is %) as role %',
         OLD.attempt, OLD.step_id, OLD.execution_id, OLD.outcome, current_user
         USING ERRCODE = '42501',
-              HINT = 'An attempt is closed once, by the worker that ran it; a closed attempt is history.';
+              HINT = 'An attempt is closed once, by the worker that ran it or the transition that ended its claim; a closed attempt is history.';
 END
 $$;
 REVOKE EXECUTE ON FUNCTION {schema}.guard_step_attempts() FROM PUBLIC;

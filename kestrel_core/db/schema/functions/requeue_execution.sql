@@ -1,7 +1,8 @@
 -- requeue_execution(): its current definition (created by migration 0002, last redefined by 0009).
 --
 -- An operator re-enqueues an execution that errored, was cancelled or holds an expired
--- lease, audited. Replay keeps every successful checkpoint.
+-- lease, audited. Replay keeps every successful checkpoint. An attempt an expired lease left
+-- open is closed 'abandoned' (its worker's writes are fenced out from now on).
 CREATE OR REPLACE FUNCTION {schema}.requeue_execution(p_execution_id bigint, p_by text, p_comment text)
 RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
@@ -28,6 +29,8 @@ BEGIN
     END IF;
     -- Replay keeps every successful checkpoint; steps that failed for good run again.
     DELETE FROM operation_outputs WHERE execution_id = p_execution_id AND error IS NOT NULL;
+    UPDATE step_attempts SET outcome = 'abandoned', finished_at = greatest(now(), started_at)
+     WHERE execution_id = p_execution_id AND outcome = 'running';
     UPDATE workflow_executions
        SET status = 'enqueued', run_at = now(), updated_at = now(), owner_id = NULL,
            lease_expires = NULL, finished_at = NULL, error = NULL, output = NULL

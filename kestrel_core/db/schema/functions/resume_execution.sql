@@ -7,7 +7,9 @@
 -- worker still runs its code: a step was in flight; pause_execution kept the lease, the
 -- heartbeat renews it, the worker clears it when it lets go) goes back to 'running' under that
 -- same claim: its worker goes on from the step in flight, whose end it checkpoints, instead of
--- a new claim running that step a second time (issue 43 review). Returns the status it went to.
+-- a new claim running that step a second time. Otherwise the attempt a pause let run on and
+-- its worker has not closed yet is closed 'abandoned': from now on its writes are fenced out
+-- (they need the execution running or paused under that claim). Returns the status it went to.
 CREATE OR REPLACE FUNCTION {schema}.resume_execution(p_execution_id bigint, p_by text, p_comment text)
 RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
@@ -35,6 +37,10 @@ BEGIN
     UPDATE workflow_executions
        SET status = v_to, lease_expires = CASE WHEN v_to = 'running' THEN e.lease_expires END, updated_at = now()
      WHERE id = p_execution_id;
+    IF v_to <> 'running' THEN
+        UPDATE step_attempts SET outcome = 'abandoned', finished_at = greatest(now(), started_at)
+         WHERE execution_id = p_execution_id AND outcome = 'running';
+    END IF;
     INSERT INTO operator_actions (actor, db_user, action, execution_id, comment, from_status, details)
     VALUES (p_by, session_user, 'resume', p_execution_id, p_comment, e.status, jsonb_build_object('to', v_to));
     IF v_to = 'enqueued' THEN
