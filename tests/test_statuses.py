@@ -37,6 +37,7 @@ OTHER_LISTS = {
     ("schema_snapshot.txt", frozenset({"enqueued", "waiting", "success"})): "requeue_execution, as applied",
     ("decide_approval.sql", frozenset({"waiting", "paused"})): "a gate decided: its execution parked or paused",
     ("schema_snapshot.txt", frozenset({"waiting", "paused"})): "decide_approval, as applied",
+    ("execution_finished.sql", frozenset({"waiting", "paused"})): "an execution that may hold open waits",
     # Migration 0030 kept these three-status partial indexes (no rebuild of the history's
     # indexes): the deadline sweep does not end a paused execution, and the fan-in check of
     # execution_finished counts a paused child as not live (its parent wakes early, parks again).
@@ -46,6 +47,7 @@ OTHER_LISTS = {
     ("fork_execution.sql", frozenset({"enqueued", "running"})): "what a fork refuses: not stopped yet",
     ("schema_snapshot.txt", frozenset({"enqueued", "running"})): "fork_execution, as applied",
     ("boundary.py", frozenset({"running", "paused"})): "a claim's boundary write: running, or paused under it",
+    ("lease.py", frozenset({"running", "paused"})): "a claim's lease: running, or paused under it (a step in flight)",
     ("worker-activity.sql", frozenset({"success", "error"})): "runs a worker finished itself",
     ("schema_snapshot.txt", frozenset({"running", "success", "error", "cancelled", "abandoned"})): (
         "a step attempt's outcomes (AttemptOutcome), not statuses"

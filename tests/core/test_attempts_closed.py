@@ -58,7 +58,10 @@ def _release_all(app: Kestrel, db: psycopg.Connection, eid: int, epoch: int) -> 
 def _resume(app: Kestrel, db: psycopg.Connection, eid: int, epoch: int) -> None:
     app.pause(eid, by="alice")  # the step in flight runs on: its worker may still close it
     assert db.execute("SELECT outcome FROM step_attempts WHERE execution_id = %s", (eid,)).fetchall() == [("running",)]
-    app.resume(eid, by="alice")  # now its writes are fenced out
+    # Its claim ends (the lease lapses: the worker is gone). A resume while it is alive gives the
+    # execution back to that claim, which closes the attempt itself (tests/core/test_pause.py).
+    db.execute("UPDATE workflow_executions SET lease_expires = now() - interval '1 second' WHERE id = %s", (eid,))
+    assert app.resume(eid, by="alice") == "enqueued"  # now its writes are fenced out
 
 
 def _deadline(app: Kestrel, db: psycopg.Connection, eid: int, epoch: int) -> None:
