@@ -290,9 +290,9 @@ def _child(dsn: str, first: int, n: int) -> None:
     """``n`` Worker objects in this process, until the parent closes our stdin (or kills us)."""
     from kestrel_core import Worker
 
-    from .workloads import app
+    from .workloads import app as workloads
 
-    app.dsn = dsn
+    app = workloads.with_settings(dsn=dsn)
     workers = [
         Worker(app, concurrency=1, lease=timedelta(seconds=LEASE_S), worker_id=f"fleet-{first + i}") for i in range(n)
     ]
