@@ -1,4 +1,4 @@
-"""Red-team review r44b: builders the size rule (kestrel_console/adhoc/sizes.py) lets through.
+"""Builders the size rule (kestrel_console/adhoc/sizes.py) let through until review r44b: refused.
 
 Promise (docs/guarantees.md, "Security: ad-hoc SQL and reports"): ad-hoc SQL cannot "build a
 value larger than its arguments by more than a constant factor, or one value from rows the
@@ -14,9 +14,12 @@ stops them). Reproduce: ``kestrel-console sql "<query>"`` as a reader login.
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 
+from kestrel_console.adhoc.allowlist import allowed_names
 from kestrel_console.adhoc.guard import QueryRefused, check_read_only
+from kestrel_console.adhoc.sizes import LITERAL_BOUNDED_ROWS, SET_RETURNING
 
 DEPTH = 14_000  # 28 KB of text; jsonb_pretty indents each level: about 2 * DEPTH**2 bytes out
 
@@ -73,3 +76,54 @@ BUILDERS = [
 def test_a_builder_of_hundreds_of_mb_is_refused_before_it_reaches_the_server(query: str) -> None:
     with pytest.raises(QueryRefused):
         check_read_only(query)
+
+
+RUN = [
+    # what the rules leave: short literal copiers, set-returning functions over literals, and
+    # generators whose characters times the rows made stay within the budget
+    "SELECT string_agg(g::text, ', ') FROM generate_series(1, 1000) g",
+    "SELECT ts_headline('english', 'a foo b', to_tsquery('foo'), 'StartSel=<b>, StopSel=</b>')",
+    "SELECT ts_headline('a foo b', 'foo'::tsquery, 'StartSel=<b>')",
+    "SELECT ts_headline('english', 'a foo b', 'foo'::tsquery)",
+    "SELECT array_agg(x) FROM unnest('{1,2,3}'::int[]) x",
+    "SELECT string_agg(j::text, ',') FROM jsonb_array_elements('[1, 2, 3]') j, (VALUES (1), (2)) v(x)",
+    "SELECT array_agg(repeat('a', 10)) FROM generate_series(1, 1000) g",
+    "SELECT array_agg(status), string_agg(lpad(workflow_name, 30), ', ') FROM workflow_executions",
+    "SELECT unnest(ARRAY[1, 2]), jsonb_array_elements(payload) FROM workflow_executions",  # no accumulator
+]
+
+
+@pytest.mark.parametrize("query", RUN)
+def test_bounded_builders_still_run(query: str) -> None:
+    check_read_only(query)
+
+
+MORE_REFUSED = [
+    "SELECT ts_headline('english', 'a foo b', 'foo'::tsquery, status) FROM workflow_executions",
+    "SELECT ts_headline('a foo b', 'foo'::tsquery, 'StartSel=' || repeat('x', 200))",
+    "SELECT array_agg(x) FROM workflow_executions, unnest(ARRAY[1, 2]) x",
+    "SELECT array_agg(k) FROM pg_timezone_names() k",
+    "SELECT string_agg(j, ',') FROM jsonb_path_query('[[1]]', '$[0,0][0,0]') j",
+    "SELECT string_agg(repeat('a', 101), '') FROM workflow_executions",
+    "SELECT string_agg(s, '') FROM (SELECT repeat('a', 1000) s FROM generate_series(1, 10000)) q",
+]
+
+
+@pytest.mark.parametrize("query", MORE_REFUSED)
+def test_more_shapes_of_the_same_builders_are_refused(query: str) -> None:
+    with pytest.raises(QueryRefused):
+        check_read_only(query)
+
+
+def test_set_returning_lists_every_allowed_set_returning_function(admin_dsn: str) -> None:
+    """SET_RETURNING is every allowlisted pg_catalog function that returns a set: one missing
+    would make rows the accumulator rule does not count."""
+    with psycopg.connect(admin_dsn) as conn:
+        catalog = {
+            name
+            for (name,) in conn.execute(
+                "SELECT DISTINCT proname FROM pg_proc WHERE proretset AND pronamespace = 'pg_catalog'::regnamespace"
+            )
+        }
+    assert catalog & allowed_names() == SET_RETURNING
+    assert LITERAL_BOUNDED_ROWS <= SET_RETURNING
