@@ -138,8 +138,11 @@ LEXING_SETTINGS = {"client_encoding": "UTF8", "standard_conforming_strings": "on
 # Run as the role the query runs as (after SET LOCAL ROLE): temp_file_limit is PGC_SUSET, so
 # only a superuser or a role granted SET on it may lower it; it stays at the server's value
 # (unlimited by default) otherwise.
+# No parallel workers: their memory is theirs, not the backend's the watchdog (backend_memory)
+# reads, and each would have work_mem of its own.
 SET_MEMORY_LIMITS = """
 SELECT set_config('work_mem', %(work_mem)s, true),
+       set_config('max_parallel_workers_per_gather', '0', true),
        CASE WHEN has_parameter_privilege('temp_file_limit', 'SET')
             THEN set_config('temp_file_limit', %(temp_file_limit)s, true) END
 """
@@ -280,7 +283,7 @@ def _begin(
     limits = conn.execute(
         SET_MEMORY_LIMITS, {"work_mem": READER_WORK_MEM, "temp_file_limit": READER_TEMP_FILE_LIMIT}
     ).fetchone()
-    if reader is not None and limits is not None and limits[1] is None:
+    if reader is not None and limits is not None and limits[2] is None:
         _require_temp_file_limit(conn, reader.role)
     if reader is not None and privileged:
         reader = dataclasses.replace(reader, privileged=privileged)
