@@ -77,10 +77,27 @@ def _keyword_spans(line: str) -> list[tuple[int, int]]:
         if end == start or (end < len(line) and not line[end].isspace()):
             # Unquoted, or text glued to the closing quote (malformed): on to the next option.
             following = _NEXT_KEY.search(line, end)
+            while following and _given_elsewhere(line, following.end(), match.start()):
+                # A key given twice, one inside an unquoted password: libpq takes the later,
+                # but the person likely typed the one after the password as part of it.
+                following = _NEXT_KEY.search(line, following.end())
             end = following.start() if following else len(line.rstrip())
         if end > start:
             spans.append((start, end))
     return spans
+
+
+_KEY_AT = re.compile(r"(\w+)\s*=")
+
+
+def _given_elsewhere(line: str, at: int, before: int) -> bool:
+    """Whether the option named at ``at`` in ``line`` is also given before index ``before``
+    (ahead of the password) or after this one."""
+    key = _KEY_AT.match(line, at)
+    if key is None:
+        return False
+    given = re.compile(rf"(?<![\w.-]){re.escape(key[1])}\s*=", re.IGNORECASE)
+    return given.search(line, 0, before) is not None or given.search(line, key.end()) is not None
 
 
 def _url_spans(line: str) -> list[tuple[int, int]]:

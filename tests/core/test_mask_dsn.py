@@ -35,6 +35,8 @@ SECRET = "Sx9zq"
         (f"host=db.example password = {SECRET} more user=bob", "host=db.example password = **** user=bob"),
         (f"host=db.example password='{SECRET} user=bob", "host=db.example password=****"),  # unterminated
         (f"host=db.example PASSWORD={SECRET}", "host=db.example PASSWORD=****"),
+        # a key given twice, the second inside an unquoted password (found by Hypothesis)
+        (f"host=db user='u' password=\" user={SECRET} dbname=db", "host=db user='u' password=**** dbname=db"),
     ],
 )
 def test_mask_dsn_hides_the_password_of_every_form(dsn: str, masked: str) -> None:
