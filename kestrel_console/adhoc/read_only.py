@@ -47,7 +47,7 @@ from psycopg.rows import tuple_row
 from kestrel_core import DatabaseUnavailable, KestrelError
 
 from ..settings import DEFAULT_MAX_BYTES
-from .guard import QueryRefused, check_read_only
+from .guard import QueryRefused, _as_sent, check_read_only
 from .hard_limit import HardLimit, QueryTimeout
 from .reader import DEFAULT_READER_ROLE, ReaderStatus, assume_reader, privilege, release_session_state
 from .resolve import check_names, names_of
@@ -138,8 +138,11 @@ LEXING_SETTINGS = {"client_encoding": "UTF8", "standard_conforming_strings": "on
 # Run as the role the query runs as (after SET LOCAL ROLE): temp_file_limit is PGC_SUSET, so
 # only a superuser or a role granted SET on it may lower it; it stays at the server's value
 # (unlimited by default) otherwise.
+# No parallel workers: their memory is theirs, not the backend's the watchdog (backend_memory)
+# reads, and each would have work_mem of its own.
 SET_MEMORY_LIMITS = """
 SELECT set_config('work_mem', %(work_mem)s, true),
+       set_config('max_parallel_workers_per_gather', '0', true),
        CASE WHEN has_parameter_privilege('temp_file_limit', 'SET')
             THEN set_config('temp_file_limit', %(temp_file_limit)s, true) END
 """
@@ -177,10 +180,13 @@ def run_read_only(
         raise ValueError("max_rows must be >= 0")
     if max_bytes < 1:
         raise ValueError("max_bytes must be at least 1")
-    names, sized = None, False
+    names, sized, explain = None, False, False
     if check:
         statement = check_read_only(query, placeholders=placeholders)
         names, sized = names_of(statement), isinstance(statement, pglast.ast.SelectStmt)
+        explain = isinstance(statement, pglast.ast.ExplainStmt)
+        if explain and params:
+            raise QueryRefused("EXPLAIN with query parameters: explain the query with its values written in")
     if placeholders and params is None:
         params = {}  # psycopg then turns %% into %, as the guard assumed
     _require_idle(conn)
@@ -193,7 +199,10 @@ def run_read_only(
                     _check_server_text(conn, query)
                     check_names(conn, names, schema)
                 started = time.perf_counter()
-                columns, rows, cut = _fetch(conn, query, params, max_rows + 1, max_bytes, sized)
+                if explain:
+                    columns, rows, cut = _fetch_explain(conn, query, schema, max_rows + 1, max_bytes, placeholders)
+                else:
+                    columns, rows, cut = _fetch(conn, query, params, max_rows + 1, max_bytes, sized)
                 elapsed_ms = (time.perf_counter() - started) * 1000
             except psycopg.errors.QueryCanceled as exc:
                 raise limit.stopped() or _cancelled(exc, timeout) from exc
@@ -274,7 +283,7 @@ def _begin(
     limits = conn.execute(
         SET_MEMORY_LIMITS, {"work_mem": READER_WORK_MEM, "temp_file_limit": READER_TEMP_FILE_LIMIT}
     ).fetchone()
-    if reader is not None and limits is not None and limits[1] is None:
+    if reader is not None and limits is not None and limits[2] is None:
         _require_temp_file_limit(conn, reader.role)
     if reader is not None and privileged:
         reader = dataclasses.replace(reader, privileged=privileged)
@@ -340,6 +349,7 @@ def _fetch(
     limit: int,
     max_bytes: int,
     sized: bool = False,
+    names: list[str] | None = None,
 ) -> tuple[list[str], list[tuple], bool]:
     """At most ``limit`` rows and ``max_bytes`` bytes (as text), streamed: the server stops
     once we have enough. True when the bytes cut it.
@@ -347,10 +357,10 @@ def _fetch(
     ``sized`` (a SELECT the guard accepted): the server measures each row first
     (``_sized_query``) and sends a row too big for what is left of ``max_bytes`` as NULLs,
     so no value larger than the limit ever reaches the client.
+    ``names`` given: ``query`` already returns each row's size as its last column.
     ``stream()`` uses the extended protocol, which refuses a second statement.
     """
-    names: list[str] | None = None
-    if sized:
+    if sized and names is None:
         names = _column_names(conn, query, params)
         if names:
             query = _sized_query(query, len(names), max_bytes)
@@ -395,6 +405,25 @@ SIZED = (
 # of theirs for ::text) could make run anything (issue 44, second review). NULL is ''.
 SIZED_COLUMN = "pg_catalog.octet_length(pg_catalog.concat(kestrel_q.c{i}))"
 SIZED_CASE = "CASE WHEN kestrel_x.kestrel_row_bytes <= {limit} THEN kestrel_x.c{i} END"
+
+
+# An EXPLAIN run by the schema's explain_lines(): each line measured on the server and sent
+# as NULL when larger than max_bytes (an EXPLAIN cannot be wrapped in a SELECT).
+EXPLAIN_LINES = 'SELECT line AS "QUERY PLAN", bytes FROM {schema}.explain_lines(%(statement)s, %(max_bytes)s)'
+
+
+def _fetch_explain(
+    conn: psycopg.Connection, query: str, schema: str, limit: int, max_bytes: int, placeholders: bool
+) -> tuple[list[str], list[tuple], bool]:
+    """An EXPLAIN's lines, each sized on the server: the planner prints its folded constants,
+    so one line can be any size (a 32 MB one reached the client before, review r44b)."""
+    text = _as_sent(query) if placeholders else query
+    tokens = [t for t in pglast.parser.scan(text) if t.name not in ("SQL_COMMENT", "C_COMMENT")]
+    body = _statement_body(text[tokens[0].start :]) if tokens else text
+    wrapped = sql.SQL(EXPLAIN_LINES).format(schema=sql.Identifier(schema)).as_string(conn)
+    limit_bytes = min(int(max_bytes), 2**31 - 1)
+    params = {"statement": body, "max_bytes": limit_bytes}
+    return _fetch(conn, wrapped, params, limit, max_bytes, names=["QUERY PLAN"])
 
 
 def _statement_body(query: str) -> str:

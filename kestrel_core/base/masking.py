@@ -26,8 +26,24 @@ SECRET_KEYS = ("password", "sslpassword", "oauth_client_secret", "scram_client_k
 # A URL's scheme; its userinfo's password runs from the first ':' after it to the last '@' of
 # the line: libpq stops at the first '@', a person meant the last, so both are inside.
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
-# password=... in the keyword form or a URL's query, however it is spelled around the '='.
-_PASSWORD_KEY = re.compile(r"(?<![\w.-])(?:" + "|".join(SECRET_KEYS) + r")\s*=\s*", re.IGNORECASE)
+
+
+def _spelled(keyword: str) -> str:
+    """A pattern for ``keyword`` as a URL's query may spell it: libpq percent-decodes the
+    keywords of a query as well as their values (``?pass%77ord=`` is ``password=``), so each
+    character may be itself or its %XX escape (either case: matched generously, libpq's
+    keywords being case-sensitive)."""
+    return "".join(
+        "(?:" + "|".join(sorted({re.escape(c)} | {f"%{ord(v):02x}" for v in (c.lower(), c.upper())})) + ")"
+        for c in keyword
+    )
+
+
+# password=... in the keyword form or a URL's query, however it is spelled around the '=' and
+# whatever of its letters are percent-encoded.
+_PASSWORD_KEY = re.compile(
+    r"(?<![\w.-])(?:" + "|".join(_spelled(key) for key in SECRET_KEYS) + r")\s*=\s*", re.IGNORECASE
+)
 # Where an unquoted password ends: at the next option libpq knows, "key=" after a space or "&key="
 # (a query). A password with an unquoted space, '&' or "word=" in it is still one secret.
 _NEXT_KEY = re.compile(
@@ -61,10 +77,27 @@ def _keyword_spans(line: str) -> list[tuple[int, int]]:
         if end == start or (end < len(line) and not line[end].isspace()):
             # Unquoted, or text glued to the closing quote (malformed): on to the next option.
             following = _NEXT_KEY.search(line, end)
+            while following and _given_elsewhere(line, following.end(), match.start()):
+                # A key given twice, one inside an unquoted password: libpq takes the later,
+                # but the person likely typed the one after the password as part of it.
+                following = _NEXT_KEY.search(line, following.end())
             end = following.start() if following else len(line.rstrip())
         if end > start:
             spans.append((start, end))
     return spans
+
+
+_KEY_AT = re.compile(r"(\w+)\s*=")
+
+
+def _given_elsewhere(line: str, at: int, before: int) -> bool:
+    """Whether the option named at ``at`` in ``line`` is also given before index ``before``
+    (ahead of the password) or after this one."""
+    key = _KEY_AT.match(line, at)
+    if key is None:
+        return False
+    given = re.compile(rf"(?<![\w.-]){re.escape(key[1])}\s*=", re.IGNORECASE)
+    return given.search(line, 0, before) is not None or given.search(line, key.end()) is not None
 
 
 def _url_spans(line: str) -> list[tuple[int, int]]:

@@ -21,8 +21,10 @@ Three NOLOGIN group roles, meant to be granted to login users (``GRANT kestrel_w
   (``OPERATOR_FUNCTIONS``). It cannot INSERT, UPDATE or DELETE any table directly, nor
   enqueue, nor add a schedule (the worker role's: see above).
 - the reader role (``kestrel_reader``) has USAGE on the schema and SELECT on its tables, and
-  nothing else: no sequence, no function of ours. The console's ad-hoc SQL and saved reports
-  run as it (``SET LOCAL ROLE``) when the login may assume it (layer 3 of the SQL guard).
+  nothing else: no sequence, no function of ours but ``explain_lines`` (``READER_FUNCTIONS``:
+  SECURITY INVOKER, it runs an EXPLAIN as its caller and sizes its lines on the server).
+  The console's ad-hoc SQL and saved reports run as it (``SET LOCAL ROLE``) when the login
+  may assume it (layer 3 of the SQL guard).
   The operator role is a member of it, so every operator login may. When a superuser runs
   ``ensure_roles``, the reader role is also granted ``SET`` on ``temp_file_limit`` (a
   superuser-only setting, unlimited by default), so the console can lower it for each query.
@@ -175,6 +177,8 @@ OPERATOR_FUNCTIONS = (
     "bulk_begin(text, text, text)",
     "bulk_apply_chunk(bigint, text, text, integer)",
 )
+# The console's EXPLAIN, its lines sized on the server (SECURITY INVOKER: it runs as the reader).
+READER_FUNCTIONS = ("explain_lines(text, integer)",)
 
 
 @dataclass(frozen=True)
@@ -294,7 +298,7 @@ def _grant(conn: psycopg.Connection, schema: str, names: RoleNames, tables: list
                     sql.SQL(", ").join(sql.SQL(p) for p in privileges), s, sql.Identifier(table), worker
                 )
             )
-    for role, functions in ((worker, WORKER_FUNCTIONS), (operator, OPERATOR_FUNCTIONS)):
+    for role, functions in ((worker, WORKER_FUNCTIONS), (operator, OPERATOR_FUNCTIONS), (reader, READER_FUNCTIONS)):
         for signature in functions:
             name, _, args = signature.partition("(")
             if _function_exists(conn, schema, name):

@@ -35,6 +35,8 @@ SECRET = "Sx9zq"
         (f"host=db.example password = {SECRET} more user=bob", "host=db.example password = **** user=bob"),
         (f"host=db.example password='{SECRET} user=bob", "host=db.example password=****"),  # unterminated
         (f"host=db.example PASSWORD={SECRET}", "host=db.example PASSWORD=****"),
+        # a key given twice, the second inside an unquoted password (found by Hypothesis)
+        (f"host=db user='u' password=\" user={SECRET} dbname=db", "host=db user='u' password=**** dbname=db"),
     ],
 )
 def test_mask_dsn_hides_the_password_of_every_form(dsn: str, masked: str) -> None:
@@ -92,8 +94,20 @@ def _kw_quoted(text: str) -> str:
 
 
 @st.composite
+def _encoded_keyword(draw: st.DrawFn) -> str:
+    """``password`` or ``sslpassword`` with some of its letters as %XX (hex in either case):
+    libpq percent-decodes a URL query's keywords too (``?pass%77ord=`` is ``password=``)."""
+    keyword = draw(st.sampled_from(["password", "sslpassword"]))
+    flags = draw(st.lists(st.sampled_from(["plain", "lower", "upper"]), min_size=len(keyword), max_size=len(keyword)))
+    return "".join(
+        c if how == "plain" else (f"%{ord(c):02x}" if how == "lower" else f"%{ord(c):02X}")
+        for c, how in zip(keyword, flags, strict=True)
+    )
+
+
+@st.composite
 def generated_dsns(draw: st.DrawFn) -> str:
-    password, user = draw(_password), draw(_user)
+    password, user, keyword = draw(_password), draw(_user), draw(_encoded_keyword())
     return draw(
         st.sampled_from(
             [
@@ -104,6 +118,9 @@ def generated_dsns(draw: st.DrawFn) -> str:
                 f"host=127.0.0.1 port=1 sslpassword={password} user=u",
                 f"postgresql://{user}@127.0.0.1:1/db?password={password}&sslmode=disable",
                 f"postgresql://127.0.0.1:1/db?password={_encoded(password)}&sslmode=disable",
+                f"postgresql://127.0.0.1:1/db?{keyword}={_encoded(password)}&sslmode=disable",
+                f"postgresql://u@127.0.0.1:1/db?{keyword}={_encoded(password)}&user={_encoded(user)}",
+                f"postgresql://127.0.0.1:1/db?{keyword}={password}",
             ]
         )
     )

@@ -431,7 +431,7 @@ BUILDERS_ROUND_THREE = [
     ("SELECT jsonb_object_agg(g, g) FROM generate_series(1, 1e8) g", "jsonb_object_agg over rows"),
     (
         "SELECT array_agg(g) FROM generate_series(1, 1000) a, generate_series(1, 1000) g",
-        "array_agg over rows the query makes (generate_series making up to 1,000,000 rows",
+        "array_agg over rows the query makes (VALUES and set-returning functions making up to 1,000,000 rows",
     ),
     ("SELECT array_agg(g) FROM generate_series(1, count(*)) g", "array_agg over rows the query makes"),
     (

@@ -143,3 +143,10 @@ def test_a_materialised_generate_series_stops_at_the_temp_file_limit_for_every_l
                 with pytest.raises(Exception) as failed:
                     run_read_only(conn, query, timeout_ms=60_000, allow_privileged=allow)
                 assert "temp_file_limit" in str(failed.value), (login, query, failed.value)
+
+
+def test_ad_hoc_sql_runs_without_parallel_workers(reader_dsn: str) -> None:
+    """A parallel worker's memory is not its backend's: the memory watchdog would not see it."""
+    with psycopg.connect(reader_dsn, autocommit=True) as conn:
+        result = run_read_only(conn, "SHOW max_parallel_workers_per_gather")
+    assert result.rows == [("0",)]

@@ -1,4 +1,4 @@
--- bulk_apply_chunk(): its current definition (created with migration 0031).
+-- bulk_apply_chunk(): its current definition (created with migration 0031, marker since 0035).
 --
 -- Acts on up to p_limit rows of a begun batch that have no outcome yet, in one transaction:
 -- each through its single-row operator function (the registry below: one branch per bulk
@@ -7,7 +7,8 @@
 -- again. Each row's outcome commits with its action, so a chunk cut short changes nothing and
 -- the batch resumes where it was. Rows another session is acting on are skipped (SKIP LOCKED):
 -- several consoles may apply one batch at once. The audit rows carry the batch's id
--- (tag_bulk_batch). Returns {"done", "refused", "left"}: this chunk's counts, and the batch's
+-- (tag_bulk_batch): around each item's action, a row of bulk_applying (this transaction, the
+-- batch, the item) that only this function writes says the action is the batch's. Returns {"done", "refused", "left"}: this chunk's counts, and the batch's
 -- rows without an outcome now; the batch is marked finished when none is left.
 CREATE OR REPLACE FUNCTION {schema}.bulk_apply_chunk(p_batch bigint, p_by text, p_comment text, p_limit integer)
 RETURNS jsonb
@@ -32,7 +33,6 @@ BEGIN
     IF b.action NOT IN ('cancel', 'requeue', 'fork', 'pause', 'resume') THEN
         RAISE EXCEPTION 'this schema has no bulk action %', quote_literal(b.action) USING ERRCODE = '22023';
     END IF;
-    PERFORM set_config('kestrel.bulk_batch', p_batch::text, true);
     FOR v_id IN
         SELECT i.execution_id FROM bulk_batch_items i
          WHERE i.batch_id = p_batch AND i.outcome IS NULL
@@ -42,6 +42,7 @@ BEGIN
         tries := 0;
         LOOP
             BEGIN
+                INSERT INTO bulk_applying (txid, batch_id, execution_id) VALUES (txid_current(), p_batch, v_id);
                 IF b.action = 'cancel' THEN
                     v_result := jsonb_build_object('was', cancel_execution(v_id, p_by, p_comment));
                 ELSIF b.action = 'requeue' THEN
@@ -54,6 +55,7 @@ BEGIN
                 ELSIF b.action = 'resume' THEN
                     v_result := jsonb_build_object('now', resume_execution(v_id, p_by, p_comment));
                 END IF;
+                DELETE FROM bulk_applying WHERE txid = txid_current() AND execution_id = v_id;
                 UPDATE bulk_batch_items
                    SET outcome = 'done', result = v_result, acted_at = clock_timestamp(), acted_by = p_by
                  WHERE batch_id = p_batch AND execution_id = v_id;
@@ -77,7 +79,6 @@ BEGIN
             END;
         END LOOP;
     END LOOP;
-    PERFORM set_config('kestrel.bulk_batch', '', true);
     SELECT count(*) INTO v_left FROM bulk_batch_items WHERE batch_id = p_batch AND outcome IS NULL;
     IF v_left = 0 THEN
         UPDATE bulk_batches SET finished_at = clock_timestamp() WHERE id = p_batch AND finished_at IS NULL;
