@@ -146,8 +146,8 @@ def drop_at_the_end(dsn: str) -> None:
 
 
 def pytest_sessionfinish() -> None:
-    while _spare:
-        drop_at_the_end(_spare.pop())
+    while spare_databases:
+        drop_at_the_end(spare_databases.pop())
     _later_drops.wait()
 
 
@@ -277,11 +277,11 @@ def migrated(template_database: str) -> Iterator[str]:
     """A database for this test module with the Kestrel schema applied (DSN): a copy of the
     run's template, or the database of an earlier module of this process that changed nothing
     but rows (``tests/database_reuse.py``), reset; handed on or dropped afterwards."""
-    dsn = _spare.pop() if _spare else _copy_of(template_database)
+    dsn = spare_databases.pop() if spare_databases else copy_of_template(template_database)
     handed_on = False
     try:
         yield dsn
-        handed_on = _hand_on(dsn)
+        handed_on = hand_on(dsn)
     finally:
         if not handed_on:
             drop_at_the_end(dsn)
@@ -296,11 +296,12 @@ class _FreshCopy:
 
 
 # This process's module databases ready for its next module.
-_spare: list[str] = []
+spare_databases: list[str] = []
 _fresh: _FreshCopy | None = None
 
 
-def _copy_of(template: str) -> str:
+def copy_of_template(template: str) -> str:
+    """A new database copied from ``template`` (the first copy is read as what fresh is)."""
     global _fresh
     dsn = create_database(template=template)
     if _fresh is None:
@@ -309,7 +310,7 @@ def _copy_of(template: str) -> str:
     return dsn
 
 
-def _hand_on(dsn: str) -> bool:
+def hand_on(dsn: str) -> bool:
     """Reset ``dsn`` and keep it for the next module if it is again what a fresh copy is."""
     assert _fresh is not None, "a module database handed on before any was copied"
     name = conninfo_to_dict(dsn)["dbname"]
@@ -327,7 +328,7 @@ def _hand_on(dsn: str) -> bool:
     except psycopg.Error:
         return False
     if same and alone:
-        _spare.append(dsn)
+        spare_databases.append(dsn)
     return same and alone
 
 

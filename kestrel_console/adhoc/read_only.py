@@ -49,7 +49,7 @@ from kestrel_core import DatabaseUnavailable, KestrelError
 from ..settings import DEFAULT_MAX_BYTES
 from .guard import QueryRefused, check_read_only
 from .hard_limit import HardLimit, QueryTimeout
-from .reader import DEFAULT_READER_ROLE, ReaderStatus, assume_reader, privilege, release_session_state
+from .reader_role import DEFAULT_READER_ROLE, ReaderStatus, assume_reader, privilege, release_session_state
 from .resolve import check_names, names_of
 
 __all__ = [

@@ -127,9 +127,9 @@ def _unserved_warning(s: Any, name: str, eid: int) -> str | None:
     enqueued (a typo would otherwise wait in the queue, silently, for ever)."""
     import difflib
 
-    from .read_commands import _reader
+    from .read_session import open_reader
 
-    with _reader(s) as reader:
+    with open_reader(s) as reader:
         unserved = {u["workflow_name"] for u in handles_errors(reader.unserved_workflows)()}
         if name not in unserved:
             return None

@@ -12,7 +12,7 @@ from ..read.queue_view import limit_text, rate_text
 from ..safe_text import visible
 from .errors import handles_errors
 from .options import acting, operator_option, settings
-from .read_commands import _reader, format_option
+from .read_session import format_option, open_reader
 
 queue_app = typer.Typer(
     name="queue",
@@ -74,7 +74,7 @@ def list_queues(ctx: typer.Context, fmt: str = format_option()) -> None:
     json/csv: one row per queue with the raw columns (limits null when not set).
     """
     s = settings(ctx)
-    with _reader(s) as reader:
+    with open_reader(s) as reader:
         queues = handles_errors(reader.queues)()
     if fmt == "table":
         render.emit(

@@ -21,7 +21,7 @@ from ..read.schedules import schedules as read_schedules
 from ..safe_text import visible
 from .errors import handles_errors
 from .options import acting, operator_option, parse_json_option, settings
-from .read_commands import _reader, format_option
+from .read_session import format_option, open_reader
 
 app = typer.Typer(
     name="schedule",
@@ -57,7 +57,7 @@ def _comment() -> Any:
 def list_(ctx: typer.Context, fmt: str = format_option()) -> None:
     """Every schedule: cron, timezone, workflow, next tick, last run and its status, paused."""
     s = settings(ctx)
-    with _reader(s) as reader:
+    with open_reader(s) as reader:
         rows = handles_errors(read_schedules)(reader)
     if fmt != "table":
         render.emit(rows, LIST_COLUMNS, fmt)
@@ -119,7 +119,7 @@ def add(
         f"added schedule {name!r}: workflow {workflow!r} at {cron!r} ({timezone}) as {visible(s.operator)}; "
         f"first tick {first.isoformat()}"
     )
-    with _reader(s) as reader:
+    with open_reader(s) as reader:
         warning = unknown_workflow_warning(workflow, handles_errors(reader.workflow_names)())
     if warning:
         typer.echo(warning, err=True)

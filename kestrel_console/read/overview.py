@@ -15,7 +15,7 @@ from typing import Any
 
 from kestrel_core import STATUSES
 
-from .live import LivePart, statement
+from .live_rows import LivePart, statement
 from .session import Part, ReaderSession
 from .workers import DEFAULT_BEAT_S, QUEUES, STUCK_LEASES, UNRUNNABLE, UNSERVED, WORKERS, worker_state
 
@@ -118,7 +118,7 @@ SELECT count(*) AS count FROM {schema}.workflow_executions
 ACTIVITY_T0 = """date_bin(make_interval(secs => %(bucket)s), now(), timestamptz '2000-01-01')
              - make_interval(secs => %(bucket)s * (%(buckets)s - 1))"""
 # The part's own CTEs and its body, with {t0} where ACTIVITY_T0 goes (lower case: not
-# statements of their own), on the live rows ``running`` and ``waiting`` (live.py).
+# statements of their own), on the live rows ``running`` and ``waiting`` (live_rows.py).
 _activity_ctes = """
 span AS (
     SELECT {t0} AS t0
@@ -207,7 +207,7 @@ class OverviewReads(ReaderSession):
 
     def status_counts(self) -> dict[str, int]:
         """Executions per status, every status present (zeros included)."""
-        return _status_counts(self._rows("status_counts", STATUS_COUNTS))
+        return counts_by_status(self._rows("status_counts", STATUS_COUNTS))
 
     def queue_depth(self) -> list[dict[str, Any]]:
         """Executions per (workflow_name, status), live and finished; zero rows are left out."""
@@ -228,7 +228,7 @@ class OverviewReads(ReaderSession):
     def activity(self, minutes: int = 15, bucket_s: int = 60) -> list[dict[str, Any]]:
         """Per bucket of ``bucket_s`` over the last ``minutes``, oldest first: executions
         enqueued, started (first claim), completed (any end) and failed (error)."""
-        return self._rows("activity", ACTIVITY, _activity_params(minutes, bucket_s))
+        return self._rows("activity", ACTIVITY, activity_params(minutes, bucket_s))
 
     # -- ``kestrel-console status`` (the dashboard's refresh is in dashboard.py) -------------
 
@@ -254,14 +254,16 @@ class OverviewReads(ReaderSession):
         return out
 
 
-def _status_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+def counts_by_status(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """STATUS_COUNTS' rows as {status: count}, every status present (0 when it has no row)."""
     counts = {status: 0 for status in STATUSES}
     for row in rows:
         counts[row["status"]] = int(row["count"] or 0)
     return counts
 
 
-def _activity_params(minutes: int, bucket_s: int) -> dict[str, Any]:
+def activity_params(minutes: int, bucket_s: int) -> dict[str, Any]:
+    """ACTIVITY's parameters for the last ``minutes`` in buckets of ``bucket_s`` seconds."""
     if bucket_s <= 0 or minutes <= 0:
         raise ValueError("minutes and bucket_s must be positive")
     buckets = max(1, -(-int(minutes) * 60 // int(bucket_s)))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .live import LivePart, statement
+from .live_rows import LivePart, statement
 from .session import ReaderSession
 
 

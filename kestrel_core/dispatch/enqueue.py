@@ -62,7 +62,7 @@ PLACE_ROWS = """, target AS (
 )"""
 
 # One execution placed from scalar parameters (children.START_CHILD builds on it).
-_PLACE = (
+PLACE_ONE = (
     """WITH req AS (
     SELECT 1::bigint AS n, %(name)s::text AS name, %(queue)s::text AS queue,
            %(priority)s::int AS priority, %(ckey)s::text AS ckey

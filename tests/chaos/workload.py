@@ -89,7 +89,7 @@ def break_fences() -> None:
     # boundaries spell the fence per row.
     statements.CLAIM_IS_CURRENT = "id = %(eid)s AND status = 'running'"
     boundary.WRITE = boundary.WRITE.replace("e.owner_id = i.worker_id AND e.claim_epoch = i.claim_epoch", "TRUE")
-    statements._fragments.cache_clear()
+    statements.fragments.cache_clear()
     statements.render.cache_clear()
     # The heartbeat would also stop a stale run at its next step: turn that off too, so only
     # the (broken) database fences stand between a stale worker and the data.

@@ -21,7 +21,7 @@ from ...read.workers import live_versions_text
 from ...safe_text import visible
 from ..filters import ExecutionFilter
 from ..live import HOLD_KEY, LET_GO_KEY, PAUSE_KEY, LiveScreen
-from ..operator import Outcome, Target
+from ..operator import ActionOutcome, Target
 from ..widgets.banner import Banner
 from ..widgets.count_line import CountLine
 from ..widgets.footer import KeyFooter
@@ -307,7 +307,7 @@ class DashboardScreen(LiveScreen):
     def action_resume(self) -> None:
         self.act("resume", self.targets())
 
-    def after_action(self, outcome: Outcome) -> None:
+    def after_action(self, outcome: ActionOutcome) -> None:
         self.stuck.acted_on(str(t.execution_id) for t in outcome.done)
 
     def on_descendant_focus(self) -> None:

@@ -22,7 +22,7 @@ from ..bulk_flow import BULK_KEY, BulkFlow
 from ..event_flow import EVENT_KEY, SendEventFlow
 from ..filters import ExecutionFilter, parse_filter
 from ..live import HOLD_KEY, LET_GO_KEY, LiveScreen
-from ..operator import Outcome, Target, behind_replica
+from ..operator import ActionOutcome, Target, behind_replica
 from ..widgets.banner import Banner
 from ..widgets.footer import KeyFooter
 from ..widgets.goto import GOTO_BINDING, GotoExecution
@@ -413,7 +413,7 @@ class ExecutionsScreen(BulkFlow, SendEventFlow, GotoExecution, LiveScreen):
     def action_resume(self) -> None:
         self.act("resume", self.targets())
 
-    def after_action(self, outcome: Outcome) -> None:
+    def after_action(self, outcome: ActionOutcome) -> None:
         self.table.acted_on(str(t.execution_id) for t in outcome.done)
         self.table.clear_marks()
         self._describe()
