@@ -392,7 +392,7 @@ SIZED = (
     "SELECT * FROM (\n{body}\n) AS kestrel_q0 OFFSET 0) AS kestrel_q({columns}) OFFSET 0) AS kestrel_x"
 )
 # concat(x) calls the type's output function: no cast, which an admin's CREATE CAST (a function
-# of theirs for ::text) could make run anything (issue 44, second review). NULL is ''.
+# of theirs for ::text) could make run anything, as its owner. NULL is ''.
 SIZED_COLUMN = "pg_catalog.octet_length(pg_catalog.concat(kestrel_q.c{i}))"
 SIZED_CASE = "CASE WHEN kestrel_x.kestrel_row_bytes <= {limit} THEN kestrel_x.c{i} END"
 

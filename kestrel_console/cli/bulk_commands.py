@@ -1,4 +1,4 @@
-"""Bulk actions by filter (issue 47): ``cancel|requeue|pause|resume|fork --where FILTER
+"""Bulk actions by filter: ``cancel|requeue|pause|resume|fork --where FILTER
 --dry-run`` freezes the ids the filter selects now and prints them (as ranges), their count, a
 sample and a token; the same command with ``--token T`` acts on exactly those ids, chunk by
 chunk, resumable; ``bulk status T`` / ``bulk list`` show batches. The filter is read here (the console's language); the

@@ -1,5 +1,5 @@
 """The dashboard's refresh: one statement that reads the live rows once for every part that
-counts them (issue 22).
+counts them.
 
 Seven dashboard reads each read the same ~10,000 live executions, the running ones from the
 heap four times (queue depth, stuck leases, workers, activity), the waiting ones twice, and

@@ -40,8 +40,8 @@ SELECT status, sum(n)::bigint FROM finished GROUP BY status
 STATUS_COUNTS = statement(STATUS_COUNTS_PART)
 
 # Enqueued executions are counted from executions_ready (migration 0015: one narrow row per
-# enqueued execution, kept by triggers, ~200 rows a page), not from workflow_executions: one
-# heap fetch per enqueued row there, 4.4 -> 1.3 ms at 6,000 enqueued (issue 22). A ready row
+# enqueued execution, kept by triggers, ~200 rows a page), not from workflow_executions: that
+# costs one heap fetch per enqueued row (measured in bench/README.md, "Console"). A ready row
 # can outlive its execution's enqueued state (a claim rolled back in a race with a cancel,
 # hand-written SQL, code older than 0015 left running across the upgrade: docs/development.md
 # says to stop it); the next claim that meets it, or the workers' sweep within a minute
@@ -111,8 +111,8 @@ SELECT count(*) AS count FROM {schema}.workflow_executions
 # The window's start. The index scans of ``recent`` spell it out rather than read it from the
 # span CTE: the planner then estimates them with its value (now() and the parameters are known
 # when the statement is planned) instead of guessing a third of the table for ``>= span.t0``.
-# The guess made the plan cost ~750,000 at 10M finished executions, past jit_above_cost, and
-# JIT compilation took 0.8-1.6 s of every refresh (bench/README.md, issue 22). The cut (a
+# The guess made the plan cost past jit_above_cost on a big history, and JIT compilation then
+# took longer than the refresh itself (bench/README.md, "Console"). The cut (a
 # value the planner cannot see) is a second bound on the same index: it narrows the scan at
 # run time and only lowers the estimate.
 ACTIVITY_T0 = """date_bin(make_interval(secs => %(bucket)s), now(), timestamptz '2000-01-01')
