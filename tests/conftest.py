@@ -18,6 +18,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -578,32 +579,45 @@ def private_cluster(private_cluster_module: PrivateServer) -> PrivateServer:
 # -- A read-only login for ad-hoc SQL (issue 18) ----------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def reader_dsn(migrated: str) -> Iterator[str]:
-    """DSN of a login granted kestrel_reader, for the module's database: the console refuses
-    ad-hoc SQL on the superuser the tests connect as. Roles are cluster-wide (other test runs
-    share them): the login's name is unique, and it is dropped afterwards."""
-    name = f"kt_reader_{uuid.uuid4().hex[:10]}"
-    with _admin() as conn:
-        conn.execute(f'CREATE ROLE "{name}" LOGIN IN ROLE kestrel_reader')
+@contextmanager
+def admin_objects(dsn: str, create: str, drop: str) -> Iterator[None]:
+    """Objects an administrator made in ``dsn``'s database (``create``), for the test's time:
+    ``drop`` removes them after, whatever the test did."""
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(create)
     try:
-        yield make_conninfo(migrated, user=name)
+        yield
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(drop)
+
+
+@contextmanager
+def login_in_role(dsn: str, prefix: str, role: str) -> Iterator[str]:
+    """DSN of a new login, member of ``role``, for ``dsn``'s database. Roles are cluster-wide
+    (other test runs share them): the login's name is unique, and it is dropped afterwards."""
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    with _admin() as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(sql.Identifier(name), sql.Identifier(role)))
+    try:
+        yield make_conninfo(dsn, user=name)
     finally:
         with _admin() as conn:
             conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (name,))
-            conn.execute(f'DROP ROLE IF EXISTS "{name}"')
+            conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="module")
+def reader_dsn(migrated: str) -> Iterator[str]:
+    """DSN of a login granted kestrel_reader, for the module's database: the console refuses
+    ad-hoc SQL on the superuser the tests connect as."""
+    with login_in_role(migrated, "kt_reader", "kestrel_reader") as dsn:
+        yield dsn
 
 
 @pytest.fixture(scope="module")
 def operator_dsn(migrated: str) -> Iterator[str]:
     """DSN of a login granted kestrel_operator (so a member of kestrel_reader), as
-    docs/operations.md recommends; unique name, dropped afterwards."""
-    name = f"kt_oplogin_{uuid.uuid4().hex[:10]}"
-    with _admin() as conn:
-        conn.execute(f'CREATE ROLE "{name}" LOGIN IN ROLE kestrel_operator')
-    try:
-        yield make_conninfo(migrated, user=name)
-    finally:
-        with _admin() as conn:
-            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (name,))
-            conn.execute(f'DROP ROLE IF EXISTS "{name}"')
+    docs/operations.md recommends."""
+    with login_in_role(migrated, "kt_oplogin", "kestrel_operator") as dsn:
+        yield dsn

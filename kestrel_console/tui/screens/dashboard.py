@@ -22,6 +22,7 @@ from ...safe_text import visible
 from ..filters import ExecutionFilter
 from ..live import HOLD_KEY, LET_GO_KEY, PAUSE_KEY, LiveScreen
 from ..operator import ActionOutcome, Target
+from ..state_actions import StateActions
 from ..widgets.banner import Banner
 from ..widgets.count_line import CountLine
 from ..widgets.footer import KeyFooter
@@ -39,7 +40,7 @@ WORKER_STYLES = {"alive": "green", "late": "bold yellow", "silent": "bold red"}
 ACTIVITY_SERIES = (("enqueued", "enqueued"), ("started", "started"), ("completed", "completed"), ("failed", "failed"))
 
 
-class DashboardScreen(LiveScreen):
+class DashboardScreen(StateActions, LiveScreen):
     VIEW = "dashboard"
     NAME = "Dashboard"
     CSS_PATH = "dashboard.tcss"
@@ -294,18 +295,6 @@ class DashboardScreen(LiveScreen):
             for r in (self.stuck.rows_data.get(k) for k in self.stuck.chosen())
             if r is not None
         ]
-
-    def action_requeue(self) -> None:
-        self.act("requeue", self.targets())
-
-    def action_cancel(self) -> None:
-        self.act("cancel", self.targets())
-
-    def action_pause(self) -> None:
-        self.act("pause", self.targets())
-
-    def action_resume(self) -> None:
-        self.act("resume", self.targets())
 
     def after_action(self, outcome: ActionOutcome) -> None:
         self.stuck.acted_on(str(t.execution_id) for t in outcome.done)
