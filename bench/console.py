@@ -79,7 +79,7 @@ SEED_WORKERS = """
 INSERT INTO {schema}.workers (worker_id, hostname, pid, workflows, concurrency)
 SELECT 'worker-' || i, 'host-' || i, 100 + i, %(names)s::text[], 16 FROM generate_series(0, 2) AS i
 """
-# Ranges for every id the seed hands out (the history is partitioned by id range, issue 22): a
+# Ranges for every id the seed hands out (the history is partitioned by id range): a
 # running engine's workers create them a few ranges ahead as the ids grow; the seed jumps.
 RANGE_SIZE = "SELECT range_size FROM {schema}.history_settings"
 RANGES_AHEAD = "SELECT {schema}.ensure_partitions(%s)"
@@ -94,7 +94,7 @@ ANALYZE = "ANALYZE {schema}.workflow_executions, {schema}.workflow_waits, {schem
 VACUUM = "VACUUM (ANALYZE) {schema}.workflow_executions, {schema}.execution_counts"
 # The seeded workers beat while the refreshes are timed, as running workers do (every lease/3):
 # otherwise they are dead 30 s after the seed, and the dashboard would time "no live worker
-# serves any workflow" (issue 22). They also fold every minute, as running workers do
+# serves any workflow", a screen no operator waits on. They also fold every minute, as running workers do
 # (sweeper.fold_counts, sweeper.fold_activity; the seed folds once): the counters of old id
 # blocks go into one row per (workflow, status), and the activity of the closed minutes is
 # recorded, so that a refresh reads live only what happened since the last fold, not a window
@@ -134,7 +134,7 @@ def beating(dsn: str) -> Iterator[None]:
 FEW_SAMPLES: set[str] = set()
 # Each query on its own may take that long.
 QUERY_TIMEOUT_MS = 300_000
-# Issue 46's budgets: a dashboard refresh (at a refresh every 0.5 s), any other screen's
+# What an operator may wait: a dashboard refresh (at a refresh every 0.5 s), any other screen's
 # refresh, a search, a page.
 BUDGET_MS = {"dashboard": 400.0, "screen": 300.0, "search": 300.0}
 DASHBOARD_EVERY_S = 0.5

@@ -1,4 +1,4 @@
-"""What migration 0024's gate triggers cost the hot path (issue 44, finding 6): A/B in one sitting.
+"""What migration 0024's gate triggers cost the hot path: A/B in one sitting.
 
 ``python -m bench.gate_triggers [--rounds 4] [--executions 2000] [--claims 2000]``
 

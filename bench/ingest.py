@@ -1,5 +1,5 @@
 """Ingestion: single enqueue calls, as webhook and alert handlers make them, against a plain
-one-row INSERT of the same row on the same server, with workers running (issue 21).
+one-row INSERT of the same row on the same server, with workers running.
 
 One fresh database; W worker processes (bench.worker) run throughout and LISTEN: every
 wake-up reaches their listener connections. The rows are of a workflow they do not run

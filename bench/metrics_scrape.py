@@ -1,4 +1,4 @@
-"""Metrics: what one scrape of ``kestrel-console metrics`` costs on a big history (issue 47).
+"""Metrics: what one scrape of ``kestrel-console metrics`` costs on a big history.
 
 Seeds the console benchmark's history (``bench.console.seed``: finished executions spread over
 a week, live ones enqueued, running and waiting on an approval, three beating workers) plus two

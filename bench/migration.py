@@ -1,5 +1,5 @@
-"""Migration of a populated database while it is written to (issue 22: "migration from today's
-schema in place, online for a live system, tested on a database of at least 1M executions").
+"""Migration of a populated database while it is written to: the upgrade that
+partitioned the history must run in place, online, on a live system of at least 1M executions.
 
 1. The code of the last revision before the history was partitioned (migration
    ``PARTITIONED_AT``) is exported from git (``git archive``) and migrates a fresh database:

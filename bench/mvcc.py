@@ -1,4 +1,4 @@
-"""Full load under a held snapshot (``mvcc``) and over a growing history (``soak``), issue 22.
+"""Full load under a held snapshot (``mvcc``) and over a growing history (``soak``).
 
 Both run W worker processes (bench.worker) at concurrency C while a feeder keeps the live
 backlog (enqueued + running) near a set level, and sample every ``interval`` seconds:
@@ -495,7 +495,7 @@ def release(holder: list[psycopg.Connection]) -> None:
             conn.close()
 
 
-# The soak's history ranges (issue 22): a size the retention spans several of, and the ids moved
+# The soak's history ranges: a size the retention spans several of, and the ids moved
 # past the ranges migrate made at the default size (a fresh database: they are empty, and
 # retention drops them a minute later), so every range the run fills has the soak's size.
 RANGE_SIZE = "UPDATE {schema}.history_settings SET range_size = %s"

@@ -1,4 +1,4 @@
-"""Candidate claim designs for issue 22, measured OUTSIDE the engine, on their own database.
+"""Candidate claim designs for the MVCC study (bench/README.md), measured OUTSIDE the engine, on their own database.
 
 ``python -m bench.mvcc_designs [--designs a,a-split,b,c,bc,d] [--hold 90] [--baseline 30]``
 

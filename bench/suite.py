@@ -360,7 +360,7 @@ def console(opts: Options) -> dict[str, Any]:
 
 
 def metrics(opts: Options) -> dict[str, Any]:
-    """One scrape of the metrics endpoint on a big history (issue 47)."""
+    """One scrape of the metrics endpoint on a big history."""
     reason = reader_available()
     if reason:
         opts.echo(f"metrics benchmark skipped: {reason}")
@@ -528,7 +528,7 @@ def run(names: list[str], opts: Options) -> dict[str, dict[str, Any]]:
         results[name] = BENCHMARKS[name](opts)
     rows = targets(results)
     if rows:
-        opts.echo(table("Targets (issues 10, 21, 22)", ["target", "measured", "met"], rows))
+        opts.echo(table("Targets", ["target", "measured", "met"], rows))
         _save(
             opts, "summary", {**_context(opts), "targets": [dict(zip(("target", "measured", "met"), r)) for r in rows]}
         )

@@ -1,5 +1,5 @@
 """``python -m bench.walcost``: WAL bytes that one claim, one heartbeat and one completion write
-per execution, by payload size, and the HOT ratio of those updates (issue 22).
+per execution, by payload size, and the HOT ratio of those updates.
 
 Each size gets a fresh migrated database; N executions of a one-step workflow are enqueued with
 an input of that size, then claimed (the engine's claim, 16 at a time), heartbeaten (the

@@ -38,11 +38,6 @@ WAIT_COLOURS: dict[str, str] = {
 }
 
 
-def status_style(name: str | None) -> str:
-    """The style of a status or outcome written as a word ("" when unknown)."""
-    return STATUS_STYLES.get(name or "", "")
-
-
 def colour(name: str | None) -> str:
     """The plain colour of a status or outcome (bars, marks)."""
     return COLOURS.get(name or "", "")

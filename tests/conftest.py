@@ -18,6 +18,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -146,8 +147,8 @@ def drop_at_the_end(dsn: str) -> None:
 
 
 def pytest_sessionfinish() -> None:
-    while _spare:
-        drop_at_the_end(_spare.pop())
+    while spare_databases:
+        drop_at_the_end(spare_databases.pop())
     _later_drops.wait()
 
 
@@ -277,11 +278,11 @@ def migrated(template_database: str) -> Iterator[str]:
     """A database for this test module with the Kestrel schema applied (DSN): a copy of the
     run's template, or the database of an earlier module of this process that changed nothing
     but rows (``tests/database_reuse.py``), reset; handed on or dropped afterwards."""
-    dsn = _spare.pop() if _spare else _copy_of(template_database)
+    dsn = spare_databases.pop() if spare_databases else copy_of_template(template_database)
     handed_on = False
     try:
         yield dsn
-        handed_on = _hand_on(dsn)
+        handed_on = hand_on(dsn)
     finally:
         if not handed_on:
             drop_at_the_end(dsn)
@@ -296,11 +297,12 @@ class _FreshCopy:
 
 
 # This process's module databases ready for its next module.
-_spare: list[str] = []
+spare_databases: list[str] = []
 _fresh: _FreshCopy | None = None
 
 
-def _copy_of(template: str) -> str:
+def copy_of_template(template: str) -> str:
+    """A new database copied from ``template`` (the first copy is read as what fresh is)."""
     global _fresh
     dsn = create_database(template=template)
     if _fresh is None:
@@ -309,7 +311,7 @@ def _copy_of(template: str) -> str:
     return dsn
 
 
-def _hand_on(dsn: str) -> bool:
+def hand_on(dsn: str) -> bool:
     """Reset ``dsn`` and keep it for the next module if it is again what a fresh copy is."""
     assert _fresh is not None, "a module database handed on before any was copied"
     name = conninfo_to_dict(dsn)["dbname"]
@@ -327,7 +329,7 @@ def _hand_on(dsn: str) -> bool:
     except psycopg.Error:
         return False
     if same and alone:
-        _spare.append(dsn)
+        spare_databases.append(dsn)
     return same and alone
 
 
@@ -577,32 +579,45 @@ def private_cluster(private_cluster_module: PrivateServer) -> PrivateServer:
 # -- A read-only login for ad-hoc SQL (issue 18) ----------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def reader_dsn(migrated: str) -> Iterator[str]:
-    """DSN of a login granted kestrel_reader, for the module's database: the console refuses
-    ad-hoc SQL on the superuser the tests connect as. Roles are cluster-wide (other test runs
-    share them): the login's name is unique, and it is dropped afterwards."""
-    name = f"kt_reader_{uuid.uuid4().hex[:10]}"
-    with _admin() as conn:
-        conn.execute(f'CREATE ROLE "{name}" LOGIN IN ROLE kestrel_reader')
+@contextmanager
+def admin_objects(dsn: str, create: str, drop: str) -> Iterator[None]:
+    """Objects an administrator made in ``dsn``'s database (``create``), for the test's time:
+    ``drop`` removes them after, whatever the test did."""
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(create)
     try:
-        yield make_conninfo(migrated, user=name)
+        yield
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(drop)
+
+
+@contextmanager
+def login_in_role(dsn: str, prefix: str, role: str) -> Iterator[str]:
+    """DSN of a new login, member of ``role``, for ``dsn``'s database. Roles are cluster-wide
+    (other test runs share them): the login's name is unique, and it is dropped afterwards."""
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    with _admin() as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(sql.Identifier(name), sql.Identifier(role)))
+    try:
+        yield make_conninfo(dsn, user=name)
     finally:
         with _admin() as conn:
             conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (name,))
-            conn.execute(f'DROP ROLE IF EXISTS "{name}"')
+            conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="module")
+def reader_dsn(migrated: str) -> Iterator[str]:
+    """DSN of a login granted kestrel_reader, for the module's database: the console refuses
+    ad-hoc SQL on the superuser the tests connect as."""
+    with login_in_role(migrated, "kt_reader", "kestrel_reader") as dsn:
+        yield dsn
 
 
 @pytest.fixture(scope="module")
 def operator_dsn(migrated: str) -> Iterator[str]:
     """DSN of a login granted kestrel_operator (so a member of kestrel_reader), as
-    docs/operations.md recommends; unique name, dropped afterwards."""
-    name = f"kt_oplogin_{uuid.uuid4().hex[:10]}"
-    with _admin() as conn:
-        conn.execute(f'CREATE ROLE "{name}" LOGIN IN ROLE kestrel_operator')
-    try:
-        yield make_conninfo(migrated, user=name)
-    finally:
-        with _admin() as conn:
-            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (name,))
-            conn.execute(f'DROP ROLE IF EXISTS "{name}"')
+    docs/operations.md recommends."""
+    with login_in_role(migrated, "kt_oplogin", "kestrel_operator") as dsn:
+        yield dsn

@@ -899,3 +899,12 @@ def cancelled_mid_step(app: Any, db: psycopg.Connection) -> int:
     )
     app.cancel(eid, by="alice", comment="wrong cluster")
     return eid
+
+
+def waiting_on_gate(db: psycopg.Connection, gate: str = "approve-fix") -> int:
+    """An execution parked on an undecided approval gate, as a worker leaves it."""
+    eid = db.execute(
+        "INSERT INTO workflow_executions (workflow_name, status) VALUES ('remediate', 'waiting') RETURNING id"
+    ).fetchone()[0]
+    db.execute("INSERT INTO workflow_waits (execution_id, step_id, kind) VALUES (%s, %s, 'approval')", (eid, gate))
+    return eid

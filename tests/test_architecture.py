@@ -486,5 +486,106 @@ def test_the_surface_check_sees_internal_modules_and_undeclared_names(tmp_path: 
     assert _reexport_imports(engine_module) == {"kestrel_core.db:render"}
 
 
+# -- privacy (issue 45) --------------------------------------------------------------------------
+# An underscore name is its module's own: no other module of ours imports it (``from m import
+# _x``) or reaches it through the module (``m._x``), nor, outside the tests, through a class or
+# function it imports (``Imported._x``). A name another module needs is public, or lives in the
+# module that uses it. Tests may reach into the objects they test (attributes of instances and
+# classes), not into another module's namespace. Other libraries' private names are theirs.
+PRIVACY_ROOTS = ("kestrel_core", "kestrel_console", "bench", "tests")
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _private_crossings(path: Path, at: Path | None = None) -> list[str]:
+    """``file:line: what`` for each underscore name of one of our modules that ``path`` (read
+    as standing at ``at`` in the tree, by default where it is) takes from another module."""
+    at = at or path
+    name = _module_name(at)
+    package = name if at.name == "__init__.py" else name.rpartition(".")[0]
+    tests = name.split(".")[0] == "tests"
+    where = at.relative_to(ROOT).as_posix()
+    tree = ast.parse(path.read_text(), str(path))
+    bound: dict[str, str] = {}  # a local name an import binds -> the dotted name it stands for
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                bound[alias.asname or alias.name.split(".")[0]] = (
+                    alias.name if alias.asname else alias.name.split(".")[0]
+                )
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            for alias in node.names:
+                bound[alias.asname or alias.name] = f"{base}.{alias.name}"
+                if _is_private(alias.name) and base.split(".")[0] in PRIVACY_ROOTS and base != name:
+                    found.append(f"{where}:{node.lineno}: imports {alias.name} from {base}")
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and _is_private(node.attr)):
+            continue
+        chain, root = [], node.value
+        while isinstance(root, ast.Attribute):
+            chain.insert(0, root.attr)
+            root = root.value
+        if not isinstance(root, ast.Name) or root.id not in bound:
+            continue
+        owner = ".".join([bound[root.id], *chain])
+        if owner.split(".")[0] not in PRIVACY_ROOTS or owner == name:
+            continue
+        if tests and not _is_module(owner):
+            continue  # a test may reach into the class or object it tests
+        found.append(f"{where}:{node.lineno}: uses {owner}.{node.attr}")
+    return sorted(found, key=lambda line: int(line.split(":")[1]))
+
+
+def _privacy_files() -> list[Path]:
+    return sorted(p for root in PRIVACY_ROOTS for p in (ROOT / root).rglob("*.py"))
+
+
+def test_no_underscore_name_crosses_modules() -> None:
+    crossings = [line for path in _privacy_files() for line in _private_crossings(path)]
+    assert crossings == [], (
+        "an underscore name is private to its module: make it public where it is an API other "
+        "modules share, or move it to the module that uses it:\n" + "\n".join(crossings)
+    )
+
+
+def test_the_privacy_check_sees_imports_module_attributes_and_imported_classes(tmp_path: Path) -> None:
+    def crossings(relative: str, text: str) -> list[str]:
+        # Read as if it stood at ``relative`` in the tree (its package gives relative imports
+        # their meaning).
+        probe = tmp_path / "probe.py"
+        probe.write_text(text)
+        return _private_crossings(probe, ROOT / relative)
+
+    text = (
+        "import os\nfrom kestrel_core.db import statements\nfrom .overview import _hidden\n"
+        "from kestrel_core import Kestrel\nimport kestrel_core.db.statements as st\n"
+        "os._exit\nstatements._cache\nst._cache\nKestrel._pool\nself._mine\n"
+    )
+    assert crossings("kestrel_console/read/x.py", text) == [
+        "kestrel_console/read/x.py:3: imports _hidden from kestrel_console.read.overview",
+        "kestrel_console/read/x.py:7: uses kestrel_core.db.statements._cache",
+        "kestrel_console/read/x.py:8: uses kestrel_core.db.statements._cache",
+        "kestrel_console/read/x.py:9: uses kestrel_core.Kestrel._pool",
+    ]
+    # A test may reach into a class it tests, never into another module's namespace.
+    assert crossings("tests/core/x.py", text.replace("from .overview", "from tests.seed")) == [
+        "tests/core/x.py:3: imports _hidden from tests.seed",
+        "tests/core/x.py:7: uses kestrel_core.db.statements._cache",
+        "tests/core/x.py:8: uses kestrel_core.db.statements._cache",
+    ]
+
+
 if __name__ == "__main__":
     sys.stdout.write(render_graph() + "\n")

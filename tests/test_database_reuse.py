@@ -17,10 +17,10 @@ from tests.conftest import RANGES, drop_at_the_end
 @pytest.fixture
 def copy(template_database: str) -> Iterator[str]:
     """A fresh copy of the template, kept out of this process's spares afterwards."""
-    dsn = conftest._copy_of(template_database)
+    dsn = conftest.copy_of_template(template_database)
     yield dsn
-    if dsn in conftest._spare:
-        conftest._spare.remove(dsn)
+    if dsn in conftest.spare_databases:
+        conftest.spare_databases.remove(dsn)
     drop_at_the_end(dsn)
 
 
@@ -33,7 +33,7 @@ def test_a_database_whose_tests_only_wrote_rows_is_reset_and_handed_on(copy: str
         conn.execute("CREATE TEMP TABLE scratch (x text)")  # its schema outlives the session, empty
         left_open = psycopg.connect(copy, autocommit=True)  # a session the module did not close
 
-    assert conftest._hand_on(copy) and copy in conftest._spare
+    assert conftest.hand_on(copy) and copy in conftest.spare_databases
     with pytest.raises(psycopg.OperationalError), left_open:  # its session was ended
         left_open.execute("SELECT 1")
     with psycopg.connect(copy, autocommit=True, options="-c search_path=kestrel") as conn:
@@ -60,4 +60,4 @@ def test_a_database_changed_in_anything_but_rows_is_not_handed_on(copy: str, cha
     with psycopg.connect(copy, autocommit=True) as conn:
         conn.execute(sql.SQL(change).format(db=sql.Identifier(conn.info.dbname)))
 
-    assert not conftest._hand_on(copy) and copy not in conftest._spare
+    assert not conftest.hand_on(copy) and copy not in conftest.spare_databases

@@ -80,3 +80,20 @@ def wait_until_gone(conn: Any, pid: int, timeout: float = 15.0) -> None:
     wait_for(
         lambda: conn.execute(BACKEND_ALIVE, (pid,)).fetchone() is None, timeout=timeout, what=f"backend {pid} to exit"
     )
+
+
+def wait_finished(app: Any, eid: int, timeout: float = 20.0) -> Any:
+    """Execution ``eid`` (``app.get``) once it has finished, whatever its end."""
+    return wait_for(lambda: (e := app.get(eid)).done and e, timeout=timeout, what=f"execution {eid} to finish")
+
+
+def wait_finished_row(db: Any, eid: int, timeout: float = 20.0) -> tuple[str, object]:
+    """(status, output) of execution ``eid`` once it has succeeded or failed, read on ``db``
+    (search_path kestrel)."""
+    return wait_for(
+        lambda: db.execute(
+            "SELECT status, output FROM workflow_executions WHERE id = %s AND status IN ('success', 'error')", (eid,)
+        ).fetchone(),
+        timeout=timeout,
+        what=f"execution {eid} to finish",
+    )

@@ -4,13 +4,21 @@ if one does not exit in time)."""
 
 from __future__ import annotations
 
+import argparse
+import logging
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any
+
+import psycopg
+
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,3 +52,76 @@ def stop_worker_processes(procs: Iterable[subprocess.Popen], timeout: float = 20
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
+
+
+def one_worker(
+    dsn: str,
+    target: str,
+    log: Path,
+    worker_id: str | None = None,
+    *,
+    lease: float,
+    concurrency: int,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen:
+    """One worker process (no supervisor), named ``worker_id`` when given, its output in ``log``."""
+    named = ("--worker-id", worker_id) if worker_id else ()
+    with log.open("w") as out:
+        args = ("--processes", "1", "--lease", str(lease), "--concurrency", str(concurrency), *named)
+        return start_worker_process(dsn, target, *args, out=out, env=env)
+
+
+@contextmanager
+def registered_worker(
+    dsn: str, db: psycopg.Connection, target: str, log: Path, *, lease: float, concurrency: int
+) -> Iterator[subprocess.Popen]:
+    """Worker ``frozen`` of ``target``, once it has registered; killed after (resumed first if
+    the test stopped it with SIGSTOP)."""
+    proc = one_worker(dsn, target, log, "frozen", lease=lease, concurrency=concurrency)
+    try:
+        wait_for(
+            lambda: (
+                db.execute("SELECT 1 FROM kestrel.workers WHERE worker_id = 'frozen' AND stopped_at IS NULL").fetchone()
+                or proc.poll() is not None
+            ),
+            timeout=30,
+            what="the worker to register",
+        )
+        assert proc.poll() is None, log.read_text()
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.kill()
+        proc.wait(timeout=10)
+
+
+def worker_main(
+    app: Any,
+    description: str | None,
+    *,
+    concurrency: int,
+    lease: float,
+    poll: float,
+    grace: float,
+    prepare: Callable[[], None] = lambda: None,
+) -> None:
+    """A test app's worker process (``python -m tests.x.app --worker-id W``): options
+    --worker-id, --concurrency and --lease, logs at INFO, ``prepare()`` (a hook the test app
+    installs), then a worker that polls and sweeps every ``poll`` seconds and gives ``grace``
+    seconds at its stop."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--worker-id", required=True)
+    parser.add_argument("--concurrency", type=int, default=concurrency)
+    parser.add_argument("--lease", type=float, default=lease)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    prepare()
+    app.run_worker(
+        concurrency=args.concurrency,
+        lease=timedelta(seconds=args.lease),
+        worker_id=args.worker_id,
+        poll_interval=poll,
+        sweep_interval=poll,
+        grace=timedelta(seconds=grace),
+    )

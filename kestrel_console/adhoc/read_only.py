@@ -49,7 +49,7 @@ from kestrel_core import DatabaseUnavailable, KestrelError
 from ..settings import DEFAULT_MAX_BYTES
 from .guard import QueryRefused, _as_sent, check_read_only
 from .hard_limit import HardLimit, QueryTimeout
-from .reader import DEFAULT_READER_ROLE, ReaderStatus, assume_reader, privilege, release_session_state
+from .reader_role import DEFAULT_READER_ROLE, ReaderStatus, assume_reader, privilege, release_session_state
 from .resolve import check_names, names_of
 
 __all__ = [
@@ -402,7 +402,7 @@ SIZED = (
     "SELECT * FROM (\n{body}\n) AS kestrel_q0 OFFSET 0) AS kestrel_q({columns}) OFFSET 0) AS kestrel_x"
 )
 # concat(x) calls the type's output function: no cast, which an admin's CREATE CAST (a function
-# of theirs for ::text) could make run anything (issue 44, second review). NULL is ''.
+# of theirs for ::text) could make run anything, as its owner. NULL is ''.
 SIZED_COLUMN = "pg_catalog.octet_length(pg_catalog.concat(kestrel_q.c{i}))"
 SIZED_CASE = "CASE WHEN kestrel_x.kestrel_row_bytes <= {limit} THEN kestrel_x.c{i} END"
 

@@ -12,7 +12,7 @@ from .. import render
 from ..read.audit import AuditFilter, AuditFilterError, parse_audit_filter
 from .errors import handles_errors
 from .options import settings
-from .read_commands import _reader, format_option
+from .read_session import format_option, open_reader
 
 AUDIT_COLUMNS = ["id", "at", "actor", "db_user", "action", "execution_id", "step_id", "from_status", "comment"]
 AUDIT_JSON_COLUMNS = [*AUDIT_COLUMNS, "details"]
@@ -45,7 +45,7 @@ def audit(
     acted. For the next page, pass the smallest id shown as --before."""
     f = _audit_filter(where) if where else None
     s = settings(ctx)
-    with _reader(s) as reader:
+    with open_reader(s) as reader:
         rows = handles_errors(reader.audit)(f, limit=limit, before_id=before)
     if fmt == "json":
         render.emit(rows, AUDIT_JSON_COLUMNS, fmt)

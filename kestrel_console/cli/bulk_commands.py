@@ -1,4 +1,4 @@
-"""Bulk actions by filter (issue 47): ``cancel|requeue|pause|resume|fork --where FILTER
+"""Bulk actions by filter: ``cancel|requeue|pause|resume|fork --where FILTER
 --dry-run`` freezes the ids the filter selects now and prints them (as ranges), their count, a
 sample and a token; the same command with ``--token T`` acts on exactly those ids, chunk by
 chunk, resumable; ``bulk status T`` / ``bulk list`` show batches. The filter is read here (the console's language); the
@@ -32,7 +32,7 @@ from ..read.search import ExecutionFilter, parse_filter
 from ..safe_text import visible
 from .errors import fail, handles_errors
 from .options import settings
-from .read_commands import _reader, format_option
+from .read_session import format_option, open_reader
 
 SAMPLE = 10
 SAMPLE_COLUMNS = ["id", "workflow_name", "status", "created_at"]
@@ -131,7 +131,7 @@ def preview(ctx: typer.Context, action: str, where: str, params: dict[str, Any],
     f = _parse(where)
     if f.empty:
         fail(f"{action} --where: the filter is empty (it would select every execution); name what to act on", code=2)
-    with _reader(s) as reader:
+    with open_reader(s) as reader:
         rows = handles_errors(reader.selected)(f, limit=BULK_MAX_ROWS + 1)
         unknown = handles_errors(reader.unknown_workflow)(f.workflow) if f.workflow and not rows else None
     if unknown:

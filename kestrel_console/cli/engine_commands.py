@@ -7,6 +7,7 @@ Every write goes through the kestrel_core API; these functions only parse and pr
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -17,6 +18,7 @@ from kestrel_core.db import DEFAULT_OPERATOR_ROLE, DEFAULT_WORKER_ROLE, RoleName
 
 from ..safe_text import visible
 from . import bulk_commands as bulk
+from .audited import act, comment_option
 from .bulk_commands import is_bulk
 from .errors import fail, handles_errors
 from .options import (
@@ -127,9 +129,9 @@ def _unserved_warning(s: Any, name: str, eid: int) -> str | None:
     enqueued (a typo would otherwise wait in the queue, silently, for ever)."""
     import difflib
 
-    from .read_commands import _reader
+    from .read_session import open_reader
 
-    with _reader(s) as reader:
+    with open_reader(s) as reader:
         unserved = {u["workflow_name"] for u in handles_errors(reader.unserved_workflows)()}
         if name not in unserved:
             return None
@@ -149,75 +151,67 @@ def _unserved_warning(s: Any, name: str, eid: int) -> str | None:
     )
 
 
-def _decide(
-    ctx: typer.Context, execution_id: int, step: str, comment: str | None, approved: bool, operator: str | None
-) -> None:
-    s = acting(ctx, operator)
-    with s.kestrel() as app:
-        action = app.approve if approved else app.reject
-        handles_errors(action)(execution_id, step, by=s.operator, comment=comment)
-    verb = "approved" if approved else "rejected"
-    typer.echo(f"{verb} {step!r} of execution {execution_id} as {visible(s.operator)}; it is enqueued to resume")
+def _decision_command(action: str, verb: str) -> Callable[..., None]:
+    """``approve`` or ``reject``: decide the pending approval gate STEP of execution ID."""
+
+    def command(
+        ctx: typer.Context,
+        execution_id: int = execution_id_argument(),
+        step: str = typer.Argument(..., metavar="STEP", help="Approval gate id."),
+        comment: str | None = comment_option(),
+        operator: str | None = operator_option(),
+    ) -> None:
+        _, who = act(ctx, operator, action, execution_id, step, comment=comment)
+        typer.echo(f"{verb} {step!r} of execution {execution_id} as {who}; it is enqueued to resume")
+
+    command.__name__ = command.__qualname__ = action  # the command's name on the command line
+    command.__doc__ = f"{action.capitalize()} the pending approval gate STEP of execution ID."
+    return command
 
 
-def approve(
-    ctx: typer.Context,
-    execution_id: int = execution_id_argument(),
-    step: str = typer.Argument(..., metavar="STEP", help="Approval gate id."),
-    comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
-    operator: str | None = operator_option(),
-) -> None:
-    """Approve the pending approval gate STEP of execution ID."""
-    _decide(ctx, execution_id, step, comment, approved=True, operator=operator)
+approve = _decision_command("approve", "approved")
+reject = _decision_command("reject", "rejected")
 
 
-def reject(
-    ctx: typer.Context,
-    execution_id: int = execution_id_argument(),
-    step: str = typer.Argument(..., metavar="STEP", help="Approval gate id."),
-    comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
-    operator: str | None = operator_option(),
-) -> None:
-    """Reject the pending approval gate STEP of execution ID."""
-    _decide(ctx, execution_id, step, comment, approved=False, operator=operator)
+def _state_command(action: str, said: Callable[[int, str], str], doc: str) -> Callable[..., None]:
+    """The command for one of the execution's state actions (requeue, cancel, pause, resume):
+    one execution by ID, or many through a frozen preview (bulk_commands). ``said`` is what it
+    prints, given the id and what the API returned (the status before, or after for resume)."""
+
+    def command(
+        ctx: typer.Context,
+        execution_id: int | None = optional_execution_id_argument(),
+        comment: str | None = comment_option(),
+        operator: str | None = operator_option(),
+        where: str | None = bulk.where_option(),
+        dry_run: bool = bulk.dry_run_option(),
+        token: str | None = bulk.token_option(),
+        rate: float | None = bulk.rate_option(),
+        fmt: str = bulk_format_option(),
+    ) -> None:
+        if _bulk(ctx, action, execution_id, where, dry_run, token, rate, comment, operator, {}, fmt):
+            return
+        assert execution_id is not None
+        status, _ = act(ctx, operator, action, execution_id, comment=comment)
+        typer.echo(said(execution_id, status))
+
+    command.__name__ = command.__qualname__ = action  # the command's name on the command line
+    command.__doc__ = doc
+    return command
 
 
-def requeue(
-    ctx: typer.Context,
-    execution_id: int | None = optional_execution_id_argument(),
-    comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
-    operator: str | None = operator_option(),
-    where: str | None = bulk.where_option(),
-    dry_run: bool = bulk.dry_run_option(),
-    token: str | None = bulk.token_option(),
-    rate: float | None = bulk.rate_option(),
-    fmt: str = bulk_format_option(),
-) -> None:
+requeue = _state_command(
+    "requeue",
+    lambda eid, was: f"re-enqueued execution {eid} (was {was})",
     """Re-enqueue an execution that errored, was cancelled, or holds an expired lease.
 
     It replays from its checkpoints: completed steps are not run again. Many at once: preview
     with --where FILTER --dry-run (prints the ids and a token), then act with --token TOKEN.
-    """
-    if _bulk(ctx, "requeue", execution_id, where, dry_run, token, rate, comment, operator, {}, fmt):
-        return
-    assert execution_id is not None
-    s = acting(ctx, operator)
-    with s.kestrel() as app:
-        previous = handles_errors(app.requeue)(execution_id, by=s.operator, comment=comment)
-    typer.echo(f"re-enqueued execution {execution_id} (was {previous})")
-
-
-def cancel(
-    ctx: typer.Context,
-    execution_id: int | None = optional_execution_id_argument(),
-    comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
-    operator: str | None = operator_option(),
-    where: str | None = bulk.where_option(),
-    dry_run: bool = bulk.dry_run_option(),
-    token: str | None = bulk.token_option(),
-    rate: float | None = bulk.rate_option(),
-    fmt: str = bulk_format_option(),
-) -> None:
+    """,
+)
+cancel = _state_command(
+    "cancel",
+    lambda eid, was: f"cancelled execution {eid} (was {was})",
     """Cancel an enqueued, running, waiting or paused execution (a running one stops at its next step).
 
     Many at once: preview with --where FILTER --dry-run (prints the exact ids, their count, a
@@ -225,67 +219,29 @@ def cancel(
     never on the filter evaluated again. Rows whose state no longer allows a cancel are
     refused one by one and reported with the reason. A run cut short (Ctrl-C, a killed
     console) resumes with the same --token.
-    """
-    if _bulk(ctx, "cancel", execution_id, where, dry_run, token, rate, comment, operator, {}, fmt):
-        return
-    assert execution_id is not None
-    s = acting(ctx, operator)
-    with s.kestrel() as app:
-        previous = handles_errors(app.cancel)(execution_id, by=s.operator, comment=comment)
-    typer.echo(f"cancelled execution {execution_id} (was {previous})")
-
-
-def pause(
-    ctx: typer.Context,
-    execution_id: int | None = optional_execution_id_argument(),
-    comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
-    operator: str | None = operator_option(),
-    where: str | None = bulk.where_option(),
-    dry_run: bool = bulk.dry_run_option(),
-    token: str | None = bulk.token_option(),
-    rate: float | None = bulk.rate_option(),
-    fmt: str = bulk_format_option(),
-) -> None:
+    """,
+)
+pause = _state_command(
+    "pause",
+    lambda eid, was: f"paused execution {eid} (was {was}); resume with: kestrel-console resume {eid}",
     """Hold an enqueued, running or waiting execution until `resume`: no worker runs it.
 
     A running one stops at its next step boundary (a step it was running when the pause
     committed runs again after the resume); its sleeps and approval gates keep their deadlines.
     Many at once: preview with --where FILTER --dry-run (prints the ids and a token), then act
     with --token TOKEN on exactly those ids.
-    """
-    if _bulk(ctx, "pause", execution_id, where, dry_run, token, rate, comment, operator, {}, fmt):
-        return
-    assert execution_id is not None
-    s = acting(ctx, operator)
-    with s.kestrel() as app:
-        previous = handles_errors(app.pause)(execution_id, by=s.operator, comment=comment)
-    typer.echo(f"paused execution {execution_id} (was {previous}); resume with: kestrel-console resume {execution_id}")
-
-
-def resume(
-    ctx: typer.Context,
-    execution_id: int | None = optional_execution_id_argument(),
-    comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
-    operator: str | None = operator_option(),
-    where: str | None = bulk.where_option(),
-    dry_run: bool = bulk.dry_run_option(),
-    token: str | None = bulk.token_option(),
-    rate: float | None = bulk.rate_option(),
-    fmt: str = bulk_format_option(),
-) -> None:
+    """,
+)
+resume = _state_command(
+    "resume",
+    lambda eid, now: f"resumed execution {eid} (now {now})",
     """Let a paused execution go on from its checkpoints: completed steps are not run again.
 
     It is enqueued, or waits again while one of its sleeps or gates is still open. Many at
     once: preview with --where FILTER --dry-run (e.g. status:paused workflow:W), then act with
     --token TOKEN on exactly those ids.
-    """
-    if _bulk(ctx, "resume", execution_id, where, dry_run, token, rate, comment, operator, {}, fmt):
-        return
-    assert execution_id is not None
-    s = acting(ctx, operator)
-    with s.kestrel() as app:
-        now = handles_errors(app.resume)(execution_id, by=s.operator, comment=comment)
-    typer.echo(f"resumed execution {execution_id} (now {now})")
+    """,
+)
 
 
 def fork(
@@ -308,7 +264,7 @@ def fork(
         "refused when no live worker has it.",
         show_default=False,
     ),
-    comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
+    comment: str | None = comment_option(),
     operator: str | None = operator_option(),
     where: str | None = bulk.where_option(),
     dry_run: bool = bulk.dry_run_option(),

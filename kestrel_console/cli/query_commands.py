@@ -14,15 +14,8 @@ from .. import render
 from ..settings import DEFAULT_MAX_BYTES, Settings
 from .errors import fail, handles_errors
 from .options import settings
-from .read_commands import (
-    CLI_TIMEOUT_MS,
-    DEFAULT_MAX_ROWS,
-    REPORT_LIST_COLUMNS,
-    _connection,
-    _max_rows,
-    _note,
-    format_option,
-)
+from .read_commands import REPORT_LIST_COLUMNS
+from .read_session import CLI_TIMEOUT_MS, DEFAULT_MAX_ROWS, check_max_rows, format_option, note, open_connection
 
 # -- report ----------------------------------------------------------------------------------
 
@@ -70,7 +63,7 @@ def _run_report(
     timeout_ms = _timeout_ms(timeout_s)
     report = find_report(name, s.queries)
     values = bind_params(report, given)
-    with _connection(s) as conn:
+    with open_connection(s) as conn:
         result = run_report(
             conn,
             report,
@@ -97,7 +90,7 @@ def _timeout_ms(seconds: float) -> int:
 
 def max_rows_option() -> Any:
     """``--max-rows`` of a command that runs a query (report, sql)."""
-    return typer.Option(DEFAULT_MAX_ROWS, "--max-rows", callback=_max_rows, help="Print at most this many rows.")
+    return typer.Option(DEFAULT_MAX_ROWS, "--max-rows", callback=check_max_rows, help="Print at most this many rows.")
 
 
 def timeout_option() -> Any:
@@ -118,14 +111,14 @@ def max_bytes_option() -> Any:
 def _result_notes(result: Any, max_rows: int) -> None:
     """Why the result may be incomplete, and what the reader role could not promise (stderr)."""
     if result.notice:
-        _note(result.notice)
+        note(result.notice)
     if result.cut_at_bytes:
-        _note(
+        note(
             f"result cut at {_megabytes(result.cut_at_bytes)} ({len(result.rows)} rows): "
             "narrow the query or raise --max-bytes"
         )
     elif result.truncated:
-        _note(f"only the first {max_rows} rows are shown: raise --max-rows to see more")
+        note(f"only the first {max_rows} rows are shown: raise --max-rows to see more")
 
 
 def _megabytes(count: int) -> str:
@@ -171,7 +164,7 @@ def report(
     given = _parse_params(param or [])
     ran, result = handles_errors(_run_report)(s, name, given, max_rows, timeout, max_bytes)
     origin = "shipped" if ran.shipped else "user"
-    _note(f"report {ran.name}: ran {ran.path} ({origin}); {len(result.rows)} row(s) in {result.elapsed_ms:.0f} ms")
+    note(f"report {ran.name}: ran {ran.path} ({origin}); {len(result.rows)} row(s) in {result.elapsed_ms:.0f} ms")
     _result_notes(result, max_rows)
     render.emit(result.rows, result.columns, fmt)
 
@@ -183,7 +176,7 @@ def _run_sql(s: Settings, query: str, max_rows: int, timeout_s: float, max_bytes
     from ..adhoc import run_read_only
 
     timeout_ms = _timeout_ms(timeout_s)
-    with _connection(s) as conn:
+    with open_connection(s) as conn:
         return run_read_only(
             conn,
             query,
@@ -214,7 +207,7 @@ def sql(
         fail("the query is empty", code=2)
     result = handles_errors(_run_sql)(s, query, max_rows, timeout, max_bytes)
     if fmt == "table":
-        _note(f"{len(result.rows)} row(s) in {result.elapsed_ms:.0f} ms")
+        note(f"{len(result.rows)} row(s) in {result.elapsed_ms:.0f} ms")
     _result_notes(result, max_rows)
     render.emit(result.rows, result.columns, fmt)
 

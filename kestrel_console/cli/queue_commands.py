@@ -9,10 +9,10 @@ import typer
 
 from .. import render
 from ..read.queue_view import limit_text, rate_text
-from ..safe_text import visible
+from .audited import by_name_command
 from .errors import handles_errors
-from .options import acting, operator_option, settings
-from .read_commands import _reader, format_option
+from .options import settings
+from .read_session import format_option, open_reader
 
 queue_app = typer.Typer(
     name="queue",
@@ -74,7 +74,7 @@ def list_queues(ctx: typer.Context, fmt: str = format_option()) -> None:
     json/csv: one row per queue with the raw columns (limits null when not set).
     """
     s = settings(ctx)
-    with _reader(s) as reader:
+    with open_reader(s) as reader:
         queues = handles_errors(reader.queues)()
     if fmt == "table":
         render.emit(
@@ -88,40 +88,22 @@ def list_queues(ctx: typer.Context, fmt: str = format_option()) -> None:
         render.emit(queues, QUEUE_COLUMNS, fmt)
 
 
-def _set_paused(ctx: typer.Context, name: str, paused: bool, comment: str | None, operator: str | None) -> None:
-    s = acting(ctx, operator)
-    with s.kestrel() as app:
-        action = app.pause_queue if paused else app.resume_queue
-        handles_errors(action)(name, by=s.operator, comment=comment)
-    if paused:
-        typer.echo(
-            f"paused queue {name!r} as {visible(s.operator)}: nothing more is claimed from it "
-            "(running executions finish)"
-        )
-    else:
-        typer.echo(f"resumed queue {name!r} as {visible(s.operator)}")
+def _paused(name: str, _: None, who: str) -> None:
+    typer.echo(f"paused queue {name!r} as {who}: nothing more is claimed from it (running executions finish)")
 
 
-@queue_app.command()
-def pause(
-    ctx: typer.Context,
-    name: str = typer.Argument(..., metavar="NAME", help="Queue name."),
-    comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
-    operator: str | None = operator_option(),
-) -> None:
-    """Stop claiming from queue NAME, for every worker (audited). Running executions finish."""
-    _set_paused(ctx, name, True, comment, operator)
+def _resumed(name: str, _: None, who: str) -> None:
+    typer.echo(f"resumed queue {name!r} as {who}")
 
 
-@queue_app.command()
-def resume(
-    ctx: typer.Context,
-    name: str = typer.Argument(..., metavar="NAME", help="Queue name."),
-    comment: str | None = typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False),
-    operator: str | None = operator_option(),
-) -> None:
-    """Claim from the paused queue NAME again (audited)."""
-    _set_paused(ctx, name, False, comment, operator)
+pause = by_name_command(
+    queue_app,
+    "queue",
+    "pause",
+    _paused,
+    "Stop claiming from queue NAME, for every worker (audited). Running executions finish.",
+)
+resume = by_name_command(queue_app, "queue", "resume", _resumed, "Claim from the paused queue NAME again (audited).")
 
 
 def register(app: typer.Typer) -> None:

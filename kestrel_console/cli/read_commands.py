@@ -8,44 +8,30 @@ stderr.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-import psycopg
 import typer
 from rich.text import Text
 
 from kestrel_core import STATUSES
-from kestrel_core.db import connect, describe_target
+from kestrel_core.db import describe_target
 
 from .. import render
 from ..humanize import duration
-from ..read import APPLICATION_NAME, Reader
+from ..read import Reader
 from ..read import schedules as schedule_queries
 from ..read.operations import OperationsReader
 from ..read.operations import summary as operations_summary
-from ..read.replica import describe_reads, replica_state_on
+from ..read.replica import describe_reads
 from ..read.search import ExecutionFilter, parse_filter
 from ..read.workers import live_versions_text
 from ..safe_text import visible
 from ..settings import Settings
 from .errors import fail, handles_errors
 from .options import execution_id_argument, settings
+from .read_session import CLI_TIMEOUT_MS, format_option, note, one_of, open_reader
 from .summaries import print_decisions, print_pending_approvals, print_workers
 from .timeline_view import render_timeline
-
-# A command run by hand may wait longer than a TUI refresh, but never hangs.
-CLI_TIMEOUT_MS = 10_000
-DEFAULT_MAX_ROWS = 1000
-MAX_ROWS_LIMIT = 1_000_000  # --max-rows past this is a typo, and no terminal wants it
-
-
-def _max_rows(value: int) -> int:
-    if not 1 <= value <= MAX_ROWS_LIMIT:
-        fail(f"--max-rows {value}: give a number of rows from 1 to {MAX_ROWS_LIMIT:,}", code=2)
-    return value
-
 
 STATUS_COLUMNS = [
     "workflow_name",
@@ -98,55 +84,6 @@ STATUS_HEADERS = {
     "cancelled": "cancel",
     "cannot_run": "no version",
 }
-
-
-def _choice(allowed: tuple[str, ...], option: str) -> Any:
-    def check(value: str | None) -> str | None:
-        if value is not None and value not in allowed:
-            raise typer.BadParameter(f"{value!r} is not one of {', '.join(allowed)}", param_hint=option)
-        return value
-
-    return check
-
-
-def format_option() -> Any:
-    return typer.Option(
-        "table",
-        "--format",
-        "-f",
-        callback=_choice(render.FORMATS, "--format"),
-        help="Output: table (for people), json (array of objects), csv (with a header row).",
-    )
-
-
-@contextmanager
-def _reader(s: Settings) -> Iterator[Reader]:
-    """The canned reads' Reader, on the read DSN (a replica) when given; then a note on stderr
-    says how far behind it is."""
-    reader = Reader(s.reads_dsn, schema=s.schema, statement_timeout_ms=CLI_TIMEOUT_MS)
-    try:
-        if s.read_dsn:
-            _note(describe_reads(describe_target(s.read_dsn), handles_errors(reader.replica_state)()))
-        yield reader
-    finally:
-        reader.close()
-
-
-@contextmanager
-def _connection(s: Settings) -> Iterator[psycopg.Connection]:
-    """The connection ad-hoc SQL and reports run on: the reader login when given, else the
-    read DSN (a replica) when given; with a read DSN, a note on stderr says how far behind."""
-    conn = handles_errors(connect)(s.adhoc_dsn, application_name=APPLICATION_NAME, connect_timeout=5)
-    try:
-        if s.read_dsn:
-            _note(describe_reads(describe_target(s.adhoc_dsn), handles_errors(replica_state_on)(conn)))
-        yield conn
-    finally:
-        conn.close()
-
-
-def _note(message: str) -> None:
-    typer.echo(message, err=True)
 
 
 # -- status ----------------------------------------------------------------------------------
@@ -294,7 +231,7 @@ def status(
             fail("--all goes with --format json (one object with every part)", code=2)
         _status_everything(s)
         return
-    with _reader(s) as reader:
+    with open_reader(s) as reader:
         overview = handles_errors(reader.overview)()
         stalled_schedules = handles_errors(schedule_queries.stalled)(reader)
     rows = status_rows(overview)
@@ -313,7 +250,7 @@ def _status_everything(s: Settings) -> None:
     try:
         ops = handles_errors(reader.operations)()
         if s.read_dsn:
-            _note(describe_reads(describe_target(s.read_dsn), ops["replica"]))
+            note(describe_reads(describe_target(s.read_dsn), ops["replica"]))
     finally:
         reader.close()
     typer.echo(json.dumps(operations_summary(ops), indent=2, default=str))
@@ -334,7 +271,7 @@ def list_(
     status: str | None = typer.Option(
         None,
         "--status",
-        callback=_choice(STATUSES, "--status"),
+        callback=one_of(STATUSES, "--status"),
         help=f"Only executions in this status ({', '.join(STATUSES)}).",
         show_default=False,
     ),
@@ -370,7 +307,7 @@ def list_(
         f = f.merged(status=status)
     if workflow:
         f = f.merged(workflow=workflow, exact=False)
-    with _reader(s) as reader:
+    with open_reader(s) as reader:
         rows = handles_errors(reader.list_executions)(where=f, limit=limit)
         unknown = handles_errors(reader.unknown_workflow)(f.workflow) if f.workflow and not rows else None
     if unknown:
@@ -413,7 +350,7 @@ def show(
     row per attempt or wait.
     """
     s = settings(ctx)
-    with _reader(s) as reader:
+    with open_reader(s) as reader:
         execution, timeline, steps, blocker, actions = handles_errors(_show_data)(reader, execution_id)
         now = handles_errors(reader.now)()
     if fmt == "table":

@@ -7,6 +7,7 @@ expression, timezone or input is bad usage (exit 2) and writes nothing.
 from __future__ import annotations
 
 import difflib
+from datetime import datetime
 from typing import Any
 
 import typer
@@ -17,11 +18,13 @@ from kestrel_core.admin import check_cron, check_schedule, check_timezone
 
 from .. import formatting, render
 from ..humanize import duration
+from ..read.schedules import COLUMNS as SCHEDULE_COLUMNS
 from ..read.schedules import schedules as read_schedules
 from ..safe_text import visible
+from .audited import by_name_command, comment_option
 from .errors import handles_errors
 from .options import acting, operator_option, parse_json_option, settings
-from .read_commands import _reader, format_option
+from .read_session import format_option, open_reader
 
 app = typer.Typer(
     name="schedule",
@@ -30,34 +33,18 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-LIST_COLUMNS = [
-    "name",
-    "cron",
-    "timezone",
-    "workflow_name",
-    "next_tick",
-    "last_tick",
-    "last_execution_id",
-    "last_status",
-    "paused",
-    "paused_by",
-    "catch_up",
-    "source",
-    "input",
-]
+# What ``schedule list --format json|csv`` gives: the read's columns but who created each and
+# when, when it was paused and whether a worker serves it (the table's "state" says that).
+LIST_COLUMNS = [c for c in SCHEDULE_COLUMNS if c not in ("paused_at", "created_by", "created_at", "served")]
 TABLE_COLUMNS = ["name", "cron", "timezone", "workflow_name", "next", "last_run", "state", "source"]
 TABLE_HEADERS = {"workflow_name": "workflow", "next": "next tick", "last_run": "last run"}
-
-
-def _comment() -> Any:
-    return typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False)
 
 
 @app.command("list")
 def list_(ctx: typer.Context, fmt: str = format_option()) -> None:
     """Every schedule: cron, timezone, workflow, next tick, last run and its status, paused."""
     s = settings(ctx)
-    with _reader(s) as reader:
+    with open_reader(s) as reader:
         rows = handles_errors(read_schedules)(reader)
     if fmt != "table":
         render.emit(rows, LIST_COLUMNS, fmt)
@@ -93,7 +80,7 @@ def add(
     catch_up: bool = typer.Option(
         False, "--catch-up", help="After an outage, enqueue every missed tick (default: only the latest)."
     ),
-    comment: str | None = _comment(),
+    comment: str | None = comment_option(),
     operator: str | None = operator_option(),
 ) -> None:
     """Add a schedule that enqueues WORKFLOW at every tick of CRON (any worker ticks it)."""
@@ -119,7 +106,7 @@ def add(
         f"added schedule {name!r}: workflow {workflow!r} at {cron!r} ({timezone}) as {visible(s.operator)}; "
         f"first tick {first.isoformat()}"
     )
-    with _reader(s) as reader:
+    with open_reader(s) as reader:
         warning = unknown_workflow_warning(workflow, handles_errors(reader.workflow_names)())
     if warning:
         typer.echo(warning, err=True)
@@ -145,71 +132,54 @@ def _parse_input(text: str | None) -> Any:
     return None if text is None else parse_json_option(text, "--input")
 
 
-@app.command("pause")
-def pause(
-    ctx: typer.Context,
-    name: str = typer.Argument(..., metavar="NAME", help="Schedule name."),
-    comment: str | None = _comment(),
-    operator: str | None = operator_option(),
-) -> None:
-    """Stop a schedule's ticks until it is resumed (runs already enqueued are left alone)."""
-    s = acting(ctx, operator)
-    with s.kestrel() as kestrel:
-        handles_errors(kestrel.pause_schedule)(name, by=s.operator, comment=comment)
-    typer.echo(
-        f"paused schedule {name!r} as {visible(s.operator)}; "
-        f"resume it with: kestrel-console schedule resume {visible(name)}"
-    )
+def _paused(name: str, _: None, who: str) -> None:
+    typer.echo(f"paused schedule {name!r} as {who}; resume it with: kestrel-console schedule resume {visible(name)}")
 
 
-@app.command("resume")
-def resume(
-    ctx: typer.Context,
-    name: str = typer.Argument(..., metavar="NAME", help="Schedule name."),
-    comment: str | None = _comment(),
-    operator: str | None = operator_option(),
-) -> None:
-    """Tick again, from the first tick after now (the ticks missed while paused are not run)."""
-    s = acting(ctx, operator)
-    with s.kestrel() as kestrel:
-        next_tick = handles_errors(kestrel.resume_schedule)(name, by=s.operator, comment=comment)
-    typer.echo(f"resumed schedule {name!r} as {visible(s.operator)}; next tick {next_tick.isoformat()}")
+def _resumed(name: str, next_tick: datetime, who: str) -> None:
+    typer.echo(f"resumed schedule {name!r} as {who}; next tick {next_tick.isoformat()}")
 
 
-@app.command("trigger")
-def trigger(
-    ctx: typer.Context,
-    name: str = typer.Argument(..., metavar="NAME", help="Schedule name."),
-    comment: str | None = _comment(),
-    operator: str | None = operator_option(),
-) -> None:
-    """Run a schedule once, now: enqueue its workflow with the input a tick gives; prints the id.
-
-    Its ticks are left alone (the next one comes as planned) and a paused schedule stays paused.
-    """
-    s = acting(ctx, operator)
-    with s.kestrel() as kestrel:
-        execution_id = handles_errors(kestrel.trigger_schedule)(name, by=s.operator, comment=comment)
-    typer.echo(f"triggered schedule {name!r} as {visible(s.operator)}: execution {execution_id}")
+def _triggered(name: str, execution_id: int, who: str) -> None:
+    typer.echo(f"triggered schedule {name!r} as {who}: execution {execution_id}")
 
 
-@app.command("remove")
-def remove(
-    ctx: typer.Context,
-    name: str = typer.Argument(..., metavar="NAME", help="Schedule name."),
-    comment: str | None = _comment(),
-    operator: str | None = operator_option(),
-) -> None:
-    """Delete a schedule (runs already enqueued are left alone)."""
-    s = acting(ctx, operator)
-    with s.kestrel() as kestrel:
-        source = handles_errors(kestrel.remove_schedule)(name, by=s.operator, comment=comment)
-    typer.echo(f"removed schedule {name!r} as {visible(s.operator)}")
+def _removed(name: str, source: str, who: str) -> None:
+    typer.echo(f"removed schedule {name!r} as {who}")
     if source == "code":
         typer.echo(
             "note: it is declared in code and comes back when a worker with that code starts; pause it to keep it off",
             err=True,
         )
+
+
+pause = by_name_command(
+    app,
+    "schedule",
+    "pause",
+    _paused,
+    "Stop a schedule's ticks until it is resumed (runs already enqueued are left alone).",
+)
+resume = by_name_command(
+    app,
+    "schedule",
+    "resume",
+    _resumed,
+    "Tick again, from the first tick after now (the ticks missed while paused are not run).",
+)
+trigger = by_name_command(
+    app,
+    "schedule",
+    "trigger",
+    _triggered,
+    """Run a schedule once, now: enqueue its workflow with the input a tick gives; prints the id.
+
+    Its ticks are left alone (the next one comes as planned) and a paused schedule stays paused.
+    """,
+)
+remove = by_name_command(
+    app, "schedule", "remove", _removed, "Delete a schedule (runs already enqueued are left alone)."
+)
 
 
 def register(root: typer.Typer) -> None:

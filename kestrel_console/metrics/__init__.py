@@ -1,4 +1,4 @@
-"""``kestrel-console metrics``: a Prometheus/OpenMetrics endpoint (issue 47). ``collector``
+"""``kestrel-console metrics``: a Prometheus/OpenMetrics endpoint. ``collector``
 turns the on-call snapshot (``read.operations``, which ``status --format json --all`` prints
 too) into metric families at each scrape; ``report_gauges`` adds the saved reports that declare
 a ``-- metric:`` line; ``server`` parses HOST:PORT and serves them.

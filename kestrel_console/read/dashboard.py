@@ -1,11 +1,11 @@
 """The dashboard's refresh: one statement that reads the live rows once for every part that
-counts them (issue 22).
+counts them.
 
 Seven dashboard reads each read the same ~10,000 live executions, the running ones from the
 heap four times (queue depth, stuck leases, workers, activity), the waiting ones twice, and
 ``executions_ready`` three times (queue depth, unserved, unrunnable). Here the running and
 waiting rows, the ready rows grouped by (workflow, version) and the finished counters grouped
-by (workflow, status) are each read once, into MATERIALIZED CTEs (live.py), and every part is
+by (workflow, status) are each read once, into MATERIALIZED CTEs (live_rows.py), and every part is
 computed from them in the same statement. Each part's SQL is written once, next to its separate
 read (overview.py, workers.py), which stays for the CLI and the other screens: the same body
 on the same live rows, read there alone.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .live import LIVE, LivePart, live_ctes, ordered
+from .live_rows import LIVE, LivePart, live_ctes, ordered
 from .overview import (
     ACTIVITY_PART,
     APPROVALS_SUMMARY,
@@ -27,8 +27,8 @@ from .overview import (
     PAUSED_QUEUES,
     QUEUE_DEPTH_PART,
     STATUS_COUNTS_PART,
-    _activity_params,
-    _status_counts,
+    activity_params,
+    counts_by_status,
 )
 from .session import Part, ReaderSession
 from .workers import (
@@ -122,7 +122,7 @@ class DashboardReads(ReaderSession):
             "dead_after": self.dead_after_s,
             "recent": 3600.0,
             "beat": DEFAULT_BEAT_S,
-            **_activity_params(minutes, bucket_s),
+            **activity_params(minutes, bucket_s),
         }
         parts: list[Part] = [
             ("live", DASHBOARD_LIVE, live),
@@ -132,7 +132,7 @@ class DashboardReads(ReaderSession):
         ]
         out = self._snapshot("dashboard", parts, prepared=True)
         out.update(unpack(out.pop("live")))
-        out["status_counts"] = _status_counts(out["status_counts"])
+        out["status_counts"] = counts_by_status(out["status_counts"])
         for row in out["workers"]:
             row["state"] = worker_state(row)
         out["approvals_summary"] = out["approvals_summary"][0]

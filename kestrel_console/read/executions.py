@@ -133,7 +133,7 @@ EXPLAIN_JSON = "EXPLAIN (FORMAT JSON) "
 # Every workflow name the console knows of: finished executions (the trigger-kept counters),
 # live ones (their partial indexes), and what workers registered. For "did you mean ...?".
 # The enqueued executions' names from executions_ready (narrow, kept by triggers: not one heap
-# row per enqueued execution; issue 22).
+# row per enqueued execution).
 WORKFLOW_NAMES = """
 SELECT workflow_name FROM {schema}.execution_counts WHERE n <> 0
 UNION SELECT workflow_name FROM {schema}.executions_ready

@@ -1,5 +1,5 @@
 """What an on-call team watches, read once for ``kestrel-console metrics`` (the Prometheus
-endpoint) and ``status --format json --all``, so that both give the same numbers (issue 47).
+endpoint) and ``status --format json --all``, so that both give the same numbers.
 
 Every part is O(live rows), never a scan of the history: enqueued executions from
 ``executions_ready`` (one narrow row each, migration 0015), running and waiting ones through

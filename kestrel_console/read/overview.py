@@ -15,7 +15,7 @@ from typing import Any
 
 from kestrel_core import STATUSES
 
-from .live import LivePart, statement
+from .live_rows import LivePart, statement
 from .session import Part, ReaderSession
 from .workers import DEFAULT_BEAT_S, QUEUES, STUCK_LEASES, UNRUNNABLE, UNSERVED, WORKERS, worker_state
 
@@ -40,8 +40,8 @@ SELECT status, sum(n)::bigint FROM finished GROUP BY status
 STATUS_COUNTS = statement(STATUS_COUNTS_PART)
 
 # Enqueued executions are counted from executions_ready (migration 0015: one narrow row per
-# enqueued execution, kept by triggers, ~200 rows a page), not from workflow_executions: one
-# heap fetch per enqueued row there, 4.4 -> 1.3 ms at 6,000 enqueued (issue 22). A ready row
+# enqueued execution, kept by triggers, ~200 rows a page), not from workflow_executions: that
+# costs one heap fetch per enqueued row (measured in bench/README.md, "Console"). A ready row
 # can outlive its execution's enqueued state (a claim rolled back in a race with a cancel,
 # hand-written SQL, code older than 0015 left running across the upgrade: docs/development.md
 # says to stop it); the next claim that meets it, or the workers' sweep within a minute
@@ -111,14 +111,14 @@ SELECT count(*) AS count FROM {schema}.workflow_executions
 # The window's start. The index scans of ``recent`` spell it out rather than read it from the
 # span CTE: the planner then estimates them with its value (now() and the parameters are known
 # when the statement is planned) instead of guessing a third of the table for ``>= span.t0``.
-# The guess made the plan cost ~750,000 at 10M finished executions, past jit_above_cost, and
-# JIT compilation took 0.8-1.6 s of every refresh (bench/README.md, issue 22). The cut (a
+# The guess made the plan cost past jit_above_cost on a big history, and JIT compilation then
+# took longer than the refresh itself (bench/README.md, "Console"). The cut (a
 # value the planner cannot see) is a second bound on the same index: it narrows the scan at
 # run time and only lowers the estimate.
 ACTIVITY_T0 = """date_bin(make_interval(secs => %(bucket)s), now(), timestamptz '2000-01-01')
              - make_interval(secs => %(bucket)s * (%(buckets)s - 1))"""
 # The part's own CTEs and its body, with {t0} where ACTIVITY_T0 goes (lower case: not
-# statements of their own), on the live rows ``running`` and ``waiting`` (live.py).
+# statements of their own), on the live rows ``running`` and ``waiting`` (live_rows.py).
 _activity_ctes = """
 span AS (
     SELECT {t0} AS t0
@@ -207,7 +207,7 @@ class OverviewReads(ReaderSession):
 
     def status_counts(self) -> dict[str, int]:
         """Executions per status, every status present (zeros included)."""
-        return _status_counts(self._rows("status_counts", STATUS_COUNTS))
+        return counts_by_status(self._rows("status_counts", STATUS_COUNTS))
 
     def queue_depth(self) -> list[dict[str, Any]]:
         """Executions per (workflow_name, status), live and finished; zero rows are left out."""
@@ -228,7 +228,7 @@ class OverviewReads(ReaderSession):
     def activity(self, minutes: int = 15, bucket_s: int = 60) -> list[dict[str, Any]]:
         """Per bucket of ``bucket_s`` over the last ``minutes``, oldest first: executions
         enqueued, started (first claim), completed (any end) and failed (error)."""
-        return self._rows("activity", ACTIVITY, _activity_params(minutes, bucket_s))
+        return self._rows("activity", ACTIVITY, activity_params(minutes, bucket_s))
 
     # -- ``kestrel-console status`` (the dashboard's refresh is in dashboard.py) -------------
 
@@ -254,14 +254,16 @@ class OverviewReads(ReaderSession):
         return out
 
 
-def _status_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+def counts_by_status(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """STATUS_COUNTS' rows as {status: count}, every status present (0 when it has no row)."""
     counts = {status: 0 for status in STATUSES}
     for row in rows:
         counts[row["status"]] = int(row["count"] or 0)
     return counts
 
 
-def _activity_params(minutes: int, bucket_s: int) -> dict[str, Any]:
+def activity_params(minutes: int, bucket_s: int) -> dict[str, Any]:
+    """ACTIVITY's parameters for the last ``minutes`` in buckets of ``bucket_s`` seconds."""
     if bucket_s <= 0 or minutes <= 0:
         raise ValueError("minutes and bucket_s must be positive")
     buckets = max(1, -(-int(minutes) * 60 // int(bucket_s)))

@@ -30,7 +30,7 @@ from .overview import (
     QUEUE_DEPTH,
     STATUS_COUNTS,
     OverviewReads,
-    _activity_params,
+    activity_params,
 )
 from .replica import ReplicaReads
 from .search import MAX_ID, ExecutionFilter, parse_filter
@@ -65,7 +65,7 @@ class Reader(
         return {
             "dashboard_live": (
                 DASHBOARD_LIVE,
-                {**live, "limit": 500, "recent": 3600.0, "beat": DEFAULT_BEAT_S, **_activity_params(15, 60)},
+                {**live, "limit": 500, "recent": 3600.0, "beat": DEFAULT_BEAT_S, **activity_params(15, 60)},
             ),
             "status_counts": (STATUS_COUNTS, None),
             "queue_depth": (QUEUE_DEPTH, None),
@@ -77,7 +77,7 @@ class Reader(
             "pending_approvals": (PENDING_APPROVALS, {"limit": 500}),
             "approvals_summary": (APPROVALS_SUMMARY, None),
             "errors_since": (ERRORS_SINCE, {"seconds": 3600}),
-            "activity": (ACTIVITY, _activity_params(15, 60)),
+            "activity": (ACTIVITY, activity_params(15, 60)),
             "workflow_names": (WORKFLOW_NAMES, None),
             "audit": (AUDIT, {**AuditFilter().params(), "limit": 100, "before_id": MAX_ID}),
             **self.search_statements(workflow=workflow, text=text),

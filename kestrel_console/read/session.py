@@ -36,8 +36,8 @@ class ReadTimeout(KestrelError):
 # outside explicit transactions (a belt: every statement here only reads), no JIT and no
 # parallel workers: a refresh reads a few thousand rows in milliseconds, and a plan whose
 # estimate goes wrong on a big history would otherwise spend up to seconds compiling it, or
-# start workers (a Parallel Append over the history's ranges: the approvals list at 1M took
-# 18.8 ms with two, 8.6 without), taken from the application's pool (issue 22).
+# start workers (a Parallel Append over the history's ranges, slower than one process for the
+# few rows a screen reads: bench/README.md, "Console"), taken from the application's pool.
 SET_SESSION = """
 SELECT set_config('statement_timeout', %(timeout)s, false),
        set_config('default_transaction_read_only', 'on', false),
@@ -174,7 +174,7 @@ class ReaderSession:
 
         ``prepared``: each statement is bound to its values on the client (literals) and
         prepared on the server, once per connection; later calls with the same values skip
-        parsing and planning (2-3 ms of a dashboard refresh's ~8 ms of server time, issue 22).
+        parsing and planning (a good part of a refresh's server time: bench/README.md, "Console").
         With no parameter left, the server keeps one plan, made knowing the values. Only for
         parameters that are our own constants (numbers), never for what a user typed.
         """

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .live import LivePart, statement
+from .live_rows import LivePart, statement
 from .session import ReaderSession
 
 
@@ -100,7 +100,7 @@ WORKERS = statement(WORKERS_PART)
 
 # Which names and versions are enqueued is read from executions_ready (one narrow row per
 # enqueued execution, kept by triggers, migration 0015), not from one heap row per enqueued
-# execution (issue 22). A ready row may be stale (its execution no longer enqueued) but none
+# execution. A ready row may be stale (its execution no longer enqueued) but none
 # is ever missing, so the names it gives are a superset of the truth: the executions of the
 # few names (or versions) in trouble are then counted from workflow_executions, and a name
 # left with none is dropped. When nothing is in trouble, workflow_executions is not read.
@@ -108,7 +108,7 @@ WORKERS = statement(WORKERS_PART)
 # Workflow names with enqueued rows that no live worker has registered; how long the oldest
 # has waited since it was last enqueued (every move to 'enqueued' sets updated_at: a requeue,
 # a decision, an event), not since it was created: one re-enqueued 15 minutes ago has waited
-# 15 minutes, whatever its age (issue 46).
+# 15 minutes, whatever its age: the operator asks how long it has been stuck.
 UNSERVED_PART = LivePart(
     "unserved_workflows",
     (("workflow_name", "text"), ("enqueued", "bigint"), ("oldest", "timestamptz"), ("oldest_age_s", "float8")),

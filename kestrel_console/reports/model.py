@@ -31,7 +31,8 @@ from kestrel_core import KestrelError, NotFound
 
 SHIPPED_PACKAGE_DIR = "queries_shipped"  # where pyproject force-includes <repo>/queries in the wheel
 REPORT_SUFFIX = ".sql"
-_QUOTED = re.compile(r"^'((?:[^']|'')*)'$")
+# A value written as an SQL string literal, '...' with '' for a quote (in a header or a --param).
+SQL_LITERAL = re.compile(r"^'((?:[^']|'')*)'$")
 
 
 class ReportError(KestrelError):
@@ -92,7 +93,7 @@ class Report:
 
 def _parse_literal(literal: str) -> str | None:
     """An SQL literal as text: ``'it''s'`` -> ``it's``, ``null`` -> None, ``60`` -> ``60``."""
-    quoted = _QUOTED.match(literal)
+    quoted = SQL_LITERAL.match(literal)
     if quoted:
         return quoted.group(1).replace("''", "'")
     if literal.lower() == "null":

@@ -8,8 +8,8 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from .model import _QUOTED, Report, ReportError, ReportMetric, ReportParam
-from .values import _TYPES, PARAM_TYPES, convert_value
+from .model import SQL_LITERAL, Report, ReportError, ReportMetric, ReportParam
+from .values import PARAM_TYPE_SPECS, PARAM_TYPES, convert_value
 
 _KEY_LINE = re.compile(r"^--\s*([A-Za-z][A-Za-z0-9_-]*)\s*:(.*)$")
 _PARAM_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s+([A-Za-z]+)\s*(?:=\s*(.*?))?\s*$")
@@ -146,21 +146,23 @@ def _parse_param(value: str, fail: Callable[[str], ReportError]) -> ReportParam:
     if not match:
         raise fail(f"expected '{PARAM_SYNTAX}', got '-- param: {value}'")
     name, type_name, default = match.group(1), match.group(2).lower(), match.group(3)
-    if type_name not in _TYPES:
+    if type_name not in PARAM_TYPE_SPECS:
         raise fail(f"unknown type {match.group(2)!r} for parameter {name!r}: use one of {', '.join(PARAM_TYPES)}")
     if default is not None:
         if default == "":
             raise fail(f"parameter {name!r} has '=' but no default: expected '{PARAM_SYNTAX}'")
-        if default.startswith("'") and not _QUOTED.match(default):
+        if default.startswith("'") and not SQL_LITERAL.match(default):
             raise fail(f"the default of parameter {name!r} is not a valid SQL literal: {default}")
-    return ReportParam(name=name, type=_TYPES[type_name][0], default=default)
+    return ReportParam(name=name, type=PARAM_TYPE_SPECS[type_name][0], default=default)
 
 
 def _check_default(report_name: str, param: ReportParam, fail: Callable[[str], ReportError]) -> None:
     try:
         convert_value(report_name, param, param.default_text)
     except ReportError:
-        raise fail(f"the default {param.default} of parameter {param.name!r} is not {_TYPES[param.type][1]}") from None
+        raise fail(
+            f"the default {param.default} of parameter {param.name!r} is not {PARAM_TYPE_SPECS[param.type][1]}"
+        ) from None
 
 
 def _placeholders(body: str, first_line: int, fail: Callable[[int, str], ReportError]) -> dict[str, int]:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .model import Report, ReportError
-from .values import _wrong_type, convert_value
+from .values import convert_value, wrong_type_message
 
 
 def describe_params(report: Report) -> str:
@@ -97,5 +97,5 @@ def _cast_failure(report: Report, params: Mapping[str, Any], exc: BaseException)
     for param in report.params:
         value = params.get(param.name)
         if isinstance(value, str) and f'"{value}"' in message:
-            return ReportError(_wrong_type(report.name, param, value))
+            return ReportError(wrong_type_message(report.name, param, value))
     return None

@@ -12,7 +12,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from .model import _QUOTED, ReportError, ReportParam
+from .model import SQL_LITERAL, ReportError, ReportParam
 
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)"
 _UNIT = (
@@ -86,7 +86,7 @@ def _to_jsonb(text: str) -> Jsonb:
 
 
 # type name as written -> (canonical type, what a value must be, an example, converter)
-_TYPES: dict[str, tuple[str, str, str, Callable[[str], Any]]] = {
+PARAM_TYPE_SPECS: dict[str, tuple[str, str, str, Callable[[str], Any]]] = {
     "text": ("text", "text", "", str),
     "int": ("integer", "an integer", "", _to_int("integer")),
     "integer": ("integer", "an integer", "", _to_int("integer")),
@@ -101,25 +101,26 @@ _TYPES: dict[str, tuple[str, str, str, Callable[[str], Any]]] = {
     "date": ("date", "a date", "like '2024-05-01' or 'today'", _to_date),
     "jsonb": ("jsonb", "a JSON value", 'like \'{"pod": "api-1"}\'', _to_jsonb),
 }
-PARAM_TYPES = tuple(sorted(_TYPES))
+PARAM_TYPES = tuple(sorted(PARAM_TYPE_SPECS))
 
 
 def convert_value(report_name: str, param: ReportParam, text: str | None) -> Any:
     """``text`` as the Python value bound for ``param`` (None stays None: SQL NULL)."""
     if text is None:
         return None
-    quoted = _QUOTED.match(text.strip()) if param.type != "text" else None
+    quoted = SQL_LITERAL.match(text.strip()) if param.type != "text" else None
     if quoted:  # written like an SQL literal, as in the header: --param "since='2 days'"
         text = quoted.group(1).replace("''", "'")
-    convert = _TYPES[param.type][3]
+    convert = PARAM_TYPE_SPECS[param.type][3]
     try:
         return convert(text)
     except (ValueError, TypeError, OverflowError):
-        raise ReportError(_wrong_type(report_name, param, text)) from None
+        raise ReportError(wrong_type_message(report_name, param, text)) from None
 
 
-def _wrong_type(report_name: str, param: ReportParam, text: str) -> str:
-    _, expects, example, _ = _TYPES[param.type]
+def wrong_type_message(report_name: str, param: ReportParam, text: str) -> str:
+    """What to tell the person who gave ``text`` for ``param``: the type it expects, an example."""
+    _, expects, example, _ = PARAM_TYPE_SPECS[param.type]
     hint = f" ({example})" if example else ""
     return f"parameter {param.name!r} of report {report_name!r} expects {expects}, got {text!r}{hint}"
 

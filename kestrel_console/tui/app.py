@@ -25,7 +25,7 @@ from .config import step_preset
 from .header import header_text
 from .keys import ROUTED, KeyRouter
 from .live import LiveScreen
-from .operator import VERBS, Operator, Outcome, ReadOnlyRefused
+from .operator import VERBS, ActionOutcome, Operator, ReadOnlyRefused
 from .registry import modes, screen_bindings
 from .screens.help import HelpScreen
 from .screens.reports import ReportsScreen
@@ -377,7 +377,7 @@ class KestrelConsole(App[None]):
             severity="warning",
         )
 
-    def action_done(self, outcome: Outcome) -> None:
+    def action_done(self, outcome: ActionOutcome) -> None:
         """Say what the primary answered; with a replica, remember the executions whose change
         it has not replayed yet (the lists mark them until it has)."""
         lsn = lsn_number(outcome.primary_lsn)

@@ -1,4 +1,4 @@
-"""A bulk action on the Executions list's filter (issue 47), with the CLI's exact, frozen
+"""A bulk action on the Executions list's filter, with the CLI's exact, frozen
 preview: ``b`` asks which action (cancel, requeue, pause, resume) and why, then freezes the ids
 the filter selects now through kestrel_core (``bulk_freeze``: a token) and shows their exact
 count, their statuses and a sample in a confirmation; ``y`` acts with that token on exactly

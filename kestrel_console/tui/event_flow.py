@@ -1,4 +1,4 @@
-"""Send an event from the Executions list (issue 47): ``v`` asks for the event key, then its
+"""Send an event from the Executions list: ``v`` asks for the event key, then its
 payload as JSON (checked in the prompt; empty: null), confirms, and sends it through
 ``Kestrel.send_event`` (audited): every execution waiting in ``ctx.wait_for_event(key)`` resumes
 with the payload, and later waits for the key find it."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..settings import Settings
-from .operator import Operator, Outcome
+from .operator import ActionOutcome, Operator
 
 
 class ConsoleHost(Protocol):
@@ -34,7 +34,7 @@ class ConsoleHost(Protocol):
 
     def refuse_read_only(self, action: str) -> None: ...
 
-    def action_done(self, outcome: Outcome) -> None: ...
+    def action_done(self, outcome: ActionOutcome) -> None: ...
 
     def action_failed(self, action: str, exc: Exception) -> None: ...
 

@@ -1,4 +1,4 @@
-"""Keys go where the operator is typing, in the order typed (issue 46).
+"""Keys go where the operator is typing, in the order typed.
 
 Textual hands a key to the focused widget's message queue and decides its binding only once the
 key has bubbled back up to the app, against the focus of that later moment. Keys typed in one

@@ -27,7 +27,7 @@ from kestrel_core import first_line
 from .allowed import ROWLESS, allows, why_not
 from .config import statement_timeout_ms
 from .host import ConsoleHost
-from .operator import ACTIONS, VERBS, WRITES, Outcome, Target, confirmation
+from .operator import ACTIONS, VERBS, WRITES, ActionOutcome, Target, confirmation
 from .widgets.comment import CommentModal
 from .widgets.confirm import ConfirmModal
 
@@ -348,12 +348,12 @@ class LiveScreen(Screen):
             return
         self._to_ui(self._action_done, outcome)
 
-    def _action_done(self, outcome: Outcome) -> None:
+    def _action_done(self, outcome: ActionOutcome) -> None:
         self.kapp.action_done(outcome)
         self.after_action(outcome)
         self.refresh_data(force=True)
 
-    def after_action(self, outcome: Outcome) -> None:
+    def after_action(self, outcome: ActionOutcome) -> None:
         """Hook: e.g. clear the marks of the rows acted on."""
 
     def pause_refused(self, kind: str) -> bool:

@@ -65,7 +65,7 @@ class Target:
 
 
 # Where the primary's WAL is once an action committed: the screens on a replica wait until it
-# has replayed that far before they show the action's effect (``Outcome.primary_lsn``). The
+# has replayed that far before they show the action's effect (``ActionOutcome.primary_lsn``). The
 # flush position: a commit that returned is flushed (synchronous_commit on); the insert position
 # may point past a page header no replay reaches until the primary writes again.
 PRIMARY_LSN = "SELECT pg_current_wal_flush_lsn()::text AS lsn"
@@ -74,7 +74,10 @@ CONFIRMED_MAX = 50
 
 
 @dataclass
-class Outcome:
+class ActionOutcome:
+    """What an operator action did to the targets it was given: done, refused (and why), and
+    what the primary says now."""
+
     action: str
     done: list[Target] = field(default_factory=list)
     refused: list[tuple[Target, str]] = field(default_factory=list)
@@ -151,7 +154,7 @@ class Operator:
                 self._kestrel = Kestrel(self.config.dsn, schema=self.config.schema, application_name="kestrel-console")
             return self._kestrel
 
-    def run(self, action: str, targets: Iterable[Target], comment: str | None = None) -> Outcome:
+    def run(self, action: str, targets: Iterable[Target], comment: str | None = None) -> ActionOutcome:
         """Apply ``action`` to each target; refusals are collected, not raised (except
         read-only and an unreachable database, which stop the batch)."""
         if action not in ACTIONS:
@@ -168,7 +171,7 @@ class Operator:
         }
         from kestrel_core import ActionRefused, NotFound
 
-        outcome = Outcome(action)
+        outcome = ActionOutcome(action)
         for target in targets:
             try:
                 calls[action](target)
@@ -180,7 +183,7 @@ class Operator:
             self._confirm(app, outcome)
         return outcome
 
-    def _confirm(self, app: Kestrel, outcome: Outcome) -> None:
+    def _confirm(self, app: Kestrel, outcome: ActionOutcome) -> None:
         """With a read replica, the screens lag the primary: read each execution acted on back
         from the primary (its status there is what the result says), and the primary's WAL
         position, which the replica must replay before its screens show the change. A failure

@@ -1,4 +1,4 @@
-"""Bulk operator actions on a frozen set of executions (issue 47).
+"""Bulk operator actions on a frozen set of executions.
 
 Two steps, so that the rows acted on are exactly the rows an operator saw:
 

@@ -44,7 +44,7 @@ def storable(text: str) -> str:
 def unstorable(text: str) -> str | None:
     """What in ``text`` Postgres cannot store as text (a NUL; a lone surrogate, not UTF-8), in
     words for an error message; None when it can. A name, key or id holding either is refused
-    where it is given: sent, it failed the engine's write (issue 43 review)."""
+    where it is given: sent, it failed in the middle of the engine's write."""
     if "\x00" in text:
         return "a NUL character (\\x00)"
     try:

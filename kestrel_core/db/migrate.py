@@ -63,7 +63,7 @@ OUTSIDE_TRANSACTION = re.compile(r"^-- kestrel: outside transaction\s*$", re.MUL
 FUNCTIONS_DIR = ("schema", "functions")
 
 CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"
-# Whether a schema is Kestrel's to use (issue 44): none, or one only its owner may create
+# Whether a schema is Kestrel's to use: none, or one only its owner may create
 # objects in, holding Kestrel's objects or nothing. Kestrel's SECURITY DEFINER functions resolve
 # names in it, and its grants must never reach other applications' objects ('public').
 SCHEMA_FITNESS = """

@@ -170,9 +170,9 @@ OPERATOR_FUNCTIONS = (
     "set_queue_paused(text, boolean, text, text)",
     "set_schedule_paused(text, boolean, timestamptz, text, text)",
     "remove_schedule(text, text, text)",
-    "trigger_schedule(text, text, text)",  # one run of a schedule, now (audited; issue 47)
+    "trigger_schedule(text, text, text)",  # one run of a schedule, now (audited)
     "send_event(text, jsonb, text)",
-    # bulk actions (issue 47): freeze a preview, begin with its token, act chunk by chunk
+    # bulk actions: freeze a preview, begin with its token, act chunk by chunk
     "bulk_freeze(text, jsonb, bigint[], text, text, interval)",
     "bulk_begin(text, text, text)",
     "bulk_apply_chunk(bigint, text, text, integer)",

@@ -2,7 +2,7 @@
 
 The engine's statements are module-level constants written for ``psycopg.sql.SQL.format``:
 they name tables as ``{schema}.table`` and paste shared fragments by name
-(``{claim_is_current}``, ``{async_commit}``, ``{live_statuses}``...: ``_fragments``); literal braces
+(``{claim_is_current}``, ``{async_commit}``, ``{live_statuses}``...: ``fragments``); literal braces
 are written ``{{`` ``}}``. The schema is configuration, never user data: it is validated as a
 plain identifier and composed as ``sql.Identifier``. Each (statement, schema) pair is composed
 once per process and cached, so the hot path never re-composes; every value travels as a bound
@@ -123,7 +123,7 @@ CHANNEL_PREFIX = "kestrel:"
 
 
 @lru_cache(maxsize=64)
-def _fragments(schema: str) -> dict[str, sql.Composable]:
+def fragments(schema: str) -> dict[str, sql.Composable]:
     """The named fragments for one schema, composed once."""
     ident = sql.Identifier(check_schema_name(schema))
     claim = sql.SQL(CLAIM_IS_CURRENT)
@@ -145,7 +145,7 @@ def _fragments(schema: str) -> dict[str, sql.Composable]:
 @lru_cache(maxsize=1024)
 def render(statement: str, schema: str) -> sql.SQL:
     """The statement composed for ``schema`` (its named fragments filled), cached."""
-    composed = sql.SQL(statement).format(**_fragments(schema))
+    composed = sql.SQL(statement).format(**fragments(schema))
     return sql.SQL(composed.as_string(None))
 
 

@@ -62,7 +62,7 @@ PLACE_ROWS = """, target AS (
 )"""
 
 # One execution placed from scalar parameters (children.START_CHILD builds on it).
-_PLACE = (
+PLACE_ONE = (
     """WITH req AS (
     SELECT 1::bigint AS n, %(name)s::text AS name, %(queue)s::text AS queue,
            %(priority)s::int AS priority, %(ckey)s::text AS ckey
@@ -450,39 +450,6 @@ def trace_context(conn: psycopg.Connection, schema: str, execution_id: int) -> s
     """The W3C traceparent recorded at the enqueue of ``execution_id``, None if none."""
     row = conn.execute(render(TRACE_CONTEXT, schema), (execution_id,)).fetchone()
     return None if row is None else row[0]
-
-
-def enqueue(
-    conn: psycopg.Connection,
-    schema: str,
-    name: str,
-    input: Any = None,
-    *,
-    idempotency_key: str | None = None,
-    run_at: datetime | None = None,
-    priority: int | None = None,
-    queue: str | None = None,
-    concurrency_key: str | None = None,
-    version: str | None = None,
-) -> int:
-    """Insert one execution on ``conn`` and return its id (the existing id for a repeated key).
-
-    ``queue`` None: the workflow's bound queue; ``priority`` None: the queue's; ``version``
-    None: any worker that has the workflow may run it.
-    """
-    (row,) = rows(
-        {},
-        name,
-        [input],
-        single=True,
-        idempotency_key=idempotency_key,
-        run_at=run_at,
-        priority=priority,
-        queue=queue,
-        concurrency_key=concurrency_key,
-        version=version,
-    )
-    return write(conn, schema, [row])[0]
 
 
 def enqueue_many(

@@ -25,14 +25,14 @@ from kestrel_core.base import tracing
 from kestrel_core.base.statuses import LIVE_STATUSES
 from kestrel_core.db.statements import notify_channel, one_row, render
 from kestrel_core.dispatch import keys
-from kestrel_core.dispatch.enqueue import _PLACE
+from kestrel_core.dispatch.enqueue import PLACE_ONE
 
-# Placed like any enqueue (enqueue._PLACE: the given queue, else the workflow's bound queue,
+# Placed like any enqueue (enqueue.PLACE_ONE: the given queue, else the workflow's bound queue,
 # else the default; priority defaults to the queue's; a keyed child marks its queue keyed).
 # A child already started (its engine key taken) is skipped by the key trigger
 # (execution_key_taken) and found in execution_keys.
 START_CHILD = (
-    _PLACE
+    PLACE_ONE
     + """, fence AS (
     {lock_if_claim_is_current}
 ), child AS (

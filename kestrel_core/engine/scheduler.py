@@ -30,7 +30,7 @@ from kestrel_core.admin import cron
 from kestrel_core.admin.schedules import run_input
 from kestrel_core.base.serialization import to_json
 from kestrel_core.db.statements import notify_channel, one_row, render
-from kestrel_core.dispatch.enqueue import _PLACE
+from kestrel_core.dispatch.enqueue import PLACE_ONE
 from kestrel_core.dispatch.keys import tick_key
 
 LATE_GRACE = timedelta(seconds=10)
@@ -56,11 +56,11 @@ ANY_DUE = """
 SELECT 1 FROM {schema}.schedules WHERE NOT paused AND next_tick <= coalesce(%(now)s, now()) LIMIT 1
 """
 
-# A tick's execution, placed like any enqueue (enqueue._PLACE) and keyed by its engine key; a
+# A tick's execution, placed like any enqueue (enqueue.PLACE_ONE) and keyed by its engine key; a
 # tick already enqueued yields the execution it has (the row is skipped by the key trigger,
 # execution_key_taken, and its holder read from execution_keys).
 ENQUEUE_TICK = (
-    _PLACE
+    PLACE_ONE
     + """, ins AS (
     INSERT INTO {schema}.workflow_executions (workflow_name, input, engine_key, priority, queue)
     SELECT %(name)s, %(input)s, %(key)s, p.priority, p.queue FROM placed p

@@ -14,7 +14,6 @@ and which run's result the checkpoint kept.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import os
@@ -28,6 +27,7 @@ from typing import Any
 import psycopg
 
 from kestrel_core import Kestrel
+from tests.worker_processes import worker_main
 
 LEDGER_DDL = """
 CREATE TABLE IF NOT EXISTS public.chaos_ledger (
@@ -89,7 +89,7 @@ def break_fences() -> None:
     # boundaries spell the fence per row.
     statements.CLAIM_IS_CURRENT = "id = %(eid)s AND status = 'running'"
     boundary.WRITE = boundary.WRITE.replace("e.owner_id = i.worker_id AND e.claim_epoch = i.claim_epoch", "TRUE")
-    statements._fragments.cache_clear()
+    statements.fragments.cache_clear()
     statements.render.cache_clear()
     # The heartbeat would also stop a stale run at its next step: turn that off too, so only
     # the (broken) database fences stand between a stale worker and the data.
@@ -298,21 +298,7 @@ def stop_when_orphaned(interval: float = 0.5) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--worker-id", required=True)
-    parser.add_argument("--concurrency", type=int, default=4)
-    parser.add_argument("--lease", type=float, default=4.0)
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    stop_when_orphaned()
-    app.run_worker(
-        concurrency=args.concurrency,
-        lease=timedelta(seconds=args.lease),
-        worker_id=args.worker_id,
-        poll_interval=0.3,
-        sweep_interval=0.3,
-        grace=timedelta(seconds=2),
-    )
+    worker_main(app, __doc__, prepare=stop_when_orphaned, concurrency=4, lease=4.0, poll=0.3, grace=2)
 
 
 if __name__ == "__main__":

@@ -8,35 +8,23 @@ be "alice": the audit, `show` and the operator-actions report show both.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict
 
 from kestrel_core import Kestrel
 from tests.cli.script import console
+from tests.conftest import login_in_role
+from tests.seed import waiting_on_gate
 
 
 @pytest.fixture
 def ops_login(dsn: str, db: psycopg.Connection) -> Iterator[tuple[str, str]]:
     """(role name, DSN) of a fresh login role holding only kestrel_operator."""
-    role = f"ops_{uuid.uuid4().hex[:10]}"
-    db.execute(f"CREATE ROLE {role} LOGIN")
-    db.execute(f"GRANT kestrel_operator TO {role}")
-    try:
-        yield role, make_conninfo(dsn, user=role)
-    finally:
-        db.execute(f"DROP ROLE {role}")
-
-
-def waiting_on_gate(db: psycopg.Connection, gate: str = "approve-fix") -> int:
-    eid = db.execute(
-        "INSERT INTO workflow_executions (workflow_name, status) VALUES ('remediate', 'waiting') RETURNING id"
-    ).fetchone()[0]
-    db.execute("INSERT INTO workflow_waits (execution_id, step_id, kind) VALUES (%s, %s, 'approval')", (eid, gate))
-    return eid
+    with login_in_role(dsn, "ops", "kestrel_operator") as ops_dsn:
+        yield conninfo_to_dict(ops_dsn)["user"], ops_dsn
 
 
 def test_approve_records_the_login_role_beside_the_claimed_name(db: psycopg.Connection, ops_login) -> None:

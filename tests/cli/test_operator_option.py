@@ -6,15 +6,7 @@ import psycopg
 import pytest
 
 from tests.cli.script import console
-
-
-def waiting_on_gate(db: psycopg.Connection, gate: str = "approve-fix") -> int:
-    """An execution parked on an undecided approval gate, as a worker leaves it."""
-    eid = db.execute(
-        "INSERT INTO workflow_executions (workflow_name, status) VALUES ('remediate', 'waiting') RETURNING id"
-    ).fetchone()[0]
-    db.execute("INSERT INTO workflow_waits (execution_id, step_id, kind) VALUES (%s, %s, 'approval')", (eid, gate))
-    return eid
+from tests.seed import waiting_on_gate
 
 
 def actors(db: psycopg.Connection) -> list[tuple[str, str]]:

@@ -17,20 +17,10 @@ import pytest
 from kestrel_console.cli.read_commands import LIST_COLUMNS, STATUS_COLUMNS, TIMELINE_COLUMNS
 from kestrel_core import STATUSES
 from tests.cli.script import console
+from tests.console.reports.test_reports import SHIPPED as SHIPPED_REPORTS
 from tests.seed import SeedFacts, seed_history
 
 UNREACHABLE = "host=127.0.0.1 port=1 user=postgres dbname=postgres connect_timeout=2"
-SHIPPED_REPORTS = {
-    "queue-depth",
-    "stuck-leases",
-    "pending-approvals",
-    "errors-this-month",
-    "rejected-fixes",
-    "slowest-steps",
-    "throughput",
-    "worker-activity",
-    "retries",
-}
 
 
 @pytest.fixture

@@ -8,14 +8,14 @@ from __future__ import annotations
 import string
 
 import kestrel_console
-from kestrel_core.db.statements import _fragments, render
-from tests.core.test_statements import _statements
+from kestrel_core.db.statements import fragments, render
+from tests.core.test_statements import named_statements
 
 
 def test_every_statement_the_console_renders_is_a_valid_format_string() -> None:
-    statements = _statements(kestrel_console)
+    statements = named_statements(kestrel_console)
     assert len(statements) > 10
-    known = {"schema", *_fragments("kx_schema")}
+    known = {"schema", *fragments("kx_schema")}
     for module, name, text in statements:
         slots = {field for _, field, _, _ in string.Formatter().parse(text) if field} - known
         for slot in slots:

@@ -16,7 +16,6 @@ it claimed.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import functools
 import logging
@@ -24,13 +23,13 @@ import os
 import signal
 import threading
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from kestrel_core import Kestrel
+from tests.worker_processes import worker_main
 
 LEDGER_DDL = """
 CREATE TABLE IF NOT EXISTS public.lifecycle_ledger (
@@ -228,21 +227,7 @@ def install_freeze_hook() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--worker-id", required=True)
-    parser.add_argument("--concurrency", type=int, default=3)
-    parser.add_argument("--lease", type=float, default=3.0)
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    install_freeze_hook()
-    app.run_worker(
-        concurrency=args.concurrency,
-        lease=timedelta(seconds=args.lease),
-        worker_id=args.worker_id,
-        poll_interval=0.2,
-        sweep_interval=0.2,
-        grace=timedelta(seconds=1),
-    )
+    worker_main(app, __doc__, prepare=install_freeze_hook, concurrency=3, lease=3.0, poll=0.2, grace=1)
 
 
 if __name__ == "__main__":

@@ -6,17 +6,12 @@ from __future__ import annotations
 import psycopg
 
 from kestrel_core import Kestrel
-from tests.waiting import wait_for
+from tests.waiting import wait_finished as done
 
 CHILD_ROW = """
 SELECT parent_id, status, queue, concurrency_key, version, priority
   FROM workflow_executions WHERE id = %s
 """
-
-
-def done(app: Kestrel, eid: int, timeout: float = 20.0):
-    wait_for(lambda: app.get(eid).done, timeout=timeout, what=f"execution {eid} to finish")
-    return app.get(eid)
 
 
 def test_a_child_started_with_queue_and_concurrency_key_lands_there_and_runs(

@@ -24,7 +24,7 @@ import pytest
 
 from kestrel_core import Kestrel
 from tests.waiting import wait_for
-from tests.worker_processes import start_worker_process
+from tests.worker_processes import one_worker
 
 LEASE = 2
 EXECUTIONS = 4
@@ -36,21 +36,10 @@ def stopped(pid: int) -> bool:
 
 
 def worker(dsn: str, log: Path, worker_id: str, freeze: bool) -> subprocess.Popen:
-    with log.open("w") as out:
-        return start_worker_process(
-            dsn,
-            "tests.core.claim_freeze_app:app",
-            "--processes",
-            "1",
-            "--lease",
-            str(LEASE),
-            "--concurrency",
-            str(2 * EXECUTIONS),
-            "--worker-id",
-            worker_id,
-            out=out,
-            env={"KESTREL_FREEZE_AFTER_CLAIM": "1" if freeze else "0"},
-        )
+    env = {"KESTREL_FREEZE_AFTER_CLAIM": "1" if freeze else "0"}
+    return one_worker(
+        dsn, "tests.core.claim_freeze_app:app", log, worker_id, lease=LEASE, concurrency=2 * EXECUTIONS, env=env
+    )
 
 
 @pytest.fixture
@@ -102,25 +91,11 @@ def test_a_claim_transaction_paused_past_its_lease_never_commits_a_lapsed_lease(
     lapsed. The bound is now below the lease: the server ends such a transaction instead."""
     pooled = bool(getattr(app, "transaction_pooling", False))
     log = tmp_path / "paused.log"
-    with log.open("w") as out:
-        workers.append(
-            start_worker_process(
-                app.dsn if pooled else dsn,
-                "tests.core.claim_freeze_app:app",
-                "--processes",
-                "1",
-                "--lease",
-                "1",
-                "--concurrency",
-                str(2 * EXECUTIONS),
-                out=out,
-                env={
-                    "KESTREL_PAUSE_IN_CLAIM_S": "1.5",
-                    "KESTREL_LEDGER_DSN": dsn,
-                    "KESTREL_TEST_POOLING": "1" if pooled else "0",
-                },
-            )
-        )
+    env = {"KESTREL_PAUSE_IN_CLAIM_S": "1.5", "KESTREL_LEDGER_DSN": dsn, "KESTREL_TEST_POOLING": "1" if pooled else "0"}
+    route = app.dsn if pooled else dsn
+    workers.append(
+        one_worker(route, "tests.core.claim_freeze_app:app", log, lease=1, concurrency=2 * EXECUTIONS, env=env)
+    )
     wait_for(  # its queue declared: limited, so claimed by a transaction on both routes
         lambda: db.execute("SELECT 1 FROM queues WHERE name = 'limited' AND concurrency = 8").fetchone(),
         timeout=30,

@@ -8,12 +8,8 @@ import time
 import psycopg
 
 from kestrel_core import Kestrel, StepFailed
+from tests.waiting import wait_finished as finished
 from tests.waiting import wait_for
-
-
-def finished(app: Kestrel, eid: int, timeout: float = 20.0):
-    wait_for(lambda: app.get(eid).done, timeout=timeout, what=f"execution {eid} to finish")
-    return app.get(eid)
 
 
 def test_a_deadline_ends_a_waiting_execution_and_closes_its_waits(

@@ -6,6 +6,7 @@ import psycopg
 import pytest
 
 from kestrel_core import Kestrel, NotSerializable
+from tests.waiting import wait_finished as finished
 from tests.waiting import wait_for
 
 
@@ -16,11 +17,6 @@ def register(app: Kestrel, timeout: float | None = None) -> None:
         if ev.timed_out:
             return {"timed_out": True}
         return {"amount": ev.payload["amount"], "by": ev.sent_by}
-
-
-def finished(app: Kestrel, eid: int):
-    wait_for(lambda: app.get(eid).done, what=f"execution {eid} to finish")
-    return app.get(eid)
 
 
 def test_an_event_sent_after_the_wait_parks_wakes_it(app: Kestrel, db: psycopg.Connection, start_worker) -> None:

@@ -25,7 +25,7 @@ from kestrel_core import Kestrel
 from kestrel_core.db import migrate
 from kestrel_core.workflow.context import CANCEL_WAITS_FOR_FRESH_CLAIMS_S, FIRST_STEP_FRESH_S
 from tests.waiting import wait_for
-from tests.worker_processes import start_worker_process, stop_worker_processes
+from tests.worker_processes import registered_worker, start_worker_process, stop_worker_processes
 
 EXECUTIONS = 5
 LEASE = 2  # the frozen worker's: its leases lapse soon
@@ -105,38 +105,10 @@ def test_a_deadline_that_passed_before_the_first_step_runs_nothing(
 def frozen(dsn: str, ledger: psycopg.Connection, tmp_path: Path) -> Iterator[tuple[subprocess.Popen, Path]]:
     """Worker process ``frozen`` of first_step_app (short lease), registered."""
     log = tmp_path / "frozen.log"
-    with log.open("w") as out:
-        proc = start_worker_process(
-            dsn,
-            "tests.core.first_step_app:app",
-            "--processes",
-            "1",
-            "--lease",
-            str(LEASE),
-            "--concurrency",
-            str(2 * EXECUTIONS),
-            "--worker-id",
-            "frozen",
-            out=out,
-        )
-    try:
-        wait_for(
-            lambda: (
-                ledger.execute(
-                    "SELECT 1 FROM kestrel.workers WHERE worker_id = 'frozen' AND stopped_at IS NULL"
-                ).fetchone()
-                or proc.poll() is not None
-            ),
-            timeout=30,
-            what="the worker to register",
-        )
-        assert proc.poll() is None, log.read_text()
+    with registered_worker(
+        dsn, ledger, "tests.core.first_step_app:app", log, lease=LEASE, concurrency=2 * EXECUTIONS
+    ) as proc:
         yield proc, log
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGCONT)
-            proc.kill()
-        proc.wait(timeout=10)
 
 
 def _freeze_before_the_first_step(

@@ -12,6 +12,7 @@ import pytest
 from kestrel_core import ActionRefused, AsyncKestrel, InvalidArgument, Kestrel, NotFound, NotSerializable
 from kestrel_core.engine.worker import Worker
 from tests.core.conftest import ledger_rows
+from tests.waiting import wait_finished_row as finished
 from tests.waiting import wait_for
 
 STEPS = ["s1", "s2", "s3", "s4"]
@@ -28,15 +29,6 @@ def register_chain(app: Kestrel, version: str | None = None) -> None:
     @app.workflow("chain", version=version)
     def chain(ctx, data):
         return [ctx.step(step, record, ctx.execution_id, step, data) for step in STEPS]
-
-
-def finished(db: psycopg.Connection, eid: int) -> tuple[str, object]:
-    return wait_for(
-        lambda: db.execute(
-            "SELECT status, output FROM workflow_executions WHERE id = %s AND status IN ('success', 'error')", (eid,)
-        ).fetchone(),
-        what=f"execution {eid} to finish",
-    )
 
 
 @pytest.fixture

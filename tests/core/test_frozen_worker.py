@@ -24,7 +24,7 @@ import pytest
 
 from kestrel_core import Kestrel
 from tests.waiting import wait_for
-from tests.worker_processes import start_worker_process
+from tests.worker_processes import registered_worker
 
 TRIES = int(os.environ.get("KESTREL_FROZEN_TRIES", "2"))
 EXECUTIONS = 4  # per try, fewer than the worker's concurrency: it has free slots to reclaim
@@ -34,38 +34,10 @@ LEASE = 3
 @pytest.fixture
 def frozen_worker(dsn: str, ledger, tmp_path: Path) -> Iterator[tuple[subprocess.Popen, Path]]:
     log = tmp_path / "worker.log"
-    with log.open("w") as out:
-        proc = start_worker_process(
-            dsn,
-            "tests.core.frozen_app:app",
-            "--processes",
-            "1",
-            "--lease",
-            str(LEASE),
-            "--concurrency",
-            str(2 * EXECUTIONS),
-            "--worker-id",
-            "frozen",
-            out=out,
-        )
-    try:
-        wait_for(
-            lambda: (
-                ledger.execute(
-                    "SELECT 1 FROM kestrel.workers WHERE worker_id = 'frozen' AND stopped_at IS NULL"
-                ).fetchone()
-                or proc.poll() is not None
-            ),
-            timeout=30,
-            what="the worker to register",
-        )
-        assert proc.poll() is None, log.read_text()
+    with registered_worker(
+        dsn, ledger, "tests.core.frozen_app:app", log, lease=LEASE, concurrency=2 * EXECUTIONS
+    ) as proc:
         yield proc, log
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGCONT)
-            proc.kill()
-        proc.wait(timeout=10)
 
 
 def _started_in(db: psycopg.Connection, ids: list[int], step: str) -> bool:

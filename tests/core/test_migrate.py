@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 
 import psycopg
@@ -30,22 +31,33 @@ def test_migrate_is_idempotent_and_versioned(database: str) -> None:
     assert versions == first
 
 
-def test_concurrent_migrations_apply_each_version_once(database: str) -> None:
+def at_once(n: int, migrating: Callable[[], list[int]]) -> list[list[int]]:
+    """What ``migrating`` returned in each of ``n`` threads run at once; none may raise."""
     results: list[list[int]] = []
     errors: list[BaseException] = []
 
     def run() -> None:
         try:
-            results.append(Kestrel(database, schema="mig_race").migrate())
+            results.append(migrating())
         except BaseException as exc:  # collected and asserted below
             errors.append(exc)
 
-    threads = [threading.Thread(target=run) for _ in range(8)]
+    threads = [threading.Thread(target=run) for _ in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert errors == []
+    return results
+
+
+def migrate_on(database: str, schema: str, migrations: list[Migration]) -> list[int]:
+    with psycopg.connect(database, autocommit=True) as conn:
+        return migrate(conn, schema, migrations=migrations)
+
+
+def test_concurrent_migrations_apply_each_version_once(database: str) -> None:
+    results = at_once(8, lambda: Kestrel(database, schema="mig_race").migrate())
     # Each version is applied by exactly one caller. An outside-transaction migration (0016)
     # is applied by whichever caller holds its own lock, so the versions may be split between
     # two callers: the one that applied the transactional ones and the one that built the index.
@@ -275,22 +287,7 @@ def _with_concurrent_step() -> list[Migration]:
 def test_an_outside_transaction_step_builds_its_indexes_concurrently_from_many_processes(database: str) -> None:
     migrations = _with_concurrent_step()
     assert [m.outside_transaction for m in migrations[-2:]] == [True, False]
-    results: list[list[int]] = []
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            with psycopg.connect(database, autocommit=True) as conn:
-                results.append(migrate(conn, "mig_cic", migrations=migrations))
-        except BaseException as exc:  # collected and asserted below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    results = at_once(4, lambda: migrate_on(database, "mig_cic", migrations))
     assert sorted(v for r in results for v in r) == [m.version for m in migrations]  # each once
     with psycopg.connect(database, autocommit=True) as conn:
         assert conn.execute(INDEXES, ("mig_cic",)).fetchall() == [
@@ -409,21 +406,7 @@ def test_a_concurrent_build_on_the_partitioned_history_from_many_processes(datab
     partition's index concurrently, then the parent's ON ONLY, and attaches them; once, from
     whichever of four processes; ranges created later get the index from the parent."""
     migrations = _partitioned_step()
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            with psycopg.connect(database, autocommit=True) as conn:
-                migrate(conn, "mig_part", migrations=migrations)
-        except BaseException as exc:  # asserted below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    at_once(4, lambda: migrate_on(database, "mig_part", migrations))
     with psycopg.connect(database, autocommit=True) as conn:
         _assert_on_every_partition(conn, "mig_part")
         conn.execute("SELECT mig_part.ensure_partitions(6)")  # more ranges: the index comes with them

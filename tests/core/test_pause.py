@@ -16,6 +16,7 @@ from kestrel_core import ActionRefused, AsyncKestrel, Kestrel, NotFound
 from kestrel_core.engine.worker import Worker
 from tests.core.conftest import ledger_rows
 from tests.core.test_roles import Logins, as_user, logins, refused  # noqa: F401 (fixture)
+from tests.waiting import wait_finished_row as finished
 from tests.waiting import wait_for
 
 STATUS = "SELECT status FROM workflow_executions WHERE id = %s"
@@ -27,15 +28,6 @@ def status(db: psycopg.Connection, eid: int) -> str:
 
 def steps_run(db: psycopg.Connection, eid: int) -> list[str]:
     return [s for _, s in ledger_rows(db, eid)]
-
-
-def finished(db: psycopg.Connection, eid: int) -> tuple[str, object]:
-    return wait_for(
-        lambda: db.execute(
-            "SELECT status, output FROM workflow_executions WHERE id = %s AND status IN ('success', 'error')", (eid,)
-        ).fetchone(),
-        what=f"execution {eid} to finish",
-    )
 
 
 def record(app: Kestrel, execution_id: int, step_id: str) -> str:

@@ -20,7 +20,7 @@ from kestrel_core.db.statements import CHANNEL_PREFIX, notify_channel, render, r
 MIGRATIONS = Path(kestrel_core.__file__).parent / "db" / "migrations"
 
 
-def _statements(package: Any = kestrel_core) -> list[tuple[str, str, str]]:
+def named_statements(package: Any = kestrel_core) -> list[tuple[str, str, str]]:
     found = []
     for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
         if info.name.endswith("__main__"):
@@ -33,7 +33,7 @@ def _statements(package: Any = kestrel_core) -> list[tuple[str, str, str]]:
 
 
 def test_every_statement_renders_with_named_fragments_and_no_placeholder_left() -> None:
-    statements = _statements()
+    statements = named_statements()
     assert len(statements) > 40
     for module, name, text in statements:
         rendered = render(text, "kx_schema").as_string(None)

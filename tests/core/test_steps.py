@@ -8,11 +8,8 @@ from datetime import timedelta
 from kestrel_core import Kestrel, StepFailed
 from kestrel_core.engine.worker import Worker
 from tests.core.conftest import ledger_rows
+from tests.waiting import wait_finished as finished
 from tests.waiting import wait_for
-
-
-def finished(app: Kestrel, eid: int, timeout: float = 15.0):
-    return wait_for(lambda: (e := app.get(eid)).done and e, timeout=timeout, what=f"execution {eid} to finish")
 
 
 def test_steps_run_once_and_output_is_checkpointed(app: Kestrel, ledger, start_worker) -> None:

@@ -20,7 +20,7 @@ from ...humanize import duration
 from ...safe_text import visible
 from ..gate_filter import gate_matches, words_of
 from ..live import LiveScreen
-from ..operator import Outcome, Target, behind_replica
+from ..operator import ActionOutcome, Target, behind_replica
 from ..widgets.banner import Banner
 from ..widgets.footer import KeyFooter
 from ..widgets.goto import GOTO_BINDING, GotoExecution
@@ -250,7 +250,7 @@ class ApprovalsScreen(GotoExecution, LiveScreen):
     def action_reject(self) -> None:
         self.act("reject", self.targets())
 
-    def after_action(self, outcome: Outcome) -> None:
+    def after_action(self, outcome: ActionOutcome) -> None:
         self.table.acted_on(f"{t.execution_id}:{t.step_id}" for t in outcome.done)
         self.table.clear_marks()
         self._summary()

@@ -21,7 +21,8 @@ from ...read.workers import live_versions_text
 from ...safe_text import visible
 from ..filters import ExecutionFilter
 from ..live import HOLD_KEY, LET_GO_KEY, PAUSE_KEY, LiveScreen
-from ..operator import Outcome, Target
+from ..operator import ActionOutcome, Target
+from ..state_actions import StateActions
 from ..widgets.banner import Banner
 from ..widgets.count_line import CountLine
 from ..widgets.footer import KeyFooter
@@ -39,7 +40,7 @@ WORKER_STYLES = {"alive": "green", "late": "bold yellow", "silent": "bold red"}
 ACTIVITY_SERIES = (("enqueued", "enqueued"), ("started", "started"), ("completed", "completed"), ("failed", "failed"))
 
 
-class DashboardScreen(LiveScreen):
+class DashboardScreen(StateActions, LiveScreen):
     VIEW = "dashboard"
     NAME = "Dashboard"
     CSS_PATH = "dashboard.tcss"
@@ -295,19 +296,7 @@ class DashboardScreen(LiveScreen):
             if r is not None
         ]
 
-    def action_requeue(self) -> None:
-        self.act("requeue", self.targets())
-
-    def action_cancel(self) -> None:
-        self.act("cancel", self.targets())
-
-    def action_pause(self) -> None:
-        self.act("pause", self.targets())
-
-    def action_resume(self) -> None:
-        self.act("resume", self.targets())
-
-    def after_action(self, outcome: Outcome) -> None:
+    def after_action(self, outcome: ActionOutcome) -> None:
         self.stuck.acted_on(str(t.execution_id) for t in outcome.done)
 
     def on_descendant_focus(self) -> None:

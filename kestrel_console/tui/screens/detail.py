@@ -24,6 +24,7 @@ from ...safe_text import visible
 from ...timeline_model import decider, family_line
 from ..live import HOLD_KEY, LET_GO_KEY, LiveScreen
 from ..operator import NO_INPUT, Target
+from ..state_actions import StateActions
 from ..widgets.banner import Banner
 from ..widgets.comment import CommentModal
 from ..widgets.confirm import ConfirmModal
@@ -49,7 +50,7 @@ OUTCOME_STYLES = style.STATUS_STYLES  # one palette (style.py)
 FORK_KEY = "f"
 
 
-class DetailScreen(LiveScreen):
+class DetailScreen(StateActions, LiveScreen):
     VIEW = "detail"
     NAME = "Execution"
     CSS_PATH = "detail.tcss"
@@ -261,17 +262,8 @@ class DetailScreen(LiveScreen):
                 return e["step_id"]
         return None
 
-    def action_requeue(self) -> None:
-        self.act("requeue", self._target())
-
-    def action_cancel(self) -> None:
-        self.act("cancel", self._target())
-
-    def action_pause(self) -> None:
-        self.act("pause", self._target())
-
-    def action_resume(self) -> None:
-        self.act("resume", self._target())
+    def targets(self) -> list[Target]:
+        return self._target()
 
     def _decide(self, action: str) -> None:
         gate = self.pending_gate()

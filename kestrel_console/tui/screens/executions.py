@@ -22,7 +22,8 @@ from ..bulk_flow import BULK_KEY, BulkFlow
 from ..event_flow import EVENT_KEY, SendEventFlow
 from ..filters import ExecutionFilter, parse_filter
 from ..live import HOLD_KEY, LET_GO_KEY, LiveScreen
-from ..operator import Outcome, Target, behind_replica
+from ..operator import ActionOutcome, Target, behind_replica
+from ..state_actions import StateActions
 from ..widgets.banner import Banner
 from ..widgets.footer import KeyFooter
 from ..widgets.goto import GOTO_BINDING, GotoExecution
@@ -55,7 +56,7 @@ SORT_KEYS = {
 }
 
 
-class ExecutionsScreen(BulkFlow, SendEventFlow, GotoExecution, LiveScreen):
+class ExecutionsScreen(StateActions, BulkFlow, SendEventFlow, GotoExecution, LiveScreen):
     VIEW = "executions"
     NAME = "Executions"
     CSS_PATH = "executions.tcss"
@@ -407,19 +408,7 @@ class ExecutionsScreen(BulkFlow, SendEventFlow, GotoExecution, LiveScreen):
             for k in self.table.chosen()
         ]
 
-    def action_requeue(self) -> None:
-        self.act("requeue", self.targets())
-
-    def action_cancel(self) -> None:
-        self.act("cancel", self.targets())
-
-    def action_pause(self) -> None:
-        self.act("pause", self.targets())
-
-    def action_resume(self) -> None:
-        self.act("resume", self.targets())
-
-    def after_action(self, outcome: Outcome) -> None:
+    def after_action(self, outcome: ActionOutcome) -> None:
         self.table.acted_on(str(t.execution_id) for t in outcome.done)
         self.table.clear_marks()
         self._describe()

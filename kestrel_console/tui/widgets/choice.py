@@ -11,23 +11,17 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from ...safe_text import literal
+from .prompt_box import prompt_box_css
 
 
 class ChoiceModal(ModalScreen["str | None"]):
-    DEFAULT_CSS = """
-    ChoiceModal { align: center middle; }
-    ChoiceModal > Vertical {
-        width: 80%;
-        max-width: 100;
-        height: auto;
-        border: thick $accent;
-        background: $surface;
-        padding: 1 2;
-    }
-    ChoiceModal #choice-title { text-style: bold; color: $accent; }
+    DEFAULT_CSS = (
+        prompt_box_css("ChoiceModal", "choice")
+        + """
     ChoiceModal OptionList { margin-top: 1; height: auto; max-height: 8; }
     ChoiceModal #choice-keys { color: $text-muted; }
     """
+    )
 
     BINDINGS = [Binding("escape", "give_up", "Cancel")]
 

@@ -10,23 +10,17 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from ...safe_text import literal
+from .prompt_box import prompt_box_css
 
 
 class CommentModal(ModalScreen[str | None]):
-    DEFAULT_CSS = """
-    CommentModal { align: center middle; }
-    CommentModal > Vertical {
-        width: 80%;
-        max-width: 100;
-        height: auto;
-        border: thick $accent;
-        background: $surface;
-        padding: 1 2;
-    }
-    CommentModal #comment-title { text-style: bold; color: $accent; }
+    DEFAULT_CSS = (
+        prompt_box_css("CommentModal", "comment")
+        + """
     CommentModal Input { margin-top: 1; }
     CommentModal #comment-keys { color: $text-muted; }
     """
+    )
 
     BINDINGS = [Binding("escape", "give_up", "Cancel")]
 

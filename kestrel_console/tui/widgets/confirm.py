@@ -11,24 +11,18 @@ from textual.widgets import Static
 
 from ...safe_text import literal, visible
 from ..keys import now
+from .prompt_box import prompt_box_css
 
 
 class ConfirmModal(ModalScreen[bool]):
     """Dismisses with True only on ``y``."""
 
-    DEFAULT_CSS = """
-    ConfirmModal { align: center middle; }
-    ConfirmModal > Vertical {
-        width: 80%;
-        max-width: 100;
-        height: auto;
-        border: thick $warning;
-        background: $surface;
-        padding: 1 2;
-    }
-    ConfirmModal #confirm-title { text-style: bold; color: $warning; }
+    DEFAULT_CSS = (
+        prompt_box_css("ConfirmModal", "confirm", "$warning")
+        + """
     ConfirmModal #confirm-keys { margin-top: 1; color: $text-muted; }
     """
+    )
 
     BINDINGS = [
         Binding("y", "answer(True)", "Yes"),

@@ -16,6 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from ...safe_text import literal
+from .prompt_box import prompt_box_css
 
 
 @dataclass(frozen=True)
@@ -35,21 +36,14 @@ def parse_json(text: str) -> Any:
 
 
 class JsonModal(ModalScreen["JsonAnswer | None"]):
-    DEFAULT_CSS = """
-    JsonModal { align: center middle; }
-    JsonModal > Vertical {
-        width: 80%;
-        max-width: 100;
-        height: auto;
-        border: thick $accent;
-        background: $surface;
-        padding: 1 2;
-    }
-    JsonModal #json-title { text-style: bold; color: $accent; }
+    DEFAULT_CSS = (
+        prompt_box_css("JsonModal", "json")
+        + """
     JsonModal Input { margin-top: 1; }
     JsonModal #json-error { color: $error; }
     JsonModal #json-keys { color: $text-muted; }
     """
+    )
 
     BINDINGS = [Binding("escape", "give_up", "Cancel")]
 

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from kestrel_console.adhoc import QueryRefused, run_read_only
-from tests.conftest import KeptSessions
+from tests.conftest import KeptSessions, admin_objects
 
 KILL = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'kt-victim2'"
 ADDED = f"""
@@ -39,13 +39,8 @@ DROP FUNCTION IF EXISTS pg_catalog.lower(integer);
 
 @pytest.fixture
 def added(dsn: str) -> Iterator[None]:
-    with psycopg.connect(dsn, autocommit=True) as admin:
-        admin.execute(ADDED)
-    try:
+    with admin_objects(dsn, ADDED, REMOVED):
         yield
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as admin:
-            admin.execute(REMOVED)
 
 
 def alive(conn: psycopg.Connection) -> bool:

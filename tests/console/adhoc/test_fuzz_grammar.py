@@ -31,7 +31,7 @@ from psycopg.conninfo import make_conninfo
 
 from kestrel_console.adhoc import QueryFailed, QueryRefused, QueryTimeout, run_read_only
 from kestrel_console.adhoc.allowlist import allowed_names
-from tests.conftest import KeptSessions
+from tests.conftest import KeptSessions, admin_objects
 
 HELPERS = """
 CREATE OR REPLACE FUNCTION kestrel.kill_session(pid integer) RETURNS boolean
@@ -174,24 +174,21 @@ def plan_calls(plan: object) -> set[str]:
 
 @pytest.fixture
 def world(dsn: str, reader_dsn: str, sessions: KeptSessions) -> Iterator[dict[str, object]]:
-    with psycopg.connect(dsn, autocommit=True) as admin:
-        admin.execute(HELPERS)
-    conns = {
-        name: psycopg.connect(make_conninfo(reader_dsn, client_encoding=name, options=options), autocommit=True)
-        for name, options in ENCODINGS
-    }
-    try:
-        yield {
-            "conns": conns,
-            "observer": sessions.session(dsn, "observer"),
-            "victim": sessions.session(dsn, "victim", options="-c application_name=kt-fuzz-victim"),
-            "explainer": sessions.session(dsn, "explainer", options="-c search_path=pg_catalog,kestrel,pg_temp"),
+    with admin_objects(dsn, HELPERS, DROP_HELPERS):
+        conns = {
+            name: psycopg.connect(make_conninfo(reader_dsn, client_encoding=name, options=options), autocommit=True)
+            for name, options in ENCODINGS
         }
-    finally:
-        for conn in conns.values():
-            conn.close()
-        with psycopg.connect(dsn, autocommit=True) as admin:
-            admin.execute(DROP_HELPERS)
+        try:
+            yield {
+                "conns": conns,
+                "observer": sessions.session(dsn, "observer"),
+                "victim": sessions.session(dsn, "victim", options="-c application_name=kt-fuzz-victim"),
+                "explainer": sessions.session(dsn, "explainer", options="-c search_path=pg_catalog,kestrel,pg_temp"),
+            }
+        finally:
+            for conn in conns.values():
+                conn.close()
 
 
 STATE = """

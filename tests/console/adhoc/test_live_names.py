@@ -20,7 +20,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from kestrel_console.adhoc import QueryRefused, run_read_only
 from tests.cli.script import console
-from tests.conftest import KeptSessions
+from tests.conftest import KeptSessions, admin_objects
 from tests.console.adhoc.test_privileged_login import login  # noqa: F401 (the fixture)
 
 # An admin's helpers, added to the Kestrel schema after Kestrel was installed.
@@ -46,13 +46,8 @@ DROP FUNCTION IF EXISTS kestrel.kill_session(integer);
 
 @pytest.fixture
 def helpers(dsn: str) -> Iterator[None]:
-    with psycopg.connect(dsn, autocommit=True) as admin:
-        admin.execute(HELPERS)
-    try:
+    with admin_objects(dsn, HELPERS, DROP_HELPERS):
         yield
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as admin:
-            admin.execute(DROP_HELPERS)
 
 
 @pytest.fixture

@@ -53,6 +53,17 @@ def finished(db: psycopg.Connection, n: int) -> bool:
     return row[0] == n
 
 
+def run_one(app: Kestrel, db: psycopg.Connection, workflow: str, input: Any) -> None:
+    """Run one execution of ``workflow`` to its end on a worker started for it."""
+    worker = app.worker(concurrency=2, lease=timedelta(seconds=5), poll_interval=0.1)
+    worker.start()
+    try:
+        app.enqueue(workflow, input)
+        wait_for(lambda: finished(db, 1), what="finished")
+    finally:
+        worker.stop(grace=timedelta(0))
+
+
 def test_finishes_and_step_attempts_are_counted_once_and_again_after_a_requeue(
     app: Kestrel, db: psycopg.Connection, reader: OperationsReader
 ) -> None:
@@ -120,13 +131,7 @@ def test_settle_holds_back_fresh_finishes(app: Kestrel, db: psycopg.Connection, 
 
     collector = KestrelCollector(reader, settle_s=3600)
     scrape(collector)
-    worker = app.worker(concurrency=2, lease=timedelta(seconds=5), poll_interval=0.1)
-    worker.start()
-    try:
-        app.enqueue("ok", 1)
-        wait_for(lambda: finished(db, 1), what="finished")
-    finally:
-        worker.stop(grace=timedelta(0))
+    run_one(app, db, "ok", 1)
     s = scrape(collector)
     assert pick(s, "kestrel_executions_finished_total", workflow="ok", status="success") is None
     assert pick(s, "kestrel_history_executions", workflow="ok", status="success") == 1  # the gauge is not held back
@@ -140,13 +145,7 @@ def test_generated_step_ids_fold_into_other(app: Kestrel, db: psycopg.Connection
 
     collector = KestrelCollector(reader, settle_s=0, max_steps=2)
     scrape(collector)
-    worker = app.worker(concurrency=2, lease=timedelta(seconds=5), poll_interval=0.1)
-    worker.start()
-    try:
-        app.enqueue("many", 5)
-        wait_for(lambda: finished(db, 1), what="finished")
-    finally:
-        worker.stop(grace=timedelta(0))
+    run_one(app, db, "many", 5)
     s = scrape(collector)
     counts = {
         dict(labels)["step"]: value
@@ -165,13 +164,7 @@ def test_an_unreachable_database_is_up_0_and_keeps_the_counters(app: Kestrel, db
     reader = OperationsReader(dsn)
     collector = KestrelCollector(reader, settle_s=0)
     scrape(collector)
-    worker = app.worker(concurrency=2, lease=timedelta(seconds=5), poll_interval=0.1)
-    worker.start()
-    try:
-        app.enqueue("ok", 1)
-        wait_for(lambda: finished(db, 1), what="finished")
-    finally:
-        worker.stop(grace=timedelta(0))
+    run_one(app, db, "ok", 1)
     assert pick(scrape(collector), "kestrel_executions_finished_total", workflow="ok", status="success") == 1
     reader.close()
     reader.dsn = UNREACHABLE  # the database goes away

@@ -21,13 +21,14 @@ from psycopg import sql
 from kestrel_console.read import Reader
 from kestrel_console.read.dashboard import PARTS as LIVE_PARTS
 from kestrel_console.read.dashboard import unpack
-from kestrel_console.read.live import LIVE, statement
-from kestrel_console.read.overview import _status_counts
+from kestrel_console.read.live_rows import LIVE, statement
+from kestrel_console.read.overview import counts_by_status
 from kestrel_core import Kestrel
 from kestrel_core.db.statements import render
 from kestrel_core.dispatch import sweeper
 from kestrel_core.dispatch.claim import claim_batch
 from kestrel_core.engine.registration import upsert_worker
+from tests.console.read.plans import plan_nodes
 from tests.seed import seed_history
 from tests.waiting import wait_until_gone
 
@@ -85,7 +86,7 @@ def one_snapshot(reader: Reader) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def assert_parts_equal_the_separate_reads(reader: Reader) -> dict[str, Any]:
     live, separate = one_snapshot(reader)
-    assert _status_counts(live.pop("status_counts")) == _status_counts(separate.pop("status_counts"))
+    assert counts_by_status(live.pop("status_counts")) == counts_by_status(separate.pop("status_counts"))
     for part in PARTS[1:]:
         assert live[part] == separate[part], part
     # And dashboard() itself (its own snapshot, a moment later): the same counts.
@@ -197,12 +198,6 @@ def test_the_dashboard_is_prepared_once_per_connection(reader: Reader, db: psyco
     wait_until_gone(db, pid)
     before = reader.status_counts()
     assert reader.dashboard()["status_counts"] == before
-
-
-def plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield node
-    for child in node.get("Plans", []):
-        yield from plan_nodes(child)
 
 
 def test_a_part_read_alone_inlines_the_live_rows_it_names(reader: Reader, db: psycopg.Connection) -> None:

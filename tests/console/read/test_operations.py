@@ -23,29 +23,16 @@ from kestrel_console.read.operations import (
     WAITING,
 )
 from kestrel_core import Kestrel
-from tests.conftest import create_database, drop_at_the_end
-from tests.console.read.test_reader import _nodes, _seq_scans
-from tests.seed import seed_bulk_finished, seed_history
+from tests.console.read import plans
+from tests.console.read.plans import plan_nodes, seq_scans
 
 BULK = 100_000
 
 
 @pytest.fixture(scope="module")
 def big_history() -> Iterator[str]:
-    dsn = create_database("kestrel_ops")
-    try:
-        with Kestrel(dsn) as app:
-            app.migrate()
-            with psycopg.connect(dsn, autocommit=True, options="-c search_path=kestrel") as conn:
-                seed_history(conn)
-                seed_bulk_finished(conn, BULK, with_steps=True, analyze=False)
-                app.enqueue_many("bulk", [{"n": i} for i in range(2000)])
-                conn.execute("VACUUM ANALYZE workflow_executions")
-                conn.execute("VACUUM ANALYZE step_attempts")
-                conn.execute("ANALYZE execution_counts")
+    with plans.big_history("kestrel_ops", BULK, 2000, with_steps=True) as dsn:
         yield dsn
-    finally:
-        drop_at_the_end(dsn)
 
 
 @pytest.mark.slow  # seeds a 100k history (125 s for the file at load 20)
@@ -64,7 +51,7 @@ def test_no_statement_of_the_snapshot_scans_the_history(big_history: str) -> Non
     with psycopg.connect(big_history, autocommit=True) as conn:
         conn.execute("SET jit = off")
         conn.execute("SET max_parallel_workers_per_gather = 0")
-        scans = _seq_scans(conn, statements)
+        scans = seq_scans(conn, statements)
         bad = {k: v for k, v in scans.items() if {"workflow_executions", "step_attempts"} & set(v)}
         assert bad == {}, f"sequential scans of the history: {json.dumps(bad)}"
         assert scans["finished_since"] == [] and scans["attempts_since"] == []
@@ -84,7 +71,7 @@ def test_the_windows_read_the_finished_time_indexes(big_history: str) -> None:
             ("attempts", ATTEMPTS_SINCE, {**window, "bounds": list(DURATION_BUCKETS)}),
         ):
             plan = conn.execute(sql.SQL("EXPLAIN (FORMAT JSON) ") + render(statement, "kestrel"), params).fetchone()[0]
-            used[key] = " ".join(str(n.get("Index Name")) for n in _nodes(plan[0]["Plan"]))
+            used[key] = " ".join(str(n.get("Index Name")) for n in plan_nodes(plan[0]["Plan"]))
     assert "finished_idx" in used["finished"], used
     assert "step_attempts" in used["attempts"] and "finished_idx" in used["attempts"], used
 

@@ -21,8 +21,9 @@ from kestrel_console.read import Reader, ReadTimeout, describe_blocker
 from kestrel_console.read.search import parse_filter
 from kestrel_core import STATUSES, DatabaseUnavailable, Kestrel, SchemaOutdated
 from kestrel_core.db.statements import render
-from tests.conftest import create_database, drop_at_the_end
-from tests.seed import SeedFacts, seed_bulk_finished, seed_history
+from tests.console.read import plans
+from tests.console.read.plans import as_parents, plan_nodes, seq_scans
+from tests.seed import SeedFacts, seed_history
 from tests.waiting import wait_until_blocked, wait_until_gone
 
 FINISHED = ("success", "error", "cancelled")
@@ -533,71 +534,17 @@ LIVE = 2_000
 @pytest.fixture(scope="module")
 def big_history() -> Iterator[str]:
     """A database of its own: the seeded story, 200k finished executions, 2k live, analyzed."""
-    dsn = create_database("kestrel_big")
-    try:
-        with Kestrel(dsn) as app:
-            app.migrate()
-            with psycopg.connect(dsn, autocommit=True, options="-c search_path=kestrel") as conn:
-                seed_history(conn)
-                seed_bulk_finished(conn, BULK, analyze=False)
-                app.enqueue_many("bulk", [{"n": i} for i in range(LIVE)])
-                conn.execute("VACUUM ANALYZE workflow_executions")
-                conn.execute("ANALYZE execution_counts")
+    with plans.big_history("kestrel_big", BULK, LIVE) as dsn:
         yield dsn
-    finally:
-        drop_at_the_end(dsn)
-
-
-# Each partition (and partition index) of the schema: the partitioned table (or index) it
-# belongs to, and its pages (migration 0022: plans name partitions, not their parent).
-PARTITIONS = """
-SELECT c.relname, r.relname, c.relpages FROM pg_class c JOIN pg_class r ON r.oid = pg_partition_root(c.oid)
- WHERE c.relnamespace = 'kestrel'::regnamespace AND c.relispartition
-"""
-
-
-def _as_parents(conn: psycopg.Connection, nodes: list[dict]) -> list[dict]:
-    """Plan nodes with partitions named as their partitioned table (and partition indexes as
-    its index); a sequential scan of an empty partition (a range ahead, 0 pages) is left out:
-    it reads nothing, whatever the history's size."""
-    parts = {name: (root, pages) for name, root, pages in conn.execute(PARTITIONS)}
-    named = []
-    for node in nodes:
-        relation = node.get("Relation Name")
-        if node["Node Type"] == "Seq Scan" and relation in parts and parts[relation][1] == 0:
-            continue
-        node = dict(node)
-        for field in ("Relation Name", "Index Name"):
-            if node.get(field) in parts:
-                node[field] = parts[node[field]][0]
-        named.append(node)
-    return named
-
-
-def _seq_scans(conn: psycopg.Connection, statements: dict) -> dict[str, list[str]]:
-    """Per statement, the relations it scans sequentially (EXPLAIN (FORMAT JSON))."""
-    found: dict[str, list[str]] = {}
-    for key, (statement, params) in statements.items():
-        plan = conn.execute(sql.SQL("EXPLAIN (FORMAT JSON) ") + render(statement, "kestrel"), params).fetchone()[0]
-        nodes = _as_parents(conn, _nodes(plan[0]["Plan"]))
-        found[key] = [n.get("Relation Name") for n in nodes if n["Node Type"] == "Seq Scan"]
-    return found
 
 
 def test_no_refresh_query_scans_workflow_executions_sequentially(big_history: str) -> None:
     with Reader(big_history) as reader, psycopg.connect(big_history, autocommit=True) as conn:
         assert reader.status_counts()["success"] + reader.status_counts()["error"] >= BULK
-        scans = _seq_scans(conn, reader.refresh_statements())
+        scans = seq_scans(conn, reader.refresh_statements())
         bad = {k: v for k, v in scans.items() if "workflow_executions" in v}
         assert bad == {}, f"sequential scans of workflow_executions: {json.dumps(bad)}"
         # How fast the dashboard is on a big history is measured in bench/ (console), not here.
-
-
-def _nodes(plan: dict) -> list[dict]:
-    nodes = [plan]
-    for child in plan.get("Plans", []):
-        nodes += _nodes(child)
-    return nodes
 
 
 def test_the_activity_plan_estimates_the_window_not_a_third_of_the_history(big_history: str) -> None:
@@ -608,7 +555,7 @@ def test_the_activity_plan_estimates_the_window_not_a_third_of_the_history(big_h
     with Reader(big_history) as reader, psycopg.connect(big_history, autocommit=True) as conn:
         statement, params = reader.refresh_statements()["activity"]
         plan = conn.execute(sql.SQL("EXPLAIN (FORMAT JSON) ") + render(statement, "kestrel"), params).fetchone()[0]
-        nodes = _as_parents(conn, _nodes(plan[0]["Plan"]))
+        nodes = as_parents(conn, plan_nodes(plan[0]["Plan"]))
         finished = [n for n in nodes if n.get("Index Name") == "workflow_executions_finished_idx"]
         assert finished and all(n["Plan Rows"] < BULK / 100 for n in finished), finished
         assert plan[0]["Plan"]["Total Cost"] < 10_000
@@ -619,7 +566,7 @@ def test_recent_failures_are_counted_from_the_failures_alone(big_history: str) -
     with Reader(big_history) as reader, psycopg.connect(big_history, autocommit=True) as conn:
         statement, params = reader.refresh_statements()["errors_since"]
         plan = conn.execute(sql.SQL("EXPLAIN (FORMAT JSON) ") + render(statement, "kestrel"), params).fetchone()[0]
-        used = {n.get("Index Name") for n in _as_parents(conn, _nodes(plan[0]["Plan"]))} - {None}
+        used = {n.get("Index Name") for n in as_parents(conn, plan_nodes(plan[0]["Plan"]))} - {None}
         assert used == {"workflow_executions_failed_idx"}, used
 
 
@@ -641,7 +588,7 @@ def test_dropping_an_index_is_caught(big_history: str, dropped: tuple[str, ...])
         for name in dropped:
             conn.execute(sql.SQL("DROP INDEX kestrel.{}").format(sql.Identifier(name)))
         try:
-            scans = _seq_scans(conn, reader.refresh_statements())
+            scans = seq_scans(conn, reader.refresh_statements())
         finally:
             conn.rollback()
         assert any("workflow_executions" in v for v in scans.values()), scans
@@ -660,7 +607,7 @@ def test_the_search_keys_are_served_by_their_indexes(big_history: str) -> None:
         for name, index in wanted.items():
             statement, params = statements[name]
             plan = conn.execute(sql.SQL("EXPLAIN (FORMAT JSON) ") + render(statement, "kestrel"), params).fetchone()[0]
-            used = {n.get("Index Name") or "" for n in _nodes(plan[0]["Plan"])}
+            used = {n.get("Index Name") or "" for n in plan_nodes(plan[0]["Plan"])}
             assert any(u.endswith(index) for u in used), (name, used)
         rows = reader.list_executions(where=parse_filter("input.n=77"))  # one finished, one enqueued
         assert [r["workflow_name"] for r in rows] == ["bulk", "bulk"] and reader.estimate_executions(

@@ -7,9 +7,20 @@ from kestrel_console.tui.screens.detail import DetailScreen
 from kestrel_console.tui.widgets.live_table import LiveTable
 from kestrel_console.tui.widgets.timeline import Timeline
 from kestrel_core import Kestrel
-from tests.cli.test_audit_db_user import ops_login, waiting_on_gate  # noqa: F401  (fixture)
+from tests.cli.test_audit_db_user import ops_login  # noqa: F401  (fixture)
+from tests.seed import waiting_on_gate
 
 from .helpers import SIZE, console, fresh
+
+
+async def who_decided(dsn: str, eid: int) -> list[str]:
+    """The detail screen's worker column of execution ``eid``'s attempts (a gate: who decided)."""
+    async with console(dsn).run_test(size=SIZE) as pilot:
+        screen = DetailScreen(eid)
+        await pilot.app.push_screen(screen)
+        await fresh(pilot, screen)
+        attempts = screen.query_one("#detail-attempts", LiveTable)
+        return [attempts.shown(k, "worker") for k in attempts.keys()]
 
 
 async def test_detail_shows_the_name_given_and_the_database_role(dsn, db, ops_login):
@@ -37,15 +48,7 @@ async def test_detail_marks_a_decision_no_operator_action_records(dsn, db, ops_l
         " resolved_at = now() WHERE execution_id = %s",
         (eid,),
     )
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = DetailScreen(eid)
-        await pilot.app.push_screen(screen)
-        await fresh(pilot, screen)
-        attempts = screen.query_one("#detail-attempts", LiveTable)
-        assert [attempts.shown(k, "worker") for k in attempts.keys()] == [
-            "alice [UNAUDITED: no operator action records this decision]"
-        ]
+    assert await who_decided(dsn, eid) == ["alice [UNAUDITED: no operator action records this decision]"]
 
 
 async def test_detail_marks_an_audited_decision_edited_afterwards(dsn, db, ops_login):
@@ -60,12 +63,6 @@ async def test_detail_marks_an_audited_decision_edited_afterwards(dsn, db, ops_l
         db.execute(
             "UPDATE workflow_waits SET decision = 'approved', decided_by = 'alice' WHERE execution_id = %s", (eid,)
         )
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = DetailScreen(eid)
-        await pilot.app.push_screen(screen)
-        await fresh(pilot, screen)
-        attempts = screen.query_one("#detail-attempts", LiveTable)
-        assert [attempts.shown(k, "worker") for k in attempts.keys()] == [
-            f"alice (db role {role}) [UNAUDITED: no operator action records this decision]"
-        ]
+    assert await who_decided(dsn, eid) == [
+        f"alice (db role {role}) [UNAUDITED: no operator action records this decision]"
+    ]

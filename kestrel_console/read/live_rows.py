@@ -1,4 +1,4 @@
-"""The live rows and the parts counted from them, each written once (issue 22).
+"""The live rows and the parts counted from them, each written once.
 
 The dashboard's refresh reads the running, waiting and paused executions, the ready rows and the
 finished counters once, into CTEs, and computes seven parts from them (dashboard.py); the CLI

@@ -1,0 +1,33 @@
+"""The four keys that change an execution's state (requeue, cancel, pause, resume), the same
+on every screen that lists or shows executions: each acts on the screen's ``targets()`` (the
+chosen rows, or the execution shown) through ``LiveScreen.act``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .live import LiveScreen
+    from .operator import Target
+
+    _Base = LiveScreen
+else:
+    _Base = object
+
+
+class StateActions(_Base):
+    if TYPE_CHECKING:
+
+        def targets(self) -> list[Target]: ...
+
+    def action_requeue(self) -> None:
+        self.act("requeue", self.targets())
+
+    def action_cancel(self) -> None:
+        self.act("cancel", self.targets())
+
+    def action_pause(self) -> None:
+        self.act("pause", self.targets())
+
+    def action_resume(self) -> None:
+        self.act("resume", self.targets())
