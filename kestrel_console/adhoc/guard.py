@@ -177,7 +177,7 @@ def check_read_only(query: str, *, placeholders: bool = False) -> ast.Node:
     become ``$1``, ``%%`` becomes ``%``).
     """
     check_text(query)
-    text = _as_sent(query) if placeholders else query
+    text = as_sent(query) if placeholders else query
     statements = _parse(text, placeholders=placeholders)
     if not statements:
         raise QueryRefused("empty query")
@@ -238,7 +238,7 @@ def walk(tree: Any) -> Iterator[ast.Node]:
 # --- reading the text ------------------------------------------------------------------------
 
 
-def _as_sent(query: str) -> str:
+def as_sent(query: str) -> str:
     """The text Postgres receives once psycopg has bound parameters into ``query``."""
 
     def replace(match: re.Match[str]) -> str:

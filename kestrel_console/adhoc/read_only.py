@@ -47,7 +47,7 @@ from psycopg.rows import tuple_row
 from kestrel_core import DatabaseUnavailable, KestrelError
 
 from ..settings import DEFAULT_MAX_BYTES
-from .guard import QueryRefused, _as_sent, check_read_only
+from .guard import QueryRefused, as_sent, check_read_only
 from .hard_limit import HardLimit, QueryTimeout
 from .reader_role import DEFAULT_READER_ROLE, ReaderStatus, assume_reader, privilege, release_session_state
 from .resolve import check_names, names_of
@@ -417,7 +417,7 @@ def _fetch_explain(
 ) -> tuple[list[str], list[tuple], bool]:
     """An EXPLAIN's lines, each sized on the server: the planner prints its folded constants,
     so one line can be any size (a 32 MB one reached the client before, review r44b)."""
-    text = _as_sent(query) if placeholders else query
+    text = as_sent(query) if placeholders else query
     tokens = [t for t in pglast.parser.scan(text) if t.name not in ("SQL_COMMENT", "C_COMMENT")]
     body = _statement_body(text[tokens[0].start :]) if tokens else text
     wrapped = sql.SQL(EXPLAIN_LINES).format(schema=sql.Identifier(schema)).as_string(conn)
