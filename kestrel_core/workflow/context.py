@@ -474,16 +474,15 @@ class WorkflowContext(FlowOperations):
     def _open(self, step_id: str, position: int, strand: Strand) -> Attempt:
         """Start an attempt of ``step_id``, writing the strand's pending end in the same statement.
 
-        Every attempt starts fenced. The first step of a first claim has no end to write and no
-        attempt to open yet: reached while the claim is fresh (``FIRST_STEP_FRESH_S``), the
-        claim is its fence; later, it asks with a row of the next group commit that writes
-        nothing (a coroutine step asks again when it really starts: ``_started``). Either way its
-        attempt 1 is written lazily, with its end if that comes soon
-        enough (group_commit.py)."""
+        Every attempt starts fenced. The first step of a first claim reached while the claim is
+        fresh (``FIRST_STEP_FRESH_S``) is fenced by the claim itself: its attempt 1 is written
+        lazily, with its end if that comes soon enough (group_commit.py; a coroutine step asks
+        again when it really starts: ``_started``). Later, it opens its attempt as every other
+        step does, fenced by that write: the attempt's start is then on record before the step
+        runs, also when the worker is frozen between the two."""
         claim_epoch = self._held.claim.claim_epoch
-        if strand.defer and position == 1 and self._held.claim.first_run and strand.pending is None:
-            if time.monotonic() - self._held.fenced_at >= FIRST_STEP_FRESH_S:
-                self._fence(strand)
+        fresh = time.monotonic() - self._held.fenced_at < FIRST_STEP_FRESH_S
+        if strand.defer and position == 1 and self._held.claim.first_run and strand.pending is None and fresh:
             strand.lazy_open = self._worker.open_lazily(
                 Boundary(self.execution_id, self._worker.worker_id, claim_epoch, open_step=step_id)
             )

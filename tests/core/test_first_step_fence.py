@@ -265,3 +265,29 @@ def test_a_coroutine_first_step_that_starts_late_on_a_held_event_loop_is_fenced(
     wait_for(lambda: app.get(held).done, timeout=30, what="the holder to finish")
     assert [app.get(eid).status for eid in ids] == ["cancelled"] * EXECUTIONS
     assert _s1_runs(ledger, ids) == dict.fromkeys(ids, 0)
+
+
+def test_a_first_step_past_the_fresh_claim_has_its_attempt_on_record_before_it_runs(
+    app: Kestrel, dsn: str, ledger: psycopg.Connection, start_worker
+) -> None:
+    """Fenced by a write of its own (a workflow with a deadline never counts as fresh), the
+    first step's attempt is opened by that write, before its function is called: a worker frozen
+    between the two then ran a step whose start is on record (the chaos run's check of late
+    starts read "started 0.45 s after its claim ended" when the fence was a write of nothing)."""
+    seen: dict[int, list[tuple[str, str]]] = {}
+
+    def look(execution_id: int) -> str:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            seen[execution_id] = conn.execute(
+                "SELECT step_id, outcome FROM kestrel.step_attempts WHERE execution_id = %s", (execution_id,)
+            ).fetchall()
+        return "looked"
+
+    @app.workflow("dated", timeout=60)
+    def dated(ctx, _):
+        return ctx.step("s1", look, ctx.execution_id)
+
+    start_worker(app, concurrency=2, lease=QUIET)
+    eid = app.enqueue("dated")
+    wait_for(lambda: app.get(eid).done, timeout=30, what="the execution")
+    assert (app.get(eid).status, seen[eid]) == ("success", [("s1", "running")])
