@@ -53,10 +53,10 @@ WITH input AS (
     -- under this claim (below). OFFSET 0 keeps the claim's conditions out of the probe: with
     -- them the planner may walk the partial index of every running row (and its dead entries)
     -- instead, for every batch.
-    SELECT e.id, e.workflow_name, e.status
+    SELECT e.id, e.workflow_name, e.status, e.deadline_at
       FROM (SELECT eid, worker_id, claim_epoch FROM input ORDER BY eid) i
      CROSS JOIN LATERAL (
-           SELECT x.id, x.workflow_name, x.owner_id, x.claim_epoch, x.status
+           SELECT x.id, x.workflow_name, x.owner_id, x.claim_epoch, x.status, x.deadline_at
              FROM {schema}.workflow_executions x WHERE x.id = i.eid
            OFFSET 0
               FOR NO KEY UPDATE) e
@@ -67,7 +67,10 @@ WITH input AS (
     -- and the claim epoch) is still closed and checkpointed: a pause stops the execution at its
     -- next step boundary and keeps the step that ran (issue 43 review); a resume bumps nothing
     -- but the status, and the next claim the epoch, after which nothing of this claim is kept.
-    SELECT m.id, m.workflow_name FROM mine m WHERE m.status = 'running'
+    -- Nor once the workflow's deadline passed: the step that ran is closed, nothing more starts
+    -- nor completes, also before a deadline sweep got to it (it then ends it `timed out`).
+    SELECT m.id, m.workflow_name FROM mine m
+     WHERE m.status = 'running' AND (m.deadline_at IS NULL OR m.deadline_at > now())
 ), closed AS (
     UPDATE {schema}.step_attempts a
        SET outcome = CASE WHEN i.error IS NULL THEN 'success' ELSE 'error' END,

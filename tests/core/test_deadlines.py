@@ -160,3 +160,31 @@ def test_a_deadline_ends_an_enqueued_execution_swept_by_any_worker(
         assert (final.status, final.error) == ("error", "timed out after 1.5s (deadline from start)")
     finally:
         other.close()
+
+
+def test_a_passed_deadline_fences_the_next_boundary_before_any_sweep(app: Kestrel, start_worker, db) -> None:
+    """Deadlines fence at the next boundary, not only through the deadline sweep: with no sweep
+    due for a minute, a workflow whose code outlived its deadline starts no step and does not
+    complete (a chaos run's `deadline` workflow ended `success` when its sweep was late); the
+    sweep then ends it `timed out`."""
+    from datetime import timedelta
+
+    from kestrel_core.dispatch.deadlines import sweep_deadlines
+
+    ran: list[str] = []
+    past = threading.Event()
+
+    @app.workflow("outlived", timeout=0.3)
+    def outlived(ctx, _):
+        time.sleep(0.8)  # past the deadline, in the workflow's own code
+        past.set()
+        return ctx.step("s1", lambda: ran.append("s1"))
+
+    worker = start_worker(app, concurrency=2, lease=timedelta(seconds=30), sweep_interval=60)
+    eid = app.enqueue("outlived")
+    assert past.wait(30)
+    wait_for(lambda: worker.stats["refused_writes"] >= 1 or app.get(eid).done, what="the boundary's answer")
+    assert ran == [] and app.get(eid).status == "running"
+    assert sweep_deadlines(db, "kestrel") == [eid]
+    assert (app.get(eid).status, app.get(eid).error) == ("error", "timed out after 0.3s (deadline from start)")
+    assert ran == []
