@@ -104,7 +104,7 @@ def checked_timeout(timeout: timedelta | float | None) -> timedelta | None:
     if isinstance(timeout, (int, float)):
         timeout = timedelta(seconds=timeout)
     if timeout is not None and timeout <= timedelta(0):
-        raise ValueError("a workflow timeout must be positive")
+        raise InvalidArgument("a workflow timeout must be positive")
     if timeout is not None and timeout > MAX_DELAY:
         raise InvalidArgument(f"a workflow timeout is at most {MAX_DELAY.days} days, not {timeout}")
     return timeout

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 
 import psycopg
 
 from kestrel_core import Kestrel, StepFailed
+from kestrel_core.dispatch.deadlines import sweep_deadlines
 from tests.waiting import wait_finished as finished
 from tests.waiting import wait_for
 
@@ -167,10 +169,6 @@ def test_a_passed_deadline_fences_the_next_boundary_before_any_sweep(app: Kestre
     due for a minute, a workflow whose code outlived its deadline starts no step and does not
     complete (a chaos run's `deadline` workflow ended `success` when its sweep was late); the
     sweep then ends it `timed out`."""
-    from datetime import timedelta
-
-    from kestrel_core.dispatch.deadlines import sweep_deadlines
-
     ran: list[str] = []
     past = threading.Event()
 
