@@ -47,10 +47,14 @@ ASYNC_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true)) AS async_
 
 
 # The fence, pasted as {claim_is_current}. A write made under a claim (owner_id, claim_epoch)
-# succeeds only while that claim is still the row's current one and the row is running: a
-# swept, cancelled or reclaimed worker (even one reclaiming under the same id) writes nothing.
-# Every advancing write uses it.
-CLAIM_IS_CURRENT = "id = %(eid)s AND owner_id = %(worker_id)s AND claim_epoch = %(claim_epoch)s AND status = 'running'"
+# succeeds only while that claim is still the row's current one, the row is running and its
+# deadline (if any) has not passed: a swept, cancelled, reclaimed or timed-out worker (even one
+# reclaiming under the same id) writes nothing, also before a deadline sweep got to it. Every
+# advancing write uses it (the group commit's boundary spells the same in its fence CTE).
+CLAIM_IS_CURRENT = (
+    "id = %(eid)s AND owner_id = %(worker_id)s AND claim_epoch = %(claim_epoch)s AND status = 'running'"
+    " AND (deadline_at IS NULL OR deadline_at > now())"
+)
 # Pasted as {lock_if_claim_is_current}, a CTE body: also locks the row for the statement, so a
 # concurrent sweep or cancel either waits for the write or wins first.
 LOCK_IF_CLAIM_IS_CURRENT = "SELECT id FROM {schema}.workflow_executions WHERE {claim_is_current} FOR NO KEY UPDATE"

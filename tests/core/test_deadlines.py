@@ -186,3 +186,28 @@ def test_a_passed_deadline_fences_the_next_boundary_before_any_sweep(app: Kestre
     assert sweep_deadlines(db, "kestrel") == [eid]
     assert (app.get(eid).status, app.get(eid).error) == ("error", "timed out after 0.3s (deadline from start)")
     assert ran == []
+
+
+def test_a_passed_deadline_fences_a_child_start_before_any_sweep(app: Kestrel, start_worker, db) -> None:
+    """The deadline fences every advancing write under a claim, not only the boundary's: a
+    workflow whose code outlived its deadline starts no child (before, the child was created
+    0.84 s in, past a 0.3 s deadline, and ran to `success`)."""
+    past = threading.Event()
+
+    @app.workflow("kid")
+    def kid(ctx, _):
+        return "kid ran"
+
+    @app.workflow("parent", timeout=0.3)
+    def parent(ctx, _):
+        time.sleep(0.8)  # past the deadline, in the workflow's own code
+        past.set()
+        return ctx.wait_for(ctx.start_child("kid"))
+
+    worker = start_worker(app, concurrency=2, lease=timedelta(seconds=30), sweep_interval=60)
+    eid = app.enqueue("parent")
+    assert past.wait(30)
+    wait_for(lambda: worker.stats["refused_writes"] >= 1 or app.get(eid).done, what="the child start's answer")
+    assert db.execute("SELECT count(*) FROM workflow_executions WHERE workflow_name = 'kid'").fetchone() == (0,)
+    assert sweep_deadlines(db, "kestrel") == [eid]
+    assert app.get(eid).status == "error"
