@@ -80,9 +80,16 @@ def test_a_running_execution_stops_at_its_next_step_boundary_and_resumes_from_it
     checkpointed = "SELECT step_id FROM operation_outputs WHERE execution_id = %s ORDER BY seq"
     assert [r[0] for r in db.execute(checkpointed, (eid,))] == ["s1", "s2"]
     assert status(db, eid) == "paused"
-    assert db.execute(
-        "SELECT owner_id IS NOT NULL, lease_expires FROM workflow_executions WHERE id = %s", (eid,)
-    ).fetchone() == (True, None)
+    # The let-go (its lease cleared) is written just after the worker counts the execution lost.
+    wait_for(
+        lambda: (
+            db.execute(
+                "SELECT owner_id IS NOT NULL, lease_expires FROM workflow_executions WHERE id = %s", (eid,)
+            ).fetchone()
+            == (True, None)
+        ),
+        what="the worker's let-go (lease cleared, owner kept)",
+    )
     assert worker.stats["failed"] == 0
     # Nothing claims it while paused: another execution runs through meanwhile.
     other = app.enqueue("chain", None)
