@@ -187,6 +187,43 @@ def _reachable(dsn: str) -> bool:
     return True
 
 
+# Test processes (xdist's ``-n auto``): seven keep 2 cores busy (pyproject.toml). Each may hold up
+# to CONNECTIONS_PER_PROCESS server connections at its peak (a test's worker processes, their
+# pools, listeners and the test's own sessions; 86 in all were measured at once with seven): a
+# server that allows fewer gets fewer processes instead of "too many clients" mid-run.
+MOST_PROCESSES = 7
+CONNECTIONS_PER_PROCESS = 17
+RESERVED_CONNECTIONS = 10
+# The server a run starts for itself allows what seven processes need.
+RUN_SERVER_SETTINGS: dict[str, int | str] = {"max_connections": 300}
+_processes_chosen: list[str] = []
+
+
+def processes_for(max_connections: int) -> int:
+    """How many test processes a server allowing ``max_connections`` sessions carries."""
+    return max(1, min(MOST_PROCESSES, (max_connections - RESERVED_CONNECTIONS) // CONNECTIONS_PER_PROCESS))
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: MOST_PROCESSES, fewer when the test server allows too few connections."""
+    wanted = os.environ.get("KESTREL_TEST_DSN")
+    if wanted == PRIVATE or not wanted and not _reachable(DEFAULT_ADMIN_DSN):
+        return MOST_PROCESSES  # the run's own server (RUN_SERVER_SETTINGS)
+    try:
+        with psycopg.connect(ADMIN_DSN, connect_timeout=5) as conn:
+            allowed = int(conn.execute("SHOW max_connections").fetchone()[0])
+    except psycopg.Error:
+        return MOST_PROCESSES  # pytest_configure says what is wrong with the server
+    processes = processes_for(allowed)
+    if processes < MOST_PROCESSES:
+        _processes_chosen.append(
+            f"{processes} test processes, not {MOST_PROCESSES}: the server allows {allowed} connections"
+            f" (max_connections); {RESERVED_CONNECTIONS + MOST_PROCESSES * CONNECTIONS_PER_PROCESS} runs all"
+            " seven, or set KESTREL_TEST_DSN=private for a server of the run's own"
+        )
+    return processes
+
+
 def _server_for_the_run() -> None:
     """Start a private server for the run when $KESTREL_TEST_DSN is unset and nothing answers at
     127.0.0.1:5432 (a fresh machine), or when it says ``private``: the system's server binaries,
@@ -197,7 +234,7 @@ def _server_for_the_run() -> None:
         return
     data_dir = Path(tempfile.mkdtemp(prefix="kestrel-test-pg-"))
     try:
-        server = new_private_server(data_dir, durable=False)
+        server = new_private_server(data_dir, durable=False, settings=RUN_SERVER_SETTINGS)
         server.start()
     except Exception as exc:
         pytest.exit(
@@ -210,13 +247,14 @@ def _server_for_the_run() -> None:
     ADMIN_DSN = os.environ["KESTREL_TEST_DSN"] = server.dsn_for("postgres")
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
-    if not _run_server:
-        return None
-    return (
-        f"PostgreSQL: a private server started for this run (port {_run_server[0].port}), removed at the end: "
-        "$KESTREL_TEST_DSN is unset and nothing answers at 127.0.0.1:5432, or it says 'private'"
-    )
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    lines = list(_processes_chosen)
+    if _run_server:
+        lines.append(
+            f"PostgreSQL: a private server started for this run (port {_run_server[0].port}), removed at the end:"
+            " $KESTREL_TEST_DSN is unset and nothing answers at 127.0.0.1:5432, or it says 'private'"
+        )
+    return lines
 
 
 def pytest_configure(config: pytest.Config) -> None:

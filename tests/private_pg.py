@@ -36,8 +36,10 @@ class PrivateServer(Protocol):
     def promote(self, timeout: float = 60) -> None: ...
 
 
-def new_private_server(data_dir: Path, *, durable: bool = False) -> PrivateServer:
-    """A stopped private server whose data lives in ``data_dir``."""
+def new_private_server(
+    data_dir: Path, *, durable: bool = False, settings: dict[str, int | str] | None = None
+) -> PrivateServer:
+    """A stopped private server whose data lives in ``data_dir`` (``settings``: server settings)."""
     from kestrel_console.embedded_pg import LocalCluster
 
-    return LocalCluster(data_dir, durable=durable)
+    return LocalCluster(data_dir, durable=durable, settings=settings)

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from typing import Any
 
 import psycopg
 from pglast import ast
 from pglast.enums import A_Expr_Kind
+
+from kestrel_core.db import statements_beside
 
 from .allowlist import FILE_VIEWS, allowed_names
 from .guard import QueryRefused, walk
@@ -57,7 +58,7 @@ class Names:
 
 @cache
 def _resolve_sql() -> str:
-    return resources.files(__package__).joinpath("resolve.sql").read_text(encoding="utf-8")
+    return statements_beside(__file__)["resolve_names"]
 
 
 def _strings(items: Any) -> list[str]:

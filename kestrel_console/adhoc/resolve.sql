@@ -1,3 +1,4 @@
+-- name: resolve_names
 -- What the names of one ad-hoc query reach in the live catalog, as the session resolves them:
 -- the schemas of its search path (pg_catalog, the Kestrel schema, pg_temp), or the schema a
 -- name is qualified with. One row per object: kind, schema, name, signature, and for an

@@ -1,6 +1,7 @@
 """Talking to PostgreSQL: connections and pools and the errors a person can read, passwords
 masked by ``base.masking`` (``connection``), the engine's SQL rendered for one schema
-(``statements``), several statements in one round trip through libpq for the enqueue batch's
+(``statements``), the named statements kept in ``.sql`` files beside the modules that run
+them (``sql_files``), several statements in one round trip through libpq for the enqueue batch's
 hot path (``pipeline``), which errors mean the database is away (``outage``), versioned migrations
 and the schema's functions kept as code (``migrate``, ``migrations/NNNN_name.sql``,
 ``schema/functions/<name>.sql``), and the least-privilege roles (``roles``).
@@ -20,6 +21,7 @@ from kestrel_core.db.roles import (
     RolesReport,
     ensure_roles,
 )
+from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import check_schema_name, one_row, render
 
 __all__ = [
@@ -37,5 +39,6 @@ __all__ = [
     "one_row",
     "render",
     "resolve_dsn",
+    "statements_beside",
     "unavailable",
 ]

@@ -26,9 +26,16 @@ def nap(ctx, input):
     return input
 
 
+def timed_nap(ctx, input):
+    """Returns when it ran (wall clock), so the test sees overlaps exactly instead of sampling."""
+    began = time.time()
+    time.sleep(input["s"])
+    return {**input, "began": began, "ended": time.time()}
+
+
 N = os.environ.get("QUEUES_APP_N", "0")
 app.workflow(f"quick-{N}", queue="limited")(nap)
 app.workflow(f"rated-{N}", queue="rated")(nap)
-app.workflow(f"keyed-{N}", queue="keyed")(nap)
+app.workflow(f"keyed-{N}", queue="keyed")(timed_nap)
 app.workflow(f"minute-{N}", queue="per-minute")(nap)
 app.workflow(f"probe-{N}")(nap)  # default queue: shows this worker claimed again

@@ -1,0 +1,79 @@
+"""Named statements kept in ``.sql`` files beside the modules that run them (the engine's and
+the console's: one reader, one format).
+
+A module ``claim.py`` keeps its statements in ``claim.sql``, so that a DBA reads every
+statement the engine runs as SQL, each under its name and the comment that says why::
+
+    -- name: claim_ready
+    -- Why this statement looks the way it does (comment lines right after the name).
+    WITH picked AS (
+        SELECT ...
+    )
+    SELECT ...;
+
+A block runs from its ``-- name:`` line to the next one; the comment lines right after the
+name are its documentation, the rest is the statement (its final ``;`` dropped, so a block
+also pastes into psql as it stands). Lines before the first block are the file's own comment.
+Statements keep the engine's rendering markers (``{schema}``, ``{claim_is_current}``...:
+``statements.render``) and bound parameters (``%(name)s``); nothing here composes SQL.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from types import MappingProxyType
+
+_NAME = re.compile(r"^-- name: ([a-z][a-z0-9_]*)\s*$")
+
+
+class StatementFileError(Exception):
+    """A statements file that does not follow the format above (a packaging or editing error)."""
+
+
+def parse_statements(text: str, source: str = "<text>") -> Mapping[str, str]:
+    """Name -> statement text of one statements file."""
+    found: dict[str, str] = {}
+    name: str | None = None
+    body: list[str] = []
+    in_doc = False
+
+    def close() -> None:
+        if name is None:
+            return
+        statement = "\n".join(body).strip("\n").rstrip()
+        statement = statement.removesuffix(";").rstrip()
+        if not statement:
+            raise StatementFileError(f"{source}: statement {name!r} is empty")
+        found[name] = "\n" + statement + "\n"
+
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = _NAME.match(line)
+        if match:
+            close()
+            name, body, in_doc = match.group(1), [], True
+            if name in found:
+                raise StatementFileError(f"{source}:{number}: statement {name!r} is named twice")
+            continue
+        if name is None:
+            if line.strip() and not line.startswith("--"):
+                raise StatementFileError(f"{source}:{number}: SQL before the first '-- name:' line")
+            continue
+        if in_doc and line.startswith("--"):
+            continue
+        in_doc = False
+        body.append(line)
+    close()
+    return MappingProxyType(found)
+
+
+@cache
+def _read(path: Path) -> Mapping[str, str]:
+    return parse_statements(path.read_text(encoding="utf-8"), str(path))
+
+
+def statements_beside(module_file: str) -> Mapping[str, str]:
+    """The statements of the ``.sql`` file beside ``module_file`` (pass ``__file__``), read once."""
+    return _read(Path(module_file).with_suffix(".sql"))
