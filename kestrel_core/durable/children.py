@@ -25,7 +25,7 @@ from kestrel_core.base import tracing
 from kestrel_core.base.statuses import LIVE_STATUSES
 from kestrel_core.db.statements import notify_channel, one_row, render
 from kestrel_core.dispatch import keys
-from kestrel_core.dispatch.enqueue import PLACE_ONE
+from kestrel_core.dispatch.enqueue import PLACE_ONE, EnqueueOptions
 
 # Placed like any enqueue (enqueue.PLACE_ONE: the given queue, else the workflow's bound queue,
 # else the default; priority defaults to the queue's; a keyed child marks its queue keyed).
@@ -147,16 +147,13 @@ def start(
     position: int,
     name: str,
     input: Jsonb,
-    run_at: Any,
-    priority: int | None,
-    queue: str | None = None,
-    concurrency_key: str | None = None,
+    options: EnqueueOptions,
     version: str | None = None,
 ) -> int | None:
     """Insert the child and the parent's checkpoint; the child's id, None if the claim is lost.
 
-    ``queue``/``priority`` None: as for an enqueue (the bound queue, the queue's priority);
-    ``version`` None: any worker with the child workflow may run it."""
+    ``options.queue``/``priority`` None: as for an enqueue (the bound queue, the queue's
+    priority); ``version`` None: any worker with the child workflow may run it."""
     row = conn.execute(
         render(START_CHILD, schema),
         {
@@ -168,11 +165,11 @@ def start(
             "name": name,
             "input": input,
             "key": keys.child_key(execution_id, step_id),
-            "run_at": run_at,
-            "priority": priority,
+            "run_at": options.start_at(),
+            "priority": options.priority,
             "channel": notify_channel(schema),
-            "queue": queue,
-            "ckey": concurrency_key,
+            "queue": options.queue,
+            "ckey": options.concurrency_key,
             "version": version,
             # Tracing on: the child's runs continue the trace of the parent's run that started it.
             "trace": tracing.enqueued(name, 1) if tracing.state.on else None,
