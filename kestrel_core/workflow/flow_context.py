@@ -22,7 +22,7 @@ from kestrel_core.base.masking import first_line
 from kestrel_core.base.serialization import to_json
 from kestrel_core.dispatch.enqueue import MAX_DELAY, EnqueueOptions, check_workflow_name
 from kestrel_core.durable import checkpoint, children, events
-from kestrel_core.durable.checkpoint import Checkpoint
+from kestrel_core.durable.checkpoint import Checkpoint, Fence
 from kestrel_core.durable.children import ChildHandle, ChildState
 from kestrel_core.durable.events import Event
 from kestrel_core.workflow import offload
@@ -128,6 +128,10 @@ class FlowOperations:
     def _write(self, fn: Callable[[Any], T]) -> T:
         raise NotImplementedError
 
+    def _operation_at(self, step_id: str, position: int) -> Fence:
+        """Where operation ``step_id`` at ``position`` writes: this execution, under this claim."""
+        return Fence(self.execution_id, self._worker.worker_id, self._held.claim.claim_epoch, step_id, position)
+
     def start_child(
         self,
         name: str,
@@ -205,11 +209,7 @@ class FlowOperations:
             lambda c: children.start(
                 c,
                 self._worker.schema,
-                execution_id=self.execution_id,
-                worker_id=self._worker.worker_id,
-                claim_epoch=self._held.claim.claim_epoch,
-                step_id=op,
-                position=position,
+                self._operation_at(op, position),
                 name=name,
                 input=payload,
                 options=placed,
@@ -256,19 +256,8 @@ class FlowOperations:
         live = [h.execution_id for h in handles if not (h.execution_id in states and states[h.execution_id].done)]
         if live:
             self._boundary()
-            owned, parked = self._write(
-                lambda c: children.park(
-                    c,
-                    self._worker.schema,
-                    execution_id=self.execution_id,
-                    worker_id=self._worker.worker_id,
-                    claim_epoch=self._held.claim.claim_epoch,
-                    step_id=op,
-                    position=position,
-                    children=live,
-                    after=after,
-                )
-            )
+            at = self._operation_at(op, position)
+            owned, parked = self._write(lambda c: children.park(c, self._worker.schema, at, children=live, after=after))
             if not owned:
                 self._lost(f"wait {op!r} not parked")
             if parked:
@@ -290,17 +279,7 @@ class FlowOperations:
         failed = next((o for o in outcomes if o["status"] != "success"), None)
         error = None if failed is None else f"child execution {failed['child_id']} ended {failed['status']}"
         if not self._write(
-            lambda c: checkpoint.record(
-                c,
-                self._worker.schema,
-                execution_id=self.execution_id,
-                step_id=op,
-                worker_id=self._worker.worker_id,
-                claim_epoch=self._held.claim.claim_epoch,
-                position=position,
-                output=Jsonb(output),
-                error=error,
-            )
+            lambda c: checkpoint.record(c, self._worker.schema, self._operation_at(op, position), Jsonb(output), error)
         ):
             self._lost(f"wait {op!r} not checkpointed")
         self._remember(op, Checkpoint(output, position=position))
@@ -341,11 +320,7 @@ class FlowOperations:
                 lambda c: events.receive_or_park(
                     c,
                     self._worker.schema,
-                    execution_id=self.execution_id,
-                    worker_id=self._worker.worker_id,
-                    claim_epoch=self._held.claim.claim_epoch,
-                    step_id=op,
-                    position=position,
+                    self._operation_at(op, position),
                     key=key,
                     after_id=self._events_seen.get(key, 0),
                     after=checked_interval(timeout, f"the timeout of event wait {op!r}"),
