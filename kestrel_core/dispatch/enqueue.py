@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -197,69 +197,102 @@ def check_run_at(run_at: object) -> datetime | None:
     return run_at
 
 
-def resolve_run_at(run_at: datetime | None, delay: timedelta | None) -> datetime | None:
-    """The first claim's earliest time from ``run_at`` or ``delay`` (not both), checked."""
-    if run_at is not None and delay is not None:
-        raise InvalidArgument("give run_at or delay, not both")
-    if delay is not None:
-        if not isinstance(delay, timedelta):  # a bare number: seconds? minutes? say which type
-            raise InvalidArgument(
-                f"delay must be a datetime.timedelta, not {type(delay).__name__} "
-                f"({delay!r}): e.g. delay=timedelta(seconds=30)"
-            )
-        if delay > MAX_DELAY:
-            raise InvalidArgument(
-                f"delay too long ({delay.total_seconds():g} s; the limit is "
-                f"{MAX_DELAY.days} days = {MAX_DELAY.total_seconds():g} s)"
-            )
-        if delay < -MAX_DELAY:  # now + delay would leave the datetime range (OverflowError)
-            raise InvalidArgument(
-                f"delay too far in the past ({delay.total_seconds():g} s; at most {MAX_DELAY.days} days back)"
-            )
-        return datetime.now(UTC) + delay
-    return check_run_at(run_at)
+def check_delay(delay: object) -> timedelta | None:
+    """``delay`` if it is None or a timedelta within ``MAX_DELAY`` either way, else InvalidArgument."""
+    if delay is None:
+        return None
+    if not isinstance(delay, timedelta):  # a bare number: seconds? minutes? say which type
+        raise InvalidArgument(
+            f"delay must be a datetime.timedelta, not {type(delay).__name__} "
+            f"({delay!r}): e.g. delay=timedelta(seconds=30)"
+        )
+    if delay > MAX_DELAY:
+        raise InvalidArgument(
+            f"delay too long ({delay.total_seconds():g} s; the limit is "
+            f"{MAX_DELAY.days} days = {MAX_DELAY.total_seconds():g} s)"
+        )
+    if delay < -MAX_DELAY:  # now + delay would leave the datetime range (OverflowError)
+        raise InvalidArgument(
+            f"delay too far in the past ({delay.total_seconds():g} s; at most {MAX_DELAY.days} days back)"
+        )
+    return delay
 
 
-def placement(
-    workflows: Mapping[str, Any], name: str, queue: str | None, concurrency_key: str | None
-) -> dict[str, Any]:
-    """Queue and version for a new execution of ``name``: from this process's code when it
-    registers the workflow; else NULL, resolved in the database (the workflow's bound queue)
-    or left open (any version)."""
-    wf = workflows.get(name)
-    return {
-        "queue": queue or (wf.queue if wf else None),
-        "concurrency_key": concurrency_key,
-        "version": wf.version if wf else None,
-    }
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnqueueOptions:
+    """Where and when a new execution runs: the options of ``enqueue``, ``enqueue_many`` and
+    ``ctx.start_child``, which take them as keyword arguments or as ``options=EnqueueOptions(...)``.
+    Checked once, when built: a bad value is one InvalidArgument naming it. A ``delay`` counts
+    from each enqueue the value is used for, so one value can serve many calls.
+    """
+
+    idempotency_key: str | None = None
+    """A repeated key returns the first execution's id and inserts nothing (``enqueue`` only)."""
+    run_at: datetime | None = None
+    """The first claim's earliest time (or ``delay``, not both)."""
+    delay: timedelta | None = None
+    """The first claim waits this long after the enqueue (at most ``MAX_DELAY``)."""
+    priority: int | None = None
+    """Higher runs first (a 32-bit integer); None: the queue's default priority."""
+    queue: str | None = None
+    """None: the workflow's own queue, else ``default``."""
+    concurrency_key: str | None = None
+    """Executions with the same key run at most the queue's ``per_key`` at once (default 1)."""
+
+    def __post_init__(self) -> None:
+        if self.run_at is not None and self.delay is not None:
+            raise InvalidArgument("give run_at or delay, not both")
+        check_delay(self.delay)
+        check_run_at(self.run_at)
+        check_priority(self.priority)
+        check_idempotency_key(self.idempotency_key)
+        check_name(self.queue, "a queue name")
+        check_name(self.concurrency_key, "a concurrency key")
+
+    @classmethod
+    def of(cls, options: object, **given: Any) -> EnqueueOptions:
+        """The options of a call that takes both ``options=`` and the same keyword arguments
+        (``given``, None when not given): one or the other, not both."""
+        if options is None:
+            return cls(**given)
+        if not isinstance(options, EnqueueOptions):
+            raise InvalidArgument(f"options must be an EnqueueOptions, not {type(options).__name__} ({options!r})")
+        named = sorted(name for name, value in given.items() if value is not None)
+        if named:
+            raise InvalidArgument(f"give options= or {', '.join(named)}, not both")
+        return options
+
+    def start_at(self) -> datetime | None:
+        """The first claim's earliest time for an enqueue now (None: at once)."""
+        return datetime.now(UTC) + self.delay if self.delay is not None else self.run_at
+
+    def placed(self, workflows: Mapping[str, Any], name: str) -> tuple[EnqueueOptions, str | None]:
+        """These options with the queue of this process's code of ``name`` when none is given,
+        and that code's version; else the queue is resolved in the database (the workflow's
+        bound queue) and the version left open (any version)."""
+        wf = workflows.get(name)
+        if wf is None:
+            return self, None
+        return (self if self.queue or not wf.queue else replace(self, queue=wf.queue)), wf.version
 
 
 def rows(
     workflows: Mapping[str, Any],
     name: str,
     inputs: Sequence[Any],
+    options: EnqueueOptions | None = None,
     *,
     single: bool = False,
-    idempotency_key: str | None = None,
-    run_at: datetime | None = None,
-    delay: timedelta | None = None,
-    priority: int | None = None,
-    queue: str | None = None,
-    concurrency_key: str | None = None,
     version: str | None = None,
 ) -> list[Row]:
     """The checked rows of an enqueue of ``inputs`` (one row when ``single``): every argument
     is refused here, before the database is asked, so a batch never meets a bad one.
-    ``version`` None: this process's code of ``name`` (``placement``)."""
-    run_at = resolve_run_at(run_at, delay)
+    ``version`` None: this process's code of ``name`` (``EnqueueOptions.placed``)."""
+    options = options or EnqueueOptions()
+    run_at = options.start_at()
     check_workflow_name(name)
-    check_priority(priority)
-    check_idempotency_key(idempotency_key)
-    check_name(queue, "a queue name")
-    check_name(concurrency_key, "a concurrency key")
-    placed = placement(workflows, name, queue, concurrency_key)
-    if version is not None:
-        placed["version"] = check_text(version, "a version")
+    placed, code_version = options.placed(workflows, name)
+    version = code_version if version is None else check_text(version, "a version")
     if single:
         values = [to_json(inputs[0], f"the input of workflow {name!r}")]
     else:
@@ -271,12 +304,12 @@ def rows(
         Row(
             name,
             value,
-            idempotency_key,
+            placed.idempotency_key,
             run_at,
-            priority,
-            placed["queue"],
-            placed["concurrency_key"],
-            placed["version"],
+            placed.priority,
+            placed.queue,
+            placed.concurrency_key,
+            version,
             trace,
         )
         for value in values
@@ -457,25 +490,9 @@ def enqueue_many(
     schema: str,
     name: str,
     inputs: Sequence[Any],
+    options: EnqueueOptions | None = None,
     *,
-    run_at: datetime | None = None,
-    priority: int | None = None,
-    queue: str | None = None,
-    concurrency_key: str | None = None,
     version: str | None = None,
 ) -> list[int]:
     """Insert one execution per input on ``conn`` in a single round trip; ids in input order."""
-    return write(
-        conn,
-        schema,
-        rows(
-            {},
-            name,
-            inputs,
-            run_at=run_at,
-            priority=priority,
-            queue=queue,
-            concurrency_key=concurrency_key,
-            version=version,
-        ),
-    )
+    return write(conn, schema, rows({}, name, inputs, options, version=version))

@@ -94,6 +94,30 @@ class Checkpoint:
         return self.decision == ("approved" if approved else "rejected") and self.decided_by == by
 
 
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """Where one durable operation writes: the execution, the claim that fences the write
+    (owner and epoch: a write under a claim no longer current changes nothing), and the
+    operation's step id and position among the execution's durable operations."""
+
+    execution_id: int
+    worker_id: str
+    claim_epoch: int
+    step_id: str
+    position: int
+
+    def params(self, **more: Any) -> dict[str, Any]:
+        """A fenced statement's parameters: these, named as the statements name them, and ``more``."""
+        return {
+            "eid": self.execution_id,
+            "worker_id": self.worker_id,
+            "claim_epoch": self.claim_epoch,
+            "step": self.step_id,
+            "position": self.position,
+            **more,
+        }
+
+
 def load(
     conn: psycopg.Connection, schema: str, execution_id: int, *, worker_id: str, claim_epoch: int
 ) -> dict[str, Checkpoint] | None:
@@ -107,33 +131,11 @@ def load(
     return {row[0]: Checkpoint(*row[1:]) for row in rows if row[0] is not None}
 
 
-def record(
-    conn: psycopg.Connection,
-    schema: str,
-    *,
-    execution_id: int,
-    step_id: str,
-    worker_id: str,
-    claim_epoch: int,
-    position: int,
-    output: Jsonb,
-    error: str | None = None,
-) -> bool:
+def record(conn: psycopg.Connection, schema: str, at: Fence, output: Jsonb, error: str | None = None) -> bool:
     """Write a checkpoint that is not a step's; False when the claim is no longer ours.
 
     With ``error`` it counts as failed: a requeue deletes it and the replay looks again."""
-    row = conn.execute(
-        render(RECORD, schema),
-        {
-            "eid": execution_id,
-            "step": step_id,
-            "worker_id": worker_id,
-            "claim_epoch": claim_epoch,
-            "position": position,
-            "output": output,
-            "error": error,
-        },
-    ).fetchone()
+    row = conn.execute(render(RECORD, schema), at.params(output=output, error=error)).fetchone()
     return bool(row and row[0])
 
 

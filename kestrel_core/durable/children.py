@@ -25,7 +25,8 @@ from kestrel_core.base import tracing
 from kestrel_core.base.statuses import LIVE_STATUSES
 from kestrel_core.db.statements import notify_channel, one_row, render
 from kestrel_core.dispatch import keys
-from kestrel_core.dispatch.enqueue import PLACE_ONE
+from kestrel_core.dispatch.enqueue import PLACE_ONE, EnqueueOptions
+from kestrel_core.durable.checkpoint import Fence
 
 # Placed like any enqueue (enqueue.PLACE_ONE: the given queue, else the workflow's bound queue,
 # else the default; priority defaults to the queue's; a keyed child marks its queue keyed).
@@ -139,44 +140,32 @@ class ChildState:
 def start(
     conn: psycopg.Connection,
     schema: str,
+    at: Fence,
     *,
-    execution_id: int,
-    worker_id: str,
-    claim_epoch: int,
-    step_id: str,
-    position: int,
     name: str,
     input: Jsonb,
-    run_at: Any,
-    priority: int | None,
-    queue: str | None = None,
-    concurrency_key: str | None = None,
+    options: EnqueueOptions,
     version: str | None = None,
 ) -> int | None:
     """Insert the child and the parent's checkpoint; the child's id, None if the claim is lost.
 
-    ``queue``/``priority`` None: as for an enqueue (the bound queue, the queue's priority);
-    ``version`` None: any worker with the child workflow may run it."""
+    ``options.queue``/``priority`` None: as for an enqueue (the bound queue, the queue's
+    priority); ``version`` None: any worker with the child workflow may run it."""
     row = conn.execute(
         render(START_CHILD, schema),
-        {
-            "eid": execution_id,
-            "worker_id": worker_id,
-            "claim_epoch": claim_epoch,
-            "step": step_id,
-            "position": position,
-            "name": name,
-            "input": input,
-            "key": keys.child_key(execution_id, step_id),
-            "run_at": run_at,
-            "priority": priority,
-            "channel": notify_channel(schema),
-            "queue": queue,
-            "ckey": concurrency_key,
-            "version": version,
+        at.params(
+            name=name,
+            input=input,
+            key=keys.child_key(at.execution_id, at.step_id),
+            run_at=options.start_at(),
+            priority=options.priority,
+            channel=notify_channel(schema),
+            queue=options.queue,
+            ckey=options.concurrency_key,
+            version=version,
             # Tracing on: the child's runs continue the trace of the parent's run that started it.
-            "trace": tracing.enqueued(name, 1) if tracing.state.on else None,
-        },
+            trace=tracing.enqueued(name, 1) if tracing.state.on else None,
+        ),
     ).fetchone()
     row = one_row(row, "START_CHILD")
     return row[1] if row[0] else None
@@ -189,30 +178,12 @@ def states(conn: psycopg.Connection, schema: str, execution_id: int) -> dict[int
 
 
 def park(
-    conn: psycopg.Connection,
-    schema: str,
-    *,
-    execution_id: int,
-    worker_id: str,
-    claim_epoch: int,
-    step_id: str,
-    position: int,
-    children: list[int],
-    after: timedelta | None,
+    conn: psycopg.Connection, schema: str, at: Fence, *, children: list[int], after: timedelta | None
 ) -> tuple[bool, bool]:
     """Park on ``children``: (claim still ours, parked). Not parked: they all finished."""
     row = conn.execute(
         render(PARK_ON_CHILDREN, schema),
-        {
-            "eid": execution_id,
-            "worker_id": worker_id,
-            "claim_epoch": claim_epoch,
-            "step": step_id,
-            "position": position,
-            "ids": children,
-            "details": Jsonb({"children": children}),
-            "after": after,
-        },
+        at.params(ids=children, details=Jsonb({"children": children}), after=after),
     ).fetchone()
     row = one_row(row, "PARK_ON_CHILDREN")
     return bool(row[0]), bool(row[1])

@@ -24,6 +24,7 @@ from kestrel_core.base.errors import InvalidArgument
 from kestrel_core.base.serialization import to_json
 from kestrel_core.db.statements import one_row, render
 from kestrel_core.dispatch.keys import check_name
+from kestrel_core.durable.checkpoint import Fence
 
 KEY_LOCK = "SELECT pg_advisory_xact_lock(hashtext('kestrel.event:' || %(key)s))"
 
@@ -88,33 +89,13 @@ class Event:
 
 
 def receive_or_park(
-    conn: psycopg.Connection,
-    schema: str,
-    *,
-    execution_id: int,
-    worker_id: str,
-    claim_epoch: int,
-    step_id: str,
-    position: int,
-    key: str,
-    after_id: int,
-    after: timedelta | None,
+    conn: psycopg.Connection, schema: str, at: Fence, *, key: str, after_id: int, after: timedelta | None
 ) -> tuple[bool, Any]:
     """(claim still ours, the received event's checkpoint or None when parked)."""
     with conn.transaction():
         conn.execute(KEY_LOCK, {"key": key})
         row = conn.execute(
-            render(RECEIVE_OR_PARK, schema),
-            {
-                "eid": execution_id,
-                "worker_id": worker_id,
-                "claim_epoch": claim_epoch,
-                "step": step_id,
-                "position": position,
-                "key": key,
-                "after_id": after_id,
-                "after": after,
-            },
+            render(RECEIVE_OR_PARK, schema), at.params(key=key, after_id=after_id, after=after)
         ).fetchone()
     row = one_row(row, "RECEIVE_OR_PARK")
     return bool(row[0]), row[1]

@@ -13,6 +13,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from kestrel_core.db.statements import render
+from kestrel_core.durable.checkpoint import Fence
 
 PARK = """
 WITH fence AS (
@@ -35,28 +36,12 @@ SELECT EXISTS (SELECT 1 FROM fence)
 def park(
     conn: psycopg.Connection,
     schema: str,
+    at: Fence,
     *,
-    execution_id: int,
-    worker_id: str,
-    claim_epoch: int,
-    step_id: str,
     kind: str,
     after: timedelta | None,
     details: Jsonb | None = None,
-    position: int | None = None,
 ) -> bool:
     """Create the wait and set the execution ``waiting``; False when the claim is no longer ours."""
-    row = conn.execute(
-        render(PARK, schema),
-        {
-            "eid": execution_id,
-            "worker_id": worker_id,
-            "claim_epoch": claim_epoch,
-            "step": step_id,
-            "kind": kind,
-            "after": after,
-            "details": details,
-            "position": position,
-        },
-    ).fetchone()
+    row = conn.execute(render(PARK, schema), at.params(kind=kind, after=after, details=details)).fetchone()
     return bool(row and row[0])
