@@ -1,12 +1,12 @@
 """Rendering of the engine's SQL for one schema.
 
-The engine's statements are module-level constants written for ``psycopg.sql.SQL.format``:
-they name tables as ``{schema}.table`` and paste shared fragments by name
-(``{claim_is_current}``, ``{async_commit}``, ``{live_statuses}``...: ``fragments``); literal braces
-are written ``{{`` ``}}``. The schema is configuration, never user data: it is validated as a
-plain identifier and composed as ``sql.Identifier``. Each (statement, schema) pair is composed
-once per process and cached, so the hot path never re-composes; every value travels as a bound
-parameter.
+The engine's statements, kept in ``.sql`` files beside the modules that run them (``sql_files``),
+are written for ``psycopg.sql.SQL.format``: they name tables as ``{schema}.table`` and paste
+shared fragments by name (``{claim_is_current}``, ``{async_commit}``, ``{live_statuses}``...:
+``fragments``, the blocks of statements.sql); literal braces are written ``{{`` ``}}``. The
+schema is configuration, never user data: it is validated as a plain identifier and composed as
+``sql.Identifier``. Each (statement, schema) pair is composed once per process and cached, so
+the hot path never re-composes; every value travels as a bound parameter.
 """
 
 from __future__ import annotations
