@@ -14,12 +14,17 @@ Keep these names stable: other test modules import them (add, don't rename).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
+
+from kestrel_core import Kestrel
+from tests.waiting import wait_for
 
 # ---------------------------------------------------------------------------------------------
 # What seed_history wrote
@@ -776,6 +781,16 @@ def seed_bulk_finished(
     return BulkFacts(first, last, len(ids))
 
 
+PARENT = "INSERT INTO workflow_executions (workflow_name, status) VALUES ('fan', 'waiting') RETURNING id"
+CHILD = "INSERT INTO workflow_executions (workflow_name, status, parent_id) VALUES (%s, %s, %s) RETURNING id"
+
+
+def seed_family(conn: psycopg.Connection, children: list[tuple[str, str]]) -> tuple[int, list[int]]:
+    """A ``fan`` execution waiting on its children, one a (workflow, status); (its id, theirs)."""
+    parent = conn.execute(PARENT).fetchone()[0]
+    return parent, [conn.execute(CHILD, (name, status, parent)).fetchone()[0] for name, status in children]
+
+
 def cancelled_mid_step(app: Any, db: psycopg.Connection) -> int:
     """An execution claimed by a worker, one step finished and one running, then cancelled."""
     eid = app.enqueue("deploy", {"env": "prod"})
@@ -806,3 +821,24 @@ def waiting_on_gate(db: psycopg.Connection, gate: str = "approve-fix") -> int:
     ).fetchone()[0]
     db.execute("INSERT INTO workflow_waits (execution_id, step_id, kind) VALUES (%s, %s, 'approval')", (eid, gate))
     return eid
+
+
+@contextmanager
+def awaiting_payment(dsn: str) -> Iterator[tuple[Kestrel, int]]:
+    """An execution of ``checkout`` waiting for the event ``payment:A-17`` (its output will be
+    the event's payload), a worker running: (the app, the execution's id)."""
+    app = Kestrel(dsn)
+
+    @app.workflow("checkout")
+    def checkout(ctx: Any, order: str) -> Any:
+        return ctx.wait_for_event(f"payment:{order}").payload
+
+    worker = app.worker(concurrency=1, poll_interval=0.2, sweep_interval=0.2)
+    worker.start()
+    try:
+        eid = app.enqueue("checkout", "A-17")
+        wait_for(lambda: app.get(eid).status == "waiting", what="the execution to wait for its event")
+        yield app, eid
+    finally:
+        worker.stop()
+        app.close()

@@ -8,24 +8,14 @@ from kestrel_console.tui.screens.executions import ExecutionsScreen
 from kestrel_console.tui.widgets.comment import CommentModal
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 from kestrel_console.tui.widgets.json_input import JsonModal
-from kestrel_core import Kestrel
+from tests.seed import awaiting_payment
 from tests.waiting import wait_for as wait_until
 
 from .helpers import SIZE, actions_settled, console, open_screen, rows, wait_for
 
 
 async def test_v_sends_an_event_and_the_waiting_execution_resumes(dsn, db):
-    app = Kestrel(dsn)
-
-    @app.workflow("checkout")
-    def checkout(ctx, order):
-        return ctx.wait_for_event(f"payment:{order}").payload
-
-    worker = app.worker(concurrency=1, poll_interval=0.2, sweep_interval=0.2)
-    worker.start()
-    try:
-        eid = app.enqueue("checkout", "A-17")
-        wait_until(lambda: app.get(eid).status == "waiting")
+    with awaiting_payment(dsn) as (app, eid):
         tui = console(dsn)
         async with tui.run_test(size=SIZE) as pilot:
             screen = await open_screen(pilot, "2", ExecutionsScreen)
@@ -46,6 +36,3 @@ async def test_v_sends_an_event_and_the_waiting_execution_resumes(dsn, db):
         assert rows(db, "SELECT key, payload, sent_by FROM workflow_events") == [
             ("payment:A-17", {"amount": 30}, "tui-tester")
         ]
-    finally:
-        worker.stop()
-        app.close()
