@@ -123,12 +123,19 @@ def test_a_stale_checkpoint_is_caught(chaos_db: psycopg.Connection) -> None:
     assert any("a stale claim checkpointed" in v for v in verdict.violations), verdict.violations
 
 
-def test_a_duplicate_needs_a_disruption_to_explain_it(chaos_db: psycopg.Connection) -> None:
+def s0_run_twice(chaos_db: psycopg.Connection) -> float:
+    """Execution k1's s0 run by w1 (epoch 1, no checkpoint) 100 s ago, then again by w2 (epoch
+    2), which finished it: a duplicate. When w1 ran it."""
     eid = execution(chaos_db, "k1", owner="w2", epoch=2, nonces=[11, 12])
     ran_at = time.time() - 100
     step(chaos_db, eid, "s0", nonce=10, owner="w1", epoch=1, at=ran_at, checkpoint=False)
     step(chaos_db, eid, "s0", nonce=11, owner="w2", epoch=2)
     step(chaos_db, eid, "s1", nonce=12, owner="w2", epoch=2)
+    return ran_at
+
+
+def test_a_duplicate_needs_a_disruption_to_explain_it(chaos_db: psycopg.Connection) -> None:
+    ran_at = s0_run_twice(chaos_db)
 
     unexplained = verify(chaos_db, {"k1"}, [], LEASE)
     assert unexplained.duplicates == 1
@@ -242,11 +249,7 @@ def test_a_freeze_explains_only_the_runs_it_cut_off(chaos_db: psycopg.Connection
 
 
 def test_a_kill_explains_only_a_run_in_flight(chaos_db: psycopg.Connection) -> None:
-    eid = execution(chaos_db, "k1", owner="w2", epoch=2, nonces=[11, 12])
-    ran_at = time.time() - 100
-    step(chaos_db, eid, "s0", nonce=10, owner="w1", epoch=1, at=ran_at, checkpoint=False)
-    step(chaos_db, eid, "s0", nonce=11, owner="w2", epoch=2)
-    step(chaos_db, eid, "s1", nonce=12, owner="w2", epoch=2)
+    ran_at = s0_run_twice(chaos_db)
     assert not verify(chaos_db, {"k1"}, [Disruption("kill", "w1", ran_at + 60, ran_at + 60)], LEASE).ok
 
 
