@@ -11,14 +11,12 @@ from kestrel_console.tui.widgets.json_input import JsonModal
 from tests.seed import awaiting_payment
 from tests.waiting import wait_for as wait_until
 
-from .helpers import SIZE, actions_settled, console, open_screen, rows, wait_for
+from .helpers import actions_settled, on_screen, rows, wait_for
 
 
 async def test_v_sends_an_event_and_the_waiting_execution_resumes(dsn, db):
     with awaiting_payment(dsn) as (app, eid):
-        tui = console(dsn)
-        async with tui.run_test(size=SIZE) as pilot:
-            screen = await open_screen(pilot, "2", ExecutionsScreen)
+        async with on_screen(dsn, "2", ExecutionsScreen) as (tui, pilot, screen):
             await pilot.press("v")
             await wait_for(pilot, lambda: isinstance(tui.screen, CommentModal))
             await pilot.press(*"payment:A-17", "enter")
