@@ -100,7 +100,7 @@ def search_statement(
             add("from", from_id=bounds["from_id"], from_at=bounds["from_at"])
         if bounds.get("until_at") is not None:
             add("until", until_id=bounds["until_id"], until_at=bounds["until_at"])
-    where = sql.SQL("\n   AND ").join(conditions) if conditions else sql.SQL(NO_CONDITION)
+    where = sql.SQL(_SQL["condition_join"]).join(conditions) if conditions else sql.SQL(NO_CONDITION)
     schema = sql.SQL("{schema}")
     source: sql.Composable = sql.SQL(WHOLE_TABLE)
     if f.text:

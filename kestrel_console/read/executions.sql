@@ -61,6 +61,10 @@ SELECT e.id, e.workflow_name, e.status, e.created_at
         OR EXISTS (SELECT 1 FROM {schema}.workflow_waits AS w
                     WHERE w.execution_id = e.id AND strpos(lower(w.step_id), lower(%(text)s::text)) > 0 OFFSET 0))
 
+-- name: condition_join
+-- Between the keys' conditions (KEY_CONDITIONS, INPUT_CONTAINS): every one holds.
+AND
+
 -- name: input_contains
 -- input.x=v: the input contains one of the documents (search.InputMatch.documents).
 e.input @> ANY({documents}::jsonb[])
