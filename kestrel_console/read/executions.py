@@ -39,17 +39,12 @@ KEY_CONDITIONS = {
 }
 INPUT_CONTAINS = _SQL["input_contains"]
 NO_CONDITION = _SQL["no_condition"]
-
 ID_BOUNDS = _SQL["id_bounds"]
 WINDOW_SKEW = "5 minutes"
 EXPLAIN_JSON = _SQL["explain_json"]
-
 WORKFLOW_NAMES = _SQL["workflow_names"]
-
 EXECUTION = _SQL["execution"]
-
 BRIEF = _SQL["brief"]
-
 STEPS = _SQL["steps"]
 
 

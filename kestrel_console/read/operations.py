@@ -27,25 +27,15 @@ from .workers import DEFAULT_BEAT_S, WORKERS, worker_state
 _SQL = statements_beside(__file__)
 
 READY = _SQL["ready"]
-
 RUNNING = _SQL["running"]
-
 WAITING = _SQL["waiting"]
-
 PAUSED = _SQL["paused"]
-
 FINISHED = _SQL["finished"]
-
 PENDING_APPROVALS_BY_WORKFLOW = _SQL["pending_approvals_by_workflow"]
-
 QUEUE_LIMITS = _SQL["queue_limits"]
-
 LIVE_WORKERS = _SQL["live_workers"]
-
 UNTIL = on_data_clock(_SQL["until"]) + _SQL["until_now_column"]
-
 FINISHED_SINCE = on_data_clock(_SQL["finished_since"])
-
 ATTEMPTS_SINCE = on_data_clock(_SQL["attempts_since"])
 
 

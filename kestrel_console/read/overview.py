@@ -40,11 +40,8 @@ QUEUE_DEPTH_PART = LivePart(
 QUEUE_DEPTH = statement(QUEUE_DEPTH_PART)
 
 PENDING_APPROVALS = _SQL["pending_approvals"]
-
 APPROVALS_SUMMARY = _SQL["approvals_summary"]
-
 PAUSED_QUEUES = _SQL["paused_queues"]
-
 ERRORS_SINCE = _SQL["errors_since"]
 
 ACTIVITY_T0 = _SQL["activity_t0"]

@@ -23,7 +23,6 @@ from .session import ReaderSession
 _SQL = statements_beside(__file__)
 
 REPLICA_STATE = _SQL["replica_state"]
-
 DATA_NOW = _SQL["data_now"].strip()  # one line: it replaces now() wherever that is written
 
 

@@ -43,7 +43,6 @@ class ReadTimeout(KestrelError):
 
 
 SET_SESSION = _SQL["set_session"]
-
 NOW = _SQL["now"]
 
 # psycopg prepares a statement only when asked (``prepare=True``): the Reader's statements are

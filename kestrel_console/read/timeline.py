@@ -12,7 +12,6 @@ from .session import ReaderSession
 _SQL = statements_beside(__file__)
 
 TIMELINE = _SQL["timeline"]
-
 EXECUTION_ACTIONS = _SQL["execution_actions"]
 
 
