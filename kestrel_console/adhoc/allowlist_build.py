@@ -30,38 +30,20 @@ from pathlib import Path
 
 import psycopg
 
+from kestrel_core.db import statements_beside
+
+_SQL = statements_beside(__file__)
+
 HERE = Path(__file__).resolve().parent
 ALLOWED_FILE = HERE / "allowed_functions.txt"
 CATALOG_FILE = HERE / "catalog_functions.txt"
 OPERATORS_FILE = HERE / "allowed_operators.txt"
 TYPES_FILE = HERE / "catalog_types.txt"
 
-# One row per pg_catalog function name: whether every overload is safe by volatility and kind,
-# and whether one of them takes SQL as text (an argument named query/sql, or a refcursor).
-CATALOG = r"""
-SELECT p.proname,
-       bool_and(p.provolatile IN ('i', 's') AND p.prokind IN ('f', 'a', 'w')) AS safe_kind,
-       bool_or('refcursor'::regtype = ANY (p.proargtypes::oid[])
-               OR coalesce(array_to_string(p.proargnames, ' ') ~* '\m(query|sql|cursor)\M', false))
-           AS takes_sql
-  FROM pg_proc p
- WHERE p.pronamespace = 'pg_catalog'::regnamespace
- GROUP BY p.proname
- ORDER BY p.proname
-"""
-VERSION = "SELECT current_setting('server_version')"
-# One row per pg_catalog operator name: its functions, every overload's.
-OPERATORS = """
-SELECT o.oprname, array_agg(DISTINCT p.proname ORDER BY p.proname)
-  FROM pg_operator o JOIN pg_proc p ON p.oid = o.oprcode
- WHERE o.oprnamespace = 'pg_catalog'::regnamespace
-   AND p.pronamespace = 'pg_catalog'::regnamespace
- GROUP BY o.oprname
-HAVING count(*) = (SELECT count(*) FROM pg_operator x
-                    WHERE x.oprname = o.oprname AND x.oprnamespace = 'pg_catalog'::regnamespace)
- ORDER BY o.oprname
-"""
-TYPES = "SELECT typname FROM pg_type WHERE typnamespace = 'pg_catalog'::regnamespace ORDER BY typname"
+CATALOG = _SQL["catalog"]
+VERSION = _SQL["version"]
+OPERATORS = _SQL["operators"]
+TYPES = _SQL["types"]
 
 # Reviewed exclusions: (why, pattern). A name matching any pattern is never allowed, whatever
 # its volatility says.

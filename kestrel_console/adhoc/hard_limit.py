@@ -30,8 +30,11 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from kestrel_core import KestrelError
+from kestrel_core.db import statements_beside
 
 from .backend_memory import MEMORY_LIMIT_MB, BackendMemory, probe
+
+_SQL = statements_beside(__file__)
 
 __all__ = ["ABANDON_AFTER_S", "CANCEL_AFTER_S", "HARD_GRACE_S", "TERMINATE_AFTER_S", "HardLimit", "QueryTimeout"]
 
@@ -40,7 +43,7 @@ TERMINATE_AFTER_S = 2.0
 ABANDON_AFTER_S = 2.0
 HARD_GRACE_S = CANCEL_AFTER_S + TERMINATE_AFTER_S + ABANDON_AFTER_S
 SAMPLE_S = 0.05
-TERMINATE = "SELECT pg_terminate_backend(%s)"
+TERMINATE = _SQL["terminate"]
 
 
 class QueryTimeout(KestrelError):

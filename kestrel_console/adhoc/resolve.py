@@ -31,6 +31,7 @@ from typing import Any
 import psycopg
 from pglast import ast
 from pglast.enums import A_Expr_Kind
+from psycopg import sql
 
 from kestrel_core.db import statements_beside
 
@@ -124,8 +125,17 @@ def check_names(conn: psycopg.Connection, names: Names, schema: str, _depth: int
         )
     for kind, nsp, name, what, definition, _, _ in rows:
         if kind in ("relation", "policy") and definition is not None:
-            text = definition if kind == "relation" else f"SELECT ({definition})"
+            text = definition if kind == "relation" else _policy_query(definition)
             _check_definition(conn, f"{nsp}.{name}", kind, what, text, schema, _depth)
+
+
+def _policy_query(expression: str) -> str:
+    """A policy's USING expression as a query the guard checks (text from the catalog, never run)."""
+    return (
+        sql.SQL(statements_beside(__file__)["policy_query"].strip())
+        .format(expression=sql.SQL(expression))
+        .as_string(None)
+    )
 
 
 def _check_definition(

@@ -54,3 +54,8 @@ SELECT 'cast', fn.nspname, f.proname, format('%%s AS %%s', c.castsource::regtype
   JOIN pg_type d ON d.oid = c.casttarget
  WHERE (c.oid >= 16384 OR f.oid >= 16384)
    AND (c.castcontext <> 'e' OR s.typname = ANY (%(types)s::text[]) OR d.typname = ANY (%(types)s::text[]))
+
+-- name: policy_query
+-- A table's row security policy (its USING expression, deparsed by the server) as a query the
+-- guard checks like the operator's own: what reading the table runs. Never sent to the server.
+SELECT ({expression});

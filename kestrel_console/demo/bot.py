@@ -14,26 +14,16 @@ from datetime import timedelta
 import psycopg
 
 from kestrel_core import Kestrel, KestrelError
-from kestrel_core.db import render
+from kestrel_core.db import render, statements_beside
 
 from .background import BackgroundLoop
+
+_SQL = statements_beside(__file__)
 
 BOT_NAME = "demo-bot"
 LEFT_FOR_HUMANS = "critical"
 
-# Open approval gates of the demo's incidents that have waited at least %(min_age)s.
-PENDING_GATES = """
-SELECT w.execution_id, w.step_id, w.details ->> 'risk' AS risk
-FROM {schema}.workflow_waits w
-JOIN {schema}.workflow_executions e ON e.id = w.execution_id
-WHERE w.kind = 'approval' AND w.resolved_at IS NULL
-  AND e.status = 'waiting'
-  AND e.workflow_name = %(workflow)s
-  AND coalesce(e.input ->> 'severity', '') <> %(left_for_humans)s
-  AND w.created_at < now() - %(min_age)s
-ORDER BY w.created_at
-LIMIT 20
-"""
+PENDING_GATES = _SQL["pending_gates"]
 
 
 class BotOperator(BackgroundLoop):

@@ -23,17 +23,19 @@ from psycopg.conninfo import make_conninfo
 
 from kestrel_console.embedded_pg import LocalCluster, default_data_dir
 from kestrel_core import KestrelError
-from kestrel_core.db import DEFAULT_READER_ROLE, connect, describe_target
+from kestrel_core.db import DEFAULT_READER_ROLE, connect, describe_target, statements_beside
+
+_SQL = statements_beside(__file__)
 
 DEMO_DATABASE = "kestrel_demo"
 # Beside the server's own files: the pid of the demo that started the server.
 DEMO_PID_FILE = "kestrel_demo.pid"
-DROP_SCHEMA = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE")
+DROP_SCHEMA = sql.SQL(_SQL["drop_schema"])
 # The login the demo's ad-hoc SQL runs on (trust authentication on 127.0.0.1: no password).
 DEMO_READER_LOGIN = "kestrel_demo_reader"
-LOGIN_EXISTS = "SELECT 1 FROM pg_roles WHERE rolname = %s"
-CREATE_LOGIN = sql.SQL("CREATE ROLE {login} LOGIN IN ROLE {role}")
-GRANT_ROLE = sql.SQL("GRANT {role} TO {login}")
+LOGIN_EXISTS = _SQL["login_exists"]
+CREATE_LOGIN = sql.SQL(_SQL["create_login"])
+GRANT_ROLE = sql.SQL(_SQL["grant_role"])
 
 
 class DemoRefused(KestrelError):

@@ -19,17 +19,15 @@ from typing import TextIO
 import psycopg
 
 from kestrel_core import STATUSES, Kestrel, KestrelError, mask_dsn
-from kestrel_core.db import one_row, render
+from kestrel_core.db import one_row, render, statements_beside
+
+_SQL = statements_beside(__file__)
 
 ENGINE_LOGGER = "kestrel"
 DRIVER_LOGGER = "psycopg"  # the pools warn there when the database goes away
 
-STATUS_COUNTS = """
-SELECT status, count(*) FROM {schema}.workflow_executions GROUP BY status
-"""
-PENDING_APPROVALS = """
-SELECT count(*) FROM {schema}.workflow_waits WHERE kind = 'approval' AND resolved_at IS NULL
-"""
+STATUS_COUNTS = _SQL["status_counts"]
+PENDING_APPROVALS = _SQL["pending_approvals"]
 
 _FIELD = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\S+)")
 _QUIET_EVENTS = {"claimed", "worker_started", "worker_stopped", "shutdown_requested", "waits_due"}

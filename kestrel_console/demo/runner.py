@@ -24,7 +24,7 @@ from rich.status import Status
 
 from kestrel_console.settings import Settings
 from kestrel_core import Kestrel, KestrelError, mask_dsn
-from kestrel_core.db import one_row, render
+from kestrel_core.db import one_row, render, statements_beside
 from kestrel_core.engine import SignalRelay, Worker
 
 from .bot import BotOperator
@@ -33,13 +33,10 @@ from .events import EventPrinter, silence_engine_logs, worker_events_printed
 from .trickle import Trickle, seed
 from .workflows import REMEDIATE, build_app
 
-# The whole run time of one execution (started, or enqueued if never started, to finished):
-# the worker's log gives only the last claim's, 0.0 s for one resumed after a wait.
-RUN_TIME = """
-SELECT extract(epoch FROM finished_at - coalesce(started_at, created_at))::float8
-  FROM {schema}.workflow_executions WHERE id = %(id)s AND finished_at IS NOT NULL
-"""
-EARLIER_RUNS = "SELECT count(*) FROM {schema}.workflow_executions"
+_SQL = statements_beside(__file__)
+
+RUN_TIME = _SQL["run_time"]
+EARLIER_RUNS = _SQL["earlier_runs"]
 WORKER_LEASE = timedelta(seconds=10)
 STOP_GRACE = timedelta(seconds=3)
 TUI_MODULE = "kestrel_console.cli.tui_command"

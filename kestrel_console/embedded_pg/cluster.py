@@ -16,6 +16,8 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from kestrel_core.db import statements_beside
+
 from .account import prepare_data_dir, pwd, running_as_root, server_account
 from .binaries import BIN_ENV, find_bin_dir, pgserver_bin_dir
 from .config import CONF_NAME, INCLUDE_LINE, Setting, setting_value, settings_file
@@ -31,6 +33,8 @@ from .process import (
     send_signal,
 )
 
+_SQL = statements_beside(__file__)
+
 SUPERUSER = "postgres"
 LOG_NAME = "server.log"
 LOG_TAIL_LINES = 25
@@ -38,9 +42,9 @@ STOP_MODES = ("smart", "fast", "immediate")
 MAX_SOCKET_PATH = 107  # sun_path is 108 bytes on Linux, including the final NUL
 PORT_CLASH = "Address already in use"
 
-DATABASE_EXISTS = "SELECT 1 FROM pg_database WHERE datname = %s"
-CREATE_DATABASE = sql.SQL("CREATE DATABASE {}")
-DROP_DATABASE = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+DATABASE_EXISTS = _SQL["database_exists"]
+CREATE_DATABASE = sql.SQL(_SQL["create_database"])
+DROP_DATABASE = sql.SQL(_SQL["drop_database"])
 
 _REMEMBERED_PORT = re.compile(r"^port = (\d+)\s*$", re.MULTILINE)
 _SERVER_VERSION = re.compile(r"\(PostgreSQL\) (\d+)(?:\.(\d+))?")

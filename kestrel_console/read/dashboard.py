@@ -19,6 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from psycopg import sql
+
+from kestrel_core.db import statements_beside
+
 from .live_rows import LIVE, LivePart, live_ctes, ordered
 from .overview import (
     ACTIVITY_PART,
@@ -39,6 +43,8 @@ from .workers import (
     WORKERS_PART,
     worker_state,
 )
+
+_SQL = statements_beside(__file__)
 
 # The parts of the one statement, each with its rows in the order its separate read returns them.
 PARTS: tuple[LivePart, ...] = (
@@ -80,18 +86,26 @@ def _statement() -> str:
     in its order), then the parts' rows in one wide row type, each part's rows in its order."""
     ctes = [live_ctes(tuple(LIVE), materialized=True)]
     ctes += [p.ctes.strip() for p in PARTS if p.ctes]
-    selects = []
+    selects: list[sql.Composable] = []
     for p in PARTS:
-        # Ordered inside only for a LIMIT; ``ord`` numbers the rows in the part's order.
-        window = f"ORDER BY {p.order}" if p.order else ""
+        name = sql.SQL(p.name)
+        window = sql.SQL(_SQL["window_order"]).format(order=sql.SQL(p.order)) if p.order else sql.SQL("")
         rows = ordered(p) if p.limit else p.body
-        ctes.append(f"p_{p.name} AS (SELECT x.*, row_number() OVER ({window}) AS ord FROM ({rows}) AS x)")
-        held = {slot: name for name, slot in SLOTS_OF[p.name]}
-        values = ", ".join(
-            f"p.{held[slot]}::{t} AS {slot}" if slot in held else f"NULL::{t} AS {slot}" for slot, t in _slot_list
+        part_rows = sql.SQL(_SQL["part_rows"]).format(name=name, window=window, rows=sql.SQL(rows))
+        ctes.append(part_rows.as_string(None))
+        held = {slot: column for column, slot in SLOTS_OF[p.name]}
+        values = sql.SQL(", ").join(
+            sql.SQL(_SQL["slot_column"]).format(column=sql.SQL(held[slot]), type=sql.SQL(t), slot=sql.SQL(slot))
+            if slot in held
+            else sql.SQL(_SQL["slot_null"]).format(type=sql.SQL(t), slot=sql.SQL(slot))
+            for slot, t in _slot_list
         )
-        selects.append(f"SELECT '{p.name}' AS part, p.ord AS ord, {values} FROM p_{p.name} AS p")
-    return "WITH " + ",\n".join(ctes) + "\n" + "\nUNION ALL\n".join(selects) + "\nORDER BY part, ord\n"
+        selects.append(sql.SQL(_SQL["part_select"]).format(part=sql.Literal(p.name), values=values, name=name))
+    return (
+        sql.SQL(_SQL["dashboard_live"])
+        .format(ctes=sql.SQL(",\n".join(ctes)), selects=sql.SQL(_SQL["union_all"]).join(selects))
+        .as_string(None)
+    )
 
 
 # The whole refresh but approvals and recent errors (which read no live execution), one statement.

@@ -15,30 +15,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from psycopg import sql
+
+from kestrel_core.db import statements_beside
+
+_SQL = statements_beside(__file__)
+
 # The live rows, each status through its partial index. Enqueued executions are counted from
 # executions_ready (one narrow row per enqueued execution, migration 0015); a ready row can be
 # stale (overview.py, QUEUE_DEPTH), so the parts that name executions count them from
 # workflow_executions.
 LIVE: dict[str, str] = {
-    "running": """
-    SELECT id, workflow_name, owner_id, lease_expires, created_at, started_at
-      FROM {schema}.workflow_executions WHERE status = 'running'
-""",
-    "waiting": """
-    SELECT workflow_name, created_at, started_at
-      FROM {schema}.workflow_executions WHERE status = 'waiting'
-""",
-    "paused": """
-    SELECT workflow_name FROM {schema}.workflow_executions WHERE status = 'paused'
-""",
-    "ready": """
-    SELECT workflow_name, version, count(*) AS n
-      FROM {schema}.executions_ready GROUP BY workflow_name, version
-""",
-    "finished": """
-    SELECT workflow_name, status, sum(n)::bigint AS n
-      FROM {schema}.execution_counts GROUP BY workflow_name, status
-""",
+    "running": _SQL["running"],
+    "waiting": _SQL["waiting"],
+    "paused": _SQL["paused"],
+    "ready": _SQL["ready"],
+    "finished": _SQL["finished"],
 }
 
 
@@ -64,19 +56,27 @@ class LivePart:
 
 def live_ctes(names: tuple[str, ...], *, materialized: bool) -> str:
     """The ``LIVE`` CTEs of ``names`` (in LIVE's order), without ``WITH``."""
-    how = "AS MATERIALIZED" if materialized else "AS"
-    return ",\n".join(f"{name} {how} ({body})" for name, body in LIVE.items() if name in names)
+    cte = sql.SQL(_SQL["live_cte_materialized"] if materialized else _SQL["live_cte"])
+    return ",\n".join(
+        cte.format(name=sql.SQL(name), body=sql.SQL(body)).as_string(None)
+        for name, body in LIVE.items()
+        if name in names
+    )
 
 
 def ordered(part: LivePart) -> str:
     """The part's body with its order and limit."""
-    tail = f" ORDER BY {part.order}" if part.order else ""
+    rows: sql.Composable = sql.SQL(part.body)
+    if part.order:
+        rows = sql.SQL(_SQL["ordered"]).format(body=rows, order=sql.SQL(part.order))
     if part.limit:
-        tail += f" LIMIT {part.limit}"
-    return part.body + tail
+        rows = sql.SQL(_SQL["limited"]).format(rows=rows, limit=sql.SQL(part.limit))
+    return rows.as_string(None)
 
 
 def statement(part: LivePart) -> str:
     """The part read alone: the live CTEs it reads (inlined), its own CTEs, its rows in order."""
     ctes = [c for c in (live_ctes(part.reads, materialized=False), part.ctes.strip()) if c]
-    return "WITH " + ",\n".join(ctes) + "\n" + ordered(part)
+    return (
+        sql.SQL(_SQL["part_alone"]).format(ctes=sql.SQL(",\n".join(ctes)), rows=sql.SQL(ordered(part))).as_string(None)
+    )

@@ -16,7 +16,17 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from kestrel_core import KestrelError
-from kestrel_core.db import check_current, check_schema_name, close_quietly, connect, render, unavailable
+from kestrel_core.db import (
+    check_current,
+    check_schema_name,
+    close_quietly,
+    connect,
+    render,
+    statements_beside,
+    unavailable,
+)
+
+_SQL = statements_beside(__file__)
 
 T = TypeVar("T")
 
@@ -32,20 +42,8 @@ class ReadTimeout(KestrelError):
     """A console query ran longer than the Reader's statement_timeout (it was cancelled)."""
 
 
-# Session settings of the Reader's connection: a bounded wait per query, read-only even
-# outside explicit transactions (a belt: every statement here only reads), no JIT and no
-# parallel workers: a refresh reads a few thousand rows in milliseconds, and a plan whose
-# estimate goes wrong on a big history would otherwise spend up to seconds compiling it, or
-# start workers (a Parallel Append over the history's ranges, slower than one process for the
-# few rows a screen reads: bench/README.md, "Console"), taken from the application's pool.
-SET_SESSION = """
-SELECT set_config('statement_timeout', %(timeout)s, false),
-       set_config('default_transaction_read_only', 'on', false),
-       set_config('jit', 'off', false),
-       set_config('max_parallel_workers_per_gather', '0', false)
-"""
-
-NOW = "SELECT now() AS now"
+SET_SESSION = _SQL["set_session"]
+NOW = _SQL["now"]
 
 # psycopg prepares a statement only when asked (``prepare=True``): the Reader's statements are
 # planned with their values (see _open), but the dashboard's, which run every refresh with the

@@ -16,9 +16,12 @@ from rich.text import Text
 
 from kestrel_core import Kestrel, KestrelError, first_line
 from kestrel_core.admin import Preview, Progress, bulk_apply, bulk_freeze, bulk_reasons
+from kestrel_core.db import statements_beside
 
 from ..formatting import when
 from ..settings import Settings
+
+_SQL = statements_beside(__file__)
 
 ACTIONS = ("approve", "reject", "requeue", "cancel", "pause", "resume")
 # The other writes a key starts, each with its own prompts (not ``Operator.run``): hidden and
@@ -64,11 +67,7 @@ class Target:
         return f"{what}, now {self.status}" if self.status else what
 
 
-# Where the primary's WAL is once an action committed: the screens on a replica wait until it
-# has replayed that far before they show the action's effect (``ActionOutcome.primary_lsn``). The
-# flush position: a commit that returned is flushed (synchronous_commit on); the insert position
-# may point past a page header no replay reaches until the primary writes again.
-PRIMARY_LSN = "SELECT pg_current_wal_flush_lsn()::text AS lsn"
+PRIMARY_LSN = _SQL["primary_lsn"]
 # At most this many executions acted on are read back from the primary to confirm the action.
 CONFIRMED_MAX = 50
 

@@ -1,0 +1,2 @@
+-- name: terminate
+SELECT pg_terminate_backend(%s);
