@@ -40,8 +40,9 @@ log = logging.getLogger("kestrel.claim")
 # process took (its mark, ClaimMark), or the start. It deletes the rows it takes and moves
 # their executions to 'running'. Besides due and registered, a row must be of a version this
 # worker has (the names and versions parameters are parallel arrays; NULL = any), of a queue it
-# serves (NULL = all), and not of a paused or limited queue (the tiny queues table, read once
-# per statement). The first claim stamps the worker's version on a row that had none.
+# serves (NULL = all), of a bucket it serves (NULL = all: buckets.py), and not of a paused or
+# limited queue (the tiny queues table, read once per statement). The first claim stamps the
+# worker's version on a row that had none.
 #
 # What is claimed is checked against the execution itself, not the ready row ({ready_row_is_current}):
 # a ready row can outlive its execution's enqueued state (a claim that had it locked rolled
@@ -51,6 +52,7 @@ CLAIMABLE = """
        r.run_at <= now() AND r.workflow_name = ANY(%(names)s::text[])
        AND {version_matches}
        AND (%(queues)s::text[] IS NULL OR r.queue = ANY(%(queues)s::text[]))
+       AND (%(buckets)s::smallint[] IS NULL OR r.bucket = ANY(%(buckets)s::smallint[]))
        AND r.queue <> ALL (ARRAY(
              SELECT q.name FROM {schema}.queues q WHERE q.paused OR {queue_is_limited}))
 """
@@ -341,6 +343,7 @@ def claim_batch(
     check_limited: bool = True,
     mark: ClaimMark | None = None,
     claim_session: bool = False,
+    buckets: Sequence[int] | None = None,
 ) -> tuple[list[Claim], bool]:
     """``claim``, and whether limited queues had work for this worker.
 
@@ -350,7 +353,8 @@ def claim_batch(
     ClaimMark, makes the fast path walk past what it already claimed (and look behind it); None
     walks from the start. ``claim_session``: ``conn`` is an autocommit session with
     CLAIM_SESSION_SETTINGS, so each fast claim is one statement; else each is a transaction
-    that sets them (IN_CLAIM_TRANSACTION).
+    that sets them (IN_CLAIM_TRANSACTION). ``buckets``: claim only from these (buckets.py),
+    in both paths; None: from every bucket.
     """
     if n <= 0 or not names:
         return [], False
@@ -361,6 +365,7 @@ def claim_batch(
         "lease": lease,
         "versions": list(versions) if versions is not None else [None] * len(names),
         "queues": list(queues) if queues is not None else None,
+        "buckets": list(buckets) if buckets is not None else None,
     }
     rows: list[tuple[Any, ...]] = []  # what the statements took: committed, this worker's
     limited = check_limited

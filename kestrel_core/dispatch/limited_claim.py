@@ -4,7 +4,9 @@ Claims of one limited queue serialise on its row: the claiming worker locks the 
 ``FOR UPDATE`` (LOCK_QUEUES), then counts and claims in a second statement (CLAIM_LIMITED)
 whose snapshot is taken after the lock, so it sees every claim committed before it. Two
 workers that each see 2 of 3 running cannot both take the last slot: the second waits for the
-first's commit, then counts 3. The fast path (claim.py) never touches these queues.
+first's commit, then counts 3. The fast path (claim.py) never touches these queues. A worker
+serving a share of the buckets (buckets.py) takes rows of its buckets only, but counts what
+runs in the whole queue: a queue's limits stay global under buckets.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ SELECT limited.name FROM limited
         SELECT 1 FROM {schema}.executions_ready r
          WHERE r.queue = limited.name AND r.run_at <= now()
            AND r.workflow_name = ANY(%(names)s::text[]) AND {version_matches}
+           AND (%(buckets)s::smallint[] IS NULL OR r.bucket = ANY(%(buckets)s::smallint[]))
          ORDER BY r.queue, r.neg_priority, r.run_at, r.id
          LIMIT 1) AS due
 """
@@ -106,6 +109,9 @@ WITH room AS MATERIALIZED (
               FROM {schema}.executions_ready r
              WHERE r.queue = room.name AND r.run_at <= now()
                AND r.workflow_name = ANY(%(names)s::text[]) AND {version_matches}
+               -- Of the worker's buckets (all: NULL); the room and the keys' counts above
+               -- span every bucket, so the limits stay the whole queue's.
+               AND (%(buckets)s::smallint[] IS NULL OR r.bucket = ANY(%(buckets)s::smallint[]))
              ORDER BY r.queue, r.neg_priority, r.run_at, r.id
              LIMIT %(scan)s) AS e
      WHERE room.free > 0

@@ -116,6 +116,7 @@ def test_ceiling_claim_walks_the_enqueued_index_as_pgbench_runs_it() -> None:
                 "names": [NOOP1],
                 "versions": [None],
                 "queues": None,
+                "buckets": None,
                 "n": 1,
                 "worker_id": "o",
                 "lease": "30 seconds",
