@@ -3,10 +3,13 @@
 Every execution has a bucket, stored at insert (migration 0038): its concurrency key's, its
 parent's, or a random one. A worker started with ``buckets=N`` (WorkerSettings) sees the
 BUCKETS buckets as N groups of contiguous buckets, and serves the groups it wins by
-rendezvous hashing of (group, worker id) over the live workers started with the same N (the
-``workers`` table, read again every third of its lease): each group has exactly one winner,
-every worker computes the same winners from the same rows, and a worker joining or leaving
-moves only the groups it wins or won (about 1/W of them), not a reshuffle.
+rendezvous hashing of (group, worker id) over its peers: the live workers started with the
+same N that claim what it claims (the same workflows, versions and queues), read from the
+``workers`` table every third of its lease. Workers of another kind form a fleet of their own,
+which serves every group too: no execution waits on a worker that cannot run it. Each group
+has exactly one winner, every worker computes the same winners from the same rows, and a
+worker joining or leaving moves only the groups it wins or won (about 1/W of them), not a
+reshuffle.
 
 The assignment is a division of labour, never a condition of correctness. A claim of a set of
 buckets is the ordinary claim with one more filter (``bucket = ANY(...)``): ``FOR UPDATE SKIP
@@ -80,12 +83,30 @@ def assign(groups: int, workers: Iterable[str]) -> dict[str, list[int]]:
     return served
 
 
-def live_peers(conn: psycopg.Connection, schema: str, *, worker_id: str, groups: int, lease: timedelta) -> list[str]:
+@dataclass(frozen=True)
+class Claims:
+    """What a worker claims, as its ``workers`` row records it (registration.upsert_worker):
+    its peers in the buckets are the live workers that claim the same."""
+
+    workflows: Sequence[str]
+    versions: Sequence[str | None]
+    queues: Sequence[str] | None
+
+    def params(self) -> dict[str, object]:
+        return {
+            "workflows": list(self.workflows),
+            "versions": [v or "" for v in self.versions],
+            "queues": list(self.queues) if self.queues is not None else None,
+        }
+
+
+def live_peers(
+    conn: psycopg.Connection, schema: str, *, worker_id: str, groups: int, lease: timedelta, claims: Claims
+) -> list[str]:
     """Record that ``worker_id`` serves ``groups`` groups, and return the live workers that do
-    (itself included): not stopped, and heartbeating within their lease."""
-    rows = conn.execute(
-        render(_SQL["live_peers"], schema), {"worker_id": worker_id, "groups": groups, "lease": lease}
-    ).fetchall()
+    and claim what it claims (itself included): not stopped, heartbeating within their lease."""
+    params = {"worker_id": worker_id, "groups": groups, "lease": lease, **claims.params()}
+    rows = conn.execute(render(_SQL["live_peers"], schema), params).fetchall()
     return sorted({worker_id, *(row[0] for row in rows)})
 
 
@@ -111,6 +132,7 @@ class Served:
 
     groups: int
     worker_id: str
+    claims: Claims
     refresh_every: float
     buckets: list[int] = field(default_factory=list)
     refreshed_at: float = float("-inf")  # time.monotonic()
@@ -128,5 +150,5 @@ class Served:
 
     def refresh(self, conn: psycopg.Connection, schema: str, lease: timedelta) -> bool:
         """Read the live peers and recompute (see ``refreshed``)."""
-        peers = live_peers(conn, schema, worker_id=self.worker_id, groups=self.groups, lease=lease)
+        peers = live_peers(conn, schema, worker_id=self.worker_id, groups=self.groups, lease=lease, claims=self.claims)
         return self.refreshed(peers, time.monotonic())

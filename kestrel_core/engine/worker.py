@@ -111,7 +111,12 @@ class Worker(RunnerThreads):
         self._served = (
             None
             if c.buckets is None
-            else buckets_mod.Served(c.buckets, self.worker_id, refresh_every=self.lease.total_seconds() / 3)
+            else buckets_mod.Served(
+                c.buckets,
+                self.worker_id,
+                buckets_mod.Claims(self.names, self.versions, self.queues),
+                refresh_every=self.lease.total_seconds() / 3,
+            )
         )
         self._fallback = buckets_mod.Fallback(every=0.8 * self.poll_interval)
         self._fallback_mark = claim_mod.ClaimMark()

@@ -228,15 +228,18 @@ def test_buckets_of_a_silent_worker_are_served_by_the_fallback_then_taken_over(
 ) -> None:
     # A worker that registered and never claims (a process frozen, or one that died within its
     # lease): its groups are still assigned to it. Its buckets' executions must run all the same.
-    db.execute(
-        "INSERT INTO workers (worker_id, bucket_groups, last_heartbeat, lease)"
-        " VALUES ('silent', 16, now() + interval '1 hour', interval '1 second')"
-    )
     runs: Counter = Counter()
     recording_app(app, runs, threading.Lock())
+    peer = "'{job}', ARRAY[%s], now() + interval '1 hour', interval '1 second'"
+    db.execute(
+        "INSERT INTO workers (worker_id, bucket_groups, workflows, versions, last_heartbeat, lease)"
+        f" VALUES ('silent', 16, {peer}), ('other-kind', 16, '{{job,other}}', ARRAY['', ''], now(), interval '1 hour')",
+        (app.workflows["job"].version or "",),
+    )
     alive = start_worker(app, worker_id="alive", buckets=16)
     expected = buckets_of(assign(16, ["alive", "silent"])["alive"], 16)
     assert 0 < len(expected) < BUCKETS
+    # The silent worker is its peer; the one that claims other workflows is not.
     wait_for(lambda: alive.buckets_served == expected, what="the live worker to leave the silent one its share")
     eids = app.enqueue_many("job", list(range(200)))
     silent_share = db.execute(
