@@ -127,7 +127,14 @@ def compare(
         for b in variants
     ]
     echo(table(rows, workers, concurrency, window, [x["load_average_1m"] for x in runs]))
-    return {"workers": workers, "concurrency": concurrency, "n": n, "window_s": window, "rows": rows, "runs": runs}
+    return {
+        "workers": workers,
+        "concurrency": concurrency,
+        "n": n,
+        "window_s": window,
+        "bucket_rows": rows,
+        "runs": runs,
+    }
 
 
 def table(rows: list[dict[str, Any]], workers: int, concurrency: int, window: float, loads: list[float]) -> str:

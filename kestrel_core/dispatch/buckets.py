@@ -21,12 +21,13 @@ global); a per-key limit is counted the same way (a key's executions also share 
 
 Nothing starves while the groups move: a worker whose own buckets come back short of its free
 slots (none served, a group whose winner died and is not yet out of the table, a row in a
-bucket out of range) also runs the claim without buckets, today's claim, at most once per
-poll interval (``Fallback``). That claim takes the head of the whole ready table in claim
-order (priority, then run_at, then id), so a row no worker serves moves up to the head as
-older rows go and is taken within its place in that order: the same guarantee as without
-buckets, at the fallback's pace; and once the dead worker's heartbeat is a lease old, its
-groups have a live winner again.
+bucket out of range) also runs the claim without buckets, today's claim: at most once per
+poll interval while that finds nothing, and again at once while it finds work (``Fallback``:
+a worker with spare slots helps with the others' backlog, as it would without buckets). That
+claim takes the head of the whole ready table in claim order (priority, then run_at, then
+id), so a row no worker serves moves up to the head as older rows go and is taken within its
+place in that order: the same guarantee as without buckets, at the fallback's pace; and once
+the dead worker's heartbeat is a lease old, its groups have a live winner again.
 
 On one primary no index is added: the claim still walks executions_ready's claim-order index
 and reads each candidate row's bucket with the columns it already filters on (name, queue,
@@ -113,7 +114,9 @@ def live_peers(
 @dataclass
 class Fallback:
     """When a bucketed worker also runs the claim without buckets: after its own buckets came
-    back short of its free slots, at most once per ``every`` seconds (the poll interval)."""
+    back short of its free slots, at most once per ``every`` seconds (the poll interval) while
+    that finds nothing; at once again while it finds work (a worker with spare slots helps
+    with the backlog of buckets it does not serve, as every worker does without buckets)."""
 
     every: float
     next_at: float = float("-inf")  # time.monotonic()
@@ -121,8 +124,8 @@ class Fallback:
     def due(self, now: float) -> bool:
         return now >= self.next_at
 
-    def ran(self, now: float) -> None:
-        self.next_at = now + self.every
+    def ran(self, now: float, *, found: bool) -> None:
+        self.next_at = now if found else now + self.every
 
 
 @dataclass

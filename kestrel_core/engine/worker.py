@@ -107,7 +107,8 @@ class Worker(RunnerThreads):
         self._claim_mark = claim_mod.ClaimMark()  # only the claim loop's thread uses it
         # With buckets: the share this worker serves, refreshed every third of the lease, and
         # the claim without buckets it falls back on, at most once per poll interval (the
-        # least the claim loop sleeps), with a mark of its own (buckets.py says why nothing starves).
+        # least the claim loop sleeps) while that finds nothing, with a mark of its own
+        # (buckets.py says why nothing starves).
         self._served = (
             None
             if c.buckets is None
@@ -432,8 +433,8 @@ class Worker(RunnerThreads):
 
     def _claim_free(self, free: int, check: bool) -> tuple[list[claim_mod.Claim], bool]:
         """Claim up to ``free`` executions: from every bucket, or (with buckets) from this
-        worker's, then, if they came back short, from every bucket at most once per poll
-        interval; and whether limited queues had work."""
+        worker's, then, if they came back short, from every bucket (buckets_mod.Fallback says
+        how often); and whether limited queues had work."""
         call = functools.partial(
             claim_mod.claim_batch,
             schema=self.schema,
@@ -459,8 +460,8 @@ class Worker(RunnerThreads):
                 functools.partial(call, n=free, mark=self._claim_mark, buckets=served.buckets)
             )
         if len(claimed) < free and self._fallback.due(now):
-            self._fallback.ran(now)
             more, more_limited = self._claim(functools.partial(call, n=free - len(claimed), mark=self._fallback_mark))
+            self._fallback.ran(now, found=bool(more))
             claimed, limited = claimed + more, limited or more_limited
         return claimed, limited
 

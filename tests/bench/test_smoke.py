@@ -19,6 +19,7 @@ from bench import buckets as buckets_bench
 from bench import ceiling, pgstats, suite
 from bench.__main__ import main
 from bench.databases import fresh_database
+from bench.targets import targets
 from bench.workloads import NOOP1, NOOP5
 from kestrel_core.db.statements import render
 from kestrel_core.dispatch.claim import CLAIM, START_KEY
@@ -302,3 +303,5 @@ def test_buckets_measures_each_variant_in_its_window() -> None:
     ]
     text = buckets_bench.table(rows, 2, 64, 12.0, [1.5, 2.0])
     assert "none" in text and "0.95" in text and "load average 1.5-2.0" in text
+    (target,) = targets({"throughput": {"workers": 2, "bucket_rows": rows}})
+    assert target[0].startswith("16 bucket group(s) >= 0.9x") and target[2] is True

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kestrel_core import InvalidArgument, Kestrel, WorkerSettings
-from kestrel_core.dispatch.buckets import BUCKETS, assign, buckets_of, group_of
+from kestrel_core.dispatch.buckets import BUCKETS, Fallback, assign, buckets_of, group_of
 from kestrel_core.dispatch.claim import ClaimMark, claim_batch
 from kestrel_core.dispatch.queues import declare
 from tests.waiting import wait_for, wait_until_none_left
@@ -77,6 +77,15 @@ def test_groups_are_contiguous_ranges_of_the_buckets() -> None:
     assert [group_of(b, 1) for b in (0, 63)] == [0, 0]
     assert buckets_of([0], 16) == [0, 1, 2, 3] and buckets_of([15], 16) == [60, 61, 62, 63]
     assert len({group_of(b, 5) for b in range(BUCKETS)}) == 5
+
+
+def test_the_fallback_waits_a_poll_interval_only_after_finding_nothing() -> None:
+    fallback = Fallback(every=1.0)
+    assert fallback.due(0.0)
+    fallback.ran(0.0, found=True)  # others' backlog: help again at once
+    assert fallback.due(0.0)
+    fallback.ran(0.0, found=False)
+    assert not fallback.due(0.99) and fallback.due(1.0)
 
 
 @pytest.mark.parametrize("value", [0, 65, True, 2.0])
