@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             "results": args.results,
             "workers": args.workers,
             "concurrency": args.concurrency,
-            "n": args.n,
+            "n": None if args.buckets else args.n,
             "ceiling_seconds": args.ceiling_seconds,
             "dbos_polling": args.dbos_polling,
             "profile": args.profile,
@@ -157,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             "fleet_load": args.fleet_seconds,
             "fleet_rate": args.fleet_rate,
             "buckets": args.buckets,
+            "bucket_n": args.n if args.buckets else None,
             "bucket_window": args.window,
             "bucket_rounds": args.rounds,
         }.items()

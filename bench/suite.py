@@ -51,7 +51,7 @@ class Options:
     buckets: tuple[int, ...] = ()
     bucket_window: float = 12.0
     bucket_rounds: int = 2
-    bucket_n: int = 60_000
+    bucket_n: int = 150_000  # a backlog the windows do not drain at 5,000 wf/s (-n with --buckets)
     # latency
     samples: int = 200
     poll_samples: int = 30

@@ -22,6 +22,7 @@ from kestrel_core.dispatch.buckets import BUCKETS, Fallback, assign, buckets_of,
 from kestrel_core.dispatch.claim import ClaimMark, claim_batch
 from kestrel_core.dispatch.queues import declare
 from tests.waiting import wait_for, wait_until_none_left
+from tests.worker_processes import start_worker_process, stop_worker_processes
 
 LEASE = timedelta(seconds=30)
 UNFINISHED = "SELECT count(*) FROM workflow_executions WHERE status <> 'success'"
@@ -294,3 +295,21 @@ def test_limits_hold_with_buckets(app: Kestrel, db: psycopg.Connection, start_wo
     overlapping = [(a[0], b[0]) for a, b in combinations(per_key, 2) if a[1] < b[2] and b[1] < a[2]]
     assert not [p for p in overlapping if p[0] == p[1]], "two executions of one key ran at once"
     assert overlapping, "different keys ran side by side"
+
+
+def test_the_worker_command_takes_buckets(dsn: str, db: psycopg.Connection) -> None:
+    proc = start_worker_process(
+        dsn, "tests.core.queues_app:app", "--buckets", "4", "--worker-id", "cli", "--processes", "1", "--lease", "3"
+    )
+    try:
+        wait_for(
+            lambda: (
+                (db.execute("SELECT bucket_groups FROM workers WHERE worker_id = 'cli'").fetchone() or (None,))[0] == 4
+                or proc.poll() is not None
+            ),
+            timeout=30,
+            what="the worker to record its bucket groups",
+        )
+        assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+    finally:
+        stop_worker_processes([proc])
