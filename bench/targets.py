@@ -44,42 +44,21 @@ def _throughput(tp: dict[str, Any]) -> list[list[Any]]:
     out: list[list[Any]] = []
     for r in tp["rows"]:
         k = r["kestrel"]
-        workflow, label = k["workflow"], f"{k['workflow']}, {k['workers']} worker(s)"
+        workflow, run = k["workflow"], f"({k['workflow']}, {k['workers']} worker(s))"
         if workflow in TARGET_WF_S:
-            goal = TARGET_WF_S[workflow]
-            out.append(
-                [
-                    f"Kestrel >= {goal:,.0f} wf/s ({label})",
-                    f"{fmt(k['workflows_per_s'])} wf/s",
-                    k["workflows_per_s"] >= goal,
-                ]
-            )
+            goal, rate = TARGET_WF_S[workflow], k["workflows_per_s"]
+            out.append([f"Kestrel >= {goal:,.0f} wf/s {run}", f"{fmt(rate)} wf/s", rate >= goal])
         if workflow in TARGET_VS_CEILING and r.get("kestrel_vs_ceiling") is not None:
             goal = TARGET_VS_CEILING[workflow]
-            out.append(
-                [
-                    f"Kestrel >= {goal:g}x its pgbench ceiling ({label})",
-                    f"{r['kestrel_vs_ceiling']}x",
-                    r["kestrel_vs_ceiling"] >= goal,
-                ]
-            )
+            vs = r["kestrel_vs_ceiling"]
+            out.append([f"Kestrel >= {goal:g}x its pgbench ceiling {run}", f"{vs}x", vs >= goal])
         if r.get("kestrel_vs_dbos") is not None:
-            out.append(
-                [
-                    f"Kestrel >= {TARGET_VS_DBOS:g}x DBOS ({label})",
-                    f"{r['kestrel_vs_dbos']}x",
-                    r["kestrel_vs_dbos"] >= TARGET_VS_DBOS,
-                ]
-            )
+            vs = r["kestrel_vs_dbos"]
+            out.append([f"Kestrel >= {TARGET_VS_DBOS:g}x DBOS {run}", f"{vs}x", vs >= TARGET_VS_DBOS])
         if workflow in TARGET_COMMITS_PER_WF and k.get("commits_per_workflow") is not None:
             goal = TARGET_COMMITS_PER_WF[workflow]
-            out.append(
-                [
-                    f"commits per workflow < {goal:g} ({label})",
-                    fmt(k["commits_per_workflow"]),
-                    k["commits_per_workflow"] < goal,
-                ]
-            )
+            commits = k["commits_per_workflow"]
+            out.append([f"commits per workflow < {goal:g} {run}", fmt(commits), commits < goal])
     return out
 
 
@@ -108,6 +87,10 @@ def _ingest(ingest: dict[str, Any]) -> list[list[Any]]:
                 ]
             )
     return out
+
+
+def _ratio(what: str, ratio: float, target: float, of: str) -> list[Any]:
+    return [f"{what} >= {target:g}x the {of}", f"{ratio}x", ratio >= target]
 
 
 def targets(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
@@ -151,20 +134,10 @@ def targets(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
         )
     mv = results.get("mvcc")
     if mv and mv.get("ratio") is not None:
-        out.append(
-            [
-                f"held snapshot ({mv['hold_s']:g} s): last minute >= {TARGET_HOLD_RATIO:g}x the baseline",
-                f"{mv['ratio']}x",
-                mv["ratio"] >= TARGET_HOLD_RATIO,
-            ]
-        )
+        what = f"held snapshot ({mv['hold_s']:g} s): last minute"
+        out.append(_ratio(what, mv["ratio"], TARGET_HOLD_RATIO, "baseline"))
     soak = results.get("soak")
     if soak and soak.get("ratio") is not None:
-        out.append(
-            [
-                f"soak ({soak['minutes']:g} min, retention on): last window >= {TARGET_SOAK_RATIO:g}x the first",
-                f"{soak['ratio']}x",
-                soak["ratio"] >= TARGET_SOAK_RATIO,
-            ]
-        )
+        what = f"soak ({soak['minutes']:g} min, retention on): last window"
+        out.append(_ratio(what, soak["ratio"], TARGET_SOAK_RATIO, "first"))
     return out

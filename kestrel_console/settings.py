@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from kestrel_core import Kestrel, default_operator
 from kestrel_core.db import check_schema_name, resolve_dsn
@@ -95,6 +95,22 @@ def build_settings(
         read_dsn=read_dsn or os.environ.get("KESTREL_READ_DSN") or None,
         max_lag=float(max_lag),
     )
+
+
+class ConsoleOptions(TypedDict, total=False):
+    """The keyword arguments of ``console_settings`` (and of the TUI, which passes them on):
+    each optional, defaulted there."""
+
+    dsn: str | None
+    schema: str | None
+    operator: str | None
+    queries: list[Path] | None
+    read_only: bool
+    refresh: float
+    reader_dsn: str | None
+    allow_privileged_sql: bool | None
+    read_dsn: str | None
+    max_lag: float | None
 
 
 def console_settings(

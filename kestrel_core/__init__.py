@@ -47,7 +47,7 @@ from kestrel_core.base.errors import (
 from kestrel_core.base.masking import first_line, mask_dsn
 from kestrel_core.base.tracing import TracingUnavailable, disable_tracing, enable_tracing
 from kestrel_core.db.roles import RoleNames
-from kestrel_core.dispatch.enqueue import MAX_DELAY, EnqueueFailed
+from kestrel_core.dispatch.enqueue import MAX_DELAY, EnqueueFailed, EnqueueOptions
 from kestrel_core.dispatch.queues import Queue
 from kestrel_core.durable.children import ChildHandle
 from kestrel_core.durable.events import Event
@@ -80,6 +80,7 @@ __all__ = [
     "Decision",
     "DuplicateStepId",
     "EnqueueFailed",
+    "EnqueueOptions",
     "Event",
     "Execution",
     "ExecutionStatus",

@@ -207,7 +207,7 @@ def processes_for(max_connections: int) -> int:
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: MOST_PROCESSES, fewer when the test server allows too few connections."""
     wanted = os.environ.get("KESTREL_TEST_DSN")
-    if wanted == PRIVATE or not wanted and not _reachable(DEFAULT_ADMIN_DSN):
+    if wanted == PRIVATE or (not wanted and not _reachable(DEFAULT_ADMIN_DSN)):
         return MOST_PROCESSES  # the run's own server (RUN_SERVER_SETTINGS)
     try:
         with psycopg.connect(ADMIN_DSN, connect_timeout=5) as conn:

@@ -14,12 +14,17 @@ Keep these names stable: other test modules import them (add, don't rename).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
+
+from kestrel_core import Kestrel
+from tests.waiting import wait_for
 
 # ---------------------------------------------------------------------------------------------
 # What seed_history wrote
@@ -195,178 +200,67 @@ def _d(days: float) -> timedelta:
 REMEDIATE = "remediate"
 BILLING = "billing-sync"
 
-# label: workflow, status, created, started, finished, owner, lease (offset), run_at (offset),
-# priority, claims, input, output, error.
-HISTORY: dict[str, dict[str, Any]] = {
+# label, workflow, status, created, started, finished (offsets; None = not yet), owner, claims,
+# input. What only some have is in the tables after this one.
+HISTORY: list[tuple[str, str, str, timedelta, timedelta | None, timedelta | None, str | None, int, Any]] = [
     # Full happy path: fix retried twice, approved by alice, slept, opened a PR. Last hour.
-    "approved": dict(
-        workflow=REMEDIATE,
-        status="success",
-        created=-_m(50),
-        started=-_m(50),
-        finished=-_m(44),
-        owner="worker-a",
-        claims=2,
-        input={"pod": "api-1"},
-        output={"pr": 101},
-    ),
+    ("approved", REMEDIATE, "success", -_m(50), -_m(50), -_m(44), "worker-a", 2, {"pod": "api-1"}),
     # Bob rejected the fix; the workflow returned normally. Last hour.
-    "rejected": dict(
-        workflow=REMEDIATE,
-        status="success",
-        created=-_m(35),
-        started=-_m(35),
-        finished=-_m(30),
-        owner="worker-b",
-        claims=2,
-        input={"pod": "api-2"},
-        output={"rejected_by": "bob"},
-    ),
+    ("rejected", REMEDIATE, "success", -_m(35), -_m(35), -_m(30), "worker-b", 2, {"pod": "api-2"}),
     # Waiting on an approval gate opened 10 minutes ago, 2-day deadline.
-    "pending_approval": dict(
-        workflow=REMEDIATE,
-        status="waiting",
-        created=-_m(12),
-        started=-_m(12),
-        owner="worker-a",
-        claims=1,
-        input={"pod": "api-3"},
-    ),
+    ("pending_approval", REMEDIATE, "waiting", -_m(12), -_m(12), None, "worker-a", 1, {"pod": "api-3"}),
     # Waiting on an approval gate opened almost 3 hours ago, no deadline.
-    "pending_approval_old": dict(
-        workflow=REMEDIATE,
-        status="waiting",
-        created=-_h(3),
-        started=-_h(3),
-        owner="worker-b",
-        claims=1,
-        input={"pod": "db-1"},
-    ),
+    ("pending_approval_old", REMEDIATE, "waiting", -_h(3), -_h(3), None, "worker-b", 1, {"pod": "db-1"}),
     # Approved by carol, now in its durable cool-down sleep (wakes in a minute).
-    "sleeping": dict(
-        workflow=REMEDIATE,
-        status="waiting",
-        created=-_m(8),
-        started=-_m(8),
-        owner="worker-a",
-        claims=2,
-        input={"pod": "api-4"},
-    ),
+    ("sleeping", REMEDIATE, "waiting", -_m(8), -_m(8), None, "worker-a", 2, {"pod": "api-4"}),
     # Nobody decided within the 2-hour deadline.
-    "timed_out": dict(
-        workflow=REMEDIATE,
-        status="success",
-        created=-_h(5),
-        started=-_h(5),
-        finished=-_h(3),
-        owner="worker-b",
-        claims=2,
-        input={"pod": "cache-1"},
-        output={"rejected_by": None},
-    ),
+    ("timed_out", REMEDIATE, "success", -_h(5), -_h(5), -_h(3), "worker-b", 2, {"pod": "cache-1"}),
     # Failed for good 3 days ago: fix failed 3 times.
-    "failed_recent": dict(
-        workflow=REMEDIATE,
-        status="error",
-        created=-_d(3),
-        started=-_d(3),
-        finished=-_d(3) + _m(1),
-        owner="worker-a",
-        claims=1,
-        input={"pod": "api-5"},
-        error="step 'fix' failed 3 times: PermissionError: forbidden",
-    ),
+    ("failed_recent", REMEDIATE, "error", -_d(3), -_d(3), -_d(3) + _m(1), "worker-a", 1, {"pod": "api-5"}),
     # Failed 20 minutes ago: fetch failed twice.
-    "failed_last_hour": dict(
-        workflow=BILLING,
-        status="error",
-        created=-_m(25),
-        started=-_m(25),
-        finished=-_m(20),
-        owner="worker-b",
-        claims=1,
-        input={"account": 7},
-        error="step 'fetch' failed 2 times: ConnectionError: upstream 502",
-    ),
+    ("failed_last_hour", BILLING, "error", -_m(25), -_m(25), -_m(20), "worker-b", 1, {"account": 7}),
     # Failed 40 days ago (outside "this month").
-    "failed_old": dict(
-        workflow=BILLING,
-        status="error",
-        created=-_d(40),
-        started=-_d(40),
-        finished=-_d(40) + _s(30),
-        owner="worker-old",
-        claims=1,
-        input={"account": 1},
-        error="step 'fetch' failed once: KeyError: 'amount'",
-    ),
+    ("failed_old", BILLING, "error", -_d(40), -_d(40), -_d(40) + _s(30), "worker-old", 1, {"account": 1}),
     # Running now on worker-a, lease live.
-    "running": dict(
-        workflow=BILLING,
-        status="running",
-        created=-_s(45),
-        started=-_s(40),
-        owner="worker-a",
-        lease=_s(25),
-        claims=1,
-        input={"account": 8},
-    ),
+    ("running", BILLING, "running", -_s(45), -_s(40), None, "worker-a", 1, {"account": 8}),
     # Running on a worker that went silent: lease expired 5 minutes ago.
-    "stuck": dict(
-        workflow=BILLING,
-        status="running",
-        created=-_m(7),
-        started=-_m(6),
-        owner="worker-dead",
-        lease=-_m(5),
-        claims=1,
-        input={"account": 9},
-    ),
+    ("stuck", BILLING, "running", -_m(7), -_m(6), None, "worker-dead", 1, {"account": 9}),
     # Queued and due.
-    "enqueued": dict(workflow=BILLING, status="enqueued", created=-_m(2), input={"account": 10}),
+    ("enqueued", BILLING, "enqueued", -_m(2), None, None, None, 0, {"account": 10}),
     # Queued, not due for an hour.
-    "delayed": dict(workflow=BILLING, status="enqueued", created=-_m(1), run_at=_h(1), input={"account": 11}),
+    ("delayed", BILLING, "enqueued", -_m(1), None, None, None, 0, {"account": 11}),
     # Queued, high priority.
-    "enqueued_remediate": dict(
-        workflow=REMEDIATE, status="enqueued", created=-_s(30), priority=5, input={"pod": "api-6"}
-    ),
+    ("enqueued_remediate", REMEDIATE, "enqueued", -_s(30), None, None, None, 0, {"pod": "api-6"}),
     # Cancelled by alice while waiting for approval.
-    "cancelled": dict(
-        workflow=REMEDIATE,
-        status="cancelled",
-        created=-_m(20),
-        started=-_m(20),
-        finished=-_m(15),
-        owner="worker-a",
-        claims=1,
-        input={"pod": "api-7"},
-        error="wrong pod",
-    ),
+    ("cancelled", REMEDIATE, "cancelled", -_m(20), -_m(20), -_m(15), "worker-a", 1, {"pod": "api-7"}),
     # Errored 2 hours ago, re-enqueued by carol, then succeeded. Last hour.
-    "requeued": dict(
-        workflow=BILLING,
-        status="success",
-        created=-_h(2),
-        started=-_h(2),
-        finished=-_m(55),
-        owner="worker-b",
-        claims=2,
-        input={"account": 12},
-        output={"posted": 3},
-    ),
+    ("requeued", BILLING, "success", -_h(2), -_h(2), -_m(55), "worker-b", 2, {"account": 12}),
     # Quick success finishing at the very same instant as failed_last_hour.
-    "quick": dict(
-        workflow=BILLING,
-        status="success",
-        created=-_m(21),
-        started=-_m(21),
-        finished=-_m(20),
-        owner="worker-b",
-        claims=1,
-        input={"account": 13},
-        output={"posted": 1},
-    ),
+    ("quick", BILLING, "success", -_m(21), -_m(21), -_m(20), "worker-b", 1, {"account": 13}),
+]
+
+# What the successful executions returned.
+OUTPUTS: dict[str, Any] = {
+    "approved": {"pr": 101},
+    "rejected": {"rejected_by": "bob"},
+    "timed_out": {"rejected_by": None},
+    "requeued": {"posted": 3},
+    "quick": {"posted": 1},
 }
+
+# What the failed and cancelled executions recorded as their error.
+ERRORS: dict[str, str] = {
+    "failed_recent": "step 'fix' failed 3 times: PermissionError: forbidden",
+    "failed_last_hour": "step 'fetch' failed 2 times: ConnectionError: upstream 502",
+    "failed_old": "step 'fetch' failed once: KeyError: 'amount'",
+    "cancelled": "wrong pod",
+}
+
+# Lease expiry of the running executions (offset), run_at of the delayed one (offset; the others
+# are due when created) and the one priority that is not 0.
+LEASES: dict[str, timedelta] = {"running": _s(25), "stuck": -_m(5)}
+RUN_AT: dict[str, timedelta] = {"delayed": _h(1)}
+PRIORITIES: dict[str, int] = {"enqueued_remediate": 5}
 
 # label, step, attempt, owner, started (offset), duration in ms (None = still running), error.
 ATTEMPTS: list[tuple[str, str, int, str, timedelta, int | None, str | None]] = [
@@ -592,8 +486,8 @@ def seed_history(conn: psycopg.Connection) -> SeedFacts:
     with conn.transaction():
         # In the order they were created, as the engine writes them: ids grow with created_at
         # (the console's time windows rely on it; kestrel_console/read/executions.py ID_BOUNDS).
-        for label, spec in sorted(HISTORY.items(), key=lambda item: item[1]["created"]):
-            facts.executions[label] = _insert_execution(conn, now, label, spec)
+        for row in sorted(HISTORY, key=lambda row: row[3]):
+            facts.executions[row[0]] = _insert_execution(conn, now, *row)
         for row in ATTEMPTS:
             facts.attempts.append(_insert_attempt(conn, now, facts, *row))
         for row in WAITS:
@@ -608,28 +502,37 @@ def seed_history(conn: psycopg.Connection) -> SeedFacts:
     return facts
 
 
-def _insert_execution(conn: psycopg.Connection, now: datetime, label: str, spec: dict) -> SeededExecution:
-    created = now + spec["created"]
-    finished = now + spec["finished"] if "finished" in spec else None
-    started = now + spec["started"] if "started" in spec else None
-    lease = now + spec["lease"] if "lease" in spec else None
-    run_at = now + spec["run_at"] if "run_at" in spec else created
-    updated = finished or started or created
+def _insert_execution(
+    conn: psycopg.Connection,
+    now: datetime,
+    label: str,
+    workflow: str,
+    status: str,
+    created: timedelta,
+    started: timedelta | None,
+    finished: timedelta | None,
+    owner: str | None,
+    claims: int,
+    input: Any,
+) -> SeededExecution:
+    created_at = now + created
+    started_at = None if started is None else now + started
+    finished_at = None if finished is None else now + finished
     values = dict(
-        workflow_name=spec["workflow"],
-        status=spec["status"],
-        input=spec.get("input"),
-        output=spec.get("output"),
-        error=spec.get("error"),
-        owner_id=spec.get("owner"),
-        lease_expires=lease,
-        priority=spec.get("priority", 0),
-        run_at=run_at,
-        claims=spec.get("claims", 0),
-        created_at=created,
-        updated_at=updated,
-        started_at=started,
-        finished_at=finished,
+        workflow_name=workflow,
+        status=status,
+        input=input,
+        output=OUTPUTS.get(label),
+        error=ERRORS.get(label),
+        owner_id=owner,
+        lease_expires=now + LEASES[label] if label in LEASES else None,
+        priority=PRIORITIES.get(label, 0),
+        run_at=now + RUN_AT[label] if label in RUN_AT else created_at,
+        claims=claims,
+        created_at=created_at,
+        updated_at=finished_at or started_at or created_at,
+        started_at=started_at,
+        finished_at=finished_at,
     )
     params = {**values, "input": _json(values["input"]), "output": _json(values["output"])}
     (execution_id,) = conn.execute(INSERT_EXECUTION, params).fetchone()
@@ -878,6 +781,16 @@ def seed_bulk_finished(
     return BulkFacts(first, last, len(ids))
 
 
+PARENT = "INSERT INTO workflow_executions (workflow_name, status) VALUES ('fan', 'waiting') RETURNING id"
+CHILD = "INSERT INTO workflow_executions (workflow_name, status, parent_id) VALUES (%s, %s, %s) RETURNING id"
+
+
+def seed_family(conn: psycopg.Connection, children: list[tuple[str, str]]) -> tuple[int, list[int]]:
+    """A ``fan`` execution waiting on its children, one a (workflow, status); (its id, theirs)."""
+    parent = conn.execute(PARENT).fetchone()[0]
+    return parent, [conn.execute(CHILD, (name, status, parent)).fetchone()[0] for name, status in children]
+
+
 def cancelled_mid_step(app: Any, db: psycopg.Connection) -> int:
     """An execution claimed by a worker, one step finished and one running, then cancelled."""
     eid = app.enqueue("deploy", {"env": "prod"})
@@ -908,3 +821,24 @@ def waiting_on_gate(db: psycopg.Connection, gate: str = "approve-fix") -> int:
     ).fetchone()[0]
     db.execute("INSERT INTO workflow_waits (execution_id, step_id, kind) VALUES (%s, %s, 'approval')", (eid, gate))
     return eid
+
+
+@contextmanager
+def awaiting_payment(dsn: str) -> Iterator[tuple[Kestrel, int]]:
+    """An execution of ``checkout`` waiting for the event ``payment:A-17`` (its output will be
+    the event's payload), a worker running: (the app, the execution's id)."""
+    app = Kestrel(dsn)
+
+    @app.workflow("checkout")
+    def checkout(ctx: Any, order: str) -> Any:
+        return ctx.wait_for_event(f"payment:{order}").payload
+
+    worker = app.worker(concurrency=1, poll_interval=0.2, sweep_interval=0.2)
+    worker.start()
+    try:
+        eid = app.enqueue("checkout", "A-17")
+        wait_for(lambda: app.get(eid).status == "waiting", what="the execution to wait for its event")
+        yield app, eid
+    finally:
+        worker.stop()
+        app.close()

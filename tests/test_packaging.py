@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import sys
 import tomllib
 from importlib import metadata
@@ -127,3 +128,27 @@ def test_ci_checks_lint_format_and_types_before_the_tests() -> None:
     tests = lines.index(".venv/bin/python -m pytest")
     for check in (".venv/bin/ruff check .", ".venv/bin/ruff format --check .", ".venv/bin/mypy"):
         assert check in lines[:tests], f"{check} must run in .ci/run before the tests"
+
+
+def test_the_wheel_ships_every_statement_file_beside_its_module() -> None:
+    """hatchling's wheel takes every file under the listed package directories except what git
+    ignores or the target excludes: so each ``.sql`` beside a module (which the module reads at
+    import, db/sql_files.py) ships as long as the target lists whole packages, excludes nothing,
+    and git ignores none of them. (Checked against a built wheel with ``pip wheel --no-deps .``;
+    building one here would take the suite to the network.)"""
+    target = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]
+    assert set(target["packages"]) == {"kestrel_core", "kestrel_console"}
+    assert not {"only-include", "exclude", "include", "sources", "only-packages"} & set(target), target
+    files = [
+        str(path.relative_to(ROOT))
+        for package in target["packages"]
+        for path in sorted((ROOT / package).rglob("*.sql"))
+        if path.with_suffix(".py").exists()
+    ]
+    assert len(files) >= 20
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--no-index", *files], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert ignored.returncode == 1 and ignored.stdout == "", (
+        f"ignored by git, so left out of the wheel: {ignored.stdout}"
+    )

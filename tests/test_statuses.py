@@ -43,17 +43,17 @@ OTHER_LISTS = {
     # execution_finished counts a paused child as not live (its parent wakes early, parks again).
     ("execution_finished.sql", frozenset({"enqueued", "running", "waiting"})): "the fan-in's live children index",
     ("schema_snapshot.txt", frozenset({"enqueued", "running", "waiting"})): "the deadline and live children indexes",
-    ("deadlines.py", frozenset({"enqueued", "running"})): "a deadline not parked on a wait",
+    ("deadlines.sql", frozenset({"enqueued", "running"})): "a deadline not parked on a wait",
     ("fork_execution.sql", frozenset({"enqueued", "running"})): "what a fork refuses: not stopped yet",
     ("schema_snapshot.txt", frozenset({"enqueued", "running"})): "fork_execution, as applied",
-    ("boundary.py", frozenset({"running", "paused"})): "a claim's boundary write: running, or paused under it",
-    ("lease.py", frozenset({"running", "paused"})): "a claim's lease: running, or paused under it (a step in flight)",
+    ("boundary.sql", frozenset({"running", "paused"})): "a claim's boundary write: running, or paused under it",
+    ("lease.sql", frozenset({"running", "paused"})): "a claim's lease: running, or paused under it (a step in flight)",
     ("worker-activity.sql", frozenset({"success", "error"})): "runs a worker finished itself",
     ("schema_snapshot.txt", frozenset({"running", "success", "error", "cancelled", "abandoned"})): (
         "a step attempt's outcomes (AttemptOutcome), not statuses"
     ),
 }
-# The predicates of the claim, spelled only in statements.py (pasted by name elsewhere).
+# The predicates of the claim, spelled only in statements.sql (pasted by name elsewhere).
 PREDICATES = {
     "queue_is_limited": "q.per_worker IS NOT NULL",
     "version_matches": ".version IS NULL OR",
@@ -67,6 +67,13 @@ def _sql_texts() -> dict[str, str]:
         *(ROOT / "kestrel_core" / "db" / "schema" / "functions").glob("*.sql"),
         *(ROOT / "queries").glob("*.sql"),
         ROOT / "tests" / "core" / "schema_snapshot.txt",
+        # the statements beside the modules that run them
+        *(
+            p
+            for package in ("kestrel_core", "kestrel_console")
+            for p in (ROOT / package).rglob("*.sql")
+            if p.with_suffix(".py").exists()
+        ),
     ]
     for path in sql_files:
         texts[str(path.relative_to(ROOT))] = path.read_text()
@@ -137,7 +144,7 @@ def test_python_composed_sql_pastes_the_definitions() -> None:
 def test_the_claim_predicates_are_spelled_once() -> None:
     assert PREDICATES["queue_is_limited"] in QUEUE_IS_LIMITED and PREDICATES["version_matches"] in VERSION_MATCHES
     spelled = {
-        name: sorted(p for p, text in _sql_texts().items() if needle in text and not p.endswith("db/statements.py"))
+        name: sorted(p for p, text in _sql_texts().items() if needle in text and not p.endswith("db/statements.sql"))
         for name, needle in PREDICATES.items()
     }
     assert spelled == {name: [] for name in PREDICATES}, "paste {queue_is_limited} / {version_matches} instead"

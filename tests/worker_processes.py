@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -52,6 +53,37 @@ def stop_worker_processes(procs: Iterable[subprocess.Popen], timeout: float = 20
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
+
+
+class NumberedProcesses:
+    """Processes started each under a new id (``prefix`` and a count), the output of each to
+    ``<id>.log`` in ``logs``: the chaos run's and the lifecycle model's worker pools."""
+
+    def __init__(self, prefix: str, logs: Path) -> None:
+        self.procs: dict[str, subprocess.Popen] = {}
+        self._prefix, self._logs = prefix, logs
+        self._n = 0
+        self._lock = threading.Lock()
+
+    def launch(self, command: Callable[[str], list[str]], env: dict[str, str]) -> str:
+        """Start ``command(id)`` in the repository's root under a new id; return the id."""
+        with self._lock:
+            self._n += 1
+            wid = f"{self._prefix}{self._n}"
+        with open(self._logs / f"{wid}.log", "w") as out:
+            proc = subprocess.Popen(command(wid), cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        with self._lock:
+            self.procs[wid] = proc
+        return wid
+
+    def alive(self) -> list[str]:
+        with self._lock:
+            return [w for w, p in self.procs.items() if p.poll() is None]
+
+    def forget(self, wid: str) -> subprocess.Popen:
+        """Take ``wid`` out of the pool (to kill it)."""
+        with self._lock:
+            return self.procs.pop(wid)
 
 
 def one_worker(

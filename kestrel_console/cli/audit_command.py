@@ -9,20 +9,13 @@ from __future__ import annotations
 import typer
 
 from .. import render
-from ..read.audit import AuditFilter, AuditFilterError, parse_audit_filter
+from ..read.audit import parse_audit_filter
 from .errors import handles_errors
-from .options import settings
+from .options import parsed, settings
 from .read_session import format_option, open_reader
 
 AUDIT_COLUMNS = ["id", "at", "actor", "db_user", "action", "execution_id", "step_id", "from_status", "comment"]
 AUDIT_JSON_COLUMNS = [*AUDIT_COLUMNS, "details"]
-
-
-def _audit_filter(text: str) -> AuditFilter:
-    try:
-        return parse_audit_filter(text)
-    except AuditFilterError as exc:
-        raise typer.BadParameter(str(exc), param_hint="FILTER") from None
 
 
 def audit(
@@ -43,7 +36,7 @@ def audit(
     """Operator actions (approve, reject, cancel, requeue, fork, pause, resume, prune, queue and
     schedule switches), newest first: the name each operator gave and the database role that
     acted. For the next page, pass the smallest id shown as --before."""
-    f = _audit_filter(where) if where else None
+    f = parsed(parse_audit_filter, where, "FILTER") if where else None
     s = settings(ctx)
     with open_reader(s) as reader:
         rows = handles_errors(reader.audit)(f, limit=limit, before_id=before)

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import typer
 
@@ -13,6 +14,8 @@ from kestrel_core.base import to_json
 
 from ..settings import Settings, build_settings
 from .errors import fail
+
+T = TypeVar("T")
 
 # Every command that acts takes --operator too (after the command name), so that
 # `approve 7 gate --operator alice` works as well as `--operator alice approve 7 gate`.
@@ -31,6 +34,14 @@ def _execution_id(value: int) -> int:
         return check_execution_id(value)
     except ValueError as exc:
         fail(str(exc), code=2)
+
+
+def parsed(parse: Callable[[str], T], text: str, hint: str) -> T:
+    """``parse(text)``; its ValueError is bad usage of ``hint`` (typer's message, exit 2)."""
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=hint) from None
 
 
 def execution_id_argument() -> Any:

@@ -60,21 +60,24 @@ def _run_report(
 ) -> tuple[Any, Any]:
     from ..reports import bind_params, find_report, run_report
 
-    timeout_ms = _timeout_ms(timeout_s)
+    limits = _limits(s, max_rows, timeout_s, max_bytes)
     report = find_report(name, s.queries)
     values = bind_params(report, given)
     with open_connection(s) as conn:
-        result = run_report(
-            conn,
-            report,
-            values,
-            schema=s.schema,
-            timeout_ms=timeout_ms,
-            max_rows=max_rows,
-            max_bytes=max_bytes,
-            allow_privileged=s.allow_privileged_sql,
-        )
+        result = run_report(conn, report, values, **limits)
     return report, result
+
+
+def _limits(s: Settings, max_rows: int, timeout_s: float, max_bytes: int) -> dict[str, Any]:
+    """The bounds a query or report of the command line runs under (keywords of
+    ``run_read_only`` and ``run_report``), checked before anything connects."""
+    return {
+        "schema": s.schema,
+        "timeout_ms": _timeout_ms(timeout_s),
+        "max_rows": max_rows,
+        "max_bytes": max_bytes,
+        "allow_privileged": s.allow_privileged_sql,
+    }
 
 
 def _timeout_ms(seconds: float) -> int:
@@ -175,17 +178,9 @@ def report(
 def _run_sql(s: Settings, query: str, max_rows: int, timeout_s: float, max_bytes: int) -> Any:
     from ..adhoc import run_read_only
 
-    timeout_ms = _timeout_ms(timeout_s)
+    limits = _limits(s, max_rows, timeout_s, max_bytes)
     with open_connection(s) as conn:
-        return run_read_only(
-            conn,
-            query,
-            schema=s.schema,
-            timeout_ms=timeout_ms,
-            max_rows=max_rows,
-            max_bytes=max_bytes,
-            allow_privileged=s.allow_privileged_sql,
-        )
+        return run_read_only(conn, query, **limits)
 
 
 def sql(

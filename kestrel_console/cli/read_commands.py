@@ -28,7 +28,7 @@ from ..read.workers import live_versions_text
 from ..safe_text import visible
 from ..settings import Settings
 from .errors import fail, handles_errors
-from .options import execution_id_argument, settings
+from .options import execution_id_argument, parsed, settings
 from .read_session import CLI_TIMEOUT_MS, format_option, note, one_of, open_reader
 from .summaries import print_decisions, print_pending_approvals, print_workers
 from .timeline_view import render_timeline
@@ -260,10 +260,7 @@ def _status_everything(s: Settings) -> None:
 
 
 def _filter(text: str) -> ExecutionFilter:
-    try:
-        return parse_filter(text)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--where") from None
+    return parsed(parse_filter, text, "--where")
 
 
 def list_(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -159,37 +159,46 @@ def _gauge(name: str, doc: str, labels: list[str] | None = None, value: float | 
     return GaugeMetricFamily(PREFIX + name, doc, labels=labels)
 
 
+def _by_queue_and_workflow(
+    rows: Iterable[Mapping[str, Any]], columns: Sequence[tuple[str, str, str, Callable[[Any], float]]]
+) -> list[GaugeMetricFamily]:
+    """One gauge per (name, help, column, number type) of ``columns``, a sample per row of
+    ``rows``, labelled by the row's queue and workflow."""
+    gauges = [(_gauge(name, doc, ["queue", "workflow"]), column, number) for name, doc, column, number in columns]
+    for r in rows:
+        labels = [_label(r["queue"]), _label(r["workflow_name"])]
+        for gauge, column, number in gauges:
+            gauge.add_metric(labels, number(r[column]))
+    return [gauge for gauge, _, _ in gauges]
+
+
 def _snapshot_families(ops: dict[str, Any]) -> Iterator[Metric]:
     """The gauges of one snapshot."""
-    depth = _gauge(
-        "queue_depth", "Enqueued executions (due now or delayed), by queue and workflow", ["queue", "workflow"]
+    yield from _by_queue_and_workflow(
+        ops["ready"],
+        [
+            ("queue_depth", "Enqueued executions (due now or delayed), by queue and workflow", "enqueued", int),
+            ("queue_due", "Enqueued executions due now (run_at passed), by queue and workflow", "due", int),
+            (
+                "queue_oldest_due_age_seconds",
+                "Seconds the oldest due enqueued execution has waited since it became due (0: none due)",
+                "oldest_due_age_s",
+                float,
+            ),
+        ],
     )
-    due = _gauge(
-        "queue_due", "Enqueued executions due now (run_at passed), by queue and workflow", ["queue", "workflow"]
+    yield from _by_queue_and_workflow(
+        ops["running"],
+        [
+            ("running", "Running executions, by queue and workflow", "running", int),
+            (
+                "stuck_leases",
+                "Running executions whose lease expired (owner dead or hung), by queue and workflow",
+                "stuck",
+                int,
+            ),
+        ],
     )
-    oldest = _gauge(
-        "queue_oldest_due_age_seconds",
-        "Seconds the oldest due enqueued execution has waited since it became due (0: none due)",
-        ["queue", "workflow"],
-    )
-    for r in ops["ready"]:
-        labels = [_label(r["queue"]), _label(r["workflow_name"])]
-        depth.add_metric(labels, int(r["enqueued"]))
-        due.add_metric(labels, int(r["due"]))
-        oldest.add_metric(labels, float(r["oldest_due_age_s"]))
-    yield from (depth, due, oldest)
-
-    running = _gauge("running", "Running executions, by queue and workflow", ["queue", "workflow"])
-    stuck = _gauge(
-        "stuck_leases",
-        "Running executions whose lease expired (owner dead or hung), by queue and workflow",
-        ["queue", "workflow"],
-    )
-    for r in ops["running"]:
-        labels = [_label(r["queue"]), _label(r["workflow_name"])]
-        running.add_metric(labels, int(r["running"]))
-        stuck.add_metric(labels, int(r["stuck"]))
-    yield from (running, stuck)
 
     waiting = _gauge(
         "waiting", "Executions parked in a sleep, approval, child or event wait, by workflow", ["workflow"]

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 
 from kestrel_core.db import close_quietly, connect, unavailable
 
 from ..settings import Settings
+from .config import ADHOC_MAX_ROWS, ADHOC_TIMEOUT_MS
 
 T = TypeVar("T")
 
@@ -33,6 +34,16 @@ class AdhocSession:
             return False
         self.running = True
         return True
+
+    def limits(self) -> dict[str, Any]:
+        """The bounds every query of the SQL and Reports screens runs under, as the keyword
+        arguments of ``run_read_only`` and ``run_report``."""
+        return {
+            "schema": self.config.schema,
+            "timeout_ms": ADHOC_TIMEOUT_MS,
+            "max_rows": ADHOC_MAX_ROWS,
+            "allow_privileged": self.config.allow_privileged_sql,
+        }
 
     def run(self, fn: Callable[[psycopg.Connection], T]) -> T:
         """Run ``fn(conn)`` in this (worker) thread; one query at a time."""

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
 from textual import events, work
 from textual.app import App
@@ -19,7 +18,7 @@ from kestrel_core import DatabaseUnavailable, SchemaOutdated, first_line
 
 from ..read.replica import ReplicaState, lsn_number
 from ..safe_text import visible
-from ..settings import DEFAULT_REFRESH, console_settings
+from ..settings import DEFAULT_REFRESH, ConsoleOptions, console_settings
 from .commands import KestrelCommands
 from .config import step_preset
 from .header import header_text
@@ -70,33 +69,13 @@ class KestrelConsole(App[None]):
         self,
         settings: Any = None,
         *,
-        dsn: str | None = None,
-        schema: str | None = None,
-        operator: str | None = None,
-        queries: list[Path] | None = None,
-        read_only: bool = False,
-        refresh: float = DEFAULT_REFRESH,
-        reader_dsn: str | None = None,
-        allow_privileged_sql: bool | None = None,
         quit_stops: str | None = None,
-        read_dsn: str | None = None,
-        max_lag: float | None = None,
+        **options: Unpack[ConsoleOptions],
     ) -> None:
-        """``quit_stops``: what quitting the console also stops (the demo's workers and
-        server), asked about before ``q`` quits."""
-        self.config = console_settings(
-            settings,
-            dsn=dsn,
-            schema=schema,
-            operator=operator,
-            queries=queries,
-            read_only=read_only,
-            refresh=refresh,
-            reader_dsn=reader_dsn,
-            allow_privileged_sql=allow_privileged_sql,
-            read_dsn=read_dsn,
-            max_lag=max_lag,
-        )
+        """``settings`` and ``options`` as for ``console_settings``. ``quit_stops``: what
+        quitting the console also stops (the demo's workers and server), asked about before
+        ``q`` quits."""
+        self.config = console_settings(settings, **options)
         super().__init__()
         use_whole_cell_scrollbars()
         self.read_only = self.config.read_only

@@ -30,6 +30,7 @@ from .host import ConsoleHost
 from .operator import ACTIONS, VERBS, WRITES, ActionOutcome, Target, confirmation
 from .widgets.comment import CommentModal
 from .widgets.confirm import ConfirmModal
+from .widgets.live_table import LiveTable
 
 T = TypeVar("T")
 
@@ -59,6 +60,8 @@ class LiveScreen(Screen):
     HELP_EXTRA: ClassVar[list[tuple[str, str]]] = []
     # False: the screen reads only when asked (SQL, Reports), never on a refresh tick.
     REFRESHES: ClassVar[bool] = True
+    # The id of the screen's one main table (``table``), on the screens built around one.
+    TABLE: ClassVar[str] = ""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -75,6 +78,11 @@ class LiveScreen(Screen):
     @property
     def kapp(self) -> ConsoleHost:
         return self.app  # type: ignore[return-value]
+
+    @property
+    def table(self) -> LiveTable:
+        """The screen's main table (``TABLE``)."""
+        return self.query_one(f"#{self.TABLE}", LiveTable)
 
     # -- reading -----------------------------------------------------------------------------
 

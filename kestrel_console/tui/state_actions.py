@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from textual.binding import Binding
+
+from .live import HOLD_KEY, LET_GO_KEY
+
 if TYPE_CHECKING:
     from .live import LiveScreen
     from .operator import Target
@@ -13,6 +17,15 @@ if TYPE_CHECKING:
     _Base = LiveScreen
 else:
     _Base = object
+
+
+# The four keys, in the order every such screen's footer shows them (spliced into its BINDINGS).
+STATE_BINDINGS = [
+    Binding("e", "requeue", "Re-enqueue"),
+    Binding("c", "cancel", "Cancel"),
+    Binding(HOLD_KEY, "pause", "Pause"),
+    Binding(LET_GO_KEY, "resume", "Resume"),
+]
 
 
 class StateActions(_Base):

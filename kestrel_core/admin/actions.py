@@ -11,13 +11,16 @@ from typing import Any
 
 from kestrel_core.base.errors import InvalidArgument
 from kestrel_core.base.serialization import to_json
+from kestrel_core.db.sql_files import statements_beside
 
-DECIDE = "SELECT {schema}.decide_approval(%s, %s, %s, %s, %s)"
-CANCEL = "SELECT {schema}.cancel_execution(%s, %s, %s)"
-REQUEUE = "SELECT {schema}.requeue_execution(%s, %s, %s)"
-FORK = "SELECT {schema}.fork_execution(%s, %s, %s, %s, %s, %s, %s)"
-PAUSE = "SELECT {schema}.pause_execution(%s, %s, %s)"
-RESUME = "SELECT {schema}.resume_execution(%s, %s, %s)"
+_SQL = statements_beside(__file__)
+
+DECIDE = _SQL["decide"]
+CANCEL = _SQL["cancel"]
+REQUEUE = _SQL["requeue"]
+FORK = _SQL["fork"]
+PAUSE = _SQL["pause"]
+RESUME = _SQL["resume"]
 
 
 class _Unset:

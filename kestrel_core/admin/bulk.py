@@ -29,7 +29,10 @@ import psycopg
 from psycopg.rows import dict_row
 
 from kestrel_core.base.errors import InvalidArgument, NotFound, from_database
+from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import render
+
+_SQL = statements_beside(__file__)
 
 
 @dataclass(frozen=True)
@@ -61,38 +64,13 @@ CHUNK = 200  # rows per transaction
 MAX_ROWS = 100_000  # a preview freezes at most this many ids
 BUSY_PAUSE_S = 0.2  # when the rows left are another session's for now
 
-FREEZE = "SELECT {schema}.bulk_freeze(%s, %s, %s, %s, %s, %s)"
-BEGIN = "SELECT {schema}.bulk_begin(%s, %s, %s)"
-APPLY_CHUNK = "SELECT {schema}.bulk_apply_chunk(%s, %s, %s, %s)"
-STATUS = """
-SELECT b.id, b.token, b.action, b.params, b.filter_text, b.total, b.created_by, b.created_at,
-       b.expires_at, b.started_at, b.started_by, b.finished_at,
-       count(*) FILTER (WHERE i.outcome = 'done') AS done,
-       count(*) FILTER (WHERE i.outcome = 'refused') AS refused,
-       count(*) FILTER (WHERE i.outcome IS NULL) AS "left"
-  FROM {schema}.bulk_batches b JOIN {schema}.bulk_batch_items i ON i.batch_id = b.id
- WHERE b.token = %s
- GROUP BY b.id
-"""
-# Refusals by reason: the message with its ids written '#', so that one rule is one line.
-REASONS = """
-SELECT regexp_replace(reason, '(execution|id) [0-9]+', '\\1 #', 'g') AS reason, count(*) AS n,
-       (array_agg(execution_id ORDER BY execution_id))[1:5] AS examples
-  FROM {schema}.bulk_batch_items
- WHERE batch_id = %s AND outcome = 'refused'
- GROUP BY 1 ORDER BY n DESC, reason LIMIT %s
-"""
-ITEMS = """
-SELECT execution_id, outcome, reason, result, acted_at, acted_by
-  FROM {schema}.bulk_batch_items
- WHERE batch_id = %s AND (%s::text IS NULL OR outcome IS NOT DISTINCT FROM nullif(%s::text, 'pending'))
- ORDER BY execution_id LIMIT %s
-"""
-BATCHES = """
-SELECT b.id, b.token, b.action, b.total, b.created_by, b.created_at, b.expires_at, b.started_at,
-       b.finished_at, b.filter_text
-  FROM {schema}.bulk_batches b ORDER BY b.id DESC LIMIT %s
-"""
+FREEZE = _SQL["freeze"]
+BEGIN = _SQL["begin"]
+APPLY_CHUNK = _SQL["apply_chunk"]
+STATUS = _SQL["status"]
+REASONS = _SQL["reasons"]
+ITEMS = _SQL["items"]
+BATCHES = _SQL["batches"]
 
 
 @dataclass(frozen=True)

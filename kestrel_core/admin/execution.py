@@ -8,6 +8,9 @@ from typing import Any
 
 from kestrel_core.base.errors import NotFound
 from kestrel_core.base.statuses import TERMINAL_STATUSES
+from kestrel_core.db.sql_files import statements_beside
+
+_SQL = statements_beside(__file__)
 
 
 @dataclass(frozen=True)
@@ -33,11 +36,7 @@ class Execution:
         return self.status in TERMINAL_STATUSES
 
 
-GET = """
-SELECT id, workflow_name, status, input, output, error, owner_id, lease_expires, claims,
-       run_at, created_at, updated_at, started_at, finished_at
-  FROM {schema}.workflow_executions WHERE id = %s
-"""
+GET = _SQL["get"]
 
 
 def found(row: Execution | None, execution_id: int) -> Execution:

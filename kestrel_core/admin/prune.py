@@ -40,7 +40,10 @@ import psycopg
 
 from kestrel_core.base.errors import InvalidArgument, from_database
 from kestrel_core.db.connection import ConnectionRunner
+from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import one_row, render
+
+_SQL = statements_beside(__file__)
 
 T = TypeVar("T")
 
@@ -50,37 +53,12 @@ DEFAULT_BATCH_SIZE = 1000
 DROP_TRIES = 3
 DROP_PAUSE_S = 0.2
 
-CUTOFF = "SELECT now() - %s::interval"
-PRUNE_BATCH = "SELECT {schema}.prune_finished(%s, %s, %s)"
-RANGES = "SELECT lo, hi FROM {schema}.history_partitions ORDER BY lo"
-DROP_RANGE = "SELECT {schema}.drop_history_range(%s, %s, %s)"
-# What drop_history_range would decide for one range now (the dry run): its executions, the
-# live ones (and finished children of a parent outside the range, which keep it too), the
-# newest finish, and
-# when the first execution past the range was created.
-RANGE_STATE = """
-SELECT count(*),
-       count(*) FILTER (WHERE status IN {live_statuses}
-                           OR EXISTS (SELECT 1 FROM {schema}.workflow_executions p
-                                       WHERE p.id = c.parent_id AND (p.id < %(lo)s OR p.id >= %(hi)s))),
-       max(finished_at),
-       (SELECT created_at FROM {schema}.workflow_executions WHERE id >= %(hi)s ORDER BY id LIMIT 1)
-         < now() - interval '1 minute'
-  FROM {schema}.workflow_executions c
- WHERE id >= %(lo)s AND id < %(hi)s
-"""
-# What the batches of a prune with this cutoff would delete now (the dry run), by workflow and
-# status: finished rows in the ranges batch_ranges() names (the others go whole, or wait until
-# all of them may).
-PRUNABLE = """
-SELECT e.workflow_name, e.status, count(*), min(e.finished_at), max(e.finished_at)
-  FROM {schema}.batch_ranges() AS r
-  JOIN {schema}.workflow_executions AS e ON e.id >= r.lo AND e.id < r.hi
- WHERE e.finished_at < %s AND e.status IN {terminal_statuses}
-   AND NOT EXISTS (SELECT 1 FROM {schema}.workflow_executions p WHERE p.id = e.parent_id)
- GROUP BY e.workflow_name, e.status
- ORDER BY e.workflow_name, e.status
-"""
+CUTOFF = _SQL["cutoff"]
+PRUNE_BATCH = _SQL["prune_batch"]
+RANGES = _SQL["ranges"]
+DROP_RANGE = _SQL["drop_range"]
+RANGE_STATE = _SQL["range_state"]
+PRUNABLE = _SQL["prunable"]
 
 _AGE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$", re.IGNORECASE)
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}

@@ -22,42 +22,24 @@ from psycopg.types.json import Jsonb
 from kestrel_core.admin import cron
 from kestrel_core.base.errors import ActionRefused, InvalidArgument
 from kestrel_core.base.serialization import to_json
+from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import one_row, render
 from kestrel_core.dispatch.enqueue import check_workflow_name
+
+_SQL = statements_beside(__file__)
 
 # Keys every scheduled run's input carries; a schedule's own input may not use them.
 RESERVED_KEYS = ("schedule", "scheduled_at")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
 
-NOW = "SELECT now()"
-
-# A worker (re)declares its code's schedules. Only rows that code owns are updated, and only
-# when something changed; a changed cron or timezone starts from the next tick after now, an
-# unchanged one keeps its place (restarting workers neither skip nor repeat a tick). Pausing
-# is the operator's: a redeclaration never unpauses.
-DECLARE = """
-INSERT INTO {schema}.schedules AS s (name, cron, timezone, workflow_name, input, catch_up,
-                                     next_tick, source, created_by)
-VALUES (%(name)s, %(cron)s, %(timezone)s, %(workflow)s, %(input)s, %(catch_up)s, %(next_tick)s,
-        'code', %(by)s)
-ON CONFLICT (name) DO UPDATE
-   SET cron = EXCLUDED.cron, timezone = EXCLUDED.timezone, workflow_name = EXCLUDED.workflow_name,
-       input = EXCLUDED.input, catch_up = EXCLUDED.catch_up,
-       next_tick = CASE WHEN (s.cron, s.timezone) IS DISTINCT FROM (EXCLUDED.cron, EXCLUDED.timezone)
-                        THEN EXCLUDED.next_tick ELSE s.next_tick END,
-       updated_at = now()
- WHERE s.source = 'code'
-   AND (s.cron, s.timezone, s.workflow_name, s.input, s.catch_up)
-       IS DISTINCT FROM (EXCLUDED.cron, EXCLUDED.timezone, EXCLUDED.workflow_name,
-                         EXCLUDED.input, EXCLUDED.catch_up)
-"""
-OPERATOR_OWNED = "SELECT name FROM {schema}.schedules WHERE name = ANY(%s) AND source = 'cli'"
-CRON_OF = "SELECT cron, timezone FROM {schema}.schedules WHERE name = %s"
-
-ADD = "SELECT {schema}.add_schedule(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
-SET_PAUSED = "SELECT {schema}.set_schedule_paused(%s, %s, %s, %s, %s)"
-REMOVE = "SELECT {schema}.remove_schedule(%s, %s, %s)"
-TRIGGER = "SELECT {schema}.trigger_schedule(%s, %s, %s)"
+NOW = _SQL["now"]
+DECLARE = _SQL["declare"]
+OPERATOR_OWNED = _SQL["operator_owned"]
+CRON_OF = _SQL["cron_of"]
+ADD = _SQL["add"]
+SET_PAUSED = _SQL["set_paused"]
+REMOVE = _SQL["remove"]
+TRIGGER = _SQL["trigger"]
 
 log = logging.getLogger("kestrel.schedules")
 

@@ -152,6 +152,7 @@ class Operations(ABC):
         priority: int | None = None,
         queue: str | None = None,
         concurrency_key: str | None = None,
+        options: _enqueue.EnqueueOptions | None = None,
         conn: psycopg.Connection | None = None,
     ) -> int:
         """Enqueue workflow ``name`` with a JSON ``input``; returns the execution id.
@@ -159,19 +160,17 @@ class Operations(ABC):
         A repeated ``idempotency_key`` returns the first id and inserts nothing. ``delay`` or
         ``run_at`` postpone the first claim. ``queue`` overrides the workflow's queue;
         ``concurrency_key`` limits how many executions with that key run at once (the
-        queue's ``per_key``, default 1). ``priority`` defaults to the queue's. Non-JSON input
-        raises NotSerializable, nothing written.
+        queue's ``per_key``, default 1). ``priority`` defaults to the queue's. ``options``: the
+        same as one ``EnqueueOptions`` value, instead of those keywords. Non-JSON input raises
+        NotSerializable, nothing written.
 
         Concurrent calls are written together, one statement and one commit per batch
         (``enqueue_batch``); each gets its own id or its own error. ``conn``: enqueue inside
         that psycopg connection's transaction instead: the execution exists if and only if it
         commits, and workers are woken at its commit.
         """
-        (row,) = _enqueue.rows(
-            self._registry(),
-            name,
-            [input],
-            single=True,
+        chosen = _enqueue.EnqueueOptions.of(
+            options,
             idempotency_key=idempotency_key,
             run_at=run_at,
             delay=delay,
@@ -179,6 +178,7 @@ class Operations(ABC):
             queue=queue,
             concurrency_key=concurrency_key,
         )
+        (row,) = _enqueue.rows(self._registry(), name, [input], chosen, single=True)
         with _roles.needs_worker_role("enqueue"):
             if conn is not None:
                 caller = self._caller_connection(conn)
@@ -195,20 +195,17 @@ class Operations(ABC):
         priority: int | None = None,
         queue: str | None = None,
         concurrency_key: str | None = None,
+        options: _enqueue.EnqueueOptions | None = None,
         conn: psycopg.Connection | None = None,
     ) -> list[int]:
-        """Enqueue one execution per input in one statement; ids in input order. ``conn``: in
-        that connection's transaction, as for ``enqueue``."""
-        rows = _enqueue.rows(
-            self._registry(),
-            name,
-            inputs,
-            run_at=run_at,
-            delay=delay,
-            priority=priority,
-            queue=queue,
-            concurrency_key=concurrency_key,
+        """Enqueue one execution per input in one statement; ids in input order. ``options`` and
+        ``conn`` as for ``enqueue`` (no idempotency key: one key would name every row)."""
+        chosen = _enqueue.EnqueueOptions.of(
+            options, run_at=run_at, delay=delay, priority=priority, queue=queue, concurrency_key=concurrency_key
         )
+        if chosen.idempotency_key is not None:
+            raise InvalidArgument("enqueue_many takes no idempotency_key: one key would name every row's execution")
+        rows = _enqueue.rows(self._registry(), name, inputs, chosen)
         with _roles.needs_worker_role("enqueue"):
             if conn is not None:
                 caller = self._caller_connection(conn)

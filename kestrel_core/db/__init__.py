@@ -1,9 +1,10 @@
 """Talking to PostgreSQL: connections and pools and the errors a person can read, passwords
 masked by ``base.masking`` (``connection``), the engine's SQL rendered for one schema
-(``statements``), the named statements kept in ``.sql`` files beside the modules that run
-them (``sql_files``), several statements in one round trip through libpq for the enqueue batch's
-hot path (``pipeline``), which errors mean the database is away (``outage``), versioned migrations
-and the schema's functions kept as code (``migrate``, ``migrations/NNNN_name.sql``,
+(``statements``, its shared fragments in ``statements.sql``), the named statements kept in
+``.sql`` files beside the modules that run them (``sql_files``; docs/how-it-works.md lists every
+file), several statements in one round trip through libpq for the enqueue batch's hot path
+(``pipeline``), which errors mean the database is away (``outage``), versioned migrations and
+the schema's functions kept as code (``migrate``, ``migrations/NNNN_name.sql``,
 ``schema/functions/<name>.sql``), and the least-privilege roles (``roles``).
 
 Front ends (the console, bench) may use the names in ``__all__`` below, no module of it.

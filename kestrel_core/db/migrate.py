@@ -48,7 +48,10 @@ import psycopg
 from psycopg import sql
 
 from kestrel_core.base.errors import ActionRefused, SchemaOutdated, SchemaTooNew
+from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import check_schema_name, render, render_migration
+
+_SQL = statements_beside(__file__)
 
 # A changed function is no version: its (re)application is logged, not returned.
 log = logging.getLogger("kestrel.migrate")
@@ -62,92 +65,42 @@ OUTSIDE_TRANSACTION = re.compile(r"^-- kestrel: outside transaction\s*$", re.MUL
 # may use the columns the migrations add.
 FUNCTIONS_DIR = ("schema", "functions")
 
-CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"
-# Whether a schema is Kestrel's to use: none, or one only its owner may create
-# objects in, holding Kestrel's objects or nothing. Kestrel's SECURITY DEFINER functions resolve
-# names in it, and its grants must never reach other applications' objects ('public').
-SCHEMA_FITNESS = """
-SELECT to_regclass(format('%%I.schema_migrations', n.nspname)) IS NOT NULL AS kestrel,
-       ARRAY(SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END
-               FROM aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) a
-              WHERE a.privilege_type = 'CREATE' AND a.grantee <> n.nspowner
-              ORDER BY 1) AS others_create,
-       (SELECT count(*) FROM pg_class c WHERE c.relnamespace = n.oid)
-       + (SELECT count(*) FROM pg_proc p WHERE p.pronamespace = n.oid)
-       + (SELECT count(*) FROM pg_operator o WHERE o.oprnamespace = n.oid)
-       + (SELECT count(*) FROM pg_type t
-           WHERE t.typnamespace = n.oid AND t.typrelid = 0 AND t.typcategory <> 'A') AS objects
-  FROM pg_namespace n WHERE n.nspname = %s
-"""
-CREATE_VERSIONS = """
-CREATE TABLE IF NOT EXISTS {schema}.schema_migrations (
-    version    integer PRIMARY KEY,
-    name       text NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
-)"""
-# Every function text ever applied (id orders them): the latest row per name is what the
-# database holds; an older one means a newer release has been here.
-CREATE_FUNCTIONS = """
-CREATE TABLE IF NOT EXISTS {schema}.schema_functions (
-    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    name       text NOT NULL,
-    checksum   text NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now(),
-    UNIQUE (name, checksum)
-)"""
-# One lock for every schema in the database: migrations are rare, so no need to be finer.
-LOCK = "SELECT pg_advisory_xact_lock(hashtext('kestrel.migrate'))"
-# The outside-transaction step's own lock (session level, taken with try and polled).
-TRY_OUTSIDE_LOCK = "SELECT pg_try_advisory_lock(hashtext('kestrel.migrate.outside'))"
-OUTSIDE_UNLOCK = "SELECT pg_advisory_unlock(hashtext('kestrel.migrate.outside'))"
+CREATE_SCHEMA = _SQL["create_schema"]
+SCHEMA_FITNESS = _SQL["schema_fitness"]
+CREATE_VERSIONS = _SQL["create_versions"]
+CREATE_FUNCTIONS = _SQL["create_functions"]
+LOCK = _SQL["lock"]
+TRY_OUTSIDE_LOCK = _SQL["try_outside_lock"]
+OUTSIDE_UNLOCK = _SQL["outside_unlock"]
 OUTSIDE_POLL_S = 0.2
-APPLIED = "SELECT version FROM {schema}.schema_migrations"
-IS_APPLIED = "SELECT 1 FROM {schema}.schema_migrations WHERE version = %s"
-RECORD = "INSERT INTO {schema}.schema_migrations (version, name) VALUES (%s, %s)"
-VERSIONS_EXIST = "SELECT to_regclass(%s) IS NOT NULL"
-CURRENT_VERSION = "SELECT coalesce(max(version), 0) FROM {schema}.schema_migrations"
-FUNCTIONS_APPLIED = "SELECT name, checksum FROM {schema}.schema_functions ORDER BY id"
-RECORD_FUNCTION = "INSERT INTO {schema}.schema_functions (name, checksum) VALUES (%s, %s)"
-# A partitioned index ('I') stays invalid until every partition's index is attached: an
-# interrupted build of one is resumed, not dropped (DROP INDEX CONCURRENTLY refuses it).
-INVALID_INDEXES = """
-SELECT c.relname FROM pg_index i
-  JOIN pg_class c ON c.oid = i.indexrelid
-  JOIN pg_namespace n ON n.oid = c.relnamespace
- WHERE n.nspname = %s AND NOT i.indisvalid AND c.relkind = 'i'
- ORDER BY 1
-"""
+APPLIED = _SQL["applied"]
+IS_APPLIED = _SQL["is_applied"]
+RECORD = _SQL["record"]
+VERSIONS_EXIST = _SQL["versions_exist"]
+CURRENT_VERSION = _SQL["current_version"]
+FUNCTIONS_APPLIED = _SQL["functions_applied"]
+RECORD_FUNCTION = _SQL["record_function"]
+INVALID_INDEXES = _SQL["invalid_indexes"]
 # ``CREATE [UNIQUE] INDEX CONCURRENTLY IF NOT EXISTS name ON {schema}.table <definition>``
 CONCURRENT_INDEX = re.compile(
     r"^CREATE\s+(?P<unique>UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+IF\s+NOT\s+EXISTS\s+(?P<name>\w+)\s+"
     r"ON\s+\{schema\}\.(?P<table>\w+)\s+(?P<definition>.+)$",
     re.IGNORECASE | re.DOTALL,
 )
-IS_PARTITIONED = "SELECT c.relkind = 'p' FROM pg_class c WHERE c.oid = to_regclass(%s)"
-# The table's partitions (plain tables) with no index attached to the parent index yet.
-PARTITIONS_WITHOUT_INDEX = """
-SELECT c.relname FROM pg_inherits h JOIN pg_class c ON c.oid = h.inhrelid
- WHERE h.inhparent = to_regclass(%(table)s) AND c.relkind = 'r'
-   AND NOT EXISTS (SELECT 1 FROM pg_index i JOIN pg_inherits ih ON ih.inhrelid = i.indexrelid
-                    WHERE i.indrelid = c.oid AND ih.inhparent = to_regclass(%(index)s))
- ORDER BY 1
-"""
-INDEX_IS_VALID = "SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)"
-PARTITION_INDEX = "CREATE {unique}INDEX CONCURRENTLY IF NOT EXISTS {index} ON {table} {definition}"
-PARENT_INDEX = "CREATE {unique}INDEX IF NOT EXISTS {index} ON ONLY {table} {definition}"
-ATTACH_INDEX = "ALTER INDEX {parent} ATTACH PARTITION {child}"
-# The parent index's brief SHARE lock queues writers while it waits: bounded (the migration
-# fails, and the next migrate resumes it).
-PARENT_LOCK_TIMEOUT = "SET lock_timeout = '5s'"
-RESET_LOCK_TIMEOUT = "RESET lock_timeout"
+IS_PARTITIONED = _SQL["is_partitioned"]
+PARTITIONS_WITHOUT_INDEX = _SQL["partitions_without_index"]
+INDEX_IS_VALID = _SQL["index_is_valid"]
+PARTITION_INDEX = _SQL["partition_index"]
+PARENT_INDEX = _SQL["parent_index"]
+ATTACH_INDEX = _SQL["attach_index"]
+PARENT_LOCK_TIMEOUT = _SQL["parent_lock_timeout"]
+RESET_LOCK_TIMEOUT = _SQL["reset_lock_timeout"]
 # New partitions (ensure_partitions) may appear while the partitions' indexes are built: the
 # ones without are looked for again, this many times at most.
 PARTITION_ROUNDS = 5
-DROP_INDEX_CONCURRENTLY = "DROP INDEX CONCURRENTLY IF EXISTS {index}"
-# The history's id ranges ahead (migration 0022, schema/functions/ensure_partitions.sql): each
-# migrate makes sure of them, as each worker does every minute.
-HAS_ENSURE_PARTITIONS = "SELECT to_regprocedure(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL"
-ENSURE_PARTITIONS = "SELECT {schema}.ensure_partitions()"
+DROP_INDEX_CONCURRENTLY = _SQL["drop_index_concurrently"]
+HAS_ENSURE_PARTITIONS = _SQL["has_ensure_partitions"]
+ENSURE_PARTITIONS = _SQL["ensure_partitions"]
 
 
 @dataclass(frozen=True)

@@ -64,41 +64,27 @@ from psycopg import sql
 from kestrel_core.base.errors import ActionRefused, InvalidArgument, SchemaOutdated
 from kestrel_core.base.masking import first_line
 from kestrel_core.db.migrate import function_files, is_kestrel_relation, kestrel_relations
+from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import check_schema_name
+
+_SQL = statements_beside(__file__)
 
 DEFAULT_WORKER_ROLE = "kestrel_worker"
 DEFAULT_OPERATOR_ROLE = "kestrel_operator"
 DEFAULT_READER_ROLE = "kestrel_reader"
 
-# Same lock as migrate.py: grants and schema changes never interleave.
-LOCK = "SELECT pg_advisory_xact_lock(hashtext('kestrel.migrate'))"
-ROLE_EXISTS = "SELECT rolcanlogin FROM pg_roles WHERE rolname = %s"
-CREATE_ROLE = "CREATE ROLE {role} NOLOGIN"
-SCHEMA_EXISTS = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
-CAN_CREATE_ROLES = "SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user"
-IS_SUPERUSER = "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
+LOCK = _SQL["lock"]
+ROLE_EXISTS = _SQL["role_exists"]
+CREATE_ROLE = _SQL["create_role"]
+SCHEMA_EXISTS = _SQL["schema_exists"]
+CAN_CREATE_ROLES = _SQL["can_create_roles"]
+IS_SUPERUSER = _SQL["is_superuser"]
 # Parameter privileges are cluster-wide (PostgreSQL 15+); only a superuser may grant them.
 READER_PARAMETERS = ("temp_file_limit",)
-GRANT_SET_PARAMETER = "GRANT SET ON PARAMETER {parameter} TO {role}"
-SCHEMA_TABLES = """
-SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
- WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm') ORDER BY c.relname
-"""
-# The sequences of Kestrel's tables (identity columns), by the table that owns each.
-SCHEMA_SEQUENCES = """
-SELECT s.relname FROM pg_class s
-  JOIN pg_namespace n ON n.oid = s.relnamespace
-  JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = s.oid
-                  AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')
-  JOIN pg_class t ON t.oid = d.refobjid
- WHERE n.nspname = %s AND s.relkind = 'S' AND t.relname = ANY(%s)
- ORDER BY s.relname
-"""
-# Kestrel's functions: one file each under schema/functions/.
-SCHEMA_FUNCTIONS = """
-SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
- WHERE n.nspname = %s AND p.proname = ANY(%s) ORDER BY 1
-"""
+GRANT_SET_PARAMETER = _SQL["grant_set_parameter"]
+SCHEMA_TABLES = _SQL["schema_tables"]
+SCHEMA_SEQUENCES = _SQL["schema_sequences"]
+SCHEMA_FUNCTIONS = _SQL["schema_functions"]
 KESTREL_FUNCTIONS = sorted(f.name for f in function_files())
 
 # What the worker role may do, table by table: privileges, with a column list where the
@@ -277,25 +263,28 @@ def _grant(conn: psycopg.Connection, schema: str, names: RoleNames, tables: list
     every = sql.SQL("{}, {}, {}").format(worker, operator, reader)
     statements = [
         # Start from nothing, so a rerun also takes back what an older version granted.
-        sql.SQL("REVOKE ALL ON SCHEMA {} FROM {}").format(s, every),
-        sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(s, every),
+        sql.SQL(_SQL["revoke_schema"]).format(schema=s, roles=every),
+        sql.SQL(_SQL["grant_schema"]).format(schema=s, roles=every),
     ]
     for table in tables:
         t = sql.Identifier(schema, table)
-        statements.append(sql.SQL("REVOKE ALL ON TABLE {} FROM {}").format(t, every))
-        statements.append(sql.SQL("GRANT SELECT ON TABLE {} TO {}, {}").format(t, operator, reader))
+        statements.append(sql.SQL(_SQL["revoke_table"]).format(table=t, roles=every))
+        statements.append(sql.SQL(_SQL["grant_table_read"]).format(table=t, operator=operator, reader=reader))
     for (sequence,) in conn.execute(SCHEMA_SEQUENCES, (schema, tables)).fetchall():
         q = sql.Identifier(schema, sequence)
-        statements.append(sql.SQL("REVOKE ALL ON SEQUENCE {} FROM {}").format(q, every))
-        statements.append(sql.SQL("GRANT USAGE ON SEQUENCE {} TO {}").format(q, worker))
+        statements.append(sql.SQL(_SQL["revoke_sequence"]).format(sequence=q, roles=every))
+        statements.append(sql.SQL(_SQL["grant_sequence"]).format(sequence=q, worker=worker))
     for (signature,) in conn.execute(SCHEMA_FUNCTIONS, (schema, KESTREL_FUNCTIONS)).fetchall():
         # regprocedure's text: the catalog's own quoting of a name and argument types it holds.
-        statements.append(sql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC, {}").format(sql.SQL(signature), every))
+        statements.append(sql.SQL(_SQL["revoke_function"]).format(function=sql.SQL(signature), roles=every))
     for table, privileges in WORKER_WRITES.items():
         if table in tables:
             statements.append(
-                sql.SQL("GRANT {} ON TABLE {}.{} TO {}").format(
-                    sql.SQL(", ").join(sql.SQL(p) for p in privileges), s, sql.Identifier(table), worker
+                sql.SQL(_SQL["grant_worker_writes"]).format(
+                    privileges=sql.SQL(", ").join(sql.SQL(p) for p in privileges),
+                    schema=s,
+                    table=sql.Identifier(table),
+                    worker=worker,
                 )
             )
     for role, functions in ((worker, WORKER_FUNCTIONS), (operator, OPERATOR_FUNCTIONS), (reader, READER_FUNCTIONS)):
@@ -303,17 +292,17 @@ def _grant(conn: psycopg.Connection, schema: str, names: RoleNames, tables: list
             name, _, args = signature.partition("(")
             if _function_exists(conn, schema, name):
                 statements.append(
-                    sql.SQL("GRANT EXECUTE ON FUNCTION {}.{}({}) TO {}").format(
-                        s, sql.Identifier(name), sql.SQL(args.rstrip(")")), role
+                    sql.SQL(_SQL["grant_function"]).format(
+                        schema=s, function=sql.Identifier(name), arguments=sql.SQL(args.rstrip(")")), role=role
                     )
                 )
     for statement in statements:
         conn.execute(statement)
 
 
-IS_MEMBER = "SELECT pg_has_role(%s, %s, 'MEMBER')"
-GRANT_ROLE = "GRANT {role} TO {member}"
-HAS_PARAMETER_PRIVILEGE = "SELECT has_parameter_privilege(%s, %s, 'SET')"
+IS_MEMBER = _SQL["is_member"]
+GRANT_ROLE = _SQL["grant_role"]
+HAS_PARAMETER_PRIVILEGE = _SQL["has_parameter_privilege"]
 # A cluster-wide catalog row (a parameter's ACL) takes one update at a time: a concurrent grant
 # to another role from another database fails ours with 'tuple concurrently updated' (or a
 # unique violation when both create the row). Each attempt is short; 50 cover any realistic crowd.
@@ -335,7 +324,7 @@ def _grant_shared(conn: psycopg.Connection, grant: sql.Composed, holds: Callable
             time.sleep(SHARED_GRANT_PAUSE * attempt * random.random())
     if not holds():
         raise RuntimeError(
-            f"could not run {grant.as_string(conn)}: {SHARED_GRANT_ATTEMPTS} attempts lost to concurrent "
+            f"could not run {grant.as_string(conn).strip()}: {SHARED_GRANT_ATTEMPTS} attempts lost to concurrent "
             "grants on the same cluster-wide row; run migrate again"
         )
 
@@ -367,10 +356,7 @@ def _may_set(conn: psycopg.Connection, role: str, parameter: str) -> bool:
     return conn.execute(HAS_PARAMETER_PRIVILEGE, (role, parameter)).fetchone() == (True,)
 
 
-FUNCTION_EXISTS = """
-SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
- WHERE n.nspname = %s AND p.proname = %s
-"""
+FUNCTION_EXISTS = _SQL["function_exists"]
 
 
 def _function_exists(conn: psycopg.Connection, schema: str, name: str) -> bool:

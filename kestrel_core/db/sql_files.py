@@ -15,7 +15,10 @@ A block runs from its ``-- name:`` line to the next one; the comment lines right
 name are its documentation, the rest is the statement (its final ``;`` dropped, so a block
 also pastes into psql as it stands). Lines before the first block are the file's own comment.
 Statements keep the engine's rendering markers (``{schema}``, ``{claim_is_current}``...:
-``statements.render``) and bound parameters (``%(name)s``); nothing here composes SQL.
+``statements.render``) and bound parameters (``%(name)s``). A statement built on a part it
+shares with others names that part by a marker too (``{take_picked}``, ``{place_one}``: a block
+of a statements file, whose comment says which), filled at import by ``paste``; nothing here
+composes SQL with anything but the engine's own blocks.
 """
 
 from __future__ import annotations
@@ -72,6 +75,17 @@ def parse_statements(text: str, source: str = "<text>") -> Mapping[str, str]:
 @cache
 def _read(path: Path) -> Mapping[str, str]:
     return parse_statements(path.read_text(encoding="utf-8"), str(path))
+
+
+def paste(statement: str, **parts: str) -> str:
+    """``statement`` with each ``{name}`` marker of ``parts`` replaced by that part: named blocks
+    of the engine's own files (never data), pasted at import. Every part must be used."""
+    for name, part in parts.items():
+        marker = "{" + name + "}"
+        if marker not in statement:
+            raise StatementFileError(f"no {marker} marker to paste {name!r} into")
+        statement = statement.replace(marker, part.strip("\n"))
+    return statement
 
 
 def statements_beside(module_file: str) -> Mapping[str, str]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -30,104 +30,21 @@ from kestrel_core.base.errors import InvalidArgument, KestrelError
 from kestrel_core.base.masking import first_line
 from kestrel_core.base.serialization import to_json
 from kestrel_core.db.pipeline import Prepared, Step, failure, round_trip, rows_of
+from kestrel_core.db.sql_files import paste, statements_beside
 from kestrel_core.db.statements import notify_channel, render
 from kestrel_core.dispatch.keys import check_idempotency_key, check_name
 
+_SQL = statements_beside(__file__)
+
 log = logging.getLogger("kestrel.enqueue")
 
-# The placement of new executions, after a CTE ``req(n, name, queue, priority, ckey)``; defines
-# ``placed(n, queue, priority)``. The queue: the one given, else the one the workflow is bound
-# to in the code of the workers (queues.workflows), else the default; the priority defaults to
-# the queue's. A keyed execution marks its queue keyed (claimed under the queue's lock, see
-# claim.py) in the same statement; the check first keeps the common case from touching the
-# queue's row. Placed once per (name, queue) of the batch, not once per row.
-PLACE_ROWS = """, target AS (
-    SELECT g.name, g.queue AS given,
-           coalesce(g.queue,
-                    (SELECT q.name FROM {schema}.queues q WHERE g.name = ANY(q.workflows)
-                      ORDER BY q.declared_at DESC NULLS LAST, q.name LIMIT 1),
-                    'default') AS queue
-      FROM (SELECT DISTINCT name, queue FROM req) g
-), placed AS (
-    SELECT r.n, t.queue, coalesce(r.priority, q.priority, 0) AS priority, r.ckey
-      FROM req r
-      JOIN target t ON t.name = r.name AND t.given IS NOT DISTINCT FROM r.queue
-      LEFT JOIN {schema}.queues q ON q.name = t.queue
-), keyed AS (
-    INSERT INTO {schema}.queues AS q (name, keyed)
-    SELECT DISTINCT p.queue, true FROM placed p
-     WHERE p.ckey IS NOT NULL
-       AND NOT EXISTS (SELECT 1 FROM {schema}.queues k WHERE k.name = p.queue AND k.keyed)
-    ON CONFLICT (name) DO UPDATE SET keyed = true
-)"""
-
-# One execution placed from scalar parameters (children.START_CHILD builds on it).
-PLACE_ONE = (
-    """WITH req AS (
-    SELECT 1::bigint AS n, %(name)s::text AS name, %(queue)s::text AS queue,
-           %(priority)s::int AS priority, %(ckey)s::text AS ckey
-)"""
-    + PLACE_ROWS
-)
-
-# Rows in, one result row per execution that holds a key of the batch or was inserted now:
-# (id, idempotency_key). Rows are inserted in array order, so the new unkeyed ids, ascending,
-# are the unkeyed rows in order; a key is inserted by its first row and refused for later rows
-# and for a key already taken (the row is skipped by the execution_key_taken trigger, which
-# takes the key in execution_keys, ON CONFLICT DO NOTHING: migration 0020), and the last branch
-# finds its holder in execution_keys (the statement's snapshot does not see the keys its
-# trigger inserts, so no key comes back twice).
-# The holders are not looked up at all for a batch without keys (``keyed`` false: a one-time
-# filter, even in a cached plan). Without that gate the lookup was a sequential scan in the
-# generic plan a pooled connection caches at its fifth call while the table is small, and until
-# the next ANALYZE every batch read the whole table (one 1-row enqueue: 1.4 ms at 0 rows, 7.3 ms
-# at 10,000, 21.7 ms at 30,000; bench/README.md, "Ingestion"). A keyed batch may still meet such
-# a plan until that ANALYZE; a lookup per key (a scalar subquery) avoided it but made Postgres
-# plan the statement anew at every call, which cost more.
-# The inputs and names travel as binary arrays: psycopg writes a text array in Python, quoting
-# and escaping every JSON element with a regular expression, and copies a binary one (client
-# CPU for a 64-row batch: 14-17 us a row in text, 7.5-10 in binary).
-ENQUEUE = (
-    """WITH req AS (
-    SELECT * FROM unnest(%(names)b::text[], %(inputs)b::jsonb[], %(keys)s::text[],
-                         %(run_ats)s::timestamptz[], %(priorities)s::int[], %(queues)s::text[],
-                         %(ckeys)s::text[], %(versions)s::text[], %(traces)s::text[])
-           WITH ORDINALITY AS r(name, input, key, run_at, priority, queue, ckey, version, trace, n)
-)"""
-    + PLACE_ROWS
-    + """, ins AS (
-    INSERT INTO {schema}.workflow_executions
-           (workflow_name, input, idempotency_key, run_at, priority, queue, concurrency_key, version, trace_context)
-    SELECT r.name, r.input, r.key, coalesce(r.run_at, now()), p.priority, p.queue, r.ckey, r.version, r.trace
-      FROM req r JOIN placed p ON p.n = r.n
-     ORDER BY r.n
-    RETURNING id, idempotency_key, workflow_name
-), woke AS (
-    SELECT pg_notify(%(channel)s, w.name) FROM (SELECT DISTINCT workflow_name AS name FROM ins) w
-     WHERE %(notify)s
-)
-SELECT id, idempotency_key FROM ins, (SELECT count(*) FROM woke) AS notified
-UNION ALL
-SELECT execution_id, key FROM {schema}.execution_keys
- WHERE %(keyed)s AND key = ANY(%(keys)s::text[])
-"""
-)
-
-# The wake-up of a batch written without NOTIFY (``notify=False``), sent once it committed: a
-# transaction of its own that commits without waiting for the WAL flush, so it holds the
-# notify lock (Postgres's one per database, up to the end of the commit) for microseconds,
-# not for the batch's flush, and batches' commits can share flushes. Losing it in a crash
-# loses nothing: listeners reconnect and claim.
-WAKE = "SELECT {async_commit}, pg_notify(%(channel)s, name) FROM unnest(%(names)s::text[]) AS name"
-
-# A batch of the group commit in one round trip, pipelined on an autocommit connection: its
-# own transaction (BEGIN, ENQUEUE without NOTIFY, COMMIT), then WAKE in a transaction of its own.
-BEGIN = "BEGIN"
-COMMIT = "COMMIT"
-
-# Keys an enqueue with the same key committed after our snapshot (our insert saw the row, our
-# read did not): read them now.
-BY_KEYS = "SELECT key, execution_id FROM {schema}.execution_keys WHERE key = ANY(%s::text[])"
+PLACE_ROWS = _SQL["place_rows"]
+PLACE_ONE = paste(_SQL["place_one"], place_rows=PLACE_ROWS)
+ENQUEUE = paste(_SQL["enqueue"], place_rows=PLACE_ROWS)
+WAKE = _SQL["wake"]
+BEGIN = _SQL["begin"]
+COMMIT = _SQL["commit"]
+BY_KEYS = _SQL["by_keys"]
 
 
 # A workflow name is NOTIFY's payload (at most 8000 bytes) and is shown in every list: bounded.
@@ -197,69 +114,102 @@ def check_run_at(run_at: object) -> datetime | None:
     return run_at
 
 
-def resolve_run_at(run_at: datetime | None, delay: timedelta | None) -> datetime | None:
-    """The first claim's earliest time from ``run_at`` or ``delay`` (not both), checked."""
-    if run_at is not None and delay is not None:
-        raise InvalidArgument("give run_at or delay, not both")
-    if delay is not None:
-        if not isinstance(delay, timedelta):  # a bare number: seconds? minutes? say which type
-            raise InvalidArgument(
-                f"delay must be a datetime.timedelta, not {type(delay).__name__} "
-                f"({delay!r}): e.g. delay=timedelta(seconds=30)"
-            )
-        if delay > MAX_DELAY:
-            raise InvalidArgument(
-                f"delay too long ({delay.total_seconds():g} s; the limit is "
-                f"{MAX_DELAY.days} days = {MAX_DELAY.total_seconds():g} s)"
-            )
-        if delay < -MAX_DELAY:  # now + delay would leave the datetime range (OverflowError)
-            raise InvalidArgument(
-                f"delay too far in the past ({delay.total_seconds():g} s; at most {MAX_DELAY.days} days back)"
-            )
-        return datetime.now(UTC) + delay
-    return check_run_at(run_at)
+def check_delay(delay: object) -> timedelta | None:
+    """``delay`` if it is None or a timedelta within ``MAX_DELAY`` either way, else InvalidArgument."""
+    if delay is None:
+        return None
+    if not isinstance(delay, timedelta):  # a bare number: seconds? minutes? say which type
+        raise InvalidArgument(
+            f"delay must be a datetime.timedelta, not {type(delay).__name__} "
+            f"({delay!r}): e.g. delay=timedelta(seconds=30)"
+        )
+    if delay > MAX_DELAY:
+        raise InvalidArgument(
+            f"delay too long ({delay.total_seconds():g} s; the limit is "
+            f"{MAX_DELAY.days} days = {MAX_DELAY.total_seconds():g} s)"
+        )
+    if delay < -MAX_DELAY:  # now + delay would leave the datetime range (OverflowError)
+        raise InvalidArgument(
+            f"delay too far in the past ({delay.total_seconds():g} s; at most {MAX_DELAY.days} days back)"
+        )
+    return delay
 
 
-def placement(
-    workflows: Mapping[str, Any], name: str, queue: str | None, concurrency_key: str | None
-) -> dict[str, Any]:
-    """Queue and version for a new execution of ``name``: from this process's code when it
-    registers the workflow; else NULL, resolved in the database (the workflow's bound queue)
-    or left open (any version)."""
-    wf = workflows.get(name)
-    return {
-        "queue": queue or (wf.queue if wf else None),
-        "concurrency_key": concurrency_key,
-        "version": wf.version if wf else None,
-    }
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnqueueOptions:
+    """Where and when a new execution runs: the options of ``enqueue``, ``enqueue_many`` and
+    ``ctx.start_child``, which take them as keyword arguments or as ``options=EnqueueOptions(...)``.
+    Checked once, when built: a bad value is one InvalidArgument naming it. A ``delay`` counts
+    from each enqueue the value is used for, so one value can serve many calls.
+    """
+
+    idempotency_key: str | None = None
+    """A repeated key returns the first execution's id and inserts nothing (``enqueue`` only)."""
+    run_at: datetime | None = None
+    """The first claim's earliest time (or ``delay``, not both)."""
+    delay: timedelta | None = None
+    """The first claim waits this long after the enqueue (at most ``MAX_DELAY``)."""
+    priority: int | None = None
+    """Higher runs first (a 32-bit integer); None: the queue's default priority."""
+    queue: str | None = None
+    """None: the workflow's own queue, else ``default``."""
+    concurrency_key: str | None = None
+    """Executions with the same key run at most the queue's ``per_key`` at once (default 1)."""
+
+    def __post_init__(self) -> None:
+        if self.run_at is not None and self.delay is not None:
+            raise InvalidArgument("give run_at or delay, not both")
+        check_delay(self.delay)
+        check_run_at(self.run_at)
+        check_priority(self.priority)
+        check_idempotency_key(self.idempotency_key)
+        check_name(self.queue, "a queue name")
+        check_name(self.concurrency_key, "a concurrency key")
+
+    @classmethod
+    def of(cls, options: object, **given: Any) -> EnqueueOptions:
+        """The options of a call that takes both ``options=`` and the same keyword arguments
+        (``given``, None when not given): one or the other, not both."""
+        if options is None:
+            return cls(**given)
+        if not isinstance(options, EnqueueOptions):
+            raise InvalidArgument(f"options must be an EnqueueOptions, not {type(options).__name__} ({options!r})")
+        named = sorted(name for name, value in given.items() if value is not None)
+        if named:
+            raise InvalidArgument(f"give options= or {', '.join(named)}, not both")
+        return options
+
+    def start_at(self) -> datetime | None:
+        """The first claim's earliest time for an enqueue now (None: at once)."""
+        return datetime.now(UTC) + self.delay if self.delay is not None else self.run_at
+
+    def placed(self, workflows: Mapping[str, Any], name: str) -> tuple[EnqueueOptions, str | None]:
+        """These options with the queue of this process's code of ``name`` when none is given,
+        and that code's version; else the queue is resolved in the database (the workflow's
+        bound queue) and the version left open (any version)."""
+        wf = workflows.get(name)
+        if wf is None:
+            return self, None
+        return (self if self.queue or not wf.queue else replace(self, queue=wf.queue)), wf.version
 
 
 def rows(
     workflows: Mapping[str, Any],
     name: str,
     inputs: Sequence[Any],
+    options: EnqueueOptions | None = None,
     *,
     single: bool = False,
-    idempotency_key: str | None = None,
-    run_at: datetime | None = None,
-    delay: timedelta | None = None,
-    priority: int | None = None,
-    queue: str | None = None,
-    concurrency_key: str | None = None,
     version: str | None = None,
 ) -> list[Row]:
     """The checked rows of an enqueue of ``inputs`` (one row when ``single``): every argument
     is refused here, before the database is asked, so a batch never meets a bad one.
-    ``version`` None: this process's code of ``name`` (``placement``)."""
-    run_at = resolve_run_at(run_at, delay)
+    ``version`` None: this process's code of ``name`` (``EnqueueOptions.placed``)."""
+    options = options or EnqueueOptions()
+    run_at = options.start_at()
     check_workflow_name(name)
-    check_priority(priority)
-    check_idempotency_key(idempotency_key)
-    check_name(queue, "a queue name")
-    check_name(concurrency_key, "a concurrency key")
-    placed = placement(workflows, name, queue, concurrency_key)
-    if version is not None:
-        placed["version"] = check_text(version, "a version")
+    placed, code_version = options.placed(workflows, name)
+    version = code_version if version is None else check_text(version, "a version")
     if single:
         values = [to_json(inputs[0], f"the input of workflow {name!r}")]
     else:
@@ -271,12 +221,12 @@ def rows(
         Row(
             name,
             value,
-            idempotency_key,
+            placed.idempotency_key,
             run_at,
-            priority,
-            placed["queue"],
-            placed["concurrency_key"],
-            placed["version"],
+            placed.priority,
+            placed.queue,
+            placed.concurrency_key,
+            version,
             trace,
         )
         for value in values
@@ -442,8 +392,7 @@ def wake_failed(batch: Sequence[Row], exc: BaseException) -> None:
     )
 
 
-# The trace context enqueue recorded (tracing on: the worker's span of the execution is its child).
-TRACE_CONTEXT = "SELECT trace_context FROM {schema}.workflow_executions WHERE id = %s"
+TRACE_CONTEXT = _SQL["trace_context"]
 
 
 def trace_context(conn: psycopg.Connection, schema: str, execution_id: int) -> str | None:
@@ -457,25 +406,9 @@ def enqueue_many(
     schema: str,
     name: str,
     inputs: Sequence[Any],
+    options: EnqueueOptions | None = None,
     *,
-    run_at: datetime | None = None,
-    priority: int | None = None,
-    queue: str | None = None,
-    concurrency_key: str | None = None,
     version: str | None = None,
 ) -> list[int]:
     """Insert one execution per input on ``conn`` in a single round trip; ids in input order."""
-    return write(
-        conn,
-        schema,
-        rows(
-            {},
-            name,
-            inputs,
-            run_at=run_at,
-            priority=priority,
-            queue=queue,
-            concurrency_key=concurrency_key,
-            version=version,
-        ),
-    )
+    return write(conn, schema, rows({}, name, inputs, options, version=version))

@@ -33,19 +33,16 @@ from kestrel_core.base.masking import first_line
 from kestrel_core.db.connection import close_quietly
 from kestrel_core.db.pipeline import readable
 from kestrel_core.db.retry import RETRY
+from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.dispatch.enqueue import EnqueueFailed, Row
+
+_SQL = statements_beside(__file__)
 
 log = logging.getLogger("kestrel.enqueue")
 
 MAX_BATCH = 1000
 
-# The writer connection plans ENQUEUE once, not at every batch. Postgres replans a prepared
-# statement for as long as its generic plan looks dearer than the custom ones; the generic
-# plan assumes 10 rows from each array, so a batch of fewer rows (8 callers: 8 rows) was
-# planned anew every time: 2.3 ms of planning for 0.7 ms of execution, most of a small batch's
-# server time (bench/README.md, "Ingestion"). The connection runs nothing but ENQUEUE, WAKE and
-# BY_KEYS, whose generic plans are the custom ones without the row counts.
-GENERIC_PLANS = "SET plan_cache_mode = force_generic_plan"
+GENERIC_PLANS = _SQL["generic_plans"]
 
 Write = Callable[[Sequence[Row]], list[int]]
 AsyncWrite = Callable[[Sequence[Row]], Awaitable[list[int]]]

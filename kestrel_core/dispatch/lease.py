@@ -9,51 +9,12 @@ from datetime import timedelta
 
 import psycopg
 
+from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import notify_channel, render
 
-# Renew the leases of the executions this worker is running and say which (id, claim_epoch) it
-# still holds: a row that is missing was swept, cancelled or reclaimed, and its thread must
-# stop at the next boundary. Only ids in flight are renewed: an execution the worker gave up
-# on (its database write failed) lets its lease lapse and is retried elsewhere.
-#
-# A row another session holds locked (an operator's SELECT ... FOR UPDATE, a cancel or a step
-# boundary in flight) is skipped, never waited for: one lock must not stall the renewal of
-# every other lease (issue 43). It is still held as far as this statement's snapshot shows
-# (``busy``), so the worker does not give it up; its id goes into the worker's row, and the
-# lease sweep leaves it alone while this worker beats (sweeper.py), until a later beat renews
-# it. The worker's row itself is skipped likewise when locked.
-#
-# A running execution an operator paused keeps its claim alive while this worker still runs its
-# code (a step in flight): its lease is renewed too, but it is not held (the worker stops at its
-# next boundary, and lets go: LET_GO). A resume meanwhile gives it back to this claim
-# (resume_execution): the step in flight is checkpointed, not run again by a new claim.
-HEARTBEAT = """
-WITH mine AS (
-    SELECT id FROM {schema}.workflow_executions
-     WHERE status IN ('running', 'paused') AND owner_id = %(worker_id)s AND id = ANY(%(ids)s)
-       AND (status = 'running' OR lease_expires IS NOT NULL)
-       FOR NO KEY UPDATE SKIP LOCKED
-), renewed AS (
-    UPDATE {schema}.workflow_executions e SET lease_expires = now() + %(lease)s
-      FROM {async_commit}, mine
-     WHERE e.id = mine.id
-    RETURNING e.id, e.claim_epoch, e.status
-), held AS (
-    SELECT id, claim_epoch FROM {schema}.workflow_executions
-     WHERE status = 'running' AND owner_id = %(worker_id)s AND id = ANY(%(ids)s)
-), busy AS (
-    SELECT h.id, h.claim_epoch FROM held h
-     WHERE NOT EXISTS (SELECT 1 FROM renewed r WHERE r.id = h.id AND r.status = 'running')
-), beat AS (
-    UPDATE {schema}.workers SET last_heartbeat = now(), stopped_at = NULL, lease = %(lease)s,
-           busy = ARRAY(SELECT id FROM busy ORDER BY id)
-     WHERE ctid = ANY(ARRAY(SELECT ctid FROM {schema}.workers
-                             WHERE worker_id = %(worker_id)s FOR NO KEY UPDATE SKIP LOCKED))
-)
-SELECT id, claim_epoch, true FROM renewed WHERE status = 'running'
- UNION ALL
-SELECT id, claim_epoch, false FROM busy
-"""
+_SQL = statements_beside(__file__)
+
+HEARTBEAT = _SQL["heartbeat"]
 
 
 @dataclass(frozen=True)
@@ -69,45 +30,9 @@ class Beat:
         return self.renewed | self.busy
 
 
-# On shutdown: hand back what did not finish so another worker picks it up at once.
-RELEASE = """
-WITH let_go AS (
-    UPDATE {schema}.workflow_executions SET lease_expires = NULL
-     WHERE status = 'paused' AND owner_id = %(worker_id)s AND lease_expires IS NOT NULL
-), released AS (
-    UPDATE {schema}.workflow_executions
-       SET status = 'enqueued', lease_expires = NULL, run_at = now(), updated_at = now()
-     WHERE status = 'running' AND owner_id = %(worker_id)s
-    RETURNING id, workflow_name
-), closed AS (
-    -- Its worker's writes are fenced out from now on: the attempt it had open is closed here
-    -- (lifecycle: release).
-    UPDATE {schema}.step_attempts a SET outcome = 'abandoned', finished_at = greatest(now(), a.started_at)
-     WHERE a.execution_id = ANY(ARRAY(SELECT s.id FROM released s)) AND a.outcome = 'running'
-), woke AS (
-    SELECT pg_notify(%(channel)s, name) FROM (SELECT DISTINCT workflow_name AS name FROM released) n
-)
-SELECT id FROM released, (SELECT count(*) FROM woke) w
-"""
-
-# A claim that stopped running an execution an operator paused lets go of it: its lease cleared,
-# so a resume sends it to be claimed afresh (resume_execution) instead of back to this claim.
-LET_GO = """
-UPDATE {schema}.workflow_executions SET lease_expires = NULL
- WHERE id = %(eid)s AND owner_id = %(worker_id)s AND claim_epoch = %(claim_epoch)s
-   AND status = 'paused' AND lease_expires IS NOT NULL
-"""
-
-
-# The heartbeat's bounds set for its transaction alone, where a session setting does not hold
-# (through PgBouncer, transaction pooling: a SET lands on whichever server connection the
-# bouncer picked): lock_timeout, so that a lock the statement cannot skip (a partition's
-# ACCESS EXCLUSIVE lock: a drop, a detach) is given up on, not waited for as long as it is
-# held; and an idle-in-transaction bound, so that a client freezing before its COMMIT holds
-# its rows' locks no longer.
-IN_HEARTBEAT_TRANSACTION = (
-    "SELECT set_config('lock_timeout', %(ms)s, true), set_config('idle_in_transaction_session_timeout', %(ms)s, true)"
-)
+RELEASE = _SQL["release"]
+LET_GO = _SQL["let_go"]
+IN_HEARTBEAT_TRANSACTION = _SQL["in_heartbeat_transaction"]
 
 
 def heartbeat(

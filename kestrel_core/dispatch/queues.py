@@ -15,41 +15,17 @@ from typing import Any
 import psycopg
 
 from kestrel_core.base.errors import InvalidArgument
+from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import render
+
+_SQL = statements_beside(__file__)
 
 DEFAULT_QUEUE = "default"
 
-# Limits as declared (NULL = no limit); the workflows bound to the queue are added to its list
-# (read by enqueues from processes without the code, e.g. the CLI).
-DECLARE = """
-INSERT INTO {schema}.queues AS q
-       (name, concurrency, per_worker, rate_limit, rate_period, per_key, priority, workflows, declared_at)
-VALUES (%(name)s, %(concurrency)s, %(per_worker)s, %(rate_limit)s, %(rate_period)s, %(per_key)s,
-        %(priority)s, %(workflows)s, now())
-ON CONFLICT (name) DO UPDATE
-   SET concurrency = EXCLUDED.concurrency, per_worker = EXCLUDED.per_worker,
-       rate_limit = EXCLUDED.rate_limit, rate_period = EXCLUDED.rate_period,
-       per_key = EXCLUDED.per_key, priority = EXCLUDED.priority,
-       workflows = ARRAY(SELECT DISTINCT w FROM unnest(q.workflows || EXCLUDED.workflows) AS t(w) ORDER BY 1),
-       declared_at = now()
-"""
-
-# A queue a workflow is bound to without a declaration: exists, limits untouched.
-BIND = """
-INSERT INTO {schema}.queues AS q (name, workflows, declared_at) VALUES (%(name)s, %(workflows)s, now())
-ON CONFLICT (name) DO UPDATE
-   SET workflows = ARRAY(SELECT DISTINCT w FROM unnest(q.workflows || EXCLUDED.workflows) AS t(w) ORDER BY 1),
-       declared_at = now()
-"""
-
-SET_PAUSED = "SELECT {schema}.set_queue_paused(%s, %s, %s, %s)"
-
-# Of the queues a worker was told to serve, those no deployment declared or bound a workflow to.
-UNDECLARED = """
-SELECT s.name FROM unnest(%(names)s::text[]) AS s(name)
- WHERE NOT EXISTS (SELECT 1 FROM {schema}.queues q WHERE q.name = s.name)
- ORDER BY 1
-"""
+DECLARE = _SQL["declare"]
+BIND = _SQL["bind"]
+SET_PAUSED = _SQL["set_paused"]
+UNDECLARED = _SQL["undeclared"]
 
 
 @dataclass(frozen=True)

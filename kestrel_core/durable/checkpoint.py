@@ -15,61 +15,14 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import notify_channel, render
 
-# On a replay: read every checkpoint once (this worker is the only writer while it holds the
-# claim, so the copy stays true), and close as abandoned any attempt an earlier claim left open
-# (a net: since schema version 34 the transition that ended that claim closed it). Fenced: only
-# while the claim is current (a late worker must not close the new claim's running attempts,
-# nor read checkpoints as if it still held the execution); the row is locked meanwhile, as a
-# boundary write locks it. No row at all: the claim is not current (nothing was closed); one
-# row of NULLs: it is, and there is no checkpoint yet. An approval gate's checkpoint comes
-# with its wait row's decision: only decide_approval and the sweep write that (the worker role
-# has no right to), so the replay trusts the checkpoint only where the decision backs it
-# (context.py).
-LOAD = """
-WITH fence AS (
-    {lock_if_claim_is_current}
-), abandoned AS (
-    UPDATE {schema}.step_attempts a
-       SET outcome = 'abandoned', finished_at = clock_timestamp(),
-           error = 'abandoned: its worker stopped before finishing (killed, lost its lease, or shut down)'
-      FROM fence
-     WHERE a.execution_id = fence.id AND a.outcome = 'running'
-       AND (a.owner_id, a.claim_epoch) IS DISTINCT FROM (%(worker_id)s::text, %(claim_epoch)s::bigint)
-)
-SELECT o.step_id, o.output, o.error, o.attempts, o.seq, w.kind, w.decision, w.decided_by
-  FROM fence LEFT JOIN {schema}.operation_outputs o ON o.execution_id = fence.id
-  LEFT JOIN {schema}.workflow_waits w ON w.execution_id = o.execution_id AND w.step_id = o.step_id
-"""
+_SQL = statements_beside(__file__)
 
-# A checkpoint that is not a step's (a child started, children awaited): fenced, written once.
-RECORD = """
-WITH fence AS (
-    {lock_if_claim_is_current}
-), checkpoint AS (
-    INSERT INTO {schema}.operation_outputs (execution_id, step_id, output, error, owner_id, seq)
-    SELECT id, %(step)s, %(output)s, %(error)s, %(worker_id)s, %(position)s FROM fence
-    ON CONFLICT DO NOTHING
-)
-SELECT EXISTS (SELECT 1 FROM fence)
-"""
-
-# Hand one claim back (its runner thread died: worker.py): enqueued again at once, fenced.
-RELEASE = """
-WITH released AS (
-    UPDATE {schema}.workflow_executions
-       SET status = 'enqueued', lease_expires = NULL, run_at = now(), updated_at = now()
-     WHERE {claim_is_current}
-    RETURNING id, workflow_name
-), closed AS (
-    -- Its worker's writes are fenced out from now on: the attempt it had open is closed here
-    -- (lifecycle: release).
-    UPDATE {schema}.step_attempts a SET outcome = 'abandoned', finished_at = greatest(now(), a.started_at)
-     WHERE a.execution_id = ANY(ARRAY(SELECT s.id FROM released s)) AND a.outcome = 'running'
-)
-SELECT pg_notify(%(channel)s, workflow_name) FROM released
-"""
+LOAD = _SQL["load"]
+RECORD = _SQL["record"]
+RELEASE = _SQL["release"]
 
 
 @dataclass(frozen=True)
@@ -94,6 +47,30 @@ class Checkpoint:
         return self.decision == ("approved" if approved else "rejected") and self.decided_by == by
 
 
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """Where one durable operation writes: the execution, the claim that fences the write
+    (owner and epoch: a write under a claim no longer current changes nothing), and the
+    operation's step id and position among the execution's durable operations."""
+
+    execution_id: int
+    worker_id: str
+    claim_epoch: int
+    step_id: str
+    position: int
+
+    def params(self, **more: Any) -> dict[str, Any]:
+        """A fenced statement's parameters: these, named as the statements name them, and ``more``."""
+        return {
+            "eid": self.execution_id,
+            "worker_id": self.worker_id,
+            "claim_epoch": self.claim_epoch,
+            "step": self.step_id,
+            "position": self.position,
+            **more,
+        }
+
+
 def load(
     conn: psycopg.Connection, schema: str, execution_id: int, *, worker_id: str, claim_epoch: int
 ) -> dict[str, Checkpoint] | None:
@@ -107,33 +84,11 @@ def load(
     return {row[0]: Checkpoint(*row[1:]) for row in rows if row[0] is not None}
 
 
-def record(
-    conn: psycopg.Connection,
-    schema: str,
-    *,
-    execution_id: int,
-    step_id: str,
-    worker_id: str,
-    claim_epoch: int,
-    position: int,
-    output: Jsonb,
-    error: str | None = None,
-) -> bool:
+def record(conn: psycopg.Connection, schema: str, at: Fence, output: Jsonb, error: str | None = None) -> bool:
     """Write a checkpoint that is not a step's; False when the claim is no longer ours.
 
     With ``error`` it counts as failed: a requeue deletes it and the replay looks again."""
-    row = conn.execute(
-        render(RECORD, schema),
-        {
-            "eid": execution_id,
-            "step": step_id,
-            "worker_id": worker_id,
-            "claim_epoch": claim_epoch,
-            "position": position,
-            "output": output,
-            "error": error,
-        },
-    ).fetchone()
+    row = conn.execute(render(RECORD, schema), at.params(output=output, error=error)).fetchone()
     return bool(row and row[0])
 
 

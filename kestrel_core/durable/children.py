@@ -23,74 +23,17 @@ from psycopg.types.json import Jsonb
 
 from kestrel_core.base import tracing
 from kestrel_core.base.statuses import LIVE_STATUSES
+from kestrel_core.db.sql_files import paste, statements_beside
 from kestrel_core.db.statements import notify_channel, one_row, render
 from kestrel_core.dispatch import keys
-from kestrel_core.dispatch.enqueue import PLACE_ONE
+from kestrel_core.dispatch.enqueue import PLACE_ONE, EnqueueOptions
+from kestrel_core.durable.checkpoint import Fence
 
-# Placed like any enqueue (enqueue.PLACE_ONE: the given queue, else the workflow's bound queue,
-# else the default; priority defaults to the queue's; a keyed child marks its queue keyed).
-# A child already started (its engine key taken) is skipped by the key trigger
-# (execution_key_taken) and found in execution_keys.
-START_CHILD = (
-    PLACE_ONE
-    + """, fence AS (
-    {lock_if_claim_is_current}
-), child AS (
-    INSERT INTO {schema}.workflow_executions
-           (workflow_name, input, engine_key, run_at, priority, queue, concurrency_key, version,
-            parent_id, trace_context)
-    SELECT %(name)s, %(input)s, %(key)s, coalesce(%(run_at)s, now()), p.priority, p.queue, %(ckey)s,
-           %(version)s, fence.id, %(trace)s
-      FROM fence, placed p
-    RETURNING id
-), found AS (
-    SELECT id FROM child
-    UNION ALL
-    SELECT execution_id FROM {schema}.execution_keys
-     WHERE key = %(key)s AND NOT EXISTS (SELECT 1 FROM child)
-       AND EXISTS (SELECT 1 FROM fence)
-), checkpoint AS (
-    INSERT INTO {schema}.operation_outputs (execution_id, step_id, output, owner_id, seq)
-    SELECT %(eid)s, %(step)s,
-           jsonb_build_object('child_id', found.id, 'workflow', %(name)s::text), %(worker_id)s, %(position)s
-      FROM found
-    ON CONFLICT DO NOTHING
-), woke AS (
-    SELECT pg_notify(%(channel)s, %(name)s) FROM child
-)
-SELECT EXISTS (SELECT 1 FROM fence), (SELECT id FROM found), (SELECT count(*) FROM woke)
-"""
-)
+_SQL = statements_beside(__file__)
 
-CHILDREN = """
-SELECT id, workflow_name, status, output, error FROM {schema}.workflow_executions
- WHERE parent_id = %(eid)s
-"""
-
-# Park on the children still live once locked; nothing is written when none is. Only this
-# execution's own children count: only their completion wakes it.
-PARK_ON_CHILDREN = """
-WITH fence AS (
-    {lock_if_claim_is_current}
-), live AS (
-    SELECT id FROM {schema}.workflow_executions
-     WHERE id = ANY(%(ids)s) AND parent_id = %(eid)s AND status IN {live_statuses}
-       AND EXISTS (SELECT 1 FROM fence)
-     ORDER BY id
-       FOR SHARE
-), wait AS (
-    INSERT INTO {schema}.workflow_waits (execution_id, step_id, kind, wake_at, details, seq)
-    SELECT %(eid)s, %(step)s, 'child', now() + %(after)s::interval, %(details)s, %(position)s
-     WHERE EXISTS (SELECT 1 FROM live)
-    ON CONFLICT (execution_id, step_id) DO UPDATE SET resolved_at = NULL, details = EXCLUDED.details
-     WHERE {schema}.workflow_waits.decision IS NULL
-), parked AS (
-    UPDATE {schema}.workflow_executions
-       SET status = 'waiting', lease_expires = NULL, updated_at = now()
-     WHERE id IN (SELECT id FROM fence) AND EXISTS (SELECT 1 FROM live)
-)
-SELECT EXISTS (SELECT 1 FROM fence), EXISTS (SELECT 1 FROM live)
-"""
+START_CHILD = paste(_SQL["start_child"], place_one=PLACE_ONE)
+CHILDREN = _SQL["children"]
+PARK_ON_CHILDREN = _SQL["park_on_children"]
 
 
 @dataclass(frozen=True)
@@ -139,44 +82,32 @@ class ChildState:
 def start(
     conn: psycopg.Connection,
     schema: str,
+    at: Fence,
     *,
-    execution_id: int,
-    worker_id: str,
-    claim_epoch: int,
-    step_id: str,
-    position: int,
     name: str,
     input: Jsonb,
-    run_at: Any,
-    priority: int | None,
-    queue: str | None = None,
-    concurrency_key: str | None = None,
+    options: EnqueueOptions,
     version: str | None = None,
 ) -> int | None:
     """Insert the child and the parent's checkpoint; the child's id, None if the claim is lost.
 
-    ``queue``/``priority`` None: as for an enqueue (the bound queue, the queue's priority);
-    ``version`` None: any worker with the child workflow may run it."""
+    ``options.queue``/``priority`` None: as for an enqueue (the bound queue, the queue's
+    priority); ``version`` None: any worker with the child workflow may run it."""
     row = conn.execute(
         render(START_CHILD, schema),
-        {
-            "eid": execution_id,
-            "worker_id": worker_id,
-            "claim_epoch": claim_epoch,
-            "step": step_id,
-            "position": position,
-            "name": name,
-            "input": input,
-            "key": keys.child_key(execution_id, step_id),
-            "run_at": run_at,
-            "priority": priority,
-            "channel": notify_channel(schema),
-            "queue": queue,
-            "ckey": concurrency_key,
-            "version": version,
+        at.params(
+            name=name,
+            input=input,
+            key=keys.child_key(at.execution_id, at.step_id),
+            run_at=options.start_at(),
+            priority=options.priority,
+            channel=notify_channel(schema),
+            queue=options.queue,
+            ckey=options.concurrency_key,
+            version=version,
             # Tracing on: the child's runs continue the trace of the parent's run that started it.
-            "trace": tracing.enqueued(name, 1) if tracing.state.on else None,
-        },
+            trace=tracing.enqueued(name, 1) if tracing.state.on else None,
+        ),
     ).fetchone()
     row = one_row(row, "START_CHILD")
     return row[1] if row[0] else None
@@ -189,30 +120,12 @@ def states(conn: psycopg.Connection, schema: str, execution_id: int) -> dict[int
 
 
 def park(
-    conn: psycopg.Connection,
-    schema: str,
-    *,
-    execution_id: int,
-    worker_id: str,
-    claim_epoch: int,
-    step_id: str,
-    position: int,
-    children: list[int],
-    after: timedelta | None,
+    conn: psycopg.Connection, schema: str, at: Fence, *, children: list[int], after: timedelta | None
 ) -> tuple[bool, bool]:
     """Park on ``children``: (claim still ours, parked). Not parked: they all finished."""
     row = conn.execute(
         render(PARK_ON_CHILDREN, schema),
-        {
-            "eid": execution_id,
-            "worker_id": worker_id,
-            "claim_epoch": claim_epoch,
-            "step": step_id,
-            "position": position,
-            "ids": children,
-            "details": Jsonb({"children": children}),
-            "after": after,
-        },
+        at.params(ids=children, details=Jsonb({"children": children}), after=after),
     ).fetchone()
     row = one_row(row, "PARK_ON_CHILDREN")
     return bool(row[0]), bool(row[1])

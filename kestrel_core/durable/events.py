@@ -22,46 +22,16 @@ from psycopg.types.json import Jsonb
 from kestrel_core.base.describe import unstorable
 from kestrel_core.base.errors import InvalidArgument
 from kestrel_core.base.serialization import to_json
+from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import one_row, render
 from kestrel_core.dispatch.keys import check_name
+from kestrel_core.durable.checkpoint import Fence
 
-KEY_LOCK = "SELECT pg_advisory_xact_lock(hashtext('kestrel.event:' || %(key)s))"
+_SQL = statements_beside(__file__)
 
-RECEIVE_OR_PARK = """
-WITH fence AS (
-    {lock_if_claim_is_current}
-), found AS (
-    SELECT ev.id, ev.key, ev.payload, ev.sent_at, ev.sent_by
-      FROM {schema}.workflow_events ev, {schema}.workflow_executions e
-     WHERE e.id = %(eid)s AND ev.key = %(key)s AND ev.id > %(after_id)s AND ev.sent_at >= e.created_at
-       AND EXISTS (SELECT 1 FROM fence)
-     ORDER BY ev.id
-     LIMIT 1
-), checkpoint AS (
-    INSERT INTO {schema}.operation_outputs (execution_id, step_id, output, owner_id, seq)
-    SELECT %(eid)s, %(step)s,
-           jsonb_build_object('key', key, 'payload', payload, 'event_id', id, 'sent_at', sent_at,
-                              'sent_by', sent_by, 'timed_out', false),
-           %(worker_id)s, %(position)s
-      FROM found
-    ON CONFLICT DO NOTHING
-    RETURNING output
-), wait AS (
-    INSERT INTO {schema}.workflow_waits (execution_id, step_id, kind, wake_at, details, seq)
-    SELECT id, %(step)s, 'event', now() + %(after)s::interval,
-           jsonb_build_object('key', %(key)s::text, 'after_id', %(after_id)s::bigint), %(position)s
-      FROM fence WHERE NOT EXISTS (SELECT 1 FROM found)
-    ON CONFLICT (execution_id, step_id) DO UPDATE SET resolved_at = NULL
-     WHERE {schema}.workflow_waits.decision IS NULL
-), parked AS (
-    UPDATE {schema}.workflow_executions
-       SET status = 'waiting', lease_expires = NULL, updated_at = now()
-     WHERE id IN (SELECT id FROM fence) AND NOT EXISTS (SELECT 1 FROM found)
-)
-SELECT EXISTS (SELECT 1 FROM fence), (SELECT output FROM checkpoint)
-"""
-
-SEND = "SELECT {schema}.send_event(%s, %s, %s)"
+KEY_LOCK = _SQL["key_lock"]
+RECEIVE_OR_PARK = _SQL["receive_or_park"]
+SEND = _SQL["send"]
 
 
 @dataclass(frozen=True)
@@ -88,33 +58,13 @@ class Event:
 
 
 def receive_or_park(
-    conn: psycopg.Connection,
-    schema: str,
-    *,
-    execution_id: int,
-    worker_id: str,
-    claim_epoch: int,
-    step_id: str,
-    position: int,
-    key: str,
-    after_id: int,
-    after: timedelta | None,
+    conn: psycopg.Connection, schema: str, at: Fence, *, key: str, after_id: int, after: timedelta | None
 ) -> tuple[bool, Any]:
     """(claim still ours, the received event's checkpoint or None when parked)."""
     with conn.transaction():
         conn.execute(KEY_LOCK, {"key": key})
         row = conn.execute(
-            render(RECEIVE_OR_PARK, schema),
-            {
-                "eid": execution_id,
-                "worker_id": worker_id,
-                "claim_epoch": claim_epoch,
-                "step": step_id,
-                "position": position,
-                "key": key,
-                "after_id": after_id,
-                "after": after,
-            },
+            render(RECEIVE_OR_PARK, schema), at.params(key=key, after_id=after_id, after=after)
         ).fetchone()
     row = one_row(row, "RECEIVE_OR_PARK")
     return bool(row[0]), row[1]

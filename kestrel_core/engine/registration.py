@@ -21,22 +21,17 @@ from kestrel_core.base.masking import first_line
 from kestrel_core.db.connection import connect, unavailable
 from kestrel_core.db.migrate import check_current
 from kestrel_core.db.outage import is_outage
+from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import render
 from kestrel_core.dispatch import queues as queues_mod
 from kestrel_core.workflow.contracts import EngineSettings, Flag, Registry
 
+_SQL = statements_beside(__file__)
+
 _RECONNECT = Backoff(0.1, cap=2.0)
 
-REGISTER = """
-INSERT INTO {schema}.workers (worker_id, hostname, pid, workflows, concurrency, versions, queues)
-VALUES (%(worker_id)s, %(hostname)s, %(pid)s, %(workflows)s, %(concurrency)s, %(versions)s, %(queues)s)
-ON CONFLICT (worker_id) DO UPDATE
-   SET hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, workflows = EXCLUDED.workflows,
-       concurrency = EXCLUDED.concurrency, started_at = now(), last_heartbeat = now(),
-       stopped_at = NULL, versions = EXCLUDED.versions, queues = EXCLUDED.queues
-"""
-
-RETIRE = "UPDATE {schema}.workers SET stopped_at = now() WHERE worker_id = %(worker_id)s"
+REGISTER = _SQL["register"]
+RETIRE = _SQL["retire"]
 
 
 class Registrant(Protocol):

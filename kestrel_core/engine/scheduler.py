@@ -29,9 +29,12 @@ import psycopg
 from kestrel_core.admin import cron
 from kestrel_core.admin.schedules import run_input
 from kestrel_core.base.serialization import to_json
+from kestrel_core.db.sql_files import paste, statements_beside
 from kestrel_core.db.statements import notify_channel, one_row, render
 from kestrel_core.dispatch.enqueue import PLACE_ONE
 from kestrel_core.dispatch.keys import tick_key
+
+_SQL = statements_beside(__file__)
 
 LATE_GRACE = timedelta(seconds=10)
 CATCH_UP_BATCH = 100
@@ -39,49 +42,11 @@ CATCH_UP_MAX = 1000
 
 log = logging.getLogger("kestrel.scheduler")
 
-# One due schedule, locked; rows another worker holds are skipped, rows tried in this pass
-# (one whose cron fails to evaluate) are not picked again.
-NEXT_DUE = """
-SELECT name, cron, timezone, workflow_name, input, catch_up, next_tick,
-       coalesce(%(now)s, now()) AS now
-  FROM {schema}.schedules
- WHERE NOT paused AND next_tick <= coalesce(%(now)s, now()) AND name <> ALL(%(tried)s)
- ORDER BY next_tick
- LIMIT 1
- FOR UPDATE SKIP LOCKED
-"""
-
-# The common case, nothing due, in one round trip and without a transaction.
-ANY_DUE = """
-SELECT 1 FROM {schema}.schedules WHERE NOT paused AND next_tick <= coalesce(%(now)s, now()) LIMIT 1
-"""
-
-# A tick's execution, placed like any enqueue (enqueue.PLACE_ONE) and keyed by its engine key; a
-# tick already enqueued yields the execution it has (the row is skipped by the key trigger,
-# execution_key_taken, and its holder read from execution_keys).
-ENQUEUE_TICK = (
-    PLACE_ONE
-    + """, ins AS (
-    INSERT INTO {schema}.workflow_executions (workflow_name, input, engine_key, priority, queue)
-    SELECT %(name)s, %(input)s, %(key)s, p.priority, p.queue FROM placed p
-    RETURNING id
-)
-SELECT id, pg_notify(%(channel)s, %(name)s)::text FROM ins
-UNION ALL
-SELECT execution_id, NULL FROM {schema}.execution_keys
- WHERE key = %(key)s AND NOT EXISTS (SELECT 1 FROM ins)
-"""
-)
-
-# A tick enqueued by a transaction that committed after our statement's snapshot: read it now.
-BY_ENGINE_KEY = "SELECT execution_id FROM {schema}.execution_keys WHERE key = %s"
-
-ADVANCE = """
-UPDATE {schema}.schedules
-   SET next_tick = %(next_tick)s, last_tick = coalesce(%(last_tick)s, last_tick),
-       last_execution_id = coalesce(%(execution_id)s, last_execution_id), updated_at = now()
- WHERE name = %(name)s
-"""
+NEXT_DUE = _SQL["next_due"]
+ANY_DUE = _SQL["any_due"]
+ENQUEUE_TICK = paste(_SQL["enqueue_tick"], place_one=PLACE_ONE)
+BY_ENGINE_KEY = _SQL["by_engine_key"]
+ADVANCE = _SQL["advance"]
 
 
 @dataclass

@@ -557,16 +557,7 @@ class WorkflowContext(FlowOperations):
         self._boundary()
         parked = self._write(
             lambda c: waits.park(
-                c,
-                self._worker.schema,
-                execution_id=self.execution_id,
-                worker_id=self._worker.worker_id,
-                claim_epoch=self._held.claim.claim_epoch,
-                step_id=step_id,
-                kind=kind,
-                after=after,
-                details=details,
-                position=position,
+                c, self._worker.schema, self._operation_at(step_id, position), kind=kind, after=after, details=details
             )
         )
         if not parked:

@@ -11,8 +11,7 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, NoReturn, TypeVar
 
 import psycopg
@@ -21,11 +20,9 @@ from psycopg.types.json import Jsonb
 from kestrel_core.base.errors import ChildFailed, InvalidArgument
 from kestrel_core.base.masking import first_line
 from kestrel_core.base.serialization import to_json
-from kestrel_core.dispatch import enqueue
-from kestrel_core.dispatch.enqueue import MAX_DELAY, check_priority, check_workflow_name
-from kestrel_core.dispatch.keys import check_name
+from kestrel_core.dispatch.enqueue import MAX_DELAY, EnqueueOptions, check_workflow_name
 from kestrel_core.durable import checkpoint, children, events
-from kestrel_core.durable.checkpoint import Checkpoint
+from kestrel_core.durable.checkpoint import Checkpoint, Fence
 from kestrel_core.durable.children import ChildHandle, ChildState
 from kestrel_core.durable.events import Event
 from kestrel_core.workflow import offload
@@ -34,15 +31,13 @@ from kestrel_core.workflow.contracts import Claimed, Unwind, WorkerRuntime
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class _ChildOptions:
-    """The enqueue options of ``start_child``."""
-
-    priority: int | None = None
-    delay: timedelta | None = None
-    run_at: datetime | None = None
-    queue: str | None = None
-    concurrency_key: str | None = None
+def child_options(options: object, **given: Any) -> EnqueueOptions:
+    """``start_child``'s options, from ``options=`` or its keywords (``EnqueueOptions.of``):
+    a child has no idempotency key, its start is once per ``step_id`` already."""
+    chosen = EnqueueOptions.of(options, **given)
+    if chosen.idempotency_key is not None:
+        raise InvalidArgument("a child workflow takes no idempotency_key: its step_id starts it once")
+    return chosen
 
 
 class EventTurn:
@@ -133,6 +128,10 @@ class FlowOperations:
     def _write(self, fn: Callable[[Any], T]) -> T:
         raise NotImplementedError
 
+    def _operation_at(self, step_id: str, position: int) -> Fence:
+        """Where operation ``step_id`` at ``position`` writes: this execution, under this claim."""
+        return Fence(self.execution_id, self._worker.worker_id, self._held.claim.claim_epoch, step_id, position)
+
     def start_child(
         self,
         name: str,
@@ -144,15 +143,17 @@ class FlowOperations:
         run_at: datetime | None = None,
         queue: str | None = None,
         concurrency_key: str | None = None,
+        options: EnqueueOptions | None = None,
     ) -> ChildHandle:
         """Enqueue workflow ``name`` as a child of this execution, once: a replay returns the
         same child. ``step_id`` defaults to ``child-N:name`` (N counts this execution's starts).
-        ``priority``, ``delay``, ``run_at``, ``queue`` and ``concurrency_key`` mean what they
-        mean for ``app.enqueue`` (queue: the child workflow's own by default)."""
-        op = step_id or self._auto_id(f"child:{check_workflow_name(name)}")
-        return self._start_child(
-            self._use(op), op, name, input, _ChildOptions(priority, delay, run_at, queue, concurrency_key)
+        ``priority``, ``delay``, ``run_at``, ``queue`` and ``concurrency_key`` (or ``options``)
+        mean what they mean for ``app.enqueue`` (queue: the child workflow's own by default)."""
+        chosen = child_options(
+            options, priority=priority, delay=delay, run_at=run_at, queue=queue, concurrency_key=concurrency_key
         )
+        op = step_id or self._auto_id(f"child:{check_workflow_name(name)}")
+        return self._start_child(self._use(op), op, name, input, chosen)
 
     def wait_for(
         self,
@@ -195,35 +196,24 @@ class FlowOperations:
 
     # -- implementations (positions taken by the caller) --------------------------------------
 
-    def _start_child(self, position: int, op: str, name: str, input: Any, options: _ChildOptions) -> ChildHandle:
+    def _start_child(self, position: int, op: str, name: str, input: Any, options: EnqueueOptions) -> ChildHandle:
         stored = self._stored(op)
         if stored is not None:
             return ChildHandle(stored.output["child_id"], stored.output["workflow"], op)
-        run_at = options.run_at
-        if options.delay is not None:
-            run_at = datetime.now(UTC) + options.delay
         check_workflow_name(name)
-        check_priority(options.priority)
-        check_name(options.queue)
-        check_name(options.concurrency_key, "a concurrency key")
         payload = to_json(input, f"the input of child workflow {name!r}")
         # queue and version as app.enqueue places them: from this process's code of the child
-        placement = enqueue.placement(self._worker.registry.workflows, name, options.queue, options.concurrency_key)
+        placed, version = options.placed(self._worker.registry.workflows, name)
         self._boundary()
         child_id = self._write(
             lambda c: children.start(
                 c,
                 self._worker.schema,
-                execution_id=self.execution_id,
-                worker_id=self._worker.worker_id,
-                claim_epoch=self._held.claim.claim_epoch,
-                step_id=op,
-                position=position,
+                self._operation_at(op, position),
                 name=name,
                 input=payload,
-                run_at=run_at,
-                priority=options.priority,
-                **placement,
+                options=placed,
+                version=version,
             )
         )
         if child_id is None:
@@ -266,19 +256,8 @@ class FlowOperations:
         live = [h.execution_id for h in handles if not (h.execution_id in states and states[h.execution_id].done)]
         if live:
             self._boundary()
-            owned, parked = self._write(
-                lambda c: children.park(
-                    c,
-                    self._worker.schema,
-                    execution_id=self.execution_id,
-                    worker_id=self._worker.worker_id,
-                    claim_epoch=self._held.claim.claim_epoch,
-                    step_id=op,
-                    position=position,
-                    children=live,
-                    after=after,
-                )
-            )
+            at = self._operation_at(op, position)
+            owned, parked = self._write(lambda c: children.park(c, self._worker.schema, at, children=live, after=after))
             if not owned:
                 self._lost(f"wait {op!r} not parked")
             if parked:
@@ -300,17 +279,7 @@ class FlowOperations:
         failed = next((o for o in outcomes if o["status"] != "success"), None)
         error = None if failed is None else f"child execution {failed['child_id']} ended {failed['status']}"
         if not self._write(
-            lambda c: checkpoint.record(
-                c,
-                self._worker.schema,
-                execution_id=self.execution_id,
-                step_id=op,
-                worker_id=self._worker.worker_id,
-                claim_epoch=self._held.claim.claim_epoch,
-                position=position,
-                output=Jsonb(output),
-                error=error,
-            )
+            lambda c: checkpoint.record(c, self._worker.schema, self._operation_at(op, position), Jsonb(output), error)
         ):
             self._lost(f"wait {op!r} not checkpointed")
         self._remember(op, Checkpoint(output, position=position))
@@ -351,11 +320,7 @@ class FlowOperations:
                 lambda c: events.receive_or_park(
                     c,
                     self._worker.schema,
-                    execution_id=self.execution_id,
-                    worker_id=self._worker.worker_id,
-                    claim_epoch=self._held.claim.claim_epoch,
-                    step_id=op,
-                    position=position,
+                    self._operation_at(op, position),
                     key=key,
                     after_id=self._events_seen.get(key, 0),
                     after=checked_interval(timeout, f"the timeout of event wait {op!r}"),
@@ -390,17 +355,14 @@ class AsyncFlowOperations:
         run_at: datetime | None = None,
         queue: str | None = None,
         concurrency_key: str | None = None,
+        options: EnqueueOptions | None = None,
     ) -> ChildHandle:
         """See WorkflowContext.start_child."""
-        op = step_id or self._sync._auto_id(f"child:{check_workflow_name(name)}")
-        return await offload.to_thread(
-            self._sync._start_child,
-            self._sync._use(op),
-            op,
-            name,
-            input,
-            _ChildOptions(priority, delay, run_at, queue, concurrency_key),
+        chosen = child_options(
+            options, priority=priority, delay=delay, run_at=run_at, queue=queue, concurrency_key=concurrency_key
         )
+        op = step_id or self._sync._auto_id(f"child:{check_workflow_name(name)}")
+        return await offload.to_thread(self._sync._start_child, self._sync._use(op), op, name, input, chosen)
 
     async def wait_for(
         self,

@@ -23,6 +23,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -31,6 +32,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from kestrel_console.embedded_pg.account import SERVER_OS_USER, os_user, running_as_root
 from kestrel_console.embedded_pg.binaries import find_bin_dir
 from kestrel_console.embedded_pg.process import free_port
+from tests.waiting import T, wait_for
 
 # Detection and promotion in about two seconds (see the module docstring); the defaults are
 # 5000, 5000, 2000, 2, 20000, 30000, 10000.
@@ -231,12 +233,5 @@ class AutoFailoverFormation:
         shutil.rmtree(self.base, ignore_errors=True)
 
     @staticmethod
-    def wait(check, timeout: float, what: str):  # type: ignore[no-untyped-def]
-        deadline = time.monotonic() + timeout
-        while True:
-            value = check()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"pg_auto_failover: timed out waiting for {what}")
-            time.sleep(0.1)
+    def wait(check: Callable[[], T], timeout: float, what: str) -> T:
+        return wait_for(check, timeout=timeout, interval=0.1, what=f"pg_auto_failover: {what}")

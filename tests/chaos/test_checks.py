@@ -123,12 +123,19 @@ def test_a_stale_checkpoint_is_caught(chaos_db: psycopg.Connection) -> None:
     assert any("a stale claim checkpointed" in v for v in verdict.violations), verdict.violations
 
 
-def test_a_duplicate_needs_a_disruption_to_explain_it(chaos_db: psycopg.Connection) -> None:
+def s0_run_twice(chaos_db: psycopg.Connection) -> tuple[int, float]:
+    """Execution k1's s0 run by w1 (epoch 1, no checkpoint) 100 s ago, then again by w2 (epoch
+    2), which finished it: a duplicate. (k1's id, when w1 ran it.)"""
     eid = execution(chaos_db, "k1", owner="w2", epoch=2, nonces=[11, 12])
     ran_at = time.time() - 100
     step(chaos_db, eid, "s0", nonce=10, owner="w1", epoch=1, at=ran_at, checkpoint=False)
     step(chaos_db, eid, "s0", nonce=11, owner="w2", epoch=2)
     step(chaos_db, eid, "s1", nonce=12, owner="w2", epoch=2)
+    return eid, ran_at
+
+
+def test_a_duplicate_needs_a_disruption_to_explain_it(chaos_db: psycopg.Connection) -> None:
+    _, ran_at = s0_run_twice(chaos_db)
 
     unexplained = verify(chaos_db, {"k1"}, [], LEASE)
     assert unexplained.duplicates == 1
@@ -242,11 +249,7 @@ def test_a_freeze_explains_only_the_runs_it_cut_off(chaos_db: psycopg.Connection
 
 
 def test_a_kill_explains_only_a_run_in_flight(chaos_db: psycopg.Connection) -> None:
-    eid = execution(chaos_db, "k1", owner="w2", epoch=2, nonces=[11, 12])
-    ran_at = time.time() - 100
-    step(chaos_db, eid, "s0", nonce=10, owner="w1", epoch=1, at=ran_at, checkpoint=False)
-    step(chaos_db, eid, "s0", nonce=11, owner="w2", epoch=2)
-    step(chaos_db, eid, "s1", nonce=12, owner="w2", epoch=2)
+    _, ran_at = s0_run_twice(chaos_db)
     assert not verify(chaos_db, {"k1"}, [Disruption("kill", "w1", ran_at + 60, ran_at + 60)], LEASE).ok
 
 
@@ -333,11 +336,7 @@ def test_executions_meant_to_fail_and_cancelled_ones_are_held_to_it(chaos_db: ps
 
 
 def test_a_lock_explains_a_rerun_of_the_locked_execution_only(chaos_db: psycopg.Connection) -> None:
-    ran_at = time.time() - 100
-    eid = execution(chaos_db, "k1", owner="w2", epoch=2, nonces=[11, 12])
-    step(chaos_db, eid, "s0", nonce=10, owner="w1", epoch=1, at=ran_at, checkpoint=False)
-    step(chaos_db, eid, "s0", nonce=11, owner="w2", epoch=2)
-    step(chaos_db, eid, "s1", nonce=12, owner="w2", epoch=2)
+    eid, ran_at = s0_run_twice(chaos_db)
     locked = verify(chaos_db, {"k1"}, [Disruption("lock", None, ran_at + 0.5, ran_at + 5, execution=eid)], LEASE)
     assert locked.ok and locked.duplicates_by_cause == {"lock": 1}, locked.violations
     # a lock on another execution of the same worker explains nothing (break 5)
@@ -348,11 +347,7 @@ def test_a_lock_explains_a_rerun_of_the_locked_execution_only(chaos_db: psycopg.
 def test_a_lock_on_a_sibling_keeps_the_workers_runs_in_flight(chaos_db: psycopg.Connection) -> None:
     # w1 ran s0 of k1, then a lock on another of w1's executions held its step boundaries (one
     # writer per process) for 5 s; SIGSTOPped before the checkpoint went out, it lost the claim
-    ran_at = time.time() - 100
-    eid = execution(chaos_db, "k1", owner="w2", epoch=2, nonces=[11, 12])
-    step(chaos_db, eid, "s0", nonce=10, owner="w1", epoch=1, at=ran_at, checkpoint=False)
-    step(chaos_db, eid, "s0", nonce=11, owner="w2", epoch=2)
-    step(chaos_db, eid, "s1", nonce=12, owner="w2", epoch=2)
+    eid, ran_at = s0_run_twice(chaos_db)
     stop = Disruption("stop", "w1", ran_at + 7, ran_at + 12)
     assert not verify(chaos_db, {"k1"}, [stop], LEASE).ok  # ran 7 s before the stop: long done
     sibling = Disruption("lock", "w1", ran_at + 1, ran_at + 6, execution=eid + 1)

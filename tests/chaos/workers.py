@@ -6,54 +6,31 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.worker_processes import ROOT, NumberedProcesses
+
+REPO = ROOT
 
 
-class WorkerPool:
+class WorkerPool(NumberedProcesses):
     """The worker processes: start, kill, stop/continue, and replace."""
 
     def __init__(self, env: dict[str, str], log_dir: Path, *, concurrency: int, lease_s: float) -> None:
+        super().__init__("w", log_dir)
         self.env, self.log_dir = env, log_dir
         self.concurrency, self.lease_s = concurrency, lease_s
-        self.procs: dict[str, subprocess.Popen] = {}
         self.stopped: set[str] = set()
-        self._n = 0
-        self._lock = threading.Lock()
 
     def start_one(self) -> str:
-        with self._lock:
-            self._n += 1
-            wid = f"w{self._n}"
-        out = open(self.log_dir / f"{wid}.log", "w")
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.chaos.workload",
-                "--worker-id",
-                wid,
-                "--concurrency",
-                str(self.concurrency),
-                "--lease",
-                str(self.lease_s),
-            ],
-            cwd=REPO,
+        return self.launch(
+            lambda wid: (
+                [sys.executable, "-m", "tests.chaos.workload", "--worker-id", wid]
+                + ["--concurrency", str(self.concurrency), "--lease", str(self.lease_s)]
+            ),
             env={**self.env, "KESTREL_CHAOS_PARENT": str(os.getpid())},
-            stdout=out,
-            stderr=subprocess.STDOUT,
         )
-        out.close()
-        with self._lock:
-            self.procs[wid] = proc
-        return wid
-
-    def alive(self) -> list[str]:
-        with self._lock:
-            return [w for w, p in self.procs.items() if p.poll() is None]
 
     def exited(self) -> dict[str, int]:
         """Workers that exited by themselves (not killed by the chaos), with their exit codes."""
@@ -61,8 +38,7 @@ class WorkerPool:
             return {w: p.returncode for w, p in self.procs.items() if p.poll() is not None}
 
     def kill(self, wid: str) -> None:
-        with self._lock:
-            proc = self.procs.pop(wid)
+        proc = self.forget(wid)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
 

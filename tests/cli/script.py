@@ -78,6 +78,42 @@ def console(
     return in_process(argv, full_env, stdin, cwd)
 
 
+def run_demo(data_dir: Path, *args: str, timeout: float = 120) -> sp.CompletedProcess[str]:
+    """``demo --no-tui ARGS`` to its end on the private server in ``data_dir`` (a real process:
+    an embedded server and workers)."""
+    env = {"KESTREL_DEMO_DIR": str(data_dir), "COLUMNS": "400"}
+    return console("demo", "--no-tui", *args, env=env, timeout=timeout, subprocess=True)
+
+
+def started(
+    *args: str,
+    dsn: str | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    stdout: int = sp.PIPE,
+    stderr: int = sp.STDOUT,
+) -> sp.Popen[str]:
+    """``kestrel-console [--dsn DSN] ARGS...`` started as a real process and left running (the
+    test stops it); its output as text, by default stdout and stderr together on ``stdout``."""
+    argv = [str(SCRIPT), *(["--dsn", dsn] if dsn is not None else []), *args]
+    return sp.Popen(argv, cwd=cwd, env=environment(env), stdout=stdout, stderr=stderr, text=True)
+
+
+def read_terminal(master: int) -> bytes:
+    """What a command wrote to the pseudo-terminal whose master end is ``master``, until it
+    exited (its end closed)."""
+    said = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the command exited and closed the terminal
+            break
+        if not chunk:
+            break
+        said += chunk
+    return said
+
+
 def in_process(
     argv: list[str], env: dict[str, str], stdin: str | None, cwd: str | Path | None
 ) -> sp.CompletedProcess[str]:

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import json
 import queue
-import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -25,7 +23,6 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from kestrel_console.demo.database import DEMO_READER_LOGIN
-from kestrel_console.embedded_pg import LocalCluster
 from tests.cli.script import console, environment
 from tests.waiting import wait_for
 
@@ -45,17 +42,6 @@ SELECT e.input ->> 'severity', w.decision FROM kestrel.workflow_waits w
 JOIN kestrel.workflow_executions e ON e.id = w.execution_id
 WHERE w.decided_by = 'demo-bot'
 """
-
-
-@pytest.fixture
-def demo_dir() -> Iterator[Path]:
-    """A fresh folder for the demo's server, enterable by the postgres OS user (tests run as root)."""
-    path = Path(tempfile.mkdtemp(prefix="kestrel-demo-test-"))
-    path.chmod(0o755)
-    yield path / "pg"
-    if (path / "pg" / "postmaster.pid").exists():  # a failed test left it running
-        LocalCluster(path / "pg").destroy()
-    shutil.rmtree(path, ignore_errors=True)
 
 
 class Demo:

@@ -4,30 +4,16 @@ the first demo); the first demo's server keeps running when the second one exits
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from kestrel_console.embedded_pg import LocalCluster
 from tests.waiting import wait_for
 
-from .script import SCRIPT, console, environment
-
-
-@pytest.fixture
-def demo_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="kestrel-demo-attach-"))
-    path.chmod(0o755)
-    yield path / "pg"
-    if (path / "pg" / "postmaster.pid").exists():
-        LocalCluster(path / "pg").destroy()
-    shutil.rmtree(path, ignore_errors=True)
+from .script import SCRIPT, environment, run_demo
 
 
 def wait_for_dsn(log: Path, proc: subprocess.Popen, timeout: float = 90) -> str:
@@ -59,34 +45,14 @@ def test_a_second_demo_says_it_attaches_and_refuses_fresh(demo_dir: Path, tmp_pa
         )
     try:
         dsn = wait_for_dsn(log, first)
-        second = console(
-            "demo",
-            "--no-tui",
-            "--no-seed",
-            "--rate",
-            "0",
-            "--duration",
-            "1",
-            env={"KESTREL_DEMO_DIR": str(demo_dir), "COLUMNS": "400"},
-            timeout=90,
-            subprocess=True,
-        )
+        second = run_demo(demo_dir, "--no-seed", "--rate", "0", "--duration", "1", timeout=90)
         assert second.returncode == 0, second.stderr
         assert f"a demo is already running (pid {first.pid}), attaching to it at {demo_dir} " in second.stderr
         assert "the server stops when that demo exits" in second.stderr
         with psycopg.connect(dsn, connect_timeout=5) as conn:  # still up after the second one left
             assert conn.execute("SELECT 1").fetchone() == (1,)
 
-        refused = console(
-            "demo",
-            "--no-tui",
-            "--fresh",
-            "--duration",
-            "1",
-            env={"KESTREL_DEMO_DIR": str(demo_dir), "COLUMNS": "400"},
-            timeout=90,
-            subprocess=True,
-        )
+        refused = run_demo(demo_dir, "--fresh", "--duration", "1", timeout=90)
         assert refused.returncode == 1, refused.stdout + refused.stderr
         assert (
             f"error: another demo is running on this data (pid {first.pid}): --fresh would empty it" in refused.stderr

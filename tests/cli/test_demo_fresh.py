@@ -5,9 +5,7 @@ is, --no-bot leaves every approval pending, --no-tui prints each execution's who
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
-from collections.abc import Iterator
+import subprocess
 from pathlib import Path
 
 import psycopg
@@ -16,7 +14,7 @@ import pytest
 from kestrel_console.demo.events import describe_worker_event
 from kestrel_console.embedded_pg import LocalCluster, default_data_dir
 
-from .script import console
+from .script import console, run_demo
 
 FINISHED = re.compile(r"^\d\d:\d\d:\d\d success #(\d+) (\S+) in ([\d.]+)s$")
 RUN_TIMES = """
@@ -37,27 +35,9 @@ SELECT (SELECT count(*) FROM kestrel.workflow_executions), (SELECT count(*) FROM
 """
 
 
-@pytest.fixture
-def demo_dir() -> Iterator[Path]:
-    """A fresh folder for the demo's server, enterable by the postgres OS user (tests run as root)."""
-    path = Path(tempfile.mkdtemp(prefix="kestrel-demo-fresh-"))
-    path.chmod(0o755)
-    yield path / "pg"
-    if (path / "pg" / "postmaster.pid").exists():
-        LocalCluster(path / "pg").destroy()
-    shutil.rmtree(path, ignore_errors=True)
-
-
 def demo(data_dir: Path, *args: str) -> tuple[str, str]:
     """Run `demo --no-tui ARGS` to its end on the private server in ``data_dir``; (stdout, stderr)."""
-    done = console(
-        "demo",
-        "--no-tui",
-        *args,
-        env={"KESTREL_DEMO_DIR": str(data_dir), "COLUMNS": "400"},
-        timeout=120,
-        subprocess=True,  # an embedded server and workers: a real process
-    )
+    done = run_demo(data_dir, *args)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout, done.stderr
 
@@ -110,39 +90,16 @@ def test_no_bot_run_times_and_fresh(demo_dir: Path) -> None:
 
 def test_fresh_on_a_configured_database_empties_the_demos_schema(dsn: str) -> None:
     schema = "demo_fresh"
-    first = console(
-        "--schema",
-        schema,
-        "demo",
-        "--no-tui",
-        "--no-bot",
-        "--rate",
-        "0",
-        "--duration",
-        "1",
-        dsn=dsn,
-        timeout=120,
-        subprocess=True,
-    )
+
+    def in_schema(*args: str) -> subprocess.CompletedProcess[str]:
+        return console("--schema", schema, "demo", "--no-tui", *args, dsn=dsn, timeout=120, subprocess=True)
+
+    first = in_schema("--no-bot", "--rate", "0", "--duration", "1")
     assert first.returncode == 0, first.stderr
     with psycopg.connect(dsn) as conn:
         seeded = conn.execute(f"SELECT count(*) FROM {schema}.workflow_executions").fetchone()[0]
         assert conn.execute("SELECT count(*) FROM kestrel.workflow_executions").fetchone()[0] == 0
-    again = console(
-        "--schema",
-        schema,
-        "demo",
-        "--no-tui",
-        "--fresh",
-        "--no-seed",
-        "--rate",
-        "0",
-        "--duration",
-        "0.5",
-        dsn=dsn,
-        timeout=120,
-        subprocess=True,
-    )
+    again = in_schema("--fresh", "--no-seed", "--rate", "0", "--duration", "0.5")
     assert again.returncode == 0, again.stderr
     assert f"--fresh: dropped schema '{schema}'" in " ".join(again.stderr.split())
     with psycopg.connect(dsn) as conn:

@@ -6,7 +6,6 @@ In process (tests/cli/script.py), and a real process for the README example's wo
 from __future__ import annotations
 
 import signal
-import subprocess
 import textwrap
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import psycopg
 import pytest
 
 from kestrel_console.cli.supervision import default_processes
-from tests.cli.script import SCRIPT, console, environment
+from tests.cli.script import console, started
 from tests.waiting import wait_for
 
 
@@ -162,14 +161,8 @@ def test_readme_worked_example_end_to_end(dsn: str, tmp_path: Path) -> None:
     """Terminal 1 runs `kestrel-console worker remediate_app`; terminal 2 enqueues and approves."""
     (tmp_path / "remediate_app.py").write_text(README_APP)
     env = {"KESTREL_DSN": dsn, "USER": "not-alice"}
-    worker = subprocess.Popen(  # terminal 1 stops it with Ctrl-C: a real process
-        [str(SCRIPT), "worker", "remediate_app", "--concurrency", "2"],
-        cwd=tmp_path,
-        env=environment(env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    # terminal 1 stops it with Ctrl-C: a real process
+    worker = started("worker", "remediate_app", "--concurrency", "2", cwd=tmp_path, env=env)
     try:
         enq = console("enqueue", "remediate", "--input", '{"pod": "api-1"}', cwd=tmp_path, env=env)
         assert enq.returncode == 0, enq.stderr
@@ -213,13 +206,8 @@ def test_schema_option_overrides_the_apps_own_even_when_it_is_the_default(dsn: s
         "from kestrel_core import Kestrel\napp = Kestrel(schema='never_migrated_kt')\n"
         "app.workflow('noop')(lambda ctx, _: None)\n"
     )
-    worker = subprocess.Popen(
-        [str(SCRIPT), "--schema", "kestrel", "worker", "elsewhere_app", "--processes", "1"],
-        cwd=tmp_path,
-        env=environment({"KESTREL_DSN": dsn}),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    worker = started(
+        "--schema", "kestrel", "worker", "elsewhere_app", "--processes", "1", cwd=tmp_path, env={"KESTREL_DSN": dsn}
     )
     try:
         wait_for(lambda: live_workers(dsn) == 1 or worker.poll() is not None, timeout=30, what="the worker")

@@ -14,7 +14,7 @@ import pytest
 from kestrel_console.metrics import parse_listen
 from kestrel_console.metrics.server import BadListen
 from kestrel_core import Kestrel
-from tests.cli.script import SCRIPT, console, environment
+from tests.cli.script import console, started
 from tests.waiting import wait_for
 
 
@@ -76,13 +76,7 @@ def test_an_address_in_use_is_one_line_and_exit_1(dsn: str) -> None:
 def test_serves_until_sigterm(app: Kestrel, dsn: str) -> None:
     for i in range(3):
         app.enqueue("remediate", {"n": i})
-    process = sp.Popen(
-        [str(SCRIPT), "--dsn", dsn, "metrics", "--listen", "127.0.0.1:0"],
-        stdout=sp.PIPE,
-        stderr=sp.PIPE,
-        text=True,
-        env=environment(),
-    )
+    process = started("metrics", "--listen", "127.0.0.1:0", dsn=dsn, stderr=sp.PIPE)
     try:
         assert process.stderr is not None
         first = process.stderr.readline()
@@ -111,22 +105,16 @@ def test_serves_until_sigterm(app: Kestrel, dsn: str) -> None:
 def test_a_supervised_worker_serves_metrics_from_its_supervisor(app: Kestrel, dsn: str) -> None:
     """``worker --processes 2 --metrics-listen``: one endpoint (the supervisor's; the two worker
     processes are not given the option), which sees both workers alive; SIGTERM stops it all."""
-    process = sp.Popen(
-        [
-            str(SCRIPT),
-            "--dsn",
-            dsn,
-            "worker",
-            "tests.core.crash_app",
-            "--processes",
-            "2",
-            "--metrics-listen",
-            "127.0.0.1:0",
-        ],
+    process = started(
+        "worker",
+        "tests.core.crash_app",
+        "--processes",
+        "2",
+        "--metrics-listen",
+        "127.0.0.1:0",
+        dsn=dsn,
         stdout=sp.DEVNULL,
         stderr=sp.PIPE,
-        text=True,
-        env=environment(),
     )
     try:
         assert process.stderr is not None

@@ -11,7 +11,7 @@ import subprocess
 from datetime import timedelta
 from pathlib import Path
 
-from tests.cli.script import SCRIPT, console, environment
+from tests.cli.script import console, started
 from tests.readme_blocks import section
 from tests.waiting import wait_for
 
@@ -38,14 +38,7 @@ def test_readme_schedules_example(dsn: str, db, tmp_path: Path) -> None:
         return done
 
     assert terminal1 == ["kestrel-console worker schedules_app"]
-    worker = subprocess.Popen(  # a real process, stopped with a signal
-        [str(SCRIPT), *shlex.split(terminal1[0])[1:]],
-        cwd=tmp_path,
-        env=environment(env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    worker = started(*shlex.split(terminal1[0])[1:], cwd=tmp_path, env=env)  # a real process, stopped with a signal
     try:
         wait_for(
             lambda: db.execute(

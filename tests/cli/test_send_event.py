@@ -6,8 +6,8 @@ import subprocess
 
 import psycopg
 
-from kestrel_core import Kestrel
 from tests.cli.script import console
+from tests.seed import awaiting_payment
 from tests.waiting import wait_for
 
 
@@ -16,17 +16,7 @@ def cli(dsn: str, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_send_event_wakes_the_waiting_execution(dsn: str, db: psycopg.Connection) -> None:
-    app = Kestrel(dsn)
-
-    @app.workflow("checkout")
-    def checkout(ctx, order):
-        return ctx.wait_for_event(f"payment:{order}").payload
-
-    worker = app.worker(concurrency=2, poll_interval=0.2, sweep_interval=0.2)
-    worker.start()
-    try:
-        eid = app.enqueue("checkout", "A-17")
-        wait_for(lambda: app.get(eid).status == "waiting")
+    with awaiting_payment(dsn) as (app, eid):
         sent = cli(dsn, "send-event", "payment:A-17", "--payload", '{"amount": 30}', "--operator", "alice")
         assert sent.returncode == 0, sent.stderr
         assert sent.stdout.startswith("sent event ") and "(payment:A-17)" in sent.stdout
@@ -35,9 +25,6 @@ def test_send_event_wakes_the_waiting_execution(dsn: str, db: psycopg.Connection
         assert db.execute("SELECT key, payload, sent_by FROM workflow_events").fetchall() == [
             ("payment:A-17", {"amount": 30}, "alice")
         ]
-    finally:
-        worker.stop()
-        app.close()
 
 
 def test_send_event_refuses_bad_json_with_exit_2_and_sends_nothing(dsn: str, db: psycopg.Connection) -> None:

@@ -8,20 +8,11 @@ import subprocess
 import psycopg
 
 from tests.cli.script import console
+from tests.seed import seed_family
 
 
 def family(db: psycopg.Connection) -> tuple[int, list[int]]:
-    parent = db.execute(
-        "INSERT INTO workflow_executions (workflow_name, status) VALUES ('fan', 'waiting') RETURNING id"
-    ).fetchone()[0]
-    kids = [
-        db.execute(
-            "INSERT INTO workflow_executions (workflow_name, status, parent_id) VALUES ('leaf', %s, %s) RETURNING id",
-            (status, parent),
-        ).fetchone()[0]
-        for status in ("success", "running")
-    ]
-    return parent, kids
+    return seed_family(db, [("leaf", "success"), ("leaf", "running")])
 
 
 def show(dsn: str, *args: str) -> subprocess.CompletedProcess:

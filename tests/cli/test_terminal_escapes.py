@@ -10,7 +10,7 @@ import subprocess
 
 import psycopg
 
-from tests.cli.script import SCRIPT, console
+from tests.cli.script import SCRIPT, console, read_terminal
 from tests.hostile_text import (
     ESC_INPUT,
     ESC_NAME,
@@ -112,15 +112,7 @@ def test_csv_on_a_terminal_is_escaped(dsn: str, db: psycopg.Connection) -> None:
             env={**os.environ, "COLUMNS": "200"},
         )
         os.close(slave)
-        said = b""
-        while True:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:  # the command exited and closed the terminal
-                break
-            if not chunk:
-                break
-            said += chunk
+        said = read_terminal(master)
         assert proc.wait(timeout=60) == 0, said
     finally:
         os.close(master)

@@ -7,7 +7,7 @@ import os
 import pty
 import subprocess
 
-from tests.cli.script import SCRIPT, console
+from tests.cli.script import SCRIPT, console, read_terminal
 
 
 def test_stdout_piped_is_refused_with_exit_2(dsn):
@@ -22,15 +22,7 @@ def test_stdout_piped_is_refused_with_exit_2(dsn):
             env={**os.environ, "TERM": "xterm"},
         )
         os.close(slave)
-        said = b""
-        while True:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            said += chunk
+        said = read_terminal(master)
     finally:
         os.close(master)
     text = said.decode(errors="replace")

@@ -39,10 +39,9 @@ def status_and_version(db: psycopg.Connection, eid: int) -> tuple[str, str | Non
     return row[0], row[1]
 
 
-def test_a_stale_ready_row_cannot_hand_a_version_1_execution_to_a_version_2_worker(
-    app: Kestrel, db: psycopg.Connection, dsn: str
-) -> None:
-    eid = app.enqueue("w", 1)  # no version yet: the first claim stamps its worker's
+def run_by_version_1_then_requeued(db: psycopg.Connection, dsn: str, app: Kestrel, eid: int) -> None:
+    """Behind a stale ready row, ``eid`` is requeued, taken by a version-1 worker, cancelled and
+    requeued again: enqueued, as version 1."""
     leave_a_stale_ready_row(db, dsn, app, eid)
     app.requeue(eid, by="t")
     # A version-1 worker takes it (one row at a time, as a worker with one free slot would).
@@ -51,7 +50,14 @@ def test_a_stale_ready_row_cannot_hand_a_version_1_execution_to_a_version_2_work
             break
     assert status_and_version(db, eid) == ("running", "1")
     app.cancel(eid, by="t")
-    app.requeue(eid, by="t")  # enqueued again, as version 1
+    app.requeue(eid, by="t")
+
+
+def test_a_stale_ready_row_cannot_hand_a_version_1_execution_to_a_version_2_worker(
+    app: Kestrel, db: psycopg.Connection, dsn: str
+) -> None:
+    eid = app.enqueue("w", 1)  # no version yet: the first claim stamps its worker's
+    run_by_version_1_then_requeued(db, dsn, app, eid)
     assert take(db, "2") == [], "a version-2 worker claimed a version-1 execution"
     assert status_and_version(db, eid) == ("enqueued", "1")
     assert take(db, "1") == [eid]
@@ -77,14 +83,7 @@ def test_a_stale_ready_row_claims_nothing_whatever_it_names(app: Kestrel, db: ps
 def test_a_stale_ready_row_in_a_limited_queue_claims_nothing(app: Kestrel, db: psycopg.Connection, dsn: str) -> None:
     db.execute("INSERT INTO queues (name, concurrency, declared_at) VALUES ('lim', 5, now())")
     eid = app.enqueue("w", 1, queue="lim")
-    leave_a_stale_ready_row(db, dsn, app, eid)
-    app.requeue(eid, by="t")
-    for _ in range(3):
-        if take(db, "1", n=1) == [eid]:
-            break
-    assert status_and_version(db, eid) == ("running", "1")
-    app.cancel(eid, by="t")
-    app.requeue(eid, by="t")
+    run_by_version_1_then_requeued(db, dsn, app, eid)
     assert take(db, "2") == []
     assert status_and_version(db, eid) == ("enqueued", "1")
     assert take(db, "1") == [eid]

@@ -118,7 +118,9 @@ def test_a_batch_without_keys_reads_no_key_holders_in_a_cached_plan(dsn: str) ->
         conn.execute("SET plan_cache_mode = force_generic_plan")
         write(conn, "kestrel", [Row("w", Jsonb(0), "a key")], prepare=True)
         write(conn, "kestrel", [Row("w", Jsonb(0))], prepare=True)
-        (name,) = conn.execute("SELECT name FROM pg_prepared_statements WHERE statement LIKE 'WITH req%'").fetchone()
+        (name,) = conn.execute(
+            "SELECT name FROM pg_prepared_statements WHERE btrim(statement, E' \n') LIKE 'WITH req%'"
+        ).fetchone()
         with conn.transaction(force_rollback=True):
             ((plan,),) = conn.execute(
                 sql.SQL(

@@ -175,7 +175,7 @@ def test_bad_argument_fails_its_caller_before_any_batch(app: Kestrel, db: psycop
 
 LISTENING = """
 SELECT count(*) FROM pg_stat_activity
- WHERE datname = current_database() AND application_name = 'kestrel-listener' AND query LIKE 'LISTEN %'
+ WHERE datname = current_database() AND application_name = 'kestrel-listener' AND btrim(query, E' \n') LIKE 'LISTEN %'
 """
 
 

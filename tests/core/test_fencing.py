@@ -35,7 +35,6 @@ def test_stale_claim_cannot_checkpoint_park_or_complete(app: Kestrel, db: psycop
     # The same worker id claims it again: a new claim epoch, and the old claim is now stale.
     (new,) = claim(db, S, worker_id="w1", names=["w"], n=1, lease=timedelta(seconds=30))
     assert new.claim_epoch == old.claim_epoch + 1
-    stale = dict(execution_id=eid, worker_id="w1", claim_epoch=old.claim_epoch)
     refused = boundary.write(
         db,
         S,
@@ -51,7 +50,8 @@ def test_stale_claim_cannot_checkpoint_park_or_complete(app: Kestrel, db: psycop
         ],
     )
     assert refused == [Outcome(held=False)]
-    assert waits.park(db, S, step_id="nap", kind="sleep", after=timedelta(seconds=1), **stale) is False
+    stale_nap = checkpoint.Fence(eid, "w1", old.claim_epoch, "nap", 1)
+    assert waits.park(db, S, stale_nap, kind="sleep", after=timedelta(seconds=1)) is False
     assert db.execute("SELECT count(*) FROM operation_outputs").fetchone() == (0,)
     assert db.execute("SELECT count(*) FROM workflow_waits").fetchone() == (0,)
     # The sweep closed the stale claim's attempt (abandoned), and the stale write left it so.

@@ -69,18 +69,28 @@ Submitted = tuple[threading.Thread, dict[str, Any]]
 
 
 def behind_a_held_batch(
-    writer: HeldWriter, group: GroupCommit, first: Boundary, queue_up: Callable[[], list[Submitted]], queued: int
-) -> list[dict[str, Any]]:
-    """Submit ``first`` and hold its batch in the writer; ``queue_up()`` then queues boundaries
-    behind it; once ``queued`` items wait, release the writer. The boxes, ``first``'s first."""
-    submitted = [submit_in_thread(group, first)]
-    assert writer.entered.wait(10)  # the first batch is in flight, holding the writer
-    submitted += queue_up()
-    wait_for(lambda: group._queue.qsize() == queued, what=f"{queued} items queued behind the batch in flight")
-    writer.release.set()
-    for thread, _ in submitted:
-        thread.join(10)
-    return [box for _, box in submitted]
+    writer: HeldWriter, first: Boundary, queue_up: Callable[[GroupCommit], list[Submitted]], queued: int
+) -> tuple[GroupCommit, list[dict[str, Any]]]:
+    """On a new group commit, submit ``first`` and hold its batch in the writer;
+    ``queue_up(group)`` then queues boundaries behind it; once ``queued`` items wait, release
+    the writer and stop the group. The group and the boxes, ``first``'s first."""
+    group = GroupCommit(writer.run, S).start()
+    try:
+        submitted = [submit_in_thread(group, first)]
+        assert writer.entered.wait(10)  # the first batch is in flight, holding the writer
+        submitted += queue_up(group)
+        wait_for(lambda: group._queue.qsize() == queued, what=f"{queued} items queued behind the batch in flight")
+        writer.release.set()
+        for thread, _ in submitted:
+            thread.join(10)
+    finally:
+        group.stop()
+    return group, [box for _, box in submitted]
+
+
+def each_queued(*boundaries: Boundary) -> Callable[[GroupCommit], list[Submitted]]:
+    """A ``queue_up`` for ``behind_a_held_batch``: these boundaries, each from its own thread."""
+    return lambda group: [submit_in_thread(group, b) for b in boundaries]
 
 
 def test_boundaries_queued_behind_a_batch_go_together_and_each_gets_its_outcome(
@@ -94,20 +104,15 @@ def test_boundaries_queued_behind_a_batch_go_together_and_each_gets_its_outcome(
     assert claim(db, S, worker_id="w2", names=["w"], n=1, lease=timedelta(seconds=30))[0].execution_id == fenced
 
     done = Completion("success", Jsonb("done"))
-    group = GroupCommit(writer.run, S).start()
-    try:
-        box1, box2, box3 = behind_a_held_batch(
-            writer,
-            group,
-            Boundary(first, "w1", held[first].claim_epoch, open_step="a"),
-            lambda: [
-                submit_in_thread(group, Boundary(kept, "w1", held[kept].claim_epoch, complete=done)),
-                submit_in_thread(group, Boundary(fenced, "w1", held[fenced].claim_epoch, complete=done)),
-            ],
-            queued=2,
-        )
-    finally:
-        group.stop()
+    group, (box1, box2, box3) = behind_a_held_batch(
+        writer,
+        Boundary(first, "w1", held[first].claim_epoch, open_step="a"),
+        each_queued(
+            Boundary(kept, "w1", held[kept].claim_epoch, complete=done),
+            Boundary(fenced, "w1", held[fenced].claim_epoch, complete=done),
+        ),
+        queued=2,
+    )
     assert group.stats == {"batches": 2, "boundaries": 3, "largest": 2}
     assert box1["outcome"].held and box1["outcome"].opened.number == 1
     assert box2["outcome"].completed and box2["outcome"].held
@@ -122,27 +127,16 @@ def test_a_row_the_database_refuses_fails_only_its_own_execution(
 ) -> None:
     blocker, good, bad = (app.enqueue("w") for _ in range(3))
     held = {c.execution_id: c for c in claim(db, S, worker_id="w1", names=["w"], n=3, lease=timedelta(seconds=30))}
-    group = GroupCommit(writer.run, S).start()
-    try:
-        _, ok, ko = behind_a_held_batch(
-            writer,
-            group,
-            Boundary(blocker, "w1", held[blocker].claim_epoch, open_step="a"),
-            lambda: [
-                submit_in_thread(
-                    group,
-                    Boundary(good, "w1", held[good].claim_epoch, complete=Completion("error", error="plain error")),
-                ),
-                # Postgres text cannot hold NUL: this row makes the whole statement fail.
-                submit_in_thread(
-                    group,
-                    Boundary(bad, "w1", held[bad].claim_epoch, complete=Completion("error", error="bad \x00 byte")),
-                ),
-            ],
-            queued=2,
-        )
-    finally:
-        group.stop()
+    _, (_, ok, ko) = behind_a_held_batch(
+        writer,
+        Boundary(blocker, "w1", held[blocker].claim_epoch, open_step="a"),
+        each_queued(
+            Boundary(good, "w1", held[good].claim_epoch, complete=Completion("error", error="plain error")),
+            # Postgres text cannot hold NUL: this row makes the whole statement fail.
+            Boundary(bad, "w1", held[bad].claim_epoch, complete=Completion("error", error="bad \x00 byte")),
+        ),
+        queued=2,
+    )
     assert ok["outcome"].completed
     assert isinstance(ko["error"], psycopg.DataError)
     assert [app.get(good).status, app.get(bad).status] == ["error", "running"]
@@ -263,7 +257,7 @@ def test_a_quick_first_step_is_written_start_and_end_in_one_row(
     held = {c.execution_id: c for c in claim(db, S, worker_id="w1", names=["w"], n=2, lease=timedelta(seconds=30))}
     lazy: list[Any] = []
 
-    def start_and_end() -> list[Submitted]:  # a quick step: its start and its end queue up together
+    def start_and_end(group: GroupCommit) -> list[Submitted]:  # a quick step: its start and end queue up together
         lazy.append(group.open_lazily(Boundary(eid, "w1", held[eid].claim_epoch, open_step="a")))
         end = Boundary(
             eid,
@@ -274,13 +268,9 @@ def test_a_quick_first_step_is_written_start_and_end_in_one_row(
         )
         return [submit_in_thread(group, end, after=lazy[0])]
 
-    group = GroupCommit(writer.run, S).start()
-    try:
-        _, box = behind_a_held_batch(
-            writer, group, Boundary(blocker, "w1", held[blocker].claim_epoch, open_step="a"), start_and_end, queued=2
-        )
-    finally:
-        group.stop()
+    group, (_, box) = behind_a_held_batch(
+        writer, Boundary(blocker, "w1", held[blocker].claim_epoch, open_step="a"), start_and_end, queued=2
+    )
     assert "error" not in box, box
     outcome = box["outcome"]
     assert outcome.held and outcome.completed and outcome.checkpoint == ("x", None, 1)

@@ -48,29 +48,41 @@ def all_running_with_steps_started(db: psycopg.Connection, ids: list[int], owner
     return running == len(ids) and started == len(ids)
 
 
-def test_an_outside_row_lock_on_one_execution_costs_its_worker_no_other_lease(
-    app: Kestrel, db: psycopg.Connection, dsn: str, ledger: psycopg.Connection, start_worker
-) -> None:
+def running_on_a(app: Kestrel, db: psycopg.Connection, dsn: str, start_worker) -> list[int]:
+    """EXECUTIONS slow executions, every one running its step on worker a; their ids."""
     slow_workflow(app, dsn, step_s=HOLD_S + 3)
     start_worker(app, worker_id="a", concurrency=EXECUTIONS, lease=LEASE)
     ids = app.enqueue_many("slow", list(range(EXECUTIONS)))
     wait_for(lambda: all_running_with_steps_started(db, ids, "a"), timeout=30, what="every step running on a")
+    return ids
+
+
+def ids_seen_for(db: psycopg.Connection, seconds: float, query: str, params: tuple) -> set[int]:
+    """Every id ``query`` returned, read every 0.1 s for ``seconds``."""
+    seen: set[int] = set()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        seen |= {row[0] for row in db.execute(query, params)}
+        time.sleep(0.1)
+    return seen
+
+
+def test_an_outside_row_lock_on_one_execution_costs_its_worker_no_other_lease(
+    app: Kestrel, db: psycopg.Connection, dsn: str, ledger: psycopg.Connection, start_worker
+) -> None:
+    ids = running_on_a(app, db, dsn, start_worker)
     epochs = dict(db.execute("SELECT id, claim_epoch FROM workflow_executions WHERE id = ANY(%s)", (ids,)).fetchall())
     start_worker(app, worker_id="b", concurrency=EXECUTIONS, lease=LEASE)  # sweeps, and would take them
     with psycopg.connect(dsn) as operator:
         operator.execute("SELECT 1 FROM kestrel.workflow_executions WHERE id = %s FOR UPDATE", (ids[0],))
-        lapsed: set[int] = set()
-        end = time.monotonic() + HOLD_S  # the fault itself: an operator holding the lock this long
-        while time.monotonic() < end:
-            lapsed |= {
-                row[0]
-                for row in db.execute(
-                    "SELECT id FROM workflow_executions WHERE id = ANY(%s) AND id <> %s"
-                    " AND (status <> 'running' OR owner_id <> 'a' OR lease_expires < now())",
-                    (ids, ids[0]),
-                )
-            }
-            time.sleep(0.1)
+        # The fault itself: an operator holding the lock for HOLD_S.
+        lapsed = ids_seen_for(
+            db,
+            HOLD_S,
+            "SELECT id FROM workflow_executions WHERE id = ANY(%s) AND id <> %s"
+            " AND (status <> 'running' OR owner_id <> 'a' OR lease_expires < now())",
+            (ids, ids[0]),
+        )
         operator.rollback()
     assert lapsed == set(), f"leases of a's other executions lapsed or were taken while one row was locked: {lapsed}"
     wait_for(
@@ -92,23 +104,13 @@ def test_an_outside_row_lock_on_one_execution_costs_its_worker_no_other_lease(
 def test_a_sweep_or_tick_stuck_on_a_lock_delays_no_heartbeat(
     app: Kestrel, db: psycopg.Connection, dsn: str, ledger: psycopg.Connection, start_worker
 ) -> None:
-    slow_workflow(app, dsn, step_s=HOLD_S + 3)
-    start_worker(app, worker_id="a", concurrency=EXECUTIONS, lease=LEASE)
-    ids = app.enqueue_many("slow", list(range(EXECUTIONS)))
-    wait_for(lambda: all_running_with_steps_started(db, ids, "a"), timeout=30, what="every step running on a")
+    ids = running_on_a(app, db, dsn, start_worker)
     with psycopg.connect(dsn) as operator:
         # The schedules' tick and the waits' sweep now wait for these locks.
         operator.execute("LOCK TABLE kestrel.schedules, kestrel.workflow_waits IN ACCESS EXCLUSIVE MODE")
-        lapsed: set[int] = set()
-        end = time.monotonic() + HOLD_S
-        while time.monotonic() < end:
-            lapsed |= {
-                row[0]
-                for row in db.execute(
-                    "SELECT id FROM workflow_executions WHERE id = ANY(%s) AND lease_expires < now()", (ids,)
-                )
-            }
-            time.sleep(0.1)
+        lapsed = ids_seen_for(
+            db, HOLD_S, "SELECT id FROM workflow_executions WHERE id = ANY(%s) AND lease_expires < now()", (ids,)
+        )
         operator.rollback()
     assert lapsed == set(), f"leases lapsed while a tick and a sweep waited on a lock: {lapsed}"
 

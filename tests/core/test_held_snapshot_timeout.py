@@ -41,18 +41,20 @@ def held_snapshot(dsn: str) -> Iterator[psycopg.Connection]:
 
 @pytest.fixture
 def timed_app(dsn: str) -> Iterator[Kestrel]:
-    """The app, its sessions (the worker's) with a statement_timeout."""
+    """The app, its sessions (the worker's) with a statement_timeout; its workflow ``w``
+    returns its input."""
     with Kestrel(make_conninfo(dsn, options=f"-c statement_timeout={TIMEOUT_MS}")) as app:
+
+        @app.workflow("w")
+        def w(ctx, n):
+            return n
+
         yield app
 
 
 def test_a_row_behind_the_mark_is_claimed_when_every_walk_from_the_start_times_out(
     timed_app: Kestrel, db: psycopg.Connection, held_snapshot: psycopg.Connection, start_worker
 ) -> None:
-    @timed_app.workflow("w")
-    def w(ctx, n):
-        return n
-
     # Many slots, mostly free (the feed is a trickle): each claim asks for many rows, so a walk
     # from the start goes on past the urgent row, into the dead entries.
     start_worker(timed_app, worker_id="t", concurrency=16)
@@ -88,10 +90,6 @@ def test_a_row_behind_the_mark_is_claimed_when_every_walk_from_the_start_times_o
 def test_a_lapsed_lease_is_swept_when_every_full_sweep_times_out(
     timed_app: Kestrel, db: psycopg.Connection, held_snapshot: psycopg.Connection, start_worker
 ) -> None:
-    @timed_app.workflow("w")
-    def w(ctx, n):
-        return n
-
     (stuck,) = timed_app.enqueue_many("w", ["stuck"])
     # A worker that died an hour ago holding it: its row, its lapsed lease.
     db.execute("INSERT INTO workers (worker_id, last_heartbeat) VALUES ('gone', now() - interval '1 hour')")

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -50,6 +49,7 @@ from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_a
 from kestrel_core import Kestrel, KestrelError
 from tests.chaos.checks import stalled
 from tests.waiting import wait_for
+from tests.worker_processes import NumberedProcesses, stop_worker_processes
 
 from .lifecycle_app import LEDGER_DDL, TIMED_OUT_S
 
@@ -123,38 +123,24 @@ class Disruption:
     end: float
 
 
-class Pool:
+class Pool(NumberedProcesses):
     """The worker processes: started with a fresh id each, killed, frozen and thawed."""
 
     def __init__(self, dsn: str, control: Path, logs: Path) -> None:
+        super().__init__("m", logs)
         self.env = dict(os.environ, KESTREL_DSN=dsn, PYTHONPATH=str(ROOT), LIFECYCLE_CONTROL=str(control))
         self.control, self.logs = control, logs
-        self.procs: dict[str, subprocess.Popen] = {}
         self.frozen: dict[str, float] = {}  # worker id -> when it was stopped
         self.disruptions: list[Disruption] = []
-        self._n = 0
-        self._lock = threading.Lock()
 
     def start(self) -> str:
-        with self._lock:
-            self._n += 1
-            wid = f"m{self._n}"
-        with open(self.logs / f"{wid}.log", "w") as out:
-            proc = subprocess.Popen(
+        return self.launch(
+            lambda wid: (
                 [sys.executable, "-m", "tests.core.lifecycle_app", "--worker-id", wid]
-                + ["--concurrency", str(CONCURRENCY), "--lease", str(LEASE_S)],
-                cwd=ROOT,
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        with self._lock:
-            self.procs[wid] = proc
-        return wid
-
-    def alive(self) -> list[str]:
-        with self._lock:
-            return [w for w, p in self.procs.items() if p.poll() is None]
+                + ["--concurrency", str(CONCURRENCY), "--lease", str(LEASE_S)]
+            ),
+            env=self.env,
+        )
 
     def awake(self) -> list[str]:
         return [w for w in self.alive() if w not in self.frozen]
@@ -168,8 +154,7 @@ class Pool:
         return stat.rsplit(")", 1)[1].split()[0] == "T"
 
     def kill(self, wid: str) -> None:
-        with self._lock:
-            proc = self.procs.pop(wid)
+        proc = self.forget(wid)
         t = time.time()
         proc.kill()
         proc.wait()
@@ -205,15 +190,7 @@ class Pool:
 
     def terminate(self) -> None:
         self.thaw_all()
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_worker_processes(self.procs.values())
 
 
 @dataclass

@@ -19,7 +19,7 @@ from tests.waiting import wait_for
 
 LISTENING = (
     "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
-    " AND application_name = 'kestrel-listener' AND query LIKE 'LISTEN %'"
+    " AND application_name = 'kestrel-listener' AND btrim(query, E' \n') LIKE 'LISTEN %'"
 )
 NOTIFY = sql.SQL("SELECT pg_notify({}, %s)").format(sql.Literal(notify_channel("kestrel")))
 

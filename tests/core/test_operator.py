@@ -11,18 +11,20 @@ from kestrel_core import ActionRefused, Kestrel, NotFound
 from tests.waiting import wait_for
 
 
-def set_status(db: psycopg.Connection, eid: int, status: str, lease: str | None = None) -> None:
+def execution_in(app: Kestrel, db: psycopg.Connection, status: str, lease: str | None = None) -> int:
+    """A new execution of ``w`` put in ``status``, owned by w1 (its lease: this interval from now)."""
+    eid = app.enqueue("w")
     db.execute(
         "UPDATE workflow_executions SET status = %s, owner_id = 'w1', lease_expires = now() + %s::interval"
         " WHERE id = %s",
         (status, lease, eid),
     )
+    return eid
 
 
 @pytest.mark.parametrize("status", ["enqueued", "running", "waiting"])
 def test_cancel_allowed_from_live_states(app: Kestrel, db, status: str) -> None:
-    eid = app.enqueue("w")
-    set_status(db, eid, status, "30 seconds" if status == "running" else None)
+    eid = execution_in(app, db, status, "30 seconds" if status == "running" else None)
     assert app.cancel(eid, by="alice", comment="wrong target") == status
     row = db.execute(
         "SELECT status, lease_expires, finished_at IS NOT NULL, error FROM workflow_executions WHERE id = %s", (eid,)
@@ -35,8 +37,7 @@ def test_cancel_allowed_from_live_states(app: Kestrel, db, status: str) -> None:
 
 @pytest.mark.parametrize("status", ["success", "error", "cancelled"])
 def test_cancel_of_finished_is_refused(app: Kestrel, db, status: str) -> None:
-    eid = app.enqueue("w")
-    set_status(db, eid, status)
+    eid = execution_in(app, db, status)
     with pytest.raises(ActionRefused, match=f"already finished \\({status}\\)"):
         app.cancel(eid, by="alice")
     assert db.execute("SELECT status FROM workflow_executions WHERE id = %s", (eid,)).fetchone() == (status,)
@@ -45,8 +46,7 @@ def test_cancel_of_finished_is_refused(app: Kestrel, db, status: str) -> None:
 
 @pytest.mark.parametrize("status", ["error", "cancelled"])
 def test_requeue_allowed_after_error_or_cancel(app: Kestrel, db, status: str) -> None:
-    eid = app.enqueue("w")
-    set_status(db, eid, status)
+    eid = execution_in(app, db, status)
     assert app.requeue(eid, by="bob") == status
     assert db.execute(
         "SELECT status, error, finished_at FROM workflow_executions WHERE id = %s", (eid,)
@@ -57,9 +57,8 @@ def test_requeue_allowed_after_error_or_cancel(app: Kestrel, db, status: str) ->
 
 
 def test_requeue_of_expired_lease_is_allowed_of_live_lease_refused(app: Kestrel, db) -> None:
-    live, stuck = app.enqueue("w"), app.enqueue("w")
-    set_status(db, live, "running", "30 seconds")
-    set_status(db, stuck, "running", "-5 seconds")
+    live = execution_in(app, db, "running", "30 seconds")
+    stuck = execution_in(app, db, "running", "-5 seconds")
     with pytest.raises(ActionRefused, match="is running on w1 \\(lease live until"):
         app.requeue(live, by="bob")
     assert app.requeue(stuck, by="bob") == "running"
@@ -69,8 +68,7 @@ def test_requeue_of_expired_lease_is_allowed_of_live_lease_refused(app: Kestrel,
 
 @pytest.mark.parametrize("status", ["enqueued", "waiting", "success"])
 def test_requeue_refused_states(app: Kestrel, db, status: str) -> None:
-    eid = app.enqueue("w")
-    set_status(db, eid, status)
+    eid = execution_in(app, db, status)
     with pytest.raises(ActionRefused, match=f"is {status}"):
         app.requeue(eid, by="bob")
     assert db.execute("SELECT count(*) FROM operator_actions").fetchone() == (0,)

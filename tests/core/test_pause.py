@@ -36,6 +36,24 @@ def record(app: Kestrel, execution_id: int, step_id: str) -> str:
     return step_id
 
 
+def chain_held_in_s2(app: Kestrel, steps: list[str]) -> tuple[threading.Event, threading.Event]:
+    """Register ``chain``: these steps in order, each recorded in the ledger when it runs; s2,
+    once recorded, sets the first event and waits for the second (30 s at most)."""
+    in_s2, go_on = threading.Event(), threading.Event()
+
+    def s2(app: Kestrel, execution_id: int, step_id: str) -> str:
+        record(app, execution_id, step_id)
+        in_s2.set()
+        go_on.wait(30)
+        return step_id
+
+    @app.workflow("chain")
+    def chain(ctx, _):
+        return [ctx.step(step, s2 if step == "s2" else record, app, ctx.execution_id, step) for step in steps]
+
+    return in_s2, go_on
+
+
 @pytest.mark.parametrize("seen_by", ["boundary", "heartbeat"])
 def test_a_running_execution_stops_at_its_next_step_boundary_and_resumes_from_its_checkpoints(
     app: Kestrel,
@@ -46,23 +64,7 @@ def test_a_running_execution_stops_at_its_next_step_boundary_and_resumes_from_it
 ) -> None:
     """``seen_by``: the pause is met by s2's boundary write, or first by the heartbeat (the
     claim found no longer running while s2 runs): either way s2 is kept."""
-    in_s2 = threading.Event()
-    go_on = threading.Event()
-
-    def s2(eid: int) -> str:
-        record(app, eid, "s2")
-        in_s2.set()
-        go_on.wait(30)
-        return "s2"
-
-    @app.workflow("chain")
-    def chain(ctx, _):
-        return [
-            ctx.step("s1", record, app, ctx.execution_id, "s1"),
-            ctx.step("s2", s2, ctx.execution_id),
-            ctx.step("s3", record, app, ctx.execution_id, "s3"),
-            ctx.step("s4", record, app, ctx.execution_id, "s4"),
-        ]
+    in_s2, go_on = chain_held_in_s2(app, ["s1", "s2", "s3", "s4"])
 
     worker = start_worker(app)
     eid = app.enqueue("chain", None)
@@ -122,23 +124,7 @@ def test_a_resume_before_the_step_in_flight_returns_gives_it_back_to_its_claim_a
     """An operator's quick pause then resume while s2 runs (issue 43 review): the claim still
     runs it, so the resume gives it back to that claim ('running'): s2's end is checkpointed,
     and no new claim runs s2 again (before: 'enqueued', s2's checkpoint refused, s1 s2 s2 s3)."""
-    in_s2 = threading.Event()
-    go_on = threading.Event()
-
-    def s2(eid: int) -> str:
-        record(app, eid, "s2")
-        if not in_s2.is_set():
-            in_s2.set()
-            go_on.wait(30)
-        return "s2"
-
-    @app.workflow("chain")
-    def chain(ctx, _):
-        return [
-            ctx.step("s1", record, app, ctx.execution_id, "s1"),
-            ctx.step("s2", s2, ctx.execution_id),
-            ctx.step("s3", record, app, ctx.execution_id, "s3"),
-        ]
+    in_s2, go_on = chain_held_in_s2(app, ["s1", "s2", "s3"])
 
     worker = start_worker(app)
     eid = app.enqueue("chain", None)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import subprocess
 import threading
-from itertools import combinations
 from collections.abc import Iterator
 from datetime import timedelta
+from itertools import combinations
 
 import psycopg
 import pytest

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kestrel_core.db.sql_files import StatementFileError, parse_statements
+from kestrel_core.db.sql_files import StatementFileError, parse_statements, paste
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,3 +46,13 @@ def test_every_statement_file_beside_a_module_reads() -> None:
     ]
     for path in files:
         assert parse_statements(path.read_text(encoding="utf-8"), str(path)), f"{path} names no statement"
+
+
+def test_a_shared_part_is_pasted_at_its_marker_and_a_missing_marker_is_refused() -> None:
+    part = parse_statements("-- name: part\n-- A condition.\nr.a = 1\n")["part"]
+    assert (
+        paste("\nSELECT 1 FROM r WHERE {part} AND {schema}\n", part=part)
+        == "\nSELECT 1 FROM r WHERE r.a = 1 AND {schema}\n"
+    )
+    with pytest.raises(StatementFileError, match="no {part} marker"):
+        paste("SELECT 1", part=part)

@@ -46,7 +46,7 @@ def test_every_statement_renders_with_named_fragments_and_no_placeholder_left() 
 def test_fence_fragment_is_filled_inside_the_lock_fragment() -> None:
     from kestrel_core.durable.checkpoint import RECORD
 
-    rendered = render(RECORD, "s1").as_string(None)
+    rendered = " ".join(render(RECORD, "s1").as_string(None).split())
     assert 'SELECT id FROM "s1".workflow_executions WHERE id = %(eid)s AND owner_id = %(worker_id)s' in rendered
     assert "FOR NO KEY UPDATE" in rendered
 

@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,36 @@ def spans() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
         yield provider, exporter
     finally:
         disable_tracing()
+
+
+@dataclass
+class Traced:
+    """The app traced into ``exporter``, with a worker to start."""
+
+    app: Kestrel
+    db: psycopg.Connection
+    provider: TracerProvider
+    exporter: InMemorySpanExporter
+    start_worker: Callable[..., Worker]
+
+    def run(self, request: str, workflow: str, input: Any, what: str) -> tuple[int, Any]:
+        """Start a worker, enqueue under the span ``request`` and wait for the execution to
+        succeed: (its id, the request's span)."""
+        self.start_worker(self.app)
+        with self.provider.get_tracer("web").start_as_current_span(request) as span:
+            eid = self.app.enqueue(workflow, input)
+        wait_for(lambda: status_of(self.db, eid) == "success", what=what)
+        return eid, span
+
+
+@pytest.fixture
+def traced(
+    app: Kestrel,
+    db: psycopg.Connection,
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+    start_worker: Callable[..., Worker],
+) -> Traced:
+    return Traced(app, db, *spans, start_worker)
 
 
 def status_of(db: psycopg.Connection, eid: int) -> str:
@@ -79,13 +110,8 @@ def enqueue_id(found: list[dict[str, Any]]) -> int:
     return run["attributes"]["kestrel.execution_id"]
 
 
-def test_one_trace_from_the_request_to_the_last_step_in_one_process(
-    app: Kestrel,
-    db: psycopg.Connection,
-    spans: tuple[TracerProvider, InMemorySpanExporter],
-    start_worker: Callable[..., Worker],
-) -> None:
-    provider, exporter = spans
+def test_one_trace_from_the_request_to_the_last_step_in_one_process(traced: Traced) -> None:
+    app, db, exporter = traced.app, traced.db, traced.exporter
     failed_once: list[bool] = []
 
     def flaky() -> str:
@@ -101,12 +127,9 @@ def test_one_trace_from_the_request_to_the_last_step_in_one_process(
         fix = ctx.step("fix", flaky, retries=2, backoff=0.05)
         return {"rca": rca, "fix": fix, "pr": ctx.step("open-pr", lambda: "pr-42")}
 
-    start_worker(app)
-    with provider.get_tracer("web").start_as_current_span("POST /alerts") as request:
-        eid = app.enqueue("remediate", {"pod": "api-1"})
+    eid, request = traced.run("POST /alerts", "remediate", {"pod": "api-1"}, "the traced execution to succeed")
     stored = db.execute("SELECT trace_context FROM kestrel.workflow_executions WHERE id = %s", (eid,)).fetchone()[0]
     assert stored.startswith(f"00-{request.get_span_context().trace_id:032x}-")
-    wait_for(lambda: status_of(db, eid) == "success", what="the traced execution to succeed")
     wait_for(lambda: any(s.name == "kestrel.step open-pr" for s in exporter.get_finished_spans()), what="the spans")
     found = [as_dict(s) for s in exporter.get_finished_spans() if s.name != "POST /alerts"]
     check_one_trace(found, as_dict(next(s for s in exporter.get_finished_spans() if s.name == "POST /alerts")))
@@ -195,15 +218,10 @@ assert not any(m == "opentelemetry" or m.startswith("opentelemetry.") for m in s
     assert result.stdout == "tracing needs OpenTelemetry, which is not installed: pip install 'kestrel[otel]'\n"
 
 
-def test_an_async_workflows_steps_are_spans_of_its_run(
-    app: Kestrel,
-    db: psycopg.Connection,
-    spans: tuple[TracerProvider, InMemorySpanExporter],
-    start_worker: Callable[..., Worker],
-) -> None:
+def test_an_async_workflows_steps_are_spans_of_its_run(traced: Traced) -> None:
     import asyncio
 
-    provider, exporter = spans
+    app, exporter = traced.app, traced.exporter
 
     async def fetch(n: int) -> int:
         await asyncio.sleep(0.01)
@@ -221,10 +239,7 @@ def test_an_async_workflows_steps_are_spans_of_its_run(
             pass
         return list(parts)
 
-    start_worker(app)
-    with provider.get_tracer("web").start_as_current_span("POST /gather"):
-        eid = app.enqueue("gather", 3)
-    wait_for(lambda: status_of(db, eid) == "success", what="the async workflow")
+    traced.run("POST /gather", "gather", 3, "the async workflow")
     wait_for(
         lambda: any(s.name == "kestrel.workflow gather" for s in exporter.get_finished_spans()), what="its run's span"
     )
@@ -238,13 +253,8 @@ def test_an_async_workflows_steps_are_spans_of_its_run(
     assert found["kestrel.step boom"][0]["status"] == "ERROR"
 
 
-def test_a_child_workflow_continues_its_parents_trace(
-    app: Kestrel,
-    db: psycopg.Connection,
-    spans: tuple[TracerProvider, InMemorySpanExporter],
-    start_worker: Callable[..., Worker],
-) -> None:
-    provider, exporter = spans
+def test_a_child_workflow_continues_its_parents_trace(traced: Traced) -> None:
+    app, exporter = traced.app, traced.exporter
 
     @app.workflow("child")
     def child(ctx: Any, n: int) -> int:
@@ -255,10 +265,7 @@ def test_a_child_workflow_continues_its_parents_trace(
         handle = ctx.start_child("child", n)
         return ctx.wait_for(handle)
 
-    start_worker(app)
-    with provider.get_tracer("web").start_as_current_span("POST /parent"):
-        eid = app.enqueue("parent", 21)
-    wait_for(lambda: status_of(db, eid) == "success", what="the parent to succeed")
+    traced.run("POST /parent", "parent", 21, "the parent to succeed")
     wait_for(
         lambda: len([s for s in exporter.get_finished_spans() if s.name == "kestrel.workflow parent"]) == 2,
         what="the parent's two runs (before and after its child)",

@@ -26,6 +26,16 @@ def register_gate(app: Kestrel, timeout: float | None = None) -> None:
         return {"approved": d.approved, "by": d.by, "comment": d.comment, "timed_out": d.timed_out}
 
 
+def gate_waiting_with_no_worker(app: Kestrel, start_worker) -> int:
+    """An execution of ``gate`` waiting for its approval, its worker stopped; its id."""
+    register_gate(app)
+    worker = start_worker(app)
+    eid = app.enqueue("gate", "x")
+    status(app, eid, "waiting")
+    worker.stop()
+    return eid
+
+
 def test_sleep_parks_then_resumes(app: Kestrel, db: psycopg.Connection, start_worker) -> None:
     @app.workflow
     def napper(ctx, _):
@@ -82,11 +92,7 @@ def test_reject_is_seen_by_the_workflow(app: Kestrel, start_worker) -> None:
 
 
 def test_approval_decided_while_no_worker_runs_is_picked_up_later(app: Kestrel, start_worker) -> None:
-    register_gate(app)
-    worker = start_worker(app)
-    eid = app.enqueue("gate", "x")
-    status(app, eid, "waiting")
-    worker.stop()
+    eid = gate_waiting_with_no_worker(app, start_worker)
     app.approve(eid, "approve-fix", by="carol")
     assert app.get(eid).status == "enqueued"
     start_worker(app)
@@ -108,23 +114,19 @@ def test_approval_timeout_yields_timed_out_decision(app: Kestrel, db, start_work
 
 
 def test_deciding_twice_is_refused_and_changes_nothing(app: Kestrel, db, start_worker) -> None:
-    register_gate(app)
-    worker = start_worker(app)
-    eid = app.enqueue("gate", "x")
-    status(app, eid, "waiting")
-    worker.stop()
+    eid = gate_waiting_with_no_worker(app, start_worker)
     app.approve(eid, "approve-fix", by="alice")
-    before = (
-        db.execute("SELECT * FROM workflow_waits").fetchall(),
-        db.execute("SELECT count(*) FROM operator_actions").fetchone(),
-    )
+
+    def decisions() -> tuple:
+        return (
+            db.execute("SELECT * FROM workflow_waits").fetchall(),
+            db.execute("SELECT count(*) FROM operator_actions").fetchone(),
+        )
+
+    before = decisions()
     with pytest.raises(ActionRefused, match="already decided \\(approved by alice"):
         app.reject(eid, "approve-fix", by="bob")
-    after = (
-        db.execute("SELECT * FROM workflow_waits").fetchall(),
-        db.execute("SELECT count(*) FROM operator_actions").fetchone(),
-    )
-    assert before == after
+    assert decisions() == before
 
 
 def test_deciding_unknown_or_non_waiting_is_refused(app: Kestrel, db) -> None:
@@ -149,11 +151,7 @@ def test_deciding_a_sleep_is_refused(app: Kestrel, start_worker) -> None:
 
 
 def test_concurrent_decisions_exactly_one_wins(app: Kestrel, dsn: str, start_worker) -> None:
-    register_gate(app)
-    worker = start_worker(app)
-    eid = app.enqueue("gate", "x")
-    status(app, eid, "waiting")
-    worker.stop()
+    eid = gate_waiting_with_no_worker(app, start_worker)
     outcomes: list[str] = []
     barrier = threading.Barrier(6)
 
@@ -198,11 +196,7 @@ def test_sleep_survives_restart_of_every_worker(app: Kestrel, db: psycopg.Connec
 
 
 def test_deciding_a_cancelled_execution_is_refused(app: Kestrel, db, start_worker) -> None:
-    register_gate(app)
-    worker = start_worker(app)
-    eid = app.enqueue("gate", "x")
-    status(app, eid, "waiting")
-    worker.stop()
+    eid = gate_waiting_with_no_worker(app, start_worker)
     app.cancel(eid, by="alice")
     with pytest.raises(ActionRefused, match='execution .* is cancelled, not waiting for approval "approve-fix"'):
         app.approve(eid, "approve-fix", by="bob")

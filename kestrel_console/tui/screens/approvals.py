@@ -52,6 +52,7 @@ SORT_KEYS = {
 
 class ApprovalsScreen(GotoExecution, LiveScreen):
     VIEW = "approvals"
+    TABLE = "approvals"
     NAME = "Approvals"
     CSS_PATH = "approvals.tcss"
     BINDINGS: ClassVar[list[Any]] = [
@@ -101,10 +102,6 @@ class ApprovalsScreen(GotoExecution, LiveScreen):
         self.query_one("#appr-details-box").border_title = "Details attached by the workflow"
         self.query_one("#appr-filter", Input).display = False
         self.set_focus(self.table)
-
-    @property
-    def table(self) -> LiveTable:
-        return self.query_one("#approvals", LiveTable)
 
     @work(thread=True, exclusive=True, group="approvals", exit_on_error=False)
     def load(self, seq: int) -> None:

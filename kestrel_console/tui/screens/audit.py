@@ -40,6 +40,7 @@ PAGE = 200
 
 class AuditScreen(LiveScreen):
     VIEW = "audit"
+    TABLE = "audit"
     NAME = "Audit"
     CSS_PATH = "audit.tcss"
     BINDINGS: ClassVar[list[Any]] = [
@@ -74,10 +75,6 @@ class AuditScreen(LiveScreen):
         self.query_one("#audit-details-box").border_title = "Comment and details"
         self.query_one("#audit-filter", Input).display = False
         self.set_focus(self.table)
-
-    @property
-    def table(self) -> LiveTable:
-        return self.query_one("#audit", LiveTable)
 
     @work(thread=True, exclusive=True, group="audit", exit_on_error=False)
     def load(self, seq: int) -> None:

@@ -9,7 +9,6 @@ from typing import Any, ClassVar
 from rich.text import Text
 from textual import events, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Header, Sparkline, Static
 
@@ -20,9 +19,9 @@ from ...humanize import duration
 from ...read.workers import live_versions_text
 from ...safe_text import visible
 from ..filters import ExecutionFilter
-from ..live import HOLD_KEY, LET_GO_KEY, PAUSE_KEY, LiveScreen
+from ..live import PAUSE_KEY, LiveScreen
 from ..operator import ActionOutcome, Target
-from ..state_actions import StateActions
+from ..state_actions import STATE_BINDINGS, StateActions
 from ..widgets.banner import Banner
 from ..widgets.count_line import CountLine
 from ..widgets.footer import KeyFooter
@@ -47,10 +46,7 @@ class DashboardScreen(StateActions, LiveScreen):
     # On the stuck-leases panel: the execution under its cursor (an expired lease may be
     # re-enqueued at once, or cancelled).
     BINDINGS: ClassVar[list[Any]] = [
-        Binding("e", "requeue", "Re-enqueue"),
-        Binding("c", "cancel", "Cancel"),
-        Binding(HOLD_KEY, "pause", "Pause"),
-        Binding(LET_GO_KEY, "resume", "Resume"),
+        *STATE_BINDINGS,
     ]
     HELP_EXTRA = [
         (

@@ -22,9 +22,9 @@ from ... import style
 from ...humanize import duration
 from ...safe_text import visible
 from ...timeline_model import decider, family_line
-from ..live import HOLD_KEY, LET_GO_KEY, LiveScreen
+from ..live import LiveScreen
 from ..operator import NO_INPUT, Target
-from ..state_actions import StateActions
+from ..state_actions import STATE_BINDINGS, StateActions
 from ..widgets.banner import Banner
 from ..widgets.comment import CommentModal
 from ..widgets.confirm import ConfirmModal
@@ -55,10 +55,7 @@ class DetailScreen(StateActions, LiveScreen):
     NAME = "Execution"
     CSS_PATH = "detail.tcss"
     BINDINGS: ClassVar[list[Any]] = [
-        Binding("e", "requeue", "Re-enqueue"),
-        Binding("c", "cancel", "Cancel"),
-        Binding(HOLD_KEY, "pause", "Pause"),
-        Binding(LET_GO_KEY, "resume", "Resume"),
+        *STATE_BINDINGS,
         Binding("a", "approve", "Approve"),
         Binding("x", "reject", "Reject"),
         Binding(FORK_KEY, "fork", "Fork", tooltip="a new execution from the step selected in the Attempts table"),

@@ -21,9 +21,9 @@ from ...safe_text import visible
 from ..bulk_flow import BULK_KEY, BulkFlow
 from ..event_flow import EVENT_KEY, SendEventFlow
 from ..filters import ExecutionFilter, parse_filter
-from ..live import HOLD_KEY, LET_GO_KEY, LiveScreen
+from ..live import LiveScreen
 from ..operator import ActionOutcome, Target, behind_replica
-from ..state_actions import StateActions
+from ..state_actions import STATE_BINDINGS, StateActions
 from ..widgets.banner import Banner
 from ..widgets.footer import KeyFooter
 from ..widgets.goto import GOTO_BINDING, GotoExecution
@@ -58,6 +58,7 @@ SORT_KEYS = {
 
 class ExecutionsScreen(StateActions, BulkFlow, SendEventFlow, GotoExecution, LiveScreen):
     VIEW = "executions"
+    TABLE = "executions"
     NAME = "Executions"
     CSS_PATH = "executions.tcss"
     BINDINGS: ClassVar[list[Any]] = [
@@ -66,10 +67,7 @@ class ExecutionsScreen(StateActions, BulkFlow, SendEventFlow, GotoExecution, Liv
         Binding(
             "space", "mark", "Mark", tooltip="mark or unmark the row, then move down; actions apply to every marked row"
         ),
-        Binding("e", "requeue", "Re-enqueue"),
-        Binding("c", "cancel", "Cancel"),
-        Binding(HOLD_KEY, "pause", "Pause"),
-        Binding(LET_GO_KEY, "resume", "Resume"),
+        *STATE_BINDINGS,
         Binding(
             BULK_KEY,
             "bulk",
@@ -155,10 +153,6 @@ class ExecutionsScreen(StateActions, BulkFlow, SendEventFlow, GotoExecution, Liv
         self.query_one("#exec-bulk", Static).display = False
         self.set_focus(self.query_one(LiveTable))
         self._describe()
-
-    @property
-    def table(self) -> LiveTable:
-        return self.query_one("#executions", LiveTable)
 
     @work(thread=True, exclusive=True, group="executions", exit_on_error=False)
     def load(self, seq: int) -> None:

@@ -34,6 +34,7 @@ COLUMNS = [
 
 class QueuesScreen(LiveScreen):
     VIEW = "queues"
+    TABLE = "queues"
     NAME = "Queues"
     CSS_PATH = "queues.tcss"
     BINDINGS: ClassVar[list[Any]] = [
@@ -54,10 +55,6 @@ class QueuesScreen(LiveScreen):
 
     def on_mount(self) -> None:
         self.table.focus()
-
-    @property
-    def table(self) -> LiveTable:
-        return self.query_one("#queues", LiveTable)
 
     @work(thread=True, exclusive=True, group="queues", exit_on_error=False)
     def load(self, seq: int) -> None:

@@ -17,7 +17,7 @@ from kestrel_core import DatabaseUnavailable, first_line
 
 from ...safe_text import literal, visible
 from ..adhoc_session import AdhocSession
-from ..config import ADHOC_MAX_ROWS, ADHOC_TIMEOUT_MS
+from ..config import ADHOC_MAX_ROWS
 from ..export import export_result
 from ..live import LiveScreen
 from ..widgets.banner import Banner
@@ -212,20 +212,10 @@ class ReportsScreen(LiveScreen):
     def execute(self, report: Any, params: dict[str, Any]) -> None:
         from kestrel_console.reports import run_report
 
-        cfg = self.kapp.config
-        assert self.session is not None
+        session = self.session
+        assert session is not None
         try:
-            result = self.session.run(
-                lambda conn: run_report(
-                    conn,
-                    report,
-                    params,
-                    schema=cfg.schema,
-                    timeout_ms=ADHOC_TIMEOUT_MS,
-                    max_rows=ADHOC_MAX_ROWS,
-                    allow_privileged=cfg.allow_privileged_sql,
-                )
-            )
+            result = session.run(lambda conn: run_report(conn, report, params, **session.limits()))
         except Exception as exc:
             self._to_ui(self._failed_report, exc)
             return

@@ -43,6 +43,7 @@ TRIGGER_KEY = "t"
 
 class SchedulesScreen(LiveScreen):
     VIEW = "schedules"
+    TABLE = "schedules"
     NAME = "Schedules"
     CSS_PATH = "schedules.tcss"
     BINDINGS: ClassVar[list[Any]] = [
@@ -65,10 +66,6 @@ class SchedulesScreen(LiveScreen):
 
     def on_mount(self) -> None:
         self.table.focus()
-
-    @property
-    def table(self) -> LiveTable:
-        return self.query_one("#schedules", LiveTable)
 
     @work(thread=True, exclusive=True, group="schedules", exit_on_error=False)
     def load(self, seq: int) -> None:

@@ -28,7 +28,7 @@ from kestrel_core import DatabaseUnavailable, first_line
 
 from ...safe_text import literal, visible
 from ..adhoc_session import AdhocSession
-from ..config import ADHOC_MAX_ROWS, ADHOC_TIMEOUT_MS
+from ..config import ADHOC_MAX_ROWS
 from ..history import QueryHistory
 from ..live import LiveScreen
 from ..widgets.banner import Banner
@@ -182,19 +182,10 @@ class SqlScreen(LiveScreen):
     def execute(self, query: str) -> None:
         from kestrel_console.adhoc import run_read_only
 
-        cfg = self.kapp.config
-        assert self.session is not None
+        session = self.session
+        assert session is not None
         try:
-            result = self.session.run(
-                lambda conn: run_read_only(
-                    conn,
-                    query,
-                    schema=cfg.schema,
-                    timeout_ms=ADHOC_TIMEOUT_MS,
-                    max_rows=ADHOC_MAX_ROWS,
-                    allow_privileged=cfg.allow_privileged_sql,
-                )
-            )
+            result = session.run(lambda conn: run_read_only(conn, query, **session.limits()))
         except Exception as exc:
             self._to_ui(self._failed_query, exc)
             return

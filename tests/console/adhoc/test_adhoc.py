@@ -105,11 +105,6 @@ def plain(seeded: str, sessions: KeptSessions) -> psycopg.Connection:
 
 
 @pytest.fixture
-def observer(seeded: str, sessions: KeptSessions) -> psycopg.Connection:
-    return sessions.session(seeded, "observer")
-
-
-@pytest.fixture
 def bystander(seeded: str, sessions: KeptSessions) -> psycopg.Connection:
     """Another session: the target of the pg_terminate_backend / pg_cancel_backend cases."""
     return sessions.session(seeded, "bystander")

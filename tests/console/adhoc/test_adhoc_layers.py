@@ -10,9 +10,11 @@ layer 1 bypassed. Plus the byte limit and the refused sub-millisecond timeout.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import psycopg
 import pytest
@@ -61,23 +63,51 @@ def session(seeded: str, sessions: KeptSessions) -> psycopg.Connection:
     return sessions.session(seeded, "adhoc")
 
 
-@pytest.fixture
-def observer(seeded: str, sessions: KeptSessions) -> psycopg.Connection:
-    return sessions.session(seeded, "observer")
-
-
-@pytest.fixture
-def victim(seeded: str, sessions: KeptSessions) -> psycopg.Connection:
-    """Another session: what pg_terminate_backend / pg_cancel_backend would hit."""
-    return sessions.session(seeded, "victim")
-
-
 def snapshot(session: psycopg.Connection, observer: psycopg.Connection) -> tuple:
     return (
         observer.execute(ROWS).fetchone(),
         observer.execute(LOCKS_OF, (session.info.backend_pid,)).fetchall(),
         session.execute(SETTINGS).fetchone(),
     )
+
+
+@dataclass
+class Guarded:
+    """The ad-hoc session, an observer of what it holds, and a victim it must not kill."""
+
+    session: psycopg.Connection
+    observer: psycopg.Connection
+    victim: psycopg.Connection
+
+    @property
+    def pid(self) -> int:
+        return self.victim.info.backend_pid
+
+    @contextlib.contextmanager
+    def nothing_changes(self) -> Iterator[None]:
+        """No row, lock of the session or setting changed, and the victim is alive."""
+        before = snapshot(self.session, self.observer)
+        yield
+        assert snapshot(self.session, self.observer) == before
+        assert self.victim.execute("SELECT 1").fetchone() == (1,)  # not terminated
+
+    def refusal(self, query: str) -> str:
+        """The guard's reason for refusing ``query``."""
+        with pytest.raises(QueryRefused) as refused:
+            run_read_only(self.session, query)
+        return refused.value.reason
+
+    def failure(self, query: str, *, check: bool = True) -> QueryFailed:
+        """How Postgres failed ``query`` (its ``sqlstate``)."""
+        with pytest.raises(QueryFailed) as failed:
+            run_read_only(self.session, query, check=check)
+        return failed.value
+
+
+@pytest.fixture
+def guarded(seeded: str, sessions: KeptSessions, session: psycopg.Connection, observer: psycopg.Connection) -> Guarded:
+    """The victim is another session: what pg_terminate_backend / pg_cancel_backend would hit."""
+    return Guarded(session, observer, sessions.session(seeded, "victim"))
 
 
 # (query, the function the reason must name). {pid} is the victim's backend pid.
@@ -153,18 +183,12 @@ HOSTILE = {
 @pytest.mark.parametrize("case", HOSTILE.values(), ids=HOSTILE.keys())
 def test_layer_one_refuses_naming_the_function_and_nothing_changes(
     case: tuple[str, str],
-    session: psycopg.Connection,
-    observer: psycopg.Connection,
-    victim: psycopg.Connection,
+    guarded: Guarded,
 ) -> None:
     query, function = case
-    query = query.replace("{pid}", str(victim.info.backend_pid))
-    before = snapshot(session, observer)
-    with pytest.raises(QueryRefused) as refused:
-        run_read_only(session, query)
-    assert refused.value.reason.startswith(f"function {function}:"), refused.value.reason
-    assert snapshot(session, observer) == before
-    assert victim.execute("SELECT 1").fetchone() == (1,)
+    with guarded.nothing_changes():
+        reason = guarded.refusal(query.replace("{pid}", str(guarded.pid)))
+    assert reason.startswith(f"function {function}:"), reason
 
 
 @pytest.mark.parametrize(
@@ -190,30 +214,25 @@ def test_ordinary_reads_with_dots_and_keywords_still_run(query: str, session: ps
 
 
 def test_layer_three_alone_refuses_signals_files_functions_and_writes(
-    session: psycopg.Connection,
-    observer: psycopg.Connection,
-    victim: psycopg.Connection,
+    guarded: Guarded,
 ) -> None:
-    pid = victim.info.backend_pid
-    before = snapshot(session, observer)
-    for query in (
-        f"SELECT pg_terminate_backend({pid})",
-        f"SELECT ({pid}).pg_cancel_backend",
-        "SELECT pg_read_file('/etc/hostname')",
-        "SELECT * FROM pg_ls_dir('.')",
-        "SELECT kestrel.cancel_execution(1, 'mallory', 'x')",
-        "SELECT nextval('workflow_executions_id_seq')",
-    ):
-        with pytest.raises(QueryFailed) as failed:
-            run_read_only(session, query, check=False)
-        assert failed.value.sqlstate == "42501", (query, str(failed.value))  # insufficient privilege
-    # Layer 2 (read only) is not what stops it here: the same write, read-write, as the role.
-    with pytest.raises(psycopg.errors.InsufficientPrivilege):
-        with session.transaction():
-            session.execute("SET LOCAL ROLE kestrel_reader")
-            session.execute("DELETE FROM kestrel.workflow_executions")
-    assert snapshot(session, observer) == before
-    assert victim.execute("SELECT 1").fetchone() == (1,)
+    pid, session = guarded.pid, guarded.session
+    with guarded.nothing_changes():
+        for query in (
+            f"SELECT pg_terminate_backend({pid})",
+            f"SELECT ({pid}).pg_cancel_backend",
+            "SELECT pg_read_file('/etc/hostname')",
+            "SELECT * FROM pg_ls_dir('.')",
+            "SELECT kestrel.cancel_execution(1, 'mallory', 'x')",
+            "SELECT nextval('workflow_executions_id_seq')",
+        ):
+            failed = guarded.failure(query, check=False)
+            assert failed.sqlstate == "42501", (query, str(failed))  # insufficient privilege
+        # Layer 2 (read only) is not what stops it here: the same write, read-write, as the role.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            with session.transaction():
+                session.execute("SET LOCAL ROLE kestrel_reader")
+                session.execute("DELETE FROM kestrel.workflow_executions")
 
 
 def test_layer_three_alone_releases_locks_and_settings_after_every_query(
@@ -440,39 +459,27 @@ UNQUALIFIED_REFUSED = {
 def test_an_admins_operator_or_domain_unqualified_is_refused_and_not_found_past_the_guard(
     case: tuple[str, str, str],
     admin_helpers: None,
-    session: psycopg.Connection,
-    observer: psycopg.Connection,
-    victim: psycopg.Connection,
+    guarded: Guarded,
 ) -> None:
     query, sqlstate, reason = case
-    query = query.format(pid=victim.info.backend_pid)
-    before = snapshot(session, observer)
-    with pytest.raises(QueryRefused) as refused:
-        run_read_only(session, query)
-    assert refused.value.reason.startswith(reason), refused.value.reason
-    with pytest.raises(QueryFailed) as failed:
-        run_read_only(session, query, check=False)
-    assert failed.value.sqlstate == sqlstate, str(failed.value)
-    assert snapshot(session, observer) == before
-    assert victim.execute("SELECT 1").fetchone() == (1,)  # not terminated
+    query = query.format(pid=guarded.pid)
+    with guarded.nothing_changes():
+        refused = guarded.refusal(query)
+        assert refused.startswith(reason), refused
+        failed = guarded.failure(query, check=False)
+        assert failed.sqlstate == sqlstate, str(failed)
 
 
 @pytest.mark.parametrize("case", UNQUALIFIED.values(), ids=UNQUALIFIED.keys())
 def test_an_admins_helper_in_public_is_not_found_unqualified(
     case: tuple[str, str],
     admin_helpers: None,
-    session: psycopg.Connection,
-    observer: psycopg.Connection,
-    victim: psycopg.Connection,
+    guarded: Guarded,
 ) -> None:
     query, sqlstate = case
-    query = query.format(pid=victim.info.backend_pid)
-    before = snapshot(session, observer)
-    with pytest.raises(QueryFailed) as failed:
-        run_read_only(session, query)
-    assert failed.value.sqlstate == sqlstate, str(failed.value)
-    assert snapshot(session, observer) == before
-    assert victim.execute("SELECT 1").fetchone() == (1,)  # not terminated
+    with guarded.nothing_changes():
+        failed = guarded.failure(query.format(pid=guarded.pid))
+    assert failed.sqlstate == sqlstate, str(failed)
 
 
 # Qualified: only the guard can stop these (the search path does not apply; kestrel_reader may
@@ -495,15 +502,9 @@ QUALIFIED = {
 def test_an_admins_helper_named_with_its_schema_is_refused(
     case: tuple[str, str],
     admin_helpers: None,
-    session: psycopg.Connection,
-    observer: psycopg.Connection,
-    victim: psycopg.Connection,
+    guarded: Guarded,
 ) -> None:
     query, reason = case
-    query = query.format(pid=victim.info.backend_pid)
-    before = snapshot(session, observer)
-    with pytest.raises(QueryRefused) as refused:
-        run_read_only(session, query)
-    assert refused.value.reason.startswith(reason), refused.value.reason
-    assert snapshot(session, observer) == before
-    assert victim.execute("SELECT 1").fetchone() == (1,)
+    with guarded.nothing_changes():
+        refused = guarded.refusal(query.format(pid=guarded.pid))
+    assert refused.startswith(reason), refused

@@ -4,12 +4,10 @@ is the same as when every bucket is read live (issue 22)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
-import pytest
 from psycopg import sql
 
 from kestrel_console.read import Reader
@@ -44,12 +42,6 @@ UPDATE activity_minutes SET completed = completed + 1000 WHERE minute = (SELECT 
 """
 BUMP_ENQUEUED = "UPDATE activity_minutes SET enqueued = enqueued + 1000"
 DROP_MINUTE = "DELETE FROM activity_minutes WHERE minute = %s"
-
-
-@pytest.fixture
-def reader(dsn: str) -> Iterator[Reader]:
-    with Reader(dsn) as r:
-        yield r
 
 
 def truth(db: psycopg.Connection, buckets: list[dict[str, Any]], bucket_s: int) -> list[tuple[int, int, int, int]]:

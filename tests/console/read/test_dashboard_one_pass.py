@@ -10,12 +10,10 @@ shown, unserved names, unrunnable versions and recorded activity minutes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import psycopg
-import pytest
 from psycopg import sql
 
 from kestrel_console.read import Reader
@@ -68,12 +66,6 @@ INSERT INTO workflow_executions
 SELECT 'a', 'success', 1, 1, t, t, t, t, t
   FROM generate_series(1, %(n)s) AS i, LATERAL (SELECT now() - interval '2 days' AS t) AS x
 """
-
-
-@pytest.fixture
-def reader(dsn: str) -> Iterator[Reader]:
-    with Reader(dsn) as r:
-        yield r
 
 
 def one_snapshot(reader: Reader) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -6,12 +6,10 @@ row (code older than migration 0015, hand-written SQL) is dropped by the workers
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import psycopg
-import pytest
 from psycopg import sql
 
 from kestrel_console.read import Reader
@@ -67,12 +65,6 @@ OLD_CLAIM = (
 )
 LOCK_READY = "SELECT 1 FROM executions_ready WHERE id = %s FOR UPDATE"
 ANALYZE = "ANALYZE workflow_executions, executions_ready"
-
-
-@pytest.fixture
-def reader(dsn: str) -> Iterator[Reader]:
-    with Reader(dsn) as r:
-        yield r
 
 
 def enqueued(reader: Reader) -> list[tuple[str, int]]:

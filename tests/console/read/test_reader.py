@@ -30,15 +30,6 @@ FINISHED = ("success", "error", "cancelled")
 
 
 @pytest.fixture
-def reader(dsn: str) -> Iterator[Reader]:
-    r = Reader(dsn)
-    try:
-        yield r
-    finally:
-        r.close()
-
-
-@pytest.fixture
 def facts(db: psycopg.Connection) -> SeedFacts:
     return seed_history(db)
 

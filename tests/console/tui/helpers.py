@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import psycopg
@@ -11,6 +12,7 @@ from textual.command import CommandList, CommandPalette
 
 from kestrel_console.tui import KestrelConsole
 from kestrel_console.tui.live import LiveScreen
+from kestrel_console.tui.screens.detail import DetailScreen
 
 OPERATOR = "tui-tester"
 SIZE = (160, 50)
@@ -123,6 +125,44 @@ async def open_screen(pilot: Any, key: str, kind: type[S]) -> S:
         await fresh(pilot, screen)
     else:
         await pilot.pause()
+    return screen
+
+
+@asynccontextmanager
+async def on_screen(
+    dsn: str, key: str, kind: type[S], size: tuple[int, int] = SIZE, **kwargs: Any
+) -> AsyncIterator[tuple[KestrelConsole, Any, S]]:
+    """The console (``console(dsn, **kwargs)``) running at ``size``, screen ``key`` open and
+    showing fresh data: (the app, its pilot, the screen)."""
+    tui = console(dsn, **kwargs)
+    async with tui.run_test(size=size) as pilot:
+        yield tui, pilot, await open_screen(pilot, key, kind)
+
+
+async def open_detail(pilot: Any, execution_id: int) -> DetailScreen:
+    """The detail screen of ``execution_id``, pushed, showing fresh data."""
+    screen = DetailScreen(execution_id)
+    await pilot.app.push_screen(screen)
+    await fresh(pilot, screen)
+    return screen
+
+
+@asynccontextmanager
+async def on_detail(
+    dsn: str, execution_id: int, size: tuple[int, int] = SIZE, **kwargs: Any
+) -> AsyncIterator[tuple[KestrelConsole, Any, DetailScreen]]:
+    """The console running, the detail screen of ``execution_id`` open: (the app, its pilot, the screen)."""
+    tui = console(dsn, **kwargs)
+    async with tui.run_test(size=size) as pilot:
+        yield tui, pilot, await open_detail(pilot, execution_id)
+
+
+async def enter_opens_detail(pilot: Any) -> DetailScreen:
+    """Press enter (on a row naming an execution): the detail screen it opens, showing fresh data."""
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, DetailScreen), what="the detail screen")
+    screen = pilot.app.screen
+    await fresh(pilot, screen)
     return screen
 
 

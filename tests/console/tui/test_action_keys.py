@@ -18,6 +18,7 @@ from .helpers import (
     console,
     footer_text,
     fresh,
+    on_screen,
     open_screen,
     record_actions,
     rows,
@@ -36,9 +37,7 @@ def offered(tui) -> set[str]:
 
 async def test_the_list_offers_only_what_the_row_allows(dsn, db):
     facts = seed_history(db)
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen) as (tui, pilot, screen):
         expected = {
             "quick": set(),
             "failed_recent": {"requeue"},

@@ -11,11 +11,9 @@ from tests.seed import seed_history
 from .helpers import (
     ACTIONS,
     OPERATOR,
-    SIZE,
     WAIT_OF,
     actions_settled,
-    console,
-    open_screen,
+    on_screen,
     record_actions,
     rows,
     statuses,
@@ -40,9 +38,7 @@ async def decide(pilot, key: str, comment: str, answer: str = "y") -> str:
 
 async def test_pending_gates_and_details(dsn, db):
     facts = seed_history(db)
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "3", ApprovalsScreen)
+    async with on_screen(dsn, "3", ApprovalsScreen) as (tui, pilot, screen):
         pending = facts.pending_approvals()
         assert screen.table.keys() == [f"{w.execution_id}:{w.step_id}" for w in pending]
         oldest = pending[0]
@@ -56,10 +52,8 @@ async def test_pending_gates_and_details(dsn, db):
 
 async def test_approve_and_reject_through_keys(dsn, db):
     facts = seed_history(db)
-    tui = console(dsn)
-    actions = record_actions(tui)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "3", ApprovalsScreen)
+    async with on_screen(dsn, "3", ApprovalsScreen) as (tui, pilot, screen):
+        actions = record_actions(tui)
         old, new = facts.pending_approvals()
         before = statuses(db)
 
@@ -93,9 +87,7 @@ async def test_approve_and_reject_through_keys(dsn, db):
 
 async def test_mark_both_and_approve_all(dsn, db):
     facts = seed_history(db)
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "3", ApprovalsScreen)
+    async with on_screen(dsn, "3", ApprovalsScreen) as (tui, pilot, screen):
         await pilot.press("space", "space")  # marks a row and moves down
         assert len(screen.table.marks) == 2
         question = await decide(pilot, "a", "")
@@ -108,10 +100,8 @@ async def test_mark_both_and_approve_all(dsn, db):
 
 async def test_read_only_refuses_decisions(dsn, db):
     facts = seed_history(db)
-    tui = console(dsn, read_only=True)
-    actions = record_actions(tui)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "3", ApprovalsScreen)
+    async with on_screen(dsn, "3", ApprovalsScreen, read_only=True) as (tui, pilot, screen):
+        actions = record_actions(tui)
         for n, key in enumerate(("a", "x"), 1):
             await pilot.press(key)
             await wait_for(

@@ -11,7 +11,7 @@ from kestrel_console.tui.screens.approvals import ApprovalsScreen
 from kestrel_console.tui.widgets.comment import CommentModal
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 
-from .helpers import actions_settled, console, fresh, open_screen, record_actions, text_of
+from .helpers import actions_settled, fresh, on_screen, record_actions, text_of
 
 GATES = [
     ("remediate", "approve-fix", {"risk": "high", "severity": "sev1", "patch": "failover db-1"}),
@@ -46,10 +46,8 @@ async def filtered(pilot, screen: ApprovalsScreen, text: str) -> list[int]:
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_approvals_filter_by_details_workflow_gate_and_text(dsn, db, size):
     first, second, third = pending(db)
-    tui = console(dsn)
-    async with tui.run_test(size=size) as pilot:
+    async with on_screen(dsn, "3", ApprovalsScreen, size=size) as (tui, pilot, screen):
         asked = record_actions(tui)
-        screen = await open_screen(pilot, "3", ApprovalsScreen)
         assert await filtered(pilot, screen, "risk:high") == [first, third]
         assert "matching risk:high (of 3" in text_of(screen.query_one("#appr-summary"))
         assert await filtered(pilot, screen, "risk:high workflow:remediate") == [first]

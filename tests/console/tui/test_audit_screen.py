@@ -10,16 +10,14 @@ from kestrel_console.tui.screens.audit import AuditScreen
 from kestrel_console.tui.screens.detail import DetailScreen
 from kestrel_core import Kestrel
 
-from .helpers import SIZE, console, fresh, open_screen, screen_lines, wait_for
+from .helpers import fresh, on_screen, screen_lines, wait_for
 
 
 async def test_the_audit_screen_filters_and_opens_the_execution(dsn, app: Kestrel):
     first, second = app.enqueue("audited"), app.enqueue("audited")
     app.cancel(first, by="alice", comment="wrong region")
     app.pause(second, by="bob", comment="hold for the freeze")
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "8", AuditScreen)
+    async with on_screen(dsn, "8", AuditScreen) as (tui, pilot, screen):
         await wait_for(pilot, lambda: len(screen.rows) == 2, what="both actions")
         assert [(r["action"], r["actor"]) for r in screen.rows] == [("pause", "bob"), ("cancel", "alice")]
         shown = "\n".join(screen_lines(tui))

@@ -17,9 +17,9 @@ from .helpers import (
     ACTIONS,
     OPERATOR,
     actions_settled,
-    console,
     fresh,
     give_reason,
+    on_screen,
     open_screen,
     record_actions,
     rows,
@@ -61,10 +61,8 @@ def notices(tui) -> str:
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_a_row_that_left_under_the_cursor_is_never_replaced_by_its_neighbour(dsn, db, size):
     first, second, third = gates(db)
-    tui = console(dsn)
-    async with tui.run_test(size=size) as pilot:
+    async with on_screen(dsn, "3", ApprovalsScreen, size=size) as (tui, pilot, screen):
         asked = record_actions(tui)
-        screen = await open_screen(pilot, "3", ApprovalsScreen)
         table = screen.table
         table.move_cursor(row=table.get_row_index(f"{second}:approve-fix"))
         await pilot.press("down", "up")  # the operator's own choice: the second gate
@@ -95,10 +93,8 @@ async def test_a_row_that_left_under_the_cursor_is_never_replaced_by_its_neighbo
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_a_row_that_changes_while_asked_is_refused_or_asked_again(dsn, db, size):
     first, second, _ = gates(db)
-    tui = console(dsn)
-    async with tui.run_test(size=size) as pilot:
+    async with on_screen(dsn, "3", ApprovalsScreen, size=size) as (tui, pilot, screen):
         asked = record_actions(tui)
-        screen = await open_screen(pilot, "3", ApprovalsScreen)
         screen.table.move_cursor(row=screen.table.get_row_index(f"{first}:approve-fix"))
         await pilot.press("a")
         await give_reason(pilot)
@@ -135,9 +131,7 @@ async def test_a_row_that_changes_while_asked_is_refused_or_asked_again(dsn, db,
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_marks_stay_on_their_rows_through_refreshes(dsn, db, size):
     ids = gates(db, 4)
-    tui = console(dsn)
-    async with tui.run_test(size=size) as pilot:
-        listing = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen, size=size) as (tui, pilot, listing):
         table = listing.table
         for eid in (ids[0], ids[2]):
             table.move_cursor(row=table.get_row_index(str(eid)))

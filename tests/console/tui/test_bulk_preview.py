@@ -11,7 +11,7 @@ from kestrel_console.tui.widgets.choice import ChoiceModal
 from kestrel_console.tui.widgets.comment import CommentModal
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 
-from .helpers import SIZE, actions_settled, console, fresh, open_screen, rows, statuses, wait_for
+from .helpers import actions_settled, fresh, on_screen, rows, statuses, wait_for
 
 BULK_AUDIT = (
     "SELECT action, execution_id, comment, batch_id IS NOT NULL FROM operator_actions"
@@ -29,9 +29,7 @@ async def test_b_previews_the_filter_exactly_then_acts_on_those_ids_only(dsn, db
     ids = app.enqueue_many("pay", [{"n": i} for i in range(5)])
     other = app.enqueue("other", None)
     db.execute("UPDATE workflow_executions SET status = 'success', finished_at = now() WHERE id = %s", (ids[0],))
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen) as (tui, pilot, screen):
         await filter_list(pilot, screen, "workflow:pay")
         await pilot.press("b")
         await wait_for(pilot, lambda: isinstance(tui.screen, ChoiceModal))
@@ -71,9 +69,7 @@ async def test_b_previews_the_filter_exactly_then_acts_on_those_ids_only(dsn, db
 
 async def test_no_acts_on_nothing_and_an_unfiltered_list_is_refused(dsn, db, app):
     ids = app.enqueue_many("pay", [{"n": i} for i in range(3)])
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen) as (tui, pilot, screen):
         await pilot.press("b")
         await wait_for(pilot, lambda: any("apply a filter first" in m for _, m in tui.notices))
         assert tui.screen is screen
@@ -94,9 +90,7 @@ async def test_no_acts_on_nothing_and_an_unfiltered_list_is_refused(dsn, db, app
 
 async def test_read_only_refuses_the_bulk_key(dsn, app):
     app.enqueue("pay", None)
-    tui = console(dsn, read_only=True)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen, read_only=True) as (tui, pilot, screen):
         await filter_list(pilot, screen, "workflow:pay")
         await pilot.press("b")
         await wait_for(pilot, lambda: any("read-only mode: bulk action refused" in m for _, m in tui.notices))

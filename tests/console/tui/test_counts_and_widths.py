@@ -12,7 +12,7 @@ import pytest
 from kestrel_console.tui.screens.dashboard import DashboardScreen
 from kestrel_console.tui.screens.executions import ExecutionsScreen
 
-from .helpers import console, fresh, open_screen, screen_lines, wait_for
+from .helpers import console, fresh, on_screen, open_screen, screen_lines, wait_for
 
 MANY = 123_456
 # Reading 100,000 enqueued executions took 0.8-1.3 s on a slow 2-core machine: past the 400 ms
@@ -57,9 +57,7 @@ async def test_a_value_that_grows_widens_its_column(dsn, db, size):
         "INSERT INTO workers (worker_id, hostname, pid, workflows, concurrency, started_at, "
         "last_heartbeat) VALUES ('w-1', 'h', 1, ARRAY['w'], 2, now(), now())"
     )
-    tui = console(dsn)
-    async with tui.run_test(size=size) as pilot:
-        listing = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen, size=size) as (tui, pilot, listing):
         await wait_for(pilot, lambda: any(f"{eid} " in line and "running" in line for line in screen_lines(tui)))
         db.execute("UPDATE workflow_executions SET status = 'cancelled', finished_at = now() WHERE id = %s", (eid,))
         await fresh(pilot, listing)

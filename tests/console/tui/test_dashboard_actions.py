@@ -13,9 +13,8 @@ from .helpers import (
     ACTIONS,
     OPERATOR,
     actions_settled,
-    console,
     give_reason,
-    open_screen,
+    on_screen,
     record_actions,
     rows,
     statuses,
@@ -27,10 +26,8 @@ from .helpers import (
 async def test_requeue_a_stuck_lease_from_the_dashboard(dsn, db, size):
     facts = seed_history(db)
     stuck = facts.id("stuck")
-    tui = console(dsn)
-    async with tui.run_test(size=size) as pilot:
+    async with on_screen(dsn, "1", DashboardScreen, size=size) as (tui, pilot, screen):
         asked = record_actions(tui)
-        screen = await open_screen(pilot, "1", DashboardScreen)
         await pilot.press("e")  # the stuck-leases panel does not have the focus: nothing is asked
         assert not isinstance(tui.screen, ConfirmModal)
         await actions_settled(pilot, screen)

@@ -3,30 +3,32 @@ between them; input/output/error; why it is not running, with the key that fixes
 
 from __future__ import annotations
 
-from kestrel_console.tui.screens.detail import DetailScreen
 from kestrel_console.tui.widgets.comment import CommentModal
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 from kestrel_console.tui.widgets.live_table import LiveTable
 from kestrel_console.tui.widgets.timeline import Timeline
 from tests.seed import cancelled_mid_step, seed_history
 
-from .helpers import ACTIONS, OPERATOR, SIZE, WAIT_OF, console, fresh, give_reason, rows, statuses, text_of, wait_for
-
-
-async def open_detail(pilot, execution_id: int) -> DetailScreen:
-    screen = DetailScreen(execution_id)
-    await pilot.app.push_screen(screen)
-    await fresh(pilot, screen)
-    return screen
+from .helpers import (
+    ACTIONS,
+    OPERATOR,
+    SIZE,
+    WAIT_OF,
+    console,
+    give_reason,
+    on_detail,
+    open_detail,
+    rows,
+    statuses,
+    text_of,
+    wait_for,
+)
 
 
 async def test_timeline_shows_every_step_in_order_with_attempts(dsn, db):
     facts = seed_history(db)
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        eid = facts.id("approved")
-        screen = await open_detail(pilot, eid)
-
+    eid = facts.id("approved")
+    async with on_detail(dsn, eid) as (tui, pilot, screen):
         # Expected: every attempt and wait of the execution, by start time.
         entries = sorted(
             [("step", a.step_id, a.attempt, a.started_at, a.outcome) for a in facts.attempts_of("approved")]
@@ -99,10 +101,8 @@ async def test_why_is_it_not_running(dsn, db):
 
 async def test_approve_and_requeue_from_the_detail(dsn, db):
     facts = seed_history(db)
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        eid = facts.id("pending_approval")
-        screen = await open_detail(pilot, eid)
+    eid = facts.id("pending_approval")
+    async with on_detail(dsn, eid) as (tui, pilot, screen):
         await pilot.press("a")
         await wait_for(pilot, lambda: isinstance(tui.screen, CommentModal))
         await pilot.press(*"ship it", "enter")
@@ -131,9 +131,7 @@ async def test_approve_and_requeue_from_the_detail(dsn, db):
 
 async def test_a_cancelled_executions_running_step_is_closed_at_the_cancel(app, dsn, db):
     eid = cancelled_mid_step(app, db)
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_detail(pilot, eid)
+    async with on_detail(dsn, eid) as (tui, pilot, screen):
         timeline = screen.query_one(Timeline)
         await wait_for(
             pilot, lambda: any(lane.step_id == "rollout" for lane in timeline.lanes), what="the rollout lane"

@@ -7,6 +7,7 @@ import pytest
 from kestrel_console.tui.screens.detail import DetailScreen
 from kestrel_console.tui.widgets.live_table import LiveTable
 from kestrel_console.tui.widgets.timeline import Timeline
+from tests.seed import seed_family
 
 from .helpers import SIZE, console, focus, fresh, screen_lines, text_of, wait_for
 
@@ -21,13 +22,7 @@ async def open_family(pilot, execution_id: int) -> tuple[DetailScreen, LiveTable
 
 
 async def test_detail_head_links_parent_and_children(dsn, db):
-    parent = db.execute(
-        "INSERT INTO workflow_executions (workflow_name, status) VALUES ('fan', 'waiting') RETURNING id"
-    ).fetchone()[0]
-    child = db.execute(
-        "INSERT INTO workflow_executions (workflow_name, status, parent_id) VALUES ('leaf', 'error', %s) RETURNING id",
-        (parent,),
-    ).fetchone()[0]
+    parent, (child,) = seed_family(db, [("leaf", "error")])
     db.execute(
         "INSERT INTO workflow_waits (execution_id, step_id, kind, details) VALUES (%s, 'wait:child:leaf',"
         " 'child', jsonb_build_object('children', jsonb_build_array(%s::bigint)))",
@@ -52,16 +47,7 @@ async def test_detail_head_links_parent_and_children(dsn, db):
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_enter_on_a_child_opens_it_and_on_the_parent_goes_back_up(dsn, db, size):
     """Parent/child drill-down (issue 20): the links were text in the head, nothing to open."""
-    parent = db.execute(
-        "INSERT INTO workflow_executions (workflow_name, status) VALUES ('fan', 'waiting') RETURNING id"
-    ).fetchone()[0]
-    kids = [
-        db.execute(
-            "INSERT INTO workflow_executions (workflow_name, status, parent_id) VALUES (%s, %s, %s) RETURNING id",
-            (name, status, parent),
-        ).fetchone()[0]
-        for name, status in (("leaf", "success"), ("mk:child:wf", "error"))
-    ]
+    parent, kids = seed_family(db, [("leaf", "success"), ("mk:child:wf", "error")])
     tui = console(dsn)
     async with tui.run_test(size=size) as pilot:
         screen, family = await open_family(pilot, parent)
@@ -107,12 +93,7 @@ async def test_a_refresh_that_lands_before_the_new_panel_has_its_columns_waits_f
     """The family panel is mounted by the first refresh that finds a parent or children; a second
     refresh landing before the panel's own mount (its columns) added its rows to a table with no
     columns: "More values provided than there are columns" ended the console (seen in CI)."""
-    parent = db.execute(
-        "INSERT INTO workflow_executions (workflow_name, status) VALUES ('fan', 'waiting') RETURNING id"
-    ).fetchone()[0]
-    child = db.execute(
-        "INSERT INTO workflow_executions (workflow_name, parent_id) VALUES ('leaf', %s) RETURNING id", (parent,)
-    ).fetchone()[0]
+    parent, (child,) = seed_family(db, [("leaf", "enqueued")])
     tui = console(dsn)
     async with tui.run_test(size=SIZE) as pilot:
         screen, family = await open_family(pilot, parent)

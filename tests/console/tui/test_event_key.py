@@ -8,27 +8,15 @@ from kestrel_console.tui.screens.executions import ExecutionsScreen
 from kestrel_console.tui.widgets.comment import CommentModal
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 from kestrel_console.tui.widgets.json_input import JsonModal
-from kestrel_core import Kestrel
+from tests.seed import awaiting_payment
 from tests.waiting import wait_for as wait_until
 
-from .helpers import SIZE, actions_settled, console, open_screen, rows, wait_for
+from .helpers import actions_settled, on_screen, rows, wait_for
 
 
 async def test_v_sends_an_event_and_the_waiting_execution_resumes(dsn, db):
-    app = Kestrel(dsn)
-
-    @app.workflow("checkout")
-    def checkout(ctx, order):
-        return ctx.wait_for_event(f"payment:{order}").payload
-
-    worker = app.worker(concurrency=1, poll_interval=0.2, sweep_interval=0.2)
-    worker.start()
-    try:
-        eid = app.enqueue("checkout", "A-17")
-        wait_until(lambda: app.get(eid).status == "waiting")
-        tui = console(dsn)
-        async with tui.run_test(size=SIZE) as pilot:
-            screen = await open_screen(pilot, "2", ExecutionsScreen)
+    with awaiting_payment(dsn) as (app, eid):
+        async with on_screen(dsn, "2", ExecutionsScreen) as (tui, pilot, screen):
             await pilot.press("v")
             await wait_for(pilot, lambda: isinstance(tui.screen, CommentModal))
             await pilot.press(*"payment:A-17", "enter")
@@ -46,6 +34,3 @@ async def test_v_sends_an_event_and_the_waiting_execution_resumes(dsn, db):
         assert rows(db, "SELECT key, payload, sent_by FROM workflow_events") == [
             ("payment:A-17", {"amount": 30}, "tui-tester")
         ]
-    finally:
-        worker.stop()
-        app.close()

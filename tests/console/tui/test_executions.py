@@ -11,12 +11,10 @@ from tests.seed import seed_bulk_finished, seed_history
 from .helpers import (
     ACTIONS,
     OPERATOR,
-    SIZE,
     actions_settled,
-    console,
     fresh,
     give_reason,
-    open_screen,
+    on_screen,
     record_actions,
     rows,
     statuses,
@@ -31,9 +29,7 @@ async def put_cursor(pilot, screen: ExecutionsScreen, execution_id: int) -> None
 
 async def test_list_filter_and_in_place_updates(dsn, db, app):
     facts = seed_history(db)
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen) as (tui, pilot, screen):
         table = screen.table
         every = sorted((e.id for e in facts.executions.values()), reverse=True)
         assert table.keys() == [str(i) for i in every]
@@ -88,9 +84,7 @@ async def test_list_filter_and_in_place_updates(dsn, db, app):
 
 async def test_mark_several_and_cancel_all(dsn, db):
     facts = seed_history(db)
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen) as (tui, pilot, screen):
         chosen = [facts.id("enqueued"), facts.id("delayed"), facts.id("sleeping")]
         for eid in chosen:
             await put_cursor(pilot, screen, eid)
@@ -122,10 +116,8 @@ async def test_mark_several_and_cancel_all(dsn, db):
 
 async def test_requeue_and_refusals(dsn, db):
     facts = seed_history(db)
-    tui = console(dsn)
-    actions = record_actions(tui)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen) as (tui, pilot, screen):
+        actions = record_actions(tui)
         failed = facts.id("failed_recent")
         await put_cursor(pilot, screen, failed)
         await pilot.press("e")
@@ -157,10 +149,8 @@ async def test_requeue_and_refusals(dsn, db):
 
 async def test_read_only_refuses_actions(dsn, db):
     facts = seed_history(db)
-    tui = console(dsn, read_only=True)
-    actions = record_actions(tui)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen, read_only=True) as (tui, pilot, screen):
+        actions = record_actions(tui)
         assert "READ-ONLY" in tui.sub_title
         active = {b.binding.action for b in screen.active_bindings.values()}
         assert "cancel" not in active and "requeue" not in active  # hidden from the footer
@@ -185,9 +175,7 @@ async def test_read_only_refuses_actions(dsn, db):
 async def test_pages_of_a_long_history(dsn, db):
     bulk = seed_bulk_finished(db, PAGE_SIZE * 2 + 30, analyze=False)
     newest_first = list(range(bulk.last_id, bulk.first_id - 1, -1))
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen) as (tui, pilot, screen):
         assert screen.table.keys() == [str(i) for i in newest_first[:PAGE_SIZE]]
         for page in (1, 2):
             await pilot.press("right_square_bracket")

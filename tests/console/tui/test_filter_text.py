@@ -8,7 +8,7 @@ import pytest
 from kestrel_console.tui.screens.executions import ExecutionsScreen
 from tests.seed import seed_history
 
-from .helpers import console, fresh, open_screen
+from .helpers import fresh, on_screen
 
 
 async def filtered(pilot, screen: ExecutionsScreen, text: str) -> set[int]:
@@ -24,9 +24,7 @@ async def test_free_text_finds_step_ids_gate_ids_and_input(dsn, db, size):
     with_step = {r[0] for r in db.execute("SELECT DISTINCT execution_id FROM step_attempts WHERE step_id = 'post'")}
     with_pod = {r[0] for r in db.execute("SELECT id FROM workflow_executions WHERE input->>'pod' = 'db-1'")}
     assert with_gate and with_step and with_pod
-    tui = console(dsn)
-    async with tui.run_test(size=size) as pilot:
-        screen = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen, size=size) as (tui, pilot, screen):
         assert await filtered(pilot, screen, "approve-fix") == with_gate
         assert await filtered(pilot, screen, "post") >= with_step
         assert await filtered(pilot, screen, "db-1") == with_pod
@@ -43,9 +41,7 @@ async def test_since_keeps_the_executions_created_in_that_span(dsn, db, size):
         r[0] for r in db.execute("SELECT id FROM workflow_executions WHERE created_at < now() - interval '70 minutes'")
     }
     assert recent and older
-    tui = console(dsn)
-    async with tui.run_test(size=size) as pilot:
-        screen = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen, size=size) as (tui, pilot, screen):
         shown = await filtered(pilot, screen, "since:1h")
         assert recent - shown == set() and shown & older == set()
         assert str(screen.filter) == "since:1h"

@@ -14,8 +14,18 @@ from kestrel_console.tui.widgets.json_input import JsonModal
 from kestrel_console.tui.widgets.live_table import LiveTable
 from tests.seed import SeedFacts, seed_history
 
-from .helpers import SIZE, actions_settled, console, footer_text, give_reason, rows, text_of, wait_for
-from .test_detail import open_detail
+from .helpers import (
+    SIZE,
+    actions_settled,
+    console,
+    footer_text,
+    give_reason,
+    on_detail,
+    open_detail,
+    rows,
+    text_of,
+    wait_for,
+)
 
 FORKS = "SELECT fork_id, origin_id, from_step FROM execution_forks ORDER BY fork_id"
 AUDIT = (
@@ -48,9 +58,7 @@ async def select_step(pilot, screen: DetailScreen, step: str) -> None:
 async def test_f_forks_from_the_selected_step_with_new_input_and_opens_the_fork(dsn, db):
     facts = seeded(db)
     origin = facts.id("approved")
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_detail(pilot, origin)
+    async with on_detail(dsn, origin) as (tui, pilot, screen):
         await wait_for(pilot, lambda: "f Fork" in footer_text(tui), what="the fork key in the footer")
         await select_step(pilot, screen, "fix")
         await pilot.press("f")
@@ -93,9 +101,7 @@ async def test_f_forks_from_the_selected_step_with_new_input_and_opens_the_fork(
 async def test_a_refused_fork_and_a_live_execution_are_one_line_each(dsn, db):
     facts = seeded(db)
     origin = facts.id("approved")
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_detail(pilot, origin)
+    async with on_detail(dsn, origin) as (tui, pilot, screen):
         await select_step(pilot, screen, "open-pr")  # after the decided gate 'approve-fix'
         await pilot.press("f")
         await give_reason(pilot)

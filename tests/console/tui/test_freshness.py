@@ -11,7 +11,7 @@ from kestrel_console.tui.screens.reports import ReportsScreen
 from kestrel_console.tui.screens.sql import SqlScreen
 from tests.seed import seed_history
 
-from .helpers import SIZE, console, fresh, open_screen, text_of, wait_for
+from .helpers import fresh, on_screen, open_screen, text_of, wait_for
 
 NEW_WAITING = (
     "INSERT INTO workflow_executions (workflow_name, status, input) VALUES ('remediate', 'waiting', '{}') RETURNING id"
@@ -26,9 +26,7 @@ async def test_the_filtered_list_stays_live_through_the_reported_path(dsn, db):
     """filter status:waiting, enter, 3, enter, 4, 5, 1, resize to 80x24, 2, enter, q (issue 11,
     item 2; 2 opens the list itself since issue 20)."""
     facts = seed_history(db)
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen) as (tui, pilot, screen):
         await pilot.press("slash", *"status:waiting", "enter")
         await fresh(pilot, screen)
         waiting = {str(e.id) for e in facts.with_status("waiting")}
@@ -72,9 +70,7 @@ async def test_the_filtered_list_stays_live_through_the_reported_path(dsn, db):
 
 async def test_the_cursor_stays_on_its_execution_when_rows_move(dsn, db, app):
     facts = seed_history(db)
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen) as (tui, pilot, screen):
         chosen = str(facts.id("failed_recent"))
         screen.table.move_cursor(row=screen.table.get_row_index(chosen))
         await pilot.pause()
@@ -92,9 +88,7 @@ async def test_a_list_switched_back_to_says_it_is_refreshing_until_it_is(dsn, db
     import psycopg
 
     seed_history(db)
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen) as (tui, pilot, screen):
         assert not screen.stale
         dashboard = await open_screen(pilot, "1", DashboardScreen)
         loads = dashboard.loads

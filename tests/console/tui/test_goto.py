@@ -13,7 +13,7 @@ from kestrel_console.tui.screens.executions import ExecutionsScreen
 from kestrel_console.tui.widgets.goto import GotoModal, parse_id
 from tests.seed import seed_history
 
-from .helpers import console, open_screen, screen_lines, wait_for
+from .helpers import console, on_screen, open_screen, screen_lines, wait_for
 
 
 def burst(app, *keys: str) -> None:
@@ -41,9 +41,7 @@ async def test_colon_and_an_id_typed_at_full_speed_open_it(dsn, db, size, key, k
 
 async def test_a_word_that_is_no_id_is_refused_and_esc_gives_up(dsn, db):
     seed_history(db)
-    tui = console(dsn)
-    async with tui.run_test(size=(80, 24)) as pilot:
-        screen = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen, size=(80, 24)) as (tui, pilot, screen):
         await pilot.press("colon")
         assert isinstance(tui.screen, GotoModal)
         await pilot.press(*"ord-9", "enter")

@@ -14,7 +14,7 @@ from kestrel_console.tui.screens.detail import DetailScreen
 from kestrel_console.tui.screens.queues import QueuesScreen
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 
-from .helpers import actions_settled, console, open_screen, record_pauses, rows, wait_for
+from .helpers import actions_settled, on_screen, record_pauses, rows, wait_for
 from .test_queues import PAUSED, seed_queues
 
 # What changes the world: an operator action, a fork, a bulk action, an event sent, a schedule
@@ -47,9 +47,7 @@ def test_a_destructive_key_means_nothing_else_and_the_app_keys_are_never_rebound
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_p_on_the_queues_screen_pauses_the_refresh_not_the_queue(dsn, db, size):
     seed_queues(dsn)
-    tui = console(dsn)
-    async with tui.run_test(size=size) as pilot:
-        screen = await open_screen(pilot, "6", QueuesScreen)
+    async with on_screen(dsn, "6", QueuesScreen, size=size) as (tui, pilot, screen):
         asked = record_pauses(tui)
         await pilot.press("p")
         await wait_for(pilot, lambda: tui.paused, what="the refresh to pause")

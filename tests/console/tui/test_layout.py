@@ -49,6 +49,18 @@ async def check_screen(pilot, name: str, *, chart: bool = False) -> list[str]:
     return lines
 
 
+async def open_and_check_list(pilot, key: str, kind: type, summary: str, narrow: bool, name: str) -> None:
+    """Open list ``key``: its summary says "more columns" exactly when the terminal is narrow,
+    and the screen fits (check_screen)."""
+    screen = await open_screen(pilot, key, kind)
+    await wait_for(
+        pilot,
+        lambda: ("→ more columns" in text_of(screen.query_one(summary))) == narrow,
+        what=f"the more-columns sign of the {name}",
+    )
+    await check_screen(pilot, name)
+
+
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_every_screen_fits(dsn, db, size):
     facts = seed_history(db)
@@ -66,21 +78,8 @@ async def test_every_screen_fits(dsn, db, size):
         assert "worker-dead" in text and "silent" in text
         assert dashboard.max_scroll_y == 0  # the whole dashboard is in sight, nothing scrolls
 
-        executions = await open_screen(pilot, "2", ExecutionsScreen)
-        await wait_for(
-            pilot,
-            lambda: ("→ more columns" in text_of(executions.query_one("#exec-where"))) == narrow,
-            what="the more-columns sign",
-        )
-        await check_screen(pilot, "executions")
-
-        approvals = await open_screen(pilot, "3", ApprovalsScreen)
-        await wait_for(
-            pilot,
-            lambda: ("→ more columns" in text_of(approvals.query_one("#appr-summary"))) == narrow,
-            what="the more-columns sign of the approvals",
-        )
-        await check_screen(pilot, "approvals")
+        await open_and_check_list(pilot, "2", ExecutionsScreen, "#exec-where", narrow, "executions")
+        await open_and_check_list(pilot, "3", ApprovalsScreen, "#appr-summary", narrow, "approvals")
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(tui.screen, DetailScreen))
         detail = tui.screen

@@ -19,7 +19,7 @@ from kestrel_console.tui.screens.sql import SqlScreen
 from kestrel_console.tui.widgets.results import ResultsTable
 from tests.cli import script
 
-from .helpers import console, fresh, open_screen, screen_lines, wait_for
+from .helpers import fresh, on_screen, open_screen, screen_lines, wait_for
 from .test_sql import run
 
 PIECES = [
@@ -105,9 +105,7 @@ def shown_by_show_json(dsn: str, eid: int) -> dict[str, str]:
 @pytest.mark.parametrize("size", [(200, 50)])
 async def test_random_texts_read_on_every_screen_as_show_json_returns_them(dsn, reader_dsn, db, size):
     examples = [insert(db, random.Random(seed), seed) for seed in SEEDS]
-    tui = console(dsn, reader_dsn=reader_dsn)
-    async with tui.run_test(size=size) as pilot:
-        listing = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen, size=size, reader_dsn=reader_dsn) as (tui, pilot, listing):
         for example in examples:
             stored = shown_by_show_json(dsn, int(example["id"]))
             assert stored == {k: example[k] for k in stored}, example  # the JSON is the stored text

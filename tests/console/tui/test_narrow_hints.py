@@ -7,7 +7,7 @@ import pytest
 
 from kestrel_console.tui.screens.executions import ExecutionsScreen
 
-from .helpers import console, open_screen, screen_lines, text_of, wait_for
+from .helpers import on_screen, screen_lines, text_of, wait_for
 
 NAME = "nightly-billing-reconciliation-export"
 
@@ -15,9 +15,7 @@ NAME = "nightly-billing-reconciliation-export"
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_the_did_you_mean_is_shown_whole(dsn, db, size):
     db.execute("INSERT INTO workflow_executions (workflow_name) VALUES (%s)", (NAME,))
-    tui = console(dsn)
-    async with tui.run_test(size=size) as pilot:
-        screen = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen, size=size) as (tui, pilot, screen):
         await pilot.press("slash", *"workflow:nightly-biling", "enter")
         where = screen.query_one("#exec-where")
         await wait_for(pilot, lambda: "did you mean" in text_of(where), what="the suggestion")

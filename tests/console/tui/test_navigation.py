@@ -16,7 +16,7 @@ from kestrel_console.tui.widgets.comment import CommentModal
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 from kestrel_console.tui.widgets.results import ResultsTable
 
-from .helpers import actions_settled, console, fresh, open_screen, record_actions, wait_for
+from .helpers import actions_settled, enter_opens_detail, on_screen, open_screen, record_actions, wait_for
 
 
 def errored_and_waiting(db) -> tuple[int, int]:
@@ -38,20 +38,14 @@ def errored_and_waiting(db) -> tuple[int, int]:
 async def open_detail(pilot, listing: ExecutionsScreen, eid: int) -> DetailScreen:
     await wait_for(pilot, lambda: str(eid) in listing.table.keys(), what=f"execution {eid} listed")
     listing.table.move_cursor(row=listing.table.get_row_index(str(eid)))
-    await pilot.press("enter")
-    await wait_for(pilot, lambda: isinstance(pilot.app.screen, DetailScreen), what="the detail screen")
-    screen = pilot.app.screen
-    await fresh(pilot, screen)
-    return screen
+    return await enter_opens_detail(pilot)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_key_2_opens_the_list_and_slash_filters_it_never_acting(dsn, db, size):
     err, wait = errored_and_waiting(db)
-    tui = console(dsn)
-    async with tui.run_test(size=size) as pilot:
+    async with on_screen(dsn, "2", ExecutionsScreen, size=size) as (tui, pilot, listing):
         asked = record_actions(tui)
-        listing = await open_screen(pilot, "2", ExecutionsScreen)
         await open_detail(pilot, listing, err)
         await pilot.press("1", "2")  # away and back: the list, not the last execution
         assert tui.screen is listing
@@ -74,9 +68,7 @@ async def test_key_2_opens_the_list_and_slash_filters_it_never_acting(dsn, db, s
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_esc_goes_one_level_up(dsn, db, size):
     err, _ = errored_and_waiting(db)
-    tui = console(dsn)
-    async with tui.run_test(size=size) as pilot:
-        listing = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen, size=size) as (tui, pilot, listing):
         await open_detail(pilot, listing, err)
         await pilot.press("escape")  # the detail: back to the list it was opened from
         assert tui.screen is listing

@@ -13,7 +13,15 @@ from kestrel_console.tui.screens.executions import ExecutionsScreen
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 from tests.seed import seed_history
 
-from .helpers import actions_settled, console, fresh, give_reason, open_screen, palette_pick, record_actions, wait_for
+from .helpers import (
+    actions_settled,
+    fresh,
+    give_reason,
+    on_screen,
+    palette_pick,
+    record_actions,
+    wait_for,
+)
 
 
 async def palette_titles(pilot) -> list[str]:
@@ -34,10 +42,8 @@ async def palette_titles(pilot) -> list[str]:
 async def test_the_palette_names_and_runs_the_selected_executions_actions(dsn, db, size):
     facts = seed_history(db)
     failed = facts.id("failed_last_hour")
-    tui = console(dsn)
-    actions = record_actions(tui)
-    async with tui.run_test(size=size) as pilot:
-        screen = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen, size=size) as (tui, pilot, screen):
+        actions = record_actions(tui)
         screen.table.move_cursor(row=screen.table.get_row_index(str(failed)))
         await pilot.pause()
         titles = await palette_titles(pilot)

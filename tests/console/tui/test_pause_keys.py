@@ -8,16 +8,14 @@ from kestrel_console.tui.screens.executions import ExecutionsScreen
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 from tests.seed import seed_history
 
-from .helpers import ACTIONS, SIZE, console, footer_text, give_reason, open_screen, rows, statuses, wait_for
+from .helpers import ACTIONS, footer_text, give_reason, on_screen, rows, statuses, wait_for
 from .test_executions import put_cursor
 
 
 async def test_z_pauses_and_u_resumes_the_execution_under_the_cursor(dsn, db):
     facts = seed_history(db)
     eid = facts.id("enqueued")
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen) as (tui, pilot, screen):
         await put_cursor(pilot, screen, eid)
         await wait_for(pilot, lambda: "z Pause" in footer_text(tui) and "u Resume" not in footer_text(tui))
         await pilot.press("z")

@@ -20,6 +20,7 @@ from .helpers import (
     actions_settled,
     console,
     fresh,
+    on_screen,
     open_screen,
     record_pauses,
     rows,
@@ -53,9 +54,7 @@ async def press_h(pilot, answer: str) -> str:
 
 async def test_queues_screen_shows_limits_and_pauses_with_confirmation(dsn, db):
     seed_queues(dsn)
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "6", QueuesScreen)
+    async with on_screen(dsn, "6", QueuesScreen) as (tui, pilot, screen):
         assert screen.table.keys() == ["emails", "bulk"]  # higher priority first
         assert screen.table.shown("emails", "enqueued") == "4"
         assert screen.table.shown("emails", "running") == "0/3"
@@ -90,9 +89,7 @@ async def test_hidden_columns_are_announced(dsn, db, size):
     # executions list does, and stops saying it once the table is scrolled to its right end.
     seed_queues(dsn)
     narrow = size[0] == 80
-    tui = console(dsn)
-    async with tui.run_test(size=size) as pilot:
-        screen = await open_screen(pilot, "6", QueuesScreen)
+    async with on_screen(dsn, "6", QueuesScreen, size=size) as (tui, pilot, screen):
         summary = screen.query_one("#queues-summary")
         shown = await says_more_columns(pilot, summary, narrow)
         assert text_of(summary).startswith("2 queues") and ("workflows" in shown) != narrow
@@ -128,9 +125,7 @@ async def test_dashboard_names_executions_no_live_worker_can_run(dsn, db):
 
     db.execute("INSERT INTO workers (worker_id, workflows, versions, concurrency) VALUES ('w2', '{export}', '{2}', 4)")
     db.execute("INSERT INTO workflow_executions (workflow_name, version) VALUES ('export', '1'), ('export', '1')")
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "1", DashboardScreen)
+    async with on_screen(dsn, "1", DashboardScreen) as (tui, pilot, screen):
         assert text_of(screen.query_one("#dash-unserved")) == (
             "⚠ 2 enqueued 'export' cannot run: needs version 1, live workers have 2"
         )

@@ -11,7 +11,7 @@ from textual import events
 from kestrel_console.tui.screens.executions import PAGE_SIZE, ExecutionsScreen
 from tests.seed import seed_bulk_finished
 
-from .helpers import console, open_screen, text_of, wait_for
+from .helpers import on_screen, text_of, wait_for
 
 
 def type_quickly(pilot, *keys: str) -> None:
@@ -38,9 +38,7 @@ async def settled_page(pilot, screen: ExecutionsScreen, page: int, newest_first:
 async def test_page_keys_typed_without_waiting(dsn, db, size):
     bulk = seed_bulk_finished(db, PAGE_SIZE * 3 + 30, analyze=False)
     newest_first = [str(i) for i in range(bulk.last_id, bulk.first_id - 1, -1)]
-    tui = console(dsn)
-    async with tui.run_test(size=size) as pilot:
-        screen = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen, size=size) as (tui, pilot, screen):
         type_quickly(pilot, *["right_square_bracket"] * 3)
         await settled_page(pilot, screen, 4, newest_first)
         assert not any("no older executions" in m for _, m in tui.notices), tui.notices

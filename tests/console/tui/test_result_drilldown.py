@@ -13,7 +13,7 @@ from kestrel_console.tui.screens.sql import SqlScreen
 from kestrel_console.tui.widgets.results import ResultsTable
 from tests.seed import seed_history
 
-from .helpers import console, fresh, open_screen, screen_lines, wait_for
+from .helpers import enter_opens_detail, on_screen, screen_lines
 from .test_reports import report_by_keys
 from .test_sql import run
 
@@ -21,19 +21,13 @@ from .test_sql import run
 async def enter_on_row(pilot, table: ResultsTable, row: int) -> DetailScreen:
     table.focus()
     table.move_cursor(row=row, column=0)
-    await pilot.press("enter")
-    await wait_for(pilot, lambda: isinstance(pilot.app.screen, DetailScreen), what="the execution")
-    screen = pilot.app.screen
-    await fresh(pilot, screen)
-    return screen
+    return await enter_opens_detail(pilot)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_enter_on_a_result_row_opens_its_execution(dsn, reader_dsn, db, size):
     facts = seed_history(db)
-    tui = console(dsn, reader_dsn=reader_dsn)
-    async with tui.run_test(size=size) as pilot:
-        sql = await open_screen(pilot, "4", SqlScreen)
+    async with on_screen(dsn, "4", SqlScreen, size=size, reader_dsn=reader_dsn) as (tui, pilot, sql):
         await run(pilot, sql, "SELECT workflow_name, id FROM workflow_executions ORDER BY id DESC")
         table = sql.query_one(ResultsTable)
         wanted = int(table.result.rows[1][1])

@@ -17,6 +17,7 @@ from .helpers import (
     console,
     fresh,
     give_reason,
+    on_screen,
     open_screen,
     record_pauses,
     rows,
@@ -60,9 +61,7 @@ async def test_hidden_columns_are_announced(dsn, db, size):
     # executions list and the queues do.
     seed(db)
     narrow = size[0] == 80
-    tui = console(dsn)
-    async with tui.run_test(size=size) as pilot:
-        screen = await open_screen(pilot, "7", SchedulesScreen)
+    async with on_screen(dsn, "7", SchedulesScreen, size=size) as (tui, pilot, screen):
         summary = screen.query_one("#sched-summary")
         shown = await says_more_columns(pilot, summary, narrow)
         assert text_of(summary).startswith("2 schedules · 1 paused") and ("paused by alice" in shown) != narrow
@@ -70,9 +69,7 @@ async def test_hidden_columns_are_announced(dsn, db, size):
 
 async def test_schedules_screen_shows_and_p_pauses_then_resumes(dsn, db):
     eid = seed(db)
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "7", SchedulesScreen)
+    async with on_screen(dsn, "7", SchedulesScreen) as (tui, pilot, screen):
         table = screen.table
         assert table.keys() == ["hourly", "nightly"]
         assert table.shown("hourly", "timezone") == "Europe/Paris"
@@ -121,9 +118,7 @@ async def test_read_only_refuses_p(dsn, db):
 
 async def test_t_runs_the_schedule_under_the_cursor_once_now(dsn, db):
     seed(db)
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "7", SchedulesScreen)
+    async with on_screen(dsn, "7", SchedulesScreen) as (tui, pilot, screen):
         screen.table.move_cursor(row=screen.table.get_row_index("nightly"))
         await pilot.pause()
         await pilot.press("t")

@@ -11,7 +11,7 @@ from kestrel_console.tui.screens.approvals import ApprovalsScreen
 from kestrel_console.tui.screens.executions import ExecutionsScreen
 from kestrel_console.tui.widgets.comment import CommentModal
 
-from .helpers import console, fresh, open_screen, screen_lines, text_of, wait_for
+from .helpers import fresh, on_screen, screen_lines, text_of, wait_for
 
 # (workflow, running for minutes): ids 1..5 in this order
 SEEDED = [("deploy", 9), ("billing", 120), ("cleanup", 30), ("audit", 2), ("billing", 45)]
@@ -39,9 +39,7 @@ async def click_header(pilot, screen, column: str) -> None:
 async def test_sort_by_column(dsn, db, size):
     ids = [db.execute(RUNNING, spec).fetchone()[0] for spec in SEEDED]
     by_minutes = {eid: minutes for eid, (_, minutes) in zip(ids, SEEDED, strict=True)}
-    tui = console(dsn)
-    async with tui.run_test(size=size) as pilot:
-        screen = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen, size=size) as (tui, pilot, screen):
         keys = lambda: [int(k) for k in screen.table.keys()]  # noqa: E731
         assert keys() == sorted(ids, reverse=True) and "id ▼" in header(screen)
 
@@ -78,9 +76,7 @@ async def test_one_click_on_a_row_only_moves_the_cursor(dsn, db):
     """A click was handled twice (LiveTable passed it on to DataTable, which Textual calls as
     well): clicking another row moved the cursor there and opened it at once."""
     ids = [db.execute(RUNNING, spec).fetchone()[0] for spec in SEEDED]
-    tui = console(dsn)
-    async with tui.run_test(size=(80, 24)) as pilot:
-        screen = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen, size=(80, 24)) as (tui, pilot, screen):
         row = screen.table.get_row_index(str(ids[0]))
         await pilot.click(screen.table, offset=(4, row + 1))  # +1: the header row
         await pilot.pause()
@@ -103,9 +99,7 @@ async def test_sort_approvals_by_column(dsn, db, size):
         )
         gates.append(f"{eid}:approve")
     deploy, audit, cleanup = gates
-    tui = console(dsn)
-    async with tui.run_test(size=size) as pilot:
-        screen = await open_screen(pilot, "3", ApprovalsScreen)
+    async with on_screen(dsn, "3", ApprovalsScreen, size=size) as (tui, pilot, screen):
         assert screen.table.keys() == [audit, cleanup, deploy] and "waiting ▼" in header(screen)
         screen.table.move_cursor(row=screen.table.get_row_index(cleanup))
         await click_header(pilot, screen, "workflow")

@@ -10,7 +10,7 @@ from kestrel_console.tui.screens.sql import SqlScreen, sql_language
 from kestrel_console.tui.widgets.results import ResultsTable
 from tests.seed import seed_history
 
-from .helpers import SIZE, console, open_screen, rows, wait_for
+from .helpers import on_screen, rows, wait_for
 
 COUNT = "SELECT count(*) FROM workflow_executions"
 
@@ -30,9 +30,7 @@ async def run(pilot, screen: SqlScreen, query: str, key: str = "ctrl+r") -> str:
 
 async def test_query_results_refusals_errors_history(dsn, reader_dsn, db):
     seed_history(db)
-    tui = console(dsn, reader_dsn=reader_dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "4", SqlScreen)
+    async with on_screen(dsn, "4", SqlScreen, reader_dsn=reader_dsn) as (tui, pilot, screen):
         assert screen.editor.language == sql_language()
 
         message = await run(
@@ -69,9 +67,7 @@ async def test_query_results_refusals_errors_history(dsn, reader_dsn, db):
 
 
 async def test_keys_are_handled_while_a_slow_query_runs(dsn, reader_dsn, db):
-    tui = console(dsn, reader_dsn=reader_dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "4", SqlScreen)
+    async with on_screen(dsn, "4", SqlScreen, reader_dsn=reader_dsn) as (tui, pilot, screen):
         screen.editor.text = "SELECT pg_sleep(60)"
         screen.editor.focus()
         await pilot.press("ctrl+r")
@@ -108,9 +104,7 @@ async def test_keys_are_handled_while_a_slow_query_runs(dsn, reader_dsn, db):
 async def test_an_attribute_call_is_refused_on_screen_and_the_reader_note_shows(dsn, reader_dsn, db):
     seed_history(db)
     victim = db.info.backend_pid
-    tui = console(dsn, reader_dsn=reader_dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "4", SqlScreen)
+    async with on_screen(dsn, "4", SqlScreen, reader_dsn=reader_dsn) as (tui, pilot, screen):
         message = await run(
             pilot, screen, f"SELECT id FROM workflow_executions ORDER BY ({victim}).pg_terminate_backend"
         )
@@ -136,9 +130,7 @@ CREATE DOMAIN public.kt_dom AS integer CHECK (public.kt_kill(VALUE));
 async def test_an_admins_helper_in_public_is_not_reached_from_the_screen(dsn, reader_dsn, db):
     db.execute(ADMIN_HELPER)
     victim = db.info.backend_pid
-    tui = console(dsn, reader_dsn=reader_dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "4", SqlScreen)
+    async with on_screen(dsn, "4", SqlScreen, reader_dsn=reader_dsn) as (tui, pilot, screen):
         message = await run(pilot, screen, f"SELECT ({victim}).kt_kill")
         assert message == (
             "error (at character 9): column notation .kt_kill applied to type integer, which is not a composite type"

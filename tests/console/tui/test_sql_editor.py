@@ -11,7 +11,7 @@ from kestrel_console.tui.screens.sql import HINT, SqlScreen
 from kestrel_console.tui.widgets.results import ResultsTable
 from tests.seed import seed_history
 
-from .helpers import SIZE, console, open_screen, wait_for
+from .helpers import SIZE, console, on_screen, open_screen, wait_for
 
 CONSOLE_DOC = Path(__file__).resolve().parents[3] / "docs" / "console.md"
 
@@ -27,9 +27,7 @@ async def ran(pilot, screen: SqlScreen) -> str:
 
 async def test_typing_replaces_the_sample_and_refusals_clear_the_result(dsn, reader_dsn, db):
     seed_history(db)
-    tui = console(dsn, reader_dsn=reader_dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "4", SqlScreen)
+    async with on_screen(dsn, "4", SqlScreen, reader_dsn=reader_dsn) as (tui, pilot, screen):
         await pilot.press(*"SELECT 41 + 1 AS answer")
         assert screen.editor.text == "SELECT 41 + 1 AS answer"
         assert (await ran(pilot, screen)).startswith("1 row")
@@ -52,9 +50,7 @@ async def test_typing_replaces_the_sample_and_refusals_clear_the_result(dsn, rea
 async def test_history_is_kept_between_sessions(dsn, reader_dsn, db, private_state_home):
     seed_history(db)
     queries = ["SELECT 1 AS one", "SELECT 2 AS two", "SELECT 3 AS three"]
-    tui = console(dsn, reader_dsn=reader_dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "4", SqlScreen)
+    async with on_screen(dsn, "4", SqlScreen, reader_dsn=reader_dsn) as (tui, pilot, screen):
         for query in queries:
             await pilot.press("ctrl+a", *query)
             assert (await ran(pilot, screen)).startswith("1 row")

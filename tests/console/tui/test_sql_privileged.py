@@ -16,7 +16,7 @@ from kestrel_console.tui.screens.reports import ReportsScreen
 from kestrel_console.tui.screens.sql import SqlScreen
 from tests.console.adhoc.hostile_sql import CODES, OPENERS, shape
 
-from .helpers import SIZE, console, open_screen, wait_for
+from .helpers import SIZE, console, on_screen, open_screen, wait_for
 from .test_reports import run_report
 from .test_sql import run
 
@@ -29,9 +29,7 @@ SCREEN_SHAPES = [(shape(CODES[0][0], opener), CODES[0][1]) for opener in OPENERS
 async def test_a_superuser_console_refuses_sql_and_user_reports_without_a_reader(dsn, db, tmp_path: Path):
     (tmp_path / "mine.sql").write_text("-- description: mine\nSELECT 1 AS one\n")
     user = conninfo_to_dict(dsn)["user"]
-    tui = console(dsn, queries=[tmp_path])
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "4", SqlScreen)
+    async with on_screen(dsn, "4", SqlScreen, queries=[tmp_path]) as (tui, pilot, screen):
         message = await run(pilot, screen, "SELECT 1 AS one")
         assert message.startswith(f"refused: login {user} is a superuser: ad-hoc SQL does not run on such a login"), (
             message
@@ -47,9 +45,7 @@ async def test_a_superuser_console_refuses_sql_and_user_reports_without_a_reader
 
 
 async def test_the_opt_in_is_marked_on_the_sql_screen(dsn, db):
-    tui = console(dsn, allow_privileged_sql=True)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "4", SqlScreen)
+    async with on_screen(dsn, "4", SqlScreen, allow_privileged_sql=True) as (tui, pilot, screen):
         assert "--allow-privileged-sql" in str(screen.editor.border_title)
         message = await run(pilot, screen, "SELECT current_user::text AS who")
         assert message.startswith("1 row"), message

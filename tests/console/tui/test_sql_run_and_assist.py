@@ -15,7 +15,7 @@ from textual.widgets import TextArea
 from kestrel_console.tui.screens.sql import SqlEditor, SqlScreen
 from kestrel_console.tui.sql_assist import format_sql
 
-from .helpers import SIZE, console, open_screen, wait_for
+from .helpers import on_screen, wait_for
 
 SLOW_KEY_S = 0.02  # each key the editor takes waits this long first: keys queue up behind it
 
@@ -57,9 +57,7 @@ async def result_of(pilot, screen: SqlScreen) -> str:
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_ctrl_r_runs_every_key_typed_before_it(dsn, reader_dsn, slow_editor, size):
     query = "SELECT 40 + 2 AS answer, 'typed at full speed' AS how"
-    tui = console(dsn, reader_dsn=reader_dsn)
-    async with tui.run_test(size=size) as pilot:
-        screen = await open_screen(pilot, "4", SqlScreen)
+    async with on_screen(dsn, "4", SqlScreen, size=size, reader_dsn=reader_dsn) as (tui, pilot, screen):
         screen.message = ""
         burst(tui, query, "ctrl+r")
         message = await result_of(pilot, screen)
@@ -70,9 +68,7 @@ async def test_ctrl_r_runs_every_key_typed_before_it(dsn, reader_dsn, slow_edito
 
 
 async def test_a_second_query_typed_after_ctrl_a_runs_whole(dsn, reader_dsn, slow_editor):
-    tui = console(dsn, reader_dsn=reader_dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "4", SqlScreen)
+    async with on_screen(dsn, "4", SqlScreen, reader_dsn=reader_dsn) as (tui, pilot, screen):
         burst(tui, "SELECT 1 AS one", "ctrl+r")
         await result_of(pilot, screen)
         screen.message, screen.ran = "", ""
@@ -83,9 +79,7 @@ async def test_a_second_query_typed_after_ctrl_a_runs_whole(dsn, reader_dsn, slo
 
 
 async def test_a_selection_runs_alone_and_is_said_to(dsn, reader_dsn):
-    tui = console(dsn, reader_dsn=reader_dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "4", SqlScreen)
+    async with on_screen(dsn, "4", SqlScreen, reader_dsn=reader_dsn) as (tui, pilot, screen):
         await pilot.press("ctrl+l", *"SELECT 1 AS first", "enter", *"SELECT 2 AS second")
         assert screen.editor.border_subtitle == "ctrl+r runs the whole editor"
         await pilot.press("shift+home")  # the second line selected
@@ -102,9 +96,7 @@ async def test_a_selection_runs_alone_and_is_said_to(dsn, reader_dsn):
 
 
 async def test_a_refusal_says_what_ran(dsn, reader_dsn):
-    tui = console(dsn, reader_dsn=reader_dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "4", SqlScreen)
+    async with on_screen(dsn, "4", SqlScreen, reader_dsn=reader_dsn) as (tui, pilot, screen):
         await pilot.press("ctrl+l", *"DELETE FROM workflow_executions")
         screen.message = ""
         await pilot.press("ctrl+r")
@@ -114,9 +106,7 @@ async def test_a_refusal_says_what_ran(dsn, reader_dsn):
 
 async def test_ctrl_f_formats_with_sqlglot_after_queued_keys(dsn, reader_dsn, slow_editor):
     typed = "select status, count(*) from workflow_executions where status = 'error' group by status"
-    tui = console(dsn, reader_dsn=reader_dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "4", SqlScreen)
+    async with on_screen(dsn, "4", SqlScreen, reader_dsn=reader_dsn) as (tui, pilot, screen):
         burst(tui, typed, "ctrl+f")
         await wait_for(pilot, lambda: screen.message.startswith("formatted"), what="the formatting")
         assert screen.editor.text == format_sql(typed)
@@ -130,9 +120,7 @@ async def test_ctrl_f_formats_with_sqlglot_after_queued_keys(dsn, reader_dsn, sl
 
 async def test_ctrl_n_completes_tables_and_columns_from_the_live_schema(dsn, reader_dsn, db):
     db.execute("CREATE TABLE kestrel.zz_ops_notes (note_id int, noted_by text, noted_at timestamptz)")
-    tui = console(dsn, reader_dsn=reader_dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "4", SqlScreen)
+    async with on_screen(dsn, "4", SqlScreen, reader_dsn=reader_dsn) as (tui, pilot, screen):
         await pilot.press("ctrl+l", *"SELECT * FROM zz_ops_n", "ctrl+n")
         await wait_for(pilot, lambda: screen.editor.text.endswith("zz_ops_notes"), what="the table's name")
 

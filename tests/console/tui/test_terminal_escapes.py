@@ -13,7 +13,7 @@ from kestrel_console.tui.widgets.results import ResultsTable
 from kestrel_console.tui.widgets.timeline import Timeline
 from tests.hostile_text import has_raw_control, hostile_execution, hostile_paused_things
 
-from .helpers import SIZE, console, fresh, open_screen, screen_lines, text_of, wait_for
+from .helpers import fresh, on_screen, open_screen, screen_lines, text_of, wait_for
 from .test_sql import run
 
 
@@ -23,9 +23,7 @@ def plain(cell) -> str:
 
 async def test_detail_list_and_sql_show_escaped_text(dsn, reader_dsn, db):
     eid = hostile_execution(db)
-    tui = console(dsn, reader_dsn=reader_dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        listing = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen, reader_dsn=reader_dsn) as (tui, pilot, listing):
         table = listing.query_one("#executions", LiveTable)
         await wait_for(pilot, lambda: str(eid) in table.keys(), what="the hostile row")
         cell = plain(table.get_cell(str(eid), "workflow"))
@@ -61,9 +59,7 @@ async def test_schedules_why_line_confirmations_and_sql_errors_show_escapes(dsn,
     # Outside the tables: the schedules screen's why-line, the pause confirmation (title and
     # question), the dashboard's notes and an SQL error that quotes a value all show escapes.
     hostile_paused_things(db)
-    tui = console(dsn, reader_dsn=reader_dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "7", SchedulesScreen)
+    async with on_screen(dsn, "7", SchedulesScreen, reader_dsn=reader_dsn) as (tui, pilot, screen):
         why = screen.query_one("#sched-why")
         await wait_for(pilot, lambda: "paused by" in text_of(why), what="the why-line")
         assert "nightly\\x1b]0;t\\x07: paused by mallory\\x1b[32m" in text_of(why)
@@ -90,9 +86,7 @@ async def test_schedules_why_line_confirmations_and_sql_errors_show_escapes(dsn,
 
 async def test_the_did_you_mean_of_the_executions_filter_shows_escapes(dsn, db):
     hostile_execution(db)
-    tui = console(dsn)
-    async with tui.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen) as (tui, pilot, screen):
         where = screen.query_one("#exec-where")
         await pilot.press("slash")
         screen.query_one("#exec-filter").value = "workflow:payrol"

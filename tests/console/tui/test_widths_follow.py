@@ -11,7 +11,7 @@ from kestrel_console.tui.screens.approvals import ApprovalsScreen
 from kestrel_console.tui.screens.executions import ExecutionsScreen
 from tests.seed import seed_history
 
-from .helpers import console, fresh, open_screen, screen_lines
+from .helpers import fresh, on_screen, screen_lines
 
 LONG_WORKFLOW = "nightly-reconcile-every-ledger-of-every-region-" + "x" * 30
 LONG_GATE = "approve-the-rollback-of-the-primary-database-" + "y" * 20
@@ -38,9 +38,7 @@ def header_row(pilot) -> str:
 async def test_approvals_columns_narrow_again_and_stay_in_sight(dsn, db, size):
     seed_history(db)
     eid = db.execute(PENDING_GATE, (LONG_WORKFLOW, LONG_GATE)).fetchone()[0]
-    tui = console(dsn)
-    async with tui.run_test(size=size) as pilot:
-        screen = await open_screen(pilot, "3", ApprovalsScreen)
+    async with on_screen(dsn, "3", ApprovalsScreen, size=size) as (tui, pilot, screen):
         await pilot.pause()
         header = header_row(pilot)
         for label in ("waiting", "since", "deadline"):
@@ -67,9 +65,7 @@ async def test_executions_columns_narrow_again(dsn, db, size):
     db.execute(
         "INSERT INTO workflow_executions (workflow_name, status, input) VALUES (%s, 'enqueued', '{}')", (LONG_WORKFLOW,)
     )
-    tui = console(dsn)
-    async with tui.run_test(size=size) as pilot:
-        screen = await open_screen(pilot, "2", ExecutionsScreen)
+    async with on_screen(dsn, "2", ExecutionsScreen, size=size) as (tui, pilot, screen):
         wide = width(screen.table, "workflow")
         assert wide > len("remediate")
         header = next(line for line in screen_lines(tui) if " id " in f" {line} " and "status" in line)
