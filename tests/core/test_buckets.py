@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kestrel_core import InvalidArgument, Kestrel, WorkerSettings
+from kestrel_core.db.migrate import available, function_files, migrate
 from kestrel_core.dispatch.buckets import BUCKETS, Fallback, assign, buckets_of, group_of
 from kestrel_core.dispatch.claim import ClaimMark, claim_batch
 from kestrel_core.dispatch.queues import declare
@@ -313,3 +314,31 @@ def test_the_worker_command_takes_buckets(dsn: str, db: psycopg.Connection) -> N
         assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
     finally:
         stop_worker_processes([proc])
+
+
+def test_migrating_a_populated_database_puts_its_rows_in_bucket_zero(database: str) -> None:
+    # As code of version 37 left it: its migrations, its function files (the ready triggers as
+    # migration 0015 made them).
+    changed = {"bucket_assigned", "ready_inserted", "ready_changed"}
+    with psycopg.connect(database, autocommit=True) as conn:
+        migrate(
+            conn,
+            "bucket_mig",
+            migrations=[m for m in available() if m.version < 38],
+            functions=[f for f in function_files() if f.name not in changed],
+        )
+        conn.execute(
+            "INSERT INTO bucket_mig.workflow_executions (workflow_name, concurrency_key)"
+            " SELECT 'w', CASE WHEN g % 2 = 0 THEN 'k' END FROM generate_series(1, 500) g"
+        )
+        migrate(conn, "bucket_mig")
+        assert conn.execute("SELECT DISTINCT bucket FROM bucket_mig.workflow_executions").fetchall() == [(0,)]
+        assert conn.execute("SELECT count(*) FROM bucket_mig.executions_ready WHERE bucket = 0").fetchone() == (500,)
+        claims, _ = claim_batch(conn, "bucket_mig", worker_id="w", names=["w"], n=1000, lease=LEASE, buckets=[0])
+        assert len(claims) == 500
+        conn.execute(
+            "INSERT INTO bucket_mig.workflow_executions (workflow_name) SELECT 'w' FROM generate_series(1, 200)"
+        )
+        spread = conn.execute("SELECT count(DISTINCT bucket) FROM bucket_mig.executions_ready").fetchone()[0]
+        assert spread > BUCKETS // 2, "new executions spread over the buckets"
+        conn.execute("DROP SCHEMA bucket_mig CASCADE")
