@@ -64,6 +64,15 @@ def parser() -> argparse.ArgumentParser:
         help="run each Kestrel worker under cProfile: one .pstats per process in DIR, "
         "and the top 15 functions printed (profiled runs are slower: not for the figures)",
     )
+    g.add_argument(
+        "--buckets",
+        type=_ints,
+        metavar="N,M",
+        help="instead: today's claim against these counts of bucket groups (e.g. 1,16), interleaved "
+        "(bench/buckets.py; --workers: its first count, default 2)",
+    )
+    g.add_argument("--window", type=float, help="--buckets: seconds of each measured window (at least 10; default 12)")
+    g.add_argument("--rounds", type=int, help="--buckets: times each variant runs, interleaved (default 2)")
     g = p.add_argument_group("latency, recovery, console, enqueue")
     g.add_argument("--samples", type=int, help="dispatch probes with NOTIFY")
     g.add_argument("--poll-samples", type=int, help="dispatch probes polling only")
@@ -119,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             "results": args.results,
             "workers": args.workers,
             "concurrency": args.concurrency,
-            "n": args.n,
+            "n": None if args.buckets else args.n,
             "ceiling_seconds": args.ceiling_seconds,
             "dbos_polling": args.dbos_polling,
             "profile": args.profile,
@@ -147,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
             "fleet_idle": args.fleet_seconds,
             "fleet_load": args.fleet_seconds,
             "fleet_rate": args.fleet_rate,
+            "buckets": args.buckets,
+            "bucket_n": args.n if args.buckets else None,
+            "bucket_window": args.window,
+            "bucket_rounds": args.rounds,
         }.items()
         if value is not None
     }

@@ -139,6 +139,7 @@ def script(steps: int) -> str:
         "lease": ":lease",
         "versions": ":versions",
         "queues": "NULL",
+        "buckets": "NULL",
         # pgbench keeps no mark between transactions: every claim walks from the start, as a
         # worker's does at least once a second.
         "after_p": ":after_p",

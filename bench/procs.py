@@ -114,12 +114,14 @@ def kestrel_worker(
     profile: Path | None = None,
     prune_older_than: float | None = None,
     prune_every: float = 600.0,
+    buckets: int | None = None,
 ) -> Proc:
     """Start ``python -m bench.worker`` (the bench.workloads app) on ``dsn``.
 
     ``module``: another module taking the same options (to try an engine change in a copy);
     ``profile``: run it under cProfile, its statistics written to this file when it stops;
-    ``prune_older_than``: retention on (seconds), pruning every ``prune_every`` seconds.
+    ``prune_older_than``: retention on (seconds), pruning every ``prune_every`` seconds;
+    ``buckets``: serve a share of that many bucket groups.
     """
     args = [
         "--dsn",
@@ -141,6 +143,8 @@ def kestrel_worker(
         args += ["--profile", str(profile)]
     if prune_older_than is not None:
         args += ["--prune-older-than", str(prune_older_than), "--prune-every", str(prune_every)]
+    if buckets is not None:
+        args += ["--buckets", str(buckets)]
     return Proc(module, args, name=worker_id)
 
 

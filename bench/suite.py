@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import buckets as buckets_bench
 from . import ceiling, peer, pgstats, profiling
 from .console import reader_available, run_console
 from .databases import admin_dsn, server_settings, server_version
@@ -46,6 +47,11 @@ class Options:
     dbos_polling: float = peer.DEFAULT_POLLING
     profile: Path | None = None  # a folder: run the Kestrel workers under cProfile
     stats_settle: float = pgstats.SETTLE_S  # idle seconds before the counters' first snapshot
+    # throughput --buckets: today's claim against these counts of bucket groups (bench/buckets.py)
+    buckets: tuple[int, ...] = ()
+    bucket_window: float = 12.0
+    bucket_rounds: int = 2
+    bucket_n: int = 150_000  # a backlog the windows do not drain at 5,000 wf/s (-n with --buckets)
     # latency
     samples: int = 200
     poll_samples: int = 30
@@ -153,7 +159,21 @@ def _context(opts: Options) -> dict[str, Any]:
 
 
 def throughput(opts: Options) -> dict[str, Any]:
-    """Kestrel, the pgbench ceiling and DBOS, side by side for each workload and worker count."""
+    """Kestrel, the pgbench ceiling and DBOS, side by side for each workload and worker count;
+    with ``buckets``, today's claim against the bucketed one instead (bench/buckets.py)."""
+    if opts.buckets:
+        workers = 2 if opts.workers == Options().workers else opts.workers[0]
+        data = buckets_bench.compare(
+            opts.admin,
+            opts.buckets,
+            workers=workers,
+            concurrency=opts.concurrency,
+            n=opts.bucket_n,
+            window=opts.bucket_window,
+            rounds=opts.bucket_rounds,
+            echo=opts.echo,
+        )
+        return _save(opts, "throughput_buckets", {**_context(opts), **data})
     dbos_skipped = None
     if opts.dbos:
         dbos_skipped = peer.available()

@@ -25,6 +25,19 @@ TARGET_INGEST_VS_PLAIN = 1.0  # single enqueues / a plain one-row INSERT, same t
 FLOOR_INGEST_VS_PLAIN = 0.8
 TARGET_HOLD_RATIO = 0.8  # last minute of a held snapshot / baseline of the same run
 TARGET_SOAK_RATIO = 0.9  # last 5 minutes / first 5 with retention on
+TARGET_BUCKETS_VS_NONE = 0.9  # issue 48: the bucketed claim within 10 % of today's
+
+
+def _buckets(tp: dict[str, Any]) -> list[list[Any]]:
+    return [
+        [
+            f"{r['buckets']} bucket group(s) >= {TARGET_BUCKETS_VS_NONE:g}x today's claim ({tp['workers']} workers)",
+            f"{r['vs_no_buckets']}x",
+            r["vs_no_buckets"] is not None and r["vs_no_buckets"] >= TARGET_BUCKETS_VS_NONE,
+        ]
+        for r in tp["bucket_rows"]
+        if r["buckets"] is not None
+    ]
 
 
 def _throughput(tp: dict[str, Any]) -> list[list[Any]]:
@@ -83,7 +96,9 @@ def _ratio(what: str, ratio: float, target: float, of: str) -> list[Any]:
 def targets(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
     """The issues' targets against what this run measured: [target, measured, met]."""
     out: list[list[Any]] = []
-    if results.get("throughput"):
+    if results.get("throughput", {}).get("bucket_rows"):
+        out += _buckets(results["throughput"])
+    elif results.get("throughput"):
         out += _throughput(results["throughput"]) + _fed(results["throughput"])
     lat = results.get("latency")
     if lat:

@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> None:
         "--prune-older-than", type=float, help="retention on: prune finished executions older than this many seconds"
     )
     parser.add_argument("--prune-every", type=float, default=600.0, help="seconds between prune runs")
+    parser.add_argument("--buckets", type=int, help="serve a share of this many bucket groups (WorkerSettings.buckets)")
     parser.add_argument("--profile", type=Path, help="run under cProfile, write the stats to this .pstats file")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> None:
             listen=not args.no_listen,
             poll_interval=args.poll_interval,
             sweep_interval=args.sweep_interval,
+            buckets=args.buckets,
             **retention,
         )
 

@@ -122,6 +122,16 @@ def worker(
         show_default=False,
         help="Claim only from these queues (comma-separated; default: every queue).",
     ),
+    buckets: int | None = typer.Option(
+        None,
+        "--buckets",
+        min=1,
+        max=64,
+        metavar="N",
+        show_default=False,
+        help="Serve a share of N bucket groups with the other workers started with --buckets N "
+        "(rebalanced as workers come and go); default: claim from every bucket.",
+    ),
     processes: int | None = typer.Option(
         None, "--processes", min=1, max=256, metavar="N", show_default=False, help=PROCESSES_HELP
     ),
@@ -181,6 +191,7 @@ def worker(
         prune_older_than=retention,
         startup_timeout=startup_timeout,
         queues=served,
+        buckets=buckets,
     )
     # Once the worker has stopped, this process only exits: a signal then (a supervisor passing
     # on a second one after this worker had drained) must not turn a clean stop into death by

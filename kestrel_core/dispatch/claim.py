@@ -259,6 +259,7 @@ def claim_batch(
     check_limited: bool = True,
     mark: ClaimMark | None = None,
     claim_session: bool = False,
+    buckets: Sequence[int] | None = None,
 ) -> tuple[list[Claim], bool]:
     """``claim``, and whether limited queues had work for this worker.
 
@@ -268,7 +269,8 @@ def claim_batch(
     ClaimMark, makes the fast path walk past what it already claimed (and look behind it); None
     walks from the start. ``claim_session``: ``conn`` is an autocommit session with
     CLAIM_SESSION_SETTINGS, so each fast claim is one statement; else each is a transaction
-    that sets them (IN_CLAIM_TRANSACTION).
+    that sets them (IN_CLAIM_TRANSACTION). ``buckets``: claim only from these (buckets.py),
+    in both paths; None: from every bucket.
     """
     if n <= 0 or not names:
         return [], False
@@ -279,6 +281,7 @@ def claim_batch(
         "lease": lease,
         "versions": list(versions) if versions is not None else [None] * len(names),
         "queues": list(queues) if queues is not None else None,
+        "buckets": list(buckets) if buckets is not None else None,
     }
     rows: list[tuple[Any, ...]] = []  # what the statements took: committed, this worker's
     limited = check_limited

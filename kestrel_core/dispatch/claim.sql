@@ -6,8 +6,9 @@
 -- process took (its mark, ClaimMark), or the start. It deletes the rows it takes and moves
 -- their executions to 'running'. Besides due and registered, a row must be of a version this
 -- worker has (the names and versions parameters are parallel arrays; NULL = any), of a queue it
--- serves (NULL = all), and not of a paused or limited queue (the tiny queues table, read once
--- per statement). The first claim stamps the worker's version on a row that had none.
+-- serves (NULL = all), of a bucket it serves (NULL = all: buckets.py), and not of a paused or
+-- limited queue (the tiny queues table, read once per statement). The first claim stamps the
+-- worker's version on a row that had none.
 --
 -- What is claimed is checked against the execution itself, not the ready row ({ready_row_is_current}):
 -- a ready row can outlive its execution's enqueued state (a claim that had it locked rolled
@@ -57,9 +58,11 @@ WITH slice AS MATERIALIZED (
 
 -- name: claimable
 -- What a claim may take from executions_ready (aliased ``r``): a condition, pasted after AND.
+-- Of the worker's buckets (NULL: all; buckets.py).
        r.run_at <= now() AND r.workflow_name = ANY(%(names)s::text[])
        AND {version_matches}
        AND (%(queues)s::text[] IS NULL OR r.queue = ANY(%(queues)s::text[]))
+       AND (%(buckets)s::smallint[] IS NULL OR r.bucket = ANY(%(buckets)s::smallint[]))
        AND r.queue <> ALL (ARRAY(
              SELECT q.name FROM {schema}.queues q WHERE q.paused OR {queue_is_limited}))
 

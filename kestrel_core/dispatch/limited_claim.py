@@ -4,7 +4,9 @@ Claims of one limited queue serialise on its row: the claiming worker locks the 
 ``FOR UPDATE`` (LOCK_QUEUES), then counts and claims in a second statement (CLAIM_LIMITED)
 whose snapshot is taken after the lock, so it sees every claim committed before it. Two
 workers that each see 2 of 3 running cannot both take the last slot: the second waits for the
-first's commit, then counts 3. The fast path (claim.py) never touches these queues.
+first's commit, then counts 3. The fast path (claim.py) never touches these queues. A worker
+serving a share of the buckets (buckets.py) takes rows of its buckets only, but counts what
+runs in the whole queue: a queue's limits stay global under buckets.
 """
 
 from __future__ import annotations

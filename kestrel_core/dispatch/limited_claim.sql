@@ -19,6 +19,7 @@ SELECT limited.name FROM limited
         SELECT 1 FROM {schema}.executions_ready r
          WHERE r.queue = limited.name AND r.run_at <= now()
            AND r.workflow_name = ANY(%(names)s::text[]) AND {version_matches}
+           AND (%(buckets)s::smallint[] IS NULL OR r.bucket = ANY(%(buckets)s::smallint[]))
          ORDER BY r.queue, r.neg_priority, r.run_at, r.id
          LIMIT 1) AS due;
 
@@ -69,6 +70,9 @@ WITH room AS MATERIALIZED (
               FROM {schema}.executions_ready r
              WHERE r.queue = room.name AND r.run_at <= now()
                AND r.workflow_name = ANY(%(names)s::text[]) AND {version_matches}
+               -- Of the worker's buckets (all: NULL); the room and the keys' counts above
+               -- span every bucket, so the limits stay the whole queue's.
+               AND (%(buckets)s::smallint[] IS NULL OR r.bucket = ANY(%(buckets)s::smallint[]))
              ORDER BY r.queue, r.neg_priority, r.run_at, r.id
              LIMIT %(scan)s) AS e
      WHERE room.free > 0

@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any, TypedDict
 
 from kestrel_core.base.errors import InvalidArgument
+from kestrel_core.dispatch.buckets import BUCKETS
 
 
 class WorkerOptions(TypedDict, total=False):
@@ -36,6 +37,7 @@ class WorkerOptions(TypedDict, total=False):
     prune_max_batches: int
     queues: Sequence[str] | None
     transaction_pooling: bool | None
+    buckets: int | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,6 +73,10 @@ class WorkerSettings:
     """Claim only from these queues (kept sorted, without repeats); None: every queue."""
     transaction_pooling: bool | None = None
     """The DSN goes through PgBouncer in transaction mode; None: as the app says."""
+    buckets: int | None = None
+    """Serve a share of the buckets: the fleet's workers started with the same number N (1 to
+    64) share N groups of buckets out among themselves (kestrel_core.dispatch.buckets); None:
+    claim from every bucket, as without buckets."""
 
     def __post_init__(self) -> None:
         _check_int("concurrency", self.concurrency, least=1)
@@ -79,6 +85,10 @@ class WorkerSettings:
             raise InvalidArgument(f"worker_id must be a non-empty string or None, not {self.worker_id!r}")
         _check_flag("listen", self.listen)
         _check_flag("transaction_pooling", self.transaction_pooling)
+        if self.buckets is not None:
+            _check_int("buckets", self.buckets, least=1)
+            if self.buckets > BUCKETS:
+                raise InvalidArgument(f"buckets must be at most {BUCKETS}, the number of buckets, not {self.buckets}")
         _check_seconds("poll_interval", self.poll_interval, positive=True)
         _check_seconds("sweep_interval", self.sweep_interval, positive=True)
         if self.grace is not None:

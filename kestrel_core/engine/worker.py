@@ -36,6 +36,7 @@ from kestrel_core.base.errors import KestrelError
 from kestrel_core.base.masking import first_line
 from kestrel_core.db.connection import OwnSession, make_pool
 from kestrel_core.db.retry import RETRY, Verdict
+from kestrel_core.dispatch import buckets as buckets_mod
 from kestrel_core.dispatch import claim as claim_mod
 from kestrel_core.dispatch import lease as lease_mod
 from kestrel_core.dispatch import sweeper
@@ -104,6 +105,22 @@ class Worker(RunnerThreads):
         self._limited_seen = False
         self._next_limited_check = 0.0
         self._claim_mark = claim_mod.ClaimMark()  # only the claim loop's thread uses it
+        # With buckets: the share this worker serves, refreshed every third of the lease, and
+        # the claim without buckets it falls back on, at most once per poll interval (the
+        # least the claim loop sleeps) while that finds nothing, with a mark of its own
+        # (buckets.py says why nothing starves).
+        self._served = (
+            None
+            if c.buckets is None
+            else buckets_mod.Served(
+                c.buckets,
+                self.worker_id,
+                buckets_mod.Claims(self.names, self.versions, self.queues),
+                refresh_every=self.lease.total_seconds() / 3,
+            )
+        )
+        self._fallback = buckets_mod.Fallback(every=0.8 * self.poll_interval)
+        self._fallback_mark = claim_mod.ClaimMark()
         self.stats = {
             "claimed": 0,
             "succeeded": 0,
@@ -373,6 +390,12 @@ class Worker(RunnerThreads):
             what,
         )
 
+    @property
+    def buckets_served(self) -> list[int] | None:
+        """The buckets this worker claims from now (with ``buckets``; kestrel_core.dispatch.buckets),
+        as of its last look at the live workers; None: buckets off, it claims from every one."""
+        return None if self._served is None else list(self._served.buckets)
+
     # -- threads -----------------------------------------------------------------------------
 
     def _claim_loop(self) -> None:
@@ -392,21 +415,7 @@ class Worker(RunnerThreads):
                 check = self._limited_declared or self._limited_seen or now >= self._next_limited_check
                 sent = time.monotonic()  # before the claim is sent: see Claimed.fenced_at
                 try:
-                    claimed, self._limited_seen = self._claim(
-                        functools.partial(
-                            claim_mod.claim_batch,
-                            schema=self.schema,
-                            worker_id=self.worker_id,
-                            names=self.names,
-                            n=free,
-                            lease=self.lease,
-                            versions=self.versions,
-                            queues=self.queues,
-                            check_limited=check,
-                            mark=self._claim_mark,
-                            claim_session=self._claim_session is not None,
-                        )
-                    )
+                    claimed, self._limited_seen = self._claim_free(free, check)
                     errors = 0
                     if check:
                         self._next_limited_check = now + self.poll_interval
@@ -421,6 +430,40 @@ class Worker(RunnerThreads):
                     self._dispatch(item, sent)
                 backlog = len(claimed) == free
             timed_out = not self._wake.wait(self.poll_interval * random.uniform(0.8, 1.2))
+
+    def _claim_free(self, free: int, check: bool) -> tuple[list[claim_mod.Claim], bool]:
+        """Claim up to ``free`` executions: from every bucket, or (with buckets) from this
+        worker's, then, if they came back short, from every bucket (buckets_mod.Fallback says
+        how often); and whether limited queues had work."""
+        call = functools.partial(
+            claim_mod.claim_batch,
+            schema=self.schema,
+            worker_id=self.worker_id,
+            names=self.names,
+            lease=self.lease,
+            versions=self.versions,
+            queues=self.queues,
+            check_limited=check,
+            claim_session=self._claim_session is not None,
+        )
+        served = self._served
+        if served is None:
+            return self._claim(functools.partial(call, n=free, mark=self._claim_mark))
+        now = time.monotonic()
+        if served.due(now) and self._claim(functools.partial(served.refresh, schema=self.schema, lease=self.lease)):
+            self.log.info("event=buckets_served worker=%s buckets=%s", self.worker_id, served.buckets)
+            self._claim_mark = claim_mod.ClaimMark()  # buckets new to it may lie behind the old mark
+        claimed: list[claim_mod.Claim] = []
+        limited = False
+        if served.buckets:
+            claimed, limited = self._claim(
+                functools.partial(call, n=free, mark=self._claim_mark, buckets=served.buckets)
+            )
+        if len(claimed) < free and self._fallback.due(now):
+            more, more_limited = self._claim(functools.partial(call, n=free - len(claimed), mark=self._fallback_mark))
+            self._fallback.ran(now, found=bool(more))
+            claimed, limited = claimed + more, limited or more_limited
+        return claimed, limited
 
     def _claim(self, fn: Callable[[psycopg.Connection], T]) -> T:
         """Run a claim on the claim session (the pool's, through PgBouncer)."""

@@ -15,9 +15,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from bench import buckets as buckets_bench
 from bench import ceiling, pgstats, suite
 from bench.__main__ import main
 from bench.databases import fresh_database
+from bench.targets import targets
 from bench.workloads import NOOP1, NOOP5
 from kestrel_core.db.statements import render
 from kestrel_core.dispatch.claim import CLAIM, START_KEY
@@ -116,6 +118,7 @@ def test_ceiling_claim_walks_the_enqueued_index_as_pgbench_runs_it() -> None:
                 "names": [NOOP1],
                 "versions": [None],
                 "queues": None,
+                "buckets": None,
                 "n": 1,
                 "worker_id": "o",
                 "lease": "30 seconds",
@@ -284,3 +287,21 @@ def test_workers_compares_a_fleet_with_the_baseline(opts: suite.Options, printed
     assert data["ratios"]["workers"] == 1.0
     assert any("workers against" in text for text in printed)
     assert _json(opts, "workers")["fleet"]["workers"] == opts.count
+
+
+def test_buckets_measures_each_variant_in_its_window() -> None:
+    """``python -m bench throughput --buckets``: one short variant (the real windows are 10 s
+    or more, refused below), its workers sharing two groups, and the table of ratios."""
+    run = buckets_bench.run_variant(ADMIN_DSN, buckets=2, workers=2, concurrency=4, n=4000, window=1.0)
+    assert run["workflows_per_s"] > 0 and run["backlog_left"] > 0
+    assert set(run["per_worker"]) == {"bench-b0", "bench-b1"}
+    with pytest.raises(ValueError, match="at least 10"):
+        buckets_bench.compare(ADMIN_DSN, (1,), workers=1, concurrency=1, n=1, window=5.0, rounds=1)
+    rows = [
+        {"buckets": None, "median_workflows_per_s": 100.0, "runs": [100.0], "vs_no_buckets": 1.0},
+        {"buckets": 16, "median_workflows_per_s": 95.0, "runs": [95.0], "vs_no_buckets": 0.95},
+    ]
+    text = buckets_bench.table(rows, 2, 64, 12.0, [1.5, 2.0])
+    assert "none" in text and "0.95" in text and "load average 1.5-2.0" in text
+    (target,) = targets({"throughput": {"workers": 2, "bucket_rows": rows}})
+    assert target[0].startswith("16 bucket group(s) >= 0.9x") and target[2] is True

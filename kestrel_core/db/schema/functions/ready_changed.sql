@@ -22,9 +22,9 @@ BEGIN
     END IF;
     IF TG_OP = 'UPDATE' AND NEW.status = 'enqueued' THEN
         INSERT INTO {schema}.executions_ready
-               (id, neg_priority, run_at, workflow_name, queue, version, concurrency_key)
+               (id, neg_priority, run_at, workflow_name, queue, version, concurrency_key, bucket)
         VALUES (NEW.id, -NEW.priority::bigint, NEW.run_at, NEW.workflow_name, NEW.queue, NEW.version,
-                NEW.concurrency_key);
+                NEW.concurrency_key, NEW.bucket);
     END IF;
     RETURN NULL;
 END
