@@ -22,6 +22,7 @@ set -euo pipefail
 PORT="${KESTREL_PGBOUNCER_PORT:-6439}"
 UPSTREAM="${KESTREL_PGBOUNCER_UPSTREAM:-127.0.0.1:5432}"
 POOL_SIZE="${KESTREL_PGBOUNCER_POOL_SIZE:-20}"
+MAX_CLIENTS="${KESTREL_PGBOUNCER_MAX_CLIENTS:-1000}"
 DIR="${KESTREL_PGBOUNCER_DIR:-/tmp/kestrel-pgbouncer-$PORT}"
 UP_HOST="${UPSTREAM%:*}"
 UP_PORT="${UPSTREAM##*:}"
@@ -82,7 +83,7 @@ pool_mode = transaction
 auth_type = trust
 auth_file = $DIR/userlist.txt
 admin_users = postgres
-max_client_conn = 1000
+max_client_conn = $MAX_CLIENTS
 default_pool_size = $POOL_SIZE
 ; Clients (psycopg) send these at startup; pgbouncer would refuse the connection otherwise.
 ignore_startup_parameters = extra_float_digits

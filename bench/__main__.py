@@ -109,6 +109,12 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--count", type=int, help="worker identities (default 500)")
     g.add_argument("--fleet-seconds", type=float, help="seconds of the idle window and of the loaded one (default 20)")
     g.add_argument("--fleet-rate", type=float, help="one-step workflows a second in the loaded window (default 50)")
+    g.add_argument(
+        "--through-pgbouncer",
+        action="store_true",
+        default=None,
+        help="workers connect through a PgBouncer (transaction pooling) started for the run",
+    )
     g = p.add_argument_group("migration (today's schema, seeded, migrated while written to)")
     g.add_argument(
         "--migrate-executions", type=int, metavar="N", help="finished executions seeded before (default 1,000,000)"
@@ -156,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             "fleet_idle": args.fleet_seconds,
             "fleet_load": args.fleet_seconds,
             "fleet_rate": args.fleet_rate,
+            "fleet_pgbouncer": args.through_pgbouncer,
             "buckets": args.buckets,
             "bucket_n": args.n if args.buckets else None,
             "bucket_window": args.window,

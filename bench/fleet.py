@@ -17,6 +17,11 @@ for an idle window and then a window with a steady load of one-step workflows, a
   (``Lock``) and on a lightweight one (``LWLock``); a convoy would show as many at once.
 
 The ratios N / BASELINE come from one run on one machine; the load is the same in both.
+
+``--through-pgbouncer``: the workers connect through a PgBouncer in transaction pooling
+(``.ci/pgbouncer.sh``, started for the run in front of the private server, ``POOLED_BACKENDS``
+server connections), as a fleet of hundreds would: the server sees the pool's backends instead
+of ~6 per worker, and the workers poll instead of listening (LISTEN needs a session).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 from kestrel_core import Kestrel
 
@@ -45,6 +52,7 @@ from .workloads import NOOP1
 BASELINE = 10
 PER_PROCESS = 50  # Worker objects per process: ~10 threads each
 CONNECTIONS_PER_WORKER = 8  # measured ~6 (pool, claim session, listener, maintenance session): room to spare
+POOLED_BACKENDS = 40  # PgBouncer's server connections with --through-pgbouncer
 LEASE_S = 30.0  # the default: a heartbeat every 10 s, a lease sweep every 5 s per worker
 STATEMENTS = """
 SELECT query, calls, total_exec_time FROM pg_stat_statements
@@ -172,10 +180,14 @@ def _latency(dsn: str) -> dict[str, Any]:
     return {"claimed": n, "p50_ms": ms[0], "p95_ms": ms[1], "p99_ms": ms[2]}
 
 
-def run_fleet(cluster: Any, count: int, *, idle_s: float, load_s: float, rate: float) -> dict[str, Any]:
-    """``count`` workers on a fresh database of ``cluster``: the idle window, then the load."""
+def run_fleet(
+    cluster: Any, count: int, *, idle_s: float, load_s: float, rate: float, pooler: str | None = None
+) -> dict[str, Any]:
+    """``count`` workers on a fresh database of ``cluster``: the idle window, then the load.
+    ``pooler``: a PgBouncer DSN in front of ``cluster`` the workers connect through."""
     name = f"fleet_{count}_{os.getpid()}"
     dsn = cluster.create_database(name)
+    workers_dsn = make_conninfo(pooler, dbname=name) if pooler else dsn
     with Kestrel(dsn) as app:
         app.migrate()
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -187,7 +199,7 @@ def run_fleet(cluster: Any, count: int, *, idle_s: float, load_s: float, rate: f
             n = min(PER_PROCESS, count - first)
             procs.append(
                 subprocess.Popen(
-                    [sys.executable, "-m", "bench.fleet", dsn, str(first), str(n)],
+                    [sys.executable, "-m", "bench.fleet", workers_dsn, str(first), str(n), str(int(bool(pooler)))],
                     cwd=Path(__file__).resolve().parents[1],
                     stdin=subprocess.PIPE,
                 )
@@ -214,6 +226,7 @@ def run_fleet(cluster: Any, count: int, *, idle_s: float, load_s: float, rate: f
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     return {
         "workers": count,
+        "through_pgbouncer": pooler is not None,
         "processes": len(procs),
         "backends": backends,
         "started_s": round(ready_s, 1),
@@ -223,18 +236,31 @@ def run_fleet(cluster: Any, count: int, *, idle_s: float, load_s: float, rate: f
 
 
 def run_fleets(
-    count: int, *, idle_s: float, load_s: float, rate: float, echo: Callable[[str], None] = print
+    count: int,
+    *,
+    idle_s: float,
+    load_s: float,
+    rate: float,
+    through_pgbouncer: bool = False,
+    echo: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """The baseline (``BASELINE`` workers, or ``count`` if fewer) and ``count`` workers, on one
-    private server started for the run; the ratios of ``count`` to the baseline."""
+    private server started for the run (through a PgBouncer started for it with
+    ``through_pgbouncer``); the ratios of ``count`` to the baseline."""
     baseline = min(BASELINE, count)
     cluster = private_server(count)
+    pooler, pooler_env = None, None
     try:
+        if through_pgbouncer:
+            pooler, pooler_env = start_pgbouncer(cluster, count)
         runs = []
         for n in dict.fromkeys((baseline, count)):
-            echo(f"  {n} workers: {idle_s:g} s idle, then {load_s:g} s at {rate:g} workflows/s ...")
-            runs.append(run_fleet(cluster, n, idle_s=idle_s, load_s=load_s, rate=rate))
+            via = " through PgBouncer" if pooler else ""
+            echo(f"  {n} workers{via}: {idle_s:g} s idle, then {load_s:g} s at {rate:g} workflows/s ...")
+            runs.append(run_fleet(cluster, n, idle_s=idle_s, load_s=load_s, rate=rate, pooler=pooler))
     finally:
+        if pooler_env:
+            stop_pgbouncer(pooler_env)
         cluster.destroy()
         shutil.rmtree(cluster.data_dir.parent, ignore_errors=True)  # the temporary directory around it
     small, big = runs[0], runs[-1]
@@ -286,13 +312,14 @@ def fleet_table(r: dict[str, Any]) -> str:
     )
 
 
-def _child(dsn: str, first: int, n: int) -> None:
-    """``n`` Worker objects in this process, until the parent closes our stdin (or kills us)."""
+def _child(dsn: str, first: int, n: int, pooled: bool) -> None:
+    """``n`` Worker objects in this process, until the parent closes our stdin (or kills us);
+    ``pooled``: through PgBouncer's transaction pooling."""
     from kestrel_core import Worker
 
     from .workloads import app as workloads
 
-    app = workloads.with_settings(dsn=dsn)
+    app = workloads.with_settings(dsn=dsn, transaction_pooling=pooled)
     workers = [
         Worker(app, concurrency=1, lease=timedelta(seconds=LEASE_S), worker_id=f"fleet-{first + i}") for i in range(n)
     ]
@@ -300,6 +327,36 @@ def _child(dsn: str, first: int, n: int) -> None:
         w.start()
     sys.stdin.read()
     os._exit(0)
+
+
+PGBOUNCER_SCRIPT = Path(__file__).resolve().parents[1] / ".ci" / "pgbouncer.sh"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_pgbouncer(cluster: Any, count: int) -> tuple[str, dict[str, str]]:
+    """A PgBouncer (transaction pooling) in front of ``cluster`` for ``count`` workers: its DSN,
+    and the environment that names it to ``stop_pgbouncer``."""
+    env = {
+        **os.environ,
+        "KESTREL_PGBOUNCER_PORT": str(_free_port()),
+        "KESTREL_PGBOUNCER_UPSTREAM": f"127.0.0.1:{cluster.port}",
+        "KESTREL_PGBOUNCER_DIR": str(cluster.data_dir.parent / "pgbouncer"),
+        "KESTREL_PGBOUNCER_POOL_SIZE": str(POOLED_BACKENDS),
+        "KESTREL_PGBOUNCER_MAX_CLIENTS": str(count * CONNECTIONS_PER_WORKER + 100),
+    }
+    done = subprocess.run(["bash", str(PGBOUNCER_SCRIPT), "start"], env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"PgBouncer did not start (.ci/pgbouncer.sh): {done.stderr.strip()}")
+    return done.stdout.strip(), env
+
+
+def stop_pgbouncer(env: dict[str, str]) -> None:
+    subprocess.run(["bash", str(PGBOUNCER_SCRIPT), "stop"], env=env, capture_output=True)
 
 
 def private_server(count: int) -> Any:
@@ -322,4 +379,4 @@ def private_server(count: int) -> Any:
 
 
 if __name__ == "__main__":
-    _child(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+    _child(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1")

@@ -97,6 +97,7 @@ class Options:
     fleet_idle: float = 20.0  # seconds of each window, idle then loaded
     fleet_load: float = 20.0
     fleet_rate: float = 50.0  # one-step workflows enqueued a second in the loaded window
+    fleet_pgbouncer: bool = False  # the workers connect through a PgBouncer started for the run
 
     @classmethod
     def quick(cls, **overrides: Any) -> Options:
@@ -518,7 +519,14 @@ def migration(opts: Options) -> dict[str, Any]:
 def workers(opts: Options) -> dict[str, Any]:
     """``count`` worker identities against 10: heartbeat, claim and sweep cost, claim latency,
     lock waits (fleet.py)."""
-    r = run_fleets(opts.count, idle_s=opts.fleet_idle, load_s=opts.fleet_load, rate=opts.fleet_rate, echo=opts.echo)
+    r = run_fleets(
+        opts.count,
+        idle_s=opts.fleet_idle,
+        load_s=opts.fleet_load,
+        rate=opts.fleet_rate,
+        through_pgbouncer=opts.fleet_pgbouncer,
+        echo=opts.echo,
+    )
     opts.echo(fleet_table(r))
     return _save(opts, "workers", {**_context(opts), **r})
 

@@ -8,15 +8,18 @@ are noise at these sizes and are not asserted against the issue's targets.
 from __future__ import annotations
 
 import json
+import os
 import pstats
 import re
+import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from bench import buckets as buckets_bench
-from bench import ceiling, pgstats, suite
+from bench import ceiling, fleet, pgstats, suite
 from bench.__main__ import main
 from bench.databases import fresh_database
 from bench.targets import targets
@@ -287,6 +290,20 @@ def test_workers_compares_a_fleet_with_the_baseline(opts: suite.Options, printed
     assert data["ratios"]["workers"] == 1.0
     assert any("workers against" in text for text in printed)
     assert _json(opts, "workers")["fleet"]["workers"] == opts.count
+
+
+def test_workers_through_pgbouncer_share_the_pools_backends(opts: suite.Options) -> None:
+    """``python -m bench workers --through-pgbouncer``: the workers poll through a PgBouncer
+    started for the run, so the server holds the pool's backends, not ~6 per worker."""
+    if shutil.which("pgbouncer") is None and not Path("/usr/sbin/pgbouncer").exists():
+        if os.environ.get("CI"):
+            pytest.fail("CI has PgBouncer (.ci/run installs it)")
+        pytest.skip("pgbouncer is not installed")
+    data = suite.workers(replace(opts, fleet_pgbouncer=True))
+    for run in (data["baseline"], data["fleet"]):
+        assert run["through_pgbouncer"]
+        assert run["backends"] <= fleet.POOLED_BACKENDS + 2  # the pool's, the bench's own
+        assert run["load"]["claimed"] >= 1 and run["load"]["p50_ms"] is not None
 
 
 def test_buckets_measures_each_variant_in_its_window() -> None:
