@@ -38,8 +38,7 @@ version = coalesce(e.version, (%(versions)s::text[])[array_position(%(names)s::t
 -- Pasted as {claimed_input}, two columns of a claim's RETURNING on the executions table aliased
 -- ``e``: the input when it is small (at most CLAIM_INPUT_MAX_BYTES as stored, uncompressed), and
 -- whether it was left out. A claim's result must stay small: a client frozen while reading a
--- claim of 5 MB inputs held the claim transaction (and its rows' locks) open (issue 43 review
--- (e)); a larger input is read after the claim, outside it (runner.py, ``load_input``).
+-- claim of 5 MB inputs held the claim transaction (and its rows' locks) open; a larger input is read after the claim, outside it (runner.py, ``load_input``).
 -- {claim_input_max_bytes} is that Python constant (statements.py), composed as a literal.
 CASE WHEN pg_column_size(e.input) <= {claim_input_max_bytes} AND pg_column_compression(e.input) IS NULL
 THEN e.input END AS input,

@@ -290,7 +290,7 @@ def claim_batch(
     except psycopg.Error as exc:
         # A later statement failed after an earlier one took rows (committed: running, leased
         # to this worker): they are handed to the worker all the same, not left unheartbeated
-        # until their lease lapses (issue 43 review).
+        # until their lease lapses.
         if not rows:
             raise
         log.warning(

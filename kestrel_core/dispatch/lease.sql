@@ -8,7 +8,7 @@
 --
 -- A row another session holds locked (an operator's SELECT ... FOR UPDATE, a cancel or a step
 -- boundary in flight) is skipped, never waited for: one lock must not stall the renewal of
--- every other lease (issue 43). It is still held as far as this statement's snapshot shows
+-- every other lease. It is still held as far as this statement's snapshot shows
 -- (``busy``), so the worker does not give it up; its id goes into the worker's row, and the
 -- lease sweep leaves it alone while this worker beats (sweeper.py), until a later beat renews
 -- it. The worker's row itself is skipped likewise when locked.

@@ -29,7 +29,7 @@ _SQL = statements_beside(__file__)
 # statements want it (the fast path walks its index in order: see claim.py). The bound is half
 # the lease at most (``idle_in_claim_ms``): the lease is stamped by the claim statement, the last
 # of the transaction, so a claim that commits still has at least half its lease ahead (a 2 s
-# bound with a 1 s lease committed leases that had lapsed: issue 43's review).
+# bound with a 1 s lease committed leases that had lapsed).
 IDLE_IN_CLAIM_MS = 2000
 
 

@@ -80,7 +80,7 @@ SELECT set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)
 -- and rolled back while a cancel or requeue went on, hand-written SQL, or code older than
 -- migration 0015 left running across the upgrade. A claim that meets one deletes it, but one
 -- no claim meets (a workflow no worker serves, a future run_at) would linger, and the console
--- counts enqueued executions from this table (issue 22). Locked rows are left to the claim
+-- counts enqueued executions from this table. Locked rows are left to the claim
 -- holding them. O(ready rows), once a minute, off the claim's path.
 DELETE FROM {schema}.executions_ready r
  WHERE r.ctid = ANY(ARRAY(

@@ -33,7 +33,7 @@ WITH input AS (
     -- What goes on (an attempt opened, a completion) needs the execution running. The end of
     -- the step that was in flight when an operator paused it (pause_execution keeps the owner
     -- and the claim epoch) is still closed and checkpointed: a pause stops the execution at its
-    -- next step boundary and keeps the step that ran (issue 43 review); a resume bumps nothing
+    -- next step boundary and keeps the step that ran; a resume bumps nothing
     -- but the status, and the next claim the epoch, after which nothing of this claim is kept.
     -- Nor once the workflow's deadline passed: the step that ran is closed, nothing more starts
     -- nor completes, also before a deadline sweep got to it (it then ends it `timed out`).

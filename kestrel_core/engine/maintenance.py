@@ -3,7 +3,7 @@
 The heartbeat (one UPDATE renews every lease it can lock, skipping rows another session holds
 locked, on a session of its own), the lease sweep, the sweep of waits and deadlines, the
 schedules' ticks and the once-a-minute upkeep: a duty stuck on a lock or a slow statement (a
-held snapshot, a statement timeout) delays no other, above all no heartbeat (issue 43).
+held snapshot, a statement timeout) delays no other, above all no heartbeat.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class Maintenance:
     def start(self) -> list[threading.Thread]:
         """One thread per duty, so that a duty waiting on the database (a lock, a slow walk
         under a held snapshot, a statement timeout) delays no other: above all, no lease goes
-        unrenewed because a sweep or a tick is stuck (issue 43)."""
+        unrenewed because a sweep or a tick is stuck."""
         duties: tuple[tuple[str, Callable[[], float]], ...] = (
             ("heartbeat", self.heartbeat),
             ("sweep-leases", self.sweep_leases),
@@ -170,7 +170,7 @@ class Maintenance:
     def sweep_leases(self) -> float:
         """Re-enqueue lapsed leases; returns the seconds until the next sweep. The sweep reads
         every running row's index entry, and under a held snapshot every dead one of each past
-        claim (issue 22): every sixth of the lease, paced by its cost as the claim's walks from
+        claim: every sixth of the lease, paced by its cost as the claim's walks from
         the start are, but once a lease at least; a sweep the server cancels goes on owner by
         owner (sweeper.LeaseSweep)."""
         every = max(self.w.sweep_interval, self.w.lease.total_seconds() / 6)
@@ -209,7 +209,7 @@ class Maintenance:
         return self.w.sweep_interval * random.uniform(0.8, 1.2)
 
     def minute_upkeep(self) -> float:
-        """About once a minute (issue 22): fold the counters of old id blocks, record the
+        """About once a minute: fold the counters of old id blocks, record the
         dashboard's closed activity minutes, drop ready rows gone stale, create the history's
         id ranges ahead."""
         jobs: tuple[tuple[str, Callable[[psycopg.Connection, str], int]], ...] = (

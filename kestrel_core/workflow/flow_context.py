@@ -69,7 +69,7 @@ def value_refused(exc: psycopg.Error) -> InvalidArgument | None:
     """The workflow's error when the database refused an engine write for a data exception
     (SQLSTATE class 22: a value out of range, a bad format): a value the workflow gave, which
     the same write would fail to store on every replay; so not a failed engine write (replayed
-    every lease, forever, before: issue 43 review) but the end of the execution as error."""
+    every lease, forever, before) but the end of the execution as error."""
     if not isinstance(exc, psycopg.errors.DataError):
         return None
     return InvalidArgument(f"the database refused a value this workflow gave ({exc.sqlstate}): {first_line(exc)}")
@@ -79,7 +79,7 @@ def checked_interval(value: timedelta | float | None, what: str, *, required: bo
     """``value`` (a timedelta, or seconds) as a timedelta, checked where the workflow gives it:
     at most ``MAX_DELAY`` either way, so that the database's ``now() + interval`` stays in its
     calendar. Before, a sleep of a billion days failed on the server (22008) as if an engine
-    write had failed, and was replayed every lease, forever (issue 43 review). InvalidArgument,
+    write had failed, and was replayed every lease, forever. InvalidArgument,
     raised in the workflow, otherwise."""
     if value is None and not required:
         return None

@@ -4,7 +4,7 @@ Workflow code runs on the worker's shared event loop and can reach it
 (``asyncio.get_running_loop()``). Its default executor is not the engine's: a workflow that
 awaited ``loop.shutdown_default_executor()`` (or replaced it) broke every engine write of every
 async execution of the worker, which went through ``asyncio.to_thread``, and they were replayed
-forever (issue 43 review). The engine's writes, and its plain-function steps, go through the
+forever. The engine's writes, and its plain-function steps, go through the
 executor the worker registered for its loop (``use``); ``repair`` gives the loop back a working
 default executor and task factory for the workflows' own ``asyncio.to_thread`` and tasks.
 """

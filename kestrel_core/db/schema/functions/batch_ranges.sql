@@ -3,7 +3,7 @@
 -- is in (and those ahead of it, empty), and every range that holds a live execution (a long
 -- approval keeps its range). Every other range is dropped whole once all of it finished before
 -- the cutoff (drop_history_range): deleting its rows first would only leave dead tuples for
--- vacuum, the cost partitioning removes (issue 22). Each live state through its partial index.
+-- vacuum, the cost partitioning removes. Each live state through its partial index.
 CREATE OR REPLACE FUNCTION {schema}.batch_ranges()
 RETURNS TABLE (lo bigint, hi bigint)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$

@@ -5,7 +5,7 @@
 -- next row. Every update leaves a dead version behind, and while a snapshot holds the vacuum
 -- horizon back none is removed: 16 rows updated at every completion grew chains of versions
 -- and index entries that each bump (inside the step boundary's transaction, under the
--- counters' locks) walked, slower with every minute of the hold (issue 22). Readers sum the
+-- counters' locks) walked, slower with every minute of the hold. Readers sum the
 -- rows, so the shard is invisible to them; rows counted under id % 16 keep their counts.
 CREATE OR REPLACE FUNCTION {schema}.count_shard(p_id bigint) RETURNS smallint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$

@@ -7,7 +7,7 @@
 -- not find its partition gone; the newest range is never dropped). Returns the executions
 -- dropped, or NULL when the range must stay (a live execution, one finished too recently, a
 -- finished child whose parent's row is outside the range: the parent's wait_for reads it, also
--- after a requeue, issue 43; the current
+-- after a requeue; the current
 -- range): prune then deletes its finished rows in batches, as before.
 -- The range is checked (through the partial indexes of live states and finished_at),
 -- counted (execution_counts loses its rows, as the delete trigger would do) and its keys

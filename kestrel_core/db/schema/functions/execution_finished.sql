@@ -1,5 +1,5 @@
 -- execution_finished(): its current definition (created by migration 0008, last redefined by 0009;
--- since the issue 43 review a paused execution's open waits are closed when it ends, too).
+-- since 0030 a paused execution's open waits are closed when it ends, too).
 --
 -- An execution reached success, error or cancelled. A cancelled one's attempts still open are
 -- closed 'cancelled' here (since version 34), for a cancel by an operator and for a child

@@ -1,4 +1,4 @@
--- fold_activity(): record the dashboard's activity counts of closed minutes (issue 22).
+-- fold_activity(): record the dashboard's activity counts of closed minutes.
 --
 -- Every minute after the last recorded one (at most p_lookback_min back) that closed at least
 -- p_settle_s seconds ago gets one row of activity_minutes: executions created, first claimed

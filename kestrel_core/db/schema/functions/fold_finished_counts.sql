@@ -1,4 +1,4 @@
--- fold_finished_counts(): the counters of finished executions, folded (issue 22).
+-- fold_finished_counts(): the counters of finished executions, folded.
 --
 -- execution_counts holds one row per (workflow, status, block of 1,024 ids) (count_shard), so
 -- that no counter row takes more than ~1,024 updates (a held snapshot keeps every version of

@@ -8,7 +8,7 @@
 -- step's end from a paused execution under the same claim: owner and epoch are kept here),
 -- but opens nothing, parks nothing, completes nothing (those require 'running'), so no step
 -- starts after this commits, and the worker lets it go without error. The step in flight is
--- not run again after the resume (issue 43 review). A running one keeps its lease: the claim
+-- not run again after the resume. A running one keeps its lease: the claim
 -- is alive while its worker still runs its code (the heartbeat renews a paused execution it
 -- runs, not counting it held: lease.py) and lets go at its next boundary (the lease cleared);
 -- resume_execution gives a claim still alive the execution back. Returns the status it had.

@@ -36,7 +36,7 @@ BEGIN
             SELECT id FROM workflow_executions
              WHERE id >= r.lo AND id < r.hi
                AND finished_at < p_before AND status IN ('success', 'error', 'cancelled')
-               -- A finished child stays while its parent's row does (issue 43): a live parent's
+               -- A finished child stays while its parent's row does: a live parent's
                -- wait_for reads it, and so does a finished parent's once requeued.
                AND NOT EXISTS (SELECT 1 FROM workflow_executions p
                                 WHERE p.id = workflow_executions.parent_id)
