@@ -8,8 +8,8 @@ import threading
 
 import psycopg
 
-from kestrel_core.db.migrate import available, function_files, migrate
-from tests.core.test_partitions_migration import LATER
+from kestrel_core.db.migrate import available, migrate
+from tests.core.test_partitions_migration import functions_at_19
 from tests.waiting import wait_for
 
 SCHEMA = "part_keys"
@@ -21,8 +21,7 @@ WAITING_FOR = "SELECT mode FROM pg_locks WHERE pid = %s AND NOT granted"
 def test_a_key_committed_during_the_copy_with_a_lower_id_is_copied(database: str) -> None:
     options = f"-c search_path={SCHEMA}"
     with psycopg.connect(database, autocommit=True, options=options) as conn:
-        at_19 = [f for f in function_files() if f.name not in LATER]
-        migrate(conn, SCHEMA, migrations=[m for m in available() if m.version <= 19], functions=at_19)
+        migrate(conn, SCHEMA, migrations=[m for m in available() if m.version <= 19], functions=functions_at_19())
     late = psycopg.connect(database, options=options)  # a transaction left open: a slow producer
     early_id = late.execute(INSERT_KEYED, ("late-key",)).fetchone()[0]
     with psycopg.connect(database, autocommit=True, options=options) as conn:
