@@ -455,9 +455,12 @@ class Worker(RunnerThreads):
             self._claim_mark = claim_mod.ClaimMark()  # buckets new to it may lie behind the old mark
         claimed: list[claim_mod.Claim] = []
         limited = False
-        if served.buckets:
+        # Once per poll interval a slot is kept for the claim without buckets, even while this
+        # worker's own buckets would fill every slot (Fallback.overdue).
+        own = free - 1 if self._fallback.overdue(now) else free
+        if served.buckets and own > 0:
             claimed, limited = self._claim(
-                functools.partial(call, n=free, mark=self._claim_mark, buckets=served.buckets)
+                functools.partial(call, n=own, mark=self._claim_mark, buckets=served.buckets)
             )
         if len(claimed) < free and self._fallback.due(now):
             more, more_limited = self._claim(functools.partial(call, n=free - len(claimed), mark=self._fallback_mark))

@@ -9,7 +9,7 @@ import time
 import psycopg
 
 from kestrel_core import Kestrel
-from kestrel_core.dispatch.buckets import assign, buckets_of
+from kestrel_core.dispatch.buckets import Fallback, assign, buckets_of
 from tests.waiting import wait_for, wait_until_none_left
 
 UNFINISHED = "SELECT count(*) FROM workflow_executions WHERE status <> 'success' AND workflow_name = 'job'"
@@ -79,3 +79,12 @@ def test_a_busy_winners_groups_are_not_starved_by_a_peers_backlog(
         assert before < 100, f"{before} priority-0 executions began between the priority-100 one's enqueue and start"
     finally:
         release.set()
+
+
+def test_the_fallback_is_overdue_a_poll_interval_after_it_last_ran_whatever_it_found() -> None:
+    fallback = Fallback(every=1.0)
+    assert fallback.overdue(0.0), "never run: overdue"
+    fallback.ran(0.0, found=True)
+    assert fallback.due(0.5) and not fallback.overdue(0.5) and fallback.overdue(1.0)
+    fallback.ran(1.0, found=False)
+    assert not fallback.due(1.5) and not fallback.overdue(1.5) and fallback.overdue(2.0) and fallback.due(2.0)
