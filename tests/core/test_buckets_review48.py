@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 
 import psycopg
+import pytest
+from psycopg import sql
 
 from kestrel_core import Kestrel
+from kestrel_core.db.migrate import available, function_files, migrate
+from kestrel_core.db.statements import render
 from kestrel_core.dispatch.buckets import Fallback, assign, buckets_of
+from kestrel_core.dispatch.claim import CLAIM, START_KEY
 from tests.waiting import wait_for, wait_until_none_left
 
 UNFINISHED = "SELECT count(*) FROM workflow_executions WHERE status <> 'success' AND workflow_name = 'job'"
@@ -88,3 +94,62 @@ def test_the_fallback_is_overdue_a_poll_interval_after_it_last_ran_whatever_it_f
     assert fallback.due(0.5) and not fallback.overdue(0.5) and fallback.overdue(1.0)
     fallback.ran(1.0, found=False)
     assert not fallback.due(1.5) and not fallback.overdue(1.5) and fallback.overdue(2.0) and fallback.due(2.0)
+
+
+def index_rows_read(plan: dict) -> int:
+    """Rows the claim's walk of the ready index read: returned plus removed by its filter."""
+    found = 0
+    if plan.get("Node Type") == "Index Scan" and plan.get("Relation Name") == "executions_ready":
+        found += plan["Actual Rows"] + plan.get("Rows Removed by Filter", 0)
+    return found + sum(index_rows_read(p) for p in plan.get("Plans", []))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review48: FAILS ON MAIN (006637c), not fixed: a bucketed claim walks every ready row "
+    "of the buckets it does not serve (200,000 rows, 62 ms against 0.04 ms, at a 200,000 backlog)",
+)
+def test_a_bucketed_claim_reads_a_bounded_part_of_a_skewed_backlog(database: str) -> None:
+    # Migration 0038 puts a live database's backlog in bucket 0 (and its children after it); a
+    # fan-out of children shares its parent's bucket; a hot concurrency key has one bucket. A
+    # worker of a 16-group fleet that does not serve that bucket finds nothing of its own, and
+    # its claim reads the whole backlog to learn it, on every claim cycle (then the fallback
+    # claim runs): a cost linear in the backlog, per worker per cycle. docs/scale.md: "it must
+    # not cost throughput there".
+    backlog = 20_000
+    changed = {"bucket_assigned", "ready_inserted", "ready_changed"}
+    with psycopg.connect(database, autocommit=True) as conn:
+        migrate(
+            conn,
+            "skewed",
+            migrations=[m for m in available() if m.version < 38],
+            functions=[f for f in function_files() if f.name not in changed],
+        )
+        conn.execute(
+            "INSERT INTO skewed.workflow_executions (workflow_name) SELECT 'w' FROM generate_series(1, %s)",
+            (backlog,),
+        )
+        migrate(conn, "skewed")
+        conn.execute("VACUUM ANALYZE skewed.executions_ready")
+        conn.execute("SET enable_sort = off")
+        params = {
+            "names": ["w"],
+            "worker_id": "x",
+            "lease": timedelta(seconds=30),
+            "versions": [None],
+            "queues": None,
+            "n": 64,
+            "buckets": buckets_of([5], 16),
+            "after_p": START_KEY[0],
+            "after_at": START_KEY[1],
+            "after_id": START_KEY[2],
+        }
+        try:
+            with conn.transaction(force_rollback=True):
+                plan = conn.execute(
+                    sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) ") + render(CLAIM, "skewed"), params
+                ).fetchone()[0][0]["Plan"]
+        finally:
+            conn.execute("DROP SCHEMA skewed CASCADE")
+    read = index_rows_read(plan)
+    assert read <= 64 * 64, f"the claim of 4 buckets read {read} ready rows of {backlog} to find none"
