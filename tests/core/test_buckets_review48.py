@@ -153,3 +153,45 @@ def test_a_bucketed_claim_reads_a_bounded_part_of_a_skewed_backlog(database: str
             conn.execute("DROP SCHEMA skewed CASCADE")
     read = index_rows_read(plan)
     assert read <= 64 * 64, f"the claim of 4 buckets read {read} ready rows of {backlog} to find none"
+
+
+def test_a_churning_mixed_fleet_runs_everything_once_out_of_range_buckets_included(
+    app: Kestrel, db: psycopg.Connection, start_worker
+) -> None:
+    # Workers with buckets on (two counts: two fleets) and off, one stopping mid-run, one
+    # joining, one dying without a stop (its row left live for its lease), and rows inserted by
+    # hand in buckets no group holds (-5, 100): every execution runs, and exactly once.
+    runs: dict[int, int] = {}
+    lock = threading.Lock()
+
+    @app.workflow("job")
+    def job(ctx, n):
+        with lock:
+            runs[ctx.execution_id] = runs.get(ctx.execution_id, 0) + 1
+        time.sleep(0.005)
+        return n
+
+    version = app.workflows["job"].version or ""
+    db.execute(
+        "INSERT INTO workers (worker_id, bucket_groups, workflows, versions, last_heartbeat, lease)"
+        " VALUES ('died', 4, '{job}', ARRAY[%s], now(), interval '20 seconds')",
+        (version,),
+    )
+    a = start_worker(app, worker_id="a", buckets=4)
+    start_worker(app, worker_id="b", buckets=4, concurrency=2)
+    start_worker(app, worker_id="c", buckets=16)
+    eids = app.enqueue_many("job", list(range(1500)))
+    odd = [
+        db.execute(
+            "INSERT INTO workflow_executions (workflow_name, version, bucket) VALUES ('job', %s, %s) RETURNING id",
+            (version or None, b),
+        ).fetchone()[0]
+        for b in (-5, 100)
+    ]
+    wait_for(lambda: len(runs) > 300, what="some to run")
+    a.stop(grace=timedelta(seconds=10))  # its running ones finish: no replay (at least once)
+    start_worker(app, worker_id="d", buckets=4)
+    start_worker(app, worker_id="e")  # buckets off
+    wait_until_none_left(lambda: db.execute(UNFINISHED).fetchone()[0], what="every execution")
+    assert sorted(runs) == sorted(eids + odd)
+    assert set(runs.values()) == {1}, "each ran exactly once"
