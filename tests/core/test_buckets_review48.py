@@ -15,7 +15,8 @@ from kestrel_core import Kestrel
 from kestrel_core.db.migrate import available, function_files, migrate
 from kestrel_core.db.statements import render
 from kestrel_core.dispatch.buckets import Fallback, assign, buckets_of
-from kestrel_core.dispatch.claim import CLAIM, START_KEY
+from kestrel_core.dispatch.claim import CLAIM, START_KEY, claim_batch
+from kestrel_core.dispatch.queues import declare
 from tests.waiting import wait_for, wait_until_none_left
 
 UNFINISHED = "SELECT count(*) FROM workflow_executions WHERE status <> 'success' AND workflow_name = 'job'"
@@ -195,3 +196,33 @@ def test_a_churning_mixed_fleet_runs_everything_once_out_of_range_buckets_includ
     wait_until_none_left(lambda: db.execute(UNFINISHED).fetchone()[0], what="every execution")
     assert sorted(runs) == sorted(eids + odd)
     assert set(runs.values()) == {1}, "each ran exactly once"
+
+
+def test_a_keys_limit_holds_when_its_executions_lie_in_two_buckets(app: Kestrel, db: psycopg.Connection) -> None:
+    # Migration 0038 leaves a key's older executions in bucket 0 and puts its new ones in the
+    # key's bucket: two workers serving one each must still run at most per_key of the key,
+    # and a queue's concurrency counts both.
+    app.queue("keyed", per_key=1, concurrency=3)
+
+    @app.workflow("k", queue="keyed")
+    def k(ctx, n):
+        return n
+
+    with app.connection() as conn:
+        declare(conn, app.schema, list(app.queues.values()), {"keyed": ["k"]})
+    key = keys_in(db, list(range(32, 64)))[0]
+    hot = app.enqueue_many("k", list(range(6)), concurrency_key=key)
+    others = [app.enqueue("k", i, concurrency_key=f"other-{i}") for i in range(6)]
+    db.execute("UPDATE workflow_executions SET bucket = 0 WHERE id = ANY(%s)", (hot[:3],))
+    db.execute("UPDATE executions_ready SET bucket = 0 WHERE id = ANY(%s)", (hot[:3],))
+    claim = {"names": ["k"], "versions": [app.workflows["k"].version], "n": 10, "lease": timedelta(seconds=30)}
+    first, _ = claim_batch(db, app.schema, worker_id="w1", buckets=[0], **claim)
+    second, _ = claim_batch(db, app.schema, worker_id="w2", buckets=list(range(1, 64)), **claim)
+    third, _ = claim_batch(db, app.schema, worker_id="w3", **claim)
+    running = db.execute(
+        "SELECT concurrency_key, count(*) FROM workflow_executions WHERE status = 'running' GROUP BY 1"
+    ).fetchall()
+    assert sum(c for _, c in running) <= 3, running
+    assert dict(running).get(key, 0) <= 1, running
+    assert first and second, "each worker claimed from its own buckets"
+    assert len(first) + len(second) + len(third) == sum(c for _, c in running) and others
