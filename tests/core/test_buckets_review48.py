@@ -226,3 +226,43 @@ def test_a_keys_limit_holds_when_its_executions_lie_in_two_buckets(app: Kestrel,
     assert dict(running).get(key, 0) <= 1, running
     assert first and second, "each worker claimed from its own buckets"
     assert len(first) + len(second) + len(third) == sum(c for _, c in running) and others
+
+
+def test_a_graceful_stop_waits_for_the_claim_in_flight(app: Kestrel, db: psycopg.Connection, start_worker) -> None:
+    # FAILS ON MAIN (006637c): stop() waits for the executions the worker holds, but not for a
+    # claim under way: what that claim commits is dispatched after the wait saw none in
+    # flight, runs, and its completion is refused ("the worker is stopping: no more writes"),
+    # so it runs again elsewhere although the stop's grace had 10 s left. A bucketed claim is
+    # up to three statements (the peers, its buckets, the fallback), each a transaction
+    # through PgBouncer: seen as "ran twice" in the churning fleet above, 2 runs in 17.
+    runs: dict[int, int] = {}
+    lock = threading.Lock()
+
+    @app.workflow("job")
+    def job(ctx, n):
+        with lock:
+            runs[ctx.execution_id] = runs.get(ctx.execution_id, 0) + 1
+        return n
+
+    worker = start_worker(app, worker_id="stopping", buckets=4)
+    wait_for(lambda: worker.buckets_served, what="the worker to take its buckets")
+    claiming, stopped = threading.Event(), threading.Event()
+    slow = worker._claim  # the seam: a claim slow to come back
+
+    def claim_slowly(fn):
+        result = slow(fn)
+        if isinstance(result, tuple) and result[0]:  # a claim that took rows
+            claiming.set()
+            stopped.wait(2.0)
+        return result
+
+    worker._claim = claim_slowly
+    eid = app.enqueue("job", 1)
+    wait_for(claiming.is_set, what="a claim to take the execution")
+    stopper = threading.Thread(target=worker.stop, kwargs={"grace": timedelta(seconds=10)})
+    stopper.start()
+    wait_for(lambda: worker.draining.is_set(), what="the stop to begin")
+    stopped.set()
+    stopper.join(30)
+    status = db.execute("SELECT status FROM workflow_executions WHERE id = %s", (eid,)).fetchone()[0]
+    assert (status, runs) == ("success", {eid: 1}), "the stop let the execution its claim took finish"
