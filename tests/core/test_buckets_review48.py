@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from datetime import timedelta
 
 import psycopg
@@ -17,6 +18,7 @@ from kestrel_core.db.statements import render
 from kestrel_core.dispatch.buckets import Fallback, assign, buckets_of
 from kestrel_core.dispatch.claim import CLAIM, START_KEY, claim_batch
 from kestrel_core.dispatch.queues import declare
+from tests.core.test_buckets import recording_app
 from tests.waiting import wait_for, wait_until_none_left
 
 UNFINISHED = "SELECT count(*) FROM workflow_executions WHERE status <> 'success' AND workflow_name = 'job'"
@@ -162,15 +164,8 @@ def test_a_churning_mixed_fleet_runs_everything_once_out_of_range_buckets_includ
     # Workers with buckets on (two counts: two fleets) and off, one stopping mid-run, one
     # joining, one dying without a stop (its row left live for its lease), and rows inserted by
     # hand in buckets no group holds (-5, 100): every execution runs, and exactly once.
-    runs: dict[int, int] = {}
-    lock = threading.Lock()
-
-    @app.workflow("job")
-    def job(ctx, n):
-        with lock:
-            runs[ctx.execution_id] = runs.get(ctx.execution_id, 0) + 1
-        time.sleep(0.005)
-        return n
+    runs: Counter = Counter()
+    recording_app(app, runs, threading.Lock(), nap=0.005)
 
     version = app.workflows["job"].version or ""
     db.execute(
@@ -234,15 +229,9 @@ def test_a_graceful_stop_waits_for_the_claim_in_flight(app: Kestrel, db: psycopg
     # flight, runs, and its completion is refused ("the worker is stopping: no more writes"),
     # so it runs again elsewhere although the stop's grace had 10 s left. A bucketed claim is
     # up to three statements (the peers, its buckets, the fallback), each a transaction
-    # through PgBouncer: seen as "ran twice" in the churning fleet above, 2 runs in 17.
-    runs: dict[int, int] = {}
-    lock = threading.Lock()
-
-    @app.workflow("job")
-    def job(ctx, n):
-        with lock:
-            runs[ctx.execution_id] = runs.get(ctx.execution_id, 0) + 1
-        return n
+    # through PgBouncer: seen as "ran twice" in the churning fleet above (2 of 17 runs failed).
+    runs: Counter = Counter()
+    recording_app(app, runs, threading.Lock())
 
     worker = start_worker(app, worker_id="stopping", buckets=4)
     wait_for(lambda: worker.buckets_served, what="the worker to take its buckets")
@@ -265,4 +254,4 @@ def test_a_graceful_stop_waits_for_the_claim_in_flight(app: Kestrel, db: psycopg
     stopped.set()
     stopper.join(30)
     status = db.execute("SELECT status FROM workflow_executions WHERE id = %s", (eid,)).fetchone()[0]
-    assert (status, runs) == ("success", {eid: 1}), "the stop let the execution its claim took finish"
+    assert (status, dict(runs)) == ("success", {eid: 1}), "the stop let the execution its claim took finish"
