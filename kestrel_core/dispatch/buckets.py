@@ -23,7 +23,9 @@ Nothing starves while the groups move: a worker whose own buckets come back shor
 slots (none served, a group whose winner died and is not yet out of the table, a row in a
 bucket out of range) also runs the claim without buckets, today's claim: at most once per
 poll interval while that finds nothing, and again at once while it finds work (``Fallback``:
-a worker with spare slots helps with the others' backlog, as it would without buckets). That
+a worker with spare slots helps with the others' backlog, as it would without buckets); and
+once per poll interval in any case, for one slot at least, so that a group whose winner is
+live but has no free slot is not left waiting behind its peers' own backlogs. That
 claim takes the head of the whole ready table in claim order (priority, then run_at, then
 id), so a row no worker serves moves up to the head as older rows go and is taken within its
 place in that order: the same guarantee as without buckets, at the fallback's pace; and once
@@ -116,15 +118,24 @@ class Fallback:
     """When a bucketed worker also runs the claim without buckets: after its own buckets came
     back short of its free slots, at most once per ``every`` seconds (the poll interval) while
     that finds nothing; at once again while it finds work (a worker with spare slots helps
-    with the backlog of buckets it does not serve, as every worker does without buckets)."""
+    with the backlog of buckets it does not serve, as every worker does without buckets).
+    And at least once per ``every`` seconds whatever its own buckets hold (``overdue``: the
+    worker keeps a slot for it): a group whose winner is live but busy (every slot on long
+    steps) is otherwise served by nobody while its peers have backlogs of their own."""
 
     every: float
     next_at: float = float("-inf")  # time.monotonic()
+    ran_at: float = float("-inf")
 
     def due(self, now: float) -> bool:
         return now >= self.next_at
 
+    def overdue(self, now: float) -> bool:
+        """Not run for ``every`` seconds (then also ``due``)."""
+        return now - self.ran_at >= self.every
+
     def ran(self, now: float, *, found: bool) -> None:
+        self.ran_at = now
         self.next_at = now if found else now + self.every
 
 

@@ -105,6 +105,7 @@ class Worker(RunnerThreads):
         self._limited_seen = False
         self._next_limited_check = 0.0
         self._claim_mark = claim_mod.ClaimMark()  # only the claim loop's thread uses it
+        self._claiming = threading.Lock()  # held by the claim loop from a claim to its dispatch
         # With buckets: the share this worker serves, refreshed every third of the lease, and
         # the claim without buckets it falls back on, at most once per poll interval (the
         # least the claim loop sleeps) while that finds nothing, with a mark of its own
@@ -264,6 +265,8 @@ class Worker(RunnerThreads):
         state.move(WorkerState.DRAINING)
         self._wake.set()
         deadline = time.monotonic() + (self.grace if grace is None else grace).total_seconds()
+        if self._claiming.acquire(timeout=max(0.0, deadline - time.monotonic())):  # a claim under way
+            self._claiming.release()
         with self._idle:
             while self._inflight and time.monotonic() < deadline and not state.reached(WorkerState.HURRYING):
                 self._idle.wait(timeout=max(0.0, min(0.2, deadline - time.monotonic())))
@@ -413,23 +416,34 @@ class Worker(RunnerThreads):
             if free > 0 and (timed_out or not backlog or free >= batch_floor):
                 now = time.monotonic()
                 check = self._limited_declared or self._limited_seen or now >= self._next_limited_check
-                sent = time.monotonic()  # before the claim is sent: see Claimed.fenced_at
-                try:
-                    claimed, self._limited_seen = self._claim_free(free, check)
-                    errors = 0
-                    if check:
-                        self._next_limited_check = now + self.poll_interval
-                except psycopg.Error as exc:  # keep claiming once the database is back
+                claimed = self._claim_and_dispatch(free, check)
+                if claimed is None:  # keep claiming once the database is back
                     errors += 1
-                    self.log.warning(
-                        "event=claim_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
-                    )
                     self.draining.wait(_CLAIM_RETRY.delay(errors - 1))
                     continue
-                for item in claimed:
-                    self._dispatch(item, sent)
+                errors = 0
+                if check:
+                    self._next_limited_check = now + self.poll_interval
                 backlog = len(claimed) == free
             timed_out = not self._wake.wait(self.poll_interval * random.uniform(0.8, 1.2))
+
+    def _claim_and_dispatch(self, free: int, check: bool) -> list[claim_mod.Claim] | None:
+        """Claim and hand what was claimed to the runners, holding ``_claiming``: a stop waits
+        for a claim under way, so that what it commits is in flight before the stop waits for
+        what runs (else it runs with its completion refused, and again elsewhere). None: the
+        claim failed (logged)."""
+        with self._claiming:
+            sent = time.monotonic()  # before the claim is sent: see Claimed.fenced_at
+            try:
+                claimed, self._limited_seen = self._claim_free(free, check)
+            except psycopg.Error as exc:
+                self.log.warning(
+                    "event=claim_failed worker=%s error=%r", self.worker_id, first_line(exc, self.settings.dsn)
+                )
+                return None
+            for item in claimed:
+                self._dispatch(item, sent)
+            return claimed
 
     def _claim_free(self, free: int, check: bool) -> tuple[list[claim_mod.Claim], bool]:
         """Claim up to ``free`` executions: from every bucket, or (with buckets) from this
@@ -455,9 +469,12 @@ class Worker(RunnerThreads):
             self._claim_mark = claim_mod.ClaimMark()  # buckets new to it may lie behind the old mark
         claimed: list[claim_mod.Claim] = []
         limited = False
-        if served.buckets:
+        # Once per poll interval a slot is kept for the claim without buckets, even while this
+        # worker's own buckets would fill every slot (Fallback.overdue).
+        own = free - 1 if self._fallback.overdue(now) else free
+        if served.buckets and own > 0:
             claimed, limited = self._claim(
-                functools.partial(call, n=free, mark=self._claim_mark, buckets=served.buckets)
+                functools.partial(call, n=own, mark=self._claim_mark, buckets=served.buckets)
             )
         if len(claimed) < free and self._fallback.due(now):
             more, more_limited = self._claim(functools.partial(call, n=free - len(claimed), mark=self._fallback_mark))
