@@ -433,6 +433,8 @@ class Worker(RunnerThreads):
         what runs (else it runs with its completion refused, and again elsewhere). None: the
         claim failed (logged)."""
         with self._claiming:
+            if self.draining.is_set():  # the stop came between the loop's check and the lock
+                return []
             sent = time.monotonic()  # before the claim is sent: see Claimed.fenced_at
             try:
                 claimed, self._limited_seen = self._claim_free(free, check)

@@ -37,7 +37,7 @@ def keys_in(db: psycopg.Connection, buckets: list[int], n: int = 1) -> list[str]
 def test_a_busy_winners_groups_are_not_starved_by_a_peers_backlog(
     app: Kestrel, db: psycopg.Connection, start_worker
 ) -> None:
-    # FAILS ON MAIN (006637c): the fallback claim runs only when a worker's own buckets come
+    # Before the fix (006637c) the fallback claim ran only when a worker's own buckets come
     # back short of its free slots. A live winner that is busy (every slot on a long step) still
     # holds its groups, and a peer whose own buckets have a backlog never comes back short, so
     # never runs the fallback: a priority-100 execution in the busy worker's group waits
@@ -109,7 +109,7 @@ def index_rows_read(plan: dict) -> int:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="review48: FAILS ON MAIN (006637c), not fixed: a bucketed claim walks every ready row "
+    reason="a known limit (docs/scale.md): a bucketed claim walks every ready row "
     "of the buckets it does not serve (200,000 rows, 62 ms against 0.04 ms, at a 200,000 backlog)",
 )
 def test_a_bucketed_claim_reads_a_bounded_part_of_a_skewed_backlog(database: str) -> None:
@@ -224,7 +224,7 @@ def test_a_keys_limit_holds_when_its_executions_lie_in_two_buckets(app: Kestrel,
 
 
 def test_a_graceful_stop_waits_for_the_claim_in_flight(app: Kestrel, db: psycopg.Connection, start_worker) -> None:
-    # FAILS ON MAIN (006637c): stop() waits for the executions the worker holds, but not for a
+    # Before the fix (006637c), stop() waited for the executions the worker holds, but not for a
     # claim under way: what that claim commits is dispatched after the wait saw none in
     # flight, runs, and its completion is refused ("the worker is stopping: no more writes"),
     # so it runs again elsewhere although the stop's grace had 10 s left. A bucketed claim is
