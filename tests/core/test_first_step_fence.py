@@ -221,7 +221,7 @@ def test_a_cancel_of_a_fresh_first_claim_commits_only_once_the_claim_no_longer_f
 
 
 def test_the_cancel_waits_longer_than_a_claim_alone_fences_a_first_step() -> None:
-    text = Path(migrate.__file__).with_name("schema").joinpath("functions", "cancel_execution.sql").read_text()
+    text = Path(migrate.__file__).with_name("schema").joinpath("functions", "lock_live_execution.sql").read_text()
     waits = {float(ms) / 1000 for ms in re.findall(r"interval '(\d+) milliseconds'", text)}
     assert waits == {CANCEL_WAITS_FOR_FRESH_CLAIMS_S}
     assert CANCEL_WAITS_FOR_FRESH_CLAIMS_S >= FIRST_STEP_FRESH_S + 0.05  # the two clocks' margin
