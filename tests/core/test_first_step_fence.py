@@ -24,7 +24,7 @@ import pytest
 from kestrel_core import Kestrel
 from kestrel_core.db import migrate
 from kestrel_core.workflow.context import CANCEL_WAITS_FOR_FRESH_CLAIMS_S, FIRST_STEP_FRESH_S
-from tests.waiting import wait_for
+from tests.waiting import wait_for, wait_leases_lapsed
 from tests.worker_processes import registered_worker, start_worker_process, stop_worker_processes
 
 EXECUTIONS = 5
@@ -130,14 +130,7 @@ def _freeze_before_the_first_step(
         what="every execution to wait before its first step",
     )
     os.kill(proc.pid, signal.SIGSTOP)
-    wait_for(
-        lambda: db.execute(
-            "SELECT bool_and(lease_expires < now()) FROM kestrel.workflow_executions WHERE id = ANY(%s)", (ids,)
-        ).fetchone()[0],
-        timeout=30,
-        interval=0.2,
-        what="the frozen worker's leases to lapse",
-    )
+    wait_leases_lapsed(db, ids)
     return ids
 
 
