@@ -112,10 +112,10 @@ def wait_leases_lapsed(conn: Any, ids: list[int], timeout: float = 30.0) -> None
 
 
 def wait_all_succeeded(db: Any, ids: list[int], timeout: float, what: str) -> None:
-    """Until every execution of ``ids`` has succeeded, read on ``db`` (search_path kestrel)."""
+    """Until every execution of ``ids`` has succeeded."""
     wait_for(
         lambda: db.execute(
-            "SELECT count(*) = %s FROM workflow_executions WHERE id = ANY(%s) AND status = 'success'",
+            "SELECT count(*) = %s FROM kestrel.workflow_executions WHERE id = ANY(%s) AND status = 'success'",
             (len(ids), ids),
         ).fetchone()[0],
         timeout=timeout,
@@ -132,3 +132,20 @@ def wait_waiting_child(db: Any, parent_id: int, what: str) -> int:
         what=what,
     )
     return int(row[0])
+
+
+def wait_all_ended(conn: Any, ids: list[int], what: str, timeout: float = 30.0, interval: float = 0.05) -> None:
+    """Until every execution of ``ids`` has succeeded or failed."""
+    wait_for(
+        lambda: (
+            conn.execute(
+                "SELECT count(*) FROM kestrel.workflow_executions"
+                " WHERE id = ANY(%s) AND status IN ('success', 'error')",
+                (ids,),
+            ).fetchone()[0]
+            == len(ids)
+        ),
+        timeout=timeout,
+        interval=interval,
+        what=what,
+    )
