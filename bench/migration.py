@@ -21,7 +21,6 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ import psycopg
 from kestrel_core import Kestrel
 from kestrel_core.db import render
 
+from .background import Background
 from .databases import create_database, drop_database
 from .report import percentile
 
@@ -135,23 +135,14 @@ def migrate_with_old_code(code: Path, dsn: str) -> None:
 
 
 @dataclass
-class Probe:
+class Probe(Background):
     """Writes as an application would, from its own thread, timing every operation."""
 
+    thread_name = "migration-probe"
+    join_s = 60.0
     dsn: str
     ops: list[tuple[float, float]] = field(default_factory=list)  # (started, seconds)
     errors: list[str] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="migration-probe", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=60)
 
     def _run(self) -> None:
         insert, update, read = (render(s, SCHEMA) for s in (PROBE_INSERT, PROBE_UPDATE, PROBE_READ))

@@ -21,11 +21,10 @@ row misses gets no entry); HOT updates write none.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -33,6 +32,7 @@ import psycopg
 from kestrel_core.db import render
 from kestrel_core.dispatch import enqueue_many, ensure_partitions
 
+from .background import Background
 from .databases import fresh_database, server_settings
 from .procs import Proc, kestrel_worker, stop_all, wait_registered
 from .report import ratio, table
@@ -117,9 +117,10 @@ class Sample:
 
 
 @dataclass
-class Feeder:
+class Feeder(Background):
     """Keeps the live backlog near ``backlog`` from its own thread; counts what finished."""
 
+    thread_name = "feeder"
     dsn: str
     backlog: int
     workflow: str = NOOP1
@@ -127,17 +128,6 @@ class Feeder:
     inserted: int = 0
     finished: int = 0
     error: BaseException | None = None
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="feeder", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
 
     def _run(self) -> None:
         try:

@@ -179,7 +179,8 @@ GC_THRESHOLDS = (50_000, 20, 20)
 _run_server: list[PrivateServer] = []
 
 
-def _reachable(dsn: str) -> bool:
+def reachable(dsn: str) -> bool:
+    """Whether a server answers at ``dsn`` (within 3 s)."""
     try:
         psycopg.connect(dsn, connect_timeout=3).close()
     except psycopg.OperationalError:
@@ -207,7 +208,7 @@ def processes_for(max_connections: int) -> int:
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: MOST_PROCESSES, fewer when the test server allows too few connections."""
     wanted = os.environ.get("KESTREL_TEST_DSN")
-    if wanted == PRIVATE or (not wanted and not _reachable(DEFAULT_ADMIN_DSN)):
+    if wanted == PRIVATE or (not wanted and not reachable(DEFAULT_ADMIN_DSN)):
         return MOST_PROCESSES  # the run's own server (RUN_SERVER_SETTINGS)
     try:
         with psycopg.connect(ADMIN_DSN, connect_timeout=5) as conn:
@@ -230,7 +231,7 @@ def _server_for_the_run() -> None:
     else the bundled ones the demo uses. The test processes find it in $KESTREL_TEST_DSN."""
     global ADMIN_DSN
     wanted = os.environ.get("KESTREL_TEST_DSN")
-    if wanted not in (None, "", PRIVATE) or (wanted != PRIVATE and _reachable(DEFAULT_ADMIN_DSN)):
+    if wanted not in (None, "", PRIVATE) or (wanted != PRIVATE and reachable(DEFAULT_ADMIN_DSN)):
         return
     data_dir = Path(tempfile.mkdtemp(prefix="kestrel-test-pg-"))
     try:

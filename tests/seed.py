@@ -23,7 +23,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from kestrel_core import Kestrel
+from kestrel_core import Execution, Kestrel
 from tests.waiting import wait_for
 
 # ---------------------------------------------------------------------------------------------
@@ -32,23 +32,11 @@ from tests.waiting import wait_for
 
 
 @dataclass(frozen=True)
-class SeededExecution:
-    id: int
+class SeededExecution(Execution):
+    """The row as ``app.get`` reads it, with the seed's label for it and its priority."""
+
     label: str
-    workflow_name: str
-    status: str
-    input: Any
-    output: Any
-    error: str | None
-    owner_id: str | None
-    lease_expires: datetime | None
     priority: int
-    run_at: datetime
-    claims: int
-    created_at: datetime
-    updated_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
 
 
 @dataclass(frozen=True)

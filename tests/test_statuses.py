@@ -112,7 +112,7 @@ def test_every_spelled_list_of_statuses_is_a_defined_one() -> None:
     # The search sees the places that must spell them (so an empty result is no pass).
     where = {(Path(p).name, DEFINED.get(s, "other")) for p, s in found}
     assert {
-        ("cancel_execution.sql", "live"),
+        ("lock_live_execution.sql", "live"),
         ("prune_finished.sql", "terminal"),
         ("execution_finished.sql", "live"),
         ("schema_snapshot.txt", "every status"),  # the CHECK on workflow_executions.status

@@ -97,3 +97,55 @@ def wait_finished_row(db: Any, eid: int, timeout: float = 20.0) -> tuple[str, ob
         timeout=timeout,
         what=f"execution {eid} to finish",
     )
+
+
+def wait_leases_lapsed(conn: Any, ids: list[int], timeout: float = 30.0) -> None:
+    """Until every execution of ``ids`` holds a lapsed lease (its worker frozen)."""
+    wait_for(
+        lambda: conn.execute(
+            "SELECT bool_and(lease_expires < now()) FROM kestrel.workflow_executions WHERE id = ANY(%s)", (ids,)
+        ).fetchone()[0],
+        timeout=timeout,
+        interval=0.2,
+        what="the frozen worker's leases to lapse",
+    )
+
+
+def wait_all_succeeded(db: Any, ids: list[int], timeout: float, what: str) -> None:
+    """Until every execution of ``ids`` has succeeded."""
+    wait_for(
+        lambda: db.execute(
+            "SELECT count(*) = %s FROM kestrel.workflow_executions WHERE id = ANY(%s) AND status = 'success'",
+            (len(ids), ids),
+        ).fetchone()[0],
+        timeout=timeout,
+        what=what,
+    )
+
+
+def wait_waiting_child(db: Any, parent_id: int, what: str) -> int:
+    """The id of ``parent_id``'s child once it waits (parked at a gate), read on ``db``."""
+    row = wait_for(
+        lambda: db.execute(
+            "SELECT id FROM workflow_executions WHERE parent_id = %s AND status = 'waiting'", (parent_id,)
+        ).fetchone(),
+        what=what,
+    )
+    return int(row[0])
+
+
+def wait_all_ended(conn: Any, ids: list[int], what: str, timeout: float = 30.0, interval: float = 0.05) -> None:
+    """Until every execution of ``ids`` has succeeded or failed."""
+    wait_for(
+        lambda: (
+            conn.execute(
+                "SELECT count(*) FROM kestrel.workflow_executions"
+                " WHERE id = ANY(%s) AND status IN ('success', 'error')",
+                (ids,),
+            ).fetchone()[0]
+            == len(ids)
+        ),
+        timeout=timeout,
+        interval=interval,
+        what=what,
+    )

@@ -52,8 +52,8 @@ T = TypeVar("T")
 # freeze counts into the time (Claimed.fenced_at), and a workflow with a deadline never takes
 # this way. A cancel of a first claim younger than CANCEL_WAITS_FOR_FRESH_CLAIMS_S (by the
 # claim's own statement time, ``started_at``) waits that long before it commits
-# (cancel_execution.sql): so it commits after every first step the claim alone fenced had
-# started, and anything that saw it committed (the workflow's own code included) is followed
+# (lock_live_execution.sql, for a cancel or a pause): so it commits after every first step the
+# claim alone fenced had started, and anything that saw it committed (the workflow's own code included) is followed
 # by a fenced start. The margin covers the two clocks' rates.
 FIRST_STEP_FRESH_S = 0.2
 CANCEL_WAITS_FOR_FRESH_CLAIMS_S = 0.25

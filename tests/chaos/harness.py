@@ -23,8 +23,9 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 
@@ -36,6 +37,9 @@ from .checks import Disruption, Verdict, verify
 from .sampler import LimitSampler
 from .workers import REPO, WorkerPool
 from .workload import DEADLINE_S, LEDGER_DDL, LIMITED_CONCURRENCY, LIMITED_QUEUE
+
+if TYPE_CHECKING:
+    import pytest
 
 PENDING_GATES = """
 SELECT w.execution_id, w.step_id, e.input->>'gate'
@@ -125,6 +129,28 @@ def prepare_database(cluster: LocalCluster, name: str) -> str:
 def run_chaos(cluster: LocalCluster, cfg: ChaosConfig, database: str = "chaos") -> ChaosReport:
     """One chaos run against ``cluster`` (which it restarts); returns the counts and the verdict."""
     return ChaosRun(cluster, cfg, database).run()
+
+
+# The suite's short run (about a minute): pinned here, not left to the defaults (the long run's),
+# because the tests' assertions count its disruptions.
+SHORT_RUN = ChaosConfig(
+    chaos_s=40.0, drain_stall_s=60.0, workers=3, concurrency=4, lease_s=4.0, rate=8.0, restarts=2, stops=2, freezes=2
+)
+
+
+def run_checked(
+    cluster: LocalCluster, cfg: ChaosConfig, *, database: str, title: str, capsys: pytest.CaptureFixture[str]
+) -> ChaosReport:
+    """A chaos run in the suite: its summary printed under ``title``; its invariants must hold
+    (else the violations, the run's log and where the worker logs are)."""
+    lines: list[str] = []
+    report = run_chaos(cluster, replace(cfg, log=lines.append), database=database)
+    with capsys.disabled():
+        print(f"\n{title}: {report.summary()}")
+    assert report.verdict.ok, "\n".join(
+        ["chaos run broke invariants:", *report.verdict.violations[:30], *lines, f"worker logs: {report.log_dir}"]
+    )
+    return report
 
 
 class ChaosRun:

@@ -9,7 +9,7 @@ import pytest
 
 from kestrel_console.embedded_pg import LocalCluster
 
-from .harness import ChaosConfig, run_chaos
+from .harness import SHORT_RUN, run_checked
 
 pytestmark = pytest.mark.slow
 
@@ -18,24 +18,8 @@ def test_nothing_lost_or_doubled_under_kills_stops_freezes_and_restarts(
     private_cluster: LocalCluster,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    lines: list[str] = []
-    cfg = ChaosConfig(
-        chaos_s=40.0,
-        drain_stall_s=60.0,
-        workers=3,
-        concurrency=4,
-        lease_s=4.0,
-        rate=8.0,
-        restarts=2,
-        stops=2,
-        freezes=2,
-        log=lines.append,
-    )
-    report = run_chaos(private_cluster, cfg, database=f"chaos_{uuid.uuid4().hex[:8]}")
-    with capsys.disabled():
-        print(f"\nchaos: {report.summary()}")
-    assert report.verdict.ok, "\n".join(
-        ["chaos run broke invariants:", *report.verdict.violations[:30], *lines, f"worker logs: {report.log_dir}"]
+    report = run_checked(
+        private_cluster, SHORT_RUN, database=f"chaos_{uuid.uuid4().hex[:8]}", title="chaos", capsys=capsys
     )
     # The run did what it claims: every kind of disruption happened, on a real workload.
     assert report.kills >= 5 and report.stops == 2 and report.restarts == 2, report.summary()

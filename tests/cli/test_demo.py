@@ -24,6 +24,7 @@ from psycopg.conninfo import make_conninfo
 
 from kestrel_console.demo.database import DEMO_READER_LOGIN
 from tests.cli.script import console, environment
+from tests.conftest import reachable
 from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -129,14 +130,6 @@ def wait_for_bot(dsn: str, timeout: float = 15) -> list[tuple[str, str]]:
     return wait_for(decisions, timeout, 0.5, "the bot operator to decide a gate")
 
 
-def refuses_connections(dsn: str) -> bool:
-    try:
-        psycopg.connect(dsn, connect_timeout=3).close()
-    except psycopg.OperationalError:
-        return True
-    return False
-
-
 def test_demo_runs_on_its_own_server_and_keeps_its_data(demo_dir: Path) -> None:
     demo = Demo(demo_dir, duration=14)
     try:
@@ -180,7 +173,7 @@ def test_demo_runs_on_its_own_server_and_keeps_its_data(demo_dir: Path) -> None:
     assert code == 0, demo.output()
     assert "--duration 14s reached" in demo.output()
     assert f"KESTREL_READER_DSN='{make_conninfo(dsn, user=DEMO_READER_LOGIN)}'" in demo.output()
-    assert refuses_connections(dsn), "the demo's server still runs after the demo exited"
+    assert not reachable(dsn), "the demo's server still runs after the demo exited"
     assert "password" not in demo.output().lower()
 
     again = Demo(demo_dir, duration=2)
@@ -194,4 +187,4 @@ def test_demo_runs_on_its_own_server_and_keeps_its_data(demo_dir: Path) -> None:
     assert set(first_ids) <= kept, "executions of the first run are gone"
     assert len(kept) > len(first_ids)  # and this run seeded more
     assert "reusing the private PostgreSQL" in again.output()
-    assert refuses_connections(dsn)
+    assert not reachable(dsn)

@@ -8,7 +8,7 @@ import psycopg
 
 from kestrel_core import ChildFailed, Kestrel
 from kestrel_core.workflow.context import Unwind
-from tests.waiting import wait_for
+from tests.waiting import wait_for, wait_waiting_child
 
 
 def done(app: Kestrel, eid: int, timeout: float = 20.0):
@@ -232,12 +232,7 @@ def test_a_cancelled_child_fails_the_waiting_parent(app: Kestrel, db: psycopg.Co
 
     start_worker(app)
     eid = app.enqueue("parent")
-    child = wait_for(
-        lambda: db.execute(
-            "SELECT id FROM workflow_executions WHERE parent_id = %s AND status = 'waiting'", (eid,)
-        ).fetchone(),
-        what="the child to park",
-    )[0]
+    child = wait_waiting_child(db, eid, what="the child to park")
     wait_for(lambda: app.get(eid).status == "waiting", what="the parent to park")
     app.cancel(child, by="bob")
     assert (done(app, eid).status, app.get(eid).output) == ("success", "cancelled")

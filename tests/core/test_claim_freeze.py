@@ -23,7 +23,7 @@ import psycopg
 import pytest
 
 from kestrel_core import Kestrel
-from tests.waiting import wait_for
+from tests.waiting import wait_all_succeeded, wait_for
 from tests.worker_processes import one_worker
 
 LEASE = 2
@@ -70,14 +70,7 @@ def test_a_worker_frozen_after_its_claim_statement_holds_nothing_past_its_lease(
     workers.append(worker(dsn, tmp_path / "other.log", "other", freeze=False))
     # Within the lease, a sweep and the idle-in-transaction bound (2 s) of the freeze (plus
     # the other worker's start): far less than the freeze, which lasts to the end of the test.
-    wait_for(
-        lambda: db.execute(
-            "SELECT count(*) = %s FROM workflow_executions WHERE id = ANY(%s) AND status = 'success'",
-            (len(ids), ids),
-        ).fetchone()[0],
-        timeout=20,
-        what="another worker to run what the frozen one claimed",
-    )
+    wait_all_succeeded(db, ids, timeout=20, what="another worker to run what the frozen one claimed")
     assert stopped(frozen.pid), "the frozen worker must still be stopped"
     print(f"recovered {time.monotonic() - frozen_at:.2f} s after the freeze")
 
@@ -107,14 +100,7 @@ def test_a_claim_transaction_paused_past_its_lease_never_commits_a_lapsed_lease(
         timeout=30,
         what="the paused claim to be recorded",
     )
-    wait_for(
-        lambda: db.execute(
-            "SELECT count(*) = %s FROM workflow_executions WHERE id = ANY(%s) AND status = 'success'",
-            (len(ids), ids),
-        ).fetchone()[0],
-        timeout=30,
-        what="the executions to run",
-    )
+    wait_all_succeeded(db, ids, timeout=30, what="the executions to run")
     assert ledger.execute("SELECT step_id, execution_id FROM public.ledger").fetchall() == [("ended", 0)], (
         "a claim committed after its lease lapsed"
     )

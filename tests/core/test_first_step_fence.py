@@ -24,7 +24,7 @@ import pytest
 from kestrel_core import Kestrel
 from kestrel_core.db import migrate
 from kestrel_core.workflow.context import CANCEL_WAITS_FOR_FRESH_CLAIMS_S, FIRST_STEP_FRESH_S
-from tests.waiting import wait_for
+from tests.waiting import wait_for, wait_leases_lapsed
 from tests.worker_processes import registered_worker, start_worker_process, stop_worker_processes
 
 EXECUTIONS = 5
@@ -130,14 +130,7 @@ def _freeze_before_the_first_step(
         what="every execution to wait before its first step",
     )
     os.kill(proc.pid, signal.SIGSTOP)
-    wait_for(
-        lambda: db.execute(
-            "SELECT bool_and(lease_expires < now()) FROM kestrel.workflow_executions WHERE id = ANY(%s)", (ids,)
-        ).fetchone()[0],
-        timeout=30,
-        interval=0.2,
-        what="the frozen worker's leases to lapse",
-    )
+    wait_leases_lapsed(db, ids)
     return ids
 
 
@@ -221,7 +214,7 @@ def test_a_cancel_of_a_fresh_first_claim_commits_only_once_the_claim_no_longer_f
 
 
 def test_the_cancel_waits_longer_than_a_claim_alone_fences_a_first_step() -> None:
-    text = Path(migrate.__file__).with_name("schema").joinpath("functions", "cancel_execution.sql").read_text()
+    text = Path(migrate.__file__).with_name("schema").joinpath("functions", "lock_live_execution.sql").read_text()
     waits = {float(ms) / 1000 for ms in re.findall(r"interval '(\d+) milliseconds'", text)}
     assert waits == {CANCEL_WAITS_FOR_FRESH_CLAIMS_S}
     assert CANCEL_WAITS_FOR_FRESH_CLAIMS_S >= FIRST_STEP_FRESH_S + 0.05  # the two clocks' margin

@@ -23,7 +23,7 @@ import psycopg
 import pytest
 
 from kestrel_core import Kestrel
-from tests.waiting import wait_for
+from tests.waiting import wait_for, wait_leases_lapsed
 from tests.worker_processes import registered_worker
 
 TRIES = int(os.environ.get("KESTREL_FROZEN_TRIES", "2"))
@@ -58,14 +58,7 @@ def test_a_frozen_worker_requeued_then_resumed_runs_no_step_twice_after_the_resu
         wait_for(lambda: _started_in(ledger, ids, "s0"), timeout=30, what="every execution to start s0")
         os.kill(proc.pid, signal.SIGSTOP)
         try:
-            wait_for(
-                lambda: ledger.execute(
-                    "SELECT bool_and(lease_expires < now()) FROM kestrel.workflow_executions WHERE id = ANY(%s)", (ids,)
-                ).fetchone()[0],
-                timeout=30,
-                interval=0.2,
-                what="the frozen worker's leases to lapse",
-            )
+            wait_leases_lapsed(ledger, ids)
             for eid in ids:
                 app.requeue(eid, by="operator", comment="worker frozen")
             resumed_at = ledger.execute("SELECT clock_timestamp()").fetchone()[0]

@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 
 from kestrel_core import Kestrel
-from tests.waiting import wait_for
+from tests.waiting import wait_all_ended
 
 
 class BadStr(Exception):
@@ -100,18 +100,7 @@ def _register(app: Kestrel, ledger: psycopg.Connection) -> None:
 
 
 def _ended(db: psycopg.Connection, ids: list[int]) -> None:
-    wait_for(
-        lambda: (
-            db.execute(
-                "SELECT count(*) FROM kestrel.workflow_executions"
-                " WHERE id = ANY(%s) AND status IN ('success', 'error')",
-                (ids,),
-            ).fetchone()[0]
-            == len(ids)
-        ),
-        timeout=30,
-        what=f"all {len(ids)} executions to end (none replayed forever)",
-    )
+    wait_all_ended(db, ids, what=f"all {len(ids)} executions to end (none replayed forever)")
 
 
 def test_unprintable_and_unstorable_exceptions_end_in_their_outcome(

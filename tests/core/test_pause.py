@@ -17,7 +17,7 @@ from kestrel_core.engine.worker import Worker
 from tests.core.conftest import ledger_rows
 from tests.core.test_roles import Logins, as_user, logins, refused  # noqa: F401 (fixture)
 from tests.waiting import wait_finished_row as finished
-from tests.waiting import wait_for
+from tests.waiting import wait_for, wait_waiting_child
 
 STATUS = "SELECT status FROM workflow_executions WHERE id = %s"
 
@@ -326,12 +326,7 @@ def test_a_paused_waiting_child_cancelled_with_its_parent_has_its_waits_closed(
 
     start_worker(app)
     eid = app.enqueue("parent", None)
-    child = wait_for(
-        lambda: db.execute(
-            "SELECT id FROM workflow_executions WHERE parent_id = %s AND status = 'waiting'", (eid,)
-        ).fetchone(),
-        what="the child to wait at its gate",
-    )[0]
+    child = wait_waiting_child(db, eid, what="the child to wait at its gate")
     assert app.pause(child, by="alice") == "waiting"
     app.cancel(eid, by="bob")
     assert status(db, child) == "cancelled"

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import NoReturn
@@ -26,7 +27,7 @@ from kestrel_core import ActionRefused, AsyncKestrel, DatabaseUnavailable, Kestr
 from kestrel_core.db.outage import is_outage
 from kestrel_core.dispatch import queues as queues_mod
 from kestrel_core.engine.worker import Worker
-from tests.chaos.harness import ChaosConfig, run_chaos
+from tests.chaos.harness import SHORT_RUN, run_checked
 from tests.conftest import ADMIN_DSN, create_database, drop_at_the_end
 from tests.private_pg import PrivateServer
 from tests.waiting import wait_for
@@ -290,27 +291,16 @@ def test_short_chaos_run_through_the_bouncer(
     private_cluster: PrivateServer, cluster_bouncer: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     database = f"chaos_bouncer_{uuid.uuid4().hex[:8]}"
-    lines: list[str] = []
-    cfg = ChaosConfig(
+    cfg = replace(
+        SHORT_RUN,
         chaos_s=20.0,
-        drain_stall_s=60.0,
         workers=2,
-        concurrency=4,
-        lease_s=4.0,
         rate=6.0,
-        restarts=2,
         stops=1,
-        kill_every_s=(2.0, 4.0),
-        log=lines.append,
         worker_dsn=make_conninfo(cluster_bouncer, dbname=database),
         transaction_pooling=True,
     )
-    report = run_chaos(private_cluster, cfg, database=database)
-    with capsys.disabled():
-        print(f"\nchaos through pgbouncer: {report.summary()}")
-    assert report.verdict.ok, "\n".join(
-        ["chaos run broke invariants:", *report.verdict.violations[:30], *lines, f"worker logs: {report.log_dir}"]
-    )
+    report = run_checked(private_cluster, cfg, database=database, title="chaos through pgbouncer", capsys=capsys)
     assert report.kills >= 2 and report.stops == 1 and report.restarts == 2, report.summary()
     v = report.verdict  # the workload cancels and fails some on purpose (tests/chaos/workload.py)
     assert report.enqueued >= 80 and v.statuses["success"] + v.cancelled + v.failed_as_meant == report.enqueued

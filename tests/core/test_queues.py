@@ -16,7 +16,7 @@ import pytest
 
 from kestrel_core import ActionRefused, Kestrel, NotFound
 from tests.conftest import TablesReset
-from tests.waiting import wait_for, wait_until_none_left
+from tests.waiting import wait_all_succeeded, wait_for, wait_until_none_left
 from tests.worker_processes import start_worker_process as start_worker
 from tests.worker_processes import stop_worker_processes
 
@@ -153,13 +153,7 @@ def rate_per_minute_phase(dsn: str, db: psycopg.Connection) -> dict:
             what=f"{PER_MINUTE} per-minute executions to run",
         )
         probes = [app.enqueue(f"probe-{i}", {}) for i in range(3)]
-    wait_for(
-        lambda: db.execute(
-            "SELECT bool_and(status = 'success') FROM kestrel.workflow_executions WHERE id = ANY(%s)", (probes,)
-        ).fetchone()[0],
-        timeout=30,
-        what="one probe per worker to run",
-    )
+    wait_all_succeeded(db, probes, timeout=30, what="one probe per worker to run")
     starts = [
         r[0]
         for r in db.execute(

@@ -23,7 +23,7 @@ import psycopg
 
 from kestrel_core import Kestrel
 from tests.core.exceptions_app import ASYNC_KINDS, RAISED, SYNC_KINDS
-from tests.waiting import wait_for
+from tests.waiting import wait_all_ended, wait_for
 from tests.worker_processes import start_worker_process, stop_worker_processes
 
 CONCURRENCY = 4
@@ -56,19 +56,7 @@ def test_every_exception_class_a_step_or_workflow_raises_ends_in_its_outcome(
         )
     try:
         ids = list(cases)
-        wait_for(
-            lambda: (
-                ledger.execute(
-                    "SELECT count(*) FROM kestrel.workflow_executions"
-                    " WHERE id = ANY(%s) AND status IN ('success', 'error')",
-                    (ids,),
-                ).fetchone()[0]
-                == len(ids)
-            ),
-            timeout=120,
-            interval=0.2,
-            what=f"all {len(ids)} executions to end",
-        )
+        wait_all_ended(ledger, ids, what=f"all {len(ids)} executions to end", timeout=120, interval=0.2)
         wrong = []
         for eid, (workflow, case) in cases.items():
             got = app.get(eid)

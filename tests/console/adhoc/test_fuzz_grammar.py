@@ -31,26 +31,12 @@ from psycopg.conninfo import make_conninfo
 
 from kestrel_console.adhoc import QueryFailed, QueryRefused, QueryTimeout, run_read_only
 from kestrel_console.adhoc.allowlist import allowed_names
-from tests.conftest import KeptSessions, admin_objects
+from tests.conftest import KeptSessions
+from tests.console.adhoc.session_killers import session_killers
 
-HELPERS = """
-CREATE OR REPLACE FUNCTION kestrel.kill_session(pid integer) RETURNS boolean
-    LANGUAGE sql SECURITY DEFINER AS $$ SELECT pg_terminate_backend(pid) $$;
-CREATE OR REPLACE FUNCTION kestrel.fuzz_concat(a text, b text) RETURNS text
-    LANGUAGE sql SECURITY DEFINER AS $$ SELECT a || b || pg_terminate_backend(
-        (SELECT pid FROM pg_stat_activity WHERE application_name = 'kt-fuzz-victim' LIMIT 1))::text $$;
-DROP OPERATOR IF EXISTS kestrel.+ (text, text);
-CREATE OPERATOR kestrel.+ (LEFTARG = text, RIGHTARG = text, FUNCTION = kestrel.fuzz_concat);
-CREATE OR REPLACE VIEW kestrel.session_killer AS
-    SELECT pid, pg_terminate_backend(pid) AS killed FROM pg_stat_activity WHERE application_name = 'kt-fuzz-victim';
-GRANT SELECT ON kestrel.session_killer TO kestrel_reader;
-"""
-DROP_HELPERS = """
-DROP VIEW IF EXISTS kestrel.session_killer;
-DROP OPERATOR IF EXISTS kestrel.+ (text, text);
-DROP FUNCTION IF EXISTS kestrel.fuzz_concat(text, text);
-DROP FUNCTION IF EXISTS kestrel.kill_session(integer);
-"""
+# An admin's helpers: the concatenation kills the victim inside its expression.
+FUZZ_CONCAT = """LANGUAGE sql SECURITY DEFINER AS $$ SELECT a || b || pg_terminate_backend(
+        (SELECT pid FROM pg_stat_activity WHERE application_name = 'kt-fuzz-victim' LIMIT 1))::text $$"""
 
 # Characters that Python's codec of some client encoding turns into bytes holding ASCII (0x5C
 # mostly), and others from several scripts.
@@ -174,7 +160,7 @@ def plan_calls(plan: object) -> set[str]:
 
 @pytest.fixture
 def world(dsn: str, reader_dsn: str, sessions: KeptSessions) -> Iterator[dict[str, object]]:
-    with admin_objects(dsn, HELPERS, DROP_HELPERS):
+    with session_killers(dsn, "kt-fuzz-victim", "fuzz_concat", FUZZ_CONCAT):
         conns = {
             name: psycopg.connect(make_conninfo(reader_dsn, client_encoding=name, options=options), autocommit=True)
             for name, options in ENCODINGS

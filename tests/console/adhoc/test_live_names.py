@@ -20,33 +20,19 @@ from psycopg.conninfo import conninfo_to_dict
 
 from kestrel_console.adhoc import QueryRefused, run_read_only
 from tests.cli.script import console
-from tests.conftest import KeptSessions, admin_objects
+from tests.conftest import KeptSessions
+from tests.console.adhoc.session_killers import session_killers
 from tests.console.adhoc.test_privileged_login import login  # noqa: F401 (the fixture)
 
-# An admin's helpers, added to the Kestrel schema after Kestrel was installed.
-HELPERS = """
-CREATE OR REPLACE FUNCTION kestrel.kill_session(pid integer) RETURNS boolean
-    LANGUAGE sql SECURITY DEFINER AS $$ SELECT pg_terminate_backend(pid) $$;
-CREATE OR REPLACE FUNCTION kestrel.noisy_concat(a text, b text) RETURNS text
-    LANGUAGE plpgsql SECURITY DEFINER AS $$
+# An admin's helpers (session_killers): the concatenation kills the victim before it returns.
+NOISY_CONCAT = """LANGUAGE plpgsql SECURITY DEFINER AS $$
 BEGIN PERFORM pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'kt-victim';
-RETURN a || b; END $$;
-CREATE OPERATOR kestrel.+ (LEFTARG = text, RIGHTARG = text, FUNCTION = kestrel.noisy_concat);
-CREATE OR REPLACE VIEW kestrel.session_killer AS
-    SELECT pid, pg_terminate_backend(pid) AS killed FROM pg_stat_activity WHERE application_name = 'kt-victim';
-GRANT SELECT ON kestrel.session_killer TO kestrel_reader;
-"""
-DROP_HELPERS = """
-DROP VIEW IF EXISTS kestrel.session_killer;
-DROP OPERATOR IF EXISTS kestrel.+ (text, text);
-DROP FUNCTION IF EXISTS kestrel.noisy_concat(text, text);
-DROP FUNCTION IF EXISTS kestrel.kill_session(integer);
-"""
+RETURN a || b; END $$"""
 
 
 @pytest.fixture
 def helpers(dsn: str) -> Iterator[None]:
-    with admin_objects(dsn, HELPERS, DROP_HELPERS):
+    with session_killers(dsn, "kt-victim", "noisy_concat", NOISY_CONCAT):
         yield
 
 

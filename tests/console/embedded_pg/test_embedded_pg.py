@@ -28,6 +28,7 @@ from kestrel_console.embedded_pg import (
     find_bin_dir,
 )
 from kestrel_core import KestrelError
+from tests.conftest import reachable
 
 AS_ROOT = os.geteuid() == 0
 
@@ -58,14 +59,6 @@ def table(private_cluster: LocalCluster) -> str:
 def rows(cluster: LocalCluster, table: str) -> list[tuple[int]]:
     with psycopg.connect(cluster.dsn, connect_timeout=5) as conn:
         return conn.execute(f"SELECT x FROM {table} ORDER BY x").fetchall()
-
-
-def refuses_connections(cluster: LocalCluster) -> bool:
-    try:
-        psycopg.connect(cluster.dsn, connect_timeout=3).close()
-    except psycopg.OperationalError:
-        return True
-    return False
 
 
 def listening_socket(port: int = 0) -> socket.socket:
@@ -113,7 +106,7 @@ def test_create_database_returns_its_dsn_and_is_idempotent(private_cluster: Loca
 def test_stop_makes_connections_fail_until_started_again(private_cluster: LocalCluster, table: str) -> None:
     private_cluster.stop()
     assert not private_cluster.is_running()
-    assert refuses_connections(private_cluster)
+    assert not reachable(private_cluster.dsn)
     private_cluster.stop()  # already stopped: nothing to do
 
     private_cluster.start()
@@ -140,7 +133,7 @@ def test_kill_crashes_the_server_and_start_recovers_committed_data(private_clust
         with pytest.raises(psycopg.OperationalError):
             conn.execute("SELECT 1")
     assert not private_cluster.is_running()
-    assert refuses_connections(private_cluster)
+    assert not reachable(private_cluster.dsn)
     log_before = private_cluster.log_file.stat().st_size
 
     private_cluster.start()
@@ -153,7 +146,7 @@ def test_kill_crashes_the_server_and_start_recovers_committed_data(private_clust
 
 def test_immediate_stop_also_needs_recovery(private_cluster: LocalCluster, table: str) -> None:
     private_cluster.stop("immediate")
-    assert refuses_connections(private_cluster)
+    assert not reachable(private_cluster.dsn)
     log_before = private_cluster.log_file.stat().st_size
 
     private_cluster.start()
@@ -215,7 +208,7 @@ def test_context_manager_creates_starts_and_stops(scratch_dir: Path) -> None:
         with psycopg.connect(dsn) as conn:
             assert conn.execute("SELECT current_database()").fetchone() == ("kestrel_demo",)
     assert not cluster.is_running()
-    assert refuses_connections(cluster)
+    assert not reachable(cluster.dsn)
     assert any("creating a PostgreSQL" in message for message in messages)
     assert any("starting PostgreSQL" in message for message in messages)
     with pytest.raises(EmbeddedPostgresError, match="call start"):

@@ -40,12 +40,7 @@ BEGIN
         RAISE EXCEPTION 'cannot drop a history range: give its lower bound and a cutoff time'
             USING ERRCODE = 'KS409';
     END IF;
-    -- Checked here, not only by the callers (as prune_finished does): a cutoff in the future
-    -- is every finished execution, however recent (since 0029).
-    IF p_before > clock_timestamp() THEN
-        RAISE EXCEPTION 'cannot drop a history range: the cutoff % is in the future (prune drops what finished before it)',
-            to_char(p_before, 'YYYY-MM-DD HH24:MI:SS TZ') USING ERRCODE = 'KS409';
-    END IF;
+    PERFORM {schema}.refuse_future_cutoff(p_before, 'drop a history range', 'drops');  -- (since 0029)
     SELECT p.hi INTO v_hi FROM {schema}.history_partitions p WHERE p.lo = p_lo FOR UPDATE;
     IF NOT FOUND THEN
         RETURN NULL;

@@ -18,29 +18,10 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
 DECLARE
     e workflow_executions%ROWTYPE;
 BEGIN
-    -- Lock order everywhere: the wait rows, then the execution row.
-    PERFORM 1 FROM workflow_waits
-      WHERE execution_id = p_execution_id AND resolved_at IS NULL FOR UPDATE;
-    SELECT * INTO e FROM workflow_executions WHERE id = p_execution_id FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'cannot pause: no execution with id %', p_execution_id
-            USING ERRCODE = 'KS404', HINT = 'List executions with: kestrel-console list';
-    END IF;
+    e := lock_live_execution(p_execution_id, 'pause', 'Only enqueued, running or waiting executions can be paused.');
     IF e.status = 'paused' THEN
         RAISE EXCEPTION 'cannot pause: execution % is already paused', p_execution_id
             USING ERRCODE = 'KS409', HINT = 'Let it go on with: kestrel-console resume ' || p_execution_id;
-    END IF;
-    IF e.status NOT IN ('enqueued', 'running', 'waiting', 'paused') THEN
-        RAISE EXCEPTION 'cannot pause: execution % already finished (%)', p_execution_id, e.status
-            USING ERRCODE = 'KS409',
-                  HINT = 'Only enqueued, running or waiting executions can be paused.';
-    END IF;
-    -- As cancel_execution: a first claim is the fence of its first step for a moment
-    -- (FIRST_STEP_FRESH_S in workflow/context.py); a pause of a claim younger than that commits
-    -- only once the moment is over, so no step starts under it after the pause committed.
-    IF e.status = 'running' AND e.claims = 1
-       AND clock_timestamp() < e.started_at + interval '250 milliseconds' THEN
-        PERFORM pg_sleep(extract(epoch FROM e.started_at + interval '250 milliseconds' - clock_timestamp()));
     END IF;
     UPDATE workflow_executions
        SET status = 'paused', lease_expires = CASE WHEN e.status = 'running' THEN e.lease_expires END,

@@ -24,11 +24,7 @@ BEGIN
         RAISE EXCEPTION 'cannot prune: give a cutoff time and a batch size between 1 and 100000'
             USING ERRCODE = 'KS409';
     END IF;
-    -- Checked here, not only by the callers: a cutoff in the future is every finished execution.
-    IF p_before > clock_timestamp() THEN
-        RAISE EXCEPTION 'cannot prune: the cutoff % is in the future (prune deletes what finished before it)',
-            to_char(p_before, 'YYYY-MM-DD HH24:MI:SS TZ') USING ERRCODE = 'KS409';
-    END IF;
+    PERFORM refuse_future_cutoff(p_before, 'prune', 'deletes');
     n := 0;
     FOR r IN SELECT b.lo, b.hi FROM batch_ranges() b LOOP
         EXIT WHEN n >= p_limit;
