@@ -17,7 +17,7 @@ from kestrel_core.base.errors import DatabaseUnavailable
 from kestrel_core.base.masking import connection_reason, hide_secrets, mask_dsn, parser_reason, password_is_ambiguous
 from kestrel_core.db.sql_files import statements_beside
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 APPLICATION_NAME = "kestrel"
 
@@ -239,7 +239,7 @@ class OwnSession:
             if not self._prepare:
                 conn.prepare_threshold = None
             for name, value in self._settings.items():
-                conn.execute(sql.SQL(_SQL["set_setting"]).format(name=sql.Identifier(name), value=sql.Literal(value)))
+                conn.execute(sql.SQL(SQL.set_setting).format(name=sql.Identifier(name), value=sql.Literal(value)))
         except BaseException:
             close_quietly(conn)
             raise
