@@ -75,8 +75,10 @@ def parse_statements(text: str, source: str = "<text>") -> Mapping[str, str]:
     return MappingProxyType(found)
 
 
-class Statements(Mapping[str, str]):
-    """The statements of one file, read-only, each also an attribute under its block's name."""
+class Statements:
+    """The statements of one file, read-only, each an attribute under its block's name. No
+    method of its own (a block may be named ``get`` or ``items``): ``in``, ``[]`` and iteration
+    over the names are all it adds."""
 
     __slots__ = ("_by_name", "_source")
     _by_name: Mapping[str, str]
@@ -97,6 +99,9 @@ class Statements(Mapping[str, str]):
 
     def __getitem__(self, name: str) -> str:
         return self._by_name[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._by_name)

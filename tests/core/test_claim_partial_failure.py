@@ -51,7 +51,8 @@ def test_rows_a_claim_took_run_when_a_later_statement_fails(
     if failing == "limited_check":
         # The server refuses it (division by zero), after the fast claim committed its rows.
         failing_check = {"limited_with_work": "SELECT 1 / 0 WHERE %(names)s::text[] IS NOT NULL"}
-        monkeypatch.setattr(limited_claim, "SQL", Statements({**limited_claim.SQL, **failing_check}, "test"))
+        blocks = {name: limited_claim.SQL[name] for name in limited_claim.SQL} | failing_check
+        monkeypatch.setattr(limited_claim, "SQL", Statements(blocks, "test"))
     else:
 
         def claim_limited(*args: Any, **kwargs: Any) -> list[tuple[Any, ...]]:

@@ -43,7 +43,8 @@ def named_statements(package: Any = kestrel_core) -> list[tuple[str, str, str]]:
             files[info.name] = vars(module)["SQL"]
     parts = {name for blocks in files.values() for name in blocks} - set(fragments("kx_schema"))
     for module_name, blocks in files.items():
-        for name, value in blocks.items():
+        for name in blocks:
+            value = blocks[name]
             pasted = set(re.findall(r"\{([a-z_]+)\}", value)) & parts
             if "{schema}" in value and not pasted and (module_name, name) not in COMPOSED:
                 found.append((module_name, f"SQL.{name}", value))
