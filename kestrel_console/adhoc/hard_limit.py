@@ -96,18 +96,11 @@ class HardLimit:
     def _watch(self) -> None:
         if self._sample_until(self._started + self.timeout_s + CANCEL_AFTER_S):
             return
-        if self.used_kb is not None:
-            self.steps.append(f"terminated its session (backend {self._pid})")
-            self._aside(self._terminate)
-            if self._done.wait(ABANDON_AFTER_S):
+        if self.used_kb is None:  # past its time, not its memory: a cancel first
+            self.steps.append("cancelled it")
+            self._aside(lambda: self.conn.cancel_safe(timeout=TERMINATE_AFTER_S))
+            if self._done.wait(TERMINATE_AFTER_S):
                 return
-            self.steps.append("closed the connection")
-            _quietly(self._shut_socket)
-            return
-        self.steps.append("cancelled it")
-        self._aside(lambda: self.conn.cancel_safe(timeout=TERMINATE_AFTER_S))
-        if self._done.wait(TERMINATE_AFTER_S):
-            return
         self.steps.append(f"terminated its session (backend {self._pid})")
         self._aside(self._terminate)
         if self._done.wait(ABANDON_AFTER_S):

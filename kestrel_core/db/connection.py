@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -155,16 +155,10 @@ def make_pool(
         if not prepare:
             conn.prepare_threshold = None
 
-    conninfo = _conninfo(dsn, application_name, connect_timeout=10)
     return ConnectionPool(
-        conninfo,
-        min_size=min_size,
-        max_size=max_size,
         configure=configure,
         check=ConnectionPool.check_connection if check else None,
-        open=False,
-        name=name,
-        timeout=30,
+        **_pool_arguments(dsn, application_name, min_size, max_size, name),
     )
 
 
@@ -184,17 +178,24 @@ def make_async_pool(
         if not prepare:
             conn.prepare_threshold = None
 
-    conninfo = _conninfo(dsn, application_name, connect_timeout=10)
     return AsyncConnectionPool(
-        conninfo,
-        min_size=min_size,
-        max_size=max_size,
         configure=configure,
         check=AsyncConnectionPool.check_connection,
-        open=False,
-        name=name,
-        timeout=30,
+        **_pool_arguments(dsn, application_name, min_size, max_size, name),
     )
+
+
+def _pool_arguments(dsn: str, application_name: str, min_size: int, max_size: int, name: str) -> dict[str, Any]:
+    """What the two pools share: the server, the sizes, opened by their owner, a 30 s checkout."""
+    conninfo = _conninfo(dsn, application_name, connect_timeout=10)
+    return {
+        "conninfo": conninfo,
+        "min_size": min_size,
+        "max_size": max_size,
+        "open": False,
+        "name": name,
+        "timeout": 30,
+    }
 
 
 class ConnectionRunner(Protocol):
