@@ -23,8 +23,10 @@ def _sql_of(reference: str) -> str:
         path = FUNCTIONS / reference
         assert path.is_file(), f"{reference}: no such function file"
         return path.read_text()
-    module, _, name = reference.partition(":")
-    text = getattr(importlib.import_module(module), name, None)
+    module, _, name = reference.partition(":")  # a constant, or ``SQL.name``: a block of its file
+    text: object = importlib.import_module(module)
+    for part in name.split("."):
+        text = getattr(text, part, None)
     assert isinstance(text, str), f"{reference}: no such statement"
     return text
 

@@ -16,7 +16,8 @@ import re
 from pathlib import Path
 
 from kestrel_core import LIVE_STATUSES, STATUSES, TERMINAL_STATUSES
-from kestrel_core.db.statements import QUEUE_IS_LIMITED, VERSION_MATCHES, render
+from kestrel_core.db import statements
+from kestrel_core.db.statements import render
 
 ROOT = Path(__file__).resolve().parent.parent
 # Two or more quoted words in a row, one of them a status: a spelled list (a single
@@ -142,7 +143,8 @@ def test_python_composed_sql_pastes_the_definitions() -> None:
 
 
 def test_the_claim_predicates_are_spelled_once() -> None:
-    assert PREDICATES["queue_is_limited"] in QUEUE_IS_LIMITED and PREDICATES["version_matches"] in VERSION_MATCHES
+    assert PREDICATES["queue_is_limited"] in statements.SQL.queue_is_limited
+    assert PREDICATES["version_matches"] in statements.SQL.version_matches
     spelled = {
         name: sorted(p for p, text in _sql_texts().items() if needle in text and not p.endswith("db/statements.sql"))
         for name, needle in PREDICATES.items()

@@ -32,7 +32,7 @@ import psycopg
 
 from kestrel_core.db import statements_beside
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 HERE = Path(__file__).resolve().parent
 ALLOWED_FILE = HERE / "allowed_functions.txt"
@@ -40,10 +40,6 @@ CATALOG_FILE = HERE / "catalog_functions.txt"
 OPERATORS_FILE = HERE / "allowed_operators.txt"
 TYPES_FILE = HERE / "catalog_types.txt"
 
-CATALOG = _SQL["catalog"]
-VERSION = _SQL["version"]
-OPERATORS = _SQL["operators"]
-TYPES = _SQL["types"]
 
 # Reviewed exclusions: (why, pattern). A name matching any pattern is never allowed, whatever
 # its volatility says.
@@ -112,11 +108,11 @@ def excluded(name: str) -> str | None:
 def build(conn: psycopg.Connection) -> tuple[list[str], list[str], list[str], list[str], str]:
     """(allowed function names, all catalog function names, allowed operators, catalog types,
     server version) from ``conn``'s catalog."""
-    row = conn.execute(VERSION).fetchone()
+    row = conn.execute(SQL.version).fetchone()
     assert row is not None  # a FROM-less SELECT returns one row
     version = row[0]
-    types = [name for (name,) in conn.execute(TYPES)]
-    rows = conn.execute(CATALOG).fetchall()
+    types = [name for (name,) in conn.execute(SQL.types)]
+    rows = conn.execute(SQL.catalog).fetchall()
     catalog = [name for name, _, _ in rows]
     allowed = [
         name
@@ -124,7 +120,7 @@ def build(conn: psycopg.Connection) -> tuple[list[str], list[str], list[str], li
         if (safe_kind or name in REVIEWED_VOLATILE) and not takes_sql and excluded(name) is None
     ]
     allowed_set = set(allowed)
-    operators = [name for name, functions in conn.execute(OPERATORS) if set(functions) <= allowed_set]
+    operators = [name for name, functions in conn.execute(SQL.operators) if set(functions) <= allowed_set]
     return sorted(allowed), sorted(catalog), sorted(operators), sorted(types), version
 
 

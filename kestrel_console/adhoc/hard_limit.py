@@ -34,7 +34,7 @@ from kestrel_core.db import statements_beside
 
 from .backend_memory import MEMORY_LIMIT_MB, BackendMemory, probe
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 __all__ = ["ABANDON_AFTER_S", "CANCEL_AFTER_S", "HARD_GRACE_S", "TERMINATE_AFTER_S", "HardLimit", "QueryTimeout"]
 
@@ -43,7 +43,6 @@ TERMINATE_AFTER_S = 2.0
 ABANDON_AFTER_S = 2.0
 HARD_GRACE_S = CANCEL_AFTER_S + TERMINATE_AFTER_S + ABANDON_AFTER_S
 SAMPLE_S = 0.05
-TERMINATE = _SQL["terminate"]
 
 
 class QueryTimeout(KestrelError):
@@ -97,18 +96,11 @@ class HardLimit:
     def _watch(self) -> None:
         if self._sample_until(self._started + self.timeout_s + CANCEL_AFTER_S):
             return
-        if self.used_kb is not None:
-            self.steps.append(f"terminated its session (backend {self._pid})")
-            self._aside(self._terminate)
-            if self._done.wait(ABANDON_AFTER_S):
+        if self.used_kb is None:  # past its time, not its memory: a cancel first
+            self.steps.append("cancelled it")
+            self._aside(lambda: self.conn.cancel_safe(timeout=TERMINATE_AFTER_S))
+            if self._done.wait(TERMINATE_AFTER_S):
                 return
-            self.steps.append("closed the connection")
-            _quietly(self._shut_socket)
-            return
-        self.steps.append("cancelled it")
-        self._aside(lambda: self.conn.cancel_safe(timeout=TERMINATE_AFTER_S))
-        if self._done.wait(TERMINATE_AFTER_S):
-            return
         self.steps.append(f"terminated its session (backend {self._pid})")
         self._aside(self._terminate)
         if self._done.wait(ABANDON_AFTER_S):
@@ -141,7 +133,7 @@ class HardLimit:
         options = {o.keyword.decode(): o.val.decode() for o in self.conn.pgconn.info if o.val is not None}
         options["connect_timeout"] = str(max(1, int(ABANDON_AFTER_S)))
         with psycopg.connect(make_conninfo(**options), autocommit=True) as other:
-            other.execute(TERMINATE, (self._pid,))
+            other.execute(SQL.terminate, (self._pid,))
 
     def _shut_socket(self) -> None:
         # shutdown() on a duplicate of the descriptor ends the connection for the thread

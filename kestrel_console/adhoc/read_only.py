@@ -17,7 +17,7 @@ login for ad-hoc SQL instead (``--reader-dsn``). A login that cannot assume the 
 refused: ad-hoc SQL runs only as it.
 
 Before the query, the session's lexing settings are pinned for the transaction (client
-encoding UTF8: ``PIN_LEXING``) and the server's own bytes of the text compared with what the
+encoding UTF8: ``pin_lexing``) and the server's own bytes of the text compared with what the
 guard parsed; its names are resolved against the live catalog (``resolve``).
 
 Bounds on the server: ``statement_timeout`` (at most ``MAX_TIMEOUT_MS``, ten minutes: a console
@@ -53,7 +53,7 @@ from .hard_limit import HardLimit, QueryTimeout
 from .reader_role import DEFAULT_READER_ROLE, ReaderStatus, assume_reader, privilege, release_session_state
 from .resolve import check_names, names_of
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -71,7 +71,6 @@ MAX_TIMEOUT_MS = 10 * 60 * 1000
 READER_WORK_MEM = "16MB"
 READER_TEMP_FILE_LIMIT = "256MB"
 _TEMP_FILE_LIMIT_KB = 256 * 1024
-TEMP_FILE_LIMIT_KB = _SQL["temp_file_limit_kb"]
 _NON_ASCII_RUN = re.compile(rb"[\x80-\xff]+")
 
 
@@ -106,13 +105,7 @@ class QueryResult:
         return len(self.rows)
 
 
-BEGIN_READ_ONLY = _SQL["begin_read_only"]
-SET_TRANSACTION_READ_ONLY = _SQL["set_transaction_read_only"]
-SET_LIMITS = _SQL["set_limits"]
-PIN_LEXING = _SQL["pin_lexing"]
-SERVER_BYTES = _SQL["server_bytes"]
 LEXING_SETTINGS = {"client_encoding": "UTF8", "standard_conforming_strings": "on"}
-SET_MEMORY_LIMITS = _SQL["set_memory_limits"]
 
 
 def run_read_only(
@@ -231,7 +224,7 @@ def _begin(
     reader_role: str | None,
     allow_privileged: bool,
 ) -> ReaderStatus | None:
-    conn.execute(BEGIN_READ_ONLY if conn.autocommit else SET_TRANSACTION_READ_ONLY)
+    conn.execute(SQL.begin_read_only if conn.autocommit else SQL.set_transaction_read_only)
     _pin_lexing(conn)
     privileged = privilege(conn, schema)
     if privileged and not allow_privileged:
@@ -241,14 +234,14 @@ def _begin(
             "$KESTREL_READER_DSN), or pass --allow-privileged-sql"
         )
     conn.execute(
-        SET_LIMITS,
+        SQL.set_limits,
         {"statement_timeout": str(timeout_ms), "idle_timeout": str(max(timeout_ms, 1000)), "schema": schema},
     )
     reader = assume_reader(conn, reader_role, schema) if reader_role else None
     if reader is not None and not reader.assumed:
         raise QueryRefused(f"{reader.problem}: ad-hoc SQL runs only as the read-only role {reader.role}")
     limits = conn.execute(
-        SET_MEMORY_LIMITS, {"work_mem": READER_WORK_MEM, "temp_file_limit": READER_TEMP_FILE_LIMIT}
+        SQL.set_memory_limits, {"work_mem": READER_WORK_MEM, "temp_file_limit": READER_TEMP_FILE_LIMIT}
     ).fetchone()
     if reader is not None and limits is not None and limits[2] is None:
         _require_temp_file_limit(conn, reader.role)
@@ -258,11 +251,11 @@ def _begin(
 
 
 def _pin_lexing(conn: psycopg.Connection) -> None:
-    """Pin the settings the server's lexer depends on (``PIN_LEXING``) and check they hold,
+    """Pin the settings the server's lexer depends on (``pin_lexing``) and check they hold,
     as the server reports them to libpq, before the query is encoded and sent."""
     try:
         with conn.transaction():  # a savepoint: a refused conversion leaves the transaction usable
-            row = conn.execute(PIN_LEXING).fetchone()
+            row = conn.execute(SQL.pin_lexing).fetchone()
     except psycopg.Error as exc:
         database = conn.info.parameter_status("server_encoding") or "?"
         raise QueryRefused(
@@ -284,7 +277,7 @@ def _check_server_text(conn: psycopg.Connection, query: str) -> None:
     same ASCII characters in the same places as the text the guard parsed: only those
     (quotes, backslashes, dollars, dashes...) steer a lexer; every other character is a run of
     bytes >= 0x80 on both sides (every server encoding is ASCII-safe)."""
-    row = conn.execute(SERVER_BYTES, {"text": query}).fetchone()
+    row = conn.execute(SQL.server_bytes, {"text": query}).fetchone()
     assert row is not None
     if _ascii_shape(bytes(row[0])) != _ascii_shape(query.encode("utf-8")):
         raise QueryRefused(
@@ -300,7 +293,7 @@ def _ascii_shape(data: bytes) -> bytes:
 def _require_temp_file_limit(conn: psycopg.Connection, role: str) -> None:
     """Without the right to set temp_file_limit the query would run with the server's (no
     limit by default): refuse unless that is already within ``READER_TEMP_FILE_LIMIT``."""
-    row = conn.execute(TEMP_FILE_LIMIT_KB).fetchone()
+    row = conn.execute(SQL.temp_file_limit_kb).fetchone()
     if row is not None and 0 <= int(row[0]) <= _TEMP_FILE_LIMIT_KB:
         return
     raise QueryRefused(
@@ -358,15 +351,6 @@ def _fetch(
         return _describe_columns(conn, cur), rows, cut
 
 
-COLUMNS_OF = _SQL["columns_of"]
-SIZED = _SQL["sized"]
-SIZED_COLUMN = _SQL["sized_column"]
-SIZED_CASE = _SQL["sized_case"]
-
-
-EXPLAIN_LINES = _SQL["explain_lines"]
-
-
 def _fetch_explain(
     conn: psycopg.Connection, query: str, schema: str, limit: int, max_bytes: int, placeholders: bool
 ) -> tuple[list[str], list[tuple], bool]:
@@ -375,7 +359,7 @@ def _fetch_explain(
     text = as_sent(query) if placeholders else query
     tokens = [t for t in pglast.parser.scan(text) if t.name not in ("SQL_COMMENT", "C_COMMENT")]
     body = _statement_body(text[tokens[0].start :]) if tokens else text
-    wrapped = sql.SQL(EXPLAIN_LINES).format(schema=sql.Identifier(schema)).as_string(conn)
+    wrapped = sql.SQL(SQL.explain_lines).format(schema=sql.Identifier(schema)).as_string(conn)
     limit_bytes = min(int(max_bytes), 2**31 - 1)
     params = {"statement": body, "max_bytes": limit_bytes}
     return _fetch(conn, wrapped, params, limit, max_bytes, names=["QUERY PLAN"])
@@ -400,7 +384,7 @@ class _Shifted(Exception):
 
 
 def _column_names(conn: psycopg.Connection, query: str, params: Mapping[str, Any] | None) -> list[str]:
-    wrapped = COLUMNS_OF.format(body=_statement_body(query))
+    wrapped = SQL.columns_of.format(body=_statement_body(query))
     with conn.cursor() as cur:
         try:
             cur.execute(sql.SQL(wrapped), params)
@@ -412,10 +396,10 @@ def _column_names(conn: psycopg.Connection, query: str, params: Mapping[str, Any
 
 
 def _sized_query(query: str, count: int, max_bytes: int) -> str:
-    cases = ", ".join(SIZED_CASE.format(limit=int(max_bytes), i=i) for i in range(count))
+    cases = ", ".join(SQL.sized_case.format(limit=int(max_bytes), i=i) for i in range(count))
     columns = ", ".join(f"c{i}" for i in range(count))
-    sizes = " + ".join(SIZED_COLUMN.format(i=i) for i in range(count))
-    return SIZED.format(cases=cases, sizes=sizes, columns=columns, body=_statement_body(query))
+    sizes = " + ".join(SQL.sized_column.format(i=i) for i in range(count))
+    return SQL.sized.format(cases=cases, sizes=sizes, columns=columns, body=_statement_body(query))
 
 
 def _size(value: Any) -> int:

@@ -32,11 +32,10 @@ from psycopg import sql
 
 from kestrel_core.db import DEFAULT_READER_ROLE, statements_beside
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 __all__ = ["DEFAULT_READER_ROLE", "ReaderStatus", "assume_reader", "privilege", "release_session_state"]
 
-ASSUME = _SQL["assume"]
 # Predefined roles whose members hold server-side powers no SET ROLE takes away: the session
 # may switch back to its login (set_config('role', ...), which only layer 1 refuses), and then
 # signal other sessions, read or write the server's files, run programs, read or write every
@@ -54,9 +53,7 @@ SERVER_POWERS = (
     "pg_read_all_stats",
     "pg_stat_scan_tables",
 )
-PRIVILEGE = _SQL["privilege"]
-RELEASE = _SQL["release"]
-DEALLOCATE = sql.SQL(_SQL["deallocate"])
+DEALLOCATE = sql.SQL(SQL.deallocate)
 
 
 @dataclass(frozen=True)
@@ -87,7 +84,7 @@ class ReaderStatus:
 
 def assume_reader(conn: psycopg.Connection, role: str, schema: str) -> ReaderStatus:
     """``SET LOCAL ROLE role`` in the current transaction when the login may; say how it went."""
-    row = conn.execute(ASSUME, {"role": role, "schema": schema}).fetchone()
+    row = conn.execute(SQL.assume, {"role": role, "schema": schema}).fetchone()
     assert row is not None
     login, superuser, exists, member, usage, _ = row
     problem = None
@@ -104,7 +101,7 @@ def privilege(conn: psycopg.Connection, schema: str) -> str | None:
     """What makes this login more than the read-only role can contain ("login postgres is a
     superuser", "login bob may become role admin, which has CREATEROLE", "login app owns table
     kestrel.queues"), or None."""
-    row = conn.execute(PRIVILEGE, {"powers": list(SERVER_POWERS), "schema": schema}).fetchone()
+    row = conn.execute(SQL.privilege, {"powers": list(SERVER_POWERS), "schema": schema}).fetchone()
     if row is None:
         return None
     login, role, what = row
@@ -126,7 +123,7 @@ def release_session_state(conn: psycopg.Connection) -> None:
         return
     for attempt in (1, 2):  # a cancel meant for the query may land on this statement instead
         try:
-            row = conn.execute(RELEASE).fetchone()
+            row = conn.execute(SQL.release).fetchone()
             for name in (row[1] if row else None) or []:
                 conn.execute(DEALLOCATE.format(name=sql.Identifier(name)))
             return

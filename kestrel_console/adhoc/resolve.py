@@ -25,7 +25,6 @@ counts, not only the one the server would pick: that is the server's choice, mad
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 import psycopg
@@ -37,6 +36,8 @@ from kestrel_core.db import statements_beside
 
 from .allowlist import FILE_VIEWS, allowed_names
 from .guard import QueryRefused, walk
+
+SQL = statements_beside(__file__)
 
 __all__ = ["Names", "check_names", "names_of"]
 
@@ -55,11 +56,6 @@ class Names:
     operators: set[str] = field(default_factory=lambda: set(IMPLICIT_OPERATORS))
     types: set[str] = field(default_factory=set)
     relations: set[tuple[str | None, str]] = field(default_factory=set)
-
-
-@cache
-def _resolve_sql() -> str:
-    return statements_beside(__file__)["resolve_names"]
 
 
 def _strings(items: Any) -> list[str]:
@@ -102,7 +98,7 @@ def check_names(conn: psycopg.Connection, names: Names, schema: str, _depth: int
     row security policies of the Kestrel schema are checked as queries, in turn."""
     relations = sorted(names.relations, key=lambda r: (r[0] or "", r[1]))
     rows = conn.execute(
-        _resolve_sql(),
+        SQL.resolve_names,
         {
             "functions": sorted(names.functions),
             "operators": sorted(names.operators),
@@ -131,11 +127,7 @@ def check_names(conn: psycopg.Connection, names: Names, schema: str, _depth: int
 
 def _policy_query(expression: str) -> str:
     """A policy's USING expression as a query the guard checks (text from the catalog, never run)."""
-    return (
-        sql.SQL(statements_beside(__file__)["policy_query"].strip())
-        .format(expression=sql.SQL(expression))
-        .as_string(None)
-    )
+    return sql.SQL(SQL.policy_query.strip()).format(expression=sql.SQL(expression)).as_string(None)
 
 
 def _check_definition(

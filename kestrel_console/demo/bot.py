@@ -18,12 +18,10 @@ from kestrel_core.db import render, statements_beside
 
 from .background import BackgroundLoop
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 BOT_NAME = "demo-bot"
 LEFT_FOR_HUMANS = "critical"
-
-PENDING_GATES = _SQL["pending_gates"]
 
 
 class BotOperator(BackgroundLoop):
@@ -52,7 +50,7 @@ class BotOperator(BackgroundLoop):
         """Decide every gate due now; returns how many were decided."""
         with self.app.connection() as conn:
             gates = conn.execute(
-                render(PENDING_GATES, self.app.schema),
+                render(SQL.pending_gates, self.app.schema),
                 {
                     "workflow": self.workflow,
                     "left_for_humans": LEFT_FOR_HUMANS,

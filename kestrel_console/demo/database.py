@@ -25,17 +25,16 @@ from kestrel_console.embedded_pg import LocalCluster, default_data_dir
 from kestrel_core import KestrelError
 from kestrel_core.db import DEFAULT_READER_ROLE, connect, describe_target, statements_beside
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 DEMO_DATABASE = "kestrel_demo"
 # Beside the server's own files: the pid of the demo that started the server.
 DEMO_PID_FILE = "kestrel_demo.pid"
-DROP_SCHEMA = sql.SQL(_SQL["drop_schema"])
+DROP_SCHEMA = sql.SQL(SQL.drop_schema)
 # The login the demo's ad-hoc SQL runs on (trust authentication on 127.0.0.1: no password).
 DEMO_READER_LOGIN = "kestrel_demo_reader"
-LOGIN_EXISTS = _SQL["login_exists"]
-CREATE_LOGIN = sql.SQL(_SQL["create_login"])
-GRANT_ROLE = sql.SQL(_SQL["grant_role"])
+CREATE_LOGIN = sql.SQL(SQL.create_login)
+GRANT_ROLE = sql.SQL(SQL.grant_role)
 
 
 class DemoRefused(KestrelError):
@@ -103,7 +102,7 @@ def reader_login(dsn: str, login: str = DEMO_READER_LOGIN, role: str = DEFAULT_R
     ident = {"login": sql.Identifier(login), "role": sql.Identifier(role)}
     with connect(dsn, application_name="kestrel-console demo", connect_timeout=5, autocommit=True) as conn:
         try:
-            if conn.execute(LOGIN_EXISTS, (login,)).fetchone() is None:
+            if conn.execute(SQL.login_exists, (login,)).fetchone() is None:
                 conn.execute(CREATE_LOGIN.format(**ident))
             else:
                 conn.execute(GRANT_ROLE.format(**ident))

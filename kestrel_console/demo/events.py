@@ -21,13 +21,11 @@ import psycopg
 from kestrel_core import STATUSES, Kestrel, KestrelError, mask_dsn
 from kestrel_core.db import one_row, render, statements_beside
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 ENGINE_LOGGER = "kestrel"
 DRIVER_LOGGER = "psycopg"  # the pools warn there when the database goes away
 
-STATUS_COUNTS = _SQL["status_counts"]
-PENDING_APPROVALS = _SQL["pending_approvals"]
 
 _FIELD = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\S+)")
 _QUIET_EVENTS = {"claimed", "worker_started", "worker_stopped", "shutdown_requested", "waits_due"}
@@ -51,9 +49,9 @@ class EventPrinter:
         """One line: how many executions are in each status, and open approvals."""
         try:
             with app.connection() as conn:
-                counts = dict(conn.execute(render(STATUS_COUNTS, app.schema)).fetchall())
-                row = conn.execute(render(PENDING_APPROVALS, app.schema)).fetchone()
-                pending = one_row(row, "PENDING_APPROVALS")[0]
+                counts = dict(conn.execute(render(SQL.status_counts, app.schema)).fetchall())
+                row = conn.execute(render(SQL.pending_approvals, app.schema)).fetchone()
+                pending = one_row(row, "pending_approvals")[0]
         except (KestrelError, psycopg.Error) as exc:
             self(f"summary unavailable: {str(exc).strip()}")
             return

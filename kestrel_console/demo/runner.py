@@ -33,10 +33,8 @@ from .events import EventPrinter, silence_engine_logs, worker_events_printed
 from .trickle import Trickle, seed
 from .workflows import REMEDIATE, build_app
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
-RUN_TIME = _SQL["run_time"]
-EARLIER_RUNS = _SQL["earlier_runs"]
 WORKER_LEASE = timedelta(seconds=10)
 STOP_GRACE = timedelta(seconds=3)
 TUI_MODULE = "kestrel_console.cli.tui_command"
@@ -200,7 +198,7 @@ class DemoServices:
             self.app.migrate()
         self.stop_signals.checkpoint()
         with self.app.connection() as conn:
-            earlier = one_row(conn.execute(render(EARLIER_RUNS, self.app.schema)).fetchone(), "EARLIER_RUNS")[0]
+            earlier = one_row(conn.execute(render(SQL.earlier_runs, self.app.schema)).fetchone(), "earlier_runs")[0]
         if earlier:
             self.progress(f"{earlier} executions of earlier runs are kept (--fresh starts from empty)")
         with self.progress.spinning("starting workers"):
@@ -229,7 +227,7 @@ class DemoServices:
         """Seconds from the execution's start to its finish, None if unknown."""
         try:
             with self.app.connection() as conn:
-                row = conn.execute(render(RUN_TIME, self.app.schema), {"id": execution_id}).fetchone()
+                row = conn.execute(render(SQL.run_time, self.app.schema), {"id": execution_id}).fetchone()
         except (KestrelError, psycopg.Error):
             return None
         return None if row is None else row[0]

@@ -33,7 +33,7 @@ from .process import (
     send_signal,
 )
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 SUPERUSER = "postgres"
 LOG_NAME = "server.log"
@@ -42,9 +42,8 @@ STOP_MODES = ("smart", "fast", "immediate")
 MAX_SOCKET_PATH = 107  # sun_path is 108 bytes on Linux, including the final NUL
 PORT_CLASH = "Address already in use"
 
-DATABASE_EXISTS = _SQL["database_exists"]
-CREATE_DATABASE = sql.SQL(_SQL["create_database"])
-DROP_DATABASE = sql.SQL(_SQL["drop_database"])
+CREATE_DATABASE = sql.SQL(SQL.create_database)
+DROP_DATABASE = sql.SQL(SQL.drop_database)
 
 _REMEMBERED_PORT = re.compile(r"^port = (\d+)\s*$", re.MULTILINE)
 _SERVER_VERSION = re.compile(r"\(PostgreSQL\) (\d+)(?:\.(\d+))?")
@@ -285,7 +284,7 @@ class LocalCluster:
                 f"PostgreSQL in {self.data_dir} is not running: call start() before create_database()"
             )
         with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
-            if conn.execute(DATABASE_EXISTS, (name,)).fetchone() is None:
+            if conn.execute(SQL.database_exists, (name,)).fetchone() is None:
                 try:
                     conn.execute(CREATE_DATABASE.format(sql.Identifier(name)))
                 except psycopg.errors.DuplicateDatabase:

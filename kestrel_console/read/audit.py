@@ -18,9 +18,8 @@ from kestrel_core.db import statements_beside
 from .search import MAX_ID, span_seconds
 from .session import ReaderSession
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
-AUDIT = _SQL["audit"]
 
 AUDIT_KEYS = ("action:", "by:", "id:", "since:")
 _WORD = re.compile(r"[a-z_]+")
@@ -124,4 +123,4 @@ class AuditReads(ReaderSession):
         """Operator actions matching ``where``, newest first; ``before_id`` pages back (the
         smallest id of the page before)."""
         params = {**(where or AuditFilter()).params(), "limit": limit, "before_id": before_id or MAX_ID}
-        return self._rows("audit", AUDIT, params)
+        return self._rows("audit", SQL.audit, params)

@@ -15,12 +15,10 @@ from ..humanize import duration
 from .session import DEFAULT_DEAD_AFTER_S, ReaderSession
 from .workers import live_versions_text
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 # The console's duration, as a sentence says it: whole seconds, never negative, '?' unknown.
 in_words = partial(duration, subsecond=False, clamp=True, missing="?")
-
-BLOCKER_FACTS = _SQL["blocker_facts"]
 
 
 def _when(value: datetime | None) -> str:
@@ -44,7 +42,7 @@ def _decide_hint(f: dict[str, Any], cli: bool) -> str:
 
 
 def describe_blocker(f: dict[str, Any], *, dead_after_s: float = DEFAULT_DEAD_AFTER_S, cli: bool = False) -> str | None:
-    """The one sentence that says why an execution is not moving, from BLOCKER_FACTS' row.
+    """The one sentence that says why an execution is not moving, from blocker_facts' row.
 
     What fixes it is named as the TUI's key (``(e)``), or with ``cli`` as the command to run
     (``kestrel-console requeue 42``): the CLI never prints a key it does not have."""
@@ -189,7 +187,7 @@ class BlockerReads(ReaderSession):
     def blocker(self, execution_id: int, *, cli: bool = False) -> str | None:
         """Why this execution is not moving, in one sentence; None if it is moving or done.
         ``cli``: what fixes it is named as a command, not as a TUI key."""
-        rows = self._rows("blocker", BLOCKER_FACTS, {"id": execution_id, "dead_after": self.dead_after_s})
+        rows = self._rows("blocker", SQL.blocker_facts, {"id": execution_id, "dead_after": self.dead_after_s})
         if not rows:
             return None
         return describe_blocker(rows[0], dead_after_s=self.dead_after_s, cli=cli)

@@ -24,16 +24,8 @@ from psycopg import sql
 from kestrel_core.db import statements_beside
 
 from .live_rows import LIVE, LivePart, live_ctes, ordered
-from .overview import (
-    ACTIVITY_PART,
-    APPROVALS_SUMMARY,
-    ERRORS_SINCE,
-    PAUSED_QUEUES,
-    QUEUE_DEPTH_PART,
-    STATUS_COUNTS_PART,
-    activity_params,
-    counts_by_status,
-)
+from .overview import ACTIVITY_PART, QUEUE_DEPTH_PART, STATUS_COUNTS_PART, activity_params, counts_by_status
+from .overview import SQL as OVERVIEW_SQL
 from .session import Part, ReaderSession
 from .workers import (
     DEFAULT_BEAT_S,
@@ -44,7 +36,7 @@ from .workers import (
     worker_state,
 )
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 # The parts of the one statement, each with its rows in the order its separate read returns them.
 PARTS: tuple[LivePart, ...] = (
@@ -89,21 +81,21 @@ def _statement() -> str:
     selects: list[sql.Composable] = []
     for p in PARTS:
         name = sql.SQL(p.name)
-        window = sql.SQL(_SQL["window_order"]).format(order=sql.SQL(p.order)) if p.order else sql.SQL("")
+        window = sql.SQL(SQL.window_order).format(order=sql.SQL(p.order)) if p.order else sql.SQL("")
         rows = ordered(p) if p.limit else p.body
-        part_rows = sql.SQL(_SQL["part_rows"]).format(name=name, window=window, rows=sql.SQL(rows))
+        part_rows = sql.SQL(SQL.part_rows).format(name=name, window=window, rows=sql.SQL(rows))
         ctes.append(part_rows.as_string(None))
         held = {slot: column for column, slot in SLOTS_OF[p.name]}
         values = sql.SQL(", ").join(
-            sql.SQL(_SQL["slot_column"]).format(column=sql.SQL(held[slot]), type=sql.SQL(t), slot=sql.SQL(slot))
+            sql.SQL(SQL.slot_column).format(column=sql.SQL(held[slot]), type=sql.SQL(t), slot=sql.SQL(slot))
             if slot in held
-            else sql.SQL(_SQL["slot_null"]).format(type=sql.SQL(t), slot=sql.SQL(slot))
+            else sql.SQL(SQL.slot_null).format(type=sql.SQL(t), slot=sql.SQL(slot))
             for slot, t in _slot_list
         )
-        selects.append(sql.SQL(_SQL["part_select"]).format(part=sql.Literal(p.name), values=values, name=name))
+        selects.append(sql.SQL(SQL.part_select).format(part=sql.Literal(p.name), values=values, name=name))
     return (
-        sql.SQL(_SQL["dashboard_live"])
-        .format(ctes=sql.SQL(",\n".join(ctes)), selects=sql.SQL(_SQL["union_all"]).join(selects))
+        sql.SQL(SQL.dashboard_live)
+        .format(ctes=sql.SQL(",\n".join(ctes)), selects=sql.SQL(SQL.union_all).join(selects))
         .as_string(None)
     )
 
@@ -140,9 +132,9 @@ class DashboardReads(ReaderSession):
         }
         parts: list[Part] = [
             ("live", DASHBOARD_LIVE, live),
-            ("approvals_summary", APPROVALS_SUMMARY, None),
-            ("errors_last_hour", ERRORS_SINCE, {"seconds": errors_window_s}),
-            ("paused_queues", PAUSED_QUEUES, {"limit": PAUSED_QUEUES_SHOWN}),
+            ("approvals_summary", OVERVIEW_SQL.approvals_summary, None),
+            ("errors_last_hour", OVERVIEW_SQL.errors_since, {"seconds": errors_window_s}),
+            ("paused_queues", OVERVIEW_SQL.paused_queues, {"limit": PAUSED_QUEUES_SHOWN}),
         ]
         out = self._snapshot("dashboard", parts, prepared=True)
         out.update(unpack(out.pop("live")))

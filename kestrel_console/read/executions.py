@@ -15,37 +15,24 @@ from .search import ExecutionFilter
 from .session import ReaderSession
 from .workflow_match import describe_unknown_workflow, prefix_params
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 # The executions list shows at most this many rows per page.
 MAX_LIMIT = 10_000
 
-SEARCH = _SQL["search"]
-IDS = _SQL["ids"]
-WHOLE_TABLE = _SQL["whole_table"]
-TEXT_WINDOW = _SQL["text_window"]
-TEXT_MATCH = _SQL["text_match"]
 # Each key's condition on ``e``. The workflow filter is a case-sensitive prefix: a range on the
 # (workflow_name, id) index, checked exactly by LIKE (``workflow_match.prefix_params``). A time
-# window is an id range (ID_BOUNDS) and the exact times within it.
+# window is an id range (id_bounds) and the exact times within it.
 KEY_CONDITIONS = {
-    "status": _SQL["key_status"],
-    "workflow": _SQL["key_workflow"],
-    "id": _SQL["key_id"],
-    "key": _SQL["key_key"],
-    "before": _SQL["key_before"],
-    "from": _SQL["key_from"],
-    "until": _SQL["key_until"],
+    "status": SQL.key_status,
+    "workflow": SQL.key_workflow,
+    "id": SQL.key_id,
+    "key": SQL.key_key,
+    "before": SQL.key_before,
+    "from": SQL.key_from,
+    "until": SQL.key_until,
 }
-INPUT_CONTAINS = _SQL["input_contains"]
-NO_CONDITION = _SQL["no_condition"]
-ID_BOUNDS = _SQL["id_bounds"]
 WINDOW_SKEW = "5 minutes"
-EXPLAIN_JSON = _SQL["explain_json"]
-WORKFLOW_NAMES = _SQL["workflow_names"]
-EXECUTION = _SQL["execution"]
-BRIEF = _SQL["brief"]
-STEPS = _SQL["steps"]
 
 
 def search_statement(
@@ -59,7 +46,7 @@ def search_statement(
 ) -> tuple[str, dict[str, Any]]:
     """The statement (with ``{schema}`` left to fill) and parameters of one page of ``f``.
 
-    ``bounds``: ID_BOUNDS' row for ``f``'s time window (``from_at``, ``from_id``, ``until_at``,
+    ``bounds``: id_bounds' row for ``f``'s time window (``from_at``, ``from_id``, ``until_at``,
     ``until_id``; None where the window is open). ``limit`` None: every row. Only conditions of keys that are set are
     written, so each plan is made for the keys at hand. ``ids_only``: the ids, workflows and
     statuses of every row selected (IDS: a bulk action's preview), ``limit`` rows at most.
@@ -86,7 +73,7 @@ def search_statement(
         add("workflow", **prefix_params(f.workflow, exact=f.exact))
     for i, match in enumerate(f.inputs):
         name = f"input_{i}"
-        conditions.append(sql.SQL(INPUT_CONTAINS).format(documents=sql.Placeholder(name)))
+        conditions.append(sql.SQL(SQL.input_contains).format(documents=sql.Placeholder(name)))
         params[name] = match.documents()
     if before_id is not None:
         add("before", before_id=int(before_id))
@@ -95,18 +82,18 @@ def search_statement(
             add("from", from_id=bounds["from_id"], from_at=bounds["from_at"])
         if bounds.get("until_at") is not None:
             add("until", until_id=bounds["until_id"], until_at=bounds["until_at"])
-    where = sql.SQL(_SQL["condition_join"]).join(conditions) if conditions else sql.SQL(NO_CONDITION)
+    where = sql.SQL(SQL.condition_join).join(conditions) if conditions else sql.SQL(SQL.no_condition)
     schema = sql.SQL("{schema}")
-    source: sql.Composable = sql.SQL(WHOLE_TABLE)
+    source: sql.Composable = sql.SQL(SQL.whole_table)
     if f.text:
-        source, where = sql.SQL(TEXT_WINDOW).format(schema=schema, where=where), sql.SQL(TEXT_MATCH)
+        source, where = sql.SQL(SQL.text_window).format(schema=schema, where=where), sql.SQL(SQL.text_match)
         params.update(text=f.text, text_window=TEXT_WINDOW_ROWS)
-    statement = sql.SQL(IDS if ids_only else SEARCH).format(source=source, where=where, schema=schema)
+    statement = sql.SQL(SQL.ids if ids_only else SQL.search).format(source=source, where=where, schema=schema)
     return statement.as_string(None), params
 
 
 def bounds_params(f: ExecutionFilter) -> dict[str, Any]:
-    """ID_BOUNDS' parameters for ``f``'s window (since: and from: a span ago: the later wins)."""
+    """id_bounds' parameters for ``f``'s window (since: and from: a span ago: the later wins)."""
     start, end = f.start_moment, f.end_moment
     agos = [s for s in (f.since_s, start.ago_s if start else None) if s is not None]
     return {
@@ -168,20 +155,20 @@ class ExecutionReads(ReaderSession):
         return self._rows("selected", statement, {**params, "limit": limit})
 
     def id_bounds(self, f: ExecutionFilter) -> dict[str, Any]:
-        """``f``'s time window as ids and times (ID_BOUNDS): from_at, from_id, until_at, until_id."""
-        return self._rows("id_bounds", ID_BOUNDS, bounds_params(f))[0]
+        """``f``'s time window as ids and times (id_bounds): from_at, from_id, until_at, until_id."""
+        return self._rows("id_bounds", SQL.id_bounds, bounds_params(f))[0]
 
     def estimate_executions(self, f: ExecutionFilter) -> int:
         """The planner's estimate of how many executions ``f`` selects (no scan: a count of a
         big history would read it all). Free text is estimated for its window."""
         bounds = self.id_bounds(f) if f.windowed else None
         statement, params = search_statement(f, limit=None, bounds=bounds)
-        plan = self._rows("estimate", EXPLAIN_JSON + statement, params)[0]["QUERY PLAN"]
+        plan = self._rows("estimate", SQL.explain_json + statement, params)[0]["QUERY PLAN"]
         return int(plan[0]["Plan"]["Plan Rows"])
 
     def workflow_names(self) -> list[str]:
         """Every workflow name with executions (live or finished) or registered by a worker."""
-        return [r["workflow_name"] for r in self._rows("workflow_names", WORKFLOW_NAMES)]
+        return [r["workflow_name"] for r in self._rows("workflow_names", SQL.workflow_names)]
 
     def unknown_workflow(self, prefix: str) -> str | None:
         """None if some known workflow name starts with ``prefix``; else the sentence to show:
@@ -190,14 +177,14 @@ class ExecutionReads(ReaderSession):
 
     def execution(self, execution_id: int) -> dict[str, Any] | None:
         """Every column of one execution (plus age_s, duration_s), or None."""
-        rows = self._rows("execution", EXECUTION, {"id": execution_id})
+        rows = self._rows("execution", SQL.execution, {"id": execution_id})
         return rows[0] if rows else None
 
     def brief(self, execution_id: int) -> dict[str, Any] | None:
         """id, workflow and status of one execution (None: pruned), as a link names it."""
-        rows = self._rows("brief", BRIEF, {"id": execution_id})
+        rows = self._rows("brief", SQL.brief, {"id": execution_id})
         return rows[0] if rows else None
 
     def steps(self, execution_id: int) -> list[dict[str, Any]]:
         """The execution's checkpoints (finished steps and decided waits), in start order."""
-        return self._rows("steps", STEPS, {"id": execution_id})
+        return self._rows("steps", SQL.steps, {"id": execution_id})

@@ -62,7 +62,7 @@ SELECT e.id, e.workflow_name, e.status, e.created_at
                     WHERE w.execution_id = e.id AND strpos(lower(w.step_id), lower(%(text)s::text)) > 0 OFFSET 0))
 
 -- name: condition_join
--- Between the keys' conditions (KEY_CONDITIONS, INPUT_CONTAINS): every one holds.
+-- Between the keys' conditions (KEY_CONDITIONS, input_contains): every one holds.
 AND
 
 -- name: input_contains

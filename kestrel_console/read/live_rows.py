@@ -19,18 +19,18 @@ from psycopg import sql
 
 from kestrel_core.db import statements_beside
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 # The live rows, each status through its partial index. Enqueued executions are counted from
 # executions_ready (one narrow row per enqueued execution, migration 0015); a ready row can be
 # stale (overview.py, QUEUE_DEPTH), so the parts that name executions count them from
 # workflow_executions.
 LIVE: dict[str, str] = {
-    "running": _SQL["running"],
-    "waiting": _SQL["waiting"],
-    "paused": _SQL["paused"],
-    "ready": _SQL["ready"],
-    "finished": _SQL["finished"],
+    "running": SQL.running,
+    "waiting": SQL.waiting,
+    "paused": SQL.paused,
+    "ready": SQL.ready,
+    "finished": SQL.finished,
 }
 
 
@@ -56,7 +56,7 @@ class LivePart:
 
 def live_ctes(names: tuple[str, ...], *, materialized: bool) -> str:
     """The ``LIVE`` CTEs of ``names`` (in LIVE's order), without ``WITH``."""
-    cte = sql.SQL(_SQL["live_cte_materialized"] if materialized else _SQL["live_cte"])
+    cte = sql.SQL(SQL.live_cte_materialized if materialized else SQL.live_cte)
     return ",\n".join(
         cte.format(name=sql.SQL(name), body=sql.SQL(body)).as_string(None)
         for name, body in LIVE.items()
@@ -68,15 +68,13 @@ def ordered(part: LivePart) -> str:
     """The part's body with its order and limit."""
     rows: sql.Composable = sql.SQL(part.body)
     if part.order:
-        rows = sql.SQL(_SQL["ordered"]).format(body=rows, order=sql.SQL(part.order))
+        rows = sql.SQL(SQL.ordered).format(body=rows, order=sql.SQL(part.order))
     if part.limit:
-        rows = sql.SQL(_SQL["limited"]).format(rows=rows, limit=sql.SQL(part.limit))
+        rows = sql.SQL(SQL.limited).format(rows=rows, limit=sql.SQL(part.limit))
     return rows.as_string(None)
 
 
 def statement(part: LivePart) -> str:
     """The part read alone: the live CTEs it reads (inlined), its own CTEs, its rows in order."""
     ctes = [c for c in (live_ctes(part.reads, materialized=False), part.ctes.strip()) if c]
-    return (
-        sql.SQL(_SQL["part_alone"]).format(ctes=sql.SQL(",\n".join(ctes)), rows=sql.SQL(ordered(part))).as_string(None)
-    )
+    return sql.SQL(SQL.part_alone).format(ctes=sql.SQL(",\n".join(ctes)), rows=sql.SQL(ordered(part))).as_string(None)

@@ -19,24 +19,17 @@ from typing import Any
 
 from kestrel_core.db import statements_beside
 
-from .overview import APPROVALS_SUMMARY
-from .replica import REPLICA_STATE, ReplicaReads, ReplicaState, on_data_clock
+from .overview import SQL as OVERVIEW_SQL
+from .replica import SQL as REPLICA_SQL
+from .replica import ReplicaReads, ReplicaState, on_data_clock
 from .session import Part
 from .workers import DEFAULT_BEAT_S, WORKERS, worker_state
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
-READY = _SQL["ready"]
-RUNNING = _SQL["running"]
-WAITING = _SQL["waiting"]
-PAUSED = _SQL["paused"]
-FINISHED = _SQL["finished"]
-PENDING_APPROVALS_BY_WORKFLOW = _SQL["pending_approvals_by_workflow"]
-QUEUE_LIMITS = _SQL["queue_limits"]
-LIVE_WORKERS = _SQL["live_workers"]
-UNTIL = on_data_clock(_SQL["until"]) + _SQL["until_now_column"]
-FINISHED_SINCE = on_data_clock(_SQL["finished_since"])
-ATTEMPTS_SINCE = on_data_clock(_SQL["attempts_since"])
+UNTIL = on_data_clock(SQL.until) + SQL.until_now_column
+FINISHED_SINCE = on_data_clock(SQL.finished_since)
+ATTEMPTS_SINCE = on_data_clock(SQL.attempts_since)
 
 
 class OperationsReads(ReplicaReads):
@@ -61,18 +54,18 @@ class OperationsReads(ReplicaReads):
         """
         settle = {"settle": float(settle_s)}
         parts: list[Part] = [
-            ("ready", READY, None),
-            ("running", RUNNING, None),
-            ("waiting", WAITING, None),
-            ("paused", PAUSED, None),
-            ("finished", FINISHED, None),
-            ("approvals", PENDING_APPROVALS_BY_WORKFLOW, None),
-            ("approvals_summary", APPROVALS_SUMMARY, None),
+            ("ready", SQL.ready, None),
+            ("running", SQL.running, None),
+            ("waiting", SQL.waiting, None),
+            ("paused", SQL.paused, None),
+            ("finished", SQL.finished, None),
+            ("approvals", SQL.pending_approvals_by_workflow, None),
+            ("approvals_summary", OVERVIEW_SQL.approvals_summary, None),
             ("workers", WORKERS, {"dead_after": self.dead_after_s, "recent": 3600.0, "beat": DEFAULT_BEAT_S}),
-            ("queue_limits", QUEUE_LIMITS, None),
-            ("live_workers", LIVE_WORKERS, {"dead_after": self.dead_after_s}),
+            ("queue_limits", SQL.queue_limits, None),
+            ("live_workers", SQL.live_workers, {"dead_after": self.dead_after_s}),
             ("until", UNTIL, settle),
-            ("replica", REPLICA_STATE, None),
+            ("replica", REPLICA_SQL.replica_state, None),
         ]
         if since is not None:
             window = {"since": since, "window": float(window_s), **settle}

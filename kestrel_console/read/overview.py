@@ -18,15 +18,16 @@ from kestrel_core.db import statements_beside
 
 from .live_rows import LivePart, statement
 from .session import Part, ReaderSession
-from .workers import DEFAULT_BEAT_S, QUEUES, STUCK_LEASES, UNRUNNABLE, UNSERVED, WORKERS, worker_state
+from .workers import DEFAULT_BEAT_S, STUCK_LEASES, UNRUNNABLE, UNSERVED, WORKERS, worker_state
+from .workers import SQL as WORKERS_SQL
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 STATUS_COUNTS_PART = LivePart(
     "status_counts",
     (("status", "text"), ("count", "bigint")),
     ("running", "waiting", "paused", "finished"),
-    _SQL["status_counts"],
+    SQL.status_counts,
 )
 STATUS_COUNTS = statement(STATUS_COUNTS_PART)
 
@@ -34,19 +35,14 @@ QUEUE_DEPTH_PART = LivePart(
     "queue_depth",
     (("workflow_name", "text"), ("status", "text"), ("count", "bigint")),
     ("running", "waiting", "paused", "ready", "finished"),
-    _SQL["queue_depth"],
-    order=_SQL["queue_depth_order"],
+    SQL.queue_depth,
+    order=SQL.queue_depth_order,
 )
 QUEUE_DEPTH = statement(QUEUE_DEPTH_PART)
 
-PENDING_APPROVALS = _SQL["pending_approvals"]
-APPROVALS_SUMMARY = _SQL["approvals_summary"]
-PAUSED_QUEUES = _SQL["paused_queues"]
-ERRORS_SINCE = _SQL["errors_since"]
 
-ACTIVITY_T0 = _SQL["activity_t0"]
-_activity_ctes = _SQL["activity_ctes"]
-_activity_select = _SQL["activity_select"]
+_activity_ctes = SQL.activity_ctes
+_activity_select = SQL.activity_select
 ACTIVITY_PART = LivePart(
     "activity",
     (
@@ -59,8 +55,8 @@ ACTIVITY_PART = LivePart(
     ),
     ("running", "waiting"),
     _activity_select,
-    order=_SQL["activity_order"],
-    ctes=_activity_ctes.replace("{t0}", ACTIVITY_T0),
+    order=SQL.activity_order,
+    ctes=_activity_ctes.replace("{t0}", SQL.activity_t0),
 )
 ACTIVITY = statement(ACTIVITY_PART)
 
@@ -78,15 +74,15 @@ class OverviewReads(ReaderSession):
 
     def pending_approvals(self, limit: int = 500) -> list[dict[str, Any]]:
         """Approval gates waiting for a decision, oldest first."""
-        return self._rows("pending_approvals", PENDING_APPROVALS, {"limit": limit})
+        return self._rows("pending_approvals", SQL.pending_approvals, {"limit": limit})
 
     def approvals_summary(self) -> dict[str, Any]:
         """How many approvals are pending and the age in seconds of the oldest (None if none)."""
-        return self._rows("approvals_summary", APPROVALS_SUMMARY)[0]
+        return self._rows("approvals_summary", SQL.approvals_summary)[0]
 
     def errors_since(self, seconds: int = 3600) -> int:
         """Executions that finished in error within the last ``seconds``."""
-        return self._rows("errors_since", ERRORS_SINCE, {"seconds": seconds})[0]["count"]
+        return self._rows("errors_since", SQL.errors_since, {"seconds": seconds})[0]["count"]
 
     def activity(self, minutes: int = 15, bucket_s: int = 60) -> list[dict[str, Any]]:
         """Per bucket of ``bucket_s`` over the last ``minutes``, oldest first: executions
@@ -104,12 +100,12 @@ class OverviewReads(ReaderSession):
         parts: list[Part] = [
             ("queue_depth", QUEUE_DEPTH, None),
             ("stuck_leases", STUCK_LEASES, {"limit": limit}),
-            ("pending_approvals", PENDING_APPROVALS, {"limit": limit}),
-            ("approvals_summary", APPROVALS_SUMMARY, None),
+            ("pending_approvals", SQL.pending_approvals, {"limit": limit}),
+            ("approvals_summary", SQL.approvals_summary, None),
             ("workers", WORKERS, {"dead_after": self.dead_after_s, "recent": 3600.0, "beat": DEFAULT_BEAT_S}),
             ("unserved_workflows", UNSERVED, {"dead_after": self.dead_after_s}),
             ("unrunnable", UNRUNNABLE, {"dead_after": self.dead_after_s}),
-            ("queues", QUEUES, {"dead_after": self.dead_after_s}),
+            ("queues", WORKERS_SQL.queues, {"dead_after": self.dead_after_s}),
         ]
         out = self._snapshot("overview", parts)
         for row in out["workers"]:

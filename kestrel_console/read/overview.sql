@@ -83,7 +83,7 @@ date_bin(make_interval(secs => %(bucket)s), now(), timestamptz '2000-01-01')
              - make_interval(secs => %(bucket)s * (%(buckets)s - 1))
 
 -- name: activity_ctes
--- The part's own CTEs and its body, with {t0} where ACTIVITY_T0 goes (lower case: not
+-- The part's own CTEs and its body, with {t0} where activity_t0 goes (lower case: not
 -- statements of their own), on the live rows ``running`` and ``waiting`` (live_rows.py).
 span AS (
     SELECT {t0} AS t0

@@ -18,24 +18,19 @@ from typing import Any
 
 from kestrel_core import STATUSES
 
-from .audit import AUDIT, AuditFilter, AuditReads
+from .audit import SQL as AUDIT_SQL
+from .audit import AuditFilter, AuditReads
 from .blockers import BlockerReads
 from .dashboard import DASHBOARD_LIVE, DashboardReads
-from .executions import ID_BOUNDS, WORKFLOW_NAMES, ExecutionReads, bounds_params, search_statement
-from .overview import (
-    ACTIVITY,
-    APPROVALS_SUMMARY,
-    ERRORS_SINCE,
-    PENDING_APPROVALS,
-    QUEUE_DEPTH,
-    STATUS_COUNTS,
-    OverviewReads,
-    activity_params,
-)
+from .executions import SQL as EXECUTIONS_SQL
+from .executions import ExecutionReads, bounds_params, search_statement
+from .overview import ACTIVITY, QUEUE_DEPTH, STATUS_COUNTS, OverviewReads, activity_params
+from .overview import SQL as OVERVIEW_SQL
 from .replica import ReplicaReads
 from .search import MAX_ID, ExecutionFilter, parse_filter
 from .timeline import TimelineReads
-from .workers import DEFAULT_BEAT_S, QUEUES, STUCK_LEASES, UNRUNNABLE, UNSERVED, WORKERS, WorkerReads
+from .workers import DEFAULT_BEAT_S, STUCK_LEASES, UNRUNNABLE, UNSERVED, WORKERS, WorkerReads
+from .workers import SQL as WORKERS_SQL
 
 
 class Reader(
@@ -73,13 +68,13 @@ class Reader(
             "workers": (WORKERS, {**live, "recent": 3600.0, "beat": DEFAULT_BEAT_S}),
             "unserved_workflows": (UNSERVED, live),
             "unrunnable": (UNRUNNABLE, live),
-            "queues": (QUEUES, live),
-            "pending_approvals": (PENDING_APPROVALS, {"limit": 500}),
-            "approvals_summary": (APPROVALS_SUMMARY, None),
-            "errors_since": (ERRORS_SINCE, {"seconds": 3600}),
+            "queues": (WORKERS_SQL.queues, live),
+            "pending_approvals": (OVERVIEW_SQL.pending_approvals, {"limit": 500}),
+            "approvals_summary": (OVERVIEW_SQL.approvals_summary, None),
+            "errors_since": (OVERVIEW_SQL.errors_since, {"seconds": 3600}),
             "activity": (ACTIVITY, activity_params(15, 60)),
-            "workflow_names": (WORKFLOW_NAMES, None),
-            "audit": (AUDIT, {**AuditFilter().params(), "limit": 100, "before_id": MAX_ID}),
+            "workflow_names": (EXECUTIONS_SQL.workflow_names, None),
+            "audit": (AUDIT_SQL.audit, {**AuditFilter().params(), "limit": 100, "before_id": MAX_ID}),
             **self.search_statements(workflow=workflow, text=text),
         }
 
@@ -94,7 +89,7 @@ class Reader(
         limit: int = 50,
     ) -> dict[str, tuple[str, dict[str, Any] | None]]:
         """The executions list's statement for each kind of filter (named
-        ``list_executions[...]``), as the Reader runs it, and ID_BOUNDS for each time window."""
+        ``list_executions[...]``), as the Reader runs it, and id_bounds for each time window."""
         kinds = {
             "list_executions": ExecutionFilter(),
             **{f"list_executions[status={s}]": ExecutionFilter(status=s) for s in STATUSES},
@@ -109,7 +104,7 @@ class Reader(
             "list_executions[text+from/until]": ExecutionFilter(text=text, start="3d", end="2d"),
         }
         # No read here (the tests EXPLAIN these while holding locks): a window's ids are a
-        # stand-in (0 and no upper end), its times computed on this clock; ID_BOUNDS itself is
+        # stand-in (0 and no upper end), its times computed on this clock; id_bounds itself is
         # listed beside it.
         out: dict[str, tuple[str, dict[str, Any] | None]] = {}
         now = datetime.now(UTC)
@@ -125,7 +120,7 @@ class Reader(
                     "until_at": None if until is None else now - timedelta(seconds=until),
                     "until_id": MAX_ID,
                 }
-                out[f"{name} bounds"] = (ID_BOUNDS, p)
+                out[f"{name} bounds"] = (EXECUTIONS_SQL.id_bounds, p)
             out[name] = search_statement(f, limit=limit, bounds=bounds)
         out["list_executions[next page]"] = search_statement(ExecutionFilter(), limit=limit, before_id=100_000)
         return out

@@ -20,10 +20,9 @@ from kestrel_core.db import statements_beside
 
 from .session import ReaderSession
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
-REPLICA_STATE = _SQL["replica_state"]
-DATA_NOW = _SQL["data_now"].strip()  # one line: it replaces now() wherever that is written
+DATA_NOW = SQL.data_now.strip()  # one line: it replaces now() wherever that is written
 
 
 def on_data_clock(statement: str) -> str:
@@ -94,14 +93,14 @@ class ReplicaReads(ReaderSession):
     """``replica_state``: where this Reader reads, and how far behind it is."""
 
     def replica_state(self) -> ReplicaState:
-        return ReplicaState.from_row(self._rows("replica_state", REPLICA_STATE)[0])
+        return ReplicaState.from_row(self._rows("replica_state", SQL.replica_state)[0])
 
 
 def replica_state_on(conn: psycopg.Connection) -> ReplicaState:
     """``ReplicaState`` read on a plain connection (the one ad-hoc SQL runs on), outside any
     transaction it leaves open."""
     with conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(REPLICA_STATE)
+        cur.execute(SQL.replica_state)
         row = cur.fetchone()
     if not conn.autocommit:
         conn.rollback()

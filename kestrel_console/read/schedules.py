@@ -11,9 +11,8 @@ from kestrel_core.db import statements_beside
 from ..safe_text import visible
 from .reader import Reader
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
-SCHEDULES = _SQL["schedules"]
 
 COLUMNS = [
     "name",
@@ -38,7 +37,7 @@ COLUMNS = [
 
 def schedules(reader: Reader) -> list[dict[str, Any]]:
     """Every schedule, by name."""
-    return reader._rows("schedules", SCHEDULES, {"dead_after": reader.dead_after_s})
+    return reader._rows("schedules", SQL.schedules, {"dead_after": reader.dead_after_s})
 
 
 def why_not_ticking(row: dict[str, Any]) -> str | None:

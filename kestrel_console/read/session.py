@@ -26,7 +26,9 @@ from kestrel_core.db import (
     unavailable,
 )
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
+# Exported: the console benchmarks set what a reader's session sets.
+SET_SESSION = SQL.set_session
 
 T = TypeVar("T")
 
@@ -41,9 +43,6 @@ Part = tuple[str, str, "dict[str, Any] | None"]
 class ReadTimeout(KestrelError):
     """A console query ran longer than the Reader's statement_timeout (it was cancelled)."""
 
-
-SET_SESSION = _SQL["set_session"]
-NOW = _SQL["now"]
 
 # psycopg prepares a statement only when asked (``prepare=True``): the Reader's statements are
 # planned with their values (see _open), but the dashboard's, which run every refresh with the
@@ -164,7 +163,7 @@ class ReaderSession:
 
     def now(self) -> datetime:
         """The database's clock (ages and bars are measured against it, not the local one)."""
-        return self._rows("now", NOW)[0]["now"]
+        return self._rows("now", SQL.now)[0]["now"]
 
     def _snapshot(self, what: str, parts: list[Part], *, prepared: bool = False) -> dict[str, Any]:
         """Run several queries pipelined in one REPEATABLE READ READ ONLY transaction: one

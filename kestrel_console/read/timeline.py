@@ -9,10 +9,7 @@ from kestrel_core.db import statements_beside
 
 from .session import ReaderSession
 
-_SQL = statements_beside(__file__)
-
-TIMELINE = _SQL["timeline"]
-EXECUTION_ACTIONS = _SQL["execution_actions"]
+SQL = statements_beside(__file__)
 
 
 class TimelineReads(ReaderSession):
@@ -26,9 +23,9 @@ class TimelineReads(ReaderSession):
         (waiting, woke, approved, rejected, timed_out or cancelled). audited is False for an
         approval or rejection no operator action records.
         """
-        return self._rows("timeline", TIMELINE, {"id": execution_id})
+        return self._rows("timeline", SQL.timeline, {"id": execution_id})
 
     def actions(self, execution_id: int) -> list[dict[str, Any]]:
         """The operator actions taken on one execution, oldest first (who claimed to act, and
         as which database role)."""
-        return self._rows("actions", EXECUTION_ACTIONS, {"id": execution_id})
+        return self._rows("actions", SQL.execution_actions, {"id": execution_id})

@@ -11,7 +11,7 @@ from kestrel_core.db import statements_beside
 from .live_rows import LivePart, statement
 from .session import ReaderSession
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 
 def live_versions_text(versions: Iterable[str | None] | None) -> str:
@@ -45,8 +45,8 @@ STUCK_LEASES_PART = LivePart(
         ("owner_heartbeat_age_s", "float8"),
     ),
     ("running",),
-    _SQL["stuck_leases"],
-    order=_SQL["stuck_leases_order"],
+    SQL.stuck_leases,
+    order=SQL.stuck_leases_order,
     limit="%(limit)s",
 )
 STUCK_LEASES = statement(STUCK_LEASES_PART)
@@ -76,8 +76,8 @@ WORKERS_PART = LivePart(
         ("beat_s", "float8"),
     ),
     ("running",),
-    _SQL["workers"],
-    order=_SQL["workers_order"],
+    SQL.workers,
+    order=SQL.workers_order,
 )
 WORKERS = statement(WORKERS_PART)
 
@@ -92,9 +92,9 @@ UNSERVED_PART = LivePart(
     "unserved_workflows",
     (("workflow_name", "text"), ("enqueued", "bigint"), ("oldest", "timestamptz"), ("oldest_age_s", "float8")),
     ("ready",),
-    _SQL["unserved"],
-    order=_SQL["unserved_order"],
-    ctes=_SQL["unserved_ctes"],
+    SQL.unserved,
+    order=SQL.unserved_order,
+    ctes=SQL.unserved_ctes,
 )
 UNSERVED = statement(UNSERVED_PART)
 
@@ -102,13 +102,11 @@ UNRUNNABLE_PART = LivePart(
     "unrunnable",
     (("workflow_name", "text"), ("version", "text"), ("enqueued", "bigint"), ("live_versions", "text[]")),
     ("ready",),
-    _SQL["unrunnable"],
-    order=_SQL["unrunnable_order"],
-    ctes=_SQL["unrunnable_ctes"],
+    SQL.unrunnable,
+    order=SQL.unrunnable_order,
+    ctes=SQL.unrunnable_ctes,
 )
 UNRUNNABLE = statement(UNRUNNABLE_PART)
-
-QUEUES = _SQL["queues"]
 
 
 class WorkerReads(ReaderSession):
@@ -137,4 +135,4 @@ class WorkerReads(ReaderSession):
 
     def queues(self) -> list[dict[str, Any]]:
         """Every queue: limits, paused, depth, running, rate window use, live workers serving it."""
-        return self._rows("queues", QUEUES, {"dead_after": self.dead_after_s})
+        return self._rows("queues", SQL.queues, {"dead_after": self.dead_after_s})

@@ -21,7 +21,7 @@ from kestrel_core.db import statements_beside
 from ..formatting import when
 from ..settings import Settings
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 ACTIONS = ("approve", "reject", "requeue", "cancel", "pause", "resume")
 # The other writes a key starts, each with its own prompts (not ``Operator.run``): hidden and
@@ -67,7 +67,6 @@ class Target:
         return f"{what}, now {self.status}" if self.status else what
 
 
-PRIMARY_LSN = _SQL["primary_lsn"]
 # At most this many executions acted on are read back from the primary to confirm the action.
 CONFIRMED_MAX = 50
 
@@ -196,7 +195,7 @@ class Operator:
                 except NotFound:
                     outcome.confirmed[target.execution_id] = "gone"
             with app.connection() as conn:
-                row = conn.execute(PRIMARY_LSN).fetchone()
+                row = conn.execute(SQL.primary_lsn).fetchone()
             outcome.primary_lsn = row[0] if row else None
         except (KestrelError, psycopg.Error):
             pass

@@ -12,9 +12,8 @@ import psycopg
 
 from kestrel_core.db import statements_beside
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
-SCHEMA_NAMES = _SQL["schema_names"]
 DIALECT = "postgres"
 _WORD_BEFORE = re.compile(r"(?:(?P<qualifier>[A-Za-z_][A-Za-z0-9_]*)\.)?(?P<word>[A-Za-z_][A-Za-z0-9_]*)?$")
 _TABLE_WORDS = re.compile(
@@ -53,7 +52,7 @@ class SchemaNames:
     @classmethod
     def read(cls, conn: psycopg.Connection, schema: str) -> SchemaNames:
         found: dict[str, list[str]] = {}
-        for table, column in conn.execute(SCHEMA_NAMES, {"schema": schema}).fetchall():
+        for table, column in conn.execute(SQL.schema_names, {"schema": schema}).fetchall():
             found.setdefault(table, []).append(column)
         return cls(found)
 

@@ -13,14 +13,7 @@ from kestrel_core.base.errors import InvalidArgument
 from kestrel_core.base.serialization import to_json
 from kestrel_core.db.sql_files import statements_beside
 
-_SQL = statements_beside(__file__)
-
-DECIDE = _SQL["decide"]
-CANCEL = _SQL["cancel"]
-REQUEUE = _SQL["requeue"]
-FORK = _SQL["fork"]
-PAUSE = _SQL["pause"]
-RESUME = _SQL["resume"]
+SQL = statements_beside(__file__)
 
 
 class _Unset:

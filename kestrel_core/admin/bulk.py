@@ -32,7 +32,7 @@ from kestrel_core.base.errors import InvalidArgument, NotFound, from_database
 from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import render
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 
 @dataclass(frozen=True)
@@ -63,14 +63,6 @@ DEFAULT_TTL = timedelta(hours=1)
 CHUNK = 200  # rows per transaction
 MAX_ROWS = 100_000  # a preview freezes at most this many ids
 BUSY_PAUSE_S = 0.2  # when the rows left are another session's for now
-
-FREEZE = _SQL["freeze"]
-BEGIN = _SQL["begin"]
-APPLY_CHUNK = _SQL["apply_chunk"]
-STATUS = _SQL["status"]
-REASONS = _SQL["reasons"]
-ITEMS = _SQL["items"]
-BATCHES = _SQL["batches"]
 
 
 @dataclass(frozen=True)
@@ -149,14 +141,14 @@ def freeze(
         raise InvalidArgument(f"{len(frozen):,} executions selected: a bulk {action} takes at most {MAX_ROWS:,}")
     from psycopg.types.json import Jsonb
 
-    out = _one(conn, schema, FREEZE, (action, Jsonb(values), frozen, filter_text, by, ttl))
+    out = _one(conn, schema, SQL.freeze, (action, Jsonb(values), frozen, filter_text, by, ttl))
     return Preview(out["batch_id"], out["token"], action, out["total"], datetime.fromisoformat(out["expires_at"]))
 
 
 def status(conn: psycopg.Connection, schema: str, token: str) -> dict[str, Any]:
     """The batch of ``token`` with its counts (done, refused, left), NotFound if none."""
     with conn.cursor(row_factory=dict_row) as cur:
-        row = cur.execute(render(STATUS, schema), (token,)).fetchone()
+        row = cur.execute(render(SQL.status, schema), (token,)).fetchone()
     if row is None:
         raise NotFound(f"unknown bulk token {token!r}")
     return row
@@ -165,7 +157,7 @@ def status(conn: psycopg.Connection, schema: str, token: str) -> dict[str, Any]:
 def reasons(conn: psycopg.Connection, schema: str, batch_id: int, limit: int = 20) -> list[dict[str, Any]]:
     """The batch's refusals grouped by reason, most frequent first, with example ids."""
     with conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(render(REASONS, schema), (batch_id, limit)).fetchall()
+        return cur.execute(render(SQL.reasons, schema), (batch_id, limit)).fetchall()
 
 
 def items(
@@ -175,13 +167,13 @@ def items(
     if outcome not in (None, "done", "refused", "pending"):
         raise InvalidArgument(f"outcome {outcome!r}: use done, refused or pending")
     with conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(render(ITEMS, schema), (batch_id, outcome, outcome, limit)).fetchall()
+        return cur.execute(render(SQL.items, schema), (batch_id, outcome, outcome, limit)).fetchall()
 
 
 def batches(conn: psycopg.Connection, schema: str, limit: int = 20) -> list[dict[str, Any]]:
     """The newest batches."""
     with conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(render(BATCHES, schema), (limit,)).fetchall()
+        return cur.execute(render(SQL.batches, schema), (limit,)).fetchall()
 
 
 def apply(
@@ -207,13 +199,13 @@ def apply(
     if chunk < 1:
         raise InvalidArgument("chunk: at least one row")
     size = min(chunk, max(1, int(rate))) if rate else chunk
-    batch = _one(conn, schema, BEGIN, (token, action, by))
+    batch = _one(conn, schema, SQL.begin, (token, action, by))
     state = status(conn, schema, token)
     done_now = refused_now = 0
     left = int(state["left"])
     started = time.monotonic()
     while left:
-        out = _one(conn, schema, APPLY_CHUNK, (batch["id"], by, comment, size))
+        out = _one(conn, schema, SQL.apply_chunk, (batch["id"], by, comment, size))
         done_now += out["done"]
         refused_now += out["refused"]
         left = out["left"]

@@ -10,7 +10,7 @@ from kestrel_core.base.errors import NotFound
 from kestrel_core.base.statuses import TERMINAL_STATUSES
 from kestrel_core.db.sql_files import statements_beside
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 
 @dataclass(frozen=True)
@@ -34,9 +34,6 @@ class Execution:
     def done(self) -> bool:
         """True once the execution reached success, error or cancelled."""
         return self.status in TERMINAL_STATUSES
-
-
-GET = _SQL["get"]
 
 
 def found(row: Execution | None, execution_id: int) -> Execution:

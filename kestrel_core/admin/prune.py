@@ -43,7 +43,7 @@ from kestrel_core.db.connection import ConnectionRunner
 from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import one_row, render
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 T = TypeVar("T")
 
@@ -53,12 +53,6 @@ DEFAULT_BATCH_SIZE = 1000
 DROP_TRIES = 3
 DROP_PAUSE_S = 0.2
 
-CUTOFF = _SQL["cutoff"]
-PRUNE_BATCH = _SQL["prune_batch"]
-RANGES = _SQL["ranges"]
-DROP_RANGE = _SQL["drop_range"]
-RANGE_STATE = _SQL["range_state"]
-PRUNABLE = _SQL["prunable"]
 
 _AGE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$", re.IGNORECASE)
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -127,7 +121,7 @@ def cutoff_for(conn: psycopg.Connection, older_than: timedelta) -> datetime:
     """The database's ``now() - older_than``: fixed once per run, so a run always ends."""
     if older_than <= timedelta(0):
         raise InvalidArgument("older_than must be more than zero")
-    row = conn.execute(CUTOFF, (older_than,)).fetchone()
+    row = conn.execute(SQL.cutoff, (older_than,)).fetchone()
     row = one_row(row, "CUTOFF")
     cutoff: datetime = row[0]
     return cutoff
@@ -135,7 +129,7 @@ def cutoff_for(conn: psycopg.Connection, older_than: timedelta) -> datetime:
 
 def history_ranges(conn: psycopg.Connection, schema: str) -> list[HistoryRange]:
     """The history's id ranges, oldest first."""
-    return [HistoryRange(lo, hi) for lo, hi in conn.execute(render(RANGES, schema)).fetchall()]
+    return [HistoryRange(lo, hi) for lo, hi in conn.execute(render(SQL.ranges, schema)).fetchall()]
 
 
 def droppable_ranges(conn: psycopg.Connection, schema: str, cutoff: datetime) -> list[HistoryRange]:
@@ -144,8 +138,8 @@ def droppable_ranges(conn: psycopg.Connection, schema: str, cutoff: datetime) ->
     sequence past them over a minute ago (so never the newest)."""
     found = []
     for r in history_ranges(conn, schema):
-        row = conn.execute(render(RANGE_STATE, schema), {"lo": r.lo, "hi": r.hi}).fetchone()
-        total, live, newest, passed = one_row(row, "RANGE_STATE")
+        row = conn.execute(render(SQL.range_state, schema), {"lo": r.lo, "hi": r.hi}).fetchone()
+        total, live, newest, passed = one_row(row, "range_state")
         if passed and not live and (newest is None or newest < cutoff):
             found.append(HistoryRange(r.lo, r.hi, int(total)))
     return found
@@ -154,7 +148,7 @@ def droppable_ranges(conn: psycopg.Connection, schema: str, cutoff: datetime) ->
 def prunable(conn: psycopg.Connection, schema: str, cutoff: datetime) -> list[PrunableGroup]:
     """What the batches of a prune with this cutoff would delete now, by workflow and status
     (the dry run): the finished rows of the ranges not dropped whole (``batch_ranges``)."""
-    rows = conn.execute(render(PRUNABLE, schema), (cutoff,)).fetchall()
+    rows = conn.execute(render(SQL.prunable, schema), (cutoff,)).fetchall()
     return [PrunableGroup(*row) for row in rows]
 
 
@@ -162,7 +156,7 @@ def drop_range(conn: psycopg.Connection, schema: str, lo: int, cutoff: datetime,
     """Drop the history range starting at ``lo`` if all of it finished before ``cutoff``;
     returns the executions dropped, or None when the range stays. Raises LockNotAvailable
     when its locks were not had within the function's lock_timeout."""
-    row = conn.execute(render(DROP_RANGE, schema), (lo, cutoff, by)).fetchone()
+    row = conn.execute(render(SQL.drop_range, schema), (lo, cutoff, by)).fetchone()
     return None if row is None or row[0] is None else int(row[0])
 
 
@@ -171,7 +165,7 @@ def prune_batch(
 ) -> int:
     """Delete one batch of finished executions that finished before ``cutoff``; returns how many."""
     try:
-        row = conn.execute(render(PRUNE_BATCH, schema), (cutoff, batch_size, by)).fetchone()
+        row = conn.execute(render(SQL.prune_batch, schema), (cutoff, batch_size, by)).fetchone()
     except psycopg.Error as exc:
         raise from_database(exc) from None
     return int(row[0]) if row and row[0] is not None else 0

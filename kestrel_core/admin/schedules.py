@@ -26,20 +26,12 @@ from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import one_row, render
 from kestrel_core.dispatch.enqueue import check_workflow_name
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 # Keys every scheduled run's input carries; a schedule's own input may not use them.
 RESERVED_KEYS = ("schedule", "scheduled_at")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
 
-NOW = _SQL["now"]
-DECLARE = _SQL["declare"]
-OPERATOR_OWNED = _SQL["operator_owned"]
-CRON_OF = _SQL["cron_of"]
-ADD = _SQL["add"]
-SET_PAUSED = _SQL["set_paused"]
-REMOVE = _SQL["remove"]
-TRIGGER = _SQL["trigger"]
 
 log = logging.getLogger("kestrel.schedules")
 
@@ -90,7 +82,7 @@ def run_input(name: str, tick: datetime, input: dict[str, Any] | None) -> dict[s
 
 def db_now(conn: psycopg.Connection) -> datetime:
     """The database's clock: every worker agrees on it, whatever their own clocks say."""
-    row = conn.execute(NOW).fetchone()
+    row = conn.execute(SQL.now).fetchone()
     row = one_row(row, "NOW")
     now: datetime = row[0]
     return now
@@ -106,7 +98,7 @@ def declare(conn: psycopg.Connection, schema: str, schedules: Sequence[Schedule]
         for s in schedules:
             expression, input_json = check(s.name, s.cron, s.workflow, s.timezone, s.input)
             conn.execute(
-                render(DECLARE, schema),
+                render(SQL.declare, schema),
                 {
                     "name": s.name,
                     "cron": expression,
@@ -118,7 +110,7 @@ def declare(conn: psycopg.Connection, schema: str, schedules: Sequence[Schedule]
                     "next_tick": cron.next_after(expression, s.timezone, now),
                 },
             )
-        kept = [r[0] for r in conn.execute(render(OPERATOR_OWNED, schema), ([s.name for s in schedules],))]
+        kept = [r[0] for r in conn.execute(render(SQL.operator_owned, schema), ([s.name for s in schedules],))]
     for name in kept:
         log.warning(
             "event=schedule_not_declared schedule=%s (an operator added a schedule of that "

@@ -251,7 +251,7 @@ class AsyncOperations(ABC):
         out, missing = _enqueue.ids(rows, await cur.fetchall())
         found: dict[str, int] = {}
         if missing:
-            cur = await conn.execute(render(_enqueue.BY_KEYS, self.schema), (missing,), prepare=prepare)
+            cur = await conn.execute(render(_enqueue.SQL.by_keys, self.schema), (missing,), prepare=prepare)
             found = dict(await cur.fetchall())
         return _enqueue.complete(rows, out, found)
 
@@ -260,7 +260,7 @@ class AsyncOperations(ABC):
         already: a failure here is logged, never raised (a caller told the enqueue failed would
         retry and insert them twice); workers' polling covers a lost wake-up."""
         try:
-            await conn.execute(render(_enqueue.WAKE, self.schema), _enqueue.wake_params(self.schema, rows))
+            await conn.execute(render(_enqueue.SQL.wake, self.schema), _enqueue.wake_params(self.schema, rows))
         except psycopg.Error as exc:
             _enqueue.wake_failed(rows, exc)
 
@@ -294,7 +294,7 @@ class AsyncOperations(ABC):
                     raise
             try:
                 async with self.connection() as conn:
-                    await conn.execute(render(_sweeper.ENSURE_PARTITIONS, self.schema))
+                    await conn.execute(render(_sweeper.SQL.ensure_partitions, self.schema))
             except psycopg.errors.LockNotAvailable:
                 pass  # another session is attaching them: the next try may find them
             await asyncio.sleep(again.delay)
@@ -306,7 +306,7 @@ class AsyncOperations(ABC):
         with ``payload`` (any JSON value), and later waits for ``key`` find it. Returns its id."""
         value = _events.check_send(key, payload)
         async with self._on(conn) as c:
-            event_id: int = await self._call(c, _events.SEND, (key, value, by))
+            event_id: int = await self._call(c, _events.SQL.send, (key, value, by))
             return event_id
 
     # -- reading ----------------------------------------------------------------------------
@@ -314,7 +314,7 @@ class AsyncOperations(ABC):
     async def get(self, execution_id: int, *, conn: psycopg.AsyncConnection | None = None) -> _execution.Execution:
         """The execution's status, input, output, error and timestamps (NotFound if none)."""
         async with self._on(conn) as c, c.cursor(row_factory=class_row(_execution.Execution)) as cur:
-            await cur.execute(render(_execution.GET, self.schema), (execution_id,))
+            await cur.execute(render(_execution.SQL.get, self.schema), (execution_id,))
             return _execution.found(await cur.fetchone(), execution_id)
 
     # -- operator actions on one execution ----------------------------------------------------
@@ -336,7 +336,7 @@ class AsyncOperations(ABC):
     ) -> dict[str, Any]:
         """Approve a pending gate and re-enqueue the execution (audited)."""
         decision: dict[str, Any] = await self._act(
-            conn, _operator.DECIDE, execution_id, step_id, True, by or default_operator(), comment
+            conn, _operator.SQL.decide, execution_id, step_id, True, by or default_operator(), comment
         )
         return decision
 
@@ -351,7 +351,7 @@ class AsyncOperations(ABC):
     ) -> dict[str, Any]:
         """Reject a pending gate and re-enqueue the execution (audited)."""
         decision: dict[str, Any] = await self._act(
-            conn, _operator.DECIDE, execution_id, step_id, False, by or default_operator(), comment
+            conn, _operator.SQL.decide, execution_id, step_id, False, by or default_operator(), comment
         )
         return decision
 
@@ -364,7 +364,7 @@ class AsyncOperations(ABC):
         conn: psycopg.AsyncConnection | None = None,
     ) -> str:
         """Cancel an enqueued, running, waiting or paused execution; returns its previous status."""
-        status: str = await self._act(conn, _operator.CANCEL, execution_id, by or default_operator(), comment)
+        status: str = await self._act(conn, _operator.SQL.cancel, execution_id, by or default_operator(), comment)
         return status
 
     async def requeue(
@@ -376,7 +376,7 @@ class AsyncOperations(ABC):
         conn: psycopg.AsyncConnection | None = None,
     ) -> str:
         """Re-enqueue an errored/cancelled execution or one with an expired lease."""
-        status: str = await self._act(conn, _operator.REQUEUE, execution_id, by or default_operator(), comment)
+        status: str = await self._act(conn, _operator.SQL.requeue, execution_id, by or default_operator(), comment)
         return status
 
     async def fork(
@@ -396,7 +396,7 @@ class AsyncOperations(ABC):
         origin; returns the new id."""
         _operator.check_execution_id(execution_id)
         params = _operator.fork_params(execution_id, from_step, input, version, by or default_operator(), comment)
-        new_id: int = await self._act(conn, _operator.FORK, *params)
+        new_id: int = await self._act(conn, _operator.SQL.fork, *params)
         return new_id
 
     async def pause(
@@ -410,7 +410,7 @@ class AsyncOperations(ABC):
         """Hold one enqueued, running or waiting execution (audited): nothing runs it until it
         is resumed; a running one stops at its next step boundary, its waits keep their
         deadlines. Returns its previous status."""
-        status: str = await self._act(conn, _operator.PAUSE, execution_id, by or default_operator(), comment)
+        status: str = await self._act(conn, _operator.SQL.pause, execution_id, by or default_operator(), comment)
         return status
 
     async def resume(
@@ -424,7 +424,7 @@ class AsyncOperations(ABC):
         """Let a paused execution go on from its checkpoints (audited); returns the status it
         went to: 'waiting' while one of its waits is still open, 'running' when the claim it
         was paused under still runs it (a step in flight: that claim goes on), else 'enqueued'."""
-        status: str = await self._act(conn, _operator.RESUME, execution_id, by or default_operator(), comment)
+        status: str = await self._act(conn, _operator.SQL.resume, execution_id, by or default_operator(), comment)
         return status
 
     # -- queues and schedules ------------------------------------------------------------------
@@ -432,12 +432,12 @@ class AsyncOperations(ABC):
     async def pause_queue(self, name: str, *, by: str | None = None, comment: str | None = None) -> None:
         """Stop claiming from queue ``name`` (running executions finish); audited."""
         async with self.connection() as c:
-            await self._call(c, _queues.SET_PAUSED, (name, True, by or default_operator(), comment))
+            await self._call(c, _queues.SQL.set_paused, (name, True, by or default_operator(), comment))
 
     async def resume_queue(self, name: str, *, by: str | None = None, comment: str | None = None) -> None:
         """Claim from a paused queue again; audited."""
         async with self.connection() as c:
-            await self._call(c, _queues.SET_PAUSED, (name, False, by or default_operator(), comment))
+            await self._call(c, _queues.SQL.set_paused, (name, False, by or default_operator(), comment))
 
     async def add_schedule(
         self,
@@ -458,39 +458,41 @@ class AsyncOperations(ABC):
         async with self.connection() as c:
             with _roles.needs_worker_role("add a schedule"):
                 expression, input_json = _schedules.check(name, cron, workflow, timezone, input)
-                first = _cron.next_after(expression, timezone, await self._call(c, _schedules.NOW, ()))
+                first = _cron.next_after(expression, timezone, await self._call(c, _schedules.SQL.now, ()))
                 by = by or default_operator()
                 params = (name, expression, timezone, workflow, input_json, catch_up, first, by, comment)
-                tick: datetime = await self._call(c, _schedules.ADD, params)
+                tick: datetime = await self._call(c, _schedules.SQL.add, params)
                 return tick
 
     async def pause_schedule(self, name: str, *, by: str | None = None, comment: str | None = None) -> None:
         """Stop a schedule's ticks until it is resumed (audited)."""
         async with self.connection() as c:
-            await self._call(c, _schedules.SET_PAUSED, (name, True, None, by or default_operator(), comment))
+            await self._call(c, _schedules.SQL.set_paused, (name, True, None, by or default_operator(), comment))
 
     async def resume_schedule(self, name: str, *, by: str | None = None, comment: str | None = None) -> datetime:
         """Tick again from the first tick after now (none of the paused ticks); returns it (audited)."""
         async with self.connection() as c:
-            cur = await c.execute(render(_schedules.CRON_OF, self.schema), (name,))
+            cur = await c.execute(render(_schedules.SQL.cron_of, self.schema), (name,))
             found = await cur.fetchone()
             next_tick = None
             if found is not None:  # else the function says there is no such schedule
-                next_tick = _schedules.resumed_tick(name, found[0], found[1], await self._call(c, _schedules.NOW, ()))
+                next_tick = _schedules.resumed_tick(
+                    name, found[0], found[1], await self._call(c, _schedules.SQL.now, ())
+                )
             params = (name, False, next_tick, by or default_operator(), comment)
-            resumed_at: datetime = await self._call(c, _schedules.SET_PAUSED, params)
+            resumed_at: datetime = await self._call(c, _schedules.SQL.set_paused, params)
             return resumed_at
 
     async def trigger_schedule(self, name: str, *, by: str | None = None, comment: str | None = None) -> int:
         """Run a schedule once, now: its workflow enqueued with the input a tick gives (audited);
         its ticks are left alone and a paused one stays paused. Returns the new execution's id."""
         async with self.connection() as c:
-            execution_id: int = await self._call(c, _schedules.TRIGGER, (name, by or default_operator(), comment))
+            execution_id: int = await self._call(c, _schedules.SQL.trigger, (name, by or default_operator(), comment))
             return execution_id
 
     async def remove_schedule(self, name: str, *, by: str | None = None, comment: str | None = None) -> str:
         """Delete a schedule (audited); returns its source: 'code' ones come back when a worker
         that declares them starts (pause those instead)."""
         async with self.connection() as c:
-            source: str = await self._call(c, _schedules.REMOVE, (name, by or default_operator(), comment))
+            source: str = await self._call(c, _schedules.SQL.remove, (name, by or default_operator(), comment))
             return source

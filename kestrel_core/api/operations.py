@@ -231,7 +231,7 @@ class Operations(ABC):
         out, missing = _enqueue.ids(rows, cur.fetchall())
         found: dict[str, int] = {}
         if missing:
-            cur = conn.execute(render(_enqueue.BY_KEYS, self.schema), (missing,), prepare=prepare)
+            cur = conn.execute(render(_enqueue.SQL.by_keys, self.schema), (missing,), prepare=prepare)
             found = dict(cur.fetchall())
         return _enqueue.complete(rows, out, found)
 
@@ -240,7 +240,7 @@ class Operations(ABC):
         already: a failure here is logged, never raised (a caller told the enqueue failed would
         retry and insert them twice); workers' polling covers a lost wake-up."""
         try:
-            conn.execute(render(_enqueue.WAKE, self.schema), _enqueue.wake_params(self.schema, rows))
+            conn.execute(render(_enqueue.SQL.wake, self.schema), _enqueue.wake_params(self.schema, rows))
         except psycopg.Error as exc:
             _enqueue.wake_failed(rows, exc)
 
@@ -272,7 +272,7 @@ class Operations(ABC):
                     raise
             try:
                 with self.connection() as conn:
-                    conn.execute(render(_sweeper.ENSURE_PARTITIONS, self.schema))
+                    conn.execute(render(_sweeper.SQL.ensure_partitions, self.schema))
             except psycopg.errors.LockNotAvailable:
                 pass
             time.sleep(again.delay)
@@ -284,13 +284,13 @@ class Operations(ABC):
         with ``payload`` (any JSON value), and later waits for ``key`` find it. Returns its id."""
         value = _events.check_send(key, payload)
         with self._on(conn) as c:
-            event_id: int = self._call(c, _events.SEND, (key, value, by))
+            event_id: int = self._call(c, _events.SQL.send, (key, value, by))
             return event_id
 
     def get(self, execution_id: int, *, conn: psycopg.Connection | None = None) -> _execution.Execution:
         """The execution's status, input, output, error and timestamps (NotFound if none)."""
         with self._on(conn) as c, c.cursor(row_factory=class_row(_execution.Execution)) as cur:
-            cur.execute(render(_execution.GET, self.schema), (execution_id,))
+            cur.execute(render(_execution.SQL.get, self.schema), (execution_id,))
             return _execution.found(cur.fetchone(), execution_id)
 
     def _act(self, conn: psycopg.Connection | None, statement: str, execution_id: int, *params: Any) -> Any:
@@ -310,7 +310,7 @@ class Operations(ABC):
     ) -> dict[str, Any]:
         """Approve a pending gate and re-enqueue the execution (audited)."""
         decision: dict[str, Any] = self._act(
-            conn, _operator.DECIDE, execution_id, step_id, True, by or default_operator(), comment
+            conn, _operator.SQL.decide, execution_id, step_id, True, by or default_operator(), comment
         )
         return decision
 
@@ -325,7 +325,7 @@ class Operations(ABC):
     ) -> dict[str, Any]:
         """Reject a pending gate and re-enqueue the execution (audited)."""
         decision: dict[str, Any] = self._act(
-            conn, _operator.DECIDE, execution_id, step_id, False, by or default_operator(), comment
+            conn, _operator.SQL.decide, execution_id, step_id, False, by or default_operator(), comment
         )
         return decision
 
@@ -338,7 +338,7 @@ class Operations(ABC):
         conn: psycopg.Connection | None = None,
     ) -> str:
         """Cancel an enqueued, running, waiting or paused execution; returns its previous status."""
-        status: str = self._act(conn, _operator.CANCEL, execution_id, by or default_operator(), comment)
+        status: str = self._act(conn, _operator.SQL.cancel, execution_id, by or default_operator(), comment)
         return status
 
     def requeue(
@@ -350,7 +350,7 @@ class Operations(ABC):
         conn: psycopg.Connection | None = None,
     ) -> str:
         """Re-enqueue an errored/cancelled execution or one with an expired lease."""
-        status: str = self._act(conn, _operator.REQUEUE, execution_id, by or default_operator(), comment)
+        status: str = self._act(conn, _operator.SQL.requeue, execution_id, by or default_operator(), comment)
         return status
 
     def fork(
@@ -370,7 +370,7 @@ class Operations(ABC):
         origin; returns the new id."""
         _operator.check_execution_id(execution_id)
         params = _operator.fork_params(execution_id, from_step, input, version, by or default_operator(), comment)
-        new_id: int = self._act(conn, _operator.FORK, *params)
+        new_id: int = self._act(conn, _operator.SQL.fork, *params)
         return new_id
 
     def pause(
@@ -384,7 +384,7 @@ class Operations(ABC):
         """Hold one enqueued, running or waiting execution (audited): nothing runs it until it
         is resumed; a running one stops at its next step boundary, its waits keep their
         deadlines. Returns its previous status."""
-        status: str = self._act(conn, _operator.PAUSE, execution_id, by or default_operator(), comment)
+        status: str = self._act(conn, _operator.SQL.pause, execution_id, by or default_operator(), comment)
         return status
 
     def resume(
@@ -398,18 +398,18 @@ class Operations(ABC):
         """Let a paused execution go on from its checkpoints (audited); returns the status it
         went to: 'waiting' while one of its waits is still open, 'running' when the claim it
         was paused under still runs it (a step in flight: that claim goes on), else 'enqueued'."""
-        status: str = self._act(conn, _operator.RESUME, execution_id, by or default_operator(), comment)
+        status: str = self._act(conn, _operator.SQL.resume, execution_id, by or default_operator(), comment)
         return status
 
     def pause_queue(self, name: str, *, by: str | None = None, comment: str | None = None) -> None:
         """Stop claiming from queue ``name`` (running executions finish); audited."""
         with self.connection() as c:
-            self._call(c, _queues.SET_PAUSED, (name, True, by or default_operator(), comment))
+            self._call(c, _queues.SQL.set_paused, (name, True, by or default_operator(), comment))
 
     def resume_queue(self, name: str, *, by: str | None = None, comment: str | None = None) -> None:
         """Claim from a paused queue again; audited."""
         with self.connection() as c:
-            self._call(c, _queues.SET_PAUSED, (name, False, by or default_operator(), comment))
+            self._call(c, _queues.SQL.set_paused, (name, False, by or default_operator(), comment))
 
     def add_schedule(
         self,
@@ -430,39 +430,39 @@ class Operations(ABC):
         with self.connection() as c:
             with _roles.needs_worker_role("add a schedule"):
                 expression, input_json = _schedules.check(name, cron, workflow, timezone, input)
-                first = _cron.next_after(expression, timezone, self._call(c, _schedules.NOW, ()))
+                first = _cron.next_after(expression, timezone, self._call(c, _schedules.SQL.now, ()))
                 by = by or default_operator()
                 params = (name, expression, timezone, workflow, input_json, catch_up, first, by, comment)
-                tick: datetime = self._call(c, _schedules.ADD, params)
+                tick: datetime = self._call(c, _schedules.SQL.add, params)
                 return tick
 
     def pause_schedule(self, name: str, *, by: str | None = None, comment: str | None = None) -> None:
         """Stop a schedule's ticks until it is resumed (audited)."""
         with self.connection() as c:
-            self._call(c, _schedules.SET_PAUSED, (name, True, None, by or default_operator(), comment))
+            self._call(c, _schedules.SQL.set_paused, (name, True, None, by or default_operator(), comment))
 
     def resume_schedule(self, name: str, *, by: str | None = None, comment: str | None = None) -> datetime:
         """Tick again from the first tick after now (none of the paused ticks); returns it (audited)."""
         with self.connection() as c:
-            cur = c.execute(render(_schedules.CRON_OF, self.schema), (name,))
+            cur = c.execute(render(_schedules.SQL.cron_of, self.schema), (name,))
             found = cur.fetchone()
             next_tick = None
             if found is not None:
-                next_tick = _schedules.resumed_tick(name, found[0], found[1], self._call(c, _schedules.NOW, ()))
+                next_tick = _schedules.resumed_tick(name, found[0], found[1], self._call(c, _schedules.SQL.now, ()))
             params = (name, False, next_tick, by or default_operator(), comment)
-            resumed_at: datetime = self._call(c, _schedules.SET_PAUSED, params)
+            resumed_at: datetime = self._call(c, _schedules.SQL.set_paused, params)
             return resumed_at
 
     def trigger_schedule(self, name: str, *, by: str | None = None, comment: str | None = None) -> int:
         """Run a schedule once, now: its workflow enqueued with the input a tick gives (audited);
         its ticks are left alone and a paused one stays paused. Returns the new execution's id."""
         with self.connection() as c:
-            execution_id: int = self._call(c, _schedules.TRIGGER, (name, by or default_operator(), comment))
+            execution_id: int = self._call(c, _schedules.SQL.trigger, (name, by or default_operator(), comment))
             return execution_id
 
     def remove_schedule(self, name: str, *, by: str | None = None, comment: str | None = None) -> str:
         """Delete a schedule (audited); returns its source: 'code' ones come back when a worker
         that declares them starts (pause those instead)."""
         with self.connection() as c:
-            source: str = self._call(c, _schedules.REMOVE, (name, by or default_operator(), comment))
+            source: str = self._call(c, _schedules.SQL.remove, (name, by or default_operator(), comment))
             return source

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -17,7 +17,7 @@ from kestrel_core.base.errors import DatabaseUnavailable
 from kestrel_core.base.masking import connection_reason, hide_secrets, mask_dsn, parser_reason, password_is_ambiguous
 from kestrel_core.db.sql_files import statements_beside
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 APPLICATION_NAME = "kestrel"
 
@@ -155,16 +155,10 @@ def make_pool(
         if not prepare:
             conn.prepare_threshold = None
 
-    conninfo = _conninfo(dsn, application_name, connect_timeout=10)
     return ConnectionPool(
-        conninfo,
-        min_size=min_size,
-        max_size=max_size,
         configure=configure,
         check=ConnectionPool.check_connection if check else None,
-        open=False,
-        name=name,
-        timeout=30,
+        **_pool_arguments(dsn, application_name, min_size, max_size, name),
     )
 
 
@@ -184,17 +178,24 @@ def make_async_pool(
         if not prepare:
             conn.prepare_threshold = None
 
-    conninfo = _conninfo(dsn, application_name, connect_timeout=10)
     return AsyncConnectionPool(
-        conninfo,
-        min_size=min_size,
-        max_size=max_size,
         configure=configure,
         check=AsyncConnectionPool.check_connection,
-        open=False,
-        name=name,
-        timeout=30,
+        **_pool_arguments(dsn, application_name, min_size, max_size, name),
     )
+
+
+def _pool_arguments(dsn: str, application_name: str, min_size: int, max_size: int, name: str) -> dict[str, Any]:
+    """What the two pools share: the server, the sizes, opened by their owner, a 30 s checkout."""
+    conninfo = _conninfo(dsn, application_name, connect_timeout=10)
+    return {
+        "conninfo": conninfo,
+        "min_size": min_size,
+        "max_size": max_size,
+        "open": False,
+        "name": name,
+        "timeout": 30,
+    }
 
 
 class ConnectionRunner(Protocol):
@@ -239,7 +240,7 @@ class OwnSession:
             if not self._prepare:
                 conn.prepare_threshold = None
             for name, value in self._settings.items():
-                conn.execute(sql.SQL(_SQL["set_setting"]).format(name=sql.Identifier(name), value=sql.Literal(value)))
+                conn.execute(sql.SQL(SQL.set_setting).format(name=sql.Identifier(name), value=sql.Literal(value)))
         except BaseException:
             close_quietly(conn)
             raise

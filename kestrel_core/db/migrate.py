@@ -51,7 +51,7 @@ from kestrel_core.base.errors import ActionRefused, SchemaOutdated, SchemaTooNew
 from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import check_schema_name, render, render_migration
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 # A changed function is no version: its (re)application is logged, not returned.
 log = logging.getLogger("kestrel.migrate")
@@ -65,42 +65,16 @@ OUTSIDE_TRANSACTION = re.compile(r"^-- kestrel: outside transaction\s*$", re.MUL
 # may use the columns the migrations add.
 FUNCTIONS_DIR = ("schema", "functions")
 
-CREATE_SCHEMA = _SQL["create_schema"]
-SCHEMA_FITNESS = _SQL["schema_fitness"]
-CREATE_VERSIONS = _SQL["create_versions"]
-CREATE_FUNCTIONS = _SQL["create_functions"]
-LOCK = _SQL["lock"]
-TRY_OUTSIDE_LOCK = _SQL["try_outside_lock"]
-OUTSIDE_UNLOCK = _SQL["outside_unlock"]
 OUTSIDE_POLL_S = 0.2
-APPLIED = _SQL["applied"]
-IS_APPLIED = _SQL["is_applied"]
-RECORD = _SQL["record"]
-VERSIONS_EXIST = _SQL["versions_exist"]
-CURRENT_VERSION = _SQL["current_version"]
-FUNCTIONS_APPLIED = _SQL["functions_applied"]
-RECORD_FUNCTION = _SQL["record_function"]
-INVALID_INDEXES = _SQL["invalid_indexes"]
 # ``CREATE [UNIQUE] INDEX CONCURRENTLY IF NOT EXISTS name ON {schema}.table <definition>``
 CONCURRENT_INDEX = re.compile(
     r"^CREATE\s+(?P<unique>UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+IF\s+NOT\s+EXISTS\s+(?P<name>\w+)\s+"
     r"ON\s+\{schema\}\.(?P<table>\w+)\s+(?P<definition>.+)$",
     re.IGNORECASE | re.DOTALL,
 )
-IS_PARTITIONED = _SQL["is_partitioned"]
-PARTITIONS_WITHOUT_INDEX = _SQL["partitions_without_index"]
-INDEX_IS_VALID = _SQL["index_is_valid"]
-PARTITION_INDEX = _SQL["partition_index"]
-PARENT_INDEX = _SQL["parent_index"]
-ATTACH_INDEX = _SQL["attach_index"]
-PARENT_LOCK_TIMEOUT = _SQL["parent_lock_timeout"]
-RESET_LOCK_TIMEOUT = _SQL["reset_lock_timeout"]
 # New partitions (ensure_partitions) may appear while the partitions' indexes are built: the
 # ones without are looked for again, this many times at most.
 PARTITION_ROUNDS = 5
-DROP_INDEX_CONCURRENTLY = _SQL["drop_index_concurrently"]
-HAS_ENSURE_PARTITIONS = _SQL["has_ensure_partitions"]
-ENSURE_PARTITIONS = _SQL["ensure_partitions"]
 
 
 @dataclass(frozen=True)
@@ -195,12 +169,12 @@ def _apply_in_transaction(
     """Apply the pending migrations up to the first outside-transaction one (returned), or
     all of them and then the changed function files (None returned), in one transaction."""
     with conn.transaction():
-        conn.execute(LOCK)
+        conn.execute(SQL.lock)
         check_schema_fit(conn, schema)
-        conn.execute(render(CREATE_SCHEMA, schema))
-        conn.execute(render(CREATE_VERSIONS, schema))
-        conn.execute(render(CREATE_FUNCTIONS, schema))
-        done = {row[0] for row in conn.execute(render(APPLIED, schema))}
+        conn.execute(render(SQL.create_schema, schema))
+        conn.execute(render(SQL.create_versions, schema))
+        conn.execute(render(SQL.create_functions, schema))
+        done = {row[0] for row in conn.execute(render(SQL.applied, schema))}
         _refuse_unknown_versions(schema, done, {m.version for m in migrations})
         for migration in migrations:
             if migration.version in done:
@@ -208,7 +182,7 @@ def _apply_in_transaction(
             if migration.outside_transaction:
                 return migration
             conn.execute(render_migration(migration.text, schema))
-            conn.execute(render(RECORD, schema), (migration.version, migration.name))
+            conn.execute(render(SQL.record, schema), (migration.version, migration.name))
             applied_now.append(migration.version)
         _apply_functions(conn, schema, functions)
         _ensure_partitions(conn, schema)
@@ -218,7 +192,7 @@ def _apply_in_transaction(
 def check_schema_fit(conn: psycopg.Connection, schema: str) -> None:
     """ActionRefused unless ``schema`` is absent or Kestrel's alone: not ``public`` (unless
     Kestrel is already there), no CREATE for other roles, no objects Kestrel did not create."""
-    row = conn.execute(SCHEMA_FITNESS, (schema,)).fetchone()
+    row = conn.execute(SQL.schema_fitness, (schema,)).fetchone()
     if row is None:
         return
     kestrel, others_create, objects = row
@@ -258,13 +232,13 @@ def _ensure_partitions(conn: psycopg.Connection, schema: str) -> None:
     """Create the history's id ranges ahead, once the schema has them (a savepoint: a lock
     not had within the function's lock_timeout is logged, and left to the workers' upkeep)."""
     row = conn.execute(
-        HAS_ENSURE_PARTITIONS, (f"{schema}.ensure_partitions(integer)", f"{schema}.history_settings")
+        SQL.has_ensure_partitions, (f"{schema}.ensure_partitions(integer)", f"{schema}.history_settings")
     ).fetchone()
     if row != (True,):
         return
     try:
         with conn.transaction():
-            conn.execute(render(ENSURE_PARTITIONS, schema))
+            conn.execute(render(SQL.ensure_partitions, schema))
     except psycopg.errors.LockNotAvailable as exc:
         log.warning("event=ensure_partitions_skipped schema=%s error=%r", schema, str(exc).strip())
 
@@ -286,7 +260,7 @@ def _apply_functions(conn: psycopg.Connection, schema: str, functions: Sequence[
     """(Re)apply each function file whose text is not the latest one applied."""
     latest: dict[str, str] = {}
     seen: set[tuple[str, str]] = set()
-    for name, checksum in conn.execute(render(FUNCTIONS_APPLIED, schema)):
+    for name, checksum in conn.execute(render(SQL.functions_applied, schema)):
         latest[name] = checksum
         seen.add((name, checksum))
     for function in functions:
@@ -299,7 +273,7 @@ def _apply_functions(conn: psycopg.Connection, schema: str, functions: Sequence[
                 f"{function.name}() than this code's: upgrade kestrel"
             )
         conn.execute(render_migration(function.text, schema))
-        conn.execute(render(RECORD_FUNCTION, schema), (function.name, checksum))
+        conn.execute(render(SQL.record_function, schema), (function.name, checksum))
         log.info("event=function_applied schema=%s function=%s", schema, function.name)
 
 
@@ -312,12 +286,12 @@ def _apply_outside_transaction(conn: psycopg.Connection, schema: str, migration:
             "transaction: migrate needs an autocommit connection"
         )
     statements = migration.statements()
-    while conn.execute(TRY_OUTSIDE_LOCK).fetchone() != (True,):
+    while conn.execute(SQL.try_outside_lock).fetchone() != (True,):
         time.sleep(OUTSIDE_POLL_S)
     try:
-        if conn.execute(render(IS_APPLIED, schema), (migration.version,)).fetchone():
+        if conn.execute(render(SQL.is_applied, schema), (migration.version,)).fetchone():
             return False
-        for (index,) in conn.execute(INVALID_INDEXES, (schema,)).fetchall():
+        for (index,) in conn.execute(SQL.invalid_indexes, (schema,)).fetchall():
             conn.execute(_drop_index(schema, index))
         for statement in statements:
             index = CONCURRENT_INDEX.match(statement)
@@ -325,21 +299,21 @@ def _apply_outside_transaction(conn: psycopg.Connection, schema: str, migration:
                 _build_partitioned_index(conn, schema, index)
             else:
                 conn.execute(render_migration(statement, schema))
-        conn.execute(render(RECORD, schema), (migration.version, migration.name))
+        conn.execute(render(SQL.record, schema), (migration.version, migration.name))
         return True
     finally:
-        conn.execute(OUTSIDE_UNLOCK)
+        conn.execute(SQL.outside_unlock)
 
 
 def _is_partitioned(conn: psycopg.Connection, schema: str, table: str) -> bool:
-    row = conn.execute(IS_PARTITIONED, (sql.Identifier(schema, table).as_string(conn),)).fetchone()
+    row = conn.execute(SQL.is_partitioned, (sql.Identifier(schema, table).as_string(conn),)).fetchone()
     return bool(row and row[0])
 
 
 def _build_partitioned_index(conn: psycopg.Connection, schema: str, index: re.Match[str]) -> None:
     """``CREATE INDEX CONCURRENTLY`` of a partitioned table, which PostgreSQL refuses: each
     partition's index is built concurrently (writes go on), then the parent's index is created
-    ``ON ONLY`` (a brief SHARE lock on the parent alone, under PARENT_LOCK_TIMEOUT) and each
+    ``ON ONLY`` (a brief SHARE lock on the parent alone, under parent_lock_timeout) and each
     partition's is attached; the parent's becomes valid with the last one. Partitions created
     later get it from the parent. Each step is idempotent: an interrupted run is resumed."""
     name, table = index["name"], index["table"]
@@ -351,41 +325,43 @@ def _build_partitioned_index(conn: psycopg.Connection, schema: str, index: re.Ma
     parent = {"table": sql.Identifier(schema, table).as_string(conn), "index": parent_name}
     suffix = name[len(table) :] if name.startswith(table) else f"_{name}"
     for _ in range(PARTITION_ROUNDS):
-        partitions = [r[0] for r in conn.execute(PARTITIONS_WITHOUT_INDEX, parent).fetchall()]
+        partitions = [r[0] for r in conn.execute(SQL.partitions_without_index, parent).fetchall()]
         for partition in partitions:
             conn.execute(
-                sql.SQL(PARTITION_INDEX).format(
+                sql.SQL(SQL.partition_index).format(
                     index=sql.Identifier(partition + suffix), table=sql.Identifier(schema, partition), **parts
                 )
             )
-        conn.execute(PARENT_LOCK_TIMEOUT)
+        conn.execute(SQL.parent_lock_timeout)
         try:
             conn.execute(
-                sql.SQL(PARENT_INDEX).format(index=sql.Identifier(name), table=sql.Identifier(schema, table), **parts)
+                sql.SQL(SQL.parent_index).format(
+                    index=sql.Identifier(name), table=sql.Identifier(schema, table), **parts
+                )
             )
         finally:
-            conn.execute(RESET_LOCK_TIMEOUT)
+            conn.execute(SQL.reset_lock_timeout)
         for partition in partitions:
             conn.execute(
-                sql.SQL(ATTACH_INDEX).format(
+                sql.SQL(SQL.attach_index).format(
                     parent=sql.Identifier(schema, name), child=sql.Identifier(schema, partition + suffix)
                 )
             )
-        if conn.execute(INDEX_IS_VALID, (parent_name,)).fetchone() == (True,):
+        if conn.execute(SQL.index_is_valid, (parent_name,)).fetchone() == (True,):
             return
     raise RuntimeError(f"the index {name} of {schema}.{table} is still missing on some partitions: run migrate again")
 
 
 def _drop_index(schema: str, index: str) -> sql.Composed:
-    return sql.SQL(DROP_INDEX_CONCURRENTLY).format(index=sql.Identifier(schema, index))
+    return sql.SQL(SQL.drop_index_concurrently).format(index=sql.Identifier(schema, index))
 
 
 def schema_version(conn: psycopg.Connection, schema: str) -> int | None:
     """The version the database is at, or None when the schema was never migrated."""
-    exists = conn.execute(VERSIONS_EXIST, (f'"{schema}".schema_migrations',)).fetchone()
+    exists = conn.execute(SQL.versions_exist, (f'"{schema}".schema_migrations',)).fetchone()
     if not (exists and exists[0]):
         return None
-    row = conn.execute(render(CURRENT_VERSION, schema)).fetchone()
+    row = conn.execute(render(SQL.current_version, schema)).fetchone()
     return row[0] if row else 0
 
 

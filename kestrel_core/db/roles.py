@@ -67,24 +67,14 @@ from kestrel_core.db.migrate import function_files, is_kestrel_relation, kestrel
 from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import check_schema_name
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 DEFAULT_WORKER_ROLE = "kestrel_worker"
 DEFAULT_OPERATOR_ROLE = "kestrel_operator"
 DEFAULT_READER_ROLE = "kestrel_reader"
 
-LOCK = _SQL["lock"]
-ROLE_EXISTS = _SQL["role_exists"]
-CREATE_ROLE = _SQL["create_role"]
-SCHEMA_EXISTS = _SQL["schema_exists"]
-CAN_CREATE_ROLES = _SQL["can_create_roles"]
-IS_SUPERUSER = _SQL["is_superuser"]
 # Parameter privileges are cluster-wide (PostgreSQL 15+); only a superuser may grant them.
 READER_PARAMETERS = ("temp_file_limit",)
-GRANT_SET_PARAMETER = _SQL["grant_set_parameter"]
-SCHEMA_TABLES = _SQL["schema_tables"]
-SCHEMA_SEQUENCES = _SQL["schema_sequences"]
-SCHEMA_FUNCTIONS = _SQL["schema_functions"]
 KESTREL_FUNCTIONS = sorted(f.name for f in function_files())
 
 # What the worker role may do, table by table: privileges, with a column list where the
@@ -204,7 +194,7 @@ def check_role_name(name: str) -> str:
 
 def can_create_roles(conn: psycopg.Connection) -> bool:
     """Whether the connected user may create roles (superuser or CREATEROLE)."""
-    row = conn.execute(CAN_CREATE_ROLES).fetchone()
+    row = conn.execute(SQL.can_create_roles).fetchone()
     return bool(row and row[0])
 
 
@@ -218,8 +208,8 @@ def ensure_roles(conn: psycopg.Connection, schema: str, names: RoleNames | None 
     check_schema_name(schema)
     report = RolesReport()
     with conn.transaction():
-        conn.execute(LOCK)
-        if conn.execute(SCHEMA_EXISTS, (schema,)).fetchone() is None:
+        conn.execute(SQL.lock)
+        if conn.execute(SQL.schema_exists, (schema,)).fetchone() is None:
             raise SchemaOutdated(
                 f"the Kestrel schema {schema!r} does not exist in this database: "
                 "run `kestrel-console migrate` first, then create the roles"
@@ -227,7 +217,7 @@ def ensure_roles(conn: psycopg.Connection, schema: str, names: RoleNames | None 
         for role in (names.worker, names.operator, names.reader):
             (report.created if _create_role(conn, role) else report.existing).append(role)
         known = kestrel_relations()
-        tables = [row[0] for row in conn.execute(SCHEMA_TABLES, (schema,)) if is_kestrel_relation(row[0], known)]
+        tables = [row[0] for row in conn.execute(SQL.schema_tables, (schema,)) if is_kestrel_relation(row[0], known)]
         report.tables = tables
         _grant(conn, schema, names, tables)
         _grant_membership(conn, names.reader, names.operator)
@@ -237,7 +227,7 @@ def ensure_roles(conn: psycopg.Connection, schema: str, names: RoleNames | None 
 
 def _create_role(conn: psycopg.Connection, role: str) -> bool:
     """CREATE ROLE unless it exists; True if created here."""
-    row = conn.execute(ROLE_EXISTS, (role,)).fetchone()
+    row = conn.execute(SQL.role_exists, (role,)).fetchone()
     if row is not None:
         if row[0]:
             raise InvalidArgument(
@@ -247,7 +237,7 @@ def _create_role(conn: psycopg.Connection, role: str) -> bool:
         return False
     try:
         with conn.transaction():  # a savepoint: a concurrent CREATE ROLE must not abort ours
-            conn.execute(sql.SQL(CREATE_ROLE).format(role=sql.Identifier(role)))
+            conn.execute(sql.SQL(SQL.create_role).format(role=sql.Identifier(role)))
     except (psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
         return False  # created by another process meanwhile
     return True
@@ -263,24 +253,24 @@ def _grant(conn: psycopg.Connection, schema: str, names: RoleNames, tables: list
     every = sql.SQL("{}, {}, {}").format(worker, operator, reader)
     statements = [
         # Start from nothing, so a rerun also takes back what an older version granted.
-        sql.SQL(_SQL["revoke_schema"]).format(schema=s, roles=every),
-        sql.SQL(_SQL["grant_schema"]).format(schema=s, roles=every),
+        sql.SQL(SQL.revoke_schema).format(schema=s, roles=every),
+        sql.SQL(SQL.grant_schema).format(schema=s, roles=every),
     ]
     for table in tables:
         t = sql.Identifier(schema, table)
-        statements.append(sql.SQL(_SQL["revoke_table"]).format(table=t, roles=every))
-        statements.append(sql.SQL(_SQL["grant_table_read"]).format(table=t, operator=operator, reader=reader))
-    for (sequence,) in conn.execute(SCHEMA_SEQUENCES, (schema, tables)).fetchall():
+        statements.append(sql.SQL(SQL.revoke_table).format(table=t, roles=every))
+        statements.append(sql.SQL(SQL.grant_table_read).format(table=t, operator=operator, reader=reader))
+    for (sequence,) in conn.execute(SQL.schema_sequences, (schema, tables)).fetchall():
         q = sql.Identifier(schema, sequence)
-        statements.append(sql.SQL(_SQL["revoke_sequence"]).format(sequence=q, roles=every))
-        statements.append(sql.SQL(_SQL["grant_sequence"]).format(sequence=q, worker=worker))
-    for (signature,) in conn.execute(SCHEMA_FUNCTIONS, (schema, KESTREL_FUNCTIONS)).fetchall():
+        statements.append(sql.SQL(SQL.revoke_sequence).format(sequence=q, roles=every))
+        statements.append(sql.SQL(SQL.grant_sequence).format(sequence=q, worker=worker))
+    for (signature,) in conn.execute(SQL.schema_functions, (schema, KESTREL_FUNCTIONS)).fetchall():
         # regprocedure's text: the catalog's own quoting of a name and argument types it holds.
-        statements.append(sql.SQL(_SQL["revoke_function"]).format(function=sql.SQL(signature), roles=every))
+        statements.append(sql.SQL(SQL.revoke_function).format(function=sql.SQL(signature), roles=every))
     for table, privileges in WORKER_WRITES.items():
         if table in tables:
             statements.append(
-                sql.SQL(_SQL["grant_worker_writes"]).format(
+                sql.SQL(SQL.grant_worker_writes).format(
                     privileges=sql.SQL(", ").join(sql.SQL(p) for p in privileges),
                     schema=s,
                     table=sql.Identifier(table),
@@ -292,7 +282,7 @@ def _grant(conn: psycopg.Connection, schema: str, names: RoleNames, tables: list
             name, _, args = signature.partition("(")
             if _function_exists(conn, schema, name):
                 statements.append(
-                    sql.SQL(_SQL["grant_function"]).format(
+                    sql.SQL(SQL.grant_function).format(
                         schema=s, function=sql.Identifier(name), arguments=sql.SQL(args.rstrip(")")), role=role
                     )
                 )
@@ -300,9 +290,6 @@ def _grant(conn: psycopg.Connection, schema: str, names: RoleNames, tables: list
         conn.execute(statement)
 
 
-IS_MEMBER = _SQL["is_member"]
-GRANT_ROLE = _SQL["grant_role"]
-HAS_PARAMETER_PRIVILEGE = _SQL["has_parameter_privilege"]
 # A cluster-wide catalog row (a parameter's ACL) takes one update at a time: a concurrent grant
 # to another role from another database fails ours with 'tuple concurrently updated' (or a
 # unique violation when both create the row). Each attempt is short; 50 cover any realistic crowd.
@@ -334,33 +321,30 @@ def _grant_membership(conn: psycopg.Connection, role: str, member: str) -> None:
     ``ensure_roles`` in another database may grant it meanwhile: that counts as granted."""
     _grant_shared(
         conn,
-        sql.SQL(GRANT_ROLE).format(role=sql.Identifier(role), member=sql.Identifier(member)),
-        lambda: conn.execute(IS_MEMBER, (member, role)).fetchone() == (True,),
+        sql.SQL(SQL.grant_role).format(role=sql.Identifier(role), member=sql.Identifier(member)),
+        lambda: conn.execute(SQL.is_member, (member, role)).fetchone() == (True,),
     )
 
 
 def _grant_reader_parameters(conn: psycopg.Connection, reader: str) -> None:
     """Let the reader role lower the settings the console bounds each query with; skipped
     unless a superuser runs this (then the console can set only what any role may)."""
-    if conn.execute(IS_SUPERUSER).fetchone() != (True,):
+    if conn.execute(SQL.is_superuser).fetchone() != (True,):
         return
     for parameter in READER_PARAMETERS:
         _grant_shared(
             conn,
-            sql.SQL(GRANT_SET_PARAMETER).format(parameter=sql.Identifier(parameter), role=sql.Identifier(reader)),
+            sql.SQL(SQL.grant_set_parameter).format(parameter=sql.Identifier(parameter), role=sql.Identifier(reader)),
             partial(_may_set, conn, reader, parameter),
         )
 
 
 def _may_set(conn: psycopg.Connection, role: str, parameter: str) -> bool:
-    return conn.execute(HAS_PARAMETER_PRIVILEGE, (role, parameter)).fetchone() == (True,)
-
-
-FUNCTION_EXISTS = _SQL["function_exists"]
+    return conn.execute(SQL.has_parameter_privilege, (role, parameter)).fetchone() == (True,)
 
 
 def _function_exists(conn: psycopg.Connection, schema: str, name: str) -> bool:
-    return conn.execute(FUNCTION_EXISTS, (schema, name)).fetchone() is not None
+    return conn.execute(SQL.function_exists, (schema, name)).fetchone() is not None
 
 
 @contextmanager

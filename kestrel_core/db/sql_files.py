@@ -19,12 +19,15 @@ Statements keep the engine's rendering markers (``{schema}``, ``{claim_is_curren
 shares with others names that part by a marker too (``{take_picked}``, ``{place_one}``: a block
 of a statements file, whose comment says which), filled at import by ``paste``; nothing here
 composes SQL with anything but the engine's own blocks.
+
+A module reads its file once, ``SQL = statements_beside(__file__)``, and names a statement where
+it runs it, ``SQL.claim_ready``: the name in the file is the name in the code.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
@@ -72,9 +75,44 @@ def parse_statements(text: str, source: str = "<text>") -> Mapping[str, str]:
     return MappingProxyType(found)
 
 
+class Statements:
+    """The statements of one file, read-only, each an attribute under its block's name. No
+    method of its own (a block may be named ``get`` or ``items``): ``in``, ``[]`` and iteration
+    over the names are all it adds."""
+
+    __slots__ = ("_by_name", "_source")
+    _by_name: Mapping[str, str]
+    _source: str
+
+    def __init__(self, by_name: Mapping[str, str], source: str) -> None:
+        object.__setattr__(self, "_by_name", MappingProxyType(dict(by_name)))
+        object.__setattr__(self, "_source", source)
+
+    def __getattr__(self, name: str) -> str:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise AttributeError(f"{self._source} has no statement {name!r}") from None
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("statements are read-only")
+
+    def __getitem__(self, name: str) -> str:
+        return self._by_name[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+
 @cache
-def _read(path: Path) -> Mapping[str, str]:
-    return parse_statements(path.read_text(encoding="utf-8"), str(path))
+def _read(path: Path) -> Statements:
+    return Statements(parse_statements(path.read_text(encoding="utf-8"), str(path)), str(path))
 
 
 def paste(statement: str, **parts: str) -> str:
@@ -88,6 +126,6 @@ def paste(statement: str, **parts: str) -> str:
     return statement
 
 
-def statements_beside(module_file: str) -> Mapping[str, str]:
+def statements_beside(module_file: str) -> Statements:
     """The statements of the ``.sql`` file beside ``module_file`` (pass ``__file__``), read once."""
     return _read(Path(module_file).with_suffix(".sql"))

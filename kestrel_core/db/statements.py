@@ -41,18 +41,11 @@ def quote_identifier(name: str) -> str:
 
 
 # The fragments, each a block of statements.sql (the comment there says where each is pasted).
-_SQL = statements_beside(__file__)
-ASYNC_COMMIT = _SQL["async_commit"]
-CLAIM_IS_CURRENT = _SQL["claim_is_current"]
-LOCK_IF_CLAIM_IS_CURRENT = _SQL["lock_if_claim_is_current"]
-TAKE_CLAIM = _SQL["take_claim"]
+SQL = statements_beside(__file__)
+# A name of its own: the chaos run's mutation test replaces it (tests/chaos/workload.py).
+CLAIM_IS_CURRENT = SQL.claim_is_current
 # The largest input (bytes as stored, uncompressed) a claim returns ({claimed_input}).
 CLAIM_INPUT_MAX_BYTES = 512
-CLAIMED_INPUT = _SQL["claimed_input"]
-QUEUE_IS_LIMITED = _SQL["queue_is_limited"]
-READY_ROW_IS_CURRENT = _SQL["ready_row_is_current"]
-VERSION_MATCHES = _SQL["version_matches"]
-WORKER_IS_LIVE = _SQL["worker_is_live"]
 
 # The statuses (base/statuses.py), pasted as literals so the planner matches the partial indexes:
 # ``status IN {live_statuses}``, ``status IN {terminal_statuses}``, and ``{status_order}``, every
@@ -77,15 +70,15 @@ def fragments(schema: str) -> dict[str, sql.Composable]:
     return {
         "schema": ident,
         "claim_is_current": claim,
-        "lock_if_claim_is_current": sql.SQL(LOCK_IF_CLAIM_IS_CURRENT).format(schema=ident, claim_is_current=claim),
-        "async_commit": sql.SQL(ASYNC_COMMIT),
-        "take_claim": sql.SQL(TAKE_CLAIM),
-        "ready_row_is_current": sql.SQL(READY_ROW_IS_CURRENT),
-        "claimed_input": sql.SQL(CLAIMED_INPUT).format(claim_input_max_bytes=max_bytes),
+        "lock_if_claim_is_current": sql.SQL(SQL.lock_if_claim_is_current).format(schema=ident, claim_is_current=claim),
+        "async_commit": sql.SQL(SQL.async_commit),
+        "take_claim": sql.SQL(SQL.take_claim),
+        "ready_row_is_current": sql.SQL(SQL.ready_row_is_current),
+        "claimed_input": sql.SQL(SQL.claimed_input).format(claim_input_max_bytes=max_bytes),
         "claim_input_max_bytes": max_bytes,
-        "queue_is_limited": sql.SQL(QUEUE_IS_LIMITED),
-        "version_matches": sql.SQL(VERSION_MATCHES),
-        "worker_is_live": sql.SQL(WORKER_IS_LIVE),
+        "queue_is_limited": sql.SQL(SQL.queue_is_limited),
+        "version_matches": sql.SQL(SQL.version_matches),
+        "worker_is_live": sql.SQL(SQL.worker_is_live),
         **{name: sql.SQL(text) for name, text in STATUS_FRAGMENTS.items()},
     }
 

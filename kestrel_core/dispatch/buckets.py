@@ -53,7 +53,7 @@ from kestrel_core.db.statements import render
 # spell it too. N groups of a fleet are N contiguous ranges of them.
 BUCKETS = 64
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 
 def group_of(bucket: int, groups: int) -> int:
@@ -109,7 +109,7 @@ def live_peers(
     """Record that ``worker_id`` serves ``groups`` groups, and return the live workers that do
     and claim what it claims (itself included): not stopped, heartbeating within their lease."""
     params = {"worker_id": worker_id, "groups": groups, "lease": lease, **claims.params()}
-    rows = conn.execute(render(_SQL["live_peers"], schema), params).fetchall()
+    rows = conn.execute(render(SQL.live_peers, schema), params).fetchall()
     return sorted({worker_id, *(row[0] for row in rows)})
 
 

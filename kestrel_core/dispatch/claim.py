@@ -32,22 +32,21 @@ import psycopg
 
 from kestrel_core.db.sql_files import paste, statements_beside
 from kestrel_core.db.statements import quote_identifier, render
-from kestrel_core.dispatch.limited_claim import IN_CLAIM_TRANSACTION, LIMITED_WITH_WORK, claim_limited, idle_in_claim_ms
+from kestrel_core.dispatch import limited_claim
+from kestrel_core.dispatch.limited_claim import claim_limited, idle_in_claim_ms
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 log = logging.getLogger("kestrel.claim")
 
-CLAIMABLE = _SQL["claimable"]
-TAKE_PICKED = _SQL["take_picked"]
-CLAIM = paste(_SQL["claim"], claimable=CLAIMABLE, take_picked=TAKE_PICKED)
-CLAIM_BEHIND = paste(_SQL["claim_behind"], claimable=CLAIMABLE, take_picked=TAKE_PICKED)
-CLAIM_BEHIND_SLICE = paste(_SQL["claim_behind_slice"], claimable=CLAIMABLE, take_picked=TAKE_PICKED)
-READY_BLOCKS = _SQL["ready_blocks"]
-ORDERED_PLAN = _SQL["ordered_plan"]
+CLAIM = paste(SQL.claim, claimable=SQL.claimable, take_picked=SQL.take_picked)
+CLAIM_BEHIND = paste(SQL.claim_behind, claimable=SQL.claimable, take_picked=SQL.take_picked)
+CLAIM_BEHIND_SLICE = paste(SQL.claim_behind_slice, claimable=SQL.claimable, take_picked=SQL.take_picked)
+# Exported: the benchmarks set what the claim transaction sets.
+ORDERED_PLAN = SQL.ordered_plan
 CLAIM_SESSION_SETTINGS = {"enable_sort": "off", "jit": "off"}  # JIT: never worth it for a claim
-# No claim transaction may stay open across a client freeze: see IN_CLAIM_TRANSACTION
-# (limited_claim.py). The worker's one-statement claims have no transaction to keep open: they
+# No claim transaction may stay open across a client freeze: see in_claim_transaction
+# (limited_claim.sql). The worker's one-statement claims have no transaction to keep open: they
 # commit on the server, with no client round trip in between.
 
 
@@ -213,13 +212,10 @@ class Claim:
         return self.claims == 1
 
 
-CLAIMED_INPUT_LATER = _SQL["claimed_input_later"]
-
-
 def load_input(conn: psycopg.Connection, schema: str, item: Claim, worker_id: str) -> Claim | None:
     """``item`` with its input read (one left out of the claim's result); None if the claim ended."""
     row = conn.execute(
-        render(CLAIMED_INPUT_LATER, schema),
+        render(SQL.claimed_input_later, schema),
         {"eid": item.execution_id, "worker_id": worker_id, "claim_epoch": item.claim_epoch},
     ).fetchone()
     return None if row is None else replace(item, input=row[0], input_later=False)
@@ -269,7 +265,7 @@ def claim_batch(
     ClaimMark, makes the fast path walk past what it already claimed (and look behind it); None
     walks from the start. ``claim_session``: ``conn`` is an autocommit session with
     CLAIM_SESSION_SETTINGS, so each fast claim is one statement; else each is a transaction
-    that sets them (IN_CLAIM_TRANSACTION). ``buckets``: claim only from these (buckets.py),
+    that sets them (limited_claim.sql, in_claim_transaction). ``buckets``: claim only from these (buckets.py),
     in both paths; None: from every bucket.
     """
     if n <= 0 or not names:
@@ -352,7 +348,9 @@ def _claim_into(
             rows += _look_behind(conn, schema, params, n - len(rows), mark, claim_session)
     limited_queues: list[str] = []
     if check_limited:
-        limited_queues = [row[0] for row in conn.execute(render(LIMITED_WITH_WORK, schema), params).fetchall()]
+        limited_queues = [
+            row[0] for row in conn.execute(render(limited_claim.SQL.limited_with_work, schema), params).fetchall()
+        ]
     if limited_queues and len(rows) < n:
         rows += claim_limited(conn, schema, {**params, "n": n - len(rows)}, limited_queues)
     return bool(limited_queues)
@@ -420,14 +418,16 @@ def _claim_rows(
     if claim_session:
         return conn.execute(statement, params).fetchall()
     with conn.transaction():
-        conn.execute(IN_CLAIM_TRANSACTION, {"sort": "off", "idle_ms": str(idle_in_claim_ms(params["lease"]))})
+        conn.execute(
+            limited_claim.SQL.in_claim_transaction, {"sort": "off", "idle_ms": str(idle_in_claim_ms(params["lease"]))}
+        )
         return conn.execute(statement, params).fetchall()
 
 
 def _ready_blocks(conn: psycopg.Connection, schema: str) -> int:
     """The ready table's size in blocks now."""
     ready = f"{quote_identifier(schema)}.executions_ready"
-    row = conn.execute(READY_BLOCKS, {"ready": ready}).fetchone()
+    row = conn.execute(SQL.ready_blocks, {"ready": ready}).fetchone()
     return int(row[0]) if row is not None else 0
 
 

@@ -19,11 +19,7 @@ from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import render
 from kestrel_core.dispatch.enqueue import MAX_DELAY
 
-_SQL = statements_beside(__file__)
-
-STAMP = _SQL["stamp"]
-LOCK_DUE_WAITS = _SQL["lock_due_waits"]
-SWEEP_DEADLINES = _SQL["sweep_deadlines"]
+SQL = statements_beside(__file__)
 
 
 def stamp(
@@ -32,7 +28,7 @@ def stamp(
     """Set the execution's deadline if it has none yet (fenced by the claim); whether the
     claim is still current and its deadline not passed (else nothing may run under it)."""
     row = conn.execute(
-        render(STAMP, schema),
+        render(SQL.stamp, schema),
         {"eid": execution_id, "worker_id": worker_id, "claim_epoch": claim_epoch, "timeout": timeout},
     ).fetchone()
     return bool(row and row[0])
@@ -41,8 +37,8 @@ def stamp(
 def sweep_deadlines(conn: psycopg.Connection, schema: str, batch: int = 500) -> list[int]:
     """End live executions past their deadline as error; returns their ids."""
     with conn.transaction():
-        parked = [row[0] for row in conn.execute(render(LOCK_DUE_WAITS, schema), {"batch": batch})]
-        rows = conn.execute(render(SWEEP_DEADLINES, schema), {"batch": batch, "parked": parked})
+        parked = [row[0] for row in conn.execute(render(SQL.lock_due_waits, schema), {"batch": batch})]
+        rows = conn.execute(render(SQL.sweep_deadlines, schema), {"batch": batch, "parked": parked})
         return [row[0] for row in rows]
 
 

@@ -34,17 +34,12 @@ from kestrel_core.db.sql_files import paste, statements_beside
 from kestrel_core.db.statements import notify_channel, render
 from kestrel_core.dispatch.keys import check_idempotency_key, check_name
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 log = logging.getLogger("kestrel.enqueue")
 
-PLACE_ROWS = _SQL["place_rows"]
-PLACE_ONE = paste(_SQL["place_one"], place_rows=PLACE_ROWS)
-ENQUEUE = paste(_SQL["enqueue"], place_rows=PLACE_ROWS)
-WAKE = _SQL["wake"]
-BEGIN = _SQL["begin"]
-COMMIT = _SQL["commit"]
-BY_KEYS = _SQL["by_keys"]
+PLACE_ONE = paste(SQL.place_one, place_rows=SQL.place_rows)
+ENQUEUE = paste(SQL.enqueue, place_rows=SQL.place_rows)
 
 
 # A workflow name is NOTIFY's payload (at most 8000 bytes) and is shown in every list: bounded.
@@ -269,7 +264,7 @@ def wake_params(schema: str, batch: Sequence[Row]) -> dict[str, Any]:
 
 def ids(batch: Sequence[Row], result: Sequence[tuple[int, str | None]]) -> tuple[list[int | None], list[str]]:
     """Each row's id from ENQUEUE's result, in row order; and the keys it did not answer for
-    (taken by a commit the statement's snapshot missed: read them with BY_KEYS)."""
+    (taken by a commit the statement's snapshot missed: read them with by_keys)."""
     by_key: dict[str, int] = {}
     fresh: list[int] = []
     for eid, key in result:
@@ -289,7 +284,7 @@ def ids(batch: Sequence[Row], result: Sequence[tuple[int, str | None]]) -> tuple
 
 
 def complete(batch: Sequence[Row], out: list[int | None], found: Mapping[str, int]) -> list[int]:
-    """``out`` with the ids BY_KEYS found; EnqueueFailed if a key is still unanswered (its
+    """``out`` with the ids by_keys found; EnqueueFailed if a key is still unanswered (its
     holder is invisible to this transaction: REPEATABLE READ or above, started before it)."""
     done: list[int] = []
     for row, eid in zip(batch, out):
@@ -317,7 +312,7 @@ def write(
     out, missing = ids(batch, result)
     found: dict[str, int] = {}
     if missing:
-        found = dict(conn.execute(render(BY_KEYS, schema), (missing,), prepare=prepare).fetchall())
+        found = dict(conn.execute(render(SQL.by_keys, schema), (missing,), prepare=prepare).fetchall())
     return complete(batch, out, found)
 
 
@@ -327,7 +322,7 @@ def wake(conn: psycopg.Connection, schema: str, batch: Sequence[Row]) -> None:
     their callers the enqueue failed, and a retry would insert them twice); workers' polling
     covers a lost wake-up."""
     try:
-        conn.execute(render(WAKE, schema), wake_params(schema, batch))
+        conn.execute(render(SQL.wake, schema), wake_params(schema, batch))
     except psycopg.Error as exc:
         wake_failed(batch, exc)
 
@@ -344,9 +339,9 @@ def write_and_wake(conn: psycopg.Connection, schema: str, batch: Sequence[Row]) 
     begun, inserted, committed, waked = round_trip(
         conn,
         [
-            Step(literal=BEGIN.encode()),
+            Step(literal=SQL.begin.encode()),
             Step(prepared=enqueue, params=params(schema, batch, notify=False)),
-            Step(literal=COMMIT.encode()),
+            Step(literal=SQL.commit.encode()),
             Step(prepared=woken, params=wake_params(schema, batch)),
         ],
     )
@@ -364,14 +359,14 @@ def write_and_wake(conn: psycopg.Connection, schema: str, batch: Sequence[Row]) 
     out, missing = ids(batch, rows_of(conn, inserted))
     found: dict[str, int] = {}
     if missing:
-        found = dict(conn.execute(render(BY_KEYS, schema), (missing,)).fetchall())
+        found = dict(conn.execute(render(SQL.by_keys, schema), (missing,)).fetchall())
     return complete(batch, out, found)
 
 
 @lru_cache(maxsize=16)
 def _prepared(schema: str) -> tuple[Prepared, Prepared]:
     """ENQUEUE and WAKE for ``schema``, as the batch's round trip prepares them."""
-    return Prepared.of(render(ENQUEUE, schema)), Prepared.of(render(WAKE, schema))
+    return Prepared.of(render(ENQUEUE, schema)), Prepared.of(render(SQL.wake, schema))
 
 
 def _end_failed_transaction(conn: psycopg.Connection) -> None:
@@ -392,12 +387,9 @@ def wake_failed(batch: Sequence[Row], exc: BaseException) -> None:
     )
 
 
-TRACE_CONTEXT = _SQL["trace_context"]
-
-
 def trace_context(conn: psycopg.Connection, schema: str, execution_id: int) -> str | None:
     """The W3C traceparent recorded at the enqueue of ``execution_id``, None if none."""
-    row = conn.execute(render(TRACE_CONTEXT, schema), (execution_id,)).fetchone()
+    row = conn.execute(render(SQL.trace_context, schema), (execution_id,)).fetchone()
     return None if row is None else row[0]
 
 

@@ -36,13 +36,12 @@ from kestrel_core.db.retry import RETRY
 from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.dispatch.enqueue import EnqueueFailed, Row
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 log = logging.getLogger("kestrel.enqueue")
 
 MAX_BATCH = 1000
 
-GENERIC_PLANS = _SQL["generic_plans"]
 
 Write = Callable[[Sequence[Row]], list[int]]
 AsyncWrite = Callable[[Sequence[Row]], Awaitable[list[int]]]
@@ -81,7 +80,7 @@ class WriterConnection:
             if conn is None or not _quiet(conn):
                 close_quietly(conn)
                 conn = self._conn = self._connect()
-                conn.execute(GENERIC_PLANS)
+                conn.execute(SQL.generic_plans)
             try:
                 yield conn
             except BaseException:

@@ -6,5 +6,5 @@
 -- plan assumes 10 rows from each array, so a batch of fewer rows (8 callers: 8 rows) was
 -- planned anew every time: 2.3 ms of planning for 0.7 ms of execution, most of a small batch's
 -- server time (bench/README.md, "Ingestion"). The connection runs nothing but ENQUEUE, WAKE and
--- BY_KEYS, whose generic plans are the custom ones without the row counts.
+-- by_keys, whose generic plans are the custom ones without the row counts.
 SET plan_cache_mode = force_generic_plan;

@@ -12,9 +12,7 @@ import psycopg
 from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import notify_channel, render
 
-_SQL = statements_beside(__file__)
-
-HEARTBEAT = _SQL["heartbeat"]
+SQL = statements_beside(__file__)
 
 
 @dataclass(frozen=True)
@@ -28,11 +26,6 @@ class Beat:
     @property
     def held(self) -> set[tuple[int, int]]:
         return self.renewed | self.busy
-
-
-RELEASE = _SQL["release"]
-LET_GO = _SQL["let_go"]
-IN_HEARTBEAT_TRANSACTION = _SQL["in_heartbeat_transaction"]
 
 
 def heartbeat(
@@ -50,11 +43,11 @@ def heartbeat(
     session has none: through PgBouncer); None, one statement (the session's bound holds)."""
     params = {"worker_id": worker_id, "lease": lease, "ids": list(execution_ids)}
     if lock_timeout_ms is None:
-        rows = conn.execute(render(HEARTBEAT, schema), params).fetchall()
+        rows = conn.execute(render(SQL.heartbeat, schema), params).fetchall()
     else:
         with conn.transaction():
-            conn.execute(IN_HEARTBEAT_TRANSACTION, {"ms": str(lock_timeout_ms)})
-            rows = conn.execute(render(HEARTBEAT, schema), params).fetchall()
+            conn.execute(SQL.in_heartbeat_transaction, {"ms": str(lock_timeout_ms)})
+            rows = conn.execute(render(SQL.heartbeat, schema), params).fetchall()
     return Beat(
         renewed={(row[0], row[1]) for row in rows if row[2]},
         busy={(row[0], row[1]) for row in rows if not row[2]},
@@ -63,10 +56,10 @@ def heartbeat(
 
 def release_all(conn: psycopg.Connection, schema: str, worker_id: str) -> list[int]:
     """Re-enqueue every execution ``worker_id`` still runs; returns their ids."""
-    rows = conn.execute(render(RELEASE, schema), {"worker_id": worker_id, "channel": notify_channel(schema)})
+    rows = conn.execute(render(SQL.release, schema), {"worker_id": worker_id, "channel": notify_channel(schema)})
     return [row[0] for row in rows]
 
 
 def let_go(conn: psycopg.Connection, schema: str, worker_id: str, execution_id: int, claim_epoch: int) -> None:
-    """Say that this claim stopped running ``execution_id``, if an operator paused it (LET_GO)."""
-    conn.execute(render(LET_GO, schema), {"eid": execution_id, "worker_id": worker_id, "claim_epoch": claim_epoch})
+    """Say that this claim stopped running ``execution_id``, if an operator paused it (let_go)."""
+    conn.execute(render(SQL.let_go, schema), {"eid": execution_id, "worker_id": worker_id, "claim_epoch": claim_epoch})

@@ -15,7 +15,7 @@
 --
 -- A running execution an operator paused keeps its claim alive while this worker still runs its
 -- code (a step in flight): its lease is renewed too, but it is not held (the worker stops at its
--- next boundary, and lets go: LET_GO). A resume meanwhile gives it back to this claim
+-- next boundary, and lets go: let_go). A resume meanwhile gives it back to this claim
 -- (resume_execution): the step in flight is checkpointed, not run again by a new claim.
 WITH mine AS (
     SELECT id FROM {schema}.workflow_executions

@@ -1,7 +1,7 @@
 """The limited claim: queues with a concurrency, per-worker or rate limit, or keyed executions.
 
 Claims of one limited queue serialise on its row: the claiming worker locks the queues' rows
-``FOR UPDATE`` (LOCK_QUEUES), then counts and claims in a second statement (CLAIM_LIMITED)
+``FOR UPDATE`` (lock_queues), then counts and claims in a second statement (claim_limited)
 whose snapshot is taken after the lock, so it sees every claim committed before it. Two
 workers that each see 2 of 3 running cannot both take the last slot: the second waits for the
 first's commit, then counts 3. The fast path (claim.py) never touches these queues. A worker
@@ -19,7 +19,7 @@ import psycopg
 from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import render
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 # No claim transaction may stay open across a client freeze (a SIGSTOP or a GC pause between
 # the claim statement and its COMMIT would hold the rows locked and enqueued, the queues'
@@ -38,21 +38,17 @@ def idle_in_claim_ms(lease: timedelta) -> int:
     return max(1, min(IDLE_IN_CLAIM_MS, int(lease.total_seconds() * 1000) // 2))
 
 
-IN_CLAIM_TRANSACTION = _SQL["in_claim_transaction"]
-LIMITED_WITH_WORK = _SQL["limited_with_work"]
-LOCK_QUEUES = _SQL["lock_queues"]
-CLAIM_LIMITED = _SQL["claim_limited"]
-
-
 def claim_limited(
     conn: psycopg.Connection, schema: str, params: dict[str, Any], limited_queues: list[str]
 ) -> list[tuple[Any, ...]]:
     """Lock the limited queues' rows, then count and claim under that lock (one transaction,
-    which the server ends if its client freezes in it: IN_CLAIM_TRANSACTION)."""
+    which the server ends if its client freezes in it: SQL.in_claim_transaction)."""
     with conn.transaction():
-        conn.execute(IN_CLAIM_TRANSACTION, {"sort": "on", "idle_ms": str(idle_in_claim_ms(params["lease"]))})
-        locked = [row[0] for row in conn.execute(render(LOCK_QUEUES, schema), {"queues": limited_queues}).fetchall()]
+        conn.execute(SQL.in_claim_transaction, {"sort": "on", "idle_ms": str(idle_in_claim_ms(params["lease"]))})
+        locked = [
+            row[0] for row in conn.execute(render(SQL.lock_queues, schema), {"queues": limited_queues}).fetchall()
+        ]
         if not locked:
             return []
         scan = max(500, 50 * params["n"])
-        return conn.execute(render(CLAIM_LIMITED, schema), {**params, "queues": locked, "scan": scan}).fetchall()
+        return conn.execute(render(SQL.claim_limited, schema), {**params, "queues": locked, "scan": scan}).fetchall()

@@ -25,7 +25,7 @@ SELECT limited.name FROM limited
 
 -- name: lock_queues
 -- The first statement: serialise with every other claiming worker of these queues. A queue paused
--- (or no longer limited) since LIMITED_WITH_WORK is not locked, hence not claimed here (the
+-- (or no longer limited) since limited_with_work is not locked, hence not claimed here (the
 -- claim reads the queues again, after the lock).
 SELECT q.name FROM {schema}.queues q
  WHERE q.name = ANY(%(queues)s::text[]) AND NOT q.paused

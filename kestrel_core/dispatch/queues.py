@@ -18,14 +18,9 @@ from kestrel_core.base.errors import InvalidArgument
 from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import render
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 DEFAULT_QUEUE = "default"
-
-DECLARE = _SQL["declare"]
-BIND = _SQL["bind"]
-SET_PAUSED = _SQL["set_paused"]
-UNDECLARED = _SQL["undeclared"]
 
 
 @dataclass(frozen=True)
@@ -83,10 +78,10 @@ def declare(conn: psycopg.Connection, schema: str, declared: Sequence[Queue], bi
             workflows = sorted(bindings.get(name, []))
             q = by_name.get(name)
             if q is None:
-                conn.execute(render(BIND, schema), {"name": name, "workflows": workflows})
+                conn.execute(render(SQL.bind, schema), {"name": name, "workflows": workflows})
                 continue
             conn.execute(
-                render(DECLARE, schema),
+                render(SQL.declare, schema),
                 {
                     "name": q.name,
                     "concurrency": q.concurrency,
@@ -103,4 +98,4 @@ def declare(conn: psycopg.Connection, schema: str, declared: Sequence[Queue], bi
 def undeclared(conn: psycopg.Connection, schema: str, names: Sequence[str]) -> list[str]:
     """The queues among ``names`` that have no row: a worker serving only those (a typo in
     ``--queues``) would claim nothing but executions enqueued there with ``queue=``."""
-    return [row[0] for row in conn.execute(render(UNDECLARED, schema), {"names": list(names)})]
+    return [row[0] for row in conn.execute(render(SQL.undeclared, schema), {"names": list(names)})]

@@ -20,25 +20,20 @@ import psycopg
 from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import notify_channel, one_row, render
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 log = logging.getLogger("kestrel.sweeper")
 
-SWEEP_LEASES = _SQL["sweep_leases"]
-DEAD_OWNERS = _SQL["dead_owners"]
-SWEEP_WAITS = _SQL["sweep_waits"]
-FOLD_COUNTS = _SQL["fold_counts"]
 FOLD_KEEP_BLOCKS = 64
 FOLD_EVERY_S = 60.0
 
 
 def fold_counts(conn: psycopg.Connection, schema: str, keep: int = FOLD_KEEP_BLOCKS) -> int:
     """Fold the counter rows of old id blocks; returns how many rows were folded."""
-    row = conn.execute(render(FOLD_COUNTS, schema), {"keep": keep}).fetchone()
-    return int(one_row(row, "FOLD_COUNTS")[0])
+    row = conn.execute(render(SQL.fold_counts, schema), {"keep": keep}).fetchone()
+    return int(one_row(row, "fold_counts")[0])
 
 
-FOLD_ACTIVITY = _SQL["fold_activity"]
 ACTIVITY_SETTLE_S = 60
 ACTIVITY_LOOKBACK_MIN = 60
 ACTIVITY_KEEP_MIN = 24 * 60
@@ -53,19 +48,18 @@ def fold_activity(
 ) -> int:
     """Record the activity counts of the minutes closed since the last call; returns how many."""
     params = {"settle": settle_s, "lookback": lookback_min, "keep": keep_min}
-    row = conn.execute(render(FOLD_ACTIVITY, schema), params).fetchone()
-    return int(one_row(row, "FOLD_ACTIVITY")[0])
+    row = conn.execute(render(SQL.fold_activity, schema), params).fetchone()
+    return int(one_row(row, "fold_activity")[0])
 
 
 def sweep_leases(conn: psycopg.Connection, schema: str, batch: int = 500, owner: str | None = None) -> list[int]:
     """Re-enqueue running executions whose lease lapsed (of ``owner`` alone, if given); returns
     their ids."""
     params = {"batch": batch, "channel": notify_channel(schema), "owner": owner}
-    rows = conn.execute(render(SWEEP_LEASES, schema), params)
+    rows = conn.execute(render(SQL.sweep_leases, schema), params)
     return [row[0] for row in rows]
 
 
-BY_OWNER_PLAN = _SQL["by_owner_plan"]
 FULL_RETRY_S = 5.0
 FULL_RETRY_MAX_S = 60.0
 LOOK_BACK = timedelta(days=1)
@@ -103,7 +97,7 @@ class LeaseSweep:
                 return []
             self.failed_full, self.by_owner = 0, False
             return full
-        owners = [row[0] for row in conn.execute(render(DEAD_OWNERS, schema), {"look_back": LOOK_BACK})]
+        owners = [row[0] for row in conn.execute(render(SQL.dead_owners, schema), {"look_back": LOOK_BACK})]
         swept: list[int] = []
         deadline = now + budget_s
         for _ in range(len(owners)):
@@ -113,7 +107,7 @@ class LeaseSweep:
             self.next_owner += 1
             try:
                 with conn.transaction():
-                    conn.execute(BY_OWNER_PLAN)
+                    conn.execute(SQL.by_owner_plan)
                     swept += sweep_leases(conn, schema, self.batch, owner)
             except psycopg.errors.QueryCanceled:
                 log.warning("event=lease_sweep_cancelled owner=%s (the next owner)", owner)
@@ -122,22 +116,16 @@ class LeaseSweep:
 
 def sweep_waits(conn: psycopg.Connection, schema: str, batch: int = 500) -> list[int]:
     """Resolve due sleeps and timed-out approvals and re-enqueue them; returns execution ids."""
-    rows = conn.execute(render(SWEEP_WAITS, schema), {"batch": batch})
+    rows = conn.execute(render(SQL.sweep_waits, schema), {"batch": batch})
     return [row[0] for row in rows]
-
-
-DROP_STALE_READY = _SQL["drop_stale_ready"]
 
 
 def drop_stale_ready(conn: psycopg.Connection, schema: str) -> int:
     """Delete the ready rows whose execution is no longer enqueued as they say; returns how many."""
-    return conn.execute(render(DROP_STALE_READY, schema)).rowcount
-
-
-ENSURE_PARTITIONS = _SQL["ensure_partitions"]
+    return conn.execute(render(SQL.drop_stale_ready, schema)).rowcount
 
 
 def ensure_partitions(conn: psycopg.Connection, schema: str) -> int:
     """Create the id ranges missing ahead; returns how many were created."""
-    row = conn.execute(render(ENSURE_PARTITIONS, schema)).fetchone()
-    return int(one_row(row, "ENSURE_PARTITIONS")[0])
+    row = conn.execute(render(SQL.ensure_partitions, schema)).fetchone()
+    return int(one_row(row, "ensure_partitions")[0])

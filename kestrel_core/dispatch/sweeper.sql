@@ -65,7 +65,7 @@ SELECT {schema}.fold_activity(%(settle)s, %(lookback)s, %(keep)s);
 -- name: by_owner_plan
 -- While a full lease sweep is cancelled by the server (a statement_timeout shorter than its walk
 -- through the dead index entries a long hold left: every claim of every worker leaves one),
--- the sweep goes owner by owner through the workers that stopped beating (DEAD_OWNERS): each
+-- the sweep goes owner by owner through the workers that stopped beating (dead_owners): each
 -- walk crosses the entries of one dead worker only, which stopped growing when it died. A full
 -- sweep is tried again after FULL_RETRY_S, doubling per failure up to FULL_RETRY_MAX_S. Not
 -- reached meanwhile: an execution whose lease lapsed while its worker still beats (the worker

@@ -33,11 +33,9 @@ from kestrel_core.base.serialization import as_stored
 from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import render
 
-_SQL = statements_beside(__file__)
-
-WRITE = _SQL["write"]
-READ_CHECKPOINT = _SQL["read_checkpoint"]
-COMPLETED_BY_US = _SQL["completed_by_us"]
+SQL = statements_beside(__file__)
+# Exported (WRITE_BOUNDARIES), and replaced by the chaos run's mutation test.
+WRITE = SQL.write
 
 
 @dataclass(frozen=True)
@@ -161,7 +159,7 @@ def _outcome(conn: psycopg.Connection, schema: str, b: Boundary, row: tuple[Any,
     if b.finish is not None and b.finish.keep:
         if not written:
             found = conn.execute(
-                render(READ_CHECKPOINT, schema), {"eid": b.execution_id, "step": b.finish.step_id}
+                render(SQL.read_checkpoint, schema), {"eid": b.execution_id, "step": b.finish.step_id}
             ).fetchone()
             if found is None:
                 # Gone since the insert met it (a requeue deletes failed checkpoints): the record
@@ -183,6 +181,7 @@ def _completed_earlier(conn: psycopg.Connection, schema: str, b: Boundary) -> bo
     if b.complete is None:
         return False
     row = conn.execute(
-        render(COMPLETED_BY_US, schema), {"eid": b.execution_id, "worker_id": b.worker_id, "claim_epoch": b.claim_epoch}
+        render(SQL.completed_by_us, schema),
+        {"eid": b.execution_id, "worker_id": b.worker_id, "claim_epoch": b.claim_epoch},
     ).fetchone()
     return bool(row and row[0] == b.complete.status)

@@ -18,11 +18,7 @@ from psycopg.types.json import Jsonb
 from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import notify_channel, render
 
-_SQL = statements_beside(__file__)
-
-LOAD = _SQL["load"]
-RECORD = _SQL["record"]
-RELEASE = _SQL["release"]
+SQL = statements_beside(__file__)
 
 
 @dataclass(frozen=True)
@@ -77,7 +73,7 @@ def load(
     """Every checkpoint of an execution, by step id, read under the claim (worker_id, claim_epoch);
     None when that claim is no longer current."""
     rows = conn.execute(
-        render(LOAD, schema), {"eid": execution_id, "worker_id": worker_id, "claim_epoch": claim_epoch}
+        render(SQL.load, schema), {"eid": execution_id, "worker_id": worker_id, "claim_epoch": claim_epoch}
     ).fetchall()
     if not rows:
         return None
@@ -88,7 +84,7 @@ def record(conn: psycopg.Connection, schema: str, at: Fence, output: Jsonb, erro
     """Write a checkpoint that is not a step's; False when the claim is no longer ours.
 
     With ``error`` it counts as failed: a requeue deletes it and the replay looks again."""
-    row = conn.execute(render(RECORD, schema), at.params(output=output, error=error)).fetchone()
+    row = conn.execute(render(SQL.record, schema), at.params(output=output, error=error)).fetchone()
     return bool(row and row[0])
 
 
@@ -96,7 +92,7 @@ def release(conn: psycopg.Connection, schema: str, execution_id: int, *, worker_
     """Re-enqueue an execution held under the claim (worker_id, claim_epoch); False when that
     claim is no longer current (nothing changed)."""
     rows = conn.execute(
-        render(RELEASE, schema),
+        render(SQL.release, schema),
         {"eid": execution_id, "worker_id": worker_id, "claim_epoch": claim_epoch, "channel": notify_channel(schema)},
     ).fetchall()
     return bool(rows)

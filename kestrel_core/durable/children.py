@@ -29,11 +29,9 @@ from kestrel_core.dispatch import keys
 from kestrel_core.dispatch.enqueue import PLACE_ONE, EnqueueOptions
 from kestrel_core.durable.checkpoint import Fence
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
-START_CHILD = paste(_SQL["start_child"], place_one=PLACE_ONE)
-CHILDREN = _SQL["children"]
-PARK_ON_CHILDREN = _SQL["park_on_children"]
+START_CHILD = paste(SQL.start_child, place_one=PLACE_ONE)
 
 
 @dataclass(frozen=True)
@@ -115,7 +113,7 @@ def start(
 
 def states(conn: psycopg.Connection, schema: str, execution_id: int) -> dict[int, ChildState]:
     """Every child of the execution by id."""
-    rows = conn.execute(render(CHILDREN, schema), {"eid": execution_id}).fetchall()
+    rows = conn.execute(render(SQL.children, schema), {"eid": execution_id}).fetchall()
     return {row[0]: ChildState(*row) for row in rows}
 
 
@@ -124,8 +122,8 @@ def park(
 ) -> tuple[bool, bool]:
     """Park on ``children``: (claim still ours, parked). Not parked: they all finished."""
     row = conn.execute(
-        render(PARK_ON_CHILDREN, schema),
+        render(SQL.park_on_children, schema),
         at.params(ids=children, details=Jsonb({"children": children}), after=after),
     ).fetchone()
-    row = one_row(row, "PARK_ON_CHILDREN")
+    row = one_row(row, "park_on_children")
     return bool(row[0]), bool(row[1])

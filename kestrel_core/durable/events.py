@@ -27,11 +27,7 @@ from kestrel_core.db.statements import one_row, render
 from kestrel_core.dispatch.keys import check_name
 from kestrel_core.durable.checkpoint import Fence
 
-_SQL = statements_beside(__file__)
-
-KEY_LOCK = _SQL["key_lock"]
-RECEIVE_OR_PARK = _SQL["receive_or_park"]
-SEND = _SQL["send"]
+SQL = statements_beside(__file__)
 
 
 @dataclass(frozen=True)
@@ -62,11 +58,11 @@ def receive_or_park(
 ) -> tuple[bool, Any]:
     """(claim still ours, the received event's checkpoint or None when parked)."""
     with conn.transaction():
-        conn.execute(KEY_LOCK, {"key": key})
+        conn.execute(SQL.key_lock, {"key": key})
         row = conn.execute(
-            render(RECEIVE_OR_PARK, schema), at.params(key=key, after_id=after_id, after=after)
+            render(SQL.receive_or_park, schema), at.params(key=key, after_id=after_id, after=after)
         ).fetchone()
-    row = one_row(row, "RECEIVE_OR_PARK")
+    row = one_row(row, "receive_or_park")
     return bool(row[0]), row[1]
 
 

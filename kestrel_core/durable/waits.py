@@ -16,9 +16,7 @@ from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import render
 from kestrel_core.durable.checkpoint import Fence
 
-_SQL = statements_beside(__file__)
-
-PARK = _SQL["park"]
+SQL = statements_beside(__file__)
 
 
 def park(
@@ -31,5 +29,5 @@ def park(
     details: Jsonb | None = None,
 ) -> bool:
     """Create the wait and set the execution ``waiting``; False when the claim is no longer ours."""
-    row = conn.execute(render(PARK, schema), at.params(kind=kind, after=after, details=details)).fetchone()
+    row = conn.execute(render(SQL.park, schema), at.params(kind=kind, after=after, details=details)).fetchone()
     return bool(row and row[0])

@@ -22,7 +22,7 @@ from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import notify_channel
 from kestrel_core.workflow.contracts import EngineSettings
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 _RETRY = Backoff(0.1, cap=5.0)
 
@@ -62,7 +62,7 @@ class Listener:
             self._stop_read = self._stop_write = -1
 
     def run(self) -> None:
-        channel = sql.SQL(_SQL["listen"]).format(channel=sql.Identifier(notify_channel(self.settings.schema)))
+        channel = sql.SQL(SQL.listen).format(channel=sql.Identifier(notify_channel(self.settings.schema)))
         retry = 0
         while not self._stopped.is_set():
             try:

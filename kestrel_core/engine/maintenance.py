@@ -66,7 +66,7 @@ class Maintenance:
         # for a lock (a relation lock of a partition being dropped): its statement skips locked
         # rows, and gives up on any other lock after a tenth of the lease. Through PgBouncer
         # (transaction pooling) a session setting does not hold: each beat is then a
-        # transaction that sets the bound for itself (lease.py, IN_HEARTBEAT_TRANSACTION).
+        # transaction that sets the bound for itself (lease.py, in_heartbeat_transaction).
         lock_ms = max(100, int(worker.lease.total_seconds() * 1000 / 10))
         self._beat_lock_ms = lock_ms if transaction_pooling else None
         self._session = OwnSession(

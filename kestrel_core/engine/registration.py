@@ -26,12 +26,9 @@ from kestrel_core.db.statements import render
 from kestrel_core.dispatch import queues as queues_mod
 from kestrel_core.workflow.contracts import EngineSettings, Flag, Registry
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 _RECONNECT = Backoff(0.1, cap=2.0)
-
-REGISTER = _SQL["register"]
-RETIRE = _SQL["retire"]
 
 
 class Registrant(Protocol):
@@ -120,7 +117,7 @@ def upsert_worker(
     """Announce this worker, the workflow names it runs and their versions (parallel lists),
     and the queues it serves (None: all); read by the console."""
     conn.execute(
-        render(REGISTER, schema),
+        render(SQL.register, schema),
         {
             "worker_id": worker_id,
             "hostname": socket.gethostname(),
@@ -135,4 +132,4 @@ def upsert_worker(
 
 def retire(conn: psycopg.Connection, schema: str, worker_id: str) -> None:
     """Mark this worker stopped."""
-    conn.execute(render(RETIRE, schema), {"worker_id": worker_id})
+    conn.execute(render(SQL.retire, schema), {"worker_id": worker_id})

@@ -34,7 +34,7 @@ from kestrel_core.db.statements import notify_channel, one_row, render
 from kestrel_core.dispatch.enqueue import PLACE_ONE
 from kestrel_core.dispatch.keys import tick_key
 
-_SQL = statements_beside(__file__)
+SQL = statements_beside(__file__)
 
 LATE_GRACE = timedelta(seconds=10)
 CATCH_UP_BATCH = 100
@@ -42,11 +42,7 @@ CATCH_UP_MAX = 1000
 
 log = logging.getLogger("kestrel.scheduler")
 
-NEXT_DUE = _SQL["next_due"]
-ANY_DUE = _SQL["any_due"]
-ENQUEUE_TICK = paste(_SQL["enqueue_tick"], place_one=PLACE_ONE)
-BY_ENGINE_KEY = _SQL["by_engine_key"]
-ADVANCE = _SQL["advance"]
+ENQUEUE_TICK = paste(SQL.enqueue_tick, place_one=PLACE_ONE)
 
 
 @dataclass
@@ -92,7 +88,7 @@ def tick_due(
     in the log."""
     done = Pass()
     tried: list[str] = []
-    if conn.execute(render(ANY_DUE, schema), {"now": now}).fetchone() is None:
+    if conn.execute(render(SQL.any_due, schema), {"now": now}).fetchone() is None:
         return done
     while len(tried) < limit:
         before = len(done.enqueued)
@@ -122,7 +118,7 @@ def _advance_one(
 ) -> bool:
     """One due schedule in one transaction: lock, enqueue its ticks, move on. False if none is due."""
     with conn.transaction():
-        row = conn.execute(render(NEXT_DUE, schema), {"now": now, "tried": tried}).fetchone()
+        row = conn.execute(render(SQL.next_due, schema), {"now": now, "tried": tried}).fetchone()
         if row is None:
             return False
         name, expression, tz, workflow, input, catch_up, next_tick, at = row
@@ -141,7 +137,7 @@ def _advance_one(
             )
             enqueued.append((name, tick, execution_id))
         conn.execute(
-            render(ADVANCE, schema),
+            render(SQL.advance, schema),
             {
                 "name": name,
                 "next_tick": following,
@@ -170,8 +166,8 @@ def _enqueue_tick(conn: psycopg.Connection, schema: str, workflow: str, input: d
         },
     ).fetchone()
     if row is None:
-        row = conn.execute(render(BY_ENGINE_KEY, schema), (key,)).fetchone()
-    row = one_row(row, "ENQUEUE_TICK or BY_ENGINE_KEY")  # an insert or an existing key
+        row = conn.execute(render(SQL.by_engine_key, schema), (key,)).fetchone()
+    row = one_row(row, "ENQUEUE_TICK or by_engine_key")  # an insert or an existing key
     execution_id: int = row[0]
     return execution_id
 

@@ -33,7 +33,8 @@ class Transition:
     """One named move of an execution's status.
 
     ``performed_by`` names where the SQL lives: ``"<function>.sql"`` (a file of
-    kestrel_core/db/schema/functions) or ``"kestrel_core.<module>:<CONSTANT>"``. ``only_if``
+    kestrel_core/db/schema/functions), ``"kestrel_core.<module>:<CONSTANT>"`` or
+    ``"kestrel_core.<module>:SQL.<name>"`` (a block of the module's statements file). ``only_if``
     says what a from-state needs besides the status (a running execution is requeued only once
     its lease lapsed). ``closes_attempts``: the outcome the transition gives, in the same
     transaction, to an attempt still open (``running``) that its worker can no longer close.
@@ -75,7 +76,7 @@ TRANSITIONS: tuple[Transition, ...] = (
             "kestrel_core.dispatch.claim:CLAIM",
             "kestrel_core.dispatch.claim:CLAIM_BEHIND",
             "kestrel_core.dispatch.claim:CLAIM_BEHIND_SLICE",
-            "kestrel_core.dispatch.limited_claim:CLAIM_LIMITED",
+            "kestrel_core.dispatch.limited_claim:SQL.claim_limited",
         ),
     ),
     Transition(
@@ -84,9 +85,9 @@ TRANSITIONS: tuple[Transition, ...] = (
         (S.WAITING,),
         (Actor.WORKER,),
         (
-            "kestrel_core.durable.waits:PARK",
-            "kestrel_core.durable.children:PARK_ON_CHILDREN",
-            "kestrel_core.durable.events:RECEIVE_OR_PARK",
+            "kestrel_core.durable.waits:SQL.park",
+            "kestrel_core.durable.children:SQL.park_on_children",
+            "kestrel_core.durable.events:SQL.receive_or_park",
         ),
     ),
     Transition(
@@ -103,7 +104,7 @@ TRANSITIONS: tuple[Transition, ...] = (
         (S.RUNNING,),
         (S.ENQUEUED,),
         (Actor.WORKER,),
-        ("kestrel_core.dispatch.lease:RELEASE", "kestrel_core.durable.checkpoint:RELEASE"),
+        ("kestrel_core.dispatch.lease:SQL.release", "kestrel_core.durable.checkpoint:SQL.release"),
         closes_attempts=AttemptOutcome.ABANDONED,
     ),
     Transition(
@@ -111,7 +112,7 @@ TRANSITIONS: tuple[Transition, ...] = (
         (S.RUNNING,),
         (S.ENQUEUED,),
         (Actor.SWEEPER,),
-        ("kestrel_core.dispatch.sweeper:SWEEP_LEASES",),
+        ("kestrel_core.dispatch.sweeper:SQL.sweep_leases",),
         closes_attempts=AttemptOutcome.ABANDONED,
         only_if={S.RUNNING: "its lease lapsed and its worker is not beating for it"},
     ),
@@ -120,7 +121,7 @@ TRANSITIONS: tuple[Transition, ...] = (
         (S.ENQUEUED, S.RUNNING, S.WAITING),
         (S.ERROR,),
         (Actor.SWEEPER,),
-        ("kestrel_core.dispatch.deadlines:SWEEP_DEADLINES",),
+        ("kestrel_core.dispatch.deadlines:SQL.sweep_deadlines",),
         closes_attempts=AttemptOutcome.ABANDONED,
     ),
     Transition(

@@ -46,7 +46,7 @@ def prepare(worker: RunnerHost, held: Claimed) -> WorkflowContext:
     workflow has one) and load its checkpoints; Unwind when the claim ended meanwhile (or its
     deadline passed): nothing may run under it."""
     item = held.claim
-    if item.input_later:  # a large input, not in the claim's result (statements.py, CLAIMED_INPUT)
+    if item.input_later:  # a large input, not in the claim's result (statements.py, claimed_input)
         loaded = worker.db(lambda c: claim_mod.load_input(c, worker.schema, item, worker.worker_id))
         if loaded is None:
             worker.refused(item.execution_id, "input read (claim ended)")

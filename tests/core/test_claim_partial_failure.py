@@ -20,7 +20,9 @@ import psycopg
 import pytest
 
 from kestrel_core import Kestrel
+from kestrel_core.db.sql_files import Statements
 from kestrel_core.dispatch import claim as claim_mod
+from kestrel_core.dispatch import limited_claim
 from kestrel_core.engine.worker import Worker
 from tests.waiting import wait_for
 
@@ -48,7 +50,9 @@ def test_rows_a_claim_took_run_when_a_later_statement_fails(
     failures: list[str] = []
     if failing == "limited_check":
         # The server refuses it (division by zero), after the fast claim committed its rows.
-        monkeypatch.setattr(claim_mod, "LIMITED_WITH_WORK", "SELECT 1 / 0 WHERE %(names)s::text[] IS NOT NULL")
+        failing_check = {"limited_with_work": "SELECT 1 / 0 WHERE %(names)s::text[] IS NOT NULL"}
+        blocks = {name: limited_claim.SQL[name] for name in limited_claim.SQL} | failing_check
+        monkeypatch.setattr(limited_claim, "SQL", Statements(blocks, "test"))
     else:
 
         def claim_limited(*args: Any, **kwargs: Any) -> list[tuple[Any, ...]]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kestrel_core.db.sql_files import StatementFileError, parse_statements, paste
+from kestrel_core.db.sql_files import StatementFileError, Statements, parse_statements, paste
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,3 +56,13 @@ def test_a_shared_part_is_pasted_at_its_marker_and_a_missing_marker_is_refused()
     )
     with pytest.raises(StatementFileError, match="no {part} marker"):
         paste("SELECT 1", part=part)
+
+
+def test_a_file_reads_as_read_only_attributes_even_for_names_like_get() -> None:
+    blocks = Statements(parse_statements("-- name: get\nSELECT 1;\n-- name: items\nSELECT 2;\n"), "x.sql")
+    assert (blocks.get, blocks.items, blocks["get"]) == ("\nSELECT 1\n", "\nSELECT 2\n", "\nSELECT 1\n")
+    assert list(blocks) == ["get", "items"] and "get" in blocks and len(blocks) == 2
+    with pytest.raises(AttributeError, match="no statement 'other'"):
+        _ = blocks.other
+    with pytest.raises(AttributeError, match="read-only"):
+        blocks.get = "SELECT 3"  # type: ignore[misc]

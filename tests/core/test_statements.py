@@ -15,13 +15,23 @@ from psycopg import sql
 import kestrel_core
 from kestrel_core import Kestrel
 from kestrel_core.db.migrate import migrate
-from kestrel_core.db.statements import CHANNEL_PREFIX, notify_channel, render, render_migration
+from kestrel_core.db.sql_files import Statements
+from kestrel_core.db.statements import CHANNEL_PREFIX, fragments, notify_channel, render, render_migration
 
 MIGRATIONS = Path(kestrel_core.__file__).parent / "db" / "migrations"
 
 
+# Blocks the module composes itself with psycopg.sql (identifiers and lists of its own).
+COMPOSED = {("kestrel_core.db.roles", name) for name in ("revoke_schema", "grant_schema", "grant_worker_writes")} | {
+    ("kestrel_core.db.roles", "grant_function")
+}
+
+
 def named_statements(package: Any = kestrel_core) -> list[tuple[str, str, str]]:
+    """Each module constant holding a statement, and each block of a module's statements file
+    (but a block with a part pasted into it, tested as the constant it makes, and COMPOSED)."""
     found = []
+    files: dict[str, Statements] = {}
     for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
         if info.name.endswith("__main__"):
             continue
@@ -29,12 +39,22 @@ def named_statements(package: Any = kestrel_core) -> list[tuple[str, str, str]]:
         for name, value in vars(module).items():
             if isinstance(value, str) and "{schema}" in value and name.isupper():
                 found.append((info.name, name, value))
+        if isinstance(vars(module).get("SQL"), Statements):
+            files[info.name] = vars(module)["SQL"]
+    parts = {name for blocks in files.values() for name in blocks} - set(fragments("kx_schema"))
+    for module_name, blocks in files.items():
+        for name in blocks:
+            value = blocks[name]
+            pasted = set(re.findall(r"\{([a-z_]+)\}", value)) & parts
+            if "{schema}" in value and not pasted and (module_name, name) not in COMPOSED:
+                found.append((module_name, f"SQL.{name}", value))
     return found
 
 
 def test_every_statement_renders_with_named_fragments_and_no_placeholder_left() -> None:
     statements = named_statements()
     assert len(statements) > 40
+    assert any(name.startswith("SQL.") for _, name, _ in statements)
     for module, name, text in statements:
         rendered = render(text, "kx_schema").as_string(None)
         assert '"kx_schema"' in rendered, (module, name)
@@ -44,9 +64,9 @@ def test_every_statement_renders_with_named_fragments_and_no_placeholder_left() 
 
 
 def test_fence_fragment_is_filled_inside_the_lock_fragment() -> None:
-    from kestrel_core.durable.checkpoint import RECORD
+    from kestrel_core.durable import checkpoint
 
-    rendered = " ".join(render(RECORD, "s1").as_string(None).split())
+    rendered = " ".join(render(checkpoint.SQL.record, "s1").as_string(None).split())
     assert 'SELECT id FROM "s1".workflow_executions WHERE id = %(eid)s AND owner_id = %(worker_id)s' in rendered
     assert "FOR NO KEY UPDATE" in rendered
 

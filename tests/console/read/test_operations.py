@@ -13,15 +13,7 @@ import psycopg
 import pytest
 
 from kestrel_console.metrics import DURATION_BUCKETS
-from kestrel_console.read.operations import (
-    ATTEMPTS_SINCE,
-    FINISHED,
-    FINISHED_SINCE,
-    PENDING_APPROVALS_BY_WORKFLOW,
-    READY,
-    RUNNING,
-    WAITING,
-)
+from kestrel_console.read.operations import ATTEMPTS_SINCE, FINISHED_SINCE, SQL
 from kestrel_core import Kestrel
 from tests.console.read import plans
 from tests.console.read.plans import plan_nodes, seq_scans
@@ -40,11 +32,11 @@ def test_no_statement_of_the_snapshot_scans_the_history(big_history: str) -> Non
     since = datetime.now(UTC) - timedelta(seconds=30)
     window = {"since": since, "settle": 15.0, "window": 600.0}
     statements = {
-        "ready": (READY, None),
-        "running": (RUNNING, None),
-        "waiting": (WAITING, None),
-        "finished": (FINISHED, None),
-        "approvals": (PENDING_APPROVALS_BY_WORKFLOW, None),
+        "ready": (SQL.ready, None),
+        "running": (SQL.running, None),
+        "waiting": (SQL.waiting, None),
+        "finished": (SQL.finished, None),
+        "approvals": (SQL.pending_approvals_by_workflow, None),
         "finished_since": (FINISHED_SINCE, window),
         "attempts_since": (ATTEMPTS_SINCE, {**window, "bounds": list(DURATION_BUCKETS)}),
     }
