@@ -195,8 +195,11 @@ def reachable(dsn: str) -> bool:
 MOST_PROCESSES = 7
 CONNECTIONS_PER_PROCESS = 17
 RESERVED_CONNECTIONS = 10
-# The server a run starts for itself allows what seven processes need.
-RUN_SERVER_SETTINGS: dict[str, int | str] = {"max_connections": 300}
+# The server a run starts for itself allows what seven processes need, and runs no autovacuum:
+# a module's database is handed on only if its statistics are still the template's
+# (tests/database_reuse.py), and an autovacuum ANALYZE between a module's tests and that check
+# kept it from being handed on (test_database_reuse.py failed on the run's own server).
+RUN_SERVER_SETTINGS: dict[str, int | str] = {"max_connections": 300, "autovacuum": "off"}
 _processes_chosen: list[str] = []
 
 
