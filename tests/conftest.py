@@ -179,6 +179,23 @@ GC_THRESHOLDS = (50_000, 20, 20)
 _run_server: list[PrivateServer] = []
 
 
+def in_ci() -> bool:
+    """CI ($CI set, as .ci/run does): what a test would skip for lack of a tool fails instead."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def require_extension(name: str) -> None:
+    """Skip a test that needs the server extension ``name`` when the test server cannot load it
+    (the bundled server of ``kestrel[embedded]`` ships no contrib module); in CI, fail."""
+    with psycopg.connect(ADMIN_DSN, autocommit=True, connect_timeout=5) as conn:
+        found = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = %s", (name,)).fetchone()
+    if found is None:
+        why = f"the test server has no {name} extension (PostgreSQL's contrib modules are not installed)"
+        if in_ci():
+            pytest.fail(f"CI's server must have it: {why}")
+        pytest.skip(why)
+
+
 def reachable(dsn: str) -> bool:
     """Whether a server answers at ``dsn`` (within 3 s)."""
     try:

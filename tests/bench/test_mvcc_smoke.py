@@ -15,7 +15,7 @@ import pytest
 from bench import suite
 from bench.__main__ import main
 from bench.mvcc_designs import DESIGNS, run_design
-from tests.conftest import ADMIN_DSN
+from tests.conftest import ADMIN_DSN, require_extension
 
 INTERVAL_KEYS = {
     "t_s",
@@ -39,6 +39,7 @@ INTERVAL_KEYS = {
 
 
 def test_mvcc_holds_a_snapshot_between_a_baseline_and_a_release(tmp_path: Path) -> None:
+    require_extension("pageinspect")
     printed: list[str] = []
     opts = suite.Options.quick(admin=ADMIN_DSN, results=tmp_path, echo=printed.append)
     data = suite.mvcc(opts)
@@ -102,6 +103,7 @@ def test_long_runs_only_when_named() -> None:
 
 @pytest.mark.parametrize("key", list(DESIGNS))
 def test_each_claim_design_runs_a_baseline_and_a_hold(key: str) -> None:
+    require_extension("pageinspect")
     printed: list[str] = []
     # One client and short phases: a design runs flat out, so its CPU grows with both (two clients
     # and 1.4 s: 14 s of CPU for the six designs; one and 1.0 s: 7 s; one and 0.5 s: 5 s).

@@ -26,7 +26,7 @@ from bench.targets import targets
 from bench.workloads import NOOP1, NOOP5
 from kestrel_core.db.statements import render
 from kestrel_core.dispatch.claim import CLAIM, START_KEY
-from tests.conftest import ADMIN_DSN
+from tests.conftest import ADMIN_DSN, require_extension
 
 
 @pytest.fixture
@@ -279,6 +279,7 @@ def test_a_ratio_of_nothing_done_is_zero_not_unknown() -> None:
 
 def test_workers_compares_a_fleet_with_the_baseline(opts: suite.Options, printed: list[str]) -> None:
     """``python -m bench workers`` at 4 workers (baseline 4): every figure read, ratios of 1-ish."""
+    require_extension("pg_stat_statements")  # loaded by the fleet's private server
     data = suite.workers(opts)
     small, big = data["baseline"], data["fleet"]
     assert small["workers"] == big["workers"] == opts.count
@@ -295,6 +296,7 @@ def test_workers_compares_a_fleet_with_the_baseline(opts: suite.Options, printed
 def test_workers_through_pgbouncer_share_the_pools_backends(opts: suite.Options) -> None:
     """``python -m bench workers --through-pgbouncer``: the workers poll through a PgBouncer
     started for the run, so the server holds the pool's backends, not ~6 per worker."""
+    require_extension("pg_stat_statements")
     if shutil.which("pgbouncer") is None and not Path("/usr/sbin/pgbouncer").exists():
         if os.environ.get("CI"):
             pytest.fail("CI has PgBouncer (.ci/run installs it)")

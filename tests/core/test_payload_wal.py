@@ -12,11 +12,11 @@ from datetime import timedelta
 from typing import Any
 
 import psycopg
-import pytest
 
 from kestrel_core import Kestrel
 from kestrel_core.dispatch import lease
 from kestrel_core.dispatch.claim import claim
+from tests.conftest import require_extension
 from tests.waiting import wait_for
 
 S = "kestrel"
@@ -63,10 +63,8 @@ def heap_wal(db: psycopg.Connection, node: str, start: str) -> int:
 
 
 def test_claims_and_heartbeats_do_not_rewrite_a_4kb_input(dsn: str, db: psycopg.Connection) -> None:
-    try:
-        db.execute(CREATE_WALINSPECT)
-    except psycopg.errors.UndefinedFile:
-        pytest.skip("pg_walinspect is not installed on this server")
+    require_extension("pg_walinspect")
+    db.execute(CREATE_WALINSPECT)
     doc = order(4096)
     app = Kestrel(dsn)
     app.workflow("w", version="1")(lambda ctx, inp: None)
