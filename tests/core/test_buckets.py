@@ -316,17 +316,24 @@ def test_the_worker_command_takes_buckets(dsn: str, db: psycopg.Connection) -> N
         stop_worker_processes([proc])
 
 
+# The function files migration 0038 made or changed (they name the bucket): a schema from before
+# it has the ready triggers as migration 0015 made them, and no bucket_assigned.
+BUCKET_FUNCTIONS = {"bucket_assigned", "ready_inserted", "ready_changed"}
+
+
+def migrate_to_37(conn: psycopg.Connection, schema: str) -> None:
+    """``schema`` as code of version 37 left it: its migrations and its function files."""
+    migrate(
+        conn,
+        schema,
+        migrations=[m for m in available() if m.version < 38],
+        functions=[f for f in function_files() if f.name not in BUCKET_FUNCTIONS],
+    )
+
+
 def test_migrating_a_populated_database_puts_its_rows_in_bucket_zero(database: str) -> None:
-    # As code of version 37 left it: its migrations, its function files (the ready triggers as
-    # migration 0015 made them).
-    changed = {"bucket_assigned", "ready_inserted", "ready_changed"}
     with psycopg.connect(database, autocommit=True) as conn:
-        migrate(
-            conn,
-            "bucket_mig",
-            migrations=[m for m in available() if m.version < 38],
-            functions=[f for f in function_files() if f.name not in changed],
-        )
+        migrate_to_37(conn, "bucket_mig")
         conn.execute(
             "INSERT INTO bucket_mig.workflow_executions (workflow_name, concurrency_key)"
             " SELECT 'w', CASE WHEN g % 2 = 0 THEN 'k' END FROM generate_series(1, 500) g"

@@ -13,12 +13,12 @@ import pytest
 from psycopg import sql
 
 from kestrel_core import Kestrel
-from kestrel_core.db.migrate import available, function_files, migrate
+from kestrel_core.db.migrate import migrate
 from kestrel_core.db.statements import render
 from kestrel_core.dispatch.buckets import Fallback, assign, buckets_of
 from kestrel_core.dispatch.claim import CLAIM, START_KEY, claim_batch
 from kestrel_core.dispatch.queues import declare
-from tests.core.test_buckets import recording_app
+from tests.core.test_buckets import migrate_to_37, recording_app
 from tests.waiting import wait_for, wait_until_none_left
 
 UNFINISHED = "SELECT count(*) FROM workflow_executions WHERE status <> 'success' AND workflow_name = 'job'"
@@ -120,14 +120,8 @@ def test_a_bucketed_claim_reads_a_bounded_part_of_a_skewed_backlog(database: str
     # claim runs): a cost linear in the backlog, per worker per cycle. docs/scale.md: "it must
     # not cost throughput there".
     backlog = 20_000
-    changed = {"bucket_assigned", "ready_inserted", "ready_changed"}
     with psycopg.connect(database, autocommit=True) as conn:
-        migrate(
-            conn,
-            "skewed",
-            migrations=[m for m in available() if m.version < 38],
-            functions=[f for f in function_files() if f.name not in changed],
-        )
+        migrate_to_37(conn, "skewed")
         conn.execute(
             "INSERT INTO skewed.workflow_executions (workflow_name) SELECT 'w' FROM generate_series(1, %s)",
             (backlog,),

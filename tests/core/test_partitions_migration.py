@@ -5,12 +5,12 @@ partition's), keys still unique, triggers firing once, ids going on past the hig
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import psycopg
 import pytest
 
 from kestrel_core.db.migrate import FunctionFile, available, function_files, migrate
+from tests.core.test_buckets import BUCKET_FUNCTIONS
 
 SCHEMA = "part_mig"
 TABLES = {
@@ -58,15 +58,12 @@ def _created_in(text: str) -> int | None:
 
 
 LATER = {"batch_ranges"} | {f.name for f in function_files() if (_created_in(f.text) or 0) >= 20}
-# Definitions a later migration changed in a way a version-19 schema cannot run (they name a
-# column it does not have: the ready rows' bucket, 0038): as they were before that change.
-AS_AT_19 = Path(__file__).parent / "functions_at_19"
 
 
 def functions_at_19() -> list[FunctionFile]:
-    """The function files of a version-19 schema: those it had, as it had them."""
-    older = {path.stem: path.read_text(encoding="utf-8") for path in AS_AT_19.glob("*.sql")}
-    return [FunctionFile(f.name, older.get(f.name, f.text)) for f in function_files() if f.name not in LATER]
+    """The function files of a version-19 schema: those it had, and not those 0038 changed to
+    name the bucket (a column it does not have): its migrations made them as they were then."""
+    return [f for f in function_files() if f.name not in LATER | BUCKET_FUNCTIONS]
 
 
 COLUMNS = (
