@@ -227,14 +227,15 @@ def processes_for(max_connections: int) -> int:
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: MOST_PROCESSES, fewer when the test server allows too few connections."""
-    wanted = os.environ.get("KESTREL_TEST_DSN")
-    if wanted == PRIVATE or (not wanted and not reachable(DEFAULT_ADMIN_DSN)):
+    if os.environ.get("KESTREL_TEST_DSN") == PRIVATE:
         return MOST_PROCESSES  # the run's own server (RUN_SERVER_SETTINGS)
     try:
-        with psycopg.connect(ADMIN_DSN, connect_timeout=5) as conn:
+        with psycopg.connect(ADMIN_DSN, connect_timeout=3) as conn:
             allowed = int(conn.execute("SHOW max_connections").fetchone()[0])
     except psycopg.Error:
-        return MOST_PROCESSES  # pytest_configure says what is wrong with the server
+        # Nothing answers: the run's own server (RUN_SERVER_SETTINGS), or pytest_configure says
+        # what is wrong with the one $KESTREL_TEST_DSN names.
+        return MOST_PROCESSES
     processes = processes_for(allowed)
     if processes < MOST_PROCESSES:
         _processes_chosen.append(
