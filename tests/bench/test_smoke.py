@@ -8,7 +8,6 @@ are noise at these sizes and are not asserted against the issue's targets.
 from __future__ import annotations
 
 import json
-import os
 import pstats
 import re
 import shutil
@@ -26,7 +25,7 @@ from bench.targets import targets
 from bench.workloads import NOOP1, NOOP5
 from kestrel_core.db.statements import render
 from kestrel_core.dispatch.claim import CLAIM, START_KEY
-from tests.conftest import ADMIN_DSN, require_extension
+from tests.conftest import ADMIN_DSN, in_ci, require_extension
 
 
 @pytest.fixture
@@ -298,7 +297,7 @@ def test_workers_through_pgbouncer_share_the_pools_backends(opts: suite.Options)
     started for the run, so the server holds the pool's backends, not ~6 per worker."""
     require_extension("pg_stat_statements")
     if shutil.which("pgbouncer") is None and not Path("/usr/sbin/pgbouncer").exists():
-        if os.environ.get("CI"):
+        if in_ci():
             pytest.fail("CI has PgBouncer (.ci/run installs it)")
         pytest.skip("pgbouncer is not installed")
     data = suite.workers(replace(opts, fleet_pgbouncer=True))

@@ -34,6 +34,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from kestrel_core import Kestrel, KestrelError
+from tests.conftest import in_ci
 from tests.waiting import wait_for, wait_until_none_left
 
 from .auto_failover import AutoFailoverFormation, AutoFailoverUnavailable
@@ -65,10 +66,6 @@ SELECT l.execution_id, l.step_id, l.owner_id, l.claim_epoch, l.nonce, l.started,
   JOIN kestrel.workflow_executions e ON e.id = l.execution_id AND e.input ? 'steps'
   LEFT JOIN kestrel.operation_outputs o ON o.execution_id = l.execution_id AND o.step_id = l.step_id
 """
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
 @pytest.fixture

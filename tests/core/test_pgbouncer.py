@@ -28,17 +28,12 @@ from kestrel_core.db.outage import is_outage
 from kestrel_core.dispatch import queues as queues_mod
 from kestrel_core.engine.worker import Worker
 from tests.chaos.harness import SHORT_RUN, run_checked
-from tests.conftest import ADMIN_DSN, create_database, drop_at_the_end
+from tests.conftest import ADMIN_DSN, create_database, drop_at_the_end, in_ci
 from tests.private_pg import PrivateServer
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / ".ci" / "pgbouncer.sh"
-
-
-def in_ci() -> bool:
-    """Whether this run is CI (``$CI`` set to anything but empty/0/false/no)."""
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
 def unavailable(reason: str) -> NoReturn:
