@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
@@ -205,6 +206,10 @@ class ConnectionRunner(Protocol):
     def __call__(self, fn: Callable[[psycopg.Connection], T], /) -> T: ...
 
 
+# How long a close waits for a statement under way before it cancels it.
+_CLOSE_WAIT_S = 0.5
+
+
 class OwnSession:
     """One autocommit connection of its own, for a thread that must never wait for a pool's
     connection (the heartbeat) or that keeps settings for its session (the claim): opened on
@@ -247,10 +252,26 @@ class OwnSession:
         return conn
 
     def close(self) -> None:
-        """Close the connection (the next call opens another)."""
-        with self._lock:
+        """Close the connection (the next call opens another). A statement under way on the
+        thread that uses it (a claim waiting for a row lock) is cancelled first: a worker's stop
+        never waits for as long as someone else holds a lock."""
+        # Each statement is cancelled, not just the first: a claim goes on after a cancelled
+        # walk (it takes it for a statement timeout) with other statements.
+        give_up = time.monotonic() + 5.0
+        while not self._lock.acquire(timeout=_CLOSE_WAIT_S):
+            if time.monotonic() > give_up:
+                return  # still in use: left to the process's exit
+            conn = self._conn
+            if conn is not None:
+                try:
+                    conn.cancel_safe(timeout=_CLOSE_WAIT_S)
+                except Exception:  # the close goes on: nothing to report it to
+                    pass
+        try:
             close_quietly(self._conn)
             self._conn = None
+        finally:
+            self._lock.release()
 
 
 def wrong_connection(conn: object, wanted: type) -> str:

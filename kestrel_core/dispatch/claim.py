@@ -39,9 +39,10 @@ SQL = statements_beside(__file__)
 
 log = logging.getLogger("kestrel.claim")
 
-CLAIM = paste(SQL.claim, claimable=SQL.claimable, take_picked=SQL.take_picked)
-CLAIM_BEHIND = paste(SQL.claim_behind, claimable=SQL.claimable, take_picked=SQL.take_picked)
-CLAIM_BEHIND_SLICE = paste(SQL.claim_behind_slice, claimable=SQL.claimable, take_picked=SQL.take_picked)
+_PICKED = {"claimable": SQL.claimable, "lock_picked": SQL.lock_picked, "take_picked": SQL.take_picked}
+CLAIM = paste(SQL.claim, **_PICKED)
+CLAIM_BEHIND = paste(SQL.claim_behind, **_PICKED)
+CLAIM_BEHIND_SLICE = paste(SQL.claim_behind_slice, **_PICKED)
 # Exported: the benchmarks set what the claim transaction sets.
 ORDERED_PLAN = SQL.ordered_plan
 CLAIM_SESSION_SETTINGS = {"enable_sort": "off", "jit": "off"}  # JIT: never worth it for a claim

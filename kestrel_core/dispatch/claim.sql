@@ -14,14 +14,16 @@
 -- a ready row can outlive its execution's enqueued state (a claim that had it locked rolled
 -- back while a cancel went on: the trigger skips locked rows), and after a requeue or a sweep it
 -- would name an old version, queue or run_at. Such a row is deleted and claims nothing.
--- ({claimable} and {take_picked}: the blocks of those names below, pasted in by claim.py.)
+-- ({claimable}, {lock_picked} and {take_picked}: the blocks of those names below, pasted in by
+-- claim.py.)
 WITH picked AS (
     SELECT r.ctid AS tid FROM {schema}.executions_ready r
+      JOIN {schema}.workflow_executions e ON e.id = r.id
      WHERE (r.neg_priority, r.run_at, r.id) > (%(after_p)s::bigint, %(after_at)s::timestamptz, %(after_id)s::bigint)
        AND {claimable}
      ORDER BY r.neg_priority, r.run_at, r.id
      LIMIT %(n)s
-     FOR UPDATE SKIP LOCKED
+{lock_picked}
 {take_picked};
 
 -- name: claim_behind
@@ -30,11 +32,12 @@ WITH picked AS (
 -- locked, a queue resumed, a version now served, an enqueue that committed late).
 WITH picked AS (
     SELECT r.ctid AS tid FROM {schema}.executions_ready r
+      JOIN {schema}.workflow_executions e ON e.id = r.id
      WHERE (r.neg_priority, r.run_at, r.id) <= (%(upto_p)s::bigint, %(upto_at)s::timestamptz, %(upto_id)s::bigint)
        AND {claimable}
      ORDER BY r.neg_priority, r.run_at, r.id
      LIMIT %(n)s
-     FOR UPDATE SKIP LOCKED
+{lock_picked}
 {take_picked};
 
 -- name: claim_behind_slice
@@ -49,11 +52,12 @@ WITH slice AS MATERIALIZED (
        AND {claimable}
 ), picked AS (
     SELECT r.ctid AS tid FROM {schema}.executions_ready r
+      JOIN {schema}.workflow_executions e ON e.id = r.id
      -- In claim order: ordered by the aggregate, not by a Sort the session's enable_sort = off
      -- would price out (and a plan priced that high is JIT-compiled: seconds).
      WHERE r.ctid = ANY(((SELECT (array_agg(s.tid ORDER BY s.neg_priority, s.run_at, s.id))[1:%(n)s]
                             FROM slice s))::tid[])
-     FOR UPDATE SKIP LOCKED
+{lock_picked}
 {take_picked};
 
 -- name: claimable
@@ -65,6 +69,18 @@ WITH slice AS MATERIALIZED (
        AND (%(buckets)s::smallint[] IS NULL OR r.bucket = ANY(%(buckets)s::smallint[]))
        AND r.queue <> ALL (ARRAY(
              SELECT q.name FROM {schema}.queues q WHERE q.paused OR {queue_is_limited}))
+
+-- name: lock_picked
+-- How a claim locks what it picked (executions_ready ``r`` joined to its execution ``e``): both
+-- rows, skipping either when another session holds it. The execution's row too: the claim's
+-- UPDATE of it would otherwise wait for a lock another session holds on it (an operator's
+-- SELECT ... FOR UPDATE, a cancel under way), and every other row of the claim, the claiming
+-- thread and the worker's stop with it. A row skipped so is found again by the look behind
+-- the mark. (NO KEY: a foreign key's check on the execution, KEY SHARE, blocks nothing.) The
+-- statement's own update counts as a lock too: a second, stale ready row of an execution it
+-- already took stays, for the next claim to delete (taking nothing: ready_row_is_current).
+     FOR UPDATE OF r SKIP LOCKED
+     FOR NO KEY UPDATE OF e SKIP LOCKED
 
 -- name: take_picked
 -- How a claim takes what it picked (a CTE ``picked(tid)``): the rest of its statement.

@@ -84,10 +84,14 @@ WITH room AS MATERIALIZED (
       LEFT JOIN busy_keys k ON k.queue = h.queue AND k.concurrency_key = h.concurrency_key
      WHERE h.concurrency_key IS NULL OR h.nth_of_key + coalesce(k.running, 0) <= room.per_key
 ), chosen AS (
+    -- An execution another session holds locked is skipped, as the fast path skips it (see
+    -- lock_picked in claim.sql): the claim's UPDATE would wait for it, and the queue locks with it.
     SELECT a.tid FROM allowed a JOIN room ON room.name = a.queue
+      JOIN {schema}.workflow_executions e ON e.id = a.id
      WHERE a.nth_of_queue <= room.free
      ORDER BY a.neg_priority, a.run_at, a.id
      LIMIT %(n)s
+       FOR NO KEY UPDATE OF e SKIP LOCKED
 ), taken AS (
     -- Out of the ready table (a row a cancel deleted meanwhile is not taken), then to running.
     -- What is claimed is checked against the execution itself (see claim.py).
