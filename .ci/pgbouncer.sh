@@ -120,13 +120,23 @@ start() {
             "($(grep -s '^\* = ' "$DIR/pgbouncer.ini" || echo 'unknown upstream')), for $UP_HOST:$UP_PORT"
         stop
     fi
-    local binary
+    local binary files
     binary="$(find_binary)"
     write_config
+    # A descriptor per client and per server connection, and a few of its own: PgBouncer does
+    # not raise its soft limit (often 1024) itself, and past it refuses logins ("accept()
+    # failed: Too many open files"), which clients see as connection timeouts.
+    files=$((MAX_CLIENTS + POOL_SIZE + 64))
+    local hard
+    hard="$(ulimit -Hn)"
+    if [ "$hard" != unlimited ] && [ "$files" -gt "$hard" ]; then
+        say "warning: PgBouncer may take $MAX_CLIENTS clients but this shell may open $hard files at most"
+        files="$hard"
+    fi
     if [ "$(id -u)" = 0 ]; then
-        su -s /bin/sh "$RUN_AS" -c "$binary -d -q '$DIR/pgbouncer.ini'"
+        su -s /bin/sh "$RUN_AS" -c "ulimit -n $files && exec $binary -d -q '$DIR/pgbouncer.ini'"
     else
-        "$binary" -d -q "$DIR/pgbouncer.ini"
+        (ulimit -n "$files" && exec "$binary" -d -q "$DIR/pgbouncer.ini")
     fi
     for _ in $(seq 1 100); do
         if answers; then

@@ -54,6 +54,10 @@ PER_PROCESS = 50  # Worker objects per process: ~10 threads each
 CONNECTIONS_PER_WORKER = 8  # measured ~6 (pool, claim session, listener, maintenance session): room to spare
 POOLED_BACKENDS = 40  # PgBouncer's server connections with --through-pgbouncer
 LEASE_S = 30.0  # the default: a heartbeat every 10 s, a lease sweep every 5 s per worker
+# Each process starts its workers this far apart (the processes start together): a fleet
+# comes up at ~40 workers a second, as a rolling deploy would, not 500 logins at one instant
+# (which timed out on 2 cores: docs/scale.md).
+START_EVERY_S = 0.25
 STATEMENTS = """
 SELECT query, calls, total_exec_time FROM pg_stat_statements
  WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
@@ -62,6 +66,10 @@ WAITS = """
 SELECT count(*) FILTER (WHERE wait_event_type = 'Lock'), count(*) FILTER (WHERE wait_event_type = 'LWLock'),
        count(*) FILTER (WHERE state = 'active')
   FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
+"""
+LOCK_WAITERS = """
+SELECT wait_event, left(regexp_replace(query, '\\s+', ' ', 'g'), 90), count(*)
+  FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' GROUP BY 1, 2
 """
 LATENCY = """
 SELECT percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - created_at)),
@@ -88,6 +96,24 @@ def kind(query: str) -> str:
     ):
         return "sweep"
     return "other"
+
+
+def top_statements(conn: psycopg.Connection, seconds: float, most: int = 8) -> list[dict[str, Any]]:
+    """The statements that took the most database time, then those run most often (each cost
+    a round trip and a plan, through PgBouncer), each with its duty: what a figure of the
+    table is made of."""
+    every = conn.execute(STATEMENTS).fetchall()
+    by_time = sorted(every, key=lambda r: -r[2])[:most]
+    rows = by_time + [r for r in sorted(every, key=lambda r: -r[1])[:most] if r not in by_time]
+    return [
+        {
+            "duty": kind(q),
+            "calls_per_s": round(c / seconds, 1),
+            "db_ms_per_s": round(ms / seconds, 1),
+            "query": " ".join(q.split())[:160],
+        }
+        for q, c, ms in rows
+    ]
 
 
 def by_kind(conn: psycopg.Connection) -> dict[str, tuple[int, float]]:
@@ -123,11 +149,15 @@ class WaitSampler(threading.Thread):
         super().__init__(daemon=True, name="lock-sampler")
         self.dsn, self.stop = dsn, threading.Event()
         self.samples: list[tuple[int, int, int]] = []
+        self.waiters: dict[tuple[str, str], int] = defaultdict(int)  # (lock, statement): samples
 
     def run(self) -> None:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             while not self.stop.wait(0.1):
                 self.samples.append(tuple(conn.execute(WAITS).fetchone()))  # type: ignore[arg-type]
+                if self.samples[-1][0]:
+                    for event, query, n in conn.execute(LOCK_WAITERS):
+                        self.waiters[(event, query)] += n
 
     def summary(self) -> dict[str, Any]:
         self.stop.set()
@@ -139,6 +169,8 @@ class WaitSampler(threading.Thread):
             "lock_waiting_mean": round(sum(s[0] for s in self.samples) / n, 3),
             "lwlock_waiting_max": max((s[1] for s in self.samples), default=0),
             "active_mean": round(sum(s[2] for s in self.samples) / n, 2),
+            # what waited on a lock, most often first: (lock, statement, backends summed over samples)
+            "lock_waiters": sorted(([e, q, k] for (e, q), k in self.waiters.items()), key=lambda w: -w[2])[:6],
         }
 
 
@@ -162,6 +194,7 @@ def _window(dsn: str, data_dir: Path, seconds: float, feed_rate: float) -> dict[
         elapsed = time.monotonic() - t0
         cpu = server_cpu_s(data_dir) - cpu0
         stmts = by_kind(conn)
+        top = top_statements(conn, elapsed)
         waits = sampler.summary()
         deadline = time.monotonic() + 120
         while conn.execute(UNFINISHED).fetchone()[0] and time.monotonic() < deadline:
@@ -170,7 +203,13 @@ def _window(dsn: str, data_dir: Path, seconds: float, feed_rate: float) -> dict[
     duties = {
         k: {"calls_per_s": round(c / elapsed, 1), "db_ms_per_s": round(ms / elapsed, 1)} for k, (c, ms) in stmts.items()
     }
-    return {"seconds": round(elapsed, 1), "server_cpu_pct": round(100 * cpu / elapsed, 1), "duties": duties, **waits}
+    return {
+        "seconds": round(elapsed, 1),
+        "server_cpu_pct": round(100 * cpu / elapsed, 1),
+        "duties": duties,
+        "top_statements": top,
+        **waits,
+    }
 
 
 def _latency(dsn: str) -> dict[str, Any]:
@@ -325,6 +364,7 @@ def _child(dsn: str, first: int, n: int, pooled: bool) -> None:
     ]
     for w in workers:
         w.start()
+        time.sleep(START_EVERY_S)
     sys.stdin.read()
     os._exit(0)
 

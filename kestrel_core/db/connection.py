@@ -251,6 +251,17 @@ class OwnSession:
             raise
         return conn
 
+    def interrupt(self) -> None:
+        """Cancel the statement under way on the thread that uses the session, if any (a claim
+        waiting for a lock someone else holds); an idle session is left alone (the server
+        ignores a cancel that finds nothing running)."""
+        conn = self._conn
+        if conn is not None and self._lock.locked():
+            try:
+                conn.cancel_safe(timeout=_CLOSE_WAIT_S)
+            except Exception:  # the caller goes on: nothing to report it to
+                pass
+
     def close(self) -> None:
         """Close the connection (the next call opens another). A statement under way on the
         thread that uses it (a claim waiting for a row lock) is cancelled first: a worker's stop
@@ -261,12 +272,7 @@ class OwnSession:
         while not self._lock.acquire(timeout=_CLOSE_WAIT_S):
             if time.monotonic() > give_up:
                 return  # still in use: left to the process's exit
-            conn = self._conn
-            if conn is not None:
-                try:
-                    conn.cancel_safe(timeout=_CLOSE_WAIT_S)
-                except Exception:  # the close goes on: nothing to report it to
-                    pass
+            self.interrupt()
         try:
             close_quietly(self._conn)
             self._conn = None

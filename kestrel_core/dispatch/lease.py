@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 import psycopg
 
@@ -42,22 +43,32 @@ def heartbeat(
     could not lock. ``lock_timeout_ms``: set the lock bound in the beat's own transaction (the
     session has none: through PgBouncer); None, one statement (the session's bound holds)."""
     params = {"worker_id": worker_id, "lease": lease, "ids": list(execution_ids)}
-    if lock_timeout_ms is None:
-        rows = conn.execute(render(SQL.heartbeat, schema), params).fetchall()
-    else:
-        with conn.transaction():
-            conn.execute(SQL.in_heartbeat_transaction, {"ms": str(lock_timeout_ms)})
-            rows = conn.execute(render(SQL.heartbeat, schema), params).fetchall()
+    rows = _bounded(conn, render(SQL.heartbeat, schema), params, lock_timeout_ms)
     return Beat(
         renewed={(row[0], row[1]) for row in rows if row[2]},
         busy={(row[0], row[1]) for row in rows if not row[2]},
     )
 
 
-def release_all(conn: psycopg.Connection, schema: str, worker_id: str) -> list[int]:
-    """Re-enqueue every execution ``worker_id`` still runs; returns their ids."""
-    rows = conn.execute(render(SQL.release, schema), {"worker_id": worker_id, "channel": notify_channel(schema)})
-    return [row[0] for row in rows]
+def release_all(
+    conn: psycopg.Connection, schema: str, worker_id: str, *, lock_timeout_ms: int | None = None
+) -> list[int]:
+    """Re-enqueue every execution ``worker_id`` still runs; returns their ids. ``lock_timeout_ms``:
+    give up (psycopg.errors.LockNotAvailable) on a lock held that long."""
+    params = {"worker_id": worker_id, "channel": notify_channel(schema)}
+    return [row[0] for row in _bounded(conn, render(SQL.release, schema), params, lock_timeout_ms)]
+
+
+def _bounded(
+    conn: psycopg.Connection, statement: Any, params: dict[str, Any], lock_timeout_ms: int | None
+) -> list[tuple[Any, ...]]:
+    """``statement``'s rows: alone (the session's bounds hold), or in a transaction that sets
+    ``lock_timeout_ms`` for itself."""
+    if lock_timeout_ms is None:
+        return conn.execute(statement, params).fetchall()
+    with conn.transaction():
+        conn.execute(SQL.in_bounded_transaction, {"ms": str(lock_timeout_ms)})
+        return conn.execute(statement, params).fetchall()
 
 
 def let_go(conn: psycopg.Connection, schema: str, worker_id: str, execution_id: int, claim_epoch: int) -> None:

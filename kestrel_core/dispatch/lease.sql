@@ -70,11 +70,12 @@ UPDATE {schema}.workflow_executions SET lease_expires = NULL
  WHERE id = %(eid)s AND owner_id = %(worker_id)s AND claim_epoch = %(claim_epoch)s
    AND status = 'paused' AND lease_expires IS NOT NULL;
 
--- name: in_heartbeat_transaction
--- The heartbeat's bounds set for its transaction alone, where a session setting does not hold
--- (through PgBouncer, transaction pooling: a SET lands on whichever server connection the
--- bouncer picked): lock_timeout, so that a lock the statement cannot skip (a partition's
--- ACCESS EXCLUSIVE lock: a drop, a detach) is given up on, not waited for as long as it is
--- held; and an idle-in-transaction bound, so that a client freezing before its COMMIT holds
--- its rows' locks no longer.
+-- name: in_bounded_transaction
+-- The bounds of a heartbeat or a stop's release, set for its transaction alone, where a
+-- session setting does not hold (through PgBouncer, transaction pooling: a SET lands on
+-- whichever server connection the bouncer picked): lock_timeout, so that a lock the statement
+-- cannot skip (a partition's ACCESS EXCLUSIVE lock: a drop, a detach; a LOCK TABLE) is given up
+-- on, not waited for as long as it is held (a stop that cannot release leaves the leases to
+-- lapse and be swept); and an idle-in-transaction bound, so that a client freezing before its
+-- COMMIT holds its rows' locks no longer.
 SELECT set_config('lock_timeout', %(ms)s, true), set_config('idle_in_transaction_session_timeout', %(ms)s, true);

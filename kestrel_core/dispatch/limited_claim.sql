@@ -84,19 +84,25 @@ WITH room AS MATERIALIZED (
       LEFT JOIN busy_keys k ON k.queue = h.queue AND k.concurrency_key = h.concurrency_key
      WHERE h.concurrency_key IS NULL OR h.nth_of_key + coalesce(k.running, 0) <= room.per_key
 ), chosen AS (
-    -- An execution another session holds locked is skipped, as the fast path skips it (see
-    -- lock_picked in claim.sql): the claim's UPDATE would wait for it, and the queue locks with it.
-    SELECT a.tid FROM allowed a JOIN room ON room.name = a.queue
-      JOIN {schema}.workflow_executions e ON e.id = a.id
+    SELECT a.tid, a.id FROM allowed a JOIN room ON room.name = a.queue
      WHERE a.nth_of_queue <= room.free
      ORDER BY a.neg_priority, a.run_at, a.id
      LIMIT %(n)s
+), locked AS (
+    -- What was chosen, its ready row and its execution locked, each skipped when another
+    -- session holds it, as the fast path skips it (lock_picked, claim.sql): the DELETE and
+    -- the UPDATE below would wait for it, holding the queue locks. Only the chosen rows are
+    -- probed, after the limit.
+    SELECT r.ctid AS tid FROM chosen c
+      JOIN {schema}.executions_ready r ON r.ctid = c.tid
+      JOIN {schema}.workflow_executions e ON e.id = c.id
+       FOR UPDATE OF r SKIP LOCKED
        FOR NO KEY UPDATE OF e SKIP LOCKED
 ), taken AS (
     -- Out of the ready table (a row a cancel deleted meanwhile is not taken), then to running.
     -- What is claimed is checked against the execution itself (see claim.py).
-    DELETE FROM {schema}.executions_ready r USING chosen
-     WHERE r.ctid = chosen.tid
+    DELETE FROM {schema}.executions_ready r USING locked
+     WHERE r.ctid = locked.tid
     RETURNING r.id, r.neg_priority, r.run_at, r.workflow_name, r.queue, r.version, r.concurrency_key
 ), claimed AS (
     UPDATE {schema}.workflow_executions e

@@ -24,7 +24,9 @@ from kestrel_core.db.connection import OwnSession
 from kestrel_core.dispatch import claim as claim_mod
 from kestrel_core.dispatch import deadlines, sweeper
 from kestrel_core.dispatch import lease as lease_mod
+from kestrel_core.dispatch.buckets import Claims
 from kestrel_core.engine import scheduler
+from kestrel_core.engine.fleet import Fleet
 from kestrel_core.engine.worker_state import Lifecycle, WorkerState
 from kestrel_core.workflow.contracts import Claimed, EngineSettings
 
@@ -41,9 +43,13 @@ class Maintained(Protocol):
     settings: EngineSettings
     log: Logger
     lifecycle: Lifecycle
+    claims: Claims
+    fleet: Fleet
     _wake: threading.Event
     _lock: threading.Lock
     _inflight: dict[tuple[int, int], Claimed]
+
+    def count(self, key: str) -> None: ...
 
     def db(
         self, fn: Callable[[psycopg.Connection], T], *, window: float | None = None, interruptible: bool = True
@@ -66,7 +72,7 @@ class Maintenance:
         # for a lock (a relation lock of a partition being dropped): its statement skips locked
         # rows, and gives up on any other lock after a tenth of the lease. Through PgBouncer
         # (transaction pooling) a session setting does not hold: each beat is then a
-        # transaction that sets the bound for itself (lease.py, in_heartbeat_transaction).
+        # transaction that sets the bound for itself (lease.py, in_bounded_transaction).
         lock_ms = max(100, int(worker.lease.total_seconds() * 1000 / 10))
         self._beat_lock_ms = lock_ms if transaction_pooling else None
         self._session = OwnSession(
@@ -140,6 +146,7 @@ class Maintenance:
                 "event=heartbeat_failed worker=%s error=%r", self.w.worker_id, first_line(exc, self.w.settings.dsn)
             )
             return min(beat_every, HEARTBEAT_BUSY_RETRY_S)
+        self._read_fleet()
         held = beat.held
         # A row mid-boundary (this worker's own group commit) is locked for milliseconds: busy
         # at one beat is normal. Busy at two beats in a row, someone holds it: say so, and try
@@ -167,6 +174,24 @@ class Maintenance:
                     )
         return min(beat_every, HEARTBEAT_BUSY_RETRY_S) if lingering else beat_every
 
+    def _read_fleet(self) -> None:
+        """Count the live fleet on the heartbeat's session (fleet.py); on an error the last count
+        stands, until the next beat."""
+        w = self.w
+        try:
+            self._session.run(
+                lambda c: w.fleet.read(c, w.schema, worker_id=w.worker_id, lease=w.lease, claims=w.claims)
+            )
+        except psycopg.Error as exc:
+            w.log.warning("event=fleet_read_failed worker=%s error=%r", w.worker_id, first_line(exc, w.settings.dsn))
+
+    def _passes_turn(self) -> bool:
+        """Whether this worker leaves this turn at a fleet-wide duty to the rest of the fleet."""
+        if self.w.fleet.turn():
+            return False
+        self.w.count("turns_passed")
+        return True
+
     def sweep_leases(self) -> float:
         """Re-enqueue lapsed leases; returns the seconds until the next sweep. The sweep reads
         every running row's index entry, and under a held snapshot every dead one of each past
@@ -174,6 +199,8 @@ class Maintenance:
         the start are, but once a lease at least; a sweep the server cancels goes on owner by
         owner (sweeper.LeaseSweep)."""
         every = max(self.w.sweep_interval, self.w.lease.total_seconds() / 6)
+        if self._passes_turn():
+            return every * random.uniform(0.8, 1.2)
         started = time.monotonic()
         try:
             expired = self.w.db(lambda c: self._lease_sweep.run(c, self.w.schema), window=0)
@@ -193,6 +220,8 @@ class Maintenance:
     def sweep_waits(self) -> float:
         """Wake due waits and end executions past their deadline; returns the seconds until the
         next sweep."""
+        if self._passes_turn():
+            return self.w.sweep_interval * random.uniform(0.8, 1.2)
         try:
             woken = self.w.db(lambda c: sweeper.sweep_waits(c, self.w.schema), window=0)
             late = self.w.db(lambda c: deadlines.sweep_deadlines(c, self.w.schema), window=0)
@@ -235,6 +264,8 @@ class Maintenance:
     def tick_schedules(self) -> float:
         # Every worker ticks every schedule, its workflow registered here or not: the run waits
         # for a worker that has the code (``status`` says when none does).
+        if self._passes_turn():
+            return self.w.sweep_interval * random.uniform(0.8, 1.2)
         try:
             if self.w.db(lambda c: scheduler.tick_due(c, self.w.schema, worker=self.w.worker_id), window=0).enqueued:
                 self.w._wake.set()

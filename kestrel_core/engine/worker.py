@@ -44,6 +44,7 @@ from kestrel_core.dispatch.limited_claim import idle_in_claim_ms
 from kestrel_core.durable.boundary import Boundary, Outcome
 from kestrel_core.durable.group_commit import GroupCommit, LazyOpen
 from kestrel_core.engine import listener, registration
+from kestrel_core.engine.fleet import Fleet
 from kestrel_core.engine.maintenance import Maintenance
 from kestrel_core.engine.runners import RunnerThreads
 from kestrel_core.engine.settings import WorkerOptions, WorkerSettings
@@ -59,6 +60,11 @@ log = logging.getLogger("kestrel.worker")
 # The claim loop's pause after a failed claim (it claims again forever: a claim is never owed).
 # Every other write retries as the connection seam's policy says (db/retry.py).
 _CLAIM_RETRY = Backoff(0.2, cap=5.0)
+# How long a stop lets a claim under way finish before it cancels it (one claim: milliseconds).
+CLAIM_STOP_WAIT_S = 0.5
+# How long a stop's release of its leases waits for a lock it cannot skip (a LOCK TABLE, a
+# partition being dropped) before it leaves them to lapse and be swept.
+RELEASE_LOCK_MS = 2000
 
 
 class Worker(RunnerThreads):
@@ -110,16 +116,16 @@ class Worker(RunnerThreads):
         # the claim without buckets it falls back on, at most once per poll interval (the
         # least the claim loop sleeps) while that finds nothing, with a mark of its own
         # (buckets.py says why nothing starves).
+        self.claims = buckets_mod.Claims(self.names, self.versions, self.queues)
         self._served = (
             None
             if c.buckets is None
             else buckets_mod.Served(
-                c.buckets,
-                self.worker_id,
-                buckets_mod.Claims(self.names, self.versions, self.queues),
-                refresh_every=self.lease.total_seconds() / 3,
+                c.buckets, self.worker_id, self.claims, refresh_every=self.lease.total_seconds() / 3
             )
         )
+        # The live fleet, read at every heartbeat: its fleet-wide duties are shared (fleet.py).
+        self.fleet = Fleet()
         self._fallback = buckets_mod.Fallback(every=0.8 * self.poll_interval)
         self._fallback_mark = claim_mod.ClaimMark()
         self.stats = {
@@ -130,6 +136,7 @@ class Worker(RunnerThreads):
             "lost": 0,
             "refused_writes": 0,
             "released": 0,
+            "turns_passed": 0,  # fleet-wide duties and polls left to the rest of the fleet (fleet.py)
         }
 
         # Where the worker is in its life (worker_state.py: the states, the moves, what each
@@ -166,21 +173,21 @@ class Worker(RunnerThreads):
             name=f"kestrel-worker-{self.worker_id}",
             check=False,  # db() retries; checking would add a round trip to every step
         )
-        # The claim's session of its own (not the pool's) keeps the claim's plan setting, so
-        # that a claim is one statement that commits on the server (claim.py). Through
-        # PgBouncer (transaction pooling) session settings do not hold: the claim uses the pool,
-        # one transaction per claim.
-        self._claim_session = (
-            None
+        # The claim's session of its own (not the pool's): a stop can cancel a claim waiting on
+        # a lock (stop), and it keeps the claim's plan setting, so that a claim is one statement
+        # that commits on the server (claim.py). Through PgBouncer (transaction pooling) session
+        # settings do not hold: each claim is then a transaction that sets them.
+        self._claim_settings_hold = not pooling
+        self._claim_session = OwnSession(
+            app.dsn,
+            application_name="kestrel-worker-claim",
+            settings={}
             if pooling
-            else OwnSession(
-                app.dsn,
-                application_name="kestrel-worker-claim",
-                settings={
-                    **claim_mod.CLAIM_SESSION_SETTINGS,
-                    "idle_in_transaction_session_timeout": str(idle_in_claim_ms(self.lease)),
-                },
-            )
+            else {
+                **claim_mod.CLAIM_SESSION_SETTINGS,
+                "idle_in_transaction_session_timeout": str(idle_in_claim_ms(self.lease)),
+            },
+            prepare=not pooling,
         )
         self._duties = Maintenance(self, dsn=app.dsn, transaction_pooling=pooling)
         # Step boundaries of all running executions, written in batches (group_commit.py).
@@ -265,7 +272,7 @@ class Worker(RunnerThreads):
         state.move(WorkerState.DRAINING)
         self._wake.set()
         deadline = time.monotonic() + (self.grace if grace is None else grace).total_seconds()
-        if self._claiming.acquire(timeout=max(0.0, deadline - time.monotonic())):  # a claim under way
+        if self._wait_for_claim(deadline):
             self._claiming.release()
         with self._idle:
             while self._inflight and time.monotonic() < deadline and not state.reached(WorkerState.HURRYING):
@@ -277,16 +284,25 @@ class Worker(RunnerThreads):
         state.move(WorkerState.QUIET)
         for thread in self._maintenance:
             thread.join(timeout=5.0)
+        released: list[int] = []
         try:
             released = self.db(
-                lambda c: lease_mod.release_all(c, self.schema, self.worker_id), window=5.0, interruptible=False
+                lambda c: lease_mod.release_all(c, self.schema, self.worker_id, lock_timeout_ms=RELEASE_LOCK_MS),
+                window=5.0,
+                interruptible=False,
             )
             self.stats["released"] += len(released)
-            self.db(lambda c: registration.retire(c, self.schema, self.worker_id), window=5.0, interruptible=False)
         except psycopg.OperationalError as exc:
-            released = []
             self.log.warning(
                 "event=release_failed worker=%s error=%r (leases will lapse and be swept)",
+                self.worker_id,
+                first_line(exc, self.settings.dsn),
+            )
+        try:
+            self.db(lambda c: registration.retire(c, self.schema, self.worker_id), window=5.0, interruptible=False)
+        except psycopg.OperationalError as exc:
+            self.log.warning(
+                "event=retire_failed worker=%s error=%r (its row stops counting as live once its beats lapse)",
                 self.worker_id,
                 first_line(exc, self.settings.dsn),
             )
@@ -303,10 +319,22 @@ class Worker(RunnerThreads):
         if self._listener is not None:
             self._listener.close()
         self._duties.close()
-        if self._claim_session is not None:
-            self._claim_session.close()
+        self._claim_session.close()
         self._pool.close(timeout=2.0)
         self.log.info("event=worker_stopped worker=%s released=%s stats=%s", self.worker_id, len(released), self.stats)
+
+    def _wait_for_claim(self, deadline: float) -> bool:
+        """Wait for a claim under way to be dispatched (holding ``_claiming`` once it is): it
+        takes milliseconds unless it waits for a lock another session holds; then it is
+        cancelled, each of its statements, so that it commits nothing after the stop, whatever
+        the grace (which is for running steps). False: still under way after the grace and 5 s
+        of cancels (its session's close cancels it again)."""
+        give_up = max(deadline, time.monotonic() + 5.0)
+        while not self._claiming.acquire(timeout=CLAIM_STOP_WAIT_S):
+            if time.monotonic() >= give_up:
+                return False
+            self._claim_session.interrupt()
+        return True
 
     def __enter__(self) -> Worker:
         return self.start()
@@ -407,13 +435,18 @@ class Worker(RunnerThreads):
         batch_floor = max(1, self.concurrency // 4)
         backlog = False
         timed_out = True
+        found_none = False
         errors = 0
         while not self.draining.is_set():
             self._wake.clear()
             self._supervise_runners()
             with self._lock:
                 free = self.concurrency - len(self._inflight)
-            if free > 0 and (timed_out or not backlog or free >= batch_floor):
+            # A poll (nothing woke it, and the last claim found nothing) is a fleet-wide duty:
+            # the workers that claim the same work take turns at it (fleet.py).
+            if free > 0 and timed_out and found_none and not self.fleet.turn(peers_only=True):
+                self.count("turns_passed")
+            elif free > 0 and (timed_out or not backlog or free >= batch_floor):
                 now = time.monotonic()
                 check = self._limited_declared or self._limited_seen or now >= self._next_limited_check
                 claimed = self._claim_and_dispatch(free, check)
@@ -425,6 +458,7 @@ class Worker(RunnerThreads):
                 if check:
                     self._next_limited_check = now + self.poll_interval
                 backlog = len(claimed) == free
+                found_none = not claimed
             timed_out = not self._wake.wait(self.poll_interval * random.uniform(0.8, 1.2))
 
     def _claim_and_dispatch(self, free: int, check: bool) -> list[claim_mod.Claim] | None:
@@ -460,7 +494,7 @@ class Worker(RunnerThreads):
             versions=self.versions,
             queues=self.queues,
             check_limited=check,
-            claim_session=self._claim_session is not None,
+            claim_session=self._claim_settings_hold,
         )
         served = self._served
         if served is None:
@@ -485,9 +519,7 @@ class Worker(RunnerThreads):
         return claimed, limited
 
     def _claim(self, fn: Callable[[psycopg.Connection], T]) -> T:
-        """Run a claim on the claim session (the pool's, through PgBouncer)."""
-        if self._claim_session is None:
-            return self.db(fn, window=0)
+        """Run a claim on the claim session."""
         return self._claim_session.run(fn)
 
     def _dispatch(self, item: claim_mod.Claim, sent: float) -> None:

@@ -1,0 +1,91 @@
+"""Fleet-wide duties shared out among the live workers (kestrel_core/engine/fleet.py).
+
+A fleet of N workers each sweeping, ticking and polling on its own timer made those costs grow
+with N (500 idle workers: ~2,000 statements a second, bench/fleet.py). Each worker now takes
+its turn with probability SHARE / N; the work still gets done, by whoever takes the turn.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+import psycopg
+import pytest
+
+from kestrel_core import Kestrel
+from kestrel_core.dispatch.buckets import Claims
+from kestrel_core.engine.fleet import SHARE, Fleet
+from tests.waiting import wait_for
+
+LIVE = "now(), interval '1 hour'"  # a beat just now, a long lease: live for the test's length
+
+
+def add_workers(db: psycopg.Connection, n: int, *, prefix: str, claims: Claims | None, beat: str = LIVE) -> None:
+    """``n`` rows of workers that beat as ``beat`` says; claiming what ``claims`` says (None:
+    another workflow)."""
+    params = (claims or Claims(["another"], [None], None)).params()
+    for i in range(n):
+        db.execute(
+            "INSERT INTO workers (worker_id, workflows, versions, queues, last_heartbeat, lease)"
+            f" VALUES (%s, %s, %s, %s, {beat})",
+            (f"{prefix}-{i}", params["workflows"], params["versions"], params["queues"]),
+        )
+
+
+def test_a_small_fleet_always_takes_its_turn() -> None:
+    for n in range(1, SHARE + 1):
+        fleet = Fleet(size=n, peers=n)
+        assert all(fleet.turn() and fleet.turn(peers_only=True) for _ in range(200))
+
+
+@pytest.mark.parametrize("n", [SHARE + 1, 40, 500])
+def test_a_large_fleet_takes_its_share_of_turns(n: int) -> None:
+    random.seed(n)
+    draws = 40_000
+    taken = sum(Fleet(size=n, peers=1).turn() for _ in range(draws))
+    expected = draws * SHARE / n
+    assert abs(taken - expected) < 5 * (expected * (1 - SHARE / n)) ** 0.5 + 1
+    # peers_only counts the workers claiming the same work, not the whole schema's
+    assert all(Fleet(size=n, peers=1).turn(peers_only=True) for _ in range(200))
+
+
+def test_the_fleet_counts_live_workers_and_peers(app: Kestrel, db: psycopg.Connection) -> None:
+    mine = Claims(["w"], [None], None)
+    add_workers(db, 3, prefix="peer", claims=mine)
+    add_workers(db, 2, prefix="other-kind", claims=None)
+    add_workers(db, 1, prefix="stopped", claims=mine)
+    db.execute("UPDATE workers SET stopped_at = now() WHERE worker_id LIKE 'stopped-%'")
+    # half its lease since its last beat: a worker beats every third, so it missed one and more
+    add_workers(db, 1, prefix="silent", claims=mine, beat="now() - interval '31 minutes', interval '1 hour'")
+    add_workers(db, 1, prefix="me", claims=mine)  # its own row: not counted twice
+    fleet = Fleet()
+    fleet.read(db, "kestrel", worker_id="me-0", lease=timedelta(seconds=30), claims=mine)
+    assert (fleet.size, fleet.peers) == (1 + 3 + 2, 1 + 3)
+
+
+def sleepy(app: Kestrel) -> None:
+    @app.workflow("sleepy")
+    def sleepy_workflow(ctx, _input):
+        ctx.sleep("nap", timedelta(milliseconds=200))
+        return "woke"
+
+
+@pytest.mark.parametrize("listen", [True, False])
+def test_a_worker_in_a_large_fleet_passes_turns_and_the_work_is_still_done(
+    app: Kestrel, db: psycopg.Connection, start_worker, listen: bool
+) -> None:
+    """One real worker among 40 live rows claiming the same work (which do nothing): it takes
+    about one turn in five at its sweeps, ticks and polls, and still wakes a durable sleep and
+    claims new work (with LISTEN, woken at once; without, by its thinned polls)."""
+    sleepy(app)
+    add_workers(db, 40, prefix="quiet", claims=Claims(["sleepy"], [app.workflows["sleepy"].version], None))
+    worker = start_worker(app, worker_id="real", listen=listen, sweep_interval=0.1, poll_interval=0.1)
+    wait_for(lambda: worker.fleet.size == 41 and worker.fleet.peers == 41, what="the fleet read at a heartbeat")
+    ids = [app.enqueue("sleepy") for _ in range(3)]
+    wait_for(
+        lambda: all(app.get(i).status == "success" for i in ids),
+        timeout=60,
+        what="every sleep woken and finished",
+    )
+    assert worker.stats["turns_passed"] > 0
