@@ -3,6 +3,7 @@
 Mixed into WorkflowContext (context.py), whose internals (``_use``, ``_write``, ``_boundary``,
 ``_lost``, the checkpoint map) they use. Each is one durable operation with a position, so a
 replay returns what the first run saw: the same child, the same outcome, the same event.
+``ExecutionFacts`` (what both contexts tell about the execution) is here too: both import this.
 """
 
 from __future__ import annotations
