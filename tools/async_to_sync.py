@@ -40,6 +40,16 @@ NAMES = {
     "is_async": "is_async",  # a workflow's flag, not a twin
 }
 
+# The field that holds a node's own name, by node type (exactly: an ``async def`` keeps its
+# name); renamed once the node's children are.
+NAME_FIELDS: dict[type[ast.AST], str] = {
+    ast.Name: "id",
+    ast.Attribute: "attr",
+    ast.FunctionDef: "name",
+    ast.ClassDef: "name",
+    ast.arg: "arg",
+}
+
 _WORD = re.compile(r"\b(Async([A-Z]\w*)|(\w+)_async|asynccontextmanager|__aenter__|__aexit__)\b")
 
 
@@ -52,6 +62,11 @@ def rename(name: str) -> str:
     if name.endswith("_async") and len(name) > 6:
         return name[: -len("_async")]
     return name
+
+
+def rename_dotted(name: str) -> str:
+    """The sync name of a dotted ``name`` (a module path), part by part."""
+    return ".".join(rename(part) for part in name.split("."))
 
 
 def rename_text(text: str) -> str:
@@ -97,27 +112,16 @@ class AsyncToSync(ast.NodeTransformer):
             return node.slice  # Awaitable[X] -> X
         return node
 
-    def visit_Name(self, node: ast.Name) -> ast.AST:
-        node.id = rename(node.id)
-        return node
-
-    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-        self.generic_visit(node)
-        node.attr = rename(node.attr)
-        return node
-
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
-        self.generic_visit(node)
-        node.name = rename(node.name)
-        return node
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
-        self.generic_visit(node)
-        node.name = rename(node.name)
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        """The node's children transformed, then its own name (``NAME_FIELDS``) renamed."""
+        node = super().generic_visit(node)
+        field = NAME_FIELDS.get(type(node))
+        if field is not None:
+            setattr(node, field, rename(getattr(node, field)))
         return node
 
     def visit_alias(self, node: ast.alias) -> ast.AST:
-        node.name = ".".join(rename(part) for part in node.name.split("."))
+        node.name = rename_dotted(node.name)
         if node.asname:
             node.asname = rename(node.asname)
         return node
@@ -125,12 +129,7 @@ class AsyncToSync(ast.NodeTransformer):
     def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.AST:
         self.generic_visit(node)
         if node.module:
-            node.module = ".".join(rename(part) for part in node.module.split("."))
-        return node
-
-    def visit_arg(self, node: ast.arg) -> ast.AST:
-        self.generic_visit(node)
-        node.arg = rename(node.arg)
+            node.module = rename_dotted(node.module)
         return node
 
     def visit_Constant(self, node: ast.Constant) -> ast.AST:

@@ -9,29 +9,8 @@ Front ends (the console, bench) may use the names in ``__all__`` below, no modul
 May import: nothing of kestrel_core outside this package.
 """
 
-from kestrel_core.lifecycle.states import (
-    LIVE_STATUSES,
-    STATUSES,
-    TERMINAL_STATUSES,
-    AttemptOutcome,
-    ExecutionStatus,
-    WaitKind,
-    WaitState,
-)
+from kestrel_core.lifecycle import states
+from kestrel_core.lifecycle.states import *  # noqa: F403  (its __all__: the package re-exports them all)
 from kestrel_core.lifecycle.transitions import BY_NAME, TRANSITIONS, Actor, Transition, diagram, transition
 
-__all__ = [
-    "BY_NAME",
-    "LIVE_STATUSES",
-    "STATUSES",
-    "TERMINAL_STATUSES",
-    "TRANSITIONS",
-    "Actor",
-    "AttemptOutcome",
-    "ExecutionStatus",
-    "Transition",
-    "WaitKind",
-    "WaitState",
-    "diagram",
-    "transition",
-]
+__all__ = [*states.__all__, "BY_NAME", "TRANSITIONS", "Actor", "Transition", "diagram", "transition"]

@@ -10,6 +10,17 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+# What the package re-exports (lifecycle/__init__.py); LIVE is the transitions' own.
+__all__ = [
+    "LIVE_STATUSES",
+    "STATUSES",
+    "TERMINAL_STATUSES",
+    "AttemptOutcome",
+    "ExecutionStatus",
+    "WaitKind",
+    "WaitState",
+]
+
 
 class ExecutionStatus(StrEnum):
     """An execution's status, in the order the console shows them: the live ones first, then

@@ -20,12 +20,12 @@ from kestrel_core.workflow import offload
 from kestrel_core.workflow.boxing import being_cancelled, boxed, call_boxed, unbox
 from kestrel_core.workflow.context import AttemptTimedOut, Decision, Strand, WorkflowContext
 from kestrel_core.workflow.contracts import Flag, Unwind
-from kestrel_core.workflow.flow_context import AsyncFlowOperations
+from kestrel_core.workflow.flow_context import AsyncFlowOperations, ExecutionFacts
 
 __all__ = ["AsyncWorkflowContext"]
 
 
-class AsyncWorkflowContext(AsyncFlowOperations):
+class AsyncWorkflowContext(AsyncFlowOperations, ExecutionFacts):
     """The ``ctx`` of an ``async def`` workflow: the same operations, awaitable.
 
     Database work and blocking steps run in threads; coroutine steps run on the worker's loop.
@@ -37,26 +37,9 @@ class AsyncWorkflowContext(AsyncFlowOperations):
 
     def __init__(self, sync: WorkflowContext) -> None:
         self._sync = sync
-
-    @property
-    def execution_id(self) -> int:
-        return self._sync.execution_id
-
-    @property
-    def workflow_name(self) -> str:
-        return self._sync.workflow_name
-
-    @property
-    def input(self) -> Any:
-        return self._sync.input
-
-    @property
-    def worker_id(self) -> str:
-        return self._sync.worker_id
-
-    @property
-    def claim_epoch(self) -> int:
-        return self._sync.claim_epoch
+        # what ExecutionFacts reads: the sync ctx's worker and hold
+        self._worker = sync._worker
+        self._held = sync._held
 
     async def step(
         self,

@@ -107,28 +107,6 @@ class WorkflowContext(FlowOperations):
         self._strand = Strand(defer=True)
         self._lock = threading.Lock()
 
-    @property
-    def execution_id(self) -> int:
-        return self._held.claim.execution_id
-
-    @property
-    def workflow_name(self) -> str:
-        return self._held.claim.workflow_name
-
-    @property
-    def input(self) -> Any:
-        return self._held.claim.input
-
-    @property
-    def worker_id(self) -> str:
-        """The worker running this execution now (its ``owner_id``)."""
-        return self._worker.worker_id
-
-    @property
-    def claim_epoch(self) -> int:
-        """Which claim of the execution this is: (worker_id, claim_epoch) fences every write."""
-        return self._held.claim.claim_epoch
-
     # -- the durable operations -------------------------------------------------------------
 
     def step(

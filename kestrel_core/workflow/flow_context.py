@@ -3,6 +3,7 @@
 Mixed into WorkflowContext (context.py), whose internals (``_use``, ``_write``, ``_boundary``,
 ``_lost``, the checkpoint map) they use. Each is one durable operation with a position, so a
 replay returns what the first run saw: the same child, the same outcome, the same event.
+``ExecutionFacts`` (what both contexts tell about the execution) is here too: both import this.
 """
 
 from __future__ import annotations
@@ -92,20 +93,44 @@ def checked_interval(value: timedelta | float | None, what: str, *, required: bo
     return value if isinstance(value, timedelta) else timedelta(seconds=seconds)
 
 
-class FlowOperations:
+class ExecutionFacts:
+    """What both contexts (a sync workflow's and an ``async def`` one's) tell a workflow about
+    its execution and this claim, read from the same worker and hold."""
+
+    _worker: WorkerRuntime
+    _held: Claimed
+
+    @property
+    def execution_id(self) -> int:
+        return self._held.claim.execution_id
+
+    @property
+    def workflow_name(self) -> str:
+        return self._held.claim.workflow_name
+
+    @property
+    def input(self) -> Any:
+        return self._held.claim.input
+
+    @property
+    def worker_id(self) -> str:
+        """The worker running this execution now (its ``owner_id``)."""
+        return self._worker.worker_id
+
+    @property
+    def claim_epoch(self) -> int:
+        """Which claim of the execution this is: (worker_id, claim_epoch) fences every write."""
+        return self._held.claim.claim_epoch
+
+
+class FlowOperations(ExecutionFacts):
     """start_child, wait_for, wait_for_all and wait_for_event of a synchronous workflow."""
 
     # Provided by WorkflowContext (context.py), which mixes these operations in.
-    _worker: WorkerRuntime
-    _held: Claimed
     _children: dict[int, ChildState] | None
     _events_seen: dict[str, int]
     _event_turns: dict[str, EventTurn]  # the last wait on each key, in position order
     _lock: threading.Lock  # guards what async operations running at once share
-
-    @property
-    def execution_id(self) -> int:
-        raise NotImplementedError
 
     def _use(self, step_id: str) -> int:
         raise NotImplementedError
