@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import psycopg
 from textual.command import CommandList, CommandPalette
@@ -13,6 +13,7 @@ from textual.command import CommandList, CommandPalette
 from kestrel_console.tui import KestrelConsole
 from kestrel_console.tui.live import LiveScreen
 from kestrel_console.tui.screens.detail import DetailScreen
+from kestrel_console.tui.widgets.confirm import ConfirmModal
 
 OPERATOR = "tui-tester"
 SIZE = (160, 50)
@@ -243,6 +244,44 @@ async def says_more_columns(pilot: Any, summary: Any, narrow: bool) -> str:
         pilot, lambda: (MORE_COLUMNS in text_of(summary)) == narrow, what="the more-columns sign to follow the width"
     )
     return "\n".join(screen_lines(pilot.app))
+
+
+class Summarised(NamedTuple):
+    """A screen open at a size, what its summary says and what the terminal shows."""
+
+    tui: KestrelConsole
+    pilot: Any
+    screen: Any
+    summary: Any
+    shown: str
+    narrow: bool  # 80 columns: a wide table's last columns are cut
+
+
+@asynccontextmanager
+async def summary_at(
+    dsn: str, key: str, kind: type[Any], summary_id: str, size: tuple[int, int]
+) -> AsyncIterator[Summarised]:
+    """Screen ``key`` open at ``size`` once its summary (``summary_id``) shows the more-columns
+    sign exactly when the terminal is narrow."""
+    narrow = size[0] == 80
+    async with on_screen(dsn, key, kind, size=size) as (tui, pilot, screen):
+        summary = screen.query_one(summary_id)
+        yield Summarised(tui, pilot, screen, summary, await says_more_columns(pilot, summary, narrow), narrow)
+
+
+async def confirmation(pilot: Any) -> str:
+    """Wait for the confirmation dialog; returns its question."""
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmModal), what="the confirmation")
+    return pilot.app.screen.question
+
+
+async def answer_h(pilot: Any, answer: str) -> str:
+    """Press ``h`` (pause or resume what is under the cursor) and answer its confirmation with
+    ``answer``; returns the question it asked."""
+    await pilot.press("h")
+    question = await confirmation(pilot)
+    await pilot.press(answer)
+    return question
 
 
 async def give_reason(pilot: Any, reason: str = "") -> None:
