@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any, NamedTuple, TypeVar
 
 import psycopg
+from psycopg.types.json import Jsonb
 from textual.command import CommandList, CommandPalette
 
 from kestrel_console.tui import KestrelConsole
@@ -173,6 +174,25 @@ def rows(db: psycopg.Connection, query: str, params: Any = None) -> list[tuple]:
 
 def statuses(db: psycopg.Connection) -> dict[int, str]:
     return dict(rows(db, STATUS_OF))
+
+
+def pending_gates(db: psycopg.Connection, gates: Iterable[tuple[str, str, dict[str, Any] | None]]) -> list[int]:
+    """One execution waiting on each (workflow, gate, details) approval, asked 10, 9, ...
+    minutes ago: the Approvals list shows them oldest first, in this order."""
+    ids = []
+    for i, (workflow, gate, details) in enumerate(gates):
+        eid = db.execute(
+            "INSERT INTO workflow_executions (workflow_name, status, started_at) "
+            "VALUES (%s, 'waiting', now()) RETURNING id",
+            (workflow,),
+        ).fetchone()[0]
+        db.execute(
+            "INSERT INTO workflow_waits (execution_id, step_id, kind, created_at, details) "
+            "VALUES (%s, %s, 'approval', now() - make_interval(mins => %s), %s)",
+            (eid, gate, 10 - i, None if details is None else Jsonb(details)),
+        )
+        ids.append(eid)
+    return ids
 
 
 def text_of(widget: Any) -> str:

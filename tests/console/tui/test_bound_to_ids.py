@@ -21,6 +21,7 @@ from .helpers import (
     give_reason,
     on_screen,
     open_screen,
+    pending_gates,
     record_actions,
     rows,
     statuses,
@@ -30,19 +31,7 @@ from .helpers import (
 
 def gates(db, n: int = 3) -> list[int]:
     """``n`` executions, each waiting on its gate 'approve-fix', oldest first."""
-    ids = []
-    for i in range(n):
-        eid = db.execute(
-            "INSERT INTO workflow_executions (workflow_name, status, started_at) "
-            "VALUES ('remediate', 'waiting', now()) RETURNING id"
-        ).fetchone()[0]
-        db.execute(
-            "INSERT INTO workflow_waits (execution_id, step_id, kind, created_at) "
-            "VALUES (%s, 'approve-fix', 'approval', now() - make_interval(mins => %s))",
-            (eid, 10 - i),
-        )
-        ids.append(eid)
-    return ids
+    return pending_gates(db, [("remediate", "approve-fix", None)] * n)
 
 
 def decide_elsewhere(db, eid: int) -> None:
