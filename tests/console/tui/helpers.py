@@ -295,6 +295,13 @@ async def confirmation(pilot: Any) -> str:
     return pilot.app.screen.question
 
 
+async def reason_then_confirmation(pilot: Any, reason: str = "") -> str:
+    """Answer the comment prompt an action asks first, then wait for its confirmation; returns
+    the question."""
+    await give_reason(pilot, reason)
+    return await confirmation(pilot)
+
+
 async def answer_h(pilot: Any, answer: str) -> str:
     """Press ``h`` (pause or resume what is under the cursor) and answer its confirmation with
     ``answer``; returns the question it asked."""
