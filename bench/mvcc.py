@@ -338,11 +338,14 @@ def rate_over(rows: list[dict[str, Any]]) -> float | None:
     return round(sum(r["finished"] for r in rows) / span, 1) if span > 0 else None
 
 
-def count_index_entries(conn: psycopg.Connection, feeder: Feeder) -> tuple[dict[str, int], float]:
-    """Heap TIDs per btree index of the schema, and the workflows finished meanwhile (midpoint)."""
-    before = feeder.finished
-    counts = {r[0]: int(r[1]) for r in conn.execute(INDEX_ENTRIES, {"schema": SCHEMA})}
-    return counts, (before + feeder.finished) / 2.0
+def count_index_entries(
+    conn: psycopg.Connection, schema: str, finished: Callable[[], float]
+) -> tuple[dict[str, int], float]:
+    """Heap TIDs per btree index of ``schema`` (pageinspect), and ``finished()``, the workflows
+    finished so far, at the count's midpoint: the count takes a while under load."""
+    before = finished()
+    counts = {r[0]: int(r[1]) for r in conn.execute(INDEX_ENTRIES, {"schema": schema})}
+    return counts, (before + finished()) / 2.0
 
 
 def entries_written(start: tuple[dict[str, int], float], end: tuple[dict[str, int], float]) -> dict[str, Any]:
@@ -396,10 +399,10 @@ def run_mvcc(
                 if not holds_snapshot(conn):
                     raise RuntimeError("the REPEATABLE READ session holds no snapshot")
                 if counter is not None:
-                    counts.append(count_index_entries(counter, feeder))
+                    counts.append(count_index_entries(counter, SCHEMA, lambda: feeder.finished))
             elif holder:
                 if counter is not None:
-                    counts.append(count_index_entries(counter, feeder))
+                    counts.append(count_index_entries(counter, SCHEMA, lambda: feeder.finished))
                 checks.append(holds_snapshot(holder[0]))  # still held at the end of the hold
                 release(holder)
 

@@ -44,7 +44,7 @@ import psycopg
 from psycopg import sql
 
 from .databases import admin_dsn, fresh_database
-from .mvcc import CLEAR_STATS, HOLD_END, INDEX_ENTRIES, PAGEINSPECT
+from .mvcc import CLEAR_STATS, HOLD_END, PAGEINSPECT, count_index_entries
 from .report import ratio, table
 
 PAYLOAD = (
@@ -359,13 +359,6 @@ def _write_figures(a: dict[str, tuple[int, ...]], b: dict[str, tuple[int, ...]],
     }
 
 
-def _entries(conn: psycopg.Connection, c: Counters) -> tuple[dict[str, int], float]:
-    """Exact index entries by index (pageinspect) and the workflows completed meanwhile."""
-    before = c.completed
-    counts = {r[0]: int(r[1]) for r in conn.execute(INDEX_ENTRIES, {"schema": "public"})}
-    return counts, (before + c.completed) / 2.0
-
-
 def run_design(
     admin: str,
     key: str,
@@ -428,9 +421,10 @@ def run_design(
                 base = measure(baseline, "baseline")
                 holder.execute(HOLD_BEGIN)
                 holder.execute(HOLD_TAKE)
-                first = _entries(conn, c)
+                first = count_index_entries(conn, "public", lambda: c.completed)
                 held = measure(hold, "hold")
-                last = _entries(conn, c)  # nothing removed an entry while the snapshot was held
+                # nothing removed an entry while the snapshot was held
+                last = count_index_entries(conn, "public", lambda: c.completed)
         finally:
             try:
                 holder.execute(HOLD_END)

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import psycopg
+from psycopg.types.json import Jsonb
 from textual.command import CommandList, CommandPalette
 
 from kestrel_console.tui import KestrelConsole
 from kestrel_console.tui.live import LiveScreen
 from kestrel_console.tui.screens.detail import DetailScreen
+from kestrel_console.tui.widgets.confirm import ConfirmModal
 
 OPERATOR = "tui-tester"
 SIZE = (160, 50)
@@ -174,6 +176,25 @@ def statuses(db: psycopg.Connection) -> dict[int, str]:
     return dict(rows(db, STATUS_OF))
 
 
+def pending_gates(db: psycopg.Connection, gates: Iterable[tuple[str, str, dict[str, Any] | None]]) -> list[int]:
+    """One execution waiting on each (workflow, gate, details) approval, asked 10, 9, ...
+    minutes ago: the Approvals list shows them oldest first, in this order."""
+    ids = []
+    for i, (workflow, gate, details) in enumerate(gates):
+        eid = db.execute(
+            "INSERT INTO workflow_executions (workflow_name, status, started_at) "
+            "VALUES (%s, 'waiting', now()) RETURNING id",
+            (workflow,),
+        ).fetchone()[0]
+        db.execute(
+            "INSERT INTO workflow_waits (execution_id, step_id, kind, created_at, details) "
+            "VALUES (%s, %s, 'approval', now() - make_interval(mins => %s), %s)",
+            (eid, gate, 10 - i, None if details is None else Jsonb(details)),
+        )
+        ids.append(eid)
+    return ids
+
+
 def text_of(widget: Any) -> str:
     """The plain text a Static shows."""
     content = widget.content
@@ -243,6 +264,51 @@ async def says_more_columns(pilot: Any, summary: Any, narrow: bool) -> str:
         pilot, lambda: (MORE_COLUMNS in text_of(summary)) == narrow, what="the more-columns sign to follow the width"
     )
     return "\n".join(screen_lines(pilot.app))
+
+
+class Summarised(NamedTuple):
+    """A screen open at a size, what its summary says and what the terminal shows."""
+
+    tui: KestrelConsole
+    pilot: Any
+    screen: Any
+    summary: Any
+    shown: str
+    narrow: bool  # 80 columns: a wide table's last columns are cut
+
+
+@asynccontextmanager
+async def summary_at(
+    dsn: str, key: str, kind: type[Any], summary_id: str, size: tuple[int, int]
+) -> AsyncIterator[Summarised]:
+    """Screen ``key`` open at ``size`` once its summary (``summary_id``) shows the more-columns
+    sign exactly when the terminal is narrow."""
+    narrow = size[0] == 80
+    async with on_screen(dsn, key, kind, size=size) as (tui, pilot, screen):
+        summary = screen.query_one(summary_id)
+        yield Summarised(tui, pilot, screen, summary, await says_more_columns(pilot, summary, narrow), narrow)
+
+
+async def confirmation(pilot: Any) -> str:
+    """Wait for the confirmation dialog; returns its question."""
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmModal), what="the confirmation")
+    return pilot.app.screen.question
+
+
+async def reason_then_confirmation(pilot: Any, reason: str = "") -> str:
+    """Answer the comment prompt an action asks first, then wait for its confirmation; returns
+    the question."""
+    await give_reason(pilot, reason)
+    return await confirmation(pilot)
+
+
+async def answer_h(pilot: Any, answer: str) -> str:
+    """Press ``h`` (pause or resume what is under the cursor) and answer its confirmation with
+    ``answer``; returns the question it asked."""
+    await pilot.press("h")
+    question = await confirmation(pilot)
+    await pilot.press(answer)
+    return question
 
 
 async def give_reason(pilot: Any, reason: str = "") -> None:

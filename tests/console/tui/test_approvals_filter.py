@@ -5,36 +5,18 @@ carry that risk; ``workflow:`` and ``gate:`` and free text too; typed text is ne
 from __future__ import annotations
 
 import pytest
-from psycopg.types.json import Jsonb
 
 from kestrel_console.tui.screens.approvals import ApprovalsScreen
 from kestrel_console.tui.widgets.comment import CommentModal
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 
-from .helpers import actions_settled, fresh, on_screen, record_actions, text_of
+from .helpers import actions_settled, fresh, on_screen, pending_gates, record_actions, text_of
 
 GATES = [
     ("remediate", "approve-fix", {"risk": "high", "severity": "sev1", "patch": "failover db-1"}),
     ("remediate", "approve-fix", {"risk": "low", "severity": "sev3", "patch": "restart api-2"}),
     ("rollout", "approve-deploy", {"risk": "high", "severity": "sev2", "service": "payments"}),
 ]
-
-
-def pending(db) -> list[int]:
-    ids = []
-    for i, (workflow, gate, details) in enumerate(GATES):
-        eid = db.execute(
-            "INSERT INTO workflow_executions (workflow_name, status, started_at) "
-            "VALUES (%s, 'waiting', now()) RETURNING id",
-            (workflow,),
-        ).fetchone()[0]
-        db.execute(
-            "INSERT INTO workflow_waits (execution_id, step_id, kind, created_at, details) "
-            "VALUES (%s, %s, 'approval', now() - make_interval(mins => %s), %s)",
-            (eid, gate, 10 - i, Jsonb(details)),
-        )
-        ids.append(eid)
-    return ids
 
 
 async def filtered(pilot, screen: ApprovalsScreen, text: str) -> list[int]:
@@ -45,7 +27,7 @@ async def filtered(pilot, screen: ApprovalsScreen, text: str) -> list[int]:
 
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_approvals_filter_by_details_workflow_gate_and_text(dsn, db, size):
-    first, second, third = pending(db)
+    first, second, third = pending_gates(db, GATES)
     async with on_screen(dsn, "3", ApprovalsScreen, size=size) as (tui, pilot, screen):
         asked = record_actions(tui)
         assert await filtered(pilot, screen, "risk:high") == [first, third]

@@ -18,9 +18,10 @@ from .helpers import (
     OPERATOR,
     actions_settled,
     fresh,
-    give_reason,
     on_screen,
     open_screen,
+    pending_gates,
+    reason_then_confirmation,
     record_actions,
     rows,
     statuses,
@@ -30,19 +31,7 @@ from .helpers import (
 
 def gates(db, n: int = 3) -> list[int]:
     """``n`` executions, each waiting on its gate 'approve-fix', oldest first."""
-    ids = []
-    for i in range(n):
-        eid = db.execute(
-            "INSERT INTO workflow_executions (workflow_name, status, started_at) "
-            "VALUES ('remediate', 'waiting', now()) RETURNING id"
-        ).fetchone()[0]
-        db.execute(
-            "INSERT INTO workflow_waits (execution_id, step_id, kind, created_at) "
-            "VALUES (%s, 'approve-fix', 'approval', now() - make_interval(mins => %s))",
-            (eid, 10 - i),
-        )
-        ids.append(eid)
-    return ids
+    return pending_gates(db, [("remediate", "approve-fix", None)] * n)
 
 
 def decide_elsewhere(db, eid: int) -> None:
@@ -82,8 +71,7 @@ async def test_a_row_that_left_under_the_cursor_is_never_replaced_by_its_neighbo
 
         await pilot.press("a")  # again: now for the row under the cursor, named by its id
         neighbour = int(table.cursor_key().split(":")[0])
-        await give_reason(pilot, "ok")
-        await wait_for(pilot, lambda: isinstance(tui.screen, ConfirmModal), what="the confirmation")
+        await reason_then_confirmation(pilot, "ok")
         assert f"of execution {neighbour}" in tui.screen.question
         await pilot.press("n")
         await actions_settled(pilot, screen)
@@ -97,8 +85,7 @@ async def test_a_row_that_changes_while_asked_is_refused_or_asked_again(dsn, db,
         asked = record_actions(tui)
         screen.table.move_cursor(row=screen.table.get_row_index(f"{first}:approve-fix"))
         await pilot.press("a")
-        await give_reason(pilot)
-        await wait_for(pilot, lambda: isinstance(tui.screen, ConfirmModal), what="the confirmation")
+        await reason_then_confirmation(pilot)
         decide_elsewhere(db, first)  # decided by someone else while the question is on screen
         await fresh(pilot, screen)
         await pilot.press("y")
@@ -111,8 +98,7 @@ async def test_a_row_that_changes_while_asked_is_refused_or_asked_again(dsn, db,
         listing = await open_screen(pilot, "2", ExecutionsScreen)
         listing.table.move_cursor(row=listing.table.get_row_index(str(second)))
         await pilot.press("c")
-        await give_reason(pilot, "stale")
-        await wait_for(pilot, lambda: isinstance(tui.screen, ConfirmModal), what="the confirmation")
+        await reason_then_confirmation(pilot, "stale")
         assert f"execution {second} (remediate), now waiting" in tui.screen.question
         db.execute("UPDATE workflow_executions SET status = 'running' WHERE id = %s", (second,))
         await fresh(pilot, listing)
@@ -143,8 +129,7 @@ async def test_marks_stay_on_their_rows_through_refreshes(dsn, db, size):
         assert table.marks == {str(ids[0]), str(ids[2])}
         assert [k for k in table.keys() if table.get_cell(k, "mark").plain == "●"] == [str(ids[2]), str(ids[0])]
         await pilot.press("c")
-        await give_reason(pilot)
-        await wait_for(pilot, lambda: isinstance(tui.screen, ConfirmModal), what="the confirmation")
+        await reason_then_confirmation(pilot)
         assert tui.screen.question.startswith("Cancel 2 executions?")
         assert f"execution {ids[0]} " in tui.screen.question and f"execution {ids[2]} " in tui.screen.question
         await pilot.press("n")

@@ -13,8 +13,8 @@ from .helpers import (
     ACTIONS,
     OPERATOR,
     actions_settled,
-    give_reason,
     on_screen,
+    reason_then_confirmation,
     record_actions,
     rows,
     statuses,
@@ -36,8 +36,7 @@ async def test_requeue_a_stuck_lease_from_the_dashboard(dsn, db, size):
         screen.stuck.focus()
         await wait_for(pilot, lambda: screen.stuck.cursor_key() == str(stuck), what="the stuck lease")
         await pilot.press("e")
-        await give_reason(pilot, "worker gone")
-        await wait_for(pilot, lambda: isinstance(tui.screen, ConfirmModal), what="the confirmation")
+        await reason_then_confirmation(pilot, "worker gone")
         assert f"Re-enqueue execution {stuck} (" in tui.screen.question
         await pilot.press("y")
         await wait_for(pilot, lambda: statuses(db)[stuck] == "enqueued", what="the requeue")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from kestrel_console.tui.screens.detail import DetailScreen
 from kestrel_console.tui.screens.executions import PAGE_SIZE, ExecutionsScreen
-from kestrel_console.tui.widgets.confirm import ConfirmModal
 from tests.seed import seed_bulk_finished, seed_history
 
 from .helpers import (
@@ -13,8 +12,8 @@ from .helpers import (
     OPERATOR,
     actions_settled,
     fresh,
-    give_reason,
     on_screen,
+    reason_then_confirmation,
     record_actions,
     rows,
     statuses,
@@ -93,9 +92,7 @@ async def test_mark_several_and_cancel_all(dsn, db):
         before = statuses(db)
 
         await pilot.press("c")
-        await give_reason(pilot)
-        await wait_for(pilot, lambda: isinstance(tui.screen, ConfirmModal))
-        question = tui.screen.question
+        question = await reason_then_confirmation(pilot)
         assert question.startswith("Cancel 3 executions?")
         for eid in chosen:  # each named with its state
             assert f"execution {eid} ({facts.execution(eid).workflow_name}), now {before[eid]}" in question
@@ -121,8 +118,7 @@ async def test_requeue_and_refusals(dsn, db):
         failed = facts.id("failed_recent")
         await put_cursor(pilot, screen, failed)
         await pilot.press("e")
-        await give_reason(pilot)
-        await wait_for(pilot, lambda: isinstance(tui.screen, ConfirmModal))
+        await reason_then_confirmation(pilot)
         assert f"Re-enqueue execution {failed} (remediate), now error?" in tui.screen.question
         await pilot.press("n")  # no: nothing changes
         await actions_settled(pilot, screen)
@@ -130,8 +126,7 @@ async def test_requeue_and_refusals(dsn, db):
         assert statuses(db)[failed] == "error" and rows(db, ACTIONS) == []
 
         await pilot.press("e")
-        await give_reason(pilot)
-        await wait_for(pilot, lambda: isinstance(tui.screen, ConfirmModal))
+        await reason_then_confirmation(pilot)
         await pilot.press("y")
         await wait_for(pilot, lambda: statuses(db)[failed] == "enqueued", what="the requeue")
         assert rows(db, ACTIONS) == [(OPERATOR, "requeue", failed, None, None, "error")]

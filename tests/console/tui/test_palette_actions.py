@@ -10,15 +10,14 @@ from textual.command import CommandList, CommandPalette
 
 from kestrel_console.tui.screens.detail import DetailScreen
 from kestrel_console.tui.screens.executions import ExecutionsScreen
-from kestrel_console.tui.widgets.confirm import ConfirmModal
 from tests.seed import seed_history
 
 from .helpers import (
     actions_settled,
     fresh,
-    give_reason,
     on_screen,
     palette_pick,
+    reason_then_confirmation,
     record_actions,
     wait_for,
 )
@@ -50,8 +49,7 @@ async def test_the_palette_names_and_runs_the_selected_executions_actions(dsn, d
         assert f"Re-enqueue execution {failed}" in titles, titles
         assert not any(t.startswith("Cancel execution") for t in titles)  # an error cannot be cancelled
         await palette_pick(pilot, f"Re-enqueue execution {failed}", typed=f"re-enqueue execution {failed}")
-        await give_reason(pilot, "from the palette")
-        await wait_for(pilot, lambda: isinstance(tui.screen, ConfirmModal), what="the confirmation")
+        await reason_then_confirmation(pilot, "from the palette")
         await pilot.press("y")
         await actions_settled(pilot, screen)
         assert actions == [("requeue", [failed], "from the palette")]

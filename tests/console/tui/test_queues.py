@@ -18,14 +18,15 @@ from .helpers import (
     OPERATOR,
     SIZE,
     actions_settled,
+    answer_h,
     console,
     fresh,
     on_screen,
     open_screen,
     record_pauses,
     rows,
-    says_more_columns,
     screen_lines,
+    summary_at,
     text_of,
     wait_for,
 )
@@ -44,14 +45,6 @@ def seed_queues(dsn: str) -> None:
         app.enqueue_many("send", [1, 2, 3, 4])
 
 
-async def press_h(pilot, answer: str) -> str:
-    await pilot.press("h")
-    await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmModal), what="the confirmation")
-    question = pilot.app.screen.question
-    await pilot.press(answer)
-    return question
-
-
 async def test_queues_screen_shows_limits_and_pauses_with_confirmation(dsn, db):
     seed_queues(dsn)
     async with on_screen(dsn, "6", QueuesScreen) as (tui, pilot, screen):
@@ -65,19 +58,19 @@ async def test_queues_screen_shows_limits_and_pauses_with_confirmation(dsn, db):
 
         # `n`: nothing changes, once the dialog is gone and any action the console started is done.
         asked = record_pauses(tui)
-        question = await press_h(pilot, "n")
+        question = await answer_h(pilot, "n")
         assert question.startswith("Pause queue 'emails'?") and f"Recorded as {OPERATOR!r}" in question
         await actions_settled(pilot, screen)
         assert asked == []
         assert rows(db, PAUSED) == [("bulk", False, None), ("emails", False, None)]
 
-        await press_h(pilot, "y")
+        await answer_h(pilot, "y")
         await wait_for(pilot, lambda: rows(db, PAUSED)[1] == ("emails", True, OPERATOR), what="the pause")
         await fresh(pilot, screen)
         assert screen.table.shown("emails", "state") == f"paused by {OPERATOR}"
         assert "1 paused" in text_of(screen.query_one("#queues-summary"))
 
-        question = await press_h(pilot, "y")
+        question = await answer_h(pilot, "y")
         assert question.startswith("Resume queue 'emails'?")
         await wait_for(pilot, lambda: rows(db, PAUSED)[1] == ("emails", False, None), what="the resume")
         assert rows(db, AUDIT) == [(OPERATOR, "pause_queue", "emails"), (OPERATOR, "resume_queue", "emails")]
@@ -88,21 +81,18 @@ async def test_hidden_columns_are_announced(dsn, db, size):
     # At 80 columns the last ones (workers, workflows) are cut: the summary says so, like the
     # executions list does, and stops saying it once the table is scrolled to its right end.
     seed_queues(dsn)
-    narrow = size[0] == 80
-    async with on_screen(dsn, "6", QueuesScreen, size=size) as (tui, pilot, screen):
-        summary = screen.query_one("#queues-summary")
-        shown = await says_more_columns(pilot, summary, narrow)
-        assert text_of(summary).startswith("2 queues") and ("workflows" in shown) != narrow
-        if narrow:
-            screen.table.scroll_x = screen.table.max_scroll_x
+    async with summary_at(dsn, "6", QueuesScreen, "#queues-summary", size) as at:
+        assert text_of(at.summary).startswith("2 queues") and ("workflows" in at.shown) != at.narrow
+        if at.narrow:
+            at.screen.table.scroll_x = at.screen.table.max_scroll_x
             await wait_for(
-                pilot,
-                lambda: MORE_COLUMNS not in text_of(summary),
+                at.pilot,
+                lambda: MORE_COLUMNS not in text_of(at.summary),
                 what="the sign to go once the last column is in sight",
             )
-            assert "workflows" in "\n".join(screen_lines(tui))
-            await fresh(pilot, screen)  # a refresh keeps the sign in step with the scroll
-            assert MORE_COLUMNS not in text_of(summary)
+            assert "workflows" in "\n".join(screen_lines(at.tui))
+            await fresh(at.pilot, at.screen)  # a refresh keeps the sign in step with the scroll
+            assert MORE_COLUMNS not in text_of(at.summary)
 
 
 async def test_read_only_refuses_pausing(dsn, db):

@@ -14,6 +14,8 @@ from .helpers import (
     OPERATOR,
     SIZE,
     actions_settled,
+    answer_h,
+    confirmation,
     console,
     fresh,
     give_reason,
@@ -21,7 +23,7 @@ from .helpers import (
     open_screen,
     record_pauses,
     rows,
-    says_more_columns,
+    summary_at,
     text_of,
     wait_for,
 )
@@ -47,24 +49,13 @@ def seed(db) -> int:
     return eid
 
 
-async def confirm(pilot, answer: str) -> str:
-    await pilot.press("h")
-    await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmModal), what="the confirmation")
-    question = pilot.app.screen.question
-    await pilot.press(answer)
-    return question
-
-
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_hidden_columns_are_announced(dsn, db, size):
     # At 80 columns the last ones (status, state) are cut: the summary says so, as the
     # executions list and the queues do.
     seed(db)
-    narrow = size[0] == 80
-    async with on_screen(dsn, "7", SchedulesScreen, size=size) as (tui, pilot, screen):
-        summary = screen.query_one("#sched-summary")
-        shown = await says_more_columns(pilot, summary, narrow)
-        assert text_of(summary).startswith("2 schedules · 1 paused") and ("paused by alice" in shown) != narrow
+    async with summary_at(dsn, "7", SchedulesScreen, "#sched-summary", size) as at:
+        assert text_of(at.summary).startswith("2 schedules · 1 paused") and ("paused by alice" in at.shown) != at.narrow
 
 
 async def test_schedules_screen_shows_and_p_pauses_then_resumes(dsn, db):
@@ -82,19 +73,19 @@ async def test_schedules_screen_shows_and_p_pauses_then_resumes(dsn, db):
 
         # `n`: nothing changes, once the dialog is gone and any action the console started is done.
         asked = record_pauses(tui)
-        question = await confirm(pilot, "n")
+        question = await answer_h(pilot, "n")
         assert question.startswith("Pause schedule 'hourly' (report, '0 * * * *' Europe/Paris)?")
         assert f"Recorded as {OPERATOR!r}" in question
         await actions_settled(pilot, screen)
         assert asked == []
         assert rows(db, PAUSED) == [("hourly", False, None), ("nightly", True, "alice")]
 
-        await confirm(pilot, "y")
+        await answer_h(pilot, "y")
         await wait_for(pilot, lambda: rows(db, PAUSED)[0] == ("hourly", True, OPERATOR), what="the pause")
         await wait_for(pilot, lambda: table.shown("hourly", "state") == f"paused by {OPERATOR}")
         assert f"hourly: paused by {OPERATOR}" in text_of(screen.query_one("#sched-why"))
 
-        question = await confirm(pilot, "y")
+        question = await answer_h(pilot, "y")
         assert question.startswith("Resume schedule 'hourly'") and "ticks missed" in question
         await wait_for(pilot, lambda: rows(db, PAUSED)[0] == ("hourly", False, None), what="the resume")
         assert db.execute("SELECT next_tick > now() FROM schedules WHERE name = 'hourly'").fetchone() == (True,)
@@ -123,8 +114,7 @@ async def test_t_runs_the_schedule_under_the_cursor_once_now(dsn, db):
         await pilot.pause()
         await pilot.press("t")
         await give_reason(pilot, "backfill")
-        await wait_for(pilot, lambda: isinstance(tui.screen, ConfirmModal), what="the confirmation")
-        question = tui.screen.question
+        question = await confirmation(pilot)
         assert question.startswith("Run schedule 'nightly' once now?\nWorkflow 'digest' is enqueued")
         assert "It stays paused" in question and "Comment: 'backfill'" in question
         await pilot.press("y")
