@@ -52,9 +52,7 @@ SORT_KEYS = {
 
 class ApprovalsScreen(GotoExecution, LiveScreen):
     VIEW = "approvals"
-    TABLE = "approvals"
     NAME = "Approvals"
-    CSS_PATH = "approvals.tcss"
     BINDINGS: ClassVar[list[Any]] = [
         GOTO_BINDING,
         Binding("slash", "filter", "Filter"),

@@ -40,9 +40,7 @@ PAGE = 200
 
 class AuditScreen(LiveScreen):
     VIEW = "audit"
-    TABLE = "audit"
     NAME = "Audit"
-    CSS_PATH = "audit.tcss"
     BINDINGS: ClassVar[list[Any]] = [
         Binding("slash", "filter", "Filter"),
         Binding("escape", "clear", "Clear filter", show=False),

@@ -58,9 +58,7 @@ SORT_KEYS = {
 
 class ExecutionsScreen(StateActions, BulkFlow, SendEventFlow, GotoExecution, LiveScreen):
     VIEW = "executions"
-    TABLE = "executions"
     NAME = "Executions"
-    CSS_PATH = "executions.tcss"
     BINDINGS: ClassVar[list[Any]] = [
         GOTO_BINDING,
         Binding("slash", "filter", "Filter"),

@@ -34,9 +34,7 @@ COLUMNS = [
 
 class QueuesScreen(LiveScreen):
     VIEW = "queues"
-    TABLE = "queues"
     NAME = "Queues"
-    CSS_PATH = "queues.tcss"
     BINDINGS: ClassVar[list[Any]] = [
         # Not p: p pauses the refresh on every screen, a harmless key must not pause production.
         Binding(PAUSE_KEY, "toggle_paused", "Pause/resume queue"),

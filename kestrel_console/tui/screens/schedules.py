@@ -43,9 +43,7 @@ TRIGGER_KEY = "t"
 
 class SchedulesScreen(LiveScreen):
     VIEW = "schedules"
-    TABLE = "schedules"
     NAME = "Schedules"
-    CSS_PATH = "schedules.tcss"
     BINDINGS: ClassVar[list[Any]] = [
         Binding(PAUSE_KEY, "toggle_paused", "Pause/resume"),
         Binding(TRIGGER_KEY, "trigger", "Run now", tooltip="run the schedule once now: its workflow is enqueued"),
