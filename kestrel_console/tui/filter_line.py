@@ -1,6 +1,6 @@
 """The ``/`` filter line of a list screen (Executions, Approvals, Audit), the same on each:
-hidden until ``/`` opens it holding the filter in force; enter applies what it holds (or the
-screen says why not, and the line stays open to be corrected); esc closes it first."""
+hidden until ``/`` opens it holding the filter in force; enter applies what it holds (or says why
+not, and the line stays open to be corrected); esc closes it first."""
 
 from __future__ import annotations
 
@@ -20,6 +20,9 @@ class FilterLine(_Base):
     """Mixed into a list screen that composes an ``Input`` with the id ``FILTER_LINE``."""
 
     FILTER_LINE: ClassVar[str] = ""
+    # What the notice of a refused filter says before the parser's reason.
+    FILTER_REFUSED: ClassVar[str] = ""
+    filter: Any  # the filter in force, on the screens that keep it as one value
 
     @property
     def filter_line(self) -> Input:
@@ -27,10 +30,10 @@ class FilterLine(_Base):
 
     def filter_text(self) -> str:
         """The filter in force, as the line shows it when opened."""
-        raise NotImplementedError
+        return str(self.filter)
 
     def read_filter(self, text: str) -> Any:
-        """``text`` as this screen's filter; None: refused (the screen has said why)."""
+        """``text`` as this screen's filter; a ValueError says why it is refused."""
         raise NotImplementedError
 
     def filter_applied(self, wanted: Any) -> None:
@@ -47,8 +50,10 @@ class FilterLine(_Base):
         if event.input.id != self.FILTER_LINE:
             return
         event.stop()
-        wanted = self.read_filter(event.value)
-        if wanted is None:
+        try:
+            wanted = self.read_filter(event.value)
+        except ValueError as exc:
+            self.kapp.tell(f"{self.FILTER_REFUSED}{exc}", severity="error")
             return  # the line stays open with what was typed, to be corrected
         event.input.display = False
         self.set_focus(self.table)

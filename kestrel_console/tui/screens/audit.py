@@ -15,7 +15,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Header, Input, Static
 
 from ... import formatting as fmt
-from ...read.audit import AuditFilter, AuditFilterError, parse_audit_filter
+from ...read.audit import AuditFilter, parse_audit_filter
 from ...safe_text import visible
 from ..filter_line import FilterLine
 from ..live import LiveScreen
@@ -43,6 +43,7 @@ class AuditScreen(FilterLine, LiveScreen):
     VIEW = "audit"
     NAME = "Audit"
     FILTER_LINE = "audit-filter"
+    FILTER_REFUSED = "filter not applied: "
     BINDINGS: ClassVar[list[Any]] = [
         Binding("slash", "filter", "Filter"),
         Binding("escape", "clear", "Clear filter", show=False),
@@ -140,15 +141,8 @@ class AuditScreen(FilterLine, LiveScreen):
 
     # -- filter ---------------------------------------------------------------------------------
 
-    def filter_text(self) -> str:
-        return str(self.filter)
-
-    def read_filter(self, text: str) -> AuditFilter | None:
-        try:
-            return parse_audit_filter(text)
-        except AuditFilterError as exc:
-            self.kapp.tell(f"filter not applied: {exc}", severity="error")
-            return None
+    def read_filter(self, text: str) -> AuditFilter:
+        return parse_audit_filter(text)  # an AuditFilterError is refused by FilterLine
 
     def filter_applied(self, wanted: AuditFilter) -> None:
         self.filter = wanted

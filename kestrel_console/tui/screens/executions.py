@@ -287,15 +287,8 @@ class ExecutionsScreen(StateActions, BulkFlow, SendEventFlow, GotoExecution, Fil
 
     # -- filter and paging ----------------------------------------------------------------------
 
-    def filter_text(self) -> str:
-        return str(self.filter)
-
-    def read_filter(self, text: str) -> ExecutionFilter | None:
-        try:
-            return parse_filter(text)
-        except ValueError as exc:
-            self.kapp.tell(str(exc), severity="error")
-            return None
+    def read_filter(self, text: str) -> ExecutionFilter:
+        return parse_filter(text)
 
     def filter_applied(self, wanted: ExecutionFilter) -> None:
         self.filter = wanted
