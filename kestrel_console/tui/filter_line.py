@@ -4,19 +4,14 @@ not, and the line stays open to be corrected); esc closes it first."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from textual.widgets import Input
 
-if TYPE_CHECKING:
-    from .live import LiveScreen
-
-    _Base = LiveScreen
-else:
-    _Base = object
+from .live import ScreenMixin
 
 
-class FilterLine(_Base):
+class FilterLine(ScreenMixin):
     """Mixed into a list screen that composes an ``Input`` with the id ``FILTER_LINE``."""
 
     FILTER_LINE: ClassVar[str] = ""

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from textual import events, work
 from textual.binding import Binding
@@ -407,6 +407,15 @@ class LiveScreen(Screen):
         else:
             self._to_ui(self.kapp.tell, said)
         self._to_ui(self.refresh_data, force=True)
+
+
+# The base of a mixin of live screens (StateActions, FilterLine, ...): the type checker reads
+# it as a LiveScreen, whose methods the mixin calls; at run time it is object, the screen class
+# that mixes it in bringing LiveScreen itself.
+if TYPE_CHECKING:
+    ScreenMixin = LiveScreen
+else:
+    ScreenMixin = object
 
 
 def _named(target: Target) -> str:

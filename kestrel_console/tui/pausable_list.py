@@ -4,19 +4,13 @@ the one under the cursor after a y/n, through the operator API (audited)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
+from .live import ScreenMixin
 from .widgets.live_table import LiveTable
 
-if TYPE_CHECKING:
-    from .live import LiveScreen
 
-    _Base = LiveScreen
-else:
-    _Base = object
-
-
-class PausableList(_Base):
+class PausableList(ScreenMixin):
     """Mixed into a screen whose main table lists rows with a ``name`` and a ``paused``."""
 
     # What a row is, as messages and the confirmation name it: "queue", "schedule".
@@ -49,6 +43,11 @@ class PausableList(_Base):
 
     def paused_count(self) -> int:
         return sum(1 for r in self.rows if r["paused"])
+
+    def counted(self) -> str:
+        """How many rows, and how many of them paused: "3 queues · 1 paused"."""
+        n, paused = len(self.rows), self.paused_count()
+        return f"{n} {self.KIND}{'s' if n != 1 else ''}" + (f" · {paused} paused" if paused else "")
 
     def on_live_table_clipped(self, event: LiveTable.Clipped) -> None:
         self.summarize()

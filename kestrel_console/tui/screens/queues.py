@@ -57,14 +57,10 @@ class QueuesScreen(PausableList, LiveScreen):
         return _cells(row)
 
     def summarize(self) -> None:
-        rows = self.rows
         paused = self.paused_count()
         self.query_one("#queues-summary", Static).update(
             Text(
-                f"{len(rows)} queue{'s' if len(rows) != 1 else ''}"
-                + (f" · {paused} paused" if paused else "")
-                + " · limits hold across all workers"
-                + self.table.more_hint(),
+                self.counted() + " · limits hold across all workers" + self.table.more_hint(),
                 style="bold yellow" if paused else "dim",
             )
         )

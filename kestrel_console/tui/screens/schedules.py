@@ -73,12 +73,9 @@ class SchedulesScreen(PausableList, LiveScreen):
 
     def summarize(self) -> None:
         rows = self.rows
-        paused = self.paused_count()
         self.query_one("#sched-summary", Static).update(
             Text(
-                f"{len(rows)} schedule{'s' if len(rows) != 1 else ''}"
-                + (f" · {paused} paused" if paused else "")
-                + self.table.more_hint()
+                self.counted() + self.table.more_hint()
                 if rows
                 else "no schedules: declare one with @app.schedule or add one with kestrel-console schedule add",
                 style="bold" if rows else "dim",
