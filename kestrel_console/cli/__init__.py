@@ -32,6 +32,7 @@ from . import (
     schedule_commands,
 )
 from .help_format import tidy_help
+from .options import unset_option
 
 app = typer.Typer(
     name="kestrel-console",
@@ -48,37 +49,23 @@ app = typer.Typer(
 @app.callback(invoke_without_command=True)
 def root(
     ctx: typer.Context,
-    dsn: str | None = typer.Option(
-        None,
-        "--dsn",
-        help="PostgreSQL DSN (else $KESTREL_DSN, else libpq defaults: PGHOST, ...).",
-        show_default=False,
+    dsn: str | None = unset_option(
+        "--dsn", help="PostgreSQL DSN (else $KESTREL_DSN, else libpq defaults: PGHOST, ...)."
     ),
-    schema: str | None = typer.Option(
-        None, "--schema", show_default=False, help="Schema holding Kestrel's tables [default: kestrel]."
-    ),
-    operator: str | None = typer.Option(
-        None,
+    schema: str | None = unset_option("--schema", help="Schema holding Kestrel's tables [default: kestrel]."),
+    operator: str | None = unset_option(
         "--operator",
-        help=(
-            "Who is acting, recorded in the audit table (default $KESTREL_OPERATOR, then $USER); "
-            "acting commands also take it after their name."
-        ),
-        show_default=False,
+        help="Who is acting, recorded in the audit table (default $KESTREL_OPERATOR, then $USER); "
+        "acting commands also take it after their name.",
     ),
-    queries: list[Path] | None = typer.Option(
-        None,
-        "--queries",
-        help="Extra folder of saved reports (repeatable; also $KESTREL_QUERIES).",
-        show_default=False,
+    queries: list[Path] | None = unset_option(
+        "--queries", help="Extra folder of saved reports (repeatable; also $KESTREL_QUERIES)."
     ),
     read_only: bool = typer.Option(False, "--read-only", help="TUI: hide and refuse every action."),
-    reader_dsn: str | None = typer.Option(
-        None,
+    reader_dsn: str | None = unset_option(
         "--reader-dsn",
         help="A read-only login for ad-hoc SQL and reports (also $KESTREL_READER_DSN); "
         "needed when the console's login is a superuser.",
-        show_default=False,
     ),
     allow_privileged_sql: bool = typer.Option(
         False,
@@ -86,13 +73,11 @@ def root(
         help="Run ad-hoc SQL and user reports on a superuser (BYPASSRLS, "
         "CREATEROLE) login anyway; marked on every result. Prefer --reader-dsn.",
     ),
-    read_dsn: str | None = typer.Option(
-        None,
+    read_dsn: str | None = unset_option(
         "--read-dsn",
         help="Where the console reads (also $KESTREL_READ_DSN), e.g. a streaming replica: the TUI's "
         "screens, status, list, show, metrics, and sql and report unless --reader-dsn is given. "
         "Every action still goes to --dsn.",
-        show_default=False,
     ),
     max_lag: float = typer.Option(
         DEFAULT_MAX_LAG,

@@ -11,7 +11,7 @@ import typer
 from .. import render
 from ..read.audit import parse_audit_filter
 from .errors import handles_errors
-from .options import parsed, settings
+from .options import parsed, settings, unset_option
 from .read_session import format_option, open_reader
 
 AUDIT_COLUMNS = ["id", "at", "actor", "db_user", "action", "execution_id", "step_id", "from_status", "comment"]
@@ -28,9 +28,7 @@ def audit(
         show_default=False,
     ),
     limit: int = typer.Option(50, "--limit", min=1, max=10_000, help="At most this many rows."),
-    before: int | None = typer.Option(
-        None, "--before", min=1, help="Only actions with an id below this (the next page).", show_default=False
-    ),
+    before: int | None = unset_option("--before", min=1, help="Only actions with an id below this (the next page)."),
     fmt: str = format_option(),
 ) -> None:
     """Operator actions (approve, reject, cancel, requeue, fork, pause, resume, prune, queue and

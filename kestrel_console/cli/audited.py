@@ -10,11 +10,11 @@ import typer
 
 from ..safe_text import visible
 from .errors import handles_errors
-from .options import acting, operator_option
+from .options import acting, operator_option, unset_option
 
 
 def comment_option() -> Any:
-    return typer.Option(None, "--comment", help="Why (kept in the audit table).", show_default=False)
+    return unset_option("--comment", help="Why (kept in the audit table).")
 
 
 def act(ctx: typer.Context, operator: str | None, action: str, *args: Any, comment: str | None) -> tuple[Any, str]:

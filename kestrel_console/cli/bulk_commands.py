@@ -31,7 +31,7 @@ from .. import render
 from ..read.search import ExecutionFilter, parse_filter
 from ..safe_text import visible
 from .errors import fail, handles_errors
-from .options import settings
+from .options import settings, unset_option
 from .read_session import format_option, open_reader
 
 SAMPLE = 10
@@ -60,7 +60,7 @@ RATE_HELP = "With --token: at most this many rows a second (default: as fast as 
 
 
 def where_option() -> Any:
-    return typer.Option(None, "--where", metavar="FILTER", help=WHERE_HELP, show_default=False)
+    return unset_option("--where", metavar="FILTER", help=WHERE_HELP)
 
 
 def dry_run_option() -> Any:
@@ -68,11 +68,11 @@ def dry_run_option() -> Any:
 
 
 def token_option() -> Any:
-    return typer.Option(None, "--token", metavar="TOKEN", help=TOKEN_HELP, show_default=False)
+    return unset_option("--token", metavar="TOKEN", help=TOKEN_HELP)
 
 
 def rate_option() -> Any:
-    return typer.Option(None, "--rate", min=0.1, help=RATE_HELP, show_default=False)
+    return unset_option("--rate", min=0.1, help=RATE_HELP)
 
 
 def is_bulk(where: str | None, dry_run: bool, token: str | None) -> bool:
@@ -223,12 +223,8 @@ bulk_app = typer.Typer(
 def status(
     ctx: typer.Context,
     token: str = typer.Argument(..., metavar="TOKEN", help="The token a --dry-run printed."),
-    rows: str | None = typer.Option(
-        None,
-        "--rows",
-        metavar="WHICH",
-        help="List the batch's rows: all, done, refused or pending.",
-        show_default=False,
+    rows: str | None = unset_option(
+        "--rows", metavar="WHICH", help="List the batch's rows: all, done, refused or pending."
     ),
     fmt: str = format_option(),
 ) -> None:

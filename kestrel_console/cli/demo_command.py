@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from .errors import handles_errors
-from .options import settings
+from .options import settings, unset_option
 
 HELP = """Run demo workflows and workers, then open the TUI on them.
 
@@ -33,13 +33,8 @@ def demo(
         metavar="PER_MIN",
         help="New workflows enqueued per minute after the seed burst (0: none).",
     ),
-    duration: float | None = typer.Option(
-        None,
-        "--duration",
-        min=0.1,
-        metavar="SECONDS",
-        help="Stop after this long (headless; default: until Ctrl-C).",
-        show_default=False,
+    duration: float | None = unset_option(
+        "--duration", min=0.1, metavar="SECONDS", help="Stop after this long (headless; default: until Ctrl-C)."
     ),
     no_seed: bool = typer.Option(False, "--no-seed", help="Do not enqueue the burst of quick workflows at start."),
     fresh: bool = typer.Option(

@@ -29,6 +29,7 @@ from .options import (
     optional_execution_id_argument,
     parse_json_option,
     settings,
+    unset_option,
 )
 from .worker_command import worker
 
@@ -42,10 +43,8 @@ def _delay(value: float | None) -> float | None:
 
 def migrate(
     ctx: typer.Context,
-    roles: bool | None = typer.Option(
-        None,
+    roles: bool | None = unset_option(
         "--roles/--no-roles",
-        show_default=False,
         help="Create/re-grant the least-privilege roles (default: when this user may create roles).",
     ),
     worker_role: str = typer.Option(DEFAULT_WORKER_ROLE, "--worker-role", help="Name of the worker role."),
@@ -74,30 +73,21 @@ def migrate(
 def enqueue(
     ctx: typer.Context,
     name: str = typer.Argument(..., help="Workflow name."),
-    input: str | None = typer.Option(None, "--input", help="Input as JSON (default null).", show_default=False),
-    idempotency_key: str | None = typer.Option(
-        None,
-        "--idempotency-key",
-        help="Enqueue at most once per key: a repeat prints the first id.",
-        show_default=False,
+    input: str | None = unset_option("--input", help="Input as JSON (default null)."),
+    idempotency_key: str | None = unset_option(
+        "--idempotency-key", help="Enqueue at most once per key: a repeat prints the first id."
     ),
-    delay: float | None = typer.Option(
-        None, "--delay", callback=_delay, help="Seconds before it may start (at most ten years).", show_default=False
+    delay: float | None = unset_option(
+        "--delay", callback=_delay, help="Seconds before it may start (at most ten years)."
     ),
-    priority: int | None = typer.Option(
-        None, "--priority", help="Higher runs first (default: the queue's priority, else 0).", show_default=False
+    priority: int | None = unset_option(
+        "--priority", help="Higher runs first (default: the queue's priority, else 0)."
     ),
-    queue: str | None = typer.Option(
-        None,
-        "--queue",
-        help="Queue (default: the one the workers' code binds NAME to, else 'default').",
-        show_default=False,
+    queue: str | None = unset_option(
+        "--queue", help="Queue (default: the one the workers' code binds NAME to, else 'default')."
     ),
-    concurrency_key: str | None = typer.Option(
-        None,
-        "--concurrency-key",
-        help="At most the queue's per_key (default 1) executions with this key run at once.",
-        show_default=False,
+    concurrency_key: str | None = unset_option(
+        "--concurrency-key", help="At most the queue's per_key (default 1) executions with this key run at once."
     ),
 ) -> None:
     """Enqueue workflow NAME and print the new execution id.
@@ -247,22 +237,16 @@ resume = _state_command(
 def fork(
     ctx: typer.Context,
     execution_id: int | None = optional_execution_id_argument(),
-    from_step: str | None = typer.Option(
-        None,
+    from_step: str | None = unset_option(
         "--from-step",
         metavar="STEP",
         help="The step to run again: it and every step after it run, those before keep their checkpoints.",
-        show_default=False,
     ),
-    input: str | None = typer.Option(
-        None, "--input", help="New input for the fork, as JSON (default: the origin's).", show_default=False
-    ),
-    version: str | None = typer.Option(
-        None,
+    input: str | None = unset_option("--input", help="New input for the fork, as JSON (default: the origin's)."),
+    version: str | None = unset_option(
         "--version",
         help="Run the fork only on workers of this code version (default: the origin's); "
         "refused when no live worker has it.",
-        show_default=False,
     ),
     comment: str | None = comment_option(),
     operator: str | None = operator_option(),

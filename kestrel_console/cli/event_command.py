@@ -9,13 +9,13 @@ from __future__ import annotations
 import typer
 
 from .errors import handles_errors
-from .options import acting, operator_option, parse_json_option
+from .options import acting, operator_option, parse_json_option, unset_option
 
 
 def send_event(
     ctx: typer.Context,
     key: str = typer.Argument(..., help="Event key, e.g. payment:A-17."),
-    payload: str | None = typer.Option(None, "--payload", help="Payload as JSON (default null).", show_default=False),
+    payload: str | None = unset_option("--payload", help="Payload as JSON (default null)."),
     operator: str | None = operator_option(),
 ) -> None:
     """Send event KEY: every execution waiting for it (ctx.wait_for_event) resumes."""

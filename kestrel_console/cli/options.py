@@ -22,9 +22,15 @@ T = TypeVar("T")
 OPERATOR_HELP = "Who is acting, recorded in the audit table (default: the global --operator, $KESTREL_OPERATOR, $USER)."
 
 
+def unset_option(*flags: str, **settings: Any) -> Any:
+    """An option that is None when not given: its --help shows no "[default: None]", as the
+    command's own default (the environment, the queue's setting, ...) is what applies then."""
+    return typer.Option(None, *flags, show_default=False, **settings)
+
+
 def operator_option() -> Any:
     """The ``--operator`` option of an acting command."""
-    return typer.Option(None, "--operator", help=OPERATOR_HELP, show_default=False)
+    return unset_option("--operator", help=OPERATOR_HELP)
 
 
 def _execution_id(value: int) -> int:

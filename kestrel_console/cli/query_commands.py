@@ -13,7 +13,7 @@ import typer
 from .. import render
 from ..settings import DEFAULT_MAX_BYTES, Settings
 from .errors import fail, handles_errors
-from .options import settings
+from .options import settings, unset_option
 from .read_commands import REPORT_LIST_COLUMNS
 from .read_session import CLI_TIMEOUT_MS, DEFAULT_MAX_ROWS, check_max_rows, format_option, note, open_connection
 
@@ -131,8 +131,8 @@ def _megabytes(count: int) -> str:
 def report(
     ctx: typer.Context,
     name: str | None = typer.Argument(None, metavar="[NAME]", help="Report to run; none: list them."),
-    param: list[str] | None = typer.Option(
-        None, "--param", "-p", metavar="KEY=VALUE", help="A report parameter (repeatable).", show_default=False
+    param: list[str] | None = unset_option(
+        "--param", "-p", metavar="KEY=VALUE", help="A report parameter (repeatable)."
     ),
     max_rows: int = max_rows_option(),
     timeout: float = timeout_option(),

@@ -28,7 +28,7 @@ from ..read.workers import live_versions_text
 from ..safe_text import visible
 from ..settings import Settings
 from .errors import fail, handles_errors
-from .options import execution_id_argument, parsed, settings
+from .options import execution_id_argument, parsed, settings, unset_option
 from .read_session import CLI_TIMEOUT_MS, format_option, note, one_of, open_reader
 from .summaries import print_decisions, print_pending_approvals, print_workers
 from .timeline_view import render_timeline
@@ -265,29 +265,21 @@ def _filter(text: str) -> ExecutionFilter:
 
 def list_(
     ctx: typer.Context,
-    status: str | None = typer.Option(
-        None,
+    status: str | None = unset_option(
         "--status",
         callback=one_of(STATUSES, "--status"),
         help=f"Only executions in this status ({', '.join(STATUSES)}).",
-        show_default=False,
     ),
-    workflow: str | None = typer.Option(
-        None,
-        "--workflow",
-        metavar="PREFIX",
-        help="Only workflows whose name starts with this (case-sensitive).",
-        show_default=False,
+    workflow: str | None = unset_option(
+        "--workflow", metavar="PREFIX", help="Only workflows whose name starts with this (case-sensitive)."
     ),
-    where: ExecutionFilter | None = typer.Option(
-        None,
+    where: ExecutionFilter | None = unset_option(
         "--where",
         metavar="FILTER",
         parser=_filter,
         help="The console's filter language, e.g. 'status:error input.pod=api-1 since:2h' "
         "(keys id: key: status: workflow: input.FIELD= since: from: until:, and free text; "
         "see docs/console.md).",
-        show_default=False,
     ),
     limit: int = typer.Option(50, "--limit", min=1, max=10_000, help="At most this many rows."),
     fmt: str = format_option(),

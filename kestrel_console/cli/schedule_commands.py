@@ -23,7 +23,7 @@ from ..read.schedules import schedules as read_schedules
 from ..safe_text import visible
 from .audited import by_name_command, comment_option
 from .errors import handles_errors
-from .options import acting, operator_option, parse_json_option, settings
+from .options import acting, operator_option, parse_json_option, settings, unset_option
 from .read_session import format_option, open_reader
 
 app = typer.Typer(
@@ -73,9 +73,7 @@ def add(
     name: str = typer.Argument(..., metavar="NAME", help="Schedule name (letters, digits, _ . : -)."),
     cron: str = typer.Argument(..., metavar="CRON", help="Cron expression, 5 fields (or 6 with seconds last), quoted."),
     workflow: str = typer.Argument(..., metavar="WORKFLOW", help="Workflow name to enqueue at every tick."),
-    input: str | None = typer.Option(
-        None, "--input", help="A JSON object passed to every run (beside scheduled_at).", show_default=False
-    ),
+    input: str | None = unset_option("--input", help="A JSON object passed to every run (beside scheduled_at)."),
     timezone: str = typer.Option("UTC", "--timezone", help="IANA timezone the cron is read in (Europe/Paris, ...)."),
     catch_up: bool = typer.Option(
         False, "--catch-up", help="After an outage, enqueue every missed tick (default: only the latest)."

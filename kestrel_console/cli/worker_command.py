@@ -26,7 +26,7 @@ from kestrel_core.engine import STOP_SIGNALS
 
 from ..settings import Settings
 from .errors import fail, handles_errors
-from .options import settings
+from .options import settings, unset_option
 from .supervision import Supervisor, default_processes, supervised_adopt, supervised_ready
 
 PROCESSES_HELP = (
@@ -86,10 +86,8 @@ def worker(
     lease: float = typer.Option(
         30.0, "--lease", callback=_lease, help="Lease length in seconds (1 to 86400); renewed every third of it."
     ),
-    worker_id: str | None = typer.Option(
-        None,
+    worker_id: str | None = unset_option(
         "--worker-id",
-        show_default=False,
         help="Owner id written on claimed rows (default host:pid:random; with --processes N: ID-1 .. ID-N).",
     ),
     no_listen: bool = typer.Option(False, "--no-listen", help="Poll only, no LISTEN/NOTIFY."),
@@ -108,38 +106,26 @@ def worker(
         metavar="SECONDS",
         help="How long to wait for an unreachable database at startup (retrying, logging each try) before exiting 1.",
     ),
-    prune_older_than: str | None = typer.Option(
-        None,
+    prune_older_than: str | None = unset_option(
         "--prune-older-than",
         metavar="AGE",
-        show_default=False,
         help="Also delete executions finished more than AGE ago (30d, 12h, ...), every 10 minutes.",
     ),
-    queues: str | None = typer.Option(
-        None,
-        "--queues",
-        metavar="A,B",
-        show_default=False,
-        help="Claim only from these queues (comma-separated; default: every queue).",
+    queues: str | None = unset_option(
+        "--queues", metavar="A,B", help="Claim only from these queues (comma-separated; default: every queue)."
     ),
-    buckets: int | None = typer.Option(
-        None,
+    buckets: int | None = unset_option(
         "--buckets",
         min=1,
         max=64,
         metavar="N",
-        show_default=False,
         help="Serve a share of N bucket groups with the other workers started with --buckets N "
         "(rebalanced as workers come and go); default: claim from every bucket.",
     ),
-    processes: int | None = typer.Option(
-        None, "--processes", min=1, max=256, metavar="N", show_default=False, help=PROCESSES_HELP
-    ),
-    metrics_listen: str | None = typer.Option(
-        None,
+    processes: int | None = unset_option("--processes", min=1, max=256, metavar="N", help=PROCESSES_HELP),
+    metrics_listen: str | None = unset_option(
         "--metrics-listen",
         metavar="HOST:PORT",
-        show_default=False,
         help="Also serve Prometheus metrics there, as `kestrel-console metrics` does (with "
         "--processes N, from the supervising process only).",
     ),

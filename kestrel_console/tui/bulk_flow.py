@@ -9,7 +9,7 @@ reason. ``n`` does nothing (the token expires unused)."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual import work
 from textual.widgets import Static
@@ -19,17 +19,11 @@ from kestrel_core.admin import BULK_ACTIONS, BULK_MAX_ROWS, Preview, Progress
 
 from ..read import Reader
 from ..read.search import ExecutionFilter
+from .live import ScreenMixin
 from .operator import VERBS
 from .widgets.choice import ChoiceModal
 from .widgets.comment import CommentModal
 from .widgets.confirm import ConfirmModal
-
-if TYPE_CHECKING:
-    from .live import LiveScreen
-
-    _Base = LiveScreen
-else:
-    _Base = object
 
 # The key that previews a bulk action on the filter: means nothing else on any screen.
 BULK_KEY = "b"
@@ -73,7 +67,7 @@ def summary(result: Progress, reasons: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-class BulkFlow(_Base):
+class BulkFlow(ScreenMixin):
     """The Executions screen's ``b``: needs ``filter`` (the filter applied) and ``#exec-bulk``."""
 
     filter: ExecutionFilter

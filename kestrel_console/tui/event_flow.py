@@ -5,29 +5,23 @@ with the payload, and later waits for the key find it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual import work
 
 from kestrel_core import ActionRefused, InvalidArgument, NotFound, first_line
 
 from .. import formatting as fmt
+from .live import ScreenMixin
 from .widgets.comment import CommentModal
 from .widgets.confirm import ConfirmModal
 from .widgets.json_input import JsonAnswer, JsonModal
-
-if TYPE_CHECKING:
-    from .live import LiveScreen
-
-    _Base = LiveScreen
-else:
-    _Base = object
 
 # The key that sends an event: means nothing else on any screen.
 EVENT_KEY = "v"
 
 
-class SendEventFlow(_Base):
+class SendEventFlow(ScreenMixin):
     """A screen's ``send_event`` action: key, payload, y/n, then the event sent."""
 
     def action_send_event(self) -> None:

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from textual import events, work
 from textual.binding import Binding
@@ -60,8 +60,16 @@ class LiveScreen(Screen):
     HELP_EXTRA: ClassVar[list[tuple[str, str]]] = []
     # False: the screen reads only when asked (SQL, Reports), never on a refresh tick.
     REFRESHES: ClassVar[bool] = True
-    # The id of the screen's one main table (``table``), on the screens built around one.
+    # The id of the screen's one main table (``table``), on the screens built around one: its
+    # VIEW unless said.
     TABLE: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A screen's stylesheet, unless it names one, is its VIEW's, beside its module
+        (``queues.tcss``): one screen, one module, one stylesheet."""
+        super().__init_subclass__(**kwargs)
+        if "VIEW" in vars(cls) and "CSS_PATH" not in vars(cls):
+            cls.CSS_PATH = f"{cls.VIEW}.tcss"
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -81,8 +89,8 @@ class LiveScreen(Screen):
 
     @property
     def table(self) -> LiveTable:
-        """The screen's main table (``TABLE``)."""
-        return self.query_one(f"#{self.TABLE}", LiveTable)
+        """The screen's main table (``TABLE``, else the one with the VIEW's id)."""
+        return self.query_one(f"#{self.TABLE or self.VIEW}", LiveTable)
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -399,6 +407,15 @@ class LiveScreen(Screen):
         else:
             self._to_ui(self.kapp.tell, said)
         self._to_ui(self.refresh_data, force=True)
+
+
+# The base of a mixin of live screens (StateActions, FilterLine, ...): the type checker reads
+# it as a LiveScreen, whose methods the mixin calls; at run time it is object, the screen class
+# that mixes it in bringing LiveScreen itself.
+if TYPE_CHECKING:
+    ScreenMixin = LiveScreen
+else:
+    ScreenMixin = object
 
 
 def _named(target: Target) -> str:

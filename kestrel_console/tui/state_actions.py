@@ -8,15 +8,10 @@ from typing import TYPE_CHECKING
 
 from textual.binding import Binding
 
-from .live import HOLD_KEY, LET_GO_KEY
+from .live import HOLD_KEY, LET_GO_KEY, ScreenMixin
 
 if TYPE_CHECKING:
-    from .live import LiveScreen
     from .operator import Target
-
-    _Base = LiveScreen
-else:
-    _Base = object
 
 
 # The four keys, in the order every such screen's footer shows them (spliced into its BINDINGS).
@@ -28,7 +23,7 @@ STATE_BINDINGS = [
 ]
 
 
-class StateActions(_Base):
+class StateActions(ScreenMixin):
     if TYPE_CHECKING:
 
         def targets(self) -> list[Target]: ...

@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Header, Input, Static
 from ... import formatting as fmt
 from ...humanize import duration
 from ...safe_text import visible
+from ..filter_line import FilterLine
 from ..gate_filter import gate_matches, words_of
 from ..live import LiveScreen
 from ..operator import ActionOutcome, Target, behind_replica
@@ -50,11 +51,10 @@ SORT_KEYS = {
 }
 
 
-class ApprovalsScreen(GotoExecution, LiveScreen):
+class ApprovalsScreen(GotoExecution, FilterLine, LiveScreen):
     VIEW = "approvals"
-    TABLE = "approvals"
     NAME = "Approvals"
-    CSS_PATH = "approvals.tcss"
+    FILTER_LINE = "appr-filter"
     BINDINGS: ClassVar[list[Any]] = [
         GOTO_BINDING,
         Binding("slash", "filter", "Filter"),
@@ -100,7 +100,7 @@ class ApprovalsScreen(GotoExecution, LiveScreen):
 
     def on_mount(self) -> None:
         self.query_one("#appr-details-box").border_title = "Details attached by the workflow"
-        self.query_one("#appr-filter", Input).display = False
+        self.filter_line.display = False
         self.set_focus(self.table)
 
     @work(thread=True, exclusive=True, group="approvals", exit_on_error=False)
@@ -189,10 +189,8 @@ class ApprovalsScreen(GotoExecution, LiveScreen):
 
     def action_clear(self) -> None:
         """esc: close the filter line, else clear the marks, else the filter."""
-        box = self.query_one("#appr-filter", Input)
-        if box.display:
-            box.display = False
-            self.set_focus(self.table)
+        if self.close_filter_line():
+            pass
         elif self.table.marks:
             self.table.clear_marks()
         elif self.filter_words:
@@ -202,19 +200,14 @@ class ApprovalsScreen(GotoExecution, LiveScreen):
         self._summary()
         self.selection_changed()
 
-    def action_filter(self) -> None:
-        box = self.query_one("#appr-filter", Input)
-        box.display = True
-        box.value = " ".join(self.filter_words)
-        self.set_focus(box)  # now: the keys typed next go to it (keys.py)
+    def filter_text(self) -> str:
+        return " ".join(self.filter_words)
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id != "appr-filter":
-            return
-        event.stop()
-        self.filter_words = words_of(event.value)
-        event.input.display = False
-        self.set_focus(self.table)
+    def read_filter(self, text: str) -> list[str]:
+        return words_of(text)
+
+    def filter_applied(self, wanted: list[str]) -> None:
+        self.filter_words = wanted
         self._sync()
         self.table.cursor_lost = None  # the operator changed what is listed
         self._summary()

@@ -15,8 +15,9 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Header, Input, Static
 
 from ... import formatting as fmt
-from ...read.audit import AuditFilter, AuditFilterError, parse_audit_filter
+from ...read.audit import AuditFilter, parse_audit_filter
 from ...safe_text import visible
+from ..filter_line import FilterLine
 from ..live import LiveScreen
 from ..widgets.banner import Banner
 from ..widgets.footer import KeyFooter
@@ -38,11 +39,11 @@ SQUEEZE = {"actor": 12, "db_user": 12, "step": 12}
 PAGE = 200
 
 
-class AuditScreen(LiveScreen):
+class AuditScreen(FilterLine, LiveScreen):
     VIEW = "audit"
-    TABLE = "audit"
     NAME = "Audit"
-    CSS_PATH = "audit.tcss"
+    FILTER_LINE = "audit-filter"
+    FILTER_REFUSED = "filter not applied: "
     BINDINGS: ClassVar[list[Any]] = [
         Binding("slash", "filter", "Filter"),
         Binding("escape", "clear", "Clear filter", show=False),
@@ -73,7 +74,7 @@ class AuditScreen(LiveScreen):
 
     def on_mount(self) -> None:
         self.query_one("#audit-details-box").border_title = "Comment and details"
-        self.query_one("#audit-filter", Input).display = False
+        self.filter_line.display = False
         self.set_focus(self.table)
 
     @work(thread=True, exclusive=True, group="audit", exit_on_error=False)
@@ -140,26 +141,10 @@ class AuditScreen(LiveScreen):
 
     # -- filter ---------------------------------------------------------------------------------
 
-    def action_filter(self) -> None:
-        box = self.query_one("#audit-filter", Input)
-        box.display = True
-        box.value = str(self.filter)
-        self.set_focus(box)  # now: the keys typed next go to it (keys.py)
+    def read_filter(self, text: str) -> AuditFilter:
+        return parse_audit_filter(text)  # an AuditFilterError is refused by FilterLine
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id != "audit-filter":
-            return
-        event.stop()
-        try:
-            wanted = parse_audit_filter(event.value)
-        except AuditFilterError as exc:
-            self.kapp.tell(f"filter not applied: {exc}", severity="error")
-            return  # the box stays open with what was typed, to be corrected
-        event.input.display = False
-        self.set_focus(self.table)
-        self._apply(wanted)
-
-    def _apply(self, wanted: AuditFilter) -> None:
+    def filter_applied(self, wanted: AuditFilter) -> None:
         self.filter = wanted
         self.rows = []
         self.table.sync([])
@@ -167,12 +152,8 @@ class AuditScreen(LiveScreen):
 
     def action_clear(self) -> None:
         """esc: close the filter line, else clear the filter."""
-        box = self.query_one("#audit-filter", Input)
-        if box.display:
-            box.display = False
-            self.set_focus(self.table)
-        elif str(self.filter):
-            self._apply(AuditFilter())
+        if not self.close_filter_line() and str(self.filter):
+            self.filter_applied(AuditFilter())
 
 
 def _cells(r: dict[str, Any]) -> dict[str, Any]:

@@ -42,7 +42,6 @@ ACTIVITY_SERIES = (("enqueued", "enqueued"), ("started", "started"), ("completed
 class DashboardScreen(StateActions, LiveScreen):
     VIEW = "dashboard"
     NAME = "Dashboard"
-    CSS_PATH = "dashboard.tcss"
     # On the stuck-leases panel: the execution under its cursor (an expired lease may be
     # re-enqueued at once, or cancelled).
     BINDINGS: ClassVar[list[Any]] = [

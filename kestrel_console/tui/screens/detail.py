@@ -53,7 +53,6 @@ FORK_KEY = "f"
 class DetailScreen(StateActions, LiveScreen):
     VIEW = "detail"
     NAME = "Execution"
-    CSS_PATH = "detail.tcss"
     BINDINGS: ClassVar[list[Any]] = [
         *STATE_BINDINGS,
         Binding("a", "approve", "Approve"),

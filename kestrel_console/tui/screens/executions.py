@@ -20,6 +20,7 @@ from ...read import Reader
 from ...safe_text import visible
 from ..bulk_flow import BULK_KEY, BulkFlow
 from ..event_flow import EVENT_KEY, SendEventFlow
+from ..filter_line import FilterLine
 from ..filters import ExecutionFilter, parse_filter
 from ..live import LiveScreen
 from ..operator import ActionOutcome, Target, behind_replica
@@ -56,11 +57,10 @@ SORT_KEYS = {
 }
 
 
-class ExecutionsScreen(StateActions, BulkFlow, SendEventFlow, GotoExecution, LiveScreen):
+class ExecutionsScreen(StateActions, BulkFlow, SendEventFlow, GotoExecution, FilterLine, LiveScreen):
     VIEW = "executions"
-    TABLE = "executions"
     NAME = "Executions"
-    CSS_PATH = "executions.tcss"
+    FILTER_LINE = "exec-filter"
     BINDINGS: ClassVar[list[Any]] = [
         GOTO_BINDING,
         Binding("slash", "filter", "Filter"),
@@ -149,7 +149,7 @@ class ExecutionsScreen(StateActions, BulkFlow, SendEventFlow, GotoExecution, Liv
         yield KeyFooter()
 
     def on_mount(self) -> None:
-        self.query_one("#exec-filter", Input).display = False
+        self.filter_line.display = False
         self.query_one("#exec-bulk", Static).display = False
         self.set_focus(self.query_one(LiveTable))
         self._describe()
@@ -287,31 +287,19 @@ class ExecutionsScreen(StateActions, BulkFlow, SendEventFlow, GotoExecution, Liv
 
     # -- filter and paging ----------------------------------------------------------------------
 
-    def action_filter(self) -> None:
-        box = self.query_one("#exec-filter", Input)
-        box.display = True
-        box.value = str(self.filter)
-        self.set_focus(box)  # now: the keys typed next go to it (keys.py)
+    def read_filter(self, text: str) -> ExecutionFilter:
+        return parse_filter(text)
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id != "exec-filter":
-            return
-        event.stop()
-        try:
-            self.filter = parse_filter(event.value)
-        except ValueError as exc:
-            self.kapp.tell(str(exc), severity="error")
-            return
-        event.input.display = False
+    def filter_applied(self, wanted: ExecutionFilter) -> None:
+        self.filter = wanted
         self._restart()
 
     def show_filtered(self, wanted: ExecutionFilter, came_from: str | None = None) -> None:
         """Show the executions ``wanted`` selects, from the first page (a dashboard count);
         ``came_from``: the mode esc and q go back to."""
-        self.query_one("#exec-filter", Input).display = False
+        self.filter_line.display = False
         self.came_from = came_from
-        self.filter = wanted
-        self._restart()
+        self.filter_applied(wanted)
 
     def _restart(self) -> None:
         self.page_starts = [None]
@@ -329,11 +317,9 @@ class ExecutionsScreen(StateActions, BulkFlow, SendEventFlow, GotoExecution, Liv
     async def action_clear(self) -> None:
         """esc, one level back: close the filter line, else clear the marks, else go back to
         the dashboard this list was opened from, else clear the filter."""
-        box = self.query_one("#exec-filter", Input)
-        if box.display:
-            box.display = False
-            self.set_focus(self.table)
-        elif self.table.marks:
+        if self.close_filter_line():
+            return
+        if self.table.marks:
             self.table.clear_marks()
             self._describe()
         elif self.came_from:

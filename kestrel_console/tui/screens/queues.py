@@ -15,6 +15,7 @@ from textual.widgets import Footer, Header, Static
 
 from ...read.queue_view import limit_text, rate_text
 from ..live import PAUSE_KEY, LiveScreen
+from ..pausable_list import PausableList
 from ..widgets.banner import Banner
 from ..widgets.live_table import LiveTable
 
@@ -32,19 +33,14 @@ COLUMNS = [
 ]
 
 
-class QueuesScreen(LiveScreen):
+class QueuesScreen(PausableList, LiveScreen):
     VIEW = "queues"
-    TABLE = "queues"
     NAME = "Queues"
-    CSS_PATH = "queues.tcss"
+    KIND = "queue"
     BINDINGS: ClassVar[list[Any]] = [
         # Not p: p pauses the refresh on every screen, a harmless key must not pause production.
         Binding(PAUSE_KEY, "toggle_paused", "Pause/resume queue"),
     ]
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.rows: list[dict[str, Any]] = []
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -53,51 +49,29 @@ class QueuesScreen(LiveScreen):
         yield LiveTable(COLUMNS, id="queues")
         yield Footer()
 
-    def on_mount(self) -> None:
-        self.table.focus()
-
     @work(thread=True, exclusive=True, group="queues", exit_on_error=False)
     def load(self, seq: int) -> None:
         self.fetch(seq, lambda r: r.queues(), self.show)
 
-    def show(self, rows: list[dict[str, Any]]) -> None:
-        self.rows = rows
-        self.table.sync((r["name"], _cells(r), r) for r in rows)
-        self._summary()
+    def cells(self, row: dict[str, Any]) -> dict[str, Any]:
+        return _cells(row)
 
-    def _summary(self) -> None:
-        rows = self.rows
-        paused = sum(1 for r in rows if r["paused"])
+    def summarize(self) -> None:
+        paused = self.paused_count()
         self.query_one("#queues-summary", Static).update(
             Text(
-                f"{len(rows)} queue{'s' if len(rows) != 1 else ''}"
-                + (f" · {paused} paused" if paused else "")
-                + " · limits hold across all workers"
-                + self.table.more_hint(),
+                self.counted() + " · limits hold across all workers" + self.table.more_hint(),
                 style="bold yellow" if paused else "dim",
             )
         )
 
-    def on_live_table_clipped(self, event: LiveTable.Clipped) -> None:
-        self._summary()
-
-    def action_toggle_paused(self) -> None:
-        if self.pause_refused("queue"):
-            return
-        key = self.table.cursor_key()
-        row = self.table.rows_data.get(key) if key else None
-        if row is None:
-            self.kapp.tell("no queue selected", severity="warning")
-            return
-        name, pause = row["name"], not row["paused"]
+    def pause_question(self, row: dict[str, Any], pause: bool) -> str:
         effect = (
             "Workers stop claiming from it; running executions finish." if pause else "Workers claim from it again."
         )
-        self.confirm_pause(
-            "queue",
-            name,
-            pause,
-            f"{'Pause' if pause else 'Resume'} queue {name!r}?\n{effect} Recorded as {self.kapp.config.operator!r}.",
+        return (
+            f"{'Pause' if pause else 'Resume'} queue {row['name']!r}?\n{effect} "
+            f"Recorded as {self.kapp.config.operator!r}."
         )
 
 

@@ -28,7 +28,6 @@ from ..widgets.results import ResultsTable, summary
 class ReportsScreen(LiveScreen):
     VIEW = "reports"
     NAME = "Reports"
-    CSS_PATH = "reports.tcss"
     REFRESHES = False  # runs when asked, not on a timer
     BINDINGS: ClassVar[list[Any]] = [
         Binding("ctrl+r,f5", "run", "Run", priority=True, key_display="^r"),

@@ -20,6 +20,7 @@ from ... import formatting as fmt
 from ...humanize import duration
 from ...safe_text import visible
 from ..live import PAUSE_KEY, LiveScreen
+from ..pausable_list import PausableList
 from ..widgets.banner import Banner
 from ..widgets.comment import CommentModal
 from ..widgets.confirm import ConfirmModal
@@ -41,20 +42,15 @@ COLUMNS = [
 TRIGGER_KEY = "t"
 
 
-class SchedulesScreen(LiveScreen):
+class SchedulesScreen(PausableList, LiveScreen):
     VIEW = "schedules"
-    TABLE = "schedules"
     NAME = "Schedules"
-    CSS_PATH = "schedules.tcss"
+    KIND = "schedule"
     BINDINGS: ClassVar[list[Any]] = [
         Binding(PAUSE_KEY, "toggle_paused", "Pause/resume"),
         Binding(TRIGGER_KEY, "trigger", "Run now", tooltip="run the schedule once now: its workflow is enqueued"),
     ]
     HELP_EXTRA = [("↑ ↓", "move; why the schedule is not ticking shows below")]
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.rows: list[dict[str, Any]] = []
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -64,39 +60,27 @@ class SchedulesScreen(LiveScreen):
         yield Static("", id="sched-why")
         yield Footer()
 
-    def on_mount(self) -> None:
-        self.table.focus()
-
     @work(thread=True, exclusive=True, group="schedules", exit_on_error=False)
     def load(self, seq: int) -> None:
         self.fetch(seq, schedules, self.show)
 
     def show(self, rows: list[dict[str, Any]]) -> None:
-        self.rows = rows
-        self.table.sync((r["name"], _cells(r), r) for r in rows)
-        self._summary()
+        super().show(rows)
         self._why()
 
-    def _summary(self) -> None:
+    def cells(self, row: dict[str, Any]) -> dict[str, Any]:
+        return _cells(row)
+
+    def summarize(self) -> None:
         rows = self.rows
-        paused = sum(1 for r in rows if r["paused"])
         self.query_one("#sched-summary", Static).update(
             Text(
-                f"{len(rows)} schedule{'s' if len(rows) != 1 else ''}"
-                + (f" · {paused} paused" if paused else "")
-                + self.table.more_hint()
+                self.counted() + self.table.more_hint()
                 if rows
                 else "no schedules: declare one with @app.schedule or add one with kestrel-console schedule add",
                 style="bold" if rows else "dim",
             )
         )
-
-    def on_live_table_clipped(self, event: LiveTable.Clipped) -> None:
-        self._summary()
-
-    def selected(self) -> dict[str, Any] | None:
-        key = self.table.cursor_key()
-        return self.table.rows_data.get(key) if key else None
 
     def _why(self) -> None:
         row = self.selected()
@@ -110,26 +94,16 @@ class SchedulesScreen(LiveScreen):
 
     # -- pause / resume ---------------------------------------------------------------------
 
-    def action_toggle_paused(self) -> None:
-        if self.pause_refused("schedule"):
-            return
-        row = self.selected()
-        if row is None:
-            self.kapp.tell("no schedule selected", severity="warning")
-            return
-        pausing = not row["paused"]
+    def pause_question(self, row: dict[str, Any], pause: bool) -> str:
         effect = (
             "No tick is enqueued until it is resumed; runs already enqueued are left alone."
-            if pausing
+            if pause
             else "It ticks again from the first tick after now; the ticks missed while it was paused are not run."
         )
-        self.confirm_pause(
-            "schedule",
-            row["name"],
-            pausing,
-            f"{'Pause' if pausing else 'Resume'} schedule {row['name']!r} "
+        return (
+            f"{'Pause' if pause else 'Resume'} schedule {row['name']!r} "
             f"({row['workflow_name']}, '{row['cron']}' {row['timezone']})?\n"
-            f"{effect} Recorded as {self.kapp.config.operator!r}.",
+            f"{effect} Recorded as {self.kapp.config.operator!r}."
         )
 
     # -- run once now -----------------------------------------------------------------------

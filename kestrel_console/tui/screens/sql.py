@@ -64,7 +64,6 @@ def editor_title(config: Any) -> str:
 class SqlScreen(LiveScreen):
     VIEW = "sql"
     NAME = "SQL"
-    CSS_PATH = "sql.tcss"
     REFRESHES = False  # runs when asked, not on a timer
     BINDINGS: ClassVar[list[Any]] = [
         Binding("ctrl+enter,ctrl+r,f5", "run", "Run", priority=True, key_display="^r"),
