@@ -72,6 +72,7 @@ def fragments(schema: str) -> dict[str, sql.Composable]:
         "claim_is_current": claim,
         "lock_if_claim_is_current": sql.SQL(SQL.lock_if_claim_is_current).format(schema=ident, claim_is_current=claim),
         "async_commit": sql.SQL(SQL.async_commit),
+        "abandon_and_wake": sql.SQL(SQL.abandon_and_wake).format(schema=ident),
         "take_claim": sql.SQL(SQL.take_claim),
         "ready_row_is_current": sql.SQL(SQL.ready_row_is_current),
         "claimed_input": sql.SQL(SQL.claimed_input).format(claim_input_max_bytes=max_bytes),

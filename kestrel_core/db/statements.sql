@@ -8,6 +8,20 @@
 -- waits and completions always commit durably; a later durable commit also flushes these.
 (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
 
+-- name: abandon_and_wake
+-- Pasted as {abandon_and_wake}: the end of a statement whose CTE ``handed_back`` hands
+-- executions back to the queue (a stopping worker's release, the lease sweep: lease.sql,
+-- sweeper.sql), returning their (id, workflow_name). Their worker's writes are fenced out from
+-- now on: the attempt each had open is closed here; workers are woken for their workflows
+-- (the ``channel`` parameter), and the statement returns the ids.
+closed AS (
+    UPDATE {schema}.step_attempts a SET outcome = 'abandoned', finished_at = greatest(now(), a.started_at)
+     WHERE a.execution_id = ANY(ARRAY(SELECT s.id FROM handed_back s)) AND a.outcome = 'running'
+), woke AS (
+    SELECT pg_notify(%(channel)s, name) FROM (SELECT DISTINCT workflow_name AS name FROM handed_back) n
+)
+SELECT id FROM handed_back, (SELECT count(*) FROM woke) w
+
 -- name: claim_is_current
 -- The fence, pasted as {claim_is_current}. A write made under a claim (owner_id, claim_epoch)
 -- succeeds only while that claim is still the row's current one, the row is running and its

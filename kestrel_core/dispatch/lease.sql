@@ -44,24 +44,17 @@ SELECT id, claim_epoch, true FROM renewed WHERE status = 'running'
 SELECT id, claim_epoch, false FROM busy;
 
 -- name: release
--- On shutdown: hand back what did not finish so another worker picks it up at once.
+-- On shutdown: hand back what did not finish so another worker picks it up at once; the
+-- attempts it had open are closed (lifecycle: release) and workers woken ({abandon_and_wake}).
 WITH let_go AS (
     UPDATE {schema}.workflow_executions SET lease_expires = NULL
      WHERE status = 'paused' AND owner_id = %(worker_id)s AND lease_expires IS NOT NULL
-), released AS (
+), handed_back AS (
     UPDATE {schema}.workflow_executions
        SET status = 'enqueued', lease_expires = NULL, run_at = now(), updated_at = now()
      WHERE status = 'running' AND owner_id = %(worker_id)s
     RETURNING id, workflow_name
-), closed AS (
-    -- Its worker's writes are fenced out from now on: the attempt it had open is closed here
-    -- (lifecycle: release).
-    UPDATE {schema}.step_attempts a SET outcome = 'abandoned', finished_at = greatest(now(), a.started_at)
-     WHERE a.execution_id = ANY(ARRAY(SELECT s.id FROM released s)) AND a.outcome = 'running'
-), woke AS (
-    SELECT pg_notify(%(channel)s, name) FROM (SELECT DISTINCT workflow_name AS name FROM released) n
-)
-SELECT id FROM released, (SELECT count(*) FROM woke) w;
+), {abandon_and_wake};
 
 -- name: let_go
 -- A claim that stopped running an execution an operator paused lets go of it: its lease cleared,

@@ -6,7 +6,8 @@
 -- crosses that owner's entries only (LeaseSweep). An execution its worker found locked by
 -- another session at its last beat (``workers.busy``, lease.py) is left alone while that worker
 -- beats within its lease: the lock, not the worker, kept its lease from being renewed, and the
--- next beat after the lock renews it.
+-- next beat after the lock renews it. The attempts they had open are closed (lifecycle:
+-- sweep-lapsed) and workers woken ({abandon_and_wake}).
 WITH expired AS (
     SELECT e.id FROM {schema}.workflow_executions e, {async_commit}
      WHERE e.status = 'running' AND e.lease_expires < now()
@@ -18,21 +19,13 @@ WITH expired AS (
      ORDER BY e.lease_expires
      LIMIT %(batch)s
      FOR UPDATE OF e SKIP LOCKED
-), swept AS (
+), handed_back AS (
     UPDATE {schema}.workflow_executions e
        SET status = 'enqueued', lease_expires = NULL, run_at = now(), updated_at = now()
       FROM expired
      WHERE e.id = expired.id
     RETURNING e.id, e.workflow_name
-), closed AS (
-    -- Its worker's writes are fenced out from now on: the attempt it had open is closed here
-    -- (lifecycle: sweep-lapsed).
-    UPDATE {schema}.step_attempts a SET outcome = 'abandoned', finished_at = greatest(now(), a.started_at)
-     WHERE a.execution_id = ANY(ARRAY(SELECT s.id FROM swept s)) AND a.outcome = 'running'
-), woke AS (
-    SELECT pg_notify(%(channel)s, name) FROM (SELECT DISTINCT workflow_name AS name FROM swept) n
-)
-SELECT id FROM swept, (SELECT count(*) FROM woke) w;
+), {abandon_and_wake};
 
 -- name: dead_owners
 -- The workers that stopped beating (or stopped) within LOOK_BACK, oldest beat first: whose

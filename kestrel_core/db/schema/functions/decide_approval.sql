@@ -26,11 +26,7 @@ BEGIN
     -- Lock order everywhere: the wait row, then the execution row (the sweeper does the same).
     SELECT * INTO w FROM workflow_waits
         WHERE execution_id = p_execution_id AND step_id = p_step_id FOR UPDATE;
-    SELECT * INTO e FROM workflow_executions WHERE id = p_execution_id FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'cannot %: no execution with id %', verb, p_execution_id
-            USING ERRCODE = 'KS404', HINT = 'List executions with: kestrel-console list';
-    END IF;
+    e := lock_execution(p_execution_id, verb, false);
     IF w.execution_id IS NULL THEN
         RAISE EXCEPTION 'cannot %: execution % has no approval gate "%"', verb, p_execution_id, p_step_id
             USING ERRCODE = 'KS404', HINT = 'Pending approvals are listed by: kestrel-console status';

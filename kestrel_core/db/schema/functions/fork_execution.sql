@@ -18,11 +18,7 @@ DECLARE
     v_version text;
     new_id bigint;
 BEGIN
-    SELECT * INTO e FROM workflow_executions WHERE id = p_execution_id FOR SHARE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'cannot fork: no execution with id %', p_execution_id
-            USING ERRCODE = 'KS404', HINT = 'List executions with: kestrel-console list';
-    END IF;
+    e := lock_execution(p_execution_id, 'fork', true);
     IF e.status IN ('enqueued', 'running') THEN
         RAISE EXCEPTION 'cannot fork: execution % is %', p_execution_id, e.status
             USING ERRCODE = 'KS409',

@@ -9,11 +9,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
 DECLARE
     e workflow_executions%ROWTYPE;
 BEGIN
-    SELECT * INTO e FROM workflow_executions WHERE id = p_execution_id FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'cannot requeue: no execution with id %', p_execution_id
-            USING ERRCODE = 'KS404', HINT = 'List executions with: kestrel-console list';
-    END IF;
+    e := lock_execution(p_execution_id, 'requeue', false);
     IF e.status = 'running' AND e.lease_expires >= now() THEN
         RAISE EXCEPTION 'cannot requeue: execution % is running on % (lease live until %)',
             p_execution_id, e.owner_id, to_char(e.lease_expires, 'YYYY-MM-DD HH24:MI:SS TZ')

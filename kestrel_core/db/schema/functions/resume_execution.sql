@@ -23,11 +23,7 @@ BEGIN
     SELECT count(*) INTO open_waits FROM (
         SELECT 1 FROM workflow_waits
          WHERE execution_id = p_execution_id AND resolved_at IS NULL FOR UPDATE) w;
-    SELECT * INTO e FROM workflow_executions WHERE id = p_execution_id FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'cannot resume: no execution with id %', p_execution_id
-            USING ERRCODE = 'KS404', HINT = 'List executions with: kestrel-console list';
-    END IF;
+    e := lock_execution(p_execution_id, 'resume', false);
     IF e.status <> 'paused' THEN
         RAISE EXCEPTION 'cannot resume: execution % is not paused (it is %)', p_execution_id, e.status
             USING ERRCODE = 'KS409', HINT = 'Only a paused execution can be resumed.';
