@@ -89,3 +89,26 @@ def test_a_worker_in_a_large_fleet_passes_turns_and_the_work_is_still_done(
         what="every sleep woken and finished",
     )
     assert worker.stats["turns_passed"] > 0
+
+
+def test_a_dead_worker_in_a_large_fleet_is_recovered(app: Kestrel, db: psycopg.Connection, start_worker) -> None:
+    """An execution left running by a dead worker (its lease lapsed, its beats stopped) among 40
+    live peers that do nothing: the one real worker takes about one lease sweep in five, and
+    still recovers and runs it."""
+
+    @app.workflow("w")
+    def w(ctx, _input):
+        return "ran"
+
+    eid = app.enqueue("w")
+    db.execute(
+        "UPDATE workflow_executions SET status = 'running', owner_id = 'ghost', claim_epoch = claim_epoch + 1,"
+        " claims = claims + 1, started_at = now(), lease_expires = now() - interval '1 second' WHERE id = %s",
+        (eid,),
+    )
+    add_workers(db, 1, prefix="ghost", claims=None, beat="now() - interval '1 hour', interval '2 seconds'")
+    add_workers(db, 40, prefix="quiet", claims=Claims(["w"], [app.workflows["w"].version], None))
+    worker = start_worker(app, worker_id="real", lease=timedelta(seconds=2), sweep_interval=0.1)
+    wait_for(lambda: worker.fleet.size == 41, what="the fleet read at a heartbeat")
+    wait_for(lambda: app.get(eid).status == "success", timeout=30, what="the dead worker's execution recovered")
+    assert worker.stats["turns_passed"] > 0
