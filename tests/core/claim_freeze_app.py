@@ -4,7 +4,7 @@ With $KESTREL_FREEZE_AFTER_CLAIM=1 the process stops itself (SIGSTOP) right afte
 claim statement that took rows, as a GC pause or an operator's SIGSTOP could: before that
 claim's COMMIT when the claim is a transaction the client commits, after it when the claim
 commits on the server. The claim statements are told by what they take (``USING picked``: the
-fast path, ``USING chosen``: the limited claim). Their rows are read, then the cursor is
+fast path, ``USING locked``: the limited claim). Their rows are read, then the cursor is
 rewound for the engine to read them.
 
 With $KESTREL_PAUSE_IN_CLAIM_S=<s> the claiming thread instead pauses that long (once) right
@@ -35,7 +35,7 @@ _execute = psycopg.Connection.execute
 def _execute_then_freeze(self: psycopg.Connection, query: Any, params: Any = None, **kwargs: Any) -> Any:
     cur = _execute(self, query, params, **kwargs)
     text = query.as_string(None) if hasattr(query, "as_string") else str(query)
-    if not _frozen.is_set() and ("USING picked" in text or "USING chosen" in text):
+    if not _frozen.is_set() and ("USING picked" in text or "USING locked" in text):
         rows = cur.fetchall()  # the statement has run on the server
         if rows:
             cur.scroll(0, mode="absolute")
@@ -53,7 +53,7 @@ def _execute_then_pause(self: psycopg.Connection, query: Any, params: Any = None
     cur = _execute(self, query, params, **kwargs)
     text = query.as_string(None) if hasattr(query, "as_string") else str(query)
     in_transaction = self.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
-    if not _frozen.is_set() and in_transaction and ("USING picked" in text or "USING chosen" in text):
+    if not _frozen.is_set() and in_transaction and ("USING picked" in text or "USING locked" in text):
         rows = cur.fetchall()
         if rows:
             cur.scroll(0, mode="absolute")

@@ -30,7 +30,6 @@ def test_a_paused_execution_stays_put_across_a_sigkill_and_resumes_from_its_chec
     a = workers.start("worker-a", step_seconds=0.6)
     eid = app.enqueue("slow", {"steps": 5})
     wait_for(lambda: len(checkpoints(db, eid)) >= 2, what="two checkpoints")
-    (lease_of_a,) = db.execute("SELECT lease_expires FROM workflow_executions WHERE id = %s", (eid,)).fetchone()
     if order == "kill_then_pause":
         a.send_signal(signal.SIGKILL)
         a.wait()
@@ -42,6 +41,11 @@ def test_a_paused_execution_stays_put_across_a_sigkill_and_resumes_from_its_chec
     if order == "pause_then_kill":
         a.send_signal(signal.SIGKILL)
         a.wait()
+    # Read once a is dead: its heartbeat renews a paused execution's lease while its step runs,
+    # so a lease read before the kill can be older than the last renewal.
+    (lease_of_a,) = db.execute(
+        "SELECT coalesce(lease_expires, now()) FROM workflow_executions WHERE id = %s", (eid,)
+    ).fetchone()
     workers.start("worker-b")
     # worker-b claims and sweeps: a new execution runs through, and the dead worker's lease
     # lapses (the lease sweep would have re-enqueued a running execution by then).
