@@ -10,6 +10,7 @@ from pathlib import Path
 
 import kestrel_core
 from kestrel_core import LIVE_STATUSES, STATUSES, TERMINAL_STATUSES, AttemptOutcome, ExecutionStatus
+from kestrel_core.db.statements import render
 from kestrel_core.lifecycle import TRANSITIONS, diagram, transition
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,7 +29,8 @@ def _sql_of(reference: str) -> str:
     for part in name.split("."):
         text = getattr(text, part, None)
     assert isinstance(text, str), f"{reference}: no such statement"
-    return text
+    # as it runs: the shared fragments a statement pastes ({abandon_and_wake}, ...) filled in
+    return render(text, "kestrel").as_string(None)
 
 
 def test_every_transition_names_sql_that_exists() -> None:

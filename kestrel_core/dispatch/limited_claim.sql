@@ -84,18 +84,22 @@ WITH room AS MATERIALIZED (
       LEFT JOIN busy_keys k ON k.queue = h.queue AND k.concurrency_key = h.concurrency_key
      WHERE h.concurrency_key IS NULL OR h.nth_of_key + coalesce(k.running, 0) <= room.per_key
 ), chosen AS (
-    SELECT a.tid, a.id FROM allowed a JOIN room ON room.name = a.queue
+    -- In claim order, n and a few more: any subset of what the limits allow is allowed, and
+    -- the few more stand in for rows the next step skips as locked.
+    SELECT a.tid, a.id, a.neg_priority, a.run_at FROM allowed a JOIN room ON room.name = a.queue
      WHERE a.nth_of_queue <= room.free
      ORDER BY a.neg_priority, a.run_at, a.id
-     LIMIT %(n)s
+     LIMIT %(n)s * 2 + 8
 ), locked AS (
-    -- What was chosen, its ready row and its execution locked, each skipped when another
-    -- session holds it, as the fast path skips it (lock_picked, claim.sql): the DELETE and
-    -- the UPDATE below would wait for it, holding the queue locks. Only the chosen rows are
-    -- probed, after the limit.
+    -- The first n of those whose ready row and execution no other session holds, both locked
+    -- (skipped when held, as the fast path skips them: lock_picked, claim.sql): the DELETE and
+    -- the UPDATE below would wait for them, holding the queue locks. The limit counts only the
+    -- rows locked, and only the chosen rows are probed.
     SELECT r.ctid AS tid FROM chosen c
       JOIN {schema}.executions_ready r ON r.ctid = c.tid
       JOIN {schema}.workflow_executions e ON e.id = c.id
+     ORDER BY c.neg_priority, c.run_at, c.id
+     LIMIT %(n)s
        FOR UPDATE OF r SKIP LOCKED
        FOR NO KEY UPDATE OF e SKIP LOCKED
 ), taken AS (

@@ -1,14 +1,19 @@
 """Fleet-wide duties shared out among the live workers, without a leader.
 
 Every worker sweeps lapsed leases, wakes due waits, ends executions past their deadline and
-ticks the schedules, and polls for work when nothing woke it: duties whose work is the whole
-schema's, not the worker's. Each worker doing each of them on its own timer makes their cost
-grow with the fleet: 500 idle workers through PgBouncer ran ~2,000 statements a second for
-work a handful of them could do (bench/fleet.py, docs/scale.md). So a worker of a fleet of N
-takes its turn at a fleet-wide duty with probability SHARE / N (always, in a fleet of SHARE or
-fewer): the fleet as a whole runs each about SHARE times per interval, whatever N, and no
-worker is special (none to elect, none to lose). Nobody takes a turn in an interval with
-probability about e**-SHARE (3 in 10,000); the next interval comes again.
+ticks the schedules: duties whose work is the whole schema's, not the worker's. Each worker
+doing each of them on its own timer made their cost grow with the fleet: 500 idle workers
+through PgBouncer ran ~1,800 such statements a second for work a handful of them could do
+(bench/fleet.py, docs/scale.md). So a worker of a fleet of N takes its turn at a fleet-wide
+duty with probability SHARE / N (always, in a fleet of SHARE or fewer): the fleet as a whole
+runs each about SHARE times per interval, whatever N, and no worker is special (none to
+elect, none to lose). Nobody takes a turn in an interval with probability about e**-SHARE
+(3 in 10,000); the next interval comes again. A draining worker still counts, and still takes
+its turns (maintenance.py).
+
+The poll for work is not shared so: a worker whose slots are all taken does not poll, so the
+workers that do would be fewer than the fleet says, and work that becomes due with no NOTIFY
+(a delay; every enqueue through PgBouncer) would wait for polls N/SHARE times too rare.
 
 The size is read at every heartbeat (a third of the lease): a worker that dies stops counting
 after half a lease; until then the survivors take their turns a little less often than they
@@ -25,7 +30,6 @@ import psycopg
 
 from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import render
-from kestrel_core.dispatch.buckets import Claims
 
 SQL = statements_beside(__file__)
 
@@ -35,22 +39,18 @@ SHARE = 8
 
 @dataclass
 class Fleet:
-    """The fleet as this worker last read it: ``size`` live workers of the schema, ``peers`` of
-    them claiming what it claims (itself counted in both)."""
+    """The fleet as this worker last read it: ``size`` live workers of the schema, itself
+    counted."""
 
     size: int = 1
-    peers: int = 1
 
-    def read(self, conn: psycopg.Connection, schema: str, *, worker_id: str, lease: timedelta, claims: Claims) -> None:
+    def read(self, conn: psycopg.Connection, schema: str, *, worker_id: str, lease: timedelta) -> None:
         """Count the live workers now."""
-        params = {"worker_id": worker_id, "lease": lease, **claims.params()}
-        row = conn.execute(render(SQL.fleet_size, schema), params).fetchone()
+        row = conn.execute(render(SQL.fleet_size, schema), {"worker_id": worker_id, "lease": lease}).fetchone()
         if row is not None:
-            self.size, self.peers = int(row[0]), int(row[1])
+            self.size = int(row[0])
 
-    def turn(self, *, peers_only: bool = False) -> bool:
+    def turn(self) -> bool:
         """Whether this worker takes this turn at a fleet-wide duty: always in a fleet of SHARE
-        or fewer; ``peers_only``: a duty only the workers claiming the same work share (the
-        poll for work)."""
-        n = self.peers if peers_only else self.size
-        return n <= SHARE or random.random() < SHARE / n
+        or fewer."""
+        return self.size <= SHARE or random.random() < SHARE / self.size

@@ -24,7 +24,6 @@ from kestrel_core.db.connection import OwnSession
 from kestrel_core.dispatch import claim as claim_mod
 from kestrel_core.dispatch import deadlines, sweeper
 from kestrel_core.dispatch import lease as lease_mod
-from kestrel_core.dispatch.buckets import Claims
 from kestrel_core.engine import scheduler
 from kestrel_core.engine.fleet import Fleet
 from kestrel_core.engine.worker_state import Lifecycle, WorkerState
@@ -43,7 +42,6 @@ class Maintained(Protocol):
     settings: EngineSettings
     log: Logger
     lifecycle: Lifecycle
-    claims: Claims
     fleet: Fleet
     _wake: threading.Event
     _lock: threading.Lock
@@ -91,7 +89,8 @@ class Maintenance:
     def start(self) -> list[threading.Thread]:
         """One thread per duty, so that a duty waiting on the database (a lock, a slow walk
         under a held snapshot, a statement timeout) delays no other: above all, no lease goes
-        unrenewed because a sweep or a tick is stuck."""
+        unrenewed because a sweep or a tick is stuck. The heartbeat's thread comes first (the
+        stop waits for it alone: Worker.stop)."""
         duties: tuple[tuple[str, Callable[[], float]], ...] = (
             ("heartbeat", self.heartbeat),
             ("sweep-leases", self.sweep_leases),
@@ -108,14 +107,11 @@ class Maintenance:
 
     def _duty_loop(self, duty: Callable[[], float], first: float) -> None:
         """Run ``duty`` until the worker goes quiet; it returns how long until its next run.
-        Only the heartbeat goes on while the worker drains (its executions still run)."""
-        beating = duty == self.heartbeat
+        Every duty goes on while the worker drains: its executions still run, and it still
+        counts in the fleet whose sweeps and ticks it takes turns at (fleet.py)."""
         state = self.w.lifecycle
         state.wait(WorkerState.QUIET, max(0.0, first - time.monotonic()))
         while not state.reached(WorkerState.QUIET):
-            if state.reached(WorkerState.DRAINING) and not beating:
-                state.wait(WorkerState.QUIET, 0.1)
-                continue
             try:
                 pause = duty()
             except Exception:  # a bug or an unexpected error: log it, never lose the duty's thread
@@ -179,18 +175,15 @@ class Maintenance:
         stands, until the next beat."""
         w = self.w
         try:
-            self._session.run(
-                lambda c: w.fleet.read(c, w.schema, worker_id=w.worker_id, lease=w.lease, claims=w.claims)
-            )
+            self._session.run(lambda c: w.fleet.read(c, w.schema, worker_id=w.worker_id, lease=w.lease))
         except psycopg.Error as exc:
             w.log.warning("event=fleet_read_failed worker=%s error=%r", w.worker_id, first_line(exc, w.settings.dsn))
 
     def _passes_turn(self) -> bool:
         """Whether this worker leaves this turn at a fleet-wide duty to the rest of the fleet."""
-        if self.w.fleet.turn():
-            return False
-        self.w.count("turns_passed")
-        return True
+        taken = self.w.fleet.turn()
+        self.w.count("turns_taken" if taken else "turns_passed")
+        return not taken
 
     def sweep_leases(self) -> float:
         """Re-enqueue lapsed leases; returns the seconds until the next sweep. The sweep reads

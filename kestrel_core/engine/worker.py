@@ -136,7 +136,8 @@ class Worker(RunnerThreads):
             "lost": 0,
             "refused_writes": 0,
             "released": 0,
-            "turns_passed": 0,  # fleet-wide duties and polls left to the rest of the fleet (fleet.py)
+            "turns_taken": 0,  # fleet-wide duties run by this worker (fleet.py)
+            "turns_passed": 0,  # and left to the rest of the fleet
         }
 
         # Where the worker is in its life (worker_state.py: the states, the moves, what each
@@ -282,8 +283,14 @@ class Worker(RunnerThreads):
         # No heartbeat may follow the retirement: its UPDATE of the workers row clears
         # stopped_at, and one in flight when this process retires left the row looking live.
         state.move(WorkerState.QUIET)
-        for thread in self._maintenance:
-            thread.join(timeout=5.0)
+        # The heartbeat's own (its statement gives up on a lock after a tenth of the lease) is
+        # waited for: no beat may follow the retirement. A sweep or a tick waiting on a lock (a
+        # LOCK TABLE) may go on after it, harmlessly: they share a second.
+        heartbeat, *others = self._maintenance
+        heartbeat.join(timeout=5.0)
+        others_by = time.monotonic() + 1.0
+        for thread in others:
+            thread.join(timeout=max(0.0, others_by - time.monotonic()))
         released: list[int] = []
         try:
             released = self.db(
@@ -435,18 +442,13 @@ class Worker(RunnerThreads):
         batch_floor = max(1, self.concurrency // 4)
         backlog = False
         timed_out = True
-        found_none = False
         errors = 0
         while not self.draining.is_set():
             self._wake.clear()
             self._supervise_runners()
             with self._lock:
                 free = self.concurrency - len(self._inflight)
-            # A poll (nothing woke it, and the last claim found nothing) is a fleet-wide duty:
-            # the workers that claim the same work take turns at it (fleet.py).
-            if free > 0 and timed_out and found_none and not self.fleet.turn(peers_only=True):
-                self.count("turns_passed")
-            elif free > 0 and (timed_out or not backlog or free >= batch_floor):
+            if free > 0 and (timed_out or not backlog or free >= batch_floor):
                 now = time.monotonic()
                 check = self._limited_declared or self._limited_seen or now >= self._next_limited_check
                 claimed = self._claim_and_dispatch(free, check)
@@ -458,7 +460,6 @@ class Worker(RunnerThreads):
                 if check:
                     self._next_limited_check = now + self.poll_interval
                 backlog = len(claimed) == free
-                found_none = not claimed
             timed_out = not self._wake.wait(self.poll_interval * random.uniform(0.8, 1.2))
 
     def _claim_and_dispatch(self, free: int, check: bool) -> list[claim_mod.Claim] | None:

@@ -35,22 +35,20 @@ def add_workers(db: psycopg.Connection, n: int, *, prefix: str, claims: Claims |
 
 def test_a_small_fleet_always_takes_its_turn() -> None:
     for n in range(1, SHARE + 1):
-        fleet = Fleet(size=n, peers=n)
-        assert all(fleet.turn() and fleet.turn(peers_only=True) for _ in range(200))
+        fleet = Fleet(size=n)
+        assert all(fleet.turn() for _ in range(200))
 
 
 @pytest.mark.parametrize("n", [SHARE + 1, 40, 500])
 def test_a_large_fleet_takes_its_share_of_turns(n: int) -> None:
     random.seed(n)
     draws = 40_000
-    taken = sum(Fleet(size=n, peers=1).turn() for _ in range(draws))
+    taken = sum(Fleet(size=n).turn() for _ in range(draws))
     expected = draws * SHARE / n
     assert abs(taken - expected) < 5 * (expected * (1 - SHARE / n)) ** 0.5 + 1
-    # peers_only counts the workers claiming the same work, not the whole schema's
-    assert all(Fleet(size=n, peers=1).turn(peers_only=True) for _ in range(200))
 
 
-def test_the_fleet_counts_live_workers_and_peers(app: Kestrel, db: psycopg.Connection) -> None:
+def test_the_fleet_counts_live_workers(app: Kestrel, db: psycopg.Connection) -> None:
     mine = Claims(["w"], [None], None)
     add_workers(db, 3, prefix="peer", claims=mine)
     add_workers(db, 2, prefix="other-kind", claims=None)
@@ -60,8 +58,8 @@ def test_the_fleet_counts_live_workers_and_peers(app: Kestrel, db: psycopg.Conne
     add_workers(db, 1, prefix="silent", claims=mine, beat="now() - interval '31 minutes', interval '1 hour'")
     add_workers(db, 1, prefix="me", claims=mine)  # its own row: not counted twice
     fleet = Fleet()
-    fleet.read(db, "kestrel", worker_id="me-0", lease=timedelta(seconds=30), claims=mine)
-    assert (fleet.size, fleet.peers) == (1 + 3 + 2, 1 + 3)
+    fleet.read(db, "kestrel", worker_id="me-0", lease=timedelta(seconds=30))
+    assert fleet.size == 1 + 3 + 2  # of any kind
 
 
 def sleepy(app: Kestrel) -> None:
@@ -76,12 +74,12 @@ def test_a_worker_in_a_large_fleet_passes_turns_and_the_work_is_still_done(
     app: Kestrel, db: psycopg.Connection, start_worker, listen: bool
 ) -> None:
     """One real worker among 40 live rows claiming the same work (which do nothing): it takes
-    about one turn in five at its sweeps, ticks and polls, and still wakes a durable sleep and
-    claims new work (with LISTEN, woken at once; without, by its thinned polls)."""
+    about one turn in five at its sweeps and ticks, and still wakes a durable sleep and claims
+    new work (with LISTEN, woken at once; without, by its polls, which are never shared)."""
     sleepy(app)
     add_workers(db, 40, prefix="quiet", claims=Claims(["sleepy"], [app.workflows["sleepy"].version], None))
     worker = start_worker(app, worker_id="real", listen=listen, sweep_interval=0.1, poll_interval=0.1)
-    wait_for(lambda: worker.fleet.size == 41 and worker.fleet.peers == 41, what="the fleet read at a heartbeat")
+    wait_for(lambda: worker.fleet.size == 41, what="the fleet read at a heartbeat")
     ids = [app.enqueue("sleepy") for _ in range(3)]
     wait_for(
         lambda: all(app.get(i).status == "success" for i in ids),
@@ -111,4 +109,3 @@ def test_a_dead_worker_in_a_large_fleet_is_recovered(app: Kestrel, db: psycopg.C
     worker = start_worker(app, worker_id="real", lease=timedelta(seconds=2), sweep_interval=0.1)
     wait_for(lambda: worker.fleet.size == 41, what="the fleet read at a heartbeat")
     wait_for(lambda: app.get(eid).status == "success", timeout=30, what="the dead worker's execution recovered")
-    assert worker.stats["turns_passed"] > 0
