@@ -354,29 +354,8 @@ class LiveTable(DataTable):
         self.cursor_lost = None
         self.post_message(self.CursorMoved())
 
-    def action_cursor_up(self) -> None:
-        super().action_cursor_up()
-        self._moved()
-
-    def action_cursor_down(self) -> None:
-        super().action_cursor_down()
-        self._moved()
-
-    def action_page_up(self) -> None:
-        super().action_page_up()
-        self._moved()
-
-    def action_page_down(self) -> None:
-        super().action_page_down()
-        self._moved()
-
-    def action_scroll_top(self) -> None:
-        super().action_scroll_top()
-        self._moved()
-
-    def action_scroll_bottom(self) -> None:
-        super().action_scroll_bottom()
-        self._moved()
+    # The moves by key (up, down, page, top, bottom) are DataTable's, then ``_moved``: set
+    # below the class, from ``OPERATOR_MOVES``.
 
     async def _on_click(self, event: events.Click) -> None:
         # Textual calls DataTable's own _on_click too (a handler per class of the MRO): calling
@@ -479,3 +458,22 @@ __all__ = ["MARK", "MORE_COLUMNS", "MORE_ROWS", "LiveTable", "cut_sign"]
 def _arrow(descending: bool) -> str:
     """The mark of a sorted column, after its label and in the sort note."""
     return " ▼" if descending else " ▲"
+
+
+# What the operator moves the cursor with (DataTable's actions): LiveTable's own does
+# DataTable's, then notes that the operator moved it (``_moved``).
+OPERATOR_MOVES = ("cursor_up", "cursor_down", "page_up", "page_down", "scroll_top", "scroll_bottom")
+
+
+def _operator_move(action: str) -> Callable[[LiveTable], None]:
+    def move(table: LiveTable) -> None:
+        getattr(super(LiveTable, table), action)()
+        table._moved()
+
+    move.__name__ = action
+    move.__qualname__ = f"LiveTable.{action}"
+    return move
+
+
+for _move in OPERATOR_MOVES:
+    setattr(LiveTable, f"action_{_move}", _operator_move(f"action_{_move}"))
