@@ -12,7 +12,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Header, Input, Static
+from textual.widgets import DataTable, Header, Static
 
 from ... import formatting as fmt
 from ...humanize import duration
@@ -80,10 +80,7 @@ class ApprovalsScreen(GotoExecution, FilterLine, LiveScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Banner()
-        yield Input(
-            placeholder="risk:high workflow:remediate gate:approve free text   (enter applies, esc closes)",
-            id="appr-filter",
-        )
+        yield self.filter_input("risk:high workflow:remediate gate:approve free text")
         yield Static("", id="appr-summary")
         # Oldest first as read, else the sort chosen.
         yield LiveTable(
@@ -96,10 +93,6 @@ class ApprovalsScreen(GotoExecution, FilterLine, LiveScreen):
         )
         yield DetailsBox("Details attached by the workflow", id="appr-details-box", body_id="appr-details")
         yield KeyFooter()
-
-    def on_mount(self) -> None:
-        self.filter_line.display = False
-        self.set_focus(self.table)
 
     @work(thread=True, exclusive=True, group="approvals", exit_on_error=False)
     def load(self, seq: int) -> None:

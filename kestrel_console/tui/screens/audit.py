@@ -11,7 +11,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Header, Input, Static
+from textual.widgets import DataTable, Header, Static
 
 from ... import formatting as fmt
 from ...read.audit import AuditFilter, parse_audit_filter
@@ -62,18 +62,11 @@ class AuditScreen(FilterLine, LiveScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Banner()
-        yield Input(
-            placeholder="action:cancel by:alice id:42 since:2h free text   (enter applies, esc closes)",
-            id="audit-filter",
-        )
+        yield self.filter_input("action:cancel by:alice id:42 since:2h free text")
         yield Static("", id="audit-summary")
         yield LiveTable(COLUMNS, squeeze=SQUEEZE, id="audit")
         yield DetailsBox("Comment and details", id="audit-details-box", body_id="audit-details")
         yield KeyFooter()
-
-    def on_mount(self) -> None:
-        self.filter_line.display = False
-        self.set_focus(self.table)
 
     @work(thread=True, exclusive=True, group="audit", exit_on_error=False)
     def load(self, seq: int) -> None:
