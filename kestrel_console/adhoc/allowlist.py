@@ -10,6 +10,7 @@ runners, file readers, locks...), functions, operators and types of any other sc
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
 
@@ -97,35 +98,45 @@ def catalog_types() -> frozenset[str]:
     return _load("catalog_types.txt")
 
 
-def _schema_refusal(kind: str, name: str) -> str:
-    runs = "its function" if kind == "operator" else "a domain's CHECK or the type's functions"
-    return (
-        f"{kind} {name}: only pg_catalog {kind}s may be named with a schema ({runs} would "
-        "run unchecked); write it unqualified"
-    )
+# Per kind of name: the names built in, what a schema-qualified one would run unchecked, and
+# what a name refused is not.
+_BUILTIN: dict[str, tuple[Callable[[], frozenset[str]], str, str]] = {
+    "operator": (
+        allowed_operators,
+        "its function",
+        "not a built-in operator whose functions are all on the allowlist (an operator runs its function)",
+    ),
+    "type": (
+        catalog_types,
+        "a domain's CHECK or the type's functions",
+        "not a built-in type (a domain's CHECK or a type's functions would run unchecked)",
+    ),
+}
+
+
+def _builtin_refusal(kind: str, names: list[str]) -> str | None:
+    """Why the ``kind`` ``names`` (``[name]`` or ``[schema, name]``) is refused, or None: named
+    with a schema other than pg_catalog, or not built in (``_BUILTIN``)."""
+    builtin, runs, not_builtin = _BUILTIN[kind]
+    *schema, name = names
+    if schema and schema != ["pg_catalog"]:
+        return (
+            f"{kind} {'.'.join(names)}: only pg_catalog {kind}s may be named with a schema ({runs} would "
+            "run unchecked); write it unqualified"
+        )
+    if name in builtin():
+        return None
+    return f"{kind} {name}: {not_builtin}"
 
 
 def operator_refusal(names: list[str]) -> str | None:
     """Why the operator ``names`` (``[op]`` or ``[schema, op]``) is refused, or None."""
-    *schema, name = names
-    if schema and schema != ["pg_catalog"]:
-        return _schema_refusal("operator", ".".join(names))
-    if name in allowed_operators():
-        return None
-    return (
-        f"operator {name}: not a built-in operator whose functions are all on the allowlist "
-        "(an operator runs its function)"
-    )
+    return _builtin_refusal("operator", names)
 
 
 def type_refusal(names: list[str]) -> str | None:
     """Why the type ``names`` (``[type]`` or ``[schema, type]``) is refused, or None."""
-    *schema, name = names
-    if schema and schema != ["pg_catalog"]:
-        return _schema_refusal("type", ".".join(names))
-    if name in catalog_types():
-        return None
-    return f"type {name}: not a built-in type (a domain's CHECK or a type's functions would run unchecked)"
+    return _builtin_refusal("type", names)
 
 
 def relation_refusal(database: str | None, schema: str | None, name: str) -> str | None:

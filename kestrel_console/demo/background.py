@@ -1,8 +1,12 @@
-"""The demo's background loops (trickle, bot operator): a daemon thread started and stopped."""
+"""The demo's background loops (trickle, bot operator): a daemon thread started and stopped,
+acting on one Kestrel app and telling ``on_event`` what it did."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+
+from kestrel_core import Kestrel
 
 
 class BackgroundLoop:
@@ -10,7 +14,9 @@ class BackgroundLoop:
 
     thread_name = "kestrel-demo"
 
-    def __init__(self) -> None:
+    def __init__(self, app: Kestrel, on_event: Callable[[str], None]) -> None:
+        self.app = app
+        self.on_event = on_event
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
 

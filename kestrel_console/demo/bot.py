@@ -38,10 +38,8 @@ class BotOperator(BackgroundLoop):
         min_age: float = 4.0,
         interval: float = 1.0,
     ) -> None:
-        super().__init__()
-        self.app = app
+        super().__init__(app, on_event)
         self.workflow = workflow
-        self.on_event = on_event
         self.min_age = min_age
         self.interval = interval
         self.decided = 0

@@ -119,11 +119,9 @@ class Trickle(BackgroundLoop):
     thread_name = "kestrel-demo-trickle"
 
     def __init__(self, app: Kestrel, rate_per_min: float, rng: random.Random, on_event: Event) -> None:
-        super().__init__()
-        self.app = app
+        super().__init__(app, on_event)
         self.rate_per_min = rate_per_min
         self.rng = rng
-        self.on_event = on_event
         self.enqueued = 0
 
     def start(self) -> Trickle:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from kestrel_core.db import statements_beside
@@ -40,13 +40,8 @@ class AuditFilter:
     text: str | None = None
 
     def params(self) -> dict[str, Any]:
-        return {
-            "action": self.action,
-            "actor": self.actor,
-            "execution_id": self.execution_id,
-            "since_s": self.since_s,
-            "text": self.text,
-        }
+        """The query's parameters: every field, by its name (audit.sql names them so)."""
+        return asdict(self)
 
     def __str__(self) -> str:
         parts = []

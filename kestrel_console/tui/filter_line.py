@@ -12,12 +12,23 @@ from .live import ScreenMixin
 
 
 class FilterLine(ScreenMixin):
-    """Mixed into a list screen that composes an ``Input`` with the id ``FILTER_LINE``."""
+    """Mixed into a list screen that composes ``filter_input`` (an ``Input`` with the id
+    ``FILTER_LINE``)."""
 
     FILTER_LINE: ClassVar[str] = ""
     # What the notice of a refused filter says before the parser's reason.
     FILTER_REFUSED: ClassVar[str] = ""
     filter: Any  # the filter in force, on the screens that keep it as one value
+
+    def filter_input(self, example: str) -> Input:
+        """The line to compose, its placeholder an ``example`` filter."""
+        return Input(placeholder=f"{example}   (enter applies, esc closes)", id=self.FILTER_LINE)
+
+    def on_mount(self) -> None:
+        # The list opens with the line hidden and the table focused now, not by a callback
+        # that runs later: the keys typed next land on the table (keys.py).
+        self.filter_line.display = False
+        self.set_focus(self.table)
 
     @property
     def filter_line(self) -> Input:

@@ -12,8 +12,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Header, Input, Static
+from textual.widgets import DataTable, Header, Static
 
 from ... import formatting as fmt
 from ...humanize import duration
@@ -23,6 +22,7 @@ from ..gate_filter import gate_matches, words_of
 from ..live import LiveScreen
 from ..operator import ActionOutcome, Target, behind_replica
 from ..widgets.banner import Banner
+from ..widgets.details_box import DetailsBox
 from ..widgets.footer import KeyFooter
 from ..widgets.goto import GOTO_BINDING, GotoExecution
 from ..widgets.live_table import LiveTable
@@ -80,10 +80,7 @@ class ApprovalsScreen(GotoExecution, FilterLine, LiveScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Banner()
-        yield Input(
-            placeholder="risk:high workflow:remediate gate:approve free text   (enter applies, esc closes)",
-            id="appr-filter",
-        )
+        yield self.filter_input("risk:high workflow:remediate gate:approve free text")
         yield Static("", id="appr-summary")
         # Oldest first as read, else the sort chosen.
         yield LiveTable(
@@ -94,14 +91,8 @@ class ApprovalsScreen(GotoExecution, FilterLine, LiveScreen):
             squeeze=SQUEEZE,
             id="approvals",
         )
-        with VerticalScroll(id="appr-details-box"):
-            yield Static("", id="appr-details")
+        yield DetailsBox("Details attached by the workflow", id="appr-details-box", body_id="appr-details")
         yield KeyFooter()
-
-    def on_mount(self) -> None:
-        self.query_one("#appr-details-box").border_title = "Details attached by the workflow"
-        self.filter_line.display = False
-        self.set_focus(self.table)
 
     @work(thread=True, exclusive=True, group="approvals", exit_on_error=False)
     def load(self, seq: int) -> None:
@@ -151,18 +142,7 @@ class ApprovalsScreen(GotoExecution, FilterLine, LiveScreen):
         self.table.sort_reverse()
 
     def _show_details(self) -> None:
-        key = self.table.cursor_key()
-        row = self.table.rows_data.get(key) if key else None
-        box = self.query_one("#appr-details", Static)
-        if row is None:
-            box.update(Text("no gate selected", style="dim"))
-            return
-        head = Text(
-            f"execution {row['execution_id']} · {visible(row['workflow_name'])} · gate {row['step_id']!r}\n",
-            style="bold",
-        )
-        body = fmt.json_view(row["details"]) if row["details"] is not None else Text("no details", style="dim")
-        box.update(Group(head, body))
+        self.query_one(DetailsBox).show_cursor_row(self.table, _details, "no gate selected")
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_details()
@@ -244,6 +224,16 @@ class ApprovalsScreen(GotoExecution, FilterLine, LiveScreen):
         self.table.acted_on(f"{t.execution_id}:{t.step_id}" for t in outcome.done)
         self.table.clear_marks()
         self._summary()
+
+
+def _details(row: dict[str, Any]) -> Group:
+    """The gate whole: its execution, workflow and id, then the details it carries."""
+    head = Text(
+        f"execution {row['execution_id']} · {visible(row['workflow_name'])} · gate {row['step_id']!r}\n",
+        style="bold",
+    )
+    body = fmt.json_view(row["details"]) if row["details"] is not None else Text("no details", style="dim")
+    return Group(head, body)
 
 
 def _key(r: dict[str, Any]) -> str:

@@ -11,8 +11,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Header, Input, Static
+from textual.widgets import DataTable, Header, Static
 
 from ... import formatting as fmt
 from ...read.audit import AuditFilter, parse_audit_filter
@@ -20,6 +19,7 @@ from ...safe_text import visible
 from ..filter_line import FilterLine
 from ..live import LiveScreen
 from ..widgets.banner import Banner
+from ..widgets.details_box import DetailsBox
 from ..widgets.footer import KeyFooter
 from ..widgets.live_table import LiveTable
 
@@ -62,20 +62,11 @@ class AuditScreen(FilterLine, LiveScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Banner()
-        yield Input(
-            placeholder="action:cancel by:alice id:42 since:2h free text   (enter applies, esc closes)",
-            id="audit-filter",
-        )
+        yield self.filter_input("action:cancel by:alice id:42 since:2h free text")
         yield Static("", id="audit-summary")
         yield LiveTable(COLUMNS, squeeze=SQUEEZE, id="audit")
-        with VerticalScroll(id="audit-details-box"):
-            yield Static("", id="audit-details")
+        yield DetailsBox("Comment and details", id="audit-details-box", body_id="audit-details")
         yield KeyFooter()
-
-    def on_mount(self) -> None:
-        self.query_one("#audit-details-box").border_title = "Comment and details"
-        self.filter_line.display = False
-        self.set_focus(self.table)
 
     @work(thread=True, exclusive=True, group="audit", exit_on_error=False)
     def load(self, seq: int) -> None:
@@ -107,22 +98,7 @@ class AuditScreen(FilterLine, LiveScreen):
         self._summary()
 
     def _show_details(self) -> None:
-        key = self.table.cursor_key()
-        row = self.table.rows_data.get(key) if key else None
-        box = self.query_one("#audit-details", Static)
-        if row is None:
-            box.update(Text("no action selected", style="dim"))
-            return
-        head = Text(f"#{row['id']} {row['action']} by {visible(row['actor'])}", style="bold")
-        head.append(f" (db role {visible(row['db_user'] or '?')}) at {fmt.when(row['at'])}", style="")
-        if row["execution_id"] is not None:
-            head.append(f" · execution {row['execution_id']} (enter opens it)", style="cyan")
-        parts: list[Any] = [head]
-        comment = row["comment"]
-        parts.append(Text(visible(comment, newlines=True)) if comment else Text("no comment", style="dim"))
-        if row["details"] is not None:
-            parts.append(fmt.json_view(row["details"]))
-        box.update(Group(*parts))
+        self.query_one(DetailsBox).show_cursor_row(self.table, _details, "no action selected")
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_details()
@@ -154,6 +130,21 @@ class AuditScreen(FilterLine, LiveScreen):
         """esc: close the filter line, else clear the filter."""
         if not self.close_filter_line() and str(self.filter):
             self.filter_applied(AuditFilter())
+
+
+def _details(row: dict[str, Any]) -> Group:
+    """The action whole: what, by whom (name and role), when and on what; its comment; its
+    details."""
+    head = Text(f"#{row['id']} {row['action']} by {visible(row['actor'])}", style="bold")
+    head.append(f" (db role {visible(row['db_user'] or '?')}) at {fmt.when(row['at'])}", style="")
+    if row["execution_id"] is not None:
+        head.append(f" · execution {row['execution_id']} (enter opens it)", style="cyan")
+    parts: list[Any] = [head]
+    comment = row["comment"]
+    parts.append(Text(visible(comment, newlines=True)) if comment else Text("no comment", style="dim"))
+    if row["details"] is not None:
+        parts.append(fmt.json_view(row["details"]))
+    return Group(*parts)
 
 
 def _cells(r: dict[str, Any]) -> dict[str, Any]:

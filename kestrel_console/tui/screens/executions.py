@@ -12,7 +12,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Header, Input, Static
+from textual.widgets import DataTable, Header, Static
 
 from ... import formatting as fmt
 from ...humanize import duration
@@ -136,10 +136,8 @@ class ExecutionsScreen(StateActions, BulkFlow, SendEventFlow, GotoExecution, Fil
     def compose(self) -> ComposeResult:
         yield Header()
         yield Banner()
-        yield Input(
-            placeholder="status:error workflow:remediate input.pod=api-1 key:K id:N since:2h from:T until:T text"
-            "   (enter applies, esc closes)",
-            id="exec-filter",
+        yield self.filter_input(
+            "status:error workflow:remediate input.pod=api-1 key:K id:N since:2h from:T until:T text"
         )
         yield Static("", id="exec-where")
         yield Static("", id="exec-bulk")  # a bulk action's progress, then its result (b)
@@ -149,10 +147,8 @@ class ExecutionsScreen(StateActions, BulkFlow, SendEventFlow, GotoExecution, Fil
         yield KeyFooter()
 
     def on_mount(self) -> None:
-        self.filter_line.display = False
         self.query_one("#exec-bulk", Static).display = False
-        self.set_focus(self.query_one(LiveTable))
-        self._describe()
+        self._describe()  # then FilterLine's on_mount: the line hidden, the table focused
 
     @work(thread=True, exclusive=True, group="executions", exit_on_error=False)
     def load(self, seq: int) -> None:

@@ -3,18 +3,15 @@
 
 from __future__ import annotations
 
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
-from textual.widgets import OptionList, Static
+from textual.widget import Widget
+from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from ...safe_text import literal
-from .prompt_box import prompt_box_css
+from .prompt_box import PromptModal, prompt_box_css
 
 
-class ChoiceModal(ModalScreen["str | None"]):
+class ChoiceModal(PromptModal[str]):
     DEFAULT_CSS = (
         prompt_box_css("ChoiceModal", "choice")
         + """
@@ -22,31 +19,20 @@ class ChoiceModal(ModalScreen["str | None"]):
     ChoiceModal #choice-keys { color: $text-muted; }
     """
     )
-
-    BINDINGS = [Binding("escape", "give_up", "Cancel")]
+    PREFIX = "choice"
+    KEYS = "[b]↑ ↓[/b] choose    [b]enter[/b] continue    [b]esc[/b] cancel"
 
     def __init__(self, title: str, prompt: str, choices: list[tuple[str, str]]) -> None:
         """``choices``: (id, what it says), in order; the first is highlighted."""
-        super().__init__()
-        self.title_text = title
-        self.prompt = prompt
+        super().__init__(title, prompt)
         self.choices = choices
 
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static(literal(self.title_text), id="choice-title")
-            yield Static(literal(self.prompt, newlines=True), id="choice-prompt")
-            yield OptionList(*(Option(literal(text), id=key) for key, text in self.choices), id="choice-list")
-            yield Static("[b]↑ ↓[/b] choose    [b]enter[/b] continue    [b]esc[/b] cancel", id="choice-keys")
+    def answer_widgets(self) -> list[Widget]:
+        return [OptionList(*(Option(literal(text), id=key) for key, text in self.choices), id="choice-list")]
 
     def on_mount(self) -> None:
-        options = self.query_one(OptionList)
-        options.highlighted = 0
-        self.set_focus(options)  # now: the keys typed next land here (keys.py)
+        self.query_one(OptionList).highlighted = 0  # then PromptModal focuses it
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
         self.dismiss(event.option.id)
-
-    def action_give_up(self) -> None:
-        self.dismiss(None)

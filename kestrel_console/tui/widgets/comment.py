@@ -3,17 +3,13 @@
 
 from __future__ import annotations
 
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Input, Static
+from textual.widget import Widget
+from textual.widgets import Input
 
-from ...safe_text import literal
-from .prompt_box import prompt_box_css
+from .prompt_box import PromptModal, prompt_box_css
 
 
-class CommentModal(ModalScreen[str | None]):
+class CommentModal(PromptModal[str]):
     DEFAULT_CSS = (
         prompt_box_css("CommentModal", "comment")
         + """
@@ -21,33 +17,16 @@ class CommentModal(ModalScreen[str | None]):
     CommentModal #comment-keys { color: $text-muted; }
     """
     )
-
-    BINDINGS = [Binding("escape", "give_up", "Cancel")]
+    PREFIX = "comment"
 
     def __init__(self, title: str, prompt: str, *, placeholder: str = "", value: str = "") -> None:
-        super().__init__()
-        self.title_text = title
-        self.prompt = prompt
+        super().__init__(title, prompt)
         self.placeholder = placeholder
         self.value = value
 
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            # Both may quote text from the database (a gate's id): shown literally.
-            yield Static(literal(self.title_text), id="comment-title")
-            yield Static(literal(self.prompt, newlines=True), id="comment-prompt")
-            yield Input(value=self.value, placeholder=self.placeholder, id="comment-input")
-            yield Static("[b]enter[/b] continue    [b]esc[/b] cancel", id="comment-keys")
-
-    def on_mount(self) -> None:
-        # Focused now, not by a callback that runs later: the keys typed right after the key
-        # that opened this prompt wait for its mount (keys.py), then land here.
-        for box in self.query(Input):
-            self.set_focus(box)
+    def answer_widgets(self) -> list[Widget]:
+        return [Input(value=self.value, placeholder=self.placeholder, id="comment-input")]
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         self.dismiss(event.value.strip())
-
-    def action_give_up(self) -> None:
-        self.dismiss(None)

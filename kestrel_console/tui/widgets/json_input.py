@@ -9,14 +9,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
+from textual.widget import Widget
 from textual.widgets import Input, Static
 
 from ...safe_text import literal
-from .prompt_box import prompt_box_css
+from .prompt_box import PromptModal, prompt_box_css
 
 
 @dataclass(frozen=True)
@@ -35,7 +32,7 @@ def parse_json(text: str) -> Any:
         raise ValueError(f"not JSON: {exc.msg} at column {exc.colno}") from None
 
 
-class JsonModal(ModalScreen["JsonAnswer | None"]):
+class JsonModal(PromptModal[JsonAnswer]):
     DEFAULT_CSS = (
         prompt_box_css("JsonModal", "json")
         + """
@@ -45,26 +42,16 @@ class JsonModal(ModalScreen["JsonAnswer | None"]):
     """
     )
 
-    BINDINGS = [Binding("escape", "give_up", "Cancel")]
+    PREFIX = "json"
 
     def __init__(self, title: str, prompt: str, *, value: str = "", empty_means: str | None = None) -> None:
-        super().__init__()
-        self.title_text = title
-        self.prompt = prompt if empty_means is None else f"{prompt}\nEmpty: {empty_means}."
+        super().__init__(title, prompt if empty_means is None else f"{prompt}\nEmpty: {empty_means}.")
         self.value = value
         self.empty_allowed = empty_means is not None
         self.error = ""  # what the last enter found wrong (tests read it)
 
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static(literal(self.title_text), id="json-title")
-            yield Static(literal(self.prompt, newlines=True), id="json-prompt")
-            yield Input(value=self.value, placeholder='{"key": "value"}', id="json-input")
-            yield Static("", id="json-error")
-            yield Static("[b]enter[/b] continue    [b]esc[/b] cancel", id="json-keys")
-
-    def on_mount(self) -> None:
-        self.set_focus(self.query_one(Input))  # now: the keys typed next land here (keys.py)
+    def answer_widgets(self) -> list[Widget]:
+        return [Input(value=self.value, placeholder='{"key": "value"}', id="json-input"), Static("", id="json-error")]
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -79,6 +66,3 @@ class JsonModal(ModalScreen["JsonAnswer | None"]):
             self.query_one("#json-error", Static).update(literal(self.error))
             return
         self.dismiss(JsonAnswer(True, value))
-
-    def action_give_up(self) -> None:
-        self.dismiss(None)

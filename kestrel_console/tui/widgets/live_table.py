@@ -24,17 +24,16 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, ColumnKey
 
 from ...safe_text import literal
+from .cut_table import MORE_COLUMNS, CutTable
 
 MARK = "●"
 MARK_COLUMN = "mark"
-MORE_COLUMNS = "→ more columns"  # the sign that columns are hidden to the right
-MORE_ROWS = "↓ more rows"  # the sign that rows are hidden below
 # A table narrower than this cuts its ``squeeze`` columns (80 columns: Approvals' waiting, since
 # and deadline stay in sight beside a long workflow name or gate id).
 SQUEEZE_BELOW = 120
 
 
-class LiveTable(DataTable):
+class LiveTable(CutTable):
     """Rows are ``(key, {column: cell})``; the first column shows the mark."""
 
     DEFAULT_CSS = """
@@ -106,26 +105,18 @@ class LiveTable(DataTable):
         appends to the summary line above a borderless table (and redraws on ``Clipped``)."""
         return f" · {MORE_COLUMNS}" if self.more_right() else ""
 
-    def _note_clipping(self) -> None:
+    def note_cut(self) -> None:
         # A bordered panel says it itself ("↓ more rows · → more columns"), as does a table of
         # class ``signs-cut`` (a bottom border while cut); a table without a border leaves the
         # columns to its screen's summary line.
-        sign = cut_sign(self)
-        if self.border_subtitle != sign:
-            self.border_subtitle = sign
-        self.set_class(bool(sign), "-cut")
+        super().note_cut()
         clipped = self.more_right()
         if clipped != self._clipped:
             self._clipped = clipped
             self.post_message(self.Clipped())
 
-    def watch_scroll_x(self, old_value: float, new_value: float) -> None:
-        super().watch_scroll_x(old_value, new_value)
-        self._note_clipping()
-
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
-        super().watch_scroll_y(old_value, new_value)
-        self._note_clipping()
+        super().watch_scroll_y(old_value, new_value)  # CutTable's: the sign first
         if (old_value > 0) != (new_value > 0):
             self.post_message(self.TopShown())
 
@@ -133,12 +124,8 @@ class LiveTable(DataTable):
         """The first rows are scrolled out of sight, above the table."""
         return self.scroll_y > 0
 
-    def watch_virtual_size(self) -> None:
-        self.call_after_refresh(self._note_clipping)
-
     def on_resize(self) -> None:
-        self.fit_columns()
-        self.call_after_refresh(self._note_clipping)
+        self.fit_columns()  # then CutTable's on_resize (Textual calls each class's handler)
 
     def fit_columns(self) -> None:
         """Each column exactly as wide as its widest cell or its label shows now: narrower
@@ -354,29 +341,8 @@ class LiveTable(DataTable):
         self.cursor_lost = None
         self.post_message(self.CursorMoved())
 
-    def action_cursor_up(self) -> None:
-        super().action_cursor_up()
-        self._moved()
-
-    def action_cursor_down(self) -> None:
-        super().action_cursor_down()
-        self._moved()
-
-    def action_page_up(self) -> None:
-        super().action_page_up()
-        self._moved()
-
-    def action_page_down(self) -> None:
-        super().action_page_down()
-        self._moved()
-
-    def action_scroll_top(self) -> None:
-        super().action_scroll_top()
-        self._moved()
-
-    def action_scroll_bottom(self) -> None:
-        super().action_scroll_bottom()
-        self._moved()
+    # The moves by key (up, down, page, top, bottom) are DataTable's, then ``_moved``: set
+    # below the class, from ``OPERATOR_MOVES``.
 
     async def _on_click(self, event: events.Click) -> None:
         # Textual calls DataTable's own _on_click too (a handler per class of the MRO): calling
@@ -438,16 +404,6 @@ class LiveTable(DataTable):
         return [row.key.value for row in self.ordered_rows if row.key.value is not None]
 
 
-def cut_sign(table: DataTable) -> str:
-    """ "↓ more rows · → more columns", or the part that holds, or "": what a cut table says."""
-    signs = []
-    if table.max_scroll_y > table.scroll_y:
-        signs.append(MORE_ROWS)
-    if table.max_scroll_x > table.scroll_x:
-        signs.append(MORE_COLUMNS)
-    return " · ".join(signs)
-
-
 def _safe(value: Any) -> Text:
     """A cell as it is shown: text from the database literally (``safe_text.literal``), on one
     line, ending in … where its column is narrower."""
@@ -473,9 +429,28 @@ def _style_changed(table: LiveTable, key: str, column: str, value: Any) -> bool:
     return not isinstance(old, Text) or old.style != value.style or old.spans != value.spans
 
 
-__all__ = ["MARK", "MORE_COLUMNS", "MORE_ROWS", "LiveTable", "cut_sign"]
+__all__ = ["MARK", "LiveTable"]
 
 
 def _arrow(descending: bool) -> str:
     """The mark of a sorted column, after its label and in the sort note."""
     return " ▼" if descending else " ▲"
+
+
+# What the operator moves the cursor with (DataTable's actions): LiveTable's own does
+# DataTable's, then notes that the operator moved it (``_moved``).
+OPERATOR_MOVES = ("cursor_up", "cursor_down", "page_up", "page_down", "scroll_top", "scroll_bottom")
+
+
+def _operator_move(action: str) -> Callable[[LiveTable], None]:
+    def move(table: LiveTable) -> None:
+        getattr(super(LiveTable, table), action)()
+        table._moved()
+
+    move.__name__ = action
+    move.__qualname__ = f"LiveTable.{action}"
+    return move
+
+
+for _move in OPERATOR_MOVES:
+    setattr(LiveTable, f"action_{_move}", _operator_move(f"action_{_move}"))

@@ -11,13 +11,13 @@ from textual.widgets import DataTable
 
 from ... import formatting as fmt
 from ...safe_text import literal
-from .live_table import cut_sign
+from .cut_table import CutTable
 
 # The columns that name an execution, in the order they are looked for.
 ID_COLUMNS = ("execution_id", "id")
 
 
-class ResultsTable(DataTable):
+class ResultsTable(CutTable):
     """While rows or columns are out of sight, a bottom border says so ("↓ more rows · → more
     columns"): at 80x24 a report's last columns were cut without a sign."""
 
@@ -29,26 +29,6 @@ class ResultsTable(DataTable):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(zebra_stripes=True, **kwargs)
         self.result: Any = None  # the QueryResult shown (exported as CSV)
-
-    def _note_cut(self) -> None:
-        sign = cut_sign(self)
-        if self.border_subtitle != sign:
-            self.border_subtitle = sign
-        self.set_class(bool(sign), "-cut")
-
-    def watch_scroll_x(self, old_value: float, new_value: float) -> None:
-        super().watch_scroll_x(old_value, new_value)
-        self._note_cut()
-
-    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
-        super().watch_scroll_y(old_value, new_value)
-        self._note_cut()
-
-    def watch_virtual_size(self) -> None:
-        self.call_after_refresh(self._note_cut)
-
-    def on_resize(self) -> None:
-        self.call_after_refresh(self._note_cut)
 
     class OpenExecution(Message):
         """``enter`` on a row that names an execution."""

@@ -14,7 +14,7 @@ from kestrel_console.read import Reader
 from kestrel_console.tui.screens.dashboard import DashboardScreen
 from kestrel_console.tui.screens.detail import DetailScreen
 from kestrel_console.tui.screens.reports import ReportsScreen
-from kestrel_console.tui.widgets.live_table import MORE_COLUMNS, MORE_ROWS
+from kestrel_console.tui.widgets.cut_table import MORE_COLUMNS, MORE_ROWS
 from kestrel_core import Kestrel
 from kestrel_core.dispatch.queues import declare
 from tests.seed import seed_bulk_finished, seed_history
