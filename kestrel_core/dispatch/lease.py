@@ -36,13 +36,16 @@ def heartbeat(
     lease: timedelta,
     execution_ids: Sequence[int],
     *,
+    free_slots: int | None = None,
     lock_timeout_ms: int | None = None,
 ) -> Beat:
     """Renew the leases ``worker_id`` holds on ``execution_ids`` that no other session has
     locked; says which (execution_id, claim_epoch) it renewed and which it still holds but
     could not lock. ``lock_timeout_ms``: set the lock bound in the beat's own transaction (the
-    session has none: through PgBouncer); None, one statement (the session's bound holds)."""
-    params = {"worker_id": worker_id, "lease": lease, "ids": list(execution_ids)}
+    session has none: through PgBouncer); None, one statement (the session's bound holds).
+    ``free_slots``: how many more executions the worker could run now (its row says so to the
+    fleet: engine/fleet.py)."""
+    params = {"worker_id": worker_id, "lease": lease, "ids": list(execution_ids), "free_slots": free_slots}
     rows = _bounded(conn, render(SQL.heartbeat, schema), params, lock_timeout_ms)
     return Beat(
         renewed={(row[0], row[1]) for row in rows if row[2]},

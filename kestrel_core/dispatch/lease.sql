@@ -35,7 +35,7 @@ WITH mine AS (
      WHERE NOT EXISTS (SELECT 1 FROM renewed r WHERE r.id = h.id AND r.status = 'running')
 ), beat AS (
     UPDATE {schema}.workers SET last_heartbeat = now(), stopped_at = NULL, lease = %(lease)s,
-           busy = ARRAY(SELECT id FROM busy ORDER BY id)
+           busy = ARRAY(SELECT id FROM busy ORDER BY id), free_slots = %(free_slots)s
      WHERE ctid = ANY(ARRAY(SELECT ctid FROM {schema}.workers
                              WHERE worker_id = %(worker_id)s FOR NO KEY UPDATE SKIP LOCKED))
 )

@@ -1,7 +1,8 @@
 """Fleet-wide duties shared out among the live workers, without a leader.
 
-Every worker sweeps lapsed leases, wakes due waits, ends executions past their deadline and
-ticks the schedules: duties whose work is the whole schema's, not the worker's. Each worker
+Every worker sweeps lapsed leases, wakes due waits, ends executions past their deadline, ticks
+the schedules and does the minute's upkeep (partitions ahead, counters folded): duties whose
+work is the whole schema's, not the worker's. Each worker
 doing each of them on its own timer made their cost grow with the fleet: 500 idle workers
 through PgBouncer ran ~1,800 such statements a second for work a handful of them could do
 (bench/fleet.py, docs/scale.md). So a worker of a fleet of N takes its turn at a fleet-wide
@@ -11,9 +12,12 @@ elect, none to lose). Nobody takes a turn in an interval with probability about 
 (3 in 10,000); the next interval comes again. A draining worker still counts, and still takes
 its turns (maintenance.py).
 
-The poll for work is not shared so: a worker whose slots are all taken does not poll, so the
-workers that do would be fewer than the fleet says, and work that becomes due with no NOTIFY
-(a delay; every enqueue through PgBouncer) would wait for polls N/SHARE times too rare.
+The poll for work (a claim when nothing woke the worker and its last claim found nothing) is
+shared the same way, among the workers that poll for the same work: those claiming the same
+workflows, versions and queues that had a free slot at their last beat (a worker whose slots
+are all taken does not poll: counted, it would make the others poll too rarely, and work due
+without a NOTIFY, a delay or any enqueue through PgBouncer, wait). A claim woken by a NOTIFY,
+a finished execution or a backlog is never skipped.
 
 The size is read at every heartbeat (a third of the lease): a worker that dies stops counting
 after half a lease; until then the survivors take their turns a little less often than they
@@ -30,6 +34,7 @@ import psycopg
 
 from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import render
+from kestrel_core.dispatch.buckets import Claims
 
 SQL = statements_beside(__file__)
 
@@ -39,18 +44,21 @@ SHARE = 8
 
 @dataclass
 class Fleet:
-    """The fleet as this worker last read it: ``size`` live workers of the schema, itself
-    counted."""
+    """The fleet as this worker last read it: ``size`` live workers of the schema, ``pollers``
+    of them polling for what it claims (itself counted in both)."""
 
     size: int = 1
+    pollers: int = 1
 
-    def read(self, conn: psycopg.Connection, schema: str, *, worker_id: str, lease: timedelta) -> None:
+    def read(self, conn: psycopg.Connection, schema: str, *, worker_id: str, lease: timedelta, claims: Claims) -> None:
         """Count the live workers now."""
-        row = conn.execute(render(SQL.fleet_size, schema), {"worker_id": worker_id, "lease": lease}).fetchone()
+        params = {"worker_id": worker_id, "lease": lease, **claims.params()}
+        row = conn.execute(render(SQL.fleet_size, schema), params).fetchone()
         if row is not None:
-            self.size = int(row[0])
+            self.size, self.pollers = int(row[0]), int(row[1])
 
-    def turn(self) -> bool:
-        """Whether this worker takes this turn at a fleet-wide duty: always in a fleet of SHARE
-        or fewer."""
-        return self.size <= SHARE or random.random() < SHARE / self.size
+    def turn(self, *, poll: bool = False) -> bool:
+        """Whether this worker takes this turn at a fleet-wide duty (``poll``: at the poll for
+        work, shared among the pollers): always among SHARE or fewer."""
+        n = self.pollers if poll else self.size
+        return n <= SHARE or random.random() < SHARE / n

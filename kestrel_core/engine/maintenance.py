@@ -24,6 +24,7 @@ from kestrel_core.db.connection import OwnSession
 from kestrel_core.dispatch import claim as claim_mod
 from kestrel_core.dispatch import deadlines, sweeper
 from kestrel_core.dispatch import lease as lease_mod
+from kestrel_core.dispatch.buckets import Claims
 from kestrel_core.engine import scheduler
 from kestrel_core.engine.fleet import Fleet
 from kestrel_core.engine.worker_state import Lifecycle, WorkerState
@@ -42,6 +43,8 @@ class Maintained(Protocol):
     settings: EngineSettings
     log: Logger
     lifecycle: Lifecycle
+    concurrency: int
+    claims: Claims
     fleet: Fleet
     _wake: threading.Event
     _lock: threading.Lock
@@ -134,6 +137,7 @@ class Maintenance:
                     self.w.worker_id,
                     self.w.lease,
                     sorted({eid for eid, _ in before}),
+                    free_slots=max(0, self.w.concurrency - len(before)),
                     lock_timeout_ms=self._beat_lock_ms,
                 )
             )
@@ -175,7 +179,9 @@ class Maintenance:
         stands, until the next beat."""
         w = self.w
         try:
-            self._session.run(lambda c: w.fleet.read(c, w.schema, worker_id=w.worker_id, lease=w.lease))
+            self._session.run(
+                lambda c: w.fleet.read(c, w.schema, worker_id=w.worker_id, lease=w.lease, claims=w.claims)
+            )
         except psycopg.Error as exc:
             w.log.warning("event=fleet_read_failed worker=%s error=%r", w.worker_id, first_line(exc, w.settings.dsn))
 
@@ -233,7 +239,9 @@ class Maintenance:
     def minute_upkeep(self) -> float:
         """About once a minute: fold the counters of old id blocks, record the
         dashboard's closed activity minutes, drop ready rows gone stale, create the history's
-        id ranges ahead."""
+        id ranges ahead. A fleet-wide duty (fleet.py)."""
+        if self._passes_turn():
+            return sweeper.FOLD_EVERY_S * random.uniform(0.8, 1.2)
         jobs: tuple[tuple[str, Callable[[psycopg.Connection, str], int]], ...] = (
             ("ensure_partitions", sweeper.ensure_partitions),
             ("fold_counts", sweeper.fold_counts),

@@ -442,13 +442,18 @@ class Worker(RunnerThreads):
         batch_floor = max(1, self.concurrency // 4)
         backlog = False
         timed_out = True
+        found_none = False
         errors = 0
         while not self.draining.is_set():
             self._wake.clear()
             self._supervise_runners()
             with self._lock:
                 free = self.concurrency - len(self._inflight)
-            if free > 0 and (timed_out or not backlog or free >= batch_floor):
+            # A poll (nothing woke it, and its last claim found nothing) is shared among the
+            # workers polling for the same work (fleet.py).
+            if free > 0 and timed_out and found_none and not self.fleet.turn(poll=True):
+                self.count("turns_passed")
+            elif free > 0 and (timed_out or not backlog or free >= batch_floor):
                 now = time.monotonic()
                 check = self._limited_declared or self._limited_seen or now >= self._next_limited_check
                 claimed = self._claim_and_dispatch(free, check)
@@ -460,6 +465,7 @@ class Worker(RunnerThreads):
                 if check:
                     self._next_limited_check = now + self.poll_interval
                 backlog = len(claimed) == free
+                found_none = not claimed
             timed_out = not self._wake.wait(self.poll_interval * random.uniform(0.8, 1.2))
 
     def _claim_and_dispatch(self, free: int, check: bool) -> list[claim_mod.Claim] | None:

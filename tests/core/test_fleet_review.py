@@ -81,10 +81,11 @@ def test_due_work_is_claimed_within_a_poll_interval_among_busy_peers(
     def w(ctx, _input):
         return 1
 
-    add_workers(db, 80, prefix="busy", claims=Claims(["w"], [app.workflows["w"].version], None))
+    # every slot taken at their last beat: they do not poll
+    add_workers(db, 80, prefix="busy", claims=Claims(["w"], [app.workflows["w"].version], None), free=0)
     listen = how == "delayed_with_listen"
     worker = start_worker(app, worker_id="idle", listen=listen, poll_interval=0.1)
-    wait_for(lambda: worker.fleet.size == 81, what="the fleet read at a heartbeat")
+    wait_for(lambda: (worker.fleet.size, worker.fleet.pollers) == (81, 1), what="the fleet read at a heartbeat")
     late = []
     for _ in range(8):
         # idle, in a fleet that shares its sweeps (a turn passed)
