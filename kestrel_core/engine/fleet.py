@@ -2,8 +2,8 @@
 
 Every worker sweeps lapsed leases, wakes due waits, ends executions past their deadline, ticks
 the schedules and does the minute's upkeep (partitions ahead, counters folded): duties whose
-work is the whole schema's, not the worker's. Each worker
-doing each of them on its own timer made their cost grow with the fleet: 500 idle workers
+work is the whole schema's, not the worker's. Each worker doing each of them on its own timer
+made their cost grow with the fleet: 500 idle workers
 through PgBouncer ran ~1,800 such statements a second for work a handful of them could do
 (bench/fleet.py, docs/scale.md). So a worker of a fleet of N takes its turn at a fleet-wide
 duty with probability SHARE / N (always, in a fleet of SHARE or fewer): the fleet as a whole
@@ -17,7 +17,10 @@ shared the same way, among the workers that poll for the same work: those claimi
 workflows, versions and queues that had a free slot at their last beat (a worker whose slots
 are all taken does not poll: counted, it would make the others poll too rarely, and work due
 without a NOTIFY, a delay or any enqueue through PgBouncer, wait). A claim woken by a NOTIFY,
-a finished execution or a backlog is never skipped.
+a finished execution or a backlog is never skipped. A worker writes its free slots at each
+heartbeat (none while it drains: it no longer polls) and, in a fleet whose polls are shared,
+at once when a claim takes its last one (else, busy, it would count as a poller for up to a
+third of the lease).
 
 The size is read at every heartbeat (a third of the lease): a worker that dies stops counting
 after half a lease; until then the survivors take their turns a little less often than they
@@ -62,3 +65,9 @@ class Fleet:
         work, shared among the pollers): always among SHARE or fewer."""
         n = self.pollers if poll else self.size
         return n <= SHARE or random.random() < SHARE / n
+
+    def say_full(self, conn: psycopg.Connection, schema: str, *, worker_id: str) -> None:
+        """Record that this worker has no free slot now (say_full in fleet.sql), where it
+        matters: in a fleet whose polls are shared (more than SHARE pollers)."""
+        if self.pollers > SHARE:
+            conn.execute(render(SQL.say_full, schema), {"worker_id": worker_id})

@@ -14,3 +14,9 @@ SELECT count(*) + 1, count(*) FILTER (
   FROM {schema}.workers w
  WHERE w.worker_id <> %(worker_id)s AND w.stopped_at IS NULL
    AND w.last_heartbeat > now() - coalesce(w.lease, %(lease)s) / 2;
+
+-- name: say_full
+-- A worker of a large fleet whose claim took its last free slot says so at once (its poll is
+-- shared among the pollers: counted as one until its next beat, it would make the idle ones
+-- poll too rarely); a no-op once said.
+UPDATE {schema}.workers SET free_slots = 0 WHERE worker_id = %(worker_id)s AND free_slots > 0;

@@ -137,7 +137,10 @@ class Maintenance:
                     self.w.worker_id,
                     self.w.lease,
                     sorted({eid for eid, _ in before}),
-                    free_slots=max(0, self.w.concurrency - len(before)),
+                    # none while draining: it polls no more (fleet.py)
+                    free_slots=0
+                    if self.w.lifecycle.reached(WorkerState.DRAINING)
+                    else max(0, self.w.concurrency - len(before)),
                     lock_timeout_ms=self._beat_lock_ms,
                 )
             )
