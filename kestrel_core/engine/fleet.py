@@ -52,6 +52,7 @@ class Fleet:
 
     size: int = 1
     pollers: int = 1
+    full_said: bool = False  # this worker's row says it has no free slot (its last write)
 
     def read(self, conn: psycopg.Connection, schema: str, *, worker_id: str, lease: timedelta, claims: Claims) -> None:
         """Count the live workers now."""
@@ -69,5 +70,6 @@ class Fleet:
     def say_full(self, conn: psycopg.Connection, schema: str, *, worker_id: str) -> None:
         """Record that this worker has no free slot now (say_full in fleet.sql), where it
         matters: in a fleet whose polls are shared (more than SHARE pollers)."""
-        if self.pollers > SHARE:
+        if self.pollers > SHARE and not self.full_said:
             conn.execute(render(SQL.say_full, schema), {"worker_id": worker_id})
+            self.full_said = True

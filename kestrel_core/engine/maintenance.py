@@ -129,6 +129,8 @@ class Maintenance:
         beat_every = self.w.lease.total_seconds() / 3
         with self.w._lock:
             before = dict(self.w._inflight)
+        # none while draining: it polls no more (fleet.py)
+        free = 0 if self.w.lifecycle.reached(WorkerState.DRAINING) else max(0, self.w.concurrency - len(before))
         try:
             beat = self._session.run(
                 lambda c: lease_mod.heartbeat(
@@ -137,10 +139,7 @@ class Maintenance:
                     self.w.worker_id,
                     self.w.lease,
                     sorted({eid for eid, _ in before}),
-                    # none while draining: it polls no more (fleet.py)
-                    free_slots=0
-                    if self.w.lifecycle.reached(WorkerState.DRAINING)
-                    else max(0, self.w.concurrency - len(before)),
+                    free_slots=free,
                     lock_timeout_ms=self._beat_lock_ms,
                 )
             )
@@ -149,6 +148,7 @@ class Maintenance:
                 "event=heartbeat_failed worker=%s error=%r", self.w.worker_id, first_line(exc, self.w.settings.dsn)
             )
             return min(beat_every, HEARTBEAT_BUSY_RETRY_S)
+        self.w.fleet.full_said = free == 0
         self._read_fleet()
         held = beat.held
         # A row mid-boundary (this worker's own group commit) is locked for milliseconds: busy
