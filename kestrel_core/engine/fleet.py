@@ -4,12 +4,12 @@ Every worker sweeps lapsed leases, wakes due waits, ends executions past their d
 the schedules and does the minute's upkeep (partitions ahead, counters folded): duties whose
 work is the whole schema's, not the worker's. Each worker doing each of them on its own timer
 made their cost grow with the fleet: 500 idle workers through PgBouncer ran ~1,800 such
-statements a second for work a handful of them could do (bench/fleet.py, docs/scale.md). So a worker of a fleet of N takes its turn at a fleet-wide
-duty with probability SHARE / N (always, in a fleet of SHARE or fewer): the fleet as a whole
-runs each about SHARE times per interval, whatever N, and no worker is special (none to
-elect, none to lose). Nobody takes a turn in an interval with probability about e**-SHARE
-(3 in 10,000); the next interval comes again. A draining worker still counts, and still takes
-its turns (maintenance.py).
+statements a second for work a handful of them could do (bench/fleet.py, docs/scale.md). So a
+worker of a fleet of N takes its turn at a fleet-wide duty with probability SHARE / N (always,
+in a fleet of SHARE or fewer): the fleet as a whole runs each about SHARE times per interval,
+whatever N, and no worker is special (none to elect, none to lose). Nobody takes a turn in an
+interval with probability about e**-SHARE (3 in 10,000); the next interval comes again. A
+draining worker still counts, and still takes its turns (maintenance.py).
 
 The poll for work (a claim when nothing woke the worker and its last claim found nothing) is
 shared the same way, among the workers that poll for the same work: those claiming the same
