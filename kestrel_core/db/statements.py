@@ -75,6 +75,7 @@ def fragments(schema: str) -> dict[str, sql.Composable]:
         "abandon_and_wake": sql.SQL(SQL.abandon_and_wake).format(schema=ident),
         "take_claim": sql.SQL(SQL.take_claim),
         "ready_row_is_current": sql.SQL(SQL.ready_row_is_current),
+        "lock_ready_and_execution": sql.SQL(SQL.lock_ready_and_execution),
         "claimed_input": sql.SQL(SQL.claimed_input).format(claim_input_max_bytes=max_bytes),
         "claim_input_max_bytes": max_bytes,
         "queue_is_limited": sql.SQL(SQL.queue_is_limited),

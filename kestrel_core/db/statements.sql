@@ -22,6 +22,20 @@ closed AS (
 )
 SELECT id FROM handed_back, (SELECT count(*) FROM woke) w
 
+-- name: lock_ready_and_execution
+-- Pasted as {lock_ready_and_execution}: how a claim locks what it picked (executions_ready
+-- ``r`` joined to its execution ``e``; the fast path's three walks in claim.sql, the limited
+-- claim in limited_claim.sql): both rows, skipping either when another session holds it. The
+-- execution's row too: the claim's UPDATE of it would otherwise wait for a lock another session
+-- holds on it (an operator's SELECT ... FOR UPDATE, a cancel under way), and every other row of
+-- the claim, the claiming thread and the worker's stop with it. A row skipped so is found again
+-- by the look behind the mark (or the next limited claim). (NO KEY: a foreign key's check on the
+-- execution, KEY SHARE, blocks nothing.) The statement's own update counts as a lock too: a
+-- second, stale ready row of an execution it already took stays, for the next claim to delete
+-- (taking nothing: ready_row_is_current).
+     FOR UPDATE OF r SKIP LOCKED
+     FOR NO KEY UPDATE OF e SKIP LOCKED
+
 -- name: claim_is_current
 -- The fence, pasted as {claim_is_current}. A write made under a claim (owner_id, claim_epoch)
 -- succeeds only while that claim is still the row's current one, the row is running and its

@@ -39,7 +39,7 @@ SQL = statements_beside(__file__)
 
 log = logging.getLogger("kestrel.claim")
 
-_PICKED = {"claimable": SQL.claimable, "lock_picked": SQL.lock_picked, "take_picked": SQL.take_picked}
+_PICKED = {"claimable": SQL.claimable, "take_picked": SQL.take_picked}
 CLAIM = paste(SQL.claim, **_PICKED)
 CLAIM_BEHIND = paste(SQL.claim_behind, **_PICKED)
 CLAIM_BEHIND_SLICE = paste(SQL.claim_behind_slice, **_PICKED)

@@ -14,8 +14,8 @@
 -- a ready row can outlive its execution's enqueued state (a claim that had it locked rolled
 -- back while a cancel went on: the trigger skips locked rows), and after a requeue or a sweep it
 -- would name an old version, queue or run_at. Such a row is deleted and claims nothing.
--- ({claimable}, {lock_picked} and {take_picked}: the blocks of those names below, pasted in by
--- claim.py.)
+-- ({claimable} and {take_picked}: the blocks of those names below, pasted in by claim.py;
+-- {lock_ready_and_execution}: db/statements.sql, shared with the limited claim.)
 WITH picked AS (
     SELECT r.ctid AS tid FROM {schema}.executions_ready r
       JOIN {schema}.workflow_executions e ON e.id = r.id
@@ -23,7 +23,7 @@ WITH picked AS (
        AND {claimable}
      ORDER BY r.neg_priority, r.run_at, r.id
      LIMIT %(n)s
-{lock_picked}
+{lock_ready_and_execution}
 {take_picked};
 
 -- name: claim_behind
@@ -37,7 +37,7 @@ WITH picked AS (
        AND {claimable}
      ORDER BY r.neg_priority, r.run_at, r.id
      LIMIT %(n)s
-{lock_picked}
+{lock_ready_and_execution}
 {take_picked};
 
 -- name: claim_behind_slice
@@ -57,7 +57,7 @@ WITH slice AS MATERIALIZED (
      -- would price out (and a plan priced that high is JIT-compiled: seconds).
      WHERE r.ctid = ANY(((SELECT (array_agg(s.tid ORDER BY s.neg_priority, s.run_at, s.id))[1:%(n)s]
                             FROM slice s))::tid[])
-{lock_picked}
+{lock_ready_and_execution}
 {take_picked};
 
 -- name: claimable
@@ -69,18 +69,6 @@ WITH slice AS MATERIALIZED (
        AND (%(buckets)s::smallint[] IS NULL OR r.bucket = ANY(%(buckets)s::smallint[]))
        AND r.queue <> ALL (ARRAY(
              SELECT q.name FROM {schema}.queues q WHERE q.paused OR {queue_is_limited}))
-
--- name: lock_picked
--- How a claim locks what it picked (executions_ready ``r`` joined to its execution ``e``): both
--- rows, skipping either when another session holds it. The execution's row too: the claim's
--- UPDATE of it would otherwise wait for a lock another session holds on it (an operator's
--- SELECT ... FOR UPDATE, a cancel under way), and every other row of the claim, the claiming
--- thread and the worker's stop with it. A row skipped so is found again by the look behind
--- the mark. (NO KEY: a foreign key's check on the execution, KEY SHARE, blocks nothing.) The
--- statement's own update counts as a lock too: a second, stale ready row of an execution it
--- already took stays, for the next claim to delete (taking nothing: ready_row_is_current).
-     FOR UPDATE OF r SKIP LOCKED
-     FOR NO KEY UPDATE OF e SKIP LOCKED
 
 -- name: take_picked
 -- How a claim takes what it picked (a CTE ``picked(tid)``): the rest of its statement.

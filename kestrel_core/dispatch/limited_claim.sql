@@ -92,16 +92,15 @@ WITH room AS MATERIALIZED (
      LIMIT %(n)s * 2 + 8
 ), locked AS (
     -- The first n of those whose ready row and execution no other session holds, both locked
-    -- (skipped when held, as the fast path skips them: lock_picked, claim.sql): the DELETE and
-    -- the UPDATE below would wait for them, holding the queue locks. The limit counts only the
-    -- rows locked, and only the chosen rows are probed.
+    -- as every claim locks them (lock_ready_and_execution, db/statements.sql): the DELETE
+    -- and the UPDATE below would wait for them, holding the queue locks. The limit counts only
+    -- the rows locked, and only the chosen rows are probed.
     SELECT r.ctid AS tid FROM chosen c
       JOIN {schema}.executions_ready r ON r.ctid = c.tid
       JOIN {schema}.workflow_executions e ON e.id = c.id
      ORDER BY c.neg_priority, c.run_at, c.id
      LIMIT %(n)s
-       FOR UPDATE OF r SKIP LOCKED
-       FOR NO KEY UPDATE OF e SKIP LOCKED
+{lock_ready_and_execution}
 ), taken AS (
     -- Out of the ready table (a row a cancel deleted meanwhile is not taken), then to running.
     -- What is claimed is checked against the execution itself (see claim.py).

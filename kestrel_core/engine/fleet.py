@@ -66,9 +66,13 @@ class Fleet:
         n = self.pollers if poll else self.size
         return n <= SHARE or random.random() < SHARE / n
 
+    @property
+    def must_say_full(self) -> bool:
+        """Whether a claim that took this worker's last slot must say so: where it matters (a
+        fleet whose polls are shared, more than SHARE pollers) and its row does not yet."""
+        return self.pollers > SHARE and not self.full_said
+
     def say_full(self, conn: psycopg.Connection, schema: str, *, worker_id: str) -> None:
-        """Record that this worker has no free slot now (say_full in fleet.sql), where it
-        matters: in a fleet whose polls are shared (more than SHARE pollers)."""
-        if self.pollers > SHARE and not self.full_said:
-            conn.execute(render(SQL.say_full, schema), {"worker_id": worker_id})
-            self.full_said = True
+        """Record that this worker has no free slot now (say_full in fleet.sql)."""
+        conn.execute(render(SQL.say_full, schema), {"worker_id": worker_id})
+        self.full_said = True

@@ -466,7 +466,7 @@ class Worker(RunnerThreads):
                     self._next_limited_check = now + self.poll_interval
                 backlog = len(claimed) == free
                 found_none = not claimed
-                if backlog:
+                if backlog and self.fleet.must_say_full:
                     self._say_full()
             timed_out = not self._wake.wait(self.poll_interval * random.uniform(0.8, 1.2))
 
