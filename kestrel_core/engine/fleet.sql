@@ -18,5 +18,8 @@ SELECT count(*) + 1, count(*) FILTER (
 -- name: say_full
 -- A worker of a large fleet whose claim took its last free slot says so at once (its poll is
 -- shared among the pollers: counted as one until its next beat, it would make the idle ones
--- poll too rarely); a no-op once said.
-UPDATE {schema}.workers SET free_slots = 0 WHERE worker_id = %(worker_id)s AND free_slots > 0;
+-- poll too rarely); a no-op once said. Its row locked by another session is skipped, as the
+-- heartbeat skips it (lease.sql): the claim thread never waits for it (the next beat says it).
+UPDATE {schema}.workers SET free_slots = 0
+ WHERE ctid = ANY(ARRAY(SELECT ctid FROM {schema}.workers
+                         WHERE worker_id = %(worker_id)s AND free_slots > 0 FOR NO KEY UPDATE SKIP LOCKED));

@@ -6,7 +6,8 @@ Real PostgreSQL and real workers. Rows of ``workers`` written by the test (``add
 stand for peers that count among the pollers but do not poll now: a peer that beat with a free
 slot and has been busy since (until its next beat, a third of the lease), or a draining one.
 Each break the review found (a draining worker counted as a poller; a peer busy since its
-last beat counted as one until its next) failed here before its fix."""
+last beat counted as one until its next; a claim saying its worker is full waiting on the
+worker's row locked by another session) failed here before its fix."""
 
 from __future__ import annotations
 
@@ -198,3 +199,33 @@ def test_a_partly_busy_worker_polls_for_due_work(app: Kestrel, db: psycopg.Conne
         assert max(late) < 1.0, late
     finally:
         release.set()
+
+
+# -- 6. A worker's row locked by another session ---------------------------------------------
+
+
+def test_a_locked_worker_row_never_stalls_the_claim_that_says_full(
+    app: Kestrel, db: psycopg.Connection, dsn: str, start_worker
+) -> None:
+    """A claim that takes a worker's last slot in a fleet whose polls are shared says so in the
+    worker's row; another session holding that row locked (an operator's FOR UPDATE) made that
+    UPDATE, and with it the claim thread, wait for as long as the lock was held."""
+
+    @app.workflow("w")
+    def w(ctx, _input):
+        return 1
+
+    add_workers(db, SHARE + 2, prefix="idle", claims=Claims(["w"], [app.workflows["w"].version], None), free=1)
+    worker = start_worker(app, worker_id="one", concurrency=1, listen=False, poll_interval=0.1)
+    wait_for(lambda: worker.fleet.pollers > SHARE, what="a fleet whose polls are shared")
+    with psycopg.connect(dsn) as blocker:
+        blocker.execute("SELECT 1 FROM kestrel.workers WHERE worker_id = 'one' FOR UPDATE")
+        try:
+            ids = [app.enqueue("w") for _ in range(3)]  # each claim of one fills the worker
+            wait_for(
+                lambda: all(app.get(i).status == "success" for i in ids),
+                timeout=15,
+                what="every execution run while the worker's row is locked",
+            )
+        finally:
+            blocker.rollback()
