@@ -46,7 +46,7 @@ def heartbeat(
     ``free_slots``: how many more executions the worker could run now (its row says so to the
     fleet: engine/fleet.py)."""
     params = {"worker_id": worker_id, "lease": lease, "ids": list(execution_ids), "free_slots": free_slots}
-    rows = _bounded(conn, render(SQL.heartbeat, schema), params, lock_timeout_ms)
+    rows = run_bounded(conn, render(SQL.heartbeat, schema), params, lock_timeout_ms)
     return Beat(
         renewed={(row[0], row[1]) for row in rows if row[2]},
         busy={(row[0], row[1]) for row in rows if not row[2]},
@@ -59,19 +59,21 @@ def release_all(
     """Re-enqueue every execution ``worker_id`` still runs; returns their ids. ``lock_timeout_ms``:
     give up (psycopg.errors.LockNotAvailable) on a lock held that long."""
     params = {"worker_id": worker_id, "channel": notify_channel(schema)}
-    return [row[0] for row in _bounded(conn, render(SQL.release, schema), params, lock_timeout_ms)]
+    return [row[0] for row in run_bounded(conn, render(SQL.release, schema), params, lock_timeout_ms)]
 
 
-def _bounded(
+def run_bounded(
     conn: psycopg.Connection, statement: Any, params: dict[str, Any], lock_timeout_ms: int | None
 ) -> list[tuple[Any, ...]]:
-    """``statement``'s rows: alone (the session's bounds hold), or in a transaction that sets
-    ``lock_timeout_ms`` for itself."""
+    """``statement``'s rows (none for one that returns none): alone (the session's bounds
+    hold), or in a transaction that sets ``lock_timeout_ms`` for itself."""
     if lock_timeout_ms is None:
-        return conn.execute(statement, params).fetchall()
-    with conn.transaction():
-        conn.execute(SQL.in_bounded_transaction, {"ms": str(lock_timeout_ms)})
-        return conn.execute(statement, params).fetchall()
+        cur = conn.execute(statement, params)
+    else:
+        with conn.transaction():
+            conn.execute(SQL.in_bounded_transaction, {"ms": str(lock_timeout_ms)})
+            cur = conn.execute(statement, params)
+    return cur.fetchall() if cur.description is not None else []
 
 
 def let_go(conn: psycopg.Connection, schema: str, worker_id: str, execution_id: int, claim_epoch: int) -> None:

@@ -24,6 +24,7 @@ from kestrel_core.db.outage import is_outage
 from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import render
 from kestrel_core.dispatch import queues as queues_mod
+from kestrel_core.dispatch.lease import run_bounded
 from kestrel_core.workflow.contracts import EngineSettings, Flag, Registry
 
 SQL = statements_beside(__file__)
@@ -130,6 +131,7 @@ def upsert_worker(
     )
 
 
-def retire(conn: psycopg.Connection, schema: str, worker_id: str) -> None:
-    """Mark this worker stopped."""
-    conn.execute(render(SQL.retire, schema), {"worker_id": worker_id})
+def retire(conn: psycopg.Connection, schema: str, worker_id: str, *, lock_timeout_ms: int | None = None) -> None:
+    """Mark this worker stopped. ``lock_timeout_ms``: give up (psycopg.errors.LockNotAvailable)
+    on a lock held that long (its row locked by another session)."""
+    run_bounded(conn, render(SQL.retire, schema), {"worker_id": worker_id}, lock_timeout_ms)

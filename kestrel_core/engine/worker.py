@@ -62,8 +62,9 @@ log = logging.getLogger("kestrel.worker")
 _CLAIM_RETRY = Backoff(0.2, cap=5.0)
 # How long a stop lets a claim under way finish before it cancels it (one claim: milliseconds).
 CLAIM_STOP_WAIT_S = 0.5
-# How long a stop's release of its leases waits for a lock it cannot skip (a LOCK TABLE, a
-# partition being dropped) before it leaves them to lapse and be swept.
+# How long a stop's release of its leases, and its retirement, wait for a lock they cannot skip
+# (a LOCK TABLE, a partition being dropped, its own row locked by another session) before they
+# leave the leases to lapse and be swept, and the row to stop counting once its beats lapse.
 RELEASE_LOCK_MS = 2000
 
 
@@ -306,7 +307,11 @@ class Worker(RunnerThreads):
                 first_line(exc, self.settings.dsn),
             )
         try:
-            self.db(lambda c: registration.retire(c, self.schema, self.worker_id), window=5.0, interruptible=False)
+            self.db(
+                lambda c: registration.retire(c, self.schema, self.worker_id, lock_timeout_ms=RELEASE_LOCK_MS),
+                window=5.0,
+                interruptible=False,
+            )
         except psycopg.OperationalError as exc:
             self.log.warning(
                 "event=retire_failed worker=%s error=%r (its row stops counting as live once its beats lapse)",
@@ -531,7 +536,22 @@ class Worker(RunnerThreads):
                 functools.partial(call, n=own, mark=self._claim_mark, buckets=served.buckets)
             )
         if len(claimed) < free and self._fallback.due(now):
-            more, more_limited = self._claim(functools.partial(call, n=free - len(claimed), mark=self._fallback_mark))
+            try:
+                more, more_limited = self._claim(
+                    functools.partial(call, n=free - len(claimed), mark=self._fallback_mark)
+                )
+            except psycopg.Error as exc:
+                # What the worker's own buckets took is committed (running, leased to it): it is
+                # run all the same, as claim_batch runs what its earlier statements took.
+                if not claimed:
+                    raise
+                self.log.warning(
+                    "event=claim_partly_failed worker=%s taken=%s error=%r (running what was taken)",
+                    self.worker_id,
+                    len(claimed),
+                    first_line(exc, self.settings.dsn),
+                )
+                return claimed, limited
             self._fallback.ran(now, found=bool(more))
             claimed, limited = claimed + more, limited or more_limited
         return claimed, limited
