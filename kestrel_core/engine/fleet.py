@@ -28,17 +28,21 @@ could.
 
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import dataclass
 from datetime import timedelta
 
 import psycopg
 
+from kestrel_core.db.connection import ConnectionRunner
 from kestrel_core.db.sql_files import statements_beside
 from kestrel_core.db.statements import render
 from kestrel_core.dispatch.buckets import Claims
 
 SQL = statements_beside(__file__)
+
+log = logging.getLogger("kestrel.fleet")
 
 # How many workers of a fleet, on average, take each turn at a fleet-wide duty.
 SHARE = 8
@@ -72,7 +76,14 @@ class Fleet:
         fleet whose polls are shared, more than SHARE pollers) and its row does not yet."""
         return self.pollers > SHARE and not self.full_said
 
-    def say_full(self, conn: psycopg.Connection, schema: str, *, worker_id: str) -> None:
-        """Record that this worker has no free slot now (say_full in fleet.sql)."""
-        conn.execute(render(SQL.say_full, schema), {"worker_id": worker_id})
+    def say_full(self, run: ConnectionRunner, schema: str, *, worker_id: str) -> None:
+        """Record that this worker has no free slot now (say_full in fleet.sql), on the session
+        ``run`` gives; a failure is left to the next heartbeat, which says it anyway."""
+        try:
+            run(lambda conn: conn.execute(render(SQL.say_full, schema), {"worker_id": worker_id}))
+        except psycopg.Error as exc:
+            log.debug(
+                "event=say_full_failed worker=%s error=%s sqlstate=%s", worker_id, type(exc).__name__, exc.sqlstate
+            )
+            return
         self.full_said = True

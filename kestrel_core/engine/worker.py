@@ -472,17 +472,8 @@ class Worker(RunnerThreads):
                 backlog = len(claimed) == free
                 found_none = not claimed
                 if backlog and self.fleet.must_say_full:
-                    self._say_full()
+                    self.fleet.say_full(self._claim_session.run, self.schema, worker_id=self.worker_id)
             timed_out = not self._wake.wait(self.poll_interval * random.uniform(0.8, 1.2))
-
-    def _say_full(self) -> None:
-        """Tell the fleet this worker has no free slot (fleet.py: it polls no more until one
-        frees); a failure is left to the next heartbeat, which says it anyway."""
-        try:
-            self._claim_session.run(lambda c: self.fleet.say_full(c, self.schema, worker_id=self.worker_id))
-        except psycopg.Error as exc:
-            error = first_line(exc, self.settings.dsn)
-            self.log.debug("event=say_full_failed worker=%s error=%r", self.worker_id, error)
 
     def _claim_and_dispatch(self, free: int, check: bool) -> list[claim_mod.Claim] | None:
         """Claim and hand what was claimed to the runners, holding ``_claiming``: a stop waits
