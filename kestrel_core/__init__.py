@@ -47,7 +47,7 @@ from kestrel_core.base.errors import (
 from kestrel_core.base.masking import first_line, mask_dsn
 from kestrel_core.base.tracing import TracingUnavailable, disable_tracing, enable_tracing
 from kestrel_core.db.roles import RoleNames
-from kestrel_core.dispatch.enqueue import MAX_DELAY, EnqueueFailed, EnqueueOptions
+from kestrel_core.dispatch.enqueue import MAX_DELAY, ChildKeywords, EnqueueFailed, EnqueueKeywords, EnqueueOptions
 from kestrel_core.dispatch.queues import Queue
 from kestrel_core.durable.children import ChildHandle
 from kestrel_core.durable.events import Event
@@ -76,10 +76,12 @@ __all__ = [
     "AttemptOutcome",
     "ChildFailed",
     "ChildHandle",
+    "ChildKeywords",
     "DatabaseUnavailable",
     "Decision",
     "DuplicateStepId",
     "EnqueueFailed",
+    "EnqueueKeywords",
     "EnqueueOptions",
     "Event",
     "Execution",

@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Unpack
 
 import psycopg
 from psycopg.rows import class_row
@@ -146,38 +146,25 @@ class Operations(ABC):
         name: str,
         input: Any = None,
         *,
-        idempotency_key: str | None = None,
-        run_at: datetime | None = None,
-        delay: timedelta | None = None,
-        priority: int | None = None,
-        queue: str | None = None,
-        concurrency_key: str | None = None,
         options: _enqueue.EnqueueOptions | None = None,
         conn: psycopg.Connection | None = None,
+        **given: Unpack[_enqueue.EnqueueKeywords],
     ) -> int:
         """Enqueue workflow ``name`` with a JSON ``input``; returns the execution id.
 
-        A repeated ``idempotency_key`` returns the first id and inserts nothing. ``delay`` or
-        ``run_at`` postpone the first claim. ``queue`` overrides the workflow's queue;
-        ``concurrency_key`` limits how many executions with that key run at once (the
-        queue's ``per_key``, default 1). ``priority`` defaults to the queue's. ``options``: the
-        same as one ``EnqueueOptions`` value, instead of those keywords. Non-JSON input raises
-        NotSerializable, nothing written.
+        The enqueue options, as keywords (``EnqueueKeywords``) or as one ``options=``
+        ``EnqueueOptions`` value: a repeated ``idempotency_key`` returns the first id and
+        inserts nothing. ``delay`` or ``run_at`` postpone the first claim. ``queue`` overrides
+        the workflow's queue; ``concurrency_key`` limits how many executions with that key run
+        at once (the queue's ``per_key``, default 1). ``priority`` defaults to the queue's.
+        Non-JSON input raises NotSerializable, nothing written.
 
         Concurrent calls are written together, one statement and one commit per batch
         (``enqueue_batch``); each gets its own id or its own error. ``conn``: enqueue inside
         that psycopg connection's transaction instead: the execution exists if and only if it
         commits, and workers are woken at its commit.
         """
-        chosen = _enqueue.EnqueueOptions.of(
-            options,
-            idempotency_key=idempotency_key,
-            run_at=run_at,
-            delay=delay,
-            priority=priority,
-            queue=queue,
-            concurrency_key=concurrency_key,
-        )
+        chosen = _enqueue.EnqueueOptions.of(options, **given)
         (row,) = _enqueue.rows(self._registry(), name, [input], chosen, single=True)
         with _roles.needs_worker_role("enqueue"):
             if conn is not None:
@@ -190,19 +177,13 @@ class Operations(ABC):
         name: str,
         inputs: Sequence[Any],
         *,
-        run_at: datetime | None = None,
-        delay: timedelta | None = None,
-        priority: int | None = None,
-        queue: str | None = None,
-        concurrency_key: str | None = None,
         options: _enqueue.EnqueueOptions | None = None,
         conn: psycopg.Connection | None = None,
+        **given: Unpack[_enqueue.ChildKeywords],
     ) -> list[int]:
-        """Enqueue one execution per input in one statement; ids in input order. ``options`` and
-        ``conn`` as for ``enqueue`` (no idempotency key: one key would name every row)."""
-        chosen = _enqueue.EnqueueOptions.of(
-            options, run_at=run_at, delay=delay, priority=priority, queue=queue, concurrency_key=concurrency_key
-        )
+        """Enqueue one execution per input in one statement; ids in input order. The options
+        and ``conn`` as for ``enqueue`` (no idempotency key: one key would name every row)."""
+        chosen = _enqueue.EnqueueOptions.of(options, **given)
         if chosen.idempotency_key is not None:
             raise InvalidArgument("enqueue_many takes no idempotency_key: one key would name every row's execution")
         rows = _enqueue.rows(self._registry(), name, inputs, chosen)

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypedDict
 
 import psycopg
 from psycopg.pq import ExecStatus, TransactionStatus
@@ -130,6 +130,24 @@ def check_delay(delay: object) -> timedelta | None:
     return delay
 
 
+class ChildKeywords(TypedDict, total=False):
+    """The enqueue options as ``ctx.start_child`` and ``enqueue_many`` take them, keyword
+    arguments (``**options: Unpack[ChildKeywords]``): each field of ``EnqueueOptions`` but the
+    idempotency key, named once so that a type checker sees a misspelt or mistyped option."""
+
+    run_at: datetime | None
+    delay: timedelta | None
+    priority: int | None
+    queue: str | None
+    concurrency_key: str | None
+
+
+class EnqueueKeywords(ChildKeywords, total=False):
+    """The enqueue options as ``enqueue`` takes them: every field of ``EnqueueOptions``."""
+
+    idempotency_key: str | None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EnqueueOptions:
     """Where and when a new execution runs: the options of ``enqueue``, ``enqueue_many`` and
@@ -163,8 +181,15 @@ class EnqueueOptions:
 
     @classmethod
     def of(cls, options: object, **given: Any) -> EnqueueOptions:
-        """The options of a call that takes both ``options=`` and the same keyword arguments
-        (``given``, None when not given): one or the other, not both."""
+        """The options of a call that takes ``options=`` or the same as keyword arguments
+        (``given``: what the caller passed; None counts as not given): one or the other, not
+        both. A keyword that is no option is a TypeError, as Python's own for a misspelt one."""
+        unknown = sorted(set(given) - set(EnqueueKeywords.__annotations__))
+        if unknown:
+            raise TypeError(
+                f"unexpected keyword argument {unknown[0]!r}: the enqueue options are "
+                f"{', '.join(sorted(EnqueueKeywords.__annotations__))} (or options=EnqueueOptions(...))"
+            )
         if options is None:
             return cls(**given)
         if not isinstance(options, EnqueueOptions):

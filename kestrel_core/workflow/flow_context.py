@@ -12,8 +12,8 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
-from typing import Any, NoReturn, TypeVar
+from datetime import timedelta
+from typing import Any, NoReturn, TypeVar, Unpack
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -21,7 +21,7 @@ from psycopg.types.json import Jsonb
 from kestrel_core.base.errors import ChildFailed, InvalidArgument
 from kestrel_core.base.masking import first_line
 from kestrel_core.base.serialization import to_json
-from kestrel_core.dispatch.enqueue import MAX_DELAY, EnqueueOptions, check_workflow_name
+from kestrel_core.dispatch.enqueue import MAX_DELAY, ChildKeywords, EnqueueOptions, check_workflow_name
 from kestrel_core.durable import checkpoint, children, events
 from kestrel_core.durable.checkpoint import Checkpoint, Fence
 from kestrel_core.durable.children import ChildHandle, ChildState
@@ -33,8 +33,9 @@ T = TypeVar("T")
 
 
 def child_options(options: object, **given: Any) -> EnqueueOptions:
-    """``start_child``'s options, from ``options=`` or its keywords (``EnqueueOptions.of``):
-    a child has no idempotency key, its start is once per ``step_id`` already."""
+    """``start_child``'s options, from ``options=`` or its keywords (``ChildKeywords``,
+    ``EnqueueOptions.of``): a child has no idempotency key, its start is once per ``step_id``
+    already."""
     chosen = EnqueueOptions.of(options, **given)
     if chosen.idempotency_key is not None:
         raise InvalidArgument("a child workflow takes no idempotency_key: its step_id starts it once")
@@ -163,20 +164,15 @@ class FlowOperations(ExecutionFacts):
         input: Any = None,
         *,
         step_id: str | None = None,
-        priority: int | None = None,
-        delay: timedelta | None = None,
-        run_at: datetime | None = None,
-        queue: str | None = None,
-        concurrency_key: str | None = None,
         options: EnqueueOptions | None = None,
+        **given: Unpack[ChildKeywords],
     ) -> ChildHandle:
         """Enqueue workflow ``name`` as a child of this execution, once: a replay returns the
         same child. ``step_id`` defaults to ``child-N:name`` (N counts this execution's starts).
-        ``priority``, ``delay``, ``run_at``, ``queue`` and ``concurrency_key`` (or ``options``)
-        mean what they mean for ``app.enqueue`` (queue: the child workflow's own by default)."""
-        chosen = child_options(
-            options, priority=priority, delay=delay, run_at=run_at, queue=queue, concurrency_key=concurrency_key
-        )
+        The options (``priority``, ``delay``, ``run_at``, ``queue``, ``concurrency_key``, or
+        ``options``) mean what they mean for ``app.enqueue`` (queue: the child workflow's own
+        by default)."""
+        chosen = child_options(options, **given)
         op = step_id or self._auto_id(f"child:{check_workflow_name(name)}")
         return self._start_child(self._use(op), op, name, input, chosen)
 
@@ -375,17 +371,11 @@ class AsyncFlowOperations:
         input: Any = None,
         *,
         step_id: str | None = None,
-        priority: int | None = None,
-        delay: timedelta | None = None,
-        run_at: datetime | None = None,
-        queue: str | None = None,
-        concurrency_key: str | None = None,
         options: EnqueueOptions | None = None,
+        **given: Unpack[ChildKeywords],
     ) -> ChildHandle:
         """See WorkflowContext.start_child."""
-        chosen = child_options(
-            options, priority=priority, delay=delay, run_at=run_at, queue=queue, concurrency_key=concurrency_key
-        )
+        chosen = child_options(options, **given)
         op = step_id or self._sync._auto_id(f"child:{check_workflow_name(name)}")
         return await offload.to_thread(self._sync._start_child, self._sync._use(op), op, name, input, chosen)
 

@@ -4,12 +4,23 @@ clients and ``ctx.start_child`` take it as ``options=`` or the same keywords, no
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import typing
 from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
 
-from kestrel_core import EnqueueOptions, InvalidArgument, Kestrel
+from kestrel_core import (
+    AsyncKestrel,
+    AsyncWorkflowContext,
+    ChildKeywords,
+    EnqueueKeywords,
+    EnqueueOptions,
+    InvalidArgument,
+    Kestrel,
+    WorkflowContext,
+)
 from kestrel_core.dispatch.enqueue import rows
 from kestrel_core.workflow.flow_context import child_options
 
@@ -98,3 +109,35 @@ def test_a_child_takes_the_options_but_no_idempotency_key() -> None:
     )
     with pytest.raises(InvalidArgument, match=r"^a child workflow takes no idempotency_key"):
         child_options(EnqueueOptions(idempotency_key="k"))
+
+
+def test_the_keyword_options_are_the_value_s_fields_named_once() -> None:
+    """Every call that takes the options as keywords types them with one TypedDict (so a type
+    checker sees a misspelt or mistyped one in the caller's code), whose keys are the fields."""
+    fields = {f.name for f in dataclasses.fields(EnqueueOptions)}
+    assert set(typing.get_type_hints(EnqueueKeywords)) == fields
+    assert set(typing.get_type_hints(ChildKeywords)) == fields - {"idempotency_key"}
+    takes = {
+        Kestrel.enqueue: "EnqueueKeywords",
+        AsyncKestrel.enqueue: "EnqueueKeywords",
+        Kestrel.enqueue_many: "ChildKeywords",
+        AsyncKestrel.enqueue_many: "ChildKeywords",
+        WorkflowContext.start_child: "ChildKeywords",
+        AsyncWorkflowContext.start_child: "ChildKeywords",
+    }
+    for method, keywords in takes.items():
+        (given,) = (p for p in inspect.signature(method).parameters.values() if p.kind is p.VAR_KEYWORD)
+        assert f"Unpack[{keywords}]" in str(given.annotation).replace("_enqueue.", ""), method
+
+
+def test_a_misspelt_option_is_a_type_error_and_writes_nothing(app: Kestrel, db: psycopg.Connection) -> None:
+    message = r"^unexpected keyword argument 'priorty': the enqueue options are concurrency_key, delay, "
+    with pytest.raises(TypeError, match=message):
+        app.enqueue("w", None, priorty=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=message):
+        app.enqueue_many("w", [1], options=EnqueueOptions(priority=2), priorty=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=message):
+        child_options(None, priorty=1)
+    with pytest.raises(InvalidArgument, match="enqueue_many takes no idempotency_key"):
+        app.enqueue_many("w", [1], idempotency_key="k")  # type: ignore[call-arg]
+    assert db.execute("SELECT count(*) FROM workflow_executions").fetchone() == (0,)
