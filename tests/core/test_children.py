@@ -8,12 +8,18 @@ import psycopg
 
 from kestrel_core import ChildFailed, Kestrel
 from kestrel_core.workflow.context import Unwind
+from tests.waiting import wait_finished as done
 from tests.waiting import wait_for, wait_waiting_child
 
 
-def done(app: Kestrel, eid: int, timeout: float = 20.0):
-    wait_for(lambda: app.get(eid).done, timeout=timeout, what=f"execution {eid} to finish")
-    return app.get(eid)
+def register_gated(app: Kestrel) -> None:
+    """Register "gated", the child these tests cancel, time out or borrow: it waits for
+    approval "ok", which none of them gives."""
+
+    @app.workflow("gated")
+    def gated(ctx, _):
+        ctx.wait_for_approval("ok")
+        return "approved"
 
 
 def test_wait_for_returns_the_child_output(app: Kestrel, db: psycopg.Connection, start_worker) -> None:
@@ -154,9 +160,7 @@ def test_cancel_of_a_parent_cancels_its_children_recursively(
         ctx.step("spin", lambda: stop.wait(20))
         ctx.step("after", lambda: "should not run")
 
-    @app.workflow("gated")
-    def gated(ctx, _):
-        ctx.wait_for_approval("ok")
+    register_gated(app)
 
     @app.workflow("middle")
     def middle(ctx, _):
@@ -219,9 +223,7 @@ def test_cancel_of_a_parent_cancels_its_children_recursively(
 
 
 def test_a_cancelled_child_fails_the_waiting_parent(app: Kestrel, db: psycopg.Connection, start_worker) -> None:
-    @app.workflow("gated")
-    def gated(ctx, _):
-        ctx.wait_for_approval("ok")
+    register_gated(app)
 
     @app.workflow("parent")
     def parent(ctx, _):
@@ -241,10 +243,7 @@ def test_a_cancelled_child_fails_the_waiting_parent(app: Kestrel, db: psycopg.Co
 def test_wait_for_with_a_timeout_raises_child_failed_timed_out(
     app: Kestrel, db: psycopg.Connection, start_worker
 ) -> None:
-    @app.workflow("gated")
-    def gated(ctx, _):
-        ctx.wait_for_approval("ok")
-        return "approved"
+    register_gated(app)
 
     @app.workflow("impatient")
     def impatient(ctx, _):
@@ -312,9 +311,7 @@ def test_an_async_parent_fans_out_and_in(app: Kestrel, start_worker) -> None:
 
 
 def test_waiting_for_an_execution_that_is_not_a_child_fails_at_once(app: Kestrel, start_worker) -> None:
-    @app.workflow("gated")
-    def gated(ctx, _):
-        ctx.wait_for_approval("ok")
+    register_gated(app)
 
     @app.workflow("nosy")
     def nosy(ctx, other):

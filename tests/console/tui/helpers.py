@@ -34,6 +34,8 @@ WAIT_OF = (
 
 
 S = TypeVar("S")
+# What record_actions records: (action, execution ids, comment), one an action asked.
+Asked = list[tuple[str, list[int], str | None]]
 
 POLL_S = 0.05  # how often wait_for looks again: its polling interval, not a wait of its own
 
@@ -141,6 +143,16 @@ async def on_screen(
         yield tui, pilot, await open_screen(pilot, key, kind)
 
 
+@asynccontextmanager
+async def acting_on(
+    dsn: str, key: str, kind: type[S], size: tuple[int, int] = SIZE, **kwargs: Any
+) -> AsyncIterator[tuple[KestrelConsole, Any, S, Asked]]:
+    """``on_screen``, for a test of the actions a screen's keys ask for: (the app, its pilot,
+    the screen, every action asked from then on, as ``record_actions`` records them)."""
+    async with on_screen(dsn, key, kind, size, **kwargs) as (tui, pilot, screen):
+        yield tui, pilot, screen, record_actions(tui)
+
+
 async def open_detail(pilot: Any, execution_id: int) -> DetailScreen:
     """The detail screen of ``execution_id``, pushed, showing fresh data."""
     screen = DetailScreen(execution_id)
@@ -201,13 +213,13 @@ def text_of(widget: Any) -> str:
     return content.plain if hasattr(content, "plain") else str(content)
 
 
-def record_actions(tui: KestrelConsole) -> list[tuple[str, list[int], str | None]]:
+def record_actions(tui: KestrelConsole) -> Asked:
     """Every action the console's Operator is asked to run, in order (it still runs them).
 
     A test that declines a confirmation asserts this stays empty once the action workers are
     done: the action's pool opens lazily, so a wrong action could land in the database only
     after a check of the tables alone."""
-    calls: list[tuple[str, list[int], str | None]] = []
+    calls: Asked = []
     real = tui.operator.run
 
     def run(action: str, targets: Any, comment: str | None = None) -> Any:

@@ -12,9 +12,9 @@ from .helpers import (
     ACTIONS,
     OPERATOR,
     WAIT_OF,
+    acting_on,
     actions_settled,
     on_screen,
-    record_actions,
     rows,
     statuses,
     text_of,
@@ -52,8 +52,7 @@ async def test_pending_gates_and_details(dsn, db):
 
 async def test_approve_and_reject_through_keys(dsn, db):
     facts = seed_history(db)
-    async with on_screen(dsn, "3", ApprovalsScreen) as (tui, pilot, screen):
-        actions = record_actions(tui)
+    async with acting_on(dsn, "3", ApprovalsScreen) as (tui, pilot, screen, actions):
         old, new = facts.pending_approvals()
         before = statuses(db)
 
@@ -100,8 +99,7 @@ async def test_mark_both_and_approve_all(dsn, db):
 
 async def test_read_only_refuses_decisions(dsn, db):
     facts = seed_history(db)
-    async with on_screen(dsn, "3", ApprovalsScreen, read_only=True) as (tui, pilot, screen):
-        actions = record_actions(tui)
+    async with acting_on(dsn, "3", ApprovalsScreen, read_only=True) as (tui, pilot, screen, actions):
         for n, key in enumerate(("a", "x"), 1):
             await pilot.press(key)
             await wait_for(

@@ -10,7 +10,7 @@ from kestrel_console.tui.screens.approvals import ApprovalsScreen
 from kestrel_console.tui.widgets.comment import CommentModal
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 
-from .helpers import actions_settled, fresh, on_screen, pending_gates, record_actions, text_of
+from .helpers import acting_on, actions_settled, fresh, pending_gates, text_of
 
 GATES = [
     ("remediate", "approve-fix", {"risk": "high", "severity": "sev1", "patch": "failover db-1"}),
@@ -28,8 +28,7 @@ async def filtered(pilot, screen: ApprovalsScreen, text: str) -> list[int]:
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_approvals_filter_by_details_workflow_gate_and_text(dsn, db, size):
     first, second, third = pending_gates(db, GATES)
-    async with on_screen(dsn, "3", ApprovalsScreen, size=size) as (tui, pilot, screen):
-        asked = record_actions(tui)
+    async with acting_on(dsn, "3", ApprovalsScreen, size=size) as (tui, pilot, screen, asked):
         assert await filtered(pilot, screen, "risk:high") == [first, third]
         assert "matching risk:high (of 3" in text_of(screen.query_one("#appr-summary"))
         assert await filtered(pilot, screen, "risk:high workflow:remediate") == [first]

@@ -16,13 +16,13 @@ from kestrel_console.tui.widgets.confirm import ConfirmModal
 from .helpers import (
     ACTIONS,
     OPERATOR,
+    acting_on,
     actions_settled,
     fresh,
     on_screen,
     open_screen,
     pending_gates,
     reason_then_confirmation,
-    record_actions,
     rows,
     statuses,
     wait_for,
@@ -50,8 +50,7 @@ def notices(tui) -> str:
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_a_row_that_left_under_the_cursor_is_never_replaced_by_its_neighbour(dsn, db, size):
     first, second, third = gates(db)
-    async with on_screen(dsn, "3", ApprovalsScreen, size=size) as (tui, pilot, screen):
-        asked = record_actions(tui)
+    async with acting_on(dsn, "3", ApprovalsScreen, size=size) as (tui, pilot, screen, asked):
         table = screen.table
         table.move_cursor(row=table.get_row_index(f"{second}:approve-fix"))
         await pilot.press("down", "up")  # the operator's own choice: the second gate
@@ -81,8 +80,7 @@ async def test_a_row_that_left_under_the_cursor_is_never_replaced_by_its_neighbo
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_a_row_that_changes_while_asked_is_refused_or_asked_again(dsn, db, size):
     first, second, _ = gates(db)
-    async with on_screen(dsn, "3", ApprovalsScreen, size=size) as (tui, pilot, screen):
-        asked = record_actions(tui)
+    async with acting_on(dsn, "3", ApprovalsScreen, size=size) as (tui, pilot, screen, asked):
         screen.table.move_cursor(row=screen.table.get_row_index(f"{first}:approve-fix"))
         await pilot.press("a")
         await reason_then_confirmation(pilot)

@@ -12,10 +12,9 @@ from tests.seed import seed_history
 from .helpers import (
     ACTIONS,
     OPERATOR,
+    acting_on,
     actions_settled,
-    on_screen,
     reason_then_confirmation,
-    record_actions,
     rows,
     statuses,
     wait_for,
@@ -26,8 +25,7 @@ from .helpers import (
 async def test_requeue_a_stuck_lease_from_the_dashboard(dsn, db, size):
     facts = seed_history(db)
     stuck = facts.id("stuck")
-    async with on_screen(dsn, "1", DashboardScreen, size=size) as (tui, pilot, screen):
-        asked = record_actions(tui)
+    async with acting_on(dsn, "1", DashboardScreen, size=size) as (tui, pilot, screen, asked):
         await pilot.press("e")  # the stuck-leases panel does not have the focus: nothing is asked
         assert not isinstance(tui.screen, ConfirmModal)
         await actions_settled(pilot, screen)

@@ -10,11 +10,11 @@ from tests.seed import seed_bulk_finished, seed_history
 from .helpers import (
     ACTIONS,
     OPERATOR,
+    acting_on,
     actions_settled,
     fresh,
     on_screen,
     reason_then_confirmation,
-    record_actions,
     rows,
     statuses,
     wait_for,
@@ -113,8 +113,7 @@ async def test_mark_several_and_cancel_all(dsn, db):
 
 async def test_requeue_and_refusals(dsn, db):
     facts = seed_history(db)
-    async with on_screen(dsn, "2", ExecutionsScreen) as (tui, pilot, screen):
-        actions = record_actions(tui)
+    async with acting_on(dsn, "2", ExecutionsScreen) as (tui, pilot, screen, actions):
         failed = facts.id("failed_recent")
         await put_cursor(pilot, screen, failed)
         await pilot.press("e")
@@ -144,8 +143,7 @@ async def test_requeue_and_refusals(dsn, db):
 
 async def test_read_only_refuses_actions(dsn, db):
     facts = seed_history(db)
-    async with on_screen(dsn, "2", ExecutionsScreen, read_only=True) as (tui, pilot, screen):
-        actions = record_actions(tui)
+    async with acting_on(dsn, "2", ExecutionsScreen, read_only=True) as (tui, pilot, screen, actions):
         assert "READ-ONLY" in tui.sub_title
         active = {b.binding.action for b in screen.active_bindings.values()}
         assert "cancel" not in active and "requeue" not in active  # hidden from the footer

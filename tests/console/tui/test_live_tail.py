@@ -11,7 +11,7 @@ import pytest
 from kestrel_console.tui.screens.executions import ExecutionsScreen
 from tests.seed import seed_bulk_finished, seed_history
 
-from .helpers import fresh, on_screen, record_actions, text_of, wait_for
+from .helpers import acting_on, fresh, on_screen, text_of, wait_for
 
 
 def where(screen: ExecutionsScreen) -> str:
@@ -56,8 +56,7 @@ async def test_the_list_follows_the_newest_until_the_operator_moves(dsn, db, app
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_a_refusal_names_the_row_last_seen_under_the_cursor(dsn, db, size):
     seed_history(db)
-    async with on_screen(dsn, "2", ExecutionsScreen, size=size) as (tui, pilot, screen):
-        actions = record_actions(tui)
+    async with acting_on(dsn, "2", ExecutionsScreen, size=size) as (tui, pilot, screen, actions):
         table = screen.table
         await pilot.press("down", "down")
         first = table.cursor_key()

@@ -16,7 +16,7 @@ from kestrel_console.tui.widgets.comment import CommentModal
 from kestrel_console.tui.widgets.confirm import ConfirmModal
 from kestrel_console.tui.widgets.results import ResultsTable
 
-from .helpers import actions_settled, enter_opens_detail, on_screen, open_screen, record_actions, wait_for
+from .helpers import acting_on, actions_settled, enter_opens_detail, on_screen, open_screen, wait_for
 
 
 def errored_and_waiting(db) -> tuple[int, int]:
@@ -44,8 +44,7 @@ async def open_detail(pilot, listing: ExecutionsScreen, eid: int) -> DetailScree
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 async def test_key_2_opens_the_list_and_slash_filters_it_never_acting(dsn, db, size):
     err, wait = errored_and_waiting(db)
-    async with on_screen(dsn, "2", ExecutionsScreen, size=size) as (tui, pilot, listing):
-        asked = record_actions(tui)
+    async with acting_on(dsn, "2", ExecutionsScreen, size=size) as (tui, pilot, listing, asked):
         await open_detail(pilot, listing, err)
         await pilot.press("1", "2")  # away and back: the list, not the last execution
         assert tui.screen is listing

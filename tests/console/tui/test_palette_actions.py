@@ -13,12 +13,11 @@ from kestrel_console.tui.screens.executions import ExecutionsScreen
 from tests.seed import seed_history
 
 from .helpers import (
+    acting_on,
     actions_settled,
     fresh,
-    on_screen,
     palette_pick,
     reason_then_confirmation,
-    record_actions,
     wait_for,
 )
 
@@ -41,8 +40,7 @@ async def palette_titles(pilot) -> list[str]:
 async def test_the_palette_names_and_runs_the_selected_executions_actions(dsn, db, size):
     facts = seed_history(db)
     failed = facts.id("failed_last_hour")
-    async with on_screen(dsn, "2", ExecutionsScreen, size=size) as (tui, pilot, screen):
-        actions = record_actions(tui)
+    async with acting_on(dsn, "2", ExecutionsScreen, size=size) as (tui, pilot, screen, actions):
         screen.table.move_cursor(row=screen.table.get_row_index(str(failed)))
         await pilot.pause()
         titles = await palette_titles(pilot)

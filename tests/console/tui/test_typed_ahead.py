@@ -25,7 +25,7 @@ from kestrel_console.tui.widgets.confirm import ConfirmModal
 from kestrel_console.tui.widgets.count_line import CountLine
 from tests.seed import seed_history
 
-from .helpers import console, focus, fresh, on_screen, open_screen, record_actions, wait_for
+from .helpers import acting_on, console, focus, fresh, open_screen, record_actions, wait_for
 
 HANDLER_DELAY_S = 0.02
 CALLBACK_DELAY_S = 0.06
@@ -89,8 +89,7 @@ async def typed(pilot: Any, box: Input, text: str) -> None:
 @pytest.mark.parametrize("size", SIZES)
 async def test_a_filter_typed_at_once_lands_in_the_filter(dsn, db, slow_loop, size):
     seed_history(db)
-    async with on_screen(dsn, "2", ExecutionsScreen, size=size) as (tui, pilot, screen):
-        actions = record_actions(tui)
+    async with acting_on(dsn, "2", ExecutionsScreen, size=size) as (tui, pilot, screen, actions):
         notices, refresh = len(tui.notices), tui.refresh_interval
         # e, c: re-enqueue, cancel; p pauses, + and - change the refresh, 3 and q leave.
         burst(tui, "/ec p+-3q?ci-pipeline")
@@ -117,8 +116,7 @@ async def test_a_comment_typed_at_once_lands_in_the_prompt(dsn, db, slow_loop, s
     """``x`` opens the comment prompt; what follows it in the same burst is the comment, even
     the keys that reach the console before the prompt exists (they crashed it: NoMatches)."""
     seed_history(db)
-    async with on_screen(dsn, "3", ApprovalsScreen, size=size) as (tui, pilot, screen):
-        actions = record_actions(tui)
+    async with acting_on(dsn, "3", ApprovalsScreen, size=size) as (tui, pilot, screen, actions):
         notices, refresh = len(tui.notices), tui.refresh_interval
         burst(tui, "x2q risky, p+ rollback")
         await wait_for(pilot, lambda: isinstance(tui.screen, CommentModal), what="the comment prompt")
@@ -155,8 +153,7 @@ async def test_a_key_burst_after_opening_a_screen_waits_for_it(dsn, db, slow_loo
 
 async def test_report_parameters_and_the_palette_take_a_burst(dsn, db, slow_loop):
     seed_history(db)
-    async with on_screen(dsn, "5", ReportsScreen, size=(200, 50)) as (tui, pilot, screen):
-        actions = record_actions(tui)
+    async with acting_on(dsn, "5", ReportsScreen, size=(200, 50)) as (tui, pilot, screen, actions):
         notices, refresh = len(tui.notices), tui.refresh_interval
         if not screen.query("#rep-form Input"):  # the first report takes no parameters: the next does
             await pilot.press("down")
