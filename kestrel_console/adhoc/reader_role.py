@@ -52,6 +52,13 @@ SERVER_POWERS = (
     "pg_read_all_settings",
     "pg_read_all_stats",
     "pg_stat_scan_tables",
+    # added by PostgreSQL 16 to 18: subscriptions (connections out of the server), the
+    # superuser's reserved connections, VACUUM, REINDEX and LOCK TABLE on every table, and
+    # signalling autovacuum workers
+    "pg_create_subscription",
+    "pg_use_reserved_connections",
+    "pg_maintain",
+    "pg_signal_autovacuum_worker",
 )
 DEALLOCATE = sql.SQL(SQL.deallocate)
 

@@ -133,13 +133,14 @@ def test_the_timeout_is_at_most_ten_minutes(operator_dsn: str) -> None:
 PREDEFINED_ROLES = r"SELECT rolname FROM pg_roles WHERE rolname LIKE 'pg\_%'"
 
 
-def test_server_powers_are_every_predefined_role_but_the_database_owner(dsn: str) -> None:
+def test_server_powers_hold_every_predefined_role_but_the_database_owner(dsn: str) -> None:
     """SERVER_POWERS, what the refusal checks, against the server's own predefined roles: one a
-    newer PostgreSQL adds fails here until it is classified. pg_database_owner is held by the
-    database's owner, refused as an owner (below)."""
+    newer PostgreSQL adds fails here until it is classified (the list names those of 16 to 18
+    too, which an older server lacks). pg_database_owner is held by the database's owner,
+    refused as an owner (below)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         predefined = {name for (name,) in conn.execute(PREDEFINED_ROLES)}
-    assert predefined - {"pg_database_owner"} == set(SERVER_POWERS)
+    assert predefined - {"pg_database_owner"} <= set(SERVER_POWERS)
 
 
 def test_a_replication_login_is_refused(login) -> None:
@@ -151,8 +152,11 @@ def test_a_replication_login_is_refused(login) -> None:
 
 
 @pytest.mark.parametrize("power", SERVER_POWERS)
-def test_members_of_predefined_roles_with_server_powers_are_refused(login, power: str) -> None:
+def test_members_of_predefined_roles_with_server_powers_are_refused(login, dsn: str, power: str) -> None:
     # Before: ran; through the encoding desync a pg_signal_backend member killed a session.
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (power,)).fetchone() is None:
+            pytest.skip(f"PostgreSQL {conn.info.server_version // 10000} has no role {power}")
     target = login("", member_of=power)
     user = psycopg.conninfo.conninfo_to_dict(target)["user"]
     assert refused(target) == (
