@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from .suite import BENCHMARKS, DEFAULT, ON_REQUEST, Options, run
 
@@ -122,59 +124,67 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _given(**values: Any) -> dict[str, Any]:
+    """The options named on the command line (argparse leaves the others None)."""
+    return {key: value for key, value in values.items() if value is not None}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     unknown = [b for b in args.benchmarks if b not in BENCHMARKS]
     if unknown:
         parser().error(f"unknown benchmark {unknown[0]!r}: choose from {', '.join(BENCHMARKS)}")
-    overrides = {
-        key: value
-        for key, value in {
-            "admin": args.admin_dsn,
-            "results": args.results,
-            "workers": args.workers,
-            "concurrency": args.concurrency,
-            "n": None if args.buckets else args.n,
-            "ceiling_seconds": args.ceiling_seconds,
-            "dbos_polling": args.dbos_polling,
-            "profile": args.profile,
-            "samples": args.samples,
-            "poll_samples": args.poll_samples,
-            "poll_interval": args.poll_interval,
-            "recovery_executions": args.recovery_executions,
-            "lease": args.lease,
-            "finished": args.finished,
-            "live": args.live,
-            "enqueue_rows": args.enqueue_rows,
-            "feed_threads": args.feed_threads,
-            "load_workers": args.load_workers,
-            "backlog": args.backlog,
-            "baseline": args.baseline,
-            "hold": args.hold,
-            "after": args.after,
-            "interval": args.interval,
-            "minutes": args.minutes,
-            "soak_interval": args.soak_interval,
-            "retention": args.retention,
-            "migrate_executions": args.migrate_executions,
-            "range_size": args.range_size,
-            "count": args.count,
-            "fleet_idle": args.fleet_seconds,
-            "fleet_load": args.fleet_seconds,
-            "fleet_rate": args.fleet_rate,
-            "fleet_pgbouncer": args.through_pgbouncer,
-            "buckets": args.buckets,
-            "bucket_n": args.n if args.buckets else None,
-            "bucket_window": args.window,
-            "bucket_rounds": args.rounds,
-        }.items()
-        if value is not None
-    }
+    overrides = _given(
+        admin=args.admin_dsn,
+        results=args.results,
+        workers=args.workers,
+        concurrency=args.concurrency,
+        n=None if args.buckets else args.n,
+        ceiling_seconds=args.ceiling_seconds,
+        dbos_polling=args.dbos_polling,
+        profile=args.profile,
+        samples=args.samples,
+        poll_samples=args.poll_samples,
+        poll_interval=args.poll_interval,
+        recovery_executions=args.recovery_executions,
+        lease=args.lease,
+        finished=args.finished,
+        live=args.live,
+        enqueue_rows=args.enqueue_rows,
+        feed_threads=args.feed_threads,
+        load_workers=args.load_workers,
+        backlog=args.backlog,
+        migrate_executions=args.migrate_executions,
+    )
     if args.no_ceiling:
         overrides["ceiling"] = False
     if args.no_dbos:
         overrides["dbos"] = False
     opts = Options.quick(**overrides) if args.quick else Options(**overrides)
+    # The options of a benchmark's own dataclass, over its full or quick sizes.
+    opts.buckets = replace(
+        opts.buckets,
+        **_given(groups=args.buckets, n=args.n if args.buckets else None, window=args.window, rounds=args.rounds),
+    )
+    opts.phases = replace(
+        opts.phases, **_given(baseline=args.baseline, hold=args.hold, after=args.after, interval=args.interval)
+    )
+    opts.soak = replace(
+        opts.soak,
+        **_given(
+            minutes=args.minutes, interval=args.soak_interval, retention=args.retention, range_size=args.range_size
+        ),
+    )
+    opts.fleet = replace(
+        opts.fleet,
+        **_given(
+            count=args.count,
+            idle_s=args.fleet_seconds,
+            load_s=args.fleet_seconds,
+            rate=args.fleet_rate,
+            through_pgbouncer=args.through_pgbouncer,
+        ),
+    )
     try:
         run(args.benchmarks or list(DEFAULT), opts)
     except KeyboardInterrupt:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -88,19 +89,22 @@ def run_variant(
     }
 
 
-def compare(
-    admin: str,
-    groups: tuple[int, ...],
-    *,
-    workers: int,
-    concurrency: int,
-    n: int,
-    window: float,
-    rounds: int,
-    echo: Any = print,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Buckets:
+    """Today's claim against each count of bucket ``groups`` (none: no comparison), each run on
+    a backlog of ``n`` one-step workflows (one the windows do not drain at 5,000 wf/s) for a
+    window of ``window`` seconds, interleaved ``rounds`` times."""
+
+    groups: tuple[int, ...] = ()
+    n: int = 150_000
+    window: float = 12.0
+    rounds: int = 2
+
+
+def compare(admin: str, plan: Buckets, *, workers: int, concurrency: int, echo: Any = print) -> dict[str, Any]:
     """Today's claim and each count of ``groups``, interleaved ``rounds`` times; medians and
     their ratios to today's."""
+    groups, n, window, rounds = plan.groups, plan.n, plan.window, plan.rounds
     if window < MIN_WINDOW_S:
         raise ValueError(f"a window of at least {MIN_WINDOW_S:g} s, not {window:g}")
     variants: list[int | None] = [None, *groups]

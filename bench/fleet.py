@@ -37,6 +37,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -274,29 +275,35 @@ def run_fleet(
     }
 
 
-def run_fleets(
-    count: int,
-    *,
-    idle_s: float,
-    load_s: float,
-    rate: float,
-    through_pgbouncer: bool = False,
-    echo: Callable[[str], None] = print,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Fleets:
+    """``count`` worker identities against the baseline: the seconds of each window, idle then
+    loaded, the one-step workflows enqueued a second in the loaded one, and whether the workers
+    connect through a PgBouncer started for the run."""
+
+    count: int = 500
+    idle_s: float = 20.0
+    load_s: float = 20.0
+    rate: float = 50.0
+    through_pgbouncer: bool = False
+
+
+def run_fleets(plan: Fleets = Fleets(), echo: Callable[[str], None] = print) -> dict[str, Any]:
     """The baseline (``BASELINE`` workers, or ``count`` if fewer) and ``count`` workers, on one
     private server started for the run (through a PgBouncer started for it with
     ``through_pgbouncer``); the ratios of ``count`` to the baseline."""
+    count = plan.count
     baseline = min(BASELINE, count)
     cluster = private_server(count)
     pooler, pooler_env = None, None
     try:
-        if through_pgbouncer:
+        if plan.through_pgbouncer:
             pooler, pooler_env = start_pgbouncer(cluster, count)
         runs = []
         for n in dict.fromkeys((baseline, count)):
             via = " through PgBouncer" if pooler else ""
-            echo(f"  {n} workers{via}: {idle_s:g} s idle, then {load_s:g} s at {rate:g} workflows/s ...")
-            runs.append(run_fleet(cluster, n, idle_s=idle_s, load_s=load_s, rate=rate, pooler=pooler))
+            echo(f"  {n} workers{via}: {plan.idle_s:g} s idle, then {plan.load_s:g} s at {plan.rate:g} workflows/s ...")
+            runs.append(run_fleet(cluster, n, idle_s=plan.idle_s, load_s=plan.load_s, rate=plan.rate, pooler=pooler))
     finally:
         if pooler_env:
             stop_pgbouncer(pooler_env)

@@ -28,6 +28,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -130,25 +131,31 @@ def _paired(runs: list[float], plain: list[float]) -> float:
     return statistics.median(r / p for r, p in zip(runs, plain)) if plain else float("nan")
 
 
-def run_ingest(
-    admin: str,
-    *,
-    threads: tuple[int, ...] = (8, 64),
-    tasks: tuple[int, ...] = (64,),
-    seconds: float = 5.0,
-    rounds: int = 2,
-    workers: int = 1,
-    concurrency: int = 8,
-) -> dict[str, Any]:
-    """Single-enqueue rates against a plain INSERT's, per source; see the module docstring.
-    ``concurrency`` of the workers, which only listen: small, so that their pools (up to
-    concurrency + 3 connections) leave the server's connections to the 64 plain INSERTs."""
+@dataclass(frozen=True)
+class Ingest:
+    """The sources (``threads`` and ``tasks`` counts), each run for ``seconds``, alternated
+    ``rounds`` times, while ``workers`` processes run at ``concurrency``: small, as they only
+    listen, so that their pools (up to concurrency + 3 connections) leave the server's
+    connections to the 64 plain INSERTs."""
+
+    threads: tuple[int, ...] = (8, 64)
+    tasks: tuple[int, ...] = (64,)
+    seconds: float = 1.5
+    rounds: int = 6
+    workers: int = 1
+    concurrency: int = 8
+
+
+def run_ingest(admin: str, plan: Ingest = Ingest()) -> dict[str, Any]:
+    """Single-enqueue rates against a plain INSERT's, per source; see the module docstring."""
     payload = {"alert": "disk-full", "host": "db-7"}
     rows: list[dict[str, Any]] = []
     with fresh_database(admin) as dsn:
-        procs = [kestrel_worker(dsn, worker_id=f"ingest-w{i}", concurrency=concurrency) for i in range(workers)]
+        procs = [
+            kestrel_worker(dsn, worker_id=f"ingest-w{i}", concurrency=plan.concurrency) for i in range(plan.workers)
+        ]
         try:
-            wait_registered(dsn, procs, [f"ingest-w{i}" for i in range(workers)])
+            wait_registered(dsn, procs, [f"ingest-w{i}" for i in range(plan.workers)])
             with psycopg.connect(dsn, autocommit=True) as conn:
                 conn.execute(render(PLAIN_TABLE, SCHEMA))
             with Kestrel(dsn) as app:
@@ -167,22 +174,22 @@ def run_ingest(
                 def per_call(conn: psycopg.Connection, _i: int) -> None:
                     app.enqueue(INGEST, payload, conn=conn)
 
-                for count in threads:
+                for count in plan.threads:
                     runs: dict[str, list[float]] = {"plain": [], "kestrel": [], "per_call": []}
                     before = dict(batcher.stats)
-                    for _ in range(rounds):
-                        runs["plain"].append(_threads(count, seconds, own_connection, plain))
-                        runs["kestrel"].append(_threads(count, seconds, lambda _t: None, grouped))
-                        runs["per_call"].append(_threads(count, seconds, own_connection, per_call))
+                    for _ in range(plan.rounds):
+                        runs["plain"].append(_threads(count, plan.seconds, own_connection, plain))
+                        runs["kestrel"].append(_threads(count, plan.seconds, lambda _t: None, grouped))
+                        runs["per_call"].append(_threads(count, plan.seconds, own_connection, per_call))
                     batches = batcher.stats["batches"] - before["batches"]
                     rows.append(
                         _row(f"{count} threads", runs, (batcher.stats["rows"] - before["rows"]) / max(1, batches))
                     )
-            for count in tasks:
+            for count in plan.tasks:
                 runs = {"plain": [], "kestrel": []}
                 grouped_rows = grouped_batches = 0
-                for _ in range(rounds):
-                    plain_rate, rate, stats = asyncio.run(_async_rates(dsn, count, seconds, payload))
+                for _ in range(plan.rounds):
+                    plain_rate, rate, stats = asyncio.run(_async_rates(dsn, count, plan.seconds, payload))
                     runs["plain"].append(plain_rate)
                     runs["kestrel"].append(rate)
                     grouped_rows += stats["rows"]
@@ -193,10 +200,10 @@ def run_ingest(
         finally:
             stop_all(procs)
     return {
-        "workers": workers,
-        "concurrency": concurrency,
-        "seconds": seconds,
-        "rounds": rounds,
+        "workers": plan.workers,
+        "concurrency": plan.concurrency,
+        "seconds": plan.seconds,
+        "rounds": plan.rounds,
         "workflow": INGEST,
         "rows": rows,
     }

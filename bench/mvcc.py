@@ -208,13 +208,21 @@ def interval_row(a: Sample, b: Sample, t0: float) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class Load:
+    """The full load both runs keep: ``workers`` processes at ``concurrency`` each, and the
+    live backlog the feeder holds."""
+
+    workers: int = 2
+    concurrency: int = 64
+    backlog: int = 8000
+
+
 @contextmanager
 def full_load(
     admin: str,
+    load: Load,
     *,
-    workers: int,
-    concurrency: int,
-    backlog: int,
     worker_args: dict[str, Any] | None = None,
     setup: Callable[[psycopg.Connection], None] | None = None,
     from_counters: bool = False,
@@ -225,13 +233,13 @@ def full_load(
         if setup is not None:
             with psycopg.connect(dsn, autocommit=True) as conn:
                 setup(conn)
-        ids = [f"mvcc-w{i}" for i in range(workers)]
-        procs = [kestrel_worker(dsn, worker_id=wid, concurrency=concurrency, **(worker_args or {})) for wid in ids]
-        feeder = Feeder(dsn, backlog, from_counters=from_counters)
+        ids = [f"mvcc-w{i}" for i in range(load.workers)]
+        procs = [kestrel_worker(dsn, worker_id=wid, concurrency=load.concurrency, **(worker_args or {})) for wid in ids]
+        feeder = Feeder(dsn, load.backlog, from_counters=from_counters)
         try:
             with psycopg.connect(dsn, autocommit=True) as conn:
                 wait_registered(dsn, procs, ids)
-                warm_up(conn, procs, workers * concurrency * 2)
+                warm_up(conn, procs, load.workers * load.concurrency * 2)
             feeder.start()
             yield dsn, feeder, procs
         finally:
@@ -362,29 +370,30 @@ def load_average() -> list[float]:
     return [round(v, 2) for v in os.getloadavg()]
 
 
+@dataclass(frozen=True)
+class Phases:
+    """``mvcc``'s phases (seconds) and its sampling interval."""
+
+    warmup: float = 10.0
+    baseline: float = 60.0
+    hold: float = 300.0
+    after: float = 30.0
+    interval: float = 10.0
+
+    def in_order(self) -> list[tuple[str, float]]:
+        """(name, seconds) of each phase, as ``_run_phases`` takes them."""
+        return [("warmup", self.warmup), ("baseline", self.baseline), ("hold", self.hold), ("after", self.after)]
+
+
 def run_mvcc(
-    admin: str,
-    *,
-    workers: int = 2,
-    concurrency: int = 64,
-    backlog: int = 8000,
-    warmup: float = 10.0,
-    baseline: float = 60.0,
-    hold: float = 300.0,
-    after: float = 30.0,
-    interval: float = 10.0,
-    echo: Callable[[str], None] = print,
+    admin: str, load: Load = Load(), phases: Phases = Phases(), echo: Callable[[str], None] = print
 ) -> dict[str, Any]:
     """Baseline, then a held REPEATABLE READ snapshot, then released: rates and sizes per interval."""
     holder: list[psycopg.Connection] = []
     checks: list[bool] = []
     load_before = load_average()
     autovacuum = autovacuum_on(admin, echo)
-    with full_load(admin, workers=workers, concurrency=concurrency, backlog=backlog, from_counters=True) as (
-        dsn,
-        feeder,
-        procs,
-    ):
+    with full_load(admin, load, from_counters=True) as (dsn, feeder, procs):
 
         def holds_snapshot(conn: psycopg.Connection) -> bool:
             with psycopg.connect(dsn, autocommit=True) as probe:
@@ -415,15 +424,7 @@ def run_mvcc(
             counter.close()
             counter = None
         try:
-            rows = _run_phases(
-                dsn,
-                feeder,
-                procs,
-                [("warmup", warmup), ("baseline", baseline), ("hold", hold), ("after", after)],
-                interval,
-                on_phase,
-                echo,
-            )
+            rows = _run_phases(dsn, feeder, procs, phases.in_order(), phases.interval, on_phase, echo)
         finally:
             release(holder)
             if counter is not None:
@@ -431,18 +432,18 @@ def run_mvcc(
     base = [r for r in rows if r["phase"] == "baseline"]
     held = [r for r in rows if r["phase"] == "hold"]
     hold_end = held[-1]["t_s"] if held else 0.0
-    last_minute = [r for r in held if r["t_s"] > hold_end - min(60.0, hold) + 0.5] or held[-1:]
+    last_minute = [r for r in held if r["t_s"] > hold_end - min(60.0, phases.hold) + 0.5] or held[-1:]
     result = {
-        "workers": workers,
-        "concurrency": concurrency,
-        "backlog": backlog,
-        "warmup_s": warmup,
-        "baseline_s": baseline,
-        "hold_s": hold,
+        "workers": load.workers,
+        "concurrency": load.concurrency,
+        "backlog": load.backlog,
+        "warmup_s": phases.warmup,
+        "baseline_s": phases.baseline,
+        "hold_s": phases.hold,
         "autovacuum": autovacuum,
         "held_to_the_end": checks == [True],
-        "after_s": after,
-        "interval_s": interval,
+        "after_s": phases.after,
+        "interval_s": phases.interval,
         "load_average_before": load_before,
         "load_average_after": load_average(),
         "baseline_wf_per_s": rate_over(base),
@@ -455,7 +456,8 @@ def run_mvcc(
     result["ratio"] = ratio(result["hold_last_minute_wf_per_s"], result["baseline_wf_per_s"])
     echo(
         interval_table(
-            f"Held snapshot: {workers} worker(s) x concurrency {concurrency}, backlog {backlog:,}, hold {hold:.0f} s",
+            f"Held snapshot: {load.workers} worker(s) x concurrency {load.concurrency}, backlog {load.backlog:,}, "
+            f"hold {phases.hold:.0f} s",
             rows,
         )
     )
@@ -524,39 +526,30 @@ def autovacuum_on(admin: str, echo: Callable[[str], None]) -> bool:
     return on
 
 
+@dataclass(frozen=True)
+class Soak:
+    """``soak``'s length, retention and sampling; ``window``: the first and last stretch compared;
+    ``range_size``: ids per history range (history_settings.range_size)."""
+
+    minutes: float = 30.0
+    retention: float = 120.0
+    prune_every: float = 10.0
+    interval: float = 60.0
+    window: float = 300.0
+    range_size: int = SOAK_RANGE_SIZE
+
+
 def run_soak(
-    admin: str,
-    *,
-    minutes: float = 30.0,
-    workers: int = 2,
-    concurrency: int = 64,
-    backlog: int = 8000,
-    retention: float = 120.0,
-    prune_every: float = 10.0,
-    interval: float = 60.0,
-    window: float = 300.0,
-    range_size: int = SOAK_RANGE_SIZE,
-    echo: Callable[[str], None] = print,
+    admin: str, load: Load = Load(), soak: Soak = Soak(), echo: Callable[[str], None] = print
 ) -> dict[str, Any]:
     """Full load with retention on for ``minutes``: rate and size per interval, first vs last window."""
     load_before = load_average()
     autovacuum = autovacuum_on(admin, echo)
-    worker_args = {"prune_older_than": retention, "prune_every": prune_every}
-    with full_load(
-        admin,
-        workers=workers,
-        concurrency=concurrency,
-        backlog=backlog,
-        worker_args=worker_args,
-        setup=sized_ranges(range_size),
-    ) as (
-        dsn,
-        feeder,
-        procs,
-    ):
-        rows = _run_phases(dsn, feeder, procs, [("soak", minutes * 60.0)], interval, lambda _: None, echo)
+    worker_args = {"prune_older_than": soak.retention, "prune_every": soak.prune_every}
+    with full_load(admin, load, worker_args=worker_args, setup=sized_ranges(soak.range_size)) as (dsn, feeder, procs):
+        rows = _run_phases(dsn, feeder, procs, [("soak", soak.minutes * 60.0)], soak.interval, lambda _: None, echo)
     total = sum(r["dt_s"] for r in rows)
-    window = min(window, total / 2.0)
+    window = min(soak.window, total / 2.0)
     first, acc = [], 0.0
     for r in rows:
         if acc >= window - 0.5:
@@ -570,15 +563,15 @@ def run_soak(
         last.insert(0, r)
         acc += r["dt_s"]
     result = {
-        "minutes": minutes,
-        "workers": workers,
-        "concurrency": concurrency,
-        "backlog": backlog,
-        "retention_s": retention,
-        "prune_every_s": prune_every,
-        "range_size": range_size,
+        "minutes": soak.minutes,
+        "workers": load.workers,
+        "concurrency": load.concurrency,
+        "backlog": load.backlog,
+        "retention_s": soak.retention,
+        "prune_every_s": soak.prune_every,
+        "range_size": soak.range_size,
         "autovacuum": autovacuum,
-        "interval_s": interval,
+        "interval_s": soak.interval,
         "window_s": round(window, 1),
         "load_average_before": load_before,
         "load_average_after": load_average(),
@@ -601,8 +594,8 @@ def run_soak(
     result["plateau"] = result["peak_growth_mib"] < PLATEAU_GROWTH * result["peak_last_third_mib"]
     echo(
         interval_table(
-            f"Soak: {workers} worker(s) x concurrency {concurrency}, backlog {backlog:,}, "
-            f"retention {retention:.0f} s, history ranges of {range_size:,} ids, {minutes:g} min",
+            f"Soak: {load.workers} worker(s) x concurrency {load.concurrency}, backlog {load.backlog:,}, "
+            f"retention {soak.retention:.0f} s, history ranges of {soak.range_size:,} ids, {soak.minutes:g} min",
             rows,
         )
     )

@@ -37,7 +37,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import psycopg
@@ -359,18 +359,20 @@ def _write_figures(a: dict[str, tuple[int, ...]], b: dict[str, tuple[int, ...]],
     }
 
 
-def run_design(
-    admin: str,
-    key: str,
-    *,
-    clients: int = 4,
-    batch: int = 16,
-    backlog: int = 5000,
-    warmup: float = 5.0,
-    baseline: float = 30.0,
-    hold: float = 90.0,
-    echo: Callable[[str], None] = print,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Run:
+    """What each design runs: ``clients`` threads claiming ``batch`` rows at a time, the feeder's
+    ``backlog``, and the phases (seconds). The command's options are these fields."""
+
+    clients: int = 4
+    batch: int = 16
+    backlog: int = 5000
+    warmup: float = 5.0
+    baseline: float = 30.0
+    hold: float = 90.0
+
+
+def run_design(admin: str, key: str, run: Run = Run(), echo: Callable[[str], None] = print) -> dict[str, Any]:
     """One design, one database: baseline, then a held snapshot; claims/s and writes of each."""
     design = DESIGNS[key]()
     with fresh_database(admin, kestrel=False, prefix="kestrel_mvcc_design") as dsn:
@@ -378,10 +380,10 @@ def run_design(
             design.setup(conn)
         c = Counters()
         stop = threading.Event()
-        threads = [threading.Thread(target=_feeder, args=(dsn, design, backlog, stop, c), daemon=True)]
+        threads = [threading.Thread(target=_feeder, args=(dsn, design, run.backlog, stop, c), daemon=True)]
         threads += [
-            threading.Thread(target=_client, args=(dsn, design, f"w{i}", batch, stop, c), daemon=True)
-            for i in range(clients)
+            threading.Thread(target=_client, args=(dsn, design, f"w{i}", run.batch, stop, c), daemon=True)
+            for i in range(run.clients)
         ]
         holder = psycopg.connect(dsn, autocommit=True)
         try:
@@ -417,12 +419,12 @@ def run_design(
                     return out
 
                 conn.execute(PAGEINSPECT)
-                measure(warmup, "warmup")
-                base = measure(baseline, "baseline")
+                measure(run.warmup, "warmup")
+                base = measure(run.baseline, "baseline")
                 holder.execute(HOLD_BEGIN)
                 holder.execute(HOLD_TAKE)
                 first = count_index_entries(conn, "public", lambda: c.completed)
-                held = measure(hold, "hold")
+                held = measure(run.hold, "hold")
                 # nothing removed an entry while the snapshot was held
                 last = count_index_entries(conn, "public", lambda: c.completed)
         finally:
@@ -438,9 +440,9 @@ def run_design(
     return {
         "design": key,
         "title": design.title,
-        "clients": clients,
-        "batch": batch,
-        "backlog": backlog,
+        "clients": run.clients,
+        "batch": run.batch,
+        "backlog": run.backlog,
         "baseline": base,
         "hold": held,
         "index_entries_in_hold": {k: v for k, v in by_index.items() if v},
@@ -460,35 +462,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--admin-dsn", default=admin_dsn())
     p.add_argument("--designs", default=",".join(DESIGNS), help=f"any of {', '.join(DESIGNS)}")
-    p.add_argument("--clients", type=int, default=4, help="claiming threads (one connection each)")
-    p.add_argument("--batch", type=int, default=16, help="rows per claim")
-    p.add_argument("--backlog", type=int, default=5000)
-    p.add_argument("--warmup", type=float, default=5.0)
-    p.add_argument("--baseline", type=float, default=30.0)
-    p.add_argument("--hold", type=float, default=90.0)
+    p.add_argument("--clients", type=int, default=Run.clients, help="claiming threads (one connection each)")
+    p.add_argument("--batch", type=int, default=Run.batch, help="rows per claim")
+    p.add_argument("--backlog", type=int, default=Run.backlog)
+    p.add_argument("--warmup", type=float, default=Run.warmup)
+    p.add_argument("--baseline", type=float, default=Run.baseline)
+    p.add_argument("--hold", type=float, default=Run.hold)
     args = p.parse_args(argv)
+    run = Run(**{f.name: getattr(args, f.name) for f in fields(Run)})
     keys = [k for k in args.designs.split(",") if k]
     unknown = [k for k in keys if k not in DESIGNS]
     if unknown:
         p.error(f"unknown design {unknown[0]!r}")
     load = [round(v, 2) for v in os.getloadavg()]
-    results = [
-        run_design(
-            args.admin_dsn,
-            k,
-            clients=args.clients,
-            batch=args.batch,
-            backlog=args.backlog,
-            warmup=args.warmup,
-            baseline=args.baseline,
-            hold=args.hold,
-        )
-        for k in keys
-    ]
+    results = [run_design(args.admin_dsn, k, run) for k in keys]
     print(
         table(
-            f"Claim designs under a held snapshot ({args.hold:g} s; ratio = last third of the hold / baseline; "
-            f"{args.clients} clients x {args.batch} rows, backlog {args.backlog:,})",
+            f"Claim designs under a held snapshot ({run.hold:g} s; ratio = last third of the hold / baseline; "
+            f"{run.clients} clients x {run.batch} rows, backlog {run.backlog:,})",
             [
                 "design",
                 "baseline wf/s",

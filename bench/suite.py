@@ -12,15 +12,16 @@ from typing import Any
 
 from . import buckets as buckets_bench
 from . import ceiling, peer, pgstats, profiling
+from .buckets import Buckets
 from .console import reader_available, run_console
 from .databases import admin_dsn, server_settings, server_version
 from .enqueue_bench import run_enqueue, run_rss
-from .fleet import fleet_table, run_fleets
-from .ingest import run_ingest
+from .fleet import Fleets, fleet_table, run_fleets
+from .ingest import Ingest, run_ingest
 from .latency import run_latency
 from .metrics_scrape import run_metrics
 from .migration import run_migration
-from .mvcc import SOAK_RANGE_SIZE, run_mvcc, run_soak
+from .mvcc import Load, Phases, Soak, run_mvcc, run_soak
 from .recovery import run_recovery
 from .report import machine, ratio, table, write_json
 from .targets import targets
@@ -31,7 +32,8 @@ from .workloads import NOOP1, NOOP5
 
 @dataclass
 class Options:
-    """Sizes and knobs of a run (defaults: the full run; ``quick()``: the smoke run)."""
+    """Sizes and knobs of a run (defaults: the full run; ``quick()``: the smoke run). A benchmark
+    whose runner takes many of them has them in the runner's own dataclass (its defaults)."""
 
     admin: str = field(default_factory=admin_dsn)
     results: Path | None = None
@@ -47,11 +49,8 @@ class Options:
     dbos_polling: float = peer.DEFAULT_POLLING
     profile: Path | None = None  # a folder: run the Kestrel workers under cProfile
     stats_settle: float = pgstats.SETTLE_S  # idle seconds before the counters' first snapshot
-    # throughput --buckets: today's claim against these counts of bucket groups (bench/buckets.py)
-    buckets: tuple[int, ...] = ()
-    bucket_window: float = 12.0
-    bucket_rounds: int = 2
-    bucket_n: int = 150_000  # a backlog the windows do not drain at 5,000 wf/s (-n with --buckets)
+    # throughput --buckets: today's claim against counts of bucket groups (-n: its backlog)
+    buckets: Buckets = field(default_factory=Buckets)
     # latency
     samples: int = 200
     poll_samples: int = 30
@@ -70,34 +69,19 @@ class Options:
     rss_concurrency: int = 32
     rss_load: int = 3000
     # ingestion (single enqueues against a plain INSERT, workers running)
-    ingest_threads: tuple[int, ...] = (8, 64)
-    ingest_tasks: tuple[int, ...] = (64,)
-    ingest_seconds: float = 1.5
-    ingest_rounds: int = 6
-    ingest_workers: int = 1
+    ingest: Ingest = field(default_factory=Ingest)
     # throughput fed by single enqueues from this many threads (0: no such row)
     feed_threads: int = 8
-    # mvcc (held snapshot) and soak (retention on); the concurrency is the one above
-    load_workers: int = 2
-    backlog: int = 8000
-    warmup: float = 10.0
-    baseline: float = 60.0
-    hold: float = 300.0
-    after: float = 30.0
-    interval: float = 10.0
-    minutes: float = 30.0
-    soak_interval: float = 60.0
-    retention: float = 120.0
-    prune_every: float = 10.0
-    range_size: int = SOAK_RANGE_SIZE  # soak: ids per history range (history_settings.range_size)
+    # mvcc (held snapshot) and soak (retention on): their full load (``load()``: at the
+    # concurrency above), mvcc's phases, the soak's length and retention
+    load_workers: int = Load.workers
+    backlog: int = Load.backlog
+    phases: Phases = field(default_factory=Phases)
+    soak: Soak = field(default_factory=Soak)
     # migration of a populated database (today's schema, seeded) while a probe writes
     migrate_executions: int = 1_000_000
-    # workers: this many worker identities against the fleet module's baseline (10)
-    count: int = 500
-    fleet_idle: float = 20.0  # seconds of each window, idle then loaded
-    fleet_load: float = 20.0
-    fleet_rate: float = 50.0  # one-step workflows enqueued a second in the loaded window
-    fleet_pgbouncer: bool = False  # the workers connect through a PgBouncer started for the run
+    # workers: worker identities against the fleet module's baseline (10)
+    fleet: Fleets = field(default_factory=Fleets)
 
     @classmethod
     def quick(cls, **overrides: Any) -> Options:
@@ -120,33 +104,23 @@ class Options:
             rss_concurrency=32,
             rss_load=100,
             stats_settle=0.6,
-            ingest_threads=(8,),
-            ingest_tasks=(8,),
-            ingest_seconds=0.3,
-            ingest_rounds=1,
+            ingest=Ingest(threads=(8,), tasks=(8,), seconds=0.3, rounds=1),
             load_workers=1,
             backlog=300,
-            warmup=0.5,
             # mvcc's phases run flat out, ~1.3 s of CPU a second: one or two intervals each are enough
             # to check the phases (the suite's smoke run took 6.6 s of CPU at 1.5 / 2.0 / 1.0 s,
             # 4.3-4.8 s at these)
-            baseline=1.0,
-            hold=1.0,
-            after=0.5,
-            interval=0.5,
-            minutes=0.05,
-            soak_interval=0.75,
-            retention=2.0,
-            prune_every=1.0,
-            range_size=1000,
+            phases=Phases(warmup=0.5, baseline=1.0, hold=1.0, after=0.5, interval=0.5),
+            soak=Soak(minutes=0.05, interval=0.75, retention=2.0, prune_every=1.0, range_size=1000),
             migrate_executions=2000,
-            count=4,
-            fleet_idle=1.5,
-            fleet_load=1.5,
-            fleet_rate=20.0,
+            fleet=Fleets(count=4, idle_s=1.5, load_s=1.5, rate=20.0),
         )
         small.update(overrides)
         return cls(**small)
+
+    def load(self) -> Load:
+        """mvcc's and the soak's full load: ``load_workers`` at the throughput's ``concurrency``."""
+        return Load(self.load_workers, self.concurrency, self.backlog)
 
 
 def _save(opts: Options, name: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -161,18 +135,11 @@ def _context(opts: Options) -> dict[str, Any]:
 
 def throughput(opts: Options) -> dict[str, Any]:
     """Kestrel, the pgbench ceiling and DBOS, side by side for each workload and worker count;
-    with ``buckets``, today's claim against the bucketed one instead (bench/buckets.py)."""
-    if opts.buckets:
+    with ``buckets.groups``, today's claim against the bucketed one instead (bench/buckets.py)."""
+    if opts.buckets.groups:
         workers = 2 if opts.workers == Options().workers else opts.workers[0]
         data = buckets_bench.compare(
-            opts.admin,
-            opts.buckets,
-            workers=workers,
-            concurrency=opts.concurrency,
-            n=opts.bucket_n,
-            window=opts.bucket_window,
-            rounds=opts.bucket_rounds,
-            echo=opts.echo,
+            opts.admin, opts.buckets, workers=workers, concurrency=opts.concurrency, echo=opts.echo
         )
         return _save(opts, "throughput_buckets", {**_context(opts), **data})
     dbos_skipped = None
@@ -186,15 +153,7 @@ def throughput(opts: Options) -> dict[str, Any]:
         for w in opts.workers:
             opts.echo(f"  {workflow}: {w} worker(s) x concurrency {opts.concurrency}, N={opts.n} ...")
             row: dict[str, Any] = {
-                "kestrel": run_kestrel(
-                    opts.admin,
-                    workflow,
-                    workers=w,
-                    concurrency=opts.concurrency,
-                    n=opts.n,
-                    profile=opts.profile.resolve() if opts.profile else None,
-                    settle=opts.stats_settle,
-                )
+                "kestrel": _kestrel(opts, workflow, w, profile=opts.profile.resolve() if opts.profile else None)
             }
             if opts.ceiling and not ceiling_skipped:
                 clients = min(w * opts.concurrency, ceiling.MAX_CLIENTS)
@@ -202,9 +161,7 @@ def throughput(opts: Options) -> dict[str, Any]:
                     opts.admin, workflow, clients=clients, threads=w, seconds=opts.ceiling_seconds
                 )
             if opts.dbos and not dbos_skipped:
-                row["dbos"] = peer.run_dbos(
-                    opts.admin, workflow, workers=w, concurrency=opts.concurrency, n=opts.n, polling=opts.dbos_polling
-                )
+                row["dbos"] = _dbos(opts, workflow, w)
             k = row["kestrel"]["workflows_per_s"]
             row["kestrel_vs_ceiling"] = ratio(k, row.get("ceiling", {}).get("workflows_per_s"))
             row["kestrel_vs_dbos"] = ratio(k, row.get("dbos", {}).get("workflows_per_s"))
@@ -245,34 +202,38 @@ def _fed_rows(opts: Options, bulk: list[dict[str, Any]], *, dbos: bool) -> list[
     for w in opts.workers:
         opts.echo(f"  {NOOP1} fed by {opts.feed_threads} threads: {w} worker(s), N={opts.n} ...")
         row: dict[str, Any] = {
-            feed: run_kestrel(
-                opts.admin,
-                NOOP1,
-                workers=w,
-                concurrency=opts.concurrency,
-                n=opts.n,
-                settle=opts.stats_settle,
-                feed_threads=opts.feed_threads,
-                plain_feed=feed == "plain",
-            )
+            feed: _kestrel(opts, NOOP1, w, feed_threads=opts.feed_threads, plain_feed=feed == "plain")
             for feed in ("kestrel", "plain")
         }
         if dbos:
-            row["dbos"] = peer.run_dbos(
-                opts.admin,
-                NOOP1,
-                workers=w,
-                concurrency=opts.concurrency,
-                n=opts.n,
-                polling=opts.dbos_polling,
-                feed_threads=opts.feed_threads,
-            )
+            row["dbos"] = _dbos(opts, NOOP1, w, feed_threads=opts.feed_threads)
         same = next((r for r in bulk if r["kestrel"]["workflow"] == NOOP1 and r["kestrel"]["workers"] == w), None)
         row["bulk_workflows_per_s"] = same["kestrel"]["workflows_per_s"] if same else None
         row["kestrel_vs_plain"] = ratio(row["kestrel"]["workflows_per_s"], row["plain"]["workflows_per_s"])
         row["kestrel_vs_dbos"] = ratio(row["kestrel"]["workflows_per_s"], row.get("dbos", {}).get("workflows_per_s"))
         out.append(row)
     return out
+
+
+def _kestrel(opts: Options, workflow: str, workers: int, **extra: Any) -> dict[str, Any]:
+    """One Kestrel measure of ``workflow`` on ``workers`` processes at the options' concurrency,
+    N and settle time (``extra``: how it is fed, profiled)."""
+    return run_kestrel(
+        opts.admin, workflow, workers=workers, concurrency=opts.concurrency, n=opts.n, settle=opts.stats_settle, **extra
+    )
+
+
+def _dbos(opts: Options, workflow: str, workers: int, **extra: Any) -> dict[str, Any]:
+    """DBOS on the same workload and sizes as ``_kestrel``, at the options' polling interval."""
+    return peer.run_dbos(
+        opts.admin,
+        workflow,
+        workers=workers,
+        concurrency=opts.concurrency,
+        n=opts.n,
+        polling=opts.dbos_polling,
+        **extra,
+    )
 
 
 def latency(opts: Options) -> dict[str, Any]:
@@ -334,12 +295,21 @@ def recovery(opts: Options) -> dict[str, Any]:
     return _save(opts, "recovery", {**_context(opts), **r})
 
 
+def _without_reader(opts: Options, name: str) -> dict[str, Any] | None:
+    """The skip, said and saved, of a benchmark that reads through the console's Reader when
+    that cannot be imported (bench without the console installed); None when it can."""
+    reason = reader_available()
+    if not reason:
+        return None
+    opts.echo(f"{name} benchmark skipped: {reason}")
+    return _save(opts, name, {"skipped": reason})
+
+
 def console(opts: Options) -> dict[str, Any]:
     """Dashboard refresh on a big history."""
-    reason = reader_available()
-    if reason:
-        opts.echo(f"console benchmark skipped: {reason}")
-        return _save(opts, "console", {"skipped": reason})
+    skipped = _without_reader(opts, "console")
+    if skipped is not None:
+        return skipped
     r = run_console(
         opts.admin,
         finished=opts.finished,
@@ -382,10 +352,9 @@ def console(opts: Options) -> dict[str, Any]:
 
 def metrics(opts: Options) -> dict[str, Any]:
     """One scrape of the metrics endpoint on a big history."""
-    reason = reader_available()
-    if reason:
-        opts.echo(f"metrics benchmark skipped: {reason}")
-        return _save(opts, "metrics", {"skipped": reason})
+    skipped = _without_reader(opts, "metrics")
+    if skipped is not None:
+        return skipped
     r = run_metrics(opts.admin, finished=opts.finished, live=opts.live, samples=opts.dashboard_samples)
     rows = [
         [what, r[key]["p50_ms"], r[key]["p95_ms"], r[key]["max_ms"]]
@@ -406,14 +375,7 @@ def metrics(opts: Options) -> dict[str, Any]:
 def enqueue(opts: Options) -> dict[str, Any]:
     """Single enqueues against a plain INSERT (workers running), bulk enqueue rows/s, and a
     worker's memory at concurrency 32."""
-    ingest = run_ingest(
-        opts.admin,
-        threads=opts.ingest_threads,
-        tasks=opts.ingest_tasks,
-        seconds=opts.ingest_seconds,
-        rounds=opts.ingest_rounds,
-        workers=opts.ingest_workers,
-    )
+    ingest = run_ingest(opts.admin, opts.ingest)
     opts.echo(
         table(
             f"Single enqueue calls, {ingest['workers']} worker process(es) running "
@@ -462,35 +424,13 @@ def enqueue(opts: Options) -> dict[str, Any]:
 
 def mvcc(opts: Options) -> dict[str, Any]:
     """Full load, then one REPEATABLE READ snapshot held: last minute of the hold / baseline."""
-    r = run_mvcc(
-        opts.admin,
-        workers=opts.load_workers,
-        concurrency=opts.concurrency,
-        backlog=opts.backlog,
-        warmup=opts.warmup,
-        baseline=opts.baseline,
-        hold=opts.hold,
-        after=opts.after,
-        interval=opts.interval,
-        echo=opts.echo,
-    )
+    r = run_mvcc(opts.admin, opts.load(), opts.phases, opts.echo)
     return _save(opts, "mvcc", {**_context(opts), **r})
 
 
 def soak(opts: Options) -> dict[str, Any]:
     """Full load with retention on: first vs last minutes, on-disk size per interval."""
-    r = run_soak(
-        opts.admin,
-        minutes=opts.minutes,
-        workers=opts.load_workers,
-        concurrency=opts.concurrency,
-        backlog=opts.backlog,
-        retention=opts.retention,
-        prune_every=opts.prune_every,
-        range_size=opts.range_size,
-        interval=opts.soak_interval,
-        echo=opts.echo,
-    )
+    r = run_soak(opts.admin, opts.load(), opts.soak, opts.echo)
     return _save(opts, "soak", {**_context(opts), **r})
 
 
@@ -517,16 +457,9 @@ def migration(opts: Options) -> dict[str, Any]:
 
 
 def workers(opts: Options) -> dict[str, Any]:
-    """``count`` worker identities against 10: heartbeat, claim and sweep cost, claim latency,
-    lock waits (fleet.py)."""
-    r = run_fleets(
-        opts.count,
-        idle_s=opts.fleet_idle,
-        load_s=opts.fleet_load,
-        rate=opts.fleet_rate,
-        through_pgbouncer=opts.fleet_pgbouncer,
-        echo=opts.echo,
-    )
+    """``fleet.count`` worker identities against 10: heartbeat, claim and sweep cost, claim
+    latency, lock waits (fleet.py)."""
+    r = run_fleets(opts.fleet, opts.echo)
     opts.echo(fleet_table(r))
     return _save(opts, "workers", {**_context(opts), **r})
 

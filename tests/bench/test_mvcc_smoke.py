@@ -14,7 +14,7 @@ import pytest
 
 from bench import suite
 from bench.__main__ import main
-from bench.mvcc_designs import DESIGNS, run_design
+from bench.mvcc_designs import DESIGNS, Run, run_design
 from tests.conftest import ADMIN_DSN, require_extension
 
 INTERVAL_KEYS = {
@@ -59,7 +59,7 @@ def test_mvcc_holds_a_snapshot_between_a_baseline_and_a_release(tmp_path: Path) 
     text = "\n".join(printed)
     assert "Index sizes, MiB" in text and "HOT %" in text and "index entries/wf" in text
     assert re.search(r"of the hold / baseline: [\d,.]+ / [\d,.]+ wf/s = [\d.]+x \(target >= 0\.8x\)", printed[-2])
-    assert json.loads((tmp_path / "mvcc.json").read_text())["hold_s"] == opts.hold
+    assert json.loads((tmp_path / "mvcc.json").read_text())["hold_s"] == opts.phases.hold
 
 
 def test_soak_runs_from_the_command_line_with_retention(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -84,7 +84,7 @@ def test_soak_runs_from_the_command_line_with_retention(tmp_path: Path, capsys: 
     assert "On-disk size per interval" in out and "database MiB" in out
     assert re.search(r"last [\d.]+ s / first [\d.]+ s: [\d,.]+ / [\d,.]+ wf/s = [\d.]+x \(target >= 0\.9x\)", out)
     data = json.loads((tmp_path / "soak.json").read_text())
-    assert data["retention_s"] == suite.Options.quick().retention and len(data["intervals"]) >= 2
+    assert data["retention_s"] == suite.Options.quick().soak.retention and len(data["intervals"]) >= 2
     assert all(INTERVAL_KEYS <= set(r) and r["phase"] == "soak" for r in data["intervals"])
     assert isinstance(data["plateau"], bool) and "last_window_growth_mib" in data
     assert data["plateau"] == (data["peak_growth_mib"] < 0.05 * data["peak_last_third_mib"])
@@ -107,9 +107,8 @@ def test_each_claim_design_runs_a_baseline_and_a_hold(key: str) -> None:
     printed: list[str] = []
     # One client and short phases: a design runs flat out, so its CPU grows with both (two clients
     # and 1.4 s: 14 s of CPU for the six designs; one and 1.0 s: 7 s; one and 0.5 s: 5 s).
-    r = run_design(
-        ADMIN_DSN, key, clients=1, batch=4, backlog=200, warmup=0.05, baseline=0.25, hold=0.2, echo=printed.append
-    )
+    run = Run(clients=1, batch=4, backlog=200, warmup=0.05, baseline=0.25, hold=0.2)
+    r = run_design(ADMIN_DSN, key, run, echo=printed.append)
     assert r["design"] == key and [line.split()[1] for line in printed] == ["warmup", "baseline", "hold"]
     for phase in (r["baseline"], r["hold"]):
         assert {"wf_per_s", "last_third_wf_per_s", "claim_ms", "hot_pct", "index_entries_per_workflow", "mib"} <= set(

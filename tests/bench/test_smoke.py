@@ -281,7 +281,7 @@ def test_workers_compares_a_fleet_with_the_baseline(opts: suite.Options, printed
     require_extension("pg_stat_statements")  # loaded by the fleet's private server
     data = suite.workers(opts)
     small, big = data["baseline"], data["fleet"]
-    assert small["workers"] == big["workers"] == opts.count
+    assert small["workers"] == big["workers"] == opts.fleet.count
     for run in (small, big):
         assert run["backends"] >= run["workers"]  # each worker its own connections
         assert run["load"]["claimed"] >= 1 and run["load"]["p50_ms"] is not None
@@ -289,7 +289,7 @@ def test_workers_compares_a_fleet_with_the_baseline(opts: suite.Options, printed
         assert "other" in run["load"]["duties"]  # the workflows' own statements were counted
     assert data["ratios"]["workers"] == 1.0
     assert any("workers against" in text for text in printed)
-    assert _json(opts, "workers")["fleet"]["workers"] == opts.count
+    assert _json(opts, "workers")["fleet"]["workers"] == opts.fleet.count
 
 
 def test_workers_through_pgbouncer_share_the_pools_backends(opts: suite.Options) -> None:
@@ -300,7 +300,7 @@ def test_workers_through_pgbouncer_share_the_pools_backends(opts: suite.Options)
         if in_ci():
             pytest.fail("CI has PgBouncer (.ci/run installs it)")
         pytest.skip("pgbouncer is not installed")
-    data = suite.workers(replace(opts, fleet_pgbouncer=True))
+    data = suite.workers(replace(opts, fleet=replace(opts.fleet, through_pgbouncer=True)))
     for run in (data["baseline"], data["fleet"]):
         assert run["through_pgbouncer"]
         assert run["backends"] <= fleet.POOLED_BACKENDS + 2  # the pool's, the bench's own
@@ -314,7 +314,9 @@ def test_buckets_measures_each_variant_in_its_window() -> None:
     assert run["workflows_per_s"] > 0 and run["backlog_left"] > 0
     assert set(run["per_worker"]) == {"bench-b0", "bench-b1"}
     with pytest.raises(ValueError, match="at least 10"):
-        buckets_bench.compare(ADMIN_DSN, (1,), workers=1, concurrency=1, n=1, window=5.0, rounds=1)
+        buckets_bench.compare(
+            ADMIN_DSN, buckets_bench.Buckets((1,), n=1, window=5.0, rounds=1), workers=1, concurrency=1
+        )
     rows = [
         {"buckets": None, "median_workflows_per_s": 100.0, "runs": [100.0], "vs_no_buckets": 1.0},
         {"buckets": 16, "median_workflows_per_s": 95.0, "runs": [95.0], "vs_no_buckets": 0.95},
