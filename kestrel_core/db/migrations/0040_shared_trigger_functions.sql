@@ -1,12 +1,20 @@
--- Kestrel schema, version 40: one trigger function for the writes only the schema's owner makes.
+-- Kestrel schema, version 40: one trigger function where several did the same work.
 --
--- guard_execution_inserts, guard_finished_executions, guard_paused_executions, guard_paused_rows
--- and guard_step_attempts were five functions that each let the table's owner through and
--- refused anyone else with its own message. Now one function, guard_owner_writes (in
--- schema/functions/), does it once; each trigger names its rule as its argument. The triggers
--- keep their names (so their order), their timing and their WHEN clauses: the rows they fire
--- for are the same, and the hot path (whose writes no WHEN picks) pays nothing new. The
--- function is created here as it is at this release, so the guards hold at every commit.
+-- 1. guard_execution_inserts, guard_finished_executions, guard_paused_executions,
+--    guard_paused_rows and guard_step_attempts were five functions that each let the table's
+--    owner through and refused anyone else with its own message. Now one function,
+--    guard_owner_writes (in schema/functions/), does it once; each trigger names its rule as
+--    its argument. The triggers keep their names (so their order), their timing and their WHEN
+--    clauses: the rows they fire for are the same, and the hot path (whose writes no WHEN
+--    picks) pays nothing new.
+-- 2. count_finished_inserted and count_finished_deleted were one grouped upsert of the finished
+--    rows a statement inserted (+) or deleted (-). Now count_finished_statement does both, on
+--    the transition table both triggers name changed_rows; the triggers keep their names.
+--
+-- The functions are created here as they are at this release, so the triggers have them at
+-- every commit; their files apply over them after every migration.
+
+-- 1. -------------------------------------------------------------------------------------
 CREATE FUNCTION {schema}.guard_owner_writes() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -93,3 +101,33 @@ CREATE TRIGGER guard_step_attempts
              IS DISTINCT FROM (OLD.execution_id, OLD.step_id, OLD.attempt, OLD.owner_id, OLD.claim_epoch, OLD.started_at))
     EXECUTE FUNCTION {schema}.guard_owner_writes('attempt');
 DROP FUNCTION {schema}.guard_step_attempts();
+
+-- 2. -------------------------------------------------------------------------------------
+CREATE FUNCTION {schema}.count_finished_statement() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    INSERT INTO {schema}.execution_counts AS c (workflow_name, status, shard, n)
+    SELECT workflow_name, status, {schema}.count_shard(id),
+           CASE WHEN TG_OP = 'DELETE' THEN -count(*) ELSE count(*) END
+      FROM changed_rows WHERE status IN ('success', 'error', 'cancelled')
+     GROUP BY 1, 2, 3
+     ORDER BY 1, 2, 3
+    ON CONFLICT (workflow_name, status, shard) DO UPDATE SET n = c.n + excluded.n;
+    RETURN NULL;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION {schema}.count_finished_statement() FROM PUBLIC;
+
+DROP TRIGGER execution_counts_insert ON {schema}.workflow_executions;
+CREATE TRIGGER execution_counts_insert
+    AFTER INSERT ON {schema}.workflow_executions
+    REFERENCING NEW TABLE AS changed_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION {schema}.count_finished_statement();
+DROP FUNCTION {schema}.count_finished_inserted();
+
+DROP TRIGGER execution_counts_delete ON {schema}.workflow_executions;
+CREATE TRIGGER execution_counts_delete
+    AFTER DELETE ON {schema}.workflow_executions
+    REFERENCING OLD TABLE AS changed_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION {schema}.count_finished_statement();
+DROP FUNCTION {schema}.count_finished_deleted();
