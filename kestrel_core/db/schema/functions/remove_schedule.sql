@@ -7,11 +7,8 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
 DECLARE
     s schedules%ROWTYPE;
 BEGIN
-    DELETE FROM schedules WHERE name = p_name RETURNING * INTO s;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'cannot remove: no schedule named "%"', p_name
-            USING ERRCODE = 'KS404', HINT = 'Schedules are listed by: kestrel-console schedule list';
-    END IF;
+    s := lock_schedule(p_name, 'remove', false);
+    DELETE FROM schedules WHERE name = p_name;
     INSERT INTO operator_actions (actor, db_user, action, comment, details)
     VALUES (p_by, session_user, 'remove_schedule', p_comment,
             jsonb_build_object('schedule', p_name, 'cron', s.cron, 'timezone', s.timezone,

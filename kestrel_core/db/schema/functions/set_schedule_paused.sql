@@ -10,11 +10,7 @@ DECLARE
     s schedules%ROWTYPE;
     verb text := CASE WHEN p_paused THEN 'pause' ELSE 'resume' END;
 BEGIN
-    SELECT * INTO s FROM schedules WHERE name = p_name FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'cannot %: no schedule named "%"', verb, p_name
-            USING ERRCODE = 'KS404', HINT = 'Schedules are listed by: kestrel-console schedule list';
-    END IF;
+    s := lock_schedule(p_name, verb, false);
     IF s.paused = p_paused THEN
         RAISE EXCEPTION 'cannot %: schedule "%" is already %', verb, p_name,
             CASE WHEN p_paused THEN format('paused (by %s at %s)', coalesce(s.paused_by, '?'),

@@ -15,11 +15,7 @@ DECLARE
     v_input jsonb;
     new_id bigint;
 BEGIN
-    SELECT * INTO s FROM schedules WHERE name = p_name FOR SHARE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'cannot trigger: no schedule named "%"', p_name
-            USING ERRCODE = 'KS404', HINT = 'Schedules are listed by: kestrel-console schedule list';
-    END IF;
+    s := lock_schedule(p_name, 'trigger', true);
     v_queue := coalesce((SELECT q.name FROM queues q WHERE s.workflow_name = ANY(q.workflows)
                           ORDER BY q.declared_at DESC NULLS LAST, q.name LIMIT 1), 'default');
     v_priority := coalesce((SELECT q.priority FROM queues q WHERE q.name = v_queue), 0);
