@@ -183,7 +183,7 @@ class Operations(ABC):
     ) -> list[int]:
         """Enqueue one execution per input in one statement; ids in input order. The options
         and ``conn`` as for ``enqueue`` (no idempotency key: one key would name every row)."""
-        chosen = _enqueue.EnqueueOptions.of(options, **given)
+        chosen = _enqueue.EnqueueOptions.of(options, _enqueue.ChildKeywords, **given)
         if chosen.idempotency_key is not None:
             raise InvalidArgument("enqueue_many takes no idempotency_key: one key would name every row's execution")
         rows = _enqueue.rows(self._registry(), name, inputs, chosen)

@@ -180,15 +180,18 @@ class EnqueueOptions:
         check_name(self.concurrency_key, "a concurrency key")
 
     @classmethod
-    def of(cls, options: object, **given: Any) -> EnqueueOptions:
+    def of(cls, options: object, keywords: type[ChildKeywords] = EnqueueKeywords, /, **given: Any) -> EnqueueOptions:
         """The options of a call that takes ``options=`` or the same as keyword arguments
         (``given``: what the caller passed; None counts as not given): one or the other, not
-        both. A keyword that is no option is a TypeError, as Python's own for a misspelt one."""
-        unknown = sorted(set(given) - set(EnqueueKeywords.__annotations__))
+        both. A keyword that is not one of the call's ``keywords`` is a TypeError naming them
+        (as Python's own for a misspelt argument; an async call's when it is awaited, as its
+        other argument errors)."""
+        takes = keywords.__annotations__.keys()
+        unknown = sorted(set(given) - takes)
         if unknown:
             raise TypeError(
-                f"unexpected keyword argument {unknown[0]!r}: the enqueue options are "
-                f"{', '.join(sorted(EnqueueKeywords.__annotations__))} (or options=EnqueueOptions(...))"
+                f"unexpected keyword argument {unknown[0]!r}: the options are "
+                f"{', '.join(sorted(takes))} (or options=EnqueueOptions(...))"
             )
         if options is None:
             return cls(**given)

@@ -36,7 +36,7 @@ def child_options(options: object, **given: Any) -> EnqueueOptions:
     """``start_child``'s options, from ``options=`` or its keywords (``ChildKeywords``,
     ``EnqueueOptions.of``): a child has no idempotency key, its start is once per ``step_id``
     already."""
-    chosen = EnqueueOptions.of(options, **given)
+    chosen = EnqueueOptions.of(options, ChildKeywords, **given)
     if chosen.idempotency_key is not None:
         raise InvalidArgument("a child workflow takes no idempotency_key: its step_id starts it once")
     return chosen

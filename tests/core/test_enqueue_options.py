@@ -131,13 +131,19 @@ def test_the_keyword_options_are_the_value_s_fields_named_once() -> None:
 
 
 def test_a_misspelt_option_is_a_type_error_and_writes_nothing(app: Kestrel, db: psycopg.Connection) -> None:
-    message = r"^unexpected keyword argument 'priorty': the enqueue options are concurrency_key, delay, "
-    with pytest.raises(TypeError, match=message):
+    every = "concurrency_key, delay, idempotency_key, priority, queue, run_at"
+    but_the_key = "concurrency_key, delay, priority, queue, run_at"
+    with pytest.raises(TypeError, match=rf"^unexpected keyword argument 'priorty': the options are {every} \("):
         app.enqueue("w", None, priorty=1)  # type: ignore[call-arg]
-    with pytest.raises(TypeError, match=message):
-        app.enqueue_many("w", [1], options=EnqueueOptions(priority=2), priorty=1)  # type: ignore[call-arg]
-    with pytest.raises(TypeError, match=message):
-        child_options(None, priorty=1)
-    with pytest.raises(InvalidArgument, match="enqueue_many takes no idempotency_key"):
-        app.enqueue_many("w", [1], idempotency_key="k")  # type: ignore[call-arg]
+    for misspelt in (
+        lambda: app.enqueue_many("w", [1], options=EnqueueOptions(priority=2), priorty=1),  # type: ignore[call-arg]
+        lambda: child_options(None, priorty=1),
+    ):
+        with pytest.raises(TypeError, match=rf"the options are {but_the_key} \("):
+            misspelt()
+    # as at the call when the keyword was no parameter, None too: it is no option of theirs
+    with pytest.raises(TypeError, match="^unexpected keyword argument 'idempotency_key'"):
+        app.enqueue_many("w", [1], idempotency_key=None)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="^unexpected keyword argument 'idempotency_key'"):
+        child_options(None, idempotency_key=None)
     assert db.execute("SELECT count(*) FROM workflow_executions").fetchone() == (0,)

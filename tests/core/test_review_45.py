@@ -276,25 +276,23 @@ def test_a_verb_waiting_on_a_concurrent_remove_finds_no_schedule(
 # -- the enqueue options as **given -------------------------------------------------------------
 
 
-def test_async_enqueue_refuses_a_misspelt_keyword_when_called_as_before(app: Kestrel) -> None:
-    """Attack: the async client's enqueue with a misspelt option, called but not yet awaited
-    (``asyncio.create_task(client.enqueue(...))``, a list of calls given to ``gather``). At
-    e983907 the call itself raised TypeError (Python binds a coroutine function's arguments at
-    the call), so the caller's line failed at once. Now the call returns a coroutine and the
-    TypeError comes only when it is awaited, in whatever task awaits it (or never: "coroutine
-    was never awaited", "Task exception was never retrieved"). BROKE."""
+def test_async_enqueue_refuses_a_misspelt_keyword_when_awaited_and_writes_nothing(
+    app: Kestrel, db: psycopg.Connection
+) -> None:
+    """Attack: the async client's enqueue with a misspelt option. At e983907 the call itself
+    raised TypeError (Python binds a coroutine function's arguments at the call); the options
+    are now checked in the call's body, so the TypeError comes when it is awaited, where a bad
+    option's value always failed (a type checker flags it at the call: Unpack[EnqueueKeywords]).
+    Documented in EnqueueOptions.of; held: it fails, names the options, writes nothing."""
 
     async def main() -> None:
         async with AsyncKestrel(app.dsn) as client:
-            pending = None
-            try:
-                with pytest.raises(TypeError, match="priorty"):
-                    pending = client.enqueue("w", None, priorty=1)  # type: ignore[call-arg]
-            finally:
-                if pending is not None:
-                    pending.close()
+            pending = client.enqueue("w", None, priorty=1)  # type: ignore[call-arg]
+            with pytest.raises(TypeError, match="^unexpected keyword argument 'priorty': the options are"):
+                await pending
 
     asyncio.run(main())
+    assert db.execute("SELECT count(*) FROM workflow_executions").fetchone() == (0,)
 
 
 def test_a_misspelt_option_names_only_the_options_the_call_takes() -> None:
@@ -326,7 +324,7 @@ def test_start_child_in_sync_and_async_workflows_takes_none_and_refuses_a_misspe
     """Attack: start_child in a sync and an async workflow with None keywords beside options=,
     with a misspelt option, and with idempotency_key (which a child never takes). Held: the
     options land on the child; a misspelt one fails the parent with a TypeError and starts
-    no child; idempotency_key is refused (InvalidArgument now; a TypeError at e983907)."""
+    no child; idempotency_key is refused (a TypeError, as at e983907)."""
     from tests.waiting import wait_finished as done
 
     @app.workflow("leaf45")
@@ -360,6 +358,8 @@ def test_start_child_in_sync_and_async_workflows_takes_none_and_refuses_a_misspe
     for name, how in (("sync45", "misspelt"), ("async45", "misspelt"), ("sync45", "idem")):
         final = done(app, app.enqueue(name, how))
         assert final.status == "error", (name, how)
-        assert ("TypeError" if how == "misspelt" else "idempotency_key") in str(final.error), final.error
+        assert "TypeError" in str(final.error) and ("idempotency_key" in str(final.error)) == (how == "idem"), (
+            final.error
+        )
     after = db.execute("SELECT count(*) FROM workflow_executions WHERE workflow_name = 'leaf45'").fetchone()
     assert after == before
