@@ -25,30 +25,20 @@ from ..widgets.banner import Banner
 from ..widgets.details_box import DetailsBox
 from ..widgets.footer import KeyFooter
 from ..widgets.goto import GOTO_BINDING, GotoExecution
-from ..widgets.live_table import LiveTable
+from ..widgets.live_table import Column, LiveTable
 
+# At 80 columns (squeeze) a long workflow name or gate id is cut, so that waiting, since and
+# deadline stay in sight (the details box below shows both whole). Each column sorts by the
+# stored value (waiting 2h after 9m; details as their JSON text).
 COLUMNS = [
-    ("execution", "execution"),
-    ("workflow", "workflow"),
-    ("step", "gate"),
-    ("waiting", "waiting"),
-    ("since", "since"),
-    ("deadline", "deadline"),
-    ("details", "details"),
+    Column("execution", sort="execution_id"),
+    Column("workflow", squeeze=12, sort="workflow_name"),
+    Column("step", "gate", squeeze=12, sort="step_id"),
+    Column("waiting", sort="waiting_s"),
+    Column("since", sort="waiting_since"),
+    Column("deadline", sort="deadline"),
+    Column("details", squeeze=20, sort=lambda r: fmt.json_line(r["details"]) if r["details"] is not None else None),
 ]
-# At 80 columns a long workflow name or gate id is cut, so that waiting, since and deadline stay
-# in sight (the details box below shows both whole).
-SQUEEZE = {"workflow": 12, "step": 12, "details": 20}
-# What each column sorts by: the stored value (waiting 2h after 9m; details as their JSON text).
-SORT_KEYS = {
-    "execution": lambda r: r["execution_id"],
-    "workflow": lambda r: r["workflow_name"],
-    "step": lambda r: r["step_id"],
-    "waiting": lambda r: r["waiting_s"],
-    "since": lambda r: r["waiting_since"],
-    "deadline": lambda r: r["deadline"],
-    "details": lambda r: fmt.json_line(r["details"]) if r["details"] is not None else None,
-}
 
 
 class ApprovalsScreen(GotoExecution, FilterLine, LiveScreen):
@@ -83,14 +73,7 @@ class ApprovalsScreen(GotoExecution, FilterLine, LiveScreen):
         yield self.filter_input("risk:high workflow:remediate gate:approve free text")
         yield Static("", id="appr-summary")
         # Oldest first as read, else the sort chosen.
-        yield LiveTable(
-            COLUMNS,
-            markable=True,
-            sort_keys=SORT_KEYS,
-            default_sort=("waiting", True),
-            squeeze=SQUEEZE,
-            id="approvals",
-        )
+        yield LiveTable(COLUMNS, markable=True, default_sort=("waiting", True), id="approvals")
         yield DetailsBox("Details attached by the workflow", id="appr-details-box", body_id="appr-details")
         yield KeyFooter()
 

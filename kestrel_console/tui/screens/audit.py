@@ -21,20 +21,19 @@ from ..live import LiveScreen
 from ..widgets.banner import Banner
 from ..widgets.details_box import DetailsBox
 from ..widgets.footer import KeyFooter
-from ..widgets.live_table import LiveTable
+from ..widgets.live_table import Column, LiveTable
 
 COLUMNS = [
-    ("id", "#"),
-    ("at", "at"),
-    ("action", "action"),
-    ("execution", "execution"),
-    ("step", "step"),
-    ("was", "was"),
-    ("actor", "by"),
-    ("db_user", "db role"),
-    ("comment", "comment"),
+    Column("id", "#"),
+    Column("at"),
+    Column("action"),
+    Column("execution"),
+    Column("step", squeeze=12),
+    Column("was"),
+    Column("actor", "by", squeeze=12),
+    Column("db_user", "db role", squeeze=12),
+    Column("comment"),
 ]
-SQUEEZE = {"actor": 12, "db_user": 12, "step": 12}
 # The newest actions read per refresh; older ones: narrow the filter (or the CLI's --before).
 PAGE = 200
 
@@ -64,7 +63,7 @@ class AuditScreen(FilterLine, LiveScreen):
         yield Banner()
         yield self.filter_input("action:cancel by:alice id:42 since:2h free text")
         yield Static("", id="audit-summary")
-        yield LiveTable(COLUMNS, squeeze=SQUEEZE, id="audit")
+        yield LiveTable(COLUMNS, id="audit")
         yield DetailsBox("Comment and details", id="audit-details-box", body_id="audit-details")
         yield KeyFooter()
 

@@ -25,7 +25,7 @@ from ..state_actions import STATE_BINDINGS, StateActions
 from ..widgets.banner import Banner
 from ..widgets.count_line import CountLine
 from ..widgets.footer import KeyFooter
-from ..widgets.live_table import LiveTable
+from ..widgets.live_table import Column, LiveTable
 
 ACTIVITY_MINUTES = 15
 NARROW_BELOW = 120
@@ -37,6 +37,23 @@ COUNTS_FRAME = 4
 COUNTS_GAP = 1
 WORKER_STYLES = {"alive": "green", "late": "bold yellow", "silent": "bold red"}
 ACTIVITY_SERIES = (("enqueued", "enqueued"), ("started", "started"), ("completed", "completed"), ("failed", "failed"))
+DEPTH_COLUMNS = [Column("workflow"), *(Column(s) for s in STATUSES)]
+# Below NARROW_BELOW columns the stuck-lease and worker panels keep their ``narrow`` columns.
+STUCK_COLUMNS = [
+    Column("id", narrow=True),
+    Column("workflow"),
+    Column("owner", narrow=True),
+    Column("expired", "lease expired", narrow=True),
+    Column("heartbeat", "owner heartbeat"),
+]
+WORKER_COLUMNS = [
+    Column("worker", narrow=True),
+    Column("host"),
+    Column("held", "held/slots", narrow=True),
+    Column("heartbeat"),
+    Column("state", narrow=True),
+    Column("workflows"),
+]
 
 
 class DashboardScreen(StateActions, LiveScreen):
@@ -77,31 +94,10 @@ class DashboardScreen(StateActions, LiveScreen):
                         yield Static(label, classes="spark-label")
                         yield Sparkline([], id=f"spark-{key}", classes=f"spark spark-{key}")
                         yield Static("", id=f"spark-total-{key}", classes="spark-total")
-        yield LiveTable([("workflow", "workflow"), *[(s, s) for s in STATUSES]], id="dash-depth")
+        yield LiveTable(DEPTH_COLUMNS, id="dash-depth")
         with Horizontal(id="dash-bottom"):
-            yield LiveTable(
-                [
-                    ("id", "id"),
-                    ("workflow", "workflow"),
-                    ("owner", "owner"),
-                    ("expired", "lease expired"),
-                    ("heartbeat", "owner heartbeat"),
-                ],
-                narrow=("id", "owner", "expired"),
-                id="dash-stuck",
-            )
-            yield LiveTable(
-                [
-                    ("worker", "worker"),
-                    ("host", "host"),
-                    ("held", "held/slots"),
-                    ("heartbeat", "heartbeat"),
-                    ("state", "state"),
-                    ("workflows", "workflows"),
-                ],
-                narrow=("worker", "held", "state"),
-                id="dash-workers",
-            )
+            yield LiveTable(STUCK_COLUMNS, id="dash-stuck")
+            yield LiveTable(WORKER_COLUMNS, id="dash-workers")
         yield Static("", id="dash-unserved")
         yield Static("", id="dash-stats")
         yield KeyFooter()

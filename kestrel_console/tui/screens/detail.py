@@ -30,21 +30,21 @@ from ..widgets.comment import CommentModal
 from ..widgets.confirm import ConfirmModal
 from ..widgets.footer import KeyFooter
 from ..widgets.json_input import JsonAnswer, JsonModal
-from ..widgets.live_table import LiveTable
+from ..widgets.live_table import Column, LiveTable
 from ..widgets.timeline import Timeline
 
 ATTEMPT_COLUMNS = [
-    ("n", "#"),
-    ("step", "step"),
-    ("kind", "kind"),
-    ("attempt", "attempt"),
-    ("start", "start"),
-    ("duration", "duration"),
-    ("outcome", "outcome"),
-    ("worker", "worker / decided by"),
-    ("error", "error / comment"),
+    Column("n", "#"),
+    Column("step"),
+    Column("kind"),
+    Column("attempt"),
+    Column("start"),
+    Column("duration"),
+    Column("outcome"),
+    Column("worker", "worker / decided by"),
+    Column("error", "error / comment"),
 ]
-FAMILY_COLUMNS = [("relation", "link"), ("id", "id"), ("workflow", "workflow"), ("status", "status")]
+FAMILY_COLUMNS = [Column("relation", "link"), Column("id"), Column("workflow"), Column("status")]
 OUTCOME_STYLES = style.STATUS_STYLES  # one palette (style.py)
 # Forks the execution from the selected step: means nothing else on any screen.
 FORK_KEY = "f"

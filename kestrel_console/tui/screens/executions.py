@@ -28,33 +28,22 @@ from ..state_actions import STATE_BINDINGS, StateActions
 from ..widgets.banner import Banner
 from ..widgets.footer import KeyFooter
 from ..widgets.goto import GOTO_BINDING, GotoExecution
-from ..widgets.live_table import LiveTable
+from ..widgets.live_table import Column, LiveTable
 
 PAGE_SIZE = 100
+# At 80 columns (squeeze) long names are cut, so that status, age and duration stay in sight
+# (enter shows the whole execution). Each column sorts by the stored value, not the text shown
+# (2h after 9m).
 COLUMNS = [
-    ("id", "id"),
-    ("workflow", "workflow"),
-    ("status", "status"),
-    ("age", "age"),
-    ("duration", "duration"),
-    ("owner", "owner"),
-    ("step", "current step"),
-    ("error", "error"),
+    Column("id", sort="id"),
+    Column("workflow", squeeze=18, sort="workflow_name"),
+    Column("status", sort="status"),
+    Column("age", sort="age_s"),
+    Column("duration", sort="duration_s"),
+    Column("owner", squeeze=14, sort="owner_id"),
+    Column("step", "current step", squeeze=14, sort="current_step"),
+    Column("error", sort="error"),
 ]
-# At 80 columns long names are cut, so that status, age and duration stay in sight (enter shows
-# the whole execution).
-SQUEEZE = {"workflow": 18, "owner": 14, "step": 14}
-# What each column sorts by: the stored value, not the text shown (2h after 9m).
-SORT_KEYS = {
-    "id": lambda r: r["id"],
-    "workflow": lambda r: r["workflow_name"],
-    "status": lambda r: r["status"],
-    "age": lambda r: r["age_s"],
-    "duration": lambda r: r["duration_s"],
-    "owner": lambda r: r["owner_id"],
-    "step": lambda r: r["current_step"],
-    "error": lambda r: r["error"],
-}
 
 
 class ExecutionsScreen(StateActions, BulkFlow, SendEventFlow, GotoExecution, FilterLine, LiveScreen):
@@ -141,9 +130,7 @@ class ExecutionsScreen(StateActions, BulkFlow, SendEventFlow, GotoExecution, Fil
         )
         yield Static("", id="exec-where")
         yield Static("", id="exec-bulk")  # a bulk action's progress, then its result (b)
-        yield LiveTable(
-            COLUMNS, markable=True, sort_keys=SORT_KEYS, default_sort=("id", True), squeeze=SQUEEZE, id="executions"
-        )
+        yield LiveTable(COLUMNS, markable=True, default_sort=("id", True), id="executions")
         yield KeyFooter()
 
     def on_mount(self) -> None:

@@ -17,19 +17,19 @@ from ...read.queue_view import limit_text, rate_text
 from ..live import PAUSE_KEY, LiveScreen
 from ..pausable_list import PausableList
 from ..widgets.banner import Banner
-from ..widgets.live_table import LiveTable
+from ..widgets.live_table import Column, LiveTable
 
 COLUMNS = [
-    ("queue", "queue"),
-    ("state", "state"),
-    ("enqueued", "enqueued"),
-    ("running", "running/limit"),
-    ("per_worker", "per worker"),
-    ("rate", "rate (window)"),
-    ("per_key", "per key"),
-    ("priority", "priority"),
-    ("workers", "workers"),
-    ("workflows", "workflows"),
+    Column("queue"),
+    Column("state"),
+    Column("enqueued"),
+    Column("running", "running/limit"),
+    Column("per_worker", "per worker"),
+    Column("rate", "rate (window)"),
+    Column("per_key", "per key"),
+    Column("priority"),
+    Column("workers"),
+    Column("workflows"),
 ]
 
 

@@ -24,17 +24,17 @@ from ..pausable_list import PausableList
 from ..widgets.banner import Banner
 from ..widgets.comment import CommentModal
 from ..widgets.confirm import ConfirmModal
-from ..widgets.live_table import LiveTable
+from ..widgets.live_table import Column, LiveTable
 
 COLUMNS = [
-    ("name", "schedule"),
-    ("cron", "cron"),
-    ("timezone", "timezone"),
-    ("workflow", "workflow"),
-    ("next", "next tick"),
-    ("last", "last run"),
-    ("status", "status"),
-    ("state", "state"),
+    Column("name", "schedule"),
+    Column("cron"),
+    Column("timezone"),
+    Column("workflow"),
+    Column("next", "next tick"),
+    Column("last", "last run"),
+    Column("status"),
+    Column("state"),
 ]
 
 

@@ -1,6 +1,9 @@
 """A DataTable whose rows are keyed and updated in place on every refresh (only changed cells
 are rewritten, rows that left are removed, new ones added), with rows marked by ``space`` and,
-given ``sort_keys``, sorted by a column (its screen's keys, or a click on a header).
+given columns that sort, sorted by a column (its screen's keys, or a click on a header).
+
+Each column is declared once, as a ``Column``: its key, header, the width it is cut to in a
+narrow table, what it sorts by, and whether a narrow terminal keeps it.
 
 Marks are row keys (execution ids), so they stay on their rows through every refresh. The
 cursor follows its row when rows are added or re-sorted; when the row under it leaves (decided
@@ -10,7 +13,9 @@ action is then refused instead of applied to the neighbour (``live.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, ClassVar
 
 from rich.cells import cell_len
@@ -33,6 +38,31 @@ MARK_COLUMN = "mark"
 SQUEEZE_BELOW = 120
 
 
+@dataclass(frozen=True)
+class Column:
+    """A column of a LiveTable, with all that is said of it in one place.
+
+    ``key``: what the cells and the sort name it by; ``title``: its header (default: the key);
+    ``squeeze``: the width it is cut to (with …) in a table narrower than SQUEEZE_BELOW, so that
+    the columns after it stay in sight; ``sort``: what it sorts by, the stored value, not the
+    text shown (2h after 9m): a field of the source row, or a function of it; ``narrow``: kept
+    when a narrow terminal shows only the essential columns (``set_narrow``)."""
+
+    key: str
+    title: str | None = None
+    squeeze: int | None = None
+    sort: str | Callable[[dict[str, Any]], Any] | None = None
+    narrow: bool = False
+
+    @property
+    def label(self) -> str:
+        return self.key if self.title is None else self.title
+
+    def sort_key(self) -> Callable[[dict[str, Any]], Any] | None:
+        """The value of a source row this column sorts by (None: it does not sort)."""
+        return itemgetter(self.sort) if isinstance(self.sort, str) else self.sort
+
+
 class LiveTable(CutTable):
     """Rows are ``(key, {column: cell})``; the first column shows the mark."""
 
@@ -48,23 +78,17 @@ class LiveTable(CutTable):
 
     def __init__(
         self,
-        columns: Sequence[tuple[str, str]],
+        columns: Sequence[Column],
         *,
         markable: bool = False,
-        narrow: Sequence[str] = (),
-        sort_keys: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
         default_sort: tuple[str, bool] | None = None,
-        squeeze: Mapping[str, int] | None = None,
         **kwargs: Any,
     ) -> None:
-        """``sort_keys``: column -> the value of a source row it sorts by (the stored value, not
-        the text shown: 2h after 9m); ``default_sort``: (column, descending) the rows come in;
-        ``squeeze``: column -> the width it is cut to (with …) in a table narrower than
-        SQUEEZE_BELOW, so that the columns after it stay in sight."""
+        """``default_sort``: (column, descending) the rows come in."""
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
-        self.all_columns = list(columns)
-        self.narrow_keys = list(narrow)  # the columns kept when the terminal is narrow
-        self.column_spec = list(columns)  # the columns shown now
+        self.all_columns = [(c.key, c.label) for c in columns]
+        self.narrow_keys = [c.key for c in columns if c.narrow]  # the columns kept when the terminal is narrow
+        self.column_spec = list(self.all_columns)  # the columns shown now
         self.markable = markable
         self.marks: set[str] = set()
         self._cells: dict[str, dict[str, str]] = {}  # what each cell shows now (plain text)
@@ -78,11 +102,11 @@ class LiveTable(CutTable):
         self.cursor_lost: str | None = None
         self.cursor_lost_why = "left the list (changed elsewhere)"
         self._leaving: set[str] = set()  # rows this console acted on: their leaving is no surprise
-        self.sort_keys = dict(sort_keys or {})
+        self.sort_keys = {c.key: sort for c in columns if (sort := c.sort_key()) is not None}
         self.default_sort = default_sort
         self.column_sort = default_sort  # (column, descending), kept across refreshes
         self._arrived: list[str] = []  # row keys in the order the last sync gave them
-        self.squeeze = dict(squeeze or {})
+        self.squeeze = {c.key: c.squeeze for c in columns if c.squeeze is not None}
 
     class Sorted(Message):
         """The operator chose another sort (the screen may say so)."""
@@ -192,7 +216,7 @@ class LiveTable(CutTable):
 
         New rows are added at the end; then, if ``sort_column`` is given and the order is off,
         rows are re-sorted by ``sort_value`` of that column's text (no row is rebuilt). A table
-        with ``sort_keys`` shows them in the order given, or in the chosen sort (ties in the
+        with columns that sort shows them in the order given, or in the chosen sort (ties in the
         order given).
         """
         current_key = self.cursor_key()
@@ -429,7 +453,7 @@ def _style_changed(table: LiveTable, key: str, column: str, value: Any) -> bool:
     return not isinstance(old, Text) or old.style != value.style or old.spans != value.spans
 
 
-__all__ = ["MARK", "LiveTable"]
+__all__ = ["MARK", "Column", "LiveTable"]
 
 
 def _arrow(descending: bool) -> str:
