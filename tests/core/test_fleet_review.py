@@ -13,13 +13,13 @@ from __future__ import annotations
 import threading
 import time
 from datetime import timedelta
-from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from kestrel_core import Kestrel
+from kestrel_core.db.migrate import function_files
 from kestrel_core.dispatch.buckets import Claims
 from kestrel_core.engine.fleet import SHARE
 from tests.core.test_claim_under_outside_locks import (
@@ -204,8 +204,20 @@ def test_a_mass_death_is_recovered_within_lease_over_six_twice_and_a_claim(
 
 # -- 5. The PL/pgSQL waits sweep against the SQL function it replaced ------------------------
 
-# The sweep as it was, a SQL function (before it became PL/pgSQL): the oracle it is compared with.
-OLD_SWEEP = (Path(__file__).parent / "sweep_waits_as_sql_function.sql").read_text()
+
+def statement_alone() -> str:
+    """The oracle: the waits sweep's function file made a SQL function of its statement alone,
+    as it was until schema version 38 (without the early-exit probe, planned on every call).
+    Derived, not copied: what the test holds is that the probe and the PL/pgSQL around the
+    statement change nothing it does; the statement's own behaviour has its own tests."""
+    (text,) = (f.text for f in function_files() if f.name == "sweep_waits")
+    head, body = text.split("\nBEGIN\n", 1)
+    probe, statement = body.split("\nRETURN QUERY\n", 1)
+    assert "IF NOT EXISTS" in probe and "LANGUAGE plpgsql" in head, "sweep_waits.sql changed its form"
+    return head.replace("LANGUAGE plpgsql", "LANGUAGE sql") + "\n" + statement.split("\nEND\n$$;", 1)[0] + "\n$$;"
+
+
+OLD_SWEEP = statement_alone()
 
 SNAPSHOT = {
     "waits": "SELECT execution_id, step_id, kind, resolved_at IS NOT NULL, resolved_at = now(), decision,"
