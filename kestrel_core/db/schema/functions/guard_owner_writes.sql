@@ -9,7 +9,7 @@
 --   0036): the worker role may INSERT executions (enqueue, a child's start), and the engine's
 --   INSERTs leave the status and the run-time columns to their defaults: a new execution is
 --   'enqueued', unclaimed, unstarted. Without this a worker login could insert one already
---   'paused', 'waiting' or 'success', with an owner, a lease, an output, a deadline: states the
+--   paused, waiting or finished, with an owner, a lease, an output, a deadline: states the
 --   UPDATE guards (guard_paused_executions, guard_waiting_executions, guard_finished_executions)
 --   let only the audited functions and the engine's own transitions make (fork_execution and
 --   trigger_schedule run as the owner).
