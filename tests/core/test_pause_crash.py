@@ -41,15 +41,18 @@ def test_a_paused_execution_stays_put_across_a_sigkill_and_resumes_from_its_chec
     if order == "pause_then_kill":
         a.send_signal(signal.SIGKILL)
         a.wait()
-    # Read once a is dead: its heartbeat renews a paused execution's lease while its step runs,
-    # so a lease read before the kill can be older than the last renewal.
-    (lease_of_a,) = db.execute(
-        "SELECT coalesce(lease_expires, now()) FROM workflow_executions WHERE id = %s", (eid,)
-    ).fetchone()
     workers.start("worker-b")
     # worker-b claims and sweeps: a new execution runs through, and the dead worker's lease
-    # lapses (the lease sweep would have re-enqueued a running execution by then).
-    wait_for(lambda: db.execute("SELECT now() > %s", (lease_of_a,)).fetchone()[0], what="a's lease to lapse")
+    # lapses (the lease sweep would have re-enqueued a running execution by then). Read live:
+    # a's heartbeat renews a paused execution's lease while its step runs, and a renewal its
+    # backend received before the kill may commit after a.wait() returns.
+    wait_for(
+        lambda: db.execute(
+            "SELECT coalesce(lease_expires, now()) < now() FROM workflow_executions WHERE id = %s", (eid,)
+        ).fetchone()[0],
+        timeout=30,
+        what="a's lease to lapse",
+    )
     probe = app.enqueue("slow", {"steps": 1})
     wait_for(lambda: app.get(probe).done, timeout=30, what="worker-b to run another execution")
     assert app.get(eid).status == "paused"

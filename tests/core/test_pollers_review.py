@@ -76,10 +76,13 @@ def test_a_draining_worker_is_not_counted_among_the_pollers(app: Kestrel, db: ps
         wait_for(old.draining.is_set, what="the old worker draining")
         new = start_worker(app, worker_id="new", concurrency=1, listen=False, lease=timedelta(seconds=3))
         _, drained_at = free_slots(db, "old")
-        wait_for(lambda: free_slots(db, "old")[1] > drained_at, what="a beat of the draining worker")
+        # Beats come every second; the bound is for a loaded CI machine, where a beat through
+        # PgBouncer may wait for a server connection (seen: more than 15 s).
+        wait_for(lambda: free_slots(db, "old")[1] > drained_at, timeout=60, what="a beat of the draining worker")
         (new_beat,) = db.execute("SELECT last_heartbeat FROM workers WHERE worker_id = 'new'").fetchone()
         wait_for(
             lambda: db.execute("SELECT last_heartbeat FROM workers WHERE worker_id = 'new'").fetchone()[0] > new_beat,
+            timeout=60,
             what="a beat (and fleet read) of the new worker after it",
         )
         print(f"draining worker's row: free_slots={free_slots(db, 'old')[0]}; new.fleet.pollers={new.fleet.pollers}")
