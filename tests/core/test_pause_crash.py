@@ -13,7 +13,7 @@ import pytest
 
 from kestrel_core import Kestrel
 from tests.core.test_crash import Workers, checkpoints, ran, workers  # noqa: F401 (fixture)
-from tests.waiting import wait_for
+from tests.waiting import wait_for, wait_leases_lapsed
 
 
 def attempts_started_after(db: psycopg.Connection, eid: int, at: datetime) -> list[str]:
@@ -46,13 +46,7 @@ def test_a_paused_execution_stays_put_across_a_sigkill_and_resumes_from_its_chec
     # lapses (the lease sweep would have re-enqueued a running execution by then). Read live:
     # a's heartbeat renews a paused execution's lease while its step runs, and a renewal its
     # backend received before the kill may commit after a.wait() returns.
-    wait_for(
-        lambda: db.execute(
-            "SELECT coalesce(lease_expires, now()) < now() FROM workflow_executions WHERE id = %s", (eid,)
-        ).fetchone()[0],
-        timeout=30,
-        what="a's lease to lapse",
-    )
+    wait_leases_lapsed(db, [eid])
     probe = app.enqueue("slow", {"steps": 1})
     wait_for(lambda: app.get(probe).done, timeout=30, what="worker-b to run another execution")
     assert app.get(eid).status == "paused"
