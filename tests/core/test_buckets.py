@@ -6,7 +6,6 @@ buckets taken over, and the queues' limits holding."""
 from __future__ import annotations
 
 import random
-import re
 import threading
 import time
 from collections import Counter
@@ -23,6 +22,7 @@ from kestrel_core.db.migrate import available, function_files, migrate
 from kestrel_core.dispatch.buckets import BUCKETS, Fallback, assign, buckets_of, group_of
 from kestrel_core.dispatch.claim import ClaimMark, claim_batch
 from kestrel_core.dispatch.queues import declare
+from tests.core.schema_history import created_after
 from tests.waiting import wait_for, wait_until_none_left
 from tests.worker_processes import start_worker_process, stop_worker_processes
 
@@ -320,10 +320,6 @@ def test_the_worker_command_takes_buckets(dsn: str, db: psycopg.Connection) -> N
 # The function files migration 0038 made or changed (they name the bucket): a schema from before
 # it has the ready triggers as migration 0015 made them, and no bucket_assigned.
 BUCKET_FUNCTIONS = {"bucket_assigned", "ready_inserted", "ready_changed"}
-# Functions a later migration creates for the triggers it attaches (their files apply over them).
-LATER_FUNCTIONS = {
-    name for m in available() if m.version >= 38 for name in re.findall(r"CREATE FUNCTION \{schema\}\.(\w+)\(", m.text)
-}
 
 
 def migrate_to_37(conn: psycopg.Connection, schema: str) -> None:
@@ -332,7 +328,7 @@ def migrate_to_37(conn: psycopg.Connection, schema: str) -> None:
         conn,
         schema,
         migrations=[m for m in available() if m.version < 38],
-        functions=[f for f in function_files() if f.name not in BUCKET_FUNCTIONS | LATER_FUNCTIONS],
+        functions=[f for f in function_files() if f.name not in BUCKET_FUNCTIONS | created_after(37)],
     )
 
 

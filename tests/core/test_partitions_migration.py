@@ -4,12 +4,11 @@ partition's), keys still unique, triggers firing once, ids going on past the hig
 
 from __future__ import annotations
 
-import re
-
 import psycopg
 import pytest
 
 from kestrel_core.db.migrate import FunctionFile, available, function_files, migrate
+from tests.core.schema_history import created_after
 from tests.core.test_buckets import BUCKET_FUNCTIONS
 
 SCHEMA = "part_mig"
@@ -47,17 +46,9 @@ WITH e AS (
 SELECT count(*) FROM e
 """
 N = 3000
-# The function files a version-19 schema does not have: those whose header says a migration
-# after 19 created them (each file's first line names it), and batch_ranges (first used by 0022).
-_CREATED = re.compile(r"created (?:by|with) migration (\d{4})|migration (\d{4}) made")
-
-
-def _created_in(text: str) -> int | None:
-    match = _CREATED.search(" ".join(text.splitlines()[:2]))
-    return int(match.group(1) or match.group(2)) if match else None
-
-
-LATER = {"batch_ranges"} | {f.name for f in function_files() if (_created_in(f.text) or 0) >= 20}
+# The function files a version-19 schema does not have: those a migration after 19 created
+# (schema_history.py), and batch_ranges (first used by 0022).
+LATER = {"batch_ranges"} | created_after(19)
 
 
 def functions_at_19() -> list[FunctionFile]:

@@ -7,23 +7,19 @@ Held promises are kept as passing tests (what was attacked, and how); a broken o
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import threading
 import time
-from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg.errors import InsufficientPrivilege
 
 from kestrel_core import AsyncKestrel, EnqueueOptions, Kestrel
-from kestrel_core.db.migrate import FunctionFile, available, migrate
+from kestrel_core.db.migrate import FunctionFile, available, function_files, migrate
 from kestrel_core.workflow.flow_context import child_options
 from tests.conftest import create_database, drop_database
+from tests.core.schema_history import created_after
 from tests.core.test_roles import Logins, as_user, logins  # noqa: F401 (fixture)
-
-ROOT = Path(__file__).resolve().parents[2]
-BEFORE = "e983907"  # the commit before the change under review (schema version 39)
 
 TRIGGERS = r"""
 SELECT c.relname ~ '_p\d+$', c.relname, t.tgname, p.proname, encode(t.tgargs, 'escape'), t.tgtype,
@@ -42,14 +38,9 @@ SELECT coalesce(c.workflow_name, a.workflow_name), coalesce(c.status, a.status),
 """
 
 
-def _git(*args: str) -> str:
-    return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True).stdout
-
-
 def _functions_before() -> list[FunctionFile]:
-    folder = "kestrel_core/db/schema/functions/"
-    names = [p for p in _git("ls-tree", "--name-only", BEFORE, folder).split() if p.endswith(".sql")]
-    return [FunctionFile(Path(p).stem, _git("show", f"{BEFORE}:{p}")) for p in names]
+    """The function files of a version-39 schema (schema_history.py)."""
+    return [f for f in function_files() if f.name not in created_after(39)]
 
 
 def _seed(conn: psycopg.Connection) -> None:
@@ -64,18 +55,11 @@ def _seed(conn: psycopg.Connection) -> None:
     )
 
 
-def _normal(rows: list[tuple]) -> list[tuple]:
-    return sorted(rows)
-
-
 @pytest.fixture(scope="module")
 def fresh_and_upgraded() -> tuple[str, str]:
-    """A database migrated by this code from nothing, and one migrated by the code before the
-    change (version 39, with its function files), seeded with rows, then upgraded."""
-    try:
-        before = _functions_before()
-    except (subprocess.CalledProcessError, FileNotFoundError):  # pragma: no cover - no git history
-        pytest.skip(f"no git history with {BEFORE}")
+    """A database migrated by this code from nothing, and one migrated as a version-39 schema
+    (its migrations and function files), seeded with rows, then upgraded."""
+    before = _functions_before()
     fresh, upgraded = create_database("kestrel_r45f"), create_database("kestrel_r45u")
     try:
         with psycopg.connect(fresh, autocommit=True) as conn:
@@ -102,7 +86,7 @@ def test_an_upgraded_schema_has_the_fresh_one_s_triggers_and_its_counts(fresh_an
     prune of finished rows. Held."""
     fresh, upgraded = fresh_and_upgraded
     with psycopg.connect(fresh) as f, psycopg.connect(upgraded, autocommit=True) as u:
-        assert _normal(u.execute(TRIGGERS).fetchall()) == _normal(f.execute(TRIGGERS).fetchall())
+        assert sorted(u.execute(TRIGGERS).fetchall()) == sorted(f.execute(TRIGGERS).fetchall())
         assert u.execute(COUNTS_WRONG).fetchall() == []
         u.execute(
             "INSERT INTO kestrel.workflow_executions (workflow_name, status, finished_at)"
@@ -124,10 +108,7 @@ def test_an_upgraded_schema_has_the_fresh_one_s_triggers_and_its_counts(fresh_an
 
 def test_migrating_concurrently_from_39_applies_40_once() -> None:
     """Attack: four processes migrate a v39 database at once. Held: one applies 40."""
-    try:
-        before = _functions_before()
-    except (subprocess.CalledProcessError, FileNotFoundError):  # pragma: no cover
-        pytest.skip(f"no git history with {BEFORE}")
+    before = _functions_before()
     dsn = create_database("kestrel_r45c")
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
