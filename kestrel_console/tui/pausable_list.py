@@ -54,8 +54,7 @@ class PausableList(ScreenMixin):
 
     def selected(self) -> dict[str, Any] | None:
         """The row under the cursor (None: the list is empty)."""
-        key = self.table.cursor_key()
-        return self.table.rows_data.get(key) if key else None
+        return self.table.cursor_data()
 
     def action_toggle_paused(self) -> None:
         if self.pause_refused(self.KIND):

@@ -280,8 +280,7 @@ class DetailScreen(StateActions, LiveScreen):
 
     def selected_step(self) -> str | None:
         """The step under the Attempts table's cursor (the fork starts there)."""
-        table = self.query_one("#detail-attempts", LiveTable)
-        entry = table.rows_data.get(table.cursor_key() or "")
+        entry = self.query_one("#detail-attempts", LiveTable).cursor_data()
         return entry["step_id"] if entry else None
 
     def action_fork(self) -> None:

@@ -35,7 +35,6 @@ class DetailsBox(VerticalScroll):
         self, table: LiveTable, describe: Callable[[dict[str, Any]], RenderableType], nothing: str
     ) -> None:
         """Show ``describe`` of the row under ``table``'s cursor, else ``nothing`` (dimmed)."""
-        key = table.cursor_key()
-        row = table.rows_data.get(key) if key else None
+        row = table.cursor_data()
         body = self.query_one(f"#{self.body_id}", Static)
         body.update(Text(nothing, style="dim") if row is None else describe(row))

@@ -382,6 +382,11 @@ class LiveTable(CutTable):
         except CellDoesNotExist:
             return None
 
+    def cursor_data(self) -> dict[str, Any] | None:
+        """The source row under the cursor (None: the table is empty)."""
+        key = self.cursor_key()
+        return self.rows_data.get(key) if key else None
+
     # -- marks -------------------------------------------------------------------------------
 
     def toggle_mark(self, key: str | None = None) -> None:
