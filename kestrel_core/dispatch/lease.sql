@@ -47,18 +47,20 @@ SELECT id, claim_epoch, false FROM busy;
 -- On shutdown: hand back what did not finish so another worker picks it up at once; the
 -- attempts it had open are closed (lifecycle: release) and workers woken ({abandon_and_wake}).
 -- A row another session holds locked (an operator's FOR UPDATE, a cancel under way) is skipped,
--- not waited for: the others go back at once, it waits out its lease and is swept.
+-- not waited for: the others go back at once, it waits out its lease and is swept. Rows are
+-- named by id, never by ctid: the table is partitioned, and a ctid names a row in every range.
 WITH let_go AS (
     UPDATE {schema}.workflow_executions SET lease_expires = NULL
-     WHERE ctid = ANY(ARRAY(SELECT ctid FROM {schema}.workflow_executions
-                             WHERE status = 'paused' AND owner_id = %(worker_id)s AND lease_expires IS NOT NULL
-                               FOR NO KEY UPDATE SKIP LOCKED))
+     WHERE id = ANY(ARRAY(SELECT id FROM {schema}.workflow_executions
+                           WHERE status = 'paused' AND owner_id = %(worker_id)s AND lease_expires IS NOT NULL
+                             FOR NO KEY UPDATE SKIP LOCKED))
+       AND status = 'paused' AND owner_id = %(worker_id)s
 ), handed_back AS (
     UPDATE {schema}.workflow_executions
        SET status = 'enqueued', lease_expires = NULL, run_at = now(), updated_at = now()
-     WHERE ctid = ANY(ARRAY(SELECT ctid FROM {schema}.workflow_executions
-                             WHERE status = 'running' AND owner_id = %(worker_id)s
-                               FOR NO KEY UPDATE SKIP LOCKED))
+     WHERE id = ANY(ARRAY(SELECT id FROM {schema}.workflow_executions
+                           WHERE status = 'running' AND owner_id = %(worker_id)s
+                             FOR NO KEY UPDATE SKIP LOCKED))
        AND status = 'running' AND owner_id = %(worker_id)s
     RETURNING id, workflow_name
 ), {abandon_and_wake};

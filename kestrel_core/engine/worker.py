@@ -300,7 +300,7 @@ class Worker(RunnerThreads):
                 interruptible=False,
             )
             self.stats["released"] += len(released)
-        except psycopg.OperationalError as exc:
+        except psycopg.Error as exc:  # whatever the database says, the stop goes on
             self.log.warning(
                 "event=release_failed worker=%s error=%r (leases will lapse and be swept)",
                 self.worker_id,
@@ -312,7 +312,7 @@ class Worker(RunnerThreads):
                 window=5.0,
                 interruptible=False,
             )
-        except psycopg.OperationalError as exc:
+        except psycopg.Error as exc:  # whatever the database says, the stop goes on
             self.log.warning(
                 "event=retire_failed worker=%s error=%r (its row stops counting as live once its beats lapse)",
                 self.worker_id,

@@ -345,6 +345,12 @@ def test_a_real_stop_hands_back_what_is_not_locked_across_ranges(
 # -- 3. The limited claim: a locked head of a queue of concurrency 1 ------------------------
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="a known limit (docs/guarantees.md): the limited claim applies a queue's limits before "
+    "it locks, so a limit of 1 chooses only the head, and a head another session holds locked "
+    "stalls that queue (or key) for as long as the lock is held (as before this change)",
+)
 @pytest.mark.parametrize("limit", ["concurrency", "per_key"])
 def test_a_limited_queue_runs_past_a_locked_head_when_its_limit_is_one(
     app: Kestrel, db: psycopg.Connection, dsn: str, start_worker, limit: str
